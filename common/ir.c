@@ -1,0 +1,294 @@
+/* ir.c — tensors, buffers and attribute helpers of the IR. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ox_ir.h"
+
+const OnyxMemoryDevice OX_HOST_MEMORY = {ONYX_DEVICE_CPU, 0, 0, ONYX_MEM_DEFAULT, OX_HOST_ALIGN, 0};
+
+bool ox_memory_equal(const OnyxMemoryDevice* a, const OnyxMemoryDevice* b) {
+  return a->kind == b->kind && a->vendor_id == b->vendor_id && a->device_id == b->device_id &&
+         a->mem_type == b->mem_type;
+}
+
+OnyxStatus* ox_shape_count(const int64_t* dims, size_t rank, size_t* count) {
+  size_t n = 1;
+  for (size_t i = 0; i < rank; i++) {
+    if (dims[i] < 0)
+      return ox_status(ONYX_INVALID_ARGUMENT, "dimension %zu is negative (%lld)", i,
+                       (long long)dims[i]);
+    if (!ox_mul_ok(n, (size_t)dims[i], &n))
+      return ox_status(ONYX_INVALID_ARGUMENT, "element count overflows at dimension %zu", i);
+  }
+  *count = n;
+  return NULL;
+}
+
+/* Bits per element of the sub-byte types. */
+static unsigned ox_sub_byte_bits(OnyxElemType t) {
+  switch (t) {
+  case ONYX_ELEM_UINT4:
+  case ONYX_ELEM_INT4:
+  case ONYX_ELEM_FLOAT4E2M1:
+    return 4;
+  case ONYX_ELEM_UINT2:
+  case ONYX_ELEM_INT2:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+OnyxStatus* ox_type_bytes(OnyxElemType t, size_t count, size_t* bytes) {
+  size_t size = t == ONYX_ELEM_STRING ? sizeof(char*) : ox_elem_size(t);
+  if (size) {
+    if (!ox_mul_ok(count, size, bytes))
+      return ox_status(ONYX_INVALID_ARGUMENT, "tensor byte size overflows");
+    return NULL;
+  }
+  unsigned bits = ox_sub_byte_bits(t);
+  if (!bits) return ox_status(ONYX_NOT_IMPLEMENTED, "element type %d has no size", (int)t);
+  *bytes = count / (8 / bits) + (count % (8 / bits) != 0);
+  return NULL;
+}
+
+OnyxStatus* ox_tensor_set_shape(OxTensor* t, const int64_t* dims, size_t rank) {
+  size_t count, bytes;
+  OX_TRY(ox_shape_count(dims, rank, &count));
+  OX_TRY(ox_type_bytes(t->type, count, &bytes));
+  int64_t* d = t->dims_inline;
+  if (rank > OX_DIMS_INLINE) {
+    d = t->dims != t->dims_inline && t->rank >= rank ? t->dims : malloc(rank * sizeof *d);
+    if (!d) return ox_oom();
+  }
+  memmove(d, dims, rank * sizeof *d);
+  if (t->dims && t->dims != t->dims_inline && t->dims != d) free(t->dims);
+  t->dims = d;
+  t->rank = rank;
+  t->count = count;
+  t->bytes = bytes;
+  return NULL;
+}
+
+static OxTensor* ox_tensor_alloc_header(OnyxElemType type) {
+  OxTensor* t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->type = type;
+  t->dims = t->dims_inline;
+  t->device = OX_HOST_MEMORY;
+  return t;
+}
+
+static void ox_buffer_free_strings(OxBuffer* b) {
+  char** s = b->ptr;
+  for (size_t i = 0; i < b->count; i++)
+    free(s[i]);
+}
+
+OxBuffer* ox_buffer_ref(OxBuffer* b) {
+  if (b) __atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+  return b;
+}
+
+void ox_buffer_unref(OxBuffer* b) {
+  if (!b || __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (b->type == ONYX_ELEM_STRING && b->ptr) ox_buffer_free_strings(b);
+  if (b->release)
+    b->release(b->release_ctx, b->ptr, b->bytes);
+  else
+    free(b->ptr);
+  free(b);
+}
+
+OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, OxTensor** out) {
+  *out = NULL;
+  OxTensor* t = ox_tensor_alloc_header(type);
+  if (!t) return ox_oom();
+  OnyxStatus* st = ox_tensor_set_shape(t, dims, rank);
+  if (st) {
+    ox_tensor_free(t);
+    return st;
+  }
+  OxBuffer* b = calloc(1, sizeof *b);
+  size_t alloc = (t->bytes + OX_HOST_ALIGN - 1) / OX_HOST_ALIGN * OX_HOST_ALIGN;
+  void* p = b ? aligned_alloc(OX_HOST_ALIGN, alloc ? alloc : OX_HOST_ALIGN) : NULL;
+  if (!p) {
+    free(b);
+    ox_tensor_free(t);
+    return ox_oom();
+  }
+  memset(p, 0, alloc ? alloc : OX_HOST_ALIGN);
+  *b = (OxBuffer){.refs = 1, .ptr = p, .bytes = t->bytes, .type = type, .count = t->count};
+  t->buffer = b;
+  t->data = p;
+  if (type == ONYX_ELEM_STRING) {
+    char** s = p;
+    for (size_t i = 0; i < t->count; i++) {
+      if (!(s[i] = ox_strdup(""))) {
+        ox_tensor_free(t);
+        return ox_oom();
+      }
+    }
+  }
+  *out = t;
+  return NULL;
+}
+
+OnyxStatus* ox_tensor_wrap(OnyxElemType type, const int64_t* dims, size_t rank, void* data,
+                           const OnyxMemoryDevice* dev, OxTensor** out) {
+  *out = NULL;
+  OxTensor* t = ox_tensor_alloc_header(type);
+  if (!t) return ox_oom();
+  OnyxStatus* st = ox_tensor_set_shape(t, dims, rank);
+  if (st) {
+    ox_tensor_free(t);
+    return st;
+  }
+  t->data = data;
+  if (dev) t->device = *dev;
+  *out = t;
+  return NULL;
+}
+
+OnyxStatus* ox_tensor_view(const OxTensor* src, const int64_t* dims, size_t rank, OxTensor** out) {
+  *out = NULL;
+  OxTensor* t = ox_tensor_alloc_header(src->type);
+  if (!t) return ox_oom();
+  OnyxStatus* st = ox_tensor_set_shape(t, dims, rank);
+  if (!st && t->count != src->count)
+    st = ox_status(ONYX_INVALID_ARGUMENT, "view of %zu elements over a tensor of %zu", t->count,
+                   src->count);
+  if (st) {
+    ox_tensor_free(t);
+    return st;
+  }
+  t->data = src->data;
+  t->device = src->device;
+  t->buffer = ox_buffer_ref(src->buffer);
+  *out = t;
+  return NULL;
+}
+
+OnyxStatus* ox_tensor_clone(const OxTensor* src, OxTensor** out) {
+  OX_TRY(ox_tensor_new(src->type, src->dims, src->rank, out));
+  if (src->type != ONYX_ELEM_STRING) {
+    if (src->bytes) memcpy((*out)->data, src->data, src->bytes);
+    return NULL;
+  }
+  char** d = (*out)->data;
+  char* const* s = src->data;
+  for (size_t i = 0; i < src->count; i++) {
+    free(d[i]);
+    if (!(d[i] = ox_strdup(s[i] ? s[i] : ""))) {
+      ox_tensor_free(*out);
+      *out = NULL;
+      return ox_oom();
+    }
+  }
+  return NULL;
+}
+
+void ox_tensor_free(OxTensor* t) {
+  if (!t) return;
+  ox_buffer_unref(t->buffer);
+  if (t->dims != t->dims_inline) free(t->dims);
+  free(t);
+}
+
+void ox_shape_str(OnyxElemType type, const int64_t* dims, int64_t rank, char* buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "%s", ox_elem_name(type));
+  if (rank < 0) {
+    if (n < len) snprintf(buf + n, len - n, "[?]");
+    return;
+  }
+  for (int64_t i = 0; i < rank && n < len; i++) {
+    if (dims[i] < 0)
+      n += (size_t)snprintf(buf + n, len - n, "%s?", i ? "," : "[");
+    else
+      n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "[", (long long)dims[i]);
+  }
+  if (n < len) snprintf(buf + n, len - n, rank ? "]" : "[]");
+}
+
+/* --- attributes --------------------------------------------------------------------- */
+void ox_attr_clear(OxAttr* a) {
+  free(a->name);
+  free(a->s);
+  free(a->ints);
+  free(a->floats);
+  for (size_t i = 0; a->strings && i < a->count; i++)
+    free(a->strings[i]);
+  free(a->strings);
+  ox_tensor_free(a->t);
+  for (size_t i = 0; a->tensors && i < a->count; i++)
+    ox_tensor_free(a->tensors[i]);
+  free(a->tensors);
+  /* Subgraphs are freed by the graph module (it owns graph teardown). */
+  *a = (OxAttr){0};
+}
+
+const OxAttr* ox_node_attr(const OxNode* n, const char* name) {
+  for (size_t i = 0; i < n->n_attrs; i++)
+    if (!strcmp(n->attrs[i].name, name)) return &n->attrs[i];
+  return NULL;
+}
+
+int64_t ox_node_attr_int(const OxNode* n, const char* name, int64_t fallback) {
+  const OxAttr* a = ox_node_attr(n, name);
+  return a && a->type == ONYX_ATTR_INT ? a->i : fallback;
+}
+
+float ox_node_attr_float(const OxNode* n, const char* name, float fallback) {
+  const OxAttr* a = ox_node_attr(n, name);
+  return a && a->type == ONYX_ATTR_FLOAT ? a->f : fallback;
+}
+
+const char* ox_node_attr_string(const OxNode* n, const char* name, const char* fallback) {
+  const OxAttr* a = ox_node_attr(n, name);
+  return a && a->type == ONYX_ATTR_STRING ? a->s : fallback;
+}
+
+const int64_t* ox_node_attr_ints(const OxNode* n, const char* name, size_t* count) {
+  const OxAttr* a = ox_node_attr(n, name);
+  if (!a || a->type != ONYX_ATTR_INTS) {
+    *count = 0;
+    return NULL;
+  }
+  *count = a->count;
+  return a->ints;
+}
+
+OnyxStatus* ox_value_set(OxValue* v, OnyxElemType type, int32_t rank, const int64_t* dims) {
+  int64_t* d = NULL;
+  if (rank > 0) {
+    d = malloc((size_t)rank * sizeof *d);
+    if (!d) return ox_oom();
+    memcpy(d, dims, (size_t)rank * sizeof *d);
+  }
+  if (v->dim_params) {
+    for (int32_t i = 0; i < v->rank; i++)
+      free(v->dim_params[i]);
+    free(v->dim_params);
+    v->dim_params = NULL;
+  }
+  free(v->dims);
+  v->dims = d;
+  v->rank = rank < 0 ? -1 : rank;
+  v->type = type;
+  return NULL;
+}
+
+bool ox_domain_is_onnx(const char* domain) {
+  return !domain || !*domain || !strcmp(domain, "ai.onnx");
+}
+
+int64_t ox_graph_opset(const OxGraph* g, const char* domain) {
+  while (g->parent)
+    g = g->parent;
+  bool onnx = ox_domain_is_onnx(domain);
+  for (size_t i = 0; i < g->n_opsets; i++) {
+    const char* d = g->opsets[i].domain;
+    if (onnx ? ox_domain_is_onnx(d) : !strcmp(d ? d : "", domain)) return g->opsets[i].version;
+  }
+  return -1;
+}

@@ -1,0 +1,183 @@
+/* ox_ir.h — the graph IR: tensors, attributes, values, nodes, graphs.
+ *
+ * The opaque ABI handles of onyx_ep.h / onyx.h are these structs: an
+ * `OnyxNode*` handed to a provider is an `OxNode*`. Providers never see the
+ * layout; they go through the host API.
+ *
+ * Ownership: a graph owns its nodes, values, initializer tensors and
+ * attributes. A tensor owns a reference to its buffer; views share it.
+ */
+#ifndef OX_IR_H
+#define OX_IR_H
+
+#include "ox_common.h"
+#include "onyx/onyx_ep.h"
+
+/* --- Buffers and tensors ------------------------------------------------------- */
+
+/* Reference-counted storage behind one or more tensors. */
+typedef struct OxBuffer {
+  int refs; /* atomic */
+  void* ptr;
+  size_t bytes;
+  /* For string buffers: ptr is char*[count], each string owned here. */
+  OnyxElemType type;
+  size_t count;
+  /* Returns ptr to its owner (arena, allocator, munmap...). NULL: free(). */
+  void (*release)(void* ctx, void* ptr, size_t bytes);
+  void* release_ctx;
+} OxBuffer;
+
+#define OX_DIMS_INLINE 8
+
+typedef struct OnyxTensor {
+  OnyxElemType type;
+  size_t rank;
+  int64_t* dims; /* dims_inline or heap when rank > OX_DIMS_INLINE */
+  int64_t dims_inline[OX_DIMS_INLINE];
+  size_t count; /* elements */
+  size_t bytes;
+  void* data;
+  OnyxMemoryDevice device;
+  OxBuffer* buffer; /* NULL: data is borrowed and outlives the tensor */
+} OxTensor;
+
+/* The host CPU's default memory. */
+extern const OnyxMemoryDevice OX_HOST_MEMORY;
+#define OX_HOST_ALIGN 64
+
+bool ox_memory_equal(const OnyxMemoryDevice* a, const OnyxMemoryDevice* b);
+/* Element count of a shape, overflow-checked; negative dims are an error. */
+OnyxStatus* ox_shape_count(const int64_t* dims, size_t rank, size_t* count);
+/* Byte size of count elements of t (handles sub-byte types; strings: pointer array). */
+OnyxStatus* ox_type_bytes(OnyxElemType t, size_t count, size_t* bytes);
+
+/* New tensor in host memory, zero-filled (strings: empty ""). */
+OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, OxTensor** out);
+/* New tensor header over borrowed data (no buffer). */
+OnyxStatus* ox_tensor_wrap(OnyxElemType type, const int64_t* dims, size_t rank, void* data,
+                           const OnyxMemoryDevice* dev, OxTensor** out);
+/* New tensor sharing src's buffer with another shape of equal element count. */
+OnyxStatus* ox_tensor_view(const OxTensor* src, const int64_t* dims, size_t rank, OxTensor** out);
+/* Deep copy into host memory (src must be host-addressable). */
+OnyxStatus* ox_tensor_clone(const OxTensor* src, OxTensor** out);
+void ox_tensor_free(OxTensor* t);
+/* Sets rank/dims/count/bytes (does not touch data). */
+OnyxStatus* ox_tensor_set_shape(OxTensor* t, const int64_t* dims, size_t rank);
+OxBuffer* ox_buffer_ref(OxBuffer* b);
+void ox_buffer_unref(OxBuffer* b);
+/* Writes "float32[2,3]" into buf. */
+void ox_shape_str(OnyxElemType type, const int64_t* dims, int64_t rank, char* buf, size_t len);
+
+/* --- Attributes ------------------------------------------------------------------ */
+struct OxGraph;
+
+typedef struct OxAttr {
+  char* name;
+  OnyxAttrType type;
+  int64_t i;
+  float f;
+  char* s; /* NUL-terminated copy; s_len excludes the NUL */
+  size_t s_len;
+  int64_t* ints;
+  float* floats;
+  char** strings;
+  OxTensor* t;
+  OxTensor** tensors;
+  struct OxGraph* g;
+  struct OxGraph** graphs;
+  size_t count;      /* elements of the list types */
+  bool from_default; /* filled in from the schema */
+} OxAttr;
+
+void ox_attr_clear(OxAttr* a);
+
+/* --- Values, nodes, graphs ------------------------------------------------------- */
+typedef struct OnyxNode OxNode;
+typedef struct OnyxValueInfo OxValue;
+struct OxSchema;
+
+struct OnyxValueInfo {
+  char* name;
+  OnyxElemType type;  /* UNDEFINED until known */
+  int32_t rank;       /* -1: unknown */
+  int64_t* dims;      /* rank entries; ONYX_DIM_UNKNOWN where unknown */
+  char** dim_params;  /* NULL, or rank entries (NULL where none) */
+  OxTensor* constant; /* initializer (owned by the value) */
+  OxNode* producer;
+  int32_t producer_slot;
+  OxNode** consumers; /* each consumer once per input slot it reads */
+  size_t n_consumers, cap_consumers;
+  bool is_graph_input;
+  bool is_graph_output;
+  bool is_outer_scope; /* a subgraph reading a value of its parent */
+  size_t index;        /* position in graph->values */
+};
+
+struct OnyxNode {
+  char* name; /* never NULL: unnamed nodes get "<op_type>_<index>" */
+  char* op_type;
+  char* domain;     /* "" for ai.onnx */
+  OxValue** inputs; /* NULL entries: absent optional input */
+  size_t n_inputs;
+  OxValue** outputs; /* NULL entries: absent optional output */
+  size_t n_outputs;
+  OxAttr* attrs;
+  size_t n_attrs, cap_attrs;
+  const struct OxSchema* schema; /* set by resolve */
+  int32_t since_version;         /* schema->since_version */
+  size_t index;                  /* position in graph->nodes */
+  /* Placement, set by the partitioner. */
+  int32_t ep;    /* index into the session's provider list; -1: not placed */
+  int32_t group; /* fused group id, -1: none */
+  int64_t priority;
+};
+
+typedef struct OxOpsetImport {
+  char* domain;
+  int64_t version;
+} OxOpsetImport;
+
+/* A region of a file mapped for external data; unmapped with the graph. */
+typedef struct OxMapping {
+  void* addr;
+  size_t len;
+} OxMapping;
+
+typedef struct OxGraph {
+  char* name;
+  OxNode** nodes; /* topological order after ox_graph_toposort */
+  size_t n_nodes, cap_nodes;
+  OxValue** values;
+  size_t n_values, cap_values;
+  OxMap value_map;  /* name -> OxValue* */
+  OxValue** inputs; /* declared graph inputs (initializers excluded) */
+  size_t n_inputs, cap_inputs;
+  OxValue** outputs;
+  size_t n_outputs, cap_outputs;
+  /* Model-level facts, on the main graph only. */
+  OxOpsetImport* opsets;
+  size_t n_opsets;
+  int64_t ir_version;
+  char* producer_name;
+  char* source; /* the model's path or "<memory>", for messages */
+  OxMapping* mappings;
+  size_t n_mappings;
+  struct OxGraph* parent; /* enclosing graph of a subgraph */
+} OxGraph;
+
+/* Attribute look-up by name; NULL if the node has none of that name. */
+const OxAttr* ox_node_attr(const OxNode* n, const char* name);
+int64_t ox_node_attr_int(const OxNode* n, const char* name, int64_t fallback);
+float ox_node_attr_float(const OxNode* n, const char* name, float fallback);
+const char* ox_node_attr_string(const OxNode* n, const char* name, const char* fallback);
+/* ints attribute: returns the array and sets *count; NULL/0 if absent. */
+const int64_t* ox_node_attr_ints(const OxNode* n, const char* name, size_t* count);
+
+/* Sets a value's type and shape (copies dims; rank -1: unknown shape). */
+OnyxStatus* ox_value_set(OxValue* v, OnyxElemType type, int32_t rank, const int64_t* dims);
+/* The opset the model imports for a domain ("" and "ai.onnx" are one), or -1. */
+int64_t ox_graph_opset(const OxGraph* g, const char* domain);
+bool ox_domain_is_onnx(const char* domain);
+
+#endif /* OX_IR_H */

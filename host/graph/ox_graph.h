@@ -1,0 +1,44 @@
+/* ox_graph.h — building, ordering and resolving the IR graph. */
+#ifndef OX_GRAPH_H
+#define OX_GRAPH_H
+
+#include "ox_ir.h"
+#include "ox_schema.h"
+
+OnyxStatus* ox_graph_new(const char* name, OxGraph** out);
+/* Frees nodes, values, initializers, attributes, subgraphs and mappings. */
+void ox_graph_free(OxGraph* g);
+
+/* The value named `name`, created (type undefined, rank -1) if absent. */
+OnyxStatus* ox_graph_value(OxGraph* g, const char* name, OxValue** out);
+OxValue* ox_graph_find(const OxGraph* g, const char* name);
+
+/* Adds a node reading and writing values by name ("" or NULL: absent
+ * optional). Sets producer/consumer links. A value produced by two nodes, or
+ * produced by a node and also a graph input or initializer, is an error
+ * naming both. `name` NULL or "": the node is named "<op_type>_<index>". */
+OnyxStatus* ox_graph_add_node(OxGraph* g, const char* name, const char* op_type, const char* domain,
+                              const char* const* inputs, size_t n_in, const char* const* outputs,
+                              size_t n_out, OxNode** out);
+/* Moves *attr into the node (attr is zeroed). A duplicate name is an error. */
+OnyxStatus* ox_node_add_attr(OxNode* n, OxAttr* attr);
+OnyxStatus* ox_graph_add_input(OxGraph* g, OxValue* v);
+OnyxStatus* ox_graph_add_output(OxGraph* g, OxValue* v);
+/* Removes a node (used by the partitioner when fusing); unlinks consumers. */
+void ox_graph_remove_node(OxGraph* g, OxNode* n);
+
+/* Reorders g->nodes topologically (stable: among ready nodes, the original
+ * order). A cycle is an error naming a node on it; a node input that no node,
+ * graph input or initializer produces is an error naming both. */
+OnyxStatus* ox_graph_toposort(OxGraph* g);
+
+/* Resolve: for each node in order, look up its schema (custom registries
+ * first, then built-in), check arity and attributes (filling defaults), and
+ * infer output types and shapes. Every error names the source file, node and
+ * op. `customs` may hold NULL entries. */
+OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs, size_t n_customs);
+
+/* Unmaps external-data mappings (host/model owns mapping; graph frees). */
+void ox_graph_unmap_all(OxGraph* g);
+
+#endif

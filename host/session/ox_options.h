@@ -1,0 +1,59 @@
+/* ox_options.h — session options, provider options and pins: what code and
+ * the JSON config set, and what the session reads. */
+#ifndef OX_OPTIONS_H
+#define OX_OPTIONS_H
+
+#include "ox_common.h"
+#include "onyx/onyx.h"
+#include "onyx/onyx_ep.h"
+
+/* Provider options: ordered key/value strings (the handle of onyx_ep.h). */
+struct OnyxOptions {
+  char** keys;
+  char** values;
+  size_t count, cap;
+};
+OnyxStatus* ox_options_set(OnyxOptions* o, const char* key, const char* value);
+const char* ox_options_get(const OnyxOptions* o, const char* key);
+OnyxStatus* ox_options_copy(OnyxOptions* dst, const OnyxOptions* src);
+void ox_options_clear(OnyxOptions* o);
+
+typedef struct OxProviderSpec {
+  char* name;
+  char* library; /* NULL: search by name */
+  int device;
+  bool required;
+  OnyxOptions options;
+} OxProviderSpec;
+
+typedef struct OxPin {
+  char* node_name; /* exactly one of node_name / op_type is set */
+  char* op_type;
+  char* provider;
+} OxPin;
+
+struct OnyxSessionOptions {
+  OxProviderSpec* providers;
+  size_t n_providers, cap_providers;
+  OxPin* pins;
+  size_t n_pins, cap_pins;
+  bool fallback_deny;
+  bool no_implicit_cpu;
+  int threads; /* 0: one per core */
+  OnyxLogSeverity log_severity;
+  OnyxLogFn log_fn;
+  void* log_user;
+  OnyxExecutionOrder order;
+  OnyxOptimizationLevel opt_level;
+  bool deterministic;
+  bool memory_pattern;
+  char* profile_path;
+  /* Resource limits; 0: default. */
+  size_t max_model_bytes, max_tensor_bytes, max_nodes;
+  int max_graph_depth;
+};
+
+/* Deep copy, so a session keeps its options after the caller releases theirs. */
+OnyxStatus* ox_session_options_clone(const OnyxSessionOptions* src, OnyxSessionOptions** out);
+
+#endif

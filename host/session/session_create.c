@@ -1,0 +1,206 @@
+/* session_create.c — the path of a model: load, providers, resolve,
+ * partition, plan (ARCHITECTURE.md §1). */
+#include <stdlib.h>
+#include <string.h>
+#include "ox_model.h"
+#include "ox_session.h"
+
+static OnyxStatus* ox_provider_unavailable(OnyxSession* s, const OxProviderSpec* spec,
+                                           OnyxStatus* why) {
+  if (spec->required) return why;
+  ox_session_log(s, ONYX_LOG_WARNING,
+                 "provider '%s' is optional (\"required\": false) and not available, so the "
+                 "session runs without it: %s",
+                 spec->name, why->message ? why->message : "");
+  ox_status_free(why);
+  return NULL;
+}
+
+static OnyxStatus* ox_device_check(const OxProviderSpec* spec, const OnyxProvider* p) {
+  size_t count = 0;
+  OnyxStatus* st = p->device_count(p, &count);
+  if (st) return ox_status_wrap(st, "provider '%s' has no usable device", spec->name);
+  if (!count) return ox_status(ONYX_NO_DEVICE, "provider '%s' reports zero devices", spec->name);
+  if (spec->device < 0 || (size_t)spec->device >= count)
+    return ox_status(ONYX_INVALID_CONFIG, "provider '%s': device %d does not exist (it has %zu)",
+                     spec->name, spec->device, count);
+  return NULL;
+}
+
+static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec, bool implicit) {
+  OxProviderLib* lib = NULL;
+  OnyxStatus* st = ox_provider_lib_acquire(spec->name, spec->library, &lib);
+  if (!st) st = ox_device_check(spec, lib->provider);
+  if (st) {
+    ox_provider_lib_release(lib);
+    return ox_provider_unavailable(s, spec, st);
+  }
+  OnyxEpCreateArgs args = {
+      .struct_size = sizeof args,
+      .device_index = (size_t)spec->device,
+      .options = &spec->options,
+      .thread_pool = s->pool,
+      .deterministic = s->opts->deterministic,
+      .log_severity = (int32_t)s->opts->log_severity,
+  };
+  OnyxEp* ep = NULL;
+  st = lib->provider->create_ep(lib->provider, &args, &ep);
+  if (!st &&
+      (!ep || ep->struct_size < offsetof(OnyxEp, release) + sizeof ep->release || !ep->release)) {
+    st =
+        ox_status(ONYX_FAIL, "provider '%s' returned an EP without a release function", spec->name);
+    ep = NULL; /* cannot release it safely */
+  }
+  if (st) {
+    ox_provider_lib_release(lib);
+    return ox_status_wrap(st, "provider '%s': create_ep failed", spec->name);
+  }
+  OxEpSlot* slots = realloc(s->eps, (s->n_eps + 1) * sizeof *slots);
+  char* name = ox_strdup(spec->name);
+  if (!slots || !name) {
+    free(name);
+    if (slots) s->eps = slots;
+    ep->release(ep);
+    ox_provider_lib_release(lib);
+    return ox_oom();
+  }
+  s->eps = slots;
+  OxEpSlot* slot = &s->eps[s->n_eps++];
+  *slot = (OxEpSlot){.name = name, .lib = lib, .ep = ep, .implicit = implicit};
+  pthread_mutex_init(&slot->arena_lock, NULL);
+  if (ep->create_stream) {
+    st = ep->create_stream(ep, &slot->stream);
+    if (st) return ox_status_wrap(st, "provider '%s': create_stream failed", spec->name);
+  }
+  return NULL;
+}
+
+static bool ox_lists_cpu(const OnyxSessionOptions* o) {
+  for (size_t i = 0; i < o->n_providers; i++)
+    if (!strcmp(o->providers[i].name, "cpu")) return true;
+  return false;
+}
+
+static OnyxStatus* ox_session_providers(OnyxSession* s) {
+  const OnyxSessionOptions* o = s->opts;
+  for (size_t i = 0; i < o->n_providers; i++)
+    OX_TRY(ox_session_add_ep(s, &o->providers[i], false));
+  if (!ox_lists_cpu(o) && !o->no_implicit_cpu) {
+    OxProviderSpec cpu = {.name = (char*)"cpu", .required = true};
+    OX_TRY(ox_session_add_ep(s, &cpu, true));
+  }
+  if (!s->n_eps) return ox_status(ONYX_NO_DEVICE, "no execution provider is available");
+  return NULL;
+}
+
+static OnyxStatus* ox_session_resolve(OnyxSession* s) {
+  const OxSchemaRegistry** customs = calloc(s->n_eps + 1, sizeof *customs);
+  if (!customs) return ox_oom();
+  for (size_t i = 0; i < s->n_eps; i++)
+    customs[i] = s->eps[i].lib->schemas;
+  OnyxStatus* st = ox_graph_resolve(s->graph, customs, s->n_eps);
+  free(customs);
+  return st;
+}
+
+static void ox_session_log_placement(OnyxSession* s) {
+  OxStr t = {0};
+  for (size_t i = 0; i < s->n_eps; i++)
+    ox_str_addf(&t, "%s%s: %zu", i ? ", " : "", s->eps[i].name, s->eps[i].n_nodes);
+  char* text = ox_str_take(&t);
+  ox_session_log(s, ONYX_LOG_INFO, "%s: placement of %zu nodes: %s", s->source, s->graph->n_nodes,
+                 text ? text : "");
+  free(text);
+}
+
+/* Everything after loading. */
+static OnyxStatus* ox_session_build(OnyxSession* s) {
+  OX_TRY(ox_threadpool_create(s->opts->threads, &s->pool));
+  OX_TRY(ox_session_providers(s));
+  OX_TRY(ox_session_resolve(s));
+  s->part = (OxPartition){.graph = s->graph, .eps = s->eps, .n_eps = s->n_eps};
+  OX_TRY(ox_partition_run(&s->part, s->opts));
+  OX_TRY(ox_plan_build(s));
+  ox_session_log_placement(s);
+  return NULL;
+}
+
+static OxModelLimits ox_limits(const OnyxSessionOptions* o) {
+  return (OxModelLimits){o->max_model_bytes, o->max_tensor_bytes, o->max_nodes, o->max_graph_depth};
+}
+
+static OnyxStatus* ox_session_start(const OnyxSessionOptions* opts, const char* source,
+                                    OnyxSession** out) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) return ox_oom();
+  OnyxStatus* st = opts ? ox_session_options_clone(opts, &(*out)->opts)
+                        : onyx_session_options_create(&(*out)->opts);
+  if (!st && !((*out)->source = ox_strdup(source))) st = ox_oom();
+  return st;
+}
+
+static OnyxStatus* ox_session_finish(OnyxSession* s, OnyxStatus* st, OnyxSession** out) {
+  if (!st) st = ox_session_build(s);
+  if (st) {
+    if (!strstr(st->message ? st->message : "", s->source ? s->source : "\x01"))
+      st = ox_status_wrap(st, "%s", s->source ? s->source : "model");
+    onyx_session_release(s);
+    return st;
+  }
+  *out = s;
+  return NULL;
+}
+
+ONYX_API OnyxStatus* onyx_session_create(const OnyxSessionOptions* opts, const char* model_path,
+                                         OnyxSession** out) {
+  if (!out || !model_path)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_create: NULL argument");
+  *out = NULL;
+  OnyxSession* s;
+  OnyxStatus* st = ox_session_start(opts, model_path, &s);
+  if (!st) {
+    OxModelLimits lim = ox_limits(s->opts);
+    st = ox_model_load_file(model_path, &lim, &s->graph);
+  }
+  return ox_session_finish(s, st, out);
+}
+
+ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* opts,
+                                                    const void* bytes, size_t len,
+                                                    const char* base_dir, OnyxSession** out) {
+  if (!out || (!bytes && len))
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_create_from_bytes: NULL argument");
+  *out = NULL;
+  OnyxSession* s;
+  OnyxStatus* st = ox_session_start(opts, "<memory>", &s);
+  if (!st) {
+    OxModelLimits lim = ox_limits(s->opts);
+    st = ox_model_load_bytes(bytes, len, base_dir, "<memory>", &lim, &s->graph);
+  }
+  return ox_session_finish(s, st, out);
+}
+
+ONYX_API void onyx_session_release(OnyxSession* s) {
+  if (!s) return;
+  ox_plan_clear(s);
+  ox_partition_clear(&s->part);
+  /* Kernel states are gone; now streams, arenas, EPs, then the libraries. */
+  for (size_t i = 0; i < s->n_eps; i++) {
+    OxEpSlot* slot = &s->eps[i];
+    if (slot->stream && slot->ep->release_stream) slot->ep->release_stream(slot->ep, slot->stream);
+    for (int m = 0; m < 3; m++)
+      if (slot->arenas[m]) ox_arena_destroy(slot->arenas[m]);
+    slot->ep->release(slot->ep);
+    pthread_mutex_destroy(&slot->arena_lock);
+  }
+  ox_graph_free(s->graph);
+  for (size_t i = 0; i < s->n_eps; i++) {
+    ox_provider_lib_release(s->eps[i].lib);
+    free(s->eps[i].name);
+  }
+  free(s->eps);
+  ox_threadpool_free(s->pool);
+  onyx_session_options_release(s->opts);
+  free(s->source);
+  free(s);
+}

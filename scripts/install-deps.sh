@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what Onyx needs to build and test, from Debian's packages, if it is
+# missing. Safe to run again: it installs nothing when everything is there.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config   # toolchain
+  protobuf-c-compiler libprotobuf-c-dev          # ONNX files (code generated from onnx.proto)
+  libonnx-dev                                    # /usr/include/onnx/onnx.proto
+  libjansson-dev                                 # JSON provider configs
+  libcmocka-dev                                  # unit tests
+  clang-format                                   # formatting check in CI
+  python3-onnx python3-numpy                     # test and sample model generators (never at run time)
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,344 @@
+/* test_session.c — sessions through the public API (onyx.h) with the CPU
+ * provider: outputs of small models against hand-computed values, and the
+ * bad-input catalogue of the spine: every case is a clear error, no crash,
+ * no leak (run under ASan in CI). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "onyx/onyx.h"
+#include "ox_test_models.h"
+
+static void expect_error(OnyxStatus* st, OnyxStatusCode code, const char* needle) {
+  if (!st) fail_msg("expected an error containing '%s', got success", needle);
+  if (code != ONYX_OK && onyx_status_code(st) != code)
+    fail_msg("expected code %s, got %s: %s", onyx_status_code_name(code),
+             onyx_status_code_name(onyx_status_code(st)), onyx_status_message(st));
+  if (!strstr(onyx_status_message(st), needle))
+    fail_msg("'%s' not in '%s'", needle, onyx_status_message(st));
+  onyx_status_release(st);
+}
+
+static void ok(OnyxStatus* st) {
+  if (st) fail_msg("unexpected error: %s", onyx_status_message(st));
+}
+
+/* y = Relu(x + b), x: float[2,3], b: float[3] (an initializer, broadcast). */
+static OxTestModel* add_relu_model(int64_t opset) {
+  OxTestModel* m = otm_new(opset);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3}, (float[]){1, -2, 0.5f});
+  otm_node(m, "Add", "add", "x,b", "s");
+  otm_node(m, "Relu", "relu", "s", "y");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  return m;
+}
+
+static OnyxSession* session_from(OxTestModel* m, const OnyxSessionOptions* o, OnyxStatus** err) {
+  uint8_t* bytes;
+  size_t len;
+  otm_serialize(m, &bytes, &len);
+  OnyxSession* s = NULL;
+  *err = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
+  free(bytes);
+  return s;
+}
+
+static OnyxValue* f32(const int64_t* dims, size_t rank, const float* data, size_t n) {
+  OnyxValue* v = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, dims, rank, data, n * sizeof(float), &v));
+  return v;
+}
+
+static const float X[6] = {0, 1, 2, -3, 4, -5};
+static const float Y[6] = {1, 0, 2.5f, 0, 2, 0}; /* relu(X + [1,-2,.5]) by hand */
+
+static void run_add_relu(OnyxSession* s) {
+  OnyxValue* x = f32((int64_t[]){2, 3}, 2, X, 6);
+  const char* in = "x";
+  const char* out = "y";
+  OnyxValue* y = NULL;
+  ok(onyx_session_run(s, NULL, &in, (const OnyxValue* const*)&x, 1, &out, 1, &y));
+  const OnyxTensor* t = onyx_value_tensor(y);
+  assert_int_equal(onyx_tensor_elem_type(t), ONYX_ELEM_FLOAT32);
+  assert_int_equal(onyx_tensor_rank(t), 2);
+  assert_int_equal(onyx_tensor_dims(t)[0], 2);
+  assert_int_equal(onyx_tensor_dims(t)[1], 3);
+  const float* d = onyx_tensor_data(t);
+  for (int i = 0; i < 6; i++)
+    assert_float_equal(d[i], Y[i], 0);
+  onyx_values_release(&y, 1);
+  assert_null(y);
+  onyx_value_release(x);
+}
+
+static void test_add_relu_runs_on_cpu(void** state) {
+  (void)state;
+  OxTestModel* m = add_relu_model(17);
+  OnyxStatus* st;
+  OnyxSession* s = session_from(m, NULL, &st);
+  ok(st);
+  assert_int_equal(onyx_session_provider_count(s), 1);
+  assert_string_equal(onyx_session_provider_name(s, 0), "cpu");
+  assert_int_equal(onyx_session_provider_node_count(s, 0), 2);
+  assert_int_equal(onyx_session_input_count(s), 1);
+  assert_string_equal(onyx_session_input_name(s, 0), "x");
+  run_add_relu(s);
+  run_add_relu(s); /* a session runs many times */
+  char* text = NULL;
+  ok(onyx_session_explain(s, &text));
+  assert_non_null(strstr(text, "relu"));
+  assert_non_null(strstr(text, "copies: 0"));
+  onyx_free(text);
+  onyx_session_release(s);
+  otm_free(m);
+}
+
+/* --- the bad-input catalogue -------------------------------------------------------- */
+
+static void test_truncated_model_file(void** state) {
+  (void)state;
+  OxTestModel* m = add_relu_model(17);
+  uint8_t* bytes;
+  size_t len;
+  otm_serialize(m, &bytes, &len);
+  char* dir = otm_temp_dir();
+  char path[512];
+  snprintf(path, sizeof path, "%s/truncated.onnx", dir);
+  assert_true(otm_write_file(path, bytes, len / 2));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create(NULL, path, &s);
+  assert_null(s);
+  expect_error(st, ONYX_INVALID_MODEL, "truncated.onnx");
+  st = onyx_session_create(NULL, "/nonexistent/model.onnx", &s);
+  expect_error(st, ONYX_OK, "/nonexistent/model.onnx");
+  free(bytes);
+  otm_remove_dir(dir);
+  free(dir);
+  otm_free(m);
+}
+
+static void test_unknown_op(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4});
+  otm_node(m, "Frobnicate", "frob", "x", "y");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4});
+  OnyxStatus* st;
+  assert_null(session_from(m, NULL, &st));
+  expect_error(st, ONYX_NOT_IMPLEMENTED, "'frob' (Frobnicate)");
+  otm_free(m);
+}
+
+static void test_op_newer_than_model_opset(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(13); /* LayerNormalization exists from opset 17 */
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 4});
+  otm_initializer(m, "g", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4}, (float[]){1, 1, 1, 1});
+  otm_node(m, "LayerNormalization", "ln", "x,g", "y");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 4});
+  OnyxStatus* st;
+  assert_null(session_from(m, NULL, &st));
+  expect_error(st, ONYX_NOT_IMPLEMENTED, "17");
+  otm_free(m);
+}
+
+static void test_model_opset_newer_than_onyx(void** state) {
+  (void)state;
+  OxTestModel* m = add_relu_model(99);
+  OnyxStatus* st;
+  assert_null(session_from(m, NULL, &st));
+  expect_error(st, ONYX_OK, "99");
+  otm_free(m);
+}
+
+static void test_feed_errors(void** state) {
+  (void)state;
+  OxTestModel* m = add_relu_model(17);
+  OnyxStatus* st;
+  OnyxSession* s = session_from(m, NULL, &st);
+  ok(st);
+  const char* out = "y";
+  OnyxValue* y = NULL;
+  /* missing input */
+  expect_error(onyx_session_run(s, NULL, NULL, NULL, 0, &out, 1, &y), ONYX_INVALID_ARGUMENT,
+               "'x' was not fed");
+  assert_null(y);
+  /* wrong element type */
+  OnyxValue* xi = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_INT64, (int64_t[]){2, 3}, 2, NULL, 0, &xi));
+  const char* in = "x";
+  expect_error(onyx_session_run(s, NULL, &in, (const OnyxValue* const*)&xi, 1, &out, 1, &y),
+               ONYX_INVALID_ARGUMENT, "expected element type float32, got int64");
+  /* wrong shape */
+  OnyxValue* xs = f32((int64_t[]){3, 2}, 2, X, 6);
+  expect_error(onyx_session_run(s, NULL, &in, (const OnyxValue* const*)&xs, 1, &out, 1, &y),
+               ONYX_INVALID_ARGUMENT, "expected shape float32[2,3], got float32[3,2]");
+  /* unknown input and output names */
+  const char* bad = "nope";
+  expect_error(onyx_session_run(s, NULL, &bad, (const OnyxValue* const*)&xs, 1, &out, 1, &y),
+               ONYX_INVALID_ARGUMENT, "unknown input 'nope'");
+  OnyxValue* x = f32((int64_t[]){2, 3}, 2, X, 6);
+  expect_error(onyx_session_run(s, NULL, &in, (const OnyxValue* const*)&x, 1, &bad, 1, &y),
+               ONYX_INVALID_ARGUMENT, "unknown output 'nope'");
+  assert_null(y);
+  run_add_relu(s); /* the session still works */
+  onyx_value_release(x);
+  onyx_value_release(xi);
+  onyx_value_release(xs);
+  onyx_session_release(s);
+  otm_free(m);
+}
+
+static void test_config_syntax_error(void** state) {
+  (void)state;
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  const char* text = "{\n  \"providers\": [ { \"name\": \"cpu\" ]\n}\n";
+  expect_error(onyx_session_options_load_config_text(o, text, strlen(text), "bad.json"), ONYX_OK,
+               "bad.json:2:");
+  onyx_session_options_release(o);
+}
+
+static void test_unknown_provider(void** state) {
+  (void)state;
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_add_provider(o, "nosuchprovider", NULL, 0, 1));
+  OxTestModel* m = add_relu_model(17);
+  OnyxStatus* st;
+  assert_null(session_from(m, o, &st));
+  expect_error(st, ONYX_NOT_FOUND, "libonyx_ep_nosuchprovider.so");
+  /* optional: the session runs on the CPU and says so */
+  onyx_session_options_release(o);
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_add_provider(o, "nosuchprovider", NULL, 0, 0));
+  OnyxSession* s = session_from(m, o, &st);
+  ok(st);
+  assert_int_equal(onyx_session_provider_count(s), 1);
+  run_add_relu(s);
+  onyx_session_release(s);
+  onyx_session_options_release(o);
+  otm_free(m);
+}
+
+static void broken_lib(const char* file, OnyxStatusCode code, const char* needle) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/lib/broken/libonyx_ep_%s.so", getenv("ONYX_BINARY_DIR"), file);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_add_provider(o, file, path, 0, 1));
+  OxTestModel* m = add_relu_model(17);
+  OnyxStatus* st;
+  assert_null(session_from(m, o, &st));
+  char* msg = strdup(onyx_status_message(st));
+  expect_error(st, code, needle);
+  if (!strstr(msg, path)) fail_msg("the library path is not in '%s'", msg);
+  free(msg);
+  onyx_session_options_release(o);
+  otm_free(m);
+}
+
+static void test_library_without_entry_symbol(void** state) {
+  (void)state;
+  broken_lib("nosym", ONYX_OK, "onyx_provider_init");
+}
+
+static void test_abi_major_mismatch(void** state) {
+  (void)state;
+  broken_lib("abi2", ONYX_ABI_MISMATCH, "2.0");
+}
+
+/* --- concurrency -------------------------------------------------------------------------- */
+static void* run_many(void* arg) {
+  for (int i = 0; i < 200; i++)
+    run_add_relu(arg);
+  return NULL;
+}
+
+static void test_concurrent_runs(void** state) {
+  (void)state;
+  OxTestModel* m = add_relu_model(17);
+  OnyxStatus* st;
+  OnyxSession* s = session_from(m, NULL, &st);
+  ok(st);
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, run_many, s), 0);
+  for (int i = 0; i < 4; i++)
+    pthread_join(th[i], NULL);
+  onyx_session_release(s);
+  otm_free(m);
+}
+
+/* Asking for an output twice and for a graph input passed straight through. */
+static void test_outputs_twice_and_passthrough(void** state) {
+  (void)state;
+  OxTestModel* m = add_relu_model(17);
+  otm_output(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  OnyxStatus* st;
+  OnyxSession* s = session_from(m, NULL, &st);
+  ok(st);
+  OnyxValue* x = f32((int64_t[]){2, 3}, 2, X, 6);
+  const char* in = "x";
+  const char* outs[3] = {"y", "x", "y"};
+  OnyxValue* got[3] = {0};
+  ok(onyx_session_run(s, NULL, &in, (const OnyxValue* const*)&x, 1, outs, 3, got));
+  for (int k = 0; k < 3; k++) {
+    const float* d = onyx_tensor_data(onyx_value_tensor(got[k]));
+    for (int i = 0; i < 6; i++)
+      assert_float_equal(d[i], k == 1 ? X[i] : Y[i], 0);
+  }
+  assert_ptr_not_equal(got[0], got[2]);
+  onyx_values_release(got, 3);
+  onyx_value_release(x);
+  onyx_session_release(s);
+  otm_free(m);
+}
+
+static void test_cancelled_run(void** state) {
+  (void)state;
+  OxTestModel* m = add_relu_model(17);
+  OnyxStatus* st;
+  OnyxSession* s = session_from(m, NULL, &st);
+  ok(st);
+  OnyxRunOptions* r = NULL;
+  ok(onyx_run_options_create(&r));
+  ok(onyx_run_options_set_tag(r, "job-7"));
+  onyx_run_options_terminate(r);
+  OnyxValue* x = f32((int64_t[]){2, 3}, 2, X, 6);
+  const char* in = "x";
+  const char* out = "y";
+  OnyxValue* y = NULL;
+  expect_error(onyx_session_run(s, r, &in, (const OnyxValue* const*)&x, 1, &out, 1, &y),
+               ONYX_CANCELLED, "job-7");
+  assert_null(y);
+  onyx_run_options_release(r);
+  onyx_value_release(x);
+  onyx_session_release(s);
+  otm_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_add_relu_runs_on_cpu),
+      cmocka_unit_test(test_truncated_model_file),
+      cmocka_unit_test(test_unknown_op),
+      cmocka_unit_test(test_op_newer_than_model_opset),
+      cmocka_unit_test(test_model_opset_newer_than_onyx),
+      cmocka_unit_test(test_feed_errors),
+      cmocka_unit_test(test_config_syntax_error),
+      cmocka_unit_test(test_unknown_provider),
+      cmocka_unit_test(test_library_without_entry_symbol),
+      cmocka_unit_test(test_abi_major_mismatch),
+      cmocka_unit_test(test_concurrent_runs),
+      cmocka_unit_test(test_outputs_twice_and_passthrough),
+      cmocka_unit_test(test_cancelled_run),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

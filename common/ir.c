@@ -61,7 +61,7 @@ OnyxStatus* ox_tensor_set_shape(OxTensor* t, const int64_t* dims, size_t rank) {
     d = t->dims != t->dims_inline && t->rank >= rank ? t->dims : malloc(rank * sizeof *d);
     if (!d) return ox_oom();
   }
-  memmove(d, dims, rank * sizeof *d);
+  if (rank) memmove(d, dims, rank * sizeof *d);
   if (t->dims && t->dims != t->dims_inline && t->dims != d) free(t->dims);
   t->dims = d;
   t->rank = rank;

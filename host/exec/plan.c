@@ -172,7 +172,7 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
     free(in_slots);
     return err;
   }
-  memcpy(st->in, in_slots, n_in * sizeof *in_slots);
+  if (n_in) memcpy(st->in, in_slots, n_in * sizeof *in_slots);
   free(in_slots);
   st->node = grp ? NULL : n;
   st->kernel = k;

@@ -256,8 +256,8 @@ static OnyxStatus* ox_unplaced_view(const OxGraph* g, OnyxGraphView* v) {
   v->inputs = malloc((g->n_inputs + 1) * sizeof *v->inputs);
   v->outputs = malloc((g->n_outputs + 1) * sizeof *v->outputs);
   if (!v->inputs || !v->outputs) return ox_oom();
-  memcpy(v->inputs, g->inputs, g->n_inputs * sizeof *v->inputs);
-  memcpy(v->outputs, g->outputs, g->n_outputs * sizeof *v->outputs);
+  if (g->n_inputs) memcpy(v->inputs, g->inputs, g->n_inputs * sizeof *v->inputs);
+  if (g->n_outputs) memcpy(v->outputs, g->outputs, g->n_outputs * sizeof *v->outputs);
   v->n_inputs = g->n_inputs;
   v->n_outputs = g->n_outputs;
   return NULL;

@@ -220,8 +220,8 @@ typedef struct OnyxKernelDef {
   const OnyxTypeConstraint* type_constraints;
   size_t type_constraint_count;
   /* Memory type per input/output index (OnyxMemType). Indices past the count
-   * are ONYX_MEM_DEFAULT; for a variadic parameter the last entry repeats.
-   * E.g. a GPU Reshape wants its shape input in host memory. */
+   * are ONYX_MEM_DEFAULT. E.g. a GPU Reshape wants its shape input in host
+   * memory (input_mem_types = {DEFAULT, HOST_ACCESSIBLE}). */
   const int32_t* input_mem_types;
   size_t input_mem_type_count;
   const int32_t* output_mem_types;

@@ -1,0 +1,653 @@
+/* model_load.c — ModelProto -> IR graph: version checks, value infos,
+ * initializers, nodes, attributes and subgraphs. */
+#include <stdlib.h>
+#include <string.h>
+#include "onnx.pb-c.h"
+#include "ox_graph.h"
+#include "ox_model.h"
+
+/* Defined in tensor_proto.c (keep the declaration identical there). */
+OnyxStatus* ox_tensor_from_proto(Onnx__TensorProto* tp, const char* base_dir, size_t max_bytes,
+                                 OxGraph* owner, OxTensor** out);
+
+#define OX_IR_VERSION_MIN 3
+#define OX_IR_VERSION_MAX 13 /* IR 12 brought float8e8m0, IR 13 int2/uint2 (opset 25+) */
+#define OX_ONNX_OPSET_MAX 28 /* the newest ai.onnx opset the schemas know */
+#define OX_MAX_RANK       1024
+
+typedef struct OxLoader {
+  const char* base_dir;
+  OxModelLimits lim;
+  const Onnx__ModelProto* model;
+  OxGraph* root; /* owns the external-data mappings */
+  size_t n_nodes;
+} OxLoader;
+
+/* The names a graph defines itself (initializers, inputs, node outputs).
+ * Whatever else a subgraph reads comes from an enclosing graph. Keys borrow
+ * the proto's strings. */
+typedef struct OxScope {
+  OxMap names;
+  OxGraph* g;
+  const struct OxScope* up;
+} OxScope;
+
+static const char* ox_str(const char* s) {
+  return s ? s : "";
+}
+
+static OxModelLimits ox_limits(const OxModelLimits* in) {
+  OxModelLimits l = in ? *in : (OxModelLimits){0};
+  if (!l.max_model_bytes) l.max_model_bytes = (size_t)4 << 30;
+  if (!l.max_tensor_bytes) l.max_tensor_bytes = (size_t)4 << 30;
+  if (!l.max_nodes) l.max_nodes = 1000000;
+  if (l.max_graph_depth <= 0) l.max_graph_depth = 32;
+  return l;
+}
+
+static OnyxStatus* ox_fill_graph(OxLoader* L, Onnx__GraphProto* gp, const OxScope* up, int depth,
+                                 OxGraph* g);
+
+/* --- types and shapes ----------------------------------------------------------------- */
+
+/* Applies a TypeProto to a value. Non-tensor types (sequence, map,
+ * optional) stay undefined for now: later phases give them meaning. */
+static OnyxStatus* ox_apply_type(OxValue* v, const Onnx__TypeProto* tp) {
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return NULL;
+  const Onnx__TypeProto__Tensor* tt = tp->tensor_type;
+  int32_t et = tt->has_elem_type ? tt->elem_type : 0;
+  if (et < 0 || et >= ONYX_ELEM_TYPE_COUNT)
+    return ox_status(ONYX_INVALID_MODEL, "unknown element type %d", (int)et);
+  if (!tt->shape) return ox_value_set(v, (OnyxElemType)et, -1, NULL);
+  size_t rank = tt->shape->n_dim;
+  if (rank > OX_MAX_RANK)
+    return ox_status(ONYX_INVALID_MODEL, "rank %zu is over the limit of %d", rank, OX_MAX_RANK);
+  int64_t* dims = malloc((rank ? rank : 1) * sizeof *dims);
+  char** params = rank ? calloc(rank, sizeof *params) : NULL;
+  bool any_param = false, oom = !dims || (rank && !params);
+  for (size_t i = 0; !oom && i < rank; i++) {
+    const Onnx__TensorShapeProto__Dimension* d = tt->shape->dim[i];
+    bool known =
+        d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0;
+    dims[i] = known ? d->dim_value : ONYX_DIM_UNKNOWN;
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+        *d->dim_param) {
+      oom = !(params[i] = ox_strdup(d->dim_param));
+      any_param = true;
+    }
+  }
+  OnyxStatus* st = oom ? ox_oom() : ox_value_set(v, (OnyxElemType)et, (int32_t)rank, dims);
+  free(dims);
+  if (!st && any_param) {
+    v->dim_params = params; /* ox_value_set cleared the old ones */
+    params = NULL;
+  }
+  for (size_t i = 0; params && i < rank; i++)
+    free(params[i]);
+  free(params);
+  return st;
+}
+
+/* --- graph inputs, outputs, initializers ---------------------------------------------- */
+
+static OnyxStatus* ox_add_initializer(OxLoader* L, OxGraph* g, Onnx__TensorProto* tp) {
+  const char* name = ox_str(tp->name);
+  if (!*name) return ox_status(ONYX_INVALID_MODEL, "an initializer has no name");
+  OxValue* v = ox_graph_find(g, name);
+  if (v && v->constant)
+    return ox_status(ONYX_INVALID_MODEL, "initializer '%s' is defined twice", name);
+  OxTensor* t;
+  OnyxStatus* st = ox_tensor_from_proto(tp, L->base_dir, L->lim.max_tensor_bytes, L->root, &t);
+  if (st) return ox_status_wrap(st, "initializer '%s'", name);
+  st = ox_graph_value(g, name, &v);
+  if (!st) st = ox_value_set(v, t->type, (int32_t)t->rank, t->dims);
+  if (st) {
+    ox_tensor_free(t);
+    return st;
+  }
+  v->constant = t;
+  return NULL;
+}
+
+/* A declared input with an initializer is an overridable constant: it keeps
+ * its constant and is not a graph input, but the declared type must agree. */
+static OnyxStatus* ox_check_constant_input(const OxValue* v, const Onnx__ValueInfoProto* vi) {
+  const Onnx__TypeProto* tp = vi->type;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type ||
+      !tp->tensor_type->has_elem_type || !tp->tensor_type->elem_type)
+    return NULL;
+  if (tp->tensor_type->elem_type == (int32_t)v->type) return NULL;
+  return ox_status(ONYX_INVALID_MODEL,
+                   "graph input '%s' is declared as element type %d but its initializer is %s",
+                   v->name, (int)tp->tensor_type->elem_type, ox_elem_name(v->type));
+}
+
+static OnyxStatus* ox_add_input(OxGraph* g, const Onnx__ValueInfoProto* vi) {
+  const char* name = ox_str(vi->name);
+  if (!*name) return ox_status(ONYX_INVALID_MODEL, "a graph input has no name");
+  OxValue* v = ox_graph_find(g, name);
+  if (v && v->is_graph_input)
+    return ox_status(ONYX_INVALID_MODEL, "graph input '%s' is declared twice", name);
+  if (v && v->constant) return ox_check_constant_input(v, vi);
+  OX_TRY(ox_graph_value(g, name, &v));
+  OnyxStatus* st = ox_apply_type(v, vi->type);
+  if (st) return ox_status_wrap(st, "graph input '%s'", name);
+  return ox_graph_add_input(g, v);
+}
+
+static bool ox_value_untyped(const OxValue* v) {
+  return !v->constant && v->type == ONYX_ELEM_UNDEFINED && v->rank < 0;
+}
+
+static OnyxStatus* ox_add_output(const OxScope* sc, const Onnx__ValueInfoProto* vi) {
+  const char* name = ox_str(vi->name);
+  if (!*name) return ox_status(ONYX_INVALID_MODEL, "a graph output has no name");
+  bool local = ox_map_get(&sc->names, name) != NULL;
+  if (!local && !sc->up)
+    return ox_status(ONYX_INVALID_MODEL,
+                     "graph output '%s' is not produced by any node, input or initializer", name);
+  OxValue* v;
+  OX_TRY(ox_graph_value(sc->g, name, &v));
+  if (v->is_graph_output)
+    return ox_status(ONYX_INVALID_MODEL, "graph output '%s' is declared twice", name);
+  if (!local) v->is_outer_scope = true;
+  if (ox_value_untyped(v)) {
+    OnyxStatus* st = ox_apply_type(v, vi->type);
+    if (st) return ox_status_wrap(st, "graph output '%s'", name);
+  }
+  return ox_graph_add_output(sc->g, v);
+}
+
+/* value_info describes intermediate values; entries naming nothing this
+ * graph defines, or already typed by an input/output, are ignored. */
+static OnyxStatus* ox_add_value_info(const OxScope* sc, const Onnx__ValueInfoProto* vi) {
+  const char* name = ox_str(vi->name);
+  if (!*name || !ox_map_get(&sc->names, name)) return NULL;
+  OxValue* v;
+  OX_TRY(ox_graph_value(sc->g, name, &v));
+  if (!ox_value_untyped(v)) return NULL;
+  return ox_status_wrap(ox_apply_type(v, vi->type), "value_info '%s'", name);
+}
+
+/* --- attributes ------------------------------------------------------------------------- */
+
+typedef OnyxStatus* (*OxAttrReader)(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                    int depth, OxAttr* a);
+
+/* Old models leave `type` unset: the payload tells it. */
+static OnyxAttrType ox_attr_type_from_payload(const Onnx__AttributeProto* ap) {
+  const struct {
+    bool set;
+    OnyxAttrType type;
+  } probe[] = {
+      {ap->has_f, ONYX_ATTR_FLOAT},
+      {ap->has_i, ONYX_ATTR_INT},
+      {ap->has_s, ONYX_ATTR_STRING},
+      {ap->t != NULL, ONYX_ATTR_TENSOR},
+      {ap->g != NULL, ONYX_ATTR_GRAPH},
+      {ap->n_floats > 0, ONYX_ATTR_FLOATS},
+      {ap->n_ints > 0, ONYX_ATTR_INTS},
+      {ap->n_strings > 0, ONYX_ATTR_STRINGS},
+      {ap->n_tensors > 0, ONYX_ATTR_TENSORS},
+      {ap->n_graphs > 0, ONYX_ATTR_GRAPHS},
+      {ap->sparse_tensor != NULL, ONYX_ATTR_SPARSE_TENSOR},
+      {ap->n_sparse_tensors > 0, ONYX_ATTR_SPARSE_TENSORS},
+      {ap->tp != NULL, ONYX_ATTR_TYPE_PROTO},
+      {ap->n_type_protos > 0, ONYX_ATTR_TYPE_PROTOS},
+  };
+  for (size_t i = 0; i < OX_ARRAY_LEN(probe); i++)
+    if (probe[i].set) return probe[i].type;
+  return ONYX_ATTR_UNDEFINED;
+}
+
+static OnyxStatus* ox_read_float(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                 int depth, OxAttr* a) {
+  a->f = ap->f;
+  return NULL;
+}
+
+static OnyxStatus* ox_read_int(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                               int depth, OxAttr* a) {
+  a->i = ap->i;
+  return NULL;
+}
+
+static OnyxStatus* ox_read_string(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                  int depth, OxAttr* a) {
+  a->s_len = ap->s.len;
+  a->s = malloc(a->s_len + 1);
+  if (!a->s) return ox_oom();
+  if (a->s_len) memcpy(a->s, ap->s.data, a->s_len);
+  a->s[a->s_len] = '\0';
+  return NULL;
+}
+
+static void* ox_dup_array(const void* src, size_t n, size_t elem) {
+  void* p = malloc(n ? n * elem : 1);
+  if (p && n) memcpy(p, src, n * elem);
+  return p;
+}
+
+static OnyxStatus* ox_read_floats(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                  int depth, OxAttr* a) {
+  a->count = ap->n_floats;
+  return (a->floats = ox_dup_array(ap->floats, a->count, sizeof(float))) ? NULL : ox_oom();
+}
+
+static OnyxStatus* ox_read_ints(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                int depth, OxAttr* a) {
+  a->count = ap->n_ints;
+  return (a->ints = ox_dup_array(ap->ints, a->count, sizeof(int64_t))) ? NULL : ox_oom();
+}
+
+static OnyxStatus* ox_read_strings(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                   int depth, OxAttr* a) {
+  a->strings = calloc(ap->n_strings ? ap->n_strings : 1, sizeof *a->strings);
+  if (!a->strings) return ox_oom();
+  a->count = ap->n_strings;
+  for (size_t i = 0; i < a->count; i++) {
+    a->strings[i] = malloc(ap->strings[i].len + 1);
+    if (!a->strings[i]) return ox_oom();
+    if (ap->strings[i].len) memcpy(a->strings[i], ap->strings[i].data, ap->strings[i].len);
+    a->strings[i][ap->strings[i].len] = '\0';
+  }
+  return NULL;
+}
+
+static OnyxStatus* ox_read_tensor(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                  int depth, OxAttr* a) {
+  if (!ap->t) return ox_status(ONYX_INVALID_MODEL, "TENSOR attribute has no tensor");
+  return ox_tensor_from_proto(ap->t, L->base_dir, L->lim.max_tensor_bytes, L->root, &a->t);
+}
+
+static OnyxStatus* ox_read_tensors(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                   int depth, OxAttr* a) {
+  a->tensors = calloc(ap->n_tensors ? ap->n_tensors : 1, sizeof *a->tensors);
+  if (!a->tensors) return ox_oom();
+  a->count = ap->n_tensors;
+  for (size_t i = 0; i < a->count; i++) {
+    OnyxStatus* st = ox_tensor_from_proto(ap->tensors[i], L->base_dir, L->lim.max_tensor_bytes,
+                                          L->root, &a->tensors[i]);
+    if (st) return ox_status_wrap(st, "tensor #%zu", i);
+  }
+  return NULL;
+}
+
+/* Values a subgraph reads from outside that this graph does not define
+ * either come from further out: mark them so here too. At the main graph
+ * they must be defined. */
+static OnyxStatus* ox_lift_outer(const OxScope* sc, const OxGraph* sub) {
+  for (size_t i = 0; i < sub->n_values; i++) {
+    const OxValue* v = sub->values[i];
+    if (!v->is_outer_scope || ox_map_get(&sc->names, v->name)) continue;
+    if (!sc->up)
+      return ox_status(ONYX_INVALID_MODEL,
+                       "subgraph '%s' reads '%s', which no enclosing graph defines", sub->name,
+                       v->name);
+    OxValue* mine;
+    OX_TRY(ox_graph_value(sc->g, v->name, &mine));
+    mine->is_outer_scope = true;
+  }
+  return NULL;
+}
+
+static OnyxStatus* ox_read_subgraph(OxLoader* L, const OxScope* sc, Onnx__GraphProto* gp, int depth,
+                                    OxGraph** out) {
+  OX_TRY(ox_graph_new(ox_str(gp->name), out));
+  (*out)->parent = sc->g;
+  OnyxStatus* st = ox_fill_graph(L, gp, sc, depth + 1, *out);
+  if (!st) st = ox_lift_outer(sc, *out);
+  if (st) {
+    ox_graph_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+static OnyxStatus* ox_read_graph(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                 int depth, OxAttr* a) {
+  if (!ap->g) return ox_status(ONYX_INVALID_MODEL, "GRAPH attribute has no graph");
+  return ox_read_subgraph(L, sc, ap->g, depth, &a->g);
+}
+
+static OnyxStatus* ox_read_graphs(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                  int depth, OxAttr* a) {
+  a->graphs = calloc(ap->n_graphs ? ap->n_graphs : 1, sizeof *a->graphs);
+  if (!a->graphs) return ox_oom();
+  a->count = ap->n_graphs;
+  for (size_t i = 0; i < a->count; i++) {
+    OnyxStatus* st = ox_read_subgraph(L, sc, ap->graphs[i], depth, &a->graphs[i]);
+    if (st) return ox_status_wrap(st, "graph #%zu", i);
+  }
+  return NULL;
+}
+
+static const OxAttrReader ox_attr_readers[] = {
+    [ONYX_ATTR_FLOAT] = ox_read_float,
+    [ONYX_ATTR_INT] = ox_read_int,
+    [ONYX_ATTR_STRING] = ox_read_string,
+    [ONYX_ATTR_TENSOR] = ox_read_tensor,
+    [ONYX_ATTR_GRAPH] = ox_read_graph,
+    [ONYX_ATTR_FLOATS] = ox_read_floats,
+    [ONYX_ATTR_INTS] = ox_read_ints,
+    [ONYX_ATTR_STRINGS] = ox_read_strings,
+    [ONYX_ATTR_TENSORS] = ox_read_tensors,
+    [ONYX_ATTR_GRAPHS] = ox_read_graphs,
+    /* Sparse tensors and type protos: not yet; the last slot sizes the table. */
+    [ONYX_ATTR_TYPE_PROTOS] = NULL,
+};
+
+/* Frees an attribute that never reached a node (ox_attr_clear leaves
+ * subgraphs to the graph module). */
+static void ox_attr_discard(OxAttr* a) {
+  if (a->g) ox_graph_free(a->g);
+  for (size_t i = 0; a->graphs && i < a->count; i++)
+    if (a->graphs[i]) ox_graph_free(a->graphs[i]);
+  free(a->graphs);
+  a->g = NULL;
+  a->graphs = NULL;
+  ox_attr_clear(a);
+}
+
+static OnyxStatus* ox_read_attr(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
+                                int depth, OxAttr* a) {
+  const char* name = ox_str(ap->name);
+  if (!*name) return ox_status(ONYX_INVALID_MODEL, "an attribute has no name");
+  if (ap->ref_attr_name && *ap->ref_attr_name)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "attribute '%s' refers to function attribute '%s': not supported yet", name,
+                     ap->ref_attr_name);
+  int type = ap->has_type && ap->type ? (int)ap->type : (int)ox_attr_type_from_payload(ap);
+  if (type == ONYX_ATTR_UNDEFINED)
+    return ox_status(ONYX_INVALID_MODEL, "attribute '%s' has no type and no value", name);
+  if (type < 0 || (size_t)type >= OX_ARRAY_LEN(ox_attr_readers))
+    return ox_status(ONYX_INVALID_MODEL, "attribute '%s' has unknown type %d", name, type);
+  static const char* const unsupported[] = {[ONYX_ATTR_SPARSE_TENSOR] = "SPARSE_TENSOR",
+                                            [ONYX_ATTR_SPARSE_TENSORS] = "SPARSE_TENSORS",
+                                            [ONYX_ATTR_TYPE_PROTO] = "TYPE_PROTO",
+                                            [ONYX_ATTR_TYPE_PROTOS] = "TYPE_PROTOS"};
+  if (!ox_attr_readers[type])
+    return ox_status(ONYX_NOT_IMPLEMENTED, "attribute '%s' of type %s is not supported yet", name,
+                     unsupported[type]);
+  *a = (OxAttr){.type = (OnyxAttrType)type, .name = ox_strdup(name)};
+  if (!a->name) return ox_oom();
+  return ox_status_wrap(ox_attr_readers[type](L, sc, ap, depth, a), "attribute '%s'", name);
+}
+
+/* --- nodes ------------------------------------------------------------------------------- */
+
+static OnyxStatus* ox_check_function(const OxLoader* L, const char* domain, const char* op) {
+  for (size_t i = 0; i < L->model->n_functions; i++) {
+    const Onnx__FunctionProto* f = L->model->functions[i];
+    const char* fd = ox_domain_is_onnx(f->domain) ? "" : f->domain;
+    if (!strcmp(fd, domain) && !strcmp(ox_str(f->name), op))
+      return ox_status(ONYX_NOT_IMPLEMENTED,
+                       "model-local function '%s' (domain '%s') is not supported yet", op, fd);
+  }
+  return NULL;
+}
+
+static OnyxStatus* ox_add_attrs(OxLoader* L, const OxScope* sc, const Onnx__NodeProto* np,
+                                OxNode* n, int depth) {
+  for (size_t i = 0; i < np->n_attribute; i++) {
+    OxAttr a = {0};
+    OnyxStatus* st = ox_read_attr(L, sc, np->attribute[i], depth, &a);
+    if (!st) st = ox_node_add_attr(n, &a);
+    ox_attr_discard(&a); /* zeroed when the node took it */
+    if (st) return st;
+  }
+  return NULL;
+}
+
+/* In a subgraph, inputs defined by no local name are outer-scope values. */
+static void ox_mark_outer_reads(const OxScope* sc, const OxNode* n) {
+  if (!sc->up) return;
+  for (size_t i = 0; i < n->n_inputs; i++) {
+    OxValue* v = n->inputs[i];
+    if (v && !ox_map_get(&sc->names, v->name)) v->is_outer_scope = true;
+  }
+}
+
+static OnyxStatus* ox_add_node(OxLoader* L, const OxScope* sc, const Onnx__NodeProto* np,
+                               size_t index, int depth) {
+  const char* op = ox_str(np->op_type);
+  const char* name = ox_str(np->name);
+  if (!*op) return ox_status(ONYX_INVALID_MODEL, "node #%zu '%s' has no op_type", index, name);
+  const char* domain = ox_domain_is_onnx(np->domain) ? "" : np->domain;
+  OnyxStatus* st = ox_check_function(L, domain, op);
+  OxNode* n = NULL;
+  if (!st)
+    st = ox_graph_add_node(sc->g, name, op, domain, (const char* const*)np->input, np->n_input,
+                           (const char* const*)np->output, np->n_output, &n);
+  if (st) return ox_status_wrap(st, "node #%zu '%s' (%s)", index, name, op);
+  ox_mark_outer_reads(sc, n);
+  return ox_status_wrap(ox_add_attrs(L, sc, np, n, depth), "node '%s' (%s)", n->name, op);
+}
+
+/* --- graphs -------------------------------------------------------------------------------- */
+
+static OnyxStatus* ox_collect_names(const Onnx__GraphProto* gp, OxMap* names) {
+  bool ok = true;
+  for (size_t i = 0; ok && i < gp->n_initializer; i++)
+    if (gp->initializer[i]->name) ok = ox_map_put(names, gp->initializer[i]->name, names);
+  for (size_t i = 0; ok && i < gp->n_input; i++)
+    if (gp->input[i]->name) ok = ox_map_put(names, gp->input[i]->name, names);
+  for (size_t i = 0; ok && i < gp->n_node; i++)
+    for (size_t j = 0; ok && j < gp->node[i]->n_output; j++)
+      if (*gp->node[i]->output[j]) ok = ox_map_put(names, gp->node[i]->output[j], names);
+  return ok ? NULL : ox_oom();
+}
+
+static OnyxStatus* ox_fill_values(OxLoader* L, const Onnx__GraphProto* gp, const OxScope* sc) {
+  if (gp->n_sparse_initializer) {
+    const Onnx__SparseTensorProto* sp = gp->sparse_initializer[0];
+    const char* name = sp->values ? ox_str(sp->values->name) : "";
+    return ox_status(ONYX_NOT_IMPLEMENTED, "sparse initializer '%s' is not supported yet", name);
+  }
+  for (size_t i = 0; i < gp->n_initializer; i++)
+    OX_TRY(ox_add_initializer(L, sc->g, gp->initializer[i]));
+  for (size_t i = 0; i < gp->n_input; i++)
+    OX_TRY(ox_add_input(sc->g, gp->input[i]));
+  for (size_t i = 0; i < gp->n_output; i++)
+    OX_TRY(ox_add_output(sc, gp->output[i]));
+  for (size_t i = 0; i < gp->n_value_info; i++)
+    OX_TRY(ox_add_value_info(sc, gp->value_info[i]));
+  return NULL;
+}
+
+static OnyxStatus* ox_fill_graph(OxLoader* L, Onnx__GraphProto* gp, const OxScope* up, int depth,
+                                 OxGraph* g) {
+  if (depth > L->lim.max_graph_depth)
+    return ox_status(ONYX_LIMIT_EXCEEDED, "subgraphs are nested deeper than the limit of %d",
+                     L->lim.max_graph_depth);
+  L->n_nodes += gp->n_node;
+  if (L->n_nodes > L->lim.max_nodes)
+    return ox_status(ONYX_LIMIT_EXCEEDED, "the model has more than the limit of %zu nodes",
+                     L->lim.max_nodes);
+  OxScope sc = {.g = g, .up = up};
+  OnyxStatus* st = ox_collect_names(gp, &sc.names);
+  if (!st) st = ox_fill_values(L, gp, &sc);
+  for (size_t i = 0; !st && i < gp->n_node; i++)
+    st = ox_add_node(L, &sc, gp->node[i], i, depth);
+  ox_map_free(&sc.names);
+  return st;
+}
+
+/* --- model ---------------------------------------------------------------------------------- */
+
+static OnyxStatus* ox_check_ir_version(const Onnx__ModelProto* mp) {
+  if (!mp->has_ir_version) return ox_status(ONYX_INVALID_MODEL, "the model has no ir_version");
+  if (mp->ir_version < OX_IR_VERSION_MIN)
+    return ox_status(ONYX_INVALID_MODEL, "ir_version %lld is too old (the oldest supported is %d)",
+                     (long long)mp->ir_version, OX_IR_VERSION_MIN);
+  if (mp->ir_version > OX_IR_VERSION_MAX)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "ir_version %lld is newer than the newest this runtime knows (%d)",
+                     (long long)mp->ir_version, OX_IR_VERSION_MAX);
+  return NULL;
+}
+
+static OnyxStatus* ox_check_opset(const Onnx__OperatorSetIdProto* op, const char* domain,
+                                  const OxOpsetImport* seen, size_t n_seen) {
+  if (!op->has_version || op->version < 1)
+    return ox_status(ONYX_INVALID_MODEL, "opset import of domain '%s' has no valid version",
+                     domain);
+  if (!*domain && op->version > OX_ONNX_OPSET_MAX)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "ai.onnx opset %lld is newer than the newest supported (%d)",
+                     (long long)op->version, OX_ONNX_OPSET_MAX);
+  for (size_t i = 0; i < n_seen; i++)
+    if (!strcmp(seen[i].domain, domain))
+      return ox_status(ONYX_INVALID_MODEL, "domain '%s' is imported twice", domain);
+  return NULL;
+}
+
+static OnyxStatus* ox_read_opsets(const Onnx__ModelProto* mp, OxGraph* g) {
+  g->opsets = calloc(mp->n_opset_import ? mp->n_opset_import : 1, sizeof *g->opsets);
+  if (!g->opsets) return ox_oom();
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto* op = mp->opset_import[i];
+    const char* domain = ox_domain_is_onnx(op->domain) ? "" : op->domain;
+    OX_TRY(ox_check_opset(op, domain, g->opsets, g->n_opsets));
+    if (!(g->opsets[i].domain = ox_strdup(domain))) return ox_oom();
+    g->opsets[i].version = op->version;
+    g->n_opsets++;
+  }
+  return NULL;
+}
+
+static OnyxStatus* ox_read_model_facts(const Onnx__ModelProto* mp, const char* source, OxGraph* g) {
+  OX_TRY(ox_read_opsets(mp, g));
+  g->ir_version = mp->ir_version;
+  g->source = ox_strdup(source);
+  g->producer_name = ox_strdup(ox_str(mp->producer_name));
+  return g->source && g->producer_name ? NULL : ox_oom();
+}
+
+static OnyxStatus* ox_model_from_proto(Onnx__ModelProto* mp, const char* base_dir,
+                                       const char* source, const OxModelLimits* lim,
+                                       OxGraph** out) {
+  OX_TRY(ox_check_ir_version(mp));
+  if (!mp->graph) return ox_status(ONYX_INVALID_MODEL, "the model has no graph");
+  OxGraph* g;
+  OX_TRY(ox_graph_new(ox_str(mp->graph->name), &g));
+  OxLoader L = {.base_dir = base_dir, .lim = *lim, .model = mp, .root = g};
+  OnyxStatus* st = ox_read_model_facts(mp, source, g);
+  if (!st) st = ox_fill_graph(&L, mp->graph, NULL, 0, g);
+  if (st) {
+    ox_graph_free(g);
+    return st;
+  }
+  *out = g;
+  return NULL;
+}
+
+/* --- unpacking ------------------------------------------------------------------------------ */
+
+static bool ox_varint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  uint64_t r = 0;
+  for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+    uint8_t b = *(*p)++;
+    r |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *v = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* protobuf-c unpacks nested messages recursively: refuse absurd nesting
+ * first so a hostile file cannot exhaust the stack. Returns false only for
+ * too deep a nesting; malformed bytes are left for the unpacker to refuse. */
+static bool ox_nesting_ok(const ProtobufCMessageDescriptor* d, const uint8_t* p, const uint8_t* end,
+                          int budget) {
+  if (budget < 0) return false;
+  while (p < end) {
+    uint64_t key, n;
+    if (!ox_varint(&p, end, &key)) return true;
+    switch (key & 7) {
+    case 0:
+      if (!ox_varint(&p, end, &n)) return true;
+      break;
+    case 1:
+    case 5:
+      if ((size_t)(end - p) < ((key & 7) == 1 ? 8u : 4u)) return true;
+      p += (key & 7) == 1 ? 8 : 4;
+      break;
+    case 2: {
+      if (!ox_varint(&p, end, &n) || n > (uint64_t)(end - p)) return true;
+      const ProtobufCFieldDescriptor* f =
+          (key >> 3) <= UINT32_MAX
+              ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3))
+              : NULL;
+      if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+          !ox_nesting_ok(f->descriptor, p, p + n, budget - 1))
+        return false;
+      p += n;
+      break;
+    }
+    default:
+      return true;
+    }
+  }
+  return true;
+}
+
+static OnyxStatus* ox_unpack_model(const void* bytes, size_t len, const OxModelLimits* lim,
+                                   Onnx__ModelProto** out) {
+  if (len > lim->max_model_bytes)
+    return ox_status(ONYX_LIMIT_EXCEEDED, "the model is %zu bytes, over the limit of %zu bytes",
+                     len, lim->max_model_bytes);
+  /* Each subgraph level is three messages (graph, node, attribute); type
+   * protos and tensors add a few more. */
+  int budget = 3 * lim->max_graph_depth + 16;
+  const uint8_t* p = bytes;
+  if (!ox_nesting_ok(&onnx__model_proto__descriptor, p, p + len, budget))
+    return ox_status(ONYX_LIMIT_EXCEEDED, "messages are nested deeper than the limit of %d",
+                     budget);
+  *out = onnx__model_proto__unpack(NULL, len, bytes);
+  if (!*out)
+    return ox_status(ONYX_INVALID_MODEL,
+                     "not a valid ONNX model (protobuf parse failed: truncated or corrupt, %zu "
+                     "bytes)",
+                     len);
+  return NULL;
+}
+
+OnyxStatus* ox_model_load_bytes(const void* bytes, size_t len, const char* base_dir,
+                                const char* source, const OxModelLimits* limits, OxGraph** out) {
+  *out = NULL;
+  source = source ? source : "<memory>";
+  OxModelLimits lim = ox_limits(limits);
+  Onnx__ModelProto* mp;
+  OnyxStatus* st = ox_unpack_model(bytes, len, &lim, &mp);
+  if (st) return ox_status_wrap(st, "%s", source);
+  st = ox_model_from_proto(mp, base_dir, source, &lim, out);
+  onnx__model_proto__free_unpacked(mp, NULL);
+  return ox_status_wrap(st, "%s", source);
+}
+
+/* The folder of a path: "." when it has none. */
+static char* ox_dir_of(const char* path) {
+  const char* slash = strrchr(path, '/');
+  if (!slash) return ox_strdup(".");
+  return ox_strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+OnyxStatus* ox_model_load_file(const char* path, const OxModelLimits* limits, OxGraph** out) {
+  *out = NULL;
+  OxModelLimits lim = ox_limits(limits);
+  void* bytes;
+  size_t len;
+  OX_TRY(ox_read_file(path, lim.max_model_bytes, &bytes, &len));
+  Onnx__ModelProto* mp;
+  OnyxStatus* st = ox_unpack_model(bytes, len, &lim, &mp);
+  free(bytes); /* the unpacked message holds its own copies */
+  if (st) return ox_status_wrap(st, "%s", path);
+  char* dir = ox_dir_of(path);
+  st = dir ? ox_model_from_proto(mp, dir, path, &lim, out) : ox_oom();
+  free(dir);
+  onnx__model_proto__free_unpacked(mp, NULL);
+  return ox_status_wrap(st, "%s", path);
+}

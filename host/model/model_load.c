@@ -4,16 +4,11 @@
 #include <string.h>
 #include "onnx.pb-c.h"
 #include "ox_graph.h"
-#include "ox_model.h"
-
-/* Defined in tensor_proto.c (keep the declaration identical there). */
-OnyxStatus* ox_tensor_from_proto(Onnx__TensorProto* tp, const char* base_dir, size_t max_bytes,
-                                 OxGraph* owner, OxTensor** out);
+#include "model_internal.h"
 
 #define OX_IR_VERSION_MIN 3
 #define OX_IR_VERSION_MAX 13 /* IR 12 brought float8e8m0, IR 13 int2/uint2 (opset 25+) */
 #define OX_ONNX_OPSET_MAX 28 /* the newest ai.onnx opset the schemas know */
-#define OX_MAX_RANK       1024
 
 typedef struct OxLoader {
   const char* base_dir;

@@ -5,11 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "onnx.pb-c.h"
-#include "ox_model.h"
-
-/* Defined in tensor_proto.c (keep the declarations identical there). */
-OnyxStatus* ox_tensor_to_proto(const OxTensor* t, const char* name, Onnx__TensorProto* tp);
-void ox_tensor_proto_clear(Onnx__TensorProto* tp);
+#include "model_internal.h"
 
 /* IR 3 wants every initializer listed as a graph input; our graphs do not
  * list them, so a model is written as IR 4 at least. */

@@ -9,17 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "onnx.pb-c.h"
-#include "ox_model.h"
-
-/* Shared with model_load.c and model_save.c (no private header in this
- * folder yet; keep the three declarations identical). */
-OnyxStatus* ox_tensor_from_proto(Onnx__TensorProto* tp, const char* base_dir, size_t max_bytes,
-                                 OxGraph* owner, OxTensor** out);
-OnyxStatus* ox_tensor_to_proto(const OxTensor* t, const char* name, Onnx__TensorProto* tp);
-void ox_tensor_proto_clear(Onnx__TensorProto* tp);
+#include "model_internal.h"
 
 #define OX_DEFAULT_TENSOR_LIMIT ((size_t)4 << 30)
-#define OX_MAX_RANK             1024 /* as in model_load.c */
 
 /* Which typed field of TensorProto holds each element type, and the width in
  * bytes each field value takes in our storage. Raw data is little-endian in

@@ -108,6 +108,7 @@ static OnyxStatus* ox_slot_on(OxPlanCtx* c, OxValue* v, const OnyxMemoryDevice* 
     }
     P->slots[dst].constant = t;
     P->slots[dst].owned_constant = true;
+    *out = dst;
     return ox_note_copy(P, "constant '%s': %s -> %s (%s), once at session creation", v->name, from,
                         to, ox_slot_ep_name(c->s, ep));
   }

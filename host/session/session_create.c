@@ -53,7 +53,10 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
   }
   if (st) {
     ox_provider_lib_release(lib);
-    return ox_status_wrap(st, "provider '%s': create_ep failed", spec->name);
+    st = ox_status_wrap(st, "provider '%s': create_ep failed", spec->name);
+    /* A device that turns out to be missing only at create_ep time is
+     * "unavailable" like one device_count did not find. */
+    return st->code == ONYX_NO_DEVICE ? ox_provider_unavailable(s, spec, st) : st;
   }
   OxEpSlot* slots = realloc(s->eps, (s->n_eps + 1) * sizeof *slots);
   char* name = ox_strdup(spec->name);

@@ -1,0 +1,173 @@
+/* cli_values.c — reading, formatting and converting tensor elements for the CLI. */
+#include "cli_util.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+/* How each element type is read; indexed by OnyxElemType. */
+static const CliKind kKinds[ONYX_ELEM_TYPE_COUNT] = {
+    [ONYX_ELEM_FLOAT32] = CLI_KIND_FLOAT,       [ONYX_ELEM_UINT8] = CLI_KIND_UINT,
+    [ONYX_ELEM_INT8] = CLI_KIND_SINT,           [ONYX_ELEM_UINT16] = CLI_KIND_UINT,
+    [ONYX_ELEM_INT16] = CLI_KIND_SINT,          [ONYX_ELEM_INT32] = CLI_KIND_SINT,
+    [ONYX_ELEM_INT64] = CLI_KIND_SINT,          [ONYX_ELEM_STRING] = CLI_KIND_STRING,
+    [ONYX_ELEM_BOOL] = CLI_KIND_BOOL,           [ONYX_ELEM_FLOAT16] = CLI_KIND_FLOAT,
+    [ONYX_ELEM_FLOAT64] = CLI_KIND_FLOAT,       [ONYX_ELEM_UINT32] = CLI_KIND_UINT,
+    [ONYX_ELEM_UINT64] = CLI_KIND_UINT,         [ONYX_ELEM_COMPLEX64] = CLI_KIND_COMPLEX,
+    [ONYX_ELEM_COMPLEX128] = CLI_KIND_COMPLEX,  [ONYX_ELEM_BFLOAT16] = CLI_KIND_FLOAT,
+    [ONYX_ELEM_FLOAT8E4M3FN] = CLI_KIND_PACKED, [ONYX_ELEM_FLOAT8E4M3FNUZ] = CLI_KIND_PACKED,
+    [ONYX_ELEM_FLOAT8E5M2] = CLI_KIND_PACKED,   [ONYX_ELEM_FLOAT8E5M2FNUZ] = CLI_KIND_PACKED,
+    [ONYX_ELEM_UINT4] = CLI_KIND_PACKED,        [ONYX_ELEM_INT4] = CLI_KIND_PACKED,
+    [ONYX_ELEM_FLOAT4E2M1] = CLI_KIND_PACKED,   [ONYX_ELEM_FLOAT8E8M0] = CLI_KIND_PACKED,
+    [ONYX_ELEM_UINT2] = CLI_KIND_PACKED,        [ONYX_ELEM_INT2] = CLI_KIND_PACKED,
+};
+
+CliKind cli_elem_kind(OnyxElemType t) {
+  return (unsigned)t < ONYX_ELEM_TYPE_COUNT ? kKinds[t] : CLI_KIND_NONE;
+}
+
+size_t cli_scalar_count(const OnyxTensor* t) {
+  size_t n = onyx_tensor_elem_count(t);
+  return cli_elem_kind(onyx_tensor_elem_type(t)) == CLI_KIND_COMPLEX ? 2 * n : n;
+}
+
+double cli_get_double(OnyxElemType t, const void* data, size_t i) {
+  switch (t) {
+  case ONYX_ELEM_FLOAT32:
+  case ONYX_ELEM_COMPLEX64:
+    return ((const float*)data)[i];
+  case ONYX_ELEM_FLOAT64:
+  case ONYX_ELEM_COMPLEX128:
+    return ((const double*)data)[i];
+  case ONYX_ELEM_FLOAT16:
+    return cli_half_to_float(((const uint16_t*)data)[i]);
+  case ONYX_ELEM_BFLOAT16:
+    return cli_bf16_to_float(((const uint16_t*)data)[i]);
+  default:
+    return NAN;
+  }
+}
+
+int64_t cli_get_int(OnyxElemType t, const void* data, size_t i) {
+  switch (t) {
+  case ONYX_ELEM_INT8:
+    return ((const int8_t*)data)[i];
+  case ONYX_ELEM_INT16:
+    return ((const int16_t*)data)[i];
+  case ONYX_ELEM_INT32:
+    return ((const int32_t*)data)[i];
+  case ONYX_ELEM_INT64:
+    return ((const int64_t*)data)[i];
+  default:
+    return (int64_t)cli_get_uint(t, data, i);
+  }
+}
+
+uint64_t cli_get_uint(OnyxElemType t, const void* data, size_t i) {
+  switch (t) {
+  case ONYX_ELEM_UINT8:
+  case ONYX_ELEM_BOOL:
+    return ((const uint8_t*)data)[i];
+  case ONYX_ELEM_UINT16:
+    return ((const uint16_t*)data)[i];
+  case ONYX_ELEM_UINT32:
+    return ((const uint32_t*)data)[i];
+  case ONYX_ELEM_UINT64:
+    return ((const uint64_t*)data)[i];
+  default:
+    return 0;
+  }
+}
+
+void cli_format_scalar(const OnyxTensor* t, size_t i, int digits, char* buf, size_t cap) {
+  OnyxElemType type = onyx_tensor_elem_type(t);
+  const void* data = onyx_tensor_data(t);
+  switch (cli_elem_kind(type)) {
+  case CLI_KIND_FLOAT:
+  case CLI_KIND_COMPLEX:
+    snprintf(buf, cap, "%.*g", digits, cli_get_double(type, data, i));
+    return;
+  case CLI_KIND_SINT:
+    snprintf(buf, cap, "%" PRId64, cli_get_int(type, data, i));
+    return;
+  case CLI_KIND_UINT:
+    snprintf(buf, cap, "%" PRIu64, cli_get_uint(type, data, i));
+    return;
+  case CLI_KIND_BOOL:
+    snprintf(buf, cap, "%s", ((const uint8_t*)data)[i] ? "true" : "false");
+    return;
+  case CLI_KIND_STRING: {
+    const char* s = ((const char* const*)data)[i];
+    snprintf(buf, cap, "\"%.60s%s\"", s ? s : "", s && strlen(s) > 60 ? "..." : "");
+    return;
+  }
+  case CLI_KIND_PACKED:
+  case CLI_KIND_NONE:
+    break;
+  }
+  /* Sub-byte and float8 types: show the raw byte that holds the element. */
+  size_t size = onyx_elem_type_size(type);
+  size_t byte = size ? i * size : i / 2;
+  if (byte < onyx_tensor_byte_size(t))
+    snprintf(buf, cap, "0x%02x", ((const uint8_t*)data)[byte]);
+  else
+    snprintf(buf, cap, "?");
+}
+
+void cli_format_dims(const int64_t* dims, size_t rank, char* buf, size_t cap) {
+  size_t used = (size_t)snprintf(buf, cap, "[");
+  for (size_t d = 0; d < rank && used < cap; d++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%" PRId64, d ? "," : "", dims[d]);
+  if (used < cap) snprintf(buf + used, cap - used, "]");
+}
+
+/* --- 16-bit floats ----------------------------------------------------------------- */
+static float bits_to_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static uint32_t float_to_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float cli_half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  if (exp == 0x1f) return bits_to_float(sign | 0x7f800000u | (man << 13)); /* inf / NaN */
+  if (exp == 0) { /* zero and subnormals: man * 2^-24 */
+    float v = (float)man * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return bits_to_float(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t cli_float_to_half(float f) {
+  uint32_t x = float_to_bits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00 : 0x7c00);
+  if (abs >= 0x477ff000u) return sign | 0x7c00; /* rounds past 65504 */
+  if (abs < 0x38800000u) { /* below 2^-14: subnormal half, round to nearest even */
+    float v = bits_to_float(abs) * 16777216.0f; /* in units of 2^-24 */
+    return sign | (uint16_t)lrintf(v);
+  }
+  uint32_t half = ((abs >> 13) - (112u << 10));
+  uint32_t rest = abs & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1))) half++;
+  return sign | (uint16_t)half;
+}
+
+float cli_bf16_to_float(uint16_t h) {
+  return bits_to_float((uint32_t)h << 16);
+}
+
+uint16_t cli_float_to_bf16(float f) {
+  uint32_t x = float_to_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+  x += 0x7fffu + ((x >> 16) & 1); /* round to nearest even */
+  return (uint16_t)(x >> 16);
+}

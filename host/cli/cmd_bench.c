@@ -1,0 +1,157 @@
+/* cmd_bench.c — `onyx bench`: times a model's runs, one JSON line on stdout,
+ * with the keys and statistics of the peer harness (bench/peer/ort_run.js). */
+#include "cli_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct BenchArgs {
+  const char* model;
+  const char* config;
+  const char* inputs;
+  int threads, iters, warmup;
+} BenchArgs;
+
+static const char kBenchHelp[] =
+    "Creates a session for MODEL (a .onnx file, or a folder holding model.onnx),\n"
+    "runs it W times untimed, then K times timed (CLOCK_MONOTONIC around each\n"
+    "onyx_session_run), and prints one JSON line:\n"
+    "  {\"model\":NAME,\"threads\":N,\"iters\":K,\"min_ms\":..,\"median_ms\":..,\"p90_ms\":..,\n"
+    "   \"mean_ms\":..,\"warmup\":W,\"session_ms\":..,\"inputs\":{NAME:\"TYPE[DIMS]\",..}}\n"
+    "NAME is the file name without .onnx, or the folder's name for model.onnx.\n\n"
+    "options:\n"
+    "  --config FILE   provider/session configuration (JSON, docs/config.md)\n"
+    "  --inputs DIR    a test_data_set folder: its input_K.pb feed the model (by\n"
+    "                  tensor name when all match, else by position). Without it,\n"
+    "                  inputs are generated as by 'onyx run'\n"
+    "  --threads N     intra-op threads (default 1, as the peer harness)\n"
+    "  --iters K       timed runs (default 100)\n"
+    "  --warmup W      untimed runs first (default 10)\n"
+    "\nexit status: 0 ok, 1 runtime error, 2 usage error\n";
+
+static int by_value(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* Quantile with linear interpolation between the closest ranks (as numpy and ort_run.js). */
+static double quantile(const double* sorted, size_t n, double q) {
+  double pos = (double)(n - 1) * q;
+  size_t lo = (size_t)pos, hi = lo + 1 < n ? lo + 1 : lo;
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - (double)lo);
+}
+
+static int load_feeds(CliFeeds* f, const OnyxSession* s, const char* dir, CliError* e) {
+  if (cli_feeds_init(f, s, e)) return -1;
+  if (!dir) return cli_feeds_generate_missing(f, s, stderr, e);
+  char** files = NULL;
+  size_t n = 0;
+  if (cli_list_indexed(dir, "input_", ".pb", 0, &files, &n, e)) return -1;
+  int rc = cli_feeds_load(f, s, files, n, e);
+  cli_strings_free(files, n);
+  return rc;
+}
+
+/* One run; *ms receives its duration. Outputs are released outside the timing. */
+static int timed_run(OnyxSession* s, const CliFeeds* f, const char** names, OnyxValue** outs,
+                     size_t n_out, double* ms, CliError* e) {
+  double t0 = cli_now_ms();
+  OnyxStatus* st = onyx_session_run(s, NULL, f->names, (const OnyxValue* const*)f->values, f->count,
+                                    names, n_out, outs);
+  *ms = cli_now_ms() - t0;
+  if (st) return cli_err_status(e, st, "run failed");
+  onyx_values_release(outs, n_out);
+  return 0;
+}
+
+static void print_inputs(const CliFeeds* f) {
+  printf("\"inputs\":{");
+  for (size_t i = 0; i < f->count; i++) {
+    const OnyxTensor* t = onyx_value_tensor(f->values[i]);
+    char desc[600], dims[512] = "[]";
+    if (t) cli_format_dims(onyx_tensor_dims(t), onyx_tensor_rank(t), dims, sizeof dims);
+    snprintf(desc, sizeof desc, "%s%s", t ? onyx_elem_type_name(onyx_tensor_elem_type(t)) : "?",
+             dims);
+    printf("%s", i ? "," : "");
+    cli_json_string(stdout, f->names[i]);
+    printf(":");
+    cli_json_string(stdout, desc);
+  }
+  printf("}");
+}
+
+static void print_result(const BenchArgs* a, const char* name, double* times, double session_ms,
+                         const CliFeeds* f) {
+  size_t n = (size_t)a->iters;
+  double sum = 0;
+  for (size_t i = 0; i < n; i++)
+    sum += times[i];
+  qsort(times, n, sizeof *times, by_value);
+  printf("{\"model\":");
+  cli_json_string(stdout, name);
+  printf(",\"threads\":%d,\"iters\":%d,\"min_ms\":%.3f,\"median_ms\":%.3f,\"p90_ms\":%.3f,"
+         "\"mean_ms\":%.3f,\"warmup\":%d,\"session_ms\":%.3f,",
+         a->threads, a->iters, times[0], quantile(times, n, 0.5), quantile(times, n, 0.9),
+         sum / (double)n, a->warmup, session_ms);
+  print_inputs(f);
+  printf("}\n");
+}
+
+static int bench(OnyxSession* s, const BenchArgs* a, const char* name, double session_ms,
+                 CliError* e) {
+  CliFeeds feeds = {0};
+  size_t n_out = onyx_session_output_count(s);
+  const char** names = calloc(n_out ? n_out : 1, sizeof *names);
+  OnyxValue** outs = calloc(n_out ? n_out : 1, sizeof *outs);
+  double* times = calloc((size_t)a->iters, sizeof *times);
+  int rc = (!names || !outs || !times) ? cli_err(e, "out of memory") : 0;
+  for (size_t i = 0; !rc && i < n_out; i++)
+    names[i] = onyx_session_output_name(s, i);
+  if (!rc) rc = load_feeds(&feeds, s, a->inputs, e);
+  double ms = 0;
+  for (int i = 0; !rc && i < a->warmup; i++)
+    rc = timed_run(s, &feeds, names, outs, n_out, &ms, e);
+  for (int i = 0; !rc && i < a->iters; i++)
+    rc = timed_run(s, &feeds, names, outs, n_out, &times[i], e);
+  if (!rc) print_result(a, name, times, session_ms, &feeds);
+  cli_feeds_release(&feeds);
+  free(times);
+  free(outs);
+  free(names);
+  return rc;
+}
+
+int cli_cmd_bench(int argc, char** argv) {
+  BenchArgs a = {.threads = 1, .iters = 100, .warmup = 10};
+  const CliOpt opts[] = {
+      {"--config", CLI_OPT_STRING, &a.config, 0}, {"--inputs", CLI_OPT_STRING, &a.inputs, 0},
+      {"--threads", CLI_OPT_INT, &a.threads, 1},  {"--iters", CLI_OPT_INT, &a.iters, 1},
+      {"--warmup", CLI_OPT_INT, &a.warmup, 0},
+  };
+  const CliCommand cmd = {.name = "bench",
+                          .synopsis =
+                              "onyx bench MODEL [--config FILE] [--inputs DIR] [--threads N] "
+                              "[--iters K] [--warmup W]",
+                          .help = kBenchHelp,
+                          .opts = opts,
+                          .opt_count = sizeof opts / sizeof opts[0],
+                          .min_positional = 1,
+                          .max_positional = 1,
+                          .positional_name = "MODEL"};
+  size_t npos = 0;
+  CliParse p = cli_parse(&cmd, argc, argv, &a.model, &npos);
+  if (p != CLI_PARSED) return p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+
+  CliError e = {{0}};
+  OnyxSession* s = NULL;
+  double session_ms = 0;
+  char* path = cli_model_path(a.model);
+  char* name = path ? cli_model_name(path) : NULL;
+  int rc = name ? 0 : cli_err(&e, "out of memory");
+  if (!rc) rc = cli_session_open(path, a.config, a.threads, &s, &session_ms, &e);
+  if (!rc) rc = bench(s, &a, name, session_ms, &e);
+  onyx_session_release(s);
+  free(name);
+  free(path);
+  return rc ? cli_report("bench", &e) : CLI_EXIT_OK;
+}

@@ -1,0 +1,495 @@
+/* cmd_test.c — `onyx test`: runs ONNX backend test folders, each in a forked
+ * child with a timeout, and writes one verdict per test in the format of the
+ * ONNX Runtime peer harness (bench/peer/node_suite.js). */
+#include "cli_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+enum { kReasonMax = 300, kVerdictMax = 1024 };
+
+typedef struct TestArgs {
+  const char* dir;
+  const char* config;
+  const char* verdicts;
+  const char* filter;
+  double timeout_s, rtol, atol;
+  int jobs, threads;
+} TestArgs;
+
+static const char kTestHelp[] =
+    "Runs every immediate sub-folder of DIR that holds model.onnx and\n"
+    "test_data_set_N/{input_K.pb,output_K.pb} (the ONNX backend test layout),\n"
+    "in name order, each in a forked child with a timeout, and compares the\n"
+    "outputs with the expected ones.\n\n"
+    "options:\n"
+    "  --config FILE     provider/session configuration (JSON, docs/config.md)\n"
+    "  --verdicts FILE   also write the verdicts to FILE\n"
+    "  --filter REGEX    only tests whose folder name matches (POSIX extended)\n"
+    "  --timeout-s N     seconds per test before it is killed (default 120)\n"
+    "  --jobs N          tests run at once (default 1)\n"
+    "  --threads N       intra-op threads per session (default: the session's)\n"
+    "  --rtol R          relative tolerance for floats (default 1e-3)\n"
+    "  --atol A          absolute tolerance for floats (default 1e-5)\n\n"
+    "Floats pass when |got-exp| <= atol + rtol*|exp| (NaN matches NaN, equal\n"
+    "infinities match); integers, bools and strings must be equal; element type\n"
+    "and shape must match exactly. One line per test, on stdout and in --verdicts:\n"
+    "  NAME<TAB>pass | fail: REASON | load-error: REASON | skip: REASON\n"
+    "The last line printed is 'N passed, M failed, S skipped' (load-errors count\n"
+    "as failed).\n"
+    "\nexit status: 0 no test failed, 1 a test failed or a runtime error, 2 usage error\n";
+
+/* --- Verdicts ---------------------------------------------------------------------------- */
+/* Makes the reason after "kind: " one line of at most kReasonMax bytes,
+ * cut on a UTF-8 character boundary. */
+static void one_line(char* v) {
+  char* w = v;
+  int space = 0;
+  for (const char* r = v; *r; r++) {
+    int ws = *r == ' ' || *r == '\t' || *r == '\n' || *r == '\r' || *r == '\v' || *r == '\f';
+    if (ws) {
+      space = w > v;
+      continue;
+    }
+    if (space) *w++ = ' ';
+    space = 0;
+    *w++ = *r;
+  }
+  *w = '\0';
+  char* colon = strstr(v, ": ");
+  char* reason = colon ? colon + 2 : v;
+  if (strlen(reason) <= kReasonMax) return;
+  size_t cut = kReasonMax;
+  while (cut > 0 && ((unsigned char)reason[cut] & 0xc0) == 0x80)
+    cut--;
+  reason[cut] = '\0';
+}
+
+static void set_verdict(char* v, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_verdict(char* v, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(v, kVerdictMax, fmt, ap);
+  va_end(ap);
+}
+
+static const char* base(const char* path) {
+  const char* slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* --- One test case (in the child) ------------------------------------------------------- */
+typedef struct Expected {
+  OnyxValue** values;
+  size_t count;
+} Expected;
+
+static int load_expected(const char* set_dir, Expected* x, CliError* e) {
+  char** files = NULL;
+  if (cli_list_indexed(set_dir, "output_", ".pb", 0, &files, &x->count, e)) return -1;
+  x->values = calloc(x->count ? x->count : 1, sizeof *x->values);
+  int rc = x->values ? 0 : cli_err(e, "out of memory");
+  for (size_t i = 0; !rc && i < x->count; i++) {
+    OnyxStatus* st = onyx_value_load_tensor_proto(files[i], &x->values[i], NULL);
+    if (st) rc = cli_err_status(e, st, "cannot read %s", base(files[i]));
+  }
+  cli_strings_free(files, x->count);
+  return rc;
+}
+
+static void compare_outputs(const OnyxSession* s, const char* set, const Expected* x,
+                            OnyxValue** got, const TestArgs* a, char* v) {
+  for (size_t k = 0; k < x->count; k++) {
+    const char* name = onyx_session_output_name(s, k);
+    const OnyxTensor* et = onyx_value_tensor(x->values[k]);
+    const OnyxTensor* gt = onyx_value_tensor(got[k]);
+    char reason[kVerdictMax];
+    if (!gt || !et) {
+      set_verdict(v, "fail: %s output %zu (%s): not a tensor", set, k, name);
+      return;
+    }
+    if (cli_compare(et, gt, a->rtol, a->atol, reason, sizeof reason)) {
+      set_verdict(v, "fail: %s output %zu (%s): %s", set, k, name, reason);
+      return;
+    }
+  }
+}
+
+/* Runs one test_data_set; leaves v untouched when it passes. */
+static void run_set(OnyxSession* s, const char* set_dir, const TestArgs* a, char* v) {
+  const char* set = base(set_dir);
+  CliError e = {{0}};
+  CliFeeds feeds = {0};
+  Expected x = {0};
+  char** inputs = NULL;
+  size_t n_in = 0, n_out = onyx_session_output_count(s);
+  const char** names = calloc(n_out ? n_out : 1, sizeof *names);
+  OnyxValue** got = calloc(n_out ? n_out : 1, sizeof *got);
+  int rc = (!names || !got) ? cli_err(&e, "out of memory") : 0;
+  if (!rc) rc = cli_list_indexed(set_dir, "input_", ".pb", 0, &inputs, &n_in, &e);
+  if (!rc) rc = cli_feeds_init(&feeds, s, &e);
+  if (!rc) rc = cli_feeds_load(&feeds, s, inputs, n_in, &e);
+  if (!rc) rc = load_expected(set_dir, &x, &e);
+  if (!rc && x.count > n_out)
+    rc = cli_err(&e, "%zu expected outputs, model has %zu", x.count, n_out);
+  if (rc) set_verdict(v, "fail: %s: %s", set, e.msg);
+  for (size_t k = 0; !rc && k < n_out; k++)
+    names[k] = onyx_session_output_name(s, k);
+  OnyxStatus* st = NULL;
+  if (!rc)
+    st = onyx_session_run(s, NULL, feeds.names, (const OnyxValue* const*)feeds.values, feeds.count,
+                          names, n_out, got);
+  if (st) set_verdict(v, "fail: run-error: %s", onyx_status_message(st));
+  if (!rc && !st) compare_outputs(s, set, &x, got, a, v);
+  onyx_status_release(st);
+  if (got) onyx_values_release(got, n_out);
+  if (x.values) onyx_values_release(x.values, x.count);
+  free(x.values);
+  free(got);
+  free(names);
+  cli_feeds_release(&feeds);
+  cli_strings_free(inputs, n_in);
+}
+
+static void run_case(const TestArgs* a, const char* test_dir, char* v) {
+  CliError e = {{0}};
+  OnyxSession* s = NULL;
+  char* model = cli_path_join(test_dir, "model.onnx");
+  if (!model) {
+    set_verdict(v, "fail: harness-error: out of memory");
+    return;
+  }
+  if (cli_session_open(model, a->config, a->threads, &s, NULL, &e)) {
+    /* The path is the test's own: drop it from the reason. */
+    size_t n = strlen(model);
+    const char* msg =
+        strncmp(e.msg, model, n) || strncmp(e.msg + n, ": ", 2) ? e.msg : e.msg + n + 2;
+    set_verdict(v, "load-error: %s", msg);
+    free(model);
+    return;
+  }
+  free(model);
+  char** sets = NULL;
+  size_t n_sets = 0;
+  set_verdict(v, "pass");
+  if (cli_list_indexed(test_dir, "test_data_set_", "", 1, &sets, &n_sets, &e))
+    set_verdict(v, "fail: harness-error: %s", e.msg);
+  else if (n_sets == 0)
+    set_verdict(v, "skip: no test_data_set_*");
+  for (size_t i = 0; i < n_sets && !strcmp(v, "pass"); i++)
+    run_set(s, sets[i], a, v);
+  cli_strings_free(sets, n_sets);
+  onyx_session_release(s);
+}
+
+/* --- Children ------------------------------------------------------------------------------ */
+typedef struct Slot {
+  pid_t pid; /* 0: free */
+  int fd;    /* read end of the verdict pipe; -1 once at EOF */
+  size_t index;
+  double deadline_ms;
+  int timed_out;
+  size_t len;
+  char buf[kVerdictMax];
+} Slot;
+
+typedef struct Runner {
+  const TestArgs* args;
+  char** tests; /* folder names */
+  char** verdicts;
+  size_t count, next, done, printed;
+  size_t passed, failed, skipped, load_errors;
+  Slot* slots;
+  FILE* out; /* --verdicts, or NULL */
+  int oom;
+} Runner;
+
+static void write_all(int fd, const char* s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+/* The child: runs the test and reports its verdict through the pipe. */
+static void child_main(Runner* r, size_t index, int fd) {
+  for (int i = 0; i < r->args->jobs; i++)
+    if (r->slots[i].pid && r->slots[i].fd >= 0) close(r->slots[i].fd);
+  if (r->out) fclose(r->out);
+  r->out = NULL;
+  char* dir = cli_path_join(r->args->dir, r->tests[index]);
+  char v[kVerdictMax];
+  if (dir)
+    run_case(r->args, dir, v);
+  else
+    set_verdict(v, "fail: harness-error: out of memory");
+  free(dir);
+  one_line(v);
+  write_all(fd, v, strlen(v));
+  close(fd);
+}
+
+static int launch(Runner* r, Slot* slot, size_t index) {
+  int fds[2];
+  if (pipe(fds)) return -1;
+  fflush(NULL); /* the child must not repeat buffered output */
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    child_main(r, index, fds[1]);
+    exit(0);
+  }
+  close(fds[1]);
+  *slot = (Slot){.pid = pid, .fd = fds[0], .index = index};
+  slot->deadline_ms = cli_now_ms() + r->args->timeout_s * 1e3;
+  return 0;
+}
+
+/* Prints and writes every verdict that is ready, in test order. */
+static void flush_verdicts(Runner* r) {
+  for (; r->printed < r->count && r->verdicts[r->printed]; r->printed++) {
+    const char* v = r->verdicts[r->printed];
+    printf("%s\t%s\n", r->tests[r->printed], v);
+    if (r->out) fprintf(r->out, "%s\t%s\n", r->tests[r->printed], v);
+    if (!strcmp(v, "pass"))
+      r->passed++;
+    else if (!strncmp(v, "skip:", 5))
+      r->skipped++;
+    else
+      r->failed++;
+    if (!strncmp(v, "load-error:", 11)) r->load_errors++;
+  }
+  fflush(stdout);
+  if (r->out) fflush(r->out);
+}
+
+/* Keeps a verdict; out of memory stops the whole run (r->oom). */
+static void record(Runner* r, size_t index, const char* verdict) {
+  r->verdicts[index] = strdup(verdict);
+  if (!r->verdicts[index]) r->oom = 1;
+  r->done++;
+}
+
+/* The verdict of a child that has exited with `status`. */
+static void finish(Runner* r, Slot* slot, int status) {
+  char v[kVerdictMax + 64];
+  slot->buf[slot->len] = '\0';
+  if (slot->timed_out)
+    snprintf(v, sizeof v, "fail: timed out after %g s", r->args->timeout_s);
+  else if (WIFSIGNALED(status))
+    snprintf(v, sizeof v, "fail: crashed (signal %d)", WTERMSIG(status));
+  else if (slot->len > 0)
+    snprintf(v, sizeof v, "%s", slot->buf);
+  else
+    snprintf(v, sizeof v, "fail: crashed (exit %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  record(r, slot->index, v);
+  if (slot->fd >= 0) close(slot->fd);
+  slot->pid = 0;
+  slot->fd = -1;
+}
+
+static void read_pipe(Slot* slot) {
+  ssize_t n = read(slot->fd, slot->buf + slot->len, sizeof slot->buf - 1 - slot->len);
+  if (n < 0 && errno == EINTR) return;
+  if (n > 0) {
+    slot->len += (size_t)n;
+    if (slot->len < sizeof slot->buf - 1) return;
+  }
+  close(slot->fd); /* EOF, error, or a verdict too long to be one */
+  slot->fd = -1;
+}
+
+/* Reaps children that have exited and kills those past their deadline. */
+static void reap(Runner* r) {
+  double now = cli_now_ms();
+  for (int i = 0; i < r->args->jobs; i++) {
+    Slot* slot = &r->slots[i];
+    if (!slot->pid) continue;
+    int status = 0;
+    if (slot->fd < 0 && waitpid(slot->pid, &status, WNOHANG) == slot->pid) {
+      finish(r, slot, status);
+    } else if (now >= slot->deadline_ms) {
+      kill(slot->pid, SIGKILL);
+      while (waitpid(slot->pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      slot->timed_out = 1;
+      finish(r, slot, status);
+    }
+  }
+}
+
+/* Waits for the next event: verdict bytes, a child's EOF or a deadline. */
+static void wait_children(Runner* r) {
+  struct pollfd fds[64];
+  Slot* owners[64];
+  nfds_t n = 0;
+  double now = cli_now_ms(), wait_ms = 1e9;
+  for (int i = 0; i < r->args->jobs; i++) {
+    Slot* slot = &r->slots[i];
+    if (!slot->pid) continue;
+    double left = slot->deadline_ms - now;
+    if (slot->fd < 0) left = left < 5 ? left : 5; /* at EOF: poll for the exit */
+    if (left < wait_ms) wait_ms = left;
+    if (slot->fd >= 0 && n < 64) {
+      fds[n] = (struct pollfd){.fd = slot->fd, .events = POLLIN};
+      owners[n++] = slot;
+    }
+  }
+  int timeout = wait_ms < 0 ? 0 : (int)(wait_ms + 1);
+  if (poll(fds, n, timeout) > 0)
+    for (nfds_t k = 0; k < n; k++)
+      if (fds[k].revents) read_pipe(owners[k]);
+  reap(r);
+}
+
+/* Stops early only when out of memory; children still running are killed. */
+static int run_all(Runner* r, CliError* e) {
+  while (r->done < r->count && !r->oom) {
+    for (int i = 0; i < r->args->jobs && r->next < r->count; i++) {
+      if (r->slots[i].pid) continue;
+      size_t index = r->next++;
+      if (launch(r, &r->slots[i], index)) {
+        char v[256];
+        snprintf(v, sizeof v, "fail: harness-error: cannot start a child: %s", strerror(errno));
+        record(r, index, v);
+      }
+    }
+    if (r->done < r->count) wait_children(r);
+    flush_verdicts(r);
+  }
+  if (!r->oom) return 0;
+  for (int i = 0; i < r->args->jobs; i++)
+    if (r->slots[i].pid) {
+      kill(r->slots[i].pid, SIGKILL);
+      waitpid(r->slots[i].pid, NULL, 0);
+      if (r->slots[i].fd >= 0) close(r->slots[i].fd);
+    }
+  return cli_err(e, "out of memory");
+}
+
+/* --- Test discovery -------------------------------------------------------------------------- */
+static int by_name(const void* a, const void* b) {
+  return strcmp(*(char* const*)a, *(char* const*)b);
+}
+
+static int is_test_folder(const char* dir, const char* name) {
+  char* folder = cli_path_join(dir, name);
+  char* model = folder ? cli_path_join(folder, "model.onnx") : NULL;
+  int yes = model && cli_is_file(model);
+  free(model);
+  free(folder);
+  return yes;
+}
+
+static int find_tests(const char* dir, const regex_t* re, char*** out, size_t* count, CliError* e) {
+  DIR* d = opendir(dir);
+  if (!d) return cli_err(e, "cannot open test folder %s: %s", dir, strerror(errno));
+  char** names = NULL;
+  size_t n = 0;
+  int rc = 0;
+  for (struct dirent* ent; !rc && (ent = readdir(d));) {
+    if (ent->d_name[0] == '.' || (re && regexec(re, ent->d_name, 0, NULL, 0))) continue;
+    if (!is_test_folder(dir, ent->d_name)) continue;
+    char** grown = realloc(names, (n + 1) * sizeof *names);
+    char* name = grown ? strdup(ent->d_name) : NULL;
+    if (grown) names = grown;
+    if (!name)
+      rc = cli_err(e, "out of memory");
+    else
+      names[n++] = name;
+  }
+  closedir(d);
+  if (rc) {
+    cli_strings_free(names, n);
+    return rc;
+  }
+  if (n) qsort(names, n, sizeof *names, by_name);
+  *out = names;
+  *count = n;
+  return 0;
+}
+
+/* --- The command ------------------------------------------------------------------------------ */
+static void print_summary(const Runner* r, double seconds) {
+  char* suite = cli_model_name(r->args->dir);
+  printf("suite %s: %zu tests in %.1f s (%zu of the failed are load-errors)",
+         suite ? suite : r->args->dir, r->count, seconds, r->load_errors);
+  if (r->args->verdicts) printf("; verdicts in %s", r->args->verdicts);
+  printf("\n%zu passed, %zu failed, %zu skipped\n", r->passed, r->failed, r->skipped);
+  free(suite);
+}
+
+static int run_tests(const TestArgs* a, const regex_t* re, CliError* e) {
+  Runner r = {.args = a};
+  double t0 = cli_now_ms();
+  int rc = find_tests(a->dir, re, &r.tests, &r.count, e);
+  if (!rc && a->verdicts && !(r.out = fopen(a->verdicts, "w")))
+    rc = cli_err(e, "cannot write %s: %s", a->verdicts, strerror(errno));
+  if (!rc) {
+    r.verdicts = calloc(r.count ? r.count : 1, sizeof *r.verdicts);
+    r.slots = calloc((size_t)a->jobs, sizeof *r.slots);
+    if (!r.verdicts || !r.slots) rc = cli_err(e, "out of memory");
+  }
+  if (!rc) rc = run_all(&r, e);
+  if (!rc) print_summary(&r, (cli_now_ms() - t0) / 1e3);
+  if (r.out && fclose(r.out) && !rc) rc = cli_err(e, "cannot write %s", a->verdicts);
+  cli_strings_free(r.verdicts, r.count);
+  free(r.slots);
+  cli_strings_free(r.tests, r.count);
+  if (rc) return rc;
+  return r.failed ? 1 : 0;
+}
+
+int cli_cmd_test(int argc, char** argv) {
+  TestArgs a = {.timeout_s = 120, .rtol = 1e-3, .atol = 1e-5, .jobs = 1};
+  const CliOpt opts[] = {
+      {"--config", CLI_OPT_STRING, &a.config, 0}, {"--verdicts", CLI_OPT_STRING, &a.verdicts, 0},
+      {"--filter", CLI_OPT_STRING, &a.filter, 0}, {"--timeout-s", CLI_OPT_DOUBLE, &a.timeout_s, 0},
+      {"--jobs", CLI_OPT_INT, &a.jobs, 1},        {"--threads", CLI_OPT_INT, &a.threads, 0},
+      {"--rtol", CLI_OPT_DOUBLE, &a.rtol, 0},     {"--atol", CLI_OPT_DOUBLE, &a.atol, 0},
+  };
+  const CliCommand cmd = {.name = "test",
+                          .synopsis =
+                              "onyx test DIR [--config FILE] [--verdicts FILE] [--filter REGEX] "
+                              "[--timeout-s N] [--jobs N] [--threads N] [--rtol R] [--atol A]",
+                          .help = kTestHelp,
+                          .opts = opts,
+                          .opt_count = sizeof opts / sizeof opts[0],
+                          .min_positional = 1,
+                          .max_positional = 1,
+                          .positional_name = "DIR"};
+  size_t npos = 0;
+  CliParse p = cli_parse(&cmd, argc, argv, &a.dir, &npos);
+  if (p != CLI_PARSED) return p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  if (a.timeout_s <= 0) return cli_usage_error(&cmd, "--timeout-s wants a positive number");
+  if (a.jobs > 64) return cli_usage_error(&cmd, "--jobs is at most 64");
+  regex_t re;
+  if (a.filter) {
+    int err = regcomp(&re, a.filter, REG_EXTENDED | REG_NOSUB);
+    if (err) {
+      char msg[256];
+      regerror(err, &re, msg, sizeof msg);
+      return cli_usage_error(&cmd, "--filter '%s': %s", a.filter, msg);
+    }
+  }
+  CliError e = {{0}};
+  int rc = run_tests(&a, a.filter ? &re : NULL, &e);
+  if (a.filter) regfree(&re);
+  if (rc < 0) return cli_report("test", &e);
+  return rc;
+}

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# test_cli.sh — tests of the `onyx` command on models written by make_models.
+#
+# usage: test_cli.sh ONYX MAKE_MODELS WORKDIR
+# Needs the CPU provider where ONYX_PROVIDER_PATH points (ctest sets it).
+# Expected values are worked out by hand (see make_models.c) or, for generated
+# inputs, by the peer harness's generator (bench/peer/lib.js), not taken from
+# Onyx's own output.
+set -u
+ONYX="$1"
+MAKE_MODELS="$2"
+WORK="$3"
+failures=0
+checks=0
+
+rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
+"$MAKE_MODELS" "$WORK/m" || { echo "FAIL: make_models"; exit 1; }
+M="$WORK/m"
+OUT="$WORK/stdout"
+ERR="$WORK/stderr"
+
+fail() {
+  echo "FAIL: $*"
+  echo "--- stdout:"; cat "$OUT"
+  echo "--- stderr:"; cat "$ERR"
+  failures=$((failures + 1))
+}
+
+# expect_rc CODE ARGS...: runs onyx ARGS, checks its exit status.
+expect_rc() {
+  local want="$1"
+  shift
+  checks=$((checks + 1))
+  "$ONYX" "$@" >"$OUT" 2>"$ERR"
+  local rc=$?
+  [ "$rc" -eq "$want" ] || fail "onyx $* exited $rc, expected $want"
+}
+
+# expect_line FILE LINE: FILE holds exactly this line.
+expect_line() {
+  checks=$((checks + 1))
+  grep -qxF -- "$2" "$1" || fail "no line '$2' in $(basename "$1")"
+}
+
+expect_grep() {
+  checks=$((checks + 1))
+  grep -qE -- "$2" "$1" || fail "no match for /$2/ in $(basename "$1")"
+}
+
+# --- usage errors exit 2, help and version exit 0 --------------------------------
+expect_rc 2
+expect_rc 2 frobnicate
+expect_grep "$ERR" "unknown command 'frobnicate'"
+expect_rc 2 run
+expect_grep "$ERR" "missing MODEL"
+expect_grep "$ERR" "^usage: onyx run MODEL"
+expect_rc 2 run "$M/add_relu.onnx" --bogus
+expect_grep "$ERR" "unknown option '--bogus'"
+expect_rc 2 run "$M/add_relu.onnx" --input a.pb
+expect_rc 2 run "$M/add_relu.onnx" --threads many
+expect_rc 2 test
+expect_rc 2 test "$M/suite" --filter '('
+expect_rc 2 test "$M/suite" --jobs 0
+expect_rc 2 test "$M/suite" --timeout-s 0
+expect_rc 2 bench "$M/add_relu.onnx" --iters 0
+expect_rc 2 partition "$M/add_relu.onnx" extra
+expect_rc 0 --help
+expect_grep "$OUT" "^  test "
+expect_rc 0 test --help
+expect_grep "$OUT" "^usage: onyx test DIR"
+expect_rc 0 --version
+expect_grep "$OUT" "^onyx [0-9]+\.[0-9]+\.[0-9]+"
+
+# --- runtime errors exit 1 and name what is at fault -------------------------------
+expect_rc 1 run "$WORK/no_such_model.onnx"
+expect_grep "$ERR" "no_such_model.onnx"
+expect_rc 1 test "$WORK/no_such_suite"
+expect_grep "$ERR" "no_such_suite"
+expect_rc 1 run "$M/add_relu.onnx" --input c="$M/a.pb"
+expect_grep "$ERR" "no input named 'c'"
+
+# --- run ------------------------------------------------------------------------------------
+# Relu(a + b) with a = [1,-2,3,-4,5,-6], b = 0.5: worked out by hand.
+expect_rc 0 run "$M/add_relu.onnx" --input a="$M/a.pb" --input b="$M/b.pb" --output-dir "$WORK/out"
+expect_grep "$OUT" '^output y: float32 \[2,3\]: 1\.5 -?0 3\.5 -?0 5\.5 -?0$'
+expect_grep "$OUT" "^provider cpu: [12] nodes?$"
+# x is generated: [N,4] -> [1,4], xorshift32 values -0.551267, -0.48971, 0.0930215,
+# -0.0769161 (the peer's lib.js generator, run under node), so Relu keeps one.
+expect_rc 0 run "$M/relu_sym.onnx"
+expect_grep "$OUT" '^output y: float32 \[1,4\]: -?0 -?0 0\.0930215 -?0$'
+expect_grep "$ERR" "^note: input x not given: generated float32 \[1,4\]"
+
+# The saved output, used as the expected output of a test folder, passes.
+checks=$((checks + 1))
+if [ -f "$WORK/out/y.pb" ]; then
+  mkdir -p "$WORK/roundtrip/test_saved/test_data_set_0"
+  cp "$M/add_relu.onnx" "$WORK/roundtrip/test_saved/model.onnx"
+  cp "$M/a.pb" "$WORK/roundtrip/test_saved/test_data_set_0/input_0.pb"
+  cp "$M/b.pb" "$WORK/roundtrip/test_saved/test_data_set_0/input_1.pb"
+  cp "$WORK/out/y.pb" "$WORK/roundtrip/test_saved/test_data_set_0/output_0.pb"
+  expect_rc 0 test "$WORK/roundtrip"
+  expect_line "$OUT" "$(printf 'test_saved\tpass')"
+else
+  fail "run --output-dir wrote no y.pb"
+fi
+
+# --- partition ---------------------------------------------------------------------------
+expect_rc 0 partition "$M/add_relu.onnx"
+expect_grep "$OUT" "^provider cpu: [12] nodes?$"
+expect_rc 0 partition "$M/add_relu.onnx" --explain
+checks=$((checks + 1))
+[ -s "$OUT" ] || fail "partition --explain printed nothing"
+
+# --- test ------------------------------------------------------------------------------------
+TAB=$(printf '\t')
+expect_rc 1 test "$M/suite" --verdicts "$WORK/verdicts.txt"
+V="$WORK/verdicts.txt"
+expect_line "$V" "test_add_relu_pass${TAB}pass"
+expect_line "$V" "test_add_relu_positional${TAB}pass"
+expect_line "$V" "test_add_relu_wrong_shape${TAB}fail: test_data_set_0 output 0 (y): shape: expected [3,2], got [2,3]"
+expect_line "$V" "test_add_relu_wrong_value${TAB}fail: test_data_set_0 output 0 (y): values: 1/6 mismatched (rtol 0.001, atol 1e-05), max abs err 1, first at [5]: expected 1, got 0"
+expect_grep "$V" "^test_broken_model${TAB}load-error: ."
+expect_line "$V" "test_no_data${TAB}skip: no test_data_set_*"
+checks=$((checks + 1))
+[ "$(wc -l <"$V")" -eq 6 ] || fail "verdicts.txt should have 6 lines (not_a_test is no test)"
+checks=$((checks + 1))
+[ "$(tail -n 1 "$OUT")" = "2 passed, 3 failed, 1 skipped" ] || fail "last line: '$(tail -n 1 "$OUT")'"
+checks=$((checks + 1))
+head -n 6 "$OUT" | cmp -s - "$V" || fail "stdout progress differs from the verdict file"
+
+# Parallel children give the same verdicts, in the same order.
+expect_rc 1 test "$M/suite" --jobs 3 --verdicts "$WORK/verdicts_j3.txt"
+checks=$((checks + 1))
+cmp -s "$V" "$WORK/verdicts_j3.txt" || fail "--jobs 3 verdicts differ from --jobs 1"
+
+# A filter that keeps only passing tests: exit 0.
+expect_rc 0 test "$M/suite" --filter '_(pass|positional)$'
+checks=$((checks + 1))
+[ "$(tail -n 1 "$OUT")" = "2 passed, 0 failed, 0 skipped" ] || fail "filtered last line: '$(tail -n 1 "$OUT")'"
+
+# A loose tolerance lets the wrong value pass: |0 - 1| <= 1 + 0.
+expect_rc 0 test "$M/suite" --filter 'wrong_value' --atol 1
+expect_line "$OUT" "test_add_relu_wrong_value${TAB}pass"
+
+# --- bench -------------------------------------------------------------------------------
+expect_rc 0 bench "$M/suite/test_add_relu_pass" --inputs "$M/suite/test_add_relu_pass/test_data_set_0" --iters 7 --warmup 2
+checks=$((checks + 1))
+[ "$(wc -l <"$OUT")" -eq 1 ] || fail "bench should print one line"
+for key in '"model":"test_add_relu_pass"' '"threads":1' '"iters":7' '"min_ms":' '"median_ms":' '"p90_ms":' '"mean_ms":' '"session_ms":'; do
+  expect_grep "$OUT" "$key"
+done
+if [ -x /usr/bin/python3 ]; then
+  checks=$((checks + 1))
+  /usr/bin/python3 -c '
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert 0 <= r["min_ms"] <= r["median_ms"] <= r["p90_ms"], r
+assert r["inputs"] == {"a": "float32[2,3]", "b": "float32[2,3]"}, r
+' "$OUT" || fail "bench JSON is not valid or its statistics are out of order"
+fi
+expect_rc 0 bench "$M/relu_sym.onnx" --iters 3 --warmup 0 --threads 2
+expect_grep "$OUT" '^\{"model":"relu_sym","threads":2,"iters":3,'
+
+echo "$checks checks, $failures failed"
+[ "$failures" -eq 0 ]

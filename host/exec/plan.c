@@ -140,12 +140,10 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
   OnyxSession* s = c->s;
   int32_t e = n->ep;
   OxGroup* grp = n->group >= 0 ? &s->part.groups[n->group] : NULL;
-  OxNode** ins_owner = NULL;
   OxValue** ins = grp ? grp->view.inputs : n->inputs;
   size_t n_in = grp ? grp->view.n_inputs : n->n_inputs;
   OxValue** outs = grp ? grp->view.outputs : n->outputs;
   size_t n_out = grp ? grp->view.n_outputs : n->n_outputs;
-  (void)ins_owner;
   const OxKernel* k = NULL;
   if (!grp) {
     const char* why = NULL;
@@ -195,13 +193,12 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
 static OnyxStatus* ox_plan_units(OxPlanCtx* c) {
   OnyxSession* s = c->s;
   OxGraph* g = s->graph;
-  bool* done = calloc(s->part.n_groups + 1, sizeof *done);
   bool* ran = calloc(g->n_nodes + 1, sizeof *ran);
-  OnyxStatus* st = (!done || !ran) ? ox_oom() : NULL;
-  /* Nodes are in topological order and groups are convex, so emitting a
-   * group when its first member comes up, after its other external inputs,
-   * is valid once every external producer has been emitted: repeat passes
-   * until all nodes ran (a group waits for producers listed after it). */
+  OnyxStatus* st = !ran ? ox_oom() : NULL;
+  /* Nodes are in topological order, so a single node is always ready when
+   * reached. A group is emitted once every producer outside it has run;
+   * since groups are convex that always happens, at the latest on a later
+   * pass (a group may wait for producers listed after its first member). */
   size_t left = g->n_nodes;
   while (!st && left) {
     size_t before = left;
@@ -226,7 +223,6 @@ static OnyxStatus* ox_plan_units(OxPlanCtx* c) {
     }
     if (!st && left == before) st = ox_status(ONYX_FAIL, "internal: the placed graph has a cycle");
   }
-  free(done);
   free(ran);
   return st;
 }

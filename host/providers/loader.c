@@ -201,8 +201,10 @@ static OnyxStatus* ox_register(OxProviderLib* lib) {
   return NULL;
 }
 
-/* Opens and initialises `path`; on failure everything is undone. */
-static OnyxStatus* ox_load(const char* name, char* path, OxProviderLib** out) {
+/* Opens and initialises `path` (or calls `in_process` instead of opening a
+ * library); on failure everything is undone. */
+static OnyxStatus* ox_load(const char* name, char* path, OnyxProviderInitFn in_process,
+                           OxProviderLib** out) {
   OxProviderLib* lib = calloc(1, sizeof *lib);
   if (!lib) {
     free(path);
@@ -216,14 +218,14 @@ static OnyxStatus* ox_load(const char* name, char* path, OxProviderLib** out) {
   }
   OnyxStatus* st = NULL;
   dlerror();
-  lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!lib->handle) {
+  lib->handle = in_process ? NULL : dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!in_process && !lib->handle) {
     const char* why = dlerror();
     st = ox_status(ONYX_FAIL, "provider library '%s': dlopen failed: %s", path,
                    why ? why : "unknown error");
   }
-  OnyxProviderInitFn init = NULL;
-  if (!st) {
+  OnyxProviderInitFn init = in_process;
+  if (!st && !init) {
     void* sym = dlsym(lib->handle, ONYX_PROVIDER_INIT_SYMBOL);
     memcpy(&init, &sym, sizeof init);
     if (!init)
@@ -262,7 +264,8 @@ static OxProviderLib* ox_find_loaded(const char* path) {
 }
 
 /* Called with the lock held: reuses a loaded library or loads it. Takes path. */
-static OnyxStatus* ox_acquire_locked(const char* name, char* path, OxProviderLib** out) {
+static OnyxStatus* ox_acquire_locked(const char* name, char* path, OnyxProviderInitFn init,
+                                     OxProviderLib** out) {
   OxProviderLib* lib = ox_find_loaded(path);
   if (lib) {
     OnyxStatus* st = ox_check_name(path, name, lib->name);
@@ -276,7 +279,7 @@ static OnyxStatus* ox_acquire_locked(const char* name, char* path, OxProviderLib
     free(path);
     return ox_oom();
   }
-  OX_TRY(ox_load(name, path, &lib));
+  OX_TRY(ox_load(name, path, init, &lib));
   ox_libs[ox_libs_count++] = lib;
   *out = lib;
   return NULL;
@@ -296,7 +299,28 @@ OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxPro
   /* Loading runs under the lock: two sessions asking for one library at
    * once share one load, and the provider's init runs once per load. */
   pthread_mutex_lock(&ox_libs_lock);
-  OnyxStatus* st = ox_acquire_locked(name, path, out);
+  OnyxStatus* st = ox_acquire_locked(name, path, NULL, out);
+  pthread_mutex_unlock(&ox_libs_lock);
+  return st;
+}
+
+OnyxStatus* ox_provider_lib_acquire_init(const char* name, OnyxProviderInitFn init,
+                                         OxProviderLib** out) {
+  if (!out) return ox_status(ONYX_INVALID_ARGUMENT, "ox_provider_lib_acquire_init: out is NULL");
+  *out = NULL;
+  if (!ox_name_ok(name) || !init)
+    return ox_status(ONYX_INVALID_ARGUMENT, "in-process provider '%s': invalid name or no init",
+                     name ? name : "(null)");
+  /* The key names the program or library the init function lives in, so
+   * messages say where the provider came from. */
+  void* addr;
+  memcpy(&addr, &init, sizeof addr);
+  Dl_info info;
+  const char* where = dladdr(addr, &info) && info.dli_fname ? info.dli_fname : "?";
+  char* path = ox_asprintf("in-process provider %p in %s", addr, where);
+  if (!path) return ox_oom();
+  pthread_mutex_lock(&ox_libs_lock);
+  OnyxStatus* st = ox_acquire_locked(name, path, init, out);
   pthread_mutex_unlock(&ox_libs_lock);
   return st;
 }

@@ -26,6 +26,10 @@ typedef struct OxProviderLib {
  * entry symbol, init failed, ABI major mismatch (both versions), provider
  * name differs from the requested one, kernel/schema registration failed. */
 OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxProviderLib** out);
+/* The same for an in-process provider: `init` stands for the library's
+ * entry symbol; one load per init function, shared like a library. */
+OnyxStatus* ox_provider_lib_acquire_init(const char* name, OnyxProviderInitFn init,
+                                         OxProviderLib** out);
 /* Drops a reference; the last one calls provider->release and dlclose. */
 void ox_provider_lib_release(OxProviderLib* lib);
 

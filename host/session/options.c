@@ -122,7 +122,7 @@ void onyx_session_options_release(OnyxSessionOptions* o) {
 }
 
 static OnyxStatus* ox_provider_spec_copy(OxProviderSpec* dst, const OxProviderSpec* src) {
-  *dst = (OxProviderSpec){.device = src->device, .required = src->required};
+  *dst = (OxProviderSpec){.device = src->device, .required = src->required, .init = src->init};
   dst->name = ox_strdup(src->name);
   dst->library = ox_strdup(src->library);
   OnyxStatus* st = ox_options_copy(&dst->options, &src->options);
@@ -342,6 +342,17 @@ OnyxStatus* onyx_session_options_add_provider(OnyxSessionOptions* o, const char*
     return ox_oom();
   }
   o->n_providers++;
+  return NULL;
+}
+
+OnyxStatus* onyx_session_options_add_provider_init(OnyxSessionOptions* o, const char* name,
+                                                   OnyxProviderInitFn init, int required) {
+  if (!init)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_session_options_add_provider_init: provider '%s': init is NULL",
+                     name ? name : "(null)");
+  OX_TRY(onyx_session_options_add_provider(o, name, NULL, 0, required));
+  o->providers[o->n_providers - 1].init = init;
   return NULL;
 }
 

@@ -20,7 +20,8 @@ void ox_options_clear(OnyxOptions* o);
 
 typedef struct OxProviderSpec {
   char* name;
-  char* library; /* NULL: search by name */
+  char* library;           /* NULL: search by name */
+  OnyxProviderInitFn init; /* an in-process provider (no library), or NULL */
   int device;
   bool required;
   OnyxOptions options;

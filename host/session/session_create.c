@@ -29,7 +29,8 @@ static OnyxStatus* ox_device_check(const OxProviderSpec* spec, const OnyxProvide
 
 static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec, bool implicit) {
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = ox_provider_lib_acquire(spec->name, spec->library, &lib);
+  OnyxStatus* st = spec->init ? ox_provider_lib_acquire_init(spec->name, spec->init, &lib)
+                              : ox_provider_lib_acquire(spec->name, spec->library, &lib);
   if (!st) st = ox_device_check(spec, lib->provider);
   if (st) {
     ox_provider_lib_release(lib);

@@ -126,6 +126,16 @@ ONYX_API OnyxStatus* onyx_session_options_set_fallback_deny(OnyxSessionOptions* 
 ONYX_API OnyxStatus* onyx_session_options_add_provider(OnyxSessionOptions* o, const char* name,
                                                        const char* library, int device,
                                                        int required);
+/* An in-process provider: `init` plays the part of a library's
+ * onyx_provider_init (see onyx_ep.h), so an application can bring its own
+ * kernels, custom-domain schemas or a whole provider without building a
+ * shared library. The table it returns is checked like a library's. */
+struct OnyxHostApi;
+struct OnyxProvider;
+ONYX_API OnyxStatus* onyx_session_options_add_provider_init(
+    OnyxSessionOptions* o, const char* name,
+    OnyxStatus* (*init)(const struct OnyxHostApi* host, const struct OnyxProvider** out),
+    int required);
 /* A provider option (given to the provider at create_ep). `provider` must
  * have been added. */
 ONYX_API OnyxStatus* onyx_session_options_set_provider_option(OnyxSessionOptions* o,

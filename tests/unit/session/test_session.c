@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "onyx/onyx.h"
+#include "onyx/onyx_ep.h"
 #include "ox_test_models.h"
 
 static void expect_error(OnyxStatus* st, OnyxStatusCode code, const char* needle) {
@@ -324,6 +325,136 @@ static void test_cancelled_run(void** state) {
   otm_free(m);
 }
 
+/* --- an application's own provider, in process, with a custom-domain op ------------- */
+static const OnyxHostApi* app_host;
+
+/* com.example.Double: Y = 2 * X, float32, same shape. */
+static OnyxStatus* double_infer(OnyxInferenceContext* c, void* user) {
+  (void)user;
+  const OnyxValueInfo* x = app_host->infer_input(c, 0);
+  return app_host->infer_set_output(c, 0, app_host->value_elem_type(x), app_host->value_rank(x),
+                                    app_host->value_dims(x));
+}
+
+static OnyxStatus* double_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxTensor* x = app_host->ctx_input(ctx, 0);
+  OnyxTensor* y;
+  OnyxStatus* st =
+      app_host->ctx_output(ctx, 0, app_host->tensor_dims(x), app_host->tensor_rank(x), &y);
+  if (st) return st;
+  const float* a = app_host->tensor_data(x);
+  float* b = app_host->tensor_mutable_data(y);
+  for (size_t i = 0, n = app_host->tensor_elem_count(x); i < n; i++)
+    b[i] = 2 * a[i];
+  return NULL;
+}
+
+static const int32_t app_f32[] = {ONYX_ELEM_FLOAT32};
+static const OnyxTypeConstraint app_T[] = {{"T", app_f32, 1}};
+
+static OnyxStatus* app_schemas(const OnyxProvider* p, OnyxSchemaRegistry* r) {
+  (void)p;
+  static const OnyxFormalParam in[] = {{"X", "T", ONYX_PARAM_SINGLE}};
+  static const OnyxFormalParam out[] = {{"Y", "T", ONYX_PARAM_SINGLE}};
+  OnyxSchemaDef d = {.struct_size = sizeof d,
+                     .domain = "com.example",
+                     .op_type = "Double",
+                     .since_version = 1,
+                     .inputs = in,
+                     .input_count = 1,
+                     .outputs = out,
+                     .output_count = 1,
+                     .type_constraints = app_T,
+                     .type_constraint_count = 1,
+                     .infer = double_infer};
+  return app_host->register_schema(r, &d);
+}
+
+static OnyxStatus* app_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
+  (void)p;
+  OnyxKernelDef d = {.struct_size = sizeof d,
+                     .domain = "com.example",
+                     .op_type = "Double",
+                     .since_version = 1,
+                     .end_version = ONYX_OPSET_LATEST,
+                     .type_constraints = app_T,
+                     .type_constraint_count = 1,
+                     .compute = double_compute};
+  return app_host->register_kernel(r, &d);
+}
+
+static OnyxStatus* app_count(const OnyxProvider* p, size_t* n) {
+  (void)p;
+  *n = 1;
+  return NULL;
+}
+
+static void app_ep_release(OnyxEp* ep) {
+  (void)ep;
+}
+
+static OnyxStatus* app_create(const OnyxProvider* p, const OnyxEpCreateArgs* a, OnyxEp** out) {
+  (void)a;
+  static OnyxEp ep = {.struct_size = sizeof ep, .release = app_ep_release};
+  ep.provider = p;
+  *out = &ep;
+  return NULL;
+}
+
+static const OnyxProvider app_provider = {.struct_size = sizeof app_provider,
+                                          .abi_major = ONYX_ABI_VERSION_MAJOR,
+                                          .abi_minor = ONYX_ABI_VERSION_MINOR,
+                                          .name = "app",
+                                          .vendor = "test",
+                                          .version = "1",
+                                          .device_count = app_count,
+                                          .register_kernels = app_kernels,
+                                          .register_schemas = app_schemas,
+                                          .create_ep = app_create};
+
+static OnyxStatus* app_init(const OnyxHostApi* host, const OnyxProvider** out) {
+  app_host = host;
+  *out = &app_provider;
+  return NULL;
+}
+
+static void test_in_process_provider_with_custom_op(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "com.example", 1);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  otm_node_domain(otm_node(m, "Double", "dbl", "x", "d"), "com.example");
+  otm_node(m, "Relu", "relu", "d", "y");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_add_provider_init(o, "app", app_init, 1));
+  OnyxStatus* st;
+  OnyxSession* s = session_from(m, o, &st);
+  ok(st);
+  assert_int_equal(onyx_session_provider_count(s), 2);
+  assert_string_equal(onyx_session_provider_name(s, 0), "app");
+  assert_int_equal(onyx_session_provider_node_count(s, 0), 1); /* Double */
+  assert_int_equal(onyx_session_provider_node_count(s, 1), 1); /* Relu, on the CPU */
+  OnyxValue* x = f32((int64_t[]){2, 3}, 2, X, 6);
+  const char* in = "x";
+  const char* out = "y";
+  OnyxValue* y = NULL;
+  ok(onyx_session_run(s, NULL, &in, (const OnyxValue* const*)&x, 1, &out, 1, &y));
+  const float* d = onyx_tensor_data(onyx_value_tensor(y));
+  for (int i = 0; i < 6; i++)
+    assert_float_equal(d[i], X[i] > 0 ? 2 * X[i] : 0, 0);
+  onyx_values_release(&y, 1);
+  onyx_value_release(x);
+  onyx_session_release(s);
+  /* Without the provider the custom op is unknown, and the error says so. */
+  assert_null(session_from(m, NULL, &st));
+  expect_error(st, ONYX_NOT_IMPLEMENTED, "'dbl' (Double)");
+  onyx_session_options_release(o);
+  otm_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_add_relu_runs_on_cpu),
@@ -339,6 +470,7 @@ int main(void) {
       cmocka_unit_test(test_concurrent_runs),
       cmocka_unit_test(test_outputs_twice_and_passthrough),
       cmocka_unit_test(test_cancelled_run),
+      cmocka_unit_test(test_in_process_provider_with_custom_op),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

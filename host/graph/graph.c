@@ -213,7 +213,29 @@ static bool ox_value_is_source(const OxValue* v) {
   return v->is_graph_input || v->constant || v->is_outer_scope;
 }
 
+/* Ready nodes run lowest key first: (priority if asked, then model order). */
+static bool ox_runs_before(const OxGraph* g, size_t a, size_t b, bool by_priority) {
+  if (by_priority && g->nodes[a]->priority != g->nodes[b]->priority)
+    return g->nodes[a]->priority < g->nodes[b]->priority;
+  return a < b;
+}
+
+/* Inserts node index i into the sorted ready set. */
+static void ox_ready_insert(const OxGraph* g, size_t* ready, size_t* n_ready, size_t i,
+                            bool by_priority) {
+  size_t at = *n_ready;
+  while (at > 0 && ox_runs_before(g, i, ready[at - 1], by_priority))
+    at--;
+  memmove(ready + at + 1, ready + at, (*n_ready - at) * sizeof *ready);
+  ready[at] = i;
+  (*n_ready)++;
+}
+
 OnyxStatus* ox_graph_toposort(OxGraph* g) {
+  return ox_graph_order(g, false);
+}
+
+OnyxStatus* ox_graph_order(OxGraph* g, bool by_priority) {
   size_t n = g->n_nodes;
   if (!n) return NULL;
   size_t* missing = calloc(n, sizeof *missing); /* unmet inputs per node (by original index) */
@@ -241,12 +263,12 @@ OnyxStatus* ox_graph_toposort(OxGraph* g) {
         missing[i]++;
     }
   }
-  /* Kahn's algorithm; among ready nodes the one first in the file goes first,
-   * so the order is deterministic and follows the model where it can. The
-   * ready set is kept sorted by index (insertion into a small sorted array). */
+  /* Kahn's algorithm; among ready nodes the one first in the file goes first
+   * (after priority, when asked), so the order is deterministic and follows
+   * the model where it can. The ready set is kept sorted. */
   size_t n_ready = 0, n_done = 0;
   for (size_t i = 0; i < n && !st; i++)
-    if (!missing[i]) ready[n_ready++] = i;
+    if (!missing[i]) ox_ready_insert(g, ready, &n_ready, i, by_priority);
   while (n_ready && !st) {
     size_t idx = ready[0];
     memmove(ready, ready + 1, --n_ready * sizeof *ready);
@@ -258,12 +280,7 @@ OnyxStatus* ox_graph_toposort(OxGraph* g) {
       for (size_t c = 0; c < v->n_consumers; c++) {
         size_t ci = v->consumers[c]->index;
         if (--missing[ci]) continue;
-        size_t at = n_ready;
-        while (at > 0 && ready[at - 1] > ci)
-          at--;
-        memmove(ready + at + 1, ready + at, (n_ready - at) * sizeof *ready);
-        ready[at] = ci;
-        n_ready++;
+        ox_ready_insert(g, ready, &n_ready, ci, by_priority);
       }
     }
   }

@@ -32,6 +32,10 @@ void ox_graph_remove_node(OxGraph* g, OxNode* n);
  * graph input or initializer produces is an error naming both. */
 OnyxStatus* ox_graph_toposort(OxGraph* g);
 
+/* The same, choosing among ready nodes by node->priority (lower first) and
+ * then model order: the "priority" execution order. */
+OnyxStatus* ox_graph_order(OxGraph* g, bool by_priority);
+
 /* Resolve: for each node in order, look up its schema (custom registries
  * first, then built-in), check arity and attributes (filling defaults), and
  * infer output types and shapes. Every error names the source file, node and

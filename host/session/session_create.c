@@ -1,5 +1,6 @@
 /* session_create.c — the path of a model: load, providers, resolve,
  * partition, plan (ARCHITECTURE.md §1). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ox_model.h"
@@ -117,15 +118,29 @@ static void ox_session_log_placement(OnyxSession* s) {
   free(text);
 }
 
+/* ONYX_DUMP_PLACEMENT=1: the explain report on stderr at session creation. */
+static void ox_session_dump_placement(const OnyxSession* s) {
+  const char* e = getenv("ONYX_DUMP_PLACEMENT");
+  if (!e || !*e || !strcmp(e, "0")) return;
+  char* text = NULL;
+  OnyxStatus* st = onyx_session_explain(s, &text);
+  if (!st) fprintf(stderr, "%s", text);
+  ox_status_free(st);
+  free(text);
+}
+
 /* Everything after loading. */
 static OnyxStatus* ox_session_build(OnyxSession* s) {
   OX_TRY(ox_threadpool_create(s->opts->threads, &s->pool));
   OX_TRY(ox_session_providers(s));
   OX_TRY(ox_session_resolve(s));
+  /* Before partitioning: node indices are fixed from here on. */
+  if (s->opts->order == ONYX_ORDER_PRIORITY) OX_TRY(ox_graph_order(s->graph, true));
   s->part = (OxPartition){.graph = s->graph, .eps = s->eps, .n_eps = s->n_eps};
   OX_TRY(ox_partition_run(&s->part, s->opts));
   OX_TRY(ox_plan_build(s));
   ox_session_log_placement(s);
+  ox_session_dump_placement(s);
   return NULL;
 }
 

@@ -54,6 +54,30 @@ static void test_toposort_orders_and_is_stable(void** state) {
   ox_graph_free(g);
 }
 
+/* Priority order: among ready nodes the lower priority runs first; a
+ * dependency still wins over any priority. */
+static void test_priority_order(void** state) {
+  (void)state;
+  OxGraph* g = new_graph();
+  add_input(g, "x", 4);
+  OxNode *a, *b, *c;
+  assert_null(ox_graph_add_node(g, "a", "Relu", "", NAMES("x"), 1, NAMES("a_out"), 1, &a));
+  assert_null(ox_graph_add_node(g, "b", "Relu", "", NAMES("x"), 1, NAMES("b_out"), 1, &b));
+  assert_null(ox_graph_add_node(g, "c", "Relu", "", NAMES("b_out"), 1, NAMES("c_out"), 1, &c));
+  a->priority = 5;
+  b->priority = 1;
+  c->priority = -9;                  /* cannot run before its producer b */
+  assert_null(ox_graph_toposort(g)); /* the default ignores priorities */
+  const char* plain[] = {"a", "b", "c"};
+  for (size_t i = 0; i < 3; i++)
+    assert_string_equal(g->nodes[i]->name, plain[i]);
+  assert_null(ox_graph_order(g, true));
+  const char* want[] = {"b", "c", "a"};
+  for (size_t i = 0; i < 3; i++)
+    assert_string_equal(g->nodes[i]->name, want[i]);
+  ox_graph_free(g);
+}
+
 static void test_cycle_names_a_node(void** state) {
   (void)state;
   OxGraph* g = new_graph();
@@ -159,6 +183,7 @@ static void test_resolve_input_without_type(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_toposort_orders_and_is_stable),
+      cmocka_unit_test(test_priority_order),
       cmocka_unit_test(test_cycle_names_a_node),
       cmocka_unit_test(test_dangling_input_is_named),
       cmocka_unit_test(test_value_produced_twice),

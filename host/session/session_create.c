@@ -17,14 +17,19 @@ static OnyxStatus* ox_provider_unavailable(OnyxSession* s, const OxProviderSpec*
   return NULL;
 }
 
-static OnyxStatus* ox_device_check(const OxProviderSpec* spec, const OnyxProvider* p) {
+static OnyxStatus* ox_device_check(const OxProviderSpec* spec, const OxProviderLib* lib) {
+  const OnyxProvider* p = lib->provider;
   size_t count = 0;
   OnyxStatus* st = p->device_count(p, &count);
-  if (st) return ox_status_wrap(st, "provider '%s' has no usable device", spec->name);
-  if (!count) return ox_status(ONYX_NO_DEVICE, "provider '%s' reports zero devices", spec->name);
+  if (st)
+    return ox_status_wrap(st, "provider '%s' (%s) has no usable device", spec->name, lib->path);
+  if (!count)
+    return ox_status(ONYX_NO_DEVICE, "provider '%s' (%s) reports zero devices", spec->name,
+                     lib->path);
   if (spec->device < 0 || (size_t)spec->device >= count)
-    return ox_status(ONYX_INVALID_CONFIG, "provider '%s': device %d does not exist (it has %zu)",
-                     spec->name, spec->device, count);
+    return ox_status(ONYX_INVALID_CONFIG,
+                     "provider '%s' (%s): device %d does not exist (it has %zu)", spec->name,
+                     lib->path, spec->device, count);
   return NULL;
 }
 
@@ -32,7 +37,7 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
   OxProviderLib* lib = NULL;
   OnyxStatus* st = spec->init ? ox_provider_lib_acquire_init(spec->name, spec->init, &lib)
                               : ox_provider_lib_acquire(spec->name, spec->library, &lib);
-  if (!st) st = ox_device_check(spec, lib->provider);
+  if (!st) st = ox_device_check(spec, lib);
   if (st) {
     ox_provider_lib_release(lib);
     return ox_provider_unavailable(s, spec, st);
@@ -54,8 +59,8 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
     ep = NULL; /* cannot release it safely */
   }
   if (st) {
+    st = ox_status_wrap(st, "provider '%s' (%s): create_ep failed", spec->name, lib->path);
     ox_provider_lib_release(lib);
-    st = ox_status_wrap(st, "provider '%s': create_ep failed", spec->name);
     /* A device that turns out to be missing only at create_ep time is
      * "unavailable" like one device_count did not find. */
     return st->code == ONYX_NO_DEVICE ? ox_provider_unavailable(s, spec, st) : st;

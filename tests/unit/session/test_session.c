@@ -228,6 +228,24 @@ static void test_unknown_provider(void** state) {
   otm_free(m);
 }
 
+static void test_bad_provider_option(void** state) {
+  (void)state;
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  const char* cfg = "{\"providers\": [{\"name\": \"cpu\", \"options\": {\"bogus\": 1}}]}";
+  ok(onyx_session_options_load_config_text(o, cfg, strlen(cfg), "cfg.json"));
+  OxTestModel* m = add_relu_model(17);
+  OnyxStatus* st;
+  assert_null(session_from(m, o, &st));
+  char* msg = strdup(onyx_status_message(st));
+  expect_error(st, ONYX_INVALID_CONFIG, "'bogus'");
+  if (!strstr(msg, "libonyx_ep_cpu.so") || !strstr(msg, "provider 'cpu'"))
+    fail_msg("the provider and its library are not named in '%s'", msg);
+  free(msg);
+  onyx_session_options_release(o);
+  otm_free(m);
+}
+
 static void broken_lib(const char* file, OnyxStatusCode code, const char* needle) {
   char path[1024];
   snprintf(path, sizeof path, "%s/lib/broken/libonyx_ep_%s.so", getenv("ONYX_BINARY_DIR"), file);
@@ -465,6 +483,7 @@ int main(void) {
       cmocka_unit_test(test_feed_errors),
       cmocka_unit_test(test_config_syntax_error),
       cmocka_unit_test(test_unknown_provider),
+      cmocka_unit_test(test_bad_provider_option),
       cmocka_unit_test(test_library_without_entry_symbol),
       cmocka_unit_test(test_abi_major_mismatch),
       cmocka_unit_test(test_concurrent_runs),

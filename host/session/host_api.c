@@ -236,16 +236,14 @@ static OnyxStatus* h_ctx_output(OnyxKernelContext* c, size_t i, const int64_t* d
   *out = NULL;
   size_t slot;
   OX_TRY(ox_ctx_output_slot(c, i, &slot));
+  if (slot == OX_NO_SLOT)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "ctx_output: output %zu is absent from the graph; check "
+                     "host->node_output(node, i) before allocating it",
+                     i);
   const OxStep* st = c->step;
   OnyxSession* s = c->frame->session;
-  OnyxElemType type = s->plan.slots[st->out[i] == OX_NO_SLOT ? 0 : slot].value->type;
-  if (slot == OX_NO_SLOT) {
-    /* Absent output: hand out a scratch tensor the frame never sees. */
-    return ox_status(ONYX_INVALID_ARGUMENT,
-                     "ctx_output: output %zu is not used by the graph; "
-                     "check host->node_output(node, i) before allocating it",
-                     i);
-  }
+  OnyxElemType type = s->plan.slots[slot].value->type;
   /* Graph outputs in host memory go to the heap so they outlive the session. */
   bool heap = s->plan.slots[slot].is_output && st->out_mem[i].kind == ONYX_DEVICE_CPU &&
               ox_memory_equal(&st->out_mem[i], &OX_HOST_MEMORY);

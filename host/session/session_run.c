@@ -68,8 +68,8 @@ static OnyxStatus* ox_output_index(const OxGraph* g, const char* name, size_t* o
   return ox_unknown_name("output", name, g->outputs, g->n_outputs);
 }
 
-static OnyxStatus* ox_wrap_outputs(const OxGraph* g, OxTensor** fetched, const size_t* idx,
-                                   size_t n_out, OnyxValue** outputs) {
+static OnyxStatus* ox_wrap_outputs(OxTensor** fetched, const size_t* idx, size_t n_out,
+                                   OnyxValue** outputs) {
   for (size_t k = 0; k < n_out; k++) {
     OxTensor* t = fetched[idx[k]];
     bool again = false; /* the same output asked for twice: clone */
@@ -83,7 +83,6 @@ static OnyxStatus* ox_wrap_outputs(const OxGraph* g, OxTensor** fetched, const s
     }
     outputs[k]->tensor = t;
   }
-  (void)g;
   return NULL;
 }
 
@@ -108,7 +107,7 @@ ONYX_API OnyxStatus* onyx_session_run(OnyxSession* s, const OnyxRunOptions* run_
     if (!st) wanted[idx[k]] = true;
   }
   if (!st) st = ox_execute(s, run_options, feeds, fetched, wanted);
-  if (!st) st = ox_wrap_outputs(g, fetched, idx, output_count, outputs);
+  if (!st) st = ox_wrap_outputs(fetched, idx, output_count, outputs);
   if (st) {
     for (size_t k = 0; k < output_count; k++) {
       bool dup = false; /* clones belong to outputs[k]; originals are in fetched */

@@ -15,8 +15,8 @@ OnyxStatus* ox_infer_softmax(OxNode* n) {
   ox_in_dims(n, 0, &d);
   int64_t axis = ox_attr_i(n, "axis", n->since_version >= 13 ? -1 : 1), norm;
   if (d.rank >= 0 && !ox_norm_axis(axis, d.rank > 0 ? d.rank : 1, &norm))
-    return ox_infer_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
-                        (int)d.rank);
+    return ox_node_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
+                       (int)d.rank);
   return ox_out_set(n, 0, ox_in_type(n, 0), &d);
 }
 
@@ -75,13 +75,13 @@ OnyxStatus* ox_infer_matmul(OxNode* n) {
   OnyxElemType t = ox_in_type(n, 0);
   if (a.rank < 0 || b.rank < 0) return ox_out_set(n, 0, t, NULL);
   if (a.rank == 0 || b.rank == 0)
-    return ox_infer_err(n, "MatMul does not take scalars (input %s is rank 0)",
-                        a.rank == 0 ? "A" : "B");
+    return ox_node_err(n, "MatMul does not take scalars (input %s is rank 0)",
+                       a.rank == 0 ? "A" : "B");
   /* numpy.matmul: a 1-D A is [1, k] and a 1-D B is [k, 1]; the added dims go away. */
   int64_t k_a = a.d[a.rank - 1], k_b = b.rank == 1 ? b.d[0] : b.d[b.rank - 2];
   if (!dims_agree(k_a, k_b))
-    return ox_infer_err(n, "inner dimensions differ: A has %lld columns, B has %lld rows",
-                        (long long)k_a, (long long)k_b);
+    return ox_node_err(n, "inner dimensions differ: A has %lld columns, B has %lld rows",
+                       (long long)k_a, (long long)k_b);
   OxDims ba = {.rank = a.rank > 2 ? a.rank - 2 : 0}, bb = {.rank = b.rank > 2 ? b.rank - 2 : 0};
   memcpy(ba.d, a.d, (size_t)ba.rank * sizeof a.d[0]);
   memcpy(bb.d, b.d, (size_t)bb.rank * sizeof b.d[0]);
@@ -100,21 +100,21 @@ OnyxStatus* ox_infer_gemm(OxNode* n) {
   ox_in_dims(n, 2, &c);
   OnyxElemType t = ox_in_type(n, 0);
   if ((a.rank >= 0 && a.rank != 2) || (b.rank >= 0 && b.rank != 2))
-    return ox_infer_err(n, "A and B must be 2-D (ranks %d and %d)", (int)a.rank, (int)b.rank);
+    return ox_node_err(n, "A and B must be 2-D (ranks %d and %d)", (int)a.rank, (int)b.rank);
   bool ta = ox_attr_i(n, "transA", 0) != 0, tb = ox_attr_i(n, "transB", 0) != 0;
   int64_t m = a.rank == 2 ? a.d[ta ? 1 : 0] : -1, ka = a.rank == 2 ? a.d[ta ? 0 : 1] : -1;
   int64_t kb = b.rank == 2 ? b.d[tb ? 1 : 0] : -1, nn = b.rank == 2 ? b.d[tb ? 0 : 1] : -1;
   if (!dims_agree(ka, kb))
-    return ox_infer_err(n, "inner dimensions differ: op(A) is [%lld,%lld], op(B) is [%lld,%lld]",
-                        (long long)m, (long long)ka, (long long)kb, (long long)nn);
+    return ox_node_err(n, "inner dimensions differ: op(A) is [%lld,%lld], op(B) is [%lld,%lld]",
+                       (long long)m, (long long)ka, (long long)kb, (long long)nn);
   OxDims y = {.rank = 2, .d = {m, nn}};
-  if (c.rank > 2) return ox_infer_err(n, "C must have rank <= 2, has %d", (int)c.rank);
+  if (c.rank > 2) return ox_node_err(n, "C must have rank <= 2, has %d", (int)c.rank);
   /* C broadcasts unidirectionally onto [M, N]. */
   for (int32_t k = 0; k < c.rank; k++) {
     int64_t want = y.d[2 - c.rank + k], have = c.d[k];
     if (have != 1 && !dims_agree(have, want))
-      return ox_infer_err(n, "C of dimension %lld cannot broadcast to %lld", (long long)have,
-                          (long long)want);
+      return ox_node_err(n, "C of dimension %lld cannot broadcast to %lld", (long long)have,
+                         (long long)want);
   }
   return ox_out_set(n, 0, t, &y);
 }
@@ -131,7 +131,7 @@ typedef struct Window {
 /* Checks an ints attribute's length (0: absent, fine). */
 static OnyxStatus* check_len(const OxNode* n, const char* name, size_t have, size_t want) {
   if (have && have != want)
-    return ox_infer_err(n, "attribute '%s' has %zu values, expected %zu", name, have, want);
+    return ox_node_err(n, "attribute '%s' has %zu values, expected %zu", name, have, want);
   return NULL;
 }
 
@@ -154,15 +154,15 @@ static OnyxStatus* read_window(const OxNode* n, Window* w, const int64_t* kernel
   bool known = false;
   for (size_t i = 0; i < OX_ARRAY_LEN(pads_modes); i++)
     known |= !strcmp(w->auto_pad, pads_modes[i]);
-  if (!known) return ox_infer_err(n, "attribute 'auto_pad' is '%s'", w->auto_pad);
+  if (!known) return ox_node_err(n, "attribute 'auto_pad' is '%s'", w->auto_pad);
   for (size_t i = 0; i < w->n; i++) {
-    if (w->kernel[i] < 1) return ox_infer_err(n, "attribute 'kernel_shape' has a value < 1");
+    if (w->kernel[i] < 1) return ox_node_err(n, "attribute 'kernel_shape' has a value < 1");
     if (w->strides && w->strides[i] < 1)
-      return ox_infer_err(n, "attribute 'strides' has a value < 1");
+      return ox_node_err(n, "attribute 'strides' has a value < 1");
     if (w->dilations && w->dilations[i] < 1)
-      return ox_infer_err(n, "attribute 'dilations' has a value < 1");
+      return ox_node_err(n, "attribute 'dilations' has a value < 1");
     if (w->pads && (w->pads[i] < 0 || w->pads[i + w->n] < 0))
-      return ox_infer_err(n, "attribute 'pads' has a negative value");
+      return ox_node_err(n, "attribute 'pads' has a negative value");
   }
   return NULL;
 }
@@ -192,10 +192,10 @@ static OnyxStatus* window_out(const OxNode* n, const Window* w, size_t i, int64_
   }
   int64_t span = in + pb + pe - ek;
   if (span < 0)
-    return ox_infer_err(n,
-                        "kernel extent %lld exceeds the padded input extent %lld on spatial "
-                        "axis %zu",
-                        (long long)ek, (long long)(in + pb + pe), i);
+    return ox_node_err(n,
+                       "kernel extent %lld exceeds the padded input extent %lld on spatial "
+                       "axis %zu",
+                       (long long)ek, (long long)(in + pb + pe), i);
   int64_t o = (w->ceil_mode ? div_ceil(span, s) : div_floor(span, s)) + 1;
   /* ceil_mode: a last window that would start inside the end padding is dropped. */
   if (w->ceil_mode && (o - 1) * s >= in + pb) o--;
@@ -224,12 +224,12 @@ OnyxStatus* ox_infer_conv(OxNode* n) {
   int32_t rank = x.rank >= 0 ? x.rank : wt.rank;
   if (rank < 0 && nk) rank = (int32_t)nk + 2;
   if (rank < 0) return ox_out_set(n, 0, t, NULL);
-  if (rank < 3) return ox_infer_err(n, "X must have rank >= 3, has %d", (int)rank);
+  if (rank < 3) return ox_node_err(n, "X must have rank >= 3, has %d", (int)rank);
   if ((x.rank >= 0 && x.rank != rank) || (wt.rank >= 0 && wt.rank != rank))
-    return ox_infer_err(n, "X (rank %d) and W (rank %d) must have the same rank", (int)x.rank,
-                        (int)wt.rank);
+    return ox_node_err(n, "X (rank %d) and W (rank %d) must have the same rank", (int)x.rank,
+                       (int)wt.rank);
   int64_t group = ox_attr_i(n, "group", 1);
-  if (group < 1) return ox_infer_err(n, "attribute 'group' is %lld", (long long)group);
+  if (group < 1) return ox_node_err(n, "attribute 'group' is %lld", (long long)group);
   if (x.rank < 0) {
     x.rank = rank;
     for (int32_t i = 0; i < rank; i++)
@@ -241,8 +241,8 @@ OnyxStatus* ox_infer_conv(OxNode* n) {
       wt.d[i] = ONYX_DIM_UNKNOWN;
   }
   if (x.d[1] >= 0 && wt.d[1] >= 0 && x.d[1] != wt.d[1] * group)
-    return ox_infer_err(n, "X has %lld channels but W expects %lld x group %lld", (long long)x.d[1],
-                        (long long)wt.d[1], (long long)group);
+    return ox_node_err(n, "X has %lld channels but W expects %lld x group %lld", (long long)x.d[1],
+                       (long long)wt.d[1], (long long)group);
   Window w = {.n = (size_t)rank - 2};
   int64_t kbuf[OX_INFER_MAX_RANK];
   if (!nk) { /* kernel from W's spatial dims */
@@ -271,10 +271,10 @@ OnyxStatus* ox_infer_pool(OxNode* n) {
   OnyxElemType t = ox_in_type(n, 0);
   size_t nk;
   const int64_t* kernel = ox_attr_ints(n, "kernel_shape", &nk);
-  if (!kernel) return ox_infer_err(n, "attribute 'kernel_shape' is missing");
+  if (!kernel) return ox_node_err(n, "attribute 'kernel_shape' is missing");
   if (x.rank >= 0 && x.rank != (int32_t)nk + 2)
-    return ox_infer_err(n, "attribute 'kernel_shape' has %zu values for an input of rank %d", nk,
-                        (int)x.rank);
+    return ox_node_err(n, "attribute 'kernel_shape' has %zu values for an input of rank %d", nk,
+                       (int)x.rank);
   Window w = {.n = nk};
   OX_TRY(read_window(n, &w, kernel, nk));
   if (x.rank < 0) {
@@ -290,7 +290,7 @@ OnyxStatus* ox_infer_global_pool(OxNode* n) {
   OxDims x;
   ox_in_dims(n, 0, &x);
   if (x.rank >= 0 && x.rank < 2)
-    return ox_infer_err(n, "X must have rank >= 2, has %d", (int)x.rank);
+    return ox_node_err(n, "X must have rank >= 2, has %d", (int)x.rank);
   for (int32_t i = 2; i < x.rank; i++)
     x.d[i] = 1;
   return ox_out_set(n, 0, ox_in_type(n, 0), &x);
@@ -302,7 +302,7 @@ OnyxStatus* ox_infer_batchnorm(OxNode* n) {
   OxDims x, c = {.rank = 1, .d = {ONYX_DIM_UNKNOWN}};
   ox_in_dims(n, 0, &x);
   if (x.rank >= 0 && x.rank < 2)
-    return ox_infer_err(n, "X must have rank >= 2, has %d", (int)x.rank);
+    return ox_node_err(n, "X must have rank >= 2, has %d", (int)x.rank);
   if (x.rank >= 2) c.d[0] = x.d[1];
   OX_TRY(ox_out_set(n, 0, ox_in_type(n, 0), &x));
   /* From 14 the running statistics have the type of input_mean (U / T2). */
@@ -318,15 +318,15 @@ OnyxStatus* ox_infer_layernorm(OxNode* n) {
   OX_TRY(ox_out_set(n, 0, ox_in_type(n, 0), &x));
   int64_t stash = ox_attr_i(n, "stash_type", 1);
   if (stash < 1 || stash >= ONYX_ELEM_TYPE_COUNT)
-    return ox_infer_err(n, "attribute 'stash_type' is %lld, not an element type", (long long)stash);
+    return ox_node_err(n, "attribute 'stash_type' is %lld, not an element type", (long long)stash);
   if (x.rank < 0) {
     OX_TRY(ox_out_set(n, 1, (OnyxElemType)stash, NULL));
     return ox_out_set(n, 2, (OnyxElemType)stash, NULL);
   }
   int64_t axis = ox_attr_i(n, "axis", -1), a;
   if (!ox_norm_axis(axis, x.rank, &a))
-    return ox_infer_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
-                        (int)x.rank);
+    return ox_node_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
+                       (int)x.rank);
   /* Mean and InvStdDev keep the leading dims and are 1 over the normalized ones. */
   for (int32_t i = (int32_t)a; i < x.rank; i++)
     x.d[i] = 1;

@@ -67,10 +67,10 @@ static OnyxStatus* norm_axes(const OxNode* n, const char* what, IntList* l, int6
   for (size_t i = 0; i < l->count; i++) {
     int64_t a = l->v[i];
     if (!ox_norm_axis(a, rank, &l->v[i]))
-      return ox_infer_err(n, "%s has axis %lld, out of range for rank %lld", what, (long long)a,
-                          (long long)rank);
+      return ox_node_err(n, "%s has axis %lld, out of range for rank %lld", what, (long long)a,
+                         (long long)rank);
     for (size_t j = 0; j < i; j++)
-      if (l->v[j] == l->v[i]) return ox_infer_err(n, "%s repeats axis %lld", what, (long long)a);
+      if (l->v[j] == l->v[i]) return ox_node_err(n, "%s repeats axis %lld", what, (long long)a);
   }
   return NULL;
 }
@@ -88,19 +88,19 @@ static OnyxStatus* reshape_dims(const OxNode* n, const OxDims* x, const int64_t*
   bool cancel[OX_INFER_MAX_RANK] = {0}; /* input dims copied while unknown */
   for (size_t i = 0; i < ns; i++) {
     int64_t v = shape[i];
-    if (v < -1) return ox_infer_err(n, "shape value %lld at index %zu is invalid", (long long)v, i);
+    if (v < -1) return ox_node_err(n, "shape value %lld at index %zu is invalid", (long long)v, i);
     if (v == -1) {
-      if (neg >= 0) return ox_infer_err(n, "the shape has more than one -1");
+      if (neg >= 0) return ox_node_err(n, "the shape has more than one -1");
       neg = (int64_t)i;
       y->d[i] = ONYX_DIM_UNKNOWN;
       continue;
     }
     if (v == 0 && !allowzero) {
       if (x->rank >= 0 && (int64_t)i >= x->rank)
-        return ox_infer_err(n,
-                            "shape value 0 at index %zu copies a dimension the rank-%d input "
-                            "does not have",
-                            i, (int)x->rank);
+        return ox_node_err(n,
+                           "shape value 0 at index %zu copies a dimension the rank-%d input "
+                           "does not have",
+                           i, (int)x->rank);
       v = x->rank >= 0 ? x->d[i] : ONYX_DIM_UNKNOWN;
       if (v < 0 && x->rank >= 0) {
         cancel[i] = true;
@@ -113,10 +113,10 @@ static OnyxStatus* reshape_dims(const OxNode* n, const OxDims* x, const int64_t*
     if (v < 0)
       prod_known = false;
     else if (__builtin_mul_overflow(prod, v, &prod))
-      return ox_infer_err(n, "the shape overflows");
+      return ox_node_err(n, "the shape overflows");
   }
   if (allowzero && has_zero && neg >= 0)
-    return ox_infer_err(n, "with allowzero=1 the shape cannot hold both 0 and -1");
+    return ox_node_err(n, "with allowzero=1 the shape cannot hold both 0 and -1");
   for (int32_t i = 0; total_known && i < x->rank; i++) {
     if (x->d[i] < 0)
       total_known = i < (int32_t)ns && cancel[i];
@@ -129,11 +129,11 @@ static OnyxStatus* reshape_dims(const OxNode* n, const OxDims* x, const int64_t*
   dims_str(y, ys, sizeof ys);
   if (neg >= 0) {
     if (prod == 0 || total % prod)
-      return ox_infer_err(n, "cannot reshape %s (%lld elements) to %s", xs, (long long)total, ys);
+      return ox_node_err(n, "cannot reshape %s (%lld elements) to %s", xs, (long long)total, ys);
     y->d[neg] = total / prod;
   } else if (prod != total) {
-    return ox_infer_err(n, "cannot reshape %s (%lld elements) to %s (%lld elements)", xs,
-                        (long long)total, ys, (long long)prod);
+    return ox_node_err(n, "cannot reshape %s (%lld elements) to %s (%lld elements)", xs,
+                       (long long)total, ys, (long long)prod);
   }
   return NULL;
 }
@@ -159,8 +159,8 @@ OnyxStatus* ox_infer_flatten(OxNode* n) {
   int64_t axis = ox_attr_i(n, "axis", 1);
   if (x.rank >= 0) {
     if (axis < -x.rank || axis > x.rank)
-      return ox_infer_err(n, "attribute 'axis' is %lld, out of range [%d, %d]", (long long)axis,
-                          -(int)x.rank, (int)x.rank);
+      return ox_node_err(n, "attribute 'axis' is %lld, out of range [%d, %d]", (long long)axis,
+                         -(int)x.rank, (int)x.rank);
     int32_t a = (int32_t)(axis < 0 ? axis + x.rank : axis);
     y.d[0] = dims_product(&x, 0, a);
     y.d[1] = dims_product(&x, a, x.rank);
@@ -182,13 +182,13 @@ OnyxStatus* ox_infer_transpose(OxNode* n) {
     return ox_out_set(n, 0, t, &y);
   }
   if (x.rank >= 0 && np != (size_t)x.rank)
-    return ox_infer_err(n, "attribute 'perm' has %zu values for an input of rank %d", np,
-                        (int)x.rank);
+    return ox_node_err(n, "attribute 'perm' has %zu values for an input of rank %d", np,
+                       (int)x.rank);
   if (np > OX_INFER_MAX_RANK) return ox_out_set(n, 0, t, NULL);
   bool seen[OX_INFER_MAX_RANK] = {0};
   for (size_t i = 0; i < np; i++) {
     if (perm[i] < 0 || perm[i] >= (int64_t)np || seen[perm[i]])
-      return ox_infer_err(n, "attribute 'perm' is not a permutation of 0..%zu", np - 1);
+      return ox_node_err(n, "attribute 'perm' is not a permutation of 0..%zu", np - 1);
     seen[perm[i]] = true;
   }
   y.rank = (int32_t)np;
@@ -216,11 +216,11 @@ OnyxStatus* ox_infer_concat(OxNode* n) {
     }
   }
   if (y.rank < 0) return ox_out_set(n, 0, t, NULL);
-  if (y.rank == 0) return ox_infer_err(n, "cannot concatenate scalars");
+  if (y.rank == 0) return ox_node_err(n, "cannot concatenate scalars");
   int64_t axis = ox_attr_i(n, "axis", 1), a;
   if (!ox_norm_axis(axis, y.rank, &a))
-    return ox_infer_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
-                        (int)y.rank);
+    return ox_node_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
+                       (int)y.rank);
   int64_t sum = 0;
   for (size_t i = 0; i < n->n_inputs; i++) {
     ox_in_dims(n, i, &d);
@@ -229,12 +229,12 @@ OnyxStatus* ox_infer_concat(OxNode* n) {
       continue;
     }
     if (d.rank != y.rank)
-      return ox_infer_err(n, "input %zu has rank %d, input 0 has rank %d", i, (int)d.rank,
-                          (int)y.rank);
+      return ox_node_err(n, "input %zu has rank %d, input 0 has rank %d", i, (int)d.rank,
+                         (int)y.rank);
     for (int32_t k = 0; k < y.rank; k++)
       if (k != a && !merge_dim(&y.d[k], d.d[k]))
-        return ox_infer_err(n, "input %zu has %lld on axis %d where another input has %lld", i,
-                            (long long)d.d[k], (int)k, (long long)y.d[k]);
+        return ox_node_err(n, "input %zu has %lld on axis %d where another input has %lld", i,
+                           (long long)d.d[k], (int)k, (long long)y.d[k]);
     sum = sum < 0 || d.d[a] < 0 ? -1 : sum + d.d[a];
   }
   y.d[a] = sum;
@@ -248,40 +248,40 @@ static OnyxStatus* split_sizes(const OxNode* n, const IntList* s, int64_t dim, i
     sizes[i] = ONYX_DIM_UNKNOWN;
   bool has_num = ox_attr_present(n, "num_outputs");
   if (s->given && has_num)
-    return ox_infer_err(n, "input 'split' and attribute 'num_outputs' cannot both be given");
+    return ox_node_err(n, "input 'split' and attribute 'num_outputs' cannot both be given");
   if (s->given) {
     if (!s->known) return NULL;
     if (s->count != no)
-      return ox_infer_err(n, "'split' has %zu values for %zu outputs", s->count, no);
+      return ox_node_err(n, "'split' has %zu values for %zu outputs", s->count, no);
     int64_t sum = 0;
     for (size_t i = 0; i < no; i++) {
-      if (s->v[i] < 0) return ox_infer_err(n, "'split' has a negative value");
+      if (s->v[i] < 0) return ox_node_err(n, "'split' has a negative value");
       sizes[i] = s->v[i];
       sum += s->v[i];
     }
     if (dim >= 0 && sum != dim)
-      return ox_infer_err(n, "'split' sums to %lld but the axis has %lld", (long long)sum,
-                          (long long)dim);
+      return ox_node_err(n, "'split' sums to %lld but the axis has %lld", (long long)sum,
+                         (long long)dim);
     return NULL;
   }
   if (has_num) {
     int64_t k = ox_attr_i(n, "num_outputs", 0);
     if (k < 1 || (size_t)k != no)
-      return ox_infer_err(n, "attribute 'num_outputs' is %lld but the node has %zu outputs",
-                          (long long)k, no);
+      return ox_node_err(n, "attribute 'num_outputs' is %lld but the node has %zu outputs",
+                         (long long)k, no);
     if (dim < 0) return NULL;
     int64_t chunk = (dim + k - 1) / k, last = dim - chunk * (k - 1);
     if (last < 0)
-      return ox_infer_err(n, "an axis of %lld cannot be split into %lld parts", (long long)dim,
-                          (long long)k);
+      return ox_node_err(n, "an axis of %lld cannot be split into %lld parts", (long long)dim,
+                         (long long)k);
     for (size_t i = 0; i < no; i++)
       sizes[i] = i + 1 < no ? chunk : last;
     return NULL;
   }
   if (dim < 0) return NULL;
   if (dim % (int64_t)no)
-    return ox_infer_err(n, "an axis of %lld does not split into %zu equal parts", (long long)dim,
-                        no);
+    return ox_node_err(n, "an axis of %lld does not split into %zu equal parts", (long long)dim,
+                       no);
   for (size_t i = 0; i < no; i++)
     sizes[i] = dim / (int64_t)no;
   return NULL;
@@ -298,8 +298,8 @@ OnyxStatus* ox_infer_split(OxNode* n) {
   }
   int64_t axis = ox_attr_i(n, "axis", 0), a;
   if (!ox_norm_axis(axis, x.rank, &a))
-    return ox_infer_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
-                        (int)x.rank);
+    return ox_node_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
+                       (int)x.rank);
   IntList s;
   OX_TRY(int_list(n, 1, "split", &s));
   int64_t* sizes = calloc(n->n_outputs ? n->n_outputs : 1, sizeof *sizes);
@@ -354,8 +354,7 @@ static void slice_free(SliceArgs* s) {
 }
 
 static OnyxStatus* slice_dims(const OxNode* n, SliceArgs* s, OxDims* y) {
-  if (!s->starts.given || !s->ends.given)
-    return ox_infer_err(n, "'starts' and 'ends' are required");
+  if (!s->starts.given || !s->ends.given) return ox_node_err(n, "'starts' and 'ends' are required");
   int64_t len = s->starts.len;
   bool axes_known = !s->axes.given || s->axes.known;
   if (!s->starts.known || !s->ends.known || !axes_known || (s->steps.given && !s->steps.known)) {
@@ -374,15 +373,15 @@ static OnyxStatus* slice_dims(const OxNode* n, SliceArgs* s, OxDims* y) {
   size_t c = s->starts.count;
   if (s->ends.count != c || (s->axes.given && s->axes.count != c) ||
       (s->steps.given && s->steps.count != c))
-    return ox_infer_err(n, "'starts', 'ends', 'axes' and 'steps' differ in length");
+    return ox_node_err(n, "'starts', 'ends', 'axes' and 'steps' differ in length");
   if (s->axes.given)
     OX_TRY(norm_axes(n, "'axes'", &s->axes, y->rank));
   else if ((int64_t)c > y->rank)
-    return ox_infer_err(n, "%zu starts for an input of rank %d", c, (int)y->rank);
+    return ox_node_err(n, "%zu starts for an input of rank %d", c, (int)y->rank);
   for (size_t i = 0; i < c; i++) {
     int64_t axis = s->axes.given ? s->axes.v[i] : (int64_t)i;
     int64_t step = s->steps.given ? s->steps.v[i] : 1;
-    if (step == 0) return ox_infer_err(n, "'steps' has a 0");
+    if (step == 0) return ox_node_err(n, "'steps' has a 0");
     if (y->d[axis] >= 0) y->d[axis] = slice_len(y->d[axis], s->starts.v[i], s->ends.v[i], step);
   }
   return NULL;
@@ -424,7 +423,7 @@ OnyxStatus* ox_infer_squeeze(OxNode* n) {
       for (size_t i = 0; i < ax.count; i++)
         drop |= ax.v[i] == k;
       if (drop && x.d[k] >= 0 && x.d[k] != 1)
-        st = ox_infer_err(n, "cannot squeeze axis %d of size %lld", (int)k, (long long)x.d[k]);
+        st = ox_node_err(n, "cannot squeeze axis %d of size %lld", (int)k, (long long)x.d[k]);
       if (!drop) y.d[y.rank++] = x.d[k];
     }
   }
@@ -440,7 +439,7 @@ OnyxStatus* ox_infer_unsqueeze(OxNode* n) {
   OX_TRY(int_list(n, 1, "axes", &ax));
   OnyxStatus* st = NULL;
   if (!ax.given)
-    st = ox_infer_err(n, "'axes' is required");
+    st = ox_node_err(n, "'axes' is required");
   else if (x.rank < 0 || !ax.known) {
     dims_unknown(&y, x.rank >= 0 && ax.len >= 0 ? x.rank + ax.len : -1);
   } else if (x.rank + (int64_t)ax.count > OX_INFER_MAX_RANK) {
@@ -464,11 +463,11 @@ OnyxStatus* ox_infer_gather(OxNode* n) {
   ox_in_dims(n, 0, &x);
   ox_in_dims(n, 1, &idx);
   OnyxElemType t = ox_in_type(n, 0);
-  if (x.rank == 0) return ox_infer_err(n, "data must have rank >= 1");
+  if (x.rank == 0) return ox_node_err(n, "data must have rank >= 1");
   int64_t axis = ox_attr_i(n, "axis", 0), a = 0;
   if (x.rank >= 0 && !ox_norm_axis(axis, x.rank, &a))
-    return ox_infer_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
-                        (int)x.rank);
+    return ox_node_err(n, "attribute 'axis' is %lld, out of range for rank %d", (long long)axis,
+                       (int)x.rank);
   if (x.rank < 0 || idx.rank < 0 || x.rank - 1 + idx.rank > OX_INFER_MAX_RANK)
     return ox_out_set(n, 0, t, NULL);
   y.rank = 0;
@@ -506,7 +505,7 @@ OnyxStatus* ox_infer_expand(OxNode* n) {
   } else {
     y.rank = (int32_t)s.count;
     for (size_t i = 0; i < s.count && !st; i++) {
-      if (s.v[i] < 0) st = ox_infer_err(n, "shape value %lld is negative", (long long)s.v[i]);
+      if (s.v[i] < 0) st = ox_node_err(n, "shape value %lld is negative", (long long)s.v[i]);
       y.d[i] = s.v[i];
     }
     if (!st) st = ox_bcast_into(n, &y, &x);
@@ -530,7 +529,7 @@ OnyxStatus* ox_infer_cast(OxNode* n) {
     lower[k] = 0;
     to = ox_onnx_type_from_name(lower);
   }
-  if (to == ONYX_ELEM_UNDEFINED) return ox_infer_err(n, "attribute 'to' is not an element type");
+  if (to == ONYX_ELEM_UNDEFINED) return ox_node_err(n, "attribute 'to' is not an element type");
   OxDims x;
   ox_in_dims(n, 0, &x);
   return ox_out_set(n, 0, to, &x);
@@ -563,15 +562,15 @@ OnyxStatus* ox_infer_constant(OxNode* n) {
     which = i;
   }
   if (count != 1)
-    return ox_infer_err(n,
-                        "exactly one of 'value', 'sparse_value' or 'value_*' must be set, "
-                        "found %zu",
-                        count);
+    return ox_node_err(n,
+                       "exactly one of 'value', 'sparse_value' or 'value_*' must be set, "
+                       "found %zu",
+                       count);
   if (found->type != kinds[which].type)
-    return ox_infer_err(n, "attribute '%s' has the wrong type", kinds[which].name);
+    return ox_node_err(n, "attribute '%s' has the wrong type", kinds[which].name);
   if (found->type == ONYX_ATTR_TENSOR || found->type == ONYX_ATTR_SPARSE_TENSOR) {
     const OxTensor* t = found->t;
-    if (!t) return ox_infer_err(n, "attribute '%s' holds no tensor", kinds[which].name);
+    if (!t) return ox_node_err(n, "attribute '%s' holds no tensor", kinds[which].name);
     if (found->type == ONYX_ATTR_SPARSE_TENSOR || t->rank > OX_INFER_MAX_RANK)
       return ox_out_set(n, 0, t->type, NULL);
     OxDims d = {.rank = (int32_t)t->rank};
@@ -588,7 +587,7 @@ OnyxStatus* ox_infer_constant_of_shape(OxNode* n) {
   const OxAttr* a = ox_node_attr(n, "value");
   if (a && a->type == ONYX_ATTR_TENSOR && a->t) {
     if (a->t->count != 1)
-      return ox_infer_err(n, "attribute 'value' must hold one element, holds %zu", a->t->count);
+      return ox_node_err(n, "attribute 'value' must hold one element, holds %zu", a->t->count);
     t = a->t->type;
   }
   IntList s;
@@ -600,7 +599,7 @@ OnyxStatus* ox_infer_constant_of_shape(OxNode* n) {
   } else {
     y.rank = (int32_t)s.count;
     for (size_t i = 0; i < s.count && !st; i++) {
-      if (s.v[i] < 0) st = ox_infer_err(n, "shape value %lld is negative", (long long)s.v[i]);
+      if (s.v[i] < 0) st = ox_node_err(n, "shape value %lld is negative", (long long)s.v[i]);
       y.d[i] = s.v[i];
     }
   }

@@ -5,7 +5,7 @@
 
 #include "infer_util.h"
 
-OnyxStatus* ox_infer_err(const OxNode* n, const char* fmt, ...) {
+OnyxStatus* ox_node_err(const OxNode* n, const char* fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
@@ -148,8 +148,8 @@ OnyxStatus* ox_const_ints(const OxNode* n, size_t i, int64_t** out, size_t* coun
   bool host = t->device.kind == ONYX_DEVICE_CPU;
   if (!host || (t->count && !t->data)) return NULL;
   if (t->type != ONYX_ELEM_INT64 && t->type != ONYX_ELEM_INT32)
-    return ox_infer_err(n, "input %zu '%s' must hold int32 or int64 values, not %s", i, v->name,
-                        ox_elem_name(t->type));
+    return ox_node_err(n, "input %zu '%s' must hold int32 or int64 values, not %s", i, v->name,
+                       ox_elem_name(t->type));
   if (t->count) {
     size_t bytes;
     if (!ox_mul_ok(t->count, sizeof **out, &bytes) || !(*out = malloc(bytes))) return ox_oom();
@@ -197,10 +197,10 @@ OnyxStatus* ox_bcast_into(const OxNode* n, OxDims* a, const OxDims* b) {
     int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
     int64_t d = bcast_dim(da, db);
     if (d == -2)
-      return ox_infer_err(n,
-                          "shapes cannot be broadcast: dimension %d is %lld in one input and "
-                          "%lld in another",
-                          (int)k, (long long)da, (long long)db);
+      return ox_node_err(n,
+                         "shapes cannot be broadcast: dimension %d is %lld in one input and "
+                         "%lld in another",
+                         (int)k, (long long)da, (long long)db);
     out.d[k] = d;
   }
   *a = out;

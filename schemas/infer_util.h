@@ -16,7 +16,7 @@ typedef struct OxDims {
 } OxDims;
 
 /* ONYX_INVALID_MODEL "node 'name' (Op): <message>". */
-OnyxStatus* ox_infer_err(const OxNode* n, const char* fmt, ...) OX_PRINTF(2, 3);
+OnyxStatus* ox_node_err(const OxNode* n, const char* fmt, ...) OX_PRINTF(2, 3);
 
 const OxValue* ox_in(const OxNode* n, size_t i); /* NULL: absent */
 OnyxElemType ox_in_type(const OxNode* n, size_t i);

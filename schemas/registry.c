@@ -221,18 +221,6 @@ uint64_t ox_schema_tc_allowed(const OxSchema* s, const char* tc) {
 
 /* --- check_node -------------------------------------------------------------------------- */
 
-static OnyxStatus* node_err(const OxNode* n, OnyxStatusCode code, const char* fmt, ...)
-    OX_PRINTF(3, 4);
-static OnyxStatus* node_err(const OxNode* n, OnyxStatusCode code, const char* fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return ox_status(code, "node '%s' (%s): %s", n->name ? n->name : "?",
-                   n->op_type ? n->op_type : "?", msg);
-}
-
 static OnyxStatus* check_arity(const OxSchema* s, const OxNode* n, bool inputs) {
   const OxFormal* f = inputs ? s->inputs : s->outputs;
   size_t nf = inputs ? s->n_inputs : s->n_outputs;
@@ -257,14 +245,13 @@ static OnyxStatus* check_arity(const OxSchema* s, const OxNode* n, bool inputs) 
       snprintf(want, sizeof want, "%zu", min);
     else
       snprintf(want, sizeof want, "%zu to %zu", min, max);
-    return node_err(n, ONYX_INVALID_MODEL, "has %zu %ss; %s-%d takes %s", used, what, s->op_type,
-                    (int)s->since_version, want);
+    return ox_node_err(n, "has %zu %ss; %s-%d takes %s", used, what, s->op_type,
+                       (int)s->since_version, want);
   }
   for (size_t i = 0; i < used; i++) {
     const OxFormal* fi = formal_at(f, nf, i);
     if (!vals[i] && fi && fi->option != ONYX_PARAM_OPTIONAL)
-      return node_err(n, ONYX_INVALID_MODEL, "%s %zu ('%s') is required but empty", what, i,
-                      fi->name);
+      return ox_node_err(n, "%s %zu ('%s') is required but empty", what, i, fi->name);
   }
   return NULL;
 }
@@ -280,16 +267,15 @@ static OnyxStatus* check_attrs(const OxSchema* s, const OxNode* n) {
     const OxAttr* a = &n->attrs[i];
     const OxAttrSpec* sp = attr_spec(s, a->name);
     if (!sp && s->strict_attrs)
-      return node_err(n, ONYX_INVALID_MODEL, "unknown attribute '%s' (not in %s-%d)", a->name,
-                      s->op_type, (int)s->since_version);
+      return ox_node_err(n, "unknown attribute '%s' (not in %s-%d)", a->name, s->op_type,
+                         (int)s->since_version);
     if (sp && sp->type != a->type)
-      return node_err(n, ONYX_INVALID_MODEL, "attribute '%s' must be of type %s, not %s", a->name,
-                      attr_type_name(sp->type), attr_type_name(a->type));
+      return ox_node_err(n, "attribute '%s' must be of type %s, not %s", a->name,
+                         attr_type_name(sp->type), attr_type_name(a->type));
   }
   for (size_t i = 0; i < s->n_attrs; i++)
     if (s->attrs[i].required && !ox_node_attr(n, s->attrs[i].name))
-      return node_err(n, ONYX_INVALID_MODEL, "required attribute '%s' is missing",
-                      s->attrs[i].name);
+      return ox_node_err(n, "required attribute '%s' is missing", s->attrs[i].name);
   return NULL;
 }
 
@@ -373,17 +359,17 @@ static OnyxStatus* check_input_types(const OxSchema* s, const OxNode* n) {
     const OxFormal* f = formal_at(s->inputs, s->n_inputs, i);
     if (!v || v->type == ONYX_ELEM_UNDEFINED || !f) continue;
     if (!type_allowed(ox_schema_tc_allowed(s, f->tc), v->type))
-      return node_err(n, ONYX_INVALID_MODEL,
-                      "input %zu '%s' has type %s, which '%s' (%s) does "
-                      "not allow",
-                      i, v->name ? v->name : "", ox_elem_name(v->type), f->name, f->tc);
+      return ox_node_err(n,
+                         "input %zu '%s' has type %s, which '%s' (%s) does "
+                         "not allow",
+                         i, v->name ? v->name : "", ox_elem_name(v->type), f->name, f->tc);
     const OxValue* other = type_clash(s, n->inputs, i, ox_schema_input_tc);
     if (other)
-      return node_err(n, ONYX_INVALID_MODEL,
-                      "inputs '%s' (%s) and '%s' (%s) must have one type "
-                      "(constraint '%s')",
-                      other->name ? other->name : "", ox_elem_name(other->type),
-                      v->name ? v->name : "", ox_elem_name(v->type), f->tc);
+      return ox_node_err(n,
+                         "inputs '%s' (%s) and '%s' (%s) must have one type "
+                         "(constraint '%s')",
+                         other->name ? other->name : "", ox_elem_name(other->type),
+                         v->name ? v->name : "", ox_elem_name(v->type), f->tc);
   }
   return NULL;
 }
@@ -403,17 +389,17 @@ static OnyxStatus* check_output_types(const OxSchema* s, const OxNode* n) {
     const OxFormal* f = formal_at(s->outputs, s->n_outputs, i);
     if (!v || v->type == ONYX_ELEM_UNDEFINED || !f) continue;
     if (!type_allowed(ox_schema_tc_allowed(s, f->tc), v->type))
-      return node_err(n, ONYX_INVALID_MODEL,
-                      "output %zu '%s' would have type %s, which '%s' (%s) "
-                      "does not allow",
-                      i, v->name ? v->name : "", ox_elem_name(v->type), f->name, f->tc);
+      return ox_node_err(n,
+                         "output %zu '%s' would have type %s, which '%s' (%s) "
+                         "does not allow",
+                         i, v->name ? v->name : "", ox_elem_name(v->type), f->name, f->tc);
     const char* tc = ox_schema_output_tc(s, i);
     OnyxElemType in = tc && constraint(s, tc) ? input_type_of(s, n, tc) : ONYX_ELEM_UNDEFINED;
     if (in != ONYX_ELEM_UNDEFINED && in != v->type)
-      return node_err(n, ONYX_INVALID_MODEL,
-                      "output %zu '%s' has type %s but the inputs of "
-                      "constraint '%s' are %s",
-                      i, v->name ? v->name : "", ox_elem_name(v->type), tc, ox_elem_name(in));
+      return ox_node_err(n,
+                         "output %zu '%s' has type %s but the inputs of "
+                         "constraint '%s' are %s",
+                         i, v->name ? v->name : "", ox_elem_name(v->type), tc, ox_elem_name(in));
   }
   return NULL;
 }

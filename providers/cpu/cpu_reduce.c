@@ -54,15 +54,7 @@ static OnyxStatus* reduce_axes(OnyxKernelContext* ctx, const ReduceState* s, siz
       mark[d] = true;
     return NULL;
   }
-  for (size_t i = 0; i < n; i++) {
-    size_t d;
-    if (!cpu_norm_axis(axes[i], rank, false, &d) || mark[d])
-      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
-                           "axis %lld is out of range for rank %zu or repeated", (long long)axes[i],
-                           rank);
-    mark[d] = true;
-  }
-  return NULL;
+  return cpu_mark_axes(ctx, axes, n, rank, mark);
 }
 
 /* Adds every input element into acc[out offset]: an odometer over the input

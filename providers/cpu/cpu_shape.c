@@ -481,20 +481,6 @@ static OnyxStatus* read_axes(OnyxKernelContext* ctx, const ShapeState* s, const 
   return cpu_read_ints_scratch(ctx, t, "axes", (int64_t**)axes, n);
 }
 
-/* Marks normalized axes in `mark` (rank entries); refuses repeats. */
-static OnyxStatus* mark_axes(const OnyxKernelContext* ctx, const int64_t* axes, size_t n,
-                             size_t rank, bool* mark) {
-  for (size_t i = 0; i < n; i++) {
-    size_t d;
-    if (!cpu_norm_axis(axes[i], rank, false, &d) || mark[d])
-      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
-                           "axis %lld is out of range for rank %zu or repeated", (long long)axes[i],
-                           rank);
-    mark[d] = true;
-  }
-  return NULL;
-}
-
 static OnyxStatus* squeeze_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x), n, out_rank = 0;
@@ -503,7 +489,7 @@ static OnyxStatus* squeeze_compute(void* state, OnyxKernelContext* ctx) {
   const int64_t* axes;
   bool present, mark[CPU_MAX_RANK] = {false};
   if ((st = read_axes(ctx, state, &axes, &n, &present))) return st;
-  if ((st = mark_axes(ctx, axes, n, rank, mark))) return st;
+  if ((st = cpu_mark_axes(ctx, axes, n, rank, mark))) return st;
   const int64_t* in = cpu_host->tensor_dims(x);
   int64_t dims[CPU_MAX_RANK];
   for (size_t d = 0; d < rank; d++) {
@@ -526,7 +512,7 @@ static OnyxStatus* unsqueeze_compute(void* state, OnyxKernelContext* ctx) {
   if (!present) return cpu_ctx_error(ctx, ONYX_INVALID_MODEL, "axes are required");
   size_t out_rank = rank + n;
   if ((st = check_rank(ctx, out_rank))) return st;
-  if ((st = mark_axes(ctx, axes, n, out_rank, mark))) return st;
+  if ((st = cpu_mark_axes(ctx, axes, n, out_rank, mark))) return st;
   const int64_t* in = cpu_host->tensor_dims(x);
   int64_t dims[CPU_MAX_RANK];
   for (size_t d = 0, k = 0; d < out_rank; d++)

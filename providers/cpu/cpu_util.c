@@ -155,6 +155,19 @@ bool cpu_norm_axis(int64_t axis, size_t rank, bool inclusive, size_t* out) {
   return true;
 }
 
+OnyxStatus* cpu_mark_axes(const OnyxKernelContext* ctx, const int64_t* axes, size_t n, size_t rank,
+                          bool* mark) {
+  for (size_t i = 0; i < n; i++) {
+    size_t d;
+    if (!cpu_norm_axis(axes[i], rank, false, &d) || mark[d])
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "axis %lld is out of range for rank %zu or repeated", (long long)axes[i],
+                           rank);
+    mark[d] = true;
+  }
+  return NULL;
+}
+
 size_t cpu_dims_product(const int64_t* dims, size_t begin, size_t end) {
   size_t p = 1;
   for (size_t i = begin; i < end; i++)

@@ -82,6 +82,10 @@ OnyxStatus* cpu_read_ints_scratch(OnyxKernelContext* ctx, const OnyxTensor* t, c
 /* Normalizes an axis in [-rank, rank) (or [-rank, rank] when inclusive) to
  * [0, rank]; false when out of range. */
 bool cpu_norm_axis(int64_t axis, size_t rank, bool inclusive, size_t* out);
+/* Sets mark[d] for each normalized axis (mark has rank entries); an axis out
+ * of range or given twice is an error naming the node. */
+OnyxStatus* cpu_mark_axes(const OnyxKernelContext* ctx, const int64_t* axes, size_t n, size_t rank,
+                          bool* mark);
 /* Product of dims[begin, end); 1 for an empty range. */
 size_t cpu_dims_product(const int64_t* dims, size_t begin, size_t end);
 /* 1 if input i of the node is present and a constant whose first element is

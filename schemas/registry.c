@@ -104,17 +104,64 @@ static const OxSchema* find(const OxSchemaRegistry* r, const char* dom, const ch
 
 /* --- The built-in registry -------------------------------------------------------------- */
 
-#define OX_BUILTIN_CAP 1024
+#define OX_BUILTIN_CAP 4096
 static const OxSchema* builtin_sorted[OX_BUILTIN_CAP];
+/* Generated rows with their family's inference attached. */
+static OxSchema gen_rows[OX_BUILTIN_CAP];
 static struct OnyxSchemaRegistry builtin = {.sorted = builtin_sorted};
 static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
 
+static const OxSchemaFamily* const families[] = {
+    &ox_family_math, &ox_family_tensor,  &ox_family_nn, &ox_family_quant,
+    &ox_family_misc, &ox_family_contrib, &ox_family_cf,
+};
+
+static void builtin_add(const OxSchema* s, size_t* n) {
+  if (*n < OX_BUILTIN_CAP) builtin_sorted[(*n)++] = s;
+}
+
+static OxInferFn gen_override(const OxSchema* s) {
+  for (size_t f = 0; f < OX_ARRAY_LEN(families); f++)
+    for (size_t i = 0; i < families[f]->n_overrides; i++) {
+      const OxInferOverride* o = &families[f]->overrides[i];
+      if (!strcmp(dom_key(o->domain), dom_key(s->domain)) && !strcmp(o->op_type, s->op_type) &&
+          s->since_version >= o->since_min && s->since_version <= o->since_max)
+        return o->infer;
+    }
+  return NULL;
+}
+
+/* Rank of a row's source: a duplicate key keeps the highest. */
+static int source_rank(const OxSchema* s) {
+  if (s >= ox_onnx_schemas && s < ox_onnx_schemas + ox_onnx_schemas_count) return 2;
+  if (s >= gen_rows && s < gen_rows + OX_BUILTIN_CAP) return 0;
+  return 1;
+}
+
 static void builtin_init(void) {
-  size_t n = ox_onnx_schemas_count < OX_BUILTIN_CAP ? ox_onnx_schemas_count : OX_BUILTIN_CAP;
-  for (size_t i = 0; i < n; i++)
-    builtin_sorted[i] = &ox_onnx_schemas[i];
+  size_t n = 0;
+  for (size_t i = 0; i < ox_onnx_schemas_count; i++)
+    builtin_add(&ox_onnx_schemas[i], &n);
+  for (size_t f = 0; f < OX_ARRAY_LEN(families); f++)
+    for (size_t i = 0; i < families[f]->n_rows; i++)
+      builtin_add(&families[f]->rows[i], &n);
+  for (size_t i = 0; i < ox_gen_schemas_count && i < OX_BUILTIN_CAP; i++) {
+    gen_rows[i] = ox_gen_schemas[i];
+    if (!gen_rows[i].infer) gen_rows[i].infer = gen_override(&gen_rows[i]);
+    builtin_add(&gen_rows[i], &n);
+  }
   qsort(builtin_sorted, n, sizeof builtin_sorted[0], cmp_schema_ptr);
-  builtin.count = builtin.cap = n;
+  /* Drop duplicates of one key, keeping the row of the highest source. */
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (w && !cmp_schema_ptr(&builtin_sorted[w - 1], &builtin_sorted[i])) {
+      if (source_rank(builtin_sorted[i]) > source_rank(builtin_sorted[w - 1]))
+        builtin_sorted[w - 1] = builtin_sorted[i];
+      continue;
+    }
+    builtin_sorted[w++] = builtin_sorted[i];
+  }
+  builtin.count = builtin.cap = w;
 }
 
 const OxSchemaRegistry* ox_schemas_builtin(void) {

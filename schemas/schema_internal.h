@@ -9,6 +9,59 @@
 extern const OxSchema ox_onnx_schemas[];
 extern const size_t ox_onnx_schemas_count;
 
+/* Type-mask flags of container types in generated constraints ("seq(tensor(float))"
+ * is OX_T(FLOAT32) | OX_T_SEQ). Element types use bits 0..31. */
+#define OX_T_SEQ      (UINT64_C(1) << 56)
+#define OX_T_OPTIONAL (UINT64_C(1) << 57)
+#define OX_T_MAP      (UINT64_C(1) << 58)
+#define OX_T_SPARSE   (UINT64_C(1) << 59)
+
+/* The table generated from the onnx package (onnx_schemas_gen.c): every op the
+ * hand-written table lacks, opsets up to 17, ai.onnx.ml and
+ * ai.onnx.preview.training too. Its rows have no inference function of their
+ * own; families attach one with OxInferOverride. */
+extern const OxSchema ox_gen_schemas[];
+extern const size_t ox_gen_schemas_count;
+
+/* A function body from the ONNX spec: a serialized FunctionProto. */
+typedef struct OxFunctionBody {
+  const char* domain;
+  const char* op_type;
+  int32_t since_version;
+  const uint8_t* bytes;
+  size_t len;
+} OxFunctionBody;
+extern const OxFunctionBody ox_gen_functions[];
+extern const size_t ox_gen_functions_count;
+
+/* Attaches an inference function to every generated row of (domain, op) with
+ * since_min <= since_version <= since_max. */
+typedef struct OxInferOverride {
+  const char* domain;
+  const char* op_type;
+  int32_t since_min, since_max;
+  OxInferFn infer;
+} OxInferOverride;
+
+/* An op family's own rows (opsets newer than the generated table, or rows
+ * that replace generated ones) and its inference overrides. One per file
+ * schemas/schemas_<family>.c; listed in registry.c. Precedence on a duplicate
+ * (domain, op, since_version): hand table > family rows > generated rows. */
+typedef struct OxSchemaFamily {
+  const char* name;
+  const OxSchema* rows;
+  size_t n_rows;
+  const OxInferOverride* overrides;
+  size_t n_overrides;
+} OxSchemaFamily;
+extern const OxSchemaFamily ox_family_math;    /* schemas_math.c: element-wise, activations */
+extern const OxSchemaFamily ox_family_tensor;  /* schemas_tensor.c: indexing, reductions, shape */
+extern const OxSchemaFamily ox_family_nn;      /* schemas_nn.c: conv/pool/norm/resize/RNN/losses */
+extern const OxSchemaFamily ox_family_quant;   /* schemas_quant.c: quantization, signal, random */
+extern const OxSchemaFamily ox_family_misc;    /* schemas_misc.c: strings, ai.onnx.ml, attention */
+extern const OxSchemaFamily ox_family_contrib; /* schemas_contrib.c: com.onyx fused ops */
+extern const OxSchemaFamily ox_family_cf;      /* schemas_cf.c: control flow, sequences, training */
+
 /* Every ai.onnx op name with its first opset, sorted by name (messages only). */
 typedef struct OxOpName {
   const char* name;

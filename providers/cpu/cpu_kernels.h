@@ -12,5 +12,17 @@ OnyxStatus* cpu_register_elementwise(OnyxKernelRegistry* r); /* cpu_elementwise.
 OnyxStatus* cpu_register_shape(OnyxKernelRegistry* r);       /* cpu_shape.c */
 OnyxStatus* cpu_register_reduce(OnyxKernelRegistry* r);      /* cpu_reduce.c */
 OnyxStatus* cpu_register_nn(OnyxKernelRegistry* r);          /* cpu_nn.c, cpu_linalg.c */
+/* Families added with the full ONNX operator set; each owns its files. */
+OnyxStatus*
+cpu_register_math(OnyxKernelRegistry* r); /* cpu_math*.c: unary math, activations, logic */
+OnyxStatus*
+cpu_register_index(OnyxKernelRegistry* r); /* cpu_index*.c: gather/scatter, topk, pad, ... */
+OnyxStatus*
+cpu_register_nn_ops(OnyxKernelRegistry* r); /* cpu_nn_ops*.c, cpu_rnn.c: resize, norms, RNN */
+OnyxStatus*
+cpu_register_quant(OnyxKernelRegistry* r);            /* cpu_quant*.c, cpu_signal.c, cpu_random.c */
+OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r); /* cpu_text.c, cpu_ml.c, cpu_attention.c */
+OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r); /* cpu_contrib.c: com.onyx fused ops */
+OnyxStatus* cpu_register_cf(OnyxKernelRegistry* r); /* cpu_cf.c: sequences, optionals, training */
 
 #endif

@@ -1,0 +1,6 @@
+/* schemas_nn.c — the nn family: rows newer than the generated table (or that
+ * replace generated rows) and inference functions for generated rows. */
+#include "infer_util.h"
+#include "schema_internal.h"
+
+const OxSchemaFamily ox_family_nn = {"nn", NULL, 0, NULL, 0};

@@ -223,6 +223,26 @@ char* cli_model_name(const char* model_path) {
 
 int cli_session_open(const char* model_path, const char* config, int threads, OnyxSession** out,
                      double* ms, CliError* e) {
+  return cli_session_open_ex(model_path, config, threads, NULL, out, ms, e);
+}
+
+/* Applies `extra` to the options; *added tells whether first_provider was added. */
+static OnyxStatus* apply_extra(OnyxSessionOptions* opts, const CliSessionExtra* x) {
+  OnyxStatus* st = NULL;
+  if (x->first_provider) {
+    st = onyx_session_options_add_provider(opts, x->first_provider, NULL, 0, 1);
+    /* Listed by the config already: its entry (with its options) stays. */
+    if (st && strstr(onyx_status_message(st), "is already added")) {
+      onyx_status_release(st);
+      st = NULL;
+    }
+  }
+  if (!st && x->no_implicit_cpu) st = onyx_session_options_set_no_implicit_cpu(opts, 1);
+  return st;
+}
+
+int cli_session_open_ex(const char* model_path, const char* config, int threads,
+                        const CliSessionExtra* extra, OnyxSession** out, double* ms, CliError* e) {
   OnyxSessionOptions* opts = NULL;
   OnyxStatus* st = onyx_session_options_create(&opts);
   if (st) return cli_err_status(e, st, "cannot create session options");
@@ -235,10 +255,23 @@ int cli_session_open(const char* model_path, const char* config, int threads, On
     onyx_session_options_release(opts);
     return cli_err_status(e, st, "--threads %d", threads);
   }
+  if (extra && (st = apply_extra(opts, extra))) {
+    onyx_session_options_release(opts);
+    return cli_err_status(e, st, "--provider %s", extra->first_provider);
+  }
   double t0 = cli_now_ms();
   st = onyx_session_create(opts, model_path, out);
   if (ms) *ms = cli_now_ms() - t0;
   onyx_session_options_release(opts);
+  if (!st && extra && extra->first_provider && onyx_session_provider_count(*out) > 0 &&
+      strcmp(onyx_session_provider_name(*out, 0), extra->first_provider)) {
+    int rc =
+        cli_err(e, "--provider %s: the config lists provider '%s' before it; list '%s' first",
+                extra->first_provider, onyx_session_provider_name(*out, 0), extra->first_provider);
+    onyx_session_release(*out);
+    *out = NULL;
+    return rc;
+  }
   if (!st) return 0;
   /* Load errors usually name the model already; say it only when they do not. */
   if (strstr(onyx_status_message(st), model_path)) {

@@ -85,6 +85,15 @@ char* cli_model_name(const char* model_path);
  * session. *ms receives the creation time in milliseconds (may be NULL). */
 int cli_session_open(const char* model_path, const char* config, int threads, OnyxSession** out,
                      double* ms, CliError* e);
+/* What cli_session_open_ex adds to the options. */
+typedef struct CliSessionExtra {
+  /* A provider that must come first: added by name when the config does not
+   * list it; refused when the config lists another provider before it. */
+  const char* first_provider;
+  int no_implicit_cpu; /* 1: the CPU provider is not appended */
+} CliSessionExtra;
+int cli_session_open_ex(const char* model_path, const char* config, int threads,
+                        const CliSessionExtra* extra, OnyxSession** out, double* ms, CliError* e);
 /* Prints "provider NAME: N nodes" for every provider of the session. */
 void cli_print_placement(FILE* f, const OnyxSession* s);
 

@@ -4,6 +4,7 @@
 #include "cli_util.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <poll.h>
 #include <regex.h>
@@ -20,8 +21,12 @@ typedef struct TestArgs {
   const char* config;
   const char* verdicts;
   const char* filter;
+  const char* provider; /* --provider: first claim */
+  const char* coverage; /* --coverage FILE */
   double timeout_s, rtol, atol;
   int jobs, threads;
+  int only, strict;
+  char* scratch; /* temp folder for the children's node lists (--coverage) */
 } TestArgs;
 
 static const char kTestHelp[] =
@@ -37,13 +42,23 @@ static const char kTestHelp[] =
     "  --jobs N          tests run at once (default 1)\n"
     "  --threads N       intra-op threads per session (default: the session's)\n"
     "  --rtol R          relative tolerance for floats (default 1e-3)\n"
-    "  --atol A          absolute tolerance for floats (default 1e-5)\n\n"
+    "  --atol A          absolute tolerance for floats (default 1e-5)\n"
+    "  --provider NAME   give provider NAME the first claim (loaded by name unless\n"
+    "                    the config lists it, in which case it must be listed first)\n"
+    "  --only            with --provider: no CPU fallback; a case with a node NAME\n"
+    "                    does not claim is reported 'not-claimed' instead of run\n"
+    "  --strict          count not-claimed cases as failures\n"
+    "  --coverage FILE   write one line per node of every case that loaded:\n"
+    "                    TEST OP DOMAIN VERSION INPUT_TYPES PROVIDER VERDICT (TSV);\n"
+    "                    tools/gen_operator_docs.py turns it into docs/operators/\n\n"
     "Floats pass when |got-exp| <= atol + rtol*|exp| (NaN matches NaN, equal\n"
     "infinities match); integers, bools and strings must be equal; element type\n"
     "and shape must match exactly. One line per test, on stdout and in --verdicts:\n"
     "  NAME<TAB>pass | fail: REASON | load-error: REASON | skip: REASON\n"
-    "The last line printed is 'N passed, M failed, S skipped' (load-errors count\n"
-    "as failed).\n"
+    "         | not-claimed: REASON\n"
+    "The last line printed is 'N passed, M failed, S skipped' (load-errors count as failed; "
+    "not-claimed cases as skipped, or as failed\n"
+    "with --strict).\n"
     "\nexit status: 0 no test failed, 1 a test failed or a runtime error, 2 usage error\n";
 
 /* --- Verdicts ---------------------------------------------------------------------------- */
@@ -158,7 +173,63 @@ static void run_set(OnyxSession* s, const char* set_dir, const TestArgs* a, char
   cli_strings_free(inputs, n_in);
 }
 
-static void run_case(const TestArgs* a, const char* test_dir, char* v) {
+/* The node list of a loaded case for --coverage: "OP\tDOMAIN\tVER\tTYPES\tPROVIDER" lines in
+ * SCRATCH/INDEX.nodes; the parent adds the test name and verdict. */
+static void write_nodes(const TestArgs* a, size_t index, const OnyxSession* s) {
+  if (!a->scratch) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%zu.nodes", a->scratch, index);
+  FILE* f = fopen(path, "w");
+  if (!f) return;
+  for (size_t i = 0, n = onyx_session_node_count(s); i < n; i++) {
+    OnyxNodeInfo info = {.struct_size = sizeof info};
+    if (onyx_session_node_info(s, i, &info)) continue;
+    fprintf(f, "%s\t%s\t%d\t%s\t%s\n", info.op_type, *info.domain ? info.domain : "ai.onnx",
+            (int)info.since_version, info.input_types, info.provider ? info.provider : "-");
+  }
+  fclose(f);
+}
+
+/* Drops the test's own model path from the front of a load error. */
+static const char* strip_model(const char* msg, const char* model) {
+  size_t n = strlen(model);
+  return strncmp(msg, model, n) || strncmp(msg + n, ": ", 2) ? msg : msg + n + 2;
+}
+
+/* With --only, a case that did not load without the CPU fallback: loads it
+ * again with the fallback to tell "not claimed" (and which ops) from a real
+ * load error. */
+static void explain_unloaded(const TestArgs* a, const char* model, const char* first_error,
+                             char* v) {
+  CliError e = {{0}};
+  OnyxSession* s = NULL;
+  CliSessionExtra extra = {.first_provider = a->provider};
+  if (cli_session_open_ex(model, a->config, a->threads, &extra, &s, NULL, &e)) {
+    set_verdict(v, "load-error: %s", strip_model(first_error, model));
+    return;
+  }
+  char ops[256] = "";
+  size_t len = 0, missed = 0, n = onyx_session_node_count(s);
+  for (size_t i = 0; i < n; i++) {
+    OnyxNodeInfo info = {.struct_size = sizeof info};
+    if (onyx_session_node_info(s, i, &info) ||
+        (info.provider && !strcmp(info.provider, a->provider)))
+      continue;
+    missed++;
+    if (len < sizeof ops && !strstr(ops, info.op_type)) {
+      int w = snprintf(ops + len, sizeof ops - len, "%s%s", len ? ", " : "", info.op_type);
+      if (w > 0) len += (size_t)w;
+    }
+  }
+  if (missed)
+    set_verdict(v, "not-claimed: provider '%s' did not claim %zu of %zu nodes (%s)", a->provider,
+                missed, n, ops);
+  else
+    set_verdict(v, "load-error: %s", strip_model(first_error, model));
+  onyx_session_release(s);
+}
+
+static void run_case(const TestArgs* a, size_t index, const char* test_dir, char* v) {
   CliError e = {{0}};
   OnyxSession* s = NULL;
   char* model = cli_path_join(test_dir, "model.onnx");
@@ -166,16 +237,18 @@ static void run_case(const TestArgs* a, const char* test_dir, char* v) {
     set_verdict(v, "fail: harness-error: out of memory");
     return;
   }
-  if (cli_session_open(model, a->config, a->threads, &s, NULL, &e)) {
-    /* The path is the test's own: drop it from the reason. */
-    size_t n = strlen(model);
-    const char* msg =
-        strncmp(e.msg, model, n) || strncmp(e.msg + n, ": ", 2) ? e.msg : e.msg + n + 2;
-    set_verdict(v, "load-error: %s", msg);
+  CliSessionExtra extra = {.first_provider = a->provider, .no_implicit_cpu = a->only};
+  if (cli_session_open_ex(model, a->config, a->threads, a->provider ? &extra : NULL, &s, NULL,
+                          &e)) {
+    if (a->only)
+      explain_unloaded(a, model, e.msg, v);
+    else
+      set_verdict(v, "load-error: %s", strip_model(e.msg, model));
     free(model);
     return;
   }
   free(model);
+  write_nodes(a, index, s);
   char** sets = NULL;
   size_t n_sets = 0;
   set_verdict(v, "pass");
@@ -205,7 +278,8 @@ typedef struct Runner {
   char** tests; /* folder names */
   char** verdicts;
   size_t count, next, done, printed;
-  size_t passed, failed, skipped, load_errors;
+  size_t passed, failed, skipped, load_errors, not_claimed;
+  FILE* coverage; /* --coverage, or NULL */
   Slot* slots;
   FILE* out; /* --verdicts, or NULL */
   int oom;
@@ -227,10 +301,12 @@ static void child_main(Runner* r, size_t index, int fd) {
     if (r->slots[i].pid && r->slots[i].fd >= 0) close(r->slots[i].fd);
   if (r->out) fclose(r->out);
   r->out = NULL;
+  if (r->coverage) fclose(r->coverage);
+  r->coverage = NULL;
   char* dir = cli_path_join(r->args->dir, r->tests[index]);
   char v[kVerdictMax];
   if (dir)
-    run_case(r->args, dir, v);
+    run_case(r->args, index, dir, v);
   else
     set_verdict(v, "fail: harness-error: out of memory");
   free(dir);
@@ -266,20 +342,38 @@ static void flush_verdicts(Runner* r) {
     const char* v = r->verdicts[r->printed];
     printf("%s\t%s\n", r->tests[r->printed], v);
     if (r->out) fprintf(r->out, "%s\t%s\n", r->tests[r->printed], v);
+    bool not_claimed = !strncmp(v, "not-claimed:", 12);
     if (!strcmp(v, "pass"))
       r->passed++;
-    else if (!strncmp(v, "skip:", 5))
+    else if (!strncmp(v, "skip:", 5) || (not_claimed && !r->args->strict))
       r->skipped++;
     else
       r->failed++;
     if (!strncmp(v, "load-error:", 11)) r->load_errors++;
+    if (not_claimed) r->not_claimed++;
   }
   fflush(stdout);
   if (r->out) fflush(r->out);
 }
 
+/* Moves a finished case's node list into the --coverage file with its verdict. */
+static void add_coverage(Runner* r, size_t index, const char* verdict) {
+  if (!r->coverage || !r->args->scratch) return;
+  char path[4096], line[2048];
+  snprintf(path, sizeof path, "%s/%zu.nodes", r->args->scratch, index);
+  FILE* f = fopen(path, "r");
+  if (!f) return;
+  size_t kind = strcspn(verdict, ":");
+  while (fgets(line, sizeof line, f))
+    fprintf(r->coverage, "%s\t%.*s\t%.*s\n", r->tests[index], (int)strcspn(line, "\n"), line,
+            (int)kind, verdict);
+  fclose(f);
+  unlink(path);
+}
+
 /* Keeps a verdict; out of memory stops the whole run (r->oom). */
 static void record(Runner* r, size_t index, const char* verdict) {
+  add_coverage(r, index, verdict);
   r->verdicts[index] = strdup(verdict);
   if (!r->verdicts[index]) r->oom = 1;
   r->done++;
@@ -425,12 +519,31 @@ static int find_tests(const char* dir, const regex_t* re, char*** out, size_t* c
 }
 
 /* --- The command ------------------------------------------------------------------------------ */
+/* Removes the --coverage temp folder and what children left in it. */
+static void remove_scratch(const char* dir) {
+  DIR* d = opendir(dir);
+  if (d) {
+    for (struct dirent* ent; (ent = readdir(d));) {
+      if (ent->d_name[0] == '.') continue;
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
 static void print_summary(const Runner* r, double seconds) {
   char* suite = cli_model_name(r->args->dir);
   printf("suite %s: %zu tests in %.1f s (%zu of the failed are load-errors)",
          suite ? suite : r->args->dir, r->count, seconds, r->load_errors);
   if (r->args->verdicts) printf("; verdicts in %s", r->args->verdicts);
-  printf("\n%zu passed, %zu failed, %zu skipped\n", r->passed, r->failed, r->skipped);
+  printf("\n");
+  if (r->args->provider)
+    printf("provider %s: %zu case%s not claimed%s\n", r->args->provider, r->not_claimed,
+           r->not_claimed == 1 ? "" : "s", r->args->strict ? " (counted as failed: --strict)" : "");
+  printf("%zu passed, %zu failed, %zu skipped\n", r->passed, r->failed, r->skipped);
   free(suite);
 }
 
@@ -440,6 +553,10 @@ static int run_tests(const TestArgs* a, const regex_t* re, CliError* e) {
   int rc = find_tests(a->dir, re, &r.tests, &r.count, e);
   if (!rc && a->verdicts && !(r.out = fopen(a->verdicts, "w")))
     rc = cli_err(e, "cannot write %s: %s", a->verdicts, strerror(errno));
+  if (!rc && a->coverage && !(r.coverage = fopen(a->coverage, "w")))
+    rc = cli_err(e, "cannot write %s: %s", a->coverage, strerror(errno));
+  if (r.coverage)
+    fprintf(r.coverage, "# test\top\tdomain\tversion\tinput_types\tprovider\tverdict\n");
   if (!rc) {
     r.verdicts = calloc(r.count ? r.count : 1, sizeof *r.verdicts);
     r.slots = calloc((size_t)a->jobs, sizeof *r.slots);
@@ -448,6 +565,7 @@ static int run_tests(const TestArgs* a, const regex_t* re, CliError* e) {
   if (!rc) rc = run_all(&r, e);
   if (!rc) print_summary(&r, (cli_now_ms() - t0) / 1e3);
   if (r.out && fclose(r.out) && !rc) rc = cli_err(e, "cannot write %s", a->verdicts);
+  if (r.coverage && fclose(r.coverage) && !rc) rc = cli_err(e, "cannot write %s", a->coverage);
   cli_strings_free(r.verdicts, r.count);
   free(r.slots);
   cli_strings_free(r.tests, r.count);
@@ -458,15 +576,24 @@ static int run_tests(const TestArgs* a, const regex_t* re, CliError* e) {
 int cli_cmd_test(int argc, char** argv) {
   TestArgs a = {.timeout_s = 120, .rtol = 1e-3, .atol = 1e-5, .jobs = 1};
   const CliOpt opts[] = {
-      {"--config", CLI_OPT_STRING, &a.config, 0}, {"--verdicts", CLI_OPT_STRING, &a.verdicts, 0},
-      {"--filter", CLI_OPT_STRING, &a.filter, 0}, {"--timeout-s", CLI_OPT_DOUBLE, &a.timeout_s, 0},
-      {"--jobs", CLI_OPT_INT, &a.jobs, 1},        {"--threads", CLI_OPT_INT, &a.threads, 0},
-      {"--rtol", CLI_OPT_DOUBLE, &a.rtol, 0},     {"--atol", CLI_OPT_DOUBLE, &a.atol, 0},
+      {"--config", CLI_OPT_STRING, &a.config, 0},
+      {"--verdicts", CLI_OPT_STRING, &a.verdicts, 0},
+      {"--filter", CLI_OPT_STRING, &a.filter, 0},
+      {"--timeout-s", CLI_OPT_DOUBLE, &a.timeout_s, 0},
+      {"--jobs", CLI_OPT_INT, &a.jobs, 1},
+      {"--threads", CLI_OPT_INT, &a.threads, 0},
+      {"--rtol", CLI_OPT_DOUBLE, &a.rtol, 0},
+      {"--atol", CLI_OPT_DOUBLE, &a.atol, 0},
+      {"--provider", CLI_OPT_STRING, &a.provider, 0},
+      {"--only", CLI_OPT_FLAG, &a.only, 0},
+      {"--strict", CLI_OPT_FLAG, &a.strict, 0},
+      {"--coverage", CLI_OPT_STRING, &a.coverage, 0},
   };
   const CliCommand cmd = {.name = "test",
                           .synopsis =
                               "onyx test DIR [--config FILE] [--verdicts FILE] [--filter REGEX] "
-                              "[--timeout-s N] [--jobs N] [--threads N] [--rtol R] [--atol A]",
+                              "[--timeout-s N] [--jobs N] [--threads N] [--rtol R] [--atol A] "
+                              "[--provider NAME [--only]] [--strict] [--coverage FILE]",
                           .help = kTestHelp,
                           .opts = opts,
                           .opt_count = sizeof opts / sizeof opts[0],
@@ -478,6 +605,13 @@ int cli_cmd_test(int argc, char** argv) {
   if (p != CLI_PARSED) return p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
   if (a.timeout_s <= 0) return cli_usage_error(&cmd, "--timeout-s wants a positive number");
   if (a.jobs > 64) return cli_usage_error(&cmd, "--jobs is at most 64");
+  if (a.only && !a.provider) return cli_usage_error(&cmd, "--only needs --provider NAME");
+  char scratch[] = "/tmp/onyx-test-XXXXXX";
+  if (a.coverage) {
+    if (!mkdtemp(scratch))
+      return cli_usage_error(&cmd, "cannot create a temp folder: %s", strerror(errno));
+    a.scratch = scratch;
+  }
   regex_t re;
   if (a.filter) {
     int err = regcomp(&re, a.filter, REG_EXTENDED | REG_NOSUB);
@@ -490,6 +624,9 @@ int cli_cmd_test(int argc, char** argv) {
   CliError e = {{0}};
   int rc = run_tests(&a, a.filter ? &re : NULL, &e);
   if (a.filter) regfree(&re);
+  if (a.scratch) {
+    remove_scratch(a.scratch);
+  }
   if (rc < 0) return cli_report("test", &e);
   return rc;
 }

@@ -228,6 +228,25 @@ ONYX_API OnyxStatus* onyx_value_parse_tensor_proto(const void* bytes, size_t len
 ONYX_API OnyxStatus* onyx_value_save_tensor_proto(const OnyxValue* v, const char* name,
                                                   const char* path);
 
+/* --- Placement introspection ------------------------------------------------------- */
+/* The nodes of the session's final graph (after optimization), in execution
+ * order, with the provider each was placed on. Used by `onyx test --coverage`
+ * and by tools that report placement. Strings are owned by the session. */
+typedef struct OnyxNodeInfo {
+  size_t struct_size; /* set by the caller to sizeof(OnyxNodeInfo) */
+  const char* name;
+  const char* op_type;
+  const char* domain;    /* "" for ai.onnx */
+  int32_t since_version; /* of the schema the node resolved to */
+  const char* provider;  /* the provider it runs on */
+  const char* group;     /* the fused group's name, or NULL */
+  /* Element types of the node's inputs ("float32,int64"; absent ones empty);
+   * valid until the next onyx_session_node_info call on the same thread. */
+  const char* input_types;
+} OnyxNodeInfo;
+ONYX_API size_t onyx_session_node_count(const OnyxSession* s);
+ONYX_API OnyxStatus* onyx_session_node_info(const OnyxSession* s, size_t i, OnyxNodeInfo* out);
+
 #ifdef __cplusplus
 }
 #endif

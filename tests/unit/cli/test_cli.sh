@@ -142,6 +142,34 @@ checks=$((checks + 1))
 expect_rc 0 test "$M/suite" --filter 'wrong_value' --atol 1
 expect_line "$OUT" "test_add_relu_wrong_value${TAB}pass"
 
+# --- test as a provider's conformance kit -----------------------------------------------------
+expect_rc 2 test "$M/suite" --only
+expect_grep "$ERR" "\-\-only needs \-\-provider"
+# The fake provider (tests/providers/fake) claims Add, Mul and Relu by default: the
+# add_relu cases (opset 13: Add-13, Relu-13) run wholly on it.
+expect_rc 0 test "$M/suite" --filter '_(pass|positional)$' --provider fake --only \
+  --coverage "$WORK/cov.tsv"
+expect_line "$OUT" "test_add_relu_pass${TAB}pass"
+expect_grep "$WORK/cov.tsv" "^test_add_relu_pass${TAB}Add${TAB}ai.onnx${TAB}13${TAB}float32,float32${TAB}fake${TAB}pass$"
+expect_grep "$WORK/cov.tsv" "^test_add_relu_pass${TAB}Relu${TAB}ai.onnx${TAB}13${TAB}float32${TAB}fake${TAB}pass$"
+checks=$((checks + 1))
+[ "$(grep -vc '^#' "$WORK/cov.tsv")" -eq 4 ] || fail "coverage: 2 cases x 2 nodes expected"
+# Claiming Add only: the cases are not claimed (skipped), or failures with --strict.
+printf '{"providers": [{"name": "fake", "options": {"ops": "Add"}}]}\n' >"$WORK/fake_add.json"
+expect_rc 0 test "$M/suite" --filter '_pass$' --config "$WORK/fake_add.json" --provider fake --only
+expect_line "$OUT" "test_add_relu_pass${TAB}not-claimed: provider 'fake' did not claim 1 of 2 nodes (Relu)"
+expect_line "$OUT" "provider fake: 1 case not claimed"
+expect_line "$OUT" "0 passed, 0 failed, 1 skipped"
+expect_rc 1 test "$M/suite" --filter '_pass$' --config "$WORK/fake_add.json" --provider fake --only --strict
+expect_line "$OUT" "0 passed, 1 failed, 0 skipped"
+# Without --only the rest falls back to the CPU and the case runs.
+expect_rc 0 test "$M/suite" --filter '_pass$' --config "$WORK/fake_add.json" --provider fake
+expect_line "$OUT" "test_add_relu_pass${TAB}pass"
+# A config that lists another provider first is refused for --provider.
+printf '{"providers": [{"name": "cpu"}, {"name": "fake"}]}\n' >"$WORK/cpu_first.json"
+expect_rc 1 test "$M/suite" --filter '_pass$' --config "$WORK/cpu_first.json" --provider fake
+expect_grep "$OUT" "lists provider 'cpu' before it; list 'fake' first"
+
 # --- bench -------------------------------------------------------------------------------
 expect_rc 0 bench "$M/suite/test_add_relu_pass" --inputs "$M/suite/test_add_relu_pass/test_data_set_0" --iters 7 --warmup 2
 checks=$((checks + 1))

@@ -1,5 +1,7 @@
 /* schemas_misc.c — the misc family: attention ops (opset 23/24), string and
  * ai.onnx.ml ops. Rows for ops newer than the generated table (opset 17). */
+#include <string.h>
+
 #include "infer_util.h"
 #include "schema_internal.h"
 
@@ -64,16 +66,115 @@ static const OxAttrSpec rope_attrs[] = {
     {.name = "rotary_embedding_dim", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
 };
 
+/* --- String ops (20)
+ * ------------------------------------------------------------------------------ */
+static const OxFormal sconcat_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
+                                      {"Y", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal sconcat_out[] = {{"Z", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxTypeConstr sconcat_tc[] = {{"T", T_(STRING)}};
+static const OxFormal ssplit_in[] = {{"X", "T1", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal ssplit_out[] = {{"Y", "T2", ONYX_PARAM_SINGLE, 1},
+                                      {"Z", "T3", ONYX_PARAM_SINGLE, 1}};
+static const OxTypeConstr ssplit_tc[] = {{"T1", T_(STRING)}, {"T2", T_(STRING)}, {"T3", T_(INT64)}};
+static const OxAttrSpec ssplit_attrs[] = {
+    {.name = "delimiter", .type = ONYX_ATTR_STRING},
+    {.name = "maxsplit", .type = ONYX_ATTR_INT},
+};
+static const OxFormal regex_in[] = {{"X", "T1", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal regex_out[] = {{"Y", "T2", ONYX_PARAM_SINGLE, 1}};
+static const OxTypeConstr regex_tc[] = {{"T1", T_(STRING)}, {"T2", T_(BOOL)}};
+static const OxAttrSpec regex_attrs[] = {{.name = "pattern", .type = ONYX_ATTR_STRING}};
+
 #define ROW(op, ver, in, out, tc, at)                                                              \
   {                                                                                                \
     "", op, ver, in, OX_ARRAY_LEN(in), out, OX_ARRAY_LEN(out), tc, OX_ARRAY_LEN(tc), at,           \
         OX_ARRAY_LEN(at), NULL, NULL, NULL, true                                                   \
   }
 
+/* --- ai.onnx.ml: LabelEncoder (4), TreeEnsemble (5) ------------------------------------------- */
+#define M_LE (T_(STRING) | T_(INT64) | T_(FLOAT32) | T_(INT32) | T_(INT16) | T_(FLOAT64))
+static const OxFormal le_in[] = {{"X", "T1", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal le_out[] = {{"Y", "T2", ONYX_PARAM_SINGLE, 1}};
+static const OxTypeConstr le_tc[] = {{"T1", M_LE}, {"T2", M_LE}};
+static const OxAttrSpec le_attrs[] = {
+    {.name = "default_float", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = -0.0f},
+    {.name = "default_int64", .type = ONYX_ATTR_INT, .has_default = true, .def_i = -1},
+    {.name = "default_string", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = "_Unused"},
+    {.name = "default_tensor", .type = ONYX_ATTR_TENSOR},
+    {.name = "keys_floats", .type = ONYX_ATTR_FLOATS},
+    {.name = "keys_int64s", .type = ONYX_ATTR_INTS},
+    {.name = "keys_strings", .type = ONYX_ATTR_STRINGS},
+    {.name = "keys_tensor", .type = ONYX_ATTR_TENSOR},
+    {.name = "values_floats", .type = ONYX_ATTR_FLOATS},
+    {.name = "values_int64s", .type = ONYX_ATTR_INTS},
+    {.name = "values_strings", .type = ONYX_ATTR_STRINGS},
+    {.name = "values_tensor", .type = ONYX_ATTR_TENSOR},
+};
+static const OxFormal te_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal te_out[] = {{"Y", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxTypeConstr te_tc[] = {{"T", T_(FLOAT32) | T_(FLOAT64) | T_(FLOAT16)}};
+static const OxAttrSpec te_attrs[] = {
+    {.name = "aggregate_function", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 1},
+    {.name = "leaf_targetids", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "leaf_weights", .type = ONYX_ATTR_TENSOR, .required = true},
+    {.name = "membership_values", .type = ONYX_ATTR_TENSOR},
+    {.name = "n_targets", .type = ONYX_ATTR_INT},
+    {.name = "nodes_falseleafs", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "nodes_falsenodeids", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "nodes_featureids", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "nodes_hitrates", .type = ONYX_ATTR_TENSOR},
+    {.name = "nodes_missing_value_tracks_true", .type = ONYX_ATTR_INTS},
+    {.name = "nodes_modes", .type = ONYX_ATTR_TENSOR, .required = true},
+    {.name = "nodes_splits", .type = ONYX_ATTR_TENSOR, .required = true},
+    {.name = "nodes_trueleafs", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "nodes_truenodeids", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "post_transform", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
+    {.name = "tree_roots", .type = ONYX_ATTR_INTS, .required = true},
+};
+
+/* LabelEncoder's output type comes from its values attribute (version 1:
+ * the other of string and int64). */
+static OnyxStatus* infer_label_encoder(OxNode* n) {
+  OnyxElemType t = ONYX_ELEM_UNDEFINED;
+  for (size_t i = 0; i < n->n_attrs && t == ONYX_ELEM_UNDEFINED; i++) {
+    const OxAttr* a = &n->attrs[i];
+    if (a->from_default) continue;
+    if (!strcmp(a->name, "values_tensor") && a->t) t = a->t->type;
+    if (!strcmp(a->name, "values_strings")) t = ONYX_ELEM_STRING;
+    if (!strcmp(a->name, "values_int64s")) t = ONYX_ELEM_INT64;
+    if (!strcmp(a->name, "values_floats")) t = ONYX_ELEM_FLOAT32;
+  }
+  if (t == ONYX_ELEM_UNDEFINED && ox_attr_present(n, "classes_strings"))
+    t = ox_in_type(n, 0) == ONYX_ELEM_STRING ? ONYX_ELEM_INT64 : ONYX_ELEM_STRING;
+  if (t == ONYX_ELEM_UNDEFINED) return ox_node_err(n, "needs a values_* attribute");
+  OxDims d;
+  ox_in_dims(n, 0, &d);
+  return ox_out_set(n, 0, t, &d);
+}
+
+static const OxInferOverride misc_overrides[] = {
+    {"ai.onnx.ml", "LabelEncoder", 1, 4, infer_label_encoder},
+};
+
+/* A row without attributes. */
+#define ROW0(op, ver, in, out, tc)                                                                 \
+  {                                                                                                \
+    "", op, ver, in, OX_ARRAY_LEN(in), out, OX_ARRAY_LEN(out), tc, OX_ARRAY_LEN(tc), NULL, 0,      \
+        NULL, NULL, NULL, true                                                                     \
+  }
+
 static const OxSchema misc_rows[] = {
     ROW("Attention", 23, attn23_in, attn_out, attn_tc, attn_attrs),
     ROW("Attention", 24, attn24_in, attn_out, attn_tc, attn_attrs),
     ROW("RotaryEmbedding", 23, rope_in, rope_out, rope_tc, rope_attrs),
+    ROW0("StringConcat", 20, sconcat_in, sconcat_out, sconcat_tc),
+    ROW("StringSplit", 20, ssplit_in, ssplit_out, ssplit_tc, ssplit_attrs),
+    ROW("RegexFullMatch", 20, regex_in, regex_out, regex_tc, regex_attrs),
+    {"ai.onnx.ml", "LabelEncoder", 4, le_in, 1, le_out, 1, le_tc, 2, le_attrs,
+     OX_ARRAY_LEN(le_attrs), infer_label_encoder, NULL, NULL, true},
+    {"ai.onnx.ml", "TreeEnsemble", 5, te_in, 1, te_out, 1, te_tc, 1, te_attrs,
+     OX_ARRAY_LEN(te_attrs), NULL, NULL, NULL, true},
 };
 
-const OxSchemaFamily ox_family_misc = {"misc", misc_rows, OX_ARRAY_LEN(misc_rows), NULL, 0};
+const OxSchemaFamily ox_family_misc = {"misc", misc_rows, OX_ARRAY_LEN(misc_rows), misc_overrides,
+                                       OX_ARRAY_LEN(misc_overrides)};

@@ -4,7 +4,12 @@
 #include "cpu_util.h"
 
 OnyxStatus* cpu_register_attention(OnyxKernelRegistry* r); /* cpu_attention.c */
+OnyxStatus* cpu_register_text(OnyxKernelRegistry* r);      /* cpu_text.c */
+OnyxStatus* cpu_register_ml(OnyxKernelRegistry* r);        /* cpu_ml.c */
 
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r) {
-  return cpu_register_attention(r);
+  OnyxStatus* st = cpu_register_attention(r);
+  if (!st) st = cpu_register_text(r);
+  if (!st) st = cpu_register_ml(r);
+  return st;
 }

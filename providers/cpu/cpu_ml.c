@@ -1,0 +1,634 @@
+/* cpu_ml.c — ai.onnx.ml ops: LabelEncoder (1, 2, 4), TreeEnsemble (5),
+ * ArrayFeatureExtractor (1), Binarizer (1), Scaler (1) and Normalizer (1).
+ *
+ * LabelEncoder keys and values come from the typed list attributes
+ * (keys_strings, values_int64s, ...), the tensor attributes of version 4
+ * (keys_tensor, values_tensor, default_tensor) or, in version 1,
+ * classes_strings (a string maps to its index and back). Lookups are a
+ * binary search over the keys sorted at kernel creation; numeric keys compare
+ * as doubles (NaN keys match NaN). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_util.h"
+
+static const char* ml_domain = "ai.onnx.ml";
+
+/* --- LabelEncoder -------------------------------------------------------------------------- */
+
+typedef struct LeEntry {
+  const char* s; /* string key, or NULL */
+  double k;      /* numeric key */
+  size_t value;  /* index into the values */
+} LeEntry;
+
+typedef struct LeState {
+  bool str_keys, str_vals;
+  LeEntry* keys;
+  size_t n;
+  /* Values: strings (borrowed from the node) or numbers. */
+  const char** sv;
+  CpuNum* nv;
+  const char* def_s;
+  CpuNum def_n;
+  int32_t out_type;
+} LeState;
+
+static void le_release(void* state) {
+  LeState* s = state;
+  if (!s) return;
+  free(s->keys);
+  free(s->sv);
+  free(s->nv);
+  free(s);
+}
+
+static int le_cmp(const void* a, const void* b) {
+  const LeEntry *x = a, *y = b;
+  if (x->s) return strcmp(x->s, y->s);
+  if (isnan(x->k) || isnan(y->k)) return isnan(x->k) - isnan(y->k);
+  return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* A list of keys or values from one of the attribute forms. */
+typedef struct LeList {
+  bool strings;
+  size_t n;
+  const char* const* s;
+  const int64_t* i;
+  const float* f;
+  const OnyxTensor* t;
+} LeList;
+
+static bool le_list(const OnyxNode* node, const char* strs, const char* ints, const char* floats,
+                    const char* tensor, LeList* out) {
+  const OnyxHostApi* H = cpu_host;
+  memset(out, 0, sizeof *out);
+  size_t n = 0;
+  if (tensor && (out->t = H->node_attr_tensor(node, tensor))) {
+    out->strings = H->tensor_elem_type(out->t) == ONYX_ELEM_STRING;
+    out->n = H->tensor_elem_count(out->t);
+    return true;
+  }
+  if ((out->s = H->node_attr_strings(node, strs, &n)) && n) {
+    out->strings = true;
+    out->n = n;
+    return true;
+  }
+  if ((out->i = H->node_attr_ints(node, ints, &n)) && n) {
+    out->n = n;
+    return true;
+  }
+  if ((out->f = H->node_attr_floats(node, floats, &n)) && n) {
+    out->n = n;
+    return true;
+  }
+  return false;
+}
+
+static const char* le_str(const LeList* l, size_t i) {
+  return l->t ? cpu_host->tensor_string(l->t, i) : l->s[i];
+}
+
+static CpuNum le_num(const LeList* l, size_t i) {
+  CpuNum v = {.kind = CPU_NUM_FLT};
+  if (l->t)
+    cpu_num_load(cpu_host->tensor_elem_type(l->t), cpu_host->tensor_data(l->t), i, &v);
+  else if (l->i)
+    v = (CpuNum){.kind = CPU_NUM_SINT, .v.i = l->i[i]};
+  else
+    v.v.f = l->f[i];
+  return v;
+}
+
+static OnyxStatus* le_create(OnyxEp* ep, const OnyxNode* node, void* user, void** out) {
+  (void)ep;
+  (void)user;
+  const OnyxHostApi* H = cpu_host;
+  LeState* s = calloc(1, sizeof *s);
+  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  int32_t in_type = H->value_elem_type(H->node_input(node, 0));
+  s->out_type = H->value_elem_type(H->node_output(node, 0));
+  LeList keys = {0}, vals = {0};
+  size_t n_classes = 0;
+  const char* const* classes = H->node_attr_strings(node, "classes_strings", &n_classes);
+  OnyxStatus* st = NULL;
+  if (classes && n_classes) { /* version 1: strings <-> their index */
+    LeList names = {.strings = true, .n = n_classes, .s = classes};
+    s->n = n_classes;
+    s->str_keys = in_type == ONYX_ELEM_STRING;
+    s->str_vals = !s->str_keys;
+    s->keys = calloc(n_classes, sizeof *s->keys);
+    s->sv = calloc(n_classes, sizeof *s->sv);
+    s->nv = calloc(n_classes, sizeof *s->nv);
+    if (!s->keys || !s->sv || !s->nv) {
+      le_release(s);
+      return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+    }
+    for (size_t i = 0; i < n_classes; i++) {
+      s->keys[i] = s->str_keys ? (LeEntry){le_str(&names, i), 0, i} : (LeEntry){NULL, (double)i, i};
+      s->sv[i] = classes[i];
+      s->nv[i] = (CpuNum){.kind = CPU_NUM_SINT, .v.i = (int64_t)i};
+    }
+  } else {
+    if (!le_list(node, "keys_strings", "keys_int64s", "keys_floats", "keys_tensor", &keys) ||
+        !le_list(node, "values_strings", "values_int64s", "values_floats", "values_tensor", &vals))
+      st = cpu_error(node, ONYX_INVALID_MODEL, "needs one keys_* and one values_* attribute");
+    else if (keys.n != vals.n)
+      st = cpu_error(node, ONYX_INVALID_MODEL, "%zu keys but %zu values", keys.n, vals.n);
+    if (st) {
+      le_release(s);
+      return st;
+    }
+    s->n = keys.n;
+    s->str_keys = keys.strings;
+    s->str_vals = vals.strings;
+    s->keys = calloc(s->n ? s->n : 1, sizeof *s->keys);
+    s->sv = calloc(s->n ? s->n : 1, sizeof *s->sv);
+    s->nv = calloc(s->n ? s->n : 1, sizeof *s->nv);
+    if (!s->keys || !s->sv || !s->nv) {
+      le_release(s);
+      return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+    }
+    for (size_t i = 0; i < s->n; i++) {
+      s->keys[i] = keys.strings ? (LeEntry){le_str(&keys, i), 0, i}
+                                : (LeEntry){NULL, cpu_num_as_double(le_num(&keys, i)), i};
+      if (vals.strings)
+        s->sv[i] = le_str(&vals, i);
+      else
+        s->nv[i] = le_num(&vals, i);
+    }
+  }
+  if (s->str_keys != (in_type == ONYX_ELEM_STRING)) {
+    bool str_keys = s->str_keys;
+    le_release(s);
+    return cpu_error(node, ONYX_INVALID_MODEL, "the keys are %s but the input is %s",
+                     str_keys ? "strings" : "numbers", cpu_elem_name(in_type));
+  }
+  qsort(s->keys, s->n, sizeof *s->keys, le_cmp);
+  /* Defaults: default_tensor, else default_<kind>, else the spec's. */
+  const OnyxTensor* dt = H->node_attr_tensor(node, "default_tensor");
+  size_t len = 0;
+  s->def_s = "_Unused";
+  s->def_n = (CpuNum){.kind = CPU_NUM_SINT, .v.i = -1};
+  if (dt && H->tensor_elem_count(dt) >= 1) {
+    if (H->tensor_elem_type(dt) == ONYX_ELEM_STRING)
+      s->def_s = H->tensor_string(dt, 0);
+    else
+      cpu_num_load(H->tensor_elem_type(dt), H->tensor_data(dt), 0, &s->def_n);
+  } else if (s->str_vals) {
+    const char* d = H->node_attr_string(node, "default_string", &len);
+    if (d) s->def_s = d;
+  } else if (s->out_type == ONYX_ELEM_FLOAT32 || s->out_type == ONYX_ELEM_FLOAT64 ||
+             s->out_type == ONYX_ELEM_FLOAT16) {
+    s->def_n =
+        (CpuNum){.kind = CPU_NUM_FLT, .v.f = H->node_attr_float(node, "default_float", -0.0f)};
+  } else {
+    s->def_n.v.i = H->node_attr_int(node, "default_int64", -1);
+  }
+  *out = s;
+  return NULL;
+}
+
+static OnyxStatus* le_compute(void* state, OnyxKernelContext* ctx) {
+  const OnyxHostApi* H = cpu_host;
+  const LeState* s = state;
+  const OnyxTensor* x = H->ctx_input(ctx, 0);
+  OnyxTensor* y = NULL;
+  OnyxStatus* st = H->ctx_output(ctx, 0, H->tensor_dims(x), H->tensor_rank(x), &y);
+  if (st) return st;
+  int32_t in_type = H->tensor_elem_type(x), out_type = H->tensor_elem_type(y);
+  void* out = H->tensor_mutable_data(y);
+  for (size_t i = 0, n = H->tensor_elem_count(x); i < n && !st; i++) {
+    LeEntry key = {0};
+    if (s->str_keys) {
+      key.s = H->tensor_string(x, i);
+    } else {
+      CpuNum v;
+      cpu_num_load(in_type, H->tensor_data(x), i, &v);
+      key.k = cpu_num_as_double(v);
+    }
+    const LeEntry* hit = bsearch(&key, s->keys, s->n, sizeof *s->keys, le_cmp);
+    if (out_type == ONYX_ELEM_STRING) {
+      const char* v = hit ? s->sv[hit->value] : s->def_s;
+      st = H->tensor_set_string(y, i, v, strlen(v));
+    } else if (!cpu_num_store(out_type, out, i, hit ? s->nv[hit->value] : s->def_n)) {
+      st = cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "cannot store values of type %s",
+                         cpu_elem_name(out_type));
+    }
+  }
+  return st;
+}
+
+/* --- TreeEnsemble (ai.onnx.ml 5) ------------------------------------------------------------ */
+
+enum { TE_LEQ, TE_LT, TE_GTE, TE_GT, TE_EQ, TE_NEQ, TE_MEMBER };
+
+typedef struct TeState {
+  size_t n_nodes, n_leaves, n_trees;
+  int64_t n_targets, aggregate, post;
+  const int64_t *feat, *tnode, *fnode, *tleaf, *fleaf, *roots, *leaf_target;
+  const int64_t* missing_true; /* may be NULL */
+  size_t n_missing;
+  double* splits;
+  uint8_t* modes;
+  double* leaf_w;
+  /* BRANCH_MEMBER sets: for node k, members [mbeg[k], mend[k]) of members[]. */
+  double* members;
+  size_t* mbeg;
+  size_t* mend;
+} TeState;
+
+static void te_release(void* state) {
+  TeState* s = state;
+  if (!s) return;
+  free(s->splits);
+  free(s->modes);
+  free(s->leaf_w);
+  free(s->members);
+  free(s->mbeg);
+  free(s->mend);
+  free(s);
+}
+
+/* A tensor attribute as doubles (malloc'ed), checking its length. */
+static OnyxStatus* te_doubles(const OnyxNode* node, const char* name, size_t want, bool required,
+                              double** out, size_t* count) {
+  const OnyxHostApi* H = cpu_host;
+  const OnyxTensor* t = H->node_attr_tensor(node, name);
+  *out = NULL;
+  if (count) *count = 0;
+  if (!t)
+    return required ? cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' is missing", name) : NULL;
+  size_t n = H->tensor_elem_count(t);
+  if (want != SIZE_MAX && n != want)
+    return cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' has %zu values; want %zu", name, n,
+                     want);
+  double* d = malloc((n ? n : 1) * sizeof *d);
+  if (!d) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    CpuNum v;
+    if (!cpu_num_load(H->tensor_elem_type(t), H->tensor_data(t), i, &v)) {
+      free(d);
+      return cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' is not numeric", name);
+    }
+    d[i] = cpu_num_as_double(v);
+  }
+  *out = d;
+  if (count) *count = n;
+  return NULL;
+}
+
+static OnyxStatus* te_create(OnyxEp* ep, const OnyxNode* node, void* user, void** out) {
+  (void)ep;
+  (void)user;
+  const OnyxHostApi* H = cpu_host;
+  TeState* s = calloc(1, sizeof *s);
+  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  size_t n[6];
+  s->feat = H->node_attr_ints(node, "nodes_featureids", &n[0]);
+  s->tnode = H->node_attr_ints(node, "nodes_truenodeids", &n[1]);
+  s->fnode = H->node_attr_ints(node, "nodes_falsenodeids", &n[2]);
+  s->tleaf = H->node_attr_ints(node, "nodes_trueleafs", &n[3]);
+  s->fleaf = H->node_attr_ints(node, "nodes_falseleafs", &n[4]);
+  s->leaf_target = H->node_attr_ints(node, "leaf_targetids", &s->n_leaves);
+  s->roots = H->node_attr_ints(node, "tree_roots", &s->n_trees);
+  s->missing_true = H->node_attr_ints(node, "nodes_missing_value_tracks_true", &s->n_missing);
+  s->n_targets = H->node_attr_int(node, "n_targets", 0);
+  s->aggregate = H->node_attr_int(node, "aggregate_function", 1);
+  s->post = H->node_attr_int(node, "post_transform", 0);
+  s->n_nodes = n[0];
+  OnyxStatus* st = NULL;
+  for (int k = 1; k < 5 && !st; k++)
+    if (n[k] != s->n_nodes)
+      st = cpu_error(node, ONYX_INVALID_MODEL, "the nodes_* attributes differ in length (%zu, %zu)",
+                     s->n_nodes, n[k]);
+  if (!st) st = te_doubles(node, "nodes_splits", s->n_nodes, true, &s->splits, NULL);
+  if (!st) st = te_doubles(node, "leaf_weights", s->n_leaves, true, &s->leaf_w, NULL);
+  double* modes = NULL;
+  if (!st) st = te_doubles(node, "nodes_modes", s->n_nodes, false, &modes, NULL);
+  s->modes = calloc(s->n_nodes ? s->n_nodes : 1, 1);
+  s->mbeg = calloc(s->n_nodes ? s->n_nodes : 1, sizeof *s->mbeg);
+  s->mend = calloc(s->n_nodes ? s->n_nodes : 1, sizeof *s->mend);
+  if (!st && (!s->modes || !s->mbeg || !s->mend))
+    st = cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; !st && modes && i < s->n_nodes; i++) {
+    if (modes[i] < 0 || modes[i] > TE_MEMBER)
+      st = cpu_error(node, ONYX_INVALID_MODEL, "nodes_modes[%zu] = %g is not 0..6", i, modes[i]);
+    else
+      s->modes[i] = (uint8_t)modes[i];
+  }
+  free(modes);
+  size_t n_members = 0;
+  if (!st) st = te_doubles(node, "membership_values", SIZE_MAX, false, &s->members, &n_members);
+  /* Member sets, in node order, separated by NaN. */
+  size_t pos = 0;
+  for (size_t i = 0; !st && i < s->n_nodes; i++) {
+    if (s->modes[i] != TE_MEMBER) continue;
+    s->mbeg[i] = pos;
+    while (pos < n_members && !isnan(s->members[pos]))
+      pos++;
+    s->mend[i] = pos;
+    if (pos < n_members) pos++; /* the separator */
+  }
+  for (size_t i = 0; !st && i < s->n_nodes; i++) {
+    int64_t tmax = s->tleaf[i] ? (int64_t)s->n_leaves : (int64_t)s->n_nodes;
+    int64_t fmax = s->fleaf[i] ? (int64_t)s->n_leaves : (int64_t)s->n_nodes;
+    if (s->tnode[i] < 0 || s->tnode[i] >= tmax || s->fnode[i] < 0 || s->fnode[i] >= fmax ||
+        s->feat[i] < 0)
+      st = cpu_error(node, ONYX_INVALID_MODEL, "tree node %zu points outside the tree", i);
+  }
+  for (size_t i = 0; !st && i < s->n_leaves; i++)
+    if (s->leaf_target[i] < 0 || s->leaf_target[i] >= s->n_targets)
+      st = cpu_error(node, ONYX_INVALID_MODEL, "leaf %zu targets %lld; n_targets is %lld", i,
+                     (long long)s->leaf_target[i], (long long)s->n_targets);
+  if (!st && (s->post < 0 || s->post > 3))
+    st = cpu_error(node, s->post == 4 ? ONYX_NOT_IMPLEMENTED : ONYX_INVALID_MODEL,
+                   "post_transform %lld is not supported (NONE, SOFTMAX, SOFTMAX_ZERO, LOGISTIC "
+                   "are)",
+                   (long long)s->post);
+  if (!st && (s->aggregate < 0 || s->aggregate > 3))
+    st = cpu_error(node, ONYX_INVALID_MODEL, "aggregate_function %lld is not 0..3",
+                   (long long)s->aggregate);
+  for (size_t i = 0; !st && i < s->n_trees; i++)
+    if (s->roots[i] < 0 || (size_t)s->roots[i] >= s->n_nodes)
+      st = cpu_error(node, ONYX_INVALID_MODEL, "tree_roots[%zu] = %lld is not a node", i,
+                     (long long)s->roots[i]);
+  if (st) {
+    te_release(s);
+    return st;
+  }
+  *out = s;
+  return NULL;
+}
+
+static bool te_branch(const TeState* s, size_t k, double x) {
+  if (isnan(x) && s->missing_true && k < s->n_missing) return s->missing_true[k] != 0;
+  double v = s->splits[k];
+  switch (s->modes[k]) {
+  case TE_LEQ:
+    return x <= v;
+  case TE_LT:
+    return x < v;
+  case TE_GTE:
+    return x >= v;
+  case TE_GT:
+    return x > v;
+  case TE_EQ:
+    return x == v;
+  case TE_NEQ:
+    return x != v;
+  default:
+    for (size_t m = s->mbeg[k]; m < s->mend[k]; m++)
+      if (s->members[m] == x) return true;
+    return false;
+  }
+}
+
+static OnyxStatus* te_compute(void* state, OnyxKernelContext* ctx) {
+  const OnyxHostApi* H = cpu_host;
+  const TeState* s = state;
+  const OnyxTensor* x = H->ctx_input(ctx, 0);
+  size_t rank = H->tensor_rank(x);
+  if (rank != 2) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X must be [N, F]");
+  const int64_t* d = H->tensor_dims(x);
+  size_t rows = (size_t)d[0], feats = (size_t)d[1];
+  for (size_t k = 0; k < s->n_nodes; k++)
+    if ((size_t)s->feat[k] >= feats)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "tree node %zu reads feature %lld of %zu", k,
+                           (long long)s->feat[k], feats);
+  int64_t od[2] = {(int64_t)rows, s->n_targets};
+  OnyxTensor* y = NULL;
+  OnyxStatus* st = H->ctx_output(ctx, 0, od, 2, &y);
+  if (st) return st;
+  int32_t type = H->tensor_elem_type(x);
+  const void* xd = H->tensor_data(x);
+  void* yd = H->tensor_mutable_data(y);
+  double* acc = H->ctx_scratch(ctx, ((size_t)s->n_targets + 1) * sizeof *acc);
+  bool* hit = H->ctx_scratch(ctx, (size_t)s->n_targets + 1);
+  if (!acc || !hit) return cpu_oom(ctx);
+  for (size_t r = 0; r < rows; r++) {
+    for (int64_t t = 0; t < s->n_targets; t++) {
+      acc[t] = 0;
+      hit[t] = false;
+    }
+    for (size_t tr = 0; tr < s->n_trees; tr++) {
+      size_t k = (size_t)s->roots[tr];
+      for (size_t steps = 0; steps <= s->n_nodes; steps++) {
+        CpuNum v;
+        cpu_num_load(type, xd, r * feats + (size_t)s->feat[k], &v);
+        bool go = te_branch(s, k, cpu_num_as_double(v));
+        int64_t next = go ? s->tnode[k] : s->fnode[k];
+        if (!(go ? s->tleaf[k] : s->fleaf[k])) {
+          k = (size_t)next;
+          continue;
+        }
+        int64_t t = s->leaf_target[next];
+        double w = s->leaf_w[next];
+        if (s->aggregate == 2)
+          acc[t] = hit[t] ? fmin(acc[t], w) : w;
+        else if (s->aggregate == 3)
+          acc[t] = hit[t] ? fmax(acc[t], w) : w;
+        else
+          acc[t] += w;
+        hit[t] = true;
+        break;
+      }
+    }
+    if (s->aggregate == 0 && s->n_trees)
+      for (int64_t t = 0; t < s->n_targets; t++)
+        acc[t] /= (double)s->n_trees;
+    if (s->post == 1 || s->post == 2) { /* softmax (2: zeros stay zero) */
+      double mx = -INFINITY, sum = 0;
+      for (int64_t t = 0; t < s->n_targets; t++)
+        mx = fmax(mx, acc[t]);
+      for (int64_t t = 0; t < s->n_targets; t++) {
+        acc[t] = (s->post == 2 && acc[t] == 0) ? 0 : exp(acc[t] - mx);
+        sum += acc[t];
+      }
+      for (int64_t t = 0; t < s->n_targets && sum > 0; t++)
+        acc[t] /= sum;
+    } else if (s->post == 3) {
+      for (int64_t t = 0; t < s->n_targets; t++)
+        acc[t] = 1.0 / (1.0 + exp(-acc[t]));
+    }
+    for (int64_t t = 0; t < s->n_targets; t++)
+      cpu_num_store(type, yd, r * (size_t)s->n_targets + (size_t)t,
+                    (CpuNum){.kind = CPU_NUM_FLT, .v.f = acc[t]});
+  }
+  return NULL;
+}
+
+/* --- ArrayFeatureExtractor, Binarizer, Scaler, Normalizer ----------------------------------- */
+
+static OnyxStatus* afe_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxHostApi* H = cpu_host;
+  const OnyxTensor* x = H->ctx_input(ctx, 0);
+  const OnyxTensor* idx = H->ctx_input(ctx, 1);
+  size_t rank = H->tensor_rank(x);
+  if (rank < 1) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X must have rank >= 1");
+  int64_t* ind = NULL;
+  size_t n_ind = 0;
+  OnyxStatus* st = cpu_read_ints_scratch(ctx, idx, "Y", &ind, &n_ind);
+  if (st) return st;
+  const int64_t* d = H->tensor_dims(x);
+  int64_t last = d[rank - 1];
+  for (size_t i = 0; i < n_ind; i++)
+    if (ind[i] < 0 || ind[i] >= last)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "index %lld is outside the last dim %lld",
+                           (long long)ind[i], (long long)last);
+  int64_t od[CPU_MAX_RANK];
+  if (rank > CPU_MAX_RANK) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "rank too high");
+  memcpy(od, d, rank * sizeof *od);
+  od[rank - 1] = (int64_t)n_ind;
+  size_t orank = rank;
+  if (rank == 1) { /* [C] -> [1, n] */
+    od[0] = 1;
+    od[1] = (int64_t)n_ind;
+    orank = 2;
+  }
+  OnyxTensor* y = NULL;
+  if ((st = H->ctx_output(ctx, 0, od, orank, &y))) return st;
+  size_t rows = cpu_dims_product(d, 0, rank - 1);
+  for (size_t r = 0; r < rows && !st; r++)
+    for (size_t i = 0; i < n_ind && !st; i++)
+      st = cpu_copy_elems(y, r * n_ind + i, x, r * (size_t)last + (size_t)ind[i], 1);
+  return st;
+}
+
+typedef struct AffineState {
+  int kind; /* 0 binarizer, 1 scaler, 2 normalizer */
+  float threshold;
+  const float *offset, *scale;
+  size_t n_offset, n_scale;
+  int norm; /* 0 MAX, 1 L1, 2 L2 */
+} AffineState;
+
+static OnyxStatus* affine_create(OnyxEp* ep, const OnyxNode* node, void* user, void** out) {
+  (void)ep;
+  const OnyxHostApi* H = cpu_host;
+  AffineState* s = calloc(1, sizeof *s);
+  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  s->kind = (int)(intptr_t)user;
+  s->threshold = H->node_attr_float(node, "threshold", 0.0f);
+  s->offset = H->node_attr_floats(node, "offset", &s->n_offset);
+  s->scale = H->node_attr_floats(node, "scale", &s->n_scale);
+  size_t len = 0;
+  const char* norm = H->node_attr_string(node, "norm", &len);
+  s->norm = !norm || !strcmp(norm, "MAX") ? 0
+            : !strcmp(norm, "L1")         ? 1
+            : !strcmp(norm, "L2")         ? 2
+                                          : -1;
+  if (s->kind == 2 && s->norm < 0) {
+    free(s);
+    return cpu_error(node, ONYX_INVALID_MODEL, "norm '%s' is not MAX, L1 or L2", norm);
+  }
+  *out = s;
+  return NULL;
+}
+
+static OnyxStatus* affine_compute(void* state, OnyxKernelContext* ctx) {
+  const OnyxHostApi* H = cpu_host;
+  const AffineState* s = state;
+  const OnyxTensor* x = H->ctx_input(ctx, 0);
+  size_t rank = H->tensor_rank(x), n = H->tensor_elem_count(x);
+  const int64_t* d = H->tensor_dims(x);
+  OnyxTensor* y = NULL;
+  OnyxStatus* st = H->ctx_output(ctx, 0, d, rank, &y);
+  if (st) return st;
+  int32_t it = H->tensor_elem_type(x), ot = H->tensor_elem_type(y);
+  size_t c = rank ? (size_t)d[rank - 1] : 1;
+  double* row = H->ctx_scratch(ctx, (c ? c : 1) * sizeof *row);
+  if (!row) return cpu_oom(ctx);
+  for (size_t base = 0; c && base < n; base += c) {
+    for (size_t j = 0; j < c; j++) {
+      CpuNum v;
+      cpu_num_load(it, H->tensor_data(x), base + j, &v);
+      row[j] = cpu_num_as_double(v);
+    }
+    if (s->kind == 0) {
+      for (size_t j = 0; j < c; j++)
+        row[j] = row[j] > s->threshold ? 1.0 : 0.0;
+    } else if (s->kind == 1) {
+      for (size_t j = 0; j < c; j++) {
+        double off = s->n_offset == 1 ? s->offset[0] : j < s->n_offset ? s->offset[j] : 0.0;
+        double sc = s->n_scale == 1 ? s->scale[0] : j < s->n_scale ? s->scale[j] : 1.0;
+        row[j] = (row[j] - off) * sc;
+      }
+    } else {
+      double norm = 0;
+      for (size_t j = 0; j < c; j++)
+        norm = s->norm == 0   ? fmax(norm, fabs(row[j]))
+               : s->norm == 1 ? norm + fabs(row[j])
+                              : norm + row[j] * row[j];
+      if (s->norm == 2) norm = sqrt(norm);
+      for (size_t j = 0; j < c && norm > 0; j++)
+        row[j] /= norm;
+    }
+    for (size_t j = 0; j < c; j++)
+      cpu_num_store(ot, H->tensor_mutable_data(y), base + j,
+                    (CpuNum){.kind = CPU_NUM_FLT, .v.f = row[j]});
+  }
+  return NULL;
+}
+
+/* --- Registration ----------------------------------------------------------------------------- */
+
+static const int32_t le_types[] = {ONYX_ELEM_STRING, ONYX_ELEM_INT64,   ONYX_ELEM_FLOAT32,
+                                   ONYX_ELEM_INT16,  ONYX_ELEM_FLOAT64, ONYX_ELEM_INT32};
+static const int32_t te_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16};
+static const int32_t num_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_INT64,
+                                    ONYX_ELEM_INT32};
+static const int32_t any_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_INT64,
+                                    ONYX_ELEM_INT32, ONYX_ELEM_STRING};
+static const OnyxTypeConstraint le_tc[] = {{"T1", le_types, 6}, {"T2", le_types, 6}};
+static const OnyxTypeConstraint te_tc[] = {{"T", te_types, 3}};
+static const OnyxTypeConstraint afe_tc[] = {{"T", any_types, 5}};
+static const OnyxTypeConstraint num_tc[] = {{"T", num_types, 4}};
+
+typedef struct MlSpec {
+  const char* op;
+  int32_t since, end;
+  const OnyxTypeConstraint* tc;
+  size_t n_tc;
+  OnyxStatus* (*create)(OnyxEp*, const OnyxNode*, void*, void**);
+  OnyxStatus* (*compute)(void*, OnyxKernelContext*);
+  void (*release)(void*);
+  void* user;
+} MlSpec;
+
+static const MlSpec ml_specs[] = {
+    {"LabelEncoder", 1, ONYX_OPSET_LATEST, le_tc, 2, le_create, le_compute, le_release, NULL},
+    {"TreeEnsemble", 5, ONYX_OPSET_LATEST, te_tc, 1, te_create, te_compute, te_release, NULL},
+    {"ArrayFeatureExtractor", 1, ONYX_OPSET_LATEST, afe_tc, 1, NULL, afe_compute, NULL, NULL},
+    {"Binarizer", 1, ONYX_OPSET_LATEST, num_tc, 1, affine_create, affine_compute, cpu_free_state,
+     (void*)0},
+    {"Scaler", 1, ONYX_OPSET_LATEST, num_tc, 1, affine_create, affine_compute, cpu_free_state,
+     (void*)1},
+    {"Normalizer", 1, ONYX_OPSET_LATEST, num_tc, 1, affine_create, affine_compute, cpu_free_state,
+     (void*)2},
+};
+
+OnyxStatus* cpu_register_ml(OnyxKernelRegistry* r) {
+  for (size_t i = 0; i < CPU_ARRAY_LEN(ml_specs); i++) {
+    const MlSpec* m = &ml_specs[i];
+    OnyxKernelDef def = {
+        .struct_size = sizeof def,
+        .domain = ml_domain,
+        .op_type = m->op,
+        .since_version = m->since,
+        .end_version = m->end,
+        .type_constraints = m->tc,
+        .type_constraint_count = m->n_tc,
+        .create = m->create,
+        .compute = m->compute,
+        .release = m->release,
+        .user_data = m->user,
+    };
+    OnyxStatus* st = cpu_host->register_kernel(r, &def);
+    if (st) return st;
+  }
+  return NULL;
+}

@@ -156,6 +156,48 @@ static const OxInferOverride misc_overrides[] = {
     {"ai.onnx.ml", "LabelEncoder", 1, 4, infer_label_encoder},
 };
 
+/* --- LinearAttention, CausalConvWithState (27), SwiGLU (28)
+ * --------------------------------------- Newer than every ONNX release the project can read the
+ * schemas of: the rows follow the node tests' models and function bodies, and accept attributes
+ * they do not list (strict_attrs false). */
+static const OxFormal lin_in[] = {
+    {"query", "T", ONYX_PARAM_SINGLE, 1},   {"key", "T", ONYX_PARAM_SINGLE, 1},
+    {"value", "T", ONYX_PARAM_SINGLE, 1},   {"past_state", "T", ONYX_PARAM_OPTIONAL, 1},
+    {"decay", "T", ONYX_PARAM_OPTIONAL, 1}, {"beta", "T", ONYX_PARAM_OPTIONAL, 1},
+};
+static const OxFormal lin_out[] = {{"output", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"present_state", "T", ONYX_PARAM_OPTIONAL, 1}};
+static const OxTypeConstr rec_tc[] = {{"T", M_FLOATS}};
+static const OxAttrSpec lin_attrs[] = {
+    {.name = "kv_num_heads", .type = ONYX_ATTR_INT},
+    {.name = "q_num_heads", .type = ONYX_ATTR_INT},
+    {.name = "scale", .type = ONYX_ATTR_FLOAT},
+    {.name = "update_rule", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = "gated_delta"},
+};
+static const OxFormal ccs_in[] = {
+    {"input", "T", ONYX_PARAM_SINGLE, 1},
+    {"weight", "T", ONYX_PARAM_SINGLE, 1},
+    {"bias", "T", ONYX_PARAM_OPTIONAL, 1},
+    {"past_state", "T", ONYX_PARAM_OPTIONAL, 1},
+};
+static const OxFormal ccs_out[] = {{"output", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"present_state", "T", ONYX_PARAM_OPTIONAL, 1}};
+static const OxAttrSpec ccs_attrs[] = {
+    {.name = "activation", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = "none"},
+};
+static const OxFormal swiglu_in[] = {{"a", "T", ONYX_PARAM_SINGLE, 1},
+                                     {"b", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal swiglu_out[] = {{"y", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxAttrSpec swiglu_attrs[] = {
+    {.name = "alpha", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1.0f},
+};
+
+#define ROW_LOOSE(op, ver, in, out, tc, at)                                                        \
+  {                                                                                                \
+    "", op, ver, in, OX_ARRAY_LEN(in), out, OX_ARRAY_LEN(out), tc, OX_ARRAY_LEN(tc), at,           \
+        OX_ARRAY_LEN(at), NULL, NULL, NULL, false                                                  \
+  }
+
 /* A row without attributes. */
 #define ROW0(op, ver, in, out, tc)                                                                 \
   {                                                                                                \
@@ -170,6 +212,9 @@ static const OxSchema misc_rows[] = {
     ROW0("StringConcat", 20, sconcat_in, sconcat_out, sconcat_tc),
     ROW("StringSplit", 20, ssplit_in, ssplit_out, ssplit_tc, ssplit_attrs),
     ROW("RegexFullMatch", 20, regex_in, regex_out, regex_tc, regex_attrs),
+    ROW_LOOSE("LinearAttention", 27, lin_in, lin_out, rec_tc, lin_attrs),
+    ROW_LOOSE("CausalConvWithState", 27, ccs_in, ccs_out, rec_tc, ccs_attrs),
+    ROW_LOOSE("SwiGLU", 28, swiglu_in, swiglu_out, rec_tc, swiglu_attrs),
     {"ai.onnx.ml", "LabelEncoder", 4, le_in, 1, le_out, 1, le_tc, 2, le_attrs,
      OX_ARRAY_LEN(le_attrs), infer_label_encoder, NULL, NULL, true},
     {"ai.onnx.ml", "TreeEnsemble", 5, te_in, 1, te_out, 1, te_tc, 1, te_attrs,

@@ -17,6 +17,12 @@
 #ifndef ONYX_INSTALL_PROVIDER_DIR
 #define ONYX_INSTALL_PROVIDER_DIR NULL
 #endif
+/* The provider folder relative to the folder libonyx.so is installed in:
+ * ${libdir}/onyx/providers beside ${libdir}/libonyx.so (CMakeLists.txt,
+ * ONYX_PROVIDER_INSTALL_DIR). */
+#ifndef ONYX_PROVIDER_REL_DIR
+#define ONYX_PROVIDER_REL_DIR "onyx/providers"
+#endif
 
 /* The oldest provider table the host accepts: v1.0 up to create_ep. `release`
  * comes after it and is read only when struct_size covers it. */
@@ -83,6 +89,18 @@ static char* ox_try_dir(const char* dir, size_t dir_len, const char* file) {
   return real;
 }
 
+/* Two spellings of one folder (either may not exist): equal text, or equal
+ * once both resolve. */
+static bool ox_same_dir(const char* a, const char* b) {
+  if (strcmp(a, b) == 0) return true;
+  char* ra = realpath(a, NULL);
+  char* rb = ra ? realpath(b, NULL) : NULL;
+  bool same = ra && rb && strcmp(ra, rb) == 0;
+  free(ra);
+  free(rb);
+  return same;
+}
+
 /* Searches every folder in order, recording each in `searched` for the
  * not-found message. Returns the resolved path or NULL. */
 static char* ox_search(const char* file, OxStr* searched) {
@@ -97,15 +115,27 @@ static char* ox_search(const char* file, OxStr* searched) {
     }
     p = end ? end + 1 : p + len;
   }
-  const char* fixed[] = {ONYX_INSTALL_PROVIDER_DIR, ox_self_dir()};
-  const char* what[] = {"install folder", "beside libonyx"};
-  for (size_t i = 0; i < OX_ARRAY_LEN(fixed); i++) {
+  /* The install's provider folder, first as found from where libonyx itself
+   * lives (so a prefix that was moved or unpacked elsewhere still works),
+   * then as configured at build time when that is a different folder. */
+  const char* self = ox_self_dir();
+  char* relative =
+      self ? ox_asprintf("%s/%s", strcmp(self, "/") ? self : "", ONYX_PROVIDER_REL_DIR) : NULL;
+  const char* configured = ONYX_INSTALL_PROVIDER_DIR;
+  /* Installed where it was configured to be: one folder, one entry. */
+  bool in_place = relative && configured && ox_same_dir(relative, configured);
+  if (in_place) configured = NULL;
+  const char* fixed[] = {relative, configured, self};
+  const char* what[] = {in_place ? "install folder" : "install folder, relative to libonyx",
+                        "install folder", "beside libonyx"};
+  char* hit = NULL;
+  for (size_t i = 0; i < OX_ARRAY_LEN(fixed) && !hit; i++) {
     if (!fixed[i]) continue;
     ox_str_addf(searched, "%s%s (%s)", searched->len ? ", " : "", fixed[i], what[i]);
-    char* hit = ox_try_dir(fixed[i], strlen(fixed[i]), file);
-    if (hit) return hit;
+    hit = ox_try_dir(fixed[i], strlen(fixed[i]), file);
   }
-  return NULL;
+  free(relative);
+  return hit;
 }
 
 static OnyxStatus* ox_resolve(const char* name, const char* library, char** path) {
@@ -182,6 +212,7 @@ static void ox_lib_free(OxProviderLib* lib) {
   if (lib->provider && OX_PROVIDER_COVERS(lib->provider, release) && lib->provider->release)
     lib->provider->release(lib->provider);
   if (lib->handle) dlclose(lib->handle);
+  pthread_mutex_destroy(&lib->call_lock);
   free(lib->path);
   free(lib->name);
   free(lib);
@@ -212,6 +243,7 @@ static OnyxStatus* ox_load(const char* name, char* path, OnyxProviderInitFn in_p
   }
   lib->path = path;
   lib->refs = 1;
+  pthread_mutex_init(&lib->call_lock, NULL);
   if (!(lib->name = ox_strdup(name))) {
     ox_lib_free(lib);
     return ox_oom();
@@ -346,4 +378,26 @@ void ox_provider_lib_release(OxProviderLib* lib) {
    * cannot dlopen it while its provider is being released. */
   if (last) ox_lib_free(lib);
   pthread_mutex_unlock(&ox_libs_lock);
+}
+
+/* --- Calling the provider table ------------------------------------------------------- */
+
+/* The lock is the library's, not part of what "const" protects. */
+static pthread_mutex_t* ox_call_lock(const OxProviderLib* lib) {
+  return (pthread_mutex_t*)&lib->call_lock;
+}
+
+OnyxStatus* ox_provider_lib_device_count(const OxProviderLib* lib, size_t* count) {
+  pthread_mutex_lock(ox_call_lock(lib));
+  OnyxStatus* st = lib->provider->device_count(lib->provider, count);
+  pthread_mutex_unlock(ox_call_lock(lib));
+  return st;
+}
+
+OnyxStatus* ox_provider_lib_create_ep(const OxProviderLib* lib, const OnyxEpCreateArgs* args,
+                                      OnyxEp** out) {
+  pthread_mutex_lock(ox_call_lock(lib));
+  OnyxStatus* st = lib->provider->create_ep(lib->provider, args, out);
+  pthread_mutex_unlock(ox_call_lock(lib));
+  return st;
 }

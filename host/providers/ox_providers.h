@@ -3,6 +3,7 @@
 #ifndef OX_PROVIDERS_H
 #define OX_PROVIDERS_H
 
+#include <pthread.h>
 #include "ox_common.h"
 #include "ox_kreg.h"
 #include "ox_schema.h"
@@ -16,11 +17,18 @@ typedef struct OxProviderLib {
   OxKernelRegistry* kernels; /* filled by register_kernels */
   OxSchemaRegistry* schemas; /* filled by register_schemas; may be empty */
   int refs;
+  /* Serializes calls into the provider table's slots (device_count,
+   * create_ep, ...): onyx_ep.h promises a provider "one thread at a time",
+   * while sessions on several threads share one library. */
+  pthread_mutex_t call_lock;
 } OxProviderLib;
 
 /* Loads (or re-uses) the provider `name`. `library` NULL: search
  * libonyx_ep_<name>.so in ONYX_PROVIDER_PATH (':'-separated), the install's
- * provider folder (ONYX_INSTALL_PROVIDER_DIR), then beside libonyx.so.
+ * provider folder found relative to libonyx.so (<its folder>/onyx/providers,
+ * so a relocated prefix works), the provider folder configured at build time
+ * (ONYX_INSTALL_PROVIDER_DIR) when that is another folder, then beside
+ * libonyx.so. The first hit wins.
  * Errors (ONYX_NOT_FOUND, ONYX_ABI_MISMATCH, ...) name the library path and
  * the reason: not found (listing the folders searched), dlopen's message, no
  * entry symbol, init failed, ABI major mismatch (both versions), provider
@@ -32,6 +40,13 @@ OnyxStatus* ox_provider_lib_acquire_init(const char* name, OnyxProviderInitFn in
                                          OxProviderLib** out);
 /* Drops a reference; the last one calls provider->release and dlclose. */
 void ox_provider_lib_release(OxProviderLib* lib);
+
+/* The provider's device_count and create_ep slots, called under the
+ * library's call_lock so that sessions created on several threads never
+ * enter one provider's table at once. Use these, never the slots directly. */
+OnyxStatus* ox_provider_lib_device_count(const OxProviderLib* lib, size_t* count);
+OnyxStatus* ox_provider_lib_create_ep(const OxProviderLib* lib, const OnyxEpCreateArgs* args,
+                                      OnyxEp** out);
 
 /* The host API table handed to every provider (host/session/host_api.c). */
 const OnyxHostApi* ox_host_api(void);

@@ -18,9 +18,8 @@ static OnyxStatus* ox_provider_unavailable(OnyxSession* s, const OxProviderSpec*
 }
 
 static OnyxStatus* ox_device_check(const OxProviderSpec* spec, const OxProviderLib* lib) {
-  const OnyxProvider* p = lib->provider;
   size_t count = 0;
-  OnyxStatus* st = p->device_count(p, &count);
+  OnyxStatus* st = ox_provider_lib_device_count(lib, &count);
   if (st)
     return ox_status_wrap(st, "provider '%s' (%s) has no usable device", spec->name, lib->path);
   if (!count)
@@ -51,7 +50,7 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
       .log_severity = (int32_t)s->opts->log_severity,
   };
   OnyxEp* ep = NULL;
-  st = lib->provider->create_ep(lib->provider, &args, &ep);
+  st = ox_provider_lib_create_ep(lib, &args, &ep);
   if (!st &&
       (!ep || ep->struct_size < offsetof(OnyxEp, release) + sizeof ep->release || !ep->release)) {
     st =

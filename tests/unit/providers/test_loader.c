@@ -204,8 +204,9 @@ static void test_not_found_lists_every_folder(void** state) {
   snprintf(want, sizeof want,
            "provider 'nothere': library libonyx_ep_nothere.so not found; searched: "
            "/nonexistent/one (ONYX_PROVIDER_PATH), /nonexistent/two (ONYX_PROVIDER_PATH), "
-           "%s (install folder), %s (beside libonyx)",
-           EXPECT_INSTALL_DIR, ox_self_dir());
+           "%s/onyx/providers (install folder, relative to libonyx), %s (install folder), "
+           "%s (beside libonyx)",
+           ox_self_dir(), EXPECT_INSTALL_DIR, ox_self_dir());
   OnyxStatus* st = ox_provider_lib_acquire("nothere", NULL, &(OxProviderLib*){NULL});
   assert_non_null(st);
   assert_int_equal(st->code, ONYX_NOT_FOUND);

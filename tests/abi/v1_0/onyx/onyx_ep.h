@@ -1,0 +1,529 @@
+/* FROZEN COPY of sdk/include/onyx/onyx_ep.h as released in ABI 1.0, used by
+ * tests/abi to build providers "against an older header". Never edit it:
+ * the current headers must stay compatible with it (tests/abi/test_abi.c). */
+/* onyx_ep.h — the execution-provider ABI, version 1.0.
+ *
+ * A provider is a shared library that exports exactly one symbol,
+ * onyx_provider_init. The host calls it once after dlopen, handing over the
+ * host API table (everything a provider may call) and receiving the provider
+ * table (everything the host may call). A provider includes only the SDK
+ * headers and never links against libonyx.
+ *
+ * A minimal provider with one kernel:
+ *
+ *   static const OnyxHostApi* H;
+ *   static OnyxStatus* relu(void* state, OnyxKernelContext* ctx) {
+ *     const OnyxTensor* x = H->ctx_input(ctx, 0);
+ *     OnyxTensor* y;
+ *     OnyxStatus* st = H->ctx_output(ctx, 0, H->tensor_dims(x), H->tensor_rank(x), &y);
+ *     if (st) return st;
+ *     const float* a = H->tensor_data(x);
+ *     float* b = H->tensor_mutable_data(y);
+ *     for (size_t i = 0, n = H->tensor_elem_count(x); i < n; i++) b[i] = a[i] > 0 ? a[i] : 0;
+ *     return NULL;
+ *   }
+ *   static const int32_t f32[] = {ONYX_ELEM_FLOAT32};
+ *   static const OnyxTypeConstraint T[] = {{"T", f32, 1}};
+ *   static OnyxStatus* reg(const OnyxProvider* p, OnyxKernelRegistry* r) {
+ *     OnyxKernelDef d = {.struct_size = sizeof d, .domain = "", .op_type = "Relu",
+ *                        .since_version = 6, .end_version = ONYX_OPSET_LATEST,
+ *                        .type_constraints = T, .type_constraint_count = 1, .compute = relu};
+ *     return H->register_kernel(r, &d);
+ *   }
+ *   static OnyxStatus* count(const OnyxProvider* p, size_t* n) { *n = 1; return NULL; }
+ *   static OnyxStatus* create(const OnyxProvider* p, const OnyxEpCreateArgs* a, OnyxEp** out) {
+ *     static OnyxEp ep = {.struct_size = sizeof ep, .release = NULL};
+ *     ep.provider = p; *out = &ep; return NULL;
+ *   }
+ *   static const OnyxProvider P = {.struct_size = sizeof P, .abi_major = ONYX_ABI_VERSION_MAJOR,
+ *     .abi_minor = ONYX_ABI_VERSION_MINOR, .name = "mini", .vendor = "me", .version = "0.1",
+ *     .device_count = count, .register_kernels = reg, .create_ep = create};
+ *   ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* h, const OnyxProvider** out) {
+ *     H = h; *out = &P; return NULL;
+ *   }
+ *
+ * Versioning rules (docs/abi.md has the full text):
+ * - Every table and argument struct starts with `size_t struct_size`, set by
+ *   whoever fills the struct to sizeof the struct as that side knows it.
+ * - Structs only grow at the end. A reader reads a field only when
+ *   struct_size covers it; otherwise it uses the field's documented default.
+ * - A different ABI major is refused by the host, naming both versions.
+ * - Optional features come through `next` extension chains, typed by an id.
+ * - "Value types" marked frozen (OnyxMemoryDevice, OnyxTypeConstraint,
+ *   OnyxAlias, OnyxFormalParam, OnyxAttrDef) never change in major 1.
+ *
+ * Threading: unless a slot says otherwise, the host calls provider slots from
+ * one thread at a time per EP; kernel compute may be called concurrently for
+ * different runs of one session, so kernel state must be read-only while
+ * computing. Host API functions are thread-safe.
+ */
+#ifndef ONYX_EP_H
+#define ONYX_EP_H
+
+#include <limits.h>
+#include <stdarg.h>
+#include "onyx_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Handles                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Host-owned, read through host functions; valid for the duration of the call
+ * that handed them out unless stated otherwise. */
+typedef struct OnyxGraphView OnyxGraphView; /* a set of nodes, its inputs and outputs */
+typedef struct OnyxNode OnyxNode;           /* valid for the session's lifetime */
+typedef struct OnyxValueInfo OnyxValueInfo; /* a graph edge: name, type, shape */
+typedef struct OnyxKernelContext OnyxKernelContext;
+typedef struct OnyxCapabilityBuilder OnyxCapabilityBuilder;
+typedef struct OnyxKernelRegistry OnyxKernelRegistry;
+typedef struct OnyxSchemaRegistry OnyxSchemaRegistry;
+typedef struct OnyxInferenceContext OnyxInferenceContext;
+typedef struct OnyxOptions OnyxOptions;
+typedef struct OnyxThreadPool OnyxThreadPool;
+
+/* Provider-owned, opaque to the host. */
+typedef struct OnyxStream OnyxStream;
+typedef struct OnyxEvent OnyxEvent;
+
+typedef struct OnyxHostApi OnyxHostApi;
+typedef struct OnyxProvider OnyxProvider;
+typedef struct OnyxEp OnyxEp;
+
+/* The last opset version, for an open-ended kernel or schema range. */
+#define ONYX_OPSET_LATEST INT32_MAX
+
+/* Optional features hang off `next` pointers as a chain of extensions. Each
+ * extension struct starts with this header; `type` says which struct it is.
+ * A reader skips types it does not know. No extension types exist in 1.0. */
+typedef struct OnyxExtension {
+  size_t struct_size;
+  uint32_t type;
+  const struct OnyxExtension* next;
+} OnyxExtension;
+
+/* ------------------------------------------------------------------------ */
+/* Value types (frozen for major 1)                                          */
+/* ------------------------------------------------------------------------ */
+
+/* A type constraint: the schema's constraint name ("T", "T1", ...) and the
+ * element types a kernel accepts for it. A constraint the kernel does not
+ * list accepts every type the schema allows. */
+typedef struct OnyxTypeConstraint {
+  const char* name;
+  const int32_t* types; /* OnyxElemType values */
+  size_t type_count;
+} OnyxTypeConstraint;
+
+typedef enum OnyxAliasKind {
+  /* The host may hand the output the input's buffer when the input is not
+   * read after this node; the kernel must then work with out == in. */
+  ONYX_ALIAS_INPLACE = 0,
+  /* The output is always a view of the input's buffer (Reshape-like); the
+   * kernel produces it with host->ctx_output_view, never copying data. */
+  ONYX_ALIAS_VIEW = 1,
+} OnyxAliasKind;
+
+typedef struct OnyxAlias {
+  int32_t output;
+  int32_t input;
+  int32_t kind; /* OnyxAliasKind */
+} OnyxAlias;
+
+typedef enum OnyxParamOption {
+  ONYX_PARAM_SINGLE = 0,
+  ONYX_PARAM_OPTIONAL = 1,
+  ONYX_PARAM_VARIADIC = 2, /* only the last formal parameter */
+} OnyxParamOption;
+
+/* A schema's formal input or output. */
+typedef struct OnyxFormalParam {
+  const char* name;
+  const char* type_constraint; /* a constraint name of the schema, e.g. "T" */
+  int32_t option;              /* OnyxParamOption */
+} OnyxFormalParam;
+
+/* A schema's attribute. For a non-required attribute with a default, the host
+ * fills the default into every node that omits it, so kernels always see it. */
+typedef struct OnyxAttrDef {
+  const char* name;
+  int32_t type;     /* OnyxAttrType */
+  int32_t required; /* 1: a node without it is refused at load */
+  int32_t has_default;
+  int64_t default_int;
+  float default_float;
+  const char* default_string;
+} OnyxAttrDef;
+
+/* ------------------------------------------------------------------------ */
+/* Argument and result structs                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Filled by the provider in device_info. The host sets struct_size to the
+ * size it knows before the call; the provider writes no field past it. */
+typedef struct OnyxDeviceInfo {
+  size_t struct_size;
+  const char* name;        /* e.g. "NVIDIA H100 80GB HBM3"; owned by the provider */
+  OnyxMemoryDevice memory; /* the device's default memory */
+  uint64_t memory_bytes;   /* 0 if unknown */
+  /* Free-form properties ("compute_capability" -> "9.0"); owned by the provider. */
+  const char* const* property_keys;
+  const char* const* property_values;
+  size_t property_count;
+} OnyxDeviceInfo;
+
+/* Given to create_ep. Everything is borrowed and valid during create_ep only,
+ * except thread_pool, which outlives the EP. */
+typedef struct OnyxEpCreateArgs {
+  size_t struct_size;
+  size_t device_index;         /* < device_count */
+  const OnyxOptions* options;  /* this provider's options from code or config; never NULL */
+  OnyxThreadPool* thread_pool; /* the session's intra-op pool: use it, don't spawn threads */
+  int32_t deterministic; /* 1: results must not depend on scheduling (fixed reduction order) */
+  int32_t log_severity;  /* OnyxLogSeverity: the session's minimum */
+  const OnyxExtension* next;
+} OnyxEpCreateArgs;
+
+/* An allocator of one memory. Owned by the EP; valid until the EP is
+ * released. The host wraps it in an arena, so alloc is called rarely and
+ * with large sizes; alloc/free may be called from any thread. */
+typedef struct OnyxAllocator {
+  size_t struct_size;
+  void* ctx;
+  OnyxMemoryDevice device;
+  /* Returns NULL when out of memory. `alignment` is a power of two no larger
+   * than device.alignment. */
+  void* (*alloc)(void* ctx, size_t bytes, size_t alignment);
+  void (*free)(void* ctx, void* ptr);
+} OnyxAllocator;
+
+/* What compile returns: one kernel that runs a whole fused group. Its
+ * context's inputs and outputs are the group view's inputs and outputs, in
+ * that order. */
+typedef struct OnyxCompiledKernel {
+  size_t struct_size;
+  void* state;
+  /* Required. May be called concurrently for different runs. */
+  OnyxStatus* (*compute)(void* state, OnyxKernelContext* ctx);
+  /* Optional, NULL: nothing to release. Called once when the session ends. */
+  void (*release)(void* state);
+} OnyxCompiledKernel;
+
+/* A kernel. The registry copies the definition (strings and arrays too), so
+ * it may live on the provider's stack. */
+typedef struct OnyxKernelDef {
+  size_t struct_size;
+  const char* domain; /* "" (or "ai.onnx") for the default ONNX domain */
+  const char* op_type;
+  int32_t since_version; /* inclusive opset range this kernel implements */
+  int32_t end_version;   /* inclusive; ONYX_OPSET_LATEST for open-ended */
+  const OnyxTypeConstraint* type_constraints;
+  size_t type_constraint_count;
+  /* Memory type per input/output index (OnyxMemType). Indices past the count
+   * are ONYX_MEM_DEFAULT. E.g. a GPU Reshape wants its shape input in host
+   * memory (input_mem_types = {DEFAULT, HOST_ACCESSIBLE}). */
+  const int32_t* input_mem_types;
+  size_t input_mem_type_count;
+  const int32_t* output_mem_types;
+  size_t output_mem_type_count;
+  const OnyxAlias* aliases;
+  size_t alias_count;
+  /* Optional, NULL: the kernel's state is user_data. Called once per node at
+   * session creation, after partitioning; may read the node's attributes and
+   * constant inputs (e.g. to prepack weights). */
+  OnyxStatus* (*create)(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state);
+  /* Required. Reads inputs and allocates outputs through ctx. May be called
+   * concurrently for different runs of one session. */
+  OnyxStatus* (*compute)(void* state, OnyxKernelContext* ctx);
+  /* Optional, NULL: nothing to release. Called once when the session ends. */
+  void (*release)(void* state);
+  void* user_data;
+} OnyxKernelDef;
+
+/* A provider's or application's op schema in its own domain. Copied by the
+ * registry at registration. */
+typedef struct OnyxSchemaDef {
+  size_t struct_size;
+  const char* domain; /* not "" nor "ai.onnx": those belong to ONNX */
+  const char* op_type;
+  int32_t since_version;
+  const OnyxFormalParam* inputs;
+  size_t input_count;
+  const OnyxFormalParam* outputs;
+  size_t output_count;
+  /* Allowed types per constraint name; an unlisted name allows any type. */
+  const OnyxTypeConstraint* type_constraints;
+  size_t type_constraint_count;
+  const OnyxAttrDef* attrs;
+  size_t attr_count;
+  /* Optional, NULL: each output takes the element type of the first input
+   * with the same constraint name, and no shape. Called at session creation
+   * through host->infer_* functions. */
+  OnyxStatus* (*infer)(OnyxInferenceContext* ctx, void* user_data);
+  void* user_data;
+} OnyxSchemaDef;
+
+/* ------------------------------------------------------------------------ */
+/* The host API: what a provider may call                                    */
+/* ------------------------------------------------------------------------ */
+
+struct OnyxHostApi {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+
+  /* --- Status and logging ------------------------------------------------ */
+  /* Creates an error status (printf-style message). Never returns NULL for a
+   * code other than ONYX_OK; the receiver of the status owns it. */
+  OnyxStatus* (*status_create)(OnyxStatusCode code, const char* fmt, ...);
+  OnyxStatusCode (*status_code)(const OnyxStatus* st); /* ONYX_OK for NULL */
+  const char* (*status_message)(const OnyxStatus* st); /* "" for NULL; owned by st */
+  void (*status_release)(OnyxStatus* st);              /* NULL is fine */
+  /* Logs through the session's logger; `who` names the provider. */
+  void (*log)(OnyxLogSeverity severity, const char* who, const char* fmt, ...);
+  /* Path of the shared library that contains `address` (pass the address of
+   * any of your functions); NULL if unknown. Owned by the host, lives until
+   * the library is unloaded. Lets a provider find its own data files. */
+  const char* (*library_path)(const void* address);
+
+  /* --- Options (from code or the JSON config) ----------------------------- */
+  size_t (*options_count)(const OnyxOptions* o);
+  const char* (*options_key)(const OnyxOptions* o, size_t i);
+  /* NULL if absent. Numbers and booleans come as their JSON text. */
+  const char* (*options_get)(const OnyxOptions* o, const char* key);
+
+  /* --- Graph views: only nodes not yet taken by a provider ----------------- */
+  size_t (*graph_node_count)(const OnyxGraphView* g);
+  const OnyxNode* (*graph_node)(const OnyxGraphView* g, size_t i); /* topological order */
+  size_t (*graph_input_count)(const OnyxGraphView* g);
+  const OnyxValueInfo* (*graph_input)(const OnyxGraphView* g, size_t i);
+  size_t (*graph_output_count)(const OnyxGraphView* g);
+  const OnyxValueInfo* (*graph_output)(const OnyxGraphView* g, size_t i);
+
+  /* --- Nodes -------------------------------------------------------------- */
+  const char* (*node_name)(const OnyxNode* n);
+  const char* (*node_op_type)(const OnyxNode* n);
+  const char* (*node_domain)(const OnyxNode* n);    /* "" for ai.onnx */
+  int32_t (*node_since_version)(const OnyxNode* n); /* version of the schema it resolved to */
+  size_t (*node_input_count)(const OnyxNode* n);
+  const OnyxValueInfo* (*node_input)(const OnyxNode* n, size_t i); /* NULL: absent optional */
+  size_t (*node_output_count)(const OnyxNode* n);
+  const OnyxValueInfo* (*node_output)(const OnyxNode* n, size_t i); /* NULL: absent optional */
+  /* Attributes, schema defaults already filled in. Absent attributes give
+   * ONYX_ATTR_UNDEFINED / the fallback / NULL with *count = 0. Arrays and
+   * strings are owned by the node. */
+  OnyxAttrType (*node_attr_type)(const OnyxNode* n, const char* name);
+  int64_t (*node_attr_int)(const OnyxNode* n, const char* name, int64_t fallback);
+  float (*node_attr_float)(const OnyxNode* n, const char* name, float fallback);
+  const char* (*node_attr_string)(const OnyxNode* n, const char* name, size_t* len);
+  const int64_t* (*node_attr_ints)(const OnyxNode* n, const char* name, size_t* count);
+  const float* (*node_attr_floats)(const OnyxNode* n, const char* name, size_t* count);
+  const char* const* (*node_attr_strings)(const OnyxNode* n, const char* name, size_t* count);
+  const OnyxTensor* (*node_attr_tensor)(const OnyxNode* n, const char* name);
+
+  /* --- Values (graph edges) ------------------------------------------------ */
+  const char* (*value_name)(const OnyxValueInfo* v);
+  OnyxElemType (*value_elem_type)(const OnyxValueInfo* v);
+  int32_t (*value_rank)(const OnyxValueInfo* v);        /* -1: unknown rank */
+  const int64_t* (*value_dims)(const OnyxValueInfo* v); /* ONYX_DIM_UNKNOWN where unknown */
+  /* The value's data when it is a constant (initializer); NULL otherwise.
+   * Always in host memory, valid for the session's lifetime. */
+  const OnyxTensor* (*value_constant)(const OnyxValueInfo* v);
+  const OnyxNode* (*value_producer)(const OnyxValueInfo* v); /* NULL: graph input/constant */
+
+  /* --- Tensors -------------------------------------------------------------- */
+  OnyxElemType (*tensor_elem_type)(const OnyxTensor* t);
+  size_t (*tensor_rank)(const OnyxTensor* t);
+  const int64_t* (*tensor_dims)(const OnyxTensor* t);
+  size_t (*tensor_elem_count)(const OnyxTensor* t);
+  size_t (*tensor_byte_size)(const OnyxTensor* t);
+  const void* (*tensor_data)(const OnyxTensor* t); /* in tensor_memory(t) */
+  void* (*tensor_mutable_data)(OnyxTensor* t);
+  const OnyxMemoryDevice* (*tensor_memory)(const OnyxTensor* t);
+  /* Strings are stored as NUL-terminated copies owned by the tensor. */
+  const char* (*tensor_string)(const OnyxTensor* t, size_t i);
+  OnyxStatus* (*tensor_set_string)(OnyxTensor* t, size_t i, const char* s, size_t len);
+
+  /* --- Kernel context: valid during one compute call ------------------------ */
+  const OnyxNode* (*ctx_node)(const OnyxKernelContext* c); /* NULL for a fused group */
+  size_t (*ctx_input_count)(const OnyxKernelContext* c);
+  const OnyxTensor* (*ctx_input)(const OnyxKernelContext* c, size_t i); /* NULL: absent */
+  size_t (*ctx_output_count)(const OnyxKernelContext* c);
+  /* Allocates output i in the kernel's declared memory. Calling it twice for
+   * one output is an error. */
+  OnyxStatus* (*ctx_output)(OnyxKernelContext* c, size_t i, const int64_t* dims, size_t rank,
+                            OnyxTensor** out);
+  /* Makes output `out_index` a view of input `in_index` with a new shape of the
+   * same byte size. Only for pairs declared ONYX_ALIAS_VIEW. */
+  OnyxStatus* (*ctx_output_view)(OnyxKernelContext* c, size_t out_index, size_t in_index,
+                                 const int64_t* dims, size_t rank, OnyxTensor** out);
+  OnyxStream* (*ctx_stream)(const OnyxKernelContext* c); /* NULL: synchronous provider */
+  OnyxThreadPool* (*ctx_thread_pool)(const OnyxKernelContext* c);
+  /* Scratch memory in the kernel's default memory, freed after compute. */
+  void* (*ctx_scratch)(OnyxKernelContext* c, size_t bytes);
+
+  /* --- Thread pool ----------------------------------------------------------- */
+  size_t (*thread_pool_size)(const OnyxThreadPool* p); /* 1 for NULL */
+  /* Runs fn over [0, n) split into chunks, on the pool and the calling thread;
+   * returns when every chunk is done. NULL pool: runs inline. */
+  void (*parallel_for)(OnyxThreadPool* p, size_t n,
+                       void (*fn)(void* user, size_t begin, size_t end), void* user);
+
+  /* --- Capability: used inside get_capability ---------------------------------- */
+  /* Claims a node to run with a registered kernel. Refused (error) if the
+   * node is already claimed or no kernel of the provider matches it. */
+  OnyxStatus* (*claim_node)(OnyxCapabilityBuilder* b, const OnyxNode* n);
+  /* Claims nodes to fuse into one compiled kernel (see OnyxEp.compile). The
+   * group must be convex: no path leaves it and comes back. `name` is the
+   * fused node's name, copied. */
+  OnyxStatus* (*claim_group)(OnyxCapabilityBuilder* b, const OnyxNode* const* nodes, size_t n,
+                             const char* name);
+  /* Records why the provider does not take a node (shown by explain). */
+  void (*decline_node)(OnyxCapabilityBuilder* b, const OnyxNode* n, const char* reason);
+  /* Hint: run this claimed node here only if its inputs already live here. */
+  void (*mark_cheap)(OnyxCapabilityBuilder* b, const OnyxNode* n);
+  /* 1 if the provider's kernel registry has a kernel for the node; otherwise
+   * 0 and *reason (if not NULL) says why, owned by the builder. */
+  int (*has_kernel)(OnyxCapabilityBuilder* b, const OnyxNode* n, const char** reason);
+
+  /* --- Registration: inside register_kernels / register_schemas -------------- */
+  /* Refused if the (domain, op, types) overlaps an opset range already registered. */
+  OnyxStatus* (*register_kernel)(OnyxKernelRegistry* r, const OnyxKernelDef* def);
+  OnyxStatus* (*register_schema)(OnyxSchemaRegistry* r, const OnyxSchemaDef* def);
+
+  /* --- Shape and type inference: inside OnyxSchemaDef.infer ------------------- */
+  const OnyxNode* (*infer_node)(const OnyxInferenceContext* c); /* for its attributes */
+  size_t (*infer_input_count)(const OnyxInferenceContext* c);
+  const OnyxValueInfo* (*infer_input)(const OnyxInferenceContext* c, size_t i); /* NULL: absent */
+  /* rank -1: unknown shape; dims may hold ONYX_DIM_UNKNOWN. */
+  OnyxStatus* (*infer_set_output)(OnyxInferenceContext* c, size_t i, OnyxElemType type,
+                                  int32_t rank, const int64_t* dims);
+};
+
+/* ------------------------------------------------------------------------ */
+/* The provider: what the host may call                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Returned by onyx_provider_init; owned by the provider, valid until release
+ * returns. The host calls its slots from one thread at a time. */
+struct OnyxProvider {
+  size_t struct_size;
+  uint32_t abi_major; /* ONYX_ABI_VERSION_MAJOR the provider was built against */
+  uint32_t abi_minor;
+  const char* name; /* short, lowercase: "cpu", "cuda"; how configs name it */
+  const char* vendor;
+  const char* version;
+  void* ctx; /* the provider's own */
+  const OnyxExtension* next;
+
+  /* Required. Number of usable devices. With none, return a status of code
+   * ONYX_NO_DEVICE whose message says why ("no CUDA driver found"). */
+  OnyxStatus* (*device_count)(const OnyxProvider* p, size_t* count);
+  /* Optional, NULL: the device is the host CPU. Describes device `index`. */
+  OnyxStatus* (*device_info)(const OnyxProvider* p, size_t index, OnyxDeviceInfo* out);
+  /* Optional, NULL: 0. When several libraries offer one provider name (builds
+   * for different ISAs or drivers), the host keeps the highest score; a
+   * negative score means "cannot run on this machine". */
+  int32_t (*score)(const OnyxProvider* p);
+  /* Optional, NULL: no kernels (a compile-only provider). Called once after
+   * init, before any EP is created. */
+  OnyxStatus* (*register_kernels)(const OnyxProvider* p, OnyxKernelRegistry* r);
+  /* Optional, NULL: no custom schemas. Called once after init. */
+  OnyxStatus* (*register_schemas)(const OnyxProvider* p, OnyxSchemaRegistry* r);
+  /* Required. Creates one EP instance for a session. Options the provider
+   * does not know must be refused with ONYX_INVALID_CONFIG naming the key. */
+  OnyxStatus* (*create_ep)(const OnyxProvider* p, const OnyxEpCreateArgs* args, OnyxEp** out);
+  /* Optional, NULL: nothing to release. Called once, after every EP has been
+   * released and just before the library is closed. */
+  void (*release)(const OnyxProvider* p);
+};
+
+/* One EP instance, created per session by create_ep and filled by the
+ * provider; valid until its release slot is called at session end. */
+struct OnyxEp {
+  size_t struct_size;
+  void* ctx; /* the provider's own */
+  const OnyxProvider* provider;
+  const OnyxExtension* next;
+
+  /* Optional, NULL: claims every node the provider's kernel registry matches
+   * and declines the others with the registry's reason. Sees only nodes no
+   * provider took before it; claims through host->claim_node/claim_group. */
+  OnyxStatus* (*get_capability)(OnyxEp* ep, const OnyxGraphView* graph, OnyxCapabilityBuilder* b);
+  /* Required when the provider claims groups; NULL otherwise. Called once per
+   * claimed group at session creation. `group`'s inputs and outputs are the
+   * values crossing the group boundary. */
+  OnyxStatus* (*compile)(OnyxEp* ep, const OnyxGraphView* group, OnyxCompiledKernel* out);
+  /* Optional, NULL (or a NULL result): host malloc memory of kind CPU. */
+  const OnyxAllocator* (*get_allocator)(OnyxEp* ep, OnyxMemType type);
+  /* Optional, NULL: copies nothing. 1 if copy_tensors can copy from src to
+   * dst memory (at least one of which is this EP's). */
+  int (*can_copy)(OnyxEp* ep, const OnyxMemoryDevice* src, const OnyxMemoryDevice* dst);
+  /* Optional (required if can_copy says yes). Copies n tensor pairs of equal
+   * byte size; queued on `stream` (NULL: synchronously). */
+  OnyxStatus* (*copy_tensors)(OnyxEp* ep, const OnyxTensor* const* src, OnyxTensor* const* dst,
+                              size_t n, OnyxStream* stream);
+
+  /* Streams and events: all optional; a NULL create_stream means the provider
+   * is synchronous and every stream argument it receives is NULL. */
+  OnyxStatus* (*create_stream)(OnyxEp* ep, OnyxStream** out);
+  void (*release_stream)(OnyxEp* ep, OnyxStream* s);
+  /* Waits until everything queued on s has finished; returns its errors. The
+   * host calls it for every stream before a run returns. */
+  OnyxStatus* (*sync_stream)(OnyxEp* ep, OnyxStream* s);
+  OnyxStatus* (*create_event)(OnyxEp* ep, OnyxEvent** out);
+  OnyxStatus* (*record_event)(OnyxEp* ep, OnyxEvent* e, OnyxStream* s);
+  /* Makes stream s wait for e; s NULL: the calling host thread waits. An error
+   * of the work e tracks comes back here. */
+  OnyxStatus* (*wait_event)(OnyxEp* ep, OnyxEvent* e, OnyxStream* s);
+  void (*release_event)(OnyxEp* ep, OnyxEvent* e);
+
+  /* Required. Releases the EP after every kernel state and stream of it. */
+  void (*release)(OnyxEp* ep);
+};
+
+/* The one exported symbol. The host passes its API table (valid until the
+ * library is closed); the provider checks host->abi_major, returns its table
+ * in *out, and returns NULL, or an error status created with
+ * host->status_create. */
+typedef OnyxStatus* (*OnyxProviderInitFn)(const OnyxHostApi* host, const OnyxProvider** out);
+#define ONYX_PROVIDER_INIT_SYMBOL "onyx_provider_init"
+ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxProvider** out);
+
+/* ------------------------------------------------------------------------ */
+/* Sizes pinned per minor version: growing a struct is a minor bump and adds  */
+/* a line here; changing an existing line is an ABI break.                    */
+/* ------------------------------------------------------------------------ */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define ONYX_ABI_V1_0_HOST_API_SIZE        568
+#define ONYX_ABI_V1_0_PROVIDER_SIZE        112
+#define ONYX_ABI_V1_0_EP_SIZE              136
+#define ONYX_ABI_V1_0_KERNEL_DEF_SIZE      128
+#define ONYX_ABI_V1_0_SCHEMA_DEF_SIZE      112
+#define ONYX_ABI_V1_0_EP_CREATE_ARGS_SIZE  48
+#define ONYX_ABI_V1_0_DEVICE_INFO_SIZE     72
+#define ONYX_ABI_V1_0_ALLOCATOR_SIZE       56
+#define ONYX_ABI_V1_0_COMPILED_KERNEL_SIZE 32
+#ifndef __cplusplus
+_Static_assert(sizeof(OnyxHostApi) == ONYX_ABI_V1_0_HOST_API_SIZE, "OnyxHostApi v1.0 size");
+_Static_assert(sizeof(OnyxProvider) == ONYX_ABI_V1_0_PROVIDER_SIZE, "OnyxProvider v1.0 size");
+_Static_assert(sizeof(OnyxEp) == ONYX_ABI_V1_0_EP_SIZE, "OnyxEp v1.0 size");
+_Static_assert(sizeof(OnyxKernelDef) == ONYX_ABI_V1_0_KERNEL_DEF_SIZE, "OnyxKernelDef v1.0");
+_Static_assert(sizeof(OnyxSchemaDef) == ONYX_ABI_V1_0_SCHEMA_DEF_SIZE, "OnyxSchemaDef v1.0");
+_Static_assert(sizeof(OnyxEpCreateArgs) == ONYX_ABI_V1_0_EP_CREATE_ARGS_SIZE, "EpCreateArgs");
+_Static_assert(sizeof(OnyxDeviceInfo) == ONYX_ABI_V1_0_DEVICE_INFO_SIZE, "OnyxDeviceInfo v1.0");
+_Static_assert(sizeof(OnyxAllocator) == ONYX_ABI_V1_0_ALLOCATOR_SIZE, "OnyxAllocator v1.0");
+_Static_assert(sizeof(OnyxCompiledKernel) == ONYX_ABI_V1_0_COMPILED_KERNEL_SIZE, "Compiled");
+_Static_assert(sizeof(OnyxMemoryDevice) == 24, "OnyxMemoryDevice is frozen");
+_Static_assert(sizeof(OnyxTypeConstraint) == 24, "OnyxTypeConstraint is frozen");
+_Static_assert(sizeof(OnyxAlias) == 12, "OnyxAlias is frozen");
+#endif
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ONYX_EP_H */

@@ -9,6 +9,7 @@ PACKAGES=(
   libonnx-dev                                    # /usr/include/onnx/onnx.proto
   libjansson-dev                                 # JSON provider configs
   libcmocka-dev                                  # unit tests
+  libdnnl-dev                                    # oneDNN provider (providers/onednn)
   clang-format git                               # formatting check in CI
   python3-onnx python3-numpy                     # test and sample model generators (never at run time)
 )

@@ -205,7 +205,13 @@ static void explain_unloaded(const TestArgs* a, const char* model, const char* f
   OnyxSession* s = NULL;
   CliSessionExtra extra = {.first_provider = a->provider};
   if (cli_session_open_ex(model, a->config, a->threads, &extra, &s, NULL, &e)) {
-    set_verdict(v, "load-error: %s", strip_model(first_error, model));
+    /* The fallback cannot run it either; still, a node nobody claims is the
+     * provider's "not claimed", not a broken case. */
+    const char* why = strip_model(first_error, model);
+    if (!strncmp(why, "no provider can run node", 24))
+      set_verdict(v, "not-claimed: provider '%s': %s", a->provider, why);
+    else
+      set_verdict(v, "load-error: %s", why);
     return;
   }
   char ops[256] = "";

@@ -1,0 +1,474 @@
+/* dnnl_capability.c — what the oneDNN provider takes.
+ *
+ * Walking the view in topological order, each node not yet taken is tried as
+ * an anchor: Conv, MatMul, Gemm, MaxPool/AveragePool/GlobalAveragePool/
+ * GlobalMaxPool, Softmax, LayerNormalization, an element-wise unary op or a
+ * binary op (Add, Sub, Mul, Div, Max, Min). A Conv, MatMul, Gemm or binary
+ * anchor then absorbs the chain that follows it while each link is the only
+ * reader of the previous value and not a graph output: a BatchNormalization
+ * (into a Conv, folded at compile time), a constant bias Add (into a MatMul),
+ * element-wise post-ops (Relu, LeakyRelu, Sigmoid, Tanh, Elu, Gelu, Clip,
+ * HardSwish, Softplus, Mish, Exp, Abs, Sqrt, Log, Neg) and residual Adds of a
+ * same-shaped tensor that does not depend on the group (convexity). Every
+ * group is claimed with host->claim_group; a node that cannot be taken is
+ * declined with the reason. Only float32 is taken. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "dnnl_ep.h"
+
+#define H dnnl_host
+
+/* --- Small queries --------------------------------------------------------------------------- */
+
+static bool is_op(const OnyxNode* n, const char* op) {
+  const char* d = H->node_domain(n);
+  return (!d || !*d || !strcmp(d, "ai.onnx")) && !strcmp(H->node_op_type(n), op);
+}
+
+static bool is_f32(const OnyxValueInfo* v) {
+  return v && H->value_elem_type(v) == ONYX_ELEM_FLOAT32;
+}
+
+/* True when every dim of v is known; *rank gets its rank. */
+static bool static_shape(const OnyxValueInfo* v, int32_t* rank) {
+  int32_t r = v ? H->value_rank(v) : -1;
+  if (r < 0) return false;
+  const int64_t* d = H->value_dims(v);
+  for (int32_t i = 0; i < r; i++)
+    if (d[i] < 0) return false;
+  if (rank) *rank = r;
+  return true;
+}
+
+static bool same_static_shape(const OnyxValueInfo* a, const OnyxValueInfo* b) {
+  int32_t ra, rb;
+  if (!static_shape(a, &ra) || !static_shape(b, &rb) || ra != rb) return false;
+  return !memcmp(H->value_dims(a), H->value_dims(b), (size_t)ra * sizeof(int64_t));
+}
+
+static const OnyxValueInfo* in(const OnyxNode* n, size_t i) {
+  return i < H->node_input_count(n) ? H->node_input(n, i) : NULL;
+}
+
+static const OnyxValueInfo* out0(const OnyxNode* n) {
+  return H->node_output_count(n) ? H->node_output(n, 0) : NULL;
+}
+
+/* Only output 0 present. */
+static bool single_output(const OnyxNode* n) {
+  for (size_t i = 1; i < H->node_output_count(n); i++)
+    if (H->node_output(n, i)) return false;
+  return true;
+}
+
+static bool all_f32(const OnyxNode* n, const char** why) {
+  for (size_t i = 0; i < H->node_input_count(n); i++) {
+    const OnyxValueInfo* v = H->node_input(n, i);
+    if (v && !is_f32(v)) {
+      *why = "an input is not float32 (this provider takes float32 only)";
+      return false;
+    }
+  }
+  if (!is_f32(out0(n))) {
+    *why = "the output is not float32 (this provider takes float32 only)";
+    return false;
+  }
+  return true;
+}
+
+/* --- Element-wise mapping -------------------------------------------------------------------- */
+
+static bool const_scalar(const OnyxValueInfo* v, float* out) {
+  const OnyxTensor* t = v ? H->value_constant(v) : NULL;
+  if (!t || H->tensor_elem_count(t) != 1 || H->tensor_elem_type(t) != ONYX_ELEM_FLOAT32)
+    return false;
+  *out = *(const float*)H->tensor_data(t);
+  return true;
+}
+
+bool dnnl_eltwise_of(const OnyxNode* n, int* alg, float* alpha, float* beta, const char** why) {
+  const char* op = H->node_op_type(n);
+  const char* d = H->node_domain(n);
+  *alpha = 0.0f;
+  *beta = 0.0f;
+  if (d && *d && strcmp(d, "ai.onnx")) return false;
+  if (!strcmp(op, "Relu")) {
+    *alg = dnnl_eltwise_relu;
+  } else if (!strcmp(op, "LeakyRelu")) {
+    *alg = dnnl_eltwise_relu;
+    *alpha = H->node_attr_float(n, "alpha", 0.01f);
+  } else if (!strcmp(op, "Sigmoid")) {
+    *alg = dnnl_eltwise_logistic;
+  } else if (!strcmp(op, "Tanh")) {
+    *alg = dnnl_eltwise_tanh;
+  } else if (!strcmp(op, "Elu")) {
+    *alg = dnnl_eltwise_elu;
+    *alpha = H->node_attr_float(n, "alpha", 1.0f);
+  } else if (!strcmp(op, "Exp")) {
+    *alg = dnnl_eltwise_exp;
+  } else if (!strcmp(op, "Log")) {
+    *alg = dnnl_eltwise_log;
+  } else if (!strcmp(op, "Sqrt")) {
+    *alg = dnnl_eltwise_sqrt;
+  } else if (!strcmp(op, "Abs")) {
+    *alg = dnnl_eltwise_abs;
+  } else if (!strcmp(op, "Neg")) {
+    *alg = dnnl_eltwise_linear;
+    *alpha = -1.0f;
+  } else if (!strcmp(op, "Softplus")) {
+    *alg = dnnl_eltwise_soft_relu;
+  } else if (!strcmp(op, "Mish")) {
+    *alg = dnnl_eltwise_mish;
+  } else if (!strcmp(op, "HardSwish")) {
+    *alg = dnnl_eltwise_hardswish;
+  } else if (!strcmp(op, "Gelu")) {
+    size_t len = 0;
+    const char* approx = H->node_attr_string(n, "approximate", &len);
+    *alg = approx && !strcmp(approx, "tanh") ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf;
+  } else if (!strcmp(op, "Clip")) {
+    *alg = dnnl_eltwise_clip_v2;
+    if (H->node_since_version(n) < 11) {
+      *alpha = H->node_attr_float(n, "min", -3.402823466e38f);
+      *beta = H->node_attr_float(n, "max", 3.402823466e38f);
+    } else {
+      *alpha = -3.402823466e38f;
+      *beta = 3.402823466e38f;
+      const OnyxValueInfo *lo = in(n, 1), *hi = in(n, 2);
+      if ((lo && !const_scalar(lo, alpha)) || (hi && !const_scalar(hi, beta))) {
+        *why = "Clip's min/max are not constant float32 scalars";
+        return false;
+      }
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/* --- Consumers and convexity ------------------------------------------------------------------ */
+
+typedef struct View {
+  const OnyxGraphView* g;
+  size_t n;
+} View;
+
+/* The only node of the view reading v, or NULL (none, several, or a graph output). */
+static const OnyxNode* sole_consumer(const View* v, const OnyxValueInfo* x) {
+  for (size_t i = 0, n = H->graph_output_count(v->g); i < n; i++)
+    if (H->graph_output(v->g, i) == x) return NULL;
+  const OnyxNode* found = NULL;
+  size_t reads = 0;
+  for (size_t i = 0; i < v->n; i++) {
+    const OnyxNode* c = H->graph_node(v->g, i);
+    for (size_t k = 0; k < H->node_input_count(c); k++)
+      if (H->node_input(c, k) == x) {
+        found = c;
+        reads++;
+      }
+  }
+  return reads == 1 ? found : NULL;
+}
+
+/* True when value x depends (through producers) on any node of group[0..n). */
+static bool depends_on(const OnyxValueInfo* x, const OnyxNode* const* group, size_t n, int depth) {
+  const OnyxNode* p = x ? H->value_producer(x) : NULL;
+  if (!p) return false;
+  for (size_t i = 0; i < n; i++)
+    if (group[i] == p) return true;
+  if (depth > 64) return true; /* too deep to prove: treat as dependent */
+  for (size_t k = 0; k < H->node_input_count(p); k++)
+    if (depends_on(H->node_input(p, k), group, n, depth + 1)) return true;
+  return false;
+}
+
+/* --- Anchors ------------------------------------------------------------------------------------
+ */
+
+static bool match_anchor(const DnnlEp* ep, const OnyxNode* n, DnnlPattern* p, const char** why) {
+  (void)ep;
+  memset(p, 0, sizeof *p);
+  p->anchor = n;
+  p->out = out0(n);
+  if (!single_output(n)) {
+    *why = "optional outputs are not produced by this provider";
+    return false;
+  }
+  int alg;
+  float a, b;
+  if (is_op(n, "Conv")) {
+    p->kind = DK_CONV;
+    int32_t r = H->value_rank(in(n, 0));
+    size_t len = 0;
+    const char* pad = H->node_attr_string(n, "auto_pad", &len);
+    if (r < 3 || r > 5) {
+      *why = "Conv input rank is not 3, 4 or 5 (or unknown)";
+      return false;
+    }
+    if (!H->value_constant(in(n, 1)) || (in(n, 2) && !H->value_constant(in(n, 2)))) {
+      *why = "Conv weights/bias are not constant";
+      return false;
+    }
+    if (pad && strcmp(pad, "NOTSET") && strcmp(pad, "VALID") && !static_shape(in(n, 0), NULL)) {
+      *why = "auto_pad SAME_* with an input shape unknown at load";
+      return false;
+    }
+    return all_f32(n, why);
+  }
+  if (is_op(n, "MatMul") || is_op(n, "Gemm")) {
+    p->kind = DK_MATMUL;
+    const OnyxValueInfo *A = in(n, 0), *B = in(n, 1);
+    int32_t ra = H->value_rank(A), rb = H->value_rank(B);
+    if (ra < 2 || rb < 2 || ra > 5 || rb > 5) {
+      *why = "MatMul operands of rank below 2, above 5, or unknown";
+      return false;
+    }
+    if (is_op(n, "Gemm")) {
+      if (!H->value_constant(B)) {
+        *why = "Gemm's B is not constant";
+        return false;
+      }
+      if (H->node_attr_int(n, "transA", 0)) {
+        *why = "Gemm with transA";
+        return false;
+      }
+      const OnyxValueInfo* C = in(n, 2);
+      if (C) {
+        const OnyxTensor* c = H->value_constant(C);
+        size_t cr = c ? H->tensor_rank(c) : 0;
+        const int64_t* cd = c ? H->tensor_dims(c) : NULL;
+        bool row = c && (cr == 1 || (cr == 2 && cd[0] == 1));
+        if (!row) {
+          *why = "Gemm's C is not a constant [N] or [1, N] bias";
+          return false;
+        }
+      }
+    }
+    return all_f32(n, why);
+  }
+  if (is_op(n, "MaxPool") || is_op(n, "AveragePool") || is_op(n, "GlobalAveragePool") ||
+      is_op(n, "GlobalMaxPool")) {
+    p->kind = DK_POOL;
+    int32_t r = H->value_rank(in(n, 0));
+    size_t len = 0;
+    const char* pad = H->node_attr_string(n, "auto_pad", &len);
+    if (r < 3 || r > 5) {
+      *why = "pooling input rank is not 3, 4 or 5 (or unknown)";
+      return false;
+    }
+    if (H->node_attr_int(n, "ceil_mode", 0)) {
+      *why = "ceil_mode 1";
+      return false;
+    }
+    if (is_op(n, "MaxPool") && H->node_attr_int(n, "storage_order", 0)) {
+      *why = "storage_order 1";
+      return false;
+    }
+    if (pad && strcmp(pad, "NOTSET") && strcmp(pad, "VALID") && !static_shape(in(n, 0), NULL)) {
+      *why = "auto_pad SAME_* with an input shape unknown at load";
+      return false;
+    }
+    if (is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool")) {
+      if (!static_shape(in(n, 0), NULL)) {
+        *why = "global pooling with an input shape unknown at load";
+        return false;
+      }
+    }
+    return all_f32(n, why);
+  }
+  if (is_op(n, "Softmax")) {
+    p->kind = DK_SOFTMAX;
+    int32_t r = H->value_rank(in(n, 0));
+    int64_t axis = H->node_attr_int(n, "axis", H->node_since_version(n) < 13 ? 1 : -1);
+    if (r < 1 || r > DNNL_MAX_RANK) {
+      *why = "Softmax input rank unknown, 0 or above 6";
+      return false;
+    }
+    if (axis < 0) axis += r;
+    if (H->node_since_version(n) < 13 && axis != r - 1) {
+      *why = "Softmax before opset 13 over a flattened tail of several axes";
+      return false;
+    }
+    return all_f32(n, why);
+  }
+  if (is_op(n, "LayerNormalization")) {
+    p->kind = DK_LAYERNORM;
+    int32_t r = H->value_rank(in(n, 0));
+    int64_t axis = H->node_attr_int(n, "axis", -1);
+    if (r < 2) {
+      *why = "LayerNormalization input rank below 2 or unknown";
+      return false;
+    }
+    if (axis != -1 && axis != r - 1) {
+      *why = "LayerNormalization over more than the last axis";
+      return false;
+    }
+    if (!in(n, 1) || H->value_rank(in(n, 1)) != 1 || (in(n, 2) && H->value_rank(in(n, 2)) != 1)) {
+      *why = "LayerNormalization scale/bias are not 1-D";
+      return false;
+    }
+    return all_f32(n, why);
+  }
+  if (is_op(n, "Add") || is_op(n, "Sub") || is_op(n, "Mul") || is_op(n, "Div") || is_op(n, "Max") ||
+      is_op(n, "Min")) {
+    p->kind = DK_BINARY;
+    if (H->node_input_count(n) != 2) {
+      *why = "not exactly two inputs";
+      return false;
+    }
+    int32_t r0, r1, ro;
+    if (!static_shape(in(n, 0), &r0) || !static_shape(in(n, 1), &r1) ||
+        !static_shape(p->out, &ro) || ro > DNNL_MAX_RANK || ro < 1) {
+      *why = "operand shapes unknown at load, or 0-D";
+      return false;
+    }
+    bool commutative = !is_op(n, "Sub") && !is_op(n, "Div");
+    if (!same_static_shape(in(n, 0), p->out) &&
+        !(commutative && same_static_shape(in(n, 1), p->out))) {
+      *why = "the first operand would be broadcast";
+      return false;
+    }
+    if (H->node_since_version(n) < 7) {
+      *why = "legacy broadcast attribute (before opset 7)";
+      return false;
+    }
+    return all_f32(n, why);
+  }
+  const char* ewhy = NULL;
+  if (dnnl_eltwise_of(n, &alg, &a, &b, &ewhy)) {
+    p->kind = DK_ELTWISE;
+    if (H->value_rank(in(n, 0)) < 1 || H->value_rank(in(n, 0)) > DNNL_MAX_RANK) {
+      *why = "input rank unknown, 0 (oneDNN has no 0-D tensors) or above 6";
+      return false;
+    }
+    return all_f32(n, why);
+  }
+  *why = ewhy ? ewhy : "op not mapped to a oneDNN primitive";
+  return false;
+}
+
+/* --- Chains ----------------------------------------------------------------------------------- */
+
+static bool const_vector_of(const OnyxValueInfo* v, int64_t n) {
+  const OnyxTensor* t = v ? H->value_constant(v) : NULL;
+  if (!t || H->tensor_elem_type(t) != ONYX_ELEM_FLOAT32) return false;
+  size_t r = H->tensor_rank(t);
+  const int64_t* d = H->tensor_dims(t);
+  for (size_t i = 0; i + 1 < r; i++)
+    if (d[i] != 1) return false;
+  return r >= 1 && (n < 0 || d[r - 1] == n);
+}
+
+static void absorb_chain(const DnnlEp* ep, const View* v, DnnlPattern* p) {
+  if (!ep->opt.fuse) return;
+  if (p->kind != DK_CONV && p->kind != DK_MATMUL && p->kind != DK_BINARY) return;
+  const OnyxNode* members[2 + DNNL_MAX_POST + 1];
+  size_t n_members = 0;
+  members[n_members++] = p->anchor;
+  const OnyxValueInfo* cur = p->out;
+  while (p->n_post < DNNL_MAX_POST) {
+    const OnyxNode* c = sole_consumer(v, cur);
+    if (!c || !single_output(c) || !is_f32(out0(c))) break;
+    /* BatchNormalization folded into a Conv, right after it. */
+    if (p->kind == DK_CONV && !p->bn && !p->n_post && is_op(c, "BatchNormalization") &&
+        in(c, 0) == cur && H->node_input_count(c) == 5) {
+      bool constant = true;
+      for (size_t k = 1; k < 5; k++)
+        constant = constant && H->value_constant(in(c, k)) && is_f32(in(c, k));
+      if (!constant || H->node_attr_int(c, "training_mode", 0)) break;
+      p->bn = c;
+    } else if (p->kind == DK_MATMUL && !p->bias && !p->n_post && is_op(c, "Add") &&
+               H->node_input_count(c) == 2 && H->node_since_version(c) >= 7 &&
+               is_op(p->anchor, "MatMul")) {
+      const OnyxValueInfo* other = in(c, 0) == cur ? in(c, 1) : in(c, 0);
+      const int64_t* bd = H->value_dims(in(p->anchor, 1));
+      int32_t rb = H->value_rank(in(p->anchor, 1));
+      int64_t n_cols = rb >= 1 ? bd[rb - 1] : -1;
+      if (other == cur || !const_vector_of(other, n_cols) || n_cols < 0 ||
+          H->tensor_rank(H->value_constant(other)) > (size_t)H->value_rank(cur))
+        goto residual;
+      p->bias = other;
+      p->bias_node = c;
+    } else {
+    residual:;
+      int alg;
+      float a, b;
+      const char* why = NULL;
+      if (dnnl_eltwise_of(c, &alg, &a, &b, &why) && in(c, 0) == cur) {
+        p->post[p->n_post++] = (DnnlPost){false, alg, a, b, c, NULL};
+      } else if (is_op(c, "Add") && H->node_input_count(c) == 2 && H->node_since_version(c) >= 7) {
+        const OnyxValueInfo* other = in(c, 0) == cur ? in(c, 1) : in(c, 0);
+        if (other == cur || !is_f32(other) || !same_static_shape(other, cur) ||
+            depends_on(other, members, n_members, 0))
+          break;
+        p->post[p->n_post++] = (DnnlPost){true, dnnl_binary_add, 0, 0, c, other};
+      } else {
+        break;
+      }
+    }
+    members[n_members++] = c;
+    cur = out0(c);
+  }
+  p->out = cur;
+}
+
+bool dnnl_match(const DnnlEp* ep, const OnyxGraphView* g, const OnyxNode* anchor, DnnlPattern* p,
+                const char** why) {
+  View v = {g, H->graph_node_count(g)};
+  if (!match_anchor(ep, anchor, p, why)) return false;
+  absorb_chain(ep, &v, p);
+  return true;
+}
+
+/* --- get_capability --------------------------------------------------------------------------- */
+
+static long view_index(const View* v, const OnyxNode* n) {
+  for (size_t i = 0; i < v->n; i++)
+    if (H->graph_node(v->g, i) == n) return (long)i;
+  return -1;
+}
+
+OnyxStatus* dnnl_get_capability(OnyxEp* ep_, const OnyxGraphView* g, OnyxCapabilityBuilder* b) {
+  const DnnlEp* ep = ep_->ctx;
+  View v = {g, H->graph_node_count(g)};
+  bool* taken = calloc(v.n ? v.n : 1, sizeof *taken);
+  if (!taken) return dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; i < v.n && !st; i++) {
+    if (taken[i]) continue;
+    const OnyxNode* n = H->graph_node(g, i);
+    DnnlPattern p;
+    const char* why = NULL;
+    if (!dnnl_match(ep, g, n, &p, &why)) {
+      H->decline_node(b, n, why);
+      continue;
+    }
+    const OnyxNode* members[2 + DNNL_MAX_POST + 1];
+    size_t m = 0;
+    members[m++] = n;
+    if (p.bn) members[m++] = p.bn;
+    if (p.bias_node) members[m++] = p.bias_node;
+    for (size_t k = 0; k < p.n_post; k++)
+      members[m++] = p.post[k].node;
+    /* Members already in an earlier group (a residual Add another chain took)
+     * end this chain: keep the part before the first of them. */
+    long idx[2 + DNNL_MAX_POST + 1];
+    size_t keep = 0;
+    for (; keep < m; keep++) {
+      idx[keep] = view_index(&v, members[keep]);
+      if (idx[keep] < 0 || taken[idx[keep]]) break;
+    }
+    m = keep ? keep : 1;
+    idx[0] = (long)i;
+    char name[256];
+    snprintf(name, sizeof name, "onednn_%s", H->node_name(n));
+    st = H->claim_group(b, members, m, name);
+    for (size_t k = 0; !st && k < m; k++)
+      taken[idx[k]] = true;
+  }
+  free(taken);
+  return st;
+}

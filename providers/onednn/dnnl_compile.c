@@ -1,0 +1,916 @@
+/* dnnl_compile.c — turns a claimed group into oneDNN primitives.
+ *
+ * compile re-derives the group's pattern from its nodes (dnnl_match over the
+ * group's own view), folds what is constant (a BatchNormalization into the
+ * Conv's weights and bias; Gemm's alpha and beta into B and C) and returns a
+ * kernel whose state keeps a cache of "plans", one per set of input shapes.
+ * A plan holds the primitive (with its post-ops), the weights already
+ * reordered into the layout the primitive chose, and the reorders of the
+ * group's input and output when the primitive works in a blocked layout —
+ * blocked data never leaves the group. Plans are built on first use of a
+ * shape and shared by concurrent runs (a mutex guards the cache only).
+ *
+ * Threads: Debian's oneDNN uses OpenMP; each compute sets the calling
+ * thread's OpenMP team size to the session's intra-op thread count, so the
+ * session never runs more busy threads than it was given (the host pool's
+ * workers sleep while a oneDNN primitive runs). */
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "dnnl_ep.h"
+
+#define H      dnnl_host
+#define MAX_IN 8
+
+OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx);
+
+/* --- Plans --------------------------------------------------------------------------------------
+ */
+
+typedef struct Plan {
+  struct Plan* next;
+  int64_t key[MAX_IN][DNNL_MAX_RANK + 1]; /* rank, dims of each variable input */
+  dnnl_primitive_t prim;
+  dnnl_memory_desc_t src_md, src1_md, wei_md, dst_md, user_src_md, user_dst_md,
+      post_md[DNNL_MAX_POST];
+  dnnl_primitive_t src_reorder, dst_reorder; /* NULL: the user layout is used directly */
+  void* weights;                             /* reordered constant weights (owned) */
+  size_t scratch_bytes, src_bytes, dst_bytes;
+  int64_t out_dims[DNNL_MAX_RANK];
+  int out_rank;
+} Plan;
+
+typedef struct Group {
+  const DnnlEp* ep;
+  char* name;
+  DnnlPattern p; /* node handles stay valid for the session */
+  size_t n_in;
+  /* Group input index of: the data input, the second operand (binary anchor or
+   * runtime MatMul B), LayerNorm scale/bias, binary post-op operands. */
+  long x_in, y_in, scale_in, shift_in, post_in[DNNL_MAX_POST];
+  bool swap; /* binary anchor: operands swapped so that src0 is the full shape */
+  /* Constants prepared at compile time (owned), plain layout. */
+  float* w;
+  int64_t wdims[6];
+  int wrank;
+  float* bias;
+  int64_t n_bias;
+  bool b_const; /* MatMul/Gemm: B is constant (in w) */
+  bool trans_b;
+  /* Conv/pool geometry from the attributes. */
+  int64_t kernel[3], strides[3], dil[3], pads[6], group;
+  int spatial;
+  const char* auto_pad;
+  int pool_alg;
+  int64_t softmax_axis;
+  float eps;
+  int elt_alg;
+  float elt_alpha, elt_beta;
+  int bin_alg;
+  pthread_mutex_t lock;
+  Plan* plans;
+} Group;
+
+static void plan_free(Plan* pl) {
+  if (!pl) return;
+  if (pl->prim) dnnl_primitive_destroy(pl->prim);
+  if (pl->src_reorder) dnnl_primitive_destroy(pl->src_reorder);
+  if (pl->dst_reorder) dnnl_primitive_destroy(pl->dst_reorder);
+  free(pl->weights);
+  free(pl);
+}
+
+static void group_release(void* state) {
+  Group* g = state;
+  if (!g) return;
+  for (Plan* pl = g->plans; pl;) {
+    Plan* next = pl->next;
+    plan_free(pl);
+    pl = next;
+  }
+  pthread_mutex_destroy(&g->lock);
+  free(g->w);
+  free(g->bias);
+  free(g->name);
+  free(g);
+}
+
+/* --- Small helpers ------------------------------------------------------------------------------
+ */
+
+static long input_index(const OnyxGraphView* v, const OnyxValueInfo* x) {
+  for (size_t i = 0, n = H->graph_input_count(v); x && i < n; i++)
+    if (H->graph_input(v, i) == x) return (long)i;
+  return -1;
+}
+
+static const OnyxValueInfo* node_in(const OnyxNode* n, size_t i) {
+  return i < H->node_input_count(n) ? H->node_input(n, i) : NULL;
+}
+
+static float* const_copy(const OnyxValueInfo* v, size_t* count) {
+  const OnyxTensor* t = H->value_constant(v);
+  size_t n = H->tensor_elem_count(t);
+  float* f = malloc((n ? n : 1) * sizeof *f);
+  if (f && n) memcpy(f, H->tensor_data(t), n * sizeof *f);
+  *count = n;
+  return f;
+}
+
+static OnyxStatus* check(const Group* g, dnnl_status_t s, const char* what) {
+  return s == dnnl_success ? NULL : dnnl_fail(g->p.anchor, s, what);
+}
+
+static void plain_md(dnnl_memory_desc_t* md, int rank, const int64_t* dims) {
+  dnnl_dims_t d;
+  dnnl_dims_t strides;
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    d[i] = dims[i];
+    strides[i] = s;
+    s *= dims[i] ? dims[i] : 1;
+  }
+  dnnl_memory_desc_init_by_strides(md, rank, d, dnnl_f32, strides);
+}
+
+static void any_md(dnnl_memory_desc_t* md, int rank, const int64_t* dims) {
+  dnnl_dims_t d;
+  for (int i = 0; i < rank; i++)
+    d[i] = dims[i];
+  dnnl_memory_desc_init_by_tag(md, rank, d, dnnl_f32, dnnl_format_tag_any);
+}
+
+/* --- Compile-time preparation -------------------------------------------------------------------
+ */
+
+static void read_window(Group* g, const OnyxNode* n, int spatial, const int64_t* wdims) {
+  size_t count = 0;
+  const int64_t* v;
+  g->spatial = spatial;
+  for (int i = 0; i < spatial; i++) {
+    g->kernel[i] = wdims ? wdims[2 + i] : 1;
+    g->strides[i] = 1;
+    g->dil[i] = 1;
+    g->pads[i] = g->pads[spatial + i] = 0;
+  }
+  if ((v = H->node_attr_ints(n, "kernel_shape", &count)) && count == (size_t)spatial)
+    for (int i = 0; i < spatial; i++)
+      g->kernel[i] = v[i];
+  if ((v = H->node_attr_ints(n, "strides", &count)) && count == (size_t)spatial)
+    for (int i = 0; i < spatial; i++)
+      g->strides[i] = v[i];
+  if ((v = H->node_attr_ints(n, "dilations", &count)) && count == (size_t)spatial)
+    for (int i = 0; i < spatial; i++)
+      g->dil[i] = v[i];
+  if ((v = H->node_attr_ints(n, "pads", &count)) && count == (size_t)(2 * spatial))
+    for (int i = 0; i < 2 * spatial; i++)
+      g->pads[i] = v[i];
+  size_t len = 0;
+  g->auto_pad = H->node_attr_string(n, "auto_pad", &len);
+  if (g->auto_pad && !strcmp(g->auto_pad, "NOTSET")) g->auto_pad = NULL;
+}
+
+static OnyxStatus* prepare_conv(Group* g) {
+  const OnyxNode* n = g->p.anchor;
+  const OnyxTensor* w = H->value_constant(node_in(n, 1));
+  size_t wr = H->tensor_rank(w), count = 0;
+  const int64_t* wd = H->tensor_dims(w);
+  g->group = H->node_attr_int(n, "group", 1);
+  if (wr < 3 || wr > 5 || g->group < 1 || wd[0] % g->group)
+    return dnnl_err(n, ONYX_INVALID_MODEL, "weights of rank %zu / group %lld do not fit", wr,
+                    (long long)g->group);
+  g->w = const_copy(node_in(n, 1), &count);
+  g->wrank = (int)wr;
+  memcpy(g->wdims, wd, wr * sizeof *wd);
+  int64_t oc = wd[0];
+  g->n_bias = oc;
+  g->bias = calloc((size_t)oc, sizeof *g->bias);
+  if (!g->w || !g->bias) return dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
+  if (node_in(n, 2)) {
+    const OnyxTensor* b = H->value_constant(node_in(n, 2));
+    if (H->tensor_elem_count(b) != (size_t)oc)
+      return dnnl_err(n, ONYX_INVALID_MODEL, "bias has %zu values for %lld output channels",
+                      H->tensor_elem_count(b), (long long)oc);
+    memcpy(g->bias, H->tensor_data(b), (size_t)oc * sizeof *g->bias);
+  }
+  read_window(g, n, (int)wr - 2, wd);
+  if (g->p.bn) { /* fold y = (x - mean) * scale / sqrt(var + eps) + b into the weights */
+    const OnyxNode* bn = g->p.bn;
+    const float* v[4];
+    for (int k = 0; k < 4; k++) {
+      const OnyxTensor* t = H->value_constant(node_in(bn, (size_t)k + 1));
+      if (H->tensor_elem_count(t) != (size_t)oc)
+        return dnnl_err(bn, ONYX_INVALID_MODEL, "parameter %d has %zu values for %lld channels",
+                        k + 1, H->tensor_elem_count(t), (long long)oc);
+      v[k] = H->tensor_data(t);
+    }
+    float eps = H->node_attr_float(bn, "epsilon", 1e-5f);
+    size_t per = count / (size_t)oc;
+    for (int64_t c = 0; c < oc; c++) {
+      double f = (double)v[0][c] / sqrt((double)v[3][c] + eps);
+      for (size_t k = 0; k < per; k++)
+        g->w[(size_t)c * per + k] = (float)(g->w[(size_t)c * per + k] * f);
+      g->bias[c] = (float)((g->bias[c] - v[2][c]) * f + v[1][c]);
+    }
+  }
+  return NULL;
+}
+
+static OnyxStatus* prepare_matmul(Group* g, const OnyxGraphView* v) {
+  const OnyxNode* n = g->p.anchor;
+  bool gemm = !strcmp(H->node_op_type(n), "Gemm");
+  const OnyxValueInfo* B = node_in(n, 1);
+  g->b_const = H->value_constant(B) != NULL;
+  if (!g->b_const) {
+    g->y_in = input_index(v, B);
+    return NULL;
+  }
+  const OnyxTensor* bt = H->value_constant(B);
+  size_t count = 0;
+  g->w = const_copy(B, &count);
+  g->wrank = (int)H->tensor_rank(bt);
+  memcpy(g->wdims, H->tensor_dims(bt), (size_t)g->wrank * sizeof(int64_t));
+  if (!g->w) return dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
+  g->trans_b = gemm && H->node_attr_int(n, "transB", 0);
+  int64_t n_cols = g->trans_b ? g->wdims[0] : g->wdims[g->wrank - 1];
+  if (gemm) {
+    float alpha = H->node_attr_float(n, "alpha", 1.0f);
+    float beta = H->node_attr_float(n, "beta", 1.0f);
+    for (size_t i = 0; i < count; i++)
+      g->w[i] *= alpha;
+    if (node_in(n, 2)) {
+      const OnyxTensor* c = H->value_constant(node_in(n, 2));
+      size_t nc = H->tensor_elem_count(c);
+      if (nc != (size_t)n_cols && nc != 1)
+        return dnnl_err(n, ONYX_INVALID_MODEL, "C has %zu values for %lld columns", nc,
+                        (long long)n_cols);
+      g->bias = malloc((size_t)n_cols * sizeof *g->bias);
+      if (!g->bias) return dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
+      const float* cd = H->tensor_data(c);
+      for (int64_t j = 0; j < n_cols; j++)
+        g->bias[j] = beta * cd[nc == 1 ? 0 : j];
+      g->n_bias = n_cols;
+    }
+  } else if (g->p.bias) {
+    size_t nb = 0;
+    g->bias = const_copy(g->p.bias, &nb);
+    g->n_bias = (int64_t)nb;
+    if (!g->bias) return dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
+  }
+  return NULL;
+}
+
+static OnyxStatus* prepare(Group* g, const OnyxGraphView* v) {
+  const OnyxNode* n = g->p.anchor;
+  g->x_in = input_index(v, node_in(n, 0));
+  g->y_in = g->scale_in = g->shift_in = -1;
+  for (size_t k = 0; k < g->p.n_post; k++)
+    g->post_in[k] = g->p.post[k].binary ? input_index(v, g->p.post[k].other) : -1;
+  const char* op = H->node_op_type(n);
+  switch (g->p.kind) {
+  case DK_CONV:
+    return prepare_conv(g);
+  case DK_MATMUL:
+    return prepare_matmul(g, v);
+  case DK_POOL: {
+    int32_t r = H->value_rank(node_in(n, 0));
+    read_window(g, n, r - 2, NULL);
+    bool global = !strncmp(op, "Global", 6);
+    if (global) {
+      const int64_t* d = H->value_dims(node_in(n, 0));
+      for (int i = 0; i < r - 2; i++)
+        g->kernel[i] = d[2 + i];
+    }
+    bool max = strstr(op, "Max") != NULL;
+    g->pool_alg = max                                           ? dnnl_pooling_max
+                  : H->node_attr_int(n, "count_include_pad", 0) ? dnnl_pooling_avg_include_padding
+                                                                : dnnl_pooling_avg_exclude_padding;
+    return NULL;
+  }
+  case DK_SOFTMAX: {
+    int32_t r = H->value_rank(node_in(n, 0));
+    int64_t axis = H->node_attr_int(n, "axis", H->node_since_version(n) < 13 ? 1 : -1);
+    g->softmax_axis = axis < 0 ? axis + r : axis;
+    return NULL;
+  }
+  case DK_LAYERNORM:
+    g->eps = H->node_attr_float(n, "epsilon", 1e-5f);
+    g->scale_in = input_index(v, node_in(n, 1));
+    g->shift_in = input_index(v, node_in(n, 2));
+    return NULL;
+  case DK_ELTWISE: {
+    const char* why = NULL;
+    if (!dnnl_eltwise_of(n, &g->elt_alg, &g->elt_alpha, &g->elt_beta, &why))
+      return dnnl_err(n, ONYX_INVALID_MODEL, "%s", why ? why : "not an element-wise op");
+    return NULL;
+  }
+  case DK_BINARY: {
+    g->y_in = input_index(v, node_in(n, 1));
+    g->bin_alg = !strcmp(op, "Add")   ? dnnl_binary_add
+                 : !strcmp(op, "Sub") ? dnnl_binary_sub
+                 : !strcmp(op, "Mul") ? dnnl_binary_mul
+                 : !strcmp(op, "Div") ? dnnl_binary_div
+                 : !strcmp(op, "Max") ? dnnl_binary_max
+                                      : dnnl_binary_min;
+    return NULL;
+  }
+  }
+  return NULL;
+}
+
+OnyxStatus* dnnl_compile(OnyxEp* ep, const OnyxGraphView* v, OnyxCompiledKernel* out) {
+  const OnyxNode* first = H->graph_node_count(v) ? H->graph_node(v, 0) : NULL;
+  if (!first) return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "compile of an empty group");
+  Group* g = calloc(1, sizeof *g);
+  if (!g) return dnnl_err(first, ONYX_OUT_OF_MEMORY, "out of memory");
+  pthread_mutex_init(&g->lock, NULL);
+  g->ep = ep->ctx;
+  const char* why = NULL;
+  OnyxStatus* st = NULL;
+  if (!dnnl_match(g->ep, v, first, &g->p, &why))
+    st = dnnl_err(first, ONYX_FAIL, "the group no longer matches: %s", why);
+  size_t members = 1 + (g->p.bn != NULL) + (g->p.bias_node != NULL) + g->p.n_post;
+  if (!st && members != H->graph_node_count(v))
+    st = dnnl_err(first, ONYX_FAIL, "group of %zu nodes, pattern of %zu",
+                  H->graph_node_count(v), members);
+  if (!st && (H->graph_output_count(v) != 1 || H->graph_output(v, 0) != g->p.out))
+    st = dnnl_err(first, ONYX_FAIL, "an intermediate value of the group is read outside it");
+  g->n_in = H->graph_input_count(v);
+  if (!st && g->n_in > MAX_IN) st = dnnl_err(first, ONYX_FAIL, "too many group inputs");
+  if (!st) st = prepare(g, v);
+  if (!st) {
+    char name[256];
+    snprintf(name, sizeof name, "onednn_%s", H->node_name(first));
+    g->name = strdup(name);
+  }
+  if (st) {
+    group_release(g);
+    return st;
+  }
+  *out = (OnyxCompiledKernel){.struct_size = sizeof *out,
+                              .state = g,
+                              .compute = dnnl_group_compute,
+                              .release = group_release};
+  return NULL;
+}
+
+/* --- Plans: primitives per shape
+ * ------------------------------------------------------------------ */
+
+static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pl, int64_t pr) {
+  return (in + pl + pr - ((k - 1) * d + 1)) / s + 1;
+}
+
+/* Pads for auto_pad SAME_* / VALID given the input spatial dims. */
+static void resolve_pads(const Group* g, const int64_t* in, int64_t* pads) {
+  int sp = g->spatial;
+  memcpy(pads, g->pads, (size_t)(2 * sp) * sizeof *pads);
+  if (!g->auto_pad) return;
+  for (int i = 0; i < sp; i++) {
+    if (!strcmp(g->auto_pad, "VALID")) {
+      pads[i] = pads[sp + i] = 0;
+      continue;
+    }
+    int64_t out = (in[i] + g->strides[i] - 1) / g->strides[i];
+    int64_t total = (out - 1) * g->strides[i] + (g->kernel[i] - 1) * g->dil[i] + 1 - in[i];
+    if (total < 0) total = 0;
+    bool upper = !strcmp(g->auto_pad, "SAME_UPPER");
+    pads[i] = upper ? total / 2 : total - total / 2;
+    pads[sp + i] = total - pads[i];
+  }
+}
+
+static OnyxStatus* post_ops(const Group* g, const Plan* pl, dnnl_primitive_attr_t attr,
+                            dnnl_memory_desc_t* post_md, const OnyxKernelContext* ctx) {
+  dnnl_post_ops_t po = NULL;
+  OnyxStatus* st = check(g, dnnl_post_ops_create(&po), "post-ops");
+  for (size_t k = 0; !st && k < g->p.n_post; k++) {
+    const DnnlPost* p = &g->p.post[k];
+    if (!p->binary) {
+      st = check(g,
+                 dnnl_post_ops_append_eltwise(po, 1.0f, (dnnl_alg_kind_t)p->alg, p->alpha, p->beta),
+                 "eltwise post-op");
+      continue;
+    }
+    const OnyxTensor* other = H->ctx_input(ctx, (size_t)g->post_in[k]);
+    plain_md(&post_md[k], (int)H->tensor_rank(other), H->tensor_dims(other));
+    (void)pl;
+    st = check(g, dnnl_post_ops_append_binary(po, dnnl_binary_add, &post_md[k]), "binary post-op");
+  }
+  if (!st) st = check(g, dnnl_primitive_attr_set_post_ops(attr, po), "post-ops");
+  if (po) dnnl_post_ops_destroy(po);
+  return st;
+}
+
+/* Reorders from one layout to another (a weights prepack, or a group boundary). */
+static OnyxStatus* make_reorder(const Group* g, const dnnl_memory_desc_t* from,
+                                const dnnl_memory_desc_t* to, dnnl_primitive_t* out) {
+  dnnl_engine_t e = (dnnl_engine_t)g->ep->engine;
+  dnnl_primitive_desc_t rpd = NULL;
+  OnyxStatus* st =
+      check(g, dnnl_reorder_primitive_desc_create(&rpd, from, e, to, e, NULL), "reorder");
+  if (!st) st = check(g, dnnl_primitive_create(out, rpd), "reorder");
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  return st;
+}
+
+static OnyxStatus* run_reorder(const Group* g, dnnl_primitive_t r, const dnnl_memory_desc_t* from,
+                               const void* src, const dnnl_memory_desc_t* to, void* dst,
+                               dnnl_stream_t s) {
+  dnnl_engine_t e = (dnnl_engine_t)g->ep->engine;
+  dnnl_memory_t a = NULL, b = NULL;
+  OnyxStatus* st = check(g, dnnl_memory_create(&a, from, e, (void*)src), "memory");
+  if (!st) st = check(g, dnnl_memory_create(&b, to, e, dst), "memory");
+  if (!st) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
+    st = check(g, dnnl_primitive_execute(r, s, 2, args), "reorder");
+  }
+  if (a) dnnl_memory_destroy(a);
+  if (b) dnnl_memory_destroy(b);
+  return st;
+}
+
+static void* aligned_buf(size_t bytes) {
+  void* p = NULL;
+  return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
+}
+
+/* Finishes a plan from its primitive descriptor: the chosen layouts, the
+ * boundary reorders and the prepacked weights. */
+static OnyxStatus* finish_plan(const Group* g, Plan* pl, dnnl_primitive_desc_t pd, bool has_weights,
+                               const dnnl_memory_desc_t* user_w, dnnl_stream_t s) {
+  OnyxStatus* st = check(g, dnnl_primitive_create(&pl->prim, pd), "primitive creation");
+  if (st) return st;
+  pl->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  pl->dst_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+  const dnnl_memory_desc_t* sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  pl->scratch_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  pl->src_bytes = dnnl_memory_desc_get_size(&pl->src_md);
+  pl->dst_bytes = dnnl_memory_desc_get_size(&pl->dst_md);
+  if (!dnnl_memory_desc_equal(&pl->src_md, &pl->user_src_md))
+    st = make_reorder(g, &pl->user_src_md, &pl->src_md, &pl->src_reorder);
+  if (!st && !dnnl_memory_desc_equal(&pl->dst_md, &pl->user_dst_md))
+    st = make_reorder(g, &pl->dst_md, &pl->user_dst_md, &pl->dst_reorder);
+  if (!st && has_weights) {
+    pl->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    pl->weights = aligned_buf(dnnl_memory_desc_get_size(&pl->wei_md));
+    if (!pl->weights) return dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+    dnnl_primitive_t r = NULL;
+    st = make_reorder(g, user_w, &pl->wei_md, &r);
+    if (!st) st = run_reorder(g, r, user_w, g->w, &pl->wei_md, pl->weights, s);
+    if (!st) st = check(g, dnnl_stream_wait(s), "weights reorder");
+    if (r) dnnl_primitive_destroy(r);
+  }
+  return st;
+}
+
+static OnyxStatus* build_conv(const Group* g, Plan* pl, const OnyxKernelContext* ctx,
+                              dnnl_stream_t s) {
+  const OnyxTensor* x = H->ctx_input(ctx, (size_t)g->x_in);
+  int rank = (int)H->tensor_rank(x);
+  const int64_t* xd = H->tensor_dims(x);
+  int sp = rank - 2;
+  if (sp != g->spatial || xd[1] != g->wdims[1] * g->group)
+    return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT,
+                    "input has %lld channels / rank %d; the weights want %lld / %d",
+                    (long long)xd[1], rank, (long long)(g->wdims[1] * g->group), g->spatial + 2);
+  int64_t pads[6];
+  resolve_pads(g, xd + 2, pads);
+  int64_t od[DNNL_MAX_RANK] = {xd[0], g->wdims[0]};
+  dnnl_dims_t strides, dil, pl_, pr_;
+  for (int i = 0; i < sp; i++) {
+    od[2 + i] = conv_out(xd[2 + i], g->kernel[i], g->strides[i], g->dil[i], pads[i], pads[sp + i]);
+    if (od[2 + i] < 1)
+      return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "the kernel is larger than the input");
+    strides[i] = g->strides[i];
+    dil[i] = g->dil[i] - 1;
+    pl_[i] = pads[i];
+    pr_[i] = pads[sp + i];
+  }
+  pl->out_rank = rank;
+  memcpy(pl->out_dims, od, (size_t)rank * sizeof *od);
+  plain_md(&pl->user_src_md, rank, xd);
+  plain_md(&pl->user_dst_md, rank, od);
+  /* Weights: ONNX [OC, IC/G, k...] is oneDNN's (g)oi<k> in plain order. */
+  dnnl_memory_desc_t user_w, w_any, b_md;
+  int64_t gw[6];
+  int wrank = g->wrank;
+  if (g->group > 1) {
+    gw[0] = g->group;
+    gw[1] = g->wdims[0] / g->group;
+    for (int i = 1; i < g->wrank; i++)
+      gw[i + 1] = g->wdims[i];
+    wrank++;
+  } else {
+    memcpy(gw, g->wdims, (size_t)g->wrank * sizeof *gw);
+  }
+  plain_md(&user_w, wrank, gw);
+  any_md(&w_any, wrank, gw);
+  plain_md(&b_md, 1, &g->n_bias);
+  dnnl_memory_desc_t src_md, dst_md;
+  if (g->ep->opt.blocked) {
+    any_md(&src_md, rank, xd);
+    any_md(&dst_md, rank, od);
+  } else {
+    src_md = pl->user_src_md;
+    dst_md = pl->user_dst_md;
+  }
+  dnnl_convolution_desc_t cd;
+  OnyxStatus* st = check(g,
+                         dnnl_dilated_convolution_forward_desc_init(
+                             &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_any,
+                             &b_md, &dst_md, strides, dil, pl_, pr_),
+                         "convolution descriptor");
+  dnnl_primitive_attr_t attr = NULL;
+  if (!st) st = check(g, dnnl_primitive_attr_create(&attr), "attributes");
+  if (!st)
+    st = check(g, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+               "scratchpad");
+  if (!st) st = post_ops(g, pl, attr, pl->post_md, ctx);
+  dnnl_primitive_desc_t pd = NULL;
+  if (!st)
+    st = check(g, dnnl_primitive_desc_create(&pd, &cd, attr, (dnnl_engine_t)g->ep->engine, NULL),
+               "convolution primitive descriptor");
+  if (!st) st = finish_plan(g, pl, pd, true, &user_w, s);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return st;
+}
+
+static OnyxStatus* build_matmul(const Group* g, Plan* pl, const OnyxKernelContext* ctx,
+                                dnnl_stream_t s) {
+  const OnyxTensor* a = H->ctx_input(ctx, (size_t)g->x_in);
+  int ra = (int)H->tensor_rank(a);
+  const int64_t* ad = H->tensor_dims(a);
+  int64_t bd_[6];
+  int rb;
+  if (g->b_const) {
+    rb = g->wrank;
+    memcpy(bd_, g->wdims, (size_t)rb * sizeof *bd_);
+    if (g->trans_b) {
+      bd_[0] = g->wdims[1];
+      bd_[1] = g->wdims[0];
+    }
+  } else {
+    const OnyxTensor* b = H->ctx_input(ctx, (size_t)g->y_in);
+    rb = (int)H->tensor_rank(b);
+    memcpy(bd_, H->tensor_dims(b), (size_t)rb * sizeof *bd_);
+  }
+  int r = ra > rb ? ra : rb;
+  int64_t A[DNNL_MAX_RANK], B[DNNL_MAX_RANK], C[DNNL_MAX_RANK];
+  for (int i = 0; i < r; i++) { /* left-pad with 1s to one rank */
+    A[i] = i < r - ra ? 1 : ad[i - (r - ra)];
+    B[i] = i < r - rb ? 1 : bd_[i - (r - rb)];
+  }
+  int64_t M = A[r - 2], K = A[r - 1], N = B[r - 1];
+  if (B[r - 2] != K)
+    return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "inner dims %lld and %lld differ",
+                    (long long)K, (long long)B[r - 2]);
+  for (int i = 0; i < r - 2; i++) {
+    if (A[i] != B[i] && A[i] != 1 && B[i] != 1)
+      return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT,
+                      "batch dims %lld and %lld do not broadcast", (long long)A[i],
+                      (long long)B[i]);
+    C[i] = A[i] > B[i] ? A[i] : B[i];
+  }
+  C[r - 2] = M;
+  C[r - 1] = N;
+  /* Output rank as ONNX has it: the larger input rank (both >= 2 here). */
+  pl->out_rank = r;
+  memcpy(pl->out_dims, C, (size_t)r * sizeof *C);
+  plain_md(&pl->user_src_md, r, A);
+  plain_md(&pl->user_dst_md, r, C);
+  dnnl_memory_desc_t user_w, w_md, b_md;
+  if (g->trans_b) { /* B is stored [N, K]: read it transposed through strides */
+    dnnl_dims_t d = {K, N}, st_ = {1, K};
+    dnnl_memory_desc_init_by_strides(&user_w, 2, d, dnnl_f32, st_);
+  } else {
+    plain_md(&user_w, r, B);
+  }
+  if (g->b_const)
+    any_md(&w_md, r, B);
+  else
+    w_md = user_w;
+  int64_t bias_dims[DNNL_MAX_RANK];
+  for (int i = 0; i < r; i++)
+    bias_dims[i] = i == r - 1 ? N : 1;
+  if (g->bias && g->n_bias != N)
+    return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "bias of %lld for %lld columns",
+                    (long long)g->n_bias, (long long)N);
+  plain_md(&b_md, r, bias_dims);
+  dnnl_matmul_desc_t md;
+  OnyxStatus* st = check(
+      g,
+      dnnl_matmul_desc_init(&md, &pl->user_src_md, &w_md, g->bias ? &b_md : NULL, &pl->user_dst_md),
+      "matmul descriptor");
+  dnnl_primitive_attr_t attr = NULL;
+  if (!st) st = check(g, dnnl_primitive_attr_create(&attr), "attributes");
+  if (!st)
+    st = check(g, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+               "scratchpad");
+  if (!st) st = post_ops(g, pl, attr, pl->post_md, ctx);
+  dnnl_primitive_desc_t pd = NULL;
+  if (!st)
+    st = check(g, dnnl_primitive_desc_create(&pd, &md, attr, (dnnl_engine_t)g->ep->engine, NULL),
+               "matmul primitive descriptor");
+  if (!st) st = finish_plan(g, pl, pd, g->b_const, &user_w, s);
+  if (!st && !g->b_const) pl->wei_md = user_w;
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return st;
+}
+
+static OnyxStatus* build_simple(const Group* g, Plan* pl, const OnyxKernelContext* ctx) {
+  const OnyxTensor* x = H->ctx_input(ctx, (size_t)g->x_in);
+  int rank = (int)H->tensor_rank(x);
+  const int64_t* xd = H->tensor_dims(x);
+  dnnl_engine_t e = (dnnl_engine_t)g->ep->engine;
+  union {
+    dnnl_pooling_v2_desc_t pool;
+    dnnl_softmax_v2_desc_t softmax;
+    dnnl_layer_normalization_desc_t ln;
+    dnnl_eltwise_desc_t elt;
+    dnnl_binary_desc_t bin;
+  } d;
+  OnyxStatus* st = NULL;
+  pl->out_rank = rank;
+  memcpy(pl->out_dims, xd, (size_t)rank * sizeof *xd);
+  plain_md(&pl->user_src_md, rank, xd);
+  switch (g->p.kind) {
+  case DK_POOL: {
+    int sp = rank - 2;
+    if (sp != g->spatial)
+      return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "input rank %d is not %d", rank,
+                      g->spatial + 2);
+    int64_t pads[6];
+    resolve_pads(g, xd + 2, pads);
+    dnnl_dims_t strides, kernel, dil, pl_, pr_;
+    for (int i = 0; i < sp; i++) {
+      pl->out_dims[2 + i] =
+          conv_out(xd[2 + i], g->kernel[i], g->strides[i], g->dil[i], pads[i], pads[sp + i]);
+      if (pl->out_dims[2 + i] < 1)
+        return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "the window is larger than the input");
+      strides[i] = g->strides[i];
+      kernel[i] = g->kernel[i];
+      dil[i] = g->dil[i] - 1;
+      pl_[i] = pads[i];
+      pr_[i] = pads[sp + i];
+    }
+    plain_md(&pl->user_dst_md, rank, pl->out_dims);
+    st = check(g,
+               dnnl_pooling_v2_forward_desc_init(&d.pool, dnnl_forward_inference,
+                                                 (dnnl_alg_kind_t)g->pool_alg, &pl->user_src_md,
+                                                 &pl->user_dst_md, strides, kernel, dil, pl_, pr_),
+               "pooling descriptor");
+    break;
+  }
+  case DK_SOFTMAX:
+    pl->user_dst_md = pl->user_src_md;
+    st = check(g,
+               dnnl_softmax_v2_forward_desc_init(&d.softmax, dnnl_forward_inference,
+                                                 dnnl_softmax_accurate, &pl->user_src_md,
+                                                 &pl->user_dst_md, (int)g->softmax_axis),
+               "softmax descriptor");
+    break;
+  case DK_LAYERNORM: {
+    pl->user_dst_md = pl->user_src_md;
+    unsigned flags = dnnl_use_scale | (g->shift_in >= 0 ? dnnl_use_shift : 0);
+    st = check(g,
+               dnnl_layer_normalization_forward_desc_init(&d.ln, dnnl_forward_inference,
+                                                          &pl->user_src_md, NULL, g->eps, flags),
+               "layer normalization descriptor");
+    break;
+  }
+  case DK_ELTWISE:
+    pl->user_dst_md = pl->user_src_md;
+    st = check(g,
+               dnnl_eltwise_forward_desc_init(&d.elt, dnnl_forward_inference,
+                                              (dnnl_alg_kind_t)g->elt_alg, &pl->user_src_md,
+                                              g->elt_alpha, g->elt_beta),
+               "eltwise descriptor");
+    break;
+  case DK_BINARY: {
+    const OnyxTensor* a = x;
+    const OnyxTensor* b = H->ctx_input(ctx, (size_t)g->y_in);
+    size_t ra = H->tensor_rank(a), rb = H->tensor_rank(b);
+    int r = (int)(ra > rb ? ra : rb);
+    int64_t A[DNNL_MAX_RANK], B[DNNL_MAX_RANK], O[DNNL_MAX_RANK];
+    for (int i = 0; i < r; i++) {
+      A[i] = i < r - (int)ra ? 1 : H->tensor_dims(a)[i - (r - (int)ra)];
+      B[i] = i < r - (int)rb ? 1 : H->tensor_dims(b)[i - (r - (int)rb)];
+      if (A[i] != B[i] && A[i] != 1 && B[i] != 1)
+        return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "shapes do not broadcast at dim %d", i);
+      O[i] = A[i] > B[i] ? A[i] : B[i];
+    }
+    bool a_full = !memcmp(A, O, (size_t)r * sizeof *A);
+    if (!a_full && g->bin_alg != dnnl_binary_add && g->bin_alg != dnnl_binary_mul &&
+        g->bin_alg != dnnl_binary_max && g->bin_alg != dnnl_binary_min)
+      return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "the first operand would be broadcast");
+    pl->out_rank = r;
+    memcpy(pl->out_dims, O, (size_t)r * sizeof *O);
+    plain_md(&pl->user_src_md, r, a_full ? A : B);
+    plain_md(&pl->src1_md, r, a_full ? B : A);
+    plain_md(&pl->user_dst_md, r, O);
+    st = check(g,
+               dnnl_binary_desc_init(&d.bin, (dnnl_alg_kind_t)g->bin_alg, &pl->user_src_md,
+                                     &pl->src1_md, &pl->user_dst_md),
+               "binary descriptor");
+    break;
+  }
+  default:
+    return dnnl_err(g->p.anchor, ONYX_FAIL, "unexpected group kind");
+  }
+  dnnl_primitive_attr_t attr = NULL;
+  if (!st) st = check(g, dnnl_primitive_attr_create(&attr), "attributes");
+  if (!st)
+    st = check(g, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
+               "scratchpad");
+  if (!st && g->p.kind == DK_BINARY) st = post_ops(g, pl, attr, pl->post_md, ctx);
+  dnnl_primitive_desc_t pd = NULL;
+  if (!st)
+    st = check(g, dnnl_primitive_desc_create(&pd, &d, attr, e, NULL), "primitive descriptor");
+  if (!st) st = finish_plan(g, pl, pd, false, NULL, NULL);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return st;
+}
+
+/* The variable inputs' shapes: the cache key. */
+static void make_key(const Group* g, const OnyxKernelContext* ctx,
+                     int64_t key[MAX_IN][DNNL_MAX_RANK + 1]) {
+  memset(key, 0, sizeof(int64_t) * MAX_IN * (DNNL_MAX_RANK + 1));
+  for (size_t i = 0; i < g->n_in && i < MAX_IN; i++) {
+    const OnyxTensor* t = H->ctx_input(ctx, i);
+    if (!t) continue;
+    size_t r = H->tensor_rank(t);
+    key[i][0] = (int64_t)r;
+    for (size_t k = 0; k < r && k < DNNL_MAX_RANK; k++)
+      key[i][k + 1] = H->tensor_dims(t)[k];
+  }
+}
+
+static OnyxStatus* get_plan(Group* g, OnyxKernelContext* ctx, dnnl_stream_t s, Plan** out) {
+  int64_t key[MAX_IN][DNNL_MAX_RANK + 1];
+  for (size_t i = 0; i < g->n_in; i++) {
+    const OnyxTensor* t = H->ctx_input(ctx, i);
+    if (t && H->tensor_rank(t) > DNNL_MAX_RANK)
+      return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "input %zu has rank above %d", i,
+                      DNNL_MAX_RANK);
+  }
+  make_key(g, ctx, key);
+  pthread_mutex_lock(&g->lock);
+  Plan* pl = g->plans;
+  while (pl && memcmp(pl->key, key, sizeof key))
+    pl = pl->next;
+  OnyxStatus* st = NULL;
+  if (!pl) {
+    pl = calloc(1, sizeof *pl);
+    if (!pl) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+    if (!st) {
+      memcpy(pl->key, key, sizeof key);
+      if (g->p.kind == DK_CONV)
+        st = build_conv(g, pl, ctx, s);
+      else if (g->p.kind == DK_MATMUL)
+        st = build_matmul(g, pl, ctx, s);
+      else
+        st = build_simple(g, pl, ctx);
+      if (st) {
+        plan_free(pl);
+        pl = NULL;
+      } else {
+        pl->next = g->plans;
+        g->plans = pl;
+      }
+    }
+  }
+  pthread_mutex_unlock(&g->lock);
+  *out = pl;
+  return st;
+}
+
+/* --- Running
+ * -------------------------------------------------------------------------------------- */
+
+typedef struct Args {
+  dnnl_exec_arg_t a[8 + DNNL_MAX_POST];
+  dnnl_memory_t owned[8 + DNNL_MAX_POST];
+  int n;
+} Args;
+
+static OnyxStatus* add_arg(const Group* g, Args* args, int what, const dnnl_memory_desc_t* md,
+                           const void* data) {
+  dnnl_memory_t m = NULL;
+  OnyxStatus* st =
+      check(g, dnnl_memory_create(&m, md, (dnnl_engine_t)g->ep->engine, (void*)data), "memory");
+  if (st) return st;
+  args->owned[args->n] = m;
+  args->a[args->n++] = (dnnl_exec_arg_t){what, m};
+  return NULL;
+}
+
+static void free_args(Args* args) {
+  for (int i = 0; i < args->n; i++)
+    dnnl_memory_destroy(args->owned[i]);
+  args->n = 0;
+}
+
+OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
+  Group* g = state;
+  omp_set_num_threads(g->ep->threads);
+  dnnl_stream_t s = NULL;
+  OnyxStatus* st = check(
+      g, dnnl_stream_create(&s, (dnnl_engine_t)g->ep->engine, dnnl_stream_default_flags), "stream");
+  Plan* pl = NULL;
+  if (!st) st = get_plan(g, ctx, s, &pl);
+  OnyxTensor* y = NULL;
+  if (!st) st = H->ctx_output(ctx, 0, pl->out_dims, (size_t)pl->out_rank, &y);
+  Args args = {.n = 0};
+  const OnyxTensor* x = st ? NULL : H->ctx_input(ctx, (size_t)g->x_in);
+  const void* src = x ? H->tensor_data(x) : NULL;
+  void* dst = y ? H->tensor_mutable_data(y) : NULL;
+  void* src_tmp = NULL;
+  void* dst_tmp = NULL;
+  if (!st && pl->src_reorder) {
+    src_tmp = H->ctx_scratch(ctx, pl->src_bytes);
+    if (!src_tmp) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+    if (!st) st = run_reorder(g, pl->src_reorder, &pl->user_src_md, src, &pl->src_md, src_tmp, s);
+  }
+  if (!st && pl->dst_reorder) {
+    dst_tmp = H->ctx_scratch(ctx, pl->dst_bytes);
+    if (!dst_tmp) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+  }
+  if (!st && g->p.kind == DK_BINARY) { /* src0 is the operand with the full shape */
+    const OnyxTensor* b = H->ctx_input(ctx, (size_t)g->y_in);
+    bool a_full = H->tensor_elem_count(x) == H->tensor_elem_count(y);
+    const void* s0 = a_full ? src : H->tensor_data(b);
+    const void* s1 = a_full ? H->tensor_data(b) : src;
+    st = add_arg(g, &args, DNNL_ARG_SRC_0, &pl->src_md, s0);
+    if (!st) st = add_arg(g, &args, DNNL_ARG_SRC_1, &pl->src1_md, s1);
+  } else if (!st) {
+    st = add_arg(g, &args, DNNL_ARG_SRC, &pl->src_md, src_tmp ? src_tmp : src);
+  }
+  if (!st) st = add_arg(g, &args, DNNL_ARG_DST, &pl->dst_md, dst_tmp ? dst_tmp : dst);
+  if (!st && g->p.kind == DK_CONV) {
+    st = add_arg(g, &args, DNNL_ARG_WEIGHTS, &pl->wei_md, pl->weights);
+    dnnl_memory_desc_t bmd;
+    plain_md(&bmd, 1, &g->n_bias);
+    if (!st) st = add_arg(g, &args, DNNL_ARG_BIAS, &bmd, g->bias);
+  }
+  if (!st && g->p.kind == DK_MATMUL) {
+    const void* w = g->b_const ? pl->weights : H->tensor_data(H->ctx_input(ctx, (size_t)g->y_in));
+    st = add_arg(g, &args, DNNL_ARG_WEIGHTS, &pl->wei_md, w);
+    if (!st && g->bias) {
+      int64_t bias_dims[DNNL_MAX_RANK];
+      for (int i = 0; i < pl->out_rank; i++)
+        bias_dims[i] = i == pl->out_rank - 1 ? g->n_bias : 1;
+      dnnl_memory_desc_t bmd;
+      plain_md(&bmd, pl->out_rank, bias_dims);
+      st = add_arg(g, &args, DNNL_ARG_BIAS, &bmd, g->bias);
+    }
+  }
+  if (!st && g->p.kind == DK_LAYERNORM) {
+    const OnyxTensor* sc = H->ctx_input(ctx, (size_t)g->scale_in);
+    int64_t c = pl->out_dims[pl->out_rank - 1];
+    dnnl_memory_desc_t smd;
+    plain_md(&smd, 1, &c);
+    if (H->tensor_elem_count(sc) != (size_t)c)
+      st = dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "Scale has %zu values for %lld",
+                    H->tensor_elem_count(sc), (long long)c);
+    if (!st) st = add_arg(g, &args, DNNL_ARG_SCALE, &smd, H->tensor_data(sc));
+    if (!st && g->shift_in >= 0) {
+      const OnyxTensor* sh = H->ctx_input(ctx, (size_t)g->shift_in);
+      if (H->tensor_elem_count(sh) != (size_t)c)
+        st = dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "B has %zu values for %lld",
+                      H->tensor_elem_count(sh), (long long)c);
+      if (!st) st = add_arg(g, &args, DNNL_ARG_SHIFT, &smd, H->tensor_data(sh));
+    }
+  }
+  for (size_t k = 0; !st && k < g->p.n_post; k++) {
+    if (!g->p.post[k].binary) continue;
+    const OnyxTensor* o = H->ctx_input(ctx, (size_t)g->post_in[k]);
+    st = add_arg(g, &args, DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)k) | DNNL_ARG_SRC_1, &pl->post_md[k],
+                 H->tensor_data(o));
+  }
+  if (!st && pl->scratch_bytes) {
+    void* scratch = H->ctx_scratch(ctx, pl->scratch_bytes);
+    const dnnl_memory_desc_t* spmd;
+    const_dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_get_primitive_desc(pl->prim, &pd);
+    spmd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (!scratch) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+    if (!st) st = add_arg(g, &args, DNNL_ARG_SCRATCHPAD, spmd, scratch);
+  }
+  if (!st) st = check(g, dnnl_primitive_execute(pl->prim, s, args.n, args.a), "execution");
+  if (!st && pl->dst_reorder)
+    st = run_reorder(g, pl->dst_reorder, &pl->dst_md, dst_tmp, &pl->user_dst_md, dst, s);
+  if (!st) st = check(g, dnnl_stream_wait(s), "stream wait");
+  free_args(&args);
+  if (s) dnnl_stream_destroy(s);
+  return st;
+}

@@ -1,0 +1,88 @@
+/* dnnl_ep.h — internals of the oneDNN provider (libonyx_ep_onednn.so).
+ *
+ * A compile-style provider: get_capability (dnnl_capability.c) claims groups
+ * — an anchor (Conv, MatMul, Gemm, pooling, Softmax, LayerNormalization, an
+ * element-wise or binary op) with the nodes it absorbs (BatchNormalization
+ * folded into a Conv, element-wise and residual-Add post-ops) — and compile
+ * (dnnl_compile.c) turns each group into oneDNN primitives built per input
+ * shape, cached, with constant weights reordered once. Host memory only: no
+ * allocator, no copies with the CPU provider. Built against the SDK headers
+ * and oneDNN's C API. */
+#ifndef DNNL_EP_H
+#define DNNL_EP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onyx/onyx_ep.h"
+
+#define DNNL_EP_NAME  "onednn"
+#define DNNL_MAX_POST 8
+#define DNNL_MAX_RANK 6
+
+extern const OnyxHostApi* dnnl_host;
+
+/* Session options of one EP instance. */
+typedef struct DnnlOptions {
+  bool fuse;    /* claim post-op chains (default true) */
+  bool blocked; /* let primitives pick blocked layouts inside a group (default true) */
+} DnnlOptions;
+
+typedef struct DnnlEp {
+  OnyxThreadPool* pool;
+  int threads; /* the session's intra-op pool size: oneDNN's team size */
+  DnnlOptions opt;
+  void* engine; /* dnnl_engine_t */
+} DnnlEp;
+
+/* What a group computes, decided at capability time and rebuilt at compile
+ * time from the group's nodes. */
+typedef enum DnnlKind {
+  DK_CONV,
+  DK_MATMUL, /* MatMul or Gemm */
+  DK_POOL,
+  DK_SOFTMAX,
+  DK_LAYERNORM,
+  DK_ELTWISE,
+  DK_BINARY,
+} DnnlKind;
+
+typedef struct DnnlPost {
+  bool binary; /* binary add of another tensor (else eltwise) */
+  int alg;     /* dnnl_alg_kind_t */
+  float alpha, beta;
+  const OnyxNode* node;
+  const OnyxValueInfo* other; /* binary: the other operand */
+} DnnlPost;
+
+/* The anchor and the nodes fused into it, in order. */
+typedef struct DnnlPattern {
+  DnnlKind kind;
+  const OnyxNode* anchor;
+  const OnyxNode* bn;        /* a BatchNormalization folded into the Conv */
+  const OnyxValueInfo* bias; /* a constant bias absorbed from an Add (MatMul) */
+  const OnyxNode* bias_node; /* that Add */
+  DnnlPost post[DNNL_MAX_POST];
+  size_t n_post;
+  const OnyxValueInfo* out; /* the value the group produces */
+} DnnlPattern;
+
+/* Matches a group starting at node `anchor`; false with *why when the anchor
+ * cannot be taken. `view` is the capability view (for consumer counts). */
+bool dnnl_match(const DnnlEp* ep, const OnyxGraphView* view, const OnyxNode* anchor, DnnlPattern* p,
+                const char** why);
+
+/* The eltwise algorithm for a unary op node; false when not mapped. */
+bool dnnl_eltwise_of(const OnyxNode* n, int* alg, float* alpha, float* beta, const char** why);
+
+OnyxStatus* dnnl_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilityBuilder* b);
+OnyxStatus* dnnl_compile(OnyxEp* ep, const OnyxGraphView* group, OnyxCompiledKernel* out);
+
+/* A status naming the provider and (if not NULL) the node. */
+OnyxStatus* dnnl_err(const OnyxNode* n, OnyxStatusCode code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A oneDNN status as an error: "oneDNN <what> failed: <status>". */
+OnyxStatus* dnnl_fail(const OnyxNode* n, int status, const char* what);
+
+#endif /* DNNL_EP_H */

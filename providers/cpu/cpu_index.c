@@ -1,8 +1,804 @@
-/* cpu_index.c — the CPU provider's index kernel family. */
-#include "cpu_kernels.h"
+/* cpu_index.c — the CPU provider's index kernel family: GatherElements,
+ * GatherND, Scatter, ScatterElements, ScatterND, TensorScatter, OneHot,
+ * Compress, NonZero, Unique and TopK. The other ops of the family (Pad,
+ * Tile, Trilu, CumSum, Einsum, ...) are in cpu_index_ops.c.
+ *
+ * Every index read from a tensor is checked against the dim it indexes
+ * before use: an index out of range is an error naming the node, never an
+ * out-of-bounds access. Elements move with memcpy (strings are deep-copied
+ * through the host); reductions (add/mul/max/min) go through CpuNum. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cpu_util.h"
 
-OnyxStatus* cpu_register_index(OnyxKernelRegistry* r) {
-  (void)r;
+OnyxStatus* cpu_register_index_ops(OnyxKernelRegistry* r); /* cpu_index_ops.c */
+
+/* --- Helpers ----------------------------------------------------------------- */
+
+typedef struct IdxState {
+  int64_t axis;
+  int64_t batch_dims;
+  int reduction; /* IDX_RED_* */
+  bool circular;
+  bool largest, sorted, has_axis;
+  int64_t k_attr;
+  int version;
+} IdxState;
+
+enum { IDX_RED_NONE, IDX_RED_ADD, IDX_RED_MUL, IDX_RED_MAX, IDX_RED_MIN };
+
+static void dense_strides(const int64_t* dims, size_t rank, int64_t* strides) {
+  int64_t s = 1;
+  for (size_t d = rank; d-- > 0;) {
+    strides[d] = s;
+    s *= dims[d];
+  }
+}
+
+static OnyxStatus* check_rank(const OnyxKernelContext* ctx, size_t rank) {
+  if (rank <= CPU_MAX_RANK) return NULL;
+  return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank %zu exceeds the CPU provider's %d", rank,
+                       CPU_MAX_RANK);
+}
+
+/* Element i of an int32/int64 (or other integer) index tensor. */
+static int64_t idx_at(const OnyxTensor* t, size_t i) {
+  const void* p = cpu_host->tensor_data(t);
+  switch (cpu_host->tensor_elem_type(t)) {
+  case ONYX_ELEM_INT32:
+    return ((const int32_t*)p)[i];
+  case ONYX_ELEM_INT64:
+    return ((const int64_t*)p)[i];
+  default: {
+    CpuNum v;
+    if (!cpu_num_load(cpu_host->tensor_elem_type(t), p, i, &v)) return 0;
+    return v.kind == CPU_NUM_SINT   ? v.v.i
+           : v.kind == CPU_NUM_UINT ? (int64_t)v.v.u
+                                    : (int64_t)v.v.f;
+  }
+  }
+}
+
+/* Index element i of t, normalized into [0, dim); an error naming `what` when
+ * it is outside [-dim, dim). */
+static OnyxStatus* idx_norm(const OnyxKernelContext* ctx, const OnyxTensor* t, size_t i,
+                            int64_t dim, const char* what, int64_t* out) {
+  int64_t v = idx_at(t, i);
+  if (v < -dim || v >= dim)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "%s index %lld (element %zu) is out of range [-%lld, %lld)", what,
+                         (long long)v, i, (long long)dim, (long long)dim);
+  *out = v < 0 ? v + dim : v;
   return NULL;
+}
+
+/* Copies one element (strings deep-copied). */
+static OnyxStatus* copy1(OnyxTensor* y, size_t yi, const OnyxTensor* x, size_t xi, size_t es) {
+  if (cpu_host->tensor_elem_type(x) == ONYX_ELEM_STRING) return cpu_copy_elems(y, yi, x, xi, 1);
+  memcpy((char*)cpu_host->tensor_mutable_data(y) + yi * es,
+         (const char*)cpu_host->tensor_data(x) + xi * es, es);
+  return NULL;
+}
+
+/* y[yi] = y[yi] (red) u[ui] for numeric types; a plain copy for none. */
+static OnyxStatus* apply_red(const OnyxKernelContext* ctx, int red, OnyxTensor* y, size_t yi,
+                             const OnyxTensor* u, size_t ui, size_t es) {
+  if (red == IDX_RED_NONE) return copy1(y, yi, u, ui, es);
+  int32_t type = cpu_host->tensor_elem_type(y);
+  CpuNum a, b;
+  if (!cpu_num_load(type, cpu_host->tensor_mutable_data(y), yi, &a) ||
+      !cpu_num_load(type, cpu_host->tensor_data(u), ui, &b))
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "reduction over %s is not supported",
+                         cpu_elem_name(type));
+  switch (a.kind) {
+  case CPU_NUM_FLT:
+    a.v.f = red == IDX_RED_ADD   ? a.v.f + b.v.f
+            : red == IDX_RED_MUL ? a.v.f * b.v.f
+            : red == IDX_RED_MAX ? (b.v.f > a.v.f || isnan(b.v.f) ? b.v.f : a.v.f)
+                                 : (b.v.f < a.v.f || isnan(b.v.f) ? b.v.f : a.v.f);
+    break;
+  case CPU_NUM_SINT:
+    a.v.i = red == IDX_RED_ADD   ? (int64_t)((uint64_t)a.v.i + (uint64_t)b.v.i)
+            : red == IDX_RED_MUL ? (int64_t)((uint64_t)a.v.i * (uint64_t)b.v.i)
+            : red == IDX_RED_MAX ? (b.v.i > a.v.i ? b.v.i : a.v.i)
+                                 : (b.v.i < a.v.i ? b.v.i : a.v.i);
+    break;
+  default:
+    a.v.u = red == IDX_RED_ADD   ? a.v.u + b.v.u
+            : red == IDX_RED_MUL ? a.v.u * b.v.u
+            : red == IDX_RED_MAX ? (b.v.u > a.v.u ? b.v.u : a.v.u)
+                                 : (b.v.u < a.v.u ? b.v.u : a.v.u);
+    if (type == ONYX_ELEM_BOOL) a.v.u = a.v.u != 0;
+    break;
+  }
+  cpu_num_store(type, cpu_host->tensor_mutable_data(y), yi, a);
+  return NULL;
+}
+
+static int parse_reduction(const char* s) {
+  if (!s || !strcmp(s, "none")) return IDX_RED_NONE;
+  if (!strcmp(s, "add")) return IDX_RED_ADD;
+  if (!strcmp(s, "mul")) return IDX_RED_MUL;
+  if (!strcmp(s, "max")) return IDX_RED_MAX;
+  if (!strcmp(s, "min")) return IDX_RED_MIN;
+  return -1;
+}
+
+static OnyxStatus* idx_create(OnyxEp* ep, const OnyxNode* node, void* user, void** out) {
+  (void)ep;
+  IdxState* s = calloc(1, sizeof *s);
+  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  s->version = (int)(intptr_t)user;
+  const char* op = cpu_host->node_op_type(node);
+  int64_t axis_default = !strcmp(op, "OneHot") || !strcmp(op, "TopK") ? -1
+                         : !strcmp(op, "TensorScatter")               ? -2
+                                                                      : 0;
+  s->has_axis = cpu_host->node_attr_type(node, "axis") == ONYX_ATTR_INT;
+  s->axis = cpu_host->node_attr_int(node, "axis", axis_default);
+  s->batch_dims = cpu_host->node_attr_int(node, "batch_dims", 0);
+  size_t len = 0;
+  const char* red = cpu_host->node_attr_string(node, "reduction", &len);
+  s->reduction = parse_reduction(red);
+  const char* mode = cpu_host->node_attr_string(node, "mode", &len);
+  s->circular = mode && !strcmp(mode, "circular");
+  s->largest = cpu_host->node_attr_int(node, "largest", 1) != 0;
+  s->sorted = cpu_host->node_attr_int(node, "sorted", 1) != 0;
+  s->k_attr = cpu_host->node_attr_int(node, "k", -1);
+  if (s->reduction < 0) {
+    free(s);
+    return cpu_error(node, ONYX_INVALID_MODEL, "unknown reduction '%s'", red);
+  }
+  if (mode && strcmp(mode, "linear") && !s->circular && !strcmp(op, "TensorScatter")) {
+    free(s);
+    return cpu_error(node, ONYX_INVALID_MODEL, "unknown mode '%s'", mode);
+  }
+  *out = s;
+  return NULL;
+}
+
+/* ========================================================================= */
+/* GatherElements / ScatterElements / Scatter                                 */
+/* ========================================================================= */
+
+/* For each position of `idx` (shape of indices), the data offset it selects:
+ * its own coordinates, with the one along axis taken from the index. */
+static OnyxStatus* elements_offsets(OnyxKernelContext* ctx, const OnyxTensor* data,
+                                    const OnyxTensor* idx, int64_t axis_attr, size_t** out,
+                                    size_t* n_out) {
+  size_t rank = cpu_host->tensor_rank(data), axis;
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  if (cpu_host->tensor_rank(idx) != rank)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "indices have rank %zu, data %zu",
+                         cpu_host->tensor_rank(idx), rank);
+  if (rank == 0 || !cpu_norm_axis(axis_attr, rank, false, &axis))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",
+                         (long long)axis_attr, rank);
+  const int64_t* dd = cpu_host->tensor_dims(data);
+  const int64_t* id = cpu_host->tensor_dims(idx);
+  for (size_t d = 0; d < rank; d++)
+    if (d != axis && id[d] > dd[d])
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "indices dim %zu (%lld) exceeds the data's (%lld)", d, (long long)id[d],
+                           (long long)dd[d]);
+  size_t n = cpu_host->tensor_elem_count(idx);
+  size_t* off = cpu_host->ctx_scratch(ctx, (n ? n : 1) * sizeof *off);
+  if (!off) return cpu_oom(ctx);
+  int64_t strides[CPU_MAX_RANK], pos[CPU_MAX_RANK] = {0};
+  dense_strides(dd, rank, strides);
+  for (size_t i = 0; i < n; i++) {
+    int64_t v;
+    if ((st = idx_norm(ctx, idx, i, dd[axis], "indices", &v))) return st;
+    size_t o = 0;
+    for (size_t d = 0; d < rank; d++)
+      o += (size_t)((d == axis ? v : pos[d]) * strides[d]);
+    off[i] = o;
+    for (size_t d = rank; d-- > 0;) {
+      if (++pos[d] < id[d]) break;
+      pos[d] = 0;
+    }
+  }
+  *out = off;
+  *n_out = n;
+  return NULL;
+}
+
+static OnyxStatus* gather_elements_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* idx = cpu_host->ctx_input(ctx, 1);
+  size_t *off, n;
+  OnyxStatus* st = elements_offsets(ctx, x, idx, s->axis, &off, &n);
+  if (st) return st;
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, cpu_host->tensor_dims(idx), cpu_host->tensor_rank(idx),
+                                 &y)))
+    return st;
+  size_t es = cpu_elem_size(cpu_host->tensor_elem_type(x));
+  for (size_t i = 0; i < n && !st; i++)
+    st = copy1(y, i, x, off[i], es);
+  return st;
+}
+
+static OnyxStatus* scatter_elements_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* idx = cpu_host->ctx_input(ctx, 1);
+  const OnyxTensor* upd = cpu_host->ctx_input(ctx, 2);
+  size_t r = cpu_host->tensor_rank(idx);
+  if (cpu_host->tensor_rank(upd) != r ||
+      memcmp(cpu_host->tensor_dims(upd), cpu_host->tensor_dims(idx), r * sizeof(int64_t)))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "updates and indices differ in shape");
+  size_t *off, n;
+  OnyxStatus* st = elements_offsets(ctx, x, idx, s->axis, &off, &n);
+  if (st) return st;
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, cpu_host->tensor_dims(x), cpu_host->tensor_rank(x), &y)))
+    return st;
+  if ((st = cpu_copy_elems(y, 0, x, 0, cpu_host->tensor_elem_count(x)))) return st;
+  size_t es = cpu_elem_size(cpu_host->tensor_elem_type(x));
+  for (size_t i = 0; i < n && !st; i++)
+    st = apply_red(ctx, s->reduction, y, off[i], upd, i, es);
+  return st;
+}
+
+/* ========================================================================= */
+/* GatherND / ScatterND                                                       */
+/* ========================================================================= */
+
+typedef struct NdPlan {
+  size_t n_tuples; /* index tuples */
+  size_t slice;    /* elements per tuple */
+  size_t* off;     /* data offset per tuple */
+  int64_t out_dims[CPU_MAX_RANK];
+  size_t out_rank;
+} NdPlan;
+
+static OnyxStatus* nd_plan(OnyxKernelContext* ctx, const OnyxTensor* data, const OnyxTensor* idx,
+                           int64_t batch_dims, NdPlan* p) {
+  size_t r = cpu_host->tensor_rank(data), q = cpu_host->tensor_rank(idx);
+  const int64_t* dd = cpu_host->tensor_dims(data);
+  const int64_t* id = cpu_host->tensor_dims(idx);
+  OnyxStatus* st = check_rank(ctx, r + q);
+  if (st) return st;
+  if (q < 1) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "indices must have rank >= 1");
+  if (batch_dims < 0 || (size_t)batch_dims >= q || (size_t)batch_dims >= r + 0)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "batch_dims %lld invalid for ranks %zu, %zu",
+                         (long long)batch_dims, r, q);
+  size_t b = (size_t)batch_dims, k = (size_t)id[q - 1];
+  if (k < 1 || b + k > r)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "indices' last dim %zu is invalid for data of rank %zu", k, r);
+  for (size_t d = 0; d < b; d++)
+    if (dd[d] != id[d])
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "batch dim %zu differs: %lld vs %lld", d,
+                           (long long)dd[d], (long long)id[d]);
+  p->out_rank = 0;
+  for (size_t d = 0; d + 1 < q; d++)
+    p->out_dims[p->out_rank++] = id[d];
+  for (size_t d = b + k; d < r; d++)
+    p->out_dims[p->out_rank++] = dd[d];
+  p->n_tuples = cpu_dims_product(id, 0, q - 1);
+  p->slice = cpu_dims_product(dd, b + k, r);
+  size_t per_batch = cpu_dims_product(id, b, q - 1);
+  size_t batch_stride = cpu_dims_product(dd, b, r);
+  int64_t strides[CPU_MAX_RANK];
+  dense_strides(dd, r, strides);
+  p->off = cpu_host->ctx_scratch(ctx, (p->n_tuples ? p->n_tuples : 1) * sizeof *p->off);
+  if (!p->off) return cpu_oom(ctx);
+  for (size_t t = 0; t < p->n_tuples; t++) {
+    size_t o = per_batch ? (t / per_batch) * batch_stride : 0;
+    for (size_t j = 0; j < k; j++) {
+      int64_t v;
+      if ((st = idx_norm(ctx, idx, t * k + j, dd[b + j], "indices", &v))) return st;
+      o += (size_t)(v * strides[b + j]);
+    }
+    p->off[t] = o;
+  }
+  return NULL;
+}
+
+static OnyxStatus* gather_nd_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  NdPlan p;
+  OnyxStatus* st = nd_plan(ctx, x, cpu_host->ctx_input(ctx, 1), s->batch_dims, &p);
+  if (st) return st;
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, p.out_dims, p.out_rank, &y))) return st;
+  for (size_t t = 0; t < p.n_tuples && !st && p.slice; t++)
+    st = cpu_copy_elems(y, t * p.slice, x, p.off[t], p.slice);
+  return st;
+}
+
+static OnyxStatus* scatter_nd_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* upd = cpu_host->ctx_input(ctx, 2);
+  NdPlan p;
+  OnyxStatus* st = nd_plan(ctx, x, cpu_host->ctx_input(ctx, 1), 0, &p);
+  if (st) return st;
+  if (cpu_host->tensor_rank(upd) != p.out_rank ||
+      memcmp(cpu_host->tensor_dims(upd), p.out_dims, p.out_rank * sizeof(int64_t)))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "updates' shape must be indices.shape[:-1] + data.shape[k:]");
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, cpu_host->tensor_dims(x), cpu_host->tensor_rank(x), &y)))
+    return st;
+  if ((st = cpu_copy_elems(y, 0, x, 0, cpu_host->tensor_elem_count(x)))) return st;
+  size_t es = cpu_elem_size(cpu_host->tensor_elem_type(x));
+  for (size_t t = 0; t < p.n_tuples && !st; t++) {
+    if (s->reduction == IDX_RED_NONE) {
+      st = p.slice ? cpu_copy_elems(y, p.off[t], upd, t * p.slice, p.slice) : NULL;
+      continue;
+    }
+    for (size_t e = 0; e < p.slice && !st; e++)
+      st = apply_red(ctx, s->reduction, y, p.off[t] + e, upd, t * p.slice + e, es);
+  }
+  return st;
+}
+
+/* ========================================================================= */
+/* TensorScatter                                                              */
+/* ========================================================================= */
+
+static OnyxStatus* tensor_scatter_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* past = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* upd = cpu_host->ctx_input(ctx, 1);
+  const OnyxTensor* wi = cpu_host->ctx_input_count(ctx) > 2 ? cpu_host->ctx_input(ctx, 2) : NULL;
+  size_t rank = cpu_host->tensor_rank(past), axis;
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  if (rank < 2 || !cpu_norm_axis(s->axis, rank, false, &axis) || axis == 0)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld invalid for rank %zu",
+                         (long long)s->axis, rank);
+  const int64_t* pd = cpu_host->tensor_dims(past);
+  const int64_t* ud = cpu_host->tensor_dims(upd);
+  if (cpu_host->tensor_rank(upd) != rank)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "update's rank differs from past_cache's");
+  for (size_t d = 0; d < rank; d++)
+    if (d != axis && pd[d] != ud[d])
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "update's dim %zu differs from the cache's",
+                           d);
+  int64_t max_seq = pd[axis], seq = ud[axis], batch = pd[0];
+  if (seq > max_seq)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "sequence length %lld exceeds the cache's %lld", (long long)seq,
+                         (long long)max_seq);
+  if (wi && (int64_t)cpu_host->tensor_elem_count(wi) != batch)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "write_indices has %zu values for batch %lld",
+                         cpu_host->tensor_elem_count(wi), (long long)batch);
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, pd, rank, &y))) return st;
+  if ((st = cpu_copy_elems(y, 0, past, 0, cpu_host->tensor_elem_count(past)))) return st;
+  size_t outer = cpu_dims_product(pd, 0, axis), inner = cpu_dims_product(pd, axis + 1, rank);
+  size_t per_batch = cpu_dims_product(pd, 1, axis);
+  for (size_t o = 0; o < outer && inner; o++) {
+    size_t b = per_batch ? o / per_batch : 0;
+    int64_t w = wi ? idx_at(wi, b) : 0;
+    for (int64_t j = 0; j < seq; j++) {
+      int64_t pos = w + j;
+      if (s->circular) pos = max_seq ? ((pos % max_seq) + max_seq) % max_seq : 0;
+      if (pos < 0 || pos >= max_seq)
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                             "write index %lld + %lld is outside the cache of %lld", (long long)w,
+                             (long long)j, (long long)max_seq);
+      st = cpu_copy_elems(y, (o * (size_t)max_seq + (size_t)pos) * inner, upd,
+                          (o * (size_t)seq + (size_t)j) * inner, inner);
+      if (st) return st;
+    }
+  }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* OneHot                                                                     */
+/* ========================================================================= */
+
+static OnyxStatus* one_hot_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* idx = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* dt = cpu_host->ctx_input(ctx, 1);
+  const OnyxTensor* vals = cpu_host->ctx_input(ctx, 2);
+  size_t r = cpu_host->tensor_rank(idx), axis;
+  OnyxStatus* st = check_rank(ctx, r + 1);
+  if (st) return st;
+  CpuNum dn;
+  if (cpu_host->tensor_elem_count(dt) != 1 ||
+      !cpu_num_load(cpu_host->tensor_elem_type(dt), cpu_host->tensor_data(dt), 0, &dn))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "depth must hold one number");
+  double dd = cpu_num_as_double(dn);
+  if (!(dd >= 1) || dd > 1e15)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "depth %g is not a positive count", dd);
+  int64_t depth = (int64_t)dd;
+  if (cpu_host->tensor_elem_count(vals) != 2)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "values must hold [off, on]");
+  if (!cpu_norm_axis(s->axis, r + 1, false, &axis))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",
+                         (long long)s->axis, r + 1);
+  const int64_t* id = cpu_host->tensor_dims(idx);
+  int64_t dims[CPU_MAX_RANK];
+  for (size_t d = 0, k = 0; d <= r; d++)
+    dims[d] = d == axis ? depth : id[k++];
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, r + 1, &y))) return st;
+  size_t outer = cpu_dims_product(id, 0, axis), inner = cpu_dims_product(id, axis, r);
+  size_t es = cpu_elem_size(cpu_host->tensor_elem_type(vals));
+  for (size_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < depth; j++)
+      for (size_t i = 0; i < inner; i++) {
+        size_t src = o * inner + i;
+        int64_t v = idx_at(idx, src);
+        if (v < 0) v += depth; /* outside [-depth, depth): all off, as the spec says */
+        st = copy1(y, (o * (size_t)depth + (size_t)j) * inner + i, vals, v == j ? 1 : 0, es);
+        if (st) return st;
+      }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Compress / NonZero                                                         */
+/* ========================================================================= */
+
+static OnyxStatus* compress_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* c = cpu_host->ctx_input(ctx, 1);
+  size_t rank = cpu_host->tensor_rank(x), axis = 0;
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  if (cpu_host->tensor_rank(c) != 1)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "condition must be 1-D");
+  int64_t flat = (int64_t)cpu_host->tensor_elem_count(x);
+  const int64_t* xd = s->has_axis ? cpu_host->tensor_dims(x) : &flat;
+  size_t xr = s->has_axis ? rank : 1;
+  if (s->has_axis && (rank == 0 || !cpu_norm_axis(s->axis, rank, false, &axis)))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",
+                         (long long)s->axis, rank);
+  const uint8_t* cond = cpu_host->tensor_data(c);
+  size_t nc = cpu_host->tensor_elem_count(c), kept = 0;
+  for (size_t i = 0; i < nc; i++)
+    if (cond[i]) {
+      if ((int64_t)i >= xd[axis])
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                             "condition selects index %zu of an axis of %lld", i,
+                             (long long)xd[axis]);
+      kept++;
+    }
+  int64_t dims[CPU_MAX_RANK];
+  memcpy(dims, xd, xr * sizeof *dims);
+  dims[axis] = (int64_t)kept;
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, xr, &y))) return st;
+  size_t outer = cpu_dims_product(xd, 0, axis), inner = cpu_dims_product(xd, axis + 1, xr);
+  size_t len = (size_t)xd[axis];
+  for (size_t o = 0, at = 0; o < outer; o++)
+    for (size_t i = 0; i < nc && i < len; i++)
+      if (cond[i] && inner) {
+        if ((st = cpu_copy_elems(y, at * inner, x, (o * len + i) * inner, inner))) return st;
+        at++;
+      }
+  return NULL;
+}
+
+static bool nonzero_at(int32_t type, const void* p, size_t i) {
+  CpuNum v;
+  if (!cpu_num_load(type, p, i, &v)) return false;
+  return v.kind == CPU_NUM_FLT ? v.v.f != 0.0 : v.v.u != 0;
+}
+
+static OnyxStatus* nonzero_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  size_t rank = cpu_host->tensor_rank(x), n = cpu_host->tensor_elem_count(x), nnz = 0;
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  int32_t type = cpu_host->tensor_elem_type(x);
+  const void* p = cpu_host->tensor_data(x);
+  for (size_t i = 0; i < n; i++)
+    nnz += nonzero_at(type, p, i);
+  int64_t dims[2] = {(int64_t)rank, (int64_t)nnz};
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, 2, &y))) return st;
+  int64_t* out = cpu_host->tensor_mutable_data(y);
+  const int64_t* xd = cpu_host->tensor_dims(x);
+  int64_t pos[CPU_MAX_RANK] = {0};
+  for (size_t i = 0, k = 0; i < n; i++) {
+    if (nonzero_at(type, p, i)) {
+      for (size_t d = 0; d < rank; d++)
+        out[d * nnz + k] = pos[d];
+      k++;
+    }
+    for (size_t d = rank; d-- > 0;) {
+      if (++pos[d] < xd[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Sorting helpers (stable merge sort of indices with a context)              */
+/* ========================================================================= */
+
+typedef int (*IdxCmp)(const void* ctx, size_t a, size_t b);
+
+static void merge_sort(size_t* v, size_t* tmp, size_t n, IdxCmp cmp, const void* c) {
+  if (n < 2) return;
+  size_t h = n / 2;
+  merge_sort(v, tmp, h, cmp, c);
+  merge_sort(v + h, tmp, n - h, cmp, c);
+  size_t i = 0, j = h, k = 0;
+  while (i < h && j < n)
+    tmp[k++] = cmp(c, v[j], v[i]) < 0 ? v[j++] : v[i++];
+  while (i < h)
+    tmp[k++] = v[i++];
+  while (j < n)
+    tmp[k++] = v[j++];
+  memcpy(v, tmp, n * sizeof *v);
+}
+
+/* Compares element a and b of a tensor (numbers by value, NaN last; strings
+ * bytewise). */
+static int elem_cmp(const OnyxTensor* t, size_t a, size_t b) {
+  int32_t type = cpu_host->tensor_elem_type(t);
+  if (type == ONYX_ELEM_STRING) {
+    int c = strcmp(cpu_host->tensor_string(t, a), cpu_host->tensor_string(t, b));
+    return (c > 0) - (c < 0);
+  }
+  CpuNum x, y;
+  const void* p = cpu_host->tensor_data(t);
+  if (!cpu_num_load(type, p, a, &x) || !cpu_num_load(type, p, b, &y)) return 0;
+  if (x.kind == CPU_NUM_FLT) {
+    bool xn = isnan(x.v.f), yn = isnan(y.v.f);
+    if (xn || yn) return xn - yn;
+    return (x.v.f > y.v.f) - (x.v.f < y.v.f);
+  }
+  if (x.kind == CPU_NUM_SINT) return (x.v.i > y.v.i) - (x.v.i < y.v.i);
+  return (x.v.u > y.v.u) - (x.v.u < y.v.u);
+}
+
+/* ========================================================================= */
+/* Unique                                                                     */
+/* ========================================================================= */
+
+typedef struct UniqCtx {
+  const OnyxTensor* x;
+  size_t inner, len; /* slice: outer x inner elements along the axis */
+  size_t outer;
+} UniqCtx;
+
+/* Lexicographic comparison of slices a and b along the axis. */
+static int uniq_cmp(const void* c, size_t a, size_t b) {
+  const UniqCtx* u = c;
+  for (size_t o = 0; o < u->outer; o++)
+    for (size_t i = 0; i < u->inner; i++) {
+      int r = elem_cmp(u->x, (o * u->len + a) * u->inner + i, (o * u->len + b) * u->inner + i);
+      if (r) return r;
+    }
+  return 0;
+}
+
+static int size_cmp(const void* c, size_t a, size_t b) {
+  const size_t* v = c;
+  return (v[a] > v[b]) - (v[a] < v[b]);
+}
+
+static OnyxStatus* unique_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  size_t rank = cpu_host->tensor_rank(x), axis = 0;
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  int64_t flat = (int64_t)cpu_host->tensor_elem_count(x);
+  const int64_t* xd = s->has_axis ? cpu_host->tensor_dims(x) : &flat;
+  size_t xr = s->has_axis ? rank : 1;
+  if (s->has_axis && (rank == 0 || !cpu_norm_axis(s->axis, rank, false, &axis)))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",
+                         (long long)s->axis, rank);
+  UniqCtx u = {x, cpu_dims_product(xd, axis + 1, xr), (size_t)xd[axis],
+               cpu_dims_product(xd, 0, axis)};
+  size_t n = u.len, cap = n ? n : 1;
+  size_t* order = cpu_host->ctx_scratch(ctx, 6 * cap * sizeof(size_t));
+  if (!order) return cpu_oom(ctx);
+  size_t *tmp = order + cap, *group = tmp + cap, *first = group + cap, *count = first + cap,
+         *rank_of = count + cap;
+  for (size_t i = 0; i < n; i++)
+    order[i] = i;
+  merge_sort(order, tmp, n, uniq_cmp, &u);
+  size_t ng = 0; /* groups in sorted order: first occurrence, count */
+  for (size_t i = 0; i < n; i++) {
+    if (i == 0 || uniq_cmp(&u, order[i - 1], order[i]) != 0) {
+      first[ng] = order[i]; /* stable sort: the smallest index comes first */
+      count[ng++] = 0;
+    }
+    count[ng - 1]++;
+    group[order[i]] = ng - 1;
+  }
+  /* Output order of the groups: sorted, or by first occurrence. */
+  size_t* out_order = tmp;
+  for (size_t g = 0; g < ng; g++)
+    out_order[g] = g;
+  if (!s->sorted) {
+    size_t* tmp2 = order; /* order is no longer needed */
+    merge_sort(out_order, tmp2, ng, size_cmp, first);
+  }
+  for (size_t k = 0; k < ng; k++)
+    rank_of[out_order[k]] = k;
+  int64_t dims[CPU_MAX_RANK];
+  memcpy(dims, xd, xr * sizeof *dims);
+  dims[axis] = (int64_t)ng;
+  OnyxTensor *y, *yi = NULL, *yinv = NULL, *yc = NULL;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, xr, &y))) return st;
+  int64_t ngd = (int64_t)ng, nd = (int64_t)n;
+  size_t n_out = cpu_host->ctx_output_count(ctx);
+  if (n_out > 1 && (st = cpu_host->ctx_output(ctx, 1, &ngd, 1, &yi))) return st;
+  if (n_out > 2 && (st = cpu_host->ctx_output(ctx, 2, &nd, 1, &yinv))) return st;
+  if (n_out > 3 && (st = cpu_host->ctx_output(ctx, 3, &ngd, 1, &yc))) return st;
+  for (size_t k = 0; k < ng; k++) {
+    size_t g = out_order[k];
+    for (size_t o = 0; o < u.outer && u.inner; o++)
+      if ((st =
+               cpu_copy_elems(y, (o * ng + k) * u.inner, x, (o * n + first[g]) * u.inner, u.inner)))
+        return st;
+    if (yi) ((int64_t*)cpu_host->tensor_mutable_data(yi))[k] = (int64_t)first[g];
+    if (yc) ((int64_t*)cpu_host->tensor_mutable_data(yc))[k] = (int64_t)count[g];
+  }
+  if (yinv)
+    for (size_t i = 0; i < n; i++)
+      ((int64_t*)cpu_host->tensor_mutable_data(yinv))[i] = (int64_t)rank_of[group[i]];
+  return NULL;
+}
+
+/* ========================================================================= */
+/* TopK                                                                       */
+/* ========================================================================= */
+
+typedef struct TopkCtx {
+  int32_t type;
+  const void* data;
+  size_t base, step; /* element j of the row is data[base + j * step] */
+  bool largest;
+} TopkCtx;
+
+/* Order of the output: best first (NaN counts as the largest, as in numpy's
+ * sort), ties by the lower index. Values compare exactly (64-bit integers
+ * too). */
+static int topk_cmp(const void* c, size_t a, size_t b) {
+  const TopkCtx* t = c;
+  CpuNum x, y;
+  cpu_num_load(t->type, t->data, t->base + a * t->step, &x);
+  cpu_num_load(t->type, t->data, t->base + b * t->step, &y);
+  int r;
+  if (x.kind == CPU_NUM_FLT) {
+    bool xn = isnan(x.v.f), yn = isnan(y.v.f);
+    r = (xn || yn) ? xn - yn : (x.v.f > y.v.f) - (x.v.f < y.v.f);
+  } else if (x.kind == CPU_NUM_SINT) {
+    r = (x.v.i > y.v.i) - (x.v.i < y.v.i);
+  } else {
+    r = (x.v.u > y.v.u) - (x.v.u < y.v.u);
+  }
+  if (t->largest) r = -r;
+  if (r) return r;
+  return (a > b) - (a < b);
+}
+
+static OnyxStatus* topk_compute(void* state, OnyxKernelContext* ctx) {
+  const IdxState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  size_t rank = cpu_host->tensor_rank(x), axis;
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  if (rank == 0 || !cpu_norm_axis(s->axis, rank, false, &axis))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",
+                         (long long)s->axis, rank);
+  int64_t k = s->k_attr;
+  if (s->version >= 10) {
+    int64_t kv[1];
+    size_t nk;
+    if ((st = cpu_read_ints(ctx, cpu_host->ctx_input(ctx, 1), "K", kv, 1, &nk))) return st;
+    if (nk != 1) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "K must hold one value");
+    k = kv[0];
+  }
+  const int64_t* xd = cpu_host->tensor_dims(x);
+  if (k < 0 || k > xd[axis])
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "K %lld out of range for an axis of %lld",
+                         (long long)k, (long long)xd[axis]);
+  int64_t dims[CPU_MAX_RANK];
+  memcpy(dims, xd, rank * sizeof *dims);
+  dims[axis] = k;
+  OnyxTensor *yv, *yi;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &yv))) return st;
+  if ((st = cpu_host->ctx_output(ctx, 1, dims, rank, &yi))) return st;
+  size_t outer = cpu_dims_product(xd, 0, axis), inner = cpu_dims_product(xd, axis + 1, rank);
+  size_t len = (size_t)xd[axis], cap = len ? len : 1;
+  if (outer * inner == 0 || k == 0) return NULL;
+  size_t* ord = cpu_host->ctx_scratch(ctx, 2 * cap * sizeof *ord);
+  if (!ord) return cpu_oom(ctx);
+  int32_t type = cpu_host->tensor_elem_type(x);
+  const void* p = cpu_host->tensor_data(x);
+  size_t es = cpu_elem_size(type);
+  int64_t* oi = cpu_host->tensor_mutable_data(yi);
+  TopkCtx tc = {type, p, 0, inner, s->largest};
+  for (size_t o = 0; o < outer; o++)
+    for (size_t i = 0; i < inner; i++) {
+      for (size_t j = 0; j < len; j++)
+        ord[j] = j;
+      tc.base = o * len * inner + i;
+      merge_sort(ord, ord + cap, len, topk_cmp, &tc);
+      for (int64_t j = 0; j < k; j++) {
+        size_t dst = (o * (size_t)k + (size_t)j) * inner + i;
+        memcpy((char*)cpu_host->tensor_mutable_data(yv) + dst * es,
+               (const char*)p + ((o * len + ord[j]) * inner + i) * es, es);
+        oi[dst] = (int64_t)ord[j];
+      }
+    }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Registration                                                               */
+/* ========================================================================= */
+
+#define V(n) ((void*)(intptr_t)(n))
+#define FREE cpu_free_state
+
+static const int32_t num_types[] = {ONYX_ELEM_FLOAT32,  ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16,
+                                    ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,    ONYX_ELEM_INT16,
+                                    ONYX_ELEM_INT32,    ONYX_ELEM_INT64,   ONYX_ELEM_UINT8,
+                                    ONYX_ELEM_UINT16,   ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64};
+static const int32_t num_bool_types[] = {
+    ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,
+    ONYX_ELEM_INT16,   ONYX_ELEM_INT32,   ONYX_ELEM_INT64,   ONYX_ELEM_UINT8,    ONYX_ELEM_UINT16,
+    ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64,  ONYX_ELEM_BOOL};
+/* Every numeric type, bool and string: Unique, and the reductions of Scatter*. */
+static const int32_t sortable_types[] = {
+    ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,
+    ONYX_ELEM_INT16,   ONYX_ELEM_INT32,   ONYX_ELEM_INT64,   ONYX_ELEM_UINT8,    ONYX_ELEM_UINT16,
+    ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64,  ONYX_ELEM_BOOL,    ONYX_ELEM_STRING};
+
+static const OnyxTypeConstraint tc_gather[] = {
+    {"T", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)},
+    {"Tind", cpu_types_index, CPU_ARRAY_LEN(cpu_types_index)}};
+static const OnyxTypeConstraint tc_nd[] = {
+    {"T", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)}};
+static const OnyxTypeConstraint tc_onehot[] = {
+    {"T1", num_types, CPU_ARRAY_LEN(num_types)},
+    {"T2", num_types, CPU_ARRAY_LEN(num_types)},
+    {"T3", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)}};
+static const OnyxTypeConstraint tc_compress[] = {
+    {"T", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)},
+    {"T1", cpu_types_bool, CPU_ARRAY_LEN(cpu_types_bool)}};
+static const OnyxTypeConstraint tc_nonzero[] = {
+    {"T", num_bool_types, CPU_ARRAY_LEN(num_bool_types)}};
+static const OnyxTypeConstraint tc_unique[] = {
+    {"T", sortable_types, CPU_ARRAY_LEN(sortable_types)}};
+static const OnyxTypeConstraint tc_topk[] = {{"T", num_types, CPU_ARRAY_LEN(num_types)},
+                                             {"I", cpu_types_int64, 1}};
+
+static const CpuKernelSpec index_specs[] = {
+    {"GatherElements", 11, ONYX_OPSET_LATEST, tc_gather, 2, idx_create, gather_elements_compute,
+     FREE, NULL},
+    {"ScatterElements", 11, ONYX_OPSET_LATEST, tc_gather, 2, idx_create, scatter_elements_compute,
+     FREE, NULL},
+    {"Scatter", 9, ONYX_OPSET_LATEST, tc_gather, 2, idx_create, scatter_elements_compute, FREE,
+     NULL},
+    {"GatherND", 11, ONYX_OPSET_LATEST, tc_nd, 1, idx_create, gather_nd_compute, FREE, NULL},
+    {"ScatterND", 11, ONYX_OPSET_LATEST, tc_nd, 1, idx_create, scatter_nd_compute, FREE, NULL},
+    {"TensorScatter", 24, ONYX_OPSET_LATEST, tc_nd, 1, idx_create, tensor_scatter_compute, FREE,
+     NULL},
+    {"OneHot", 9, ONYX_OPSET_LATEST, tc_onehot, 3, idx_create, one_hot_compute, FREE, NULL},
+    {"Compress", 9, ONYX_OPSET_LATEST, tc_compress, 2, idx_create, compress_compute, FREE, NULL},
+    {"NonZero", 9, ONYX_OPSET_LATEST, tc_nonzero, 1, idx_create, nonzero_compute, FREE, NULL},
+    {"Unique", 11, ONYX_OPSET_LATEST, tc_unique, 1, idx_create, unique_compute, FREE, NULL},
+    {"TopK", 1, 9, tc_topk, 2, idx_create, topk_compute, FREE, V(1)},
+    {"TopK", 10, ONYX_OPSET_LATEST, tc_topk, 2, idx_create, topk_compute, FREE, V(10)},
+};
+
+OnyxStatus* cpu_register_index(OnyxKernelRegistry* r) {
+  OnyxStatus* st = cpu_register_specs(r, index_specs, CPU_ARRAY_LEN(index_specs));
+  return st ? st : cpu_register_index_ops(r);
 }

@@ -1,0 +1,1015 @@
+/* cpu_index_ops.c — the rest of the CPU provider's index family: Trilu,
+ * CumSum, CumProd, Pad, Tile, Range, EyeLike, Size, ReverseSequence,
+ * DepthToSpace, SpaceToDepth, CenterCropPad, Einsum and Det. Registered from
+ * cpu_register_index (cpu_index.c).
+ *
+ * Arithmetic goes through CpuNum (floats in double, integers in 64 bits with
+ * wrapping); data movement through memcpy / cpu_copy_strided. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_util.h"
+
+OnyxStatus* cpu_register_index_ops(OnyxKernelRegistry* r);
+
+typedef struct OpsState {
+  int64_t a, b;        /* op-specific ints: upper; exclusive/reverse; blocksize; batch/time axes */
+  int mode;            /* Pad mode; DepthToSpace CRD */
+  int version;         /* which form of the op */
+  const int64_t* ints; /* Pad-1/2 pads; CenterCropPad axes */
+  size_t n_ints;
+  bool has_ints;
+  float value;  /* Pad-1/2 */
+  char* eq;     /* Einsum equation (owned) */
+  bool product; /* CumProd */
+} OpsState;
+
+enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
+
+static void ops_free(void* p) {
+  OpsState* s = p;
+  if (s) free(s->eq);
+  free(s);
+}
+
+static void dense_strides(const int64_t* dims, size_t rank, int64_t* strides) {
+  int64_t s = 1;
+  for (size_t d = rank; d-- > 0;) {
+    strides[d] = s;
+    s *= dims[d];
+  }
+}
+
+static OnyxStatus* check_rank(const OnyxKernelContext* ctx, size_t rank) {
+  if (rank <= CPU_MAX_RANK) return NULL;
+  return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank %zu exceeds the CPU provider's %d", rank,
+                       CPU_MAX_RANK);
+}
+
+static const OnyxTensor* opt_input(const OnyxKernelContext* ctx, size_t i) {
+  return i < cpu_host->ctx_input_count(ctx) ? cpu_host->ctx_input(ctx, i) : NULL;
+}
+
+static OnyxStatus* ops_create(OnyxEp* ep, const OnyxNode* node, void* user, void** out) {
+  (void)ep;
+  OpsState* s = calloc(1, sizeof *s);
+  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  s->version = (int)(intptr_t)user;
+  const char* op = cpu_host->node_op_type(node);
+  size_t len = 0;
+  const char* mode = cpu_host->node_attr_string(node, "mode", &len);
+  if (!strcmp(op, "Trilu")) {
+    s->a = cpu_host->node_attr_int(node, "upper", 1);
+  } else if (!strcmp(op, "CumSum") || !strcmp(op, "CumProd")) {
+    s->a = cpu_host->node_attr_int(node, "exclusive", 0);
+    s->b = cpu_host->node_attr_int(node, "reverse", 0);
+    s->product = !strcmp(op, "CumProd");
+  } else if (!strcmp(op, "Pad")) {
+    if (!mode || !strcmp(mode, "constant"))
+      s->mode = PAD_CONSTANT;
+    else if (!strcmp(mode, "reflect"))
+      s->mode = PAD_REFLECT;
+    else if (!strcmp(mode, "edge"))
+      s->mode = PAD_EDGE;
+    else if (!strcmp(mode, "wrap"))
+      s->mode = PAD_WRAP;
+    else {
+      free(s);
+      return cpu_error(node, ONYX_INVALID_MODEL, "unknown pad mode '%s'", mode);
+    }
+    if (s->version < 11) {
+      const char* name = s->version == 1 ? "paddings" : "pads";
+      s->has_ints = cpu_host->node_attr_type(node, name) == ONYX_ATTR_INTS;
+      s->ints = cpu_host->node_attr_ints(node, name, &s->n_ints);
+      s->value = cpu_host->node_attr_float(node, "value", 0.0f);
+    }
+  } else if (!strcmp(op, "DepthToSpace") || !strcmp(op, "SpaceToDepth")) {
+    s->a = cpu_host->node_attr_int(node, "blocksize", 0);
+    s->mode = mode && !strcmp(mode, "CRD");
+    if (s->a <= 0 || s->a > (1 << 20)) {
+      long long b = (long long)s->a;
+      free(s);
+      return cpu_error(node, ONYX_INVALID_MODEL, "blocksize %lld is invalid", b);
+    }
+  } else if (!strcmp(op, "ReverseSequence")) {
+    s->a = cpu_host->node_attr_int(node, "batch_axis", 1);
+    s->b = cpu_host->node_attr_int(node, "time_axis", 0);
+  } else if (!strcmp(op, "EyeLike")) {
+    s->a = cpu_host->node_attr_int(node, "k", 0);
+  } else if (!strcmp(op, "CenterCropPad")) {
+    s->has_ints = cpu_host->node_attr_type(node, "axes") == ONYX_ATTR_INTS;
+    s->ints = cpu_host->node_attr_ints(node, "axes", &s->n_ints);
+  } else if (!strcmp(op, "Einsum")) {
+    const char* eq = cpu_host->node_attr_string(node, "equation", &len);
+    s->eq = eq ? malloc(len + 1) : NULL;
+    if (!s->eq) {
+      free(s);
+      return cpu_error(node, eq ? ONYX_OUT_OF_MEMORY : ONYX_INVALID_MODEL,
+                       eq ? "out of memory" : "attribute 'equation' is required");
+    }
+    memcpy(s->eq, eq, len);
+    s->eq[len] = '\0';
+  }
+  *out = s;
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Trilu                                                                      */
+/* ========================================================================= */
+
+static OnyxStatus* trilu_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* kt = opt_input(ctx, 1);
+  size_t rank = cpu_host->tensor_rank(x);
+  if (rank < 2) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input must have rank >= 2");
+  int64_t k = 0;
+  OnyxStatus* st;
+  if (kt) {
+    size_t n;
+    if ((st = cpu_read_ints(ctx, kt, "k", &k, 1, &n))) return st;
+    if (n != 1) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "k must hold one value");
+  }
+  OnyxTensor* y;
+  const int64_t* d = cpu_host->tensor_dims(x);
+  if ((st = cpu_host->ctx_output(ctx, 0, d, rank, &y))) return st;
+  size_t count = cpu_host->tensor_elem_count(x);
+  if ((st = cpu_copy_elems(y, 0, x, 0, count))) return st;
+  int64_t rows = d[rank - 2], cols = d[rank - 1];
+  size_t mats = cpu_dims_product(d, 0, rank - 2);
+  size_t es = cpu_elem_size(cpu_host->tensor_elem_type(x));
+  char* out = cpu_host->tensor_mutable_data(y);
+  for (size_t m = 0; m < mats; m++)
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) {
+        bool keep = s->a ? j - i >= k : j - i <= k;
+        if (!keep)
+          memset(out + ((m * (size_t)rows + (size_t)i) * (size_t)cols + (size_t)j) * es, 0, es);
+      }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* CumSum / CumProd                                                           */
+/* ========================================================================= */
+
+static OnyxStatus* cum_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  size_t rank = cpu_host->tensor_rank(x), axis, n;
+  int64_t ax;
+  OnyxStatus* st = cpu_read_ints(ctx, cpu_host->ctx_input(ctx, 1), "axis", &ax, 1, &n);
+  if (st) return st;
+  if (n != 1) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis must hold one value");
+  if (rank == 0 || !cpu_norm_axis(ax, rank, false, &axis))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",
+                         (long long)ax, rank);
+  const int64_t* d = cpu_host->tensor_dims(x);
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, d, rank, &y))) return st;
+  int32_t type = cpu_host->tensor_elem_type(x);
+  size_t outer = cpu_dims_product(d, 0, axis), inner = cpu_dims_product(d, axis + 1, rank);
+  size_t len = (size_t)d[axis];
+  const void* p = cpu_host->tensor_data(x);
+  void* q = cpu_host->tensor_mutable_data(y);
+  for (size_t o = 0; o < outer; o++)
+    for (size_t i = 0; i < inner; i++) {
+      CpuNum acc = {.kind = CPU_NUM_SINT};
+      bool first = true;
+      for (size_t jj = 0; jj < len; jj++) {
+        size_t j = s->b ? len - 1 - jj : jj, at = (o * len + j) * inner + i;
+        CpuNum v;
+        if (!cpu_num_load(type, p, at, &v))
+          return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "type %s is not supported",
+                               cpu_elem_name(type));
+        if (first) {
+          acc.kind = v.kind;
+          if (v.kind == CPU_NUM_FLT)
+            acc.v.f = s->product ? 1.0 : 0.0;
+          else
+            acc.v.u = s->product ? 1 : 0;
+          first = false;
+        }
+        CpuNum next = acc;
+        if (v.kind == CPU_NUM_FLT)
+          next.v.f = s->product ? acc.v.f * v.v.f : acc.v.f + v.v.f;
+        else
+          next.v.u = s->product ? acc.v.u * v.v.u : acc.v.u + v.v.u;
+        cpu_num_store(type, q, at, s->a ? acc : next);
+        acc = next;
+      }
+    }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Pad                                                                        */
+/* ========================================================================= */
+
+/* Maps r (a coordinate relative to the kept window of n elements) into
+ * [0, n) by the mode; false for constant mode outside the window. */
+static bool pad_map(int mode, int64_t r, int64_t n, int64_t* out) {
+  if (r >= 0 && r < n) {
+    *out = r;
+    return true;
+  }
+  switch (mode) {
+  case PAD_EDGE:
+    *out = r < 0 ? 0 : n - 1;
+    return true;
+  case PAD_WRAP:
+    *out = ((r % n) + n) % n;
+    return true;
+  case PAD_REFLECT: {
+    if (n == 1) {
+      *out = 0;
+      return true;
+    }
+    int64_t period = 2 * (n - 1), m = ((r % period) + period) % period;
+    *out = m < n ? m : period - m;
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
+static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  size_t rank = cpu_host->tensor_rank(x);
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  const int64_t* in = cpu_host->tensor_dims(x);
+  int64_t begin[CPU_MAX_RANK] = {0}, end[CPU_MAX_RANK] = {0};
+  const int64_t* pads = s->ints;
+  size_t np = s->n_ints;
+  if (s->version >= 11) {
+    int64_t* buf;
+    if ((st = cpu_read_ints_scratch(ctx, cpu_host->ctx_input(ctx, 1), "pads", &buf, &np)))
+      return st;
+    pads = buf;
+  }
+  const OnyxTensor* axes_t = s->version >= 18 ? opt_input(ctx, 3) : NULL;
+  int64_t* axes = NULL;
+  size_t na = rank;
+  if (axes_t && (st = cpu_read_ints_scratch(ctx, axes_t, "axes", &axes, &na))) return st;
+  if (np != 2 * na)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "pads has %zu values for %zu axes", np, na);
+  bool seen[CPU_MAX_RANK] = {false};
+  for (size_t i = 0; i < na; i++) {
+    size_t d = i;
+    if (axes && (!cpu_norm_axis(axes[i], rank, false, &d) || seen[d]))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld is out of range or repeated",
+                           (long long)axes[i]);
+    seen[d] = true;
+    begin[d] = pads[i];
+    end[d] = pads[na + i];
+  }
+  int64_t dims[CPU_MAX_RANK], crop0[CPU_MAX_RANK], keep[CPU_MAX_RANK], lead[CPU_MAX_RANK];
+  for (size_t d = 0; d < rank; d++) {
+    crop0[d] = begin[d] < 0 ? -begin[d] : 0;
+    keep[d] = in[d] - crop0[d] - (end[d] < 0 ? -end[d] : 0);
+    lead[d] = begin[d] > 0 ? begin[d] : 0;
+    dims[d] = in[d] + begin[d] + end[d];
+    if (keep[d] < 0 || dims[d] < 0)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "pads crop axis %zu below zero", d);
+    if (s->mode != PAD_CONSTANT && keep[d] == 0 && dims[d] > 0)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "cannot pad an empty axis %zu in a non-constant mode", d);
+  }
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;
+  size_t count = cpu_host->tensor_elem_count(y);
+  int32_t type = cpu_host->tensor_elem_type(x);
+  size_t es = cpu_elem_size(type);
+  char fill[16] = {0};
+  const OnyxTensor* cv = s->version >= 11 ? opt_input(ctx, 2) : NULL;
+  if (cv && cpu_host->tensor_elem_count(cv) > 0 && type != ONYX_ELEM_STRING)
+    memcpy(fill, cpu_host->tensor_data(cv), es <= sizeof fill ? es : sizeof fill);
+  else if (s->version < 11)
+    cpu_num_store(type, fill, 0, (CpuNum){.kind = CPU_NUM_FLT, .v.f = s->value});
+  int64_t in_strides[CPU_MAX_RANK], pos[CPU_MAX_RANK] = {0};
+  dense_strides(in, rank, in_strides);
+  char* out = cpu_host->tensor_mutable_data(y);
+  const char* src = cpu_host->tensor_data(x);
+  for (size_t i = 0; i < count; i++) {
+    int64_t off = 0;
+    bool inside = true;
+    for (size_t d = 0; d < rank && inside; d++) {
+      int64_t m;
+      inside = pad_map(s->mode, pos[d] - lead[d], keep[d], &m);
+      off += (crop0[d] + m) * in_strides[d];
+    }
+    if (type == ONYX_ELEM_STRING) {
+      if (inside && (st = cpu_copy_elems(y, i, x, (size_t)off, 1))) return st;
+      if (!inside && cv && cpu_host->tensor_elem_count(cv) > 0 &&
+          (st = cpu_copy_elems(y, i, cv, 0, 1)))
+        return st;
+    } else {
+      memcpy(out + i * es, inside ? src + off * (int64_t)es : fill, es);
+    }
+    for (size_t d = rank; d-- > 0;) {
+      if (++pos[d] < dims[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Tile                                                                       */
+/* ========================================================================= */
+
+static OnyxStatus* scalar_num(const OnyxKernelContext* ctx, size_t i, const char* what, CpuNum* v);
+
+/* Tile-1: `tiles` copies along `axis`, both given as one number each. */
+static OnyxStatus* tile1_repeats(const OnyxKernelContext* ctx, size_t rank, int64_t* rep,
+                                 size_t* n) {
+  CpuNum t, a;
+  OnyxStatus* st = scalar_num(ctx, 1, "tiles", &t);
+  if (!st) st = scalar_num(ctx, 2, "axis", &a);
+  if (st) return st;
+  double tv = cpu_num_as_double(t), av = cpu_num_as_double(a);
+  size_t axis;
+  if (!(av > -1e9 && av < 1e9) || !cpu_norm_axis((int64_t)av, rank, false, &axis))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %g out of range for rank %zu", av, rank);
+  if (!(tv >= 0 && tv < 1e12))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "tiles %g is not a count", tv);
+  for (size_t d = 0; d < rank; d++)
+    rep[d] = d == axis ? (int64_t)tv : 1;
+  *n = rank;
+  return NULL;
+}
+
+static OnyxStatus* tile_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  size_t rank = cpu_host->tensor_rank(x), n;
+  if (2 * rank > CPU_MAX_RANK)
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank %zu exceeds %d", rank, CPU_MAX_RANK / 2);
+  int64_t rep[CPU_MAX_RANK];
+  OnyxStatus* st = s->version == 1 ? tile1_repeats(ctx, rank, rep, &n)
+                                   : cpu_read_ints(ctx, cpu_host->ctx_input(ctx, 1), "repeats", rep,
+                                                   CPU_MAX_RANK, &n);
+  if (st) return st;
+  if (n != rank)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "repeats has %zu values for rank %zu", n,
+                         rank);
+  const int64_t* in = cpu_host->tensor_dims(x);
+  int64_t dims[CPU_MAX_RANK], in_strides[CPU_MAX_RANK], vd[CPU_MAX_RANK], vs[CPU_MAX_RANK];
+  dense_strides(in, rank, in_strides);
+  for (size_t d = 0; d < rank; d++) {
+    if (rep[d] < 0) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "repeats[%zu] is negative", d);
+    dims[d] = in[d] * rep[d];
+    vd[2 * d] = rep[d]; /* the output seen as [r0, d0, r1, d1, ...] */
+    vs[2 * d] = 0;
+    vd[2 * d + 1] = in[d];
+    vs[2 * d + 1] = in_strides[d];
+  }
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;
+  return cpu_copy_strided(y, x, 2 * rank, vd, vs, 0);
+}
+
+/* ========================================================================= */
+/* Range / EyeLike / Size                                                     */
+/* ========================================================================= */
+
+static OnyxStatus* scalar_num(const OnyxKernelContext* ctx, size_t i, const char* what, CpuNum* v) {
+  const OnyxTensor* t = cpu_host->ctx_input(ctx, i);
+  if (cpu_host->tensor_elem_count(t) != 1 ||
+      !cpu_num_load(cpu_host->tensor_elem_type(t), cpu_host->tensor_data(t), 0, v))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "'%s' must be one number", what);
+  return NULL;
+}
+
+static OnyxStatus* range_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  CpuNum a, l, dl;
+  OnyxStatus* st = scalar_num(ctx, 0, "start", &a);
+  if (!st) st = scalar_num(ctx, 1, "limit", &l);
+  if (!st) st = scalar_num(ctx, 2, "delta", &dl);
+  if (st) return st;
+  int32_t type = cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 0));
+  int64_t n;
+  if (a.kind == CPU_NUM_FLT) {
+    if (dl.v.f == 0 || isnan(dl.v.f))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "delta must be nonzero");
+    double c = ceil((l.v.f - a.v.f) / dl.v.f);
+    if (!(c < 1e12)) c = c > 0 ? 1e12 : 0;
+    n = c > 0 ? (int64_t)c : 0;
+  } else {
+    if (dl.v.i == 0) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "delta must be nonzero");
+    double span = (double)l.v.i - (double)a.v.i;
+    double c = ceil(span / (double)dl.v.i);
+    n = c > 0 ? (int64_t)c : 0;
+  }
+  if (n > ((int64_t)1 << 32))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "range of %lld elements is too large",
+                         (long long)n);
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, &n, 1, &y))) return st;
+  void* out = cpu_host->tensor_mutable_data(y);
+  for (int64_t i = 0; i < n; i++) {
+    CpuNum v = a;
+    if (a.kind == CPU_NUM_FLT)
+      v.v.f = a.v.f + (double)i * dl.v.f;
+    else
+      v.v.i = (int64_t)((uint64_t)a.v.i + (uint64_t)i * (uint64_t)dl.v.i); /* no UB */
+    cpu_num_store(type, out, (size_t)i, v);
+  }
+  return NULL;
+}
+
+static OnyxStatus* eyelike_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  if (cpu_host->tensor_rank(x) != 2)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input must be 2-D");
+  const int64_t* d = cpu_host->tensor_dims(x);
+  OnyxTensor* y;
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, d, 2, &y);
+  if (st) return st;
+  int32_t type = cpu_host->tensor_elem_type(y);
+  size_t es = cpu_elem_size(type);
+  void* out = cpu_host->tensor_mutable_data(y);
+  if (d[0] * d[1] == 0) return NULL;
+  memset(out, 0, (size_t)(d[0] * d[1]) * es);
+  for (int64_t i = 0; i < d[0]; i++) {
+    int64_t j = i + s->a;
+    if (j >= 0 && j < d[1])
+      cpu_num_store(type, out, (size_t)(i * d[1] + j), (CpuNum){.kind = CPU_NUM_UINT, .v.u = 1});
+  }
+  return NULL;
+}
+
+static OnyxStatus* size_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  OnyxTensor* y;
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, NULL, 0, &y);
+  if (st) return st;
+  *(int64_t*)cpu_host->tensor_mutable_data(y) =
+      (int64_t)cpu_host->tensor_elem_count(cpu_host->ctx_input(ctx, 0));
+  return NULL;
+}
+
+/* ========================================================================= */
+/* ReverseSequence                                                            */
+/* ========================================================================= */
+
+static OnyxStatus* revseq_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* lt = cpu_host->ctx_input(ctx, 1);
+  size_t rank = cpu_host->tensor_rank(x), ba, ta;
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  if (rank < 2 || !cpu_norm_axis(s->a, rank, false, &ba) ||
+      !cpu_norm_axis(s->b, rank, false, &ta) || ba == ta || ba > 1 || ta > 1)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "batch_axis/time_axis invalid for rank %zu",
+                         rank);
+  const int64_t* d = cpu_host->tensor_dims(x);
+  int64_t* lens;
+  size_t nl;
+  if ((st = cpu_read_ints_scratch(ctx, lt, "sequence_lens", &lens, &nl))) return st;
+  if ((int64_t)nl != d[ba])
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "sequence_lens has %zu values for batch %lld",
+                         nl, (long long)d[ba]);
+  for (size_t i = 0; i < nl; i++)
+    if (lens[i] < 0 || lens[i] > d[ta])
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "sequence_lens[%zu] = %lld is outside [0, %lld]", i, (long long)lens[i],
+                           (long long)d[ta]);
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, d, rank, &y))) return st;
+  size_t inner = cpu_dims_product(d, 2, rank);
+  int64_t strides[CPU_MAX_RANK];
+  dense_strides(d, rank, strides);
+  for (int64_t b = 0; b < d[ba]; b++)
+    for (int64_t t = 0; t < d[ta]; t++) {
+      int64_t src_t = t < lens[b] ? lens[b] - 1 - t : t;
+      size_t dst = (size_t)(b * strides[ba] + t * strides[ta]);
+      size_t src = (size_t)(b * strides[ba] + src_t * strides[ta]);
+      if (inner && (st = cpu_copy_elems(y, dst, x, src, inner))) return st;
+    }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* DepthToSpace / SpaceToDepth                                                */
+/* ========================================================================= */
+
+/* Copies x seen as a 6-D tensor `t` through permutation `perm` into y. */
+static OnyxStatus* permute6(OnyxTensor* y, const OnyxTensor* x, const int64_t* t, const int* perm) {
+  int64_t st6[6], dims[6], strides[6];
+  dense_strides(t, 6, st6);
+  for (int i = 0; i < 6; i++) {
+    dims[i] = t[perm[i]];
+    strides[i] = st6[perm[i]];
+  }
+  return cpu_copy_strided(y, x, 6, dims, strides, 0);
+}
+
+static OnyxStatus* d2s_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  if (cpu_host->tensor_rank(x) != 4)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input must be 4-D");
+  const int64_t* d = cpu_host->tensor_dims(x);
+  int64_t b = s->a, c = d[1] / (b * b);
+  if (d[1] % (b * b))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "channels %lld not divisible by blocksize^2",
+                         (long long)d[1]);
+  int64_t dims[4] = {d[0], c, d[2] * b, d[3] * b};
+  OnyxTensor* y;
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, dims, 4, &y);
+  if (st) return st;
+  if (s->mode) { /* CRD */
+    int64_t t[6] = {d[0], c, b, b, d[2], d[3]};
+    static const int perm[6] = {0, 1, 4, 2, 5, 3};
+    return permute6(y, x, t, perm);
+  }
+  int64_t t[6] = {d[0], b, b, c, d[2], d[3]};
+  static const int perm[6] = {0, 3, 4, 1, 5, 2};
+  return permute6(y, x, t, perm);
+}
+
+static OnyxStatus* s2d_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  if (cpu_host->tensor_rank(x) != 4)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input must be 4-D");
+  const int64_t* d = cpu_host->tensor_dims(x);
+  int64_t b = s->a;
+  if (d[2] % b || d[3] % b)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "spatial dims not divisible by blocksize");
+  int64_t dims[4] = {d[0], d[1] * b * b, d[2] / b, d[3] / b};
+  OnyxTensor* y;
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, dims, 4, &y);
+  if (st) return st;
+  int64_t t[6] = {d[0], d[1], d[2] / b, b, d[3] / b, b};
+  static const int perm[6] = {0, 3, 5, 1, 2, 4};
+  return permute6(y, x, t, perm);
+}
+
+/* ========================================================================= */
+/* CenterCropPad                                                              */
+/* ========================================================================= */
+
+static OnyxStatus* ccp_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  size_t rank = cpu_host->tensor_rank(x), n;
+  OnyxStatus* st = check_rank(ctx, rank);
+  if (st) return st;
+  int64_t* shape;
+  if ((st = cpu_read_ints_scratch(ctx, cpu_host->ctx_input(ctx, 1), "shape", &shape, &n)))
+    return st;
+  size_t na = s->has_ints ? s->n_ints : rank;
+  if (n != na)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "shape has %zu values for %zu axes", n, na);
+  const int64_t* in = cpu_host->tensor_dims(x);
+  int64_t dims[CPU_MAX_RANK], shift[CPU_MAX_RANK] = {0};
+  memcpy(dims, in, rank * sizeof *dims);
+  bool seen[CPU_MAX_RANK] = {false};
+  for (size_t i = 0; i < na; i++) {
+    size_t d = i;
+    if (s->has_ints && (!cpu_norm_axis(s->ints[i], rank, false, &d) || seen[d]))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld is out of range or repeated",
+                           (long long)s->ints[i]);
+    seen[d] = true;
+    if (shape[i] < 0) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "shape[%zu] is negative", i);
+    dims[d] = shape[i];
+    /* crop: start at (in - out) / 2; pad: the input starts at (out - in) / 2 */
+    shift[d] = in[d] >= shape[i] ? (in[d] - shape[i]) / 2 : -((shape[i] - in[d]) / 2);
+  }
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;
+  size_t count = cpu_host->tensor_elem_count(y);
+  size_t es = cpu_elem_size(cpu_host->tensor_elem_type(x));
+  bool str = cpu_host->tensor_elem_type(x) == ONYX_ELEM_STRING;
+  int64_t in_strides[CPU_MAX_RANK], pos[CPU_MAX_RANK] = {0};
+  dense_strides(in, rank, in_strides);
+  char* out = cpu_host->tensor_mutable_data(y);
+  const char* src = cpu_host->tensor_data(x);
+  for (size_t i = 0; i < count; i++) {
+    int64_t off = 0;
+    bool inside = true;
+    for (size_t d = 0; d < rank; d++) {
+      int64_t c = pos[d] + shift[d];
+      inside &= c >= 0 && c < in[d];
+      off += c * in_strides[d];
+    }
+    if (str) {
+      if (inside && (st = cpu_copy_elems(y, i, x, (size_t)off, 1))) return st;
+    } else if (inside) {
+      memcpy(out + i * es, src + off * (int64_t)es, es);
+    } else {
+      memset(out + i * es, 0, es);
+    }
+    for (size_t d = rank; d-- > 0;) {
+      if (++pos[d] < dims[d]) break;
+      pos[d] = 0;
+    }
+  }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Einsum                                                                     */
+/* ========================================================================= */
+
+#define EIN_MAX_IN     8
+#define EIN_MAX_LABELS 64
+
+/* A parsed term: label ids per dim (ellipsis dims get ids 0..E-1). */
+typedef struct EinTerm {
+  int lab[CPU_MAX_RANK];
+  size_t rank;
+} EinTerm;
+
+static int ein_letter(char c) {
+  if (c >= 'a' && c <= 'z') return c - 'a';
+  if (c >= 'A' && c <= 'Z') return 26 + c - 'A';
+  return -1;
+}
+
+/* Parses one term (text [p, q)) for a tensor of `rank` dims (rank -1 for the
+ * output, whose ellipsis has `ell` dims). Letter ids start at ell_max. */
+static OnyxStatus* ein_term(const OnyxKernelContext* ctx, const char* p, const char* q, long rank,
+                            size_t ell_max, size_t* ell_out, EinTerm* t) {
+  size_t letters = 0;
+  bool ell = false;
+  for (const char* c = p; c < q; c++) {
+    if (*c == ' ') continue;
+    if (*c == '.') {
+      if (ell || q - c < 3 || c[1] != '.' || c[2] != '.')
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "bad ellipsis in the equation");
+      ell = true;
+      c += 2;
+      continue;
+    }
+    if (ein_letter(*c) < 0)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "bad character '%c' in the equation", *c);
+    letters++;
+  }
+  size_t e = 0;
+  if (rank >= 0) {
+    if ((size_t)rank < letters || (!ell && (size_t)rank != letters))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "equation term has %zu labels for an input of rank %ld", letters, rank);
+    e = (size_t)rank - letters;
+  } else {
+    e = ell ? ell_max : 0;
+  }
+  if (letters + e > CPU_MAX_RANK)
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "equation term has too many dims");
+  t->rank = 0;
+  for (const char* c = p; c < q; c++) {
+    if (*c == ' ') continue;
+    if (*c == '.') {
+      for (size_t k = 0; k < e; k++) /* right-aligned among the ellipsis dims */
+        t->lab[t->rank++] = (int)(ell_max - e + k);
+      c += 2;
+      continue;
+    }
+    t->lab[t->rank++] = (int)ell_max + ein_letter(*c);
+  }
+  *ell_out = e;
+  return NULL;
+}
+
+typedef union Wide64 {
+  double f;
+  uint64_t u;
+} Wide64;
+
+/* One contraction: output labels first, then the summed ones. */
+typedef struct EinRun {
+  size_t n_in, n_out, n_loop, sum_count;
+  int64_t size[EIN_MAX_LABELS + CPU_MAX_RANK];
+  int64_t str[EIN_MAX_IN][EIN_MAX_LABELS + CPU_MAX_RANK];
+  const Wide64* in[EIN_MAX_IN];
+  bool is_int;
+  void* y;
+  int32_t ytype;
+} EinRun;
+
+/* Output elements [begin, end): each sums its products in one fixed order,
+ * so the result does not depend on how the range is split over threads. */
+static void ein_outputs(void* user, size_t begin, size_t end) {
+  const EinRun* r = user;
+  int64_t pos[EIN_MAX_LABELS + CPU_MAX_RANK] = {0};
+  for (size_t o = begin; o < end; o++) {
+    int64_t off[EIN_MAX_IN] = {0};
+    size_t rest = o;
+    for (size_t j = r->n_out; j-- > 0;) {
+      pos[j] = (int64_t)(rest % (size_t)r->size[j]);
+      rest /= (size_t)r->size[j];
+    }
+    for (size_t i = 0; i < r->n_in; i++)
+      for (size_t j = 0; j < r->n_out; j++)
+        off[i] += pos[j] * r->str[i][j];
+    for (size_t j = r->n_out; j < r->n_loop; j++)
+      pos[j] = 0;
+    double acc = 0.0;
+    uint64_t iacc = 0;
+    for (size_t k = 0; k < r->sum_count; k++) {
+      if (r->is_int) {
+        uint64_t p = 1;
+        for (size_t i = 0; i < r->n_in; i++)
+          p *= r->in[i][off[i]].u;
+        iacc += p;
+      } else {
+        double p = 1.0;
+        for (size_t i = 0; i < r->n_in; i++)
+          p *= r->in[i][off[i]].f;
+        acc += p;
+      }
+      for (size_t j = r->n_loop; j-- > r->n_out;) {
+        for (size_t i = 0; i < r->n_in; i++)
+          off[i] += r->str[i][j];
+        if (++pos[j] < r->size[j]) break;
+        for (size_t i = 0; i < r->n_in; i++)
+          off[i] -= r->str[i][j] * r->size[j];
+        pos[j] = 0;
+      }
+    }
+    CpuNum v = {.kind = CPU_NUM_FLT, .v.f = acc};
+    if (r->is_int) v = (CpuNum){.kind = CPU_NUM_SINT, .v.i = (int64_t)iacc};
+    cpu_num_store(r->ytype, r->y, o, v);
+  }
+}
+
+static OnyxStatus* einsum_compute(void* state, OnyxKernelContext* ctx) {
+  const OpsState* s = state;
+  size_t n_in = cpu_host->ctx_input_count(ctx);
+  if (n_in == 0 || n_in > EIN_MAX_IN)
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "einsum of %zu inputs", n_in);
+  const char* eq = s->eq;
+  const char* arrow = strstr(eq, "->");
+  const char* lhs_end = arrow ? arrow : eq + strlen(eq);
+  /* Pass 1: the largest ellipsis. */
+  size_t ell_max = 0;
+  const char* p = eq;
+  EinTerm terms[EIN_MAX_IN];
+  OnyxStatus* st;
+  for (int pass = 0; pass < 2; pass++) {
+    p = eq;
+    for (size_t i = 0; i < n_in; i++) {
+      const char* q = memchr(p, ',', (size_t)(lhs_end - p));
+      if (!q) q = lhs_end;
+      if ((i + 1 < n_in) != (q != lhs_end))
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                             "equation has %s terms than the %zu inputs",
+                             q == lhs_end ? "fewer" : "more", n_in);
+      size_t e;
+      const OnyxTensor* x = cpu_host->ctx_input(ctx, i);
+      if ((st = ein_term(ctx, p, q, (long)cpu_host->tensor_rank(x), pass ? ell_max : 0, &e,
+                         &terms[i])))
+        return st;
+      if (!pass && e > ell_max) ell_max = e;
+      p = q + 1;
+    }
+  }
+  size_t n_lab = ell_max + 52;
+  int64_t size[EIN_MAX_LABELS + CPU_MAX_RANK];
+  int count[EIN_MAX_LABELS + CPU_MAX_RANK] = {0};
+  for (size_t l = 0; l < n_lab; l++)
+    size[l] = -1;
+  for (size_t l = 0; l < ell_max; l++)
+    size[l] = 1;
+  for (size_t i = 0; i < n_in; i++) {
+    const int64_t* d = cpu_host->tensor_dims(cpu_host->ctx_input(ctx, i));
+    for (size_t k = 0; k < terms[i].rank; k++) {
+      int l = terms[i].lab[k];
+      count[l]++;
+      if ((size_t)l < ell_max) { /* broadcast */
+        if (d[k] != 1 && size[l] != 1 && size[l] != d[k])
+          return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "ellipsis dims do not broadcast");
+        if (d[k] != 1) size[l] = d[k];
+      } else if (size[l] >= 0 && size[l] != d[k]) {
+        return cpu_ctx_error(
+            ctx, ONYX_INVALID_ARGUMENT, "label '%c' has sizes %lld and %lld",
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[l - (int)ell_max],
+            (long long)size[l], (long long)d[k]);
+      } else {
+        size[l] = d[k];
+      }
+    }
+  }
+  EinTerm out;
+  if (arrow) {
+    size_t e;
+    if ((st = ein_term(ctx, arrow + 2, arrow + 2 + strlen(arrow + 2), -1, ell_max, &e, &out)))
+      return st;
+    bool used[EIN_MAX_LABELS + CPU_MAX_RANK] = {false};
+    for (size_t k = 0; k < out.rank; k++) {
+      int l = out.lab[k];
+      if (used[l] || size[l] < 0)
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                             "output label repeated or not among the inputs");
+      used[l] = true;
+    }
+  } else { /* implicit: ellipsis, then labels seen once, in alphabetical order */
+    out.rank = 0;
+    for (size_t l = 0; l < ell_max; l++)
+      out.lab[out.rank++] = (int)l;
+    static const char order[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    for (const char* c = order; *c; c++) {
+      int l = (int)ell_max + ein_letter(*c);
+      if (count[l] == 1) {
+        if (out.rank >= CPU_MAX_RANK)
+          return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "output has too many dims");
+        out.lab[out.rank++] = l;
+      }
+    }
+  }
+  /* Loop labels: output ones first, then the summed ones. */
+  int loop[EIN_MAX_LABELS + CPU_MAX_RANK];
+  size_t n_loop = 0, n_out = out.rank;
+  bool in_out[EIN_MAX_LABELS + CPU_MAX_RANK] = {false};
+  int64_t dims[CPU_MAX_RANK];
+  for (size_t k = 0; k < out.rank; k++) {
+    loop[n_loop++] = out.lab[k];
+    in_out[out.lab[k]] = true;
+    dims[k] = size[out.lab[k]];
+  }
+  for (size_t l = 0; l < n_lab; l++)
+    if (!in_out[l] && size[l] >= 0 && (count[l] > 0)) loop[n_loop++] = (int)l;
+  /* Strides of each input per loop position. */
+  int64_t str[EIN_MAX_IN][EIN_MAX_LABELS + CPU_MAX_RANK];
+  for (size_t i = 0; i < n_in; i++) {
+    const int64_t* d = cpu_host->tensor_dims(cpu_host->ctx_input(ctx, i));
+    int64_t ds[CPU_MAX_RANK];
+    dense_strides(d, terms[i].rank, ds);
+    for (size_t j = 0; j < n_loop; j++) {
+      str[i][j] = 0;
+      for (size_t k = 0; k < terms[i].rank; k++)
+        if (terms[i].lab[k] == loop[j] && d[k] != 1) str[i][j] += ds[k];
+    }
+  }
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, dims, n_out, &y))) return st;
+  EinRun r = {.n_in = n_in, .n_out = n_out, .n_loop = n_loop, .sum_count = 1};
+  r.y = cpu_host->tensor_mutable_data(y);
+  r.ytype = cpu_host->tensor_elem_type(y);
+  for (size_t j = 0; j < n_loop; j++) {
+    r.size[j] = size[loop[j]];
+    for (size_t i = 0; i < n_in; i++)
+      r.str[i][j] = str[i][j];
+    if (j >= n_out) r.sum_count *= (size_t)r.size[j];
+  }
+  /* Every input widened once: floats to double, integers to 64 bits. */
+  for (size_t i = 0; i < n_in; i++) {
+    const OnyxTensor* x = cpu_host->ctx_input(ctx, i);
+    size_t n = cpu_host->tensor_elem_count(x);
+    int32_t type = cpu_host->tensor_elem_type(x);
+    Wide64* w = cpu_host->ctx_scratch(ctx, (n ? n : 1) * sizeof *w);
+    if (!w) return cpu_oom(ctx);
+    for (size_t e = 0; e < n; e++) {
+      CpuNum v;
+      cpu_num_load(type, cpu_host->tensor_data(x), e, &v);
+      r.is_int = v.kind != CPU_NUM_FLT;
+      if (r.is_int)
+        w[e].u = v.v.u;
+      else
+        w[e].f = v.v.f;
+    }
+    r.in[i] = w;
+  }
+  size_t out_count = cpu_host->tensor_elem_count(y);
+  size_t work = out_count * (r.sum_count ? r.sum_count : 1);
+  cpu_host->parallel_for(work >= 65536 ? cpu_host->ctx_thread_pool(ctx) : NULL, out_count,
+                         ein_outputs, &r);
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Det                                                                        */
+/* ========================================================================= */
+
+static OnyxStatus* det_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  size_t rank = cpu_host->tensor_rank(x);
+  const int64_t* d = cpu_host->tensor_dims(x);
+  if (rank < 2 || d[rank - 1] != d[rank - 2])
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input must be [..., M, M]");
+  OnyxTensor* y;
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, d, rank - 2, &y);
+  if (st) return st;
+  size_t m = (size_t)d[rank - 1], mats = cpu_dims_product(d, 0, rank - 2);
+  double* a = cpu_host->ctx_scratch(ctx, (m > 0 ? m * m : 1) * sizeof *a);
+  if (!a) return cpu_oom(ctx);
+  int32_t type = cpu_host->tensor_elem_type(x);
+  const void* p = cpu_host->tensor_data(x);
+  for (size_t k = 0; k < mats; k++) {
+    for (size_t i = 0; i < m * m; i++) {
+      CpuNum v;
+      cpu_num_load(type, p, k * m * m + i, &v);
+      a[i] = cpu_num_as_double(v);
+    }
+    double det = 1.0; /* LU with partial pivoting */
+    for (size_t c = 0; c < m && det != 0.0; c++) {
+      size_t piv = c;
+      for (size_t r = c + 1; r < m; r++)
+        if (fabs(a[r * m + c]) > fabs(a[piv * m + c])) piv = r;
+      if (a[piv * m + c] == 0.0) {
+        det = 0.0;
+        break;
+      }
+      if (piv != c) {
+        for (size_t j = 0; j < m; j++) {
+          double t = a[c * m + j];
+          a[c * m + j] = a[piv * m + j];
+          a[piv * m + j] = t;
+        }
+        det = -det;
+      }
+      det *= a[c * m + c];
+      for (size_t r = c + 1; r < m; r++) {
+        double f = a[r * m + c] / a[c * m + c];
+        for (size_t j = c; j < m; j++)
+          a[r * m + j] -= f * a[c * m + j];
+      }
+    }
+    cpu_num_store(cpu_host->tensor_elem_type(y), cpu_host->tensor_mutable_data(y), k,
+                  (CpuNum){.kind = CPU_NUM_FLT, .v.f = det});
+  }
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Registration                                                               */
+/* ========================================================================= */
+
+#define V(n) ((void*)(intptr_t)(n))
+
+static const int32_t flt_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16,
+                                    ONYX_ELEM_BFLOAT16};
+static const int32_t num_types[] = {ONYX_ELEM_FLOAT32,  ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16,
+                                    ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,    ONYX_ELEM_INT16,
+                                    ONYX_ELEM_INT32,    ONYX_ELEM_INT64,   ONYX_ELEM_UINT8,
+                                    ONYX_ELEM_UINT16,   ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64};
+static const int32_t num_bool_types[] = {
+    ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,
+    ONYX_ELEM_INT16,   ONYX_ELEM_INT32,   ONYX_ELEM_INT64,   ONYX_ELEM_UINT8,    ONYX_ELEM_UINT16,
+    ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64,  ONYX_ELEM_BOOL};
+/* Fixed-size types whose zero is all-zero bytes (no strings). */
+static const int32_t fixed_types[] = {
+    ONYX_ELEM_FLOAT32,        ONYX_ELEM_FLOAT64,    ONYX_ELEM_FLOAT16,       ONYX_ELEM_BFLOAT16,
+    ONYX_ELEM_INT8,           ONYX_ELEM_INT16,      ONYX_ELEM_INT32,         ONYX_ELEM_INT64,
+    ONYX_ELEM_UINT8,          ONYX_ELEM_UINT16,     ONYX_ELEM_UINT32,        ONYX_ELEM_UINT64,
+    ONYX_ELEM_BOOL,           ONYX_ELEM_COMPLEX64,  ONYX_ELEM_COMPLEX128,    ONYX_ELEM_FLOAT8E4M3FN,
+    ONYX_ELEM_FLOAT8E4M3FNUZ, ONYX_ELEM_FLOAT8E5M2, ONYX_ELEM_FLOAT8E5M2FNUZ};
+static const int32_t range_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_INT16,
+                                      ONYX_ELEM_INT32,   ONYX_ELEM_INT64,   ONYX_ELEM_FLOAT16,
+                                      ONYX_ELEM_BFLOAT16};
+
+static const OnyxTypeConstraint tc_fixed[] = {{"T", fixed_types, CPU_ARRAY_LEN(fixed_types)}};
+static const OnyxTypeConstraint tc_any[] = {
+    {"T", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)}};
+static const OnyxTypeConstraint tc_cum[] = {{"T", num_types, CPU_ARRAY_LEN(num_types)},
+                                            {"T2", cpu_types_index, 2}};
+static const OnyxTypeConstraint tc_pad[] = {
+    {"T", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)}, {"Tind", cpu_types_index, 2}};
+static const OnyxTypeConstraint tc_range[] = {{"T", range_types, CPU_ARRAY_LEN(range_types)}};
+static const OnyxTypeConstraint tc_eyelike[] = {
+    {"T1", num_bool_types, CPU_ARRAY_LEN(num_bool_types)},
+    {"T2", num_bool_types, CPU_ARRAY_LEN(num_bool_types)}};
+static const OnyxTypeConstraint tc_size[] = {
+    {"T", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)}, {"T1", cpu_types_int64, 1}};
+static const OnyxTypeConstraint tc_ccp[] = {
+    {"T", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)}, {"Tind", cpu_types_index, 2}};
+static const OnyxTypeConstraint tc_einsum[] = {{"T", num_types, CPU_ARRAY_LEN(num_types)}};
+static const OnyxTypeConstraint tc_det[] = {{"T", flt_types, CPU_ARRAY_LEN(flt_types)}};
+
+static const CpuKernelSpec ops_specs[] = {
+    {"Trilu", 14, ONYX_OPSET_LATEST, tc_fixed, 1, ops_create, trilu_compute, ops_free, NULL},
+    {"CumSum", 11, ONYX_OPSET_LATEST, tc_cum, 2, ops_create, cum_compute, ops_free, NULL},
+    {"CumProd", 26, ONYX_OPSET_LATEST, tc_cum, 2, ops_create, cum_compute, ops_free, NULL},
+    {"Pad", 1, 1, tc_any, 1, ops_create, pad_compute, ops_free, V(1)},
+    {"Pad", 2, 10, tc_any, 1, ops_create, pad_compute, ops_free, V(2)},
+    {"Pad", 11, 17, tc_any, 1, ops_create, pad_compute, ops_free, V(11)},
+    {"Pad", 18, ONYX_OPSET_LATEST, tc_pad, 2, ops_create, pad_compute, ops_free, V(18)},
+    {"Tile", 1, 5, tc_any, 1, ops_create, tile_compute, ops_free, V(1)},
+    {"Tile", 6, ONYX_OPSET_LATEST, tc_any, 1, ops_create, tile_compute, ops_free, V(6)},
+    {"Range", 11, ONYX_OPSET_LATEST, tc_range, 1, ops_create, range_compute, ops_free, NULL},
+    {"EyeLike", 9, ONYX_OPSET_LATEST, tc_eyelike, 2, ops_create, eyelike_compute, ops_free, NULL},
+    {"Size", 1, ONYX_OPSET_LATEST, tc_size, 2, ops_create, size_compute, ops_free, NULL},
+    {"ReverseSequence", 10, ONYX_OPSET_LATEST, tc_any, 1, ops_create, revseq_compute, ops_free,
+     NULL},
+    {"DepthToSpace", 1, ONYX_OPSET_LATEST, tc_any, 1, ops_create, d2s_compute, ops_free, NULL},
+    {"SpaceToDepth", 1, ONYX_OPSET_LATEST, tc_any, 1, ops_create, s2d_compute, ops_free, NULL},
+    {"CenterCropPad", 18, ONYX_OPSET_LATEST, tc_ccp, 2, ops_create, ccp_compute, ops_free, NULL},
+    {"Einsum", 12, ONYX_OPSET_LATEST, tc_einsum, 1, ops_create, einsum_compute, ops_free, NULL},
+    {"Det", 11, ONYX_OPSET_LATEST, tc_det, 1, ops_create, det_compute, ops_free, NULL},
+};
+
+OnyxStatus* cpu_register_index_ops(OnyxKernelRegistry* r) {
+  return cpu_register_specs(r, ops_specs, CPU_ARRAY_LEN(ops_specs));
+}

@@ -1,5 +1,6 @@
 /* cpu_elementwise.c — elementwise kernels: arithmetic and comparison with
- * broadcasting, Where, unary math, Clip, Cast, Identity, Dropout.
+ * broadcasting, variadic Max/Min/Sum/Mean, Where, unary math, Clip, Identity,
+ * Dropout. (Cast lives in cpu_math_cast.c.)
  *
  * Every binary op runs through one broadcasting engine (cpu_bcast_* in
  * cpu_util.c); an op is a row of function pointers indexed by element type.
@@ -56,15 +57,36 @@ static inline uint16_t st_bf16(double v) {
 /* y[i] = a[i*sa] op b[i*sb] for one row; sa, sb are 0 (broadcast) or 1. */
 typedef void (*BinFn)(const void* a, ptrdiff_t sa, const void* b, ptrdiff_t sb, void* y, size_t n);
 
+/* Rows are contiguous (step 1) or broadcast (step 0); the three common
+ * cases get their own plain loops so that the compiler vectorizes them. */
 #define BIN_DEF(name, s, T, TY, EXPR)                                                              \
   static void name##_##s(const void* pa, ptrdiff_t sa, const void* pb, ptrdiff_t sb, void* py,     \
                          size_t n) {                                                               \
     const T* a = pa;                                                                               \
     const T* b = pb;                                                                               \
     TY* y = py;                                                                                    \
-    for (size_t i = 0; i < n; i++) {                                                               \
-      T x = a[(ptrdiff_t)i * sa], z = b[(ptrdiff_t)i * sb];                                        \
-      y[i] = (TY)(EXPR);                                                                           \
+    if (sa == 1 && sb == 1) {                                                                      \
+      for (size_t i = 0; i < n; i++) {                                                             \
+        T x = a[i], z = b[i];                                                                      \
+        y[i] = (TY)(EXPR);                                                                         \
+      }                                                                                            \
+    } else if (sa == 1 && sb == 0) {                                                               \
+      const T z = b[0];                                                                            \
+      for (size_t i = 0; i < n; i++) {                                                             \
+        T x = a[i];                                                                                \
+        y[i] = (TY)(EXPR);                                                                         \
+      }                                                                                            \
+    } else if (sa == 0 && sb == 1) {                                                               \
+      const T x = a[0];                                                                            \
+      for (size_t i = 0; i < n; i++) {                                                             \
+        T z = b[i];                                                                                \
+        y[i] = (TY)(EXPR);                                                                         \
+      }                                                                                            \
+    } else {                                                                                       \
+      for (size_t i = 0; i < n; i++) {                                                             \
+        T x = a[(ptrdiff_t)i * sa], z = b[(ptrdiff_t)i * sb];                                      \
+        y[i] = (TY)(EXPR);                                                                         \
+      }                                                                                            \
     }                                                                                              \
   }
 
@@ -97,6 +119,57 @@ CPU_NUM_TYPES(DEF_LT, _)
 CPU_NUM_TYPES(DEF_GT, _)
 BIN_DEF(eq, b8, uint8_t, uint8_t, (x != 0) == (z != 0))
 
+/* Comparisons added with opset 12 and the logical/bitwise families. */
+#define DEF_GE(A, s, T, E)   BIN_DEF(ge, s, T, uint8_t, x >= z)
+#define DEF_LE(A, s, T, E)   BIN_DEF(le, s, T, uint8_t, x <= z)
+#define DEF_BAND(A, s, T, E) BIN_DEF(band, s, T, T, x& z)
+#define DEF_BOR(A, s, T, E)  BIN_DEF(bor, s, T, T, x | z)
+#define DEF_BXOR(A, s, T, E) BIN_DEF(bxor, s, T, T, x ^ z)
+/* A shift by the type's width or more gives 0 (C leaves it undefined). */
+#define DEF_SHL(A, s, T, E) BIN_DEF(shl, s, T, T, z >= sizeof(T) * 8 ? 0 : (uint64_t)x << z)
+#define DEF_SHR(A, s, T, E) BIN_DEF(shr, s, T, T, z >= sizeof(T) * 8 ? 0 : (uint64_t)x >> z)
+/* Max/Min propagate NaN (numpy maximum/minimum); for integers x != x is 0. */
+#define DEF_MAX(A, s, T, E) BIN_DEF(max, s, T, T, (x > z || x != x) ? x : z)
+#define DEF_MIN(A, s, T, E) BIN_DEF(min, s, T, T, (x < z || x != x) ? x : z)
+/* Mod with fmod=0: the result takes the divisor's sign (Python's %). */
+#define DEF_MOD_S(A, s, T, E)                                                                      \
+  BIN_DEF(mod, s, T, T, z == -1 ? 0 : (x % z != 0 && ((x % z < 0) != (z < 0))) ? x % z + z : x % z)
+#define DEF_MOD_U(A, s, T, E)  BIN_DEF(mod, s, T, T, x % z)
+#define DEF_FMOD_S(A, s, T, E) BIN_DEF(fmod, s, T, T, z == -1 ? 0 : x % z)
+#define DEF_FMOD_F(A, s, T, E) BIN_DEF(fmod, s, T, T, fmod(x, z))
+#define DEF_MOD_F(A, s, T, E)  BIN_DEF(mod, s, T, T, py_mod(x, z))
+/* PRelu: slope z applies where x < 0. */
+#define DEF_PRELU(A, s, T, E) BIN_DEF(prelu, s, T, T, x < 0 ? x * z : x)
+#define DEF_PRELU_I(A, s, T, E)                                                                    \
+  BIN_DEF(prelu, s, T, T, x < 0 ? (uint64_t)x * (uint64_t)z : (uint64_t)x)
+
+/* Python's float %: fmod moved to the divisor's sign. */
+static inline double py_mod(double x, double z) {
+  double r = fmod(x, z);
+  if (r != 0 && ((r < 0) != (z < 0))) r += z;
+  return r;
+}
+
+CPU_NUM_TYPES(DEF_GE, _)
+CPU_NUM_TYPES(DEF_LE, _)
+CPU_INT_TYPES(DEF_BAND, _)
+CPU_INT_TYPES(DEF_BOR, _)
+CPU_INT_TYPES(DEF_BXOR, _)
+CPU_UINT_TYPES(DEF_SHL, _)
+CPU_UINT_TYPES(DEF_SHR, _)
+CPU_NUM_TYPES(DEF_MAX, _)
+CPU_NUM_TYPES(DEF_MIN, _)
+CPU_SINT_TYPES(DEF_MOD_S, _)
+CPU_UINT_TYPES(DEF_MOD_U, _)
+CPU_SINT_TYPES(DEF_FMOD_S, _)
+CPU_FLT_TYPES(DEF_FMOD_F, _)
+CPU_FLT_TYPES(DEF_MOD_F, _)
+CPU_SINT_TYPES(DEF_PRELU_I, _)
+CPU_FLT_TYPES(DEF_PRELU, _)
+BIN_DEF(and, b8, uint8_t, uint8_t, (x != 0) & (z != 0))
+BIN_DEF(or, b8, uint8_t, uint8_t, (x != 0) | (z != 0))
+BIN_DEF(xor, b8, uint8_t, uint8_t, (x != 0) ^ (z != 0))
+
 /* Half types: widen both operands, compute in float, round back once. */
 #define HALF_BIN(name, s, TY, CONV, EXPR)                                                          \
   static void name##_##s(const void* pa, ptrdiff_t sa, const void* pb, ptrdiff_t sb, void* py,     \
@@ -116,7 +189,14 @@ BIN_DEF(eq, b8, uint8_t, uint8_t, (x != 0) == (z != 0))
   HALF_BIN(div, s, uint16_t, st_##s, x / z)                                                        \
   HALF_BIN(eq, s, uint8_t, (uint8_t), x == z)                                                      \
   HALF_BIN(lt, s, uint8_t, (uint8_t), x < z)                                                       \
-  HALF_BIN(gt, s, uint8_t, (uint8_t), x > z)
+  HALF_BIN(gt, s, uint8_t, (uint8_t), x > z)                                                       \
+  HALF_BIN(ge, s, uint8_t, (uint8_t), x >= z)                                                      \
+  HALF_BIN(le, s, uint8_t, (uint8_t), x <= z)                                                      \
+  HALF_BIN(max, s, uint16_t, st_##s, (x > z || x != x) ? x : z)                                    \
+  HALF_BIN(min, s, uint16_t, st_##s, (x < z || x != x) ? x : z)                                    \
+  HALF_BIN(fmod, s, uint16_t, st_##s, fmod(x, z))                                                  \
+  HALF_BIN(mod, s, uint16_t, st_##s, py_mod(x, z))                                                 \
+  HALF_BIN(prelu, s, uint16_t, st_##s, x < 0 ? x * z : x)
 CPU_HALF_TYPES(DEF_HALF_BIN, _)
 
 /* Strings compare by content (Equal-19). */
@@ -160,11 +240,31 @@ static int64_t pow_int(int64_t x, double e, int64_t lo, int64_t hi) {
     for (size_t i = 0; i < n; i++)                                                                 \
       y[i] = (T)pow_int(a[(ptrdiff_t)i * sa], pow_exp(pb, (ptrdiff_t)i * sb), A##_MIN, A##_MAX);   \
   }
+/* A scalar exponent of 2, 3 or 1 (x^2 in LayerNorm-style graphs) runs
+ * as plain multiplications. */
 #define DEF_POW_F(A, s, T, E)                                                                      \
   static void pow_##s(const void* pa, ptrdiff_t sa, const void* pb, ptrdiff_t sb, void* py,        \
                       size_t n) {                                                                  \
     const T* a = pa;                                                                               \
     T* y = py;                                                                                     \
+    if (sa == 1 && sb == 0) {                                                                      \
+      const double e = pow_exp(pb, 0);                                                             \
+      if (e == 2) {                                                                                \
+        for (size_t i = 0; i < n; i++)                                                             \
+          y[i] = a[i] * a[i];                                                                      \
+        return;                                                                                    \
+      }                                                                                            \
+      if (e == 3) {                                                                                \
+        for (size_t i = 0; i < n; i++)                                                             \
+          y[i] = a[i] * a[i] * a[i];                                                               \
+        return;                                                                                    \
+      }                                                                                            \
+      if (e == 1) {                                                                                \
+        for (size_t i = 0; i < n; i++)                                                             \
+          y[i] = a[i];                                                                             \
+        return;                                                                                    \
+      }                                                                                            \
+    }                                                                                              \
     for (size_t i = 0; i < n; i++)                                                                 \
       y[i] = (T)pow((double)a[(ptrdiff_t)i * sa], pow_exp(pb, (ptrdiff_t)i * sb));                 \
   }
@@ -183,32 +283,66 @@ CPU_HALF_TYPES(DEF_POW_H, _)
 
 /* How a binary op treats its inputs beyond the per-type function. */
 enum {
-  BIN_INT_DIV = 1, /* integer types refuse a zero divisor */
-  BIN_POW = 2,     /* exponent converted to double first */
+  BIN_INT_DIV = 1,  /* integer types refuse a zero divisor */
+  BIN_POW = 2,      /* exponent converted to double first */
+  BIN_SHIFT = 4,    /* BitShift: `direction` picks shl/shr */
+  BIN_MOD = 8,      /* Mod: `fmod` picks the C or the Python remainder */
+  BIN_NOLEGACY = 16 /* numpy broadcasting in every version (PRelu) */
 };
 
-/* Every binary op exists since opset 1 and gets a legacy [1,6] kernel. */
+/* An op with since 1 gets a legacy [1,6] kernel (broadcast/axis attrs) and
+ * a numpy-broadcasting one from 7; a later op one kernel from `since`. */
 typedef struct BinOp {
   const char* name;
   unsigned flags;
   BinFn fn[ONYX_ELEM_TYPE_COUNT];
+  int32_t since; /* first opset of the op */
 } BinOp;
 
+#define BOOL_ONLY(fn)                                                                              \
+  { [ONYX_ELEM_BOOL] = fn }
 static const BinOp bin_ops[] = {
-    {"Add", 0, {CPU_INT_TYPES(CPU_ENTRY, add) CPU_ANYFLT_TYPES(CPU_ENTRY, add)}},
-    {"Sub", 0, {CPU_INT_TYPES(CPU_ENTRY, sub) CPU_ANYFLT_TYPES(CPU_ENTRY, sub)}},
-    {"Mul", 0, {CPU_INT_TYPES(CPU_ENTRY, mul) CPU_ANYFLT_TYPES(CPU_ENTRY, mul)}},
-    {"Div", BIN_INT_DIV, {CPU_INT_TYPES(CPU_ENTRY, div) CPU_ANYFLT_TYPES(CPU_ENTRY, div)}},
+    {"Add", 0, {CPU_INT_TYPES(CPU_ENTRY, add) CPU_ANYFLT_TYPES(CPU_ENTRY, add)}, 1},
+    {"Sub", 0, {CPU_INT_TYPES(CPU_ENTRY, sub) CPU_ANYFLT_TYPES(CPU_ENTRY, sub)}, 1},
+    {"Mul", 0, {CPU_INT_TYPES(CPU_ENTRY, mul) CPU_ANYFLT_TYPES(CPU_ENTRY, mul)}, 1},
+    {"Div", BIN_INT_DIV, {CPU_INT_TYPES(CPU_ENTRY, div) CPU_ANYFLT_TYPES(CPU_ENTRY, div)}, 1},
     {"Pow",
      BIN_POW,
-     {[ONYX_ELEM_INT32] = pow_i32, [ONYX_ELEM_INT64] = pow_i64, CPU_ANYFLT_TYPES(CPU_ENTRY, pow)}},
+     {[ONYX_ELEM_INT32] = pow_i32, [ONYX_ELEM_INT64] = pow_i64, CPU_ANYFLT_TYPES(CPU_ENTRY, pow)},
+     1},
     {"Equal",
      0,
      {CPU_NUM_TYPES(CPU_ENTRY, eq) CPU_HALF_TYPES(CPU_ENTRY, eq)[ONYX_ELEM_BOOL] = eq_b8,
-      [ONYX_ELEM_STRING] = eq_str}},
-    {"Less", 0, {CPU_NUM_TYPES(CPU_ENTRY, lt) CPU_HALF_TYPES(CPU_ENTRY, lt)}},
-    {"Greater", 0, {CPU_NUM_TYPES(CPU_ENTRY, gt) CPU_HALF_TYPES(CPU_ENTRY, gt)}},
+      [ONYX_ELEM_STRING] = eq_str},
+     1},
+    {"Less", 0, {CPU_NUM_TYPES(CPU_ENTRY, lt) CPU_HALF_TYPES(CPU_ENTRY, lt)}, 1},
+    {"Greater", 0, {CPU_NUM_TYPES(CPU_ENTRY, gt) CPU_HALF_TYPES(CPU_ENTRY, gt)}, 1},
+    {"GreaterOrEqual", 0, {CPU_NUM_TYPES(CPU_ENTRY, ge) CPU_HALF_TYPES(CPU_ENTRY, ge)}, 12},
+    {"LessOrEqual", 0, {CPU_NUM_TYPES(CPU_ENTRY, le) CPU_HALF_TYPES(CPU_ENTRY, le)}, 12},
+    {"And", 0, BOOL_ONLY(and_b8), 1},
+    {"Or", 0, BOOL_ONLY(or_b8), 1},
+    {"Xor", 0, BOOL_ONLY(xor_b8), 1},
+    {"BitwiseAnd", 0, {CPU_INT_TYPES(CPU_ENTRY, band)}, 18},
+    {"BitwiseOr", 0, {CPU_INT_TYPES(CPU_ENTRY, bor)}, 18},
+    {"BitwiseXor", 0, {CPU_INT_TYPES(CPU_ENTRY, bxor)}, 18},
+    {"BitShift", BIN_SHIFT, {CPU_UINT_TYPES(CPU_ENTRY, shl)}, 11},
+    {"Mod",
+     BIN_MOD | BIN_INT_DIV,
+     {CPU_SINT_TYPES(CPU_ENTRY, mod) CPU_UINT_TYPES(CPU_ENTRY, mod)
+          CPU_ANYFLT_TYPES(CPU_ENTRY, mod)},
+     10},
+    {"PRelu",
+     BIN_NOLEGACY,
+     {CPU_SINT_TYPES(CPU_ENTRY, prelu) CPU_ANYFLT_TYPES(CPU_ENTRY, prelu)},
+     1},
 };
+/* The alternatives picked by attributes at create time. */
+static const BinOp shr_op = {"BitShift", BIN_SHIFT, {CPU_UINT_TYPES(CPU_ENTRY, shr)}, 11};
+static const BinOp fmod_op = {"Mod",
+                              BIN_MOD | BIN_INT_DIV,
+                              {CPU_SINT_TYPES(CPU_ENTRY, fmod) CPU_UINT_TYPES(CPU_ENTRY, mod)
+                                   CPU_ANYFLT_TYPES(CPU_ENTRY, fmod)},
+                              10};
 
 /* A kernel's state: the op, and for opset < 7 the legacy broadcast attrs. */
 typedef struct BinState {
@@ -217,6 +351,7 @@ typedef struct BinState {
   int64_t broadcast; /* legacy: 0 shapes must match; 1 B broadcasts onto A */
   bool has_axis;
   int64_t axis;
+  bool channel_slope; /* PRelu < 7: a 1-D slope of X's dim 1 runs along it */
 } BinState;
 
 static OnyxStatus* bin_create_common(const OnyxNode* node, void* user, bool legacy, void** state) {
@@ -224,6 +359,19 @@ static OnyxStatus* bin_create_common(const OnyxNode* node, void* user, bool lega
   if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   s->op = user;
   s->legacy = legacy;
+  if (s->op->flags & BIN_SHIFT) {
+    size_t len = 0;
+    const char* dir = cpu_host->node_attr_string(node, "direction", &len);
+    bool left = dir && len == 4 && memcmp(dir, "LEFT", 4) == 0;
+    bool right = dir && len == 5 && memcmp(dir, "RIGHT", 5) == 0;
+    if (!left && !right) {
+      free(s);
+      return cpu_error(node, ONYX_INVALID_MODEL, "attribute 'direction' must be LEFT or RIGHT");
+    }
+    if (right) s->op = &shr_op;
+  }
+  if ((s->op->flags & BIN_MOD) && cpu_host->node_attr_int(node, "fmod", 0) != 0) s->op = &fmod_op;
+  s->channel_slope = (s->op->flags & BIN_NOLEGACY) && cpu_host->node_since_version(node) < 7;
   if (legacy) {
     s->broadcast = cpu_host->node_attr_int(node, "broadcast", 0);
     s->has_axis = cpu_host->node_attr_type(node, "axis") == ONYX_ATTR_INT;
@@ -284,6 +432,40 @@ static void bin_row(void* user, const int64_t* off, const int64_t* step, size_t 
         r->y + out * r->es_y, n);
 }
 
+/* Large dense rows are cut into blocks for the session's thread pool. */
+#define BIN_PAR_BLOCK 32768
+
+typedef struct BinPar {
+  const BinRun* run;
+  int64_t step[2];
+  size_t count;
+} BinPar;
+
+static void bin_par_task(void* user, size_t begin, size_t end) {
+  const BinPar* p = user;
+  for (size_t blk = begin; blk < end; blk++) {
+    size_t lo = blk * BIN_PAR_BLOCK;
+    size_t len = p->count - lo < BIN_PAR_BLOCK ? p->count - lo : BIN_PAR_BLOCK;
+    int64_t off[2] = {(int64_t)lo * p->step[0], (int64_t)lo * p->step[1]};
+    bin_row((void*)p->run, off, p->step, lo, len);
+  }
+}
+
+typedef struct BinRows {
+  const BinRun* run;
+  const CpuBcast* plan;
+} BinRows;
+
+static void bin_rows_task(void* user, size_t begin, size_t end) {
+  const BinRows* r = user;
+  const CpuBcast* p = r->plan;
+  int64_t step[2] = {p->strides[0][1], p->strides[1][1]};
+  for (size_t row = begin; row < end; row++) {
+    int64_t off[2] = {(int64_t)row * p->strides[0][0], (int64_t)row * p->strides[1][0]};
+    bin_row((void*)r->run, off, step, row * (size_t)p->dims[1], (size_t)p->dims[1]);
+  }
+}
+
 /* Integer division by zero has no result: refuse it instead of trapping. */
 static OnyxStatus* bin_check_divisor(const OnyxKernelContext* ctx, const OnyxTensor* b) {
   int32_t type = cpu_host->tensor_elem_type(b);
@@ -338,6 +520,14 @@ static OnyxStatus* bin_compute(void* state, OnyxKernelContext* ctx) {
     dims[1] = legacy_b;
     ranks[1] = ranks[0];
   }
+  if (s->channel_slope && ranks[1] == 1 && ranks[0] >= 2 && dims[1][0] != 1 &&
+      dims[1][0] == dims[0][1]) {
+    legacy_b[0] = dims[1][0];
+    for (size_t d = 1; d + 1 < ranks[0]; d++)
+      legacy_b[d] = 1;
+    dims[1] = legacy_b;
+    ranks[1] = ranks[0] - 1;
+  }
   OnyxStatus* st = cpu_bcast_shape(ctx, 2, dims, ranks, out_dims, &out_rank);
   if (st) return st;
   OnyxTensor* y;
@@ -359,7 +549,111 @@ static OnyxStatus* bin_compute(void* state, OnyxKernelContext* ctx) {
   run.y = cpu_host->tensor_mutable_data(y);
   CpuBcast plan;
   cpu_bcast_plan(&plan, out_dims, out_rank, 2, dims, ranks);
+  if (plan.rank == 1 && count >= 2 * BIN_PAR_BLOCK) {
+    /* One dense row (same shapes, or a scalar operand): blocks in parallel. */
+    BinPar par = {&run, {plan.strides[0][0], plan.strides[1][0]}, count};
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx),
+                           (count + BIN_PAR_BLOCK - 1) / BIN_PAR_BLOCK, bin_par_task, &par);
+    return NULL;
+  }
+  if (plan.rank == 2 && count >= 2 * BIN_PAR_BLOCK && plan.dims[0] > 1) {
+    /* Rows of a 2-D plan (a bias over a matrix) in parallel. */
+    BinRows rows = {&run, &plan};
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), (size_t)plan.dims[0], bin_rows_task,
+                           &rows);
+    return NULL;
+  }
   cpu_bcast_run(&plan, bin_row, &run);
+  return NULL;
+}
+
+/* ========================================================================= */
+/* Variadic Max, Min, Sum, Mean                                               */
+/* ========================================================================= */
+
+/* y = fold(op, inputs) with numpy broadcasting of every input onto the
+ * output shape (opsets < 8 required equal shapes, a special case). The
+ * first pair is computed into y, then y is combined in place with each
+ * further input. Mean divides the sum by the count at the end. */
+typedef struct VarOp {
+  const char* name;
+  BinFn fn[ONYX_ELEM_TYPE_COUNT];
+  bool mean;
+} VarOp;
+
+static const VarOp var_ops[] = {
+    {"Max", {CPU_NUM_TYPES(CPU_ENTRY, max) CPU_HALF_TYPES(CPU_ENTRY, max)}, false},
+    {"Min", {CPU_NUM_TYPES(CPU_ENTRY, min) CPU_HALF_TYPES(CPU_ENTRY, min)}, false},
+    {"Sum", {CPU_ANYFLT_TYPES(CPU_ENTRY, add)}, false},
+    {"Mean", {CPU_ANYFLT_TYPES(CPU_ENTRY, add)}, true},
+};
+
+static void var_scale(int32_t type, void* data, size_t n, double k) {
+  if (type == ONYX_ELEM_FLOAT32) {
+    float* p = data;
+    float kf = (float)k;
+    for (size_t i = 0; i < n; i++)
+      p[i] *= kf;
+  } else if (type == ONYX_ELEM_FLOAT64) {
+    double* p = data;
+    for (size_t i = 0; i < n; i++)
+      p[i] *= k;
+  } else {
+    uint16_t* p = data;
+    bool half = type == ONYX_ELEM_FLOAT16;
+    for (size_t i = 0; i < n; i++)
+      p[i] = half ? st_f16(ld_f16(p[i]) * k) : st_bf16(ld_bf16(p[i]) * k);
+  }
+}
+
+static OnyxStatus* var_compute(void* state, OnyxKernelContext* ctx) {
+  const VarOp* op = state;
+  size_t n = cpu_host->ctx_input_count(ctx);
+  if (n == 0) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "needs at least one input");
+  const OnyxTensor* x0 = cpu_host->ctx_input(ctx, 0);
+  int32_t type = cpu_host->tensor_elem_type(x0);
+  BinFn fn = op->fn[type];
+  if (!fn)
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "element type %s not supported",
+                         cpu_elem_name(type));
+  int64_t out_dims[CPU_MAX_RANK];
+  size_t out_rank = 0;
+  for (size_t k = 0; k < n; k++) {
+    const OnyxTensor* t = cpu_host->ctx_input(ctx, k);
+    if (!t) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input %zu is missing", k);
+    if ((int32_t)cpu_host->tensor_elem_type(t) != type)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input %zu has type %s, input 0 %s", k,
+                           cpu_elem_name(cpu_host->tensor_elem_type(t)), cpu_elem_name(type));
+    if (cpu_host->tensor_rank(t) > CPU_MAX_RANK)
+      return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank above %d", CPU_MAX_RANK);
+    const int64_t* dims[2] = {out_dims, cpu_host->tensor_dims(t)};
+    size_t ranks[2] = {k ? out_rank : 0, cpu_host->tensor_rank(t)};
+    int64_t tmp[CPU_MAX_RANK];
+    OnyxStatus* st = cpu_bcast_shape(ctx, 2, dims, ranks, tmp, &out_rank);
+    if (st) return st;
+    memcpy(out_dims, tmp, out_rank * sizeof *tmp);
+  }
+  OnyxTensor* y;
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, out_dims, out_rank, &y);
+  if (st) return st;
+  size_t count = cpu_host->tensor_elem_count(y);
+  if (count == 0) return NULL;
+  size_t es = cpu_elem_size(type);
+  char* yd = cpu_host->tensor_mutable_data(y);
+  BinRun run = {.fn = fn, .y = yd, .es_a = es, .es_b = es, .es_y = es};
+  if (n == 1) return cpu_copy_elems(y, 0, x0, 0, count);
+  CpuBcast plan;
+  for (size_t k = 1; k < n; k++) {
+    const OnyxTensor* b = cpu_host->ctx_input(ctx, k);
+    const int64_t* dims[2] = {k == 1 ? cpu_host->tensor_dims(x0) : out_dims,
+                              cpu_host->tensor_dims(b)};
+    size_t ranks[2] = {k == 1 ? cpu_host->tensor_rank(x0) : out_rank, cpu_host->tensor_rank(b)};
+    run.a = k == 1 ? cpu_host->tensor_data(x0) : yd;
+    run.b = cpu_host->tensor_data(b);
+    cpu_bcast_plan(&plan, out_dims, out_rank, 2, dims, ranks);
+    cpu_bcast_run(&plan, bin_row, &run);
+  }
+  if (op->mean) var_scale(type, yd, count, 1.0 / (double)n);
   return NULL;
 }
 
@@ -442,16 +736,23 @@ static inline double sigmoid_d(double x) {
 #define DEF_NEG_I(A, s, T, E) UN_DEF(neg, s, T, 0 - (uint64_t)x)
 #define DEF_ABS_S(A, s, T, E) UN_DEF(abs, s, T, x < 0 ? (T)(0 - (uint64_t)x) : x)
 #define DEF_ABS_U(A, s, T, E) UN_DEF(abs, s, T, x)
+/* float32 calls the float versions of libm (expf, erff, ...). Sqrt of a
+ * negative number is NaN without the call libm makes to set errno. */
+#define LIBM_f32(fn) fn##f
+#define LIBM_f64(fn) fn
 #define DEF_FLOAT_UNARY(A, s, T, E)                                                                \
   UN_DEF(sigmoid, s, T, sigmoid_d(x))                                                              \
-  UN_DEF(tanh, s, T, tanh(x))                                                                      \
-  UN_DEF(exp, s, T, exp(x))                                                                        \
-  UN_DEF(log, s, T, log(x))                                                                        \
-  UN_DEF(sqrt, s, T, sqrt(x))                                                                      \
-  UN_DEF(erf, s, T, erf(x))                                                                        \
+  UN_DEF(tanh, s, T, LIBM_##s(tanh)(x))                                                            \
+  UN_DEF(exp, s, T, LIBM_##s(exp)(x))                                                              \
+  UN_DEF(log, s, T, LIBM_##s(log)(x))                                                              \
+  UN_DEF(sqrt, s, T, x >= 0 ? LIBM_##s(sqrt)(x) : (T)NAN)                                          \
+  UN_DEF(erf, s, T, LIBM_##s(erf)(x))                                                              \
   UN_DEF(neg, s, T, -x)                                                                            \
-  UN_DEF(abs, s, T, fabs(x))
+  UN_DEF(abs, s, T, LIBM_##s(fabs)(x))
 
+/* Erf-9 also lists the integer types: the double result truncated. */
+#define DEF_ERF_I(A, s, T, E) UN_DEF(erf, s, T, erf((double)x))
+CPU_INT_TYPES(DEF_ERF_I, _)
 CPU_SINT_TYPES(DEF_RELU, _)
 CPU_FLT_TYPES(DEF_RELU, _)
 CPU_SINT_TYPES(DEF_NEG_I, _)
@@ -493,10 +794,26 @@ static const UnOp un_ops[] = {
     {"Exp", 1, {CPU_ANYFLT_TYPES(CPU_ENTRY, exp)}},
     {"Log", 1, {CPU_ANYFLT_TYPES(CPU_ENTRY, log)}},
     {"Sqrt", 1, {CPU_ANYFLT_TYPES(CPU_ENTRY, sqrt)}},
-    {"Erf", 9, {CPU_ANYFLT_TYPES(CPU_ENTRY, erf)}},
+    {"Erf", 9, {CPU_INT_TYPES(CPU_ENTRY, erf) CPU_ANYFLT_TYPES(CPU_ENTRY, erf)}},
     {"Neg", 1, {CPU_SINT_TYPES(CPU_ENTRY, neg) CPU_ANYFLT_TYPES(CPU_ENTRY, neg)}},
     {"Abs", 1, {CPU_INT_TYPES(CPU_ENTRY, abs) CPU_ANYFLT_TYPES(CPU_ENTRY, abs)}},
 };
+
+typedef struct UnPar {
+  UnFn fn;
+  const char* x;
+  char* y;
+  size_t es, n;
+} UnPar;
+
+static void un_par_task(void* user, size_t begin, size_t end) {
+  const UnPar* p = user;
+  for (size_t blk = begin; blk < end; blk++) {
+    size_t lo = blk * BIN_PAR_BLOCK;
+    size_t len = p->n - lo < BIN_PAR_BLOCK ? p->n - lo : BIN_PAR_BLOCK;
+    p->fn(p->x + lo * p->es, p->y + lo * p->es, len);
+  }
+}
 
 static OnyxStatus* un_compute(void* state, OnyxKernelContext* ctx) {
   const UnOp* op = state;
@@ -510,7 +827,13 @@ static OnyxStatus* un_compute(void* state, OnyxKernelContext* ctx) {
       cpu_host->ctx_output(ctx, 0, cpu_host->tensor_dims(x), cpu_host->tensor_rank(x), &y);
   if (st) return st;
   size_t n = cpu_host->tensor_elem_count(x);
-  if (n) op->fn[type](cpu_host->tensor_data(x), cpu_host->tensor_mutable_data(y), n);
+  UnPar par = {op->fn[type], cpu_host->tensor_data(x), cpu_host->tensor_mutable_data(y),
+               cpu_elem_size(type), n};
+  if (n >= 2 * BIN_PAR_BLOCK)
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), (n + BIN_PAR_BLOCK - 1) / BIN_PAR_BLOCK,
+                           un_par_task, &par);
+  else if (n)
+    par.fn(par.x, par.y, n);
   return NULL;
 }
 
@@ -534,8 +857,24 @@ typedef void (*ClipFn)(const void* x, void* y, size_t n, const void* lo, const v
     }                                                                                              \
   }
 CPU_NUM_TYPES(DEF_CLIP, _)
+/* Half types compare in float; the bounds have the tensor's type. */
+#define DEF_CLIP_H(A, s, T, E)                                                                     \
+  static void clip_##s(const void* px, void* py, size_t n, const void* plo, const void* phi) {     \
+    const uint16_t* x = px;                                                                        \
+    uint16_t* y = py;                                                                              \
+    float lo = plo ? ld_##s(*(const uint16_t*)plo) : -INFINITY;                                    \
+    float hi = phi ? ld_##s(*(const uint16_t*)phi) : INFINITY;                                     \
+    for (size_t i = 0; i < n; i++) {                                                               \
+      float v = ld_##s(x[i]);                                                                      \
+      if (v < lo) v = lo;                                                                          \
+      if (v > hi) v = hi;                                                                          \
+      y[i] = st_##s(v);                                                                            \
+    }                                                                                              \
+  }
+CPU_HALF_TYPES(DEF_CLIP_H, _)
 
-static const ClipFn clip_fns[ONYX_ELEM_TYPE_COUNT] = {CPU_NUM_TYPES(CPU_ENTRY, clip)};
+static const ClipFn clip_fns[ONYX_ELEM_TYPE_COUNT] = {CPU_NUM_TYPES(CPU_ENTRY, clip)
+                                                          CPU_HALF_TYPES(CPU_ENTRY, clip)};
 
 /* Opset < 11: bounds are float attributes (defaults: the float range). */
 typedef struct ClipState {
@@ -584,9 +923,16 @@ static OnyxStatus* clip_compute(void* state, OnyxKernelContext* ctx) {
   const void *lo, *hi;
   double dlo = s->lo, dhi = s->hi;
   OnyxStatus* st;
+  uint16_t hlo = type == ONYX_ELEM_BFLOAT16 ? cpu_f32_to_bf16(s->lo) : cpu_f32_to_f16(s->lo);
+  uint16_t hhi = type == ONYX_ELEM_BFLOAT16 ? cpu_f32_to_bf16(s->hi) : cpu_f32_to_f16(s->hi);
+  bool half = type == ONYX_ELEM_FLOAT16 || type == ONYX_ELEM_BFLOAT16;
   if (s->from_attrs) {
-    lo = type == ONYX_ELEM_FLOAT64 ? (const void*)&dlo : (const void*)&s->lo;
-    hi = type == ONYX_ELEM_FLOAT64 ? (const void*)&dhi : (const void*)&s->hi;
+    lo = type == ONYX_ELEM_FLOAT64 ? (const void*)&dlo
+         : half                    ? (const void*)&hlo
+                                   : (const void*)&s->lo;
+    hi = type == ONYX_ELEM_FLOAT64 ? (const void*)&dhi
+         : half                    ? (const void*)&hhi
+                                   : (const void*)&s->hi;
   } else if ((st = clip_bound(ctx, 1, "min", &lo)) || (st = clip_bound(ctx, 2, "max", &hi))) {
     return st;
   }
@@ -595,72 +941,6 @@ static OnyxStatus* clip_compute(void* state, OnyxKernelContext* ctx) {
     return st;
   size_t n = cpu_host->tensor_elem_count(x);
   if (n) clip_fns[type](cpu_host->tensor_data(x), cpu_host->tensor_mutable_data(y), n, lo, hi);
-  return NULL;
-}
-
-/* ========================================================================= */
-/* Cast                                                                       */
-/* ========================================================================= */
-
-typedef struct CastState {
-  int32_t to;
-} CastState;
-
-static const int32_t cast_types[] = {
-    ONYX_ELEM_FLOAT32, ONYX_ELEM_UINT8,  ONYX_ELEM_INT8,    ONYX_ELEM_UINT16,  ONYX_ELEM_INT16,
-    ONYX_ELEM_INT32,   ONYX_ELEM_INT64,  ONYX_ELEM_BOOL,    ONYX_ELEM_FLOAT16, ONYX_ELEM_FLOAT64,
-    ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64, ONYX_ELEM_BFLOAT16};
-
-static OnyxStatus* cast_finish_create(const OnyxNode* node, int32_t to, void** state) {
-  size_t i = 0;
-  while (i < CPU_ARRAY_LEN(cast_types) && cast_types[i] != to)
-    i++;
-  if (i == CPU_ARRAY_LEN(cast_types))
-    return cpu_error(node, ONYX_NOT_IMPLEMENTED, "cast to %s not supported", cpu_elem_name(to));
-  CastState* s = malloc(sizeof *s);
-  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
-  s->to = to;
-  *state = s;
-  return NULL;
-}
-
-/* Opset 1: `to` is a type name ("FLOAT"); later it is the type number. */
-static OnyxStatus* cast_create_v1(OnyxEp* ep, const OnyxNode* node, void* user, void** state) {
-  size_t len = 0;
-  const char* name = cpu_host->node_attr_string(node, "to", &len);
-  char buf[32] = {0};
-  if (name && len < sizeof buf) memcpy(buf, name, len);
-  int32_t to = cpu_elem_from_onnx_name(buf);
-  if (to == ONYX_ELEM_UNDEFINED)
-    return cpu_error(node, ONYX_INVALID_MODEL, "attribute 'to' names no type: '%s'", buf);
-  return cast_finish_create(node, to, state);
-}
-
-static OnyxStatus* cast_create(OnyxEp* ep, const OnyxNode* node, void* user, void** state) {
-  int64_t to = cpu_host->node_attr_int(node, "to", ONYX_ELEM_UNDEFINED);
-  if (to <= ONYX_ELEM_UNDEFINED || to >= ONYX_ELEM_TYPE_COUNT)
-    return cpu_error(node, ONYX_INVALID_MODEL, "attribute 'to' is not a type: %lld", (long long)to);
-  return cast_finish_create(node, (int32_t)to, state);
-}
-
-static OnyxStatus* cast_compute(void* state, OnyxKernelContext* ctx) {
-  const CastState* s = state;
-  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
-  int32_t from = cpu_host->tensor_elem_type(x);
-  OnyxTensor* y;
-  OnyxStatus* st =
-      cpu_host->ctx_output(ctx, 0, cpu_host->tensor_dims(x), cpu_host->tensor_rank(x), &y);
-  if (st) return st;
-  size_t n = cpu_host->tensor_elem_count(x);
-  if (from == s->to) return cpu_copy_elems(y, 0, x, 0, n);
-  const void* src = cpu_host->tensor_data(x);
-  void* dst = cpu_host->tensor_mutable_data(y);
-  for (size_t i = 0; i < n; i++) {
-    CpuNum v;
-    if (!cpu_num_load(from, src, i, &v) || !cpu_num_store(s->to, dst, i, v))
-      return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "cast from %s to %s not supported",
-                           cpu_elem_name(from), cpu_elem_name(s->to));
-  }
   return NULL;
 }
 
@@ -777,6 +1057,18 @@ static OnyxStatus* register_binary(OnyxKernelRegistry* r, const BinOp* op) {
   const OnyxTypeConstraint t[] = {{"T", types, n}};
   const OnyxTypeConstraint t_t1[] = {{"T", types, n}, {"T1", exp_types, CPU_ARRAY_LEN(exp_types)}};
   void* u = (void*)op;
+  if (op->since > 1 || (op->flags & BIN_NOLEGACY)) {
+    CpuKernelSpec one = {op->name,
+                         op->since ? op->since : 1,
+                         ONYX_OPSET_LATEST,
+                         t,
+                         1,
+                         bin_create,
+                         bin_compute,
+                         cpu_free_state,
+                         u};
+    return cpu_register_specs(r, &one, 1);
+  }
   /* Opset 7 replaced the broadcast/axis attributes with numpy broadcasting;
    * Pow-12 gave the exponent its own type constraint T1. */
   CpuKernelSpec specs[3] = {
@@ -815,16 +1107,14 @@ static const int32_t dropout_types[] = {ONYX_ELEM_FLOAT16, ONYX_ELEM_FLOAT32, ON
 static const OnyxTypeConstraint where_tc[] = {{"B", cpu_types_bool, 1},
                                               {"T", fixed_types, CPU_ARRAY_LEN(fixed_types)}};
 static const OnyxTypeConstraint clip_tc[] = {
-    {"T", (const int32_t[]){ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64}, 2}};
+    {"T", (const int32_t[]){ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16}, 3}};
 /* Integer types appear at Clip-12; listing them from 11 on changes nothing. */
 static const OnyxTypeConstraint clip12_tc[] = {
     {"T",
      (const int32_t[]){ONYX_ELEM_INT8, ONYX_ELEM_INT16, ONYX_ELEM_INT32, ONYX_ELEM_INT64,
                        ONYX_ELEM_UINT8, ONYX_ELEM_UINT16, ONYX_ELEM_UINT32, ONYX_ELEM_UINT64,
-                       ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64},
-     10}};
-static const OnyxTypeConstraint cast_tc[] = {{"T1", cast_types, CPU_ARRAY_LEN(cast_types)},
-                                             {"T2", cast_types, CPU_ARRAY_LEN(cast_types)}};
+                       ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16},
+     12}};
 static const OnyxTypeConstraint identity_tc[] = {
     {"T", cpu_types_copyable, CPU_ARRAY_LEN(cpu_types_copyable)}};
 static const OnyxTypeConstraint identity14_tc[] = {
@@ -835,8 +1125,6 @@ static const CpuKernelSpec misc_specs[] = {
     {"Where", 9, ONYX_OPSET_LATEST, where_tc, 2, NULL, where_compute, NULL, NULL},
     {"Clip", 1, 10, clip_tc, 1, clip_create_attrs, clip_compute, cpu_free_state, NULL},
     {"Clip", 11, ONYX_OPSET_LATEST, clip12_tc, 1, clip_create, clip_compute, cpu_free_state, NULL},
-    {"Cast", 1, 5, cast_tc, 2, cast_create_v1, cast_compute, cpu_free_state, NULL},
-    {"Cast", 6, ONYX_OPSET_LATEST, cast_tc, 2, cast_create, cast_compute, cpu_free_state, NULL},
     /* Identity-14 renamed its constraint T to V (tensors, sequences, optionals). */
     {"Identity", 1, 13, identity_tc, 1, NULL, identity_compute, NULL, NULL},
     {"Identity", 14, ONYX_OPSET_LATEST, identity14_tc, 1, NULL, identity_compute, NULL, NULL},
@@ -852,5 +1140,14 @@ OnyxStatus* cpu_register_elementwise(OnyxKernelRegistry* r) {
     st = register_binary(r, &bin_ops[i]);
   for (size_t i = 0; !st && i < CPU_ARRAY_LEN(un_ops); i++)
     st = register_unary(r, &un_ops[i]);
+  for (size_t i = 0; !st && i < CPU_ARRAY_LEN(var_ops); i++) {
+    int32_t types[ONYX_ELEM_TYPE_COUNT];
+    size_t n;
+    TYPES_OF(var_ops[i].fn, types, n);
+    const OnyxTypeConstraint t[] = {{"T", types, n}};
+    CpuKernelSpec spec = {var_ops[i].name, 1,    ONYX_OPSET_LATEST, t, 1, NULL,
+                          var_compute,     NULL, (void*)&var_ops[i]};
+    st = cpu_register_specs(r, &spec, 1);
+  }
   return st ? st : cpu_register_specs(r, misc_specs, CPU_ARRAY_LEN(misc_specs));
 }

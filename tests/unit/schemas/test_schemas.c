@@ -269,8 +269,9 @@ static void test_lookup_messages(void** state) {
   assert_null(ox_schema_lookup(NULL, "", "LayerNormalization", 16, &why));
   assert_string_equal(why,
                       "'LayerNormalization' is defined from opset 17; the model imports opset 16");
-  /* An ONNX op in force at the opset but absent from onyx's table. */
-  assert_null(ox_schema_lookup(NULL, "", "Gelu", 21, &why));
+  /* An ONNX op in force at the opset but absent from onyx's table
+   * (ImageDecoder has no schema yet: change the example when it gets one). */
+  assert_null(ox_schema_lookup(NULL, "", "ImageDecoder", 21, &why));
   assert_non_null(strstr(why, "no schema"));
   assert_null(ox_schema_lookup(NULL, "com.acme", "Relu", 1, &why));
   assert_string_equal(why, "unknown op 'Relu' in domain 'com.acme'");

@@ -8,17 +8,36 @@
  * counter, so a slow thread only delays its own chunk. Workers count
  * themselves in `active` while they hold the job; the caller returns once it
  * has run out of chunks and `active` is 0, i.e. every claimed chunk is done.
+ *
+ * Latency: kernels call parallel_for many times per run, so neither side
+ * goes to sleep at once. An idle worker spins on the generation number for
+ * a while (SPIN_NS) before it waits on the condition variable, and the
+ * caller spins on `active` before it waits; the caller signals the condition
+ * variable only when some worker sleeps. A job is copied and `active`
+ * raised under the mutex, and a caller resets the chunk counter only under
+ * the mutex with `active` at 0, so a late worker never runs a chunk of one
+ * job with another job's function.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #include "ox_threadpool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 
 /* Chunks per thread: enough to even out uneven chunks, few enough that the
  * claiming cost stays negligible. */
 #define CHUNKS_PER_THREAD 4
 #define MAX_THREADS       1024
+/* How long an idle worker (or a waiting caller) spins before sleeping. */
+#define SPIN_NS 50000
 
 typedef void (*RangeFn)(void* user, size_t begin, size_t end);
 
@@ -34,14 +53,22 @@ struct OnyxThreadPool {
   size_t n_workers;
   atomic_bool taken; /* a caller owns the pool */
   pthread_mutex_t mu;
-  pthread_cond_t work_cv; /* workers wait here for a new generation */
-  pthread_cond_t idle_cv; /* callers wait here for active == 0 */
-  Job job;                /* guarded by mu */
-  uint64_t generation;    /* guarded by mu */
-  size_t active;          /* workers holding the job; guarded by mu */
-  bool stop;              /* guarded by mu */
+  pthread_cond_t work_cv;          /* workers wait here for a new generation */
+  pthread_cond_t idle_cv;          /* callers wait here for active == 0 */
+  Job job;                         /* guarded by mu */
+  atomic_uint_fast64_t generation; /* written under mu, read while spinning */
+  atomic_size_t active;            /* workers holding the job; raised under mu */
+  size_t sleepers;                 /* workers waiting on work_cv; guarded by mu */
+  bool caller_sleeps;              /* a caller waits on idle_cv; guarded by mu */
+  atomic_bool stop;                /* written under mu */
   atomic_size_t next_chunk;
 };
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 /* Runs chunks of job until none is left. */
 static void run_chunks(OxThreadPool* p, const Job* job) {
@@ -54,37 +81,82 @@ static void run_chunks(OxThreadPool* p, const Job* job) {
   }
 }
 
+/* Spins until the generation differs from `seen` or the pool stops; false
+ * when SPIN_NS ran out first. */
+static bool spin_for_work(OxThreadPool* p, uint64_t seen) {
+  uint64_t start = 0;
+  for (unsigned i = 0;; i++) {
+    if (atomic_load_explicit(&p->generation, memory_order_acquire) != seen ||
+        atomic_load_explicit(&p->stop, memory_order_relaxed))
+      return true;
+    CPU_RELAX();
+    if ((i & 63) == 0) {
+      uint64_t t = now_ns();
+      if (!start)
+        start = t;
+      else if (t - start > SPIN_NS)
+        return false;
+    }
+  }
+}
+
 static void* worker_main(void* arg) {
   OxThreadPool* p = arg;
   uint64_t seen = 0;
-  pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->stop && p->generation == seen)
+    spin_for_work(p, seen);
+    pthread_mutex_lock(&p->mu);
+    while (!atomic_load(&p->stop) && atomic_load(&p->generation) == seen) {
+      p->sleepers++;
       pthread_cond_wait(&p->work_cv, &p->mu);
-    if (p->stop) break;
+      p->sleepers--;
+    }
+    if (atomic_load(&p->stop)) break;
     /* Copying the job under the lock, and a new job waiting for active == 0,
      * guarantee this worker never runs a chunk with another job's fn. */
-    seen = p->generation;
+    seen = atomic_load(&p->generation);
     Job job = p->job;
-    p->active++;
+    atomic_fetch_add(&p->active, 1);
     pthread_mutex_unlock(&p->mu);
     run_chunks(p, &job);
-    pthread_mutex_lock(&p->mu);
-    if (--p->active == 0) pthread_cond_broadcast(&p->idle_cv);
+    if (atomic_fetch_sub(&p->active, 1) == 1) {
+      pthread_mutex_lock(&p->mu);
+      if (p->caller_sleeps) pthread_cond_broadcast(&p->idle_cv);
+      pthread_mutex_unlock(&p->mu);
+    }
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
 }
 
+/* Spins (without the mutex) until active == 0 or SPIN_NS ran out. */
+static void spin_idle(OxThreadPool* p) {
+  uint64_t start = 0;
+  for (unsigned i = 0; atomic_load(&p->active) > 0; i++) {
+    CPU_RELAX();
+    if ((i & 63) == 0) {
+      uint64_t t = now_ns();
+      if (!start)
+        start = t;
+      else if (t - start > SPIN_NS)
+        return;
+    }
+  }
+}
+
+/* Returns with active == 0; mu is held on entry and on return. */
 static void wait_idle(OxThreadPool* p) {
-  while (p->active > 0)
+  while (atomic_load(&p->active) > 0) {
+    p->caller_sleeps = true;
     pthread_cond_wait(&p->idle_cv, &p->mu);
+  }
+  p->caller_sleeps = false;
 }
 
 /* Stops and joins the first n workers, then frees the pool. */
 static void pool_destroy(OxThreadPool* p, size_t n) {
   pthread_mutex_lock(&p->mu);
-  p->stop = true;
+  atomic_store(&p->stop, true);
   pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
   for (size_t i = 0; i < n; i++)
@@ -128,6 +200,9 @@ OnyxStatus* ox_threadpool_create(int threads, OxThreadPool** out) {
   if (p->size > MAX_THREADS) p->size = MAX_THREADS;
   atomic_init(&p->taken, false);
   atomic_init(&p->next_chunk, 0);
+  atomic_init(&p->generation, 0);
+  atomic_init(&p->active, 0);
+  atomic_init(&p->stop, false);
   p->workers = calloc(p->size, sizeof *p->workers);
   if (!p->workers || !sync_init(p)) {
     free(p->workers);
@@ -172,16 +247,19 @@ void ox_threadpool_parallel_for(OxThreadPool* p, size_t n, RangeFn fn, void* use
     return;
   }
   Job job = make_job(p, n, fn, user);
+  spin_idle(p);
   pthread_mutex_lock(&p->mu);
   wait_idle(p); /* a late worker may still hold the previous job */
   p->job = job;
   atomic_store_explicit(&p->next_chunk, 0, memory_order_relaxed);
-  p->generation++;
-  pthread_cond_broadcast(&p->work_cv);
+  atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+  if (p->sleepers) pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
 
   run_chunks(p, &job);
 
+  /* Usually the workers finish their last chunks within the spin. */
+  spin_idle(p);
   pthread_mutex_lock(&p->mu);
   wait_idle(p);
   pthread_mutex_unlock(&p->mu);

@@ -1,22 +1,16 @@
-/* cpu_linalg.c — MatMul and Gemm, and the GEMM core Conv shares.
+/* cpu_linalg.c — MatMul and Gemm over the GEMM cores (cpu_gemm.c for
+ * float32, a plain loop here for float64, integer loops).
  *
- * The fp32 core computes C in tiles (TILE_M x TILE_N) spread over the
- * session's pool; inside a tile it walks k in blocks of KC, packs each
- * KC x 16 slice of B into a dense panel and accumulates 4 x 16 register
- * tiles, a shape the compiler vectorizes without intrinsics. It is a correct,
- * cache-aware baseline (about half of one core's AVX-512 peak), not a tuned
- * BLAS: packing A and hand-written micro-kernels are a later step. */
+ * A float32 MatMul or Gemm whose B is a constant (an initializer) packs it
+ * once at kernel creation into the micro-kernel's panel layout, so a run
+ * only packs the activations. */
 #include "cpu_nn.h"
 #include "cpu_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MR     4   /* rows of a register tile */
-#define NR     16  /* columns of a register tile and of a packed B panel */
-#define KC     256 /* k block: a KC x TILE_N slice of B stays in L2 */
-#define TILE_M 64
-#define TILE_N 256
 /* Below this many multiply-adds a GEMM runs on the calling thread only. */
 #define GEMM_INLINE_WORK (64 * 64 * 64)
 #define MAX_RANK         16
@@ -45,129 +39,6 @@ void cpu_nn_transpose(void* dst, const void* src, size_t rows, size_t cols, size
     transpose_uint32_t(dst, src, rows, cols);
   else
     transpose_uint64_t(dst, src, rows, cols);
-}
-
-/* ------------------------------------------------------------------------ */
-/* fp32 GEMM core                                                             */
-/* ------------------------------------------------------------------------ */
-
-/* The kernels below are inlined into tile_f32, which is compiled once per
- * ISA level (AVX-512, AVX2, baseline) and picked at load time, so the same
- * plain C vectorizes to the widest registers the machine has. */
-#define NN_INLINE static inline __attribute__((always_inline))
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define NN_MULTIVERSION                                                                            \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define NN_MULTIVERSION
-#endif
-
-/* B[k0..k1, j..j+nr] copied into a dense (k1-k0) x NR panel, zero-padded to
- * NR columns: the micro-kernel then streams it linearly whatever ldb is, and
- * avoids the cache-set conflicts of a power-of-two ldb. */
-NN_INLINE void pack_b(const CpuGemm* g, size_t k0, size_t k1, size_t j, size_t nr,
-                      float* restrict bp) {
-  const float* b = (const float*)g->b + k0 * g->ldb + j;
-  for (size_t p = k0; p < k1; p++, b += g->ldb, bp += NR) {
-    size_t jj = 0;
-    for (; jj < nr; jj++)
-      bp[jj] = b[jj];
-    for (; jj < NR; jj++)
-      bp[jj] = 0.0f;
-  }
-}
-
-/* C[i..i+mr, j..j+nr] += alpha * A[i.., k0..k1] * B, where B holds NR
- * readable columns per row, rows `bs` apart (a packed panel, or B itself
- * when nr == NR). The full-height case has constant trip counts, so acc
- * stays in vector registers. */
-NN_INLINE void micro_f32(const CpuGemm* g, size_t i, size_t mr, const float* restrict b, size_t bs,
-                         size_t j, size_t nr, size_t k0, size_t k1) {
-  float acc[MR][NR] = {{0}};
-  const size_t step = g->trans_a ? g->lda : 1, row = g->trans_a ? 1 : g->lda;
-  const float* a = (const float*)g->a + (g->trans_a ? k0 * g->lda + i : i * g->lda + k0);
-  const size_t kc = k1 - k0;
-  if (mr == MR) {
-    for (size_t p = 0; p < kc; p++, b += bs) {
-      const float a0 = a[p * step], a1 = a[row + p * step];
-      const float a2 = a[2 * row + p * step], a3 = a[3 * row + p * step];
-      for (size_t jj = 0; jj < NR; jj++) {
-        acc[0][jj] += a0 * b[jj];
-        acc[1][jj] += a1 * b[jj];
-        acc[2][jj] += a2 * b[jj];
-        acc[3][jj] += a3 * b[jj];
-      }
-    }
-  } else {
-    for (size_t p = 0; p < kc; p++, b += bs)
-      for (size_t r = 0; r < mr; r++) {
-        const float av = a[r * row + p * step];
-        for (size_t jj = 0; jj < NR; jj++)
-          acc[r][jj] += av * b[jj];
-      }
-  }
-  const float alpha = (float)g->alpha;
-  for (size_t r = 0; r < mr; r++) {
-    float* restrict c = (float*)g->c + (i + r) * g->ldc + j;
-    for (size_t jj = 0; jj < nr; jj++)
-      c[jj] += alpha * acc[r][jj];
-  }
-}
-
-/* Applies beta to the tile once, before any accumulation. */
-static void scale_tile_f32(const CpuGemm* g, size_t i0, size_t i1, size_t j0, size_t j1) {
-  const float beta = (float)g->beta;
-  if (beta == 1.0f) return;
-  for (size_t i = i0; i < i1; i++) {
-    float* c = (float*)g->c + i * g->ldc;
-    for (size_t j = j0; j < j1; j++)
-      c[j] = beta == 0.0f ? 0.0f : beta * c[j];
-  }
-}
-
-NN_MULTIVERSION static void tile_f32(const CpuGemm* g, size_t i0, size_t i1, size_t j0, size_t j1) {
-  float panel[KC * NR] __attribute__((aligned(64)));
-  /* A panel is worth packing only when several row blocks reuse it. */
-  const int pack = i1 - i0 > MR;
-  scale_tile_f32(g, i0, i1, j0, j1);
-  for (size_t k0 = 0; k0 < g->k; k0 += KC) {
-    const size_t k1 = min_sz(k0 + KC, g->k);
-    for (size_t j = j0; j < j1; j += NR) {
-      const size_t nr = min_sz(NR, j1 - j);
-      const float* b = (const float*)g->b + k0 * g->ldb + j;
-      size_t bs = g->ldb;
-      if (pack || nr < NR) {
-        pack_b(g, k0, k1, j, nr, panel);
-        b = panel, bs = NR;
-      }
-      for (size_t i = i0; i < i1; i += MR)
-        micro_f32(g, i, min_sz(MR, i1 - i), b, bs, j, nr, k0, k1);
-    }
-  }
-}
-
-typedef struct GemmJob {
-  const CpuGemm* g;
-  size_t tiles_n;
-} GemmJob;
-
-static void gemm_f32_tasks(void* user, size_t begin, size_t end) {
-  const GemmJob* job = user;
-  const CpuGemm* g = job->g;
-  for (size_t t = begin; t < end; t++) {
-    const size_t i0 = (t / job->tiles_n) * TILE_M, j0 = (t % job->tiles_n) * TILE_N;
-    tile_f32(g, i0, min_sz(i0 + TILE_M, g->m), j0, min_sz(j0 + TILE_N, g->n));
-  }
-}
-
-void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
-  if (g->m == 0 || g->n == 0) return;
-  GemmJob job = {g, (g->n + TILE_N - 1) / TILE_N};
-  const size_t tiles = ((g->m + TILE_M - 1) / TILE_M) * job.tiles_n;
-  if ((double)g->m * (double)g->n * (double)g->k < GEMM_INLINE_WORK || tiles == 1)
-    gemm_f32_tasks(&job, 0, tiles);
-  else
-    cpu_host->parallel_for(pool, tiles, gemm_f32_tasks, &job);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -339,8 +210,53 @@ static void matmul_batches(void* user, size_t begin, size_t end) {
   }
 }
 
+/* A constant 2-D float32 B, packed once. */
+typedef struct PackedB {
+  size_t k, n;
+  float* data; /* cpu_gemm_pack_b layout, or NULL */
+} PackedB;
+
+static float* alloc_floats(size_t n) {
+  return aligned_alloc(64, (n * sizeof(float) + 64) / 64 * 64);
+}
+
+/* Packs input 1 when it is a constant 2-D float32 tensor (op(B) = B^T when
+ * trans). Leaves p->data NULL otherwise, or when memory is short (the
+ * kernel then packs per run). */
+static void pack_const_b(const OnyxNode* node, int trans, PackedB* p) {
+  const OnyxValueInfo* bv =
+      cpu_host->node_input_count(node) > 1 ? cpu_host->node_input(node, 1) : NULL;
+  const OnyxTensor* b = bv ? cpu_host->value_constant(bv) : NULL;
+  p->data = NULL;
+  if (!b || cpu_host->tensor_rank(b) != 2 || cpu_host->tensor_elem_type(b) != ONYX_ELEM_FLOAT32)
+    return;
+  const int64_t* d = cpu_host->tensor_dims(b);
+  p->k = (size_t)d[trans ? 1 : 0];
+  p->n = (size_t)d[trans ? 0 : 1];
+  if (p->k == 0 || p->n == 0) return;
+  p->data = alloc_floats(cpu_gemm_packed_b_floats(p->k, p->n));
+  if (p->data)
+    cpu_gemm_pack_b(NULL, p->data, cpu_host->tensor_data(b), (size_t)d[1], trans, p->k, p->n);
+}
+
+static OnyxStatus* matmul_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  (void)ep, (void)user_data;
+  PackedB* p = calloc(1, sizeof *p);
+  if (!p) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  pack_const_b(node, 0, p);
+  *state = p;
+  return NULL;
+}
+
+static void matmul_release(void* state) {
+  PackedB* p = state;
+  if (!p) return;
+  free(p->data);
+  free(p);
+}
+
 static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
-  (void)state;
+  const PackedB* packed = state;
   const OnyxNode* node = cpu_host->ctx_node(ctx);
   const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* b = cpu_host->ctx_input(ctx, 1);
@@ -371,6 +287,20 @@ static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
   for (size_t i = 0; i < s.batch_rank; i++)
     a_full &= s.a_batch[i] == s.batch[i];
   if (a_full && cpu_dims_product(s.b_batch, 0, s.batch_rank) == 1) {
+    if (packed && packed->data && t == ONYX_ELEM_FLOAT32 && packed->k == s.k && packed->n == s.n &&
+        cpu_host->tensor_rank(b) == 2) {
+      const CpuGemm g = {.m = batches * s.m,
+                         .n = s.n,
+                         .k = s.k,
+                         .a = job.a,
+                         .lda = s.k,
+                         .c = job.c,
+                         .ldc = s.n,
+                         .alpha = 1.0,
+                         .packed_b = packed->data};
+      cpu_gemm_f32(pool, &g);
+      return NULL;
+    }
     job.fn(pool, job.a, job.b, job.c, batches * s.m, s.n, s.k);
     return NULL;
   }
@@ -393,8 +323,7 @@ typedef struct GemmState {
   double alpha, beta;
   int legacy;       /* opset 1-6: the `broadcast` attribute governs C */
   int legacy_bcast; /* its value */
-  void* packed_b;   /* constant B transposed once to K x N, or NULL */
-  OnyxElemType packed_type;
+  PackedB packed;   /* constant float32 B, packed once */
 } GemmState;
 
 /* Opset 1-6 and 7+ differ only in how C may broadcast. */
@@ -403,25 +332,8 @@ static const int GEMM_LEGACY = 1, GEMM_MODERN = 0;
 static void gemm_release(void* state) {
   GemmState* s = state;
   if (!s) return;
-  free(s->packed_b);
+  free(s->packed.data);
   free(s);
-}
-
-/* When B is a constant to be transposed, transpose it once here. */
-static OnyxStatus* gemm_pack_b(GemmState* s, const OnyxNode* node) {
-  const OnyxValueInfo* bv = cpu_host->node_input(node, 1);
-  const OnyxTensor* b = bv ? cpu_host->value_constant(bv) : NULL;
-  if (!s->trans_b || !b || cpu_host->tensor_rank(b) != 2) return NULL;
-  const OnyxElemType t = cpu_host->tensor_elem_type(b);
-  if (t != ONYX_ELEM_FLOAT32 && t != ONYX_ELEM_FLOAT64) return NULL;
-  const int64_t* d = cpu_host->tensor_dims(b);
-  const size_t es = t == ONYX_ELEM_FLOAT32 ? 4 : 8, bytes = (size_t)d[0] * (size_t)d[1] * es;
-  s->packed_b = malloc(bytes ? bytes : 1);
-  if (!s->packed_b)
-    return cpu_error(s->node, ONYX_OUT_OF_MEMORY, "cannot allocate %zu bytes", bytes);
-  cpu_nn_transpose(s->packed_b, cpu_host->tensor_data(b), (size_t)d[0], (size_t)d[1], es);
-  s->packed_type = t;
-  return NULL;
 }
 
 static OnyxStatus* gemm_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
@@ -435,11 +347,7 @@ static OnyxStatus* gemm_create(OnyxEp* ep, const OnyxNode* node, void* user_data
   s->beta = cpu_host->node_attr_float(node, "beta", 1.0f);
   s->legacy = *(const int*)user_data;
   s->legacy_bcast = (int)cpu_host->node_attr_int(node, "broadcast", 0);
-  OnyxStatus* st = gemm_pack_b(s, node);
-  if (st) {
-    gemm_release(s);
-    return st;
-  }
+  pack_const_b(node, s->trans_b, &s->packed);
   *state = s;
   return NULL;
 }
@@ -500,16 +408,41 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   if (m == 0 || n == 0) return NULL;
   const int use_c = c && s->beta != 0.0;
+  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  if (t == ONYX_ELEM_FLOAT32) {
+    /* C of n values with beta 1 (a bias) is added by the GEMM's epilogue. */
+    const size_t cr = use_c ? cpu_host->tensor_rank(c) : 0;
+    const int64_t* cd = use_c ? cpu_host->tensor_dims(c) : NULL;
+    const int bias =
+        use_c && s->beta == 1.0 && (!s->legacy || s->legacy_bcast) &&
+        ((cr == 1 && (size_t)cd[0] == n) || (cr == 2 && cd[0] == 1 && (size_t)cd[1] == n));
+    if (use_c && !bias && (st = gemm_apply_c(s, c, y, m, n))) return st;
+    const int packed = s->packed.data && s->packed.k == k && s->packed.n == n;
+    const CpuGemm g = {.m = m,
+                       .n = n,
+                       .k = k,
+                       .a = cpu_host->tensor_data(a),
+                       .lda = s->trans_a ? m : k,
+                       .trans_a = s->trans_a,
+                       .b = cpu_host->tensor_data(b),
+                       .ldb = s->trans_b ? k : n,
+                       .trans_b = s->trans_b,
+                       .packed_b = packed ? s->packed.data : NULL,
+                       .bias_col = bias ? cpu_host->tensor_data(c) : NULL,
+                       .c = cpu_host->tensor_mutable_data(y),
+                       .ldc = n,
+                       .alpha = s->alpha,
+                       .beta = use_c && !bias ? 1.0 : 0.0};
+    cpu_gemm_f32(pool, &g);
+    return NULL;
+  }
   if (use_c && (st = gemm_apply_c(s, c, y, m, n))) return st;
-  const size_t es = t == ONYX_ELEM_FLOAT32 ? 4 : 8;
   const void* bdata = cpu_host->tensor_data(b);
-  if (s->trans_b && s->packed_b && s->packed_type == t) {
-    bdata = s->packed_b;
-  } else if (s->trans_b) {
-    void* tmp = cpu_host->ctx_scratch(ctx, k * n * es + 1);
+  if (s->trans_b) {
+    void* tmp = cpu_host->ctx_scratch(ctx, k * n * 8 + 1);
     if (!tmp)
-      return cpu_error(s->node, ONYX_OUT_OF_MEMORY, "no scratch for B^T (%zu bytes)", k * n * es);
-    cpu_nn_transpose(tmp, bdata, n, k, es);
+      return cpu_error(s->node, ONYX_OUT_OF_MEMORY, "no scratch for B^T (%zu bytes)", k * n * 8);
+    cpu_nn_transpose(tmp, bdata, n, k, 8);
     bdata = tmp;
   }
   const CpuGemm g = {.m = m,
@@ -524,11 +457,99 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
                      .ldc = n,
                      .alpha = s->alpha,
                      .beta = use_c ? 1.0 : 0.0};
-  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
-  if (t == ONYX_ELEM_FLOAT32)
-    cpu_gemm_f32(pool, &g);
-  else
-    cpu_gemm_f64(pool, &g);
+  cpu_gemm_f64(pool, &g);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* com.onyx FusedMatMul: Y = A (..., K) x B (K, N) + Bias (N)                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct FusedMatMulState {
+  PackedB packed;
+  int act; /* CpuAct, from an optional `activation` attribute */
+  float act_alpha, act_min, act_max;
+} FusedMatMulState;
+
+OnyxStatus* cpu_fused_matmul_create(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                    void** state) {
+  (void)ep, (void)user_data;
+  FusedMatMulState* s = calloc(1, sizeof *s);
+  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  size_t len = 0;
+  const char* a = cpu_host->node_attr_string(node, "activation", &len);
+  if (a && len == 4 && memcmp(a, "Relu", 4) == 0) {
+    s->act = CPU_ACT_RELU;
+  } else if (a && len == 9 && memcmp(a, "LeakyRelu", 9) == 0) {
+    s->act = CPU_ACT_LEAKY_RELU;
+    s->act_alpha = cpu_host->node_attr_float(node, "alpha", 0.01f);
+  } else if (a && len == 4 && memcmp(a, "Clip", 4) == 0) {
+    s->act = CPU_ACT_CLIP;
+    s->act_min = cpu_host->node_attr_float(node, "clip_min", -INFINITY);
+    s->act_max = cpu_host->node_attr_float(node, "clip_max", INFINITY);
+  } else if (a && len > 0) {
+    free(s);
+    return cpu_error(node, ONYX_NOT_IMPLEMENTED,
+                     "activation '%.*s' not supported (Relu, LeakyRelu or Clip)", (int)len, a);
+  }
+  pack_const_b(node, 0, &s->packed);
+  *state = s;
+  return NULL;
+}
+
+void cpu_fused_matmul_release(void* state) {
+  FusedMatMulState* s = state;
+  if (!s) return;
+  free(s->packed.data);
+  free(s);
+}
+
+OnyxStatus* cpu_fused_matmul_compute(void* state, OnyxKernelContext* ctx) {
+  const FusedMatMulState* fs = state;
+  const PackedB* packed = fs ? &fs->packed : NULL;
+  const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* b = cpu_host->ctx_input(ctx, 1);
+  const OnyxTensor* bias = cpu_host->ctx_input_count(ctx) > 2 ? cpu_host->ctx_input(ctx, 2) : NULL;
+  const size_t ra = cpu_host->tensor_rank(a), rb = cpu_host->tensor_rank(b);
+  const int64_t* da = cpu_host->tensor_dims(a);
+  const int64_t* db = cpu_host->tensor_dims(b);
+  if (ra < 2 || ra > MAX_RANK || rb != 2 || da[ra - 1] != db[0])
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "A (rank %zu) and B (rank %zu) do not multiply: A must have rank 2..%d, "
+                         "B must be 2-D with as many rows as A has columns",
+                         ra, rb, MAX_RANK);
+  if (cpu_host->tensor_elem_type(a) != ONYX_ELEM_FLOAT32 ||
+      cpu_host->tensor_elem_type(b) != ONYX_ELEM_FLOAT32)
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "only float32 is supported");
+  const size_t k = (size_t)db[0], n = (size_t)db[1], m = cpu_dims_product(da, 0, ra - 1);
+  if (!bias || cpu_host->tensor_elem_type(bias) != ONYX_ELEM_FLOAT32 ||
+      cpu_host->tensor_elem_count(bias) != n)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "Bias must hold %zu float32 values", n);
+  int64_t dy[MAX_RANK];
+  memcpy(dy, da, ra * sizeof *dy);
+  dy[ra - 1] = (int64_t)n;
+  OnyxTensor* y;
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, dy, ra, &y);
+  if (st) return st;
+  if (m == 0 || n == 0) return NULL;
+  const int use_packed = packed && packed->data && packed->k == k && packed->n == n;
+  const CpuGemm g = {.m = m,
+                     .n = n,
+                     .k = k,
+                     .a = cpu_host->tensor_data(a),
+                     .lda = k,
+                     .b = cpu_host->tensor_data(b),
+                     .ldb = n,
+                     .packed_b = use_packed ? packed->data : NULL,
+                     .bias_col = cpu_host->tensor_data(bias),
+                     .act = fs ? fs->act : CPU_ACT_NONE,
+                     .act_alpha = fs ? fs->act_alpha : 0.0f,
+                     .act_min = fs ? fs->act_min : 0.0f,
+                     .act_max = fs ? fs->act_max : 0.0f,
+                     .c = cpu_host->tensor_mutable_data(y),
+                     .ldc = n,
+                     .alpha = 1.0};
+  cpu_gemm_f32(cpu_host->ctx_thread_pool(ctx), &g);
   return NULL;
 }
 
@@ -550,7 +571,9 @@ OnyxStatus* cpu_register_linalg(OnyxKernelRegistry* r) {
        .end_version = ONYX_OPSET_LATEST,
        .type_constraints = T_FLOATS,
        .type_constraint_count = 1,
-       .compute = matmul_compute},
+       .create = matmul_create,
+       .compute = matmul_compute,
+       .release = matmul_release},
       {.op_type = "MatMul",
        .since_version = 9,
        .end_version = ONYX_OPSET_LATEST,

@@ -248,18 +248,78 @@ DEFINE_IM2COL(double)
 
 typedef struct ConvState {
   WindowAttrs w;
+  /* A constant float32 W packed per group as GEMM A operands (mg x kdim
+   * each, `group_floats` apart), or NULL. */
+  float* packed_w;
+  size_t packed_m, packed_k, group_floats;
+  /* com.onyx FusedConv: the activation the GEMM epilogue applies. */
+  int act; /* CpuAct */
+  float act_alpha, act_min, act_max;
 } ConvState;
 
-static OnyxStatus* conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+void cpu_conv_release(void* state) {
+  ConvState* s = state;
+  if (!s) return;
+  free(s->packed_w);
+  free(s);
+}
+
+/* Packs W (m, c/group, kernel...) when it is a constant float32 tensor. */
+/* Packs W (m, c/group, kernel...) as the GEMM's A operand (mg x kdim per
+ * group) when it is a constant float32 tensor. */
+static void conv_pack_weights(ConvState* s, const OnyxNode* node) {
+  const OnyxValueInfo* wv =
+      cpu_host->node_input_count(node) > 1 ? cpu_host->node_input(node, 1) : NULL;
+  const OnyxTensor* wt = wv ? cpu_host->value_constant(wv) : NULL;
+  if (!wt || cpu_host->tensor_elem_type(wt) != ONYX_ELEM_FLOAT32 || cpu_host->tensor_rank(wt) < 3)
+    return;
+  const int64_t* d = cpu_host->tensor_dims(wt);
+  const size_t group = (size_t)s->w.group, m = (size_t)d[0];
+  const size_t kdim = cpu_dims_product(d, 1, cpu_host->tensor_rank(wt));
+  if (m == 0 || kdim == 0 || m % group != 0) return;
+  const size_t mg = m / group, per = cpu_gemm_packed_a_floats(mg, kdim);
+  float* p = aligned_alloc(64, (per * group * sizeof(float) + 64) / 64 * 64);
+  if (!p) return; /* packed per run instead */
+  const float* src = cpu_host->tensor_data(wt);
+  for (size_t g = 0; g < group; g++)
+    cpu_gemm_pack_a(NULL, p + g * per, src + g * mg * kdim, kdim, 0, mg, kdim);
+  s->packed_w = p, s->packed_m = mg, s->packed_k = kdim, s->group_floats = per;
+}
+
+/* FusedConv's `activation` (absent on a plain Conv). */
+static OnyxStatus* conv_read_activation(ConvState* s, const OnyxNode* node) {
+  size_t len = 0;
+  const char* a = cpu_host->node_attr_string(node, "activation", &len);
+  s->act = CPU_ACT_NONE;
+  if (!a || len == 0) return NULL;
+  if (len == 4 && memcmp(a, "Relu", 4) == 0) {
+    s->act = CPU_ACT_RELU;
+  } else if (len == 9 && memcmp(a, "LeakyRelu", 9) == 0) {
+    s->act = CPU_ACT_LEAKY_RELU;
+    s->act_alpha = cpu_host->node_attr_float(node, "alpha", 0.01f);
+  } else if (len == 4 && memcmp(a, "Clip", 4) == 0) {
+    s->act = CPU_ACT_CLIP;
+    s->act_min = cpu_host->node_attr_float(node, "clip_min", -INFINITY);
+    s->act_max = cpu_host->node_attr_float(node, "clip_max", INFINITY);
+  } else {
+    return cpu_error(node, ONYX_NOT_IMPLEMENTED,
+                     "activation '%.*s' not supported (Relu, LeakyRelu or Clip)", (int)len, a);
+  }
+  return NULL;
+}
+
+OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
   (void)ep;
   (void)user_data;
-  ConvState* s = malloc(sizeof *s);
+  ConvState* s = calloc(1, sizeof *s);
   if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   OnyxStatus* st = window_attrs_read(node, &s->w);
+  if (!st) st = conv_read_activation(s, node);
   if (st) {
     free(s);
     return st;
   }
+  conv_pack_weights(s, node);
   *state = s;
   return NULL;
 }
@@ -323,7 +383,209 @@ static void conv_fill_bias(void* y, const void* bias, OnyxElemType t, size_t m, 
         ((double*)y)[i * os + j] = ((const double*)bias)[i];
 }
 
-static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
+/* im2col straight into the GEMM's packed-B layout, for 2-D convolutions,
+ * one L1-sized slice at a time while the GEMM runs (so the im2col matrix is
+ * never stored whole): rows [k0, k1) of panel p, i.e. of output positions
+ * [p * nr, p * nr + nr) (zero past the last position). Row r is input
+ * channel r / k_size at kernel offset r % k_size; the positions of a panel
+ * fall into runs that share an output row, each read from one input row. */
+#define NR_MAX_PANEL 64 /* widest packed-B panel a micro-kernel uses */
+
+typedef struct PackCol {
+  const Geometry* g;
+  const float* x; /* one group's channels of one image */
+  size_t nr;
+  int avx512; /* the AVX-512 GEMM kernel (NR 32) runs: copy runs with masks */
+} PackCol;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CPU_NN_X86 1
+/* d[t] = src[t * sw] for t in [lo, hi), 0 for the rest of [0, run), run <=
+ * 32: masked loads (no access, hence no fault, on masked-off lanes) or
+ * masked gathers for strides above 1. */
+__attribute__((target("avx512f"))) static void
+copy_run_avx512(float* d, const float* src, int64_t lo, int64_t hi, int64_t run, int64_t sw) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t h = 0; h < run; h += 16) {
+    const int64_t a = lo - h, b = hi - h, e = run - h;
+    const uint32_t below_b = b <= 0 ? 0 : b >= 16 ? 0xFFFFu : (1u << b) - 1;
+    const uint32_t below_a = a <= 0 ? 0 : a >= 16 ? 0xFFFFu : (1u << a) - 1;
+    const __mmask16 valid = (__mmask16)(below_b & ~below_a);
+    const __mmask16 store = (__mmask16)(e >= 16 ? 0xFFFFu : (1u << e) - 1);
+    __m512 v;
+    if (sw == 1) {
+      v = _mm512_maskz_loadu_ps(valid, src + h);
+    } else if (sw == 2) {
+      /* the 32 floats from src + 2h hold the 16 wanted ones at even lanes */
+      const int64_t bb = b > 16 ? 16 : b;
+      const int64_t s0 = 2 * (a > 0 ? a : 0), s1 = bb <= 0 ? 0 : 2 * bb - 1;
+      const uint64_t span =
+          s1 <= s0 ? 0 : (s1 - s0 >= 64 ? ~0ull : ((1ull << (s1 - s0)) - 1)) << s0;
+      const __m512 lo16 = _mm512_maskz_loadu_ps((__mmask16)(span & 0xFFFF), src + 2 * h);
+      const __m512 hi16 = _mm512_maskz_loadu_ps((__mmask16)(span >> 16), src + 2 * h + 16);
+      const __m512i even =
+          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      v = _mm512_maskz_permutex2var_ps(valid, lo16, even, hi16);
+    } else {
+      const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sw));
+      v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, idx, src + h * sw, 4);
+    }
+    _mm512_mask_storeu_ps(d + h, store, v);
+  }
+}
+#else
+#define CPU_NN_X86 0
+#endif
+
+static inline __attribute__((always_inline)) void
+im2col_body(const PackCol* j, float* dst, size_t p, size_t k0, size_t k1, int avx512) {
+  const Geometry* g = j->g;
+  const size_t nr = j->nr, ow_n = (size_t)g->out[1], os = g->out_size;
+  const int64_t ih_n = g->in[0], iw_n = g->in[1], kh_n = g->k[0], kw_n = g->k[1];
+  const int64_t sh = g->s[0], sw = g->s[1], dh = g->d[0], dw = g->d[1];
+  const size_t o0 = p * nr, cols = os - o0 < nr ? os - o0 : nr;
+  /* The panel's runs, the same for every row: start column, length and the
+   * window origin (kernel offset 0) in the input. */
+  int64_t run_j[NR_MAX_PANEL + 1], run_len[NR_MAX_PANEL + 1], run_ih[NR_MAX_PANEL + 1],
+      run_iw[NR_MAX_PANEL + 1];
+  size_t runs = 0;
+  for (size_t jj = 0, o = o0; jj < cols && runs <= NR_MAX_PANEL; runs++) {
+    const size_t oh = o / ow_n, ow = o % ow_n;
+    const size_t run = cols - jj < ow_n - ow ? cols - jj : ow_n - ow;
+    run_j[runs] = (int64_t)jj, run_len[runs] = (int64_t)run;
+    run_ih[runs] = (int64_t)oh * sh - g->pb[0];
+    run_iw[runs] = (int64_t)ow * sw - g->pb[1];
+    jj += run, o += run;
+  }
+  /* (c, kh, kw) of row k0, then stepped along. */
+  int64_t c = (int64_t)(k0 / g->k_size), kk = (int64_t)(k0 % g->k_size);
+  int64_t kh = kk / kw_n, kw = kk % kw_n;
+  for (size_t r = k0; r < k1; r++, dst += nr) {
+    const float* xc = j->x + c * ih_n * iw_n;
+    for (size_t q = 0; q < runs; q++) {
+      const int64_t ih = run_ih[q] + kh * dh, run = run_len[q];
+      float* d = dst + run_j[q];
+      if (ih < 0 || ih >= ih_n) {
+        for (int64_t t = 0; t < run; t++)
+          d[t] = 0.0f;
+        continue;
+      }
+      const float* row = xc + ih * iw_n;
+      const int64_t iw = run_iw[q] + kw * dw;
+      /* t in [lo, hi) reads inside the row */
+      int64_t lo = 0, hi = run;
+      if (sw == 1) {
+        if (iw < 0) lo = -iw;
+        if (iw + hi > iw_n) hi = iw_n - iw;
+      } else {
+        if (iw < 0) lo = (-iw + sw - 1) / sw;
+        if (iw + (hi - 1) * sw >= iw_n) hi = iw >= iw_n ? 0 : (iw_n - iw + sw - 1) / sw;
+      }
+      if (hi < 0) hi = 0;
+      if (lo > hi) lo = hi;
+#if CPU_NN_X86
+      if (avx512) {
+        copy_run_avx512(d, row + iw, lo, hi, run, sw);
+        continue;
+      }
+#else
+      (void)avx512;
+#endif
+      for (int64_t t = 0; t < lo; t++)
+        d[t] = 0.0f;
+      if (sw == 1) {
+        const float* src = row + iw;
+        for (int64_t t = lo; t < hi; t++)
+          d[t] = src[t];
+      } else {
+        for (int64_t t = lo; t < hi; t++)
+          d[t] = row[iw + t * sw];
+      }
+      for (int64_t t = hi; t < run; t++)
+        d[t] = 0.0f;
+    }
+    for (size_t t = cols; t < nr; t++)
+      dst[t] = 0.0f;
+    if (++kw == kw_n) {
+      kw = 0;
+      if (++kh == kh_n) kh = 0, c++;
+    }
+  }
+}
+
+#if CPU_NN_X86
+__attribute__((target("avx512f"))) static void im2col_panel_avx512(const PackCol* j, float* dst,
+                                                                   size_t p, size_t k0, size_t k1) {
+  im2col_body(j, dst, p, k0, k1, 1);
+}
+#endif
+
+static void im2col_panel(void* user, float* dst, size_t p, size_t k0, size_t k1) {
+  const PackCol* j = user;
+#if CPU_NN_X86
+  if (j->avx512) {
+    im2col_panel_avx512(j, dst, p, k0, k1);
+    return;
+  }
+#endif
+  im2col_body(j, dst, p, k0, k1, 0);
+}
+
+/* float32 Conv: one GEMM per (image, group) with W as the packed A operand
+ * (packed at creation when constant), the im2col matrix as B (packed slice
+ * by slice from X for 2-D windows; X itself for pointwise ones; stored
+ * whole only for other ranks) and the bias and activation applied by the
+ * GEMM's epilogue. */
+static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx,
+                                    const ConvShape* cs, const OnyxTensor* x, const OnyxTensor* wt,
+                                    const OnyxTensor* b, OnyxTensor* y) {
+  const WindowAttrs* w = &cst->w;
+  const size_t os = cs->g.out_size, kdim = cs->cg * cs->g.k_size;
+  const int pointwise = conv_is_pointwise(&cs->g), direct = !pointwise && cs->g.rank == 2;
+  OnyxStatus* st;
+  float* col = NULL;
+  if (!pointwise && !direct && (st = scratch(ctx, kdim * os * sizeof(float), (void**)&col)))
+    return st;
+  const int packed = cst->packed_w && cst->packed_m == cs->mg && cst->packed_k == kdim;
+  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  const float* xd = cpu_host->tensor_data(x);
+  const float* wd = cpu_host->tensor_data(wt);
+  const float* bias = b ? cpu_host->tensor_data(b) : NULL;
+  float* yd = cpu_host->tensor_mutable_data(y);
+  for (size_t n = 0; n < cs->n; n++)
+    for (size_t grp = 0; grp < (size_t)w->group; grp++) {
+      const float* xg = xd + (n * cs->c + grp * cs->cg) * cs->g.in_size;
+      PackCol job = {&cs->g, xg, cpu_gemm_nr(), strcmp(cpu_gemm_isa_name(), "avx512") == 0};
+      CpuGemm g = {.m = cs->mg,
+                   .n = os,
+                   .k = kdim,
+                   .a = wd + grp * cs->mg * kdim,
+                   .lda = kdim,
+                   .packed_a = packed ? cst->packed_w + grp * cst->group_floats : NULL,
+                   .b = pointwise ? xg : col,
+                   .ldb = os,
+                   .c = yd + (n * cs->m + grp * cs->mg) * os,
+                   .ldc = os,
+                   .alpha = 1.0,
+                   .bias_row = bias ? bias + grp * cs->mg : NULL,
+                   .act = cst->act,
+                   .act_alpha = cst->act_alpha,
+                   .act_min = cst->act_min,
+                   .act_max = cst->act_max};
+      if (direct) {
+        g.pack_b_fn = im2col_panel;
+        g.pack_b_user = &job;
+      } else if (!pointwise) {
+        Im2Col ij = {&cs->g, xg, col};
+        cpu_host->parallel_for(pool, kdim, im2col_rows_float, &ij);
+      }
+      cpu_gemm_f32(pool, &g);
+    }
+  return NULL;
+}
+
+OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx) {
   const WindowAttrs* w = &((const ConvState*)state)->w;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* wt = cpu_host->ctx_input(ctx, 1);
@@ -336,6 +598,9 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxElemType t = cpu_host->tensor_elem_type(x);
   const size_t es = cpu_elem_size(t), os = cs.g.out_size, kdim = cs.cg * cs.g.k_size;
   if (cpu_host->tensor_elem_count(y) == 0) return NULL;
+  if (t == ONYX_ELEM_FLOAT32) return conv_compute_f32(state, ctx, &cs, x, wt, b, y);
+  if (((const ConvState*)state)->act != CPU_ACT_NONE)
+    return cpu_error(w->node, ONYX_NOT_IMPLEMENTED, "a fused activation needs float32");
   const int pointwise = conv_is_pointwise(&cs.g);
   void* col = NULL;
   if (!pointwise && (st = scratch(ctx, kdim * os * es, &col))) return st;
@@ -479,6 +744,50 @@ DEFINE_MAXPOOL(uint8_t, 0)
 DEFINE_AVGPOOL(float)
 DEFINE_AVGPOOL(double)
 
+/* float32 2-D MaxPool without Indices, straight from the geometry: for
+ * each output, the window's valid rows and columns are clipped once, and
+ * the maximum is taken in the table driver's order (row-major over the
+ * window, the first valid element first, then `>`), so NaN handling and
+ * results match it exactly. */
+static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
+  const PoolJob* j = user;
+  const Geometry* g = j->g;
+  const int64_t ih_n = g->in[0], iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1];
+  const int64_t kh_n = g->k[0], kw_n = g->k[1], sh = g->s[0], sw = g->s[1];
+  const int64_t dh = g->d[0], dw = g->d[1], ph = g->pb[0], pw = g->pb[1];
+  for (size_t p = begin; p < end; p++) {
+    const float* x = (const float*)j->x + p * g->in_size;
+    float* y = (float*)j->y + p * g->out_size;
+    for (int64_t oh = 0; oh < oh_n; oh++) {
+      const int64_t h0 = oh * sh - ph;
+      /* kernel rows a in [a0, a1) land inside the input */
+      int64_t a0 = 0, a1 = kh_n;
+      while (a0 < a1 && h0 + a0 * dh < 0)
+        a0++;
+      while (a1 > a0 && h0 + (a1 - 1) * dh >= ih_n)
+        a1--;
+      for (int64_t ow = 0; ow < ow_n; ow++) {
+        const int64_t w0 = ow * sw - pw;
+        int64_t b0 = 0, b1 = kw_n;
+        while (b0 < b1 && w0 + b0 * dw < 0)
+          b0++;
+        while (b1 > b0 && w0 + (b1 - 1) * dw >= iw_n)
+          b1--;
+        float best = -INFINITY;
+        int first = 1;
+        for (int64_t a = a0; a < a1; a++) {
+          const float* row = x + (h0 + a * dh) * iw_n + w0;
+          for (int64_t b = b0; b < b1; b++) {
+            const float v = row[b * dw];
+            if (first || v > best) best = v, first = 0;
+          }
+        }
+        y[oh * ow_n + ow] = best;
+      }
+    }
+  }
+}
+
 typedef void (*PlaneFn)(void* user, size_t begin, size_t end);
 
 static const struct {
@@ -568,6 +877,11 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
     return st;
   const size_t planes = (size_t)dx[0] * (size_t)dx[1];
   if (planes == 0 || g.out_size == 0) return NULL;
+  if (w->is_max && !ind && g.rank == 2 && cpu_host->tensor_elem_type(x) == ONYX_ELEM_FLOAT32) {
+    job.y = cpu_host->tensor_mutable_data(y);
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, maxpool2d_planes_f32, &job);
+    return NULL;
+  }
   if ((st = pool_alloc_table(ctx, &g, &job.t))) return st;
   job.y = cpu_host->tensor_mutable_data(y);
   job.indices = ind ? cpu_host->tensor_mutable_data(ind) : NULL;
@@ -622,12 +936,14 @@ static OnyxStatus* global_avg_compute(void* state, OnyxKernelContext* ctx) {
 }
 
 /* ======================================================================== */
-/* BatchNormalization (inference)                                            */
+/* BatchNormalization (inference; training mode from opset 14)              */
 /* ======================================================================== */
 
 typedef struct BatchNormState {
   const OnyxNode* node;
   double epsilon;
+  int training;    /* opset 14+ training_mode: batch statistics */
+  double momentum; /* running = running * momentum + batch * (1 - momentum) */
 } BatchNormState;
 
 /* How a version range of BatchNormalization says "training". */
@@ -642,12 +958,15 @@ static OnyxStatus* bn_create(OnyxEp* ep, const OnyxNode* node, void* user_data, 
                            ? cpu_host->node_attr_int(node, "training_mode", 0) != 0
                            : node_has_output(node, 1) || node_has_output(node, 2) ||
                                  node_has_output(node, 3) || node_has_output(node, 4);
-  if (training)
-    return cpu_error(node, ONYX_NOT_IMPLEMENTED, "training mode not supported (inference only)");
+  if (training && *(const BnTraining*)user_data != BN_BY_ATTR)
+    return cpu_error(node, ONYX_NOT_IMPLEMENTED,
+                     "training mode before opset 14 (saved statistics outputs) not supported");
   BatchNormState* s = malloc(sizeof *s);
   if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   s->node = node;
   s->epsilon = cpu_host->node_attr_float(node, "epsilon", 1e-5f);
+  s->training = training;
+  s->momentum = cpu_host->node_attr_float(node, "momentum", 0.9f);
   *state = s;
   return NULL;
 }
@@ -709,6 +1028,62 @@ static OnyxStatus* bn_coefficients(const BatchNormState* s, OnyxKernelContext* c
   return NULL;
 }
 
+/* Training mode (opset 14+): normalizes with the batch's own mean and
+ * (biased) variance per channel, and writes the updated running statistics
+ * to the optional outputs 1 and 2. */
+static OnyxStatus* bn_training(const BatchNormState* s, OnyxKernelContext* ctx, const OnyxTensor* x,
+                               BnJob* job) {
+  const OnyxElemType t = cpu_host->tensor_elem_type(x);
+  const int64_t* dx = cpu_host->tensor_dims(x);
+  const size_t C = job->channels, inner = job->inner, N = (size_t)dx[0];
+  const void* p[4];
+  for (size_t i = 0; i < 4; i++) {
+    const OnyxTensor* in = cpu_host->ctx_input(ctx, i + 1);
+    if (!in || cpu_host->tensor_elem_count(in) != C || cpu_host->tensor_elem_type(in) != t)
+      return cpu_error(s->node, ONYX_INVALID_ARGUMENT,
+                       "input %zu must have %zu elements of X's type", i + 1, C);
+    p[i] = cpu_host->tensor_data(in);
+  }
+  double* a;
+  OnyxStatus* st = scratch(ctx, 4 * C * sizeof(double), (void**)&a);
+  if (st) return st;
+  double *mean = a + 2 * C, *var = a + 3 * C;
+  const void* xd = cpu_host->tensor_data(x);
+  const double count = (double)(N * inner);
+  for (size_t c = 0; c < C; c++) {
+    double sum = 0.0, sq = 0.0;
+    for (size_t n = 0; n < N; n++)
+      for (size_t i = 0; i < inner; i++)
+        sum += load_real(xd, t, (n * C + c) * inner + i);
+    mean[c] = count > 0 ? sum / count : 0.0;
+    for (size_t n = 0; n < N; n++)
+      for (size_t i = 0; i < inner; i++) {
+        double d = load_real(xd, t, (n * C + c) * inner + i) - mean[c];
+        sq += d * d;
+      }
+    var[c] = count > 0 ? sq / count : 0.0;
+    a[c] = load_real(p[0], t, c) / sqrt(var[c] + s->epsilon);
+    a[C + c] = load_real(p[1], t, c) - mean[c] * a[c];
+  }
+  job->a = a, job->b = a + C;
+  for (size_t o = 1; o <= 2; o++) { /* running_mean, running_var */
+    if (cpu_host->ctx_output_count(ctx) <= o || !node_has_output(s->node, o)) continue;
+    OnyxTensor* r;
+    int64_t dims[1] = {(int64_t)C};
+    if ((st = cpu_host->ctx_output(ctx, o, dims, 1, &r))) return st;
+    const void* prev = p[o + 1]; /* input 3: mean, input 4: var */
+    const double* batch = o == 1 ? mean : var;
+    for (size_t c = 0; c < C; c++) {
+      double v = load_real(prev, t, c) * s->momentum + batch[c] * (1.0 - s->momentum);
+      if (t == ONYX_ELEM_FLOAT32)
+        ((float*)cpu_host->tensor_mutable_data(r))[c] = (float)v;
+      else
+        ((double*)cpu_host->tensor_mutable_data(r))[c] = v;
+    }
+  }
+  return NULL;
+}
+
 static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
   const BatchNormState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
@@ -732,14 +1107,105 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* scale = cpu_host->ctx_input(ctx, 1);
   job.per_element = scale && cpu_host->tensor_elem_count(scale) != job.channels &&
                     cpu_host->tensor_elem_count(scale) == job.channels * job.inner;
-  if ((st = bn_coefficients(s, ctx, job.per_element ? job.channels * job.inner : job.channels,
-                            &job)))
+  if (s->training) {
+    if ((st = bn_training(s, ctx, x, &job))) return st;
+  } else if ((st = bn_coefficients(
+                  s, ctx, job.per_element ? job.channels * job.inner : job.channels, &job))) {
     return st;
+  }
   if (cpu_host->tensor_elem_count(y) == 0) return NULL;
   cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), (size_t)dx[0] * job.channels,
                          t == ONYX_ELEM_FLOAT32 ? bn_planes_float : bn_planes_double, &job);
   return NULL;
 }
+
+/* ------------------------------------------------------------------------ */
+/* AVX-512 rows for float32 Softmax and LayerNormalization                   */
+/* ------------------------------------------------------------------------ */
+
+/* The AVX-512 GEMM kernel is what the machine runs: so are these. */
+static int use_avx512(void) {
+  return strcmp(cpu_gemm_isa_name(), "avx512") == 0;
+}
+
+#if CPU_NN_X86
+#define NN_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
+
+static inline NN_AVX512 __mmask16 tail_mask(size_t left) {
+  return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+}
+
+/* e^x, 16 lanes: x = n ln 2 + r with |r| <= ln 2 / 2, e^r by a degree-6
+ * polynomial (relative error below 3e-7), 2^n by scalef. Inputs below -87
+ * give about 1e-38 instead of a denormal or 0 (what a softmax needs); NaN
+ * stays NaN. */
+static inline NN_AVX512 __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x); /* NaN kept (second operand) */
+  x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* y = softmax(x) over n contiguous values; y may be x. */
+static NN_AVX512 void softmax_row_avx512(const float* x, float* y, size_t n) {
+  __m512 vm = _mm512_set1_ps(-INFINITY);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, x + i));
+  }
+  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vm));
+  __m512 vs = _mm512_setzero_ps();
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mx));
+    _mm512_mask_storeu_ps(y + i, m, e);
+    vs = _mm512_mask_add_ps(vs, m, vs, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), inv));
+  }
+}
+
+/* One LayerNormalization row: mean, then the variance about it (two passes,
+ * as the scalar code), then y = (x - mean) * inv_std * scale + bias. */
+static NN_AVX512 void ln_row_avx512(const float* x, float* y, const float* scale, const float* bias,
+                                    size_t n, float eps, float* mean_out, float* inv_out) {
+  __m512 acc = _mm512_setzero_ps();
+  for (size_t i = 0; i < n; i += 16)
+    acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
+  const float mean = _mm512_reduce_add_ps(acc) / (float)n;
+  const __m512 vmean = _mm512_set1_ps(mean);
+  acc = _mm512_setzero_ps();
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + i), vmean);
+    acc = _mm512_fmadd_ps(d, d, acc);
+  }
+  const float inv = 1.0f / sqrtf(_mm512_reduce_add_ps(acc) / (float)n + eps);
+  const __m512 vinv = _mm512_set1_ps(inv);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmean), vinv);
+    v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, scale + i));
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + i));
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+  *mean_out = mean;
+  *inv_out = inv;
+}
+#endif
 
 /* ======================================================================== */
 /* LayerNormalization (opset 17)                                             */
@@ -798,6 +1264,19 @@ typedef struct LnJob {
   }
 DEFINE_LN(float)
 DEFINE_LN(double)
+
+#if CPU_NN_X86
+static void ln_rows_avx512(void* user, size_t begin, size_t end) {
+  const LnJob* j = user;
+  for (size_t r = begin; r < end; r++) {
+    float mean, inv;
+    ln_row_avx512((const float*)j->x + r * j->inner, (float*)j->y + r * j->inner, j->scale, j->bias,
+                  j->inner, (float)j->epsilon, &mean, &inv);
+    if (j->mean) j->mean[r] = mean;
+    if (j->inv_std) j->inv_std[r] = inv;
+  }
+}
+#endif
 
 /* Scale/B may broadcast (unidirectionally) to X's normalized dims; expand
  * them to a dense array then, so the row loop stays simple. */
@@ -873,8 +1352,11 @@ static OnyxStatus* ln_compute(void* state, OnyxKernelContext* ctx) {
       (st = ln_param(s, ctx, 2, dx + axis, r - (size_t)axis, &job.bias)))
     return st;
   const int f32 = cpu_host->tensor_elem_type(x) == ONYX_ELEM_FLOAT32;
-  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), rows, f32 ? ln_rows_float : ln_rows_double,
-                         &job);
+  void (*fn)(void*, size_t, size_t) = f32 ? ln_rows_float : ln_rows_double;
+#if CPU_NN_X86
+  if (f32 && use_avx512()) fn = ln_rows_avx512;
+#endif
+  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), rows, fn, &job);
   return NULL;
 }
 
@@ -947,6 +1429,14 @@ typedef struct SoftmaxJob {
 DEFINE_SOFTMAX(float)
 DEFINE_SOFTMAX(double)
 
+#if CPU_NN_X86
+static void softmax_rows_avx512(void* user, size_t begin, size_t end) {
+  const SoftmaxJob* j = user;
+  for (size_t r = begin; r < end; r++)
+    softmax_row_avx512((const float*)j->x + r * j->n, (float*)j->y + r * j->n, j->n);
+}
+#endif
+
 static OnyxStatus* softmax_compute(void* state, OnyxKernelContext* ctx) {
   const SoftmaxState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
@@ -966,8 +1456,11 @@ static OnyxStatus* softmax_compute(void* state, OnyxKernelContext* ctx) {
   if (outer == 0 || job.n == 0 || job.inner == 0) return NULL;
   const int f32 = cpu_host->tensor_elem_type(x) == ONYX_ELEM_FLOAT32;
   if (job.inner == 1) {
-    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), outer,
-                           f32 ? softmax_rows_float : softmax_rows_double, &job);
+    void (*rows)(void*, size_t, size_t) = f32 ? softmax_rows_float : softmax_rows_double;
+#if CPU_NN_X86
+    if (f32 && use_avx512()) rows = softmax_rows_avx512;
+#endif
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), outer, rows, &job);
     return NULL;
   }
   if ((st = scratch(ctx, 2 * job.inner * (f32 ? 4 : 8), &job.work))) return st;
@@ -1012,7 +1505,7 @@ static const OnyxAlias INPLACE[] = {{0, 0, ONYX_ALIAS_INPLACE}};
 OnyxStatus* cpu_register_nn(OnyxKernelRegistry* r) {
   const int latest = ONYX_OPSET_LATEST;
   OnyxKernelDef defs[] = {
-      KDEF("Conv", 1, latest, T_FLOATS, conv_create, conv_compute, cpu_free_state, NULL),
+      KDEF("Conv", 1, latest, T_FLOATS, cpu_conv_create, cpu_conv_compute, cpu_conv_release, NULL),
       /* MaxPool 12 added int8/uint8; attributes missing in older versions
        * read as their defaults, so one implementation serves all. */
       KDEF("MaxPool", 1, 11, T_FLOATS, maxpool_create, pool_compute, cpu_free_state, NULL),

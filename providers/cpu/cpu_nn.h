@@ -6,11 +6,24 @@
 
 #include "cpu_kernels.h"
 
-/* C (m x n) = alpha * op(A) (m x k) * B (k x n) + beta * C, row-major with
- * leading dimensions in elements. op(A) is A, or A stored k x m when trans_a.
- * beta == 0 overwrites C without reading it (so NaN garbage does not leak).
- * B is never transposed: callers transpose it first (Gemm does so once at
- * create when B is a constant). */
+/* C (m x n) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C, row-major
+ * with leading dimensions in elements. op(A) is A, or A stored k x m when
+ * trans_a; op(B) is B, or B stored n x k when trans_b (float32 only; the
+ * float64 loop needs trans_b == 0). beta == 0 overwrites C without reading
+ * it (so NaN garbage does not leak).
+ *
+ * float32 extras (cpu_gemm.c): packed_a / packed_b, when set, replace a / b
+ * with operands packed by cpu_gemm_pack_a / cpu_gemm_pack_b (weights packed
+ * once at kernel creation); bias_row (m values) and bias_col (n values) are
+ * added and the activation `act` applied on the way out, saving passes over
+ * C. */
+typedef enum CpuAct {
+  CPU_ACT_NONE = 0,
+  CPU_ACT_RELU,       /* max(x, 0) */
+  CPU_ACT_LEAKY_RELU, /* x < 0 ? act_alpha * x : x */
+  CPU_ACT_CLIP        /* min(max(x, act_min), act_max) */
+} CpuAct;
+
 typedef struct CpuGemm {
   size_t m, n, k;
   const void* a;
@@ -21,18 +34,68 @@ typedef struct CpuGemm {
   void* c;
   size_t ldc;
   double alpha, beta;
+  int trans_b;
+  const float* packed_a;
+  const float* packed_b;
+  const float* bias_row;
+  const float* bias_col;
+  int act; /* CpuAct */
+  float act_alpha, act_min, act_max;
+  /* B produced on demand instead of read (b, packed_b unused): writes rows
+   * [k0, k1) of packed panel `panel` (columns panel * NR ...; zero past n)
+   * as (k1 - k0) x NR floats to dst. May run on any pool thread. */
+  void (*pack_b_fn)(void* user, float* dst, size_t panel, size_t k0, size_t k1);
+  void* pack_b_user;
 } CpuGemm;
 
 /* Splits C into tiles run on `pool` (NULL: the calling thread only). Each
  * element of C is summed over k in a fixed order, so results do not depend
- * on the number of threads. */
+ * on the number of threads. Picks the AVX-512, AVX2 or portable micro-kernel
+ * at run time. */
 void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g);
 /* A plain loop for float64: correct, not fast. */
 void cpu_gemm_f64(OnyxThreadPool* pool, const CpuGemm* g);
 
+/* Packed operands for cpu_gemm_f32 (layouts in cpu_gemm.c; they depend on
+ * the micro-kernel the machine gets, so pack in the same process). Sizes in
+ * floats; buffers should be 64-byte aligned. pool may be NULL. */
+size_t cpu_gemm_packed_a_floats(size_t m, size_t k);
+size_t cpu_gemm_packed_b_floats(size_t k, size_t n);
+void cpu_gemm_pack_a(OnyxThreadPool* pool, float* dst, const float* a, size_t lda, int trans_a,
+                     size_t m, size_t k);
+void cpu_gemm_pack_b(OnyxThreadPool* pool, float* dst, const float* b, size_t ldb, int trans_b,
+                     size_t k, size_t n);
+/* The micro-kernel's register tile: packed A panels hold MR rows, packed B
+ * panels NR columns (K x NR floats each, panel p at p * K * NR). */
+size_t cpu_gemm_mr(void);
+size_t cpu_gemm_nr(void);
+/* "avx512", "avx2" or "generic". */
+const char* cpu_gemm_isa_name(void);
+/* Tests: pin the micro-kernel (0 portable, 1 AVX2, 2 AVX-512; -1 detect).
+ * Never ask for more than the machine has. */
+void cpu_gemm_force_isa(int level);
+/* Tests: make the packing buffer's allocation fail (the on-the-fly path). */
+void cpu_gemm_test_fail_alloc(int on);
+
 /* dst (cols x rows) = transpose of src (rows x cols), both dense; elem_size
  * is 4 or 8. */
 void cpu_nn_transpose(void* dst, const void* src, size_t rows, size_t cols, size_t elem_size);
+
+/* The Conv kernel (cpu_nn.c), also for com.onyx FusedConv: create reads the
+ * optional `activation` attribute ("Relu", "LeakyRelu" with `alpha`,
+ * "Clip" with `clip_min`/`clip_max`), applied by the GEMM epilogue (float32
+ * only); a constant W is packed at create. */
+OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state);
+OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx);
+void cpu_conv_release(void* state);
+
+/* com.onyx FusedMatMul (cpu_linalg.c): Y = A (..., K) x B (K, N) + Bias (N),
+ * float32, B packed at create when constant, the bias (and an optional
+ * `activation`, read as FusedConv's) applied by the GEMM epilogue. */
+OnyxStatus* cpu_fused_matmul_create(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                    void** state);
+OnyxStatus* cpu_fused_matmul_compute(void* state, OnyxKernelContext* ctx);
+void cpu_fused_matmul_release(void* state);
 
 /* Registers MatMul and Gemm (cpu_linalg.c); called by cpu_register_nn. */
 OnyxStatus* cpu_register_linalg(OnyxKernelRegistry* r);

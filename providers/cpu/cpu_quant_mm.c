@@ -1,0 +1,684 @@
+/* cpu_quant_mm.c — quantized products: MatMulInteger and QLinearMatMul
+ * (numpy matmul broadcasting; per-tensor, per-row and per-column zero points
+ * and scales), ConvInteger and QLinearConv (N-D, groups, pads / auto_pad,
+ * strides, dilations; per-output-channel weight zero points and scales).
+ *
+ * Operands minus their zero points are accumulated in double, which is
+ * exact for 8/16-bit operands up to 2^37 terms; QLinear* then scale the sum
+ * by a_scale * b_scale / y_scale (each step rounded to the scale type, as
+ * the reference computes it), round half to even, add the output zero point
+ * and saturate. */
+#include "cpu_quant.h"
+#include "cpu_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static OnyxStatus* scratch(OnyxKernelContext* ctx, size_t bytes, void** out) {
+  *out = cpu_host->ctx_scratch(ctx, bytes ? bytes : 1);
+  return *out ? NULL : cpu_oom(ctx);
+}
+
+/* A zero point or scale: one value, one per row / column, or one per row /
+ * column of each batch matrix. */
+typedef enum { QP_NONE, QP_SCALAR, QP_VEC, QP_BATCH } QpMode;
+typedef struct QParam {
+  QpMode mode;
+  int32_t type;
+  const void* data;
+} QParam;
+
+/* Value for batch matrix `b`, row/column `i` of `len`. */
+static double qp_get(const QParam* p, size_t b, size_t i, size_t len) {
+  switch (p->mode) {
+  case QP_NONE:
+    return 0.0;
+  case QP_SCALAR:
+    return cpu_q_load(p->type, p->data, 0);
+  case QP_VEC:
+    return cpu_q_load(p->type, p->data, i);
+  default:
+    return cpu_q_load(p->type, p->data, b * len + i);
+  }
+}
+
+/* Classifies parameter t of operand x (dims xd, rank xr): `row` true for A
+ * (one per row, shape [M] or [..., M, 1]), false for B (shape [N] or
+ * [..., 1, N]). */
+static OnyxStatus* qp_init(OnyxKernelContext* ctx, const char* what, const OnyxTensor* t,
+                           const int64_t* xd, size_t xr, bool row, QParam* p) {
+  memset(p, 0, sizeof *p);
+  if (!t) return NULL;
+  p->type = cpu_host->tensor_elem_type(t);
+  p->data = cpu_host->tensor_data(t);
+  const size_t n = cpu_host->tensor_elem_count(t), r = cpu_host->tensor_rank(t);
+  const int64_t* d = cpu_host->tensor_dims(t);
+  if (n == 1) {
+    p->mode = QP_SCALAR;
+    return NULL;
+  }
+  const size_t len = xr >= 2 ? (size_t)xd[row ? xr - 2 : xr - 1] : xr == 1 ? (size_t)xd[0] : 1;
+  if (r == 1 && (size_t)d[0] == len && xr >= 2) {
+    p->mode = QP_VEC;
+    return NULL;
+  }
+  if (r == xr && xr >= 2) {
+    bool ok = true;
+    for (size_t i = 0; i < r; i++) {
+      int64_t want = xd[i];
+      if (row && i == r - 1) want = 1;
+      if (!row && i == r - 2) want = 1;
+      ok = ok && d[i] == want;
+    }
+    if (ok) {
+      p->mode = QP_BATCH;
+      return NULL;
+    }
+  }
+  return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                       "%s has %zu elements; expected one, or one per %s of the matrix", what, n,
+                       row ? "row" : "column");
+}
+
+/* --- matmul geometry ------------------------------------------------------------- */
+
+typedef struct MmPlan {
+  size_t m, k, n, batch;
+  int64_t out[CPU_MAX_RANK];
+  size_t out_rank;
+  size_t* a_idx; /* per output batch: the batch matrix of A, of B */
+  size_t* b_idx;
+} MmPlan;
+
+static OnyxStatus* mm_plan(OnyxKernelContext* ctx, const OnyxTensor* a, const OnyxTensor* b,
+                           MmPlan* p) {
+  size_t ra = cpu_host->tensor_rank(a), rb = cpu_host->tensor_rank(b);
+  const int64_t* da = cpu_host->tensor_dims(a);
+  const int64_t* db = cpu_host->tensor_dims(b);
+  if (ra == 0 || rb == 0 || ra > CPU_MAX_RANK || rb > CPU_MAX_RANK)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "matmul operands must have rank 1..%d (got %zu and %zu)", CPU_MAX_RANK, ra,
+                         rb);
+  p->m = ra == 1 ? 1 : (size_t)da[ra - 2];
+  p->k = (size_t)da[ra - 1];
+  const size_t kb = rb == 1 ? (size_t)db[0] : (size_t)db[rb - 2];
+  p->n = rb == 1 ? 1 : (size_t)db[rb - 1];
+  if (kb != p->k)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "matmul inner dims differ: A has K = %zu, B has K = %zu", p->k, kb);
+  const size_t ba = ra > 2 ? ra - 2 : 0, bb = rb > 2 ? rb - 2 : 0;
+  const size_t br = ba > bb ? ba : bb;
+  int64_t bd[CPU_MAX_RANK];
+  for (size_t i = 0; i < br; i++) {
+    const int64_t x = i + ba >= br ? da[i + ba - br] : 1;
+    const int64_t y = i + bb >= br ? db[i + bb - br] : 1;
+    if (x != y && x != 1 && y != 1)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "matmul batch dims do not broadcast: %lld vs %lld", (long long)x,
+                           (long long)y);
+    bd[i] = x == 1 ? y : x;
+  }
+  p->batch = cpu_dims_product(bd, 0, br);
+  p->out_rank = 0;
+  for (size_t i = 0; i < br; i++)
+    p->out[p->out_rank++] = bd[i];
+  if (ra > 1) p->out[p->out_rank++] = (int64_t)p->m;
+  if (rb > 1) p->out[p->out_rank++] = (int64_t)p->n;
+  OnyxStatus* st = scratch(ctx, 2 * (p->batch ? p->batch : 1) * sizeof(size_t), (void**)&p->a_idx);
+  if (st) return st;
+  p->b_idx = p->a_idx + (p->batch ? p->batch : 1);
+  for (size_t q = 0; q < p->batch; q++) {
+    size_t rem = q, ia = 0, ib = 0, sa = 1, sb = 1;
+    for (size_t i = br; i-- > 0;) {
+      const size_t c = rem % (size_t)bd[i];
+      rem /= (size_t)bd[i];
+      if (i + ba >= br) {
+        const size_t dim = (size_t)da[i + ba - br];
+        ia += (dim == 1 ? 0 : c) * sa;
+        sa *= dim;
+      }
+      if (i + bb >= br) {
+        const size_t dim = (size_t)db[i + bb - br];
+        ib += (dim == 1 ? 0 : c) * sb;
+        sb *= dim;
+      }
+    }
+    p->a_idx[q] = ia;
+    p->b_idx[q] = ib;
+  }
+  return NULL;
+}
+
+/* --- the shared product ---------------------------------------------------------- */
+
+/* What turns an accumulated row into output values. */
+typedef struct MmOut {
+  int quantized; /* 0: int32 output (MatMulInteger / ConvInteger) */
+  QParam a_scale, b_scale, y_scale, y_zp;
+  int32_t scale_type, y_type;
+  int64_t lo, hi;
+  const int32_t* bias; /* QLinearConv: per output channel */
+} MmOut;
+
+/* Stores acc (value of row `row`, column `col`) as output element `i`. */
+static void mm_store(const MmOut* o, void* y, size_t i, double acc, size_t ba, size_t row,
+                     size_t bb, size_t col, size_t m, size_t n) {
+  if (!o->quantized) {
+    ((int32_t*)y)[i] = (int32_t)(uint32_t)(int64_t)acc;
+    return;
+  }
+  const int32_t t = o->scale_type;
+  const double as = qp_get(&o->a_scale, ba, row, m), bs = qp_get(&o->b_scale, bb, col, n);
+  const double mult = cpu_q_round_to(t, cpu_q_round_to(t, as * bs) /
+                                            cpu_q_round_to(t, qp_get(&o->y_scale, 0, 0, 1)));
+  const double v = acc * mult + qp_get(&o->y_zp, 0, 0, 1);
+  if (cpu_q_is_small_float(o->y_type)) {
+    ((uint8_t*)y)[i] = cpu_q_small_float_encode(o->y_type, v, true);
+    return;
+  }
+  const double r = isnan(v) ? qp_get(&o->y_zp, 0, 0, 1) : rint(v);
+  cpu_q_store_int(o->y_type, y, i,
+                  r <= (double)o->lo   ? o->lo
+                  : r >= (double)o->hi ? o->hi
+                                       : (int64_t)r);
+}
+
+typedef struct MmJob {
+  const MmPlan* p;
+  const MmOut* o;
+  const double* a; /* A - zp, m x k, this batch */
+  const double* b; /* B - zp, k x n */
+  void* y;
+  size_t y_off; /* element offset of this batch's output */
+  size_t ba, bb;
+  double* acc; /* n per row, per thread chunk: allocated per call */
+  int failed;
+} MmJob;
+
+static void mm_rows(void* user, size_t begin, size_t end) {
+  MmJob* j = user;
+  const size_t k = j->p->k, n = j->p->n;
+  double* acc = malloc((n ? n : 1) * sizeof *acc);
+  if (!acc) {
+    j->failed = 1;
+    return;
+  }
+  for (size_t r = begin; r < end; r++) {
+    for (size_t c = 0; c < n; c++)
+      acc[c] = 0.0;
+    for (size_t q = 0; q < k; q++) {
+      const double av = j->a[r * k + q];
+      if (av == 0.0) continue;
+      const double* brow = j->b + q * n;
+      for (size_t c = 0; c < n; c++)
+        acc[c] += av * brow[c];
+    }
+    for (size_t c = 0; c < n; c++)
+      mm_store(j->o, j->y, j->y_off + r * n + c, acc[c], j->ba, r, j->bb, c, j->p->m, n);
+  }
+  free(acc);
+}
+
+/* Loads batch matrix `idx` of x (rows x cols) minus its zero point. */
+static void load_minus_zp(double* dst, const OnyxTensor* x, size_t idx, size_t rows, size_t cols,
+                          const QParam* zp, bool per_row) {
+  const int32_t t = cpu_host->tensor_elem_type(x);
+  const void* d = cpu_host->tensor_data(x);
+  const size_t base = idx * rows * cols;
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++) {
+      const double z = per_row ? qp_get(zp, idx, r, rows) : qp_get(zp, idx, c, cols);
+      dst[r * cols + c] = cpu_q_load(t, d, base + r * cols + c) - z;
+    }
+}
+
+static OnyxStatus* mm_run(OnyxKernelContext* ctx, const OnyxTensor* a, const OnyxTensor* b,
+                          const QParam* azp, const QParam* bzp, const MmOut* o) {
+  MmPlan p;
+  OnyxStatus* st = mm_plan(ctx, a, b, &p);
+  if (st) return st;
+  OnyxTensor* y;
+  st = cpu_host->ctx_output(ctx, 0, p.out, p.out_rank, &y);
+  if (st) return st;
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return NULL;
+  double *am, *bm;
+  if ((st = scratch(ctx, p.m * p.k * sizeof(double), (void**)&am)) ||
+      (st = scratch(ctx, p.k * p.n * sizeof(double), (void**)&bm)))
+    return st;
+  MmJob j = {.p = &p, .o = o, .a = am, .b = bm, .y = cpu_host->tensor_mutable_data(y)};
+  for (size_t q = 0; q < p.batch; q++) {
+    load_minus_zp(am, a, p.a_idx[q], p.m, p.k, azp, true);
+    load_minus_zp(bm, b, p.b_idx[q], p.k, p.n, bzp, false);
+    j.y_off = q * p.m * p.n;
+    j.ba = p.a_idx[q];
+    j.bb = p.b_idx[q];
+    if (cpu_q_packed_bits(o->y_type))
+      mm_rows(&j, 0, p.m);
+    else
+      cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), p.m, mm_rows, &j);
+    if (j.failed) return cpu_oom(ctx);
+  }
+  return NULL;
+}
+
+static const OnyxTensor* opt_input(OnyxKernelContext* ctx, size_t i) {
+  return i < cpu_host->ctx_input_count(ctx) ? cpu_host->ctx_input(ctx, i) : NULL;
+}
+
+static OnyxStatus* matmul_integer_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* b = cpu_host->ctx_input(ctx, 1);
+  QParam azp, bzp;
+  OnyxStatus* st = qp_init(ctx, "a_zero_point", opt_input(ctx, 2), cpu_host->tensor_dims(a),
+                           cpu_host->tensor_rank(a), true, &azp);
+  if (!st)
+    st = qp_init(ctx, "b_zero_point", opt_input(ctx, 3), cpu_host->tensor_dims(b),
+                 cpu_host->tensor_rank(b), false, &bzp);
+  if (st) return st;
+  MmOut o = {.quantized = 0, .y_type = ONYX_ELEM_INT32};
+  return mm_run(ctx, a, b, &azp, &bzp, &o);
+}
+
+/* y_scale / y_zero_point of QLinear*: one value each. */
+static OnyxStatus* scalar_param(OnyxKernelContext* ctx, const char* what, const OnyxTensor* t,
+                                QParam* p) {
+  memset(p, 0, sizeof *p);
+  if (!t) return NULL;
+  if (cpu_host->tensor_elem_count(t) != 1)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s must have one element, it has %zu", what,
+                         cpu_host->tensor_elem_count(t));
+  p->mode = QP_SCALAR;
+  p->type = cpu_host->tensor_elem_type(t);
+  p->data = cpu_host->tensor_data(t);
+  return NULL;
+}
+
+static void out_params(MmOut* o, int32_t y_type, int32_t scale_type) {
+  o->quantized = 1;
+  o->y_type = y_type;
+  o->scale_type = scale_type;
+  cpu_q_int_range(y_type, &o->lo, &o->hi);
+}
+
+static OnyxStatus* qlinear_matmul_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* b = cpu_host->ctx_input(ctx, 3);
+  const int64_t* da = cpu_host->tensor_dims(a);
+  const int64_t* db = cpu_host->tensor_dims(b);
+  const size_t ra = cpu_host->tensor_rank(a), rb = cpu_host->tensor_rank(b);
+  QParam azp, bzp;
+  MmOut o;
+  memset(&o, 0, sizeof o);
+  OnyxStatus* st = qp_init(ctx, "a_scale", cpu_host->ctx_input(ctx, 1), da, ra, true, &o.a_scale);
+  if (!st) st = qp_init(ctx, "a_zero_point", cpu_host->ctx_input(ctx, 2), da, ra, true, &azp);
+  if (!st) st = qp_init(ctx, "b_scale", cpu_host->ctx_input(ctx, 4), db, rb, false, &o.b_scale);
+  if (!st) st = qp_init(ctx, "b_zero_point", cpu_host->ctx_input(ctx, 5), db, rb, false, &bzp);
+  if (!st) st = scalar_param(ctx, "y_scale", cpu_host->ctx_input(ctx, 6), &o.y_scale);
+  if (!st) st = scalar_param(ctx, "y_zero_point", cpu_host->ctx_input(ctx, 7), &o.y_zp);
+  if (st) return st;
+  const int32_t yt = cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 7));
+  out_params(&o, yt, cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 1)));
+  return mm_run(ctx, a, b, &azp, &bzp, &o);
+}
+
+/* --- convolution ------------------------------------------------------------------ */
+
+#define MAXS 8
+
+typedef struct ConvAttrs {
+  int64_t kernel[MAXS], strides[MAXS], dilations[MAXS], pads[2 * MAXS];
+  size_t n_kernel, n_strides, n_dilations, n_pads;
+  int auto_pad; /* 0 NOTSET, 1 SAME_UPPER, 2 SAME_LOWER, 3 VALID */
+  int64_t group;
+  int quantized;
+} ConvAttrs;
+
+static OnyxStatus* read_list(const OnyxNode* node, const char* name, int64_t* out, size_t cap,
+                             size_t* n, int64_t min) {
+  size_t count = 0;
+  const int64_t* v = cpu_host->node_attr_ints(node, name, &count);
+  if (count > cap)
+    return cpu_error(node, ONYX_NOT_IMPLEMENTED, "attribute %s has %zu values; at most %zu", name,
+                     count, cap);
+  for (size_t i = 0; i < count; i++) {
+    if (v[i] < min)
+      return cpu_error(node, ONYX_INVALID_ARGUMENT, "attribute %s[%zu] = %lld < %lld", name, i,
+                       (long long)v[i], (long long)min);
+    out[i] = v[i];
+  }
+  *n = count;
+  return NULL;
+}
+
+static OnyxStatus* conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  (void)ep;
+  ConvAttrs* a = calloc(1, sizeof *a);
+  if (!a) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  a->quantized = user_data != NULL;
+  OnyxStatus* st = read_list(node, "kernel_shape", a->kernel, MAXS, &a->n_kernel, 1);
+  if (!st) st = read_list(node, "strides", a->strides, MAXS, &a->n_strides, 1);
+  if (!st) st = read_list(node, "dilations", a->dilations, MAXS, &a->n_dilations, 1);
+  if (!st) st = read_list(node, "pads", a->pads, 2 * MAXS, &a->n_pads, 0);
+  a->group = cpu_host->node_attr_int(node, "group", 1);
+  if (!st && a->group < 1)
+    st =
+        cpu_error(node, ONYX_INVALID_ARGUMENT, "group must be >= 1, got %lld", (long long)a->group);
+  size_t len = 0;
+  const char* ap = cpu_host->node_attr_string(node, "auto_pad", &len);
+  if (!st && ap && len) {
+    static const char* const names[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+    a->auto_pad = -1;
+    for (int i = 0; i < 4; i++)
+      if (strlen(names[i]) == len && !memcmp(names[i], ap, len)) a->auto_pad = i;
+    if (a->auto_pad < 0)
+      st = cpu_error(node, ONYX_INVALID_ARGUMENT, "unknown auto_pad '%.*s'", (int)len, ap);
+  }
+  if (st) {
+    free(a);
+    return st;
+  }
+  *state = a;
+  return NULL;
+}
+
+typedef struct ConvGeo {
+  size_t ns; /* spatial dims */
+  int64_t in[MAXS], k[MAXS], s[MAXS], d[MAXS], pb[MAXS], out[MAXS];
+  size_t in_size, out_size, k_size;
+} ConvGeo;
+
+static OnyxStatus* conv_geo(OnyxKernelContext* ctx, const ConvAttrs* a, const int64_t* xd,
+                            const int64_t* wd, size_t ns, ConvGeo* g) {
+  if (ns == 0 || ns > MAXS)
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "%zu spatial dims; 1..%d are supported", ns,
+                         MAXS);
+  if ((a->n_kernel && a->n_kernel != ns) || (a->n_strides && a->n_strides != ns) ||
+      (a->n_dilations && a->n_dilations != ns) ||
+      (a->auto_pad == 0 && a->n_pads && a->n_pads != 2 * ns))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "kernel_shape/strides/dilations/pads do not match %zu spatial dims", ns);
+  g->ns = ns;
+  g->in_size = g->out_size = g->k_size = 1;
+  for (size_t i = 0; i < ns; i++) {
+    g->in[i] = xd[i];
+    g->k[i] = wd[i];
+    if (a->n_kernel && a->kernel[i] != wd[i])
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "kernel_shape[%zu] = %lld does not match W's dim %lld", i,
+                           (long long)a->kernel[i], (long long)wd[i]);
+    g->s[i] = a->n_strides ? a->strides[i] : 1;
+    g->d[i] = a->n_dilations ? a->dilations[i] : 1;
+    const int64_t eff = (g->k[i] - 1) * g->d[i] + 1;
+    int64_t pb = a->n_pads ? a->pads[i] : 0, pe = a->n_pads ? a->pads[i + ns] : 0;
+    if (a->auto_pad == 1 || a->auto_pad == 2) {
+      g->out[i] = (g->in[i] + g->s[i] - 1) / g->s[i];
+      int64_t total = (g->out[i] - 1) * g->s[i] + eff - g->in[i];
+      if (total < 0) total = 0;
+      pb = a->auto_pad == 1 ? total / 2 : total - total / 2;
+    } else {
+      if (a->auto_pad == 3) pb = pe = 0;
+      const int64_t span = g->in[i] + pb + pe - eff;
+      if (span < 0)
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                             "spatial dim %zu: the window (%lld) is larger than the padded input "
+                             "(%lld)",
+                             i, (long long)eff, (long long)(g->in[i] + pb + pe));
+      g->out[i] = span / g->s[i] + 1;
+    }
+    g->pb[i] = pb;
+    g->in_size *= (size_t)g->in[i];
+    g->out_size *= (size_t)g->out[i];
+    g->k_size *= (size_t)g->k[i];
+  }
+  return NULL;
+}
+
+typedef struct ConvJob {
+  const ConvGeo* g;
+  const double* col; /* (cg * k_size) x out_size */
+  const OnyxTensor* w;
+  size_t m0, cg, batch_img;
+  const QParam* wzp;
+  const MmOut* o;
+  void* y;
+  size_t y_off; /* output element of (image, channel m0) */
+  size_t m_total;
+  int failed;
+} ConvJob;
+
+static void conv_channels(void* user, size_t begin, size_t end) {
+  ConvJob* j = user;
+  const ConvGeo* g = j->g;
+  const size_t rows = j->cg * g->k_size, os = g->out_size;
+  const int32_t wt = cpu_host->tensor_elem_type(j->w);
+  const void* wd = cpu_host->tensor_data(j->w);
+  double* acc = malloc((os ? os : 1) * sizeof *acc);
+  if (!acc) {
+    j->failed = 1;
+    return;
+  }
+  for (size_t mi = begin; mi < end; mi++) {
+    const size_t m = j->m0 + mi;
+    const double z = qp_get(j->wzp, 0, m, j->m_total);
+    for (size_t p = 0; p < os; p++)
+      acc[p] = j->o->bias ? (double)j->o->bias[m] : 0.0;
+    for (size_t r = 0; r < rows; r++) {
+      const double wv = cpu_q_load(wt, wd, m * rows + r) - z;
+      if (wv == 0.0) continue;
+      const double* c = j->col + r * os;
+      for (size_t p = 0; p < os; p++)
+        acc[p] += wv * c[p];
+    }
+    for (size_t p = 0; p < os; p++)
+      mm_store(j->o, j->y, j->y_off + mi * os + p, acc[p], 0, 0, 0, m, 1, j->m_total);
+  }
+  free(acc);
+}
+
+/* col[r][p] for one image and channel group: x - x_zp, 0 in the padding. */
+static void conv_im2col(double* col, const ConvGeo* g, const OnyxTensor* x, size_t x_off, size_t cg,
+                        double xzp) {
+  const int32_t t = cpu_host->tensor_elem_type(x);
+  const void* xd = cpu_host->tensor_data(x);
+  const size_t os = g->out_size;
+  for (size_t r = 0; r < cg * g->k_size; r++) {
+    const size_t c = r / g->k_size;
+    int64_t kc[MAXS];
+    size_t rem = r % g->k_size;
+    for (size_t i = g->ns; i-- > 0;) {
+      kc[i] = (int64_t)(rem % (size_t)g->k[i]);
+      rem /= (size_t)g->k[i];
+    }
+    for (size_t p = 0; p < os; p++) {
+      size_t prem = p, off = 0, mul = 1;
+      bool ok = true;
+      for (size_t i = g->ns; i-- > 0;) {
+        const int64_t oc = (int64_t)(prem % (size_t)g->out[i]);
+        prem /= (size_t)g->out[i];
+        const int64_t xi = oc * g->s[i] - g->pb[i] + kc[i] * g->d[i];
+        ok = ok && xi >= 0 && xi < g->in[i];
+        off += (size_t)(ok ? xi : 0) * mul;
+        mul *= (size_t)g->in[i];
+      }
+      col[r * os + p] = ok ? cpu_q_load(t, xd, x_off + c * g->in_size + off) - xzp : 0.0;
+    }
+  }
+}
+
+static OnyxStatus* conv_run(OnyxKernelContext* ctx, const ConvAttrs* a, const OnyxTensor* x,
+                            const OnyxTensor* w, double xzp, const QParam* wzp, const MmOut* o) {
+  const size_t r = cpu_host->tensor_rank(x);
+  const int64_t* xd = cpu_host->tensor_dims(x);
+  const int64_t* wd = cpu_host->tensor_dims(w);
+  if (r < 3 || cpu_host->tensor_rank(w) != r)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "x (rank %zu) and w (rank %zu) must have the same rank >= 3", r,
+                         cpu_host->tensor_rank(w));
+  const size_t n = (size_t)xd[0], c = (size_t)xd[1], m = (size_t)wd[0], cg = (size_t)wd[1];
+  const size_t group = (size_t)a->group;
+  if (c != cg * group || m % group != 0)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "group %zu does not fit x's %zu channels and w's shape %zu x %zu", group,
+                         c, m, cg);
+  ConvGeo g;
+  OnyxStatus* st = conv_geo(ctx, a, xd + 2, wd + 2, r - 2, &g);
+  if (st) return st;
+  int64_t out[MAXS + 2] = {(int64_t)n, (int64_t)m};
+  memcpy(out + 2, g.out, (r - 2) * sizeof(int64_t));
+  OnyxTensor* y;
+  st = cpu_host->ctx_output(ctx, 0, out, r, &y);
+  if (st) return st;
+  if (n == 0 || m == 0 || g.out_size == 0) return NULL;
+  double* col;
+  if ((st = scratch(ctx, cg * g.k_size * g.out_size * sizeof(double), (void**)&col))) return st;
+  const size_t mg = m / group;
+  ConvJob j = {.g = &g,
+               .col = col,
+               .w = w,
+               .cg = cg,
+               .wzp = wzp,
+               .o = o,
+               .y = cpu_host->tensor_mutable_data(y),
+               .m_total = m};
+  for (size_t img = 0; img < n; img++)
+    for (size_t gi = 0; gi < group; gi++) {
+      conv_im2col(col, &g, x, (img * c + gi * cg) * g.in_size, cg, xzp);
+      j.m0 = gi * mg;
+      j.y_off = (img * m + gi * mg) * g.out_size;
+      cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), mg, conv_channels, &j);
+      if (j.failed) return cpu_oom(ctx);
+    }
+  return NULL;
+}
+
+/* w's zero point or scale: one value or one per output channel. */
+static OnyxStatus* channel_param(OnyxKernelContext* ctx, const char* what, const OnyxTensor* t,
+                                 size_t m, QParam* p) {
+  memset(p, 0, sizeof *p);
+  if (!t) return NULL;
+  p->type = cpu_host->tensor_elem_type(t);
+  p->data = cpu_host->tensor_data(t);
+  const size_t count = cpu_host->tensor_elem_count(t);
+  if (count == 1) {
+    p->mode = QP_SCALAR;
+    return NULL;
+  }
+  if (cpu_host->tensor_rank(t) == 1 && count == m) {
+    p->mode = QP_VEC;
+    return NULL;
+  }
+  return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                       "%s has %zu elements; expected one, or one per output channel (%zu)", what,
+                       count, m);
+}
+
+static OnyxStatus* conv_integer_compute(void* state, OnyxKernelContext* ctx) {
+  const ConvAttrs* a = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* w = cpu_host->ctx_input(ctx, 1);
+  const OnyxTensor* xz = opt_input(ctx, 2);
+  if (cpu_host->tensor_rank(w) < 1)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "w must have rank >= 3");
+  QParam xzp, wzp;
+  OnyxStatus* st = scalar_param(ctx, "x_zero_point", xz, &xzp);
+  if (!st)
+    st = channel_param(ctx, "w_zero_point", opt_input(ctx, 3), (size_t)cpu_host->tensor_dims(w)[0],
+                       &wzp);
+  if (st) return st;
+  MmOut o = {.quantized = 0, .y_type = ONYX_ELEM_INT32};
+  return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
+}
+
+/* QLinearConv's output: per-channel multiplier from x_scale * w_scale[m]. */
+static OnyxStatus* qlinear_conv_compute(void* state, OnyxKernelContext* ctx) {
+  const ConvAttrs* a = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* w = cpu_host->ctx_input(ctx, 3);
+  if (cpu_host->tensor_rank(w) < 1)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "w must have rank >= 3");
+  const size_t m = (size_t)cpu_host->tensor_dims(w)[0];
+  QParam xzp, wzp;
+  MmOut o;
+  memset(&o, 0, sizeof o);
+  OnyxStatus* st = scalar_param(ctx, "x_scale", cpu_host->ctx_input(ctx, 1), &o.a_scale);
+  if (!st) st = scalar_param(ctx, "x_zero_point", cpu_host->ctx_input(ctx, 2), &xzp);
+  if (!st) st = channel_param(ctx, "w_scale", cpu_host->ctx_input(ctx, 4), m, &o.b_scale);
+  if (!st) st = channel_param(ctx, "w_zero_point", cpu_host->ctx_input(ctx, 5), m, &wzp);
+  if (!st) st = scalar_param(ctx, "y_scale", cpu_host->ctx_input(ctx, 6), &o.y_scale);
+  if (!st) st = scalar_param(ctx, "y_zero_point", cpu_host->ctx_input(ctx, 7), &o.y_zp);
+  if (st) return st;
+  const OnyxTensor* bias = opt_input(ctx, 8);
+  if (bias) {
+    if (cpu_host->tensor_elem_count(bias) != m)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "B has %zu elements, expected %zu",
+                           cpu_host->tensor_elem_count(bias), m);
+    o.bias = cpu_host->tensor_data(bias);
+  }
+  out_params(&o, cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 7)), ONYX_ELEM_FLOAT32);
+  return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
+}
+
+/* --- Registration ----------------------------------------------------------------- */
+
+#define ELEM(x) ONYX_ELEM_##x
+static const int32_t I8U8[] = {ELEM(INT8), ELEM(UINT8)};
+static const int32_t I32[] = {ELEM(INT32)};
+static const int32_t QL21[] = {ELEM(INT8),           ELEM(UINT8),      ELEM(FLOAT8E4M3FN),
+                               ELEM(FLOAT8E4M3FNUZ), ELEM(FLOAT8E5M2), ELEM(FLOAT8E5M2FNUZ)};
+static const int32_t TS21[] = {ELEM(FLOAT32), ELEM(FLOAT16), ELEM(BFLOAT16)};
+#define TC(name, arr)                                                                              \
+  { name, arr, CPU_ARRAY_LEN(arr) }
+static const OnyxTypeConstraint TC_INT[] = {TC("T1", I8U8), TC("T2", I8U8), TC("T3", I32)};
+static const OnyxTypeConstraint TC_QLMM10[] = {TC("T1", I8U8), TC("T2", I8U8), TC("T3", I8U8)};
+static const OnyxTypeConstraint TC_QLMM21[] = {TC("TS", TS21), TC("T1", QL21), TC("T2", QL21),
+                                               TC("T3", QL21)};
+static const OnyxTypeConstraint TC_QLCONV[] = {TC("T1", I8U8), TC("T2", I8U8), TC("T3", I8U8),
+                                               TC("T4", I32)};
+
+static int quantized_flag = 1;
+
+OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
+  const int latest = ONYX_OPSET_LATEST;
+  OnyxKernelDef defs[] = {
+      {.op_type = "MatMulInteger",
+       .since_version = 10,
+       .end_version = latest,
+       .type_constraints = TC_INT,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_INT),
+       .compute = matmul_integer_compute},
+      {.op_type = "QLinearMatMul",
+       .since_version = 10,
+       .end_version = 20,
+       .type_constraints = TC_QLMM10,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_QLMM10),
+       .compute = qlinear_matmul_compute},
+      {.op_type = "QLinearMatMul",
+       .since_version = 21,
+       .end_version = latest,
+       .type_constraints = TC_QLMM21,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_QLMM21),
+       .compute = qlinear_matmul_compute},
+      {.op_type = "ConvInteger",
+       .since_version = 10,
+       .end_version = latest,
+       .type_constraints = TC_INT,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_INT),
+       .create = conv_create,
+       .compute = conv_integer_compute,
+       .release = cpu_free_state},
+      {.op_type = "QLinearConv",
+       .since_version = 10,
+       .end_version = latest,
+       .type_constraints = TC_QLCONV,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_QLCONV),
+       .create = conv_create,
+       .compute = qlinear_conv_compute,
+       .release = cpu_free_state,
+       .user_data = &quantized_flag},
+  };
+  return cpu_q_register_defs(r, defs, CPU_ARRAY_LEN(defs));
+}

@@ -24,5 +24,8 @@ cpu_register_quant(OnyxKernelRegistry* r);            /* cpu_quant*.c, cpu_signa
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r); /* cpu_text.c, cpu_ml.c, cpu_attention.c */
 OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r); /* cpu_contrib.c: com.onyx fused ops */
 OnyxStatus* cpu_register_cf(OnyxKernelRegistry* r); /* cpu_cf.c: sequences, optionals, training */
+OnyxStatus* cpu_register_image(OnyxKernelRegistry* r); /* cpu_image.c: ImageDecoder */
+OnyxStatus*
+cpu_register_half(OnyxKernelRegistry* r); /* cpu_half.c: float16 MatMul, Conv, Softmax */
 
 #endif

@@ -1,6 +1,86 @@
-/* schemas_contrib.c — the contrib family: rows newer than the generated table (or that
- * replace generated rows) and inference functions for generated rows. */
+/* schemas_contrib.c — the contrib family: the com.onyx ops the graph
+ * optimizer fuses into (host/optimizer, docs/optimizer.md), with their
+ * inference. Kernels: providers/cpu/cpu_contrib.c.
+ *
+ *   FusedMatMul(A, B, Bias) -> Y   MatMul(A, B) + Bias, B 2-D, Bias [N] along
+ *                                  the last axis (A of any rank >= 2)
+ *   FusedConv(X, W, B?) -> Y       Conv (same attributes) then `activation`:
+ *                                  "Relu", "LeakyRelu" (alpha) or "Clip"
+ *                                  (clip_min, clip_max)
+ *   Gelu(X) -> Y                   0.5 x (1 + erf(x / sqrt 2))
+ *   LayerNormalization(X, Scale, B?) -> Y   as ONNX LayerNormalization-17,
+ *                                  for models importing an older opset */
+#include <math.h>
 #include "infer_util.h"
 #include "schema_internal.h"
 
-const OxSchemaFamily ox_family_contrib = {"contrib", NULL, 0, NULL, 0};
+#define CONTRIB "com.onyx"
+#define F32     OX_T(ONYX_ELEM_FLOAT32)
+#define L(a)    a, (uint8_t)OX_ARRAY_LEN(a)
+
+static const OxTypeConstr t_f32[] = {{"T", F32}};
+static const OxTypeConstr t_ln[] = {{"T", F32}, {"U", F32}};
+
+static const OxFormal f_mm_in[] = {{"A", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"B", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"Bias", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal f_conv_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
+                                     {"W", "T", ONYX_PARAM_SINGLE, 1},
+                                     {"B", "T", ONYX_PARAM_OPTIONAL, 1}};
+static const OxFormal f_ln_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"Scale", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"B", "T", ONYX_PARAM_OPTIONAL, 1}};
+static const OxFormal f_x[] = {{"X", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal f_y[] = {{"Y", "T", ONYX_PARAM_SINGLE, 1}};
+
+static const OxAttrSpec a_conv[] = {
+    {.name = "auto_pad", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = "NOTSET"},
+    {.name = "dilations", .type = ONYX_ATTR_INTS},
+    {.name = "group", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 1},
+    {.name = "kernel_shape", .type = ONYX_ATTR_INTS},
+    {.name = "pads", .type = ONYX_ATTR_INTS},
+    {.name = "strides", .type = ONYX_ATTR_INTS},
+    {.name = "activation", .type = ONYX_ATTR_STRING, .required = true},
+    {.name = "alpha", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.01f},
+    {.name = "clip_min", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = -INFINITY},
+    {.name = "clip_max", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = INFINITY},
+};
+static const OxAttrSpec a_ln[] = {
+    {.name = "axis", .type = ONYX_ATTR_INT, .has_default = true, .def_i = -1},
+    {.name = "epsilon", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1e-5f},
+    {.name = "stash_type", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 1},
+};
+
+/* Y = A.shape[:-1] + [N] with B [K, N]; Bias must be [N] (or [1..1, N]). */
+static OnyxStatus* ox_infer_fused_matmul(OxNode* n) {
+  OxDims a, b, c, y;
+  ox_in_dims(n, 0, &a);
+  ox_in_dims(n, 1, &b);
+  ox_in_dims(n, 2, &c);
+  if (b.rank >= 0 && b.rank != 2) return ox_node_err(n, "B must be 2-D, not %d-D", (int)b.rank);
+  if (a.rank >= 0 && a.rank < 2) return ox_node_err(n, "A must be at least 2-D");
+  if (a.rank >= 0 && b.rank == 2 && a.d[a.rank - 1] >= 0 && b.d[0] >= 0 &&
+      a.d[a.rank - 1] != b.d[0])
+    return ox_node_err(n, "A's last dim %lld does not match B's first dim %lld",
+                       (long long)a.d[a.rank - 1], (long long)b.d[0]);
+  if (c.rank >= 1 && b.rank == 2 && c.d[c.rank - 1] >= 0 && b.d[1] >= 0 &&
+      c.d[c.rank - 1] != b.d[1])
+    return ox_node_err(n, "Bias has %lld elements along its last axis, B has %lld columns",
+                       (long long)c.d[c.rank - 1], (long long)b.d[1]);
+  if (a.rank < 0 || b.rank != 2) return ox_out_set(n, 0, ox_in_type(n, 0), NULL);
+  y = a;
+  y.d[y.rank - 1] = b.d[1];
+  return ox_out_set(n, 0, ox_in_type(n, 0), &y);
+}
+
+static const OxSchema ox_contrib_rows[] = {
+    {CONTRIB, "FusedMatMul", 1, L(f_mm_in), L(f_y), L(t_f32), NULL, 0, ox_infer_fused_matmul, NULL,
+     NULL, true},
+    {CONTRIB, "FusedConv", 1, L(f_conv_in), L(f_y), L(t_f32), L(a_conv), ox_infer_conv, NULL, NULL,
+     true},
+    {CONTRIB, "Gelu", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_unary, NULL, NULL, true},
+    {CONTRIB, "LayerNormalization", 1, L(f_ln_in), L(f_y), L(t_ln), L(a_ln), ox_infer_layernorm,
+     NULL, NULL, true},
+};
+
+const OxSchemaFamily ox_family_contrib = {"contrib", L(ox_contrib_rows), NULL, 0};

@@ -6,9 +6,12 @@
  * right before the first consumer there. Constants needed on a device are
  * copied once here, at session creation. Graph outputs always end in host
  * memory. Each slot is freed after its last use. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_control.h"
+#include "ox_memplan.h"
 #include "ox_session.h"
 
 #define OX_NO_SLOT SIZE_MAX
@@ -138,14 +141,15 @@ static OnyxStatus* ox_home_slot(OxPlanCtx* c, OxValue* v, const OnyxMemoryDevice
 /* Steps for one node or one fused group. */
 static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
   OnyxSession* s = c->s;
-  int32_t e = n->ep;
+  bool host = n->ep == OX_EP_HOST; /* host op: host memory, no kernel */
+  int32_t e = host ? -1 : n->ep;
   OxGroup* grp = n->group >= 0 ? &s->part.groups[n->group] : NULL;
   OxValue** ins = grp ? grp->view.inputs : n->inputs;
   size_t n_in = grp ? grp->view.n_inputs : n->n_inputs;
   OxValue** outs = grp ? grp->view.outputs : n->outputs;
   size_t n_out = grp ? grp->view.n_outputs : n->n_outputs;
   const OxKernel* k = NULL;
-  if (!grp) {
+  if (!grp && !host) {
     const char* why = NULL;
     k = ox_kreg_match(s->eps[e].lib->kernels, n, &why);
     if (!k)
@@ -165,7 +169,8 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
     err = ox_slot_on(c, ins[i], &mem, e, for_what, &in_slots[i]);
   }
   OxStep* st = NULL;
-  if (!err) err = ox_new_step(&s->plan, grp ? OX_STEP_GROUP : OX_STEP_KERNEL, e, &st);
+  if (!err)
+    err = ox_new_step(&s->plan, host ? OX_STEP_HOST : grp ? OX_STEP_GROUP : OX_STEP_KERNEL, e, &st);
   if (!err) err = ox_step_io(st, n_in, n_out);
   if (err) {
     free(in_slots);
@@ -278,9 +283,321 @@ static OnyxStatus* ox_plan_kernels(OnyxSession* s) {
         return ox_status_wrap(err, "provider '%s' failed to compile group '%s'",
                               s->eps[st->ep].name, grp->name);
       grp->compiled = true;
+    } else if (st->kind == OX_STEP_HOST) {
+      OX_TRY(ox_host_prepare(s, st));
     }
   }
   return NULL;
+}
+
+/* --- memory plan (ox_memplan.h) -------------------------------------------------------
+ * Kept beside the session in a small table until the plan's own struct can
+ * hold it: ox_plan_clear forgets it. */
+
+typedef struct OxMemPlanEntry {
+  const OnyxSession* s;
+  OxMemPlan* plan;
+} OxMemPlanEntry;
+
+static pthread_mutex_t ox_memplans_mu = PTHREAD_MUTEX_INITIALIZER;
+static OxMemPlanEntry* ox_memplans;
+static size_t ox_n_memplans, ox_cap_memplans;
+
+const OxMemPlan* ox_session_memplan(const OnyxSession* s) {
+  const OxMemPlan* p = NULL;
+  pthread_mutex_lock(&ox_memplans_mu);
+  for (size_t i = 0; i < ox_n_memplans && !p; i++)
+    if (ox_memplans[i].s == s) p = ox_memplans[i].plan;
+  pthread_mutex_unlock(&ox_memplans_mu);
+  return p;
+}
+
+static void ox_memplan_forget(const OnyxSession* s) {
+  OxMemPlan* p = NULL;
+  pthread_mutex_lock(&ox_memplans_mu);
+  for (size_t i = 0; i < ox_n_memplans && !p; i++)
+    if (ox_memplans[i].s == s) {
+      p = ox_memplans[i].plan;
+      ox_memplans[i] = ox_memplans[--ox_n_memplans];
+    }
+  if (!ox_n_memplans) {
+    free(ox_memplans);
+    ox_memplans = NULL;
+    ox_cap_memplans = 0;
+  }
+  pthread_mutex_unlock(&ox_memplans_mu);
+  ox_memplan_free(p);
+}
+
+static OnyxStatus* ox_memplan_remember(const OnyxSession* s, OxMemPlan* p) {
+  pthread_mutex_lock(&ox_memplans_mu);
+  bool ok = ox_grow((void**)&ox_memplans, &ox_cap_memplans, ox_n_memplans + 1, sizeof *ox_memplans);
+  if (ok) ox_memplans[ox_n_memplans++] = (OxMemPlanEntry){s, p};
+  pthread_mutex_unlock(&ox_memplans_mu);
+  if (!ok) ox_memplan_free(p);
+  return ok ? NULL : ox_oom();
+}
+
+/* Bytes of a slot whose value has a static shape and fixed-size elements. */
+static size_t ox_slot_static_bytes(const OxSlot* sl) {
+  const OxValue* v = sl->value;
+  size_t esz = ox_elem_size(v->type);
+  if (!esz || v->rank < 0) return 0;
+  size_t count = 1;
+  for (int32_t i = 0; i < v->rank; i++)
+    if (v->dims[i] < 0 || !ox_mul_ok(count, (size_t)v->dims[i], &count)) return 0;
+  size_t bytes;
+  if (!ox_mul_ok(count, esz, &bytes)) return 0;
+  return bytes ? bytes : 1;
+}
+
+static size_t ox_memplan_device(OxMemPlan* p, const OnyxMemoryDevice* mem, int32_t ep, bool* oom) {
+  for (size_t d = 0; d < p->n_devices; d++)
+    if (p->devices[d].ep == ep && ox_memory_equal(&p->devices[d].mem, mem)) return d;
+  OxMemPlanDevice* devs = realloc(p->devices, (p->n_devices + 1) * sizeof *devs);
+  if (!devs) {
+    *oom = true;
+    return OX_MEMPLAN_NONE;
+  }
+  p->devices = devs;
+  devs[p->n_devices] = (OxMemPlanDevice){.mem = *mem, .ep = ep};
+  return p->n_devices++;
+}
+
+/* The input slot whose buffer output o of step st may take in place. */
+static size_t ox_inplace_input(const OxMemPlan* p, const OxStep* st, size_t o, size_t step) {
+  if (st->kind != OX_STEP_KERNEL) return OX_MEMPLAN_NONE;
+  const OnyxKernelDef* d = &st->kernel->def;
+  for (size_t a = 0; a < d->alias_count; a++) {
+    const OnyxAlias* al = &d->aliases[a];
+    if (al->kind != ONYX_ALIAS_INPLACE || (size_t)al->output != o || (size_t)al->input >= st->n_in)
+      continue;
+    size_t in = st->in[al->input];
+    if (in == OX_NO_SLOT || p->device[in] == OX_MEMPLAN_NONE || p->last[in] != step ||
+        p->device[in] != p->device[st->out[o]] || p->bytes[in] < p->bytes[st->out[o]])
+      continue;
+    size_t reads = 0;
+    for (size_t i = 0; i < st->n_in; i++)
+      reads += st->in[i] == in;
+    if (reads == 1) return in;
+  }
+  return OX_MEMPLAN_NONE;
+}
+
+static OnyxStatus* ox_memplan_assign_all(OxMemPlan* p, const OxPlan* P) {
+  OxMemRequest* req = calloc(P->n_slots + 1, sizeof *req);
+  size_t* idx = calloc(P->n_slots + 1, sizeof *idx);   /* request -> slot */
+  size_t* ridx = calloc(P->n_slots + 1, sizeof *ridx); /* slot -> request */
+  size_t* off = calloc(P->n_slots + 1, sizeof *off);
+  OnyxStatus* st = (!req || !idx || !ridx || !off) ? ox_oom() : NULL;
+  for (size_t d = 0; !st && d < p->n_devices; d++) {
+    size_t n = 0;
+    /* Requests in the order their producing steps run. */
+    for (size_t s = 0; s < P->n_steps; s++) {
+      const OxStep* step = &P->steps[s];
+      for (size_t o = 0; o < step->n_out; o++) {
+        size_t k = step->out[o];
+        if (k == OX_NO_SLOT || p->device[k] != d || p->first[k] != s) continue;
+        size_t a = p->alias_of[k];
+        req[n] = (OxMemRequest){p->bytes[k], p->first[k], p->last[k],
+                                a != OX_MEMPLAN_NONE ? ridx[a] : OX_MEMPLAN_NONE};
+        ridx[k] = n;
+        idx[n++] = k;
+      }
+    }
+    size_t block = 0, live = 0;
+    st = ox_memplan_assign(req, n, off, &block, &live);
+    for (size_t i = 0; !st && i < n; i++) {
+      p->offset[idx[i]] = off[i];
+      p->devices[d].no_reuse += p->bytes[idx[i]];
+    }
+    p->devices[d].block_bytes = block;
+    p->devices[d].live_peak = live;
+  }
+  free(req);
+  free(idx);
+  free(ridx);
+  free(off);
+  return st;
+}
+
+static OnyxStatus* ox_plan_memory(OnyxSession* s) {
+  const OxPlan* P = &s->plan;
+  OxMemPlan* p = calloc(1, sizeof *p);
+  if (!p) return ox_oom();
+  size_t n = P->n_slots + 1;
+  p->n_slots = P->n_slots;
+  p->pattern = s->opts->memory_pattern;
+  p->device = malloc(n * sizeof *p->device);
+  p->offset = malloc(n * sizeof *p->offset);
+  p->bytes = calloc(n, sizeof *p->bytes);
+  p->alias_of = malloc(n * sizeof *p->alias_of);
+  p->first = malloc(n * sizeof *p->first);
+  p->last = malloc(n * sizeof *p->last);
+  if (!p->device || !p->offset || !p->bytes || !p->alias_of || !p->first || !p->last) {
+    ox_memplan_free(p);
+    return ox_oom();
+  }
+  for (size_t k = 0; k < P->n_slots; k++)
+    p->device[k] = p->offset[k] = p->alias_of[k] = p->first[k] = p->last[k] = OX_MEMPLAN_NONE;
+  /* Lifetimes. */
+  for (size_t i = 0; i < P->n_steps; i++) {
+    const OxStep* st = &P->steps[i];
+    for (size_t k = 0; k < st->n_in; k++)
+      if (st->in[k] != OX_NO_SLOT) p->last[st->in[k]] = i;
+    for (size_t k = 0; k < st->n_out; k++)
+      if (st->out[k] != OX_NO_SLOT && p->first[st->out[k]] == OX_MEMPLAN_NONE)
+        p->first[st->out[k]] = i;
+  }
+  /* A view output (ONYX_ALIAS_VIEW) shares its input's buffer: it is not
+   * planned itself, and the input's buffer lives until the view's last use.
+   * Steps run in order, so a view of a view finds its root already set. */
+  size_t* root = malloc(n * sizeof *root);
+  if (!root) {
+    ox_memplan_free(p);
+    return ox_oom();
+  }
+  for (size_t k = 0; k < P->n_slots; k++)
+    root[k] = k;
+  for (size_t i = 0; i < P->n_steps; i++) {
+    const OxStep* st = &P->steps[i];
+    if (st->kind != OX_STEP_KERNEL) continue;
+    const OnyxKernelDef* d = &st->kernel->def;
+    for (size_t a = 0; a < d->alias_count; a++) {
+      const OnyxAlias* al = &d->aliases[a];
+      if (al->kind != ONYX_ALIAS_VIEW || (size_t)al->output >= st->n_out ||
+          (size_t)al->input >= st->n_in)
+        continue;
+      size_t out = st->out[al->output], in = st->in[al->input];
+      if (out == OX_NO_SLOT || in == OX_NO_SLOT) continue;
+      root[out] = root[in];
+      if (P->slots[out].is_output) p->last[out] = P->n_steps; /* escapes the run */
+      if (p->last[out] != OX_MEMPLAN_NONE &&
+          (p->last[root[in]] == OX_MEMPLAN_NONE || p->last[out] > p->last[root[in]]))
+        p->last[root[in]] = p->last[out];
+    }
+  }
+  /* Which slots get an offset, on which device; then in-place pairs. */
+  bool oom = false;
+  for (size_t i = 0; i < P->n_steps && !oom; i++) {
+    const OxStep* st = &P->steps[i];
+    for (size_t o = 0; o < st->n_out && !oom; o++) {
+      size_t k = st->out[o];
+      if (k == OX_NO_SLOT || p->first[k] != i) continue;
+      const OxSlot* sl = &P->slots[k];
+      if (sl->constant || sl->is_output || st->out_ep[o] < 0 || root[k] != k) continue;
+      if (p->last[k] == OX_MEMPLAN_NONE) p->last[k] = i; /* written, never read */
+      size_t d = ox_memplan_device(p, &st->out_mem[o], st->out_ep[o], &oom);
+      if (oom) break;
+      size_t bytes = ox_slot_static_bytes(sl);
+      if (!bytes) {
+        p->devices[d].dynamic++;
+        continue;
+      }
+      p->device[k] = d;
+      p->bytes[k] = bytes;
+      p->devices[d].planned++;
+      size_t in = ox_inplace_input(p, st, o, i);
+      if (in != OX_MEMPLAN_NONE) {
+        p->alias_of[k] = in;
+        p->devices[d].inplace++;
+      }
+    }
+  }
+  free(root);
+  OnyxStatus* err = oom ? ox_oom() : ox_memplan_assign_all(p, P);
+  if (err) {
+    ox_memplan_free(p);
+    return err;
+  }
+  ox_memplan_forget(s);
+  return ox_memplan_remember(s, p);
+}
+
+OnyxStatus* ox_memplan_run_begin(OnyxSession* s, OxMemRun* r) {
+  *r = (OxMemRun){0};
+  const OxMemPlan* p = ox_session_memplan(s);
+  if (!p || !p->pattern || !p->n_devices) return NULL;
+  r->blocks = calloc(p->n_devices, sizeof *r->blocks);
+  if (!r->blocks) return ox_oom();
+  r->n_blocks = p->n_devices;
+  for (size_t d = 0; d < p->n_devices; d++) {
+    const OxMemPlanDevice* dv = &p->devices[d];
+    if (!dv->block_bytes || dv->ep < 0) continue;
+    int64_t len = (int64_t)dv->block_bytes;
+    OnyxStatus* st = ox_session_alloc_tensor(s, dv->ep, (OnyxMemType)dv->mem.mem_type,
+                                             ONYX_ELEM_UINT8, &len, 1, &r->blocks[d]);
+    if (st) { /* the pattern is an optimization: fall back to per-value allocation */
+      ox_session_log(s, ONYX_LOG_VERBOSE, "memory pattern: no block of %zu bytes on '%s': %s",
+                     dv->block_bytes, s->eps[dv->ep].name, st->message ? st->message : "");
+      ox_status_free(st);
+      ox_memplan_run_end(r);
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+void ox_memplan_run_end(OxMemRun* r) {
+  for (size_t d = 0; r->blocks && d < r->n_blocks; d++)
+    ox_tensor_free(r->blocks[d]);
+  free(r->blocks);
+  *r = (OxMemRun){0};
+}
+
+OxTensor* ox_memplan_take(const OnyxSession* s, const OxMemRun* r, size_t slot, OnyxElemType type,
+                          const int64_t* dims, size_t rank) {
+  const OxMemPlan* p = r->n_blocks ? ox_session_memplan(s) : NULL;
+  if (!p || slot >= p->n_slots || p->offset[slot] == OX_MEMPLAN_NONE) return NULL;
+  const OxValue* v = s->plan.slots[slot].value;
+  if (v->type != type || v->rank != (int32_t)rank) return NULL;
+  for (size_t i = 0; i < rank; i++)
+    if (v->dims[i] != dims[i]) return NULL;
+  OxTensor* block = r->blocks[p->device[slot]];
+  if (!block || !block->buffer) return NULL;
+  OxTensor* t = NULL;
+  OnyxStatus* st =
+      ox_tensor_wrap(type, dims, rank, (char*)block->data + p->offset[slot], &block->device, &t);
+  if (st || t->bytes > p->bytes[slot] || p->offset[slot] + t->bytes > block->bytes) {
+    ox_status_free(st);
+    ox_tensor_free(t);
+    return NULL;
+  }
+  t->buffer = ox_buffer_ref(block->buffer);
+  return t;
+}
+
+static void ox_bytes_str(size_t b, char* buf, size_t len) {
+  if (b >= ((size_t)1 << 20))
+    snprintf(buf, len, "%.2f MiB", (double)b / (1 << 20));
+  else if (b >= 1024)
+    snprintf(buf, len, "%.1f KiB", (double)b / 1024);
+  else
+    snprintf(buf, len, "%zu B", b);
+}
+
+char* ox_memplan_summary(const OnyxSession* s) {
+  const OxMemPlan* p = ox_session_memplan(s);
+  OxStr t = {0};
+  if (!p) {
+    ox_str_addf(&t, "no memory plan\n");
+    return ox_str_take(&t);
+  }
+  for (size_t d = 0; d < p->n_devices; d++) {
+    const OxMemPlanDevice* dv = &p->devices[d];
+    char mem[64], peak[32], live[32], none[32];
+    ox_mem_str(&dv->mem, mem, sizeof mem);
+    ox_bytes_str(dv->block_bytes, peak, sizeof peak);
+    ox_bytes_str(dv->live_peak, live, sizeof live);
+    ox_bytes_str(dv->no_reuse, none, sizeof none);
+    ox_str_addf(&t,
+                "planned peak on %s (%s): %s for %zu static values (live peak %s, %s without "
+                "reuse), %zu in place, %zu sized at run time%s\n",
+                mem, ox_slot_ep_name(s, dv->ep), peak, dv->planned, live, none, dv->inplace,
+                dv->dynamic, p->pattern ? "" : " [memory_pattern off]");
+  }
+  if (!p->n_devices) ox_str_addf(&t, "planned peak: 0 B (no intermediate values)\n");
+  return ox_str_take(&t);
 }
 
 OnyxStatus* ox_plan_build(OnyxSession* s) {
@@ -309,6 +626,7 @@ OnyxStatus* ox_plan_build(OnyxSession* s) {
   }
   if (!st) st = ox_plan_lifetimes(P);
   if (!st) st = ox_plan_kernels(s);
+  if (!st) st = ox_plan_memory(s);
   free(c.home);
   free(c.home_ep);
   return st;
@@ -316,11 +634,13 @@ OnyxStatus* ox_plan_build(OnyxSession* s) {
 
 void ox_plan_clear(OnyxSession* s) {
   OxPlan* P = &s->plan;
+  ox_memplan_forget(s);
   for (size_t i = 0; i < P->n_steps; i++) {
     OxStep* st = &P->steps[i];
     if (st->kind == OX_STEP_KERNEL && st->state_created && st->kernel->def.create &&
         st->kernel->def.release)
       st->kernel->def.release(st->state);
+    if (st->kind == OX_STEP_HOST) ox_host_release(st);
     free(st->in);
     free(st->out);
     free(st->out_mem);

@@ -1,0 +1,425 @@
+/* opt_fusion.c — the extended level: MatMul+Add -> Gemm / com.onyx
+ * FusedMatMul, Conv+BatchNormalization folding, Conv+activation ->
+ * com.onyx FusedConv, LayerNormalization and Gelu from their primitives. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "opt_internal.h"
+
+static bool ox_f32(const OxValue* v) {
+  return v && v->type == ONYX_ELEM_FLOAT32;
+}
+
+static bool ox_host_const(const OxValue* v) {
+  return v && v->constant && !v->is_graph_input && v->constant->device.kind == ONYX_DEVICE_CPU &&
+         (v->constant->data || !v->constant->count);
+}
+
+/* Other outputs of n (index >= 1) are absent or unused. */
+static bool ox_only_first_output(const OxOpt* o, const OxNode* n) {
+  for (size_t i = 1; i < n->n_outputs; i++)
+    if (n->outputs[i] && (n->outputs[i]->n_consumers || ox_opt_pinned(o, n->outputs[i])))
+      return false;
+  return true;
+}
+
+/* --- MatMul + Add ------------------------------------------------------------------------------
+ */
+
+/* C broadcasts unidirectionally to [M, N] (Gemm's rule). */
+static bool ox_gemm_bias_ok(const OxValue* c, const OxValue* prod) {
+  if (!c || c->rank < 0 || c->rank > 2 || !prod || prod->rank != 2) return false;
+  for (int32_t i = 0; i < c->rank; i++) {
+    int64_t cd = c->dims[i], yd = prod->dims[2 - c->rank + i];
+    if (cd != 1 && (cd < 0 || cd != yd)) return false;
+  }
+  return true;
+}
+
+/* A bias of N elements along the last axis: rank 1 [N], or [1, ..., 1, N]. */
+static bool ox_row_bias(const OxValue* c, int64_t n) {
+  if (!ox_host_const(c) || c->rank < 1 || c->dims[c->rank - 1] != n || n < 0) return false;
+  for (int32_t i = 0; i + 1 < c->rank; i++)
+    if (c->dims[i] != 1) return false;
+  return true;
+}
+
+static OnyxStatus* ox_fuse_matmul_add(OxOpt* o, OxNode* add, bool* done) {
+  *done = false;
+  if (!ox_opt_is(add, "Add") || add->n_inputs != 2) return NULL;
+  OxNode* mm = NULL;
+  size_t side = 0;
+  for (; side < 2 && !mm; side++) {
+    mm = ox_opt_producer(add, side, "MatMul");
+    if (mm && !ox_opt_single_use(o, mm->outputs[0])) mm = NULL;
+  }
+  if (!mm) return NULL;
+  OxValue* a = mm->inputs[0];
+  OxValue* b = mm->inputs[1];
+  OxValue* c = add->inputs[2 - side]; /* side was incremented past the match */
+  OxValue* y = add->outputs[0];
+  OxValue* prod = mm->outputs[0];
+  if (!ox_f32(a) || !ox_f32(b) || !ox_f32(c) || b->rank != 2 || a->rank < 2) return NULL;
+  /* The Add must not broadcast the product to a larger shape: the bias
+   * checks below keep every dim of the product. */
+  if (prod->rank < 2 || c->rank > prod->rank) return NULL;
+  bool gemm = a->rank == 2 && ox_gemm_bias_ok(c, prod) && ox_graph_opset(o->g, "") >= 7;
+  bool fused = !gemm && o->cfg->contrib_available && ox_row_bias(c, b->dims[1]);
+  if (!gemm && !fused) return NULL;
+  OxValue* ins[3] = {a, b, c};
+  const char* name = mm->name;
+  char* keep = ox_strdup(name);
+  if (!keep) return ox_oom();
+  ox_opt_remove(o, add);
+  ox_opt_remove(o, mm);
+  OxNode* nn = NULL;
+  OnyxStatus* st = ox_opt_add_node(o, keep, gemm ? "Gemm" : "FusedMatMul",
+                                   gemm ? "" : OX_CONTRIB_DOMAIN, ins, 3, &y, 1, &nn);
+  free(keep);
+  OX_TRY(st);
+  if (gemm)
+    o->stats->gemm++;
+  else
+    o->stats->fused_matmul++;
+  *done = true;
+  return NULL;
+}
+
+OnyxStatus* ox_pass_matmul_add(OxOpt* o, bool* changed) {
+  for (size_t i = 0; i < o->g->n_nodes;) {
+    bool done = false;
+    OX_TRY(ox_fuse_matmul_add(o, o->g->nodes[i], &done));
+    if (done)
+      *changed = true;
+    else
+      i++;
+  }
+  return NULL;
+}
+
+/* --- Conv + BatchNormalization ---------------------------------------------------------------- */
+
+static OnyxStatus* ox_fold_conv_bn(OxOpt* o, OxNode* bn, bool* done) {
+  *done = false;
+  if (!ox_opt_is(bn, "BatchNormalization") || bn->n_inputs != 5 || !bn->outputs[0]) return NULL;
+  if (ox_node_attr_int(bn, "training_mode", 0) != 0 || !ox_only_first_output(o, bn)) return NULL;
+  if (bn->since_version < 7 && ox_node_attr_int(bn, "is_test", 0) == 0 && bn->n_outputs > 1)
+    return NULL;
+  OxNode* conv = ox_opt_producer(bn, 0, "Conv");
+  if (!conv || !ox_opt_single_use(o, conv->outputs[0])) return NULL;
+  OxValue* w = conv->inputs[1];
+  OxValue* b = conv->n_inputs > 2 ? conv->inputs[2] : NULL;
+  if (!ox_f32(w) || !ox_host_const(w) || w->rank < 3 || (b && (!ox_f32(b) || !ox_host_const(b))))
+    return NULL;
+  int64_t cout = w->dims[0];
+  for (size_t i = 1; i < 5; i++) {
+    const OxValue* p = bn->inputs[i];
+    if (!ox_f32(p) || !ox_host_const(p) || (int64_t)p->constant->count != cout) return NULL;
+  }
+  if (b && (int64_t)b->constant->count != cout) return NULL;
+  const float* scale = bn->inputs[1]->constant->data;
+  const float* shift = bn->inputs[2]->constant->data;
+  const float* mean = bn->inputs[3]->constant->data;
+  const float* var = bn->inputs[4]->constant->data;
+  double eps = ox_node_attr_float(bn, "epsilon", 1e-5f);
+  OxTensor *nw = NULL, *nb = NULL;
+  OX_TRY(ox_tensor_new(ONYX_ELEM_FLOAT32, w->constant->dims, w->constant->rank, &nw));
+  int64_t bdims[1] = {cout};
+  OnyxStatus* st = ox_tensor_new(ONYX_ELEM_FLOAT32, bdims, 1, &nb);
+  if (st) {
+    ox_tensor_free(nw);
+    return st;
+  }
+  size_t per = cout ? nw->count / (size_t)cout : 0;
+  float* wd = nw->data;
+  const float* ow = w->constant->data;
+  float* bd = nb->data;
+  const float* ob = b ? b->constant->data : NULL;
+  for (int64_t c = 0; c < cout; c++) {
+    double f = scale[c] / sqrt((double)var[c] + eps);
+    for (size_t k = 0; k < per; k++)
+      wd[(size_t)c * per + k] = (float)(ow[(size_t)c * per + k] * f);
+    bd[c] = (float)(((ob ? ob[c] : 0.0) - mean[c]) * f + shift[c]);
+  }
+  OxValue *vw = NULL, *vb = NULL;
+  st = ox_opt_new_constant(o, w->name, nw, &vw);
+  if (st) {
+    ox_tensor_free(nb);
+    return st;
+  }
+  OX_TRY(ox_opt_new_constant(o, b ? b->name : conv->name, nb, &vb));
+  OX_TRY(ox_opt_set_input(conv, 1, vw));
+  OX_TRY(ox_opt_set_input(conv, 2, vb));
+  OxValue* y = bn->outputs[0];
+  ox_opt_remove(o, bn);
+  ox_opt_set_output(conv, 0, y);
+  o->stats->conv_bn++;
+  *done = true;
+  return NULL;
+}
+
+OnyxStatus* ox_pass_conv_bn(OxOpt* o, bool* changed) {
+  for (size_t i = 0; i < o->g->n_nodes;) {
+    bool done = false;
+    OX_TRY(ox_fold_conv_bn(o, o->g->nodes[i], &done));
+    if (done)
+      *changed = true;
+    else
+      i++;
+  }
+  return NULL;
+}
+
+/* --- Conv + activation --------------------------------------------------------------------------
+ */
+
+static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
+  *done = false;
+  if (!o->cfg->contrib_available || *act->domain || act->n_inputs < 1) return NULL;
+  char kind[16]; /* copied: act is removed before the attribute is written */
+  snprintf(kind, sizeof kind, "%s", act->op_type);
+  float lo = -INFINITY, hi = INFINITY, alpha = 0;
+  if (!strcmp(kind, "Relu")) {
+    lo = 0;
+  } else if (!strcmp(kind, "Clip")) {
+    if (act->since_version < 11) {
+      lo = ox_node_attr_float(act, "min", -INFINITY);
+      hi = ox_node_attr_float(act, "max", INFINITY);
+    } else {
+      double v;
+      if (act->n_inputs > 1 && act->inputs[1]) {
+        if (!ox_opt_const_scalar(act->inputs[1], &v)) return NULL;
+        lo = (float)v;
+      }
+      if (act->n_inputs > 2 && act->inputs[2]) {
+        if (!ox_opt_const_scalar(act->inputs[2], &v)) return NULL;
+        hi = (float)v;
+      }
+    }
+  } else if (!strcmp(kind, "LeakyRelu")) {
+    alpha = ox_node_attr_float(act, "alpha", 0.01f);
+  } else {
+    return NULL;
+  }
+  OxNode* conv = ox_opt_producer(act, 0, "Conv");
+  if (!conv || !ox_opt_single_use(o, conv->outputs[0])) return NULL;
+  const OxValue* x = conv->inputs[0];
+  const OxValue* w = conv->inputs[1];
+  if (!ox_f32(x) || !ox_f32(w) || x->rank != 4 || w->rank != 4) return NULL;
+  OxValue* ins[3] = {conv->inputs[0], conv->inputs[1], conv->n_inputs > 2 ? conv->inputs[2] : NULL};
+  OxValue* y = act->outputs[0];
+  OxNode* fc = NULL;
+  char* base = ox_strdup(conv->name);
+  if (!base) return ox_oom();
+  ox_opt_remove(o, act);
+  OnyxStatus* st =
+      ox_opt_add_node(o, base, "FusedConv", OX_CONTRIB_DOMAIN, ins, ins[2] ? 3 : 2, &y, 1, &fc);
+  free(base);
+  OX_TRY(st);
+  OX_TRY(ox_opt_copy_attrs(fc, conv));
+  OX_TRY(ox_opt_attr_string(fc, "activation", kind));
+  if (!strcmp(kind, "LeakyRelu")) OX_TRY(ox_opt_attr_float(fc, "alpha", alpha));
+  if (!strcmp(kind, "Clip")) {
+    OX_TRY(ox_opt_attr_float(fc, "clip_min", lo));
+    OX_TRY(ox_opt_attr_float(fc, "clip_max", hi));
+  }
+  ox_opt_remove(o, conv);
+  o->stats->conv_act++;
+  *done = true;
+  return NULL;
+}
+
+OnyxStatus* ox_pass_conv_act(OxOpt* o, bool* changed) {
+  for (size_t i = 0; i < o->g->n_nodes;) {
+    bool done = false;
+    OX_TRY(ox_fuse_conv_act(o, o->g->nodes[i], &done));
+    if (done)
+      *changed = true;
+    else
+      i++;
+  }
+  return NULL;
+}
+
+/* --- LayerNormalization
+ * ---------------------------------------------------------------------------- */
+
+/* ReduceMean over the last axis only, keeping dims. */
+static bool ox_mean_last_axis(const OxNode* r, int32_t rank) {
+  if (!ox_opt_is(r, "ReduceMean") || ox_node_attr_int(r, "keepdims", 1) != 1 || rank < 1)
+    return false;
+  int64_t* axes = NULL;
+  size_t count = 0;
+  const int64_t* attr = ox_node_attr_ints(r, "axes", &count);
+  bool ok;
+  if (attr) {
+    ok = count == 1 && (attr[0] == -1 || attr[0] == rank - 1);
+  } else if (r->n_inputs > 1 && r->inputs[1]) {
+    ok = ox_opt_const_ints(r->inputs[1], &axes, &count) && count == 1 &&
+         (axes[0] == -1 || axes[0] == rank - 1);
+  } else {
+    ok = false;
+  }
+  free(axes);
+  return ok;
+}
+
+/* The input of n other than v (n binary), or NULL. */
+static OxValue* ox_other(const OxNode* n, const OxValue* v) {
+  if (n->n_inputs != 2) return NULL;
+  if (n->inputs[0] == v) return n->inputs[1];
+  if (n->inputs[1] == v) return n->inputs[0];
+  return NULL;
+}
+
+/* The single consumer of v if it is the ai.onnx op `op`. */
+static OxNode* ox_sole_consumer(const OxOpt* o, const OxValue* v, const char* op) {
+  if (!ox_opt_single_use(o, v)) return NULL;
+  return ox_opt_is(v->consumers[0], op) ? v->consumers[0] : NULL;
+}
+
+static OnyxStatus* ox_fuse_layernorm(OxOpt* o, OxNode* div, bool* done) {
+  *done = false;
+  if (!ox_opt_is(div, "Div") || div->n_inputs != 2) return NULL;
+  OxValue* d = div->inputs[0];
+  OxNode* sqrt_n = ox_opt_producer(div, 1, "Sqrt");
+  OxNode* sub = ox_opt_producer(div, 0, "Sub");
+  if (!sqrt_n || !sub || !ox_opt_single_use(o, div->inputs[1])) return NULL;
+  OxValue* x = sub->inputs[0];
+  if (!ox_f32(x) || x->rank < 1) return NULL;
+  OxNode* mean = ox_opt_producer(sub, 1, "ReduceMean");
+  if (!mean || mean->inputs[0] != x || !ox_mean_last_axis(mean, x->rank) ||
+      !ox_opt_single_use(o, mean->outputs[0]))
+    return NULL;
+  /* d feeds exactly the square and this Div. */
+  if (d->n_consumers != 2 || ox_opt_pinned(o, d)) return NULL;
+  OxNode* sq = d->consumers[0] == div ? d->consumers[1] : d->consumers[0];
+  double two;
+  if (ox_opt_is(sq, "Pow")) {
+    if (sq->inputs[0] != d || !ox_opt_const_scalar(sq->inputs[1], &two) || two != 2.0) return NULL;
+  } else if (!ox_opt_is(sq, "Mul") || sq->inputs[0] != d || sq->inputs[1] != d) {
+    return NULL;
+  }
+  OxNode* var = ox_sole_consumer(o, sq->outputs[0], "ReduceMean");
+  if (!var || !ox_mean_last_axis(var, x->rank)) return NULL;
+  OxNode* add_eps = ox_sole_consumer(o, var->outputs[0], "Add");
+  double eps;
+  if (!add_eps || !ox_opt_const_scalar(ox_other(add_eps, var->outputs[0]), &eps) || eps < 0)
+    return NULL;
+  if (sqrt_n->inputs[0] != add_eps->outputs[0] || !ox_opt_single_use(o, add_eps->outputs[0]))
+    return NULL;
+  /* Scale and bias: Mul(norm, gamma) then optionally Add(., beta). */
+  int64_t width = x->dims[x->rank - 1];
+  OxNode* mul = ox_sole_consumer(o, div->outputs[0], "Mul");
+  OxValue* gamma = mul ? ox_other(mul, div->outputs[0]) : NULL;
+  if (!gamma || !ox_f32(gamma) || gamma->rank != 1 || width < 0 || gamma->dims[0] != width)
+    return NULL;
+  OxNode* add_b = ox_sole_consumer(o, mul->outputs[0], "Add");
+  OxValue* beta = add_b ? ox_other(add_b, mul->outputs[0]) : NULL;
+  if (beta && (!ox_f32(beta) || beta->rank != 1 || beta->dims[0] != width)) {
+    add_b = NULL;
+    beta = NULL;
+  }
+  OxNode* last = add_b ? add_b : mul;
+  bool onnx = ox_graph_opset(o->g, "") >= 17;
+  if (!onnx && !o->cfg->contrib_available) return NULL;
+  OxValue* y = last->outputs[0];
+  OxNode* chain[] = {mean, sub, sq, var, add_eps, sqrt_n, div, mul, add_b};
+  char* base = ox_strdup(div->name);
+  if (!base) return ox_oom();
+  for (size_t i = 0; i < OX_ARRAY_LEN(chain); i++)
+    if (chain[i]) ox_opt_remove(o, chain[i]);
+  OxValue* ins[3] = {x, gamma, beta};
+  OxNode* ln = NULL;
+  OnyxStatus* st = ox_opt_add_node(o, base, "LayerNormalization", onnx ? "" : OX_CONTRIB_DOMAIN,
+                                   ins, beta ? 3 : 2, &y, 1, &ln);
+  free(base);
+  OX_TRY(st);
+  OX_TRY(ox_opt_attr_int(ln, "axis", -1));
+  OX_TRY(ox_opt_attr_float(ln, "epsilon", (float)eps));
+  o->stats->layernorm++;
+  *done = true;
+  return NULL;
+}
+
+OnyxStatus* ox_pass_layernorm(OxOpt* o, bool* changed) {
+  for (size_t i = 0; i < o->g->n_nodes;) {
+    bool done = false;
+    OX_TRY(ox_fuse_layernorm(o, o->g->nodes[i], &done));
+    if (done)
+      *changed = true;
+    else
+      i++;
+  }
+  return NULL;
+}
+
+/* --- Gelu ----------------------------------------------------------------------------------------
+ */
+
+static bool ox_near(double v, double want) {
+  return fabs(v - want) <= 1e-4 * fabs(want);
+}
+
+/* 0.5 * x * (1 + erf(x / sqrt(2))), in the orders exporters write it. */
+static OnyxStatus* ox_fuse_gelu(OxOpt* o, OxNode* erf, bool* done) {
+  *done = false;
+  if (!ox_opt_is(erf, "Erf") || !o->cfg->contrib_available) return NULL;
+  OxNode* scale = erf->inputs[0] ? erf->inputs[0]->producer : NULL;
+  if (!scale || !ox_opt_single_use(o, erf->inputs[0]) || scale->n_inputs != 2) return NULL;
+  OxValue* x = scale->inputs[0];
+  double c;
+  if (!ox_f32(x) || !ox_opt_const_scalar(scale->inputs[1], &c)) return NULL;
+  if (!((ox_opt_is(scale, "Div") && ox_near(c, sqrt(2.0))) ||
+        (ox_opt_is(scale, "Mul") && ox_near(c, sqrt(0.5)))))
+    return NULL;
+  OxNode* add1 = ox_sole_consumer(o, erf->outputs[0], "Add");
+  double one;
+  if (!add1 || !ox_opt_const_scalar(ox_other(add1, erf->outputs[0]), &one) || one != 1.0)
+    return NULL;
+  OxNode* m1 = ox_sole_consumer(o, add1->outputs[0], "Mul");
+  if (!m1) return NULL;
+  OxValue* partner = ox_other(m1, add1->outputs[0]);
+  OxNode* half_n = NULL;
+  OxNode* last = NULL;
+  double half;
+  if (partner == x) { /* (x * (1 + erf)) * 0.5 */
+    last = ox_sole_consumer(o, m1->outputs[0], "Mul");
+    if (!last || !ox_opt_const_scalar(ox_other(last, m1->outputs[0]), &half) || half != 0.5)
+      return NULL;
+  } else if (partner && partner->producer && ox_opt_is(partner->producer, "Mul") &&
+             ox_opt_single_use(o, partner)) { /* (x * 0.5) * (1 + erf) */
+    half_n = partner->producer;
+    if (!ox_opt_const_scalar(ox_other(half_n, x), &half) || half != 0.5) return NULL;
+    last = m1;
+  } else {
+    return NULL;
+  }
+  OxValue* y = last->outputs[0];
+  if (!ox_f32(y)) return NULL;
+  OxNode* chain[] = {scale, erf, add1, m1, half_n, last == m1 ? NULL : last};
+  char* base = ox_strdup(erf->name);
+  if (!base) return ox_oom();
+  for (size_t i = 0; i < OX_ARRAY_LEN(chain); i++)
+    if (chain[i]) ox_opt_remove(o, chain[i]);
+  OxNode* gn = NULL;
+  OnyxStatus* st = ox_opt_add_node(o, base, "Gelu", OX_CONTRIB_DOMAIN, &x, 1, &y, 1, &gn);
+  free(base);
+  OX_TRY(st);
+  o->stats->gelu++;
+  *done = true;
+  return NULL;
+}
+
+OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed) {
+  for (size_t i = 0; i < o->g->n_nodes;) {
+    bool done = false;
+    OX_TRY(ox_fuse_gelu(o, o->g->nodes[i], &done));
+    if (done)
+      *changed = true;
+    else
+      i++;
+  }
+  return NULL;
+}

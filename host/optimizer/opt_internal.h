@@ -1,0 +1,73 @@
+/* opt_internal.h — private to host/optimizer: the pass context and the
+ * graph-editing helpers every transformer uses. */
+#ifndef OX_OPT_INTERNAL_H
+#define OX_OPT_INTERNAL_H
+
+#include "ox_optimizer.h"
+
+typedef struct OxOpt {
+  OxGraph* g;
+  const OxOptConfig* cfg;
+  OxOptStats* stats;
+  OxMap pinned; /* names of values read by subgraphs */
+  size_t counter;
+} OxOpt;
+
+/* A transformer: returns an error only for real failures; sets *changed. */
+typedef OnyxStatus* (*OxPassFn)(OxOpt* o, bool* changed);
+
+/* --- queries ------------------------------------------------------------------------ */
+/* A value the optimizer may not rename or drop: a graph output, a graph
+ * input, or a value that a subgraph reads by name. */
+bool ox_opt_pinned(const OxOpt* o, const OxValue* v);
+/* The value has exactly one consumer slot and is not pinned. */
+bool ox_opt_single_use(const OxOpt* o, const OxValue* v);
+/* The node that produces input i of n, when op/domain match (NULL else). */
+OxNode* ox_opt_producer(const OxNode* n, size_t i, const char* op);
+bool ox_opt_is(const OxNode* n, const char* op); /* ai.onnx op of that type */
+/* A scalar (or all-equal, one-element) float constant: true and *out. */
+bool ox_opt_const_scalar(const OxValue* v, double* out);
+/* Constant int64/int32 list: heap copy in *out. */
+bool ox_opt_const_ints(const OxValue* v, int64_t** out, size_t* count);
+bool ox_opt_static_shape(const OxValue* v); /* rank known and every dim >= 0 */
+
+/* --- edits ---------------------------------------------------------------------------- */
+/* Makes input i of n read v (consumer lists kept right). */
+OnyxStatus* ox_opt_set_input(OxNode* n, size_t i, OxValue* v);
+/* Every consumer of `from` reads `to` instead. `from` must not be pinned. */
+OnyxStatus* ox_opt_replace_uses(OxValue* from, OxValue* to);
+/* Makes n produce `v` (which has no producer) at output slot i; the old
+ * output value is left without a producer. */
+void ox_opt_set_output(OxNode* n, size_t i, OxValue* v);
+/* A fresh value name "<base>/opt<N>" that the graph does not hold yet. */
+OnyxStatus* ox_opt_fresh_name(OxOpt* o, const char* base, char** out);
+/* A new constant value holding t (taken). */
+OnyxStatus* ox_opt_new_constant(OxOpt* o, const char* base, OxTensor* t, OxValue** out);
+/* Adds a node reading `ins` and writing `outs` (values; outs must have no
+ * producer). domain "" or "com.onyx" (imported on first use). */
+OnyxStatus* ox_opt_add_node(OxOpt* o, const char* name, const char* op, const char* domain,
+                            OxValue* const* ins, size_t n_in, OxValue* const* outs, size_t n_out,
+                            OxNode** out);
+OnyxStatus* ox_opt_attr_int(OxNode* n, const char* name, int64_t v);
+OnyxStatus* ox_opt_attr_float(OxNode* n, const char* name, float v);
+OnyxStatus* ox_opt_attr_string(OxNode* n, const char* name, const char* v);
+/* Copies every attribute of src that the user set (not from_default). */
+OnyxStatus* ox_opt_copy_attrs(OxNode* dst, const OxNode* src);
+/* Drops values no node reads or writes (and which are no graph input or
+ * output, nor read by a subgraph), constants included. */
+OnyxStatus* ox_opt_sweep(OxOpt* o);
+/* Removes a node (ox_graph_remove_node). */
+void ox_opt_remove(OxOpt* o, OxNode* n);
+
+/* --- the transformers --------------------------------------------------------------------- */
+OnyxStatus* ox_pass_eliminate(OxOpt* o, bool* changed); /* Identity, Dropout, no-op Cast */
+OnyxStatus* ox_pass_shapes(OxOpt* o, bool* changed);    /* Shape/Size of static shapes */
+OnyxStatus* ox_pass_fold(OxOpt* o, bool* changed);      /* constant folding */
+OnyxStatus* ox_pass_cse(OxOpt* o, bool* changed);       /* common subexpressions */
+OnyxStatus* ox_pass_matmul_add(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_conv_bn(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_conv_act(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_layernorm(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed);
+
+#endif

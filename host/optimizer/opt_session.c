@@ -1,0 +1,149 @@
+/* opt_session.c — the optimizer inside a session: constant folding runs the
+ * CPU provider's own kernels on constant inputs (so a folded value is
+ * exactly what the node would have computed), and the public entry points
+ * that need the session (saving the optimized model). */
+#include <stdlib.h>
+#include <string.h>
+#include "opt_session.h"
+#include "ox_model.h"
+
+/* The CPU provider's slot in the session, or -1. */
+static int32_t ox_cpu_ep(const OnyxSession* s) {
+  for (size_t i = 0; i < s->n_eps; i++)
+    if (!strcmp(s->eps[i].name, "cpu")) return (int32_t)i;
+  return -1;
+}
+
+/* Runs one node through the CPU kernel the partitioner would pick, with a
+ * private frame whose every output is allocated on the heap. */
+static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
+  OnyxSession* s = ctx;
+  int32_t e = ox_cpu_ep(s);
+  if (e < 0) return ox_status(ONYX_NOT_IMPLEMENTED, "no CPU provider");
+  const OxKernel* k = ox_kreg_match(s->eps[e].lib->kernels, n, NULL);
+  if (!k) return ox_status(ONYX_NOT_IMPLEMENTED, "no CPU kernel");
+  OnyxMemoryDevice host = ox_session_ep_memory(s, e, ONYX_MEM_DEFAULT);
+  if (!ox_memory_equal(&host, &OX_HOST_MEMORY))
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the CPU provider's memory is not host memory");
+  for (size_t i = 0; i < n->n_inputs; i++)
+    if (ox_kernel_input_mem(k, i) != ONYX_MEM_DEFAULT)
+      return ox_status(ONYX_NOT_IMPLEMENTED, "special input memory");
+  size_t n_in = n->n_inputs, n_out = n->n_outputs, n_slots = n_in + n_out;
+  OxSlot* slots = calloc(n_slots + 1, sizeof *slots);
+  OxTensor** vals = calloc(n_slots + 1, sizeof *vals);
+  size_t* io = malloc((n_slots + 1) * sizeof *io);
+  OnyxMemoryDevice* out_mem = calloc(n_out + 1, sizeof *out_mem);
+  int32_t* out_ep = calloc(n_out + 1, sizeof *out_ep);
+  OnyxStatus* st = (!slots || !vals || !io || !out_mem || !out_ep) ? ox_oom() : NULL;
+  for (size_t i = 0; !st && i < n_slots; i++) {
+    OxValue* v = i < n_in ? n->inputs[i] : n->outputs[i - n_in];
+    io[i] = v ? i : SIZE_MAX;
+    slots[i] = (OxSlot){.value = v, .mem = OX_HOST_MEMORY, .is_output = i >= n_in};
+    if (i < n_in && v) {
+      slots[i].constant = v->constant;
+      vals[i] = v->constant;
+    }
+  }
+  for (size_t i = 0; !st && i < n_out; i++) {
+    out_mem[i] = OX_HOST_MEMORY;
+    out_ep[i] = e;
+  }
+  void* state = NULL;
+  bool created = false;
+  const OnyxKernelDef* d = &k->def;
+  if (!st) {
+    state = d->user_data;
+    if (d->create) st = d->create(s->eps[e].ep, n, d->user_data, &state);
+    created = !st && d->create;
+  }
+  if (!st) {
+    OnyxSession tmp = *s;
+    tmp.plan = (OxPlan){.slots = slots, .n_slots = n_slots};
+    OxStep step = {.kind = OX_STEP_KERNEL,
+                   .ep = e,
+                   .node = n,
+                   .kernel = k,
+                   .state = state,
+                   .in = io,
+                   .n_in = n_in,
+                   .out = io + n_in,
+                   .n_out = n_out,
+                   .out_mem = out_mem,
+                   .out_ep = out_ep,
+                   .group = -1};
+    OxFrame f = {.session = &tmp, .values = vals};
+    OnyxKernelContext kc = {.frame = &f, .step = &step};
+    st = d->compute(state, &kc);
+    for (size_t i = 0; i < kc.n_scratch; i++)
+      free(kc.scratch[i]);
+    free(kc.scratch);
+  }
+  if (created && d->release) d->release(state);
+  for (size_t i = 0; i < n_out; i++) {
+    OxTensor* t = vals ? vals[n_in + i] : NULL;
+    if (!st && n->outputs[i] && (!t || !t->data || t->device.kind != ONYX_DEVICE_CPU))
+      st = ox_status(ONYX_NOT_IMPLEMENTED, "output %zu not produced in host memory", i);
+    outs[i] = t;
+  }
+  if (st)
+    for (size_t i = 0; i < n_out; i++) {
+      ox_tensor_free(outs[i]);
+      outs[i] = NULL;
+    }
+  free(slots);
+  free(vals);
+  free(io);
+  free(out_mem);
+  free(out_ep);
+  return st;
+}
+
+/* The CPU provider registers every com.onyx kernel the fusions produce. */
+static bool ox_cpu_has_contrib(const OnyxSession* s, int32_t cpu) {
+  static const char* const ops[] = {"FusedMatMul", "FusedConv", "Gelu", "LayerNormalization"};
+  if (cpu < 0) return false;
+  const OxKernelRegistry* r = s->eps[cpu].lib->kernels;
+  size_t found = 0;
+  for (size_t k = 0; k < OX_ARRAY_LEN(ops); k++)
+    for (size_t i = 0; i < ox_kreg_count(r); i++) {
+      const OnyxKernelDef* d = &ox_kreg_at(r, i)->def;
+      if (d->domain && !strcmp(d->domain, OX_CONTRIB_DOMAIN) && !strcmp(d->op_type, ops[k])) {
+        found++;
+        break;
+      }
+    }
+  return found == OX_ARRAY_LEN(ops);
+}
+
+OnyxStatus* ox_session_optimize(OnyxSession* s) {
+  OnyxOptimizationLevel level = s->opts->opt_level;
+  if (level == ONYX_OPT_DISABLED) return NULL;
+  const OxSchemaRegistry** customs = calloc(s->n_eps + 1, sizeof *customs);
+  if (!customs) return ox_oom();
+  for (size_t i = 0; i < s->n_eps; i++)
+    customs[i] = s->eps[i].lib->schemas;
+  int32_t cpu = ox_cpu_ep(s);
+  OxOptConfig cfg = {
+      .level = level,
+      .customs = customs,
+      .n_customs = s->n_eps,
+      .eval = cpu >= 0 ? ox_eval_cpu : NULL,
+      .eval_ctx = s,
+      .contrib_available = ox_cpu_has_contrib(s, cpu),
+  };
+  OxOptStats stats;
+  OnyxStatus* st = ox_optimize(s->graph, &cfg, &stats);
+  free(customs);
+  if (st) return st;
+  char* text = ox_opt_stats_str(&stats);
+  ox_session_log(s, ONYX_LOG_INFO, "%s: optimizer (%s): %s", s->source, ox_opt_level_name(level),
+                 text ? text : "");
+  free(text);
+  return NULL;
+}
+
+ONYX_API OnyxStatus* onyx_session_save_model(const OnyxSession* s, const char* path) {
+  if (!s || !path)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_save_model: NULL argument");
+  return ox_model_save(s->graph, path);
+}

@@ -1,0 +1,57 @@
+/* ox_optimizer.h — the graph optimizer (ARCHITECTURE.md §1 step 3).
+ *
+ * Transformers rewrite a resolved graph in place; each belongs to a level
+ * (basic, extended, layout) and the manager runs the transformers of every
+ * enabled level, level by level, until none changes the graph or the
+ * iteration cap is reached. After a transformer reports a change the graph is
+ * sorted and resolved again, so every node has its schema and inferred
+ * types and shapes before the next transformer looks at it.
+ *
+ * Every transformer must keep the graph's outputs equal (up to float
+ * rounding for the fusions); tests/unit/optimizer checks each one by running
+ * a model before and after. docs/optimizer.md describes them. */
+#ifndef OX_OPTIMIZER_H
+#define OX_OPTIMIZER_H
+
+#include "ox_graph.h"
+#include "onyx/onyx.h"
+
+/* The domain of the fused ops the optimizer inserts (schemas_contrib.c,
+ * providers/cpu/cpu_contrib.c). */
+#define OX_CONTRIB_DOMAIN "com.onyx"
+
+/* Evaluates one node whose inputs are all constants: fills outs[i] (host
+ * tensors, owned by the caller) for every present output. An error means
+ * "cannot fold this node" and is not fatal. */
+typedef OnyxStatus* (*OxEvalFn)(void* ctx, OxNode* n, OxTensor** outs);
+
+typedef struct OxOptConfig {
+  OnyxOptimizationLevel level;
+  const OxSchemaRegistry* const* customs; /* for re-resolving (may hold NULLs) */
+  size_t n_customs;
+  OxEvalFn eval; /* NULL: no constant folding through kernels */
+  void* eval_ctx;
+  int max_iterations;     /* per level; 0: 10 */
+  size_t max_fold_bytes;  /* a folded output larger than this stays a node; 0: 64 MiB */
+  bool contrib_available; /* com.onyx kernels exist (the CPU provider is in the session) */
+} OxOptConfig;
+
+typedef struct OxOptStats {
+  size_t nodes_before, nodes_after;
+  size_t iterations;
+  /* Per built-in transformer: how many rewrites it made. */
+  size_t folded, eliminated, cse, shapes, gemm, fused_matmul, conv_bn, conv_act, layernorm, gelu;
+  size_t user; /* user transformers that reported a change */
+  double seconds;
+} OxOptStats;
+
+/* Runs the optimizer on a resolved graph. The graph stays resolved. */
+OnyxStatus* ox_optimize(OxGraph* g, const OxOptConfig* cfg, OxOptStats* stats);
+
+/* One-line summary of stats ("12 -> 9 nodes: 2 Gemm, ..."); malloc'd. */
+char* ox_opt_stats_str(const OxOptStats* st);
+
+/* The level's name ("disabled", "basic", ...). */
+const char* ox_opt_level_name(OnyxOptimizationLevel level);
+
+#endif

@@ -10,8 +10,10 @@ typedef struct RunArgs {
   const char* model;
   const char* config;
   const char* output_dir;
-  CliList inputs; /* NAME=FILE.pb */
+  const char* save_optimized; /* --save-optimized FILE */
+  CliList inputs;             /* NAME=FILE.pb */
   int threads;
+  const char* profile; /* --profile FILE */
 } RunArgs;
 
 static const char kRunHelp[] =
@@ -25,6 +27,10 @@ static const char kRunHelp[] =
     "                       in [-1,1), ints in [0,10), bools alternate, symbolic dims 1\n"
     "  --threads N          intra-op threads (default: the session's default)\n"
     "  --output-dir DIR     also write each output as DIR/NAME.pb (TensorProto)\n"
+    "  --profile FILE       write a Chrome-trace / Perfetto profile of the session's\n"
+    "                       phases and the run's nodes to FILE (docs/debugging.md)\n"
+    "  --save-optimized FILE  write the graph after optimization as an ONNX model\n"
+    "                       (docs/optimizer.md)\n"
     "\nexit status: 0 ok, 1 runtime error, 2 usage error\n";
 
 /* A file name for an output: '/' and other awkward bytes become '_'. */
@@ -129,6 +135,24 @@ static int run_model(OnyxSession* s, const RunArgs* a, CliError* e) {
   return rc;
 }
 
+/* cli_session_open with profiling on (--profile FILE). */
+static int open_profiled(const char* model_path, const RunArgs* a, OnyxSession** out, CliError* e) {
+  OnyxSessionOptions* opts = NULL;
+  OnyxStatus* st = onyx_session_options_create(&opts);
+  if (st) return cli_err_status(e, st, "cannot create session options");
+  int rc = 0;
+  if (a->config && (st = onyx_session_options_load_config(opts, a->config)))
+    rc = cli_err_status(e, st, "--config %s", a->config);
+  if (!rc && a->threads > 0 && (st = onyx_session_options_set_threads(opts, a->threads)))
+    rc = cli_err_status(e, st, "--threads %d", a->threads);
+  if (!rc && (st = onyx_session_options_set_profile(opts, a->profile)))
+    rc = cli_err_status(e, st, "--profile %s", a->profile);
+  if (!rc && (st = onyx_session_create(opts, model_path, out)))
+    rc = cli_err_status(e, st, "%s", model_path);
+  onyx_session_options_release(opts);
+  return rc;
+}
+
 int cli_cmd_run(int argc, char** argv) {
   RunArgs a = {0};
   const CliOpt opts[] = {
@@ -136,16 +160,19 @@ int cli_cmd_run(int argc, char** argv) {
       {"--input", CLI_OPT_LIST, &a.inputs, 0},
       {"--threads", CLI_OPT_INT, &a.threads, 0},
       {"--output-dir", CLI_OPT_STRING, &a.output_dir, 0},
+      {"--profile", CLI_OPT_STRING, &a.profile, 0},
+      {"--save-optimized", CLI_OPT_STRING, &a.save_optimized, 0},
   };
-  const CliCommand cmd = {.name = "run",
-                          .synopsis = "onyx run MODEL [--config FILE] [--input NAME=FILE.pb ...] "
-                                      "[--threads N] [--output-dir DIR]",
-                          .help = kRunHelp,
-                          .opts = opts,
-                          .opt_count = sizeof opts / sizeof opts[0],
-                          .min_positional = 1,
-                          .max_positional = 1,
-                          .positional_name = "MODEL"};
+  const CliCommand cmd = {
+      .name = "run",
+      .synopsis = "onyx run MODEL [--config FILE] [--input NAME=FILE.pb ...] "
+                  "[--threads N] [--output-dir DIR] [--profile FILE] [--save-optimized FILE]",
+      .help = kRunHelp,
+      .opts = opts,
+      .opt_count = sizeof opts / sizeof opts[0],
+      .min_positional = 1,
+      .max_positional = 1,
+      .positional_name = "MODEL"};
   size_t npos = 0;
   CliParse p = cli_parse(&cmd, argc, argv, &a.model, &npos);
   int rc = p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
@@ -166,7 +193,12 @@ int cli_cmd_run(int argc, char** argv) {
   if (!path)
     rc = cli_err(&e, "out of memory");
   else
-    rc = cli_session_open(path, a.config, a.threads, &s, NULL, &e);
+    rc = a.profile ? open_profiled(path, &a, &s, &e)
+                   : cli_session_open(path, a.config, a.threads, &s, NULL, &e);
+  if (!rc && a.save_optimized) {
+    OnyxStatus* st = onyx_session_save_model(s, a.save_optimized);
+    if (st) rc = cli_err_status(&e, st, "--save-optimized");
+  }
   if (!rc) rc = run_model(s, &a, &e);
   onyx_session_release(s);
   free(path);

@@ -1,11 +1,281 @@
 /* executor.c — the sequential executor: runs a plan's steps over an
  * execution frame (one tensor per slot), freeing each slot after its last
  * use, and synchronizes every provider stream before returning. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_control.h"
+#include "ox_profile.h"
 #include "ox_session.h"
 
 #define OX_NO_SLOT SIZE_MAX
+
+/* --- preallocated outputs (IO binding) ------------------------------------------------ */
+OxTensor* ox_frame_preset_take(OxFrame* f, size_t slot, OnyxElemType type, const int64_t* dims,
+                               size_t rank, const OnyxMemoryDevice* mem) {
+  const OxTensor* p = f->preset ? f->preset[slot] : NULL;
+  if (!p || p->type != type || p->rank != rank || type == ONYX_ELEM_STRING) return NULL;
+  if (!ox_memory_equal(&p->device, mem)) return NULL;
+  /* Kernels may rely on their memory's alignment (a DLPack import may not have it). */
+  if (mem->alignment > 1 && (uintptr_t)p->data % mem->alignment) return NULL;
+  for (size_t i = 0; i < rank; i++)
+    if (p->dims[i] != dims[i]) return NULL;
+  OxTensor* t = NULL;
+  OnyxStatus* st = ox_tensor_wrap(type, dims, rank, p->data, &p->device, &t);
+  ox_status_free(st); /* out of memory: the caller allocates as usual */
+  return t;
+}
+
+int32_t ox_session_ep_for_memory(OnyxSession* s, const OnyxMemoryDevice* mem) {
+  for (size_t e = 0; e < s->n_eps; e++)
+    for (int m = ONYX_MEM_DEFAULT; m <= ONYX_MEM_READ_ONLY; m++) {
+      if (m != mem->mem_type) continue;
+      OnyxMemoryDevice d = ox_session_ep_memory(s, (int32_t)e, (OnyxMemType)m);
+      if (ox_memory_equal(&d, mem)) return (int32_t)e;
+    }
+  return -1;
+}
+
+/* --- debug dumps (docs/debugging.md) ------------------------------------------------------ */
+static bool ox_in_list(const char* list, const char* name) {
+  size_t n = strlen(name);
+  for (const char* p = list; p && *p;) {
+    const char* end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == n && !strncmp(p, name, n)) return true;
+    p = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+static void ox_dump_values(OxStr* t, const OxTensor* v, size_t max) {
+  if (v->device.kind != ONYX_DEVICE_CPU) {
+    ox_str_addf(t, " (device memory)");
+    return;
+  }
+  size_t n = v->count < max ? v->count : max;
+  ox_str_addf(t, " =");
+  for (size_t i = 0; i < n; i++) {
+    const void* d = v->data;
+    switch (v->type) {
+    case ONYX_ELEM_FLOAT32:
+      ox_str_addf(t, " %.6g", (double)((const float*)d)[i]);
+      break;
+    case ONYX_ELEM_FLOAT64:
+      ox_str_addf(t, " %.6g", ((const double*)d)[i]);
+      break;
+    case ONYX_ELEM_INT8:
+      ox_str_addf(t, " %d", ((const int8_t*)d)[i]);
+      break;
+    case ONYX_ELEM_UINT8:
+    case ONYX_ELEM_BOOL:
+      ox_str_addf(t, " %u", ((const uint8_t*)d)[i]);
+      break;
+    case ONYX_ELEM_INT16:
+      ox_str_addf(t, " %d", ((const int16_t*)d)[i]);
+      break;
+    case ONYX_ELEM_UINT16:
+      ox_str_addf(t, " %u", ((const uint16_t*)d)[i]);
+      break;
+    case ONYX_ELEM_INT32:
+      ox_str_addf(t, " %d", ((const int32_t*)d)[i]);
+      break;
+    case ONYX_ELEM_UINT32:
+      ox_str_addf(t, " %u", ((const uint32_t*)d)[i]);
+      break;
+    case ONYX_ELEM_INT64:
+      ox_str_addf(t, " %lld", (long long)((const int64_t*)d)[i]);
+      break;
+    case ONYX_ELEM_UINT64:
+      ox_str_addf(t, " %llu", (unsigned long long)((const uint64_t*)d)[i]);
+      break;
+    case ONYX_ELEM_STRING:
+      ox_str_addf(t, " \"%s\"", ((char* const*)d)[i] ? ((char* const*)d)[i] : "");
+      break;
+    default:
+      ox_str_addf(t, " (not shown for %s)", ox_elem_name(v->type));
+      return;
+    }
+  }
+  if (v->count > n) ox_str_addf(t, " ... (%zu values)", v->count);
+}
+
+static void ox_dump_side(OxStr* t, const OxFrame* f, const char* what, const size_t* slots,
+                         size_t n, size_t max) {
+  const OxPlan* P = &f->session->plan;
+  for (size_t i = 0; i < n; i++) {
+    if (slots[i] == OX_NO_SLOT) continue;
+    const OxTensor* v = f->values[slots[i]];
+    char shape[256] = "?";
+    if (v) ox_shape_str(v->type, v->dims, (int64_t)v->rank, shape, sizeof shape);
+    ox_str_addf(t, "  %s %zu '%s': %s", what, i, P->slots[slots[i]].value->name,
+                v ? shape : "(absent)");
+    if (v && max) ox_dump_values(t, v, max);
+    ox_str_addf(t, "\n");
+  }
+}
+
+/* ONYX_DUMP_NODES: a node's inputs (before it runs) or outputs (after). */
+static void ox_dump_node(const OxFrame* f, const OxSessionRt* rt, const OxStep* st, bool after) {
+  if (!rt || !(rt->dump_nodes & (after ? 2 : 1)) || st->kind == OX_STEP_COPY ||
+      st->kind == OX_STEP_HOST)
+    return;
+  const OnyxSession* s = f->session;
+  const char* name = st->kind == OX_STEP_KERNEL ? st->node->name : s->part.groups[st->group].name;
+  const char* op = st->kind == OX_STEP_KERNEL ? st->node->op_type : "FusedGroup";
+  if (rt->dump_node_filter && !ox_in_list(rt->dump_node_filter, name)) return;
+  if (rt->dump_op_filter && !ox_in_list(rt->dump_op_filter, op)) return;
+  OxStr t = {0};
+  ox_str_addf(&t, "onyx dump: node '%s' (%s) on %s: %s\n", name, op, s->eps[st->ep].name,
+              after ? "outputs" : "inputs");
+  if (after)
+    ox_dump_side(&t, f, "output", st->out, st->n_out, rt->dump_max_values);
+  else
+    ox_dump_side(&t, f, "input", st->in, st->n_in, rt->dump_max_values);
+  char* text = ox_str_take(&t);
+  if (text) fputs(text, stderr);
+  free(text);
+}
+
+static const char* ox_step_name(const OnyxSession* s, const OxStep* st) {
+  if (st->kind == OX_STEP_KERNEL || st->kind == OX_STEP_HOST) return st->node->name;
+  if (st->kind == OX_STEP_GROUP) return s->part.groups[st->group].name;
+  return s->plan.slots[st->in[0]].value->name;
+}
+
+static const char* ox_ep_name(const OnyxSession* s, int32_t ep) {
+  return ep >= 0 ? s->eps[ep].name : "host";
+}
+
+static void ox_mem_text(const OnyxMemoryDevice* m, char* buf, size_t len) {
+  static const char* const kinds[] = {"cpu", "gpu", "npu", "other"};
+  if (ox_memory_equal(m, &OX_HOST_MEMORY)) {
+    snprintf(buf, len, "host");
+    return;
+  }
+  snprintf(buf, len, "%s:%x:%d/mem%d", (unsigned)m->kind < 4 ? kinds[m->kind] : "?", m->vendor_id,
+           m->device_id, m->mem_type);
+}
+
+static void ox_slot_list(OxStr* t, const OnyxSession* s, const size_t* slots, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (slots[i] == OX_NO_SLOT)
+      ox_str_addf(t, "%s-", i ? ", " : "");
+    else
+      ox_str_addf(t, "%s#%zu '%s'", i ? ", " : "", slots[i], s->plan.slots[slots[i]].value->name);
+  }
+}
+
+/* The execution plan: every step in order with its provider and slots. */
+char* ox_plan_text(const OnyxSession* s) {
+  const OxPlan* P = &s->plan;
+  OxStr t = {0};
+  ox_str_addf(&t, "execution plan of %s: %zu steps, %zu slots\n", s->source, P->n_steps,
+              P->n_slots);
+  for (size_t i = 0; i < P->n_steps; i++) {
+    const OxStep* st = &P->steps[i];
+    if (st->kind == OX_STEP_COPY)
+      ox_str_addf(&t, "  %3zu copy   '%s' %s -> %s by %s: ", i, ox_step_name(s, st),
+                  ox_ep_name(s, st->copy_src_ep), ox_ep_name(s, st->copy_dst_ep),
+                  ox_ep_name(s, st->ep));
+    else
+      ox_str_addf(&t, "  %3zu %-6s '%s' (%s) on %s: ", i,
+                  st->kind == OX_STEP_KERNEL ? "kernel"
+                  : st->kind == OX_STEP_HOST ? "host"
+                                             : "group",
+                  ox_step_name(s, st), st->kind != OX_STEP_GROUP ? st->node->op_type : "fused",
+                  ox_ep_name(s, st->ep));
+    ox_slot_list(&t, s, st->in, st->n_in);
+    ox_str_addf(&t, " -> ");
+    ox_slot_list(&t, s, st->out, st->n_out);
+    if (st->n_free_after) {
+      ox_str_addf(&t, "; frees ");
+      ox_slot_list(&t, s, st->free_after, st->n_free_after);
+    }
+    ox_str_addf(&t, "\n");
+  }
+  return ox_str_take(&t);
+}
+
+/* The memory plan: every slot with its memory, producer and last use. */
+char* ox_memory_plan_text(const OnyxSession* s) {
+  const OxPlan* P = &s->plan;
+  OxStr t = {0};
+  ox_str_addf(&t, "memory plan of %s: %zu slots\n", s->source, P->n_slots);
+  for (size_t k = 0; k < P->n_slots; k++) {
+    const OxSlot* sl = &P->slots[k];
+    long made = -1, last = -1;
+    for (size_t i = 0; i < P->n_steps; i++) {
+      const OxStep* st = &P->steps[i];
+      for (size_t o = 0; o < st->n_out; o++)
+        if (st->out[o] == k) made = (long)i;
+      for (size_t o = 0; o < st->n_in; o++)
+        if (st->in[o] == k) last = (long)i;
+    }
+    const char* kind = sl->constant ? "constant" : sl->is_output ? "graph output" : "";
+    for (size_t i = 0; i < s->graph->n_inputs; i++)
+      if (P->input_slots[i] == k) kind = "graph input";
+    char mem[96], shape[160];
+    ox_mem_text(&sl->mem, mem, sizeof mem);
+    ox_shape_str(sl->value->type, sl->value->dims, sl->value->rank, shape, sizeof shape);
+    ox_str_addf(&t, "  #%-4zu %-28s %-24s %-18s", k, sl->value->name, shape, mem);
+    if (made >= 0)
+      ox_str_addf(&t, " made by step %ld", made);
+    else
+      ox_str_addf(&t, " (%s)", *kind ? kind : "unused");
+    if (last >= 0) ox_str_addf(&t, ", last read by step %ld", last);
+    if (*kind && made >= 0) ox_str_addf(&t, " (%s)", kind);
+    ox_str_addf(&t, "\n");
+  }
+  return ox_str_take(&t);
+}
+
+static void ox_dump_plans_once(OnyxSession* s, OxSessionRt* rt) {
+  if (!rt || (!rt->dump_plan && !rt->dump_memory)) return;
+  if (__atomic_exchange_n(&rt->plans_dumped, 1, __ATOMIC_ACQ_REL)) return;
+  char* a = rt->dump_plan ? ox_plan_text(s) : NULL;
+  char* b = rt->dump_memory ? ox_memory_plan_text(s) : NULL;
+  flockfile(stderr);
+  if (a) fputs(a, stderr);
+  if (b) fputs(b, stderr);
+  funlockfile(stderr);
+  free(a);
+  free(b);
+}
+
+/* --- profile events ------------------------------------------------------------------------- */
+static json_t* ox_shapes_json(const OxFrame* f, const size_t* slots, size_t n) {
+  json_t* arr = json_array();
+  for (size_t i = 0; arr && i < n; i++) {
+    const OxTensor* v = slots[i] == OX_NO_SLOT ? NULL : f->values[slots[i]];
+    char shape[256] = "";
+    if (v) ox_shape_str(v->type, v->dims, (int64_t)v->rank, shape, sizeof shape);
+    json_array_append_new(arr, json_string(shape));
+  }
+  return arr;
+}
+
+static void ox_profile_step(const OxFrame* f, OxProfiler* prof, const OxStep* st, double t0,
+                            json_t* in_shapes, uint64_t run_id) {
+  const OnyxSession* s = f->session;
+  double t1 = ox_profiler_now(prof);
+  json_t* args = json_object();
+  const char* op = st->kind == OX_STEP_KERNEL || st->kind == OX_STEP_HOST ? st->node->op_type
+                   : st->kind == OX_STEP_GROUP                            ? "FusedGroup"
+                                                                          : "Copy";
+  if (args) {
+    json_object_set_new(args, "op", json_string(op));
+    json_object_set_new(args, "provider", json_string(ox_ep_name(s, st->ep)));
+    json_object_set_new(args, "input_shapes", in_shapes ? in_shapes : json_array());
+    in_shapes = NULL;
+    json_object_set_new(args, "output_shapes", ox_shapes_json(f, st->out, st->n_out));
+    json_object_set_new(args, "run", json_integer((json_int_t)run_id));
+    if (f->run && f->run->tag) json_object_set_new(args, "run_tag", json_string(f->run->tag));
+  }
+  json_decref(in_shapes);
+  ox_profiler_complete(prof, st->kind == OX_STEP_COPY ? "copy" : "node", ox_step_name(s, st), t0,
+                       t1 - t0, args);
+}
 
 static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
   OnyxSession* s = f->session;
@@ -36,12 +306,14 @@ static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
 static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st) {
   OnyxSession* s = f->session;
   const OxTensor* src = f->values[st->in[0]];
-  OxTensor* dst = NULL;
   bool host = st->out_ep[0] < 0;
+  OxTensor* dst =
+      ox_frame_preset_take(f, st->out[0], src->type, src->dims, src->rank, &st->out_mem[0]);
   OnyxStatus* err =
-      host ? ox_tensor_new(src->type, src->dims, src->rank, &dst)
-           : ox_session_alloc_tensor(s, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
-                                     src->type, src->dims, src->rank, &dst);
+      dst    ? NULL
+      : host ? ox_tensor_new(src->type, src->dims, src->rank, &dst)
+             : ox_session_alloc_tensor(s, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
+                                       src->type, src->dims, src->rank, &dst);
   if (!err) err = ox_copy_tensor(s, src, dst, st->copy_src_ep, st->copy_dst_ep);
   if (err) {
     ox_tensor_free(dst);
@@ -67,15 +339,36 @@ static OnyxStatus* ox_sync_all(OnyxSession* s) {
 
 OnyxStatus* ox_execute(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                        OxTensor** fetched, const bool* wanted) {
+  return ox_execute_ex(s, run, feeds, fetched, wanted, NULL);
+}
+
+static OnyxStatus* ox_cancelled(const OnyxRunOptions* run, size_t step, size_t n_steps) {
+  return ox_status(ONYX_CANCELLED, "the run%s%s%s was cancelled before step %zu of %zu",
+                   run->tag ? " '" : "", run->tag ? run->tag : "", run->tag ? "'" : "", step,
+                   n_steps);
+}
+
+static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed);
+
+OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+                          OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs) {
   const OxPlan* P = &s->plan;
+  OxSessionRt* rt = ox_session_rt(s);
+  ox_dump_plans_once(s, rt);
   OxFrame f = {.session = s, .run = run};
   f.values = calloc(P->n_slots + 1, sizeof *f.values);
   bool* borrowed = calloc(P->n_slots + 1, sizeof *borrowed);
-  if (!f.values || !borrowed) {
+  OxTensor** preset = preset_outputs ? calloc(P->n_slots + 1, sizeof *preset) : NULL;
+  if (!f.values || !borrowed || (preset_outputs && !preset)) {
     free(f.values);
     free(borrowed);
+    free(preset);
     return ox_oom();
   }
+  for (size_t i = 0; preset && i < s->graph->n_outputs; i++)
+    if (wanted[i] && preset_outputs[i]) preset[P->output_slots[i]] = preset_outputs[i];
+  f.preset = preset;
+  OxLogScope scope = ox_log_scope_enter(s, run);
   for (size_t i = 0; i < P->n_slots; i++)
     if (P->slots[i].constant) {
       f.values[i] = P->slots[i].constant;
@@ -85,23 +378,7 @@ OnyxStatus* ox_execute(OnyxSession* s, const OnyxRunOptions* run, OxTensor** fee
     f.values[P->input_slots[i]] = feeds[i];
     borrowed[P->input_slots[i]] = true;
   }
-  OnyxStatus* err = NULL;
-  for (size_t i = 0; i < P->n_steps && !err; i++) {
-    if (run && __atomic_load_n(&run->terminate, __ATOMIC_ACQUIRE)) {
-      err = ox_status(ONYX_CANCELLED, "the run%s%s%s was cancelled before step %zu of %zu",
-                      run->tag ? " '" : "", run->tag ? run->tag : "", run->tag ? "'" : "", i,
-                      P->n_steps);
-      break;
-    }
-    const OxStep* st = &P->steps[i];
-    err = st->kind == OX_STEP_COPY ? ox_run_copy_step(&f, st) : ox_run_kernel_step(&f, st);
-    for (size_t k = 0; k < st->n_free_after; k++) {
-      size_t slot = st->free_after[k];
-      if (borrowed[slot]) continue;
-      ox_tensor_free(f.values[slot]);
-      f.values[slot] = NULL;
-    }
-  }
+  OnyxStatus* err = ox_execute_steps(&f, rt, borrowed);
   OnyxStatus* sync = ox_sync_all(s);
   if (!err)
     err = sync;
@@ -137,5 +414,53 @@ OnyxStatus* ox_execute(OnyxSession* s, const OnyxRunOptions* run, OxTensor** fee
     }
   free(f.values);
   free(borrowed);
+  free(preset);
+  if (err && err->code == ONYX_CANCELLED) ox_run_log(s, run, ONYX_LOG_INFO, "%s", err->message);
+  ox_log_scope_leave(scope);
+  return err;
+}
+
+static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed) {
+  OnyxSession* s = f->session;
+  const OnyxRunOptions* run = f->run;
+  const OxPlan* P = &s->plan;
+  OxProfiler* prof = rt ? rt->profiler : NULL;
+  uint64_t run_id = rt ? __atomic_add_fetch(&rt->runs, 1, __ATOMIC_RELAXED) : 0;
+  double run_t0 = ox_profiler_now(prof);
+  ox_run_log(s, run, ONYX_LOG_VERBOSE, "run %llu: %zu steps", (unsigned long long)run_id,
+             P->n_steps);
+  OnyxStatus* err = NULL;
+  for (size_t i = 0; i < P->n_steps && !err; i++) {
+    if (run && __atomic_load_n(&run->terminate, __ATOMIC_ACQUIRE)) {
+      err = ox_cancelled(run, i, P->n_steps);
+      break;
+    }
+    const OxStep* st = &P->steps[i];
+    ox_dump_node(f, rt, st, false);
+    json_t* in_shapes = prof ? ox_shapes_json(f, st->in, st->n_in) : NULL;
+    double t0 = ox_profiler_now(prof);
+    err = st->kind == OX_STEP_COPY   ? ox_run_copy_step(f, st)
+          : st->kind == OX_STEP_HOST ? ox_host_run(f, st)
+                                     : ox_run_kernel_step(f, st);
+    if (prof) ox_profile_step(f, prof, st, t0, in_shapes, run_id);
+    if (!err) ox_dump_node(f, rt, st, true);
+    for (size_t k = 0; k < st->n_free_after; k++) {
+      size_t slot = st->free_after[k];
+      if (borrowed[slot]) continue;
+      ox_tensor_free(f->values[slot]);
+      f->values[slot] = NULL;
+    }
+  }
+  if (prof) {
+    json_t* args = json_object();
+    if (args) {
+      json_object_set_new(args, "run", json_integer((json_int_t)run_id));
+      json_object_set_new(args, "steps", json_integer((json_int_t)P->n_steps));
+      json_object_set_new(args, "status", json_string(err ? "error" : "ok"));
+      if (run && run->tag) json_object_set_new(args, "run_tag", json_string(run->tag));
+    }
+    ox_profiler_complete(prof, "run", run && run->tag && *run->tag ? run->tag : "run", run_t0,
+                         ox_profiler_now(prof) - run_t0, args);
+  }
   return err;
 }

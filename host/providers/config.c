@@ -82,6 +82,7 @@ static const OxField ox_session_fields[] = {
     OX_ENUM("log_severity", log_severity, ox_severity_names),
     OX_FIELD("threads", OX_F_INT, threads),
     OX_FIELD("profile", OX_F_STRING, profile_path),
+    OX_CUSTOM("node_priorities"),
     {"limits", OX_F_OBJECT, 0, NULL, 0, ox_limit_fields, OX_ARRAY_LEN(ox_limit_fields)},
 };
 
@@ -523,6 +524,27 @@ static OnyxStatus* ox_cfg_placement(const OxCfg* c, const json_t* arr, OnyxSessi
   return st;
 }
 
+/* session.node_priorities: {"node name": integer, ...}; replaces every
+ * priority set before. */
+static OnyxStatus* ox_cfg_priorities(const OxCfg* c, const json_t* obj, OnyxSessionOptions* o) {
+  const char* path = "session.node_priorities";
+  if (!json_is_object(obj)) return ox_cfg_type_error(c, path, "an object", obj);
+  for (size_t i = 0; i < o->n_prio; i++)
+    free(o->prio_nodes[i]);
+  o->n_prio = 0;
+  const char* key;
+  json_t* v;
+  json_object_foreach((json_t*)obj, key, v) {
+    char at[512];
+    ox_path_key(at, sizeof at, path, key);
+    if (!*key) return ox_cfg_error(c, path, "a node name is empty");
+    if (!json_is_integer(v)) return ox_cfg_type_error(c, at, "an integer", v);
+    OX_TRY(ox_cfg_wrap(
+        c, at, onyx_session_options_set_node_priority(o, key, (int64_t)json_integer_value(v))));
+  }
+  return NULL;
+}
+
 /* --- The document ------------------------------------------------------------------------- */
 
 static OnyxStatus* ox_cfg_apply(const OxCfg* c, const json_t* root, OnyxSessionOptions* o) {
@@ -546,6 +568,9 @@ static OnyxStatus* ox_cfg_apply(const OxCfg* c, const json_t* root, OnyxSessionO
     return ox_cfg_error(c, "implicit_cpu",
                         "false, but 'providers' lists none: the session would have no provider");
   if ((v = json_object_get(root, "placement"))) OX_TRY(ox_cfg_placement(c, v, o));
+  const json_t* sess = json_object_get(root, "session");
+  if ((v = json_object_get(sess, "node_priorities"))) OX_TRY(ox_cfg_priorities(c, v, o));
+  ox_session_limits_defaults(o); /* "limits": 0 means the default */
   return NULL;
 }
 

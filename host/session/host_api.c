@@ -32,7 +32,13 @@ static void h_log(OnyxLogSeverity sev, const char* who, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt ? fmt : "", ap);
   va_end(ap);
-  ox_log(sev, "provider '%s': %s", who ? who : "?", buf);
+  /* Inside a run (or session creation) on this thread: the session's logger,
+   * its callback, severity and the run's tag. Elsewhere: the process log. */
+  const OxLogScope* scope = ox_log_scope_current();
+  if (scope)
+    ox_run_log(scope->session, scope->run, sev, "provider '%s': %s", who ? who : "?", buf);
+  else
+    ox_log(sev, "provider '%s': %s", who ? who : "?", buf);
 }
 
 static const char* h_library_path(const void* address) {
@@ -247,10 +253,11 @@ static OnyxStatus* h_ctx_output(OnyxKernelContext* c, size_t i, const int64_t* d
   /* Graph outputs in host memory go to the heap so they outlive the session. */
   bool heap = s->plan.slots[slot].is_output && st->out_mem[i].kind == ONYX_DEVICE_CPU &&
               ox_memory_equal(&st->out_mem[i], &OX_HOST_MEMORY);
-  OxTensor* t;
-  OX_TRY(heap ? ox_tensor_new(type, dims, rank, &t)
-              : ox_session_alloc_tensor(s, st->out_ep[i], (OnyxMemType)st->out_mem[i].mem_type,
-                                        type, dims, rank, &t));
+  OxTensor* t = ox_frame_preset_take(c->frame, slot, type, dims, rank, &st->out_mem[i]);
+  if (!t)
+    OX_TRY(heap ? ox_tensor_new(type, dims, rank, &t)
+                : ox_session_alloc_tensor(s, st->out_ep[i], (OnyxMemType)st->out_mem[i].mem_type,
+                                          type, dims, rank, &t));
   c->frame->values[slot] = t;
   *out = t;
   return NULL;

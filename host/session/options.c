@@ -3,7 +3,9 @@
  * lives in host/providers/config.c. */
 #include <stdlib.h>
 #include <string.h>
+#include "ox_model.h" /* OX_DEFAULT_MAX_* */
 #include "ox_options.h"
+#include "ox_session.h"
 
 /* --- OnyxOptions: ordered key/value strings ----------------------------------- */
 
@@ -97,7 +99,18 @@ static const OnyxSessionOptions ox_defaults = {
     .order = ONYX_ORDER_DEFAULT,
     .opt_level = ONYX_OPT_ALL,
     .memory_pattern = true,
+    .max_model_bytes = OX_DEFAULT_MAX_MODEL_BYTES,
+    .max_tensor_bytes = OX_DEFAULT_MAX_TENSOR_BYTES,
+    .max_nodes = OX_DEFAULT_MAX_NODES,
+    .max_graph_depth = OX_DEFAULT_MAX_GRAPH_DEPTH,
 };
+
+void ox_session_limits_defaults(OnyxSessionOptions* o) {
+  if (!o->max_model_bytes) o->max_model_bytes = OX_DEFAULT_MAX_MODEL_BYTES;
+  if (!o->max_tensor_bytes) o->max_tensor_bytes = OX_DEFAULT_MAX_TENSOR_BYTES;
+  if (!o->max_nodes) o->max_nodes = OX_DEFAULT_MAX_NODES;
+  if (o->max_graph_depth <= 0) o->max_graph_depth = OX_DEFAULT_MAX_GRAPH_DEPTH;
+}
 
 OnyxStatus* onyx_session_options_create(OnyxSessionOptions** out) {
   if (!out) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_options_create: out is NULL");
@@ -118,6 +131,11 @@ void onyx_session_options_release(OnyxSessionOptions* o) {
   free(o->providers);
   free(o->pins);
   free(o->profile_path);
+  for (size_t i = 0; i < o->n_prio; i++)
+    free(o->prio_nodes[i]);
+  free(o->prio_nodes);
+  free(o->prio_values);
+  ox_session_rt_free(o->rt);
   free(o);
 }
 
@@ -154,7 +172,13 @@ OnyxStatus* ox_session_options_clone(const OnyxSessionOptions* src, OnyxSessionO
   o->pins = NULL;
   o->n_pins = o->cap_pins = 0;
   o->profile_path = NULL;
+  o->prio_nodes = NULL;
+  o->prio_values = NULL;
+  o->n_prio = o->cap_prio = 0;
+  o->rt = NULL;
   OnyxStatus* st = NULL;
+  for (size_t i = 0; !st && i < src->n_prio; i++)
+    st = onyx_session_options_set_node_priority(o, src->prio_nodes[i], src->prio_values[i]);
   if (src->profile_path && !(o->profile_path = ox_strdup(src->profile_path))) st = ox_oom();
   if (!st &&
       !ox_grow((void**)&o->providers, &o->cap_providers, src->n_providers, sizeof(OxProviderSpec)))
@@ -285,6 +309,30 @@ OnyxStatus* onyx_session_options_set_profile(OnyxSessionOptions* o, const char* 
   return NULL;
 }
 
+OnyxStatus* onyx_session_options_set_node_priority(OnyxSessionOptions* o, const char* node_name,
+                                                   int64_t priority) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_node_priority");
+  if (!node_name || !*node_name)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_session_options_set_node_priority: node name is empty");
+  for (size_t i = 0; i < o->n_prio; i++)
+    if (!strcmp(o->prio_nodes[i], node_name)) {
+      o->prio_values[i] = priority;
+      return NULL;
+    }
+  size_t ncap = o->cap_prio, vcap = o->cap_prio; /* both grow in step to the same size */
+  if (!ox_grow((void**)&o->prio_nodes, &ncap, o->n_prio + 1, sizeof(char*)) ||
+      !ox_grow((void**)&o->prio_values, &vcap, o->n_prio + 1, sizeof(int64_t)))
+    return ox_oom();
+  o->cap_prio = vcap;
+  char* name = ox_strdup(node_name);
+  if (!name) return ox_oom();
+  o->prio_nodes[o->n_prio] = name;
+  o->prio_values[o->n_prio] = priority;
+  o->n_prio++;
+  return NULL;
+}
+
 OnyxStatus* onyx_session_options_set_limits(OnyxSessionOptions* o, size_t max_model_bytes,
                                             size_t max_tensor_bytes, size_t max_nodes,
                                             int max_graph_depth) {
@@ -297,6 +345,7 @@ OnyxStatus* onyx_session_options_set_limits(OnyxSessionOptions* o, size_t max_mo
   o->max_tensor_bytes = max_tensor_bytes;
   o->max_nodes = max_nodes;
   o->max_graph_depth = max_graph_depth;
+  ox_session_limits_defaults(o);
   return NULL;
 }
 

@@ -49,10 +49,20 @@ struct OnyxSessionOptions {
   bool deterministic;
   bool memory_pattern;
   char* profile_path;
-  /* Resource limits; 0: default. */
+  /* Per-node priorities for the "priority" execution order (lower first). */
+  char** prio_nodes;
+  int64_t* prio_values;
+  size_t n_prio, cap_prio;
+  /* Run-time state of the session owning this (private) copy; never cloned. */
+  struct OxSessionRt* rt;
+  /* Resource limits (docs/security.md): never 0 once set through the API or
+   * a config, which both map 0 to the default (ox_session_limits_defaults). */
   size_t max_model_bytes, max_tensor_bytes, max_nodes;
   int max_graph_depth;
 };
+
+/* Replaces every limit left at 0 with its default (OX_DEFAULT_MAX_*). */
+void ox_session_limits_defaults(OnyxSessionOptions* o);
 
 /* Deep copy, so a session keeps its options after the caller releases theirs. */
 OnyxStatus* ox_session_options_clone(const OnyxSessionOptions* src, OnyxSessionOptions** out);

@@ -84,7 +84,9 @@ OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts);
 void ox_partition_clear(OxPartition* p);
 
 /* --- Plan ------------------------------------------------------------------------ */
-typedef enum OxStepKind { OX_STEP_KERNEL, OX_STEP_GROUP, OX_STEP_COPY } OxStepKind;
+/* HOST: a node the host runs itself (control flow, sequences, optionals:
+ * host/exec/control.c); its state is the host op's. */
+typedef enum OxStepKind { OX_STEP_KERNEL, OX_STEP_GROUP, OX_STEP_COPY, OX_STEP_HOST } OxStepKind;
 
 typedef struct OxStep {
   OxStepKind kind;
@@ -137,8 +139,48 @@ void ox_plan_clear(struct OnyxSession* s);
 struct OnyxRunOptions {
   char* tag;
   OnyxLogSeverity log_severity;
-  int terminate; /* atomic */
+  bool log_severity_set; /* false: the session's severity applies */
+  int terminate;         /* atomic */
 };
+
+/* --- Per-session run-time state (profiler, debug dumps) ---------------------------
+ * Created on first use and owned by the session's private copy of its options
+ * (OnyxSessionOptions.rt), so it is released with the session. */
+struct OxProfiler;
+typedef struct OxSessionRt {
+  struct OxProfiler* profiler; /* NULL: profiling off */
+  /* Debug dumps (docs/debugging.md), read from the environment once. */
+  int dump_nodes;         /* bit 1: inputs, bit 2: outputs */
+  char* dump_node_filter; /* comma-separated node names, NULL: all */
+  char* dump_op_filter;   /* comma-separated op types, NULL: all */
+  size_t dump_max_values;
+  bool dump_plan, dump_memory;
+  int plans_dumped; /* atomic: the plan dumps are written once */
+  uint64_t runs;    /* atomic: run counter, for traces */
+} OxSessionRt;
+/* The session's run-time state, created on first call (thread-safe). NULL
+ * only when out of memory. */
+OxSessionRt* ox_session_rt(struct OnyxSession* s);
+void ox_session_rt_free(OxSessionRt* rt);
+/* Session phases for the profile (load, optimize, partition, plan):
+ * ox_session_phase_begin returns a timestamp for ox_session_phase_end. */
+double ox_session_phase_begin(struct OnyxSession* s);
+void ox_session_phase_end(struct OnyxSession* s, const char* phase, double begin_us);
+
+/* The session (and run) whose work the calling thread is doing, so that a
+ * provider's host->log reaches that session's log callback. Set by the
+ * executor for a run; returns the previous pair for restoring. */
+typedef struct OxLogScope {
+  const struct OnyxSession* session;
+  const OnyxRunOptions* run;
+} OxLogScope;
+OxLogScope ox_log_scope_enter(const struct OnyxSession* s, const OnyxRunOptions* run);
+void ox_log_scope_leave(OxLogScope previous);
+const OxLogScope* ox_log_scope_current(void); /* NULL outside any scope */
+/* Logs through the session's logger within a run: the run's severity (when
+ * set) and its tag ("[run 'tag'] ") apply. */
+void ox_run_log(const struct OnyxSession* s, const OnyxRunOptions* run, OnyxLogSeverity sev,
+                const char* fmt, ...) OX_PRINTF(4, 5);
 
 struct OnyxSession {
   OnyxSessionOptions* opts;
@@ -160,6 +202,10 @@ typedef struct OxFrame {
   struct OnyxSession* session;
   OxTensor** values; /* per slot */
   const OnyxRunOptions* run;
+  /* Per slot, or NULL: a tensor the user preallocated for the value (IO
+   * binding); a kernel or copy producing the slot with the same type, shape
+   * and memory writes straight into it. */
+  OxTensor* const* preset;
 } OxFrame;
 
 struct OnyxKernelContext {
@@ -180,6 +226,24 @@ OnyxMemoryDevice ox_session_ep_memory(struct OnyxSession* s, int32_t ep, OnyxMem
 OnyxStatus* ox_execute(struct OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                        OxTensor** fetched /* per graph output; NULL entries if not wanted */,
                        const bool* wanted);
+/* The same with preallocated outputs: preset_outputs[i] (per graph output,
+ * may be NULL) is written in place when the producer's memory, type and
+ * shape match; the fetched tensor then shares its data pointer. */
+OnyxStatus* ox_execute_ex(struct OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+                          OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs);
+/* A preset tensor usable for a slot produced with this type/shape/memory:
+ * a new borrowed header over its data, or NULL. */
+OxTensor* ox_frame_preset_take(OxFrame* f, size_t slot, OnyxElemType type, const int64_t* dims,
+                               size_t rank, const OnyxMemoryDevice* mem);
+/* Debug texts (docs/debugging.md): the execution plan and the memory plan.
+ * Free with free(); NULL when out of memory. */
+char* ox_plan_text(const struct OnyxSession* s);
+char* ox_memory_plan_text(const struct OnyxSession* s);
+/* Sets node priorities from the options (by node name) for the "priority"
+ * order; a name that matches no node is an error. */
+OnyxStatus* ox_session_apply_priorities(struct OnyxSession* s);
+/* Index of the provider whose allocator serves memory `mem` (-1: none). */
+int32_t ox_session_ep_for_memory(struct OnyxSession* s, const OnyxMemoryDevice* mem);
 
 /* Copies src into dst (same type/shape), choosing host memcpy, the
  * destination's or the source's provider copy, or staging through host. */

@@ -66,9 +66,10 @@ OnyxStatus* ox_session_alloc_tensor(OnyxSession* s, int32_t ep, OnyxMemType mem,
   OX_TRY(ox_tensor_wrap(type, dims, rank, NULL, &dev, &t));
   size_t max = s->opts->max_tensor_bytes;
   if (max && t->bytes > max) {
+    size_t bytes = t->bytes; /* read before the free */
     ox_tensor_free(t);
     return ox_status(ONYX_LIMIT_EXCEEDED, "a tensor of %zu bytes exceeds the limit of %zu bytes",
-                     t->bytes, max);
+                     bytes, max);
   }
   void* p = ox_arena_alloc(arena, t->bytes, 0);
   OxBuffer* b = p ? calloc(1, sizeof *b) : NULL;

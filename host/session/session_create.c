@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "opt_session.h"
+#include "ox_memplan.h"
 #include "ox_model.h"
 #include "ox_session.h"
 
@@ -134,18 +136,42 @@ static void ox_session_dump_placement(const OnyxSession* s) {
 }
 
 /* Everything after loading. */
-static OnyxStatus* ox_session_build(OnyxSession* s) {
+static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_threadpool_create(s->opts->threads, &s->pool));
   OX_TRY(ox_session_providers(s));
   OX_TRY(ox_session_resolve(s));
+  double t = ox_session_phase_begin(s);
+  OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
+  ox_session_phase_end(s, "optimize", t);
   /* Before partitioning: node indices are fixed from here on. */
-  if (s->opts->order == ONYX_ORDER_PRIORITY) OX_TRY(ox_graph_order(s->graph, true));
+  if (s->opts->order == ONYX_ORDER_PRIORITY) {
+    OX_TRY(ox_session_apply_priorities(s));
+    OX_TRY(ox_graph_order(s->graph, true));
+  }
   s->part = (OxPartition){.graph = s->graph, .eps = s->eps, .n_eps = s->n_eps};
+  t = ox_session_phase_begin(s);
   OX_TRY(ox_partition_run(&s->part, s->opts));
+  ox_session_phase_end(s, "partition", t);
+  t = ox_session_phase_begin(s);
   OX_TRY(ox_plan_build(s));
+  ox_session_phase_end(s, "plan", t);
+  char* mem = ox_memplan_summary(s); /* host/memory/ox_memplan.h: the planned peak */
+  size_t mem_len = mem ? strlen(mem) : 0;
+  if (mem_len && mem[mem_len - 1] == '\n') mem[mem_len - 1] = '\0';
+  if (mem) ox_session_log(s, ONYX_LOG_INFO, "%s: %s", s->source, mem);
+  free(mem);
   ox_session_log_placement(s);
   ox_session_dump_placement(s);
   return NULL;
+}
+
+/* Provider logs during creation (create_ep, get_capability, compile) reach
+ * the session's log callback. */
+static OnyxStatus* ox_session_build(OnyxSession* s) {
+  OxLogScope scope = ox_log_scope_enter(s, NULL);
+  OnyxStatus* st = ox_session_build_steps(s);
+  ox_log_scope_leave(scope);
+  return st;
 }
 
 static OxModelLimits ox_limits(const OnyxSessionOptions* o) {
@@ -183,7 +209,9 @@ ONYX_API OnyxStatus* onyx_session_create(const OnyxSessionOptions* opts, const c
   OnyxStatus* st = ox_session_start(opts, model_path, &s);
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
+    double t = ox_session_phase_begin(s);
     st = ox_model_load_file(model_path, &lim, &s->graph);
+    if (!st) ox_session_phase_end(s, "load", t);
   }
   return ox_session_finish(s, st, out);
 }
@@ -198,7 +226,9 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
   OnyxStatus* st = ox_session_start(opts, "<memory>", &s);
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
+    double t = ox_session_phase_begin(s);
     st = ox_model_load_bytes(bytes, len, base_dir, "<memory>", &lim, &s->graph);
+    if (!st) ox_session_phase_end(s, "load", t);
   }
   return ox_session_finish(s, st, out);
 }

@@ -3,7 +3,52 @@
 #include <string.h>
 #include "ox_session.h"
 
+static OnyxStatus* ox_check_decl(const OxValue* decl, const OxTensor* t, const char* what) {
+  if (decl->kind != OX_VK_TENSOR || t->vkind != OX_RT_TENSOR)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "%s '%s': IO binding takes tensors only (not sequences or optionals)", what,
+                     decl->name);
+  char want[160], got[160];
+  ox_shape_str(decl->type, decl->dims, decl->rank, want, sizeof want);
+  ox_shape_str(t->type, t->dims, (int64_t)t->rank, got, sizeof got);
+  if (t->type != decl->type)
+    return ox_status(ONYX_INVALID_ARGUMENT, "%s '%s': expected element type %s, got %s (%s)", what,
+                     decl->name, ox_elem_name(decl->type), ox_elem_name(t->type), got);
+  if (decl->rank < 0) return NULL;
+  bool ok = (size_t)decl->rank == t->rank;
+  for (size_t i = 0; ok && i < t->rank; i++)
+    ok = decl->dims[i] < 0 || decl->dims[i] == t->dims[i];
+  if (!ok)
+    return ox_status(ONYX_INVALID_ARGUMENT, "%s '%s': expected shape %s, got %s", what, decl->name,
+                     want, got);
+  return NULL;
+}
+
+/* Sequences and optionals: the kind must fit; a sequence's items and a none
+ * take the declared element type (an empty one may have none). */
+static OnyxStatus* ox_check_container_feed(const OxValue* decl, const OxTensor* t) {
+  bool opt = decl->kind == OX_VK_OPT_TENSOR || decl->kind == OX_VK_OPT_SEQUENCE;
+  bool seq = decl->kind == OX_VK_SEQUENCE || decl->kind == OX_VK_OPT_SEQUENCE;
+  if (t->vkind == OX_RT_NONE ? !opt : (t->vkind == OX_RT_SEQUENCE) != seq)
+    return ox_status(ONYX_INVALID_ARGUMENT, "input '%s': expected %s%s, got a %s", decl->name,
+                     opt ? "an optional " : "a ", seq ? "sequence" : "tensor",
+                     t->vkind == OX_RT_NONE       ? "none"
+                     : t->vkind == OX_RT_SEQUENCE ? "sequence"
+                                                  : "tensor");
+  for (size_t i = 0; i < t->n_items; i++)
+    if (t->items[i]->type != decl->type || t->items[i]->device.kind != ONYX_DEVICE_CPU)
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "input '%s': sequence item %zu is not a host %s tensor", decl->name, i,
+                       ox_elem_name(decl->type));
+  if (t->vkind == OX_RT_TENSOR && t->type != decl->type)
+    return ox_status(ONYX_INVALID_ARGUMENT, "input '%s': expected element type %s, got %s",
+                     decl->name, ox_elem_name(decl->type), ox_elem_name(t->type));
+  return NULL;
+}
+
 static OnyxStatus* ox_check_feed(const OxValue* decl, const OxTensor* t) {
+  if (decl->kind != OX_VK_TENSOR || t->vkind != OX_RT_TENSOR)
+    return ox_check_container_feed(decl, t);
   char want[160], got[160];
   ox_shape_str(decl->type, decl->dims, decl->rank, want, sizeof want);
   ox_shape_str(t->type, t->dims, (int64_t)t->rank, got, sizeof got);
@@ -183,7 +228,7 @@ ONYX_API size_t onyx_session_provider_node_count(const OnyxSession* s, size_t i)
 /* --- explain ----------------------------------------------------------------------------- */
 static void ox_explain_node(OxStr* t, const OnyxSession* s, const OxNode* n) {
   ox_str_addf(t, "  %-32s %-22s v%-3d -> %s", n->name, n->op_type, (int)n->since_version,
-              s->eps[n->ep].name);
+              n->ep >= 0 ? s->eps[n->ep].name : "host");
   if (n->group >= 0) ox_str_addf(t, " (group '%s')", s->part.groups[n->group].name);
   ox_str_addf(t, "\n");
   for (size_t i = 0; i < s->part.n_declines; i++) {
@@ -224,4 +269,351 @@ ONYX_API OnyxStatus* onyx_session_explain(const OnyxSession* s, char** text) {
     ox_str_addf(&t, "  %s\n", s->plan.copies[i].text);
   *text = ox_str_take(&t);
   return *text ? NULL : ox_oom();
+}
+
+/* --- node priorities ------------------------------------------------------------------------ */
+OnyxStatus* ox_session_apply_priorities(OnyxSession* s) {
+  const OnyxSessionOptions* o = s->opts;
+  for (size_t k = 0; k < o->n_prio; k++) {
+    bool found = false;
+    for (size_t i = 0; i < s->graph->n_nodes; i++)
+      if (s->graph->nodes[i]->name && !strcmp(s->graph->nodes[i]->name, o->prio_nodes[k])) {
+        s->graph->nodes[i]->priority = o->prio_values[k];
+        found = true;
+      }
+    if (!found)
+      return ox_status(ONYX_INVALID_CONFIG, "node priority: the graph has no node named '%s'",
+                       o->prio_nodes[k]);
+  }
+  return NULL;
+}
+
+/* --- IO binding ------------------------------------------------------------------------------- */
+typedef enum OxBindMode { OX_BIND_NONE, OX_BIND_PREALLOCATED, OX_BIND_DEVICE } OxBindMode;
+
+struct OnyxIoBinding {
+  OnyxSession* session;
+  OxTensor** inputs;        /* per graph input: shares the bound value's buffer */
+  OxTensor** staged;        /* per graph input: host copy of an input bound on a device */
+  OxBindMode* mode;         /* per graph output */
+  OxTensor** user;          /* per graph output: the preallocated tensor (shares its buffer) */
+  OnyxMemoryDevice* device; /* per graph output, OX_BIND_DEVICE */
+  OxTensor** result;        /* per graph output: the last run's result */
+  size_t* order;            /* bound outputs, in the order they were bound */
+  size_t n_order;
+  bool ran;
+};
+
+static OnyxStatus* ox_share(const OxTensor* t, OxTensor** out) {
+  if (t->buffer) return ox_tensor_view(t, t->dims, t->rank, out);
+  return ox_tensor_wrap(t->type, t->dims, t->rank, t->data, &t->device, out);
+}
+
+static bool ox_same_shape(const OxTensor* a, const OxTensor* b) {
+  if (a->type != b->type || a->rank != b->rank) return false;
+  for (size_t i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+static bool ox_unshared(const OxTensor* t) {
+  return t && t->buffer && __atomic_load_n(&t->buffer->refs, __ATOMIC_ACQUIRE) == 1;
+}
+
+ONYX_API OnyxStatus* onyx_io_binding_create(OnyxSession* s, OnyxIoBinding** out) {
+  if (!s || !out) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_create: NULL argument");
+  *out = NULL;
+  size_t ni = s->graph->n_inputs + 1, no = s->graph->n_outputs + 1;
+  OnyxIoBinding* b = calloc(1, sizeof *b);
+  if (!b) return ox_oom();
+  b->session = s;
+  b->inputs = calloc(ni, sizeof *b->inputs);
+  b->staged = calloc(ni, sizeof *b->staged);
+  b->mode = calloc(no, sizeof *b->mode);
+  b->user = calloc(no, sizeof *b->user);
+  b->device = calloc(no, sizeof *b->device);
+  b->result = calloc(no, sizeof *b->result);
+  b->order = calloc(no, sizeof *b->order);
+  if (!b->inputs || !b->staged || !b->mode || !b->user || !b->device || !b->result || !b->order) {
+    onyx_io_binding_release(b);
+    return ox_oom();
+  }
+  *out = b;
+  return NULL;
+}
+
+ONYX_API void onyx_io_binding_clear_inputs(OnyxIoBinding* b) {
+  if (!b) return;
+  for (size_t i = 0; i < b->session->graph->n_inputs; i++) {
+    ox_tensor_free(b->inputs[i]);
+    ox_tensor_free(b->staged[i]);
+    b->inputs[i] = b->staged[i] = NULL;
+  }
+}
+
+static void ox_unbind_output(OnyxIoBinding* b, size_t i) {
+  ox_tensor_free(b->user[i]);
+  ox_tensor_free(b->result[i]);
+  b->user[i] = b->result[i] = NULL;
+  b->mode[i] = OX_BIND_NONE;
+  for (size_t k = 0; k < b->n_order; k++)
+    if (b->order[k] == i) {
+      memmove(b->order + k, b->order + k + 1, (b->n_order - k - 1) * sizeof *b->order);
+      b->n_order--;
+      break;
+    }
+}
+
+ONYX_API void onyx_io_binding_clear_outputs(OnyxIoBinding* b) {
+  if (!b) return;
+  for (size_t i = 0; i < b->session->graph->n_outputs; i++)
+    ox_unbind_output(b, i);
+  b->ran = false;
+}
+
+ONYX_API void onyx_io_binding_clear(OnyxIoBinding* b) {
+  onyx_io_binding_clear_inputs(b);
+  onyx_io_binding_clear_outputs(b);
+}
+
+ONYX_API void onyx_io_binding_release(OnyxIoBinding* b) {
+  if (!b) return;
+  if (b->inputs && b->staged) onyx_io_binding_clear_inputs(b);
+  if (b->mode && b->user && b->result && b->order) onyx_io_binding_clear_outputs(b);
+  free(b->inputs);
+  free(b->staged);
+  free(b->mode);
+  free(b->user);
+  free(b->device);
+  free(b->result);
+  free(b->order);
+  free(b);
+}
+
+ONYX_API OnyxStatus* onyx_io_binding_bind_input(OnyxIoBinding* b, const char* name,
+                                                const OnyxValue* value) {
+  if (!b || !name || !value || !value->tensor)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_bind_input: NULL argument");
+  const OxGraph* g = b->session->graph;
+  size_t i = 0;
+  while (i < g->n_inputs && strcmp(g->inputs[i]->name, name))
+    i++;
+  if (i == g->n_inputs) return ox_unknown_name("input", name, g->inputs, g->n_inputs);
+  const OxTensor* t = value->tensor;
+  OX_TRY(ox_check_decl(g->inputs[i], t, "input"));
+  if (t->device.kind != ONYX_DEVICE_CPU && ox_session_ep_for_memory(b->session, &t->device) < 0)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "input '%s': no provider of the session serves the memory it is on", name);
+  OxTensor* shared;
+  OX_TRY(ox_share(t, &shared));
+  ox_tensor_free(b->inputs[i]);
+  b->inputs[i] = shared;
+  return NULL;
+}
+
+static OnyxStatus* ox_binding_output(OnyxIoBinding* b, const char* name, size_t* out) {
+  OX_TRY(ox_output_index(b->session->graph, name, out));
+  ox_unbind_output(b, *out);
+  b->order[b->n_order++] = *out;
+  return NULL;
+}
+
+ONYX_API OnyxStatus* onyx_io_binding_bind_output(OnyxIoBinding* b, const char* name,
+                                                 OnyxValue* value) {
+  if (!b || !name || !value || !value->tensor)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_bind_output: NULL argument");
+  const OxGraph* g = b->session->graph;
+  size_t i;
+  OX_TRY(ox_output_index(g, name, &i));
+  const OxTensor* t = value->tensor;
+  OX_TRY(ox_check_decl(g->outputs[i], t, "output"));
+  if (t->type == ONYX_ELEM_STRING)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "output '%s': string outputs cannot be preallocated; use "
+                     "onyx_io_binding_bind_output_to_device",
+                     name);
+  if (t->device.kind != ONYX_DEVICE_CPU && ox_session_ep_for_memory(b->session, &t->device) < 0)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "output '%s': no provider of the session serves the memory it is on", name);
+  OxTensor* shared;
+  OX_TRY(ox_share(t, &shared));
+  OnyxStatus* st = ox_binding_output(b, name, &i);
+  if (st) {
+    ox_tensor_free(shared);
+    return st;
+  }
+  b->mode[i] = OX_BIND_PREALLOCATED;
+  b->user[i] = shared;
+  return NULL;
+}
+
+ONYX_API OnyxStatus* onyx_io_binding_bind_output_to_device(OnyxIoBinding* b, const char* name,
+                                                           const OnyxMemoryDevice* device) {
+  if (!b || !name)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_bind_output_to_device: NULL argument");
+  OnyxMemoryDevice dev = device ? *device : OX_HOST_MEMORY;
+  bool host = ox_memory_equal(&dev, &OX_HOST_MEMORY);
+  if (!host && ox_session_ep_for_memory(b->session, &dev) < 0)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "output '%s': no provider of the session serves memory kind %d, vendor "
+                     "0x%x, device %d, memory type %d",
+                     name, dev.kind, dev.vendor_id, dev.device_id, dev.mem_type);
+  size_t i;
+  OX_TRY(ox_binding_output(b, name, &i));
+  b->mode[i] = OX_BIND_DEVICE;
+  b->device[i] = host ? OX_HOST_MEMORY : dev;
+  return NULL;
+}
+
+ONYX_API size_t onyx_io_binding_output_count(const OnyxIoBinding* b) {
+  return b ? b->n_order : 0;
+}
+
+ONYX_API const char* onyx_io_binding_output_name(const OnyxIoBinding* b, size_t k) {
+  return b && k < b->n_order ? b->session->graph->outputs[b->order[k]]->name : NULL;
+}
+
+/* Inputs bound on a device are copied into host memory kept for the next run. */
+static OnyxStatus* ox_binding_feeds(OnyxIoBinding* b, OxTensor** feeds) {
+  OnyxSession* s = b->session;
+  for (size_t i = 0; i < s->graph->n_inputs; i++) {
+    OxTensor* t = b->inputs[i];
+    if (!t)
+      return ox_status(ONYX_INVALID_ARGUMENT, "input '%s' is not bound", s->graph->inputs[i]->name);
+    if (t->device.kind == ONYX_DEVICE_CPU) {
+      feeds[i] = t;
+      continue;
+    }
+    if (!b->staged[i] || !ox_same_shape(b->staged[i], t)) {
+      ox_tensor_free(b->staged[i]);
+      b->staged[i] = NULL;
+      OX_TRY(ox_tensor_new(t->type, t->dims, t->rank, &b->staged[i]));
+    }
+    OnyxStatus* st =
+        ox_copy_tensor(s, t, b->staged[i], ox_session_ep_for_memory(s, &t->device), -1);
+    if (st) return ox_status_wrap(st, "input '%s'", s->graph->inputs[i]->name);
+    feeds[i] = b->staged[i];
+  }
+  return NULL;
+}
+
+/* What a run may write in place: the user's tensors, and for outputs the
+ * binding allocates, last run's result when nobody else holds it. */
+static OxTensor* ox_binding_preset(const OnyxIoBinding* b, size_t i) {
+  if (b->mode[i] == OX_BIND_PREALLOCATED) return b->user[i];
+  if (b->mode[i] == OX_BIND_DEVICE && ox_unshared(b->result[i])) return b->result[i];
+  return NULL;
+}
+
+static OnyxStatus* ox_binding_store(OnyxIoBinding* b, size_t i, OxTensor* got) {
+  OnyxSession* s = b->session;
+  const char* name = s->graph->outputs[i]->name;
+  OxTensor* dst = b->mode[i] == OX_BIND_PREALLOCATED ? b->user[i] : b->result[i];
+  if (dst && got->data == dst->data && ox_same_shape(got, dst)) {
+    ox_tensor_free(got); /* written in place */
+    return NULL;
+  }
+  if (b->mode[i] == OX_BIND_DEVICE && b->device[i].kind == ONYX_DEVICE_CPU &&
+      ox_memory_equal(&b->device[i], &got->device)) {
+    ox_tensor_free(b->result[i]);
+    b->result[i] = got; /* a new host tensor: keep it */
+    return NULL;
+  }
+  OnyxStatus* st = NULL;
+  if (b->mode[i] == OX_BIND_PREALLOCATED && !ox_same_shape(got, dst)) {
+    char want[160], have[160];
+    ox_shape_str(dst->type, dst->dims, (int64_t)dst->rank, want, sizeof want);
+    ox_shape_str(got->type, got->dims, (int64_t)got->rank, have, sizeof have);
+    st = ox_status(ONYX_INVALID_ARGUMENT,
+                   "output '%s': the bound tensor is %s but the run produced %s", name, want, have);
+  }
+  if (!st && b->mode[i] == OX_BIND_DEVICE && !(ox_unshared(dst) && ox_same_shape(got, dst))) {
+    int32_t ep = ox_session_ep_for_memory(s, &b->device[i]);
+    OxTensor* fresh = NULL;
+    st = ep < 0 ? ox_tensor_new(got->type, got->dims, got->rank, &fresh)
+                : ox_session_alloc_tensor(s, ep, (OnyxMemType)b->device[i].mem_type, got->type,
+                                          got->dims, got->rank, &fresh);
+    if (!st) {
+      ox_tensor_free(b->result[i]);
+      b->result[i] = dst = fresh;
+    }
+  }
+  if (!st) {
+    int32_t ep = ox_session_ep_for_memory(s, &dst->device);
+    st = ox_copy_tensor(s, got, dst, ox_session_ep_for_memory(s, &got->device), ep);
+    if (!st && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
+      st = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
+    if (st) st = ox_status_wrap(st, "output '%s'", name);
+  }
+  ox_tensor_free(got);
+  return st;
+}
+
+ONYX_API OnyxStatus*
+onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options, OnyxIoBinding* b) {
+  if (!s || !b)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_run_with_binding: NULL argument");
+  if (b->session != s)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_session_run_with_binding: the binding belongs to another session");
+  if (!b->n_order) return ox_status(ONYX_INVALID_ARGUMENT, "no output is bound");
+  const OxGraph* g = s->graph;
+  OxTensor** feeds = calloc(g->n_inputs + 1, sizeof *feeds);
+  OxTensor** fetched = calloc(g->n_outputs + 1, sizeof *fetched);
+  OxTensor** preset = calloc(g->n_outputs + 1, sizeof *preset);
+  bool* wanted = calloc(g->n_outputs + 1, sizeof *wanted);
+  OnyxStatus* st = (!feeds || !fetched || !preset || !wanted) ? ox_oom() : NULL;
+  if (!st) st = ox_binding_feeds(b, feeds);
+  for (size_t i = 0; !st && i < g->n_outputs; i++) {
+    wanted[i] = b->mode[i] != OX_BIND_NONE;
+    preset[i] = wanted[i] ? ox_binding_preset(b, i) : NULL;
+  }
+  if (!st) st = ox_execute_ex(s, run_options, feeds, fetched, wanted, preset);
+  for (size_t i = 0; i < g->n_outputs && fetched; i++) {
+    if (!fetched[i]) continue;
+    /* The same tensor fetched for two outputs (cannot happen today): once. */
+    for (size_t k = i + 1; k < g->n_outputs; k++)
+      if (fetched[k] == fetched[i]) fetched[k] = NULL;
+    if (st)
+      ox_tensor_free(fetched[i]);
+    else
+      st = ox_binding_store(b, i, fetched[i]);
+    fetched[i] = NULL;
+  }
+  if (!st) b->ran = true;
+  free(feeds);
+  free(fetched);
+  free(preset);
+  free(wanted);
+  return st;
+}
+
+ONYX_API OnyxStatus* onyx_io_binding_get_outputs(const OnyxIoBinding* b, OnyxValue** values,
+                                                 size_t count) {
+  if (!b || (count && !values))
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_get_outputs: NULL argument");
+  for (size_t k = 0; k < count; k++)
+    values[k] = NULL;
+  if (count != b->n_order)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_io_binding_get_outputs: %zu values asked for, %zu outputs are bound",
+                     count, b->n_order);
+  if (!b->ran)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_io_binding_get_outputs: the binding has not run since its outputs "
+                     "were bound");
+  OnyxStatus* st = NULL;
+  for (size_t k = 0; k < count && !st; k++) {
+    size_t i = b->order[k];
+    const OxTensor* t = b->mode[i] == OX_BIND_PREALLOCATED ? b->user[i] : b->result[i];
+    OxTensor* shared = NULL;
+    st = t ? ox_share(t, &shared) : ox_status(ONYX_FAIL, "internal: output %zu has no result", i);
+    if (!st && !(values[k] = malloc(sizeof *values[k]))) {
+      ox_tensor_free(shared);
+      st = ox_oom();
+    }
+    if (!st) values[k]->tensor = shared;
+  }
+  if (st) onyx_values_release(values, count);
+  return st;
 }

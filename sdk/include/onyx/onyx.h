@@ -106,7 +106,10 @@ ONYX_API OnyxStatus* onyx_session_options_set_optimization_level(OnyxSessionOpti
 ONYX_API OnyxStatus* onyx_session_options_set_deterministic(OnyxSessionOptions* o, int on);
 /* 1 (default): precompute buffer offsets for static shapes. */
 ONYX_API OnyxStatus* onyx_session_options_set_memory_pattern(OnyxSessionOptions* o, int on);
-/* Writes a Chrome-trace profile of every run to `path` (NULL: off). */
+/* Writes a Chrome-trace / Perfetto JSON profile to `path` (NULL: off): the
+ * session's phases and one complete event per node of every run
+ * (docs/debugging.md). The file is valid JSON after every event and is
+ * closed when the session is released. */
 ONYX_API OnyxStatus* onyx_session_options_set_profile(OnyxSessionOptions* o, const char* path);
 /* Resource limits checked while loading and running; 0 keeps the default
  * (docs/config.md lists them). */
@@ -180,6 +183,10 @@ ONYX_API size_t onyx_session_provider_node_count(const OnyxSession* s, size_t i)
 ONYX_API OnyxStatus* onyx_session_explain(const OnyxSession* s, char** text);
 
 /* --- Run ----------------------------------------------------------------------------- */
+/* Run options: a tag that prefixes the run's log messages ("[run 'TAG'] ")
+ * and marks its profile events; a log severity that replaces the session's
+ * for that run (unset: the session's); and terminate. One OnyxRunOptions may
+ * be shared by concurrent runs. */
 ONYX_API OnyxStatus* onyx_run_options_create(OnyxRunOptions** out);
 ONYX_API void onyx_run_options_release(OnyxRunOptions* r);
 ONYX_API OnyxStatus* onyx_run_options_set_tag(OnyxRunOptions* r, const char* tag);
@@ -228,6 +235,63 @@ ONYX_API OnyxStatus* onyx_value_parse_tensor_proto(const void* bytes, size_t len
 ONYX_API OnyxStatus* onyx_value_save_tensor_proto(const OnyxValue* v, const char* name,
                                                   const char* path);
 
+/* --- Graph optimizer (docs/optimizer.md) -------------------------------------------- */
+/* Writes the session's graph as it runs (after optimization; the model
+ * `onyx run --save-optimized` writes) as an ONNX model. Fused ops of the
+ * optimizer are in the "com.onyx" domain. */
+ONYX_API OnyxStatus* onyx_session_save_model(const OnyxSession* s, const char* path);
+
+/* A graph being optimized, handed to a user transformer. Nodes are named by
+ * index (0 .. onyx_graph_node_count - 1); values by name. Indices change when
+ * nodes are added or removed. */
+typedef struct OnyxGraph OnyxGraph;
+/* A transformer rewrites the graph and sets *modified to 1 when it changed
+ * anything; the optimizer then sorts and re-resolves the graph (an error
+ * there names the transformer) and runs its level again, up to an iteration
+ * cap, until no transformer changes anything. It must keep the model's
+ * outputs equal. An error it returns fails session creation. */
+typedef OnyxStatus* (*OnyxTransformerFn)(OnyxGraph* graph, void* user, int* modified);
+/* Registers a transformer process-wide, for every session created later
+ * whose optimization level includes `level` (ONYX_OPT_BASIC, _EXTENDED or
+ * _LAYOUT). Names are unique. */
+ONYX_API OnyxStatus* onyx_register_transformer(const char* name, OnyxOptimizationLevel level,
+                                               OnyxTransformerFn fn, void* user);
+ONYX_API OnyxStatus* onyx_unregister_transformer(const char* name);
+
+ONYX_API size_t onyx_graph_node_count(const OnyxGraph* g);
+/* NULL when i is out of range. Domain "" is ai.onnx. */
+ONYX_API const char* onyx_graph_node_name(const OnyxGraph* g, size_t i);
+ONYX_API const char* onyx_graph_node_op_type(const OnyxGraph* g, size_t i);
+ONYX_API const char* onyx_graph_node_domain(const OnyxGraph* g, size_t i);
+ONYX_API size_t onyx_graph_node_input_count(const OnyxGraph* g, size_t i);
+ONYX_API size_t onyx_graph_node_output_count(const OnyxGraph* g, size_t i);
+/* Name of input/output k of node i; "" for an absent optional one. */
+ONYX_API const char* onyx_graph_node_input(const OnyxGraph* g, size_t i, size_t k);
+ONYX_API const char* onyx_graph_node_output(const OnyxGraph* g, size_t i, size_t k);
+ONYX_API OnyxStatus* onyx_graph_node_attr_int(const OnyxGraph* g, size_t i, const char* name,
+                                              int64_t* out);
+ONYX_API OnyxStatus* onyx_graph_node_attr_float(const OnyxGraph* g, size_t i, const char* name,
+                                                float* out);
+/* 1 when the value is a graph input or output or read by a subgraph: such a
+ * value keeps its name and its uses. */
+ONYX_API int onyx_graph_value_is_output(const OnyxGraph* g, const char* value);
+/* Removes node i; its outputs are left without a producer (give them a new
+ * one with onyx_graph_add_node, or stop every use with
+ * onyx_graph_replace_uses). */
+ONYX_API OnyxStatus* onyx_graph_remove_node(OnyxGraph* g, size_t i);
+/* Every node reading value `from` reads `to` instead. */
+ONYX_API OnyxStatus* onyx_graph_replace_uses(OnyxGraph* g, const char* from, const char* to);
+/* Adds a node; inputs must exist, outputs must have no producer ("" for an
+ * absent optional one). *index (may be NULL) receives its index. */
+ONYX_API OnyxStatus* onyx_graph_add_node(OnyxGraph* g, const char* name, const char* op_type,
+                                         const char* domain, const char* const* inputs,
+                                         size_t input_count, const char* const* outputs,
+                                         size_t output_count, size_t* index);
+ONYX_API OnyxStatus* onyx_graph_set_attr_int(OnyxGraph* g, size_t i, const char* name, int64_t v);
+ONYX_API OnyxStatus* onyx_graph_set_attr_float(OnyxGraph* g, size_t i, const char* name, float v);
+ONYX_API OnyxStatus* onyx_graph_set_attr_string(OnyxGraph* g, size_t i, const char* name,
+                                                const char* v);
+
 /* --- Placement introspection ------------------------------------------------------- */
 /* The nodes of the session's final graph (after optimization), in execution
  * order, with the provider each was placed on. Used by `onyx test --coverage`
@@ -246,6 +310,132 @@ typedef struct OnyxNodeInfo {
 } OnyxNodeInfo;
 ONYX_API size_t onyx_session_node_count(const OnyxSession* s);
 ONYX_API OnyxStatus* onyx_session_node_info(const OnyxSession* s, size_t i, OnyxNodeInfo* out);
+
+/* --- Node priorities ----------------------------------------------------------------- */
+/* The priority of a node (by name) for ONYX_ORDER_PRIORITY: among the nodes
+ * whose inputs are ready, the lowest priority runs first, then model order.
+ * Nodes not named keep priority 0. A name that matches no node of the model
+ * fails session creation. Setting a node twice keeps the last value. */
+ONYX_API OnyxStatus* onyx_session_options_set_node_priority(OnyxSessionOptions* o,
+                                                            const char* node_name,
+                                                            int64_t priority);
+
+/* --- IO binding ---------------------------------------------------------------------- */
+/* Binds inputs and outputs by name once and runs many times without
+ * allocating them again.
+ *
+ *   OnyxIoBinding* b = NULL;
+ *   onyx_io_binding_create(sess, &b);
+ *   onyx_io_binding_bind_input(b, "x", x);            // x may be released now
+ *   onyx_io_binding_bind_output(b, "y", y);           // results written into y
+ *   onyx_io_binding_bind_output_to_device(b, "z", NULL);  // the session allocates (host)
+ *   for (...) { fill x's data; onyx_session_run_with_binding(sess, NULL, b); read y; }
+ *   onyx_io_binding_release(b);
+ *
+ * Lifetimes:
+ * - A binding belongs to one session and must be released before it. Use a
+ *   binding from one thread at a time; several bindings may run on one
+ *   session concurrently.
+ * - bind_input and bind_output share the value's memory (no copy): the binding
+ *   holds a reference, so the caller may release its value at once, and every
+ *   run reads the input's current contents. An input on a device memory is
+ *   copied to host memory (a buffer kept for later runs) at each run.
+ * - A preallocated output must have the element type and exact shape the run
+ *   produces (an error names the output and both shapes otherwise). Where the
+ *   producing node writes the same memory it is written in place; otherwise
+ *   the result is copied into it (also across devices).
+ * - bind_output_to_device(b, name, device): the session allocates the output
+ *   in `device` (NULL: host memory; otherwise a memory one of the session's
+ *   providers serves). The buffer is reused by later runs of the binding
+ *   unless a value obtained from get_outputs still holds it, in which case the
+ *   run allocates a new one and the held value keeps the old result. Device
+ *   results live in the session's arenas and must be released before the
+ *   session; host results may outlive it.
+ * - On a failed run, the contents of the bound outputs are unspecified.
+ * - clear_* drop the bindings (and the binding's references). */
+typedef struct OnyxIoBinding OnyxIoBinding;
+ONYX_API OnyxStatus* onyx_io_binding_create(OnyxSession* s, OnyxIoBinding** out);
+ONYX_API void onyx_io_binding_release(OnyxIoBinding* b);
+ONYX_API OnyxStatus* onyx_io_binding_bind_input(OnyxIoBinding* b, const char* name,
+                                                const OnyxValue* value);
+ONYX_API OnyxStatus* onyx_io_binding_bind_output(OnyxIoBinding* b, const char* name,
+                                                 OnyxValue* value);
+ONYX_API OnyxStatus* onyx_io_binding_bind_output_to_device(OnyxIoBinding* b, const char* name,
+                                                           const OnyxMemoryDevice* device);
+ONYX_API void onyx_io_binding_clear_inputs(OnyxIoBinding* b);
+ONYX_API void onyx_io_binding_clear_outputs(OnyxIoBinding* b);
+ONYX_API void onyx_io_binding_clear(OnyxIoBinding* b); /* both */
+/* Bound outputs, in the order they were bound. */
+ONYX_API size_t onyx_io_binding_output_count(const OnyxIoBinding* b);
+ONYX_API const char* onyx_io_binding_output_name(const OnyxIoBinding* b, size_t i);
+/* Runs with the bound inputs and outputs. Every graph input must be bound,
+ * and at least one output. */
+ONYX_API OnyxStatus*
+onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options, OnyxIoBinding* b);
+/* The last run's outputs, in binding order: `count` must equal
+ * onyx_io_binding_output_count. Each value is new (release it) and shares the
+ * binding's memory, without a copy. */
+ONYX_API OnyxStatus* onyx_io_binding_get_outputs(const OnyxIoBinding* b, OnyxValue** values,
+                                                 size_t count);
+
+/* --- DLPack -------------------------------------------------------------------------- */
+/* Zero-copy exchange with DLPack (dlpack.h, version 0.6; include it to use
+ * these). Types: float16/32/64, bfloat16, int8..64, uint8..64, complex64/128
+ * (bool and strings have no DLPack 0.6 type and are refused). Devices: kDLCPU,
+ * kDLCUDA and kDLROCM (GPU memory of vendor 0x10de / 0x1002).
+ *
+ * onyx_value_from_dlpack: on success the value owns `managed`: Onyx calls
+ * managed->deleter(managed) exactly once, when the value and everything that
+ * shares its memory (IO bindings, values from get_outputs, exported tensors)
+ * are released. On failure nothing is taken and the caller still owns it.
+ * Only compact row-major tensors are accepted (strides NULL or compact).
+ *
+ * onyx_value_to_dlpack: *out shares the value's memory (no copy) and keeps it
+ * alive independently of the value; the consumer calls (*out)->deleter(*out)
+ * exactly once. A value that merely borrows host memory is copied. */
+struct DLManagedTensor;
+ONYX_API OnyxStatus* onyx_value_from_dlpack(struct DLManagedTensor* managed, OnyxValue** out);
+ONYX_API OnyxStatus* onyx_value_to_dlpack(const OnyxValue* v, struct DLManagedTensor** out);
+
+/* --- Sequences and optionals ---------------------------------------------------------
+ * A value is a tensor, a sequence of tensors (one element type), or "none"
+ * (an empty optional). An optional that holds something is just that value.
+ * onyx_value_tensor returns NULL for a sequence or none.
+ *
+ * onyx_value_sequence_at: item i, borrowed from the sequence (valid while the
+ * sequence value lives), NULL when i is out of range or v is no sequence.
+ * onyx_value_create_sequence copies the items' tensors (the caller keeps and
+ * releases its items); every item must have `elem_type`. */
+typedef enum OnyxValueKind {
+  ONYX_VALUE_TENSOR = 0,
+  ONYX_VALUE_SEQUENCE = 1,
+  ONYX_VALUE_NONE = 2,
+} OnyxValueKind;
+ONYX_API OnyxValueKind onyx_value_kind(const OnyxValue* v);
+ONYX_API size_t onyx_value_sequence_length(const OnyxValue* v);
+ONYX_API const OnyxTensor* onyx_value_sequence_at(const OnyxValue* v, size_t i);
+ONYX_API OnyxElemType onyx_value_elem_type(const OnyxValue* v);
+ONYX_API OnyxStatus* onyx_value_create_sequence(OnyxElemType elem_type,
+                                                const OnyxValue* const* items, size_t count,
+                                                OnyxValue** out);
+ONYX_API OnyxStatus* onyx_value_create_none(OnyxElemType elem_type, OnyxValue** out);
+
+/* What a session input or output holds (for onyx_session_input_info's type,
+ * the element type): a tensor, a sequence, or an optional of either. */
+typedef enum OnyxTypeKind {
+  ONYX_TYPE_TENSOR = 0,
+  ONYX_TYPE_SEQUENCE = 1,
+  ONYX_TYPE_OPTIONAL_TENSOR = 2,
+  ONYX_TYPE_OPTIONAL_SEQUENCE = 3,
+} OnyxTypeKind;
+ONYX_API OnyxTypeKind onyx_session_input_kind(const OnyxSession* s, size_t i);
+ONYX_API OnyxTypeKind onyx_session_output_kind(const OnyxSession* s, size_t i);
+
+/* Reads a serialized TensorProto (kind TENSOR), SequenceProto (SEQUENCE) or
+ * OptionalProto (OPTIONAL_*) from a file, as the ONNX backend tests store
+ * them. `name` as for onyx_value_load_tensor_proto. */
+ONYX_API OnyxStatus* onyx_value_load_proto(const char* path, OnyxTypeKind kind, OnyxValue** out,
+                                           char** name);
 
 #ifdef __cplusplus
 }

@@ -324,11 +324,13 @@ static void test_unknown_keys(void** state) {
   expect_config_error("{\"session\": {\"thread_count\": 4}}",
                       ORIGIN ": session.thread_count: unknown key (expected one of "
                              "'optimization_level', 'execution_order', 'memory_pattern', "
-                             "'deterministic', 'log_severity', 'threads', 'profile', 'limits')");
+                             "'deterministic', 'log_severity', 'threads', 'profile', "
+                             "'node_priorities', 'limits')");
   expect_config_error("{\"session\": {\"zzz\": 1}}",
                       ORIGIN ": session.zzz: unknown key (expected one of 'optimization_level', "
                              "'execution_order', 'memory_pattern', 'deterministic', "
-                             "'log_severity', 'threads', 'profile', 'limits')");
+                             "'log_severity', 'threads', 'profile', 'node_priorities', "
+                             "'limits')");
 }
 
 /* --- Types and values ------------------------------------------------------------------------ */

@@ -169,7 +169,70 @@ OnyxStatus* ox_tensor_view(const OxTensor* src, const int64_t* dims, size_t rank
   return NULL;
 }
 
+static OnyxStatus* ox_value_header(OnyxElemType type, uint8_t vkind, OxTensor** out) {
+  *out = ox_tensor_alloc_header(type);
+  if (!*out) return ox_oom();
+  (*out)->vkind = vkind;
+  return NULL;
+}
+
+OnyxStatus* ox_value_new_sequence(OnyxElemType type, OxTensor** out) {
+  return ox_value_header(type, OX_RT_SEQUENCE, out);
+}
+
+OnyxStatus* ox_value_new_none(OnyxElemType type, OxTensor** out) {
+  return ox_value_header(type, OX_RT_NONE, out);
+}
+
+OnyxStatus* ox_sequence_insert(OxTensor* seq, size_t pos, OxTensor* item) {
+  OxTensor** items = realloc(seq->items, (seq->n_items + 1) * sizeof *items);
+  if (!items) return ox_oom();
+  seq->items = items;
+  if (pos > seq->n_items) pos = seq->n_items;
+  memmove(items + pos + 1, items + pos, (seq->n_items - pos) * sizeof *items);
+  items[pos] = item;
+  seq->n_items++;
+  return NULL;
+}
+
+OnyxStatus* ox_value_share(const OxTensor* t, OxTensor** out) {
+  *out = NULL;
+  if (t->vkind == OX_RT_NONE) return ox_value_new_none(t->type, out);
+  if (t->vkind == OX_RT_TENSOR) {
+    if (t->buffer) return ox_tensor_view(t, t->dims, t->rank, out);
+    return ox_tensor_clone(t, out);
+  }
+  OX_TRY(ox_value_new_sequence(t->type, out));
+  for (size_t i = 0; i < t->n_items; i++) {
+    OxTensor* item = NULL;
+    OnyxStatus* st = ox_value_share(t->items[i], &item);
+    if (!st && (st = ox_sequence_insert(*out, SIZE_MAX, item))) ox_tensor_free(item);
+    if (st) {
+      ox_tensor_free(*out);
+      *out = NULL;
+      return st;
+    }
+  }
+  return NULL;
+}
+
 OnyxStatus* ox_tensor_clone(const OxTensor* src, OxTensor** out) {
+  if (src->vkind == OX_RT_NONE) return ox_value_new_none(src->type, out);
+  if (src->vkind == OX_RT_SEQUENCE) {
+    OX_TRY(ox_value_new_sequence(src->type, out));
+    for (size_t i = 0; i < src->n_items; i++) {
+      OxTensor* item = NULL;
+      OnyxStatus* st = ox_tensor_clone(src->items[i], &item);
+      if (!st) st = ox_sequence_insert(*out, SIZE_MAX, item);
+      if (st) {
+        ox_tensor_free(item);
+        ox_tensor_free(*out);
+        *out = NULL;
+        return st;
+      }
+    }
+    return NULL;
+  }
   OX_TRY(ox_tensor_new(src->type, src->dims, src->rank, out));
   if (src->type != ONYX_ELEM_STRING) {
     if (src->bytes) memcpy((*out)->data, src->data, src->bytes);
@@ -190,6 +253,9 @@ OnyxStatus* ox_tensor_clone(const OxTensor* src, OxTensor** out) {
 
 void ox_tensor_free(OxTensor* t) {
   if (!t) return;
+  for (size_t i = 0; i < t->n_items; i++)
+    ox_tensor_free(t->items[i]);
+  free(t->items);
   ox_buffer_unref(t->buffer);
   if (t->dims != t->dims_inline) free(t->dims);
   free(t);

@@ -40,7 +40,25 @@ typedef struct OnyxTensor {
   void* data;
   OnyxMemoryDevice device;
   OxBuffer* buffer; /* NULL: data is borrowed and outlives the tensor */
+  /* Run-time value kind (host values only; providers only see tensors):
+   * OX_RT_TENSOR, OX_RT_SEQUENCE (items owned, type = element type, rank 0,
+   * no data) or OX_RT_NONE (an empty optional). An optional that holds a
+   * value is just that value. */
+  uint8_t vkind;
+  struct OnyxTensor** items;
+  size_t n_items;
 } OxTensor;
+
+enum { OX_RT_TENSOR = 0, OX_RT_SEQUENCE = 1, OX_RT_NONE = 2 };
+
+/* A new empty sequence of element type `type`, or a "none" optional value. */
+OnyxStatus* ox_value_new_sequence(OnyxElemType type, OxTensor** out);
+OnyxStatus* ox_value_new_none(OnyxElemType type, OxTensor** out);
+/* Appends (takes) an item at position pos (SIZE_MAX: at the end). */
+OnyxStatus* ox_sequence_insert(OxTensor* seq, size_t pos, OxTensor* item);
+/* A new tensor sharing t's data (a view of the same shape); sequences: a
+ * new sequence of shared items. */
+OnyxStatus* ox_value_share(const OxTensor* t, OxTensor** out);
 
 /* The host CPU's default memory. */
 extern const OnyxMemoryDevice OX_HOST_MEMORY;
@@ -88,6 +106,9 @@ typedef struct OxAttr {
   struct OxGraph** graphs;
   size_t count;      /* elements of the list types */
   bool from_default; /* filled in from the schema */
+  /* TYPE_PROTO: the value kind (OxValueKind) and element type it names. */
+  uint8_t tp_kind;
+  OnyxElemType tp_elem;
 } OxAttr;
 
 void ox_attr_clear(OxAttr* a);
@@ -97,8 +118,21 @@ typedef struct OnyxNode OxNode;
 typedef struct OnyxValueInfo OxValue;
 struct OxSchema;
 
+/* What a value holds: a tensor, a sequence of tensors, or an optional of
+ * either (its element type is in OxValue.type). */
+typedef enum OxValueKind {
+  OX_VK_TENSOR = 0,
+  OX_VK_SEQUENCE = 1,
+  OX_VK_OPT_TENSOR = 2,
+  OX_VK_OPT_SEQUENCE = 3,
+} OxValueKind;
+
+/* The placement of nodes the host itself runs (control flow, containers). */
+#define OX_EP_HOST (-2)
+
 struct OnyxValueInfo {
   char* name;
+  uint8_t kind;       /* OxValueKind */
   OnyxElemType type;  /* UNDEFINED until known */
   int32_t rank;       /* -1: unknown */
   int64_t* dims;      /* rank entries; ONYX_DIM_UNKNOWN where unknown */
@@ -131,6 +165,9 @@ struct OnyxNode {
   int32_t ep;    /* index into the session's provider list; -1: not placed */
   int32_t group; /* fused group id, -1: none */
   int64_t priority;
+  /* The last n_implicit inputs are values of this graph that the node's
+   * subgraphs read from the outer scope (not formal inputs). */
+  size_t n_implicit;
 };
 
 typedef struct OxOpsetImport {

@@ -113,7 +113,7 @@ static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
 
 static const OxSchemaFamily* const families[] = {
     &ox_family_math, &ox_family_tensor,  &ox_family_nn, &ox_family_quant,
-    &ox_family_misc, &ox_family_contrib, &ox_family_cf,
+    &ox_family_misc, &ox_family_contrib, &ox_family_cf, &ox_family_image,
 };
 
 static void builtin_add(const OxSchema* s, size_t* n) {
@@ -272,7 +272,8 @@ static OnyxStatus* check_arity(const OxSchema* s, const OxNode* n, bool inputs) 
   const OxFormal* f = inputs ? s->inputs : s->outputs;
   size_t nf = inputs ? s->n_inputs : s->n_outputs;
   OxValue* const* vals = inputs ? n->inputs : n->outputs;
-  size_t nv = inputs ? n->n_inputs : n->n_outputs, min = 0, max = 0;
+  /* Implicit inputs (outer-scope values of subgraphs) are not formals. */
+  size_t nv = inputs ? n->n_inputs - n->n_implicit : n->n_outputs, min = 0, max = 0;
   const char* what = inputs ? "input" : "output";
   bool unbounded = false;
   for (size_t i = 0; i < nf; i++) {
@@ -401,10 +402,11 @@ static const OxValue* type_clash(const OxSchema* s, OxValue* const* vals, size_t
 }
 
 static OnyxStatus* check_input_types(const OxSchema* s, const OxNode* n) {
-  for (size_t i = 0; i < n->n_inputs; i++) {
+  for (size_t i = 0; i < n->n_inputs - n->n_implicit; i++) {
     const OxValue* v = n->inputs[i];
     const OxFormal* f = formal_at(s->inputs, s->n_inputs, i);
-    if (!v || v->type == ONYX_ELEM_UNDEFINED || !f) continue;
+    /* Sequences and optionals: the host op that runs the node checks them. */
+    if (!v || v->type == ONYX_ELEM_UNDEFINED || !f || v->kind != OX_VK_TENSOR) continue;
     if (!type_allowed(ox_schema_tc_allowed(s, f->tc), v->type))
       return ox_node_err(n,
                          "input %zu '%s' has type %s, which '%s' (%s) does "

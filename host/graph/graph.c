@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_control.h"
 #include "ox_graph.h"
 
 OnyxStatus* ox_graph_new(const char* name, OxGraph** out) {
@@ -181,6 +182,50 @@ OnyxStatus* ox_graph_add_output(OxGraph* g, OxValue* v) {
   return NULL;
 }
 
+static OnyxStatus* ox_node_add_implicit(OxGraph* g, OxNode* n, const char* name) {
+  for (size_t i = n->n_inputs - n->n_implicit; i < n->n_inputs; i++)
+    if (n->inputs[i] && !strcmp(n->inputs[i]->name, name)) return NULL;
+  OxValue* v;
+  OX_TRY(ox_graph_value(g, name, &v));
+  OxValue** ins = realloc(n->inputs, (n->n_inputs + 1) * sizeof *ins);
+  if (!ins) return ox_oom();
+  n->inputs = ins;
+  OX_TRY(ox_value_add_consumer(v, n));
+  n->inputs[n->n_inputs++] = v;
+  n->n_implicit++;
+  return NULL;
+}
+
+static OnyxStatus* ox_link_one(OxGraph* g, OxNode* n, const OxGraph* sub) {
+  for (size_t i = 0; i < sub->n_values; i++) {
+    const OxValue* v = sub->values[i];
+    if (v->is_outer_scope && (v->n_consumers || v->is_graph_output) && !v->producer &&
+        !v->is_graph_input && !v->constant)
+      OX_TRY(ox_node_add_implicit(g, n, v->name));
+  }
+  return NULL;
+}
+
+OnyxStatus* ox_node_link_subgraphs(OxGraph* g, OxNode* n) {
+  for (size_t a = 0; a < n->n_attrs; a++) {
+    const OxAttr* at = &n->attrs[a];
+    if (at->g) OX_TRY(ox_link_one(g, n, at->g));
+    for (size_t k = 0; at->graphs && k < at->count; k++)
+      OX_TRY(ox_link_one(g, n, at->graphs[k]));
+  }
+  return NULL; /* the loader marks those a subgraph reads from further out */
+}
+
+bool ox_node_needs_host(const OxNode* n) {
+  for (size_t a = 0; a < n->n_attrs; a++)
+    if (n->attrs[a].g || n->attrs[a].graphs) return true;
+  for (size_t i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i] && n->inputs[i]->kind != OX_VK_TENSOR) return true;
+  for (size_t i = 0; i < n->n_outputs; i++)
+    if (n->outputs[i] && n->outputs[i]->kind != OX_VK_TENSOR) return true;
+  return false;
+}
+
 void ox_graph_remove_node(OxGraph* g, OxNode* n) {
   for (size_t i = 0; i < n->n_inputs; i++) {
     OxValue* v = n->inputs[i];
@@ -251,7 +296,7 @@ OnyxStatus* ox_graph_order(OxGraph* g, bool by_priority) {
   for (size_t i = 0; i < n && !st; i++) {
     OxNode* nd = g->nodes[i];
     nd->index = i;
-    for (size_t k = 0; k < nd->n_inputs; k++) {
+    for (size_t k = 0; k < nd->n_inputs && !st; k++) { /* stop at the first error */
       OxValue* v = nd->inputs[k];
       if (!v || ox_value_is_source(v)) continue;
       if (!v->producer)
@@ -330,7 +375,10 @@ static OnyxStatus* ox_resolve_node(OxGraph* g, OxNode* nd, const OxSchemaRegistr
       return ox_status(ONYX_INVALID_MODEL, "node '%s' (%s): input %zu '%s' has no known type",
                        nd->name, nd->op_type, i, v->name);
   }
-  OX_TRY(ox_schema_infer(s, nd));
+  if (ox_host_op(nd))
+    OX_TRY(ox_host_infer(g, nd, customs, n_customs));
+  else
+    OX_TRY(ox_schema_infer(s, nd));
   for (size_t i = 0; i < nd->n_outputs; i++) {
     const OxValue* v = nd->outputs[i];
     if (v && v->type == ONYX_ELEM_UNDEFINED)
@@ -340,6 +388,33 @@ static OnyxStatus* ox_resolve_node(OxGraph* g, OxNode* nd, const OxSchemaRegistr
                        nd->name, nd->op_type, v->name);
   }
   return NULL;
+}
+
+/* The gradient builder: host/training/gradient.c. */
+OnyxStatus* ox_gradient_expand(OxGraph* g, bool* changed);
+
+static bool ox_is_gradient(const OxNode* n) {
+  return !strcmp(n->domain, "ai.onnx.preview.training") && !strcmp(n->op_type, "Gradient");
+}
+
+/* Gradient nodes read the forward graph's types and shapes: resolve what
+ * they do not feed, let the builder replace them, and order again. */
+static OnyxStatus* ox_expand_gradients(OxGraph* g, const OxSchemaRegistry* const* customs,
+                                       size_t n_customs) {
+  bool any = false;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    any |= ox_is_gradient(g->nodes[i]);
+  if (!any) return NULL;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    OxNode* nd = g->nodes[i];
+    bool typed = !ox_is_gradient(nd);
+    for (size_t k = 0; typed && k < nd->n_inputs; k++)
+      typed = !nd->inputs[k] || nd->inputs[k]->type != ONYX_ELEM_UNDEFINED;
+    if (typed) OX_TRY(ox_resolve_node(g, nd, customs, n_customs));
+  }
+  bool changed = false;
+  OX_TRY(ox_gradient_expand(g, &changed));
+  return changed ? ox_graph_toposort(g) : NULL;
 }
 
 OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs, size_t n_customs) {
@@ -353,6 +428,7 @@ OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs,
       return ox_status(ONYX_INVALID_MODEL, "graph input '%s' has no element type",
                        g->inputs[i]->name);
   OX_TRY(ox_graph_toposort(g));
+  OX_TRY(ox_expand_gradients(g, customs, n_customs));
   for (size_t i = 0; i < g->n_nodes; i++)
     OX_TRY(ox_resolve_node(g, g->nodes[i], customs, n_customs));
   for (size_t i = 0; i < g->n_outputs; i++) {

@@ -24,6 +24,14 @@ OnyxStatus* ox_graph_add_node(OxGraph* g, const char* name, const char* op_type,
 OnyxStatus* ox_node_add_attr(OxNode* n, OxAttr* attr);
 OnyxStatus* ox_graph_add_input(OxGraph* g, OxValue* v);
 OnyxStatus* ox_graph_add_output(OxGraph* g, OxValue* v);
+/* Makes the outer-scope values that n's subgraphs (GRAPH/GRAPHS attributes,
+ * at any depth) read into implicit inputs of n (node->n_implicit), so that
+ * ordering, liveness and the optimizer see them. Idempotent. */
+OnyxStatus* ox_node_link_subgraphs(OxGraph* g, OxNode* n);
+/* Whether a node reads or writes a non-tensor value or has a subgraph: only
+ * the host runs such nodes. */
+bool ox_node_needs_host(const OxNode* n);
+
 /* Removes a node (used by the partitioner when fusing); unlinks consumers. */
 void ox_graph_remove_node(OxGraph* g, OxNode* n);
 

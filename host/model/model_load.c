@@ -16,6 +16,10 @@ typedef struct OxLoader {
   const Onnx__ModelProto* model;
   OxGraph* root; /* owns the external-data mappings */
   size_t n_nodes;
+  /* Names made while inlining model-local functions (scope maps borrow them). */
+  char** owned;
+  size_t n_owned, cap_owned;
+  int fn_depth; /* nesting of function calls being inlined */
 } OxLoader;
 
 /* The names a graph defines itself (initializers, inputs, node outputs).
@@ -33,11 +37,24 @@ static const char* ox_str(const char* s) {
 
 static OxModelLimits ox_limits(const OxModelLimits* in) {
   OxModelLimits l = in ? *in : (OxModelLimits){0};
-  if (!l.max_model_bytes) l.max_model_bytes = (size_t)4 << 30;
-  if (!l.max_tensor_bytes) l.max_tensor_bytes = (size_t)4 << 30;
-  if (!l.max_nodes) l.max_nodes = 1000000;
-  if (l.max_graph_depth <= 0) l.max_graph_depth = 32;
+  if (!l.max_model_bytes) l.max_model_bytes = OX_DEFAULT_MAX_MODEL_BYTES;
+  if (!l.max_tensor_bytes) l.max_tensor_bytes = OX_DEFAULT_MAX_TENSOR_BYTES;
+  if (!l.max_nodes) l.max_nodes = OX_DEFAULT_MAX_NODES;
+  if (l.max_graph_depth <= 0) l.max_graph_depth = OX_DEFAULT_MAX_GRAPH_DEPTH;
+  if (l.max_graph_depth > OX_MAX_GRAPH_DEPTH_CEILING)
+    l.max_graph_depth = OX_MAX_GRAPH_DEPTH_CEILING;
   return l;
+}
+
+/* Counts n more nodes against max_nodes before they are built: each graph's
+ * own, and every inlined copy of a model-local function's body (so functions
+ * calling each other cannot multiply a small file into a huge graph). */
+static OnyxStatus* ox_count_nodes(OxLoader* L, size_t n) {
+  if (n > L->lim.max_nodes || L->n_nodes > L->lim.max_nodes - n)
+    return ox_status(ONYX_LIMIT_EXCEEDED, "the model has more than the limit of %zu nodes",
+                     L->lim.max_nodes);
+  L->n_nodes += n;
+  return NULL;
 }
 
 static OnyxStatus* ox_fill_graph(OxLoader* L, Onnx__GraphProto* gp, const OxScope* up, int depth,
@@ -47,9 +64,43 @@ static OnyxStatus* ox_fill_graph(OxLoader* L, Onnx__GraphProto* gp, const OxScop
 
 /* Applies a TypeProto to a value. Non-tensor types (sequence, map,
  * optional) stay undefined for now: later phases give them meaning. */
+/* Unwraps sequence/optional layers: the kind and the innermost tensor type
+ * (NULL: none or a map). */
+static const Onnx__TypeProto__Tensor* ox_type_kind(const Onnx__TypeProto* tp, uint8_t* kind) {
+  *kind = OX_VK_TENSOR;
+  bool opt = false;
+  for (int depth = 0; tp && depth < 4; depth++) {
+    if (tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) {
+      if (opt) *kind = *kind == OX_VK_SEQUENCE ? OX_VK_OPT_SEQUENCE : OX_VK_OPT_TENSOR;
+      return tp->tensor_type;
+    }
+    if (tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE && tp->sequence_type &&
+        *kind == OX_VK_TENSOR) {
+      *kind = OX_VK_SEQUENCE;
+      tp = tp->sequence_type->elem_type;
+    } else if (tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE && tp->optional_type &&
+               !opt && *kind == OX_VK_TENSOR) {
+      opt = true;
+      tp = tp->optional_type->elem_type;
+    } else {
+      break;
+    }
+  }
+  *kind = OX_VK_TENSOR;
+  return NULL;
+}
+
 static OnyxStatus* ox_apply_type(OxValue* v, const Onnx__TypeProto* tp) {
-  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return NULL;
-  const Onnx__TypeProto__Tensor* tt = tp->tensor_type;
+  uint8_t kind = OX_VK_TENSOR;
+  const Onnx__TypeProto__Tensor* tt = tp ? ox_type_kind(tp, &kind) : NULL;
+  if (!tt) return NULL;
+  v->kind = kind;
+  if (kind != OX_VK_TENSOR) { /* element shapes of containers are not tracked */
+    int32_t et = tt->has_elem_type ? tt->elem_type : 0;
+    if (et < 0 || et >= ONYX_ELEM_TYPE_COUNT)
+      return ox_status(ONYX_INVALID_MODEL, "unknown element type %d", (int)et);
+    return ox_value_set(v, (OnyxElemType)et, -1, NULL);
+  }
   int32_t et = tt->has_elem_type ? tt->elem_type : 0;
   if (et < 0 || et >= ONYX_ELEM_TYPE_COUNT)
     return ox_status(ONYX_INVALID_MODEL, "unknown element type %d", (int)et);
@@ -317,6 +368,17 @@ static OnyxStatus* ox_read_graphs(OxLoader* L, const OxScope* sc, const Onnx__At
   return NULL;
 }
 
+static OnyxStatus* ox_read_type_proto(OxLoader* L, const OxScope* sc,
+                                      const Onnx__AttributeProto* ap, int depth, OxAttr* a) {
+  const Onnx__TypeProto__Tensor* tt = ap->tp ? ox_type_kind(ap->tp, &a->tp_kind) : NULL;
+  if (!tt) return ox_status(ONYX_NOT_IMPLEMENTED, "TYPE_PROTO attribute names no tensor type");
+  int32_t et = tt->has_elem_type ? tt->elem_type : 0;
+  if (et <= 0 || et >= ONYX_ELEM_TYPE_COUNT)
+    return ox_status(ONYX_INVALID_MODEL, "TYPE_PROTO attribute has element type %d", (int)et);
+  a->tp_elem = (OnyxElemType)et;
+  return NULL;
+}
+
 static const OxAttrReader ox_attr_readers[] = {
     [ONYX_ATTR_FLOAT] = ox_read_float,
     [ONYX_ATTR_INT] = ox_read_int,
@@ -328,7 +390,8 @@ static const OxAttrReader ox_attr_readers[] = {
     [ONYX_ATTR_STRINGS] = ox_read_strings,
     [ONYX_ATTR_TENSORS] = ox_read_tensors,
     [ONYX_ATTR_GRAPHS] = ox_read_graphs,
-    /* Sparse tensors and type protos: not yet; the last slot sizes the table. */
+    [ONYX_ATTR_TYPE_PROTO] = ox_read_type_proto,
+    /* Sparse tensors and type proto lists: not yet; the last slot sizes the table. */
     [ONYX_ATTR_TYPE_PROTOS] = NULL,
 };
 
@@ -371,13 +434,13 @@ static OnyxStatus* ox_read_attr(OxLoader* L, const OxScope* sc, const Onnx__Attr
 
 /* --- nodes ------------------------------------------------------------------------------- */
 
-static OnyxStatus* ox_check_function(const OxLoader* L, const char* domain, const char* op) {
-  for (size_t i = 0; i < L->model->n_functions; i++) {
+/* The model-local function (ModelProto.functions) a node calls, or NULL. */
+static const Onnx__FunctionProto* ox_find_function(const OxLoader* L, const char* domain,
+                                                   const char* op) {
+  for (size_t i = 0; L->model && i < L->model->n_functions; i++) {
     const Onnx__FunctionProto* f = L->model->functions[i];
     const char* fd = ox_domain_is_onnx(f->domain) ? "" : f->domain;
-    if (!strcmp(fd, domain) && !strcmp(ox_str(f->name), op))
-      return ox_status(ONYX_NOT_IMPLEMENTED,
-                       "model-local function '%s' (domain '%s') is not supported yet", op, fd);
+    if (!strcmp(fd, domain) && !strcmp(ox_str(f->name), op)) return f;
   }
   return NULL;
 }
@@ -403,20 +466,153 @@ static void ox_mark_outer_reads(const OxScope* sc, const OxNode* n) {
   }
 }
 
+static OnyxStatus* ox_add_call(OxLoader* L, const OxScope* sc, const Onnx__NodeProto* call,
+                               const Onnx__FunctionProto* f, size_t index, int depth);
+
 static OnyxStatus* ox_add_node(OxLoader* L, const OxScope* sc, const Onnx__NodeProto* np,
                                size_t index, int depth) {
   const char* op = ox_str(np->op_type);
   const char* name = ox_str(np->name);
   if (!*op) return ox_status(ONYX_INVALID_MODEL, "node #%zu '%s' has no op_type", index, name);
   const char* domain = ox_domain_is_onnx(np->domain) ? "" : np->domain;
-  OnyxStatus* st = ox_check_function(L, domain, op);
+  const Onnx__FunctionProto* fn = ox_find_function(L, domain, op);
+  if (fn) return ox_add_call(L, sc, np, fn, index, depth);
   OxNode* n = NULL;
-  if (!st)
-    st = ox_graph_add_node(sc->g, name, op, domain, (const char* const*)np->input, np->n_input,
-                           (const char* const*)np->output, np->n_output, &n);
+  OnyxStatus* st = ox_graph_add_node(sc->g, name, op, domain, (const char* const*)np->input,
+                                     np->n_input, (const char* const*)np->output, np->n_output, &n);
   if (st) return ox_status_wrap(st, "node #%zu '%s' (%s)", index, name, op);
   ox_mark_outer_reads(sc, n);
-  return ox_status_wrap(ox_add_attrs(L, sc, np, n, depth), "node '%s' (%s)", n->name, op);
+  st = ox_add_attrs(L, sc, np, n, depth);
+  if (!st) st = ox_node_link_subgraphs(sc->g, n);
+  return ox_status_wrap(st, "node '%s' (%s)", n->name, op);
+}
+
+/* --- model-local functions ------------------------------------------------------------------
+ * A call is replaced by the function's nodes at load: formal inputs and
+ * outputs become the call's values, every other name gets the call's name as
+ * a prefix ("call/name"), and an attribute that refers to a function
+ * attribute (ref_attr_name) takes the call's attribute of that name (none:
+ * the op's default). Calls inside the body are inlined the same way. */
+
+#define OX_MAX_FUNCTION_DEPTH 16
+
+static const char* ox_keep(OxLoader* L, char* s) {
+  if (!s) return NULL;
+  if (!ox_grow((void**)&L->owned, &L->cap_owned, L->n_owned + 1, sizeof *L->owned)) {
+    free(s);
+    return NULL;
+  }
+  L->owned[L->n_owned++] = s;
+  return s;
+}
+
+static const char* ox_fn_name(const Onnx__FunctionProto* f, const Onnx__NodeProto* call,
+                              const OxMap* internal, const char* name) {
+  if (!name || !*name) return "";
+  for (size_t i = 0; i < f->n_input; i++)
+    if (!strcmp(f->input[i], name)) return i < call->n_input ? call->input[i] : "";
+  for (size_t i = 0; i < f->n_output; i++)
+    if (!strcmp(f->output[i], name)) return i < call->n_output ? call->output[i] : "";
+  const char* m = ox_map_get(internal, name);
+  return m ? m : name;
+}
+
+static const Onnx__AttributeProto* ox_call_attr(const Onnx__NodeProto* call, const char* name) {
+  for (size_t i = 0; i < call->n_attribute; i++)
+    if (!strcmp(ox_str(call->attribute[i]->name), name)) return call->attribute[i];
+  return NULL;
+}
+
+/* One body node as a node of the graph (names mapped, attributes resolved). */
+static OnyxStatus* ox_add_body_node(OxLoader* L, const OxScope* sc, const Onnx__NodeProto* call,
+                                    const Onnx__FunctionProto* f, const OxMap* internal,
+                                    const Onnx__NodeProto* bn, size_t k, size_t index, int depth) {
+  Onnx__NodeProto tmp = *bn;
+  char** ins = calloc(bn->n_input + 1, sizeof *ins);
+  char** outs = calloc(bn->n_output + 1, sizeof *outs);
+  Onnx__AttributeProto** attrs = calloc(bn->n_attribute + 1, sizeof *attrs);
+  Onnx__AttributeProto* copies = calloc(bn->n_attribute + 1, sizeof *copies);
+  const char* cname = call->name && *call->name ? call->name : ox_str(call->op_type);
+  const char* nname =
+      ox_keep(L, bn->name && *bn->name ? ox_asprintf("%s/%s", cname, bn->name)
+                                       : ox_asprintf("%s/%s_%zu", cname, ox_str(bn->op_type), k));
+  OnyxStatus* st = (!ins || !outs || !attrs || !copies || !nname) ? ox_oom() : NULL;
+  for (size_t i = 0; !st && i < bn->n_input; i++)
+    ins[i] = (char*)ox_fn_name(f, call, internal, bn->input[i]);
+  for (size_t i = 0; !st && i < bn->n_output; i++)
+    outs[i] = (char*)ox_fn_name(f, call, internal, bn->output[i]);
+  size_t na = 0;
+  for (size_t i = 0; !st && i < bn->n_attribute; i++) {
+    const Onnx__AttributeProto* a = bn->attribute[i];
+    if (a->ref_attr_name && *a->ref_attr_name) {
+      const Onnx__AttributeProto* ca = ox_call_attr(call, a->ref_attr_name);
+      if (!ca) continue; /* not given: the op's default */
+      copies[na] = *ca;
+      copies[na].name = a->name;
+      attrs[na] = &copies[na];
+      na++;
+    } else {
+      attrs[na++] = (Onnx__AttributeProto*)a;
+    }
+  }
+  if (!st) {
+    tmp.name = (char*)nname;
+    tmp.input = ins;
+    tmp.output = outs;
+    tmp.attribute = attrs;
+    tmp.n_attribute = na;
+    st = ox_add_node(L, sc, &tmp, index, depth);
+  }
+  free(ins);
+  free(outs);
+  free(attrs);
+  free(copies);
+  return st;
+}
+
+static OnyxStatus* ox_add_call(OxLoader* L, const OxScope* sc, const Onnx__NodeProto* call,
+                               const Onnx__FunctionProto* f, size_t index, int depth) {
+  const char* cname = call->name && *call->name ? call->name : ox_str(call->op_type);
+  if (L->fn_depth >= OX_MAX_FUNCTION_DEPTH)
+    return ox_status(ONYX_LIMIT_EXCEEDED,
+                     "node '%s' (%s): model-local functions call each other deeper than %d", cname,
+                     ox_str(call->op_type), OX_MAX_FUNCTION_DEPTH);
+  for (size_t j = 0; j < call->n_output; j++) {
+    if (!*call->output[j]) continue;
+    bool made = false;
+    for (size_t k = 0; j < f->n_output && k < f->n_node && !made; k++)
+      for (size_t o = 0; o < f->node[k]->n_output && !made; o++)
+        made = !strcmp(f->node[k]->output[o], f->output[j]);
+    if (!made)
+      return ox_status(ONYX_INVALID_MODEL,
+                       "node '%s' (%s): model-local function '%s' does not produce its output #%zu",
+                       cname, ox_str(call->op_type), ox_str(f->name), j);
+  }
+  OxMap internal = {0};
+  OnyxStatus* st = NULL;
+  /* Names the body defines itself get the call's prefix; the scope learns
+   * them as local names. */
+  for (size_t k = 0; !st && k < f->n_node; k++)
+    for (size_t o = 0; !st && o < f->node[k]->n_output; o++) {
+      const char* nm = f->node[k]->output[o];
+      bool formal = false;
+      for (size_t j = 0; j < f->n_output; j++)
+        formal |= !strcmp(f->output[j], nm);
+      if (!*nm || formal || ox_map_get(&internal, nm)) continue;
+      const char* u = ox_keep(L, ox_asprintf("%s/%s", cname, nm));
+      if (!u || !ox_map_put(&internal, nm, (void*)u) ||
+          !ox_map_put((OxMap*)&sc->names, u, (void*)&sc->names))
+        st = ox_oom();
+    }
+  if (!st) st = ox_count_nodes(L, f->n_node);
+  L->fn_depth++;
+  for (size_t k = 0; !st && k < f->n_node; k++)
+    st = ox_add_body_node(L, sc, call, f, &internal, f->node[k], k, index, depth);
+  L->fn_depth--;
+  ox_map_free(&internal);
+  return st ? ox_status_wrap(st, "in model-local function '%s' called by node '%s'",
+                             ox_str(f->name), cname)
+            : NULL;
 }
 
 /* --- graphs -------------------------------------------------------------------------------- */
@@ -455,10 +651,7 @@ static OnyxStatus* ox_fill_graph(OxLoader* L, Onnx__GraphProto* gp, const OxScop
   if (depth > L->lim.max_graph_depth)
     return ox_status(ONYX_LIMIT_EXCEEDED, "subgraphs are nested deeper than the limit of %d",
                      L->lim.max_graph_depth);
-  L->n_nodes += gp->n_node;
-  if (L->n_nodes > L->lim.max_nodes)
-    return ox_status(ONYX_LIMIT_EXCEEDED, "the model has more than the limit of %zu nodes",
-                     L->lim.max_nodes);
+  OX_TRY(ox_count_nodes(L, gp->n_node));
   OxScope sc = {.g = g, .up = up};
   OnyxStatus* st = ox_collect_names(gp, &sc.names);
   if (!st) st = ox_fill_values(L, gp, &sc);
@@ -529,6 +722,9 @@ static OnyxStatus* ox_model_from_proto(Onnx__ModelProto* mp, const char* base_di
   OxLoader L = {.base_dir = base_dir, .lim = *lim, .model = mp, .root = g};
   OnyxStatus* st = ox_read_model_facts(mp, source, g);
   if (!st) st = ox_fill_graph(&L, mp->graph, NULL, 0, g);
+  for (size_t i = 0; i < L.n_owned; i++)
+    free(L.owned[i]);
+  free(L.owned);
   if (st) {
     ox_graph_free(g);
     return st;
@@ -607,7 +803,12 @@ static OnyxStatus* ox_unpack_model(const void* bytes, size_t len, const OxModelL
                      "not a valid ONNX model (protobuf parse failed: truncated or corrupt, %zu "
                      "bytes)",
                      len);
-  return NULL;
+  OnyxStatus* st = ox_proto_check_text(&(*out)->base);
+  if (st) {
+    onnx__model_proto__free_unpacked(*out, NULL);
+    *out = NULL;
+  }
+  return st;
 }
 
 OnyxStatus* ox_model_load_bytes(const void* bytes, size_t len, const char* base_dir,
@@ -645,4 +846,289 @@ OnyxStatus* ox_model_load_file(const char* path, const OxModelLimits* limits, Ox
   free(dir);
   onnx__model_proto__free_unpacked(mp, NULL);
   return ox_status_wrap(st, "%s", path);
+}
+
+/* --- SequenceProto / OptionalProto (onnx-data.proto), read by hand ----------------------------
+ * SequenceProto: 1 name, 2 elem_type, 3 tensor_values (repeated TensorProto).
+ * OptionalProto: 1 name, 2 elem_type, 3 tensor_value, 5 sequence_value.
+ * elem_type: 0 undefined (OptionalProto: empty), 1 tensor, 3 sequence. */
+
+typedef struct OxWireField {
+  uint64_t num, wire, varint;
+  const uint8_t* data;
+  size_t len;
+} OxWireField;
+
+static bool ox_wire_next(const uint8_t** p, const uint8_t* end, OxWireField* f) {
+  uint64_t key;
+  if (*p >= end || !ox_varint(p, end, &key)) return false;
+  *f = (OxWireField){.num = key >> 3, .wire = key & 7};
+  switch (f->wire) {
+  case 0:
+    return ox_varint(p, end, &f->varint);
+  case 1:
+  case 5: {
+    size_t n = f->wire == 1 ? 8 : 4;
+    if ((size_t)(end - *p) < n) return false;
+    *p += n;
+    return true;
+  }
+  case 2:
+    if (!ox_varint(p, end, &f->varint) || f->varint > (uint64_t)(end - *p)) return false;
+    f->data = *p;
+    f->len = (size_t)f->varint;
+    *p += f->len;
+    return true;
+  default:
+    return false;
+  }
+}
+
+static OnyxStatus* ox_container_from_bytes(const uint8_t* p, size_t len, bool optional, int depth,
+                                           OxTensor** out, char** name);
+
+static OnyxStatus* ox_seq_from_bytes(const uint8_t* p, size_t len, int depth, OxTensor** out,
+                                     char** name) {
+  const uint8_t* end = p + len;
+  OxWireField f;
+  OxTensor* seq = NULL;
+  OnyxStatus* st = ox_value_new_sequence(ONYX_ELEM_UNDEFINED, &seq);
+  while (!st && p < end) {
+    if (!ox_wire_next(&p, end, &f)) {
+      st = ox_status(ONYX_INVALID_ARGUMENT, "not a valid SequenceProto");
+      break;
+    }
+    if (f.num == 1 && f.wire == 2 && name && !*name) {
+      if (!(*name = ox_strndup((const char*)f.data, f.len))) st = ox_oom();
+    } else if (f.num == 2 && f.wire == 0 && f.varint != 1) {
+      st = ox_status(ONYX_NOT_IMPLEMENTED, "SequenceProto of element kind %llu (only tensors)",
+                     (unsigned long long)f.varint);
+    } else if (f.num == 3 && f.wire == 2) {
+      OxTensor* t = NULL;
+      st = ox_tensor_from_proto_bytes(f.data, f.len, &t, NULL);
+      if (!st && seq->type != ONYX_ELEM_UNDEFINED && t->type != seq->type)
+        st = ox_status(ONYX_INVALID_ARGUMENT, "SequenceProto items have different types");
+      if (!st) seq->type = t->type;
+      if (!st) st = ox_sequence_insert(seq, SIZE_MAX, t);
+      if (st) ox_tensor_free(t);
+    } else if (f.num >= 4 && f.num <= 7) {
+      st = ox_status(ONYX_NOT_IMPLEMENTED, "SequenceProto of non-tensor items");
+    }
+  }
+  (void)depth;
+  if (st) {
+    ox_tensor_free(seq);
+    return st;
+  }
+  *out = seq;
+  return NULL;
+}
+
+static OnyxStatus* ox_container_from_bytes(const uint8_t* p, size_t len, bool optional, int depth,
+                                           OxTensor** out, char** name) {
+  *out = NULL;
+  if (depth > 4) return ox_status(ONYX_LIMIT_EXCEEDED, "containers nested too deep");
+  if (!optional) return ox_seq_from_bytes(p, len, depth, out, name);
+  const uint8_t* end = p + len;
+  OxWireField f;
+  OnyxStatus* st = NULL;
+  while (!st && p < end) {
+    if (!ox_wire_next(&p, end, &f)) {
+      st = ox_status(ONYX_INVALID_ARGUMENT, "not a valid OptionalProto");
+      break;
+    }
+    if (f.num == 1 && f.wire == 2 && name && !*name) {
+      if (!(*name = ox_strndup((const char*)f.data, f.len))) st = ox_oom();
+    } else if (f.num == 3 && f.wire == 2 && !*out) {
+      st = ox_tensor_from_proto_bytes(f.data, f.len, out, NULL);
+    } else if (f.num == 5 && f.wire == 2 && !*out) {
+      st = ox_seq_from_bytes(f.data, f.len, depth + 1, out, NULL);
+    } else if ((f.num == 4 || f.num == 6 || f.num == 7) && f.wire == 2) {
+      st = ox_status(ONYX_NOT_IMPLEMENTED, "OptionalProto of a map, sparse tensor or optional");
+    }
+  }
+  if (!st && !*out) st = ox_value_new_none(ONYX_ELEM_UNDEFINED, out);
+  if (st) {
+    ox_tensor_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+OnyxStatus* ox_value_from_proto_bytes(const void* bytes, size_t len, uint8_t kind, OxTensor** out,
+                                      char** name) {
+  *out = NULL;
+  if (name) *name = NULL;
+  OnyxStatus* st;
+  if (kind == OX_VK_TENSOR)
+    st = ox_tensor_from_proto_bytes(bytes, len, out, name);
+  else
+    st = ox_container_from_bytes(bytes, len, kind != OX_VK_SEQUENCE, 0, out, name);
+  if (st && name) {
+    free(*name);
+    *name = NULL;
+  }
+  return st;
+}
+
+/* --- expanding a node through its ONNX function body ----------------------------------------- */
+
+static OnyxStatus* ox_attr_copy(const OxAttr* src, const char* name, OxAttr* dst) {
+  *dst = (OxAttr){.type = src->type,
+                  .i = src->i,
+                  .f = src->f,
+                  .count = src->count,
+                  .tp_kind = src->tp_kind,
+                  .tp_elem = src->tp_elem};
+  if (!(dst->name = ox_strdup(name))) return ox_oom();
+  switch (src->type) {
+  case ONYX_ATTR_FLOAT:
+  case ONYX_ATTR_INT:
+  case ONYX_ATTR_TYPE_PROTO:
+    return NULL;
+  case ONYX_ATTR_STRING:
+    dst->s_len = src->s_len;
+    dst->s = malloc(src->s_len + 1);
+    if (!dst->s) return ox_oom();
+    memcpy(dst->s, src->s, src->s_len + 1);
+    return NULL;
+  case ONYX_ATTR_INTS:
+    return (dst->ints = ox_dup_array(src->ints, src->count, sizeof(int64_t))) ? NULL : ox_oom();
+  case ONYX_ATTR_FLOATS:
+    return (dst->floats = ox_dup_array(src->floats, src->count, sizeof(float))) ? NULL : ox_oom();
+  case ONYX_ATTR_STRINGS:
+    dst->strings = calloc(src->count ? src->count : 1, sizeof *dst->strings);
+    if (!dst->strings) return ox_oom();
+    for (size_t i = 0; i < src->count; i++)
+      if (!(dst->strings[i] = ox_strdup(src->strings[i]))) return ox_oom();
+    return NULL;
+  case ONYX_ATTR_TENSOR:
+    return ox_tensor_clone(src->t, &dst->t);
+  default:
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "attribute '%s' of type %d cannot be passed into a "
+                     "function body",
+                     src->name, (int)src->type);
+  }
+}
+
+static const OxAttr* ox_attr_in(const OxAttr* attrs, size_t n, const char* name) {
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(attrs[i].name, name)) return &attrs[i];
+  return NULL;
+}
+
+/* The nodes of one body, added to g in place of the call. */
+static OnyxStatus* ox_expand_body(OxGraph* g, const char* cname, char** ins, size_t n_in,
+                                  char** outs, size_t n_out, const OxAttr* attrs, size_t n_attrs,
+                                  const Onnx__FunctionProto* f) {
+  OxLoader L = {.lim = ox_limits(NULL), .root = g};
+  OxScope sc = {.g = g};
+  OxMap internal = {0};
+  char** made = calloc(1, sizeof *made);
+  size_t n_made = 0, cap_made = 1;
+  OnyxStatus* st = made ? NULL : ox_oom();
+  for (size_t k = 0; !st && k < f->n_node; k++)
+    for (size_t o = 0; !st && o < f->node[k]->n_output; o++) {
+      const char* nm = f->node[k]->output[o];
+      bool formal = false;
+      for (size_t j = 0; j < f->n_output; j++)
+        formal |= !strcmp(f->output[j], nm);
+      if (!*nm || formal || ox_map_get(&internal, nm)) continue;
+      char* u = ox_asprintf("%s/%s", cname, nm);
+      if (!u || !ox_grow((void**)&made, &cap_made, n_made + 1, sizeof *made) ||
+          !ox_map_put(&internal, nm, u)) {
+        free(u);
+        st = ox_oom();
+        break;
+      }
+      made[n_made++] = u;
+    }
+  for (size_t k = 0; !st && k < f->n_node; k++) {
+    const Onnx__NodeProto* bn = f->node[k];
+    const char** bi = calloc(bn->n_input + 1, sizeof *bi);
+    const char** bo = calloc(bn->n_output + 1, sizeof *bo);
+    char* name = ox_asprintf("%s/%s_%zu", cname, ox_str(bn->op_type), k);
+    if (!bi || !bo || !name) st = ox_oom();
+    for (size_t i = 0; !st && i < bn->n_input; i++) {
+      const char* nm = bn->input[i];
+      bi[i] = nm;
+      for (size_t j = 0; j < f->n_input; j++)
+        if (!strcmp(f->input[j], nm)) bi[i] = j < n_in && ins[j] ? ins[j] : "";
+      if (ox_map_get(&internal, nm)) bi[i] = ox_map_get(&internal, nm);
+    }
+    for (size_t i = 0; !st && i < bn->n_output; i++) {
+      const char* nm = bn->output[i];
+      bo[i] = ox_map_get(&internal, nm) ? (const char*)ox_map_get(&internal, nm) : "";
+      for (size_t j = 0; j < f->n_output; j++)
+        if (!strcmp(f->output[j], nm)) bo[i] = j < n_out && outs[j] ? outs[j] : "";
+    }
+    OxNode* n = NULL;
+    if (!st)
+      st = ox_graph_add_node(g, name, ox_str(bn->op_type),
+                             ox_domain_is_onnx(bn->domain) ? "" : bn->domain, bi, bn->n_input, bo,
+                             bn->n_output, &n);
+    for (size_t i = 0; !st && i < bn->n_attribute; i++) {
+      const Onnx__AttributeProto* ap = bn->attribute[i];
+      OxAttr a = {0};
+      if (ap->ref_attr_name && *ap->ref_attr_name) {
+        const OxAttr* src = ox_attr_in(attrs, n_attrs, ap->ref_attr_name);
+        if (!src) continue; /* not given: the op's default */
+        st = ox_attr_copy(src, ox_str(ap->name), &a);
+      } else {
+        st = ox_read_attr(&L, &sc, ap, 0, &a);
+      }
+      if (!st) st = ox_node_add_attr(n, &a);
+      ox_attr_discard(&a);
+    }
+    free(bi);
+    free(bo);
+    free(name);
+  }
+  for (size_t i = 0; i < n_made; i++)
+    free(made[i]);
+  free(made);
+  ox_map_free(&internal);
+  return st;
+}
+
+OnyxStatus* ox_graph_expand_function(OxGraph* g, OxNode* n, const uint8_t* bytes, size_t len) {
+  Onnx__FunctionProto* f = onnx__function_proto__unpack(NULL, len, bytes);
+  if (!f)
+    return ox_status(ONYX_FAIL, "node '%s' (%s): its function body does not parse", n->name,
+                     n->op_type);
+  char* cname = ox_strdup(n->name);
+  char* op = ox_strdup(n->op_type);
+  char** ins = calloc(n->n_inputs + 1, sizeof *ins);
+  char** outs = calloc(n->n_outputs + 1, sizeof *outs);
+  OnyxStatus* st = (!cname || !op || !ins || !outs) ? ox_oom() : NULL;
+  size_t n_in = n->n_inputs - n->n_implicit, n_out = n->n_outputs;
+  for (size_t i = 0; !st && i < n_in; i++)
+    if (n->inputs[i] && !(ins[i] = ox_strdup(n->inputs[i]->name))) st = ox_oom();
+  for (size_t i = 0; !st && i < n_out; i++)
+    if (n->outputs[i] && !(outs[i] = ox_strdup(n->outputs[i]->name))) st = ox_oom();
+  OxAttr* attrs = NULL;
+  size_t n_attrs = 0;
+  if (!st) { /* the call's attributes outlive the node for ref_attr_name */
+    attrs = n->attrs;
+    n_attrs = n->n_attrs;
+    n->attrs = NULL;
+    n->n_attrs = n->cap_attrs = 0;
+    ox_graph_remove_node(g, n);
+    st = ox_expand_body(g, cname, ins, n_in, outs, n_out, attrs, n_attrs, f);
+  }
+  for (size_t i = 0; i < n_attrs; i++)
+    ox_attr_discard(&attrs[i]);
+  free(attrs);
+  for (size_t i = 0; ins && i < n_in; i++)
+    free(ins[i]);
+  for (size_t i = 0; outs && i < n_out; i++)
+    free(outs[i]);
+  free(ins);
+  free(outs);
+  if (st) st = ox_status_wrap(st, "expanding node '%s' (%s) through its function body", cname, op);
+  free(cname);
+  free(op);
+  onnx__function_proto__free_unpacked(f, NULL);
+  return st;
 }

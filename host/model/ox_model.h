@@ -4,12 +4,22 @@
 
 #include "ox_ir.h"
 
+/* The default resource limits (docs/security.md): what a session uses when
+ * the application or config sets none, or sets 0. */
+#define OX_DEFAULT_MAX_MODEL_BYTES  ((size_t)4 << 30) /* the model file / buffer */
+#define OX_DEFAULT_MAX_TENSOR_BYTES ((size_t)4 << 30) /* one tensor, loaded or computed */
+#define OX_DEFAULT_MAX_NODES        ((size_t)1000000) /* all graphs of a model together */
+#define OX_DEFAULT_MAX_GRAPH_DEPTH  32                /* nested subgraphs */
+/* The most max_graph_depth can be set to: loading recurses per level, so a
+ * higher setting is lowered to this to keep the stack bounded. */
+#define OX_MAX_GRAPH_DEPTH_CEILING 256
+
 /* Limits applied while loading; 0 means the default. */
 typedef struct OxModelLimits {
-  size_t max_model_bytes;  /* default 4 GiB */
-  size_t max_tensor_bytes; /* default 4 GiB, checked before any allocation */
-  size_t max_nodes;        /* default 1,000,000 */
-  int max_graph_depth;     /* default 32 nested subgraphs */
+  size_t max_model_bytes;  /* checked before parsing */
+  size_t max_tensor_bytes; /* checked before any allocation */
+  size_t max_nodes;
+  int max_graph_depth;
 } OxModelLimits;
 
 /* Loads a model file into a new graph (not yet sorted or resolved). External
@@ -25,6 +35,15 @@ OnyxStatus* ox_model_load_bytes(const void* bytes, size_t len, const char* base_
 
 /* TensorProto (the .pb files of ONNX test folders). *name may be NULL. */
 OnyxStatus* ox_tensor_from_proto_bytes(const void* bytes, size_t len, OxTensor** out, char** name);
+/* A SequenceProto (kind OX_VK_SEQUENCE) or OptionalProto (OX_VK_OPT_*) or,
+ * for OX_VK_TENSOR, a TensorProto: a host value (model_load.c). */
+/* Replaces node n of g by the nodes of a serialized FunctionProto (ONNX's
+ * body of its op): formal inputs/outputs become n's values, other names get
+ * n's name as a prefix, ref_attr_name attributes take n's attributes. n is
+ * freed. The graph must be resolved again afterwards. */
+OnyxStatus* ox_graph_expand_function(OxGraph* g, OxNode* n, const uint8_t* bytes, size_t len);
+OnyxStatus* ox_value_from_proto_bytes(const void* bytes, size_t len, uint8_t kind, OxTensor** out,
+                                      char** name);
 /* Serializes a host tensor; *bytes is malloc'd. */
 OnyxStatus* ox_tensor_to_proto_bytes(const OxTensor* t, const char* name, void** bytes,
                                      size_t* len);

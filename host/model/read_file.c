@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include "ox_model.h"
 
-#define OX_DEFAULT_READ_LIMIT ((size_t)4 << 30)
+#define OX_DEFAULT_READ_LIMIT OX_DEFAULT_MAX_MODEL_BYTES
 
 static OnyxStatus* ox_over_limit(const char* path, size_t max_bytes) {
   return ox_status(ONYX_LIMIT_EXCEEDED, "'%s' is larger than the limit of %zu bytes", path,

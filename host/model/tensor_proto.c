@@ -11,7 +11,7 @@
 #include "onnx.pb-c.h"
 #include "model_internal.h"
 
-#define OX_DEFAULT_TENSOR_LIMIT ((size_t)4 << 30)
+#define OX_DEFAULT_TENSOR_LIMIT OX_DEFAULT_MAX_TENSOR_BYTES
 
 /* Which typed field of TensorProto holds each element type, and the width in
  * bytes each field value takes in our storage. Raw data is little-endian in
@@ -244,10 +244,24 @@ static OnyxStatus* ox_check_location_text(const char* loc) {
   return NULL;
 }
 
-/* Resolves loc inside base_dir, following symlinks, and opens it. */
-static OnyxStatus* ox_open_external(const char* base_dir, const char* loc, int* fd_out) {
-  *fd_out = -1;
-  OX_TRY(ox_check_location_text(loc));
+/* Whether the real path `real` lies in the folder whose real path is `base`. */
+static bool ox_path_inside(const char* real, const char* base) {
+  size_t n = strlen(base);
+  return !strncmp(real, base, n) && (real[n] == '/' || (n && base[n - 1] == '/'));
+}
+
+static bool ox_same_file(const struct stat* a, const struct stat* b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+void (*ox_external_race_hook)(const char* base_dir, const char* location);
+
+/* Resolves loc inside base_dir, following symlinks, and refuses a path
+ * that leaves the folder. On success *real is the resolved path (malloc'd)
+ * and *sb the identity of the file it named at that moment. */
+static OnyxStatus* ox_resolve_inside(const char* base_dir, const char* loc, char** real_out,
+                                     struct stat* sb) {
+  *real_out = NULL;
   char* joined = ox_asprintf("%s/%s", base_dir, loc);
   if (!joined) return ox_oom();
   char* real = realpath(joined, NULL);
@@ -258,24 +272,52 @@ static OnyxStatus* ox_open_external(const char* base_dir, const char* loc, int* 
                      "external data file '%s' (in '%s'): %s", loc, base_dir, strerror(err));
   char* base_real = realpath(base_dir, NULL);
   OnyxStatus* st = NULL;
-  if (!base_real) {
+  if (!base_real)
     st = ox_status(ONYX_NOT_FOUND, "model folder '%s': %s", base_dir, strerror(errno));
-  } else {
-    size_t n = strlen(base_real);
-    bool inside = !strncmp(real, base_real, n) && (real[n] == '/' || base_real[n - 1] == '/');
-    if (!inside)
-      st = ox_status(ONYX_INVALID_MODEL,
-                     "external data location '%s' resolves to '%s', outside the model folder "
-                     "'%s' (refused)",
-                     loc, real, base_real);
-  }
-  int fd = st ? -1 : open(real, O_RDONLY | O_CLOEXEC);
-  if (!st && fd < 0)
-    st = ox_status(ONYX_NOT_FOUND, "cannot open external data file '%s': %s", loc, strerror(errno));
-  free(real);
+  else if (!ox_path_inside(real, base_real))
+    st = ox_status(ONYX_INVALID_MODEL,
+                   "external data location '%s' resolves to '%s', outside the model folder "
+                   "'%s' (refused)",
+                   loc, real, base_real);
+  else if (stat(real, sb) != 0 || !S_ISREG(sb->st_mode))
+    st = ox_status(ONYX_INVALID_MODEL, "external data file '%s' is not a regular file", loc);
   free(base_real);
-  *fd_out = fd;
+  if (st)
+    free(real);
+  else
+    *real_out = real;
   return st;
+}
+
+/* Opens loc inside base_dir. The time-of-check/time-of-use window between
+ * resolving the path and opening it is closed: the resolved path (which has
+ * no symlinks left) is opened with O_NOFOLLOW and without blocking (a FIFO
+ * must not hang the loader), and the opened file must be the very file
+ * (device, inode) the check saw; a symlink or file swapped in between makes
+ * them differ and the file is refused. */
+static OnyxStatus* ox_open_external(const char* base_dir, const char* loc, int* fd_out) {
+  *fd_out = -1;
+  OX_TRY(ox_check_location_text(loc));
+  char* real;
+  struct stat checked, opened;
+  OX_TRY(ox_resolve_inside(base_dir, loc, &real, &checked));
+  if (ox_external_race_hook) ox_external_race_hook(base_dir, loc);
+  int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+  int err = errno;
+  free(real);
+  if (fd < 0 && err == ELOOP) /* the checked path became a symlink */
+    return ox_status(ONYX_INVALID_MODEL,
+                     "external data file '%s' changed while it was being opened (refused)", loc);
+  if (fd < 0)
+    return ox_status(ONYX_INVALID_MODEL, "cannot open external data file '%s': %s", loc,
+                     strerror(err));
+  if (fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode) || !ox_same_file(&checked, &opened)) {
+    close(fd);
+    return ox_status(ONYX_INVALID_MODEL,
+                     "external data file '%s' changed while it was being opened (refused)", loc);
+  }
+  *fd_out = fd;
+  return NULL;
 }
 
 /* Checks that [offset, offset+length) lies in the file and matches the tensor. */
@@ -443,7 +485,8 @@ OnyxStatus* ox_tensor_from_proto_bytes(const void* bytes, size_t len, OxTensor**
   if (name) *name = NULL;
   Onnx__TensorProto* tp = onnx__tensor_proto__unpack(NULL, len, bytes);
   if (!tp) return ox_status(ONYX_INVALID_MODEL, "not a valid TensorProto (%zu bytes)", len);
-  OnyxStatus* st = ox_tensor_from_proto(tp, NULL, 0, NULL, out);
+  OnyxStatus* st = ox_proto_check_text(&tp->base);
+  if (!st) st = ox_tensor_from_proto(tp, NULL, 0, NULL, out);
   if (st) {
     st = ox_status_wrap(st, "tensor '%s'", tp->name ? tp->name : "");
   } else if (name && !(*name = ox_strdup(tp->name ? tp->name : ""))) {

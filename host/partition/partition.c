@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_control.h"
+#include "ox_function_body.h"
+#include "ox_model.h"
 #include "ox_session.h"
 
 void ox_view_clear(OnyxGraphView* v) {
@@ -37,6 +40,11 @@ static OnyxStatus* ox_check_claimable(OnyxCapabilityBuilder* b, const OxNode* n)
   if (!n || n->index >= p->graph->n_nodes || p->graph->nodes[n->index] != n)
     return ox_status(ONYX_PLACEMENT_ERROR, "provider '%s' claimed a node that is not in the graph",
                      ox_ep_name(p, b->ep));
+  if (n->ep == OX_EP_HOST)
+    return ox_status(ONYX_PLACEMENT_ERROR,
+                     "provider '%s' claimed node '%s' (%s), which the host runs (control flow, "
+                     "sequences and optionals are not offered to providers)",
+                     ox_ep_name(p, b->ep), n->name, n->op_type);
   if (n->ep >= 0)
     return ox_status(ONYX_PLACEMENT_ERROR,
                      "provider '%s' claimed node '%s' (%s), which is already placed on '%s'",
@@ -230,7 +238,7 @@ static OnyxStatus* ox_apply_pins(OxPartition* p, const OnyxSessionOptions* o) {
   for (size_t i = 0; o && i < p->graph->n_nodes; i++) {
     OxNode* n = p->graph->nodes[i];
     const OxPin* pin = ox_pin_for(o, n);
-    if (!pin) continue;
+    if (!pin || n->ep == OX_EP_HOST) continue;
     int32_t e = ox_find_ep(p, pin->provider);
     if (e < 0)
       return ox_status(ONYX_PLACEMENT_ERROR,
@@ -251,7 +259,7 @@ static OnyxStatus* ox_unplaced_view(const OxGraph* g, OnyxGraphView* v) {
   v->nodes = malloc((g->n_nodes ? g->n_nodes : 1) * sizeof *v->nodes);
   if (!v->nodes) return ox_oom();
   for (size_t i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->ep < 0) v->nodes[v->n_nodes++] = g->nodes[i];
+    if (g->nodes[i]->ep == -1) v->nodes[v->n_nodes++] = g->nodes[i];
   /* Graph inputs/outputs are borrowed from the graph: copy the pointers. */
   v->inputs = malloc((g->n_inputs + 1) * sizeof *v->inputs);
   v->outputs = malloc((g->n_outputs + 1) * sizeof *v->outputs);
@@ -279,7 +287,11 @@ static void ox_default_capability(OnyxCapabilityBuilder* b, const OnyxGraphView*
 static OnyxStatus* ox_release_cheap(OxPartition* p, int32_t e) {
   for (size_t i = 0; i < p->graph->n_nodes; i++) {
     OxNode* n = p->graph->nodes[i];
-    if (n->ep != e || !p->cheap[i] || n->group >= 0) continue;
+    bool cheap = p->cheap[i];
+    /* A mark is this provider's hint only: a node handed back must not carry
+     * it to the next provider (the CPU would drop it too). */
+    p->cheap[i] = false;
+    if (n->ep != e || !cheap || n->group >= 0) continue;
     bool local = true;
     for (size_t k = 0; k < n->n_inputs && local; k++) {
       const OxValue* v = n->inputs[k];
@@ -335,17 +347,71 @@ static OnyxStatus* ox_unplaced_error(const OxPartition* p, const OxNode* n) {
   return st;
 }
 
+/* Nodes no provider took whose op ONNX defines as a function with a stored
+ * body are replaced by the body's nodes; true if any was. */
+static OnyxStatus* ox_expand_unplaced(OxPartition* p, bool* expanded) {
+  OxGraph* g = p->graph;
+  *expanded = false;
+  OxNode** todo = calloc(g->n_nodes + 1, sizeof *todo);
+  if (!todo) return ox_oom();
+  size_t n_todo = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    size_t len = 0;
+    OxNode* n = g->nodes[i];
+    if (n->ep == -1 && ox_schema_function_body(n->domain, n->op_type, n->since_version, &len))
+      todo[n_todo++] = n;
+  }
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; i < n_todo && !st; i++) {
+    size_t len = 0;
+    const uint8_t* body =
+        ox_schema_function_body(todo[i]->domain, todo[i]->op_type, todo[i]->since_version, &len);
+    st = ox_graph_expand_function(g, todo[i], body, len);
+  }
+  free(todo);
+  *expanded = n_todo > 0;
+  if (st || !n_todo) return st;
+  /* Start over on the new graph: resolve it, then place every node again. */
+  ox_partition_clear(p);
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    g->nodes[i]->ep = -1;
+    g->nodes[i]->group = -1;
+  }
+  const OxSchemaRegistry** customs = calloc(p->n_eps + 1, sizeof *customs);
+  if (!customs) return ox_oom();
+  for (size_t i = 0; i < p->n_eps; i++)
+    customs[i] = p->eps[i].lib->schemas;
+  st = ox_graph_resolve(g, customs, p->n_eps);
+  free(customs);
+  return st;
+}
+
+static OnyxStatus* ox_partition_pass(OxPartition* p, const OnyxSessionOptions* opts, int round);
+
 OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts) {
+  return ox_partition_pass(p, opts, 0);
+}
+
+static OnyxStatus* ox_partition_pass(OxPartition* p, const OnyxSessionOptions* opts, int round) {
   OxGraph* g = p->graph;
   p->cheap = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->cheap);
   if (!p->cheap) return ox_oom();
+  /* Control flow and container ops run on the host: no provider sees them. */
+  for (size_t i = 0; i < g->n_nodes; i++)
+    if (ox_host_op(g->nodes[i])) g->nodes[i]->ep = OX_EP_HOST;
   OX_TRY(ox_apply_pins(p, opts));
   for (size_t e = 0; e < p->n_eps; e++)
     OX_TRY(ox_ask_provider(p, (int32_t)e));
+  if (round < 8) { /* function bodies may hold function ops themselves */
+    bool expanded = false;
+    OX_TRY(ox_expand_unplaced(p, &expanded));
+    if (expanded) return ox_partition_pass(p, opts, round + 1);
+  }
   for (size_t i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->ep < 0) return ox_unplaced_error(p, g->nodes[i]);
+    if (g->nodes[i]->ep == -1) return ox_unplaced_error(p, g->nodes[i]);
   for (size_t i = 0; opts && opts->fallback_deny && i < g->n_nodes; i++) {
     const OxNode* n = g->nodes[i];
+    if (n->ep == OX_EP_HOST) continue;
     const OxEpSlot* slot = &p->eps[n->ep];
     if (slot->implicit && p->n_eps > 1 && !ox_pin_for(opts, n))
       return ox_status(ONYX_PLACEMENT_ERROR,
@@ -356,7 +422,7 @@ OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts) {
   for (size_t e = 0; e < p->n_eps; e++)
     p->eps[e].n_nodes = 0;
   for (size_t i = 0; i < g->n_nodes; i++)
-    p->eps[g->nodes[i]->ep].n_nodes++;
+    if (g->nodes[i]->ep >= 0) p->eps[g->nodes[i]->ep].n_nodes++;
   return NULL;
 }
 

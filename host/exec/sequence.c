@@ -1,0 +1,394 @@
+/* sequence.c — the sequence and optional ops, run by the host: a sequence is
+ * an OxTensor of kind OX_RT_SEQUENCE holding its items, an empty optional one
+ * of kind OX_RT_NONE; an optional holding a value is that value. Items are
+ * shared (views of the same buffers), never copied, except where an op makes
+ * new data (SplitToSequence, ConcatFromSequence). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ox_control.h"
+
+static const char* const ox_seq_ops[] = {
+    "SequenceEmpty", "SequenceConstruct",  "SequenceAt",         "SequenceInsert",
+    "SequenceErase", "SequenceLength",     "SplitToSequence",    "ConcatFromSequence",
+    "Optional",      "OptionalHasElement", "OptionalGetElement", NULL};
+
+bool ox_seq_op(const char* op) {
+  for (size_t i = 0; ox_seq_ops[i]; i++)
+    if (!strcmp(op, ox_seq_ops[i])) return true;
+  return false;
+}
+
+static OnyxStatus* ox_err(const OxNode* n, const char* fmt, ...) OX_PRINTF(2, 3);
+static OnyxStatus* ox_err(const OxNode* n, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char* text = NULL;
+  if (vasprintf(&text, fmt, ap) < 0) text = NULL;
+  va_end(ap);
+  OnyxStatus* st = ox_status(ONYX_INVALID_ARGUMENT, "node '%s' (%s): %s", n->name, n->op_type,
+                             text ? text : "out of memory");
+  free(text);
+  return st;
+}
+
+static OnyxStatus* ox_out(OxValue* v, uint8_t kind, OnyxElemType type, int32_t rank,
+                          const int64_t* dims) {
+  if (!v) return NULL;
+  OX_TRY(ox_value_set(v, type, rank, dims));
+  v->kind = kind;
+  return NULL;
+}
+
+static bool ox_is_seq(uint8_t k) {
+  return k == OX_VK_SEQUENCE || k == OX_VK_OPT_SEQUENCE;
+}
+
+OnyxStatus* ox_seq_infer(OxNode* n) {
+  const char* op = n->op_type;
+  OxValue* in0 = n->n_inputs ? n->inputs[0] : NULL;
+  OxValue* out0 = n->n_outputs ? n->outputs[0] : NULL;
+  if (!strcmp(op, "SequenceEmpty")) {
+    OnyxElemType t = (OnyxElemType)ox_node_attr_int(n, "dtype", ONYX_ELEM_FLOAT32);
+    return ox_out(out0, OX_VK_SEQUENCE, t, -1, NULL);
+  }
+  if (!in0 && strcmp(op, "Optional") && strcmp(op, "OptionalHasElement"))
+    return ox_err(n, "its first input is missing");
+  if (!strcmp(op, "SequenceConstruct") || !strcmp(op, "SplitToSequence"))
+    return ox_out(out0, OX_VK_SEQUENCE, in0->type, -1, NULL);
+  if (!strcmp(op, "SequenceInsert") || !strcmp(op, "SequenceErase")) {
+    if (in0->kind != OX_VK_SEQUENCE) return ox_err(n, "input 0 '%s' is not a sequence", in0->name);
+    return ox_out(out0, OX_VK_SEQUENCE, in0->type, -1, NULL);
+  }
+  if (!strcmp(op, "SequenceAt") || !strcmp(op, "ConcatFromSequence")) {
+    if (in0->kind != OX_VK_SEQUENCE) return ox_err(n, "input 0 '%s' is not a sequence", in0->name);
+    return ox_out(out0, OX_VK_TENSOR, in0->type, -1, NULL);
+  }
+  if (!strcmp(op, "SequenceLength")) return ox_out(out0, OX_VK_TENSOR, ONYX_ELEM_INT64, 0, NULL);
+  if (!strcmp(op, "OptionalHasElement")) return ox_out(out0, OX_VK_TENSOR, ONYX_ELEM_BOOL, 0, NULL);
+  if (!strcmp(op, "Optional")) {
+    if (in0)
+      return ox_out(out0, ox_is_seq(in0->kind) ? OX_VK_OPT_SEQUENCE : OX_VK_OPT_TENSOR, in0->type,
+                    -1, NULL);
+    const OxAttr* a = ox_node_attr(n, "type");
+    if (!a || a->type != ONYX_ATTR_TYPE_PROTO)
+      return ox_err(n, "has neither an input nor a 'type' attribute");
+    return ox_out(out0, ox_is_seq(a->tp_kind) ? OX_VK_OPT_SEQUENCE : OX_VK_OPT_TENSOR, a->tp_elem,
+                  -1, NULL);
+  }
+  if (!strcmp(op, "OptionalGetElement")) {
+    if (ox_is_seq(in0->kind)) return ox_out(out0, OX_VK_SEQUENCE, in0->type, -1, NULL);
+    bool plain = in0->kind == OX_VK_TENSOR;
+    return ox_out(out0, OX_VK_TENSOR, in0->type, plain ? in0->rank : -1, plain ? in0->dims : NULL);
+  }
+  /* Identity and other pass-through ops over a container. */
+  if (!strcmp(op, "Identity"))
+    return ox_out(out0, in0->kind, in0->type, in0->kind == OX_VK_TENSOR ? in0->rank : -1,
+                  in0->kind == OX_VK_TENSOR ? in0->dims : NULL);
+  return ox_err(n, "reads or writes a sequence or optional value, which only the control-flow, "
+                   "sequence and optional ops accept");
+}
+
+/* --- tensor helpers --------------------------------------------------------------------- */
+
+OnyxStatus* ox_cf_copy(OxTensor* dst, size_t doff, const OxTensor* src, size_t soff, size_t n) {
+  if (!n) return NULL;
+  if (src->type == ONYX_ELEM_STRING) {
+    char** d = dst->data;
+    char* const* s = src->data;
+    for (size_t i = 0; i < n; i++) {
+      char* c = ox_strdup(s[soff + i] ? s[soff + i] : "");
+      if (!c) return ox_oom();
+      free(d[doff + i]);
+      d[doff + i] = c;
+    }
+    return NULL;
+  }
+  size_t esz = ox_elem_size(src->type);
+  if (!esz)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "element type %s is not supported by sequence ops",
+                     ox_elem_name(src->type));
+  memcpy((char*)dst->data + doff * esz, (const char*)src->data + soff * esz, n * esz);
+  return NULL;
+}
+
+static size_t ox_prod(const int64_t* d, size_t from, size_t to) {
+  size_t p = 1;
+  for (size_t i = from; i < to; i++)
+    p *= (size_t)d[i];
+  return p;
+}
+
+OnyxStatus* ox_cf_take(const OxTensor* t, size_t axis, int64_t idx, OxTensor** out) {
+  *out = NULL;
+  if (t->rank > OX_CF_MAX_RANK)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "rank %zu is over %d", t->rank, OX_CF_MAX_RANK);
+  if (axis >= t->rank || idx < 0 || idx >= t->dims[axis])
+    return ox_status(ONYX_INVALID_ARGUMENT, "index %lld is out of range on axis %zu",
+                     (long long)idx, axis);
+  int64_t dims[OX_CF_MAX_RANK];
+  size_t r = 0;
+  for (size_t i = 0; i < t->rank; i++)
+    if (i != axis) dims[r++] = t->dims[i];
+  OX_TRY(ox_tensor_new(t->type, dims, r, out));
+  size_t outer = ox_prod(t->dims, 0, axis), inner = ox_prod(t->dims, axis + 1, t->rank);
+  size_t len = (size_t)t->dims[axis];
+  for (size_t o = 0; o < outer; o++) {
+    OnyxStatus* st = ox_cf_copy(*out, o * inner, t, (o * len + (size_t)idx) * inner, inner);
+    if (st) {
+      ox_tensor_free(*out);
+      *out = NULL;
+      return st;
+    }
+  }
+  return NULL;
+}
+
+OnyxStatus* ox_cf_concat(OxTensor* const* items, size_t n, int64_t axis, bool new_axis,
+                         OxTensor** out) {
+  *out = NULL;
+  if (!n) return ox_status(ONYX_INVALID_ARGUMENT, "nothing to concatenate");
+  const OxTensor* a = items[0];
+  if (a->rank >= OX_CF_MAX_RANK)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "rank %zu is over %d", a->rank, OX_CF_MAX_RANK - 1);
+  int64_t r = (int64_t)a->rank + (new_axis ? 1 : 0);
+  if (axis < -r || axis >= r || (!new_axis && !a->rank))
+    return ox_status(ONYX_INVALID_ARGUMENT, "axis %lld is out of range for rank %lld",
+                     (long long)axis, (long long)r);
+  if (axis < 0) axis += r;
+  size_t ax = (size_t)axis;
+  int64_t dims[OX_CF_MAX_RANK + 1];
+  int64_t total = 0;
+  for (size_t k = 0; k < n; k++) {
+    const OxTensor* t = items[k];
+    bool same = t->type == a->type && t->rank == a->rank && t->vkind == OX_RT_TENSOR;
+    for (size_t i = 0; same && i < a->rank; i++)
+      same = t->dims[i] == a->dims[i] || (!new_axis && i == ax);
+    if (!same)
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "item %zu has another type or shape than item 0 (off the axis)", k);
+    total += new_axis ? 1 : t->dims[ax];
+  }
+  size_t d = 0;
+  for (size_t i = 0; i < (size_t)r; i++) {
+    if (i == ax)
+      dims[i] = total;
+    else
+      dims[i] = a->dims[d];
+    if (i != ax || !new_axis) d++;
+  }
+  OX_TRY(ox_tensor_new(a->type, dims, (size_t)r, out));
+  /* outer = product of the dims before the axis; each item contributes a
+   * block of (its axis length) * inner elements per outer index. */
+  size_t outer = ox_prod(dims, 0, ax), inner = ox_prod(dims, ax + 1, (size_t)r);
+  size_t row = (size_t)total * inner, at = 0;
+  for (size_t k = 0; k < n; k++) {
+    size_t blk = (new_axis ? 1 : (size_t)items[k]->dims[ax]) * inner;
+    for (size_t o = 0; o < outer; o++) {
+      OnyxStatus* st = ox_cf_copy(*out, o * row + at, items[k], o * blk, blk);
+      if (st) {
+        ox_tensor_free(*out);
+        *out = NULL;
+        return st;
+      }
+    }
+    at += blk;
+  }
+  return NULL;
+}
+
+/* --- run ---------------------------------------------------------------------------------- */
+
+static OnyxStatus* ox_scalar_index(const OxNode* n, const OxTensor* t, int64_t* v) {
+  if (!t || t->vkind != OX_RT_TENSOR || t->count != 1 ||
+      (t->type != ONYX_ELEM_INT64 && t->type != ONYX_ELEM_INT32))
+    return ox_err(n, "the position must be one int32 or int64 value");
+  *v = t->type == ONYX_ELEM_INT64 ? *(const int64_t*)t->data : *(const int32_t*)t->data;
+  return NULL;
+}
+
+static OnyxStatus* ox_need_seq(const OxNode* n, const OxTensor* t) {
+  if (!t || t->vkind != OX_RT_SEQUENCE) return ox_err(n, "input 0 is not a sequence");
+  return NULL;
+}
+
+static OnyxStatus* ox_run_split(const OxNode* n, OxTensor* const* ins, OxTensor** outs) {
+  const OxTensor* x = ins[0];
+  if (!x || x->vkind != OX_RT_TENSOR) return ox_err(n, "input 0 is not a tensor");
+  if (x->rank > OX_CF_MAX_RANK) return ox_err(n, "rank %zu is over %d", x->rank, OX_CF_MAX_RANK);
+  int64_t axis = ox_node_attr_int(n, "axis", 0), r = (int64_t)x->rank;
+  if (axis < -r || axis >= r) return ox_err(n, "axis %lld is out of range", (long long)axis);
+  if (axis < 0) axis += r;
+  bool keep = ox_node_attr_int(n, "keepdims", 1) != 0;
+  int64_t len = x->dims[axis];
+  const OxTensor* sp = n->n_inputs > 1 ? ins[1] : NULL;
+  int64_t* sizes = NULL;
+  size_t parts = 0;
+  if (!sp) {
+    parts = (size_t)len;
+  } else {
+    if (sp->vkind != OX_RT_TENSOR || (sp->type != ONYX_ELEM_INT64 && sp->type != ONYX_ELEM_INT32) ||
+        sp->rank > 1)
+      return ox_err(n, "'split' must be an int32/int64 scalar or 1-D tensor");
+    int64_t one = 0;
+    if (!sp->rank) {
+      OX_TRY(ox_scalar_index(n, sp, &one));
+      if (one <= 0) return ox_err(n, "'split' %lld is not positive", (long long)one);
+      parts = (size_t)((len + one - 1) / one);
+    } else {
+      parts = sp->count;
+    }
+    sizes = calloc(parts ? parts : 1, sizeof *sizes);
+    if (!sizes) return ox_oom();
+    int64_t sum = 0;
+    for (size_t i = 0; i < parts; i++) {
+      if (!sp->rank)
+        sizes[i] = (int64_t)i + 1 < (int64_t)parts ? one : len - one * (int64_t)(parts - 1);
+      else
+        sizes[i] = sp->type == ONYX_ELEM_INT64 ? ((const int64_t*)sp->data)[i]
+                                               : ((const int32_t*)sp->data)[i];
+      if (sizes[i] < 0) {
+        free(sizes);
+        return ox_err(n, "'split' has a negative size");
+      }
+      sum += sizes[i];
+    }
+    if (sum != len) {
+      free(sizes);
+      return ox_err(n, "'split' sums to %lld but axis %lld has length %lld", (long long)sum,
+                    (long long)axis, (long long)len);
+    }
+  }
+  OxTensor* seq = NULL;
+  OnyxStatus* st = ox_value_new_sequence(x->type, &seq);
+  size_t outer = ox_prod(x->dims, 0, (size_t)axis),
+         inner = ox_prod(x->dims, (size_t)axis + 1, x->rank);
+  int64_t at = 0;
+  for (size_t p = 0; !st && p < parts; p++) {
+    int64_t sz = sizes ? sizes[p] : 1;
+    int64_t dims[OX_CF_MAX_RANK];
+    size_t rank = 0;
+    for (size_t i = 0; i < x->rank; i++) {
+      if ((int64_t)i == axis && !sizes && !keep) continue;
+      dims[rank++] = (int64_t)i == axis ? sz : x->dims[i];
+    }
+    OxTensor* item = NULL;
+    st = ox_tensor_new(x->type, dims, rank, &item);
+    for (size_t o = 0; !st && o < outer; o++)
+      st = ox_cf_copy(item, o * (size_t)sz * inner, x, (o * (size_t)len + (size_t)at) * inner,
+                      (size_t)sz * inner);
+    if (!st) st = ox_sequence_insert(seq, SIZE_MAX, item);
+    if (st) ox_tensor_free(item);
+    at += sz;
+  }
+  free(sizes);
+  if (st) {
+    ox_tensor_free(seq);
+    return ox_status_wrap(st, "node '%s' (%s)", n->name, n->op_type);
+  }
+  outs[0] = seq;
+  return NULL;
+}
+
+static OnyxStatus* ox_run_seq_op(const OxNode* n, OxTensor* const* ins, OxTensor** outs) {
+  const char* op = n->op_type;
+  OxTensor* x = n->n_inputs ? ins[0] : NULL;
+  const OxValue* ov = n->n_outputs ? n->outputs[0] : NULL;
+  if (!strcmp(op, "SequenceEmpty")) return ox_value_new_sequence(ov->type, &outs[0]);
+  if (!strcmp(op, "SequenceConstruct")) {
+    OX_TRY(ox_value_new_sequence(ov->type, &outs[0]));
+    for (size_t i = 0; i < n->n_inputs - n->n_implicit; i++) {
+      OxTensor* item = NULL;
+      if (!ins[i] || ins[i]->vkind != OX_RT_TENSOR)
+        return ox_err(n, "input %zu is not a tensor", i);
+      if (ins[i]->type != ov->type) return ox_err(n, "input %zu has another element type", i);
+      OX_TRY(ox_value_share(ins[i], &item));
+      OnyxStatus* st = ox_sequence_insert(outs[0], SIZE_MAX, item);
+      if (st) {
+        ox_tensor_free(item);
+        return st;
+      }
+    }
+    return NULL;
+  }
+  if (!strcmp(op, "SequenceLength")) {
+    OX_TRY(ox_need_seq(n, x));
+    OX_TRY(ox_tensor_new(ONYX_ELEM_INT64, NULL, 0, &outs[0]));
+    *(int64_t*)outs[0]->data = (int64_t)x->n_items;
+    return NULL;
+  }
+  if (!strcmp(op, "SequenceAt")) {
+    OX_TRY(ox_need_seq(n, x));
+    int64_t p, len = (int64_t)x->n_items;
+    OX_TRY(ox_scalar_index(n, ins[1], &p));
+    if (p < -len || p >= len)
+      return ox_err(n, "position %lld is out of range for a sequence of %lld", (long long)p,
+                    (long long)len);
+    return ox_value_share(x->items[p < 0 ? p + len : p], &outs[0]);
+  }
+  if (!strcmp(op, "SequenceInsert") || !strcmp(op, "SequenceErase")) {
+    OX_TRY(ox_need_seq(n, x));
+    bool ins_op = op[8] == 'I';
+    int64_t len = (int64_t)x->n_items, p = ins_op ? len : len - 1;
+    const OxTensor* pos =
+        ins_op ? (n->n_inputs > 2 ? ins[2] : NULL) : (n->n_inputs > 1 ? ins[1] : NULL);
+    if (pos) OX_TRY(ox_scalar_index(n, pos, &p));
+    if (p < 0) p += len;
+    if (p < 0 || p > (ins_op ? len : len - 1))
+      return ox_err(n, "position is out of range for a sequence of %lld", (long long)len);
+    const OxTensor* t = ins_op ? ins[1] : NULL;
+    if (ins_op && (!t || t->vkind != OX_RT_TENSOR || t->type != x->type))
+      return ox_err(n, "the tensor to insert is missing or has another element type");
+    OxTensor* seq = NULL;
+    OX_TRY(ox_value_share(x, &seq));
+    OxTensor* item = NULL;
+    OnyxStatus* st = NULL;
+    if (ins_op) {
+      st = ox_value_share(t, &item);
+      if (!st && (st = ox_sequence_insert(seq, (size_t)p, item))) ox_tensor_free(item);
+    } else {
+      ox_tensor_free(seq->items[p]);
+      memmove(seq->items + p, seq->items + p + 1, (size_t)(len - p - 1) * sizeof *seq->items);
+      seq->n_items--;
+    }
+    if (st) {
+      ox_tensor_free(seq);
+      return st;
+    }
+    outs[0] = seq;
+    return NULL;
+  }
+  if (!strcmp(op, "SplitToSequence")) return ox_run_split(n, ins, outs);
+  if (!strcmp(op, "ConcatFromSequence")) {
+    OX_TRY(ox_need_seq(n, x));
+    OnyxStatus* st = ox_cf_concat(x->items, x->n_items, ox_node_attr_int(n, "axis", 0),
+                                  ox_node_attr_int(n, "new_axis", 0) != 0, &outs[0]);
+    return st ? ox_status_wrap(st, "node '%s' (%s)", n->name, n->op_type) : NULL;
+  }
+  if (!strcmp(op, "Optional")) {
+    if (!x) return ox_value_new_none(ov->type, &outs[0]);
+    return ox_value_share(x, &outs[0]);
+  }
+  if (!strcmp(op, "OptionalHasElement")) {
+    OX_TRY(ox_tensor_new(ONYX_ELEM_BOOL, NULL, 0, &outs[0]));
+    *(uint8_t*)outs[0]->data = x && x->vkind != OX_RT_NONE;
+    return NULL;
+  }
+  if (!strcmp(op, "OptionalGetElement")) {
+    if (!x || x->vkind == OX_RT_NONE) return ox_err(n, "the optional input is empty");
+    return ox_value_share(x, &outs[0]);
+  }
+  if (!strcmp(op, "Identity")) {
+    if (!x) return ox_err(n, "input 0 is missing");
+    return ox_value_share(x, &outs[0]);
+  }
+  return ox_err(n, "is not a host op");
+}
+
+OnyxStatus* ox_seq_run(const OxNode* n, OxTensor* const* ins, OxTensor** outs) {
+  OnyxStatus* st = ox_run_seq_op(n, ins, outs);
+  if (st && strncmp(st->message ? st->message : "", "node '", 6))
+    st = ox_status_wrap(st, "node '%s' (%s)", n->name, n->op_type);
+  return st;
+}

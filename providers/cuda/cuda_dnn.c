@@ -1,0 +1,571 @@
+/* cuda_dnn.c — Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool,
+ * GlobalMaxPool and BatchNormalization (inference) through cuDNN 9's legacy
+ * API (cudnnConvolutionForward, cudnnConvolutionBackwardData,
+ * cudnnPoolingForward, cudnnBatchNormalizationForwardInference).
+ *
+ * cuDNN takes symmetric pads and floor-rounded pooling only: nodes with
+ * auto_pad SAME_*, asymmetric pads, ceil_mode, pooling dilations, MaxPool's
+ * Indices output, ConvTranspose's output_shape or a training-mode
+ * BatchNormalization are declined at partitioning (cuda_dnn_decline) and run
+ * on the next provider. 1-D inputs are run as 2-D with a height of 1. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_vendor.h"
+
+#define H            gpu_host
+#define DNN_MAX_DIMS 5 /* N, C and up to 3 spatial dims */
+
+enum {
+  DNN_CONV = 1,
+  DNN_CONV_TRANSPOSE,
+  DNN_MAX_POOL,
+  DNN_AVG_POOL,
+  DNN_GLOBAL_AVG_POOL,
+  DNN_GLOBAL_MAX_POOL,
+  DNN_BATCH_NORM
+};
+
+/* Conv state: the algorithm found for the last input shape (exhaustive or
+ * heuristic search), guarded by lock since compute may run concurrently. */
+typedef struct DnnKernel {
+  GpuKernel base;
+  pthread_mutex_t lock;
+  int64_t shape[DNN_MAX_DIMS];
+  size_t rank;
+  int algo_valid;
+  int algo;
+} DnnKernel;
+
+OnyxStatus* cuda_dnn_error(const OnyxNode* n, cudnnStatus_t s, const char* what) {
+  return gpu_node_error(n, ONYX_RUNTIME_ERROR, "%s: %s", what, cudnnGetErrorString(s));
+}
+
+static OnyxStatus* dnn_create(OnyxEp* ep, const OnyxNode* node, void* user, void** state) {
+  DnnKernel* k = calloc(1, sizeof *k);
+  if (!k) return gpu_node_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  k->base.ep = gpu_ep(ep);
+  k->base.node = node;
+  k->base.op = (int32_t)(intptr_t)user;
+  k->base.since = H->node_since_version(node);
+  pthread_mutex_init(&k->lock, NULL);
+  *state = k;
+  return NULL;
+}
+
+static void dnn_release(void* state) {
+  DnnKernel* k = state;
+  if (!k) return;
+  pthread_mutex_destroy(&k->lock);
+  free(k);
+}
+
+/* --- decline: what cuDNN's legacy API cannot express ------------------------------- */
+
+static bool attr_all(const OnyxNode* n, const char* name, int64_t v) {
+  size_t c = 0;
+  const int64_t* a = H->node_attr_ints(n, name, &c);
+  for (size_t i = 0; i < c; i++)
+    if (a[i] != v) return false;
+  return true;
+}
+
+static bool pads_symmetric(const OnyxNode* n) {
+  size_t c = 0;
+  const int64_t* p = H->node_attr_ints(n, "pads", &c);
+  if (c % 2) return false;
+  for (size_t i = 0; i < c / 2; i++)
+    if (p[i] != p[i + c / 2]) return false;
+  return true;
+}
+
+static bool auto_pad_ok(const OnyxNode* n) {
+  const char* a = H->node_attr_string(n, "auto_pad", NULL);
+  return !a || !*a || !strcmp(a, "NOTSET") || !strcmp(a, "VALID");
+}
+
+const char* cuda_dnn_decline(const OnyxNode* n) {
+  const char* op = H->node_op_type(n);
+  bool conv = !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose");
+  bool pool = !strcmp(op, "MaxPool") || !strcmp(op, "AveragePool");
+  bool global = !strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool");
+  if (!strcmp(op, "BatchNormalization")) {
+    if (H->node_attr_int(n, "training_mode", 0) != 0)
+      return "cuda: BatchNormalization in training mode is not supported";
+    for (size_t i = 1; i < H->node_output_count(n); i++)
+      if (H->node_output(n, i))
+        return "cuda: BatchNormalization with running mean / var outputs is not supported";
+    const OnyxValueInfo* x = H->node_input(n, 0);
+    int32_t r = x ? H->value_rank(x) : -1;
+    if (r < 2 || r > 5) return "cuda: BatchNormalization needs an input of known rank 2 to 5";
+    return NULL;
+  }
+  if (!conv && !pool && !global) return NULL;
+  const OnyxValueInfo* x = H->node_input(n, 0);
+  int32_t r = x ? H->value_rank(x) : -1;
+  if (r < 3 || r > 5) return "cuda: cuDNN takes inputs of known rank 3 to 5";
+  if (global) return NULL;
+  if (!auto_pad_ok(n)) return "cuda: auto_pad SAME_UPPER / SAME_LOWER is not supported";
+  if (!pads_symmetric(n)) return "cuda: asymmetric pads are not supported by cuDNN";
+  if (pool) {
+    if (H->node_attr_int(n, "ceil_mode", 0) != 0) return "cuda: ceil_mode is not supported";
+    if (!attr_all(n, "dilations", 1)) return "cuda: pooling dilations are not supported";
+    if (H->node_output_count(n) > 1 && H->node_output(n, 1))
+      return "cuda: MaxPool's Indices output is not supported";
+  }
+  if (!strcmp(op, "ConvTranspose")) {
+    size_t c = 0;
+    H->node_attr_ints(n, "output_shape", &c);
+    if (c) return "cuda: ConvTranspose with output_shape is not supported";
+  }
+  return NULL;
+}
+
+/* --- descriptors ---------------------------------------------------------------------- */
+
+typedef struct Descs {
+  cudnnTensorDescriptor_t x, y, b;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+  cudnnPoolingDescriptor_t pool;
+} Descs;
+
+static void descs_free(Descs* d) {
+  if (d->x) cudnnDestroyTensorDescriptor(d->x);
+  if (d->y) cudnnDestroyTensorDescriptor(d->y);
+  if (d->b) cudnnDestroyTensorDescriptor(d->b);
+  if (d->w) cudnnDestroyFilterDescriptor(d->w);
+  if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
+  if (d->pool) cudnnDestroyPoolingDescriptor(d->pool);
+}
+
+/* dims as int, promoted to at least 4-D (a 1-D spatial input gets H = 1). */
+static OnyxStatus* to_int_dims(const OnyxNode* n, const int64_t* dims, size_t rank, int* out,
+                               int* out_rank) {
+  size_t r = 0;
+  for (size_t i = 0; i < rank; i++) {
+    if (dims[i] < 0 || dims[i] > INT32_MAX)
+      return gpu_node_error(n, ONYX_NOT_IMPLEMENTED, "dim %zu (%lld) does not fit cuDNN", i,
+                            (long long)dims[i]);
+    if (rank == 3 && i == 2) out[r++] = 1;
+    out[r++] = (int)dims[i];
+  }
+  *out_rank = (int)r;
+  return NULL;
+}
+
+static cudnnStatus_t set_tensor(cudnnTensorDescriptor_t* t, const int* dims, int rank) {
+  int strides[DNN_MAX_DIMS];
+  int s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+  cudnnStatus_t st = *t ? CUDNN_STATUS_SUCCESS : cudnnCreateTensorDescriptor(t);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnSetTensorNdDescriptor(*t, CUDNN_DATA_FLOAT, rank, dims, strides);
+  return st;
+}
+
+/* Spatial attribute values (kernel_shape, strides, pads begin, dilations) as
+ * ints for sp spatial dims (2 for a promoted 1-D input), with defaults. */
+typedef struct Spatial {
+  int sp; /* spatial dims after promotion */
+  int kernel[3], stride[3], pad[3], dil[3], out_pad[3];
+} Spatial;
+
+static OnyxStatus* read_spatial(const OnyxNode* n, size_t x_rank, const int64_t* w_dims,
+                                Spatial* s) {
+  size_t sp = x_rank - 2;
+  size_t ck = 0, cs = 0, cp = 0, cd = 0, co = 0;
+  const int64_t* k = H->node_attr_ints(n, "kernel_shape", &ck);
+  const int64_t* st = H->node_attr_ints(n, "strides", &cs);
+  const int64_t* p = H->node_attr_ints(n, "pads", &cp);
+  const int64_t* d = H->node_attr_ints(n, "dilations", &cd);
+  const int64_t* o = H->node_attr_ints(n, "output_padding", &co);
+  if ((ck && ck != sp) || (cs && cs != sp) || (cp && cp != 2 * sp) || (cd && cd != sp) ||
+      (co && co != sp))
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT,
+                          "kernel_shape / strides / pads / dilations do not match %zu spatial dims",
+                          sp);
+  const char* ap = H->node_attr_string(n, "auto_pad", NULL);
+  bool valid = ap && !strcmp(ap, "VALID");
+  int off = sp == 1 ? 1 : 0;
+  s->sp = (int)sp + off;
+  for (int i = 0; i < 3; i++) {
+    s->kernel[i] = s->stride[i] = s->dil[i] = 1;
+    s->pad[i] = s->out_pad[i] = 0;
+  }
+  for (size_t i = 0; i < sp; i++) {
+    int64_t kv = ck ? k[i] : (w_dims ? w_dims[2 + i] : 1);
+    int64_t sv = cs ? st[i] : 1, pv = (cp && !valid) ? p[i] : 0, dv = cd ? d[i] : 1;
+    int64_t ov = co ? o[i] : 0;
+    if (kv < 1 || sv < 1 || dv < 1 || pv < 0 || ov < 0 || kv > INT32_MAX || sv > INT32_MAX ||
+        dv > INT32_MAX || pv > INT32_MAX || ov > INT32_MAX)
+      return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "bad kernel_shape / strides / pads");
+    s->kernel[i + off] = (int)kv;
+    s->stride[i + off] = (int)sv;
+    s->pad[i + off] = (int)pv;
+    s->dil[i + off] = (int)dv;
+    s->out_pad[i + off] = (int)ov;
+  }
+  return NULL;
+}
+
+static OnyxStatus* dnn_begin(DnnKernel* k, OnyxKernelContext* ctx, CudaState** cs, void** stream) {
+  OnyxStatus* st = gpu_kernel_begin(&k->base, ctx, stream);
+  if (st) return st;
+  *cs = k->base.ep->vendor_state;
+  pthread_mutex_lock(&k->base.ep->vendor_lock);
+  cudnnStatus_t s = cudnnSetStream((*cs)->dnn, (cudaStream_t)*stream);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    pthread_mutex_unlock(&k->base.ep->vendor_lock);
+    return cuda_dnn_error(k->base.node, s, "cudnnSetStream");
+  }
+  return NULL; /* the caller unlocks vendor_lock */
+}
+
+/* --- Conv and ConvTranspose ------------------------------------------------------------------ */
+
+static int pick_fwd_algo(DnnKernel* k, CudaState* cs, Descs* d, const int64_t* xd, size_t xr) {
+  GpuEp* g = k->base.ep;
+  if (g->conv_algo == CUDA_ALGO_DEFAULT) return CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  pthread_mutex_lock(&k->lock);
+  bool hit = k->algo_valid && k->rank == xr && !memcmp(k->shape, xd, xr * sizeof *xd);
+  int algo = k->algo;
+  pthread_mutex_unlock(&k->lock);
+  if (hit) return algo;
+  cudnnConvolutionFwdAlgoPerf_t perf[8];
+  int got = 0;
+  cudnnStatus_t s =
+      g->conv_algo == CUDA_ALGO_EXHAUSTIVE
+          ? cudnnFindConvolutionForwardAlgorithm(cs->dnn, d->x, d->w, d->conv, d->y, 8, &got, perf)
+          : cudnnGetConvolutionForwardAlgorithm_v7(cs->dnn, d->x, d->w, d->conv, d->y, 8, &got,
+                                                   perf);
+  algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < got; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+      algo = (int)perf[i].algo;
+      break;
+    }
+  pthread_mutex_lock(&k->lock);
+  memcpy(k->shape, xd, xr * sizeof *xd);
+  k->rank = xr;
+  k->algo = algo;
+  k->algo_valid = 1;
+  pthread_mutex_unlock(&k->lock);
+  return algo;
+}
+
+static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
+  DnnKernel* k = state;
+  const OnyxNode* n = k->base.node;
+  bool transpose = k->base.op == DNN_CONV_TRANSPOSE;
+  const OnyxTensor* X = H->ctx_input(ctx, 0);
+  const OnyxTensor* W = H->ctx_input(ctx, 1);
+  const OnyxTensor* B = H->ctx_input_count(ctx) > 2 ? H->ctx_input(ctx, 2) : NULL;
+  size_t xr = H->tensor_rank(X);
+  const int64_t* xd = H->tensor_dims(X);
+  const int64_t* wd = H->tensor_dims(W);
+  if (xr < 3 || xr > 5 || H->tensor_rank(W) != xr)
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "X and W must have the same rank, 3 to 5");
+  int64_t group = H->node_attr_int(n, "group", 1);
+  if (group < 1 || xd[1] % group)
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "group %lld does not divide %lld channels",
+                          (long long)group, (long long)xd[1]);
+  Spatial sp;
+  OnyxStatus* st = read_spatial(n, xr, wd, &sp);
+  if (st) return st;
+  /* Output dims. */
+  int64_t yd[DNN_MAX_DIMS];
+  yd[0] = xd[0];
+  if (!transpose) {
+    if (wd[1] * group != xd[1])
+      return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "W has %lld input channels per group; X %lld",
+                            (long long)wd[1], (long long)(xd[1] / group));
+    yd[1] = wd[0];
+  } else {
+    if (wd[0] != xd[1])
+      return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "W has %lld input channels; X %lld",
+                            (long long)wd[0], (long long)xd[1]);
+    yd[1] = wd[1] * group;
+  }
+  int off = xr == 3 ? 1 : 0;
+  for (size_t i = 2; i < xr; i++) {
+    int a = (int)(i - 2) + off;
+    int64_t span = (int64_t)(sp.kernel[a] - 1) * sp.dil[a] + 1;
+    if (!transpose) {
+      int64_t in = xd[i] + 2 * (int64_t)sp.pad[a] - span;
+      if (in < 0) return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "kernel larger than the input");
+      yd[i] = in / sp.stride[a] + 1;
+    } else {
+      yd[i] = (int64_t)sp.stride[a] * (xd[i] - 1) + sp.out_pad[a] + span - 2 * (int64_t)sp.pad[a];
+      if (yd[i] < 0) return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "negative output size");
+    }
+  }
+  OnyxTensor* Y;
+  st = H->ctx_output(ctx, 0, yd, xr, &Y);
+  if (st) return st;
+  if (!H->tensor_elem_count(Y)) return NULL;
+  int xi[DNN_MAX_DIMS], wi[DNN_MAX_DIMS], yi[DNN_MAX_DIMS], ir;
+  st = to_int_dims(n, xd, xr, xi, &ir);
+  if (!st) st = to_int_dims(n, wd, xr, wi, &ir);
+  if (!st) st = to_int_dims(n, yd, xr, yi, &ir);
+  if (st) return st;
+  CudaState* cs;
+  void* stream;
+  st = dnn_begin(k, ctx, &cs, &stream);
+  if (st) return st;
+  Descs d = {0};
+  void* ws = NULL;
+  size_t ws_bytes = 0;
+  const float one = 1.0f, zero = 0.0f;
+  cudnnStatus_t s = set_tensor(&d.x, xi, ir);
+  if (s == CUDNN_STATUS_SUCCESS) s = set_tensor(&d.y, yi, ir);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateFilterDescriptor(&d.w);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetFilterNdDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, ir, wi);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateConvolutionDescriptor(&d.conv);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetConvolutionNdDescriptor(d.conv, sp.sp, sp.pad, sp.stride, sp.dil,
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionGroupCount(d.conv, (int)group);
+  /* Full fp32: no TF32 tensor-core rounding. */
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH);
+  const char* what = "setting up descriptors";
+  if (s == CUDNN_STATUS_SUCCESS && !transpose) {
+    cudnnConvolutionFwdAlgo_t algo = (cudnnConvolutionFwdAlgo_t)pick_fwd_algo(k, cs, &d, xd, xr);
+    s = cudnnGetConvolutionForwardWorkspaceSize(cs->dnn, d.x, d.w, d.conv, d.y, algo, &ws_bytes);
+    what = "cudnnGetConvolutionForwardWorkspaceSize";
+    if (s == CUDNN_STATUS_SUCCESS && ws_bytes &&
+        cudaMallocAsync(&ws, ws_bytes, (cudaStream_t)stream) != cudaSuccess) {
+      s = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+      what = "allocating the convolution workspace";
+    }
+    if (s == CUDNN_STATUS_SUCCESS) {
+      what = "cudnnConvolutionForward";
+      s = cudnnConvolutionForward(cs->dnn, &one, d.x, H->tensor_data(X), d.w, H->tensor_data(W),
+                                  d.conv, algo, ws, ws_bytes, &zero, d.y,
+                                  H->tensor_mutable_data(Y));
+    }
+  } else if (s == CUDNN_STATUS_SUCCESS) {
+    cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    if (k->base.ep->conv_algo != CUDA_ALGO_DEFAULT) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[6];
+      int got = 0;
+      if (cudnnGetConvolutionBackwardDataAlgorithm_v7(cs->dnn, d.w, d.x, d.conv, d.y, 6, &got,
+                                                      perf) == CUDNN_STATUS_SUCCESS)
+        for (int i = 0; i < got; i++)
+          if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+            algo = perf[i].algo;
+            break;
+          }
+    }
+    what = "cudnnGetConvolutionBackwardDataWorkspaceSize";
+    s = cudnnGetConvolutionBackwardDataWorkspaceSize(cs->dnn, d.w, d.x, d.conv, d.y, algo,
+                                                     &ws_bytes);
+    if (s == CUDNN_STATUS_SUCCESS && ws_bytes &&
+        cudaMallocAsync(&ws, ws_bytes, (cudaStream_t)stream) != cudaSuccess) {
+      s = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+      what = "allocating the convolution workspace";
+    }
+    if (s == CUDNN_STATUS_SUCCESS) {
+      what = "cudnnConvolutionBackwardData";
+      s = cudnnConvolutionBackwardData(cs->dnn, &one, d.w, H->tensor_data(W), d.x,
+                                       H->tensor_data(X), d.conv, algo, ws, ws_bytes, &zero, d.y,
+                                       H->tensor_mutable_data(Y));
+    }
+  }
+  if (s == CUDNN_STATUS_SUCCESS && B) {
+    int bi[DNN_MAX_DIMS];
+    for (int i = 0; i < ir; i++)
+      bi[i] = i == 1 ? yi[1] : 1;
+    what = "adding the bias";
+    if ((int64_t)H->tensor_elem_count(B) != yd[1]) {
+      s = CUDNN_STATUS_BAD_PARAM;
+      what = "the bias B must have one value per output channel";
+    }
+    if (s == CUDNN_STATUS_SUCCESS) s = set_tensor(&d.b, bi, ir);
+    if (s == CUDNN_STATUS_SUCCESS)
+      s = cudnnAddTensor(cs->dnn, &one, d.b, H->tensor_data(B), &one, d.y,
+                         H->tensor_mutable_data(Y));
+  }
+  if (ws) cudaFreeAsync(ws, (cudaStream_t)stream);
+  pthread_mutex_unlock(&k->base.ep->vendor_lock);
+  descs_free(&d);
+  return s == CUDNN_STATUS_SUCCESS ? NULL : cuda_dnn_error(n, s, what);
+}
+
+/* --- pooling ---------------------------------------------------------------------------------- */
+
+static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
+  DnnKernel* k = state;
+  const OnyxNode* n = k->base.node;
+  const OnyxTensor* X = H->ctx_input(ctx, 0);
+  size_t xr = H->tensor_rank(X);
+  const int64_t* xd = H->tensor_dims(X);
+  if (xr < 3 || xr > 5)
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "X must have rank 3 to 5, not %zu", xr);
+  bool global = k->base.op == DNN_GLOBAL_AVG_POOL || k->base.op == DNN_GLOBAL_MAX_POOL;
+  Spatial sp;
+  OnyxStatus* st = NULL;
+  int off = xr == 3 ? 1 : 0;
+  if (global) {
+    sp.sp = (int)(xr - 2) + off;
+    for (int i = 0; i < 3; i++) {
+      sp.kernel[i] = sp.stride[i] = sp.dil[i] = 1;
+      sp.pad[i] = sp.out_pad[i] = 0;
+    }
+    for (size_t i = 2; i < xr; i++) {
+      if (xd[i] < 1 || xd[i] > INT32_MAX)
+        return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "spatial dim %lld", (long long)xd[i]);
+      sp.kernel[i - 2 + off] = sp.stride[i - 2 + off] = (int)xd[i];
+    }
+  } else {
+    size_t ck = 0;
+    H->node_attr_ints(n, "kernel_shape", &ck);
+    if (ck != xr - 2)
+      return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "kernel_shape must have %zu values", xr - 2);
+    st = read_spatial(n, xr, NULL, &sp);
+    if (st) return st;
+  }
+  int64_t yd[DNN_MAX_DIMS] = {xd[0], xd[1]};
+  for (size_t i = 2; i < xr; i++) {
+    int a = (int)(i - 2) + off;
+    int64_t in = xd[i] + 2 * (int64_t)sp.pad[a] - sp.kernel[a];
+    if (in < 0) return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "window larger than the input");
+    yd[i] = in / sp.stride[a] + 1;
+  }
+  OnyxTensor* Y;
+  st = H->ctx_output(ctx, 0, yd, xr, &Y);
+  if (st) return st;
+  if (!H->tensor_elem_count(Y)) return NULL;
+  int xi[DNN_MAX_DIMS], yi[DNN_MAX_DIMS], ir;
+  st = to_int_dims(n, xd, xr, xi, &ir);
+  if (!st) st = to_int_dims(n, yd, xr, yi, &ir);
+  if (st) return st;
+  cudnnPoolingMode_t mode = CUDNN_POOLING_MAX;
+  if (k->base.op == DNN_AVG_POOL)
+    mode = H->node_attr_int(n, "count_include_pad", 0)
+               ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  else if (k->base.op == DNN_GLOBAL_AVG_POOL)
+    mode = CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+  CudaState* cs;
+  void* stream;
+  st = dnn_begin(k, ctx, &cs, &stream);
+  if (st) return st;
+  Descs d = {0};
+  const float one = 1.0f, zero = 0.0f;
+  cudnnStatus_t s = set_tensor(&d.x, xi, ir);
+  if (s == CUDNN_STATUS_SUCCESS) s = set_tensor(&d.y, yi, ir);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreatePoolingDescriptor(&d.pool);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetPoolingNdDescriptor(d.pool, mode, CUDNN_PROPAGATE_NAN, sp.sp, sp.kernel, sp.pad,
+                                    sp.stride);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnPoolingForward(cs->dnn, d.pool, &one, d.x, H->tensor_data(X), &zero, d.y,
+                            H->tensor_mutable_data(Y));
+  pthread_mutex_unlock(&k->base.ep->vendor_lock);
+  descs_free(&d);
+  return s == CUDNN_STATUS_SUCCESS ? NULL : cuda_dnn_error(n, s, "cudnnPoolingForward");
+}
+
+/* --- BatchNormalization (inference) ----------------------------------------------------------- */
+
+static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
+  DnnKernel* k = state;
+  const OnyxNode* n = k->base.node;
+  const OnyxTensor* X = H->ctx_input(ctx, 0);
+  size_t xr = H->tensor_rank(X);
+  const int64_t* xd = H->tensor_dims(X);
+  if (xr < 2 || xr > 5)
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "X must have rank 2 to 5, not %zu", xr);
+  for (size_t i = 1; i < 5; i++) {
+    const OnyxTensor* p = H->ctx_input(ctx, i);
+    if (!p || H->tensor_elem_type(p) != ONYX_ELEM_FLOAT32 ||
+        (int64_t)H->tensor_elem_count(p) != xd[1])
+      return gpu_node_error(n, ONYX_INVALID_ARGUMENT,
+                            "input %zu must be float32 with one value per channel (%lld)", i,
+                            (long long)xd[1]);
+  }
+  double eps = H->node_attr_float(n, "epsilon", 1e-5f);
+  if (eps < CUDNN_BN_MIN_EPSILON) eps = CUDNN_BN_MIN_EPSILON;
+  OnyxTensor* Y;
+  OnyxStatus* st = H->ctx_output(ctx, 0, xd, xr, &Y);
+  if (st) return st;
+  if (!H->tensor_elem_count(Y)) return NULL;
+  /* cuDNN wants 4-D or 5-D: [N, C] -> [N, C, 1, 1], [N, C, L] -> [N, C, 1, L]. */
+  int64_t xd4[DNN_MAX_DIMS];
+  size_t r4 = xr < 4 ? 4 : xr;
+  for (size_t i = 0; i < r4; i++)
+    xd4[i] = 1;
+  xd4[0] = xd[0];
+  xd4[1] = xd[1];
+  if (xr == 3) xd4[3] = xd[2];
+  if (xr >= 4) memcpy(xd4, xd, xr * sizeof *xd);
+  int xi[DNN_MAX_DIMS], ir;
+  for (size_t i = 0; i < r4; i++) {
+    if (xd4[i] < 0 || xd4[i] > INT32_MAX)
+      return gpu_node_error(n, ONYX_NOT_IMPLEMENTED, "dim %lld does not fit cuDNN",
+                            (long long)xd4[i]);
+    xi[i] = (int)xd4[i];
+  }
+  ir = (int)r4;
+  CudaState* cs;
+  void* stream;
+  st = dnn_begin(k, ctx, &cs, &stream);
+  if (st) return st;
+  Descs d = {0};
+  const float one = 1.0f, zero = 0.0f;
+  cudnnStatus_t s = set_tensor(&d.x, xi, ir);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateTensorDescriptor(&d.b);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnDeriveBNTensorDescriptor(d.b, d.x, CUDNN_BATCHNORM_SPATIAL);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnBatchNormalizationForwardInference(
+        cs->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, H->tensor_data(X), d.x,
+        H->tensor_mutable_data(Y), d.b, H->tensor_data(H->ctx_input(ctx, 1)),
+        H->tensor_data(H->ctx_input(ctx, 2)), H->tensor_data(H->ctx_input(ctx, 3)),
+        H->tensor_data(H->ctx_input(ctx, 4)), eps);
+  pthread_mutex_unlock(&k->base.ep->vendor_lock);
+  descs_free(&d);
+  return s == CUDNN_STATUS_SUCCESS
+             ? NULL
+             : cuda_dnn_error(n, s, "cudnnBatchNormalizationForwardInference");
+}
+
+/* --- registration ---------------------------------------------------------------------------- */
+
+OnyxStatus* cuda_register_dnn_kernels(OnyxKernelRegistry* r) {
+  static const OnyxTypeConstraint tf[] = {{"T", gpu_float_types, 1}};
+  static const struct {
+    const char* op;
+    int32_t since, code;
+    OnyxStatus* (*compute)(void*, OnyxKernelContext*);
+  } defs[] = {{"Conv", 1, DNN_CONV, conv_compute},
+              {"ConvTranspose", 1, DNN_CONV_TRANSPOSE, conv_compute},
+              {"MaxPool", 1, DNN_MAX_POOL, pool_compute},
+              {"AveragePool", 1, DNN_AVG_POOL, pool_compute},
+              {"GlobalAveragePool", 1, DNN_GLOBAL_AVG_POOL, pool_compute},
+              {"GlobalMaxPool", 1, DNN_GLOBAL_MAX_POOL, pool_compute},
+              {"BatchNormalization", 9, DNN_BATCH_NORM, bn_compute}};
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; !st && i < sizeof defs / sizeof defs[0]; i++) {
+    OnyxKernelDef d = {.struct_size = sizeof d,
+                       .domain = "",
+                       .op_type = defs[i].op,
+                       .since_version = defs[i].since,
+                       .end_version = ONYX_OPSET_LATEST,
+                       .type_constraints = tf,
+                       .type_constraint_count = 1,
+                       .create = dnn_create,
+                       .compute = defs[i].compute,
+                       .release = dnn_release,
+                       .user_data = (void*)(intptr_t)defs[i].code};
+    st = H->register_kernel(r, &d);
+  }
+  return st;
+}

@@ -1,0 +1,41 @@
+# gpu-common.cmake — the sources shared by the CUDA and ROCm providers
+# (included by providers/cuda and providers/rocm; this folder builds nothing
+# by itself).
+#
+#   ONYX_GPU_COMMON_DIR        this folder (include it)
+#   ONYX_GPU_COMMON_C_SOURCES  the host side, plain C: provider table,
+#                              options, EP, memory, copies, streams, kernels'
+#                              shape logic; compiled by the C compiler with the
+#                              project's warnings and sanitizers
+#   ONYX_GPU_COMMON_DEVICE_SOURCES  the device side in the CUDA dialect:
+#                              nvcc compiles it as is, hipcc through
+#                              gpu_vendor.h (ONYX_GPU_HIP)
+#   ONYX_GPU_COMMON_EMU_SOURCES  a host emulation of the device side (tests)
+set(ONYX_GPU_COMMON_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(ONYX_GPU_COMMON_C_SOURCES
+  ${ONYX_GPU_COMMON_DIR}/gpu_provider.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_ops.c)
+set(ONYX_GPU_COMMON_DEVICE_SOURCES
+  ${ONYX_GPU_COMMON_DIR}/gpu_rt.cu
+  ${ONYX_GPU_COMMON_DIR}/gpu_kernels.cu)
+# The host emulation of the device side, for the test-only provider "gpuemu"
+# (tests/unit/gpu): plain C, no GPU toolchain needed.
+set(ONYX_GPU_COMMON_EMU_SOURCES ${ONYX_GPU_COMMON_DIR}/gpu_emu.c)
+set(ONYX_GPU_COMMON_HEADERS
+  ${ONYX_GPU_COMMON_DIR}/gpu_kernels_body.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_ep.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_rt.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_kernels.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_vendor.h)
+
+# The project's add_compile_options (-Wall ..., -Werror, -fsanitize=...) are
+# for the C compiler; nvcc and hipcc take other flags. Re-applies this
+# folder's inherited options to C sources only.
+function(onyx_gpu_c_only_options)
+  get_directory_property(opts COMPILE_OPTIONS)
+  set(c_opts)
+  foreach(o ${opts})
+    list(APPEND c_opts "$<$<COMPILE_LANGUAGE:C>:${o}>")
+  endforeach()
+  set_directory_properties(PROPERTIES COMPILE_OPTIONS "${c_opts}")
+endfunction()

@@ -1,0 +1,55 @@
+/* gpu_vendor.h — the one place that knows which GPU vendor a build is for.
+ *
+ * The device sources of providers/gpu-common are written once in the CUDA
+ * dialect (cudaMalloc, cudaStream_t, __global__, <<<>>>). Built by nvcc they
+ * use CUDA as is; built by hipcc (ONYX_GPU_HIP defined) this header maps the
+ * few CUDA runtime names they use to HIP. Only .cu files include it: the C
+ * sources of the providers see the vendor through gpu_rt.h alone. */
+#ifndef ONYX_GPU_VENDOR_H
+#define ONYX_GPU_VENDOR_H
+
+#if defined(ONYX_GPU_HIP)
+#include <hip/hip_runtime.h>
+#define cudaError_t               hipError_t
+#define cudaSuccess               hipSuccess
+#define cudaErrorNoDevice         hipErrorNoDevice
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
+#define cudaStream_t              hipStream_t
+#define cudaEvent_t               hipEvent_t
+#define cudaDeviceProp            hipDeviceProp_t
+#define cudaGetDeviceCount        hipGetDeviceCount
+#define cudaGetDeviceProperties   hipGetDeviceProperties
+#define cudaSetDevice             hipSetDevice
+#define cudaGetErrorName          hipGetErrorName
+#define cudaGetErrorString        hipGetErrorString
+#define cudaGetLastError          hipGetLastError
+#define cudaMalloc                hipMalloc
+#define cudaFree                  hipFree
+#define cudaHostAlloc(p, n, f)    hipHostMalloc((p), (n), (f))
+#define cudaHostAllocPortable     hipHostMallocPortable
+#define cudaFreeHost              hipHostFree
+#define cudaStreamCreateWithFlags hipStreamCreateWithFlags
+#define cudaStreamNonBlocking     hipStreamNonBlocking
+#define cudaStreamDestroy         hipStreamDestroy
+#define cudaStreamSynchronize     hipStreamSynchronize
+#define cudaStreamWaitEvent       hipStreamWaitEvent
+#define cudaEventCreateWithFlags  hipEventCreateWithFlags
+#define cudaEventDisableTiming    hipEventDisableTiming
+#define cudaEventDestroy          hipEventDestroy
+#define cudaEventRecord           hipEventRecord
+#define cudaEventSynchronize      hipEventSynchronize
+#define cudaMemcpyAsync           hipMemcpyAsync
+#define cudaMemcpyDefault         hipMemcpyDefault
+#define cudaMemcpyHostToDevice    hipMemcpyHostToDevice
+#define cudaMemcpyDeviceToHost    hipMemcpyDeviceToHost
+#define cudaMemcpyDeviceToDevice  hipMemcpyDeviceToDevice
+#define cudaMemsetAsync           hipMemsetAsync
+#define cudaDriverGetVersion      hipDriverGetVersion
+#define cudaRuntimeGetVersion     hipRuntimeGetVersion
+#define ONYX_GPU_VENDOR_NAME      "HIP"
+#else
+#include <cuda_runtime.h>
+#define ONYX_GPU_VENDOR_NAME "CUDA"
+#endif
+
+#endif /* ONYX_GPU_VENDOR_H */

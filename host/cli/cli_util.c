@@ -238,6 +238,7 @@ static OnyxStatus* apply_extra(OnyxSessionOptions* opts, const CliSessionExtra* 
     }
   }
   if (!st && x->no_implicit_cpu) st = onyx_session_options_set_no_implicit_cpu(opts, 1);
+  if (!st && x->profile) st = onyx_session_options_set_profile(opts, x->profile);
   return st;
 }
 
@@ -257,7 +258,8 @@ int cli_session_open_ex(const char* model_path, const char* config, int threads,
   }
   if (extra && (st = apply_extra(opts, extra))) {
     onyx_session_options_release(opts);
-    return cli_err_status(e, st, "--provider %s", extra->first_provider);
+    return cli_err_status(e, st, "--provider %s",
+                          extra->first_provider ? extra->first_provider : "");
   }
   double t0 = cli_now_ms();
   st = onyx_session_create(opts, model_path, out);

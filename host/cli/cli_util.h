@@ -91,6 +91,7 @@ typedef struct CliSessionExtra {
    * list it; refused when the config lists another provider before it. */
   const char* first_provider;
   int no_implicit_cpu; /* 1: the CPU provider is not appended */
+  const char* profile; /* non-NULL: write the session's profile there */
 } CliSessionExtra;
 int cli_session_open_ex(const char* model_path, const char* config, int threads,
                         const CliSessionExtra* extra, OnyxSession** out, double* ms, CliError* e);

@@ -4,6 +4,7 @@
 #include "cli_util.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <errno.h>
 #include <poll.h>
@@ -106,23 +107,61 @@ typedef struct Expected {
   size_t count;
 } Expected;
 
-static int load_expected(const char* set_dir, Expected* x, CliError* e) {
+static int load_expected(const OnyxSession* s, const char* set_dir, Expected* x, CliError* e) {
   char** files = NULL;
   if (cli_list_indexed(set_dir, "output_", ".pb", 0, &files, &x->count, e)) return -1;
   x->values = calloc(x->count ? x->count : 1, sizeof *x->values);
   int rc = x->values ? 0 : cli_err(e, "out of memory");
   for (size_t i = 0; !rc && i < x->count; i++) {
-    OnyxStatus* st = onyx_value_load_tensor_proto(files[i], &x->values[i], NULL);
+    /* SequenceProto / OptionalProto where the model's output is one */
+    OnyxStatus* st =
+        onyx_value_load_proto(files[i], onyx_session_output_kind(s, i), &x->values[i], NULL);
     if (st) rc = cli_err_status(e, st, "cannot read %s", base(files[i]));
   }
   cli_strings_free(files, x->count);
   return rc;
 }
 
+/* Sequences item by item; none equals none. 0: equal. */
+static int compare_containers(const OnyxValue* ev, const OnyxValue* gv, const TestArgs* a,
+                              char* reason, size_t cap) {
+  OnyxValueKind ek = onyx_value_kind(ev), gk = onyx_value_kind(gv);
+  static const char* const kinds[] = {"tensor", "sequence", "none"};
+  if (ek != gk) {
+    snprintf(reason, cap, "expected a %s, got a %s", kinds[ek], kinds[gk]);
+    return 1;
+  }
+  if (ek == ONYX_VALUE_NONE) return 0;
+  size_t n = onyx_value_sequence_length(ev);
+  if (n != onyx_value_sequence_length(gv)) {
+    snprintf(reason, cap, "expected %zu sequence items, got %zu", n,
+             onyx_value_sequence_length(gv));
+    return 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char why[kVerdictMax];
+    if (cli_compare(onyx_value_sequence_at(ev, i), onyx_value_sequence_at(gv, i), a->rtol, a->atol,
+                    why, sizeof why)) {
+      snprintf(reason, cap, "sequence item %zu: %.900s", i, why);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static void compare_outputs(const OnyxSession* s, const char* set, const Expected* x,
                             OnyxValue** got, const TestArgs* a, char* v) {
   for (size_t k = 0; k < x->count; k++) {
     const char* name = onyx_session_output_name(s, k);
+    if (onyx_value_kind(x->values[k]) != ONYX_VALUE_TENSOR ||
+        onyx_value_kind(got[k]) != ONYX_VALUE_TENSOR) {
+      char why[kVerdictMax];
+      if (compare_containers(x->values[k], got[k], a, why, sizeof why)) {
+        set_verdict(v, "fail: %s output %zu (%s): %s", set, k, name, why);
+        return;
+      }
+      continue;
+    }
     const OnyxTensor* et = onyx_value_tensor(x->values[k]);
     const OnyxTensor* gt = onyx_value_tensor(got[k]);
     char reason[kVerdictMax];
@@ -135,6 +174,39 @@ static void compare_outputs(const OnyxSession* s, const char* set, const Expecte
       return;
     }
   }
+}
+
+/* Inputs by position when the model has sequence/optional inputs (their
+ * files are SequenceProto / OptionalProto). */
+static int load_container_feeds(CliFeeds* f, const OnyxSession* s, char* const* files, size_t n,
+                                CliError* e) {
+  if (n > onyx_session_input_count(s))
+    return cli_err(e, "%zu input files for %zu model inputs", n, onyx_session_input_count(s));
+  for (size_t i = 0; i < n; i++) {
+    OnyxValue* val = NULL;
+    OnyxStatus* st = onyx_value_load_proto(files[i], onyx_session_input_kind(s, i), &val, NULL);
+    if (st) return cli_err_status(e, st, "cannot read %s", base(files[i]));
+    if (onyx_value_kind(val) != ONYX_VALUE_TENSOR &&
+        onyx_value_elem_type(val) == ONYX_ELEM_UNDEFINED) {
+      /* an empty sequence or a none: the declared element type */
+      OnyxElemType t = ONYX_ELEM_UNDEFINED;
+      onyx_status_release(onyx_session_input_info(s, i, &t, NULL, NULL));
+      OnyxValue* typed = NULL;
+      st = onyx_value_kind(val) == ONYX_VALUE_NONE ? onyx_value_create_none(t, &typed)
+                                                   : onyx_value_create_sequence(t, NULL, 0, &typed);
+      onyx_value_release(val);
+      if (st) return cli_err_status(e, st, "input %zu", i);
+      val = typed;
+    }
+    if (cli_feeds_add(f, onyx_session_input_name(s, i), val, e)) return -1;
+  }
+  return 0;
+}
+
+static int has_container_inputs(const OnyxSession* s) {
+  for (size_t i = 0; i < onyx_session_input_count(s); i++)
+    if (onyx_session_input_kind(s, i) != ONYX_TYPE_TENSOR) return 1;
+  return 0;
 }
 
 /* Runs one test_data_set; leaves v untouched when it passes. */
@@ -150,8 +222,10 @@ static void run_set(OnyxSession* s, const char* set_dir, const TestArgs* a, char
   int rc = (!names || !got) ? cli_err(&e, "out of memory") : 0;
   if (!rc) rc = cli_list_indexed(set_dir, "input_", ".pb", 0, &inputs, &n_in, &e);
   if (!rc) rc = cli_feeds_init(&feeds, s, &e);
-  if (!rc) rc = cli_feeds_load(&feeds, s, inputs, n_in, &e);
-  if (!rc) rc = load_expected(set_dir, &x, &e);
+  if (!rc)
+    rc = has_container_inputs(s) ? load_container_feeds(&feeds, s, inputs, n_in, &e)
+                                 : cli_feeds_load(&feeds, s, inputs, n_in, &e);
+  if (!rc) rc = load_expected(s, set_dir, &x, &e);
   if (!rc && x.count > n_out)
     rc = cli_err(&e, "%zu expected outputs, model has %zu", x.count, n_out);
   if (rc) set_verdict(v, "fail: %s: %s", set, e.msg);
@@ -235,6 +309,44 @@ static void explain_unloaded(const TestArgs* a, const char* model, const char* f
   onyx_session_release(s);
 }
 
+/* After a passing run with --provider: every node placed on the provider must
+ * have run there. The session's profile (one event per kernel or fused
+ * group, with the provider that ran it) is the witness. */
+static void check_ran(const TestArgs* a, const OnyxSession* s, const char* profile, char* v) {
+  json_error_t jerr;
+  json_t* root = json_load_file(profile, 0, &jerr);
+  json_t* events = root ? json_object_get(root, "traceEvents") : NULL;
+  if (!json_is_array(events)) {
+    set_verdict(v, "fail: harness-error: cannot read the run's profile: %s", jerr.text);
+    json_decref(root);
+    return;
+  }
+  for (size_t i = 0, n = onyx_session_node_count(s); i < n; i++) {
+    OnyxNodeInfo info = {.struct_size = sizeof info};
+    if (onyx_session_node_info(s, i, &info) || !info.provider || strcmp(info.provider, a->provider))
+      continue;
+    const char* step = info.group ? info.group : info.name; /* the event's name */
+    bool ran = false;
+    size_t k;
+    json_t* ev;
+    json_array_foreach(events, k, ev) {
+      const char* name = json_string_value(json_object_get(ev, "name"));
+      const char* prov =
+          json_string_value(json_object_get(json_object_get(ev, "args"), "provider"));
+      if (name && prov && !strcmp(name, step) && !strcmp(prov, a->provider)) {
+        ran = true;
+        break;
+      }
+    }
+    if (!ran) {
+      set_verdict(v, "fail: node '%s' (%s) was placed on provider '%s' but never ran there",
+                  info.name, info.op_type, a->provider);
+      break;
+    }
+  }
+  json_decref(root);
+}
+
 static void run_case(const TestArgs* a, size_t index, const char* test_dir, char* v) {
   CliError e = {{0}};
   OnyxSession* s = NULL;
@@ -243,9 +355,17 @@ static void run_case(const TestArgs* a, size_t index, const char* test_dir, char
     set_verdict(v, "fail: harness-error: out of memory");
     return;
   }
-  CliSessionExtra extra = {.first_provider = a->provider, .no_implicit_cpu = a->only};
-  if (cli_session_open_ex(model, a->config, a->threads, a->provider ? &extra : NULL, &s, NULL,
-                          &e)) {
+  /* With --provider, the run is profiled to check where nodes ran. */
+  char profile[] = "/tmp/onyx-test-profile-XXXXXX";
+  int pfd = a->provider ? mkstemp(profile) : -1;
+  if (pfd >= 0) close(pfd);
+  CliSessionExtra extra = {.first_provider = a->provider,
+                           .no_implicit_cpu = a->only,
+                           .profile = pfd >= 0 ? profile : NULL};
+  int rc =
+      cli_session_open_ex(model, a->config, a->threads, a->provider ? &extra : NULL, &s, NULL, &e);
+  if (rc && pfd >= 0) unlink(profile);
+  if (rc) {
     if (a->only)
       explain_unloaded(a, model, e.msg, v);
     else
@@ -264,6 +384,10 @@ static void run_case(const TestArgs* a, size_t index, const char* test_dir, char
     set_verdict(v, "skip: no test_data_set_*");
   for (size_t i = 0; i < n_sets && !strcmp(v, "pass"); i++)
     run_set(s, sets[i], a, v);
+  if (pfd >= 0) { /* the profile is complete JSON after every event */
+    if (n_sets && !strcmp(v, "pass")) check_ran(a, s, profile, v);
+    unlink(profile);
+  }
   cli_strings_free(sets, n_sets);
   onyx_session_release(s);
 }

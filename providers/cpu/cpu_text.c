@@ -85,19 +85,26 @@ static size_t utf8_encode(long cp, char* out) {
 }
 
 /* The C.UTF-8 locale for case mapping; (locale_t)0 when unavailable (then
- * only ASCII letters change case). Created once, kept for the process. */
+ * only ASCII letters change case). Created once, freed when the library unloads. */
+static locale_t utf8_loc;
+
 static locale_t utf8_locale(void) {
-  static locale_t loc;
   static int tried;
   if (!__atomic_load_n(&tried, __ATOMIC_ACQUIRE)) {
     locale_t l = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
     locale_t expected = (locale_t)0;
-    if (l &&
-        !__atomic_compare_exchange_n(&loc, &expected, l, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    if (l && !__atomic_compare_exchange_n(&utf8_loc, &expected, l, false, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE))
       freelocale(l); /* another thread won */
     __atomic_store_n(&tried, 1, __ATOMIC_RELEASE);
   }
-  return __atomic_load_n(&loc, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&utf8_loc, __ATOMIC_ACQUIRE);
+}
+
+/* The locale goes with the library: freed when the provider is unloaded. */
+__attribute__((destructor)) static void utf8_locale_free(void) {
+  locale_t l = __atomic_exchange_n(&utf8_loc, (locale_t)0, __ATOMIC_ACQ_REL);
+  if (l) freelocale(l);
 }
 
 /* s with every code point lowered (upper = false) or raised; malloc'ed. */

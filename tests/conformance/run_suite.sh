@@ -39,6 +39,13 @@ fi
 [ -n "${ONLY_PROVIDER:-}" ] && args+=(--provider "$ONLY_PROVIDER" --only)
 "$ONYX" "${args[@]}" > "$work/log" 2>&1
 tail -n 1 "$work/log"
+# Under the sanitizers a child reports a leak or an error after it has sent its
+# verdict: such a report fails the suite even when every verdict passed.
+if grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$work/log"; then
+  grep -E 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' -A 12 "$work/log" | head -40
+  echo "$SUITE: a sanitizer reported an error (above)"
+  exit 1
+fi
 
 # The check, in awk for speed: an exact name is a hash look-up; a line with
 # regex metacharacters is tried as an anchored regex. With ONLY_PROVIDER set
@@ -47,7 +54,7 @@ tail -n 1 "$work/log"
 # model's, already covered by the CPU provider's list).
 grep -vE '^\s*(#|$)' "$XFAIL" | awk '{print $1}' > "$work/patterns" || true
 awk -F'\t' -v xfail="$(basename "$XFAIL")" -v suite="$SUITE" -v only="${ONLY_PROVIDER:-}" '
-  FNR == NR { if ($0 ~ /[][(){}|*+?\\^$.]/) re[++nre] = $0; else exact[$0] = 1; next }
+  FILENAME == ARGV[1] { if ($0 ~ /[][(){}|*+?\\^$.]/) re[++nre] = $0; else exact[$0] = 1; next }
   {
     name = $1; verdict = $2; n++
     listed = (name in exact)

@@ -10,8 +10,12 @@ PACKAGES=(
   libjansson-dev                                 # JSON provider configs
   libcmocka-dev                                  # unit tests
   libdnnl-dev                                    # oneDNN provider (providers/onednn)
+  libdlpack-dev                                  # dlpack/dlpack.h (DLPack import/export)
+  libjpeg62-turbo-dev libpng-dev libtiff-dev     # ImageDecoder (providers/cpu/cpu_image.c):
+  libwebp-dev libopenjp2-7-dev libstb-dev        #   JPEG, PNG, TIFF, WebP, JPEG 2000, BMP
   clang-format git                               # formatting check in CI
   python3-onnx python3-numpy                     # test and sample model generators (never at run time)
+  hipcc                                          # ROCm provider: HIP 5.2 + clang 15 (CUDA is never apt-installed)
 )
 
 missing=()

@@ -5,6 +5,7 @@
 # ONNX test data is absent).
 #   scripts/test.sh            everything
 #   SKIP_SANITIZE=1 scripts/test.sh   without the sanitizer build
+#   SKIP_TSAN=1 scripts/test.sh       without the ThreadSanitizer build
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="$(nproc)"
@@ -28,4 +29,17 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
   (cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure -j "$JOBS")
+fi
+
+if [ "${SKIP_TSAN:-0}" != 1 ]; then
+  # Only what runs threads: the concurrency test (8 threads x 1000 runs on one
+  # session), the thread pool, sessions (cancelling from another thread) and
+  # mixed placement.
+  echo "== build with ThreadSanitizer and the threaded tests"
+  TSAN_TESTS=(test_concurrency test_threadpool test_session test_session_options test_mixed)
+  cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DONYX_WERROR=ON -DONYX_TSAN=ON >/dev/null
+  cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}" >/dev/null
+  (cd "$ROOT/build-tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --output-on-failure -j "$JOBS" -R "^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\$")
 fi

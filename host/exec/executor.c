@@ -6,6 +6,7 @@
 #include <string.h>
 #include "ox_control.h"
 #include "ox_profile.h"
+#include "ox_memplan.h"
 #include "ox_session.h"
 
 #define OX_NO_SLOT SIZE_MAX
@@ -378,7 +379,10 @@ OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** 
     f.values[P->input_slots[i]] = feeds[i];
     borrowed[P->input_slots[i]] = true;
   }
-  OnyxStatus* err = ox_execute_steps(&f, rt, borrowed);
+  OxMemRun memrun;
+  OnyxStatus* err = ox_memplan_run_begin(s, &memrun);
+  f.memrun = &memrun;
+  if (!err) err = ox_execute_steps(&f, rt, borrowed);
   OnyxStatus* sync = ox_sync_all(s);
   if (!err)
     err = sync;
@@ -412,6 +416,7 @@ OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** 
       ox_tensor_free(fetched[i]);
       fetched[i] = NULL;
     }
+  ox_memplan_run_end(&memrun); /* tensors taken from a block keep it alive */
   free(f.values);
   free(borrowed);
   free(preset);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_memplan.h"
 #include "ox_session.h"
 
 /* --- status, logging ------------------------------------------------------------------ */
@@ -254,6 +255,8 @@ static OnyxStatus* h_ctx_output(OnyxKernelContext* c, size_t i, const int64_t* d
   bool heap = s->plan.slots[slot].is_output && st->out_mem[i].kind == ONYX_DEVICE_CPU &&
               ox_memory_equal(&st->out_mem[i], &OX_HOST_MEMORY);
   OxTensor* t = ox_frame_preset_take(c->frame, slot, type, dims, rank, &st->out_mem[i]);
+  if (!t && !heap && c->frame->memrun)
+    t = ox_memplan_take(s, c->frame->memrun, slot, type, dims, rank);
   if (!t)
     OX_TRY(heap ? ox_tensor_new(type, dims, rank, &t)
                 : ox_session_alloc_tensor(s, st->out_ep[i], (OnyxMemType)st->out_mem[i].mem_type,

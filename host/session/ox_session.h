@@ -206,6 +206,9 @@ typedef struct OxFrame {
    * binding); a kernel or copy producing the slot with the same type, shape
    * and memory writes straight into it. */
   OxTensor* const* preset;
+  /* The run's memory-pattern blocks (host/memory/ox_memplan.h), or NULL:
+   * outputs of planned slots are carved from them. */
+  struct OxMemRun* memrun;
 } OxFrame;
 
 struct OnyxKernelContext {

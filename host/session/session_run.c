@@ -1,6 +1,7 @@
 /* session_run.c — feeding, running and fetching; introspection; explain. */
 #include <stdlib.h>
 #include <string.h>
+#include "ox_memplan.h"
 #include "ox_session.h"
 
 static OnyxStatus* ox_check_decl(const OxValue* decl, const OxTensor* t, const char* what) {
@@ -267,6 +268,9 @@ ONYX_API OnyxStatus* onyx_session_explain(const OnyxSession* s, char** text) {
   ox_str_addf(&t, "\ncopies: %zu\n", s->plan.n_copies);
   for (size_t i = 0; i < s->plan.n_copies; i++)
     ox_str_addf(&t, "  %s\n", s->plan.copies[i].text);
+  char* mem = ox_memplan_summary(s); /* the planned peak per device */
+  if (mem) ox_str_addf(&t, "\nmemory: %s\n", mem);
+  free(mem);
   *text = ox_str_take(&t);
   return *text ? NULL : ox_oom();
 }

@@ -17,7 +17,10 @@
 # /work/shared/peer, or $ONYX_PEER_SCRIPTS), ONYX_PEER_DIR (where setup.sh installed
 # ORT, default ~/.cache/onyx-peer), ROUNDS (3), ITERS (20 timed runs), WARMUP (5),
 # THREADS ("1 2"), MODELS ("mlp bert_layer convnet matmul_1024"), RESULTS
-# (/tmp/onyx-bench-results), PYTHON (/usr/bin/python3).
+# (/tmp/onyx-bench-results), PYTHON (/usr/bin/python3), ALT_CONFIG (a provider config
+# for a second Onyx variant timed in the same rounds, e.g.
+# providers/onednn/onednn-cpu.json; ALT_NAME names it, default "alt": a second table
+# compares it with Onyx's default providers and with ORT).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -73,6 +76,10 @@ for r in $(seq 1 "$ROUNDS"); do
       echo "round $r: $m, $t thread(s)" >&2
       timed onyx "$r" "$ONYX" bench "$dir" "${inputs[@]}" --threads "$t" --iters "$ITERS" \
         --warmup "$WARMUP"
+      if [ -n "${ALT_CONFIG:-}" ]; then
+        timed alt "$r" "$ONYX" bench "$dir" "${inputs[@]}" --threads "$t" --iters "$ITERS" \
+          --warmup "$WARMUP" --config "$ALT_CONFIG"
+      fi
       if [ "$have_ort" = 1 ]; then
         timed ort "$r" env ONYX_PEER_DIR="$PEER_DIR" node "$PEER/ort_run.js" "$dir/model.onnx" \
           --name "$m" "${inputs[@]}" --threads "$t" --iters "$ITERS" --warmup "$WARMUP"
@@ -81,8 +88,9 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-"$PY" - "$raw" <<'EOF'
+"$PY" - "$raw" "${ALT_NAME:-alt}" <<'EOF'
 import json, statistics, sys
+alt_name = sys.argv[2]
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 key = lambda r: (r["model"], r["threads"])
 order = []
@@ -106,4 +114,14 @@ for k in order:
         fmt(pick("ort", k, "load_ms"), "%.1f"),
         fmt(pick("onyx", k, "rss_kib", max) and pick("onyx", k, "rss_kib", max) / 1024, "%.0f"),
         fmt(pick("ort", k, "rss_kib", max) and pick("ort", k, "rss_kib", max) / 1024, "%.0f")))
+if any(r["runtime"] == "alt" for r in rows):
+    print()
+    print("| model | threads | %s ms | Onyx (default providers) ms | ORT ms | ratio Onyx/%s | ratio ORT/%s | %s session ms | %s RSS MiB |" % ((alt_name,) * 5))
+    print("|---|---|---|---|---|---|---|---|---|")
+    for k in order:
+        a, o, t = pick("alt", k, "median_ms"), pick("onyx", k, "median_ms"), pick("ort", k, "median_ms")
+        print("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            k[0], k[1], fmt(a), fmt(o), fmt(t), fmt(o / a if a and o else None),
+            fmt(t / a if a and t else None), fmt(pick("alt", k, "session_ms"), "%.1f"),
+            fmt(pick("alt", k, "rss_kib", max) and pick("alt", k, "rss_kib", max) / 1024, "%.0f")))
 EOF

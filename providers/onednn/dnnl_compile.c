@@ -40,7 +40,12 @@ typedef struct Plan {
   dnnl_memory_desc_t src_md, src1_md, wei_md, dst_md, user_src_md, user_dst_md,
       post_md[DNNL_MAX_POST];
   dnnl_primitive_t src_reorder, dst_reorder; /* NULL: the user layout is used directly */
-  void* weights;                             /* reordered constant weights (owned) */
+  /* A residual Add done as oneDNN's "sum" post-op (the primitive adds what the
+   * destination holds): its index in the post-ops, or -1; and the reorder that
+   * loads the residual into a blocked destination. */
+  int sum_post;
+  dnnl_primitive_t sum_reorder;
+  void* weights; /* reordered constant weights (owned) */
   size_t scratch_bytes, src_bytes, dst_bytes;
   int64_t out_dims[DNNL_MAX_RANK];
   int out_rank;
@@ -82,6 +87,7 @@ static void plan_free(Plan* pl) {
   if (pl->prim) dnnl_primitive_destroy(pl->prim);
   if (pl->src_reorder) dnnl_primitive_destroy(pl->src_reorder);
   if (pl->dst_reorder) dnnl_primitive_destroy(pl->dst_reorder);
+  if (pl->sum_reorder) dnnl_primitive_destroy(pl->sum_reorder);
   free(pl->weights);
   free(pl);
 }
@@ -337,8 +343,8 @@ OnyxStatus* dnnl_compile(OnyxEp* ep, const OnyxGraphView* v, OnyxCompiledKernel*
     st = dnnl_err(first, ONYX_FAIL, "the group no longer matches: %s", why);
   size_t members = 1 + (g->p.bn != NULL) + (g->p.bias_node != NULL) + g->p.n_post;
   if (!st && members != H->graph_node_count(v))
-    st = dnnl_err(first, ONYX_FAIL, "group of %zu nodes, pattern of %zu",
-                  H->graph_node_count(v), members);
+    st = dnnl_err(first, ONYX_FAIL, "group of %zu nodes, pattern of %zu", H->graph_node_count(v),
+                  members);
   if (!st && (H->graph_output_count(v) != 1 || H->graph_output(v, 0) != g->p.out))
     st = dnnl_err(first, ONYX_FAIL, "an intermediate value of the group is read outside it");
   g->n_in = H->graph_input_count(v);
@@ -386,9 +392,15 @@ static void resolve_pads(const Group* g, const int64_t* in, int64_t* pads) {
   }
 }
 
-static OnyxStatus* post_ops(const Group* g, const Plan* pl, dnnl_primitive_attr_t attr,
+/* The post-ops of a plan. For Conv and MatMul the first residual Add whose
+ * tensor has the output's shape becomes a "sum" post-op (the residual is
+ * loaded into the destination first): a binary post-op with a plain-layout
+ * operand would pin the convolution to plain layouts and oneDNN's slow
+ * GEMM-based implementation. */
+static OnyxStatus* post_ops(const Group* g, Plan* pl, dnnl_primitive_attr_t attr,
                             dnnl_memory_desc_t* post_md, const OnyxKernelContext* ctx) {
   dnnl_post_ops_t po = NULL;
+  pl->sum_post = -1;
   OnyxStatus* st = check(g, dnnl_post_ops_create(&po), "post-ops");
   for (size_t k = 0; !st && k < g->p.n_post; k++) {
     const DnnlPost* p = &g->p.post[k];
@@ -400,7 +412,14 @@ static OnyxStatus* post_ops(const Group* g, const Plan* pl, dnnl_primitive_attr_
     }
     const OnyxTensor* other = H->ctx_input(ctx, (size_t)g->post_in[k]);
     plain_md(&post_md[k], (int)H->tensor_rank(other), H->tensor_dims(other));
-    (void)pl;
+    bool same =
+        H->tensor_rank(other) == (size_t)pl->out_rank &&
+        !memcmp(H->tensor_dims(other), pl->out_dims, (size_t)pl->out_rank * sizeof(int64_t));
+    if (pl->sum_post < 0 && same && (g->p.kind == DK_CONV || g->p.kind == DK_MATMUL)) {
+      pl->sum_post = (int)k;
+      st = check(g, dnnl_post_ops_append_sum(po, 1.0f), "sum post-op");
+      continue;
+    }
     st = check(g, dnnl_post_ops_append_binary(po, dnnl_binary_add, &post_md[k]), "binary post-op");
   }
   if (!st) st = check(g, dnnl_primitive_attr_set_post_ops(attr, po), "post-ops");
@@ -457,6 +476,8 @@ static OnyxStatus* finish_plan(const Group* g, Plan* pl, dnnl_primitive_desc_t p
     st = make_reorder(g, &pl->user_src_md, &pl->src_md, &pl->src_reorder);
   if (!st && !dnnl_memory_desc_equal(&pl->dst_md, &pl->user_dst_md))
     st = make_reorder(g, &pl->dst_md, &pl->user_dst_md, &pl->dst_reorder);
+  if (!st && pl->sum_post >= 0 && pl->dst_reorder)
+    st = make_reorder(g, &pl->user_dst_md, &pl->dst_md, &pl->sum_reorder);
   if (!st && has_weights) {
     pl->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     pl->weights = aligned_buf(dnnl_memory_desc_get_size(&pl->wei_md));
@@ -774,6 +795,7 @@ static OnyxStatus* get_plan(Group* g, OnyxKernelContext* ctx, dnnl_stream_t s, P
     if (!pl) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
     if (!st) {
       memcpy(pl->key, key, sizeof key);
+      pl->sum_post = -1;
       if (g->p.kind == DK_CONV)
         st = build_conv(g, pl, ctx, s);
       else if (g->p.kind == DK_MATMUL)
@@ -891,8 +913,15 @@ OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
       if (!st) st = add_arg(g, &args, DNNL_ARG_SHIFT, &smd, H->tensor_data(sh));
     }
   }
+  if (!st && pl->sum_post >= 0) { /* the residual goes into the destination first */
+    const void* res = H->tensor_data(H->ctx_input(ctx, (size_t)g->post_in[pl->sum_post]));
+    if (pl->sum_reorder)
+      st = run_reorder(g, pl->sum_reorder, &pl->user_dst_md, res, &pl->dst_md, dst_tmp, s);
+    else
+      memcpy(dst, res, H->tensor_byte_size(y));
+  }
   for (size_t k = 0; !st && k < g->p.n_post; k++) {
-    if (!g->p.post[k].binary) continue;
+    if (!g->p.post[k].binary || (int)k == pl->sum_post) continue;
     const OnyxTensor* o = H->ctx_input(ctx, (size_t)g->post_in[k]);
     st = add_arg(g, &args, DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)k) | DNNL_ARG_SRC_1, &pl->post_md[k],
                  H->tensor_data(o));

@@ -198,7 +198,10 @@ static const OnyxProvider dnnl_provider = {
     .create_ep = create_ep,
 };
 
-ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxProvider** out) {
+/* Called by the shim (dnnl_shim.c: libonyx_ep_onednn.so) once it has set up
+ * OpenMP's wait policy. */
+ONYX_EXPORT OnyxStatus* onyx_onednn_impl_init(const OnyxHostApi* host, const OnyxProvider** out);
+ONYX_EXPORT OnyxStatus* onyx_onednn_impl_init(const OnyxHostApi* host, const OnyxProvider** out) {
   *out = NULL;
   if (host->abi_major != ONYX_ABI_VERSION_MAJOR)
     return host->status_create(

@@ -1,0 +1,64 @@
+/* dnnl_shim.c — libonyx_ep_onednn.so itself: a small loader in front of the
+ * provider proper (libonyx_onednn_impl.so, beside it), so that it can choose
+ * how OpenMP waits before Debian's oneDNN brings libgomp into the process.
+ *
+ * libgomp reads OMP_WAIT_POLICY once, when it is loaded. Its default lets
+ * idle team threads spin, and spinning threads take the cores from the
+ * session's own intra-op pool between oneDNN primitives (measured on the mlp
+ * model at 2 threads: 28.8 ms spinning, 2.2 ms passive). Unless the
+ * application set OMP_WAIT_POLICY already, the shim sets it to PASSIVE, then
+ * loads the implementation. If libgomp was loaded earlier by something else,
+ * its policy is whatever that load read (docs/providers/onednn.md). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onyx/onyx_ep.h"
+
+#define IMPL_FILE "libonyx_onednn_impl.so"
+#define IMPL_INIT "onyx_onednn_impl_init"
+
+static void* impl;
+
+/* The implementation goes when the shim goes (the host unloads the shim after
+ * every session using the provider has ended). */
+__attribute__((destructor)) static void shim_unload(void) {
+  if (impl) dlclose(impl);
+  impl = NULL;
+}
+
+ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxProvider** out) {
+  *out = NULL;
+  if (host->abi_major != ONYX_ABI_VERSION_MAJOR)
+    return host->status_create(
+        ONYX_ABI_MISMATCH, "provider 'onednn' was built for ABI %d.%d; the host offers %u.%u",
+        ONYX_ABI_VERSION_MAJOR, ONYX_ABI_VERSION_MINOR, host->abi_major, host->abi_minor);
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0); /* 0: an application's own setting wins */
+  if (!impl) {
+    const char* self = host->library_path((const void*)onyx_provider_init);
+    if (!self)
+      return host->status_create(ONYX_NOT_FOUND,
+                                 "provider 'onednn': cannot tell where its library lives");
+    const char* slash = strrchr(self, '/');
+    size_t dir = slash ? (size_t)(slash - self) + 1 : 0;
+    char path[4096];
+    if (dir + sizeof IMPL_FILE > sizeof path)
+      return host->status_create(ONYX_INVALID_ARGUMENT, "provider 'onednn': path too long");
+    memcpy(path, self, dir);
+    memcpy(path + dir, IMPL_FILE, sizeof IMPL_FILE);
+    impl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!impl) {
+      const char* why = dlerror();
+      return host->status_create(ONYX_NOT_FOUND,
+                                 "provider 'onednn': cannot load its implementation %s: %s", path,
+                                 why ? why : "unknown error");
+    }
+  }
+  OnyxStatus* (*init)(const OnyxHostApi*, const OnyxProvider**);
+  *(void**)&init = dlsym(impl, IMPL_INIT);
+  if (!init)
+    return host->status_create(ONYX_ABI_MISMATCH, "provider 'onednn': %s has no %s", IMPL_FILE,
+                               IMPL_INIT);
+  return init(host, out);
+}

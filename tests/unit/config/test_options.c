@@ -6,6 +6,7 @@
 #include <cmocka.h>
 #include <stdio.h>
 #include <string.h>
+#include "ox_model.h" /* OX_DEFAULT_MAX_* */
 #include "ox_options.h"
 
 static OnyxSessionOptions* fresh(void) {
@@ -38,8 +39,11 @@ static void test_defaults(void** state) {
   assert_int_equal(o->n_pins, 0);
   assert_null(o->profile_path);
   assert_null(o->log_fn);
-  assert_int_equal(o->max_model_bytes, 0);
-  assert_int_equal(o->max_graph_depth, 0);
+  /* Safe limits by default (docs/security.md). */
+  assert_int_equal(o->max_model_bytes, OX_DEFAULT_MAX_MODEL_BYTES);
+  assert_int_equal(o->max_tensor_bytes, OX_DEFAULT_MAX_TENSOR_BYTES);
+  assert_int_equal(o->max_nodes, OX_DEFAULT_MAX_NODES);
+  assert_int_equal(o->max_graph_depth, OX_DEFAULT_MAX_GRAPH_DEPTH);
   onyx_session_options_release(o);
   onyx_session_options_release(NULL);
   expect_error(onyx_session_options_create(NULL), ONYX_INVALID_ARGUMENT, "out is NULL");

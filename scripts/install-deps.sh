@@ -14,6 +14,8 @@ PACKAGES=(
   libjpeg62-turbo-dev libpng-dev libtiff-dev     # ImageDecoder (providers/cpu/cpu_image.c):
   libwebp-dev libopenjp2-7-dev libstb-dev        #   JPEG, PNG, TIFF, WebP, JPEG 2000, BMP
   clang-format git                               # formatting check in CI
+  clang libclang-rt-14-dev                       # fuzz targets: libFuzzer + ASan/UBSan (fuzz/)
+  valgrind                                       # unit tests under memcheck in CI
   python3-onnx python3-numpy                     # test and sample model generators (never at run time)
   hipcc                                          # ROCm provider: HIP 5.2 + clang 15 (CUDA is never apt-installed)
 )

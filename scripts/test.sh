@@ -6,6 +6,8 @@
 #   scripts/test.sh            everything
 #   SKIP_SANITIZE=1 scripts/test.sh   without the sanitizer build
 #   SKIP_TSAN=1 scripts/test.sh       without the ThreadSanitizer build
+#   SKIP_FUZZ=1 scripts/test.sh       without the short fuzz run (FUZZ_SECONDS each, default 30)
+#   SKIP_VALGRIND=1 scripts/test.sh   without the unit tests under valgrind
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="$(nproc)"
@@ -42,4 +44,40 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
   cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}" >/dev/null
   (cd "$ROOT/build-tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --output-on-failure -j "$JOBS" -R "^($(IFS='|'; echo "${TSAN_TESTS[*]}"))\$")
+fi
+
+if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
+  # The unit tests of the plain build under memcheck: about 5 minutes of CPU
+  # on a 2-core machine (measured), run $JOBS at a time. Not here: test_math
+  # (valgrind rounds int64->float conversions its own way) and the GPU tests
+  # (vendor drivers). Suppressions: tests/unit/badinput/valgrind.supp.
+  if command -v valgrind >/dev/null; then
+    echo "== unit tests under valgrind (memcheck)"
+    VG_SKIP=" test_math test_gpu_cuda test_gpu_rocm "
+    B="$ROOT/build-ci"
+    vg_tests=()
+    for t in $(cd "$B" && ctest -N -R '^test_' | awk '/Test +#/ {print $3}'); do
+      [[ "$VG_SKIP" == *" $t "* ]] && continue
+      exe="$B/bin/$t"
+      if [ -x "$exe" ] && [ "$(head -c4 "$exe" | tail -c3)" = ELF ]; then vg_tests+=("$t"); fi
+    done
+    (
+      export ONYX_PROVIDER_PATH="$B/lib" ONYX_SOURCE_DIR="$ROOT" ONYX_BINARY_DIR="$B"
+      export VG_B="$B" VG_SUPP="$ROOT/tests/unit/badinput/valgrind.supp"
+      printf '%s\n' "${vg_tests[@]}" | xargs -P "$JOBS" -I{} bash -c \
+        'valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+           --suppressions="$VG_SUPP" "$VG_B/bin/$1" >"$VG_B/valgrind-$1.log" 2>&1 ||
+         { echo "valgrind: $1 failed (log: $VG_B/valgrind-$1.log)"; exit 1; }' _ {}
+    )
+    echo "valgrind: ${#vg_tests[@]} unit tests clean"
+  else
+    echo "valgrind is not installed: skipped"
+  fi
+fi
+
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+  # Each libFuzzer target (docs/security.md) for a short fixed time, from
+  # generated seeds; skipped with a message when clang or libFuzzer is absent.
+  echo "== fuzz targets, ${FUZZ_SECONDS:-30} s each"
+  BUILD="$ROOT/build-fuzz" bash "$ROOT/fuzz/fuzz.sh" "${FUZZ_SECONDS:-30}"
 fi

@@ -218,6 +218,9 @@ struct OnyxKernelContext {
   size_t n_scratch, cap_scratch;
 };
 
+/* max_tensor_bytes against a tensor about to be allocated (any memory). */
+OnyxStatus* ox_session_check_tensor_limit(const struct OnyxSession* s, OnyxElemType type,
+                                          const int64_t* dims, size_t rank);
 /* Allocates a tensor in a provider's memory through its arena. */
 OnyxStatus* ox_session_alloc_tensor(struct OnyxSession* s, int32_t ep, OnyxMemType mem,
                                     OnyxElemType type, const int64_t* dims, size_t rank,

@@ -51,9 +51,23 @@ static void ox_arena_release_cb(void* ctx, void* ptr, size_t bytes) {
   ox_arena_free(ctx, ptr);
 }
 
+OnyxStatus* ox_session_check_tensor_limit(const OnyxSession* s, OnyxElemType type,
+                                          const int64_t* dims, size_t rank) {
+  size_t count, bytes;
+  OX_TRY(ox_shape_count(dims, rank, &count));
+  OX_TRY(ox_type_bytes(type, count, &bytes));
+  if (type == ONYX_ELEM_STRING) bytes = count * sizeof(char*); /* the text comes later */
+  size_t max = s->opts->max_tensor_bytes;
+  if (max && bytes > max)
+    return ox_status(ONYX_LIMIT_EXCEEDED, "a tensor of %zu bytes exceeds the limit of %zu bytes",
+                     bytes, max);
+  return NULL;
+}
+
 OnyxStatus* ox_session_alloc_tensor(OnyxSession* s, int32_t ep, OnyxMemType mem, OnyxElemType type,
                                     const int64_t* dims, size_t rank, OxTensor** out) {
   *out = NULL;
+  OX_TRY(ox_session_check_tensor_limit(s, type, dims, rank));
   OnyxMemoryDevice dev = ox_session_ep_memory(s, ep, mem);
   if (ep < 0 || type == ONYX_ELEM_STRING) {
     if (dev.kind != ONYX_DEVICE_CPU)
@@ -64,13 +78,6 @@ OnyxStatus* ox_session_alloc_tensor(OnyxSession* s, int32_t ep, OnyxMemType mem,
   OX_TRY(ox_slot_arena(s, ep, mem, &arena));
   OxTensor* t;
   OX_TRY(ox_tensor_wrap(type, dims, rank, NULL, &dev, &t));
-  size_t max = s->opts->max_tensor_bytes;
-  if (max && t->bytes > max) {
-    size_t bytes = t->bytes; /* read before the free */
-    ox_tensor_free(t);
-    return ox_status(ONYX_LIMIT_EXCEEDED, "a tensor of %zu bytes exceeds the limit of %zu bytes",
-                     bytes, max);
-  }
   void* p = ox_arena_alloc(arena, t->bytes, 0);
   OxBuffer* b = p ? calloc(1, sizeof *b) : NULL;
   if (!b) {

@@ -87,7 +87,12 @@ static OnyxStatus* ox_type_formal(OxGraph* sub, size_t i, const OxValue* src, On
   OxValue* v = sub->inputs[i];
   if (v->type != ONYX_ELEM_UNDEFINED) return NULL;
   if (src) return ox_copy_type(v, src, src->kind == OX_VK_TENSOR && rank >= 0);
-  OX_TRY(ox_value_set(v, t, rank, NULL));
+  /* A known rank with unknown dims: every dim ONYX_DIM_UNKNOWN. */
+  int64_t dims[64];
+  if (rank > 64) rank = -1;
+  for (int32_t k = 0; k < rank; k++)
+    dims[k] = ONYX_DIM_UNKNOWN;
+  OX_TRY(ox_value_set(v, t, rank, rank > 0 ? dims : NULL));
   v->kind = kind;
   return NULL;
 }

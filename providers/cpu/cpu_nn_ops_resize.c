@@ -67,7 +67,8 @@ static int find_name(const char* s, const char* const* names, size_t n) {
   return -1;
 }
 
-static OnyxStatus* resize_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+static OnyxStatus* resize_create_impl(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                      void** state) {
   (void)ep;
   ResizeState* s = calloc(1, sizeof *s);
   if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
@@ -564,7 +565,8 @@ typedef struct GridState {
   bool align;
 } GridState;
 
-static OnyxStatus* grid_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+static OnyxStatus* grid_create_impl(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                    void** state) {
   (void)ep;
   (void)user_data;
   GridState* s = calloc(1, sizeof *s);
@@ -844,7 +846,8 @@ typedef struct RoiState {
   double scale;
 } RoiState;
 
-static OnyxStatus* roi_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+static OnyxStatus* roi_create_impl(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                   void** state) {
   (void)ep;
   (void)user_data;
   RoiState* s = calloc(1, sizeof *s);
@@ -985,6 +988,30 @@ static const int UPSAMPLE = 1;
 
 #define SPEC(op, since, end, tc, cr, comp, ud)                                                     \
   { op, since, end, tc, CPU_ARRAY_LEN(tc), cr, comp, cpu_free_state, (void*)(ud) }
+
+/* A create that fails frees the (flat) state it had already handed out. */
+static OnyxStatus* free_on_error(OnyxStatus* st, void** state) {
+  if (st && *state) {
+    free(*state);
+    *state = NULL;
+  }
+  return st;
+}
+
+static OnyxStatus* resize_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  *state = NULL;
+  return free_on_error(resize_create_impl(ep, node, user_data, state), state);
+}
+
+static OnyxStatus* grid_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  *state = NULL;
+  return free_on_error(grid_create_impl(ep, node, user_data, state), state);
+}
+
+static OnyxStatus* roi_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  *state = NULL;
+  return free_on_error(roi_create_impl(ep, node, user_data, state), state);
+}
 
 OnyxStatus* cpu_register_nn_ops_resize(OnyxKernelRegistry* r) {
   const int32_t latest = ONYX_OPSET_LATEST;

@@ -102,7 +102,8 @@ typedef struct RnnState {
   ActFn acts[MAX_ACTS];
 } RnnState;
 
-static OnyxStatus* rnn_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+static OnyxStatus* rnn_create_impl(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                   void** state) {
   (void)ep;
   RnnState* s = calloc(1, sizeof *s);
   if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
@@ -480,6 +481,20 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
 
 static const int32_t I32[] = {ONYX_ELEM_INT32};
 static const OnyxTypeConstraint TC_RNN[] = {{"T", nnop_types_f, 4}, {"T1", I32, 1}};
+
+/* A create that fails frees the (flat) state it had already handed out. */
+static OnyxStatus* free_on_error(OnyxStatus* st, void** state) {
+  if (st && *state) {
+    free(*state);
+    *state = NULL;
+  }
+  return st;
+}
+
+static OnyxStatus* rnn_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  *state = NULL;
+  return free_on_error(rnn_create_impl(ep, node, user_data, state), state);
+}
 
 OnyxStatus* cpu_register_rnn(OnyxKernelRegistry* r) {
   const int32_t latest = ONYX_OPSET_LATEST;

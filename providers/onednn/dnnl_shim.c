@@ -19,14 +19,10 @@
 #define IMPL_FILE "libonyx_onednn_impl.so"
 #define IMPL_INIT "onyx_onednn_impl_init"
 
+/* The implementation stays loaded for the rest of the process (RTLD_NODELETE):
+ * libgomp's worker threads outlive the last session and must keep their code
+ * mapped, so neither it nor oneDNN may be unloaded under them. */
 static void* impl;
-
-/* The implementation goes when the shim goes (the host unloads the shim after
- * every session using the provider has ended). */
-__attribute__((destructor)) static void shim_unload(void) {
-  if (impl) dlclose(impl);
-  impl = NULL;
-}
 
 ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxProvider** out) {
   *out = NULL;
@@ -47,7 +43,7 @@ ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxPr
       return host->status_create(ONYX_INVALID_ARGUMENT, "provider 'onednn': path too long");
     memcpy(path, self, dir);
     memcpy(path + dir, IMPL_FILE, sizeof IMPL_FILE);
-    impl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    impl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!impl) {
       const char* why = dlerror();
       return host->status_create(ONYX_NOT_FOUND,

@@ -41,7 +41,7 @@ fi
 tail -n 1 "$work/log"
 # Under the sanitizers a child reports a leak or an error after it has sent its
 # verdict: such a report fails the suite even when every verdict passed.
-if grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' "$work/log"; then
+if grep -qE 'ERROR: (LeakSanitizer|AddressSanitizer)|Sanitizer has encountered a fatal error|runtime error:' "$work/log"; then
   grep -E 'ERROR: (LeakSanitizer|AddressSanitizer)|runtime error:' -A 12 "$work/log" | head -40
   echo "$SUITE: a sanitizer reported an error (above)"
   exit 1

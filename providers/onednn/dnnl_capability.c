@@ -29,6 +29,33 @@ static bool is_op(const OnyxNode* n, const char* op) {
   return (!d || !*d || !strcmp(d, "ai.onnx")) && !strcmp(H->node_op_type(n), op);
 }
 
+/* The graph optimizer's Conv with an activation attribute (schemas_contrib.c). */
+static bool is_fused_conv(const OnyxNode* n) {
+  const char* d = H->node_domain(n);
+  return d && !strcmp(d, "com.onyx") && !strcmp(H->node_op_type(n), "FusedConv");
+}
+
+/* FusedConv's `activation` as an eltwise post-op; false when not mapped. */
+static bool fused_conv_act(const OnyxNode* n, DnnlPattern* p) {
+  size_t len = 0;
+  const char* act = H->node_attr_string(n, "activation", &len);
+  p->anchor_act = act != NULL;
+  if (!act) return true;
+  if (!strcmp(act, "Relu")) {
+    p->act_alg = dnnl_eltwise_relu;
+  } else if (!strcmp(act, "LeakyRelu")) {
+    p->act_alg = dnnl_eltwise_relu;
+    p->act_alpha = H->node_attr_float(n, "alpha", 0.01f);
+  } else if (!strcmp(act, "Clip")) {
+    p->act_alg = dnnl_eltwise_clip_v2;
+    p->act_alpha = H->node_attr_float(n, "clip_min", -3.402823466e38f);
+    p->act_beta = H->node_attr_float(n, "clip_max", 3.402823466e38f);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 static bool is_f32(const OnyxValueInfo* v) {
   return v && H->value_elem_type(v) == ONYX_ELEM_FLOAT32;
 }
@@ -199,8 +226,12 @@ static bool match_anchor(const DnnlEp* ep, const OnyxNode* n, DnnlPattern* p, co
   }
   int alg;
   float a, b;
-  if (is_op(n, "Conv")) {
+  if (is_op(n, "Conv") || is_fused_conv(n)) {
     p->kind = DK_CONV;
+    if (is_fused_conv(n) && !fused_conv_act(n, p)) {
+      *why = "FusedConv activation not mapped";
+      return false;
+    }
     int32_t r = H->value_rank(in(n, 0));
     size_t len = 0;
     const char* pad = H->node_attr_string(n, "auto_pad", &len);
@@ -373,8 +404,8 @@ static void absorb_chain(const DnnlEp* ep, const View* v, DnnlPattern* p) {
     const OnyxNode* c = sole_consumer(v, cur);
     if (!c || !single_output(c) || !is_f32(out0(c))) break;
     /* BatchNormalization folded into a Conv, right after it. */
-    if (p->kind == DK_CONV && !p->bn && !p->n_post && is_op(c, "BatchNormalization") &&
-        in(c, 0) == cur && H->node_input_count(c) == 5) {
+    if (p->kind == DK_CONV && !p->bn && !p->n_post && !p->anchor_act &&
+        is_op(c, "BatchNormalization") && in(c, 0) == cur && H->node_input_count(c) == 5) {
       bool constant = true;
       for (size_t k = 1; k < 5; k++)
         constant = constant && H->value_constant(in(c, k)) && is_f32(in(c, k));

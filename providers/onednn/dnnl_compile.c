@@ -44,6 +44,7 @@ typedef struct Plan {
    * destination holds): its index in the post-ops, or -1; and the reorder that
    * loads the residual into a blocked destination. */
   int sum_post;
+  int post_base; /* oneDNN post-op index of post[0]: 1 after the anchor's activation */
   dnnl_primitive_t sum_reorder;
   void* weights; /* reordered constant weights (owned) */
   size_t scratch_bytes, src_bytes, dst_bytes;
@@ -401,7 +402,15 @@ static OnyxStatus* post_ops(const Group* g, Plan* pl, dnnl_primitive_attr_t attr
                             dnnl_memory_desc_t* post_md, const OnyxKernelContext* ctx) {
   dnnl_post_ops_t po = NULL;
   pl->sum_post = -1;
+  pl->post_base = 0;
   OnyxStatus* st = check(g, dnnl_post_ops_create(&po), "post-ops");
+  if (!st && g->p.anchor_act) { /* post-op 0: the anchor's own activation */
+    st = check(g,
+               dnnl_post_ops_append_eltwise(po, 1.0f, (dnnl_alg_kind_t)g->p.act_alg, g->p.act_alpha,
+                                            g->p.act_beta),
+               "activation post-op");
+    pl->post_base = 1;
+  }
   for (size_t k = 0; !st && k < g->p.n_post; k++) {
     const DnnlPost* p = &g->p.post[k];
     if (!p->binary) {
@@ -923,8 +932,8 @@ OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
   for (size_t k = 0; !st && k < g->p.n_post; k++) {
     if (!g->p.post[k].binary || (int)k == pl->sum_post) continue;
     const OnyxTensor* o = H->ctx_input(ctx, (size_t)g->post_in[k]);
-    st = add_arg(g, &args, DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)k) | DNNL_ARG_SRC_1, &pl->post_md[k],
-                 H->tensor_data(o));
+    st = add_arg(g, &args, DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)k + pl->post_base) | DNNL_ARG_SRC_1,
+                 &pl->post_md[k], H->tensor_data(o));
   }
   if (!st && pl->scratch_bytes) {
     void* scratch = H->ctx_scratch(ctx, pl->scratch_bytes);

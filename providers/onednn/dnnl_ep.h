@@ -60,6 +60,11 @@ typedef struct DnnlPost {
 typedef struct DnnlPattern {
   DnnlKind kind;
   const OnyxNode* anchor;
+  /* An activation the anchor carries itself (the optimizer's com.onyx.FusedConv):
+   * the first post-op, before the absorbed ones. */
+  bool anchor_act;
+  int act_alg;
+  float act_alpha, act_beta;
   const OnyxNode* bn;        /* a BatchNormalization folded into the Conv */
   const OnyxValueInfo* bias; /* a constant bias absorbed from an Add (MatMul) */
   const OnyxNode* bias_node; /* that Add */

@@ -44,7 +44,8 @@ static OxTestModel* model(void) {
   return m;
 }
 
-static OnyxStatus* open_session(bool onednn, const char* bad_option, OnyxSession** s) {
+static OnyxStatus* open_session_at(bool onednn, const char* bad_option, OnyxOptimizationLevel level,
+                                   OnyxSession** s) {
   OxTestModel* m = model();
   uint8_t* bytes = NULL;
   size_t len = 0;
@@ -52,9 +53,7 @@ static OnyxStatus* open_session(bool onednn, const char* bad_option, OnyxSession
   otm_free(m);
   OnyxSessionOptions* o = NULL;
   ok(onyx_session_options_create(&o));
-  /* The graph optimizer would fold the BatchNormalization itself: keep it
-   * for the provider to fold. */
-  ok(onyx_session_options_set_optimization_level(o, ONYX_OPT_DISABLED));
+  ok(onyx_session_options_set_optimization_level(o, level));
   if (onednn) {
     ok(onyx_session_options_add_provider(o, "onednn", NULL, 0, 1));
     if (bad_option) ok(onyx_session_options_set_provider_option(o, "onednn", bad_option, "1"));
@@ -63,6 +62,12 @@ static OnyxStatus* open_session(bool onednn, const char* bad_option, OnyxSession
   onyx_session_options_release(o);
   free(bytes);
   return st;
+}
+
+/* With the graph optimizer off, the BatchNormalization stays for the provider
+ * to fold itself. */
+static OnyxStatus* open_session(bool onednn, const char* bad_option, OnyxSession** s) {
+  return open_session_at(onednn, bad_option, ONYX_OPT_DISABLED, s);
 }
 
 static OnyxValue* run(OnyxSession* s) {
@@ -112,6 +117,32 @@ static void test_fused_chain_matches_cpu(void** state) {
   onyx_session_release(cpu);
 }
 
+/* With the optimizer on, Conv+BatchNormalization+Relu becomes the optimizer's
+ * com.onyx.FusedConv (activation Relu), which the provider takes too. */
+static void test_optimizer_fused_conv(void** state) {
+  (void)state;
+  OnyxSession *dn = NULL, *cpu = NULL;
+  ok(open_session_at(true, NULL, ONYX_OPT_ALL, &dn));
+  ok(open_session(false, NULL, &cpu));
+  char* text = NULL;
+  ok(onyx_session_explain(dn, &text));
+  const char* fc = strstr(text, "FusedConv");
+  assert_non_null(fc);
+  assert_non_null(strstr(fc, "-> onednn"));
+  assert_null(strstr(text, "Relu ")); /* fused away */
+  onyx_free(text);
+  OnyxValue *a = run(dn), *b = run(cpu);
+  const double* pa = onyx_tensor_data(onyx_value_tensor(a));
+  const double* pb = onyx_tensor_data(onyx_value_tensor(b));
+  for (int i = 0; i < 75; i++)
+    if (fabs(pa[i] - pb[i]) > 1e-4 + 1e-4 * fabs(pb[i]))
+      fail_msg("element %d: onednn %.7g, cpu %.7g", i, pa[i], pb[i]);
+  onyx_value_release(a);
+  onyx_value_release(b);
+  onyx_session_release(dn);
+  onyx_session_release(cpu);
+}
+
 static void test_unknown_option(void** state) {
   (void)state;
   OnyxSession* s = NULL;
@@ -140,6 +171,7 @@ static int setup(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fused_chain_matches_cpu),
+      cmocka_unit_test(test_optimizer_fused_conv),
       cmocka_unit_test(test_unknown_option),
   };
   if (setup(NULL)) return 77;

@@ -29,20 +29,6 @@ typedef struct IdxState {
 
 enum { IDX_RED_NONE, IDX_RED_ADD, IDX_RED_MUL, IDX_RED_MAX, IDX_RED_MIN };
 
-static void dense_strides(const int64_t* dims, size_t rank, int64_t* strides) {
-  int64_t s = 1;
-  for (size_t d = rank; d-- > 0;) {
-    strides[d] = s;
-    s *= dims[d];
-  }
-}
-
-static OnyxStatus* check_rank(const OnyxKernelContext* ctx, size_t rank) {
-  if (rank <= CPU_MAX_RANK) return NULL;
-  return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank %zu exceeds the CPU provider's %d", rank,
-                       CPU_MAX_RANK);
-}
-
 /* Element i of an int32/int64 (or other integer) index tensor. */
 static int64_t idx_at(const OnyxTensor* t, size_t i) {
   const void* p = cpu_host->tensor_data(t);
@@ -168,7 +154,7 @@ static OnyxStatus* elements_offsets(OnyxKernelContext* ctx, const OnyxTensor* da
                                     const OnyxTensor* idx, int64_t axis_attr, size_t** out,
                                     size_t* n_out) {
   size_t rank = cpu_host->tensor_rank(data), axis;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   if (cpu_host->tensor_rank(idx) != rank)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "indices have rank %zu, data %zu",
@@ -187,7 +173,7 @@ static OnyxStatus* elements_offsets(OnyxKernelContext* ctx, const OnyxTensor* da
   size_t* off = cpu_host->ctx_scratch(ctx, (n ? n : 1) * sizeof *off);
   if (!off) return cpu_oom(ctx);
   int64_t strides[CPU_MAX_RANK], pos[CPU_MAX_RANK] = {0};
-  dense_strides(dd, rank, strides);
+  cpu_dense_strides(dd, rank, strides);
   for (size_t i = 0; i < n; i++) {
     int64_t v;
     if ((st = idx_norm(ctx, idx, i, dd[axis], "indices", &v))) return st;
@@ -261,7 +247,7 @@ static OnyxStatus* nd_plan(OnyxKernelContext* ctx, const OnyxTensor* data, const
   size_t r = cpu_host->tensor_rank(data), q = cpu_host->tensor_rank(idx);
   const int64_t* dd = cpu_host->tensor_dims(data);
   const int64_t* id = cpu_host->tensor_dims(idx);
-  OnyxStatus* st = check_rank(ctx, r + q);
+  OnyxStatus* st = cpu_check_rank(ctx, r + q);
   if (st) return st;
   if (q < 1) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "indices must have rank >= 1");
   if (batch_dims < 0 || (size_t)batch_dims >= q || (size_t)batch_dims >= r + 0)
@@ -285,7 +271,7 @@ static OnyxStatus* nd_plan(OnyxKernelContext* ctx, const OnyxTensor* data, const
   size_t per_batch = cpu_dims_product(id, b, q - 1);
   size_t batch_stride = cpu_dims_product(dd, b, r);
   int64_t strides[CPU_MAX_RANK];
-  dense_strides(dd, r, strides);
+  cpu_dense_strides(dd, r, strides);
   p->off = cpu_host->ctx_scratch(ctx, (p->n_tuples ? p->n_tuples : 1) * sizeof *p->off);
   if (!p->off) return cpu_oom(ctx);
   for (size_t t = 0; t < p->n_tuples; t++) {
@@ -350,7 +336,7 @@ static OnyxStatus* tensor_scatter_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* upd = cpu_host->ctx_input(ctx, 1);
   const OnyxTensor* wi = cpu_host->ctx_input_count(ctx) > 2 ? cpu_host->ctx_input(ctx, 2) : NULL;
   size_t rank = cpu_host->tensor_rank(past), axis;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   if (rank < 2 || !cpu_norm_axis(s->axis, rank, false, &axis) || axis == 0)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld invalid for rank %zu",
@@ -404,7 +390,7 @@ static OnyxStatus* one_hot_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* dt = cpu_host->ctx_input(ctx, 1);
   const OnyxTensor* vals = cpu_host->ctx_input(ctx, 2);
   size_t r = cpu_host->tensor_rank(idx), axis;
-  OnyxStatus* st = check_rank(ctx, r + 1);
+  OnyxStatus* st = cpu_check_rank(ctx, r + 1);
   if (st) return st;
   CpuNum dn;
   if (cpu_host->tensor_elem_count(dt) != 1 ||
@@ -448,7 +434,7 @@ static OnyxStatus* compress_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* c = cpu_host->ctx_input(ctx, 1);
   size_t rank = cpu_host->tensor_rank(x), axis = 0;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   if (cpu_host->tensor_rank(c) != 1)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "condition must be 1-D");
@@ -494,7 +480,7 @@ static OnyxStatus* nonzero_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x), n = cpu_host->tensor_elem_count(x), nnz = 0;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   int32_t type = cpu_host->tensor_elem_type(x);
   const void* p = cpu_host->tensor_data(x);
@@ -591,7 +577,7 @@ static OnyxStatus* unique_compute(void* state, OnyxKernelContext* ctx) {
   const IdxState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x), axis = 0;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   int64_t flat = (int64_t)cpu_host->tensor_elem_count(x);
   const int64_t* xd = s->has_axis ? cpu_host->tensor_dims(x) : &flat;
@@ -690,7 +676,7 @@ static OnyxStatus* topk_compute(void* state, OnyxKernelContext* ctx) {
   const IdxState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x), axis;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   if (rank == 0 || !cpu_norm_axis(s->axis, rank, false, &axis))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",

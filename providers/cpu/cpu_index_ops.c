@@ -33,20 +33,6 @@ static void ops_free(void* p) {
   free(s);
 }
 
-static void dense_strides(const int64_t* dims, size_t rank, int64_t* strides) {
-  int64_t s = 1;
-  for (size_t d = rank; d-- > 0;) {
-    strides[d] = s;
-    s *= dims[d];
-  }
-}
-
-static OnyxStatus* check_rank(const OnyxKernelContext* ctx, size_t rank) {
-  if (rank <= CPU_MAX_RANK) return NULL;
-  return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank %zu exceeds the CPU provider's %d", rank,
-                       CPU_MAX_RANK);
-}
-
 static const OnyxTensor* opt_input(const OnyxKernelContext* ctx, size_t i) {
   return i < cpu_host->ctx_input_count(ctx) ? cpu_host->ctx_input(ctx, i) : NULL;
 }
@@ -240,7 +226,7 @@ static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
   const OpsState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x);
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   const int64_t* in = cpu_host->tensor_dims(x);
   int64_t begin[CPU_MAX_RANK] = {0}, end[CPU_MAX_RANK] = {0};
@@ -292,7 +278,7 @@ static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
   else if (s->version < 11)
     cpu_num_store(type, fill, 0, (CpuNum){.kind = CPU_NUM_FLT, .v.f = s->value});
   int64_t in_strides[CPU_MAX_RANK], pos[CPU_MAX_RANK] = {0};
-  dense_strides(in, rank, in_strides);
+  cpu_dense_strides(in, rank, in_strides);
   char* out = cpu_host->tensor_mutable_data(y);
   const char* src = cpu_host->tensor_data(x);
   for (size_t i = 0; i < count; i++) {
@@ -360,7 +346,7 @@ static OnyxStatus* tile_compute(void* state, OnyxKernelContext* ctx) {
                          rank);
   const int64_t* in = cpu_host->tensor_dims(x);
   int64_t dims[CPU_MAX_RANK], in_strides[CPU_MAX_RANK], vd[CPU_MAX_RANK], vs[CPU_MAX_RANK];
-  dense_strides(in, rank, in_strides);
+  cpu_dense_strides(in, rank, in_strides);
   for (size_t d = 0; d < rank; d++) {
     if (rep[d] < 0) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "repeats[%zu] is negative", d);
     dims[d] = in[d] * rep[d];
@@ -465,7 +451,7 @@ static OnyxStatus* revseq_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* lt = cpu_host->ctx_input(ctx, 1);
   size_t rank = cpu_host->tensor_rank(x), ba, ta;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   if (rank < 2 || !cpu_norm_axis(s->a, rank, false, &ba) ||
       !cpu_norm_axis(s->b, rank, false, &ta) || ba == ta || ba > 1 || ta > 1)
@@ -487,7 +473,7 @@ static OnyxStatus* revseq_compute(void* state, OnyxKernelContext* ctx) {
   if ((st = cpu_host->ctx_output(ctx, 0, d, rank, &y))) return st;
   size_t inner = cpu_dims_product(d, 2, rank);
   int64_t strides[CPU_MAX_RANK];
-  dense_strides(d, rank, strides);
+  cpu_dense_strides(d, rank, strides);
   for (int64_t b = 0; b < d[ba]; b++)
     for (int64_t t = 0; t < d[ta]; t++) {
       int64_t src_t = t < lens[b] ? lens[b] - 1 - t : t;
@@ -505,7 +491,7 @@ static OnyxStatus* revseq_compute(void* state, OnyxKernelContext* ctx) {
 /* Copies x seen as a 6-D tensor `t` through permutation `perm` into y. */
 static OnyxStatus* permute6(OnyxTensor* y, const OnyxTensor* x, const int64_t* t, const int* perm) {
   int64_t st6[6], dims[6], strides[6];
-  dense_strides(t, 6, st6);
+  cpu_dense_strides(t, 6, st6);
   for (int i = 0; i < 6; i++) {
     dims[i] = t[perm[i]];
     strides[i] = st6[perm[i]];
@@ -563,7 +549,7 @@ static OnyxStatus* ccp_compute(void* state, OnyxKernelContext* ctx) {
   const OpsState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x), n;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   int64_t* shape;
   if ((st = cpu_read_ints_scratch(ctx, cpu_host->ctx_input(ctx, 1), "shape", &shape, &n)))
@@ -592,7 +578,7 @@ static OnyxStatus* ccp_compute(void* state, OnyxKernelContext* ctx) {
   size_t es = cpu_elem_size(cpu_host->tensor_elem_type(x));
   bool str = cpu_host->tensor_elem_type(x) == ONYX_ELEM_STRING;
   int64_t in_strides[CPU_MAX_RANK], pos[CPU_MAX_RANK] = {0};
-  dense_strides(in, rank, in_strides);
+  cpu_dense_strides(in, rank, in_strides);
   char* out = cpu_host->tensor_mutable_data(y);
   const char* src = cpu_host->tensor_data(x);
   for (size_t i = 0; i < count; i++) {
@@ -845,7 +831,7 @@ static OnyxStatus* einsum_compute(void* state, OnyxKernelContext* ctx) {
   for (size_t i = 0; i < n_in; i++) {
     const int64_t* d = cpu_host->tensor_dims(cpu_host->ctx_input(ctx, i));
     int64_t ds[CPU_MAX_RANK];
-    dense_strides(d, terms[i].rank, ds);
+    cpu_dense_strides(d, terms[i].rank, ds);
     for (size_t j = 0; j < n_loop; j++) {
       str[i][j] = 0;
       for (size_t k = 0; k < terms[i].rank; k++)

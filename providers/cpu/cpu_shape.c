@@ -39,21 +39,6 @@ static void state_ints(ShapeState* s, const OnyxNode* node, const char* name) {
   s->ints = cpu_host->node_attr_ints(node, name, &s->n_ints);
 }
 
-/* Dense element strides of a shape. */
-static void dense_strides(const int64_t* dims, size_t rank, int64_t* strides) {
-  int64_t s = 1;
-  for (size_t d = rank; d-- > 0;) {
-    strides[d] = s;
-    s *= dims[d];
-  }
-}
-
-static OnyxStatus* check_rank(const OnyxKernelContext* ctx, size_t rank) {
-  if (rank <= CPU_MAX_RANK) return NULL;
-  return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank %zu exceeds the CPU provider's %d", rank,
-                       CPU_MAX_RANK);
-}
-
 /* Allocates output 0 with dims and copies all of input 0 into it. */
 static OnyxStatus* copy_to_shape(OnyxKernelContext* ctx, const int64_t* dims, size_t rank) {
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
@@ -83,7 +68,7 @@ static OnyxStatus* reshape_create(OnyxEp* ep, const OnyxNode* node, void* user, 
  * inferred from the element count. */
 static OnyxStatus* reshape_dims(const OnyxKernelContext* ctx, const OnyxTensor* x,
                                 const int64_t* req, size_t n, bool allowzero, int64_t* out) {
-  OnyxStatus* st = check_rank(ctx, n);
+  OnyxStatus* st = cpu_check_rank(ctx, n);
   if (st) return st;
   const int64_t* in = cpu_host->tensor_dims(x);
   size_t in_rank = cpu_host->tensor_rank(x), total = cpu_host->tensor_elem_count(x);
@@ -179,7 +164,7 @@ static OnyxStatus* transpose_compute(void* state, OnyxKernelContext* ctx) {
   const ShapeState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x);
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   if (s->has_ints && s->n_ints != rank)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "perm has %zu values for rank %zu", s->n_ints,
@@ -187,7 +172,7 @@ static OnyxStatus* transpose_compute(void* state, OnyxKernelContext* ctx) {
   const int64_t* in = cpu_host->tensor_dims(x);
   int64_t in_strides[CPU_MAX_RANK], dims[CPU_MAX_RANK], strides[CPU_MAX_RANK];
   bool seen[CPU_MAX_RANK] = {false};
-  dense_strides(in, rank, in_strides);
+  cpu_dense_strides(in, rank, in_strides);
   for (size_t i = 0; i < rank; i++) {
     int64_t p = s->has_ints ? s->ints[i] : (int64_t)(rank - 1 - i); /* default: reversed */
     if (p < 0 || p >= (int64_t)rank || seen[p])
@@ -211,7 +196,7 @@ static OnyxStatus* concat_compute(void* state, OnyxKernelContext* ctx) {
   size_t n = cpu_host->ctx_input_count(ctx);
   const OnyxTensor* x0 = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x0), axis;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   if (rank == 0 || !cpu_norm_axis(s->axis, rank, false, &axis))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",
@@ -317,7 +302,7 @@ static OnyxStatus* split_compute(void* state, OnyxKernelContext* ctx) {
   const ShapeState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x), axis, n_out = cpu_host->ctx_output_count(ctx);
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   if (!cpu_norm_axis(s->axis, rank, false, &axis))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",
@@ -426,14 +411,14 @@ static void slice_axis(int64_t dim, int64_t start, int64_t end, int64_t step, in
 static OnyxStatus* slice_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x);
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   SliceArgs a;
   if ((st = slice_args(ctx, state, &a))) return st;
   const int64_t* in = cpu_host->tensor_dims(x);
   int64_t dims[CPU_MAX_RANK], strides[CPU_MAX_RANK], in_strides[CPU_MAX_RANK], offset = 0;
   bool seen[CPU_MAX_RANK] = {false};
-  dense_strides(in, rank, in_strides);
+  cpu_dense_strides(in, rank, in_strides);
   memcpy(dims, in, rank * sizeof *dims);
   memcpy(strides, in_strides, rank * sizeof *strides);
   for (size_t i = 0; i < a.n; i++) {
@@ -484,7 +469,7 @@ static OnyxStatus* read_axes(OnyxKernelContext* ctx, const ShapeState* s, const 
 static OnyxStatus* squeeze_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   size_t rank = cpu_host->tensor_rank(x), n, out_rank = 0;
-  OnyxStatus* st = check_rank(ctx, rank);
+  OnyxStatus* st = cpu_check_rank(ctx, rank);
   if (st) return st;
   const int64_t* axes;
   bool present, mark[CPU_MAX_RANK] = {false};
@@ -511,7 +496,7 @@ static OnyxStatus* unsqueeze_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   if (!present) return cpu_ctx_error(ctx, ONYX_INVALID_MODEL, "axes are required");
   size_t out_rank = rank + n;
-  if ((st = check_rank(ctx, out_rank))) return st;
+  if ((st = cpu_check_rank(ctx, out_rank))) return st;
   if ((st = cpu_mark_axes(ctx, axes, n, out_rank, mark))) return st;
   const int64_t* in = cpu_host->tensor_dims(x);
   int64_t dims[CPU_MAX_RANK];
@@ -540,7 +525,7 @@ static OnyxStatus* gather_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* idx = cpu_host->ctx_input(ctx, 1);
   size_t rank = cpu_host->tensor_rank(x), q = cpu_host->tensor_rank(idx), axis;
-  OnyxStatus* st = check_rank(ctx, rank + q);
+  OnyxStatus* st = cpu_check_rank(ctx, rank + q);
   if (st) return st;
   if (rank == 0 || !cpu_norm_axis(s->axis, rank, false, &axis))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis %lld out of range for rank %zu",

@@ -567,3 +567,17 @@ OnyxStatus* cpu_register_specs(OnyxKernelRegistry* r, const CpuKernelSpec* specs
 void cpu_free_state(void* state) {
   free(state);
 }
+
+void cpu_dense_strides(const int64_t* dims, size_t rank, int64_t* strides) {
+  int64_t s = 1;
+  for (size_t d = rank; d-- > 0;) {
+    strides[d] = s;
+    s *= dims[d];
+  }
+}
+
+OnyxStatus* cpu_check_rank(const OnyxKernelContext* ctx, size_t rank) {
+  if (rank <= CPU_MAX_RANK) return NULL;
+  return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank %zu exceeds the CPU provider's %d", rank,
+                       CPU_MAX_RANK);
+}

@@ -86,6 +86,10 @@ bool cpu_norm_axis(int64_t axis, size_t rank, bool inclusive, size_t* out);
  * of range or given twice is an error naming the node. */
 OnyxStatus* cpu_mark_axes(const OnyxKernelContext* ctx, const int64_t* axes, size_t n, size_t rank,
                           bool* mark);
+/* Dense (row-major) element strides of a shape. */
+void cpu_dense_strides(const int64_t* dims, size_t rank, int64_t* strides);
+/* An error naming the node when rank exceeds CPU_MAX_RANK; NULL otherwise. */
+OnyxStatus* cpu_check_rank(const OnyxKernelContext* ctx, size_t rank);
 /* Product of dims[begin, end); 1 for an empty range. */
 size_t cpu_dims_product(const int64_t* dims, size_t begin, size_t end);
 /* 1 if input i of the node is present and a constant whose first element is

@@ -14,9 +14,9 @@ JOBS="$(nproc)"
 bash "$ROOT/scripts/install-deps.sh"
 
 echo "== format check (clang-format)"
-bad=$(cd "$ROOT" && git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run -Werror 2>&1 | grep -c "error:" || true)
+bad=$(cd "$ROOT" && git ls-files '*.c' '*.h' '*.cu' | xargs -r clang-format --dry-run -Werror 2>&1 | grep -c "error:" || true)
 if [ "${bad:-0}" -ne 0 ]; then
-  (cd "$ROOT" && git ls-files '*.c' '*.h' | xargs -r clang-format --dry-run -Werror 2>&1 | grep "error:" | head -20)
+  (cd "$ROOT" && git ls-files '*.c' '*.h' '*.cu' | xargs -r clang-format --dry-run -Werror 2>&1 | grep "error:" | head -20)
   echo "format check failed: run clang-format -i on the files above"
   exit 1
 fi

@@ -25,57 +25,6 @@
 
 #include "cpu_util.h"
 
-/* --- float32 views of any floating-point tensor ---------------------------------------------- */
-
-/* Loads a float16/bfloat16/float/double tensor as float32 (scratch memory). */
-static OnyxStatus* load_f32(OnyxKernelContext* ctx, const OnyxTensor* t, const char* what,
-                            float** out) {
-  const OnyxHostApi* H = cpu_host;
-  size_t n = H->tensor_elem_count(t);
-  int32_t type = H->tensor_elem_type(t);
-  const void* data = H->tensor_data(t);
-  if (type == ONYX_ELEM_FLOAT32) {
-    *out = (float*)data; /* read only */
-    return NULL;
-  }
-  float* f = H->ctx_scratch(ctx, n ? n * sizeof *f : 1);
-  if (!f) return cpu_oom(ctx);
-  for (size_t i = 0; i < n; i++) {
-    CpuNum v;
-    if (!cpu_num_load(type, data, i, &v))
-      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s has element type %s, not a number", what,
-                           cpu_elem_name(type));
-    f[i] = (float)cpu_num_as_double(v);
-  }
-  *out = f;
-  return NULL;
-}
-
-/* Stores float32 values into output tensor t of its own element type. */
-static void store_f32(OnyxTensor* t, const float* src, size_t n) {
-  int32_t type = cpu_host->tensor_elem_type(t);
-  void* data = cpu_host->tensor_mutable_data(t);
-  if (type == ONYX_ELEM_FLOAT32) {
-    cpu_memcpy(data, src, n * sizeof *src);
-    return;
-  }
-  for (size_t i = 0; i < n; i++)
-    cpu_num_store(type, data, i, (CpuNum){.kind = CPU_NUM_FLT, .v.f = src[i]});
-}
-
-/* Allocates output i (if the node has it) with the given shape and fills it. */
-static OnyxStatus* emit(OnyxKernelContext* ctx, size_t i, const int64_t* dims, size_t rank,
-                        const float* src) {
-  if (i >= cpu_host->ctx_output_count(ctx)) return NULL;
-  const OnyxNode* node = cpu_host->ctx_node(ctx);
-  if (node && !cpu_host->node_output(node, i)) return NULL;
-  OnyxTensor* t = NULL;
-  OnyxStatus* st = cpu_host->ctx_output(ctx, i, dims, rank, &t);
-  if (st) return st;
-  store_f32(t, src, (size_t)cpu_dims_product(dims, 0, rank));
-  return NULL;
-}
-
 /* --- Attention ----------------------------------------------------------------------------------
  */
 
@@ -180,7 +129,7 @@ static OnyxStatus* read_mask(OnyxKernelContext* ctx, const OnyxTensor* t, const 
   m->type = H->tensor_elem_type(t);
   m->is_bool = m->type == ONYX_ELEM_BOOL;
   m->data = H->tensor_data(t);
-  if (!m->is_bool) return load_f32(ctx, t, "attn_mask", (float**)&m->f);
+  if (!m->is_bool) return cpu_f32_input(ctx, t, "attn_mask", &m->f);
   return NULL;
 }
 
@@ -330,11 +279,11 @@ static OnyxStatus* attn_compute(void* state, OnyxKernelContext* ctx) {
   }
   r.total = r.past + r.k.s;
   const float *pk_in = NULL, *pv_in = NULL;
-  e = load_f32(ctx, in[0], "Q", (float**)&r.Q);
-  if (!e) e = load_f32(ctx, in[1], "K", (float**)&r.K);
-  if (!e) e = load_f32(ctx, in[2], "V", (float**)&r.V);
-  if (!e && past_k) e = load_f32(ctx, past_k, "past_key", (float**)&pk_in);
-  if (!e && past_v) e = load_f32(ctx, past_v, "past_value", (float**)&pv_in);
+  e = cpu_f32_input(ctx, in[0], "Q", &r.Q);
+  if (!e) e = cpu_f32_input(ctx, in[1], "K", &r.K);
+  if (!e) e = cpu_f32_input(ctx, in[2], "V", &r.V);
+  if (!e && past_k) e = cpu_f32_input(ctx, past_k, "past_key", &pk_in);
+  if (!e && past_v) e = cpu_f32_input(ctx, past_v, "past_value", &pv_in);
   if (e) return e;
   int64_t target[4] = {r.b, r.hq, r.sq, r.total};
   MaskView mask;
@@ -383,10 +332,10 @@ static OnyxStatus* attn_compute(void* state, OnyxKernelContext* ctx) {
   }
   int64_t kdims[4] = {r.b, r.hkv, r.total, r.d}, vdims[4] = {r.b, r.hkv, r.total, r.dv};
   int64_t qkdims[4] = {r.b, r.hq, r.sq, r.total};
-  if ((e = emit(ctx, 0, ydims, yrank, y))) return e;
-  if ((e = emit(ctx, 1, kdims, 4, r.pk))) return e;
-  if ((e = emit(ctx, 2, vdims, 4, r.pv))) return e;
-  if (want_qk && (e = emit(ctx, 3, qkdims, 4, r.qk))) return e;
+  if ((e = cpu_f32_output(ctx, 0, ydims, yrank, y))) return e;
+  if ((e = cpu_f32_output(ctx, 1, kdims, 4, r.pk))) return e;
+  if ((e = cpu_f32_output(ctx, 2, vdims, 4, r.pv))) return e;
+  if (want_qk && (e = cpu_f32_output(ctx, 3, qkdims, 4, r.qk))) return e;
   return NULL;
 }
 
@@ -466,10 +415,10 @@ static OnyxStatus* rope_compute(void* state, OnyxKernelContext* ctx) {
                              "position_ids[%zu] = %lld is outside the cache's %lld positions", i,
                              (long long)pid[i], (long long)cd[0]);
   }
-  float *X, *C, *S;
-  OnyxStatus* e = load_f32(ctx, x, "input", &X);
-  if (!e) e = load_f32(ctx, cosc, "cos_cache", &C);
-  if (!e) e = load_f32(ctx, sinc, "sin_cache", &S);
+  const float *X, *C, *S;
+  OnyxStatus* e = cpu_f32_input(ctx, x, "input", &X);
+  if (!e) e = cpu_f32_input(ctx, cosc, "cos_cache", &C);
+  if (!e) e = cpu_f32_input(ctx, sinc, "sin_cache", &S);
   if (e) return e;
   size_t n = H->tensor_elem_count(x);
   float* Y = H->ctx_scratch(ctx, (n ? n : 1) * sizeof *Y);
@@ -491,7 +440,7 @@ static OnyxStatus* rope_compute(void* state, OnyxKernelContext* ctx) {
           yi[i2] = x2 * c[k] + x1 * sn[k];
         }
       }
-  return emit(ctx, 0, xd, rank, Y);
+  return cpu_f32_output(ctx, 0, xd, rank, Y);
 }
 
 /* --- Registration ------------------------------------------------------------------------------

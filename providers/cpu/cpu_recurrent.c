@@ -24,49 +24,6 @@
 
 #include "cpu_util.h"
 
-/* Loads any floating tensor as float32 into scratch (or borrows float32). */
-static OnyxStatus* as_f32(OnyxKernelContext* ctx, const OnyxTensor* t, const char* what,
-                          const float** out) {
-  const OnyxHostApi* H = cpu_host;
-  int32_t type = H->tensor_elem_type(t);
-  size_t n = H->tensor_elem_count(t);
-  if (type == ONYX_ELEM_FLOAT32) {
-    *out = H->tensor_data(t);
-    return NULL;
-  }
-  float* f = H->ctx_scratch(ctx, (n ? n : 1) * sizeof *f);
-  if (!f) return cpu_oom(ctx);
-  for (size_t i = 0; i < n; i++) {
-    CpuNum v;
-    if (!cpu_num_load(type, H->tensor_data(t), i, &v))
-      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s is %s, not a number", what,
-                           cpu_elem_name(type));
-    f[i] = (float)cpu_num_as_double(v);
-  }
-  *out = f;
-  return NULL;
-}
-
-static OnyxStatus* put_f32(OnyxKernelContext* ctx, size_t i, const int64_t* dims, size_t rank,
-                           const float* src) {
-  const OnyxHostApi* H = cpu_host;
-  if (i >= H->ctx_output_count(ctx)) return NULL;
-  const OnyxNode* node = H->ctx_node(ctx);
-  if (node && !H->node_output(node, i)) return NULL;
-  OnyxTensor* t = NULL;
-  OnyxStatus* st = H->ctx_output(ctx, i, dims, rank, &t);
-  if (st) return st;
-  int32_t type = H->tensor_elem_type(t);
-  size_t n = cpu_dims_product(dims, 0, rank);
-  void* d = H->tensor_mutable_data(t);
-  if (type == ONYX_ELEM_FLOAT32)
-    cpu_memcpy(d, src, n * sizeof *src);
-  else
-    for (size_t k = 0; k < n; k++)
-      cpu_num_store(type, d, k, (CpuNum){.kind = CPU_NUM_FLT, .v.f = src[k]});
-  return NULL;
-}
-
 /* --- LinearAttention ------------------------------------------------------------------------ */
 
 typedef struct LinState {
@@ -129,9 +86,9 @@ static OnyxStatus* lin_compute(void* state, OnyxKernelContext* ctx) {
                          (long long)vd[2], (long long)s->hq, (long long)s->hkv);
   int64_t Hq = s->hq, Hkv = s->hkv, Dk = kd[2] / Hkv, Dv = vd[2] / Hkv, G = Hq / Hkv;
   const float *Q, *K, *V, *P = NULL, *Dec = NULL, *Beta = NULL;
-  OnyxStatus* e = as_f32(ctx, in[0], "query", &Q);
-  if (!e) e = as_f32(ctx, in[1], "key", &K);
-  if (!e) e = as_f32(ctx, in[2], "value", &V);
+  OnyxStatus* e = cpu_f32_input(ctx, in[0], "query", &Q);
+  if (!e) e = cpu_f32_input(ctx, in[1], "key", &K);
+  if (!e) e = cpu_f32_input(ctx, in[2], "value", &V);
   if (e) return e;
   int64_t dec_w = 0, beta_w = 0; /* per-step widths: Hkv*Dk or Hkv; Hkv or 1 */
   if (in[3]) {
@@ -140,7 +97,7 @@ static OnyxStatus* lin_compute(void* state, OnyxKernelContext* ctx) {
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                            "past_state must be [%lld, %lld, %lld, %lld]", (long long)B,
                            (long long)Hkv, (long long)Dk, (long long)Dv);
-    if ((e = as_f32(ctx, in[3], "past_state", &P))) return e;
+    if ((e = cpu_f32_input(ctx, in[3], "past_state", &P))) return e;
   }
   if (s->gated) {
     if (!in[4]) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "a gated update_rule needs decay");
@@ -150,7 +107,7 @@ static OnyxStatus* lin_compute(void* state, OnyxKernelContext* ctx) {
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                            "decay must be [B, T, %lld] (per key dim) or [B, T, %lld] (per head)",
                            (long long)(Hkv * Dk), (long long)Hkv);
-    if ((e = as_f32(ctx, in[4], "decay", &Dec))) return e;
+    if ((e = cpu_f32_input(ctx, in[4], "decay", &Dec))) return e;
   }
   if (s->delta) {
     if (!in[5]) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "a delta update_rule needs beta");
@@ -159,7 +116,7 @@ static OnyxStatus* lin_compute(void* state, OnyxKernelContext* ctx) {
     if (beta_w != Hkv && beta_w != 1)
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "beta must be [B, T, %lld] or [B, T, 1]",
                            (long long)Hkv);
-    if ((e = as_f32(ctx, in[5], "beta", &Beta))) return e;
+    if ((e = cpu_f32_input(ctx, in[5], "beta", &Beta))) return e;
   }
   size_t n_state = (size_t)(B * Hkv * Dk * Dv);
   float* S = H->ctx_scratch(ctx, (n_state ? n_state : 1) * sizeof *S);
@@ -213,8 +170,8 @@ static OnyxStatus* lin_compute(void* state, OnyxKernelContext* ctx) {
       }
     }
   int64_t od[3] = {B, T, Hq * Dv}, sd[4] = {B, Hkv, Dk, Dv};
-  if ((e = put_f32(ctx, 0, od, 3, O))) return e;
-  return put_f32(ctx, 1, sd, 4, S);
+  if ((e = cpu_f32_output(ctx, 0, od, 3, O))) return e;
+  return cpu_f32_output(ctx, 1, sd, 4, S);
 }
 
 /* --- CausalConvWithState ---------------------------------------------------------------------- */
@@ -257,10 +214,10 @@ static OnyxStatus* ccs_compute(void* state, OnyxKernelContext* ctx) {
                            (long long)B, (long long)C, (long long)P);
   }
   const float *X, *W, *Bi = NULL, *Ps = NULL;
-  OnyxStatus* e = as_f32(ctx, x, "input", &X);
-  if (!e) e = as_f32(ctx, w, "weight", &W);
-  if (!e && bias) e = as_f32(ctx, bias, "bias", &Bi);
-  if (!e && past) e = as_f32(ctx, past, "past_state", &Ps);
+  OnyxStatus* e = cpu_f32_input(ctx, x, "input", &X);
+  if (!e) e = cpu_f32_input(ctx, w, "weight", &W);
+  if (!e && bias) e = cpu_f32_input(ctx, bias, "bias", &Bi);
+  if (!e && past) e = cpu_f32_input(ctx, past, "past_state", &Ps);
   if (e) return e;
   size_t padded_len = (size_t)(P + L);
   float* pad = H->ctx_scratch(ctx, (padded_len + 1) * sizeof *pad);
@@ -285,8 +242,8 @@ static OnyxStatus* ccs_compute(void* state, OnyxKernelContext* ctx) {
       cpu_memcpy(S + (b * C + c) * P, pad + L, (size_t)P * sizeof *S);
     }
   int64_t sd[3] = {B, C, P};
-  if ((e = put_f32(ctx, 0, xd, 3, Y))) return e;
-  return put_f32(ctx, 1, sd, 3, S);
+  if ((e = cpu_f32_output(ctx, 0, xd, 3, Y))) return e;
+  return cpu_f32_output(ctx, 1, sd, 3, S);
 }
 
 /* --- SwiGLU ----------------------------------------------------------------------------------- */
@@ -329,8 +286,8 @@ static OnyxStatus* swiglu_compute(void* state, OnyxKernelContext* ctx) {
   size_t orank = 0;
   OnyxStatus* e = cpu_bcast_shape(ctx, 2, dims, ranks, od, &orank);
   SwiGluRun r = {.alpha = *(const float*)state};
-  if (!e) e = as_f32(ctx, a, "a", &r.a);
-  if (!e) e = as_f32(ctx, b, "b", &r.b);
+  if (!e) e = cpu_f32_input(ctx, a, "a", &r.a);
+  if (!e) e = cpu_f32_input(ctx, b, "b", &r.b);
   if (e) return e;
   size_t n = cpu_dims_product(od, 0, orank);
   r.y = H->ctx_scratch(ctx, (n + 1) * sizeof *r.y);
@@ -338,7 +295,7 @@ static OnyxStatus* swiglu_compute(void* state, OnyxKernelContext* ctx) {
   CpuBcast plan;
   cpu_bcast_plan(&plan, od, orank, 2, dims, ranks);
   cpu_bcast_run(&plan, swiglu_row, &r);
-  return put_f32(ctx, 0, od, orank, r.y);
+  return cpu_f32_output(ctx, 0, od, orank, r.y);
 }
 
 /* --- Registration ----------------------------------------------------------------------------- */

@@ -581,3 +581,47 @@ OnyxStatus* cpu_check_rank(const OnyxKernelContext* ctx, size_t rank) {
   return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED, "rank %zu exceeds the CPU provider's %d", rank,
                        CPU_MAX_RANK);
 }
+
+OnyxStatus* cpu_f32_input(OnyxKernelContext* ctx, const OnyxTensor* t, const char* what,
+                          const float** out) {
+  const OnyxHostApi* H = cpu_host;
+  size_t n = H->tensor_elem_count(t);
+  int32_t type = H->tensor_elem_type(t);
+  const void* data = H->tensor_data(t);
+  if (type == ONYX_ELEM_FLOAT32) {
+    *out = data;
+    return NULL;
+  }
+  float* f = H->ctx_scratch(ctx, (n ? n : 1) * sizeof *f);
+  if (!f) return cpu_oom(ctx);
+  for (size_t i = 0; i < n; i++) {
+    CpuNum v;
+    if (!cpu_num_load(type, data, i, &v))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s has element type %s, not a number", what,
+                           cpu_elem_name(type));
+    f[i] = (float)cpu_num_as_double(v);
+  }
+  *out = f;
+  return NULL;
+}
+
+OnyxStatus* cpu_f32_output(OnyxKernelContext* ctx, size_t i, const int64_t* dims, size_t rank,
+                           const float* src) {
+  const OnyxHostApi* H = cpu_host;
+  if (i >= H->ctx_output_count(ctx)) return NULL;
+  const OnyxNode* node = H->ctx_node(ctx);
+  if (node && !H->node_output(node, i)) return NULL;
+  OnyxTensor* t = NULL;
+  OnyxStatus* st = H->ctx_output(ctx, i, dims, rank, &t);
+  if (st) return st;
+  int32_t type = H->tensor_elem_type(t);
+  size_t n = cpu_dims_product(dims, 0, rank);
+  void* data = H->tensor_mutable_data(t);
+  if (type == ONYX_ELEM_FLOAT32) {
+    cpu_memcpy(data, src, n * sizeof *src);
+    return NULL;
+  }
+  for (size_t k = 0; k < n; k++)
+    cpu_num_store(type, data, k, (CpuNum){.kind = CPU_NUM_FLT, .v.f = src[k]});
+  return NULL;
+}

@@ -122,6 +122,16 @@ bool cpu_num_store(int32_t type, void* data, size_t i, CpuNum v);
 /* The number as a double (rounded for 64-bit integers beyond 2^53). */
 double cpu_num_as_double(CpuNum v);
 
+/* A floating-point tensor (float16, bfloat16, float32, float64) read as
+ * float32: borrowed when it is float32, else converted into the context's
+ * scratch memory. `what` names the input in the error for a non-number. */
+OnyxStatus* cpu_f32_input(OnyxKernelContext* ctx, const OnyxTensor* t, const char* what,
+                          const float** out);
+/* Allocates output i with the given shape (nothing when the node does not
+ * have that output) and stores float32 values into its element type. */
+OnyxStatus* cpu_f32_output(OnyxKernelContext* ctx, size_t i, const int64_t* dims, size_t rank,
+                           const float* src);
+
 /* IEEE half and bfloat16 <-> float. Rounding is to nearest even. */
 float cpu_f16_to_f32(uint16_t h);
 uint16_t cpu_f64_to_f16(double x);

@@ -25,8 +25,8 @@ inline unsigned blocks_for(int64_t n) {
   return (unsigned)b;
 }
 
-#define GRID_STRIDE(i, n)                                                         \
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
+#define GRID_STRIDE(i, n)                                                                          \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
        i += (int64_t)blockDim.x * gridDim.x)
 
 inline int64_t iter_count(const GpuIter& it) {
@@ -72,8 +72,7 @@ __global__ void where_kernel(const uint8_t* cond, const T* x, const T* y, T* out
   }
 }
 
-template <typename T>
-__global__ void copy_kernel(const T* in, T* out, GpuIter it, int64_t n) {
+template <typename T> __global__ void copy_kernel(const T* in, T* out, GpuIter it, int64_t n) {
   GRID_STRIDE(i, n) {
     int64_t off[2];
     gpub_offsets(&it, i, 2, off);
@@ -81,8 +80,8 @@ __global__ void copy_kernel(const T* in, T* out, GpuIter it, int64_t n) {
   }
 }
 
-__global__ void softmax_kernel(const float* x, float* y, int64_t outer, int64_t axis,
-                               int64_t inner, int log_softmax) {
+__global__ void softmax_kernel(const float* x, float* y, int64_t outer, int64_t axis, int64_t inner,
+                               int log_softmax) {
   GRID_STRIDE(r, outer * inner) {
     gpub_softmax_row(x, y, r, axis, inner, log_softmax);
   }
@@ -113,15 +112,13 @@ __global__ void gather_kernel(const T* data, const I* idx, T* out, int64_t outer
   }
 }
 
-template <typename S, typename D>
-__global__ void cast_kernel(const S* in, D* out, int64_t n) {
+template <typename S, typename D> __global__ void cast_kernel(const S* in, D* out, int64_t n) {
   GRID_STRIDE(i, n) {
     out[i] = (D)in[i];
   }
 }
 
-template <typename S>
-__global__ void cast_to_bool_kernel(const S* in, uint8_t* out, int64_t n) {
+template <typename S> __global__ void cast_to_bool_kernel(const S* in, uint8_t* out, int64_t n) {
   GRID_STRIDE(i, n) {
     out[i] = in[i] != (S)0 ? 1 : 0;
   }
@@ -166,8 +163,8 @@ inline int launched() {
 template <typename T>
 int launch_where(const uint8_t* cond, const void* x, const void* y, void* out, const GpuIter* it,
                  const GpuIter* ity, int64_t n, cudaStream_t s) {
-  where_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(cond, (const T*)x, (const T*)y, (T*)out, *it,
-                                                      *ity, n);
+  where_kernel<T>
+      <<<blocks_for(n), kThreads, 0, s>>>(cond, (const T*)x, (const T*)y, (T*)out, *it, *ity, n);
   return launched();
 }
 
@@ -195,19 +192,34 @@ template <typename S>
 int cast_from(const S* in, void* out, int out_type, int64_t n, cudaStream_t s) {
   unsigned g = blocks_for(n);
   switch (out_type) {
-    case 1: cast_kernel<S, float><<<g, kThreads, 0, s>>>(in, (float*)out, n); break;
-    case 2: cast_kernel<S, uint8_t><<<g, kThreads, 0, s>>>(in, (uint8_t*)out, n); break;
-    case 3: cast_kernel<S, int8_t><<<g, kThreads, 0, s>>>(in, (int8_t*)out, n); break;
-    case 6: cast_kernel<S, int32_t><<<g, kThreads, 0, s>>>(in, (int32_t*)out, n); break;
-    case 7: cast_kernel<S, int64_t><<<g, kThreads, 0, s>>>(in, (int64_t*)out, n); break;
-    case 9: cast_to_bool_kernel<S><<<g, kThreads, 0, s>>>(in, (uint8_t*)out, n); break;
-    case 11: cast_kernel<S, double><<<g, kThreads, 0, s>>>(in, (double*)out, n); break;
-    default: return -1;
+  case 1:
+    cast_kernel<S, float><<<g, kThreads, 0, s>>>(in, (float*)out, n);
+    break;
+  case 2:
+    cast_kernel<S, uint8_t><<<g, kThreads, 0, s>>>(in, (uint8_t*)out, n);
+    break;
+  case 3:
+    cast_kernel<S, int8_t><<<g, kThreads, 0, s>>>(in, (int8_t*)out, n);
+    break;
+  case 6:
+    cast_kernel<S, int32_t><<<g, kThreads, 0, s>>>(in, (int32_t*)out, n);
+    break;
+  case 7:
+    cast_kernel<S, int64_t><<<g, kThreads, 0, s>>>(in, (int64_t*)out, n);
+    break;
+  case 9:
+    cast_to_bool_kernel<S><<<g, kThreads, 0, s>>>(in, (uint8_t*)out, n);
+    break;
+  case 11:
+    cast_kernel<S, double><<<g, kThreads, 0, s>>>(in, (double*)out, n);
+    break;
+  default:
+    return -1;
   }
   return launched();
 }
 
-}  // namespace
+} // namespace
 
 extern "C" {
 
@@ -240,11 +252,16 @@ int gpuk_where(const uint8_t* cond, const void* x, const void* y, void* out, con
   ity.offset[0] = offset_y;
   cudaStream_t s = (cudaStream_t)stream;
   switch (elem_size) {
-    case 1: return launch_where<uint8_t>(cond, x, y, out, it, &ity, n, s);
-    case 2: return launch_where<uint16_t>(cond, x, y, out, it, &ity, n, s);
-    case 4: return launch_where<uint32_t>(cond, x, y, out, it, &ity, n, s);
-    case 8: return launch_where<uint64_t>(cond, x, y, out, it, &ity, n, s);
-    default: return -1;
+  case 1:
+    return launch_where<uint8_t>(cond, x, y, out, it, &ity, n, s);
+  case 2:
+    return launch_where<uint16_t>(cond, x, y, out, it, &ity, n, s);
+  case 4:
+    return launch_where<uint32_t>(cond, x, y, out, it, &ity, n, s);
+  case 8:
+    return launch_where<uint64_t>(cond, x, y, out, it, &ity, n, s);
+  default:
+    return -1;
   }
 }
 
@@ -253,11 +270,16 @@ int gpuk_copy(const void* in, void* out, const GpuIter* it, int elem_size, void*
   if (!n) return 0;
   cudaStream_t s = (cudaStream_t)stream;
   switch (elem_size) {
-    case 1: return launch_copy<uint8_t>(in, out, it, n, s);
-    case 2: return launch_copy<uint16_t>(in, out, it, n, s);
-    case 4: return launch_copy<uint32_t>(in, out, it, n, s);
-    case 8: return launch_copy<uint64_t>(in, out, it, n, s);
-    default: return -1;
+  case 1:
+    return launch_copy<uint8_t>(in, out, it, n, s);
+  case 2:
+    return launch_copy<uint16_t>(in, out, it, n, s);
+  case 4:
+    return launch_copy<uint32_t>(in, out, it, n, s);
+  case 8:
+    return launch_copy<uint64_t>(in, out, it, n, s);
+  default:
+    return -1;
   }
 }
 
@@ -265,8 +287,8 @@ int gpuk_softmax(const float* x, float* y, int64_t outer, int64_t axis, int64_t 
                  void* stream) {
   int64_t rows = outer * inner;
   if (!rows || !axis) return 0;
-  softmax_kernel<<<blocks_for(rows), kThreads, 0, (cudaStream_t)stream>>>(x, y, outer, axis,
-                                                                          inner, log);
+  softmax_kernel<<<blocks_for(rows), kThreads, 0, (cudaStream_t)stream>>>(x, y, outer, axis, inner,
+                                                                          log);
   return launched();
 }
 
@@ -282,7 +304,7 @@ int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t
                 const GpuReduce* r, void* stream) {
   if (!n_out) return 0;
   reduce_kernel<<<blocks_for(n_out), kThreads, 0, (cudaStream_t)stream>>>(op, x, y, n_out, n_red,
-                                                                           *r);
+                                                                          *r);
   return launched();
 }
 
@@ -291,11 +313,16 @@ int gpuk_gather(const void* data, const void* idx, int idx_is_64, void* out, int
   if (!outer || !inner || !n_idx) return 0;
   cudaStream_t s = (cudaStream_t)stream;
   switch (elem_size) {
-    case 1: return launch_gather<uint8_t>(data, idx, idx_is_64, out, outer, axis_dim, inner, n_idx, s);
-    case 2: return launch_gather<uint16_t>(data, idx, idx_is_64, out, outer, axis_dim, inner, n_idx, s);
-    case 4: return launch_gather<uint32_t>(data, idx, idx_is_64, out, outer, axis_dim, inner, n_idx, s);
-    case 8: return launch_gather<uint64_t>(data, idx, idx_is_64, out, outer, axis_dim, inner, n_idx, s);
-    default: return -1;
+  case 1:
+    return launch_gather<uint8_t>(data, idx, idx_is_64, out, outer, axis_dim, inner, n_idx, s);
+  case 2:
+    return launch_gather<uint16_t>(data, idx, idx_is_64, out, outer, axis_dim, inner, n_idx, s);
+  case 4:
+    return launch_gather<uint32_t>(data, idx, idx_is_64, out, outer, axis_dim, inner, n_idx, s);
+  case 8:
+    return launch_gather<uint64_t>(data, idx, idx_is_64, out, outer, axis_dim, inner, n_idx, s);
+  default:
+    return -1;
   }
 }
 
@@ -307,30 +334,37 @@ int gpuk_cast(const void* in, int in_type, void* out, int out_type, int64_t n, v
   if (!n) return 0;
   cudaStream_t s = (cudaStream_t)stream;
   switch (in_type) {
-    case 1: return cast_from((const float*)in, out, out_type, n, s);
-    case 2: return cast_from((const uint8_t*)in, out, out_type, n, s);
-    case 3: return cast_from((const int8_t*)in, out, out_type, n, s);
-    case 6: return cast_from((const int32_t*)in, out, out_type, n, s);
-    case 7: return cast_from((const int64_t*)in, out, out_type, n, s);
-    case 9: return cast_from((const uint8_t*)in, out, out_type, n, s);
-    case 11: return cast_from((const double*)in, out, out_type, n, s);
-    default: return -1;
+  case 1:
+    return cast_from((const float*)in, out, out_type, n, s);
+  case 2:
+    return cast_from((const uint8_t*)in, out, out_type, n, s);
+  case 3:
+    return cast_from((const int8_t*)in, out, out_type, n, s);
+  case 6:
+    return cast_from((const int32_t*)in, out, out_type, n, s);
+  case 7:
+    return cast_from((const int64_t*)in, out, out_type, n, s);
+  case 9:
+    return cast_from((const uint8_t*)in, out, out_type, n, s);
+  case 11:
+    return cast_from((const double*)in, out, out_type, n, s);
+  default:
+    return -1;
   }
 }
 
 int gpuk_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-              int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
-              int64_t batch, void* stream) {
+              int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch,
+              void* stream) {
   if (!m || !n || !batch) return 0;
   if (batch > 65535 || (m + kTile - 1) / kTile > 65535) return -1; /* grid y and z limits */
   dim3 block(kTile, kTile);
   dim3 grid((unsigned)((n + kTile - 1) / kTile), (unsigned)((m + kTile - 1) / kTile),
             (unsigned)batch);
-  gemm_kernel<<<grid, block, 0, (cudaStream_t)stream>>>(trans_a, trans_b, m, n, k, alpha, a, lda,
-                                                        stride_a, b, ldb, stride_b, beta, c, ldc,
-                                                        stride_c);
+  gemm_kernel<<<grid, block, 0, (cudaStream_t)stream>>>(
+      trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c);
   return launched();
 }
 
-}  // extern "C"
+} // extern "C"

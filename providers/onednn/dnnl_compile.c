@@ -500,6 +500,17 @@ static OnyxStatus* finish_plan(const Group* g, Plan* pl, dnnl_primitive_desc_t p
   return st;
 }
 
+/* Whether a Conv group may try oneDNN's Winograd algorithm: the option
+ * allows it, 2-D, a 3x3 kernel, unit strides and dilations, one group and
+ * blocked layouts (Winograd's transformed weights are a layout of their own). */
+static bool conv_winograd_candidate(const Group* g, int sp, bool blocked) {
+  if (g->ep->opt.conv_algorithm != DNNL_CONV_AUTO || !blocked || sp != 2 || g->group != 1)
+    return false;
+  for (int i = 0; i < 2; i++)
+    if (g->kernel[i] != 3 || g->strides[i] != 1 || g->dil[i] != 1) return false;
+  return true;
+}
+
 static OnyxStatus* build_conv(const Group* g, Plan* pl, const OnyxKernelContext* ctx,
                               dnnl_stream_t s) {
   const OnyxTensor* x = H->ctx_input(ctx, (size_t)g->x_in);
@@ -551,22 +562,37 @@ static OnyxStatus* build_conv(const Group* g, Plan* pl, const OnyxKernelContext*
     src_md = pl->user_src_md;
     dst_md = pl->user_dst_md;
   }
-  dnnl_convolution_desc_t cd;
-  OnyxStatus* st = check(g,
-                         dnnl_dilated_convolution_forward_desc_init(
-                             &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_any,
-                             &b_md, &dst_md, strides, dil, pl_, pr_),
-                         "convolution descriptor");
   dnnl_primitive_attr_t attr = NULL;
-  if (!st) st = check(g, dnnl_primitive_attr_create(&attr), "attributes");
+  OnyxStatus* st = check(g, dnnl_primitive_attr_create(&attr), "attributes");
   if (!st)
     st = check(g, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
                "scratchpad");
   if (!st) st = post_ops(g, pl, attr, pl->post_md, ctx);
   dnnl_primitive_desc_t pd = NULL;
-  if (!st)
-    st = check(g, dnnl_primitive_desc_create(&pd, &cd, attr, (dnnl_engine_t)g->ep->engine, NULL),
-               "convolution primitive descriptor");
+  /* Winograd first where it may apply (2-D 3x3, stride 1, no dilation, no
+   * groups, blocked layouts allowed); oneDNN answers `unimplemented` for the
+   * shapes and machines its Winograd kernels do not cover, and the direct
+   * algorithm is used then. */
+  if (!st && conv_winograd_candidate(g, sp, g->ep->opt.blocked)) {
+    dnnl_convolution_desc_t wd;
+    if (dnnl_dilated_convolution_forward_desc_init(
+            &wd, dnnl_forward_inference, dnnl_convolution_winograd, &src_md, &w_any, &b_md, &dst_md,
+            strides, dil, pl_, pr_) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &wd, attr, (dnnl_engine_t)g->ep->engine, NULL) !=
+            dnnl_success)
+      pd = NULL;
+  }
+  if (!st && !pd) {
+    dnnl_convolution_desc_t cd;
+    st = check(g,
+               dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                                          dnnl_convolution_direct, &src_md, &w_any,
+                                                          &b_md, &dst_md, strides, dil, pl_, pr_),
+               "convolution descriptor");
+    if (!st)
+      st = check(g, dnnl_primitive_desc_create(&pd, &cd, attr, (dnnl_engine_t)g->ep->engine, NULL),
+                 "convolution primitive descriptor");
+  }
   if (!st) st = finish_plan(g, pl, pd, true, &user_w, s);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (attr) dnnl_primitive_attr_destroy(attr);

@@ -24,9 +24,16 @@
 extern const OnyxHostApi* dnnl_host;
 
 /* Session options of one EP instance. */
+/* Which convolution algorithm a Conv group asks oneDNN for. */
+typedef enum DnnlConvAlgorithm {
+  DNNL_CONV_AUTO = 0, /* Winograd where oneDNN has it for the shape, else direct */
+  DNNL_CONV_DIRECT    /* always direct */
+} DnnlConvAlgorithm;
+
 typedef struct DnnlOptions {
   bool fuse;    /* claim post-op chains (default true) */
   bool blocked; /* let primitives pick blocked layouts inside a group (default true) */
+  DnnlConvAlgorithm conv_algorithm; /* default DNNL_CONV_AUTO */
 } DnnlOptions;
 
 typedef struct DnnlEp {

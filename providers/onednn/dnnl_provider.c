@@ -126,9 +126,17 @@ static OnyxStatus* read_options(const OnyxOptions* o, DnnlOptions* opt) {
       st = parse_bool(key, v, &opt->fuse);
     else if (!strcmp(key, "blocked_layout"))
       st = parse_bool(key, v, &opt->blocked);
-    else
-      st = dnnl_err(NULL, ONYX_INVALID_CONFIG, "unknown option '%s' (known: fuse, blocked_layout)",
-                    key);
+    else if (!strcmp(key, "conv_algorithm")) {
+      if (v && !strcmp(v, "auto"))
+        opt->conv_algorithm = DNNL_CONV_AUTO;
+      else if (v && !strcmp(v, "direct"))
+        opt->conv_algorithm = DNNL_CONV_DIRECT;
+      else
+        st = dnnl_err(NULL, ONYX_INVALID_CONFIG,
+                      "option 'conv_algorithm' must be auto or direct, got '%s'", v ? v : "(null)");
+    } else
+      st = dnnl_err(NULL, ONYX_INVALID_CONFIG,
+                    "unknown option '%s' (known: fuse, blocked_layout, conv_algorithm)", key);
     if (st) return st;
   }
   return NULL;

@@ -2,13 +2,17 @@
  * provider proper (libonyx_onednn_impl.so, beside it), so that it can choose
  * how OpenMP waits before Debian's oneDNN brings libgomp into the process.
  *
- * libgomp reads OMP_WAIT_POLICY once, when it is loaded. Its default lets
- * idle team threads spin, and spinning threads take the cores from the
- * session's own intra-op pool between oneDNN primitives (measured on the mlp
- * model at 2 threads: 28.8 ms spinning, 2.2 ms passive). Unless the
- * application set OMP_WAIT_POLICY already, the shim sets it to PASSIVE, then
- * loads the implementation. If libgomp was loaded earlier by something else,
- * its policy is whatever that load read (docs/providers/onednn.md). */
+ * libgomp reads its wait policy once, when it is loaded. Its default lets
+ * idle team threads spin for a long time (and OMP_WAIT_POLICY=ACTIVE for
+ * ever), and those threads take the cores from the session's own intra-op
+ * pool when CPU-provider nodes run between oneDNN primitives (bert_layer at
+ * 2 threads: 33.5 ms). A passive policy sleeps at once, so every primitive
+ * pays for waking the team (convnet at 2 threads: 17.0 ms). Unless the
+ * application chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT), the shim
+ * asks for a bounded spin, about as long as the host pool's own (50 us):
+ * passive, with GOMP_SPINCOUNT=3000 (bert_layer 18.3 ms, convnet 10.8 ms),
+ * then loads the implementation. If libgomp was loaded earlier by something
+ * else, its policy is whatever that load read (docs/providers/onednn.md). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +22,8 @@
 
 #define IMPL_FILE "libonyx_onednn_impl.so"
 #define IMPL_INIT "onyx_onednn_impl_init"
+/* libgomp spin iterations before an idle thread sleeps (each a `pause`). */
+#define DNNL_SPINCOUNT "3000"
 
 /* The implementation stays loaded for the rest of the process (RTLD_NODELETE):
  * libgomp's worker threads outlive the last session and must keep their code
@@ -30,7 +36,10 @@ ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxPr
     return host->status_create(
         ONYX_ABI_MISMATCH, "provider 'onednn' was built for ABI %d.%d; the host offers %u.%u",
         ONYX_ABI_VERSION_MAJOR, ONYX_ABI_VERSION_MINOR, host->abi_major, host->abi_minor);
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 0); /* 0: an application's own setting wins */
+  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) { /* the application's wins */
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    setenv("GOMP_SPINCOUNT", DNNL_SPINCOUNT, 1);
+  }
   if (!impl) {
     const char* self = host->library_path((const void*)onyx_provider_init);
     if (!self)

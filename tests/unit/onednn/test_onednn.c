@@ -154,6 +154,99 @@ static void test_unknown_option(void** state) {
   assert_null(s);
 }
 
+/* y = Relu(Conv(x)) with x [1,16,9,7], 16 output channels, 3x3, pads 1: a
+ * shape oneDNN's Winograd algorithm covers (conv_algorithm "auto"). */
+static OnyxSession* conv16_session(const char* provider, const char* algorithm) {
+  OxTestModel* m = otm_new(15);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 16, 9, 7});
+  static float w[16 * 16 * 9], b[16];
+  for (int i = 0; i < 16 * 16 * 9; i++)
+    w[i] = (float)((i * 37) % 23 - 11) / 40.0f;
+  for (int i = 0; i < 16; i++)
+    b[i] = (float)(i % 5 - 2) / 10.0f;
+  otm_initializer(m, "w", ONYX_ELEM_FLOAT32, 4, (int64_t[]){16, 16, 3, 3}, w);
+  otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, (int64_t[]){16}, b);
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 16, 9, 7});
+  OxTestNode* c = otm_node(m, "Conv", "conv", "x,w,b", "c");
+  otm_attr_ints(c, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  otm_node(m, "Relu", "relu", "c", "y");
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_add_provider(o, provider, NULL, 0, 1));
+  if (algorithm)
+    ok(onyx_session_options_set_provider_option(o, provider, "conv_algorithm", algorithm));
+  OnyxSession* s = NULL;
+  ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
+  onyx_session_options_release(o);
+  free(bytes);
+  return s;
+}
+
+static float* run_conv16(OnyxSession* s, OnyxValue** keep) {
+  static float x[16 * 9 * 7];
+  for (int i = 0; i < 16 * 9 * 7; i++)
+    x[i] = sinf(0.37f * (float)i);
+  OnyxValue* in = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){1, 16, 9, 7}, 4, x, sizeof x, &in));
+  const char* in_name = "x";
+  const char* out_name = "y";
+  ok(onyx_session_run(s, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, keep));
+  onyx_value_release(in);
+  return (float*)onyx_tensor_data(onyx_value_tensor(*keep));
+}
+
+/* Winograd (auto) and direct convolution agree with the CPU provider. */
+static void test_conv_algorithms_match_cpu(void** state) {
+  (void)state;
+  OnyxSession* cpu = conv16_session("cpu", NULL);
+  OnyxSession* aut = conv16_session("onednn", "auto");
+  OnyxSession* dir = conv16_session("onednn", "direct");
+  OnyxValue *vc = NULL, *va = NULL, *vd = NULL;
+  const float* pc = run_conv16(cpu, &vc);
+  const float* pa = run_conv16(aut, &va);
+  const float* pd = run_conv16(dir, &vd);
+  int positive = 0;
+  for (int i = 0; i < 16 * 9 * 7; i++) {
+    const double tol = 1e-4 + 1e-4 * fabs(pc[i]);
+    if (fabs(pa[i] - pc[i]) > tol) fail_msg("element %d: auto %.7g, cpu %.7g", i, pa[i], pc[i]);
+    if (fabs(pd[i] - pc[i]) > tol) fail_msg("element %d: direct %.7g, cpu %.7g", i, pd[i], pc[i]);
+    positive += pc[i] > 0.0f;
+  }
+  assert_true(positive > 100 && positive < 16 * 9 * 7); /* the Relu clipped some, not all */
+  onyx_value_release(vc);
+  onyx_value_release(va);
+  onyx_value_release(vd);
+  onyx_session_release(cpu);
+  onyx_session_release(aut);
+  onyx_session_release(dir);
+}
+
+static void test_bad_conv_algorithm(void** state) {
+  (void)state;
+  OxTestModel* m = model();
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_add_provider(o, "onednn", NULL, 0, 1));
+  ok(onyx_session_options_set_provider_option(o, "onednn", "conv_algorithm", "fastest"));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
+  onyx_session_options_release(o);
+  free(bytes);
+  assert_non_null(st);
+  assert_non_null(strstr(onyx_status_message(st),
+                         "option 'conv_algorithm' must be auto or direct, got 'fastest'"));
+  onyx_status_release(st);
+  assert_null(s);
+}
+
 static int setup(void** state) {
   (void)state;
   const char* dir = getenv("ONYX_PROVIDER_PATH");
@@ -173,6 +266,8 @@ int main(void) {
       cmocka_unit_test(test_fused_chain_matches_cpu),
       cmocka_unit_test(test_optimizer_fused_conv),
       cmocka_unit_test(test_unknown_option),
+      cmocka_unit_test(test_conv_algorithms_match_cpu),
+      cmocka_unit_test(test_bad_conv_algorithm),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@ PACKAGES=(
   libcmocka-dev                                  # unit tests
   libdnnl-dev                                    # oneDNN provider (providers/onednn)
   libdlpack-dev                                  # dlpack/dlpack.h (DLPack import/export)
+  libsleef-dev                                   # vectorized erf for Erf/Gelu (providers/cpu/cpu_vmath.c)
   libjpeg62-turbo-dev libpng-dev libtiff-dev     # ImageDecoder (providers/cpu/cpu_image.c):
   libwebp-dev libopenjp2-7-dev libstb-dev        #   JPEG, PNG, TIFF, WebP, JPEG 2000, BMP
   clang-format git                               # formatting check in CI

@@ -9,6 +9,7 @@
 #include "cpu_kernels.h"
 #include "cpu_nn.h"
 #include "cpu_util.h"
+#include "cpu_vmath.h"
 
 #define CONTRIB "com.onyx"
 
@@ -107,10 +108,7 @@ typedef struct EwJob {
 
 static void gelu_range(void* user, size_t begin, size_t end) {
   EwJob* j = user;
-  for (size_t i = begin; i < end; i++) {
-    float v = j->x[i];
-    j->y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-  }
+  cpu_gelu_f32(j->x + begin, j->y + begin, end - begin);
 }
 
 static OnyxStatus* gelu_compute(void* state, OnyxKernelContext* ctx) {

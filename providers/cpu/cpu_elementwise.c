@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu_util.h"
+#include "cpu_vmath.h"
 
 /* X-macros over element types: X(arg, suffix, C type, OnyxElemType). */
 #define CPU_SINT_TYPES(X, A)                                                                       \
@@ -746,9 +747,14 @@ static inline double sigmoid_d(double x) {
   UN_DEF(exp, s, T, LIBM_##s(exp)(x))                                                              \
   UN_DEF(log, s, T, LIBM_##s(log)(x))                                                              \
   UN_DEF(sqrt, s, T, x >= 0 ? LIBM_##s(sqrt)(x) : (T)NAN)                                          \
-  UN_DEF(erf, s, T, LIBM_##s(erf)(x))                                                              \
   UN_DEF(neg, s, T, -x)                                                                            \
   UN_DEF(abs, s, T, LIBM_##s(fabs)(x))
+
+/* float32 Erf: SLEEF's vectorized erff where the build has it (cpu_vmath.c). */
+UN_DEF(erf, f64, double, erf(x))
+static void erf_f32(const void* px, void* py, size_t n) {
+  cpu_erf_f32(px, py, n);
+}
 
 /* Erf-9 also lists the integer types: the double result truncated. */
 #define DEF_ERF_I(A, s, T, E) UN_DEF(erf, s, T, erf((double)x))

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -599,6 +600,56 @@ static void test_exact_cases(void** state) {
     check_case(&exact_cases[i], true);
 }
 
+/* Softmax never outputs a denormal: probabilities whose exact value is below
+ * FLT_MIN (e^-100 / sum, e^-87.5 / sum, and e^-87 / 2.5, about 6.6e-39) are
+ * 0, so a MatMul reading them does not hit the slow denormal arithmetic; the
+ * rest match e^(x - max) / sum computed here in double. 20 values in a row
+ * (a full AVX-512 vector and a tail), and the same with one row of 3. */
+static void test_softmax_underflow(void** state) {
+  (void)state;
+  static const float x[20] = {0.0f,   -100.0f, -87.5f, -87.0f, -0.5f,  -1.0f, -2.0f,
+                              -3.0f,  -4.0f,   -5.0f,  -6.0f,  -7.0f,  -8.0f, -9.0f,
+                              -10.0f, -20.0f,  -30.0f, -40.0f, -50.0f, -60.0f};
+  for (int rows = 1; rows <= 2; rows++) {
+    const int64_t w = rows == 1 ? 20 : 10;
+    const Case c = {"Softmax underflow",
+                    13,
+                    "Softmax",
+                    NOATTR,
+                    1,
+                    {{F32(2, {rows, w}), (const void*)x, sizeof x}},
+                    ONYX_ELEM_FLOAT32,
+                    2,
+                    {rows, w},
+                    NULL,
+                    20,
+                    NULL};
+    OnyxValue* y = NULL;
+    char* err = run_case(&c, &y);
+    if (err) fail_msg("unexpected error: %s", err);
+    const float* got = onyx_tensor_data(onyx_value_tensor(y));
+    for (int r = 0; r < rows; r++) {
+      double mx = -INFINITY, sum = 0;
+      for (int i = 0; i < w; i++)
+        mx = fmax(mx, x[r * w + i]);
+      for (int i = 0; i < w; i++)
+        sum += exp((double)x[r * w + i] - mx);
+      for (int i = 0; i < w; i++) {
+        const double e = exp((double)x[r * w + i] - mx) / sum;
+        const float g = got[r * w + i];
+        if (fpclassify(g) == FP_SUBNORMAL)
+          fail_msg("row %d element %d is a denormal, %.9g", r, i, (double)g);
+        if (e < FLT_MIN) {
+          if (g != 0.0f) fail_msg("row %d element %d is %.9g, expected 0", r, i, (double)g);
+        } else if (fabs(g - e) > 1e-6 * e + 1e-30) {
+          fail_msg("row %d element %d is %.9g, expected %.9g", r, i, (double)g, e);
+        }
+      }
+    }
+    onyx_values_release(&y, 1);
+  }
+}
+
 /* Large inputs take the thread-pool paths: x + b over [300, 256] with b
  * [256] runs 2-D rows in parallel, Neg and s * s dense blocks; 3 threads,
  * checked against a plain loop. */
@@ -655,8 +706,8 @@ static void test_large_parallel(void** state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_cases),
-                                     cmocka_unit_test(test_exact_cases),
-                                     cmocka_unit_test(test_large_parallel)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cases), cmocka_unit_test(test_exact_cases),
+      cmocka_unit_test(test_large_parallel), cmocka_unit_test(test_softmax_underflow)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,13 @@
  *                                  (clip_min, clip_max)
  *   Gelu(X) -> Y                   0.5 x (1 + erf(x / sqrt 2))
  *   LayerNormalization(X, Scale, B?) -> Y   as ONNX LayerNormalization-17,
- *                                  for models importing an older opset */
+ *                                  for models importing an older opset
+ *   MultiHeadAttention(Q, K, V, Mask?) -> Y   Q [B, S, H*D], K and V
+ *                                  [B, T, H*D]; per head h (columns h*D ..):
+ *                                  softmax(scale * Q_h K_h^T + Mask) V_h,
+ *                                  heads merged back into [B, S, H*D];
+ *                                  Mask additive, broadcasting to [B, H, S, T];
+ *                                  attributes num_heads, scale */
 #include <math.h>
 #include "infer_util.h"
 #include "schema_internal.h"
@@ -30,6 +36,10 @@ static const OxFormal f_conv_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
 static const OxFormal f_ln_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
                                    {"Scale", "T", ONYX_PARAM_SINGLE, 1},
                                    {"B", "T", ONYX_PARAM_OPTIONAL, 1}};
+static const OxFormal f_mha_in[] = {{"Q", "T", ONYX_PARAM_SINGLE, 1},
+                                    {"K", "T", ONYX_PARAM_SINGLE, 1},
+                                    {"V", "T", ONYX_PARAM_SINGLE, 1},
+                                    {"Mask", "T", ONYX_PARAM_OPTIONAL, 1}};
 static const OxFormal f_x[] = {{"X", "T", ONYX_PARAM_SINGLE, 1}};
 static const OxFormal f_y[] = {{"Y", "T", ONYX_PARAM_SINGLE, 1}};
 
@@ -44,6 +54,10 @@ static const OxAttrSpec a_conv[] = {
     {.name = "alpha", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.01f},
     {.name = "clip_min", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = -INFINITY},
     {.name = "clip_max", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = INFINITY},
+};
+static const OxAttrSpec a_mha[] = {
+    {.name = "num_heads", .type = ONYX_ATTR_INT, .required = true},
+    {.name = "scale", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1.0f},
 };
 static const OxAttrSpec a_ln[] = {
     {.name = "axis", .type = ONYX_ATTR_INT, .has_default = true, .def_i = -1},
@@ -73,6 +87,26 @@ static OnyxStatus* ox_infer_fused_matmul(OxNode* n) {
   return ox_out_set(n, 0, ox_in_type(n, 0), &y);
 }
 
+/* Y has Q's shape; Q, K and V must be 3-D with one hidden size that
+ * num_heads divides. */
+static OnyxStatus* ox_infer_mha(OxNode* n) {
+  OxDims q, k, v;
+  ox_in_dims(n, 0, &q);
+  ox_in_dims(n, 1, &k);
+  ox_in_dims(n, 2, &v);
+  const OxDims* all[] = {&q, &k, &v};
+  for (int i = 0; i < 3; i++)
+    if (all[i]->rank >= 0 && all[i]->rank != 3)
+      return ox_node_err(n, "%c must be 3-D [batch, seq, hidden], not %d-D", "QKV"[i],
+                         (int)all[i] -> rank);
+  const int64_t heads = ox_node_attr_int(n, "num_heads", 0);
+  if (heads <= 0) return ox_node_err(n, "num_heads must be positive, not %lld", (long long)heads);
+  if (q.rank == 3 && q.d[2] >= 0 && q.d[2] % heads)
+    return ox_node_err(n, "num_heads %lld does not divide the hidden size %lld", (long long)heads,
+                       (long long)q.d[2]);
+  return ox_out_set(n, 0, ox_in_type(n, 0), q.rank == 3 ? &q : NULL);
+}
+
 static const OxSchema ox_contrib_rows[] = {
     {CONTRIB, "FusedMatMul", 1, L(f_mm_in), L(f_y), L(t_f32), NULL, 0, ox_infer_fused_matmul, NULL,
      NULL, true},
@@ -81,6 +115,8 @@ static const OxSchema ox_contrib_rows[] = {
     {CONTRIB, "Gelu", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_unary, NULL, NULL, true},
     {CONTRIB, "LayerNormalization", 1, L(f_ln_in), L(f_y), L(t_ln), L(a_ln), ox_infer_layernorm,
      NULL, NULL, true},
+    {CONTRIB, "MultiHeadAttention", 1, L(f_mha_in), L(f_y), L(t_f32), L(a_mha), ox_infer_mha, NULL,
+     NULL, true},
 };
 
 const OxSchemaFamily ox_family_contrib = {"contrib", L(ox_contrib_rows), NULL, 0};

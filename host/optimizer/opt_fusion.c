@@ -423,3 +423,145 @@ OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed) {
   }
   return NULL;
 }
+
+/* --- Multi-head attention ------------------------------------------------------------------------
+ * The BERT-style subgraph, per layer:
+ *   Qt = Transpose(Reshape(q, [B, S, H, D]), perm 0 2 1 3)
+ *   Kt = Transpose(Reshape(k, [B, T, H, D]), perm 0 2 3 1)
+ *   Vt = Transpose(Reshape(v, [B, T, H, D]), perm 0 2 1 3)
+ *   P  = Softmax(MatMul(Qt, Kt) {/ c | * c} [+ Mask], last axis)
+ *   Y  = Reshape(Transpose(MatMul(P, Vt), perm 0 2 1 3), [B, S, H*D])
+ * becomes com.onyx MultiHeadAttention(q, k, v, Mask?) with num_heads H and scale 1/c (or c):
+ * no head transposes, the scores of one head stay in cache between its two GEMMs. Found from
+ * the second MatMul; every intermediate value must have that one consumer. */
+
+static bool ox_perm_is(const OxNode* t, const int64_t* want) {
+  size_t n = 0;
+  const int64_t* p = ox_node_attr_ints(t, "perm", &n);
+  if (!p || n != 4) return false;
+  for (size_t i = 0; i < 4; i++)
+    if (p[i] != want[i]) return false;
+  return true;
+}
+
+/* x -> Reshape -> Transpose(perm) -> (the value t_out): the Reshape's input x when the
+ * chain matches, x is a static [B, S, H*D] float tensor and the Reshape gives [B, S, H, D]. */
+static OxValue* ox_heads_source(const OxOpt* o, const OxValue* t_out, const int64_t* perm,
+                                OxNode** tr_out, OxNode** rs_out) {
+  OxNode* tr = t_out ? t_out->producer : NULL;
+  if (!tr || !ox_opt_is(tr, "Transpose") || !ox_perm_is(tr, perm) || !ox_opt_single_use(o, t_out))
+    return NULL;
+  OxNode* rs = ox_opt_producer(tr, 0, "Reshape");
+  if (!rs || !ox_opt_single_use(o, tr->inputs[0])) return NULL;
+  OxValue* x = rs->inputs[0];
+  const OxValue* r = rs->outputs[0];
+  if (!ox_f32(x) || !ox_opt_static_shape(x) || x->rank != 3 || !ox_opt_static_shape(r) ||
+      r->rank != 4)
+    return NULL;
+  if (r->dims[0] != x->dims[0] || r->dims[1] != x->dims[1] || r->dims[2] * r->dims[3] != x->dims[2])
+    return NULL;
+  *tr_out = tr;
+  *rs_out = rs;
+  return x;
+}
+
+static OnyxStatus* ox_fuse_attention(OxOpt* o, OxNode* mm2, bool* done) {
+  *done = false;
+  static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
+  if (!ox_opt_is(mm2, "MatMul") || !o->cfg->contrib_available || mm2->n_inputs != 2) return NULL;
+  /* After: Transpose(0 2 1 3) then Reshape to [B, S, H*D]. */
+  OxNode* t_out = ox_sole_consumer(o, mm2->outputs[0], "Transpose");
+  if (!t_out || !ox_perm_is(t_out, p0213)) return NULL;
+  OxNode* r_out = ox_sole_consumer(o, t_out->outputs[0], "Reshape");
+  if (!r_out || r_out->inputs[0] != t_out->outputs[0]) return NULL;
+  OxNode *tv, *rv, *tq, *rq, *tk, *rk;
+  OxValue* v = ox_heads_source(o, mm2->inputs[1], p0213, &tv, &rv);
+  if (!v) return NULL;
+  /* P = Softmax over the last axis. */
+  OxNode* sm = mm2->inputs[0] ? mm2->inputs[0]->producer : NULL;
+  if (!sm || !ox_opt_is(sm, "Softmax") || !ox_opt_single_use(o, mm2->inputs[0])) return NULL;
+  const int64_t axis = ox_node_attr_int(sm, "axis", sm->since_version >= 13 ? -1 : 1);
+  if (axis != -1 && axis != 3) return NULL;
+  /* [+ Mask] */
+  OxValue* s_in = sm->inputs[0];
+  OxNode* add = NULL;
+  OxValue* mask = NULL;
+  if (s_in && s_in->producer && ox_opt_is(s_in->producer, "Add") && ox_opt_single_use(o, s_in)) {
+    add = s_in->producer;
+    for (size_t side = 0; side < 2 && !mask; side++) {
+      OxNode* p = add->inputs[side] ? add->inputs[side]->producer : NULL;
+      if (p && (ox_opt_is(p, "Div") || ox_opt_is(p, "Mul") || ox_opt_is(p, "MatMul")) &&
+          ox_opt_single_use(o, add->inputs[side])) {
+        s_in = add->inputs[side];
+        mask = add->inputs[1 - side];
+      }
+    }
+    if (!mask || !ox_f32(mask) || mask->rank < 0 || mask->rank > 4) return NULL;
+  }
+  /* {/ c | * c} */
+  double scale = 1.0;
+  OxNode* sc = s_in ? s_in->producer : NULL;
+  if (sc && (ox_opt_is(sc, "Div") || ox_opt_is(sc, "Mul"))) {
+    double c;
+    if (sc->n_inputs != 2 || !ox_opt_const_scalar(sc->inputs[1], &c) || c == 0.0 ||
+        !ox_opt_single_use(o, sc->inputs[0]))
+      return NULL;
+    scale = ox_opt_is(sc, "Div") ? 1.0 / c : c;
+    s_in = sc->inputs[0];
+  } else {
+    sc = NULL;
+  }
+  OxNode* mm1 = s_in ? s_in->producer : NULL;
+  if (!mm1 || !ox_opt_is(mm1, "MatMul") || mm1->n_inputs != 2) return NULL;
+  if (!sc && !ox_opt_single_use(o, s_in)) return NULL;
+  OxValue* q = ox_heads_source(o, mm1->inputs[0], p0213, &tq, &rq);
+  OxValue* k = q ? ox_heads_source(o, mm1->inputs[1], p0231, &tk, &rk) : NULL;
+  if (!k) return NULL;
+  /* One batch, head count and head size; K and V of one length. */
+  const int64_t *dq = rq->outputs[0]->dims, *dk = rk->outputs[0]->dims, *dv = rv->outputs[0]->dims;
+  if (dk[0] != dq[0] || dv[0] != dq[0] || dk[2] != dq[2] || dv[2] != dq[2] || dk[3] != dq[3] ||
+      dv[3] != dq[3] || dv[1] != dk[1])
+    return NULL;
+  /* The merge Reshape gives q's shape back. */
+  const OxValue* y = r_out->outputs[0];
+  if (!ox_opt_static_shape(y) || y->rank != 3 || y->dims[0] != q->dims[0] ||
+      y->dims[1] != q->dims[1] || y->dims[2] != q->dims[2] || !ox_f32(y))
+    return NULL;
+  /* The mask must broadcast to [B, H, S, T]. */
+  if (mask) {
+    const int64_t full[4] = {dq[0], dq[2], dq[1], dk[1]};
+    for (int32_t i = 0; i < mask->rank; i++) {
+      const int64_t d = mask->dims[i], want = full[4 - mask->rank + i];
+      if (d != 1 && d != want) return NULL;
+    }
+  }
+  OxValue* yv = r_out->outputs[0];
+  OxNode* chain[] = {rq, tq, rk, tk, rv, tv, mm1, sc, add, sm, mm2, t_out, r_out};
+  char* base = ox_strdup(mm2->name);
+  if (!base) return ox_oom();
+  for (size_t i = 0; i < OX_ARRAY_LEN(chain); i++)
+    if (chain[i]) ox_opt_remove(o, chain[i]);
+  OxValue* ins[4] = {q, k, v, mask};
+  OxNode* an = NULL;
+  OnyxStatus* st = ox_opt_add_node(o, base, "MultiHeadAttention", OX_CONTRIB_DOMAIN, ins,
+                                   mask ? 4 : 3, &yv, 1, &an);
+  free(base);
+  OX_TRY(st);
+  OX_TRY(ox_opt_attr_int(an, "num_heads", dq[2]));
+  OX_TRY(ox_opt_attr_float(an, "scale", (float)scale));
+  o->stats->attention++;
+  *done = true;
+  return NULL;
+}
+
+OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed) {
+  for (size_t i = 0; i < o->g->n_nodes;) {
+    bool done = false;
+    OX_TRY(ox_fuse_attention(o, o->g->nodes[i], &done));
+    if (done)
+      *changed = true;
+    else
+      i++;
+  }
+  return NULL;
+}

@@ -69,5 +69,6 @@ OnyxStatus* ox_pass_conv_bn(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_conv_act(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_layernorm(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed);
 
 #endif

@@ -100,7 +100,8 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
 
 /* The CPU provider registers every com.onyx kernel the fusions produce. */
 static bool ox_cpu_has_contrib(const OnyxSession* s, int32_t cpu) {
-  static const char* const ops[] = {"FusedMatMul", "FusedConv", "Gelu", "LayerNormalization"};
+  static const char* const ops[] = {"FusedMatMul", "FusedConv", "Gelu", "LayerNormalization",
+                                    "MultiHeadAttention"};
   if (cpu < 0) return false;
   const OxKernelRegistry* r = s->eps[cpu].lib->kernels;
   size_t found = 0;

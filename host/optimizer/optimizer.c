@@ -22,6 +22,7 @@ static const OxBuiltin ox_builtins[] = {
     {"matmul_add", ONYX_OPT_EXTENDED, ox_pass_matmul_add},
     {"layernorm", ONYX_OPT_EXTENDED, ox_pass_layernorm},
     {"gelu", ONYX_OPT_EXTENDED, ox_pass_gelu},
+    {"attention", ONYX_OPT_EXTENDED, ox_pass_attention},
     /* com.onyx FusedConv is the CPU provider's Conv with the activation in
      * its GEMM epilogue. */
     {"conv_act", ONYX_OPT_EXTENDED, ox_pass_conv_act},
@@ -250,6 +251,7 @@ char* ox_opt_stats_str(const OxOptStats* s) {
                {"FusedConv", s->conv_act},
                {"LayerNorm", s->layernorm},
                {"Gelu", s->gelu},
+               {"MultiHeadAttention", s->attention},
                {"user", s->user}};
   const char* sep = ": ";
   for (size_t i = 0; i < OX_ARRAY_LEN(parts); i++) {

@@ -40,7 +40,8 @@ typedef struct OxOptStats {
   size_t nodes_before, nodes_after;
   size_t iterations;
   /* Per built-in transformer: how many rewrites it made. */
-  size_t folded, eliminated, cse, shapes, gemm, fused_matmul, conv_bn, conv_act, layernorm, gelu;
+  size_t folded, eliminated, cse, shapes, gemm, fused_matmul, conv_bn, conv_act, layernorm, gelu,
+      attention;
   size_t user; /* user transformers that reported a change */
   double seconds;
 } OxOptStats;

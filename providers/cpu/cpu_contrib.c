@@ -186,6 +186,143 @@ static OnyxStatus* ln_compute(void* state, OnyxKernelContext* ctx) {
   return NULL;
 }
 
+/* --- MultiHeadAttention ------------------------------------------------------------------------
+ * Y[b, s, h*D + d] = sum_t softmax_t(scale * Q_bh[s] . K_bh[t] + Mask[b, h, s, t]) V_bh[t, d]
+ * with Q [B, S, H*D], K and V [B, T, H*D] (head h is columns h*D .. h*D + D - 1) and an
+ * optional additive Mask broadcasting to [B, H, S, T]. One task per (b, h): two GEMMs that
+ * read the heads in place (strided), and the softmax rows between them, in an S x T buffer
+ * of the task's own. */
+
+typedef struct MhaJob {
+  const float *q, *k, *v, *mask;
+  float* y;
+  size_t b, h, s, t, d;
+  size_t mstride[4]; /* Mask strides over [B, H, S, T]; 0 where it broadcasts */
+  float scale;
+  _Atomic int failed; /* a task could not get its buffer */
+} MhaJob;
+
+static void mha_tasks(void* user, size_t begin, size_t end) {
+  MhaJob* j = user;
+  const size_t hd = j->h * j->d;
+  float* sc = malloc(j->s * j->t * sizeof *sc + 64);
+  if (!sc) {
+    j->failed = 1;
+    return;
+  }
+  for (size_t task = begin; task < end; task++) {
+    const size_t bi = task / j->h, hi = task % j->h;
+    const float* q = j->q + bi * j->s * hd + hi * j->d;
+    const float* k = j->k + bi * j->t * hd + hi * j->d;
+    const float* v = j->v + bi * j->t * hd + hi * j->d;
+    /* scores (S x T) = scale * Q_bh (S x D) * K_bh^T; K_bh is T x D with rows hd apart. */
+    const CpuGemm g1 = {.m = j->s,
+                        .n = j->t,
+                        .k = j->d,
+                        .a = q,
+                        .lda = hd,
+                        .b = k,
+                        .ldb = hd,
+                        .trans_b = 1,
+                        .c = sc,
+                        .ldc = j->t,
+                        .alpha = j->scale};
+    cpu_gemm_f32(NULL, &g1);
+    for (size_t si = 0; si < j->s; si++) {
+      float* row = sc + si * j->t;
+      if (j->mask) {
+        const float* m = j->mask + bi * j->mstride[0] + hi * j->mstride[1] + si * j->mstride[2];
+        for (size_t ti = 0; ti < j->t; ti++)
+          row[ti] += m[ti * j->mstride[3]];
+      }
+      cpu_softmax_row_f32(row, row, j->t);
+    }
+    /* Y_bh (S x D, rows hd apart) = P (S x T) * V_bh (T x D, rows hd apart). */
+    const CpuGemm g2 = {.m = j->s,
+                        .n = j->d,
+                        .k = j->t,
+                        .a = sc,
+                        .lda = j->t,
+                        .b = v,
+                        .ldb = hd,
+                        .c = j->y + bi * j->s * hd + hi * j->d,
+                        .ldc = hd,
+                        .alpha = 1.0};
+    cpu_gemm_f32(NULL, &g2);
+  }
+  free(sc);
+}
+
+static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxNode* node = cpu_host->ctx_node(ctx);
+  const OnyxTensor* q = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* k = cpu_host->ctx_input(ctx, 1);
+  const OnyxTensor* v = cpu_host->ctx_input(ctx, 2);
+  const OnyxTensor* mask = cpu_host->ctx_input_count(ctx) > 3 ? cpu_host->ctx_input(ctx, 3) : NULL;
+  const int64_t heads = cpu_host->node_attr_int(node, "num_heads", 0);
+  if (cpu_host->tensor_rank(q) != 3 || cpu_host->tensor_rank(k) != 3 ||
+      cpu_host->tensor_rank(v) != 3)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "Q, K and V must be 3-D [batch, seq, hidden]");
+  const int64_t *qd = cpu_host->tensor_dims(q), *kd = cpu_host->tensor_dims(k),
+                *vd = cpu_host->tensor_dims(v);
+  if (heads <= 0 || qd[2] % heads)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "num_heads %lld does not divide the hidden size %lld", (long long)heads,
+                         (long long)qd[2]);
+  if (kd[0] != qd[0] || vd[0] != qd[0] || kd[2] != qd[2] || vd[2] != qd[2] || vd[1] != kd[1])
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "Q [%lld,%lld,%lld], K [%lld,%lld,%lld] and V [%lld,%lld,%lld] do not "
+                         "agree",
+                         (long long)qd[0], (long long)qd[1], (long long)qd[2], (long long)kd[0],
+                         (long long)kd[1], (long long)kd[2], (long long)vd[0], (long long)vd[1],
+                         (long long)vd[2]);
+  MhaJob j = {.q = cpu_host->tensor_data(q),
+              .k = cpu_host->tensor_data(k),
+              .v = cpu_host->tensor_data(v),
+              .b = (size_t)qd[0],
+              .h = (size_t)heads,
+              .s = (size_t)qd[1],
+              .t = (size_t)kd[1],
+              .d = (size_t)(qd[2] / heads),
+              .scale = cpu_host->node_attr_float(node, "scale", 1.0f)};
+  if (mask) {
+    const size_t mr = cpu_host->tensor_rank(mask);
+    const int64_t* md = cpu_host->tensor_dims(mask);
+    const int64_t full[4] = {qd[0], heads, qd[1], kd[1]};
+    if (mr > 4)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "Mask has rank %zu (at most 4)", mr);
+    size_t stride = 1;
+    for (size_t i = 4; i-- > 0;) {
+      const int64_t dim = i + mr >= 4 ? md[i + mr - 4] : 1;
+      if (dim != 1 && dim != full[i])
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                             "Mask dim %zu is %lld: it must be 1 or %lld to broadcast to "
+                             "[batch, heads, seq, kv_seq]",
+                             i, (long long)dim, (long long)full[i]);
+      j.mstride[i] = dim == 1 ? 0 : stride;
+      stride *= (size_t)dim;
+    }
+    j.mask = cpu_host->tensor_data(mask);
+  }
+  OnyxTensor* y = NULL;
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, qd, 3, &y);
+  if (st || cpu_host->tensor_elem_count(y) == 0) return st;
+  j.y = cpu_host->tensor_mutable_data(y);
+  if (j.t == 0) { /* no keys: an empty sum */
+    memset(j.y, 0, cpu_host->tensor_elem_count(y) * sizeof(float));
+    return NULL;
+  }
+  const size_t tasks = j.b * j.h;
+  const double work = (double)j.s * (double)j.t * (double)j.d * (double)tasks;
+  cpu_host->parallel_for(work > 65536 ? cpu_host->ctx_thread_pool(ctx) : NULL, tasks, mha_tasks,
+                         &j);
+  if (j.failed)
+    return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "out of memory for a %zu x %zu score block", j.s,
+                         j.t);
+  return NULL;
+}
+
 /* --- FusedConv: the CPU provider's own Conv kernel (cpu_nn.c), whose create
  * reads the `activation` attribute and applies it in the GEMM's epilogue. */
 
@@ -203,6 +340,7 @@ OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r) {
       CDEF("FusedConv", TC_T, cpu_conv_create, cpu_conv_compute, cpu_conv_release, NULL, 0),
       CDEF("Gelu", TC_T, NULL, gelu_compute, NULL, INPLACE, 1),
       CDEF("LayerNormalization", TC_LN, NULL, ln_compute, NULL, INPLACE, 1),
+      CDEF("MultiHeadAttention", TC_T, NULL, mha_compute, NULL, NULL, 0),
   };
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
     OnyxStatus* st = cpu_host->register_kernel(r, &defs[i]);

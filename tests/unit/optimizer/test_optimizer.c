@@ -502,6 +502,87 @@ static void test_gelu(void** state) {
   gelu_case(true);
 }
 
+/* Multi-head attention, B = 2, S = T = 5, H = 2 heads of D = 3, from separate q, k, v
+ * inputs [B, S, H*D]: mode 0 divides the scores by sqrt(D) and adds a [B, 1, 1, T] mask
+ * input; mode 1 multiplies by 0.25 with no mask; mode 2 takes the softmax over axis 2
+ * (not the last one), which must not be fused. The reference is computed here. */
+static void attention_case(int mode) {
+  enum { B = 2, S = 5, H = 2, D = 3, HD = 6 };
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "q", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  otm_input(m, "k", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  otm_input(m, "v", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  if (mode == 0) otm_input(m, "mask", ONYX_ELEM_FLOAT32, 4, (int64_t[]){B, 1, 1, S});
+  otm_initializer(m, "heads", ONYX_ELEM_INT64, 1, (int64_t[]){4}, (int64_t[]){B, S, H, D});
+  otm_initializer(m, "merge", ONYX_ELEM_INT64, 1, (int64_t[]){3}, (int64_t[]){B, S, HD});
+  otm_initializer(m, "c", ONYX_ELEM_FLOAT32, 0, NULL,
+                  (float[]){mode == 1 ? 0.25f : sqrtf((float)D)});
+  otm_node(m, "Reshape", "rq", "q,heads", "q4");
+  otm_node(m, "Reshape", "rk", "k,heads", "k4");
+  otm_node(m, "Reshape", "rv", "v,heads", "v4");
+  otm_attr_ints(otm_node(m, "Transpose", "tq", "q4", "qt"), "perm", 4, (int64_t[]){0, 2, 1, 3});
+  otm_attr_ints(otm_node(m, "Transpose", "tk", "k4", "kt"), "perm", 4, (int64_t[]){0, 2, 3, 1});
+  otm_attr_ints(otm_node(m, "Transpose", "tv", "v4", "vt"), "perm", 4, (int64_t[]){0, 2, 1, 3});
+  otm_node(m, "MatMul", "qk", "qt,kt", "sc");
+  otm_node(m, mode == 1 ? "Mul" : "Div", "scale", "sc,c", "ss");
+  if (mode == 0) otm_node(m, "Add", "addmask", "ss,mask", "sm_in");
+  OxTestNode* sm = otm_node(m, "Softmax", "sm", mode == 0 ? "sm_in" : "ss", "p");
+  if (mode == 2) otm_attr_int(sm, "axis", 2);
+  otm_node(m, "MatMul", "pv", "p,vt", "ctx");
+  otm_attr_ints(otm_node(m, "Transpose", "to", "ctx", "ctxt"), "perm", 4, (int64_t[]){0, 2, 1, 3});
+  otm_node(m, "Reshape", "ro", "ctxt,merge", "Y");
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  Model md = finish(m);
+  float q[B * S * HD], k[B * S * HD], v[B * S * HD], mask[B * S];
+  fill(q, B * S * HD, 3);
+  fill(k, B * S * HD, 5);
+  fill(v, B * S * HD, 7);
+  for (int i = 0; i < B * S; i++)
+    mask[i] = i % 4 == 3 ? -10000.0f : 0.0f;
+  const float* in[] = {q, k, v, mask};
+  OnyxSession* s = compare_levels(&md, in, mode == 0 ? 4 : 3, 1, 1e-5f);
+  assert_int_equal(count_op(s, "MultiHeadAttention"), mode == 2 ? 0 : 1);
+  if (mode != 2) {
+    assert_int_equal(s->graph->n_nodes, 1);
+    /* The reference: per (b, h, s) a softmax over t, in double. */
+    float want[B * S * HD];
+    const double scale = mode == 1 ? 0.25 : 1.0 / sqrt((double)D);
+    for (int b = 0; b < B; b++)
+      for (int h = 0; h < H; h++)
+        for (int i = 0; i < S; i++) {
+          double sc[S], mx = -INFINITY, sum = 0;
+          for (int t = 0; t < S; t++) {
+            double dot = 0;
+            for (int d = 0; d < D; d++)
+              dot += (double)q[(b * S + i) * HD + h * D + d] * k[(b * S + t) * HD + h * D + d];
+            sc[t] = dot * scale + (mode == 0 ? mask[b * S + t] : 0.0);
+            mx = fmax(mx, sc[t]);
+          }
+          for (int t = 0; t < S; t++)
+            sum += sc[t] = exp(sc[t] - mx);
+          for (int d = 0; d < D; d++) {
+            double acc = 0;
+            for (int t = 0; t < S; t++)
+              acc += sc[t] / sum * v[(b * S + t) * HD + h * D + d];
+            want[(b * S + i) * HD + h * D + d] = (float)acc;
+          }
+        }
+    OnyxValue* y = NULL;
+    run_f32(s, in, mode == 0 ? 4 : 3, &y, 1);
+    expect_close(y, want, B * S * HD, 1e-5f);
+    onyx_value_release(y);
+  }
+  onyx_session_release(s);
+  free(md.bytes);
+}
+
+static void test_attention(void** state) {
+  (void)state;
+  attention_case(0);
+  attention_case(1);
+  attention_case(2);
+}
+
 /* Levels: "basic" folds but does not fuse; "disabled" changes nothing. */
 static void test_levels(void** state) {
   (void)state;
@@ -907,6 +988,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm_17),
       cmocka_unit_test(test_layernorm_13),
       cmocka_unit_test(test_gelu),
+      cmocka_unit_test(test_attention),
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_user_transformer),
       cmocka_unit_test(test_save_optimized),

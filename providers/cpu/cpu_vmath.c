@@ -11,12 +11,13 @@
 #if defined(ONYX_HAVE_SLEEF) && (defined(__x86_64__) || defined(__i386__))
 #define VMATH_X86 1
 #include <immintrin.h>
-/* sleef.h declares its 256/512-bit functions only when the compiler targets
- * those ISAs: enable them for its declarations. */
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma,avx")
-#include <sleef.h>
-#pragma GCC pop_options
+/* SLEEF's functions used here. sleef.h declares its 256/512-bit functions
+ * only when the whole file targets those ISAs, so they are declared here
+ * (same signatures, with the ISA each one needs; the calls sit in functions
+ * compiled for it). */
+extern __attribute__((target("avx512f"))) __m512 Sleef_erff16_u10avx512f(__m512);
+extern __attribute__((target("avx512f"))) __m512 Sleef_expf16_u10avx512f(__m512);
+extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_erff8_u10avx2(__m256);
 #else
 #define VMATH_X86 0
 #endif

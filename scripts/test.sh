@@ -49,11 +49,13 @@ fi
 if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
   # The unit tests of the plain build under memcheck: about 5 minutes of CPU
   # on a 2-core machine (measured), run $JOBS at a time. Not here: test_math
-  # (valgrind rounds int64->float conversions its own way) and the GPU tests
-  # (vendor drivers). Suppressions: tests/unit/badinput/valgrind.supp.
+  # (valgrind rounds int64->float conversions its own way), the GPU tests
+  # (vendor drivers) and test_winograd_kernel (large convolutions: 2.7 min
+  # under memcheck; the ASan build runs it). Suppressions:
+  # tests/unit/badinput/valgrind.supp.
   if command -v valgrind >/dev/null; then
     echo "== unit tests under valgrind (memcheck)"
-    VG_SKIP=" test_math test_gpu_cuda test_gpu_rocm "
+    VG_SKIP=" test_math test_gpu_cuda test_gpu_rocm test_winograd_kernel "
     B="$ROOT/build-ci"
     vg_tests=()
     for t in $(cd "$B" && ctest -N -R '^test_' | awk '/Test +#/ {print $3}'); do

@@ -6,6 +6,7 @@
  * known in `compute`, where the window geometry is derived and checked. */
 #include "cpu_nn.h"
 #include "cpu_util.h"
+#include "cpu_winograd.h"
 
 #include <float.h>
 #include <math.h>
@@ -256,12 +257,15 @@ typedef struct ConvState {
   /* com.onyx FusedConv: the activation the GEMM epilogue applies. */
   int act; /* CpuAct */
   float act_alpha, act_min, act_max;
+  /* W transformed for Winograd F(4x4, 3x3) at creation, or NULL. */
+  CpuWinograd* wino;
 } ConvState;
 
 void cpu_conv_release(void* state) {
   ConvState* s = state;
   if (!s) return;
   free(s->packed_w);
+  cpu_winograd_free(s->wino);
   free(s);
 }
 
@@ -285,6 +289,55 @@ static void conv_pack_weights(ConvState* s, const OnyxNode* node) {
   for (size_t g = 0; g < group; g++)
     cpu_gemm_pack_a(NULL, p + g * per, src + g * mg * kdim, kdim, 0, mg, kdim);
   s->packed_w = p, s->packed_m = mg, s->packed_k = kdim, s->group_floats = per;
+}
+
+/* Output extent of a 3x3 unit-stride window over `in` along spatial dim i
+ * (0 or 1), or 0 when unknown. */
+static size_t conv_static_out(const WindowAttrs* w, int64_t in, size_t i) {
+  if (in < 0) return 0;
+  if (w->auto_pad == PAD_SAME_UPPER || w->auto_pad == PAD_SAME_LOWER) return (size_t)in;
+  const int64_t pads = w->auto_pad == PAD_VALID || w->n_pads != 4 ? 0 : w->pads[i] + w->pads[i + 2];
+  return in + pads >= 3 ? (size_t)(in + pads - 2) : 0;
+}
+
+/* Transforms a constant float32 W (m, c, 3, 3) for the Winograd path when
+ * the conv qualifies (cpu_winograd.h), unless X's static shape already
+ * shows too few tiles for it to pay. */
+static void conv_prepare_winograd(ConvState* s, const OnyxNode* node) {
+  const OnyxValueInfo* wv =
+      cpu_host->node_input_count(node) > 1 ? cpu_host->node_input(node, 1) : NULL;
+  const OnyxTensor* wt = wv ? cpu_host->value_constant(wv) : NULL;
+  if (!cpu_winograd_enabled() || !wt || cpu_host->tensor_elem_type(wt) != ONYX_ELEM_FLOAT32 ||
+      cpu_host->tensor_rank(wt) != 4)
+    return;
+  const WindowAttrs* w = &s->w;
+  const int64_t* d = cpu_host->tensor_dims(wt);
+  if ((w->n_strides && w->n_strides != 2) || (w->n_dilations && w->n_dilations != 2) ||
+      (w->n_kernel && (w->n_kernel != 2 || w->kernel[0] != d[2] || w->kernel[1] != d[3])))
+    return;
+  if (!cpu_winograd_applies((size_t)d[0], (size_t)d[1], (size_t)d[2], (size_t)d[3],
+                            w->n_strides ? (size_t)w->strides[0] : 1,
+                            w->n_strides ? (size_t)w->strides[1] : 1,
+                            w->n_dilations ? (size_t)w->dilations[0] : 1,
+                            w->n_dilations ? (size_t)w->dilations[1] : 1, (size_t)w->group))
+    return;
+  /* X's static shape, when known, picks the output tile (4x4, or 2x2 for
+   * small images) or shows too few tiles for the path to pay. */
+  size_t tile = 4, batch = 0, oh = 0, ow = 0;
+  const OnyxValueInfo* xv = cpu_host->node_input(node, 0);
+  if (xv && cpu_host->value_rank(xv) == 4) {
+    const int64_t* xd = cpu_host->value_dims(xv);
+    oh = conv_static_out(w, xd[2], 0), ow = conv_static_out(w, xd[3], 1);
+    batch = xd[0] > 0 ? (size_t)xd[0] : 0;
+    if (oh && ow && !(tile = cpu_winograd_pick_tile(batch ? batch : 1, oh, ow))) return;
+  }
+  s->wino = cpu_winograd_create(cpu_host->tensor_data(wt), (size_t)d[0], (size_t)d[1], tile);
+  /* With X's shape static, every run takes the Winograd path: the im2col
+   * copy of W is not kept (a run that did not fit would pack W per call). */
+  if (s->wino && batch && oh && ow && cpu_winograd_pays(s->wino, batch, oh, ow)) {
+    free(s->packed_w);
+    s->packed_w = NULL;
+  }
 }
 
 /* FusedConv's `activation` (absent on a plain Conv). */
@@ -321,6 +374,7 @@ OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, v
     return st;
   }
   conv_pack_weights(s, node);
+  conv_prepare_winograd(s, node);
   *state = s;
   return NULL;
 }
@@ -548,6 +602,27 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   float* col = NULL;
   if (!pointwise && !direct && (st = scratch(ctx, kdim * os * sizeof(float), (void**)&col)))
     return st;
+  const Geometry* ge = &cs->g;
+  if (cst->wino && ge->rank == 2 && w->group == 1 && cs->mg == cst->wino->oc &&
+      cs->cg == cst->wino->ic && ge->k[0] == 3 && ge->k[1] == 3 && ge->s[0] == 1 && ge->s[1] == 1 &&
+      ge->d[0] == 1 && ge->d[1] == 1 &&
+      cpu_winograd_pays(cst->wino, cs->n, (size_t)ge->out[0], (size_t)ge->out[1])) {
+    const CpuWinogradConv p = {.x = cpu_host->tensor_data(x),
+                               .y = cpu_host->tensor_mutable_data(y),
+                               .bias = b ? cpu_host->tensor_data(b) : NULL,
+                               .n = cs->n,
+                               .h = (size_t)ge->in[0],
+                               .w = (size_t)ge->in[1],
+                               .oh = (size_t)ge->out[0],
+                               .ow = (size_t)ge->out[1],
+                               .pad_top = (size_t)ge->pb[0],
+                               .pad_left = (size_t)ge->pb[1],
+                               .act = cst->act,
+                               .act_alpha = cst->act_alpha,
+                               .act_min = cst->act_min,
+                               .act_max = cst->act_max};
+    return cpu_winograd_conv(cst->wino, ctx, &p);
+  }
   const int packed = cst->packed_w && cst->packed_m == cs->mg && cst->packed_k == kdim;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
   const float* xd = cpu_host->tensor_data(x);

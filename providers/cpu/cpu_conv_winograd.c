@@ -1,0 +1,708 @@
+/* cpu_conv_winograd.c — Winograd F(4x4, 3x3) (and F(2x2, 3x3) for small
+ * images) float32 convolution.
+ *
+ * Each 4x4 output tile comes from a 6x6 input tile d and the 3x3 kernel g
+ * as Y = A^T [ (G g G^T) .* (B^T d B) ] A, 36 multiplies per tile and
+ * channel pair instead of 144. The 1-D F(4, 3) is Toom-Cook on the points
+ * 0, 1, -1, 2, -2 and infinity (small integers keep B and A exact in
+ * float32; the 1/6 and 1/24 of G are applied once to W in double):
+ *
+ *   A^T (4 x 6): row j holds p^j for the finite points p, and 1 in the
+ *   infinity column of the last row only:
+ *       [1  1  1  1  1  0]
+ *       [0  1 -1  2 -2  0]
+ *       [0  1  1  4  4  0]
+ *       [0  1 -1  8 -8  1]
+ *   G (6 x 3): row i = [1, p_i, p_i^2] / N_i with N_i = prod_{k != i}
+ *   (p_i - p_k) over the finite points; the infinity row is [0 0 1]:
+ *       [ 1/4     0     0  ]
+ *       [-1/6  -1/6  -1/6  ]
+ *       [-1/6   1/6  -1/6  ]
+ *       [ 1/24  1/12  1/6  ]
+ *       [ 1/24 -1/12  1/6  ]
+ *       [ 0      0     1   ]
+ *   B^T (6 x 6): row i = the ascending coefficients of prod_{k != i}
+ *   (x - p_k) (the Lagrange basis numerators); the infinity row those of
+ *   prod_k (x - p_k):
+ *       [4  0 -5  0  1  0]
+ *       [0 -4 -4  1  1  0]
+ *       [0  4 -4 -1  1  0]
+ *       [0 -2 -1  2  1  0]
+ *       [0  2 -1 -2  1  0]
+ *       [0  4  0 -5  0  1]
+ * (checked against direct correlation in tests/unit/winograd). Small
+ * images (too few 4x4 tiles to fill the GEMM) use F(2x2, 3x3) instead,
+ * derived the same way on 0, 1, -1 and infinity (below).
+ *
+ * Run time, per block of tiles (all images' tiles in one sequence, a block
+ * sized so its V and M stay near L2): the input transform writes
+ * V[xi] (ic x tiles) straight in the GEMM's packed-B layout, 36 GEMMs
+ * M[xi] = U[xi] V[xi] (oc x tiles), and the output transform adds the
+ * bias, applies the activation and writes the valid part of each tile.
+ * Each pool thread runs whole blocks (its buffers stay in its cache, no
+ * barriers) for as many blocks as share out evenly; each remaining block
+ * has its transforms split over the channels and its GEMMs over the 36
+ * points, single-threaded each. Blocks do not depend on the pool. The
+ * transforms work on 16 tiles at a time, one per vector lane (GCC vector
+ * extensions; with AVX-512, masked gathers read the input tiles and each
+ * output row of 16 tiles is put in tile order and stored run by run). Each
+ * output depends only on its tile's data and fixed summation orders, so
+ * results do not depend on the pool. */
+#include "cpu_winograd.h"
+#include "cpu_nn.h"
+#include "cpu_util.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WL         16 /* tiles per vector */
+#define MAX_POINTS 36
+/* V and M of one block: about this many bytes (measured on ResNet-18). */
+#define BLOCK_BYTES (1024u * 1024u)
+/* Fewer tiles than this (over all images) stay on im2col: the GEMM's
+ * panels would be mostly padding and U is 4x the size of W (F(4x4)) or
+ * 16/9 of it (F(2x2)). */
+#define MIN_TILES 16
+
+typedef float wv __attribute__((vector_size(WL * sizeof(float)), aligned(64)));
+
+static atomic_size_t runs_count;
+
+size_t cpu_winograd_runs(void) {
+  return atomic_load(&runs_count);
+}
+
+int cpu_winograd_enabled(void) {
+  const char* e = getenv("ONYX_CPU_WINOGRAD");
+  return !(e && strcmp(e, "0") == 0);
+}
+
+int cpu_winograd_applies(size_t oc, size_t ic, size_t kh, size_t kw, size_t sh, size_t sw,
+                         size_t dh, size_t dw, size_t group) {
+  return kh == 3 && kw == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && group == 1 &&
+         oc >= CPU_WINOGRAD_MIN_CHANNELS && ic >= CPU_WINOGRAD_MIN_CHANNELS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Weights                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static const double G4[6][3] = {{1.0 / 4, 0, 0},
+                                {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                {0, 0, 1}};
+static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+
+size_t cpu_winograd_pick_tile(size_t n, size_t oh, size_t ow) {
+  if (n * ((oh + 3) / 4) * ((ow + 3) / 4) >= MIN_TILES) return 4;
+  if (n * ((oh + 1) / 2) * ((ow + 1) / 2) >= MIN_TILES) return 2;
+  return 0;
+}
+
+CpuWinograd* cpu_winograd_create(const float* w, size_t oc, size_t ic, size_t m) {
+  if (m != 2 && m != 4) return NULL;
+  const size_t alpha = m + 2, points = alpha * alpha;
+  const double(*G)[3] = m == 4 ? G4 : G2;
+  CpuWinograd* wg = calloc(1, sizeof *wg);
+  float* plain = malloc(points * oc * ic * sizeof(float) + 1);
+  if (!wg || !plain) goto fail;
+  wg->oc = oc, wg->ic = ic, wg->m = m, wg->points = points;
+  wg->mr = cpu_gemm_mr(), wg->nr = cpu_gemm_nr();
+  wg->u_floats = (cpu_gemm_packed_a_floats(oc, ic) + 15) / 16 * 16;
+  wg->u = aligned_alloc(64, (points * wg->u_floats * sizeof(float) + 63) / 64 * 64);
+  if (!wg->u) goto fail;
+  /* plain[xi] (oc x ic) = (G g G^T)[xi] */
+  for (size_t o = 0; o < oc; o++)
+    for (size_t c = 0; c < ic; c++) {
+      const float* g = w + (o * ic + c) * 9;
+      double t[6][3];
+      for (size_t i = 0; i < alpha; i++)
+        for (int j = 0; j < 3; j++)
+          t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+      for (size_t i = 0; i < alpha; i++)
+        for (size_t j = 0; j < alpha; j++)
+          plain[((i * alpha + j) * oc + o) * ic + c] =
+              (float)(t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]);
+    }
+  for (size_t xi = 0; xi < points; xi++)
+    cpu_gemm_pack_a(NULL, wg->u + xi * wg->u_floats, plain + xi * oc * ic, ic, 0, oc, ic);
+  free(plain);
+  return wg;
+fail:
+  free(plain);
+  cpu_winograd_free(wg);
+  return NULL;
+}
+
+void cpu_winograd_free(CpuWinograd* wg) {
+  if (!wg) return;
+  free(wg->u);
+  free(wg);
+}
+
+int cpu_winograd_pays(const CpuWinograd* wg, size_t n, size_t oh, size_t ow) {
+  if (!wg) return 0;
+  const size_t tiles = n * ((oh + wg->m - 1) / wg->m) * ((ow + wg->m - 1) / wg->m);
+  return tiles >= MIN_TILES && wg->mr == cpu_gemm_mr() && wg->nr == cpu_gemm_nr() &&
+         wg->nr % WL == 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transforms on 16 tiles at a time                                           */
+/* ------------------------------------------------------------------------ */
+
+/* out[k * so] = (B^T in)[k] over in[k * si], k < 6. */
+#define INPUT_1D(in, si, out, so)                                                                  \
+  do {                                                                                             \
+    const wv d0 = (in)[0], d1 = (in)[(si)], d2 = (in)[2 * (si)], d3 = (in)[3 * (si)];              \
+    const wv d4 = (in)[4 * (si)], d5 = (in)[5 * (si)];                                             \
+    const wv a = d4 - 4.0f * d2, b = d3 - 4.0f * d1, c = d4 - d2, e = 2.0f * (d3 - d1);            \
+    (out)[0] = 4.0f * d0 - 5.0f * d2 + d4;                                                         \
+    (out)[(so)] = a + b;                                                                           \
+    (out)[2 * (so)] = a - b;                                                                       \
+    (out)[3 * (so)] = c + e;                                                                       \
+    (out)[4 * (so)] = c - e;                                                                       \
+    (out)[5 * (so)] = 4.0f * d1 - 5.0f * d3 + d5;                                                  \
+  } while (0)
+
+/* out[k * so] = (A^T in)[k] over in[k * si], k < 4 outputs of 6 inputs. */
+#define OUTPUT_1D(in, si, out, so)                                                                 \
+  do {                                                                                             \
+    const wv m0 = (in)[0], m1 = (in)[(si)], m2 = (in)[2 * (si)], m3 = (in)[3 * (si)];              \
+    const wv m4 = (in)[4 * (si)], m5 = (in)[5 * (si)];                                             \
+    const wv a = m1 + m2, b = m1 - m2, c = m3 + m4, e = m3 - m4;                                   \
+    (out)[0] = m0 + a + c;                                                                         \
+    (out)[(so)] = b + 2.0f * e;                                                                    \
+    (out)[2 * (so)] = a + 4.0f * c;                                                                \
+    (out)[3 * (so)] = b + 8.0f * e + m5;                                                           \
+  } while (0)
+
+/* F(2, 3) on the points 0, 1, -1 and infinity, derived as above:
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 -1 0 1],
+ *   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
+ *   A^T = [1 1 1 0; 0 1 -1 1]. */
+#define INPUT2_1D(in, si, out, so)                                                                 \
+  do {                                                                                             \
+    const wv d0 = (in)[0], d1 = (in)[(si)], d2 = (in)[2 * (si)], d3 = (in)[3 * (si)];              \
+    (out)[0] = d0 - d2;                                                                            \
+    (out)[(so)] = d1 + d2;                                                                         \
+    (out)[2 * (so)] = d2 - d1;                                                                     \
+    (out)[3 * (so)] = d3 - d1;                                                                     \
+  } while (0)
+
+#define OUTPUT2_1D(in, si, out, so)                                                                \
+  do {                                                                                             \
+    const wv m0 = (in)[0], m1 = (in)[(si)], m2 = (in)[2 * (si)], m3 = (in)[3 * (si)];              \
+    (out)[0] = m0 + m1 + m2;                                                                       \
+    (out)[(so)] = m1 - m2 + m3;                                                                    \
+  } while (0)
+
+/* v[i * 6 + j] = (B^T d B)[i][j]: columns, then rows. */
+static inline __attribute__((always_inline)) void input_tile(const wv* d, wv* v) {
+  wv t[36];
+  for (int j = 0; j < 6; j++)
+    INPUT_1D(d + j, 6, t + j, 6);
+  for (int i = 0; i < 6; i++)
+    INPUT_1D(t + i * 6, 1, v + i * 6, 1);
+}
+
+/* o[i * 4 + j] = (A^T m A)[i][j]. */
+static inline __attribute__((always_inline)) void output_tile(const wv* m, wv* o) {
+  wv t[24];
+  for (int j = 0; j < 6; j++)
+    OUTPUT_1D(m + j, 6, t + j, 6);
+  for (int i = 0; i < 4; i++)
+    OUTPUT_1D(t + i * 6, 1, o + i * 4, 1);
+}
+
+/* The same for F(2x2, 3x3): d and v 4x4, m 4x4 and o 2x2. */
+static inline __attribute__((always_inline)) void input_tile2(const wv* d, wv* v) {
+  wv t[16];
+  for (int j = 0; j < 4; j++)
+    INPUT2_1D(d + j, 4, t + j, 4);
+  for (int i = 0; i < 4; i++)
+    INPUT2_1D(t + i * 4, 1, v + i * 4, 1);
+}
+
+static inline __attribute__((always_inline)) void output_tile2(const wv* m, wv* o) {
+  wv t[8];
+  for (int j = 0; j < 4; j++)
+    OUTPUT2_1D(m + j, 4, t + j, 4);
+  for (int i = 0; i < 2; i++)
+    OUTPUT2_1D(t + i * 4, 1, o + i * 2, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* One run                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Lanes of tiles [g, g + 16) of the block: the offset of each tile's
+ * origin from the start of X (or Y) with the channel left out, and which
+ * lanes have row (column) k of their tile inside rows (columns) [0, h)
+ * ([0, w)). Lanes past the block's tiles have empty masks. */
+typedef struct Lanes {
+  int32_t base[WL];
+  uint16_t row[6], col[6];
+} Lanes;
+
+/* Tiles [g, g + 16) of the block as runs of neighbours in one tile row of
+ * Y: each run's output rows are contiguous (`floats` valid of M per tile,
+ * `rows` valid rows) at `off` from the start of Y, channel left out. */
+typedef struct Runs {
+  int n;
+  struct {
+    int32_t off, x0;
+    uint8_t l0, rows, floats;
+  } r[WL];
+} Runs;
+
+typedef struct Job {
+  const CpuWinograd* wg;
+  const CpuWinogradConv* p;
+  size_t tiles_w, tiles_img; /* tiles per row, per image */
+  size_t tiles;              /* over all images */
+  size_t t0, count;          /* this block: tiles [t0, t0 + count) */
+  size_t cols;               /* count rounded up to nr: V's packed width */
+  float* v;                  /* 36 packed-B matrices (ic x cols), ic * cols apart */
+  float* m;                  /* 36 matrices oc x cols, oc * cols apart */
+  /* per tile of the block: image, input row and column of its origin */
+  size_t* img;
+  int64_t* iy;
+  int64_t* ix;
+  int avx512; /* AVX-512 transforms: gathers and scatters with 32-bit offsets */
+  Lanes* lin; /* avx512: per 16 tiles of the block, their lanes in X ... */
+  Runs* lout; /* ... and their runs in Y */
+} Job;
+
+static void lanes_init(const Job* j, size_t g, size_t planes, size_t h, size_t w, int64_t dy,
+                       int64_t dx, int k, Lanes* ln) {
+  memset(ln, 0, sizeof *ln);
+  for (size_t l = 0; l < WL && g + l < j->count; l++) {
+    const size_t q = g + l;
+    const int64_t y0 = j->iy[q] + dy, x0 = j->ix[q] + dx;
+    ln->base[l] = (int32_t)((int64_t)(j->img[q] * planes * h * w) + y0 * (int64_t)w + x0);
+    for (int a = 0; a < k; a++) {
+      if (y0 + a >= 0 && y0 + a < (int64_t)h) ln->row[a] |= (uint16_t)(1u << l);
+      if (x0 + a >= 0 && x0 + a < (int64_t)w) ln->col[a] |= (uint16_t)(1u << l);
+    }
+  }
+}
+
+static void runs_init(const Job* j, size_t g, Runs* rs) {
+  const CpuWinogradConv* p = j->p;
+  const size_t m = j->wg->m, ohw = p->oh * p->ow;
+  rs->n = 0;
+  for (size_t l = 0; l < WL && g + l < j->count; l++) {
+    const size_t q = g + l;
+    const size_t y0 = (size_t)(j->iy[q] + (int64_t)p->pad_top);
+    const size_t x0 = (size_t)(j->ix[q] + (int64_t)p->pad_left);
+    if (l > 0 && j->img[q] == j->img[q - 1] && j->iy[q] == j->iy[q - 1] &&
+        j->ix[q] == j->ix[q - 1] + (int64_t)m) {
+      const size_t x = (size_t)rs->r[rs->n - 1].x0, len = l + 1 - rs->r[rs->n - 1].l0;
+      rs->r[rs->n - 1].floats = (uint8_t)(m * len < p->ow - x ? m * len : p->ow - x);
+      continue;
+    }
+    rs->r[rs->n].off = (int32_t)(j->img[q] * j->wg->oc * ohw + y0 * p->ow + x0);
+    rs->r[rs->n].x0 = (int32_t)x0;
+    rs->r[rs->n].l0 = (uint8_t)l;
+    rs->r[rs->n].rows = (uint8_t)(p->oh - y0 < m ? p->oh - y0 : m);
+    rs->r[rs->n].floats = (uint8_t)(p->ow - x0 < m ? p->ow - x0 : m);
+    rs->n++;
+  }
+}
+
+static void block_tiles(Job* j) {
+  const CpuWinogradConv* p = j->p;
+  const size_t m = j->wg->m;
+  for (size_t q = 0; q < j->count; q++) {
+    const size_t t = j->t0 + q, r = t % j->tiles_img;
+    j->img[q] = t / j->tiles_img;
+    j->iy[q] = (int64_t)((r / j->tiles_w) * m) - (int64_t)p->pad_top;
+    j->ix[q] = (int64_t)((r % j->tiles_w) * m) - (int64_t)p->pad_left;
+  }
+  if (j->avx512)
+    for (size_t g = 0; g < j->cols; g += WL) {
+      lanes_init(j, g, j->wg->ic, p->h, p->w, 0, 0, (int)m + 2, &j->lin[g / WL]);
+      runs_init(j, g, &j->lout[g / WL]);
+    }
+}
+
+/* The bodies below take the output tile M (4 or 2) as a constant, so each
+ * instance is fully unrolled; A = M + 2 is the input tile. */
+#define TILE_IN(M) ((M) + 2)
+
+static inline __attribute__((always_inline)) void input_body(const Job* j, size_t c0, size_t c1,
+                                                             const int M) {
+  const CpuWinogradConv* p = j->p;
+  const int A = TILE_IN(M), P = A * A;
+  const size_t ic = j->wg->ic, nr = j->wg->nr, h = p->h, w = p->w;
+  const size_t plane = ic * j->cols; /* one V[xi] */
+  wv d[MAX_POINTS], v[MAX_POINTS];
+  for (size_t c = c0; c < c1; c++)
+    for (size_t g = 0; g < j->cols; g += WL) {
+      float* df = (float*)d;
+      for (size_t l = 0; l < WL; l++) {
+        const size_t q = g + l;
+        if (q >= j->count) {
+          for (int k = 0; k < P; k++)
+            df[k * WL + l] = 0.0f;
+          continue;
+        }
+        const float* xs = p->x + (j->img[q] * ic + c) * h * w;
+        const int64_t y0 = j->iy[q], x0 = j->ix[q];
+        if (y0 >= 0 && x0 >= 0 && y0 + A <= (int64_t)h && x0 + A <= (int64_t)w) {
+          const float* src = xs + (size_t)y0 * w + (size_t)x0;
+          for (int a = 0; a < A; a++, src += w)
+            for (int b = 0; b < A; b++)
+              df[(a * A + b) * WL + l] = src[b];
+        } else {
+          for (int a = 0; a < A; a++) {
+            const int64_t yy = y0 + a;
+            const int row_ok = yy >= 0 && yy < (int64_t)h;
+            for (int b = 0; b < A; b++) {
+              const int64_t xx = x0 + b;
+              df[(a * A + b) * WL + l] =
+                  row_ok && xx >= 0 && xx < (int64_t)w ? xs[(size_t)yy * w + (size_t)xx] : 0.0f;
+            }
+          }
+        }
+      }
+      if (M == 4)
+        input_tile(d, v);
+      else
+        input_tile2(d, v);
+      /* row c of packed panel g / nr, lanes at column g % nr */
+      float* dst = j->v + (g / nr) * ic * nr + c * nr + g % nr;
+      for (int k = 0; k < P; k++)
+        memcpy(dst + (size_t)k * plane, &v[k], sizeof(wv));
+    }
+}
+
+static inline __attribute__((always_inline)) float act(float x, const CpuWinogradConv* p) {
+  switch (p->act) {
+  case CPU_ACT_RELU:
+    return x < 0.0f ? 0.0f : x;
+  case CPU_ACT_LEAKY_RELU:
+    return x < 0.0f ? x * p->act_alpha : x;
+  case CPU_ACT_CLIP:
+    return x < p->act_min ? p->act_min : x > p->act_max ? p->act_max : x;
+  default:
+    return x;
+  }
+}
+
+static inline __attribute__((always_inline)) void output_body(const Job* j, size_t o0, size_t o1,
+                                                              const int M) {
+  const CpuWinogradConv* p = j->p;
+  const int A = TILE_IN(M), P = A * A;
+  const size_t oc = j->wg->oc, oh = p->oh, ow = p->ow, plane = oc * j->cols;
+  const size_t mt = (size_t)M;
+  wv m[MAX_POINTS], o[16];
+  for (size_t oi = o0; oi < o1; oi++) {
+    const float bias = p->bias ? p->bias[oi] : 0.0f;
+    for (size_t g = 0; g < j->count; g += WL) {
+      const float* src = j->m + oi * j->cols + g;
+      for (int k = 0; k < P; k++)
+        memcpy(&m[k], src + (size_t)k * plane, sizeof(wv));
+      if (M == 4)
+        output_tile(m, o);
+      else
+        output_tile2(m, o);
+      const float* of = (const float*)o;
+      const size_t lanes = j->count - g < WL ? j->count - g : WL;
+      for (size_t l = 0; l < lanes; l++) {
+        const size_t q = g + l;
+        /* the tile's output origin is its input origin plus the padding */
+        const size_t y0 = (size_t)(j->iy[q] + (int64_t)p->pad_top);
+        const size_t x0 = (size_t)(j->ix[q] + (int64_t)p->pad_left);
+        float* dst = p->y + (j->img[q] * oc + oi) * oh * ow + y0 * ow + x0;
+        const size_t rows = oh - y0 < mt ? oh - y0 : mt, cols = ow - x0 < mt ? ow - x0 : mt;
+        for (size_t a = 0; a < rows; a++, dst += ow)
+          for (size_t b = 0; b < cols; b++)
+            dst[b] = act(of[(a * mt + b) * WL + l] + bias, p);
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define WINO_X86 1
+#define AVX512   __attribute__((target("avx512f,avx512vl,avx512dq,fma,avx2,avx")))
+
+/* Masked gathers (no access on masked-off lanes, so the padding reads 0). */
+AVX512 static inline __attribute__((always_inline)) void input_x86(const Job* j, size_t c0,
+                                                                   size_t c1, const int M) {
+  const CpuWinogradConv* p = j->p;
+  const int A = TILE_IN(M), P = A * A;
+  const size_t ic = j->wg->ic, nr = j->wg->nr, hw = p->h * p->w, plane = ic * j->cols;
+  wv d[MAX_POINTS], v[MAX_POINTS];
+  for (size_t g = 0; g < j->cols; g += WL) {
+    const Lanes* ln = &j->lin[g / WL];
+    const __m512i base = _mm512_loadu_si512(ln->base);
+    for (size_t c = c0; c < c1; c++) {
+      const float* xc = p->x + c * hw;
+      for (int a = 0; a < A; a++) {
+        const __m512i row = _mm512_add_epi32(base, _mm512_set1_epi32(a * (int32_t)p->w));
+        for (int b = 0; b < A; b++)
+          d[a * A + b] = (wv)_mm512_mask_i32gather_ps(
+              _mm512_setzero_ps(), (__mmask16)(ln->row[a] & ln->col[b]),
+              _mm512_add_epi32(row, _mm512_set1_epi32(b)), xc, 4);
+      }
+      if (M == 4)
+        input_tile(d, v);
+      else
+        input_tile2(d, v);
+      float* dst = j->v + (g / nr) * ic * nr + c * nr + g % nr;
+      for (int k = 0; k < P; k++)
+        _mm512_store_ps(dst + (size_t)k * plane, (__m512)v[k]);
+    }
+  }
+}
+
+/* out[16 k + 4 l + b] = v[b][4 k + l]: four vectors of 16 tiles into tile
+ * order, M = 4 values per tile. */
+AVX512 static inline __attribute__((always_inline)) void interleave4(const __m512* v, __m512* out) {
+  const __m512 t0 = _mm512_unpacklo_ps(v[0], v[1]), t1 = _mm512_unpackhi_ps(v[0], v[1]);
+  const __m512 t2 = _mm512_unpacklo_ps(v[2], v[3]), t3 = _mm512_unpackhi_ps(v[2], v[3]);
+  /* 128-bit chunk c of u[k] holds tile 4 c + k */
+  const __m512 u0 = _mm512_shuffle_ps(t0, t2, 0x44), u1 = _mm512_shuffle_ps(t0, t2, 0xEE);
+  const __m512 u2 = _mm512_shuffle_ps(t1, t3, 0x44), u3 = _mm512_shuffle_ps(t1, t3, 0xEE);
+  const __m512 w0 = _mm512_shuffle_f32x4(u0, u1, 0x44), w1 = _mm512_shuffle_f32x4(u2, u3, 0x44);
+  const __m512 w2 = _mm512_shuffle_f32x4(u0, u1, 0xEE), w3 = _mm512_shuffle_f32x4(u2, u3, 0xEE);
+  out[0] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+  out[1] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+  out[2] = _mm512_shuffle_f32x4(w2, w3, 0x88);
+  out[3] = _mm512_shuffle_f32x4(w2, w3, 0xDD);
+}
+
+/* The same for M = 2: out[16 k + 2 l + b] = v[b][8 k + l]. */
+AVX512 static inline __attribute__((always_inline)) void interleave2(const __m512* v, __m512* out) {
+  const __m512 lo = _mm512_unpacklo_ps(v[0], v[1]), hi = _mm512_unpackhi_ps(v[0], v[1]);
+  const __m512 w0 = _mm512_shuffle_f32x4(lo, hi, 0x44), w1 = _mm512_shuffle_f32x4(lo, hi, 0xEE);
+  out[0] = _mm512_shuffle_f32x4(w0, w0, 0xD8);
+  out[1] = _mm512_shuffle_f32x4(w1, w1, 0xD8);
+}
+
+/* Bias, activation (NaN kept: max/min return their second operand on NaN),
+ * each output row of the 16 tiles put in tile order, then copied run by
+ * run with masked stores of the valid part. */
+AVX512 static inline __attribute__((always_inline)) void output_x86(const Job* j, size_t o0,
+                                                                    size_t o1, const int M) {
+  const CpuWinogradConv* p = j->p;
+  const int A = TILE_IN(M), P = A * A;
+  const size_t oc = j->wg->oc, ohw = p->oh * p->ow, ow = p->ow, plane = oc * j->cols;
+  const __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(p->act_alpha);
+  const __m512 lo = _mm512_set1_ps(p->act_min), hi = _mm512_set1_ps(p->act_max);
+  wv m[MAX_POINTS], o[16];
+  float buf[4][64] __attribute__((aligned(64)));
+  for (size_t g = 0; g < j->count; g += WL) {
+    const Runs* rs = &j->lout[g / WL];
+    for (size_t oi = o0; oi < o1; oi++) {
+      const float* src = j->m + oi * j->cols + g;
+      for (int k = 0; k < P; k++)
+        m[k] = (wv)_mm512_load_ps(src + (size_t)k * plane);
+      if (M == 4)
+        output_tile(m, o);
+      else
+        output_tile2(m, o);
+      const __m512 bias = _mm512_set1_ps(p->bias ? p->bias[oi] : 0.0f);
+      for (int a = 0; a < M; a++) {
+        __m512 r[4], t[4];
+        for (int b = 0; b < M; b++) {
+          r[b] = _mm512_add_ps((__m512)o[a * M + b], bias);
+          if (p->act == CPU_ACT_RELU) {
+            r[b] = _mm512_max_ps(zero, r[b]);
+          } else if (p->act == CPU_ACT_LEAKY_RELU) {
+            r[b] =
+                _mm512_mask_mul_ps(r[b], _mm512_cmp_ps_mask(r[b], zero, _CMP_LT_OQ), r[b], alpha);
+          } else if (p->act == CPU_ACT_CLIP) {
+            r[b] = _mm512_min_ps(hi, _mm512_max_ps(lo, r[b]));
+          }
+        }
+        if (M == 4)
+          interleave4(r, t);
+        else
+          interleave2(r, t);
+        for (int k = 0; k < M; k++)
+          _mm512_store_ps(buf[a] + 16 * k, t[k]);
+      }
+      float* yc = p->y + oi * ohw;
+      for (int q = 0; q < rs->n; q++) {
+        const int n = rs->r[q].floats;
+        for (int a = 0; a < rs->r[q].rows; a++) {
+          const float* s = buf[a] + M * rs->r[q].l0;
+          float* d = yc + rs->r[q].off + (size_t)a * ow;
+          for (int f = 0; f < n; f += 16) {
+            const __mmask16 k = n - f >= 16 ? 0xFFFF : (__mmask16)((1u << (n - f)) - 1);
+            _mm512_mask_storeu_ps(d + f, k, _mm512_maskz_loadu_ps(k, s + f));
+          }
+        }
+      }
+    }
+  }
+}
+
+AVX512 static void input_avx512(const Job* j, size_t c0, size_t c1) {
+  if (j->wg->m == 4)
+    input_x86(j, c0, c1, 4);
+  else
+    input_x86(j, c0, c1, 2);
+}
+
+AVX512 static void output_avx512(const Job* j, size_t o0, size_t o1) {
+  if (j->wg->m == 4)
+    output_x86(j, o0, o1, 4);
+  else
+    output_x86(j, o0, o1, 2);
+}
+#else
+#define WINO_X86 0
+#endif
+
+static void input_task(void* user, size_t c0, size_t c1) {
+  const Job* j = user;
+#if WINO_X86
+  if (j->avx512) {
+    input_avx512(j, c0, c1);
+    return;
+  }
+#endif
+  if (j->wg->m == 4)
+    input_body(j, c0, c1, 4);
+  else
+    input_body(j, c0, c1, 2);
+}
+
+static void output_task(void* user, size_t o0, size_t o1) {
+  const Job* j = user;
+#if WINO_X86
+  if (j->avx512) {
+    output_avx512(j, o0, o1);
+    return;
+  }
+#endif
+  if (j->wg->m == 4)
+    output_body(j, o0, o1, 4);
+  else
+    output_body(j, o0, o1, 2);
+}
+
+static void gemm_task(void* user, size_t x0, size_t x1) {
+  const Job* j = user;
+  const CpuWinograd* wg = j->wg;
+  for (size_t xi = x0; xi < x1; xi++) {
+    /* n: the block's tiles (the packed panels are zero past them) */
+    CpuGemm g = {.m = wg->oc,
+                 .n = j->count,
+                 .k = wg->ic,
+                 .packed_a = wg->u + xi * wg->u_floats,
+                 .packed_b = j->v + xi * wg->ic * j->cols,
+                 .c = j->m + xi * wg->oc * j->cols,
+                 .ldc = j->cols,
+                 .alpha = 1.0};
+    cpu_gemm_f32(NULL, &g);
+  }
+}
+
+static size_t round_up(size_t a, size_t b) {
+  return (a + b - 1) / b * b;
+}
+
+/* One block: tiles [t0, t0 + bt) (fewer at the end), its transforms and
+ * GEMMs split over `pool` (NULL: this thread). */
+static void run_block(Job* j, size_t t0, size_t bt, OnyxThreadPool* pool) {
+  j->t0 = t0;
+  j->count = j->tiles - t0 < bt ? j->tiles - t0 : bt;
+  j->cols = round_up(j->count, j->wg->nr);
+  block_tiles(j);
+  cpu_host->parallel_for(pool, j->wg->ic, input_task, j);
+  cpu_host->parallel_for(pool, j->wg->points, gemm_task, j);
+  cpu_host->parallel_for(pool, j->wg->oc, output_task, j);
+}
+
+/* Buffers of one block, `bytes` (a multiple of 64) from a 64-byte aligned
+ * base. */
+static size_t slot_bytes(const CpuWinograd* wg, size_t bt) {
+  const size_t floats = wg->points * (wg->ic + wg->oc) * bt;
+  return round_up(floats * sizeof(float) + bt * (sizeof(size_t) + 2 * sizeof(int64_t)) +
+                      (bt / WL) * (sizeof(Lanes) + sizeof(Runs)),
+                  64);
+}
+
+static void slot_init(Job* j, char* base, size_t bt) {
+  j->v = (float*)base;
+  j->m = j->v + j->wg->points * j->wg->ic * bt;
+  j->img = (size_t*)(j->m + j->wg->points * j->wg->oc * bt);
+  j->iy = (int64_t*)(j->img + bt);
+  j->ix = j->iy + bt;
+  j->lin = (Lanes*)(j->ix + bt);
+  j->lout = (Runs*)(j->lin + bt / WL);
+}
+
+/* Whole blocks per thread: slot s runs blocks s, s + slots, ... with its
+ * own buffers, single-threaded. */
+typedef struct Blocks {
+  const Job* tmpl;
+  char* base;
+  size_t slot_bytes, bt, blocks, slots;
+} Blocks;
+
+static void blocks_task(void* user, size_t s0, size_t s1) {
+  const Blocks* b = user;
+  for (size_t s = s0; s < s1; s++) {
+    Job j = *b->tmpl;
+    slot_init(&j, b->base + s * b->slot_bytes, b->bt);
+    for (size_t k = s; k < b->blocks; k += b->slots)
+      run_block(&j, k * b->bt, b->bt, NULL);
+  }
+}
+
+OnyxStatus* cpu_winograd_conv(const CpuWinograd* wg, OnyxKernelContext* ctx,
+                              const CpuWinogradConv* p) {
+  atomic_fetch_add(&runs_count, 1);
+  Job j = {.wg = wg, .p = p};
+  j.tiles_w = (p->ow + wg->m - 1) / wg->m;
+  j.tiles_img = j.tiles_w * ((p->oh + wg->m - 1) / wg->m);
+  j.tiles = p->n * j.tiles_img;
+  if (j.tiles == 0) return NULL;
+  const size_t nr = wg->nr;
+  /* Tiles per block: V and M near BLOCK_BYTES, a multiple of nr, and the
+   * blocks of a run about equal. The blocks do not depend on the pool. */
+  const size_t per_tile = wg->points * (wg->ic + wg->oc) * sizeof(float);
+  size_t bt = BLOCK_BYTES / per_tile / nr * nr;
+  if (bt < nr) bt = nr;
+  const size_t all = round_up(j.tiles, nr);
+  if (bt > all) bt = all;
+  size_t blocks = (all + bt - 1) / bt;
+  bt = round_up((j.tiles + blocks - 1) / blocks, nr);
+  blocks = (j.tiles + bt - 1) / bt;
+  j.avx512 = strcmp(cpu_gemm_isa_name(), "avx512") == 0 &&
+             p->n * (wg->ic > wg->oc ? wg->ic : wg->oc) *
+                     (p->h * p->w > p->oh * p->ow ? p->h * p->w : p->oh * p->ow) <
+                 ((size_t)1 << 30);
+  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  const size_t threads = cpu_host->thread_pool_size(pool);
+  /* Whole blocks per thread (no barriers, each thread's buffers in its own
+   * cache) for as many as share out evenly; the rest (or all, when there
+   * are fewer blocks than threads) each split over the pool. */
+  const size_t slots = threads > 1 && blocks >= threads ? threads : 1;
+  const size_t shared = slots > 1 ? blocks / slots * slots : 0;
+  const size_t sb = slot_bytes(wg, bt);
+  void* mem = cpu_host->ctx_scratch(ctx, slots * sb + 64);
+  if (!mem)
+    return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "no scratch memory (%zu bytes)", slots * sb);
+  char* base = (char*)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  if (shared) {
+    const Blocks b = {&j, base, sb, bt, shared, slots};
+    cpu_host->parallel_for(pool, slots, blocks_task, (void*)&b);
+  }
+  slot_init(&j, base, bt);
+  for (size_t k = shared; k < blocks; k++)
+    run_block(&j, k * bt, bt, pool);
+  return NULL;
+}

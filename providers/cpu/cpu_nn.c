@@ -825,12 +825,42 @@ DEFINE_AVGPOOL(double)
  * the maximum is taken in the table driver's order (row-major over the
  * window, the first valid element first, then `>`), so NaN handling and
  * results match it exactly. */
+static inline float maxpool2d_one(const float* x, const Geometry* g, int64_t h0, int64_t a0,
+                                  int64_t a1, int64_t ow) {
+  const int64_t iw_n = g->in[1], kw_n = g->k[1], dh = g->d[0], dw = g->d[1];
+  const int64_t w0 = ow * g->s[1] - g->pb[1];
+  int64_t b0 = 0, b1 = kw_n;
+  while (b0 < b1 && w0 + b0 * dw < 0)
+    b0++;
+  while (b1 > b0 && w0 + (b1 - 1) * dw >= iw_n)
+    b1--;
+  if (a0 == a1 || b0 == b1) return -INFINITY; /* the window misses the input */
+  /* Seeded with the first valid element, which `v > best` then skips: the
+   * select compiles to maxss, which keeps `best` on unordered. */
+  float best = x[(h0 + a0 * dh) * iw_n + w0 + b0 * dw];
+  for (int64_t a = a0; a < a1; a++) {
+    const float* row = x + (h0 + a * dh) * iw_n + w0;
+    for (int64_t b = b0; b < b1; b++) {
+      const float v = row[b * dw];
+      best = v > best ? v : best;
+    }
+  }
+  return best;
+}
+
 static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
   const PoolJob* j = user;
   const Geometry* g = j->g;
   const int64_t ih_n = g->in[0], iw_n = g->in[1], oh_n = g->out[0], ow_n = g->out[1];
   const int64_t kh_n = g->k[0], kw_n = g->k[1], sh = g->s[0], sw = g->s[1];
   const int64_t dh = g->d[0], dw = g->d[1], ph = g->pb[0], pw = g->pb[1];
+  /* Outputs [lo, hi) have their whole window inside a row. */
+  int64_t lo = (pw + sw - 1) / sw;
+  if (lo > ow_n) lo = ow_n;
+  int64_t hi = lo;
+  while (hi < ow_n && hi * sw - pw + (kw_n - 1) * dw < iw_n)
+    hi++;
+  const int64_t full_hi = lo + (hi - lo) / 8 * 8; /* lo <= hi <= ow_n */
   for (size_t p = begin; p < end; p++) {
     const float* x = (const float*)j->x + p * g->in_size;
     float* y = (float*)j->y + p * g->out_size;
@@ -842,24 +872,32 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
         a0++;
       while (a1 > a0 && h0 + (a1 - 1) * dh >= ih_n)
         a1--;
-      for (int64_t ow = 0; ow < ow_n; ow++) {
-        const int64_t w0 = ow * sw - pw;
-        int64_t b0 = 0, b1 = kw_n;
-        while (b0 < b1 && w0 + b0 * dw < 0)
-          b0++;
-        while (b1 > b0 && w0 + (b1 - 1) * dw >= iw_n)
-          b1--;
-        float best = -INFINITY;
-        int first = 1;
-        for (int64_t a = a0; a < a1; a++) {
-          const float* row = x + (h0 + a * dh) * iw_n + w0;
-          for (int64_t b = b0; b < b1; b++) {
-            const float v = row[b * dw];
-            if (first || v > best) best = v, first = 0;
-          }
+      float* yr = y + oh * ow_n;
+      int64_t ow = 0;
+      if (a0 == 0 && a1 == kh_n) {
+        /* Whole windows eight at a time: eight independent running maxima
+         * in the same order and rule as maxpool2d_one (so the same results)
+         * instead of one serial chain of compares per output. */
+        for (; ow < lo; ow++)
+          yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
+        for (; ow < full_hi; ow += 8) {
+          const float* base = x + h0 * iw_n + ow * sw - pw;
+          float best[8];
+          for (int k = 0; k < 8; k++)
+            best[k] = base[k * sw];
+          for (int64_t a = 0; a < kh_n; a++)
+            for (int64_t b = 0; b < kw_n; b++) {
+              const float* r = base + a * dh * iw_n + b * dw;
+              for (int k = 0; k < 8; k++) {
+                const float v = r[k * sw];
+                best[k] = v > best[k] ? v : best[k];
+              }
+            }
+          memcpy(yr + ow, best, sizeof best);
         }
-        y[oh * ow_n + ow] = best;
       }
+      for (; ow < ow_n; ow++)
+        yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
     }
   }
 }

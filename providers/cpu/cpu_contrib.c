@@ -40,7 +40,7 @@ static OnyxStatus* fmm_create(OnyxEp* ep, const OnyxNode* node, void* ud, void**
     f->k = (size_t)d[0];
     f->n = (size_t)d[1];
     size_t floats = f->k && f->n ? cpu_gemm_packed_b_floats(f->k, f->n) : 0;
-    f->packed = floats ? aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64) : NULL;
+    f->packed = floats ? cpu_gemm_alloc_packed(floats) : NULL;
     if (f->packed) cpu_gemm_pack_b(NULL, f->packed, cpu_host->tensor_data(b), f->n, 0, f->k, f->n);
   }
   *state = f;

@@ -113,7 +113,7 @@ CpuWinograd* cpu_winograd_create(const float* w, size_t oc, size_t ic, size_t m)
   wg->oc = oc, wg->ic = ic, wg->m = m, wg->points = points;
   wg->mr = cpu_gemm_mr(), wg->nr = cpu_gemm_nr();
   wg->u_floats = (cpu_gemm_packed_a_floats(oc, ic) + 15) / 16 * 16;
-  wg->u = aligned_alloc(64, (points * wg->u_floats * sizeof(float) + 63) / 64 * 64);
+  wg->u = cpu_gemm_alloc_packed(points * wg->u_floats);
   if (!wg->u) goto fail;
   /* plain[xi] (oc x ic) = (G g G^T)[xi] */
   for (size_t o = 0; o < oc; o++)

@@ -8,22 +8,45 @@
  * past N). A panel's slice for a k block [k0, k0+kc) starts at k0*MR (k0*NR)
  * and is contiguous, so one micro-kernel call streams both operands linearly.
  *
+ * Micro-kernels. AVX-512: 8 x 32 (16 zmm accumulators; per k step two B
+ * vectors and eight broadcasts feed 16 FMAs), with a 16-column variant for
+ * a last panel that is mostly padding, and a store path without masks for
+ * full tiles. AVX2: 6 x 16 (12 ymm accumulators). Portable C:
+ * 6 x 16.
+ *
  * Blocking. C is cut into tiles (a multiple of MR rows x a multiple of NR
- * columns), the units of parallel work. Inside a tile: for each k block of
- * KC, for each B panel (which stays in L1), for each A panel of the tile (the
- * tile's A block stays in L2): one micro-kernel call of kc rank-1 updates on
- * an MR x NR register tile, then the epilogue (alpha, beta * C, bias, Relu)
- * on store. A is packed once per call (or at kernel creation when constant);
- * B is used prepacked when the caller packed it (constant weights, im2col),
- * otherwise each tile packs its B panels into a stack buffer per k block.
+ * columns), the units of parallel work. Inside a tile: for each k block (at
+ * most KC, chosen so that a KC x NR B panel takes about two thirds of the L1
+ * data cache), for each B panel (which stays in L1), for each A panel of the
+ * tile (the tile's A block stays in L2): one micro-kernel call of kc rank-1
+ * updates on an MR x NR register tile, then the epilogue (alpha, beta * C,
+ * bias, activation) on store. A is packed once per call into a per-thread
+ * buffer that is kept for the next call (or packed at kernel creation when
+ * constant); B is used prepacked when the caller packed it (constant
+ * weights, im2col), otherwise each tile packs its B panels into a stack
+ * buffer per k block.
+ *
+ * Denormals. The tiles run with the SSE flush-to-zero and denormals-are-zero
+ * modes on (x86; the caller's MXCSR is restored after): a subnormal operand
+ * counts as zero and a subnormal result becomes zero. Without them every
+ * product with a subnormal operand (tiny probabilities, saturated gates,
+ * weights decayed to ~1e-40) costs a ~100-cycle microcode assist on Intel
+ * cores: a 128 x 64 x 128 product of subnormal-laden A measured 100x
+ * slower. The values changed are below 1.2e-38 in magnitude.
  *
  * Every element of C is summed over k in the same order whatever the tiling
  * or the thread count, so results do not depend on the pool size. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* madvise's MADV_HUGEPAGE */
+#endif
 #include "cpu_nn.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -32,18 +55,30 @@
 #define GEMM_X86 0
 #endif
 
-#ifndef KC
-#define KC 256 /* k block: a KC x NR B panel (32 KiB at NR = 32) stays in L1 */
+#ifndef KC_MAX
+#define KC_MAX 256 /* the largest k block (stack buffers are sized for it) */
 #endif
-#define NR_MAX 32
+#define KC_MIN 64
+#ifndef NR_MAX
+#define NR_MAX 32 /* the widest B panel (-DNR_MAX=64 for the 6 x 64 experiment) */
+#endif
+#ifndef MR_MAX
 #define MR_MAX 8
+#endif
 #ifndef TILE_MR
 #define TILE_MR 16 /* a tile is at most TILE_MR A panels tall ... */
 #endif
-#define TILE_NR          8 /* ... and TILE_NR B panels wide */
+#ifndef TILE_NR
+#define TILE_NR 8 /* ... and TILE_NR B panels (at most TILE_COL columns) wide */
+#endif
+#ifndef TILE_COL
+#define TILE_COL 512
+#endif
 #define TILES_PER_THREAD 4
 /* Below this many multiply-adds a GEMM runs on the calling thread only. */
 #define GEMM_INLINE_WORK (48 * 48 * 48)
+/* Per-thread A buffers up to this size are kept between calls. */
+#define SCRATCH_KEEP_BYTES ((size_t)64 << 20)
 
 static size_t min_sz(size_t a, size_t b) {
   return a < b ? a : b;
@@ -78,6 +113,9 @@ static inline float act_scalar(float v, const Epi* e) {
   }
 }
 
+/* kc rank-1 updates of an MR x NR register tile from the packed slices a
+ * (kc x MR) and b (kc x NR), stored to rows [0, mr) and columns [0, nr) of
+ * c through the epilogue. */
 typedef void (*KernelFn)(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t mr,
                          size_t nr, const Epi* e);
 
@@ -110,77 +148,129 @@ static void kernel_generic(size_t kc, const float* restrict a, const float* rest
 }
 
 #if GEMM_X86
-#define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,fma,avx2,avx")))
-#define AVX2   __attribute__((target("avx2,fma,avx")))
+#define AVX512         __attribute__((target("avx512f,avx512vl,avx512dq,fma,avx2,avx")))
+#define AVX2           __attribute__((target("avx2,fma,avx")))
+#define GEMM_PRAGMA(x) _Pragma(#x)
+#define UNROLL_ALL     GEMM_PRAGMA(GCC unroll 16)
 
-/* 8 x 32: 16 zmm accumulators, two B vectors and a broadcast per row. */
-AVX512 static void kernel_avx512(size_t kc, const float* restrict a, const float* restrict b,
-                                 float* c, size_t ldc, size_t mr, size_t nr, const Epi* e) {
-  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  __m512 c60 = c00, c61 = c00, c70 = c00, c71 = c00;
-#define ROW(r, x0, x1)                                                                             \
-  do {                                                                                             \
-    const __m512 av = _mm512_set1_ps(a[r]);                                                        \
-    x0 = _mm512_fmadd_ps(av, b0, x0);                                                              \
-    x1 = _mm512_fmadd_ps(av, b1, x1);                                                              \
-  } while (0)
-#pragma GCC unroll 4
-  for (size_t p = 0; p < kc; p++) {
-    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-    ROW(0, c00, c01);
-    ROW(1, c10, c11);
-    ROW(2, c20, c21);
-    ROW(3, c30, c31);
-    ROW(4, c40, c41);
-    ROW(5, c50, c51);
-    ROW(6, c60, c61);
-    ROW(7, c70, c71);
-    a += 8;
-    b += 32;
-  }
-#undef ROW
-  const __m512 acc[8][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
-                            {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
-  const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
-  const __m512 alpha = _mm512_set1_ps(e->alpha), beta = _mm512_set1_ps(e->beta);
-  const __m512 zero = _mm512_setzero_ps();
-  __m512 bc0 = zero, bc1 = zero;
-  if (e->bias_col) {
-    bc0 = _mm512_maskz_loadu_ps(m0, e->bias_col);
-    bc1 = _mm512_maskz_loadu_ps(m1, e->bias_col + 16);
-  }
-  for (size_t r = 0; r < mr; r++) {
-    float* cr = c + r * ldc;
-    __m512 v0 = _mm512_mul_ps(acc[r][0], alpha), v1 = _mm512_mul_ps(acc[r][1], alpha);
-    if (e->beta != 0.0f) {
-      v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, cr), beta, v0);
-      v1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, cr + 16), beta, v1);
-    }
-    if (e->bias_row) {
-      const __m512 br = _mm512_set1_ps(e->bias_row[r]);
-      v0 = _mm512_add_ps(v0, br);
-      v1 = _mm512_add_ps(v1, br);
-    }
-    v0 = _mm512_add_ps(v0, bc0);
-    v1 = _mm512_add_ps(v1, bc1);
+/* The AVX-512 register tile. 8 x 32 (16 accumulators) measured as fast
+ * as 6 x 64 and 12 x 32 (24 accumulators) in the driver on the benchmark
+ * shapes, and wastes no rows on M = 64 or 128. -DK512_MR=6 -DK512_NR=64
+ * -DNR_MAX=64 (or -DK512_MR=12 -DMR_MAX=12) builds the others for
+ * experiments. */
+#ifndef K512_MR
+#define K512_MR 8
+#endif
+#ifndef K512_NR
+#define K512_NR 32
+#endif
+_Static_assert(K512_NR <= NR_MAX && K512_MR <= MR_MAX, "stack buffers too small for the tile");
+
+/* The AVX-512 store of one accumulator row (NV vectors) through the
+ * epilogue; m[v] masks the columns of vector v that exist. */
+AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __m512* acc, int nv,
+                                                                        const __mmask16* m,
+                                                                        float* cr, const __m512* bc,
+                                                                        size_t r, const Epi* e) {
+  const __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(e->alpha);
+  for (int v = 0; v < nv; v++) {
+    __m512 x = _mm512_mul_ps(acc[v], alpha);
+    if (e->beta != 0.0f)
+      x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[v], cr + 16 * v), _mm512_set1_ps(e->beta), x);
+    if (e->bias_row) x = _mm512_add_ps(x, _mm512_set1_ps(e->bias_row[r]));
+    x = _mm512_add_ps(x, bc[v]);
     /* max/min return their second operand on NaN: NaN is kept. */
     if (e->act == CPU_ACT_RELU) {
-      v0 = _mm512_max_ps(zero, v0);
-      v1 = _mm512_max_ps(zero, v1);
+      x = _mm512_max_ps(zero, x);
     } else if (e->act == CPU_ACT_LEAKY_RELU) {
-      const __m512 la = _mm512_set1_ps(e->act_alpha);
-      v0 = _mm512_mask_mul_ps(v0, _mm512_cmp_ps_mask(v0, zero, _CMP_LT_OQ), v0, la);
-      v1 = _mm512_mask_mul_ps(v1, _mm512_cmp_ps_mask(v1, zero, _CMP_LT_OQ), v1, la);
+      x = _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x,
+                             _mm512_set1_ps(e->act_alpha));
     } else if (e->act == CPU_ACT_CLIP) {
-      const __m512 lo = _mm512_set1_ps(e->act_min), hi = _mm512_set1_ps(e->act_max);
-      v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
-      v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+      x = _mm512_min_ps(_mm512_set1_ps(e->act_max), _mm512_max_ps(_mm512_set1_ps(e->act_min), x));
     }
-    _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    _mm512_mask_storeu_ps(cr + 16 * v, m[v], x);
   }
+}
+
+/* K512_MR rows x NV vectors of 16 columns from B panels K512_NR wide (a
+ * narrower variant reads the first NV vectors of each B row). */
+#define DEFINE_KERNEL_AVX512(NAME, NV)                                                             \
+  AVX512 static void NAME(size_t kc, const float* restrict a, const float* restrict b, float* c,   \
+                          size_t ldc, size_t mr, size_t nr, const Epi* e) {                        \
+    __m512 acc[K512_MR][NV];                                                                       \
+    UNROLL_ALL for (int r = 0; r < K512_MR; r++) UNROLL_ALL for (int v = 0; v < NV; v++)           \
+        acc[r][v] = _mm512_setzero_ps();                                                           \
+    GEMM_PRAGMA(GCC unroll 4)                                                                      \
+    for (size_t p = 0; p < kc; p++) {                                                              \
+      __m512 bv[NV];                                                                               \
+      UNROLL_ALL for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);                 \
+      UNROLL_ALL for (int r = 0; r < K512_MR; r++) {                                               \
+        const __m512 av = _mm512_set1_ps(a[r]);                                                    \
+        UNROLL_ALL for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]); \
+      }                                                                                            \
+      a += K512_MR;                                                                                \
+      b += K512_NR;                                                                                \
+    }                                                                                              \
+    if (mr == K512_MR && nr >= 16 * NV && (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) &&    \
+        e->alpha == 1.0f && (e->beta == 0.0f || e->beta == 1.0f)) {                                \
+      /* the common full tiles, without masks: C = acc (+ C for a later k                          \
+       * block) + bias_row + bias_col, Relu; the general path's order */                           \
+      const int add_c = e->beta != 0.0f, relu = e->act == CPU_ACT_RELU;                            \
+      __m512 bc[NV];                                                                               \
+      UNROLL_ALL for (int v = 0; v < NV; v++) bc[v] =                                              \
+          e->bias_col ? _mm512_loadu_ps(e->bias_col + 16 * v) : _mm512_setzero_ps();               \
+      UNROLL_ALL for (int r = 0; r < K512_MR; r++) {                                               \
+        const __m512 br = e->bias_row ? _mm512_set1_ps(e->bias_row[r]) : _mm512_setzero_ps();      \
+        UNROLL_ALL for (int v = 0; v < NV; v++) {                                                  \
+          float* cp = c + r * ldc + 16 * v;                                                        \
+          __m512 x = acc[r][v];                                                                    \
+          if (add_c) x = _mm512_add_ps(_mm512_loadu_ps(cp), x);                                    \
+          if (e->bias_row) x = _mm512_add_ps(x, br);                                               \
+          if (e->bias_col) x = _mm512_add_ps(x, bc[v]);                                            \
+          if (relu) x = _mm512_max_ps(_mm512_setzero_ps(), x);                                     \
+          _mm512_storeu_ps(cp, x);                                                                 \
+        }                                                                                          \
+      }                                                                                            \
+      return;                                                                                      \
+    }                                                                                              \
+    __mmask16 m[NV];                                                                               \
+    __m512 bc[NV];                                                                                 \
+    for (int v = 0; v < NV; v++) {                                                                 \
+      const size_t lo = 16 * (size_t)v;                                                            \
+      m[v] = nr >= lo + 16 ? (__mmask16)0xFFFF                                                     \
+             : nr <= lo    ? (__mmask16)0                                                          \
+                           : (__mmask16)((1u << (nr - lo)) - 1);                                      \
+      bc[v] = e->bias_col ? _mm512_maskz_loadu_ps(m[v], e->bias_col + lo) : _mm512_setzero_ps();   \
+    }                                                                                              \
+    for (size_t r = 0; r < mr; r++)                                                                \
+      epi_row_avx512(acc[r], NV, m, c + r * ldc, bc, r, e);                                        \
+  }
+
+#if K512_NR == 64
+DEFINE_KERNEL_AVX512(kernel_avx512_x4, 4)
+DEFINE_KERNEL_AVX512(kernel_avx512_x3, 3)
+#endif
+DEFINE_KERNEL_AVX512(kernel_avx512_x2, 2)
+DEFINE_KERNEL_AVX512(kernel_avx512_x1, 1)
+
+/* Picks the variant that covers nr columns: a last panel that is mostly
+ * padding costs only the vectors it needs. */
+static void kernel_avx512(size_t kc, const float* a, const float* b, float* c, size_t ldc,
+                          size_t mr, size_t nr, const Epi* e) {
+#if K512_NR == 64
+  if (nr > 48) {
+    kernel_avx512_x4(kc, a, b, c, ldc, mr, nr, e);
+    return;
+  }
+  if (nr > 32) {
+    kernel_avx512_x3(kc, a, b, c, ldc, mr, nr, e);
+    return;
+  }
+#endif
+  if (nr > 16)
+    kernel_avx512_x2(kc, a, b, c, ldc, mr, nr, e);
+  else
+    kernel_avx512_x1(kc, a, b, c, ldc, mr, nr, e);
 }
 
 /* 6 x 16: 12 ymm accumulators. */
@@ -227,7 +317,7 @@ typedef struct Isa {
 static const Isa ISA_GENERIC = {"generic", GEN_MR, GEN_NR, kernel_generic};
 #if GEMM_X86
 static const Isa ISA_AVX2 = {"avx2", 6, 16, kernel_avx2};
-static const Isa ISA_AVX512 = {"avx512", 8, 32, kernel_avx512};
+static const Isa ISA_AVX512 = {"avx512", K512_MR, K512_NR, kernel_avx512};
 #endif
 
 static int forced_level = -1; /* tests only: cpu_gemm_force_isa */
@@ -263,6 +353,26 @@ static const Isa* isa(void) {
   return &ISA_GENERIC;
 }
 
+/* The k block for a B panel of nr columns: about two thirds of the L1 data
+ * cache (the rest for the streamed A panel and C), a multiple of 16 in
+ * [KC_MIN, KC_MAX]: 256 for the AVX-512 kernel on a 48 KiB L1, 160 on a
+ * 32 KiB one. */
+static size_t kc_for(size_t nr) {
+  static _Atomic long l1 = -1;
+  long sz = l1;
+  if (sz < 0) {
+#ifdef _SC_LEVEL1_DCACHE_SIZE /* glibc */
+    sz = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+#else
+    sz = 0;
+#endif
+    if (sz < 16 * 1024 || sz > 1024 * 1024) sz = 48 * 1024;
+    l1 = sz;
+  }
+  size_t kc = (size_t)sz * 2 / 3 / (nr * sizeof(float)) / 16 * 16;
+  return kc < KC_MIN ? KC_MIN : kc > KC_MAX ? KC_MAX : kc;
+}
+
 void cpu_gemm_force_isa(int level) {
   forced_level = level;
 }
@@ -278,6 +388,136 @@ const char* cpu_gemm_isa_name(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Memory for packed operands                                                 */
+/* ------------------------------------------------------------------------ */
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+float* cpu_gemm_alloc_packed(size_t floats) {
+  if (floats > SIZE_MAX / sizeof(float) - HUGE_PAGE) return NULL;
+  const size_t bytes = floats ? (floats * sizeof(float) + 63) / 64 * 64 : 64;
+  void* p = NULL;
+  if (bytes < HUGE_PAGE) return aligned_alloc(64, bytes);
+  if (posix_memalign(&p, HUGE_PAGE, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+  /* advice only: without transparent huge pages it changes nothing */
+  (void)madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-thread packing buffer                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Each thread that packs A keeps its buffer for its next call (a fresh
+ * large allocation per call is mmap'ed and costs a page fault per 4 KiB
+ * touched). A nested call on a thread whose buffer is in use allocates its
+ * own. Every buffer is also on a global list: it is freed when its thread
+ * exits (the key's destructor) or, for the threads still alive (the host's
+ * pool workers outlive the provider), when the provider is unloaded. */
+typedef struct Scratch {
+  float* buf;
+  size_t bytes;
+  _Atomic int busy;
+  struct Scratch* next; /* the global list, under scratch_mu */
+} Scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+static pthread_mutex_t scratch_mu = PTHREAD_MUTEX_INITIALIZER;
+static Scratch* scratch_all;
+
+static void scratch_free(Scratch* s) {
+  free(s->buf);
+  free(s);
+}
+
+/* The key's destructor: a thread exits. */
+static void scratch_destroy(void* p) {
+  Scratch* s = p;
+  if (!s) return;
+  pthread_mutex_lock(&scratch_mu);
+  for (Scratch** at = &scratch_all; *at; at = &(*at)->next)
+    if (*at == s) {
+      *at = s->next;
+      break;
+    }
+  pthread_mutex_unlock(&scratch_mu);
+  scratch_free(s);
+}
+
+static void scratch_key_init(void) {
+  scratch_key_ok = pthread_key_create(&scratch_key, scratch_destroy) == 0;
+}
+
+/* At dlclose (and process exit): drop the key, so that no thread exiting
+ * later calls a destructor that is unmapped, and free every buffer not in
+ * use (one in use, by a thread still in a GEMM at process exit, stays). */
+__attribute__((destructor)) static void scratch_unload(void) {
+  if (!scratch_key_ok) return;
+  pthread_key_delete(scratch_key);
+  scratch_key_ok = 0;
+  pthread_mutex_lock(&scratch_mu);
+  for (Scratch** at = &scratch_all; *at;) {
+    Scratch* s = *at;
+    if (s->busy) {
+      at = &s->next;
+    } else {
+      *at = s->next;
+      scratch_free(s);
+    }
+  }
+  pthread_mutex_unlock(&scratch_mu);
+}
+
+/* A 64-byte aligned buffer of at least `bytes`: this thread's cached one
+ * (*owner set; give it back with scratch_release) or a fresh allocation
+ * (*owner NULL; free it). NULL without memory. */
+static float* scratch_acquire(size_t bytes, Scratch** owner) {
+  *owner = NULL;
+  if (fail_alloc) return NULL;
+  bytes = (bytes + 63) / 64 * 64;
+  pthread_once(&scratch_once, scratch_key_init);
+  Scratch* s = NULL;
+  if (scratch_key_ok && bytes <= SCRATCH_KEEP_BYTES) {
+    s = pthread_getspecific(scratch_key);
+    if (!s && (s = calloc(1, sizeof *s))) {
+      if (pthread_setspecific(scratch_key, s) != 0) {
+        free(s);
+        s = NULL;
+      } else {
+        pthread_mutex_lock(&scratch_mu);
+        s->next = scratch_all;
+        scratch_all = s;
+        pthread_mutex_unlock(&scratch_mu);
+      }
+    }
+  }
+  if (!s || s->busy) return aligned_alloc(64, bytes);
+  if (s->bytes < bytes) {
+    /* grow with some headroom: sizes of one model's GEMMs vary */
+    const size_t want =
+        bytes + bytes / 4 > SCRATCH_KEEP_BYTES ? bytes : (bytes + bytes / 4 + 63) / 64 * 64;
+    free(s->buf);
+    s->buf = cpu_gemm_alloc_packed(want / sizeof(float));
+    s->bytes = s->buf ? want : 0;
+    if (!s->buf) return aligned_alloc(64, bytes);
+  }
+  s->busy = 1;
+  *owner = s;
+  return s->buf;
+}
+
+static void scratch_release(float* p, Scratch* owner) {
+  if (owner)
+    owner->busy = 0;
+  else
+    free(p);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Packing                                                                    */
 /* ------------------------------------------------------------------------ */
 
@@ -290,6 +530,44 @@ size_t cpu_gemm_packed_b_floats(size_t k, size_t n) {
   const Isa* s = isa();
   return (n + s->nr - 1) / s->nr * s->nr * k;
 }
+
+#if GEMM_X86
+/* A full 8-row panel of a row-major A: 8 x 8 blocks transposed in ymm
+ * registers (~3x the scalar copy; packing A matters when n is small). */
+AVX2 static void pack_a8_avx(float* restrict d, const float* a, size_t lda, size_t k) {
+  const float *r0 = a, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
+  const float *r4 = r3 + lda, *r5 = r4 + lda, *r6 = r5 + lda, *r7 = r6 + lda;
+  size_t p = 0;
+  for (; p + 8 <= k; p += 8, d += 64) {
+    const __m256 x0 = _mm256_loadu_ps(r0 + p), x1 = _mm256_loadu_ps(r1 + p);
+    const __m256 x2 = _mm256_loadu_ps(r2 + p), x3 = _mm256_loadu_ps(r3 + p);
+    const __m256 x4 = _mm256_loadu_ps(r4 + p), x5 = _mm256_loadu_ps(r5 + p);
+    const __m256 x6 = _mm256_loadu_ps(r6 + p), x7 = _mm256_loadu_ps(r7 + p);
+    const __m256 t0 = _mm256_unpacklo_ps(x0, x1), t1 = _mm256_unpackhi_ps(x0, x1);
+    const __m256 t2 = _mm256_unpacklo_ps(x2, x3), t3 = _mm256_unpackhi_ps(x2, x3);
+    const __m256 t4 = _mm256_unpacklo_ps(x4, x5), t5 = _mm256_unpackhi_ps(x4, x5);
+    const __m256 t6 = _mm256_unpacklo_ps(x6, x7), t7 = _mm256_unpackhi_ps(x6, x7);
+    /* u0: column 0 | column 4 of rows 0-3, u1: 1 | 5, u2: 2 | 6, u3: 3 | 7;
+     * u4..u7 the same for rows 4-7 */
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(d + 0, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d + 8, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d + 16, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d + 32, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d + 40, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d + 48, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d + 56, _mm256_permute2f128_ps(u3, u7, 0x31));
+  }
+  for (; p < k; p++, d += 8) {
+    d[0] = r0[p], d[1] = r1[p], d[2] = r2[p], d[3] = r3[p];
+    d[4] = r4[p], d[5] = r5[p], d[6] = r6[p], d[7] = r7[p];
+  }
+}
+#endif
 
 /* Panels [q0, q1) of op(A) (m x k; A is k x m when trans) into dst, alpha
  * applied later by the epilogue. */
@@ -308,8 +586,21 @@ static void pack_a_panels(const Isa* s, float* dst, const float* a, size_t lda, 
         for (; r < mr; r++)
           d[r] = 0.0f;
       }
+    } else if (rows == mr && mr == 6) {
+      /* a full 6-row panel: 6 row streams read once, written contiguously */
+      const float *r0 = a + i0 * lda, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
+      const float *r4 = r3 + lda, *r5 = r4 + lda;
+      for (size_t p = 0; p < k; p++, d += 6) {
+        d[0] = r0[p], d[1] = r1[p], d[2] = r2[p];
+        d[3] = r3[p], d[4] = r4[p], d[5] = r5[p];
+      }
     } else if (rows == mr && mr == 8) {
-      /* the AVX-512 panel: 8 row streams read once, written contiguously */
+#if GEMM_X86
+      if (s == &ISA_AVX512) {
+        pack_a8_avx(d, a + i0 * lda, lda, k);
+        continue;
+      }
+#endif
       const float *r0 = a + i0 * lda, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
       const float *r4 = r3 + lda, *r5 = r4 + lda, *r6 = r5 + lda, *r7 = r6 + lda;
       for (size_t p = 0; p < k; p++, d += 8) {
@@ -431,19 +722,39 @@ typedef struct GemmJob {
   const Isa* s;
   const CpuGemm* g;
   const float* ap; /* packed op(A) */
-  size_t tile_m, tile_n, tiles_n;
+  size_t tile_m, tile_n, tiles_n, kc;
 } GemmJob;
+
+static inline void prefetch_l2(const char* p) {
+#if GEMM_X86
+  _mm_prefetch(p, _MM_HINT_T1);
+#else
+  (void)p;
+#endif
+}
+
+/* The packed-B slice a tile uses `ahead` panels after panel j of k block
+ * k0, in its order (the tile's columns, then the next k block), and its
+ * rows; NULL past the tile's last. */
+static const float* b_slice_ahead(const CpuGemm* g, size_t nr, size_t j0, size_t j1, size_t j,
+                                  size_t k0, size_t kstep, size_t ahead, size_t* rows) {
+  const size_t panels = (j1 - j0 + nr - 1) / nr, idx = (j - j0) / nr + ahead;
+  const size_t kb = k0 + idx / panels * kstep;
+  if (kb >= g->k) return NULL;
+  *rows = min_sz(kstep, g->k - kb);
+  return g->packed_b + (j0 / nr + idx % panels) * g->k * nr + kb * nr;
+}
 
 static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t j1) {
   const Isa* s = job->s;
   const CpuGemm* g = job->g;
   const size_t mr = s->mr, nr = s->nr, k = g->k;
-  float bbuf[KC * NR_MAX] __attribute__((aligned(64)));
-  float abuf[KC * MR_MAX] __attribute__((aligned(64))); /* A packed per slice (no memory) */
+  float bbuf[KC_MAX * NR_MAX] __attribute__((aligned(64)));
+  float abuf[KC_MAX * MR_MAX] __attribute__((aligned(64))); /* A packed per slice (no memory) */
   float* c = g->c;
   /* k blocks of equal size (at most KC): no short last block, whose C
    * update would cost as much as its arithmetic. */
-  const size_t blocks = (k + KC - 1) / KC, kstep = (k + blocks - 1) / blocks;
+  const size_t blocks = (k + job->kc - 1) / job->kc, kstep = (k + blocks - 1) / blocks;
   for (size_t k0 = 0; k0 < k; k0 += kstep) {
     const size_t kc = min_sz(kstep, k - k0);
     const int first = k0 == 0, last = k0 + kc >= k;
@@ -468,10 +779,27 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
         bp = bbuf;
       }
       e.bias_col = first && g->bias_col ? g->bias_col + j : NULL;
-      for (size_t i = i0; i < i1; i += mr) {
+      /* A prepacked B (weights) is usually cold (read once per run, from
+       * DRAM): its next slice is prefetched into L2 while this one is in
+       * use, a share of it before each call, so the next panel's first
+       * call does not wait on memory. */
+      const char* next_b = NULL;
+      size_t pf_lines = 0, pf_per_call = 0;
+      if (g->packed_b) {
+        size_t rows = 0;
+        next_b = (const char*)b_slice_ahead(g, nr, j0, j1, j, k0, kstep, 1, &rows);
+        pf_lines = rows * nr * sizeof(float) / 64;
+        /* at most 32 lines before a call: larger bursts delay the call's
+         * own loads (the rest of the slice is left to the hardware) */
+        pf_per_call =
+            min_sz(32, (pf_lines + (i1 - i0 + mr - 1) / mr - 1) / ((i1 - i0 + mr - 1) / mr));
+      }
+      for (size_t i = i0, pf = 0; i < i1; i += mr) {
         e.bias_row = first && g->bias_row ? g->bias_row + i : NULL;
         const float* ap = job->ap ? job->ap + (i / mr) * k * mr + k0 * mr : abuf;
         if (!job->ap) pack_a_slice(s, abuf, g->a, g->lda, g->trans_a, g->m, i, k0, k0 + kc);
+        for (size_t l = 0; l < pf_per_call && pf < pf_lines; l++, pf++)
+          prefetch_l2(next_b + pf * 64);
         s->kernel(kc, ap, bp, c + i * g->ldc + j, g->ldc, min_sz(mr, g->m - i), ncols, &e);
       }
     }
@@ -481,10 +809,18 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
 static void gemm_tasks(void* user, size_t begin, size_t end) {
   const GemmJob* job = user;
   const CpuGemm* g = job->g;
+#if GEMM_X86
+  /* flush-to-zero and denormals-are-zero for the arithmetic (file comment) */
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040u);
+#endif
   for (size_t t = begin; t < end; t++) {
     const size_t i0 = (t / job->tiles_n) * job->tile_m, j0 = (t % job->tiles_n) * job->tile_n;
     run_tile(job, i0, min_sz(i0 + job->tile_m, g->m), j0, min_sz(j0 + job->tile_n, g->n));
   }
+#if GEMM_X86
+  _mm_setcsr(csr);
+#endif
 }
 
 /* k == 0: C = beta * C + biases, then Relu. */
@@ -510,13 +846,11 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   const Isa* s = isa();
   const int inline_only = (double)g->m * (double)g->n * (double)g->k < GEMM_INLINE_WORK;
   if (inline_only) pool = NULL;
-  GemmJob job = {s, g, g->packed_a, 0, 0, 0};
+  GemmJob job = {s, g, g->packed_a, 0, 0, 0, kc_for(s->nr)};
   float* apack = NULL;
+  Scratch* owner = NULL;
   if (!job.ap) {
-    apack = fail_alloc
-                ? NULL
-                : aligned_alloc(64, (cpu_gemm_packed_a_floats(g->m, g->k) * sizeof(float) + 63) /
-                                        64 * 64);
+    apack = scratch_acquire(cpu_gemm_packed_a_floats(g->m, g->k) * sizeof(float), &owner);
     /* Without memory for it, each tile packs A slices on the fly (slower,
      * same results). */
     if (apack) {
@@ -531,7 +865,8 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   /* B packed per tile: tall tiles pack each B slice once (the A block,
    * up to 64 panels x KC, still fits in L2). */
   const size_t tile_mr = g->packed_b ? TILE_MR : 64;
-  size_t tm = min_sz(tile_mr, panels_m), tn = min_sz(TILE_NR, panels_n);
+  const size_t tile_nr = min_sz(TILE_NR, TILE_COL / s->nr);
+  size_t tm = min_sz(tile_mr, panels_m), tn = min_sz(tile_nr, panels_n);
   const size_t want = threads > 1 ? threads * TILES_PER_THREAD : 1;
 #define TILES() (((panels_m + tm - 1) / tm) * ((panels_n + tn - 1) / tn))
   if (g->packed_b) {
@@ -558,5 +893,5 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
     cpu_host->parallel_for(pool, tiles, gemm_tasks, &job);
   else
     gemm_tasks(&job, 0, tiles);
-  free(apack);
+  if (apack) scratch_release(apack, owner);
 }

@@ -217,7 +217,7 @@ typedef struct PackedB {
 } PackedB;
 
 static float* alloc_floats(size_t n) {
-  return aligned_alloc(64, (n * sizeof(float) + 64) / 64 * 64);
+  return cpu_gemm_alloc_packed(n);
 }
 
 /* Packs input 1 when it is a constant 2-D float32 tensor (op(B) = B^T when

@@ -283,7 +283,7 @@ static void conv_pack_weights(ConvState* s, const OnyxNode* node) {
   const size_t kdim = cpu_dims_product(d, 1, cpu_host->tensor_rank(wt));
   if (m == 0 || kdim == 0 || m % group != 0) return;
   const size_t mg = m / group, per = cpu_gemm_packed_a_floats(mg, kdim);
-  float* p = aligned_alloc(64, (per * group * sizeof(float) + 64) / 64 * 64);
+  float* p = cpu_gemm_alloc_packed(per * group);
   if (!p) return; /* packed per run instead */
   const float* src = cpu_host->tensor_data(wt);
   for (size_t g = 0; g < group; g++)

@@ -65,6 +65,12 @@ void cpu_gemm_pack_a(OnyxThreadPool* pool, float* dst, const float* a, size_t ld
                      size_t m, size_t k);
 void cpu_gemm_pack_b(OnyxThreadPool* pool, float* dst, const float* b, size_t ldb, int trans_b,
                      size_t k, size_t n);
+/* Memory for a packed operand of `floats` floats (free() it): 64-byte
+ * aligned, and from 2 MiB up 2 MiB aligned with transparent huge pages
+ * asked for (a packed weight is streamed from memory on every run; with
+ * 4 KiB pages each 4 KiB of it costs a TLB miss, a two-level page walk in a
+ * VM). NULL without memory. */
+float* cpu_gemm_alloc_packed(size_t floats);
 /* The micro-kernel's register tile: packed A panels hold MR rows, packed B
  * panels NR columns (K x NR floats each, panel p at p * K * NR). */
 size_t cpu_gemm_mr(void);

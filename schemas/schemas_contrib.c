@@ -3,7 +3,9 @@
  * inference. Kernels: providers/cpu/cpu_contrib.c.
  *
  *   FusedMatMul(A, B, Bias) -> Y   MatMul(A, B) + Bias, B 2-D, Bias [N] along
- *                                  the last axis (A of any rank >= 2)
+ *                                  the last axis (A of any rank >= 2), then the
+ *                                  optional `activation` ("Relu", "LeakyRelu"
+ *                                  (alpha) or "Clip" (clip_min, clip_max))
  *   FusedConv(X, W, B?) -> Y       Conv (same attributes) then `activation`:
  *                                  "Relu", "LeakyRelu" (alpha) or "Clip"
  *                                  (clip_min, clip_max)
@@ -59,6 +61,12 @@ static const OxAttrSpec a_mha[] = {
     {.name = "num_heads", .type = ONYX_ATTR_INT, .required = true},
     {.name = "scale", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1.0f},
 };
+static const OxAttrSpec a_mm[] = {
+    {.name = "activation", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = ""},
+    {.name = "alpha", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.01f},
+    {.name = "clip_min", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = -INFINITY},
+    {.name = "clip_max", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = INFINITY},
+};
 static const OxAttrSpec a_ln[] = {
     {.name = "axis", .type = ONYX_ATTR_INT, .has_default = true, .def_i = -1},
     {.name = "epsilon", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1e-5f},
@@ -108,7 +116,7 @@ static OnyxStatus* ox_infer_mha(OxNode* n) {
 }
 
 static const OxSchema ox_contrib_rows[] = {
-    {CONTRIB, "FusedMatMul", 1, L(f_mm_in), L(f_y), L(t_f32), NULL, 0, ox_infer_fused_matmul, NULL,
+    {CONTRIB, "FusedMatMul", 1, L(f_mm_in), L(f_y), L(t_f32), L(a_mm), ox_infer_fused_matmul, NULL,
      NULL, true},
     {CONTRIB, "FusedConv", 1, L(f_conv_in), L(f_y), L(t_f32), L(a_conv), ox_infer_conv, NULL, NULL,
      true},

@@ -174,6 +174,67 @@ OnyxStatus* ox_pass_conv_bn(OxOpt* o, bool* changed) {
 /* --- Conv + activation --------------------------------------------------------------------------
  */
 
+/* The activation `kind` (with its parameters) after a com.onyx FusedMatMul
+ * without one, or after a Gemm that is one (transA 0, alpha and beta 1, a
+ * constant 2-D B, a constant bias C of N values; B is transposed into a new
+ * constant for transB 1): com.onyx FusedMatMul with `activation`, which the
+ * CPU provider applies in the GEMM epilogue. */
+static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, float lo, float hi,
+                                      float alpha, bool* done) {
+  OxValue* p_out = act->inputs[0];
+  OxNode* mm = p_out ? p_out->producer : NULL;
+  if (!mm || !ox_opt_single_use(o, p_out) || mm->n_outputs != 1) return NULL;
+  const bool fused = !strcmp(mm->domain, OX_CONTRIB_DOMAIN) && !strcmp(mm->op_type, "FusedMatMul");
+  if (fused) {
+    const char* a = ox_node_attr_string(mm, "activation", "");
+    if (a && *a) return NULL; /* one activation already */
+  } else if (!ox_opt_is(mm, "Gemm") || mm->n_inputs != 3 || !mm->inputs[2]) {
+    return NULL;
+  }
+  OxValue* a = mm->inputs[0];
+  OxValue* b = mm->inputs[1];
+  OxValue* c = mm->inputs[2];
+  if (!ox_f32(a) || !ox_f32(b) || !ox_f32(c) || b->rank != 2 || !ox_f32(p_out)) return NULL;
+  OxValue* nb = b;
+  if (!fused) {
+    if (ox_node_attr_int(mm, "transA", 0) != 0 || ox_node_attr_float(mm, "alpha", 1.0f) != 1.0f ||
+        ox_node_attr_float(mm, "beta", 1.0f) != 1.0f || a->rank != 2 || !ox_host_const(b))
+      return NULL;
+    const bool tb = ox_node_attr_int(mm, "transB", 0) != 0;
+    const int64_t n = b->dims[tb ? 0 : 1], k = b->dims[tb ? 1 : 0];
+    if (!ox_row_bias(c, n) || c->rank > 2) return NULL;
+    if (tb) {
+      OxTensor* t = NULL;
+      OX_TRY(ox_tensor_new(ONYX_ELEM_FLOAT32, (int64_t[]){k, n}, 2, &t));
+      const float* src = b->constant->data;
+      float* dst = t->data;
+      for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < n; j++)
+          dst[i * n + j] = src[j * k + i];
+      OX_TRY(ox_opt_new_constant(o, b->name, t, &nb));
+    }
+  }
+  OxValue* ins[3] = {a, nb, c};
+  OxValue* y = act->outputs[0];
+  char* base = ox_strdup(mm->name);
+  if (!base) return ox_oom();
+  ox_opt_remove(o, act);
+  ox_opt_remove(o, mm);
+  OxNode* fm = NULL;
+  OnyxStatus* st = ox_opt_add_node(o, base, "FusedMatMul", OX_CONTRIB_DOMAIN, ins, 3, &y, 1, &fm);
+  free(base);
+  OX_TRY(st);
+  OX_TRY(ox_opt_attr_string(fm, "activation", kind));
+  if (!strcmp(kind, "LeakyRelu")) OX_TRY(ox_opt_attr_float(fm, "alpha", alpha));
+  if (!strcmp(kind, "Clip")) {
+    OX_TRY(ox_opt_attr_float(fm, "clip_min", lo));
+    OX_TRY(ox_opt_attr_float(fm, "clip_max", hi));
+  }
+  o->stats->matmul_act++;
+  *done = true;
+  return NULL;
+}
+
 static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   *done = false;
   if (!o->cfg->contrib_available || *act->domain || act->n_inputs < 1) return NULL;
@@ -203,7 +264,8 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
     return NULL;
   }
   OxNode* conv = ox_opt_producer(act, 0, "Conv");
-  if (!conv || !ox_opt_single_use(o, conv->outputs[0])) return NULL;
+  if (!conv) return ox_fuse_matmul_act(o, act, kind, lo, hi, alpha, done);
+  if (!ox_opt_single_use(o, conv->outputs[0])) return NULL;
   const OxValue* x = conv->inputs[0];
   const OxValue* w = conv->inputs[1];
   if (!ox_f32(x) || !ox_f32(w) || x->rank != 4 || w->rank != 4) return NULL;

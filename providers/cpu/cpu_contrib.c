@@ -25,7 +25,8 @@ static const OnyxAlias INPLACE[] = {{0, 0, ONYX_ALIAS_INPLACE}};
  * epilogue (bias_col), so Y is written once. */
 typedef struct FMatMul {
   size_t k, n;
-  float* packed; /* NULL: B is packed by the GEMM per run */
+  float* packed;     /* NULL: B is packed by the GEMM per run */
+  CpuActivation act; /* the optional `activation`, applied in the epilogue */
 } FMatMul;
 
 static OnyxStatus* fmm_create(OnyxEp* ep, const OnyxNode* node, void* ud, void** state) {
@@ -33,6 +34,11 @@ static OnyxStatus* fmm_create(OnyxEp* ep, const OnyxNode* node, void* ud, void**
   (void)ud;
   FMatMul* f = calloc(1, sizeof *f);
   if (!f) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  OnyxStatus* st = cpu_read_activation(node, &f->act);
+  if (st) {
+    free(f);
+    return st;
+  }
   const OnyxValueInfo* bv = cpu_host->node_input(node, 1);
   const OnyxTensor* b = bv ? cpu_host->value_constant(bv) : NULL;
   if (b && cpu_host->tensor_rank(b) == 2 && cpu_host->tensor_elem_type(b) == ONYX_ELEM_FLOAT32) {
@@ -76,11 +82,6 @@ static OnyxStatus* fmm_compute(void* state, OnyxKernelContext* ctx) {
   float* yd = cpu_host->tensor_mutable_data(y);
   const float* bd = cpu_host->tensor_data(bias);
   if (!m || !n) return NULL;
-  if (!k) {
-    for (size_t i = 0; i < m; i++)
-      memcpy(yd + i * n, bd, n * sizeof *yd);
-    return NULL;
-  }
   bool packed = f && f->packed && f->k == k && f->n == n;
   CpuGemm g = {.m = m,
                .n = n,
@@ -94,7 +95,11 @@ static OnyxStatus* fmm_compute(void* state, OnyxKernelContext* ctx) {
                .alpha = 1.0,
                .beta = 0.0,
                .packed_b = packed ? f->packed : NULL,
-               .bias_col = bd};
+               .bias_col = bd,
+               .act = f ? f->act.act : CPU_ACT_NONE,
+               .act_alpha = f ? f->act.alpha : 0.0f,
+               .act_min = f ? f->act.min : 0.0f,
+               .act_max = f ? f->act.max : 0.0f};
   cpu_gemm_f32(cpu_host->ctx_thread_pool(ctx), &g);
   return NULL;
 }

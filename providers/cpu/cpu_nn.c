@@ -341,25 +341,32 @@ static void conv_prepare_winograd(ConvState* s, const OnyxNode* node) {
 }
 
 /* FusedConv's `activation` (absent on a plain Conv). */
-static OnyxStatus* conv_read_activation(ConvState* s, const OnyxNode* node) {
+OnyxStatus* cpu_read_activation(const OnyxNode* node, CpuActivation* out) {
   size_t len = 0;
   const char* a = cpu_host->node_attr_string(node, "activation", &len);
-  s->act = CPU_ACT_NONE;
+  *out = (CpuActivation){CPU_ACT_NONE, 0.0f, 0.0f, 0.0f};
   if (!a || len == 0) return NULL;
   if (len == 4 && memcmp(a, "Relu", 4) == 0) {
-    s->act = CPU_ACT_RELU;
+    out->act = CPU_ACT_RELU;
   } else if (len == 9 && memcmp(a, "LeakyRelu", 9) == 0) {
-    s->act = CPU_ACT_LEAKY_RELU;
-    s->act_alpha = cpu_host->node_attr_float(node, "alpha", 0.01f);
+    out->act = CPU_ACT_LEAKY_RELU;
+    out->alpha = cpu_host->node_attr_float(node, "alpha", 0.01f);
   } else if (len == 4 && memcmp(a, "Clip", 4) == 0) {
-    s->act = CPU_ACT_CLIP;
-    s->act_min = cpu_host->node_attr_float(node, "clip_min", -INFINITY);
-    s->act_max = cpu_host->node_attr_float(node, "clip_max", INFINITY);
+    out->act = CPU_ACT_CLIP;
+    out->min = cpu_host->node_attr_float(node, "clip_min", -INFINITY);
+    out->max = cpu_host->node_attr_float(node, "clip_max", INFINITY);
   } else {
     return cpu_error(node, ONYX_NOT_IMPLEMENTED,
                      "activation '%.*s' not supported (Relu, LeakyRelu or Clip)", (int)len, a);
   }
   return NULL;
+}
+
+static OnyxStatus* conv_read_activation(ConvState* s, const OnyxNode* node) {
+  CpuActivation a;
+  OnyxStatus* st = cpu_read_activation(node, &a);
+  s->act = a.act, s->act_alpha = a.alpha, s->act_min = a.min, s->act_max = a.max;
+  return st;
 }
 
 OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {

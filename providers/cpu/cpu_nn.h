@@ -24,6 +24,15 @@ typedef enum CpuAct {
   CPU_ACT_CLIP        /* min(max(x, act_min), act_max) */
 } CpuAct;
 
+/* The `activation` attribute of com.onyx FusedConv / FusedMatMul ("Relu",
+ * "LeakyRelu" with `alpha`, "Clip" with `clip_min`/`clip_max`; absent or
+ * empty: none), for the GEMM epilogue. */
+typedef struct CpuActivation {
+  int act; /* CpuAct */
+  float alpha, min, max;
+} CpuActivation;
+OnyxStatus* cpu_read_activation(const OnyxNode* node, CpuActivation* out);
+
 typedef struct CpuGemm {
   size_t m, n, k;
   const void* a;

@@ -256,6 +256,94 @@ static void matmul_add_case(int rank_a) {
   free(md.bytes);
 }
 
+/* An activation after a matrix product joins it as com.onyx FusedMatMul's
+ * `activation`: mode 0 Gemm (transB 1, C [N]) + Relu, mode 1 Gemm (transB 0,
+ * C [1, N]) + Clip(-0.5, 0.7), mode 2 MatMul + Add on a 3-D A (first fused
+ * into FusedMatMul) + LeakyRelu(0.2); mode 3 Gemm with alpha 2 + Relu stays
+ * apart. The reference is computed here. */
+static void matmul_act_case(int mode) {
+  OxTestModel* m = otm_new(13);
+  float b[15], c[5];
+  fill(b, 15, 7);
+  fill(c, 5, 9);
+  int64_t da[3] = {2, 4, 3};
+  const int rank = mode == 2 ? 3 : 2;
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, rank, rank == 3 ? da : da + 1);
+  /* B as stored: [N, K] for transB 1, else [K, N] (b holds K x N row-major either way below) */
+  float bt[15];
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 5; j++)
+      bt[j * 3 + i] = b[i * 5 + j];
+  if (mode == 0)
+    otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 2, (int64_t[]){5, 3}, bt);
+  else
+    otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 5}, b);
+  if (mode == 1)
+    otm_initializer(m, "C", ONYX_ELEM_FLOAT32, 2, (int64_t[]){1, 5}, c);
+  else
+    otm_initializer(m, "C", ONYX_ELEM_FLOAT32, 1, (int64_t[]){5}, c);
+  otm_initializer(m, "lo", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){-0.5f});
+  otm_initializer(m, "hi", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){0.7f});
+  if (mode == 2) {
+    otm_node(m, "MatMul", "mm", "A,B", "P0");
+    otm_node(m, "Add", "add", "P0,C", "P");
+  } else {
+    OxTestNode* g = otm_node(m, "Gemm", "gemm", "A,B,C", "P");
+    if (mode == 0) otm_attr_int(g, "transB", 1);
+    if (mode == 3) otm_attr_float(g, "alpha", 2.0f);
+  }
+  if (mode == 1)
+    otm_node(m, "Clip", "act", "P,lo,hi", "Y");
+  else if (mode == 2)
+    otm_attr_float(otm_node(m, "LeakyRelu", "act", "P", "Y"), "alpha", 0.2f);
+  else
+    otm_node(m, "Relu", "act", "P", "Y");
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  Model md = finish(m);
+  const size_t rows = rank == 3 ? 8 : 4;
+  float a[24], want[40];
+  fill(a, rows * 3, 3);
+  const float* in[] = {a};
+  OnyxSession* s = compare_levels(&md, in, 1, 1, 1e-5f);
+  assert_int_equal(count_op(s, "FusedMatMul"), mode == 3 ? 0 : 1);
+  assert_int_equal(s->graph->n_nodes, mode == 3 ? 2 : 1);
+  naive_matmul_bias(a, b, c, want, rows, 3, 5);
+  for (size_t i = 0; i < rows * 5; i++) {
+    if (mode == 3)
+      want[i] = 0; /* recomputed below */
+    else if (mode == 1)
+      want[i] = want[i] < -0.5f ? -0.5f : want[i] > 0.7f ? 0.7f : want[i];
+    else if (mode == 2)
+      want[i] = want[i] < 0 ? 0.2f * want[i] : want[i];
+    else
+      want[i] = want[i] < 0 ? 0 : want[i];
+  }
+  if (mode == 3)
+    for (size_t i = 0; i < rows; i++)
+      for (size_t j = 0; j < 5; j++) {
+        double acc = c[j];
+        for (size_t p = 0; p < 3; p++)
+          acc += 2.0 * a[i * 3 + p] * b[p * 5 + j];
+        want[i * 5 + j] = acc < 0 ? 0.0f : (float)acc;
+      }
+  int clipped = 0;
+  for (size_t i = 0; i < rows * 5; i++)
+    clipped += want[i] <= 0.0f || want[i] == 0.7f;
+  assert_true(clipped > 0 && clipped < (int)(rows * 5)); /* the activation matters */
+  OnyxValue* y = NULL;
+  run_f32(s, in, 1, &y, 1);
+  expect_close(y, want, rows * 5, 1e-5f);
+  onyx_value_release(y);
+  onyx_session_release(s);
+  free(md.bytes);
+}
+
+static void test_matmul_act(void** state) {
+  (void)state;
+  for (int mode = 0; mode < 4; mode++)
+    matmul_act_case(mode);
+}
+
 static void test_matmul_add_gemm(void** state) {
   (void)state;
   matmul_add_case(2);
@@ -989,6 +1077,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm_13),
       cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_attention),
+      cmocka_unit_test(test_matmul_act),
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_user_transformer),
       cmocka_unit_test(test_save_optimized),

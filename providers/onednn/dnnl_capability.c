@@ -9,7 +9,9 @@
  * (into a Conv, folded at compile time), a constant bias Add (into a MatMul),
  * element-wise post-ops (Relu, LeakyRelu, Sigmoid, Tanh, Elu, Gelu, Clip,
  * HardSwish, Softplus, Mish, Exp, Abs, Sqrt, Log, Neg) and residual Adds of a
- * same-shaped tensor that does not depend on the group (convexity). Every
+ * same-shaped tensor that does not depend on the group (convexity). With the
+ * `chain` option, Conv and pooling groups then merge into chains (one group of
+ * several stages, see merge_claims) where the merged set stays convex. Every
  * group is claimed with host->claim_group; a node that cannot be taken is
  * declined with the reason. Only float32 is taken. */
 #include <stdio.h>
@@ -454,6 +456,239 @@ bool dnnl_match(const DnnlEp* ep, const OnyxGraphView* g, const OnyxNode* anchor
   return true;
 }
 
+/* --- Pattern nodes -----------------------------------------------------------------------------
+ */
+
+size_t dnnl_pattern_nodes(const DnnlPattern* p, const OnyxNode** nodes) {
+  size_t m = 0;
+  nodes[m++] = p->anchor;
+  if (p->bn) nodes[m++] = p->bn;
+  if (p->bias_node) nodes[m++] = p->bias_node;
+  for (size_t k = 0; k < p->n_post; k++)
+    nodes[m++] = p->post[k].node;
+  return m;
+}
+
+void dnnl_pattern_keep(DnnlPattern* p, size_t keep) {
+  const OnyxNode* nodes[DNNL_PATTERN_NODES];
+  size_t m = dnnl_pattern_nodes(p, nodes);
+  if (keep < 1) keep = 1;
+  if (keep >= m) return;
+  size_t fixed = 1 + (p->bn != NULL) + (p->bias_node != NULL);
+  if (keep < fixed) { /* only the anchor (a BatchNormalization or bias Add is always 2nd) */
+    p->bn = NULL;
+    p->bias = NULL;
+    p->bias_node = NULL;
+    p->n_post = 0;
+  } else {
+    p->n_post = keep - fixed;
+  }
+  p->out = out0(nodes[keep - 1]);
+}
+
+/* --- Node sets ----------------------------------------------------------------------------------
+ */
+
+/* An open-addressing map from node to a value (a claim index, or 1 for a set). */
+typedef struct NodeMap {
+  const OnyxNode** key;
+  long* val;
+  size_t cap, used;
+} NodeMap;
+
+static size_t nm_slot(const NodeMap* m, const OnyxNode* n) {
+  size_t h = (size_t)((uintptr_t)n >> 4) * 0x9E3779B97F4A7C15ull;
+  size_t i = h & (m->cap - 1);
+  while (m->key[i] && m->key[i] != n)
+    i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+static bool nm_init(NodeMap* m, size_t expect) {
+  m->cap = 64;
+  while (m->cap < 2 * expect + 2)
+    m->cap *= 2;
+  m->used = 0;
+  m->key = calloc(m->cap, sizeof *m->key);
+  m->val = calloc(m->cap, sizeof *m->val);
+  return m->key && m->val;
+}
+
+static void nm_free(NodeMap* m) {
+  free(m->key);
+  free(m->val);
+  m->key = NULL;
+  m->val = NULL;
+}
+
+static void nm_clear(NodeMap* m) {
+  memset(m->key, 0, m->cap * sizeof *m->key);
+  m->used = 0;
+}
+
+static long nm_get(const NodeMap* m, const OnyxNode* n) {
+  size_t i = nm_slot(m, n);
+  return m->key[i] ? m->val[i] : -1;
+}
+
+static bool nm_put(NodeMap* m, const OnyxNode* n, long v) {
+  if (2 * (m->used + 1) > m->cap) { /* grow */
+    NodeMap bigger = {0};
+    if (!nm_init(&bigger, m->cap)) {
+      nm_free(&bigger);
+      return false;
+    }
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->key[i]) {
+        size_t j = nm_slot(&bigger, m->key[i]);
+        bigger.key[j] = m->key[i];
+        bigger.val[j] = m->val[i];
+        bigger.used++;
+      }
+    nm_free(m);
+    *m = bigger;
+  }
+  size_t i = nm_slot(m, n);
+  if (!m->key[i]) m->used++;
+  m->key[i] = n;
+  m->val[i] = v;
+  return true;
+}
+
+/* --- Chains of groups ----------------------------------------------------------------------------
+ *
+ * After the single-anchor groups are matched, a Conv or pooling group whose
+ * data comes from another Conv/pooling group joins that group's chain: the
+ * chain is claimed as ONE group and compiled into stages that pass oneDNN's
+ * blocked layouts to each other (dnnl_compile.c). A group joins only when the
+ * merged set stays convex (no path leaves it and comes back: checked here, the
+ * host would refuse the claim) and has at most DNNL_MAX_CHAIN_IN variable
+ * inputs and DNNL_MAX_STAGES stages. */
+
+typedef struct Claim {
+  const OnyxNode* nodes[DNNL_PATTERN_NODES];
+  size_t n;
+  bool chainable;
+  long chain;      /* the first claim of its chain */
+  long next;       /* the next claim of its chain, -1 at the end */
+  long last;       /* for a chain's first claim: its last claim */
+  size_t n_stages; /* for a chain's first claim */
+} Claim;
+
+typedef struct Merger {
+  Claim* c;
+  size_t n;
+  NodeMap owner;  /* node -> claim index */
+  NodeMap in_set; /* nodes of the set being checked */
+  NodeMap seen;   /* nodes visited by the dependency walk */
+  const OnyxNode** stack;
+  size_t stack_cap;
+} Merger;
+
+static bool push(Merger* m, size_t* top, const OnyxNode* n) {
+  if (*top == m->stack_cap) {
+    size_t cap = m->stack_cap ? 2 * m->stack_cap : 256;
+    const OnyxNode** s = realloc(m->stack, cap * sizeof *s);
+    if (!s) return false;
+    m->stack = s;
+    m->stack_cap = cap;
+  }
+  m->stack[(*top)++] = n;
+  return true;
+}
+
+/* Whether chains `a` and `b` together are convex and within the input limit;
+ * false on out-of-memory too (they then simply stay apart). */
+static bool can_join(Merger* m, long a, long b) {
+  nm_clear(&m->in_set);
+  nm_clear(&m->seen);
+  const long heads[2] = {a, b};
+  for (int h = 0; h < 2; h++)
+    for (long k = heads[h]; k >= 0; k = m->c[k].next)
+      for (size_t j = 0; j < m->c[k].n; j++)
+        if (!nm_put(&m->in_set, m->c[k].nodes[j], 1)) return false;
+  /* Every input entering the set from a producer outside it must not depend
+   * on the set; count the variable ones. */
+  const OnyxValueInfo* vars[DNNL_MAX_CHAIN_IN];
+  size_t n_vars = 0;
+  size_t top = 0;
+  for (int h = 0; h < 2; h++) {
+    for (long k = heads[h]; k >= 0; k = m->c[k].next) {
+      for (size_t j = 0; j < m->c[k].n; j++) {
+        const OnyxNode* n = m->c[k].nodes[j];
+        for (size_t q = 0; q < H->node_input_count(n); q++) {
+          const OnyxValueInfo* x = H->node_input(n, q);
+          if (!x || H->value_constant(x)) continue;
+          const OnyxNode* p = H->value_producer(x);
+          if (p && nm_get(&m->in_set, p) >= 0) continue;
+          bool known = false;
+          for (size_t t = 0; t < n_vars && !known; t++)
+            known = vars[t] == x;
+          if (!known) {
+            if (n_vars == DNNL_MAX_CHAIN_IN) return false;
+            vars[n_vars++] = x;
+          }
+          if (p && nm_get(&m->seen, p) < 0) {
+            if (!nm_put(&m->seen, p, 1) || !push(m, &top, p)) return false;
+          }
+        }
+      }
+    }
+  }
+  while (top) { /* walk back from the outside producers: reaching the set is a cycle */
+    const OnyxNode* p = m->stack[--top];
+    if (nm_get(&m->in_set, p) >= 0) return false;
+    for (size_t q = 0; q < H->node_input_count(p); q++) {
+      const OnyxValueInfo* x = H->node_input(p, q);
+      const OnyxNode* pp = x ? H->value_producer(x) : NULL;
+      if (!pp || nm_get(&m->seen, pp) >= 0) continue;
+      if (!nm_put(&m->seen, pp, 1) || !push(m, &top, pp)) return false;
+    }
+  }
+  return true;
+}
+
+/* Chain `b` joins chain `a`. */
+static void join(Merger* m, long a, long b) {
+  for (long k = b; k >= 0; k = m->c[k].next)
+    m->c[k].chain = a;
+  m->c[m->c[a].last].next = b;
+  m->c[a].last = m->c[b].last;
+  m->c[a].n_stages += m->c[b].n_stages;
+}
+
+/* Each chain, in order, joins the first other chain that produces one of its
+ * inputs (the data input first) when can_join allows; repeated while chains
+ * join (a chain may join one only after a third joined it), a few rounds at
+ * most. */
+static void merge_claims(Merger* m) {
+  bool changed = true;
+  for (int round = 0; round < 4 && changed; round++) {
+    changed = false;
+    for (size_t i = 0; i < m->n; i++) {
+      if (!m->c[i].chainable || m->c[i].chain != (long)i) continue;
+      bool joined = false;
+      for (long k = (long)i; k >= 0 && !joined; k = m->c[k].next) {
+        for (size_t j = 0; j < m->c[k].n && !joined; j++) {
+          const OnyxNode* n = m->c[k].nodes[j];
+          for (size_t q = 0; q < H->node_input_count(n) && !joined; q++) {
+            const OnyxValueInfo* x = H->node_input(n, q);
+            const OnyxNode* p = x ? H->value_producer(x) : NULL;
+            long owner = p ? nm_get(&m->owner, p) : -1;
+            if (owner < 0 || !m->c[owner].chainable) continue;
+            long ch = m->c[owner].chain;
+            if (ch == (long)i || m->c[ch].n_stages + m->c[i].n_stages > DNNL_MAX_STAGES ||
+                !can_join(m, ch, (long)i))
+              continue;
+            join(m, ch, (long)i);
+            joined = changed = true;
+          }
+        }
+      }
+    }
+  }
+}
+
 /* --- get_capability --------------------------------------------------------------------------- */
 
 static long view_index(const View* v, const OnyxNode* n) {
@@ -462,12 +697,19 @@ static long view_index(const View* v, const OnyxNode* n) {
   return -1;
 }
 
+/* Stages that may be chained: Conv groups and pooling. */
+static bool chainable(const DnnlPattern* p) {
+  return p->kind == DK_CONV || p->kind == DK_POOL;
+}
+
 OnyxStatus* dnnl_get_capability(OnyxEp* ep_, const OnyxGraphView* g, OnyxCapabilityBuilder* b) {
   const DnnlEp* ep = ep_->ctx;
   View v = {g, H->graph_node_count(g)};
   bool* taken = calloc(v.n ? v.n : 1, sizeof *taken);
-  if (!taken) return dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+  Merger m = {.c = calloc(v.n ? v.n : 1, sizeof(Claim))};
+  bool maps = nm_init(&m.owner, v.n) && nm_init(&m.in_set, 64) && nm_init(&m.seen, v.n);
   OnyxStatus* st = NULL;
+  if (!taken || !m.c || !maps) st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
   for (size_t i = 0; i < v.n && !st; i++) {
     if (taken[i]) continue;
     const OnyxNode* n = H->graph_node(g, i);
@@ -477,29 +719,58 @@ OnyxStatus* dnnl_get_capability(OnyxEp* ep_, const OnyxGraphView* g, OnyxCapabil
       H->decline_node(b, n, why);
       continue;
     }
-    const OnyxNode* members[2 + DNNL_MAX_POST + 1];
-    size_t m = 0;
-    members[m++] = n;
-    if (p.bn) members[m++] = p.bn;
-    if (p.bias_node) members[m++] = p.bias_node;
-    for (size_t k = 0; k < p.n_post; k++)
-      members[m++] = p.post[k].node;
+    Claim* c = &m.c[m.n];
+    size_t cnt = dnnl_pattern_nodes(&p, c->nodes);
     /* Members already in an earlier group (a residual Add another chain took)
      * end this chain: keep the part before the first of them. */
-    long idx[2 + DNNL_MAX_POST + 1];
+    long idx[DNNL_PATTERN_NODES];
     size_t keep = 0;
-    for (; keep < m; keep++) {
-      idx[keep] = view_index(&v, members[keep]);
+    for (; keep < cnt; keep++) {
+      idx[keep] = keep ? view_index(&v, c->nodes[keep]) : (long)i;
       if (idx[keep] < 0 || taken[idx[keep]]) break;
     }
-    m = keep ? keep : 1;
-    idx[0] = (long)i;
-    char name[256];
-    snprintf(name, sizeof name, "onednn_%s", H->node_name(n));
-    st = H->claim_group(b, members, m, name);
-    for (size_t k = 0; !st && k < m; k++)
+    c->n = keep ? keep : 1;
+    c->chainable = ep->opt.chain && chainable(&p);
+    c->chain = c->last = (long)m.n;
+    c->next = -1;
+    c->n_stages = 1;
+    for (size_t k = 0; k < c->n; k++) {
       taken[idx[k]] = true;
+      if (!nm_put(&m.owner, c->nodes[k], (long)m.n))
+        st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+    }
+    m.n++;
   }
+  if (!st) merge_claims(&m);
+  const OnyxNode** nodes = NULL;
+  size_t cap = 0;
+  for (size_t i = 0; i < m.n && !st; i++) {
+    if (m.c[i].chain != (long)i) continue; /* claimed with its chain */
+    size_t cnt = 0;
+    for (long k = (long)i; k >= 0 && !st; k = m.c[k].next) {
+      if (cnt + m.c[k].n > cap) {
+        cap = 2 * (cnt + m.c[k].n);
+        const OnyxNode** bigger = realloc(nodes, cap * sizeof *nodes);
+        if (!bigger) {
+          st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+          break;
+        }
+        nodes = bigger;
+      }
+      memcpy(nodes + cnt, m.c[k].nodes, m.c[k].n * sizeof *nodes);
+      cnt += m.c[k].n;
+    }
+    if (st) break;
+    char name[256];
+    snprintf(name, sizeof name, "onednn_%s", H->node_name(m.c[i].nodes[0]));
+    st = H->claim_group(b, nodes, cnt, name);
+  }
+  free(nodes);
+  free(m.stack);
+  nm_free(&m.owner);
+  nm_free(&m.in_set);
+  nm_free(&m.seen);
+  free(m.c);
   free(taken);
   return st;
 }

@@ -1,14 +1,19 @@
 /* dnnl_compile.c — turns a claimed group into oneDNN primitives.
  *
- * compile re-derives the group's pattern from its nodes (dnnl_match over the
- * group's own view), folds what is constant (a BatchNormalization into the
- * Conv's weights and bias; Gemm's alpha and beta into B and C) and returns a
- * kernel whose state keeps a cache of "plans", one per set of input shapes.
- * A plan holds the primitive (with its post-ops), the weights already
- * reordered into the layout the primitive chose, and the reorders of the
- * group's input and output when the primitive works in a blocked layout —
- * blocked data never leaves the group. Plans are built on first use of a
- * shape and shared by concurrent runs (a mutex guards the cache only).
+ * A group is one or more *stages* (a chain: dnnl_capability.c merges
+ * consecutive Conv and pooling groups). compile re-derives each stage's
+ * pattern from the group's nodes (dnnl_match over the group's own view, in
+ * graph order), folds what is constant (a BatchNormalization into the Conv's
+ * weights and bias; Gemm's alpha and beta into B and C) and returns a kernel
+ * whose state keeps a cache of "plans", one per set of variable input shapes.
+ * A plan holds, per stage, the primitive (with its post-ops), the weights
+ * already reordered into the layout the primitive chose, and the reorders it
+ * needs: from plain layout for the group's inputs, to plain layout for the
+ * group's outputs, and between stages only where the producer's layout is not
+ * the one the consumer's primitive wants. Values passed from stage to stage
+ * stay in the producer's (blocked) layout in per-run scratch buffers. Plans
+ * are built on first use of a shape and shared by concurrent runs (a mutex
+ * guards the cache only).
  *
  * Threads: Debian's oneDNN uses OpenMP; each compute sets the calling
  * thread's OpenMP team size to the session's intra-op thread count, so the
@@ -26,41 +31,55 @@
 #include "dnnl_ep.h"
 
 #define H      dnnl_host
-#define MAX_IN 8
+#define MAX_IN DNNL_MAX_CHAIN_IN
 
 OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx);
 
 /* --- Plans --------------------------------------------------------------------------------------
  */
 
+/* One stage's primitives for one set of input shapes. */
 typedef struct Plan {
-  struct Plan* next;
-  int64_t key[MAX_IN][DNNL_MAX_RANK + 1]; /* rank, dims of each variable input */
   dnnl_primitive_t prim;
-  dnnl_memory_desc_t src_md, src1_md, wei_md, dst_md, user_src_md, user_dst_md,
-      post_md[DNNL_MAX_POST];
-  dnnl_primitive_t src_reorder, dst_reorder; /* NULL: the user layout is used directly */
+  /* in_md: how the data input arrives (plain for a group input, the producer
+   * stage's dst_md for an internal one); src_md, dst_md: the primitive's;
+   * user_dst_md: plain, for a group output. */
+  dnnl_memory_desc_t src_md, src1_md, wei_md, dst_md, in_md, user_dst_md, post_md[DNNL_MAX_POST];
+  /* NULL where the layouts agree. dst_reorder exists only for a group output. */
+  dnnl_primitive_t src_reorder, dst_reorder;
   /* A residual Add done as oneDNN's "sum" post-op (the primitive adds what the
-   * destination holds): its index in the post-ops, or -1; and the reorder that
-   * loads the residual into a blocked destination. */
+   * destination holds): its index in the post-ops, or -1; how the residual
+   * arrives, and the reorder that loads it into the destination's layout. */
   int sum_post;
   int post_base; /* oneDNN post-op index of post[0]: 1 after the anchor's activation */
+  dnnl_memory_desc_t sum_from_md;
   dnnl_primitive_t sum_reorder;
+  /* Binary post-op operands made inside the chain: to plain layout. */
+  dnnl_memory_desc_t post_from_md[DNNL_MAX_POST];
+  dnnl_primitive_t post_reorder[DNNL_MAX_POST];
   void* weights; /* reordered constant weights (owned) */
   size_t scratch_bytes, src_bytes, dst_bytes;
   int64_t out_dims[DNNL_MAX_RANK];
   int out_rank;
 } Plan;
 
+/* A value a stage reads: group input `in`, or the output of stage `stage`. */
+typedef struct Ref {
+  long in;
+  long stage;
+} Ref;
+
+/* One stage: an anchor with what it absorbed. */
 typedef struct Group {
   const DnnlEp* ep;
-  char* name;
   DnnlPattern p; /* node handles stay valid for the session */
-  size_t n_in;
-  /* Group input index of: the data input, the second operand (binary anchor or
-   * runtime MatMul B), LayerNorm scale/bias, binary post-op operands. */
-  long x_in, y_in, scale_in, shift_in, post_in[DNNL_MAX_POST];
-  bool swap; /* binary anchor: operands swapped so that src0 is the full shape */
+  /* The data input, binary post-op operands (group input or stage output);
+   * group input index of the second operand (binary anchor or runtime MatMul
+   * B) and LayerNorm scale/bias. */
+  Ref x, post_in[DNNL_MAX_POST];
+  long y_in, scale_in, shift_in;
+  long out_ext;  /* index of the stage's output among the group's outputs, or -1 */
+  long last_use; /* the last stage reading the output, or -1 */
   /* Constants prepared at compile time (owned), plain layout. */
   float* w;
   int64_t wdims[6];
@@ -79,9 +98,40 @@ typedef struct Group {
   int elt_alg;
   float elt_alpha, elt_beta;
   int bin_alg;
-  pthread_mutex_t lock;
-  Plan* plans;
 } Group;
+
+/* Where a stage's buffers lie in a run's arena (one ctx_scratch per run:
+ * the primitives' shared scratchpad, then the stages' outputs and
+ * temporaries, placed by lifetime so that dead buffers are reused). */
+typedef struct Slot {
+  size_t dst_off; /* the stage's output; unused when `direct` */
+  size_t tmp_off; /* its temporaries: the reordered input, binary operands */
+  bool direct;    /* the stage writes the group output tensor itself */
+  bool alias;     /* its output takes its residual's buffer (the residual's last use) */
+} Slot;
+
+/* Plans of all stages for one set of variable input shapes. */
+typedef struct ChainPlan {
+  struct ChainPlan* next;
+  int64_t key[MAX_IN][DNNL_MAX_RANK + 1]; /* rank, dims of each variable input */
+  size_t max_scratch;                     /* the largest primitive scratchpad */
+  size_t arena_bytes;                     /* scratchpad and stage buffers */
+  Slot* slot;                             /* one per stage */
+  Plan* st[];                             /* one per stage */
+} ChainPlan;
+
+/* The kernel's state: the stages in order. */
+typedef struct Chain {
+  const DnnlEp* ep;
+  char* name;
+  Group** st;
+  size_t n_st;
+  size_t n_in;
+  long var_in[MAX_IN]; /* group inputs that are not constants: the plan key */
+  size_t n_var;
+  pthread_mutex_t lock;
+  ChainPlan* plans;
+} Chain;
 
 static void plan_free(Plan* pl) {
   if (!pl) return;
@@ -89,27 +139,42 @@ static void plan_free(Plan* pl) {
   if (pl->src_reorder) dnnl_primitive_destroy(pl->src_reorder);
   if (pl->dst_reorder) dnnl_primitive_destroy(pl->dst_reorder);
   if (pl->sum_reorder) dnnl_primitive_destroy(pl->sum_reorder);
+  for (int k = 0; k < DNNL_MAX_POST; k++)
+    if (pl->post_reorder[k]) dnnl_primitive_destroy(pl->post_reorder[k]);
   free(pl->weights);
   free(pl);
 }
 
-static void group_release(void* state) {
-  Group* g = state;
+static void chain_plan_free(ChainPlan* cp, size_t n_st) {
+  if (!cp) return;
+  for (size_t k = 0; k < n_st; k++)
+    plan_free(cp->st[k]);
+  free(cp->slot);
+  free(cp);
+}
+
+static void stage_free(Group* g) {
   if (!g) return;
-  for (Plan* pl = g->plans; pl;) {
-    Plan* next = pl->next;
-    plan_free(pl);
-    pl = next;
-  }
-  pthread_mutex_destroy(&g->lock);
   free(g->w);
   free(g->bias);
-  free(g->name);
   free(g);
 }
 
-/* --- Small helpers ------------------------------------------------------------------------------
- */
+static void chain_release(void* state) {
+  Chain* c = state;
+  if (!c) return;
+  for (ChainPlan* cp = c->plans; cp;) {
+    ChainPlan* next = cp->next;
+    chain_plan_free(cp, c->n_st);
+    cp = next;
+  }
+  pthread_mutex_destroy(&c->lock);
+  for (size_t k = 0; k < c->n_st; k++)
+    stage_free(c->st[k]);
+  free(c->st);
+  free(c->name);
+  free(c);
+}
 
 static long input_index(const OnyxGraphView* v, const OnyxValueInfo* x) {
   for (size_t i = 0, n = H->graph_input_count(v); x && i < n; i++)
@@ -236,6 +301,7 @@ static OnyxStatus* prepare_matmul(Group* g, const OnyxGraphView* v) {
   g->b_const = H->value_constant(B) != NULL;
   if (!g->b_const) {
     g->y_in = input_index(v, B);
+    if (g->y_in < 0) return dnnl_err(n, ONYX_FAIL, "B is made inside the group (unsupported)");
     return NULL;
   }
   const OnyxTensor* bt = H->value_constant(B);
@@ -273,12 +339,24 @@ static OnyxStatus* prepare_matmul(Group* g, const OnyxGraphView* v) {
   return NULL;
 }
 
-static OnyxStatus* prepare(Group* g, const OnyxGraphView* v) {
+/* Where a stage finds value x: the output of an earlier stage, or a group input. */
+static Ref resolve_ref(const Chain* c, const OnyxGraphView* v, const OnyxValueInfo* x) {
+  for (size_t k = 0; x && k < c->n_st; k++)
+    if (c->st[k]->p.out == x) return (Ref){-1, (long)k};
+  return (Ref){input_index(v, x), -1};
+}
+
+static OnyxStatus* prepare(const Chain* c, Group* g, const OnyxGraphView* v) {
   const OnyxNode* n = g->p.anchor;
-  g->x_in = input_index(v, node_in(n, 0));
+  g->x = resolve_ref(c, v, node_in(n, 0));
   g->y_in = g->scale_in = g->shift_in = -1;
-  for (size_t k = 0; k < g->p.n_post; k++)
-    g->post_in[k] = g->p.post[k].binary ? input_index(v, g->p.post[k].other) : -1;
+  if (g->x.in < 0 && g->x.stage < 0)
+    return dnnl_err(n, ONYX_FAIL, "the data input is neither a group input nor made inside it");
+  for (size_t k = 0; k < g->p.n_post; k++) {
+    g->post_in[k] = g->p.post[k].binary ? resolve_ref(c, v, g->p.post[k].other) : (Ref){-1, -1};
+    if (g->p.post[k].binary && g->post_in[k].in < 0 && g->post_in[k].stage < 0)
+      return dnnl_err(g->p.post[k].node, ONYX_FAIL, "an operand is not available to the group");
+  }
   const char* op = H->node_op_type(n);
   switch (g->p.kind) {
   case DK_CONV:
@@ -310,6 +388,8 @@ static OnyxStatus* prepare(Group* g, const OnyxGraphView* v) {
     g->eps = H->node_attr_float(n, "epsilon", 1e-5f);
     g->scale_in = input_index(v, node_in(n, 1));
     g->shift_in = input_index(v, node_in(n, 2));
+    if (g->scale_in < 0 || (node_in(n, 2) && g->shift_in < 0))
+      return dnnl_err(n, ONYX_FAIL, "scale/bias made inside the group (unsupported)");
     return NULL;
   case DK_ELTWISE: {
     const char* why = NULL;
@@ -319,6 +399,8 @@ static OnyxStatus* prepare(Group* g, const OnyxGraphView* v) {
   }
   case DK_BINARY: {
     g->y_in = input_index(v, node_in(n, 1));
+    if (g->y_in < 0)
+      return dnnl_err(n, ONYX_FAIL, "the second operand is made inside the group (unsupported)");
     g->bin_alg = !strcmp(op, "Add")   ? dnnl_binary_add
                  : !strcmp(op, "Sub") ? dnnl_binary_sub
                  : !strcmp(op, "Mul") ? dnnl_binary_mul
@@ -331,39 +413,142 @@ static OnyxStatus* prepare(Group* g, const OnyxGraphView* v) {
   return NULL;
 }
 
+/* The stages of a group, in graph order: each node not yet in a stage starts
+ * one (dnnl_match), cut before a node an earlier stage took, exactly as
+ * dnnl_get_capability cut it. */
+static OnyxStatus* derive_stages(Chain* c, const OnyxGraphView* v) {
+  size_t nn = H->graph_node_count(v);
+  bool* taken = calloc(nn ? nn : 1, sizeof *taken);
+  c->st = calloc(nn ? nn : 1, sizeof *c->st);
+  if (!taken || !c->st) {
+    free(taken);
+    return dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+  }
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; i < nn && !st; i++) {
+    if (taken[i]) continue;
+    const OnyxNode* n = H->graph_node(v, i);
+    Group* g = calloc(1, sizeof *g);
+    if (!g) {
+      st = dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
+      break;
+    }
+    c->st[c->n_st++] = g;
+    g->ep = c->ep;
+    const char* why = NULL;
+    if (!dnnl_match(g->ep, v, n, &g->p, &why)) {
+      st = dnnl_err(n, ONYX_FAIL, "the group no longer matches: %s", why ? why : "");
+      break;
+    }
+    const OnyxNode* nodes[DNNL_PATTERN_NODES];
+    size_t m = dnnl_pattern_nodes(&g->p, nodes), keep = 1;
+    taken[i] = true;
+    for (; keep < m; keep++) {
+      size_t j = 0;
+      while (j < nn && H->graph_node(v, j) != nodes[keep])
+        j++;
+      if (j == nn || taken[j]) break;
+      taken[j] = true;
+    }
+    dnnl_pattern_keep(&g->p, keep);
+  }
+  free(taken);
+  return st;
+}
+
+/* Whether stage a reads stage b's output. */
+static bool stage_reads(const Group* a, const Group* b) {
+  const OnyxNode* nodes[DNNL_PATTERN_NODES];
+  size_t m = dnnl_pattern_nodes(&a->p, nodes);
+  for (size_t i = 0; i < m; i++)
+    for (size_t q = 0; q < H->node_input_count(nodes[i]); q++)
+      if (H->node_input(nodes[i], q) == b->p.out) return true;
+  return false;
+}
+
+/* Orders the stages so that each comes after the stages it reads (a stage's
+ * anchor may precede, in graph order, the producer of a residual it absorbed).
+ * Stable: graph order where the data allows. */
+static OnyxStatus* order_stages(Chain* c) {
+  size_t n = c->n_st;
+  Group** sorted = calloc(n ? n : 1, sizeof *sorted);
+  bool* placed = calloc(n ? n : 1, sizeof *placed);
+  OnyxStatus* st = NULL;
+  if (!sorted || !placed) st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+  for (size_t done = 0; !st && done < n; done++) {
+    size_t pick = n;
+    for (size_t k = 0; k < n && pick == n; k++) {
+      if (placed[k]) continue;
+      bool ready = true;
+      for (size_t j = 0; j < n && ready; j++)
+        ready = placed[j] || j == k || !stage_reads(c->st[k], c->st[j]);
+      if (ready) pick = k;
+    }
+    if (pick == n) {
+      st = dnnl_err(c->st[0]->p.anchor, ONYX_FAIL, "the group's stages depend on each other");
+      break;
+    }
+    placed[pick] = true;
+    sorted[done] = c->st[pick];
+  }
+  if (!st) memcpy(c->st, sorted, n * sizeof *sorted);
+  free(sorted);
+  free(placed);
+  return st;
+}
+
 OnyxStatus* dnnl_compile(OnyxEp* ep, const OnyxGraphView* v, OnyxCompiledKernel* out) {
   const OnyxNode* first = H->graph_node_count(v) ? H->graph_node(v, 0) : NULL;
   if (!first) return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "compile of an empty group");
-  Group* g = calloc(1, sizeof *g);
-  if (!g) return dnnl_err(first, ONYX_OUT_OF_MEMORY, "out of memory");
-  pthread_mutex_init(&g->lock, NULL);
-  g->ep = ep->ctx;
-  const char* why = NULL;
-  OnyxStatus* st = NULL;
-  if (!dnnl_match(g->ep, v, first, &g->p, &why))
-    st = dnnl_err(first, ONYX_FAIL, "the group no longer matches: %s", why);
-  size_t members = 1 + (g->p.bn != NULL) + (g->p.bias_node != NULL) + g->p.n_post;
-  if (!st && members != H->graph_node_count(v))
-    st = dnnl_err(first, ONYX_FAIL, "group of %zu nodes, pattern of %zu", H->graph_node_count(v),
-                  members);
-  if (!st && (H->graph_output_count(v) != 1 || H->graph_output(v, 0) != g->p.out))
-    st = dnnl_err(first, ONYX_FAIL, "an intermediate value of the group is read outside it");
-  g->n_in = H->graph_input_count(v);
-  if (!st && g->n_in > MAX_IN) st = dnnl_err(first, ONYX_FAIL, "too many group inputs");
-  if (!st) st = prepare(g, v);
+  Chain* c = calloc(1, sizeof *c);
+  if (!c) return dnnl_err(first, ONYX_OUT_OF_MEMORY, "out of memory");
+  pthread_mutex_init(&c->lock, NULL);
+  c->ep = ep->ctx;
+  c->n_in = H->graph_input_count(v);
+  OnyxStatus* st = derive_stages(c, v);
+  if (!st) st = order_stages(c);
+  for (size_t i = 0; !st && i < c->n_in; i++) {
+    if (H->value_constant(H->graph_input(v, i))) continue;
+    if (c->n_var == MAX_IN) st = dnnl_err(first, ONYX_FAIL, "too many group inputs");
+    if (!st) c->var_in[c->n_var++] = (long)i;
+  }
+  /* Each stage: where its inputs come from, whether its output leaves the group. */
+  size_t n_st = c->n_st;
+  c->n_st = 0; /* resolve_ref sees only the earlier stages */
+  for (size_t k = 0; !st && k < n_st; k++) {
+    Group* g = c->st[k];
+    st = prepare(c, g, v);
+    g->out_ext = -1;
+    g->last_use = -1;
+    for (size_t o = 0; o < H->graph_output_count(v); o++)
+      if (H->graph_output(v, o) == g->p.out) g->out_ext = (long)o;
+    if (!st && g->x.stage >= 0) c->st[g->x.stage]->last_use = (long)k;
+    for (size_t q = 0; !st && q < g->p.n_post; q++)
+      if (g->p.post[q].binary && g->post_in[q].stage >= 0)
+        c->st[g->post_in[q].stage]->last_use = (long)k;
+    c->n_st = k + 1;
+  }
+  c->n_st = n_st;
+  for (size_t o = 0; !st && o < H->graph_output_count(v); o++) {
+    bool made = false;
+    for (size_t k = 0; k < n_st && !made; k++)
+      made = c->st[k]->out_ext == (long)o;
+    if (!made)
+      st = dnnl_err(first, ONYX_FAIL, "an intermediate value of the group is read outside it");
+  }
   if (!st) {
     char name[256];
     snprintf(name, sizeof name, "onednn_%s", H->node_name(first));
-    g->name = strdup(name);
+    c->name = strdup(name);
   }
   if (st) {
-    group_release(g);
+    chain_release(c);
     return st;
   }
   *out = (OnyxCompiledKernel){.struct_size = sizeof *out,
-                              .state = g,
+                              .state = c,
                               .compute = dnnl_group_compute,
-                              .release = group_release};
+                              .release = chain_release};
   return NULL;
 }
 
@@ -398,8 +583,46 @@ static void resolve_pads(const Group* g, const int64_t* in, int64_t* pads) {
  * loaded into the destination first): a binary post-op with a plain-layout
  * operand would pin the convolution to plain layouts and oneDNN's slow
  * GEMM-based implementation. */
+
+/* What building a stage's plan sees: the run's inputs and the plans of the
+ * stages before it. */
+typedef struct Build {
+  const Chain* c;
+  const OnyxKernelContext* ctx;
+  Plan* const* done;
+  dnnl_stream_t s;
+} Build;
+
+static void ref_shape(const Build* b, Ref r, int* rank, const int64_t** dims) {
+  if (r.stage >= 0) {
+    *rank = b->done[r.stage]->out_rank;
+    *dims = b->done[r.stage]->out_dims;
+    return;
+  }
+  const OnyxTensor* t = H->ctx_input(b->ctx, (size_t)r.in);
+  *rank = (int)H->tensor_rank(t);
+  *dims = H->tensor_dims(t);
+}
+
+/* How a value arrives: plain for a group input, else in its producer's layout. */
+static void ref_md(const Build* b, Ref r, dnnl_memory_desc_t* md) {
+  if (r.stage >= 0) {
+    *md = b->done[r.stage]->dst_md;
+    return;
+  }
+  int rank;
+  const int64_t* dims;
+  ref_shape(b, r, &rank, &dims);
+  plain_md(md, rank, dims);
+}
+
+/* The post-ops of a plan. For Conv and MatMul the first residual Add whose
+ * tensor has the output's shape becomes a "sum" post-op (the residual is
+ * loaded into the destination first): a binary post-op with a plain-layout
+ * operand would pin the convolution to plain layouts and oneDNN's slow
+ * GEMM-based implementation. */
 static OnyxStatus* post_ops(const Group* g, Plan* pl, dnnl_primitive_attr_t attr,
-                            dnnl_memory_desc_t* post_md, const OnyxKernelContext* ctx) {
+                            dnnl_memory_desc_t* post_md, const Build* b) {
   dnnl_post_ops_t po = NULL;
   pl->sum_post = -1;
   pl->post_base = 0;
@@ -419,13 +642,16 @@ static OnyxStatus* post_ops(const Group* g, Plan* pl, dnnl_primitive_attr_t attr
                  "eltwise post-op");
       continue;
     }
-    const OnyxTensor* other = H->ctx_input(ctx, (size_t)g->post_in[k]);
-    plain_md(&post_md[k], (int)H->tensor_rank(other), H->tensor_dims(other));
-    bool same =
-        H->tensor_rank(other) == (size_t)pl->out_rank &&
-        !memcmp(H->tensor_dims(other), pl->out_dims, (size_t)pl->out_rank * sizeof(int64_t));
+    int orank;
+    const int64_t* odims;
+    ref_shape(b, g->post_in[k], &orank, &odims);
+    plain_md(&post_md[k], orank, odims);
+    ref_md(b, g->post_in[k], &pl->post_from_md[k]);
+    bool same = orank == pl->out_rank &&
+                !memcmp(odims, pl->out_dims, (size_t)pl->out_rank * sizeof(int64_t));
     if (pl->sum_post < 0 && same && (g->p.kind == DK_CONV || g->p.kind == DK_MATMUL)) {
       pl->sum_post = (int)k;
+      pl->sum_from_md = pl->post_from_md[k];
       st = check(g, dnnl_post_ops_append_sum(po, 1.0f), "sum post-op");
       continue;
     }
@@ -470,7 +696,8 @@ static void* aligned_buf(size_t bytes) {
 }
 
 /* Finishes a plan from its primitive descriptor: the chosen layouts, the
- * boundary reorders and the prepacked weights. */
+ * reorders (data input, group output, residual, binary operands) and the
+ * prepacked weights. */
 static OnyxStatus* finish_plan(const Group* g, Plan* pl, dnnl_primitive_desc_t pd, bool has_weights,
                                const dnnl_memory_desc_t* user_w, dnnl_stream_t s) {
   OnyxStatus* st = check(g, dnnl_primitive_create(&pl->prim, pd), "primitive creation");
@@ -481,12 +708,16 @@ static OnyxStatus* finish_plan(const Group* g, Plan* pl, dnnl_primitive_desc_t p
   pl->scratch_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
   pl->src_bytes = dnnl_memory_desc_get_size(&pl->src_md);
   pl->dst_bytes = dnnl_memory_desc_get_size(&pl->dst_md);
-  if (!dnnl_memory_desc_equal(&pl->src_md, &pl->user_src_md))
-    st = make_reorder(g, &pl->user_src_md, &pl->src_md, &pl->src_reorder);
-  if (!st && !dnnl_memory_desc_equal(&pl->dst_md, &pl->user_dst_md))
+  if (g->p.kind != DK_BINARY && !dnnl_memory_desc_equal(&pl->src_md, &pl->in_md))
+    st = make_reorder(g, &pl->in_md, &pl->src_md, &pl->src_reorder);
+  if (!st && g->out_ext >= 0 && !dnnl_memory_desc_equal(&pl->dst_md, &pl->user_dst_md))
     st = make_reorder(g, &pl->dst_md, &pl->user_dst_md, &pl->dst_reorder);
-  if (!st && pl->sum_post >= 0 && pl->dst_reorder)
-    st = make_reorder(g, &pl->user_dst_md, &pl->dst_md, &pl->sum_reorder);
+  if (!st && pl->sum_post >= 0 && !dnnl_memory_desc_equal(&pl->sum_from_md, &pl->dst_md))
+    st = make_reorder(g, &pl->sum_from_md, &pl->dst_md, &pl->sum_reorder);
+  for (size_t k = 0; !st && k < g->p.n_post; k++)
+    if (g->p.post[k].binary && (int)k != pl->sum_post && g->post_in[k].stage >= 0 &&
+        !dnnl_memory_desc_equal(&pl->post_from_md[k], &pl->post_md[k]))
+      st = make_reorder(g, &pl->post_from_md[k], &pl->post_md[k], &pl->post_reorder[k]);
   if (!st && has_weights) {
     pl->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     pl->weights = aligned_buf(dnnl_memory_desc_get_size(&pl->wei_md));
@@ -511,11 +742,68 @@ static bool conv_winograd_candidate(const Group* g, int sp, bool blocked) {
   return true;
 }
 
-static OnyxStatus* build_conv(const Group* g, Plan* pl, const OnyxKernelContext* ctx,
-                              dnnl_stream_t s) {
-  const OnyxTensor* x = H->ctx_input(ctx, (size_t)g->x_in);
-  int rank = (int)H->tensor_rank(x);
-  const int64_t* xd = H->tensor_dims(x);
+/* A convolution primitive descriptor: Winograd first where it may apply (2-D
+ * 3x3, stride 1, no dilation, no groups, blocked layouts allowed); oneDNN
+ * answers `unimplemented` for the shapes and machines its Winograd kernels do
+ * not cover, and the direct algorithm is used then. *pd stays NULL with an
+ * error. */
+static OnyxStatus* conv_pd(const Group* g, int sp, const dnnl_memory_desc_t* src_md,
+                           const dnnl_memory_desc_t* w_any, const dnnl_memory_desc_t* b_md,
+                           const dnnl_memory_desc_t* dst_md, const dnnl_dim_t* strides,
+                           const dnnl_dim_t* dil, const dnnl_dim_t* pl_, const dnnl_dim_t* pr_,
+                           const_dnnl_primitive_attr_t attr, dnnl_primitive_desc_t* pd) {
+  *pd = NULL;
+  if (conv_winograd_candidate(g, sp, g->ep->opt.blocked)) {
+    dnnl_convolution_desc_t wd;
+    if (dnnl_dilated_convolution_forward_desc_init(
+            &wd, dnnl_forward_inference, dnnl_convolution_winograd, src_md, w_any, b_md, dst_md,
+            strides, dil, pl_, pr_) == dnnl_success &&
+        dnnl_primitive_desc_create(pd, &wd, attr, (dnnl_engine_t)g->ep->engine, NULL) !=
+            dnnl_success)
+      *pd = NULL;
+    if (*pd) return NULL;
+  }
+  dnnl_convolution_desc_t cd;
+  OnyxStatus* st = check(g,
+                         dnnl_dilated_convolution_forward_desc_init(
+                             &cd, dnnl_forward_inference, dnnl_convolution_direct, src_md, w_any,
+                             b_md, dst_md, strides, dil, pl_, pr_),
+                         "convolution descriptor");
+  if (!st)
+    st = check(g, dnnl_primitive_desc_create(pd, &cd, attr, (dnnl_engine_t)g->ep->engine, NULL),
+               "convolution primitive descriptor");
+  if (st) *pd = NULL;
+  return st;
+}
+
+static const char* impl_name(const_dnnl_primitive_desc_t pd) {
+  const char* s = NULL;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s)
+    return "";
+  return s;
+}
+
+/* The channel-blocked layout a chain keeps its convolutions' outputs in:
+ * nC[d][h]w16c where oneDNN runs AVX-512 kernels, 8c below (the block its
+ * direct convolution and Winograd kernels use); false for other ranks. */
+static bool chain_layout(int rank, const int64_t* dims, dnnl_memory_desc_t* md) {
+  static const dnnl_format_tag_t b16[] = {dnnl_aBc16b, dnnl_aBcd16b, dnnl_aBcde16b};
+  static const dnnl_format_tag_t b8[] = {dnnl_aBc8b, dnnl_aBcd8b, dnnl_aBcde8b};
+  if (rank < 3 || rank > 5) return false;
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  bool avx512 = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  dnnl_dims_t d;
+  for (int i = 0; i < rank; i++)
+    d[i] = dims[i];
+  return dnnl_memory_desc_init_by_tag(md, rank, d, dnnl_f32, (avx512 ? b16 : b8)[rank - 3]) ==
+         dnnl_success;
+}
+
+static OnyxStatus* build_conv(const Group* g, Plan* pl, const Build* bc) {
+  int rank;
+  const int64_t* xd;
+  ref_shape(bc, g->x, &rank, &xd);
+  dnnl_stream_t s = bc->s;
   int sp = rank - 2;
   if (sp != g->spatial || xd[1] != g->wdims[1] * g->group)
     return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT,
@@ -536,7 +824,7 @@ static OnyxStatus* build_conv(const Group* g, Plan* pl, const OnyxKernelContext*
   }
   pl->out_rank = rank;
   memcpy(pl->out_dims, od, (size_t)rank * sizeof *od);
-  plain_md(&pl->user_src_md, rank, xd);
+  ref_md(bc, g->x, &pl->in_md);
   plain_md(&pl->user_dst_md, rank, od);
   /* Weights: ONNX [OC, IC/G, k...] is oneDNN's (g)oi<k> in plain order. */
   dnnl_memory_desc_t user_w, w_any, b_md;
@@ -559,7 +847,7 @@ static OnyxStatus* build_conv(const Group* g, Plan* pl, const OnyxKernelContext*
     any_md(&src_md, rank, xd);
     any_md(&dst_md, rank, od);
   } else {
-    src_md = pl->user_src_md;
+    plain_md(&src_md, rank, xd);
     dst_md = pl->user_dst_md;
   }
   dnnl_primitive_attr_t attr = NULL;
@@ -567,31 +855,39 @@ static OnyxStatus* build_conv(const Group* g, Plan* pl, const OnyxKernelContext*
   if (!st)
     st = check(g, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
                "scratchpad");
-  if (!st) st = post_ops(g, pl, attr, pl->post_md, ctx);
+  if (!st) st = post_ops(g, pl, attr, pl->post_md, bc);
   dnnl_primitive_desc_t pd = NULL;
-  /* Winograd first where it may apply (2-D 3x3, stride 1, no dilation, no
-   * groups, blocked layouts allowed); oneDNN answers `unimplemented` for the
-   * shapes and machines its Winograd kernels do not cover, and the direct
-   * algorithm is used then. */
-  if (!st && conv_winograd_candidate(g, sp, g->ep->opt.blocked)) {
-    dnnl_convolution_desc_t wd;
-    if (dnnl_dilated_convolution_forward_desc_init(
-            &wd, dnnl_forward_inference, dnnl_convolution_winograd, &src_md, &w_any, &b_md, &dst_md,
-            strides, dil, pl_, pr_) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &wd, attr, (dnnl_engine_t)g->ep->engine, NULL) !=
-            dnnl_success)
+  /* In a chain: the chain's channel-blocked layout for the destination, the
+   * input read as it arrives, when oneDNN has a real (not reference or GEMM)
+   * implementation for that; else the layouts oneDNN prefers. */
+  dnnl_memory_desc_t chain_dst;
+  if (!st && g->ep->opt.blocked && bc->c->n_st > 1 && chain_layout(rank, od, &chain_dst)) {
+    const dnnl_memory_desc_t* csrc = g->x.stage >= 0 ? &pl->in_md : &src_md;
+    OnyxStatus* st2 =
+        conv_pd(g, sp, csrc, &w_any, &b_md, &chain_dst, strides, dil, pl_, pr_, attr, &pd);
+    if (!st2 && (strstr(impl_name(pd), "ref") || strstr(impl_name(pd), "gemm"))) {
+      dnnl_primitive_desc_destroy(pd);
       pd = NULL;
+    }
+    H->status_release(st2);
   }
-  if (!st && !pd) {
-    dnnl_convolution_desc_t cd;
-    st = check(g,
-               dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
-                                                          dnnl_convolution_direct, &src_md, &w_any,
-                                                          &b_md, &dst_md, strides, dil, pl_, pr_),
-               "convolution descriptor");
-    if (!st)
-      st = check(g, dnnl_primitive_desc_create(&pd, &cd, attr, (dnnl_engine_t)g->ep->engine, NULL),
-                 "convolution primitive descriptor");
+  if (!st && !pd)
+    st = conv_pd(g, sp, &src_md, &w_any, &b_md, &dst_md, strides, dil, pl_, pr_, attr, &pd);
+  /* An input made by an earlier stage arrives in that stage's layout: when the
+   * primitive chose another, ask for the same implementation reading the
+   * arriving layout as it is (no reorder between the stages); else reorder. */
+  if (!st && g->x.stage >= 0 && g->ep->opt.blocked &&
+      !dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), &pl->in_md)) {
+    dnnl_primitive_desc_t pd2 = NULL;
+    OnyxStatus* st2 =
+        conv_pd(g, sp, &pl->in_md, &w_any, &b_md, &dst_md, strides, dil, pl_, pr_, attr, &pd2);
+    if (!st2 && !strcmp(impl_name(pd), impl_name(pd2))) {
+      dnnl_primitive_desc_destroy(pd);
+      pd = pd2;
+      pd2 = NULL;
+    }
+    if (pd2) dnnl_primitive_desc_destroy(pd2);
+    H->status_release(st2);
   }
   if (!st) st = finish_plan(g, pl, pd, true, &user_w, s);
   if (pd) dnnl_primitive_desc_destroy(pd);
@@ -599,11 +895,12 @@ static OnyxStatus* build_conv(const Group* g, Plan* pl, const OnyxKernelContext*
   return st;
 }
 
-static OnyxStatus* build_matmul(const Group* g, Plan* pl, const OnyxKernelContext* ctx,
-                                dnnl_stream_t s) {
-  const OnyxTensor* a = H->ctx_input(ctx, (size_t)g->x_in);
-  int ra = (int)H->tensor_rank(a);
-  const int64_t* ad = H->tensor_dims(a);
+static OnyxStatus* build_matmul(const Group* g, Plan* pl, const Build* bc) {
+  const OnyxKernelContext* ctx = bc->ctx;
+  dnnl_stream_t s = bc->s;
+  int ra;
+  const int64_t* ad;
+  ref_shape(bc, g->x, &ra, &ad);
   int64_t bd_[6];
   int rb;
   if (g->b_const) {
@@ -640,7 +937,10 @@ static OnyxStatus* build_matmul(const Group* g, Plan* pl, const OnyxKernelContex
   /* Output rank as ONNX has it: the larger input rank (both >= 2 here). */
   pl->out_rank = r;
   memcpy(pl->out_dims, C, (size_t)r * sizeof *C);
-  plain_md(&pl->user_src_md, r, A);
+  dnnl_memory_desc_t a_md;
+  plain_md(&a_md, r, A);
+  ref_md(bc, g->x, &pl->in_md);
+  if (ra < r) pl->in_md = a_md; /* the same bytes, viewed with leading 1s */
   plain_md(&pl->user_dst_md, r, C);
   dnnl_memory_desc_t user_w, w_md, b_md;
   if (g->trans_b) { /* B is stored [N, K]: read it transposed through strides */
@@ -661,16 +961,15 @@ static OnyxStatus* build_matmul(const Group* g, Plan* pl, const OnyxKernelContex
                     (long long)g->n_bias, (long long)N);
   plain_md(&b_md, r, bias_dims);
   dnnl_matmul_desc_t md;
-  OnyxStatus* st = check(
-      g,
-      dnnl_matmul_desc_init(&md, &pl->user_src_md, &w_md, g->bias ? &b_md : NULL, &pl->user_dst_md),
-      "matmul descriptor");
+  OnyxStatus* st =
+      check(g, dnnl_matmul_desc_init(&md, &a_md, &w_md, g->bias ? &b_md : NULL, &pl->user_dst_md),
+            "matmul descriptor");
   dnnl_primitive_attr_t attr = NULL;
   if (!st) st = check(g, dnnl_primitive_attr_create(&attr), "attributes");
   if (!st)
     st = check(g, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
                "scratchpad");
-  if (!st) st = post_ops(g, pl, attr, pl->post_md, ctx);
+  if (!st) st = post_ops(g, pl, attr, pl->post_md, bc);
   dnnl_primitive_desc_t pd = NULL;
   if (!st)
     st = check(g, dnnl_primitive_desc_create(&pd, &md, attr, (dnnl_engine_t)g->ep->engine, NULL),
@@ -682,10 +981,14 @@ static OnyxStatus* build_matmul(const Group* g, Plan* pl, const OnyxKernelContex
   return st;
 }
 
-static OnyxStatus* build_simple(const Group* g, Plan* pl, const OnyxKernelContext* ctx) {
-  const OnyxTensor* x = H->ctx_input(ctx, (size_t)g->x_in);
-  int rank = (int)H->tensor_rank(x);
-  const int64_t* xd = H->tensor_dims(x);
+static OnyxStatus* build_simple(const Group* g, Plan* pl, const Build* bc) {
+  const OnyxKernelContext* ctx = bc->ctx;
+  int rank;
+  const int64_t* xd;
+  ref_shape(bc, g->x, &rank, &xd);
+  /* Pooling and element-wise stages read an internal input in the layout it
+   * arrives in; the others want plain data. */
+  bool internal = g->x.stage >= 0 && (g->p.kind == DK_POOL || g->p.kind == DK_ELTWISE);
   dnnl_engine_t e = (dnnl_engine_t)g->ep->engine;
   union {
     dnnl_pooling_v2_desc_t pool;
@@ -697,7 +1000,10 @@ static OnyxStatus* build_simple(const Group* g, Plan* pl, const OnyxKernelContex
   OnyxStatus* st = NULL;
   pl->out_rank = rank;
   memcpy(pl->out_dims, xd, (size_t)rank * sizeof *xd);
-  plain_md(&pl->user_src_md, rank, xd);
+  dnnl_memory_desc_t src_d, dst_d;
+  plain_md(&src_d, rank, xd);
+  ref_md(bc, g->x, &pl->in_md);
+  if (internal) src_d = pl->in_md;
   switch (g->p.kind) {
   case DK_POOL: {
     int sp = rank - 2;
@@ -719,40 +1025,46 @@ static OnyxStatus* build_simple(const Group* g, Plan* pl, const OnyxKernelContex
       pr_[i] = pads[sp + i];
     }
     plain_md(&pl->user_dst_md, rank, pl->out_dims);
+    if (internal)
+      any_md(&dst_d, rank, pl->out_dims);
+    else
+      dst_d = pl->user_dst_md;
     st = check(g,
                dnnl_pooling_v2_forward_desc_init(&d.pool, dnnl_forward_inference,
-                                                 (dnnl_alg_kind_t)g->pool_alg, &pl->user_src_md,
-                                                 &pl->user_dst_md, strides, kernel, dil, pl_, pr_),
+                                                 (dnnl_alg_kind_t)g->pool_alg, &src_d, &dst_d,
+                                                 strides, kernel, dil, pl_, pr_),
                "pooling descriptor");
     break;
   }
   case DK_SOFTMAX:
-    pl->user_dst_md = pl->user_src_md;
+    plain_md(&pl->user_dst_md, rank, xd);
     st = check(g,
                dnnl_softmax_v2_forward_desc_init(&d.softmax, dnnl_forward_inference,
-                                                 dnnl_softmax_accurate, &pl->user_src_md,
-                                                 &pl->user_dst_md, (int)g->softmax_axis),
+                                                 dnnl_softmax_accurate, &src_d, &src_d,
+                                                 (int)g->softmax_axis),
                "softmax descriptor");
     break;
   case DK_LAYERNORM: {
-    pl->user_dst_md = pl->user_src_md;
+    plain_md(&pl->user_dst_md, rank, xd);
     unsigned flags = dnnl_use_scale | (g->shift_in >= 0 ? dnnl_use_shift : 0);
     st = check(g,
-               dnnl_layer_normalization_forward_desc_init(&d.ln, dnnl_forward_inference,
-                                                          &pl->user_src_md, NULL, g->eps, flags),
+               dnnl_layer_normalization_forward_desc_init(&d.ln, dnnl_forward_inference, &src_d,
+                                                          NULL, g->eps, flags),
                "layer normalization descriptor");
     break;
   }
   case DK_ELTWISE:
-    pl->user_dst_md = pl->user_src_md;
+    plain_md(&pl->user_dst_md, rank, xd);
     st = check(g,
                dnnl_eltwise_forward_desc_init(&d.elt, dnnl_forward_inference,
-                                              (dnnl_alg_kind_t)g->elt_alg, &pl->user_src_md,
-                                              g->elt_alpha, g->elt_beta),
+                                              (dnnl_alg_kind_t)g->elt_alg, &src_d, g->elt_alpha,
+                                              g->elt_beta),
                "eltwise descriptor");
     break;
   case DK_BINARY: {
-    const OnyxTensor* a = x;
+    if (g->x.stage >= 0)
+      return dnnl_err(g->p.anchor, ONYX_FAIL, "a binary stage reading another stage's output");
+    const OnyxTensor* a = H->ctx_input(ctx, (size_t)g->x.in);
     const OnyxTensor* b = H->ctx_input(ctx, (size_t)g->y_in);
     size_t ra = H->tensor_rank(a), rb = H->tensor_rank(b);
     int r = (int)(ra > rb ? ra : rb);
@@ -770,12 +1082,12 @@ static OnyxStatus* build_simple(const Group* g, Plan* pl, const OnyxKernelContex
       return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "the first operand would be broadcast");
     pl->out_rank = r;
     memcpy(pl->out_dims, O, (size_t)r * sizeof *O);
-    plain_md(&pl->user_src_md, r, a_full ? A : B);
+    plain_md(&pl->in_md, r, a_full ? A : B);
     plain_md(&pl->src1_md, r, a_full ? B : A);
     plain_md(&pl->user_dst_md, r, O);
     st = check(g,
-               dnnl_binary_desc_init(&d.bin, (dnnl_alg_kind_t)g->bin_alg, &pl->user_src_md,
-                                     &pl->src1_md, &pl->user_dst_md),
+               dnnl_binary_desc_init(&d.bin, (dnnl_alg_kind_t)g->bin_alg, &pl->in_md, &pl->src1_md,
+                                     &pl->user_dst_md),
                "binary descriptor");
     break;
   }
@@ -787,7 +1099,7 @@ static OnyxStatus* build_simple(const Group* g, Plan* pl, const OnyxKernelContex
   if (!st)
     st = check(g, dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
                "scratchpad");
-  if (!st && g->p.kind == DK_BINARY) st = post_ops(g, pl, attr, pl->post_md, ctx);
+  if (!st && g->p.kind == DK_BINARY) st = post_ops(g, pl, attr, pl->post_md, bc);
   dnnl_primitive_desc_t pd = NULL;
   if (!st)
     st = check(g, dnnl_primitive_desc_create(&pd, &d, attr, e, NULL), "primitive descriptor");
@@ -798,11 +1110,11 @@ static OnyxStatus* build_simple(const Group* g, Plan* pl, const OnyxKernelContex
 }
 
 /* The variable inputs' shapes: the cache key. */
-static void make_key(const Group* g, const OnyxKernelContext* ctx,
+static void make_key(const Chain* c, const OnyxKernelContext* ctx,
                      int64_t key[MAX_IN][DNNL_MAX_RANK + 1]) {
   memset(key, 0, sizeof(int64_t) * MAX_IN * (DNNL_MAX_RANK + 1));
-  for (size_t i = 0; i < g->n_in && i < MAX_IN; i++) {
-    const OnyxTensor* t = H->ctx_input(ctx, i);
+  for (size_t i = 0; i < c->n_var; i++) {
+    const OnyxTensor* t = H->ctx_input(ctx, (size_t)c->var_in[i]);
     if (!t) continue;
     size_t r = H->tensor_rank(t);
     key[i][0] = (int64_t)r;
@@ -811,43 +1123,149 @@ static void make_key(const Group* g, const OnyxKernelContext* ctx,
   }
 }
 
-static OnyxStatus* get_plan(Group* g, OnyxKernelContext* ctx, dnnl_stream_t s, Plan** out) {
+static OnyxStatus* build_chain_plan(const Chain* c, const OnyxKernelContext* ctx, dnnl_stream_t s,
+                                    ChainPlan* cp) {
+  Build b = {c, ctx, cp->st, s};
+  OnyxStatus* st = NULL;
+  for (size_t k = 0; k < c->n_st && !st; k++) {
+    const Group* g = c->st[k];
+    Plan* pl = calloc(1, sizeof *pl);
+    if (!pl) return dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+    cp->st[k] = pl;
+    pl->sum_post = -1;
+    if (g->p.kind == DK_CONV)
+      st = build_conv(g, pl, &b);
+    else if (g->p.kind == DK_MATMUL)
+      st = build_matmul(g, pl, &b);
+    else
+      st = build_simple(g, pl, &b);
+    if (pl->scratch_bytes > cp->max_scratch) cp->max_scratch = pl->scratch_bytes;
+  }
+  return st;
+}
+
+static size_t up64(size_t n) {
+  return (n + 63) / 64 * 64;
+}
+
+typedef struct Block {
+  size_t off, size;
+  long end; /* the last stage it is live in */
+} Block;
+
+/* The lowest offset where `size` bytes overlap no block live at stage k. */
+static size_t place(const Block* b, size_t n, long k, size_t size) {
+  size_t off = 0;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t i = 0; i < n; i++)
+      if (b[i].end >= k && off < b[i].off + b[i].size && b[i].off < off + size) {
+        off = b[i].off + b[i].size;
+        moved = true;
+      }
+  }
+  return off;
+}
+
+/* The temporaries of a stage: its reordered input and binary operands. */
+static size_t tmp_bytes(const Group* g, const Plan* pl) {
+  size_t n = pl->src_reorder ? up64(pl->src_bytes) : 0;
+  for (size_t q = 0; q < g->p.n_post; q++)
+    if (pl->post_reorder[q]) n += up64(dnnl_memory_desc_get_size(&pl->post_md[q]));
+  return n;
+}
+
+/* Places every stage's buffers in the run's arena. */
+static OnyxStatus* layout_chain(const Chain* c, ChainPlan* cp) {
+  size_t n = c->n_st;
+  Block* b = calloc(2 * n, sizeof *b);
+  long* blk = calloc(n, sizeof *blk); /* the block holding stage k's output */
+  cp->slot = calloc(n, sizeof *cp->slot);
+  if (!b || !blk || !cp->slot) {
+    free(b);
+    free(blk);
+    return dnnl_err(c->st[0]->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+  }
+  size_t nb = 0, top = 0;
+  for (size_t k = 0; k < n; k++) {
+    const Group* g = c->st[k];
+    const Plan* pl = cp->st[k];
+    Slot* sl = &cp->slot[k];
+    long end = g->last_use > (long)k ? g->last_use : (long)k;
+    blk[k] = -1;
+    size_t tmp = tmp_bytes(g, pl);
+    if (tmp) {
+      sl->tmp_off = place(b, nb, (long)k, tmp);
+      b[nb++] = (Block){sl->tmp_off, tmp, (long)k};
+    }
+    sl->direct = g->out_ext >= 0 && !pl->dst_reorder;
+    if (pl->sum_post >= 0 && !pl->sum_reorder && !sl->direct) {
+      long j = g->post_in[pl->sum_post].stage;
+      bool alias = j >= 0 && c->st[j]->last_use == (long)k && !cp->slot[j].direct &&
+                   g->x.stage != j && blk[j] >= 0;
+      for (size_t q = 0; alias && q < g->p.n_post; q++)
+        alias = !g->p.post[q].binary || (int)q == pl->sum_post || g->post_in[q].stage != j;
+      if (alias) {
+        sl->alias = true;
+        blk[k] = blk[j];
+        if (b[blk[k]].end < end) b[blk[k]].end = end;
+        sl->dst_off = b[blk[k]].off;
+      }
+    }
+    if (!sl->direct && !sl->alias) {
+      size_t size = up64(pl->dst_bytes);
+      sl->dst_off = place(b, nb, (long)k, size);
+      blk[k] = (long)nb;
+      b[nb++] = (Block){sl->dst_off, size, end};
+    }
+  }
+  for (size_t i = 0; i < nb; i++)
+    if (b[i].off + b[i].size > top) top = b[i].off + b[i].size;
+  /* The scratchpad first, then the buffers. */
+  size_t base = up64(cp->max_scratch);
+  for (size_t k = 0; k < n; k++) {
+    cp->slot[k].dst_off += base;
+    cp->slot[k].tmp_off += base;
+  }
+  cp->arena_bytes = base + top;
+  free(b);
+  free(blk);
+  return NULL;
+}
+
+static OnyxStatus* get_plan(Chain* c, OnyxKernelContext* ctx, dnnl_stream_t s, ChainPlan** out) {
+  const OnyxNode* first = c->st[0]->p.anchor;
   int64_t key[MAX_IN][DNNL_MAX_RANK + 1];
-  for (size_t i = 0; i < g->n_in; i++) {
+  for (size_t i = 0; i < c->n_in; i++) {
     const OnyxTensor* t = H->ctx_input(ctx, i);
     if (t && H->tensor_rank(t) > DNNL_MAX_RANK)
-      return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "input %zu has rank above %d", i,
+      return dnnl_err(first, ONYX_INVALID_ARGUMENT, "input %zu has rank above %d", i,
                       DNNL_MAX_RANK);
   }
-  make_key(g, ctx, key);
-  pthread_mutex_lock(&g->lock);
-  Plan* pl = g->plans;
-  while (pl && memcmp(pl->key, key, sizeof key))
-    pl = pl->next;
+  make_key(c, ctx, key);
+  pthread_mutex_lock(&c->lock);
+  ChainPlan* cp = c->plans;
+  while (cp && memcmp(cp->key, key, sizeof key))
+    cp = cp->next;
   OnyxStatus* st = NULL;
-  if (!pl) {
-    pl = calloc(1, sizeof *pl);
-    if (!pl) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+  if (!cp) {
+    cp = calloc(1, sizeof *cp + c->n_st * sizeof(Plan*));
+    if (!cp) st = dnnl_err(first, ONYX_OUT_OF_MEMORY, "out of memory");
     if (!st) {
-      memcpy(pl->key, key, sizeof key);
-      pl->sum_post = -1;
-      if (g->p.kind == DK_CONV)
-        st = build_conv(g, pl, ctx, s);
-      else if (g->p.kind == DK_MATMUL)
-        st = build_matmul(g, pl, ctx, s);
-      else
-        st = build_simple(g, pl, ctx);
+      memcpy(cp->key, key, sizeof key);
+      st = build_chain_plan(c, ctx, s, cp);
+      if (!st) st = layout_chain(c, cp);
       if (st) {
-        plan_free(pl);
-        pl = NULL;
+        chain_plan_free(cp, c->n_st);
+        cp = NULL;
       } else {
-        pl->next = g->plans;
-        g->plans = pl;
+        cp->next = c->plans;
+        c->plans = cp;
       }
     }
   }
-  pthread_mutex_unlock(&g->lock);
-  *out = pl;
+  pthread_mutex_unlock(&c->lock);
+  *out = cp;
   return st;
 }
 
@@ -877,42 +1295,57 @@ static void free_args(Args* args) {
   args->n = 0;
 }
 
-OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
-  Group* g = state;
-  omp_set_num_threads(g->ep->threads);
-  dnnl_stream_t s = NULL;
-  OnyxStatus* st = check(
-      g, dnnl_stream_create(&s, (dnnl_engine_t)g->ep->engine, dnnl_stream_default_flags), "stream");
-  Plan* pl = NULL;
-  if (!st) st = get_plan(g, ctx, s, &pl);
-  OnyxTensor* y = NULL;
-  if (!st) st = H->ctx_output(ctx, 0, pl->out_dims, (size_t)pl->out_rank, &y);
+/* One run of a chain: the stages' outputs (in their primitives' layouts). */
+typedef struct RunState {
+  const Chain* c;
+  const ChainPlan* cp;
+  OnyxKernelContext* ctx;
+  dnnl_stream_t s;
+  void** buf;  /* per stage: where its output is */
+  char* arena; /* the primitives' scratchpad (at 0), the stages' buffers */
+} RunState;
+
+static const void* ref_data(const RunState* r, Ref ref) {
+  return ref.stage >= 0 ? r->buf[ref.stage] : H->tensor_data(H->ctx_input(r->ctx, (size_t)ref.in));
+}
+
+static OnyxStatus* run_stage(RunState* r, size_t k) {
+  const Group* g = r->c->st[k];
+  const Plan* pl = r->cp->st[k];
+  const Slot* sl = &r->cp->slot[k];
+  char* tmp = r->arena + sl->tmp_off;
+  OnyxKernelContext* ctx = r->ctx;
+  dnnl_stream_t s = r->s;
+  OnyxStatus* st = NULL;
   Args args = {.n = 0};
-  const OnyxTensor* x = st ? NULL : H->ctx_input(ctx, (size_t)g->x_in);
-  const void* src = x ? H->tensor_data(x) : NULL;
-  void* dst = y ? H->tensor_mutable_data(y) : NULL;
-  void* src_tmp = NULL;
-  void* dst_tmp = NULL;
-  if (!st && pl->src_reorder) {
-    src_tmp = H->ctx_scratch(ctx, pl->src_bytes);
-    if (!src_tmp) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
-    if (!st) st = run_reorder(g, pl->src_reorder, &pl->user_src_md, src, &pl->src_md, src_tmp, s);
+  const void* src = g->p.kind == DK_BINARY ? NULL : ref_data(r, g->x);
+  if (pl->src_reorder) {
+    st = run_reorder(g, pl->src_reorder, &pl->in_md, src, &pl->src_md, tmp, s);
+    src = tmp;
+    tmp += up64(pl->src_bytes);
   }
-  if (!st && pl->dst_reorder) {
-    dst_tmp = H->ctx_scratch(ctx, pl->dst_bytes);
-    if (!dst_tmp) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
-  }
+  /* The destination: the group output itself when it is wanted in plain
+   * layout, else a buffer in the primitive's layout. */
+  OnyxTensor* y = NULL;
+  if (!st && g->out_ext >= 0)
+    st = H->ctx_output(ctx, (size_t)g->out_ext, pl->out_dims, (size_t)pl->out_rank, &y);
+  void* dst = NULL;
+  if (!st) dst = r->buf[k] = sl->direct ? H->tensor_mutable_data(y) : r->arena + sl->dst_off;
   if (!st && g->p.kind == DK_BINARY) { /* src0 is the operand with the full shape */
+    const OnyxTensor* a = H->ctx_input(ctx, (size_t)g->x.in);
     const OnyxTensor* b = H->ctx_input(ctx, (size_t)g->y_in);
-    bool a_full = H->tensor_elem_count(x) == H->tensor_elem_count(y);
-    const void* s0 = a_full ? src : H->tensor_data(b);
-    const void* s1 = a_full ? H->tensor_data(b) : src;
+    size_t out_count = 1;
+    for (int i = 0; i < pl->out_rank; i++)
+      out_count *= (size_t)pl->out_dims[i];
+    bool a_full = H->tensor_elem_count(a) == out_count;
+    const void* s0 = H->tensor_data(a_full ? a : b);
+    const void* s1 = H->tensor_data(a_full ? b : a);
     st = add_arg(g, &args, DNNL_ARG_SRC_0, &pl->src_md, s0);
     if (!st) st = add_arg(g, &args, DNNL_ARG_SRC_1, &pl->src1_md, s1);
   } else if (!st) {
-    st = add_arg(g, &args, DNNL_ARG_SRC, &pl->src_md, src_tmp ? src_tmp : src);
+    st = add_arg(g, &args, DNNL_ARG_SRC, &pl->src_md, src);
   }
-  if (!st) st = add_arg(g, &args, DNNL_ARG_DST, &pl->dst_md, dst_tmp ? dst_tmp : dst);
+  if (!st) st = add_arg(g, &args, DNNL_ARG_DST, &pl->dst_md, dst);
   if (!st && g->p.kind == DK_CONV) {
     st = add_arg(g, &args, DNNL_ARG_WEIGHTS, &pl->wei_md, pl->weights);
     dnnl_memory_desc_t bmd;
@@ -948,33 +1381,59 @@ OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
       if (!st) st = add_arg(g, &args, DNNL_ARG_SHIFT, &smd, H->tensor_data(sh));
     }
   }
-  if (!st && pl->sum_post >= 0) { /* the residual goes into the destination first */
-    const void* res = H->tensor_data(H->ctx_input(ctx, (size_t)g->post_in[pl->sum_post]));
+  if (!st && pl->sum_post >= 0 && !sl->alias) { /* the residual goes into the destination first */
+    const void* res = ref_data(r, g->post_in[pl->sum_post]);
     if (pl->sum_reorder)
-      st = run_reorder(g, pl->sum_reorder, &pl->user_dst_md, res, &pl->dst_md, dst_tmp, s);
+      st = run_reorder(g, pl->sum_reorder, &pl->sum_from_md, res, &pl->dst_md, dst, s);
     else
-      memcpy(dst, res, H->tensor_byte_size(y));
+      memcpy(dst, res, pl->dst_bytes);
   }
-  for (size_t k = 0; !st && k < g->p.n_post; k++) {
-    if (!g->p.post[k].binary || (int)k == pl->sum_post) continue;
-    const OnyxTensor* o = H->ctx_input(ctx, (size_t)g->post_in[k]);
-    st = add_arg(g, &args, DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)k + pl->post_base) | DNNL_ARG_SRC_1,
-                 &pl->post_md[k], H->tensor_data(o));
+  for (size_t k2 = 0; !st && k2 < g->p.n_post; k2++) {
+    if (!g->p.post[k2].binary || (int)k2 == pl->sum_post) continue;
+    const void* o = ref_data(r, g->post_in[k2]);
+    if (pl->post_reorder[k2]) {
+      st = run_reorder(g, pl->post_reorder[k2], &pl->post_from_md[k2], o, &pl->post_md[k2], tmp, s);
+      o = tmp;
+      tmp += up64(dnnl_memory_desc_get_size(&pl->post_md[k2]));
+    }
+    if (!st)
+      st = add_arg(g, &args,
+                   DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)k2 + pl->post_base) | DNNL_ARG_SRC_1,
+                   &pl->post_md[k2], o);
   }
   if (!st && pl->scratch_bytes) {
-    void* scratch = H->ctx_scratch(ctx, pl->scratch_bytes);
-    const dnnl_memory_desc_t* spmd;
     const_dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_get_primitive_desc(pl->prim, &pd);
-    spmd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if (!scratch) st = dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
-    if (!st) st = add_arg(g, &args, DNNL_ARG_SCRATCHPAD, spmd, scratch);
+    const dnnl_memory_desc_t* spmd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    st = add_arg(g, &args, DNNL_ARG_SCRATCHPAD, spmd, r->arena);
   }
   if (!st) st = check(g, dnnl_primitive_execute(pl->prim, s, args.n, args.a), "execution");
-  if (!st && pl->dst_reorder)
-    st = run_reorder(g, pl->dst_reorder, &pl->dst_md, dst_tmp, &pl->user_dst_md, dst, s);
+  if (!st && y && pl->dst_reorder)
+    st = run_reorder(g, pl->dst_reorder, &pl->dst_md, dst, &pl->user_dst_md,
+                     H->tensor_mutable_data(y), s);
   if (!st) st = check(g, dnnl_stream_wait(s), "stream wait");
   free_args(&args);
+  return st;
+}
+
+OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
+  Chain* c = state;
+  const Group* g0 = c->st[0];
+  omp_set_num_threads(c->ep->threads);
+  dnnl_stream_t s = NULL;
+  OnyxStatus* st =
+      check(g0, dnnl_stream_create(&s, (dnnl_engine_t)c->ep->engine, dnnl_stream_default_flags),
+            "stream");
+  ChainPlan* cp = NULL;
+  if (!st) st = get_plan(c, ctx, s, &cp);
+  RunState r = {c, cp, ctx, s, NULL, NULL};
+  void* stack_buf[16];
+  if (!st) r.buf = c->n_st <= 16 ? stack_buf : H->ctx_scratch(ctx, c->n_st * sizeof(void*));
+  if (!st && cp->arena_bytes) r.arena = H->ctx_scratch(ctx, cp->arena_bytes);
+  if (!st && (!r.buf || (cp->arena_bytes && !r.arena)))
+    st = dnnl_err(g0->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+  for (size_t k = 0; !st && k < c->n_st; k++)
+    st = run_stage(&r, k);
   if (s) dnnl_stream_destroy(s);
   return st;
 }

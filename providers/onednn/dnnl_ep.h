@@ -3,9 +3,10 @@
  * A compile-style provider: get_capability (dnnl_capability.c) claims groups
  * — an anchor (Conv, MatMul, Gemm, pooling, Softmax, LayerNormalization, an
  * element-wise or binary op) with the nodes it absorbs (BatchNormalization
- * folded into a Conv, element-wise and residual-Add post-ops) — and compile
- * (dnnl_compile.c) turns each group into oneDNN primitives built per input
- * shape, cached, with constant weights reordered once. Host memory only: no
+ * folded into a Conv, element-wise and residual-Add post-ops), merging
+ * consecutive Conv/pooling groups into chains — and compile (dnnl_compile.c)
+ * turns each group into a sequence of stages of oneDNN primitives built per
+ * input shape, cached, with constant weights reordered once. Host memory only: no
  * allocator, no copies with the CPU provider. Built against the SDK headers
  * and oneDNN's C API. */
 #ifndef DNNL_EP_H
@@ -20,6 +21,10 @@
 #define DNNL_EP_NAME  "onednn"
 #define DNNL_MAX_POST 8
 #define DNNL_MAX_RANK 6
+/* A chain (several groups compiled as one): at most this many stages and
+ * variable (non-constant) inputs. */
+#define DNNL_MAX_STAGES   128
+#define DNNL_MAX_CHAIN_IN 8
 
 extern const OnyxHostApi* dnnl_host;
 
@@ -34,6 +39,7 @@ typedef struct DnnlOptions {
   bool fuse;    /* claim post-op chains (default true) */
   bool blocked; /* let primitives pick blocked layouts inside a group (default true) */
   DnnlConvAlgorithm conv_algorithm; /* default DNNL_CONV_AUTO */
+  bool chain; /* merge consecutive Conv/pooling groups into one multi-stage group (default true) */
 } DnnlOptions;
 
 typedef struct DnnlEp {
@@ -84,6 +90,13 @@ typedef struct DnnlPattern {
  * cannot be taken. `view` is the capability view (for consumer counts). */
 bool dnnl_match(const DnnlEp* ep, const OnyxGraphView* view, const OnyxNode* anchor, DnnlPattern* p,
                 const char** why);
+
+/* The nodes of a matched pattern in order (anchor, BatchNormalization, bias
+ * Add, post-ops); returns their count (at most DNNL_PATTERN_NODES). */
+#define DNNL_PATTERN_NODES (3 + DNNL_MAX_POST)
+size_t dnnl_pattern_nodes(const DnnlPattern* p, const OnyxNode** nodes);
+/* Cuts a pattern to its first `keep` nodes (at least the anchor). */
+void dnnl_pattern_keep(DnnlPattern* p, size_t keep);
 
 /* The eltwise algorithm for a unary op node; false when not mapped. */
 bool dnnl_eltwise_of(const OnyxNode* n, int* alg, float* alpha, float* beta, const char** why);

@@ -117,7 +117,7 @@ static OnyxStatus* parse_bool(const char* key, const char* v, bool* out) {
 }
 
 static OnyxStatus* read_options(const OnyxOptions* o, DnnlOptions* opt) {
-  *opt = (DnnlOptions){.fuse = true, .blocked = true};
+  *opt = (DnnlOptions){.fuse = true, .blocked = true, .chain = true};
   for (size_t i = 0, n = o ? dnnl_host->options_count(o) : 0; i < n; i++) {
     const char* key = dnnl_host->options_key(o, i);
     const char* v = dnnl_host->options_get(o, key);
@@ -126,6 +126,8 @@ static OnyxStatus* read_options(const OnyxOptions* o, DnnlOptions* opt) {
       st = parse_bool(key, v, &opt->fuse);
     else if (!strcmp(key, "blocked_layout"))
       st = parse_bool(key, v, &opt->blocked);
+    else if (!strcmp(key, "chain"))
+      st = parse_bool(key, v, &opt->chain);
     else if (!strcmp(key, "conv_algorithm")) {
       if (v && !strcmp(v, "auto"))
         opt->conv_algorithm = DNNL_CONV_AUTO;
@@ -135,8 +137,9 @@ static OnyxStatus* read_options(const OnyxOptions* o, DnnlOptions* opt) {
         st = dnnl_err(NULL, ONYX_INVALID_CONFIG,
                       "option 'conv_algorithm' must be auto or direct, got '%s'", v ? v : "(null)");
     } else
-      st = dnnl_err(NULL, ONYX_INVALID_CONFIG,
-                    "unknown option '%s' (known: fuse, blocked_layout, conv_algorithm)", key);
+      st =
+          dnnl_err(NULL, ONYX_INVALID_CONFIG,
+                   "unknown option '%s' (known: fuse, blocked_layout, conv_algorithm, chain)", key);
     if (st) return st;
   }
   return NULL;

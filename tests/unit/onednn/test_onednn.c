@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,310 @@ static void test_bad_conv_algorithm(void** state) {
   assert_null(s);
 }
 
+/* --- Chains: consecutive Conv/pooling groups compiled as one ------------------------------------
+ */
+
+/* Deterministic weights in [-0.25, 0.25): small enough to keep values near 1. */
+static void fill(float* w, int n, int seed) {
+  for (int i = 0; i < n; i++)
+    w[i] = (float)((i * 37 + seed * 11) % 29 - 14) / (14.0f * 4.0f * (seed % 3 + 1));
+}
+
+static OxTestNode* conv_node(OxTestModel* m, const char* name, const char* in, const char* w,
+                             const char* out, int k) {
+  OxTestNode* c = otm_node(m, "Conv", name, in, out);
+  (void)w;
+  if (k == 3) otm_attr_ints(c, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  return c;
+}
+
+/* Two residual blocks and a pooling:
+ *   r1 = Relu(Conv3x3(x))                 [1,16,8,8]
+ *   r2 = Relu(Conv3x3(r1) + r1)           [1,16,8,8]   (also a graph output)
+ *   p  = MaxPool2x2/2(r2)                 [1,16,4,4]
+ *   y  = Relu(Conv1x1(Relu(Conv3x3(p))) + Conv1x1(p))   [1,32,4,4] (a graph output,
+ *   g  = GlobalAveragePool(y)             [1,32,1,1]    also read by g)
+ * Variant CHAIN_NONCONVEX: r1 reaches the residual Add through a CPU-only
+ * Cast (to float32, the same values): a path leaving the first group and
+ * coming back. CHAIN_GROUPED: the 1x1 Conv after c3 has 4 groups of 8
+ * channels, a case oneDNN has no blocked kernel for: that stage takes other
+ * layouts, with reorders from and to its neighbours' blocked ones. */
+enum { CHAIN_PLAIN, CHAIN_NONCONVEX, CHAIN_GROUPED };
+
+static OnyxSession* chain_session_with(bool onednn, const char* chain, int variant, const char* key,
+                                       const char* value) {
+  OxTestModel* m = otm_new(15);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 16, 8, 8});
+  static float w1[16 * 16 * 9], w2[16 * 16 * 9], w3[32 * 16 * 9], w4[32 * 32], wd[32 * 16];
+  static float b1[16], b2[16], b3[32], b4[32], bd[32];
+  fill(w1, 16 * 16 * 9, 1);
+  fill(w2, 16 * 16 * 9, 2);
+  fill(w3, 32 * 16 * 9, 3);
+  fill(w4, 32 * 32, 4);
+  fill(wd, 32 * 16, 5);
+  fill(b1, 16, 6);
+  fill(b2, 16, 7);
+  fill(b3, 32, 8);
+  fill(b4, 32, 9);
+  fill(bd, 32, 10);
+  otm_initializer(m, "w1", ONYX_ELEM_FLOAT32, 4, (int64_t[]){16, 16, 3, 3}, w1);
+  otm_initializer(m, "w2", ONYX_ELEM_FLOAT32, 4, (int64_t[]){16, 16, 3, 3}, w2);
+  otm_initializer(m, "w3", ONYX_ELEM_FLOAT32, 4, (int64_t[]){32, 16, 3, 3}, w3);
+  otm_initializer(m, "w4", ONYX_ELEM_FLOAT32, 4,
+                  (int64_t[]){32, variant == CHAIN_GROUPED ? 8 : 32, 1, 1}, w4);
+  otm_initializer(m, "wd", ONYX_ELEM_FLOAT32, 4, (int64_t[]){32, 16, 1, 1}, wd);
+  otm_initializer(m, "b1", ONYX_ELEM_FLOAT32, 1, (int64_t[]){16}, b1);
+  otm_initializer(m, "b2", ONYX_ELEM_FLOAT32, 1, (int64_t[]){16}, b2);
+  otm_initializer(m, "b3", ONYX_ELEM_FLOAT32, 1, (int64_t[]){32}, b3);
+  otm_initializer(m, "b4", ONYX_ELEM_FLOAT32, 1, (int64_t[]){32}, b4);
+  otm_initializer(m, "bd", ONYX_ELEM_FLOAT32, 1, (int64_t[]){32}, bd);
+  otm_output(m, "r2", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 16, 8, 8});
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 32, 4, 4});
+  otm_output(m, "g", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 32, 1, 1});
+  conv_node(m, "c1", "x,w1,b1", "w1", "c1o", 3);
+  otm_node(m, "Relu", "relu1", "c1o", "r1");
+  conv_node(m, "c2", "r1,w2,b2", "w2", "c2o", 3);
+  if (variant == CHAIN_NONCONVEX) {
+    OxTestNode* cast = otm_node(m, "Cast", "cast", "r1", "s1");
+    otm_attr_int(cast, "to", ONYX_ELEM_FLOAT32);
+    otm_node(m, "Add", "add2", "c2o,s1", "a2");
+  } else {
+    otm_node(m, "Add", "add2", "c2o,r1", "a2");
+  }
+  otm_node(m, "Relu", "relu2", "a2", "r2");
+  OxTestNode* pool = otm_node(m, "MaxPool", "pool", "r2", "p");
+  otm_attr_ints(pool, "kernel_shape", 2, (const int64_t[]){2, 2});
+  otm_attr_ints(pool, "strides", 2, (const int64_t[]){2, 2});
+  conv_node(m, "c3", "p,w3,b3", "w3", "c3o", 3);
+  otm_node(m, "Relu", "relu3", "c3o", "r3");
+  OxTestNode* c4 = conv_node(m, "c4", "r3,w4,b4", "w4", "c4o", 1);
+  if (variant == CHAIN_GROUPED) otm_attr_int(c4, "group", 4);
+  conv_node(m, "cd", "p,wd,bd", "wd", "cdo", 1);
+  otm_node(m, "Add", "add4", "c4o,cdo", "a4");
+  otm_node(m, "Relu", "relu4", "a4", "y");
+  otm_node(m, "GlobalAveragePool", "gap", "y", "g");
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_set_optimization_level(o, ONYX_OPT_DISABLED));
+  if (onednn) {
+    ok(onyx_session_options_add_provider(o, "onednn", NULL, 0, 1));
+    if (chain) ok(onyx_session_options_set_provider_option(o, "onednn", "chain", chain));
+    if (key) ok(onyx_session_options_set_provider_option(o, "onednn", key, value));
+  }
+  OnyxSession* s = NULL;
+  ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
+  onyx_session_options_release(o);
+  free(bytes);
+  return s;
+}
+
+static OnyxSession* chain_session(bool onednn, const char* chain, int variant) {
+  return chain_session_with(onednn, chain, variant, NULL, NULL);
+}
+
+static const char* const chain_outs[3] = {"r2", "y", "g"};
+static const size_t chain_counts[3] = {16 * 8 * 8, 32 * 4 * 4, 32};
+
+static void run_chain(OnyxSession* s, OnyxValue* out[3]) {
+  static float x[16 * 8 * 8];
+  for (int i = 0; i < 16 * 8 * 8; i++)
+    x[i] = sinf(0.31f * (float)i) + 0.2f;
+  OnyxValue* in = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){1, 16, 8, 8}, 4, x, sizeof x, &in));
+  const char* in_name = "x";
+  ok(onyx_session_run(s, NULL, &in_name, (const OnyxValue* const*)&in, 1, chain_outs, 3, out));
+  onyx_value_release(in);
+}
+
+/* Every output of `s` equals the CPU provider's within 1e-4 (abs + rel). */
+static void check_chain_outputs(OnyxSession* s, OnyxSession* cpu) {
+  OnyxValue *a[3] = {NULL}, *b[3] = {NULL};
+  for (int rep = 0; rep < 2; rep++) { /* the second run reuses the cached plans */
+    run_chain(s, a);
+    run_chain(cpu, b);
+    for (int o = 0; o < 3; o++) {
+      assert_int_equal(onyx_tensor_elem_count(onyx_value_tensor(a[o])), chain_counts[o]);
+      const float* pa = onyx_tensor_data(onyx_value_tensor(a[o]));
+      const float* pb = onyx_tensor_data(onyx_value_tensor(b[o]));
+      size_t positive = 0;
+      for (size_t i = 0; i < chain_counts[o]; i++) {
+        if (fabsf(pa[i] - pb[i]) > 1e-4f + 1e-4f * fabsf(pb[i]))
+          fail_msg("%s[%zu]: onednn %.7g, cpu %.7g", chain_outs[o], i, pa[i], pb[i]);
+        positive += pb[i] > 0.0f;
+      }
+      /* Not trivially zero: the Relus let a fair share through. */
+      assert_true(positive > chain_counts[o] / 8);
+      onyx_value_release(a[o]);
+      onyx_value_release(b[o]);
+    }
+  }
+}
+
+/* How many explain lines place a node on group `group`. */
+static int nodes_in_group(const char* text, const char* group) {
+  char pat[128];
+  snprintf(pat, sizeof pat, "-> onednn (group '%s')", group);
+  int n = 0;
+  for (const char* p = strstr(text, pat); p; p = strstr(p + 1, pat))
+    n++;
+  return n;
+}
+
+static void test_chain_is_one_group(void** state) {
+  (void)state;
+  OnyxSession* cpu = chain_session(false, NULL, CHAIN_PLAIN);
+  OnyxSession* on = chain_session(true, NULL, CHAIN_PLAIN); /* chain defaults to true */
+  OnyxSession* off = chain_session(true, "false", CHAIN_PLAIN);
+  char *t_on = NULL, *t_off = NULL;
+  ok(onyx_session_explain(on, &t_on));
+  ok(onyx_session_explain(off, &t_off));
+  /* All 13 nodes in one group with chain on. */
+  assert_int_equal(nodes_in_group(t_on, "onednn_c1"), 13);
+  assert_null(strstr(t_on, "-> cpu"));
+  assert_non_null(strstr(t_on, "fused groups: 1\n"));
+  /* Off: Conv+Relu, Conv+Add+Relu, MaxPool, Conv+Relu, Conv, Conv+Add+Relu, GlobalAveragePool. */
+  assert_int_equal(nodes_in_group(t_off, "onednn_c1"), 2);
+  assert_int_equal(nodes_in_group(t_off, "onednn_pool"), 1);
+  assert_non_null(strstr(t_off, "fused groups: 7\n"));
+  onyx_free(t_on);
+  onyx_free(t_off);
+  check_chain_outputs(on, cpu);
+  check_chain_outputs(off, cpu);
+  onyx_session_release(on);
+  onyx_session_release(off);
+  onyx_session_release(cpu);
+}
+
+/* A path leaving through a CPU-only op (Cast) and coming back: the first
+ * group stays apart; the rest still chains. */
+static void test_chain_not_convex(void** state) {
+  (void)state;
+  OnyxSession* cpu = chain_session(false, NULL, CHAIN_NONCONVEX);
+  OnyxSession* on = chain_session(true, "true", CHAIN_NONCONVEX);
+  char* text = NULL;
+  ok(onyx_session_explain(on, &text));
+  const char* cast = strstr(text, "cast ");
+  assert_non_null(cast);
+  assert_non_null(strstr(cast, "-> cpu"));
+  assert_int_equal(nodes_in_group(text, "onednn_c1"), 2); /* c1, relu1 */
+  /* c2, add2, relu2, pool, c3, relu3, c4, cd, add4, relu4, gap */
+  assert_int_equal(nodes_in_group(text, "onednn_c2"), 11);
+  onyx_free(text);
+  check_chain_outputs(on, cpu);
+  onyx_session_release(on);
+  onyx_session_release(cpu);
+}
+
+/* Chains with the other options: plain layouts, direct convolutions only,
+ * no post-op fusion (the Relus and Adds then stay groups of their own and
+ * split the chain). */
+static void test_chain_with_other_options(void** state) {
+  (void)state;
+  static const char* const opts[3][2] = {
+      {"blocked_layout", "false"}, {"conv_algorithm", "direct"}, {"fuse", "false"}};
+  OnyxSession* cpu = chain_session(false, NULL, CHAIN_PLAIN);
+  for (int i = 0; i < 3; i++) {
+    OnyxSession* on = chain_session_with(true, "true", CHAIN_PLAIN, opts[i][0], opts[i][1]);
+    char* text = NULL;
+    ok(onyx_session_explain(on, &text));
+    if (i < 2) assert_int_equal(nodes_in_group(text, "onednn_c1"), 13);
+    onyx_free(text);
+    check_chain_outputs(on, cpu);
+    onyx_session_release(on);
+  }
+  onyx_session_release(cpu);
+}
+
+/* Runs on one chain session from two threads at once (shared plans, per-run
+ * buffers): every run's outputs equal the CPU provider's. The first runs
+ * race to build the plans. */
+typedef struct ChainRace {
+  OnyxSession* s;
+  const float* want[3];
+  int bad;
+} ChainRace;
+
+static void* chain_race(void* arg) {
+  ChainRace* r = arg;
+  for (int rep = 0; rep < 8; rep++) {
+    OnyxValue* out[3] = {NULL};
+    run_chain(r->s, out);
+    for (int o = 0; o < 3; o++) {
+      const float* p = onyx_tensor_data(onyx_value_tensor(out[o]));
+      for (size_t i = 0; i < chain_counts[o]; i++)
+        if (fabsf(p[i] - r->want[o][i]) > 1e-4f + 1e-4f * fabsf(r->want[o][i])) r->bad++;
+      onyx_value_release(out[o]);
+    }
+  }
+  return NULL;
+}
+
+static void test_chain_concurrent_runs(void** state) {
+  (void)state;
+  OnyxSession* cpu = chain_session(false, NULL, CHAIN_PLAIN);
+  OnyxSession* on = chain_session(true, "true", CHAIN_PLAIN);
+  OnyxValue* want[3] = {NULL};
+  run_chain(cpu, want);
+  ChainRace r[2];
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) {
+    r[i] = (ChainRace){on, {NULL}, 0};
+    for (int o = 0; o < 3; o++)
+      r[i].want[o] = onyx_tensor_data(onyx_value_tensor(want[o]));
+    assert_int_equal(pthread_create(&t[i], NULL, chain_race, &r[i]), 0);
+  }
+  for (int i = 0; i < 2; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(r[i].bad, 0);
+  }
+  for (int o = 0; o < 3; o++)
+    onyx_value_release(want[o]);
+  onyx_session_release(on);
+  onyx_session_release(cpu);
+}
+
+/* A stage without a blocked kernel inside a chain: still one group, with
+ * reorders between the stages, and the same outputs as the CPU. */
+static void test_chain_mixed_layouts(void** state) {
+  (void)state;
+  OnyxSession* cpu = chain_session(false, NULL, CHAIN_GROUPED);
+  OnyxSession* on = chain_session(true, "true", CHAIN_GROUPED);
+  char* text = NULL;
+  ok(onyx_session_explain(on, &text));
+  assert_int_equal(nodes_in_group(text, "onednn_c1"), 13);
+  onyx_free(text);
+  check_chain_outputs(on, cpu);
+  onyx_session_release(on);
+  onyx_session_release(cpu);
+}
+
+static void test_bad_chain_option(void** state) {
+  (void)state;
+  OxTestModel* m = model();
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_add_provider(o, "onednn", NULL, 0, 1));
+  ok(onyx_session_options_set_provider_option(o, "onednn", "chain", "yes"));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
+  onyx_session_options_release(o);
+  free(bytes);
+  assert_non_null(st);
+  assert_non_null(strstr(onyx_status_message(st), "provider 'onednn'"));
+  assert_non_null(
+      strstr(onyx_status_message(st), "option 'chain' must be true or false, got 'yes'"));
+  onyx_status_release(st);
+  assert_null(s);
+}
+
 static int setup(void** state) {
   (void)state;
   const char* dir = getenv("ONYX_PROVIDER_PATH");
@@ -268,6 +573,12 @@ int main(void) {
       cmocka_unit_test(test_unknown_option),
       cmocka_unit_test(test_conv_algorithms_match_cpu),
       cmocka_unit_test(test_bad_conv_algorithm),
+      cmocka_unit_test(test_chain_is_one_group),
+      cmocka_unit_test(test_chain_not_convex),
+      cmocka_unit_test(test_bad_chain_option),
+      cmocka_unit_test(test_chain_with_other_options),
+      cmocka_unit_test(test_chain_concurrent_runs),
+      cmocka_unit_test(test_chain_mixed_layouts),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

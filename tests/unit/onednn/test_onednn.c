@@ -552,6 +552,95 @@ static void test_bad_chain_option(void** state) {
   assert_null(s);
 }
 
+/* Gemm (transB 1) + Relu and a 3-D MatMul + Add + Relu: the optimizer makes both
+ * com.onyx FusedMatMul with activation Relu; oneDNN takes the 2-D one (matmul with
+ * bias and a relu post-op) and leaves the 3-D one to the CPU provider, with its reason.
+ * Outputs match the CPU provider alone. */
+static OnyxSession* fmm_session(bool onednn) {
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "a", ONYX_ELEM_FLOAT32, 2, (int64_t[]){6, 8});
+  otm_input(m, "t", ONYX_ELEM_FLOAT32, 3, (int64_t[]){2, 3, 8});
+  static float w[5 * 8], b[5], w2[8 * 4], b2[4];
+  for (int i = 0; i < 40; i++)
+    w[i] = (float)((i * 13) % 17 - 8) / 10.0f;
+  for (int i = 0; i < 5; i++)
+    b[i] = (float)(i - 2) / 5.0f;
+  for (int i = 0; i < 32; i++)
+    w2[i] = (float)((i * 7) % 11 - 5) / 8.0f;
+  for (int i = 0; i < 4; i++)
+    b2[i] = (float)(1 - i) / 4.0f;
+  otm_initializer(m, "w", ONYX_ELEM_FLOAT32, 2, (int64_t[]){5, 8}, w);
+  otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, (int64_t[]){5}, b);
+  otm_initializer(m, "w2", ONYX_ELEM_FLOAT32, 2, (int64_t[]){8, 4}, w2);
+  otm_initializer(m, "b2", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4}, b2);
+  otm_attr_int(otm_node(m, "Gemm", "gemm", "a,w,b", "g"), "transB", 1);
+  otm_node(m, "Relu", "relu", "g", "y");
+  otm_node(m, "MatMul", "mm", "t,w2", "p");
+  otm_node(m, "Add", "add", "p,b2", "q");
+  otm_node(m, "Relu", "relu2", "q", "z");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){6, 5});
+  otm_output(m, "z", ONYX_ELEM_FLOAT32, 3, (int64_t[]){2, 3, 4});
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_set_optimization_level(o, ONYX_OPT_ALL));
+  if (onednn) ok(onyx_session_options_add_provider(o, "onednn", NULL, 0, 1));
+  OnyxSession* s = NULL;
+  ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
+  onyx_session_options_release(o);
+  free(bytes);
+  return s;
+}
+
+static void test_fused_matmul(void** state) {
+  (void)state;
+  OnyxSession* dn = fmm_session(true);
+  OnyxSession* cpu = fmm_session(false);
+  char* text = NULL;
+  ok(onyx_session_explain(dn, &text));
+  const char* g = strstr(text, "  gemm");
+  assert_non_null(g);
+  char line[256];
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(g, "\n"), g);
+  assert_non_null(strstr(line, "FusedMatMul"));
+  assert_non_null(strstr(line, "-> onednn"));
+  assert_non_null(strstr(text, "A of rank above 2 is left to the CPU provider"));
+  onyx_free(text);
+  float a[48], t[48];
+  for (int i = 0; i < 48; i++)
+    a[i] = sinf(0.7f * (float)i), t[i] = cosf(0.3f * (float)i);
+  OnyxValue *va = NULL, *vt = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){6, 8}, 2, a, sizeof a, &va));
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){2, 3, 8}, 3, t, sizeof t, &vt));
+  const char* in_names[] = {"a", "t"};
+  const char* out_names[] = {"y", "z"};
+  const OnyxValue* ins[] = {va, vt};
+  OnyxValue *od[2] = {0}, *oc[2] = {0};
+  ok(onyx_session_run(dn, NULL, in_names, ins, 2, out_names, 2, od));
+  ok(onyx_session_run(cpu, NULL, in_names, ins, 2, out_names, 2, oc));
+  for (int k = 0; k < 2; k++) {
+    const OnyxTensor* td = onyx_value_tensor(od[k]);
+    const float* pd = onyx_tensor_data(td);
+    const float* pc = onyx_tensor_data(onyx_value_tensor(oc[k]));
+    int zeros = 0;
+    for (size_t i = 0; i < onyx_tensor_elem_count(td); i++) {
+      if (fabsf(pd[i] - pc[i]) > 1e-5f + 1e-5f * fabsf(pc[i]))
+        fail_msg("output %d element %zu: onednn %.7g, cpu %.7g", k, i, pd[i], pc[i]);
+      zeros += pd[i] == 0.0f;
+    }
+    assert_true(zeros > 0 && zeros < (int)onyx_tensor_elem_count(td)); /* the Relu ran */
+  }
+  onyx_values_release(od, 2);
+  onyx_values_release(oc, 2);
+  onyx_value_release(va);
+  onyx_value_release(vt);
+  onyx_session_release(dn);
+  onyx_session_release(cpu);
+}
+
 static int setup(void** state) {
   (void)state;
   const char* dir = getenv("ONYX_PROVIDER_PATH");
@@ -579,6 +668,7 @@ int main(void) {
       cmocka_unit_test(test_chain_with_other_options),
       cmocka_unit_test(test_chain_concurrent_runs),
       cmocka_unit_test(test_chain_mixed_layouts),
+      cmocka_unit_test(test_fused_matmul),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -303,24 +303,24 @@ static size_t conv_static_out(const WindowAttrs* w, int64_t in, size_t i) {
 /* Transforms a constant float32 W (m, c, 3, 3) for the Winograd path when
  * the conv qualifies (cpu_winograd.h), unless X's static shape already
  * shows too few tiles for it to pay. */
-static void conv_prepare_winograd(ConvState* s, const OnyxNode* node) {
+static bool conv_prepare_winograd(ConvState* s, const OnyxNode* node) {
   const OnyxValueInfo* wv =
       cpu_host->node_input_count(node) > 1 ? cpu_host->node_input(node, 1) : NULL;
   const OnyxTensor* wt = wv ? cpu_host->value_constant(wv) : NULL;
   if (!cpu_winograd_enabled() || !wt || cpu_host->tensor_elem_type(wt) != ONYX_ELEM_FLOAT32 ||
       cpu_host->tensor_rank(wt) != 4)
-    return;
+    return false;
   const WindowAttrs* w = &s->w;
   const int64_t* d = cpu_host->tensor_dims(wt);
   if ((w->n_strides && w->n_strides != 2) || (w->n_dilations && w->n_dilations != 2) ||
       (w->n_kernel && (w->n_kernel != 2 || w->kernel[0] != d[2] || w->kernel[1] != d[3])))
-    return;
+    return false;
   if (!cpu_winograd_applies((size_t)d[0], (size_t)d[1], (size_t)d[2], (size_t)d[3],
                             w->n_strides ? (size_t)w->strides[0] : 1,
                             w->n_strides ? (size_t)w->strides[1] : 1,
                             w->n_dilations ? (size_t)w->dilations[0] : 1,
                             w->n_dilations ? (size_t)w->dilations[1] : 1, (size_t)w->group))
-    return;
+    return false;
   /* X's static shape, when known, picks the output tile (4x4, or 2x2 for
    * small images) or shows too few tiles for the path to pay. */
   size_t tile = 4, batch = 0, oh = 0, ow = 0;
@@ -329,15 +329,12 @@ static void conv_prepare_winograd(ConvState* s, const OnyxNode* node) {
     const int64_t* xd = cpu_host->value_dims(xv);
     oh = conv_static_out(w, xd[2], 0), ow = conv_static_out(w, xd[3], 1);
     batch = xd[0] > 0 ? (size_t)xd[0] : 0;
-    if (oh && ow && !(tile = cpu_winograd_pick_tile(batch ? batch : 1, oh, ow))) return;
+    if (oh && ow && !(tile = cpu_winograd_pick_tile(batch ? batch : 1, oh, ow))) return false;
   }
   s->wino = cpu_winograd_create(cpu_host->tensor_data(wt), (size_t)d[0], (size_t)d[1], tile);
-  /* With X's shape static, every run takes the Winograd path: the im2col
-   * copy of W is not kept (a run that did not fit would pack W per call). */
-  if (s->wino && batch && oh && ow && cpu_winograd_pays(s->wino, batch, oh, ow)) {
-    free(s->packed_w);
-    s->packed_w = NULL;
-  }
+  /* With X's shape static, every run takes the Winograd path: no im2col
+   * copy of W is needed (a run that did not fit would pack W per call). */
+  return s->wino && batch && oh && ow && cpu_winograd_pays(s->wino, batch, oh, ow);
 }
 
 /* FusedConv's `activation` (absent on a plain Conv). */
@@ -380,8 +377,9 @@ OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, v
     free(s);
     return st;
   }
-  conv_pack_weights(s, node);
-  conv_prepare_winograd(s, node);
+  /* Winograd first: where X's static shape shows every run takes it, the
+   * im2col packing of W is not made at all. */
+  if (!conv_prepare_winograd(s, node)) conv_pack_weights(s, node);
   *state = s;
   return NULL;
 }

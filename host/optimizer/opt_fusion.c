@@ -188,7 +188,7 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
   if (fused) {
     const char* a = ox_node_attr_string(mm, "activation", "");
     if (a && *a) return NULL; /* one activation already */
-  } else if (!ox_opt_is(mm, "Gemm") || mm->n_inputs != 3 || !mm->inputs[2]) {
+  } else if (!ox_opt_is(mm, "Gemm") || mm->n_inputs != 3 || !mm->inputs[2] || !o->cfg->host_only) {
     return NULL;
   }
   OxValue* a = mm->inputs[0];
@@ -530,7 +530,9 @@ static OxValue* ox_heads_source(const OxOpt* o, const OxValue* t_out, const int6
 static OnyxStatus* ox_fuse_attention(OxOpt* o, OxNode* mm2, bool* done) {
   *done = false;
   static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
-  if (!ox_opt_is(mm2, "MatMul") || !o->cfg->contrib_available || mm2->n_inputs != 2) return NULL;
+  if (!ox_opt_is(mm2, "MatMul") || !o->cfg->contrib_available || !o->cfg->host_only ||
+      mm2->n_inputs != 2)
+    return NULL;
   /* After: Transpose(0 2 1 3) then Reshape to [B, S, H*D]. */
   OxNode* t_out = ox_sole_consumer(o, mm2->outputs[0], "Transpose");
   if (!t_out || !ox_perm_is(t_out, p0213)) return NULL;

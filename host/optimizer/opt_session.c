@@ -131,7 +131,11 @@ OnyxStatus* ox_session_optimize(OnyxSession* s) {
       .eval = cpu >= 0 ? ox_eval_cpu : NULL,
       .eval_ctx = s,
       .contrib_available = ox_cpu_has_contrib(s, cpu),
+      .host_only = true,
   };
+  for (size_t i = 0; i < s->n_eps; i++)
+    if (ox_session_ep_memory(s, (int32_t)i, ONYX_MEM_DEFAULT).kind != ONYX_DEVICE_CPU)
+      cfg.host_only = false;
   OxOptStats stats;
   OnyxStatus* st = ox_optimize(s->graph, &cfg, &stats);
   free(customs);

@@ -34,6 +34,10 @@ typedef struct OxOptConfig {
   int max_iterations;     /* per level; 0: 10 */
   size_t max_fold_bytes;  /* a folded output larger than this stays a node; 0: 64 MiB */
   bool contrib_available; /* com.onyx kernels exist (the CPU provider is in the session) */
+  /* Every provider of the session works in host memory. Rewrites that turn a
+   * standard op into a com.onyx one a device provider lacks (Gemm + Relu into
+   * FusedMatMul) run only then, so they never pull a node off a GPU. */
+  bool host_only;
 } OxOptConfig;
 
 typedef struct OxOptStats {

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_nn.h"
@@ -271,6 +272,12 @@ static void test_packed_a_matches(void** state) {
  * caller's MXCSR comes back unchanged. */
 static void test_denormal_mode(void** state) {
   (void)state;
+  if (getenv("ONYX_UNDER_VALGRIND")) {
+    /* memcheck runs SSE arithmetic on the host's own rounding and ignores
+     * MXCSR's FTZ/DAZ bits: the flush cannot be observed there. */
+    printf("skip: valgrind does not emulate flush-to-zero\n");
+    skip();
+  }
 #if TEST_X86
   const float tiny = 1e-40f; /* subnormal: below FLT_MIN = 1.18e-38 */
   assert_true(tiny > 0.0f && tiny < 1.17549435e-38f);

@@ -208,9 +208,13 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
       OX_TRY(ox_tensor_new(ONYX_ELEM_FLOAT32, (int64_t[]){k, n}, 2, &t));
       const float* src = b->constant->data;
       float* dst = t->data;
-      for (int64_t i = 0; i < k; i++)
-        for (int64_t j = 0; j < n; j++)
-          dst[i * n + j] = src[j * k + i];
+      /* In 32 x 32 blocks: a plain loop strides one side by a whole row per
+       * element (16 ms for mlp's 1024 x 784 at session creation). */
+      for (int64_t i0 = 0; i0 < k; i0 += 32)
+        for (int64_t j0 = 0; j0 < n; j0 += 32)
+          for (int64_t j = j0; j < j0 + 32 && j < n; j++)
+            for (int64_t i = i0; i < i0 + 32 && i < k; i++)
+              dst[i * n + j] = src[j * k + i];
       OX_TRY(ox_opt_new_constant(o, b->name, t, &nb));
     }
   }

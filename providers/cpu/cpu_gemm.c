@@ -870,12 +870,14 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   const size_t want = threads > 1 ? threads * TILES_PER_THREAD : 1;
 #define TILES() (((panels_m + tm - 1) / tm) * ((panels_n + tn - 1) / tn))
   if (g->packed_b) {
-    while (TILES() < want && (tm > 1 || tn > 1)) {
-      if (tn > 1 && (tn >= tm / 2 || tm == 1))
-        tn = (tn + 1) / 2;
-      else
-        tm = (tm + 1) / 2;
-    }
+    /* Packed weights stream from memory once per run: split the columns
+     * first, so each slice of B is read by one tile only (a row split reads
+     * it once per row block), and the rows only when the columns run out
+     * (bert_layer at 2 threads: 13.5 -> 12.9 ms). */
+    while (TILES() < want && tn > 1)
+      tn = (tn + 1) / 2;
+    while (TILES() < want && tm > 1)
+      tm = (tm + 1) / 2;
   } else {
     /* Every tile row packs its own B slices: split the columns first, and
      * the rows only as far as two tiles per thread. */

@@ -565,6 +565,8 @@ static OnyxStatus* ox_fuse_attention(OxOpt* o, OxNode* mm2, bool* done) {
       }
     }
     if (!mask || !ox_f32(mask) || mask->rank < 0 || mask->rank > 4) return NULL;
+  } else if (!ox_opt_single_use(o, s_in)) {
+    return NULL; /* the scores are read elsewhere too (or are a graph output) */
   }
   /* {/ c | * c} */
   double scale = 1.0;

@@ -593,7 +593,8 @@ static void test_gelu(void** state) {
 /* Multi-head attention, B = 2, S = T = 5, H = 2 heads of D = 3, from separate q, k, v
  * inputs [B, S, H*D]: mode 0 divides the scores by sqrt(D) and adds a [B, 1, 1, T] mask
  * input; mode 1 multiplies by 0.25 with no mask; mode 2 takes the softmax over axis 2
- * (not the last one), which must not be fused. The reference is computed here. */
+ * (not the last one), and mode 3 is mode 1 with the scaled scores also a graph output:
+ * neither may be fused. The reference is computed here. */
 static void attention_case(int mode) {
   enum { B = 2, S = 5, H = 2, D = 3, HD = 6 };
   OxTestModel* m = otm_new(13);
@@ -604,7 +605,7 @@ static void attention_case(int mode) {
   otm_initializer(m, "heads", ONYX_ELEM_INT64, 1, (int64_t[]){4}, (int64_t[]){B, S, H, D});
   otm_initializer(m, "merge", ONYX_ELEM_INT64, 1, (int64_t[]){3}, (int64_t[]){B, S, HD});
   otm_initializer(m, "c", ONYX_ELEM_FLOAT32, 0, NULL,
-                  (float[]){mode == 1 ? 0.25f : sqrtf((float)D)});
+                  (float[]){mode == 1 || mode == 3 ? 0.25f : sqrtf((float)D)});
   otm_node(m, "Reshape", "rq", "q,heads", "q4");
   otm_node(m, "Reshape", "rk", "k,heads", "k4");
   otm_node(m, "Reshape", "rv", "v,heads", "v4");
@@ -612,7 +613,7 @@ static void attention_case(int mode) {
   otm_attr_ints(otm_node(m, "Transpose", "tk", "k4", "kt"), "perm", 4, (int64_t[]){0, 2, 3, 1});
   otm_attr_ints(otm_node(m, "Transpose", "tv", "v4", "vt"), "perm", 4, (int64_t[]){0, 2, 1, 3});
   otm_node(m, "MatMul", "qk", "qt,kt", "sc");
-  otm_node(m, mode == 1 ? "Mul" : "Div", "scale", "sc,c", "ss");
+  otm_node(m, mode == 1 || mode == 3 ? "Mul" : "Div", "scale", "sc,c", "ss");
   if (mode == 0) otm_node(m, "Add", "addmask", "ss,mask", "sm_in");
   OxTestNode* sm = otm_node(m, "Softmax", "sm", mode == 0 ? "sm_in" : "ss", "p");
   if (mode == 2) otm_attr_int(sm, "axis", 2);
@@ -620,6 +621,7 @@ static void attention_case(int mode) {
   otm_attr_ints(otm_node(m, "Transpose", "to", "ctx", "ctxt"), "perm", 4, (int64_t[]){0, 2, 1, 3});
   otm_node(m, "Reshape", "ro", "ctxt,merge", "Y");
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  if (mode == 3) otm_output(m, "ss", ONYX_ELEM_FLOAT32, 4, (int64_t[]){B, H, S, S});
   Model md = finish(m);
   float q[B * S * HD], k[B * S * HD], v[B * S * HD], mask[B * S];
   fill(q, B * S * HD, 3);
@@ -628,9 +630,9 @@ static void attention_case(int mode) {
   for (int i = 0; i < B * S; i++)
     mask[i] = i % 4 == 3 ? -10000.0f : 0.0f;
   const float* in[] = {q, k, v, mask};
-  OnyxSession* s = compare_levels(&md, in, mode == 0 ? 4 : 3, 1, 1e-5f);
-  assert_int_equal(count_op(s, "MultiHeadAttention"), mode == 2 ? 0 : 1);
-  if (mode != 2) {
+  OnyxSession* s = compare_levels(&md, in, mode == 0 ? 4 : 3, mode == 3 ? 2 : 1, 1e-5f);
+  assert_int_equal(count_op(s, "MultiHeadAttention"), mode >= 2 ? 0 : 1);
+  if (mode < 2) {
     assert_int_equal(s->graph->n_nodes, 1);
     /* The reference: per (b, h, s) a softmax over t, in double. */
     float want[B * S * HD];
@@ -669,6 +671,7 @@ static void test_attention(void** state) {
   attention_case(0);
   attention_case(1);
   attention_case(2);
+  attention_case(3);
 }
 
 /* Levels: "basic" folds but does not fuse; "disabled" changes nothing. */

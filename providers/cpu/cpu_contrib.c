@@ -4,6 +4,7 @@
  * products go through cpu_gemm_f32 (cpu_nn.h); FusedConv is the provider's
  * Conv kernel with its activation epilogue. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_kernels.h"
@@ -204,58 +205,58 @@ typedef struct MhaJob {
   size_t b, h, s, t, d;
   size_t mstride[4]; /* Mask strides over [B, H, S, T]; 0 where it broadcasts */
   float scale;
-  _Atomic int failed; /* a task could not get its buffer */
+  float* scores; /* one S x T block per chunk, from the run's scratch */
+  size_t tasks, chunks;
 } MhaJob;
 
-static void mha_tasks(void* user, size_t begin, size_t end) {
-  MhaJob* j = user;
-  const size_t hd = j->h * j->d;
-  float* sc = malloc(j->s * j->t * sizeof *sc + 64);
-  if (!sc) {
-    j->failed = 1;
-    return;
-  }
-  for (size_t task = begin; task < end; task++) {
-    const size_t bi = task / j->h, hi = task % j->h;
-    const float* q = j->q + bi * j->s * hd + hi * j->d;
-    const float* k = j->k + bi * j->t * hd + hi * j->d;
-    const float* v = j->v + bi * j->t * hd + hi * j->d;
-    /* scores (S x T) = scale * Q_bh (S x D) * K_bh^T; K_bh is T x D with rows hd apart. */
-    const CpuGemm g1 = {.m = j->s,
-                        .n = j->t,
-                        .k = j->d,
-                        .a = q,
-                        .lda = hd,
-                        .b = k,
-                        .ldb = hd,
-                        .trans_b = 1,
-                        .c = sc,
-                        .ldc = j->t,
-                        .alpha = j->scale};
-    cpu_gemm_f32(NULL, &g1);
-    for (size_t si = 0; si < j->s; si++) {
-      float* row = sc + si * j->t;
-      if (j->mask) {
-        const float* m = j->mask + bi * j->mstride[0] + hi * j->mstride[1] + si * j->mstride[2];
-        for (size_t ti = 0; ti < j->t; ti++)
-          row[ti] += m[ti * j->mstride[3]];
+/* Chunk c runs tasks [c * tasks / chunks, (c + 1) * tasks / chunks) in its
+ * own score block. */
+static void mha_chunks(void* user, size_t begin, size_t end) {
+  const MhaJob* j = user;
+  for (size_t c = begin; c < end; c++) {
+    const size_t hd = j->h * j->d;
+    float* sc = j->scores + c * j->s * j->t;
+    for (size_t task = c * j->tasks / j->chunks; task < (c + 1) * j->tasks / j->chunks; task++) {
+      const size_t bi = task / j->h, hi = task % j->h;
+      const float* q = j->q + bi * j->s * hd + hi * j->d;
+      const float* k = j->k + bi * j->t * hd + hi * j->d;
+      const float* v = j->v + bi * j->t * hd + hi * j->d;
+      /* scores (S x T) = scale * Q_bh (S x D) * K_bh^T; K_bh is T x D with rows hd apart. */
+      const CpuGemm g1 = {.m = j->s,
+                          .n = j->t,
+                          .k = j->d,
+                          .a = q,
+                          .lda = hd,
+                          .b = k,
+                          .ldb = hd,
+                          .trans_b = 1,
+                          .c = sc,
+                          .ldc = j->t,
+                          .alpha = j->scale};
+      cpu_gemm_f32(NULL, &g1);
+      for (size_t si = 0; si < j->s; si++) {
+        float* row = sc + si * j->t;
+        if (j->mask) {
+          const float* m = j->mask + bi * j->mstride[0] + hi * j->mstride[1] + si * j->mstride[2];
+          for (size_t ti = 0; ti < j->t; ti++)
+            row[ti] += m[ti * j->mstride[3]];
+        }
+        cpu_softmax_row_f32(row, row, j->t);
       }
-      cpu_softmax_row_f32(row, row, j->t);
+      /* Y_bh (S x D, rows hd apart) = P (S x T) * V_bh (T x D, rows hd apart). */
+      const CpuGemm g2 = {.m = j->s,
+                          .n = j->d,
+                          .k = j->t,
+                          .a = sc,
+                          .lda = j->t,
+                          .b = v,
+                          .ldb = hd,
+                          .c = j->y + bi * j->s * hd + hi * j->d,
+                          .ldc = hd,
+                          .alpha = 1.0};
+      cpu_gemm_f32(NULL, &g2);
     }
-    /* Y_bh (S x D, rows hd apart) = P (S x T) * V_bh (T x D, rows hd apart). */
-    const CpuGemm g2 = {.m = j->s,
-                        .n = j->d,
-                        .k = j->t,
-                        .a = sc,
-                        .lda = j->t,
-                        .b = v,
-                        .ldb = hd,
-                        .c = j->y + bi * j->s * hd + hi * j->d,
-                        .ldc = hd,
-                        .alpha = 1.0};
-    cpu_gemm_f32(NULL, &g2);
   }
-  free(sc);
 }
 
 static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
@@ -318,13 +319,19 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
     memset(j.y, 0, cpu_host->tensor_elem_count(y) * sizeof(float));
     return NULL;
   }
-  const size_t tasks = j.b * j.h;
-  const double work = (double)j.s * (double)j.t * (double)j.d * (double)tasks;
-  cpu_host->parallel_for(work > 65536 ? cpu_host->ctx_thread_pool(ctx) : NULL, tasks, mha_tasks,
-                         &j);
-  if (j.failed)
-    return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "out of memory for a %zu x %zu score block", j.s,
+  j.tasks = j.b * j.h;
+  const double work = (double)j.s * (double)j.t * (double)j.d * (double)j.tasks;
+  OnyxThreadPool* pool = work > 65536 ? cpu_host->ctx_thread_pool(ctx) : NULL;
+  const size_t threads = cpu_host->thread_pool_size(pool);
+  j.chunks = j.tasks < threads ? j.tasks : threads;
+  if (j.s && j.t > SIZE_MAX / sizeof(float) / j.s / j.chunks)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "a %zu x %zu score block is too large", j.s,
                          j.t);
+  j.scores = cpu_host->ctx_scratch(ctx, j.chunks * j.s * j.t * sizeof(float));
+  if (!j.scores)
+    return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "out of memory for %zu score blocks of %zu x %zu",
+                         j.chunks, j.s, j.t);
+  cpu_host->parallel_for(pool, j.chunks, mha_chunks, &j);
   return NULL;
 }
 

@@ -1645,6 +1645,18 @@ typedef struct SoftmaxJob {
 DEFINE_SOFTMAX(float)
 DEFINE_SOFTMAX(double)
 
+void cpu_softmax_row_f32(const float* x, float* y, size_t n) {
+  if (n == 0) return;
+#if CPU_NN_X86
+  if (use_avx512()) {
+    softmax_row_avx512(x, y, n);
+    return;
+  }
+#endif
+  float mx, sum;
+  softmax_block_float(x, y, n, 1, &mx, &sum);
+}
+
 #if CPU_NN_X86
 static void softmax_rows_avx512(void* user, size_t begin, size_t end) {
   const SoftmaxJob* j = user;

@@ -33,6 +33,11 @@ typedef struct CpuActivation {
 } CpuActivation;
 OnyxStatus* cpu_read_activation(const OnyxNode* node, CpuActivation* out);
 
+/* y = softmax(x) over n contiguous float32 values (y may be x), the
+ * Softmax kernel's own rows: outputs below FLT_MIN are 0, so no denormal
+ * reaches a consumer's arithmetic. */
+void cpu_softmax_row_f32(const float* x, float* y, size_t n);
+
 typedef struct CpuGemm {
   size_t m, n, k;
   const void* a;

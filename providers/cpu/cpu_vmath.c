@@ -3,7 +3,6 @@
  * library still runs on machines without AVX2. */
 #include "cpu_vmath.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,6 @@
  * (same signatures, with the ISA each one needs; the calls sit in functions
  * compiled for it). */
 extern __attribute__((target("avx512f"))) __m512 Sleef_erff16_u10avx512f(__m512);
-extern __attribute__((target("avx512f"))) __m512 Sleef_expf16_u10avx512f(__m512);
 extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_erff8_u10avx2(__m256);
 #else
 #define VMATH_X86 0
@@ -142,62 +140,4 @@ void cpu_gelu_f32(const float* x, float* y, size_t n) {
   }
 #endif
   gelu_scalar(x, y, n);
-}
-
-/* --- Softmax rows ------------------------------------------------------------------------------
- */
-
-static void softmax_scalar(const float* x, float* y, size_t n) {
-  float mx = -INFINITY;
-  for (size_t i = 0; i < n; i++)
-    mx = x[i] > mx ? x[i] : mx;
-  double sum = 0;
-  for (size_t i = 0; i < n; i++) {
-    y[i] = expf(x[i] - mx);
-    sum += y[i];
-  }
-  const float inv = (float)(1.0 / sum);
-  for (size_t i = 0; i < n; i++) {
-    const float v = y[i] * inv;
-    y[i] = v < FLT_MIN ? 0.0f : v; /* NaN kept */
-  }
-}
-
-#if VMATH_X86
-T512 static void softmax_avx512(const float* x, float* y, size_t n) {
-  __m512 vm = _mm512_set1_ps(-INFINITY);
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-    vm = _mm512_max_ps(vm, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, x + i));
-  }
-  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vm));
-  __m512 vs = _mm512_setzero_ps();
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-    /* Masked-off lanes read -inf: e^-inf = 0 adds nothing. */
-    const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, x + i);
-    const __m512 e = Sleef_expf16_u10avx512f(_mm512_sub_ps(v, mx));
-    _mm512_mask_storeu_ps(y + i, m, e);
-    vs = _mm512_add_ps(vs, _mm512_maskz_mov_ps(m, e));
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
-  const __m512 tiny = _mm512_set1_ps(FLT_MIN);
-  for (size_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), inv);
-    const __mmask16 keep = m & ~_mm512_cmp_ps_mask(v, tiny, _CMP_LT_OQ);
-    _mm512_mask_storeu_ps(y + i, m, _mm512_maskz_mov_ps(keep, v));
-  }
-}
-#endif
-
-void cpu_softmax_row_f32(const float* x, float* y, size_t n) {
-  if (n == 0) return;
-#if VMATH_X86
-  if (path() == PATH_AVX512) {
-    softmax_avx512(x, y, n);
-    return;
-  }
-#endif
-  softmax_scalar(x, y, n);
 }

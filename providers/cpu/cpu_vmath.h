@@ -11,9 +11,6 @@
 void cpu_erf_f32(const float* x, float* y, size_t n);
 /* y[i] = 0.5 x (1 + erf(x / sqrt 2)) (exact Gelu); x and y may alias. */
 void cpu_gelu_f32(const float* x, float* y, size_t n);
-/* y = softmax(x) over n contiguous values (x and y may alias). Outputs
- * below FLT_MIN are 0: no denormal reaches a consumer's arithmetic. */
-void cpu_softmax_row_f32(const float* x, float* y, size_t n);
 /* "avx512", "avx2" or "scalar": which path cpu_erf_f32 takes here. */
 const char* cpu_vmath_path(void);
 

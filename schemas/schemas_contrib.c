@@ -6,9 +6,10 @@
  *                                  the last axis (A of any rank >= 2), then the
  *                                  optional `activation` ("Relu", "LeakyRelu"
  *                                  (alpha) or "Clip" (clip_min, clip_max))
- *   FusedConv(X, W, B?) -> Y       Conv (same attributes) then `activation`:
- *                                  "Relu", "LeakyRelu" (alpha) or "Clip"
- *                                  (clip_min, clip_max)
+ *   FusedConv(X, W, B?, Z?) -> Y   Conv (same attributes), plus Z (a tensor
+ *                                  of Y's shape: a residual sum) when given,
+ *                                  then `activation`: "Relu", "LeakyRelu"
+ *                                  (alpha) or "Clip" (clip_min, clip_max)
  *   Gelu(X) -> Y                   0.5 x (1 + erf(x / sqrt 2))
  *   LayerNormalization(X, Scale, B?) -> Y   as ONNX LayerNormalization-17,
  *                                  for models importing an older opset
@@ -34,7 +35,8 @@ static const OxFormal f_mm_in[] = {{"A", "T", ONYX_PARAM_SINGLE, 1},
                                    {"Bias", "T", ONYX_PARAM_SINGLE, 1}};
 static const OxFormal f_conv_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
                                      {"W", "T", ONYX_PARAM_SINGLE, 1},
-                                     {"B", "T", ONYX_PARAM_OPTIONAL, 1}};
+                                     {"B", "T", ONYX_PARAM_OPTIONAL, 1},
+                                     {"Z", "T", ONYX_PARAM_OPTIONAL, 1}};
 static const OxFormal f_ln_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
                                    {"Scale", "T", ONYX_PARAM_SINGLE, 1},
                                    {"B", "T", ONYX_PARAM_OPTIONAL, 1}};

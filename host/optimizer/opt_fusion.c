@@ -239,6 +239,35 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
   return NULL;
 }
 
+/* Both values have the same static shape (every dim known). */
+static bool ox_same_static_shape(const OxValue* a, const OxValue* b) {
+  if (!a || !b || a->rank < 0 || a->rank != b->rank || !a->dims || !b->dims) return false;
+  for (int32_t i = 0; i < a->rank; i++)
+    if (a->dims[i] < 0 || a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+/* act's input is Add(Conv(...), Z) (either order) with Z of the sum's
+ * static shape (no broadcasting) and each intermediate read only there: the
+ * residual of a ResNet block, which FusedConv adds in its epilogue before
+ * the activation. Returns the Conv (and the Add and Z), or NULL. */
+static OxNode* ox_residual_conv(const OxOpt* o, const OxNode* act, OxNode** add, OxValue** z) {
+  OxNode* a = ox_opt_producer(act, 0, "Add");
+  if (!a || a->n_inputs != 2 || !a->inputs[0] || !a->inputs[1] ||
+      !ox_opt_single_use(o, a->outputs[0]))
+    return NULL;
+  for (size_t side = 0; side < 2; side++) {
+    OxNode* c = ox_opt_producer(a, side, "Conv");
+    OxValue* other = a->inputs[1 - side];
+    if (!c || other == c->outputs[0] || !ox_f32(other) || !ox_opt_single_use(o, c->outputs[0]) ||
+        !ox_same_static_shape(c->outputs[0], other) || !ox_same_static_shape(a->outputs[0], other))
+      continue;
+    *add = a, *z = other;
+    return c;
+  }
+  return NULL;
+}
+
 static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   *done = false;
   if (!o->cfg->contrib_available || *act->domain || act->n_inputs < 1) return NULL;
@@ -267,20 +296,25 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   } else {
     return NULL;
   }
+  OxNode* add = NULL;
+  OxValue* z = NULL;
   OxNode* conv = ox_opt_producer(act, 0, "Conv");
+  if (!conv && o->cfg->cpu_alone) conv = ox_residual_conv(o, act, &add, &z);
   if (!conv) return ox_fuse_matmul_act(o, act, kind, lo, hi, alpha, done);
   if (!ox_opt_single_use(o, conv->outputs[0])) return NULL;
   const OxValue* x = conv->inputs[0];
   const OxValue* w = conv->inputs[1];
   if (!ox_f32(x) || !ox_f32(w) || x->rank != 4 || w->rank != 4) return NULL;
-  OxValue* ins[3] = {conv->inputs[0], conv->inputs[1], conv->n_inputs > 2 ? conv->inputs[2] : NULL};
+  OxValue* ins[4] = {conv->inputs[0], conv->inputs[1], conv->n_inputs > 2 ? conv->inputs[2] : NULL,
+                     z};
+  const size_t n_ins = z ? 4 : ins[2] ? 3 : 2;
   OxValue* y = act->outputs[0];
   OxNode* fc = NULL;
   char* base = ox_strdup(conv->name);
   if (!base) return ox_oom();
   ox_opt_remove(o, act);
-  OnyxStatus* st =
-      ox_opt_add_node(o, base, "FusedConv", OX_CONTRIB_DOMAIN, ins, ins[2] ? 3 : 2, &y, 1, &fc);
+  if (add) ox_opt_remove(o, add);
+  OnyxStatus* st = ox_opt_add_node(o, base, "FusedConv", OX_CONTRIB_DOMAIN, ins, n_ins, &y, 1, &fc);
   free(base);
   OX_TRY(st);
   OX_TRY(ox_opt_copy_attrs(fc, conv));
@@ -291,7 +325,10 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
     OX_TRY(ox_opt_attr_float(fc, "clip_max", hi));
   }
   ox_opt_remove(o, conv);
-  o->stats->conv_act++;
+  if (z)
+    o->stats->conv_add++;
+  else
+    o->stats->conv_act++;
   *done = true;
   return NULL;
 }

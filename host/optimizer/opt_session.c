@@ -132,6 +132,7 @@ OnyxStatus* ox_session_optimize(OnyxSession* s) {
       .eval_ctx = s,
       .contrib_available = ox_cpu_has_contrib(s, cpu),
       .host_only = true,
+      .cpu_alone = cpu >= 0 && s->n_eps == 1,
   };
   for (size_t i = 0; i < s->n_eps; i++)
     if (ox_session_ep_memory(s, (int32_t)i, ONYX_MEM_DEFAULT).kind != ONYX_DEVICE_CPU)

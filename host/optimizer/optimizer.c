@@ -249,6 +249,7 @@ char* ox_opt_stats_str(const OxOptStats* s) {
                {"FusedMatMul", s->fused_matmul},
                {"Conv+BN", s->conv_bn},
                {"FusedConv", s->conv_act},
+               {"FusedConv+residual", s->conv_add},
                {"FusedMatMul+activation", s->matmul_act},
                {"LayerNorm", s->layernorm},
                {"Gelu", s->gelu},

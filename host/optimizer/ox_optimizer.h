@@ -38,6 +38,10 @@ typedef struct OxOptConfig {
    * standard op into a com.onyx one a device provider lacks (Gemm + Relu into
    * FusedMatMul) run only then, so they never pull a node off a GPU. */
   bool host_only;
+  /* The CPU provider is the session's only provider. Conv + Add + activation
+   * into FusedConv with a Z input runs only then: oneDNN fuses residual sums
+   * into its own Conv chains, which a FusedConv with Z would break. */
+  bool cpu_alone;
 } OxOptConfig;
 
 typedef struct OxOptStats {
@@ -45,7 +49,7 @@ typedef struct OxOptStats {
   size_t iterations;
   /* Per built-in transformer: how many rewrites it made. */
   size_t folded, eliminated, cse, shapes, gemm, fused_matmul, conv_bn, conv_act, layernorm, gelu,
-      attention, matmul_act;
+      attention, matmul_act, conv_add;
   size_t user; /* user transformers that reported a change */
   double seconds;
 } OxOptStats;

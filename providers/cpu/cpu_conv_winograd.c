@@ -444,11 +444,16 @@ static inline __attribute__((always_inline)) void output_body(const Job* j, size
         /* the tile's output origin is its input origin plus the padding */
         const size_t y0 = (size_t)(j->iy[q] + (int64_t)p->pad_top);
         const size_t x0 = (size_t)(j->ix[q] + (int64_t)p->pad_left);
-        float* dst = p->y + (j->img[q] * oc + oi) * oh * ow + y0 * ow + x0;
+        const size_t at = (j->img[q] * oc + oi) * oh * ow + y0 * ow + x0;
+        float* dst = p->y + at;
+        const float* zs = p->z ? p->z + at : NULL;
         const size_t rows = oh - y0 < mt ? oh - y0 : mt, cols = ow - x0 < mt ? ow - x0 : mt;
         for (size_t a = 0; a < rows; a++, dst += ow)
-          for (size_t b = 0; b < cols; b++)
-            dst[b] = act(of[(a * mt + b) * WL + l] + bias, p);
+          for (size_t b = 0; b < cols; b++) {
+            float v = of[(a * mt + b) * WL + l] + bias;
+            if (zs) v += zs[a * ow + b];
+            dst[b] = act(v, p);
+          }
       }
     }
   }
@@ -513,9 +518,20 @@ AVX512 static inline __attribute__((always_inline)) void interleave2(const __m51
   out[1] = _mm512_shuffle_f32x4(w1, w1, 0xD8);
 }
 
-/* Bias, activation (NaN kept: max/min return their second operand on NaN),
- * each output row of the 16 tiles put in tile order, then copied run by
- * run with masked stores of the valid part. */
+/* The activation act of x (NaN kept: max/min return their second operand
+ * on NaN). */
+AVX512 static inline __attribute__((always_inline)) __m512
+act_x86(__m512 x, int act, __m512 zero, __m512 alpha, __m512 lo, __m512 hi) {
+  if (act == CPU_ACT_RELU) return _mm512_max_ps(zero, x);
+  if (act == CPU_ACT_LEAKY_RELU)
+    return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, alpha);
+  if (act == CPU_ACT_CLIP) return _mm512_min_ps(hi, _mm512_max_ps(lo, x));
+  return x;
+}
+
+/* Bias, activation, each output row of the 16 tiles put in tile order,
+ * then copied run by run with masked stores of the valid part (Z, when
+ * given, added there, and the activation after it). */
 AVX512 static inline __attribute__((always_inline)) void output_x86(const Job* j, size_t o0,
                                                                     size_t o1, const int M) {
   const CpuWinogradConv* p = j->p;
@@ -536,19 +552,12 @@ AVX512 static inline __attribute__((always_inline)) void output_x86(const Job* j
       else
         output_tile2(m, o);
       const __m512 bias = _mm512_set1_ps(p->bias ? p->bias[oi] : 0.0f);
+      /* with Z the activation waits until Z is added, at the store */
+      const int act_now = p->z ? CPU_ACT_NONE : p->act;
       for (int a = 0; a < M; a++) {
         __m512 r[4], t[4];
-        for (int b = 0; b < M; b++) {
-          r[b] = _mm512_add_ps((__m512)o[a * M + b], bias);
-          if (p->act == CPU_ACT_RELU) {
-            r[b] = _mm512_max_ps(zero, r[b]);
-          } else if (p->act == CPU_ACT_LEAKY_RELU) {
-            r[b] =
-                _mm512_mask_mul_ps(r[b], _mm512_cmp_ps_mask(r[b], zero, _CMP_LT_OQ), r[b], alpha);
-          } else if (p->act == CPU_ACT_CLIP) {
-            r[b] = _mm512_min_ps(hi, _mm512_max_ps(lo, r[b]));
-          }
-        }
+        for (int b = 0; b < M; b++)
+          r[b] = act_x86(_mm512_add_ps((__m512)o[a * M + b], bias), act_now, zero, alpha, lo, hi);
         if (M == 4)
           interleave4(r, t);
         else
@@ -557,14 +566,20 @@ AVX512 static inline __attribute__((always_inline)) void output_x86(const Job* j
           _mm512_store_ps(buf[a] + 16 * k, t[k]);
       }
       float* yc = p->y + oi * ohw;
+      const float* zc = p->z ? p->z + oi * ohw : NULL;
       for (int q = 0; q < rs->n; q++) {
         const int n = rs->r[q].floats;
         for (int a = 0; a < rs->r[q].rows; a++) {
           const float* s = buf[a] + M * rs->r[q].l0;
-          float* d = yc + rs->r[q].off + (size_t)a * ow;
+          const size_t at = rs->r[q].off + (size_t)a * ow;
+          float* d = yc + at;
           for (int f = 0; f < n; f += 16) {
             const __mmask16 k = n - f >= 16 ? 0xFFFF : (__mmask16)((1u << (n - f)) - 1);
-            _mm512_mask_storeu_ps(d + f, k, _mm512_maskz_loadu_ps(k, s + f));
+            __m512 v = _mm512_maskz_loadu_ps(k, s + f);
+            if (zc)
+              v = act_x86(_mm512_add_ps(v, _mm512_maskz_loadu_ps(k, zc + at + f)), p->act, zero,
+                          alpha, lo, hi);
+            _mm512_mask_storeu_ps(d + f, k, v);
           }
         }
       }
@@ -706,6 +721,7 @@ OnyxStatus* cpu_winograd_conv(const CpuWinograd* wg, OnyxKernelContext* ctx,
   size_t blocks = (all + bt - 1) / bt;
   bt = round_up((j.tiles + blocks - 1) / blocks, nr);
   blocks = (j.tiles + bt - 1) / bt;
+
   j.avx512 = strcmp(cpu_gemm_isa_name(), "avx512") == 0 &&
              p->n * (wg->ic > wg->oc ? wg->ic : wg->oc) *
                      (p->h * p->w > p->oh * p->ow ? p->h * p->w : p->oh * p->ow) <

@@ -7,6 +7,7 @@
 #include "cpu_nn.h"
 #include "cpu_util.h"
 #include "cpu_winograd.h"
+#include "cpu_conv_direct.h"
 
 #include <float.h>
 #include <math.h>
@@ -263,6 +264,8 @@ typedef struct ConvState {
    * (kdim x m), for Y^T = im2col(X)^T W^T, or NULL. */
   float* packed_wt;
   size_t packed_wt_m, packed_wt_k;
+  /* W packed for the direct AVX-512 path (cpu_conv_direct.h), or NULL. */
+  CpuConvDirect* direct;
 } ConvState;
 
 /* At most this many output positions per image, a 2-D group-1 Conv with at
@@ -280,6 +283,7 @@ void cpu_conv_release(void* state) {
   free(s->packed_w);
   free(s->packed_wt);
   cpu_winograd_free(s->wino);
+  cpu_conv_direct_free(s->direct);
   free(s);
 }
 
@@ -330,6 +334,18 @@ static bool conv_prepare_small(ConvState* s, const OnyxNode* node) {
   return true;
 }
 
+/* Where both could run, Winograd takes n images of oh x ow outputs only
+ * with at least this many 4x4 tiles: below, its transformed weights (4x or
+ * 16/9 the size of W) are streamed from memory for too few tiles, and the
+ * direct path wins or ties (ResNet-18's 256-channel 14x14 layers in the
+ * model at 1 thread: F(4x4) 1.32-1.55 ms, F(2x2) 1.17, direct 1.19; its
+ * 512-channel 7x7 ones: F(2x2) 2.3 ms, direct 1.34). */
+#define CONV_WINOGRAD_OVER_DIRECT_TILES 32
+
+static bool conv_winograd_over_direct(size_t n, size_t oh, size_t ow) {
+  return n * ((oh + 3) / 4) * ((ow + 3) / 4) >= CONV_WINOGRAD_OVER_DIRECT_TILES;
+}
+
 /* Output extent of a 3x3 unit-stride window over `in` along spatial dim i
  * (0 or 1), or 0 when unknown. */
 static size_t conv_static_out(const WindowAttrs* w, int64_t in, size_t i) {
@@ -342,7 +358,7 @@ static size_t conv_static_out(const WindowAttrs* w, int64_t in, size_t i) {
 /* Transforms a constant float32 W (m, c, 3, 3) for the Winograd path when
  * the conv qualifies (cpu_winograd.h), unless X's static shape already
  * shows too few tiles for it to pay. */
-static bool conv_prepare_winograd(ConvState* s, const OnyxNode* node) {
+static bool conv_prepare_winograd(ConvState* s, const OnyxNode* node, bool direct) {
   const OnyxValueInfo* wv =
       cpu_host->node_input_count(node) > 1 ? cpu_host->node_input(node, 1) : NULL;
   const OnyxTensor* wt = wv ? cpu_host->value_constant(wv) : NULL;
@@ -369,11 +385,34 @@ static bool conv_prepare_winograd(ConvState* s, const OnyxNode* node) {
     oh = conv_static_out(w, xd[2], 0), ow = conv_static_out(w, xd[3], 1);
     batch = xd[0] > 0 ? (size_t)xd[0] : 0;
     if (oh && ow && !(tile = cpu_winograd_pick_tile(batch ? batch : 1, oh, ow))) return false;
+    if (oh && ow && direct && !conv_winograd_over_direct(batch ? batch : 1, oh, ow)) return false;
   }
   s->wino = cpu_winograd_create(cpu_host->tensor_data(wt), (size_t)d[0], (size_t)d[1], tile);
   /* With X's shape static, every run takes the Winograd path: no im2col
    * copy of W is needed (a run that did not fit would pack W per call). */
   return s->wino && batch && oh && ow && cpu_winograd_pays(s->wino, batch, oh, ow);
+}
+
+/* Whether the direct path (cpu_conv_direct.h) takes this conv: a machine
+ * with the AVX-512 kernel, a constant float32 W (m, c, kh, kw) with a window
+ * larger than 1x1 (pointwise convs are plain GEMMs, faster there), group 1. */
+static bool conv_direct_applies(const ConvState* s, const OnyxNode* node) {
+  const OnyxValueInfo* wv =
+      cpu_host->node_input_count(node) > 1 ? cpu_host->node_input(node, 1) : NULL;
+  const OnyxTensor* wt = wv ? cpu_host->value_constant(wv) : NULL;
+  if (!wt || s->w.group != 1 || !cpu_conv_direct_available() ||
+      cpu_host->tensor_elem_type(wt) != ONYX_ELEM_FLOAT32 || cpu_host->tensor_rank(wt) != 4)
+    return false;
+  const int64_t* d = cpu_host->tensor_dims(wt);
+  return d[2] * d[3] > 1 && d[0] > 0 && d[1] > 0;
+}
+
+static bool conv_prepare_direct(ConvState* s, const OnyxNode* node) {
+  const OnyxTensor* wt = cpu_host->value_constant(cpu_host->node_input(node, 1));
+  const int64_t* d = cpu_host->tensor_dims(wt);
+  s->direct = cpu_conv_direct_create(cpu_host->tensor_data(wt), (size_t)d[0], (size_t)d[1],
+                                     (size_t)d[2], (size_t)d[3]);
+  return s->direct != NULL;
 }
 
 /* FusedConv's `activation` (absent on a plain Conv). */
@@ -416,10 +455,16 @@ OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, v
     free(s);
     return st;
   }
-  /* Small static outputs take the transposed GEMM; else Winograd, where
-   * X's static shape shows every run takes it (then the im2col packing of W
-   * is not made at all); else W packed for im2col. */
-  if (!conv_prepare_small(s, node) && !conv_prepare_winograd(s, node)) conv_pack_weights(s, node);
+  /* One path per conv, and only its weights packed, where X's static shape
+   * shows which: Winograd where enough 4x4 tiles fill its GEMMs (or, where
+   * the direct path is missing, any tiles at all); the direct path for
+   * other windows larger than 1x1 on AVX-512 machines; the transposed GEMM
+   * for small outputs; im2col + GEMM. Without a static shape, Winograd's
+   * and the direct path's weights are both made and each run picks. */
+  const bool direct = conv_direct_applies(s, node);
+  if (!conv_prepare_winograd(s, node, direct) && !(direct && conv_prepare_direct(s, node)) &&
+      !conv_prepare_small(s, node))
+    conv_pack_weights(s, node);
   *state = s;
   return NULL;
 }
@@ -632,11 +677,26 @@ static void im2col_panel(void* user, float* dst, size_t p, size_t k0, size_t k1)
   im2col_body(j, dst, p, k0, k1, 0);
 }
 
+/* FusedConv's activation on one value (NaN kept, as the GEMM epilogue). */
+static float conv_act(float v, const ConvState* s) {
+  switch (s->act) {
+  case CPU_ACT_RELU:
+    return v < 0.0f ? 0.0f : v;
+  case CPU_ACT_LEAKY_RELU:
+    return v < 0.0f ? v * s->act_alpha : v;
+  case CPU_ACT_CLIP:
+    return v < s->act_min ? s->act_min : v > s->act_max ? s->act_max : v;
+  default:
+    return v;
+  }
+}
+
 /* Y^T (os x m) = im2col(X)^T (os x kdim) x W^T (packed B), per image, then
  * transposed into Y; the bias (per column of Y^T) and the activation ride in
  * the GEMM's epilogue. */
 static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, const ConvShape* cs,
-                                  const OnyxTensor* x, const OnyxTensor* b, OnyxTensor* y) {
+                                  const OnyxTensor* x, const OnyxTensor* b, const float* z,
+                                  OnyxTensor* y) {
   const size_t os = cs->g.out_size, kdim = cs->cg * cs->g.k_size, m = cs->mg;
   float *col = NULL, *yt = NULL;
   OnyxStatus* st = scratch(ctx, kdim * os * sizeof(float), (void**)&col);
@@ -659,15 +719,17 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
                        .ldc = m,
                        .alpha = 1.0,
                        .bias_col = b ? cpu_host->tensor_data(b) : NULL,
-                       .act = cst->act,
+                       /* with Z the activation follows its sum, below */
+                       .act = z ? CPU_ACT_NONE : cst->act,
                        .act_alpha = cst->act_alpha,
                        .act_min = cst->act_min,
                        .act_max = cst->act_max};
     cpu_gemm_f32(pool, &g);
     float* yn = yd + n * m * os;
+    const float* zn = z ? z + n * m * os : NULL;
     for (size_t c = 0; c < m; c++)
       for (size_t p = 0; p < os; p++)
-        yn[c * os + p] = yt[p * m + c];
+        yn[c * os + p] = zn ? conv_act(yt[p * m + c] + zn[c * os + p], cst) : yt[p * m + c];
   }
   return NULL;
 }
@@ -679,7 +741,7 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
  * GEMM's epilogue. */
 static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx,
                                     const ConvShape* cs, const OnyxTensor* x, const OnyxTensor* wt,
-                                    const OnyxTensor* b, OnyxTensor* y) {
+                                    const OnyxTensor* b, const float* z, OnyxTensor* y) {
   const WindowAttrs* w = &cst->w;
   const size_t os = cs->g.out_size, kdim = cs->cg * cs->g.k_size;
   const int pointwise = conv_is_pointwise(&cs->g), direct = !pointwise && cs->g.rank == 2;
@@ -688,9 +750,35 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   if (!pointwise && !direct && (st = scratch(ctx, kdim * os * sizeof(float), (void**)&col)))
     return st;
   const Geometry* ge = &cs->g;
+  const CpuConvDirect* dc = cst->direct;
+  if (dc && ge->rank == 2 && w->group == 1 && cs->m == dc->oc && cs->cg == dc->ic &&
+      (size_t)ge->k[0] == dc->kh && (size_t)ge->k[1] == dc->kw && cpu_conv_direct_available() &&
+      !(cst->wino && cpu_winograd_pays(cst->wino, cs->n, (size_t)ge->out[0], (size_t)ge->out[1]) &&
+        conv_winograd_over_direct(cs->n, (size_t)ge->out[0], (size_t)ge->out[1]))) {
+    const CpuConvDirectRun p = {.x = cpu_host->tensor_data(x),
+                                .y = cpu_host->tensor_mutable_data(y),
+                                .bias = b ? cpu_host->tensor_data(b) : NULL,
+                                .z = z,
+                                .n = cs->n,
+                                .h = (size_t)ge->in[0],
+                                .w = (size_t)ge->in[1],
+                                .oh = (size_t)ge->out[0],
+                                .ow = (size_t)ge->out[1],
+                                .sh = (size_t)ge->s[0],
+                                .sw = (size_t)ge->s[1],
+                                .dh = (size_t)ge->d[0],
+                                .dw = (size_t)ge->d[1],
+                                .pad_top = (size_t)ge->pb[0],
+                                .pad_left = (size_t)ge->pb[1],
+                                .act = cst->act,
+                                .act_alpha = cst->act_alpha,
+                                .act_min = cst->act_min,
+                                .act_max = cst->act_max};
+    return cpu_conv_direct_run(dc, ctx, &p);
+  }
   if (cst->packed_wt && ge->rank == 2 && w->group == 1 && cs->mg == cst->packed_wt_m &&
       kdim == cst->packed_wt_k && os <= CONV_SMALL_OUT)
-    return conv_small_f32(cst, ctx, cs, x, b, y);
+    return conv_small_f32(cst, ctx, cs, x, b, z, y);
   if (cst->wino && ge->rank == 2 && w->group == 1 && cs->mg == cst->wino->oc &&
       cs->cg == cst->wino->ic && ge->k[0] == 3 && ge->k[1] == 3 && ge->s[0] == 1 && ge->s[1] == 1 &&
       ge->d[0] == 1 && ge->d[1] == 1 &&
@@ -698,6 +786,7 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
     const CpuWinogradConv p = {.x = cpu_host->tensor_data(x),
                                .y = cpu_host->tensor_mutable_data(y),
                                .bias = b ? cpu_host->tensor_data(b) : NULL,
+                               .z = z,
                                .n = cs->n,
                                .h = (size_t)ge->in[0],
                                .w = (size_t)ge->in[1],
@@ -732,11 +821,13 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
                    .c = yd + (n * cs->m + grp * cs->mg) * os,
                    .ldc = os,
                    .alpha = 1.0,
+                   .beta = z ? 1.0 : 0.0, /* C starts as Z */
                    .bias_row = bias ? bias + grp * cs->mg : NULL,
                    .act = cst->act,
                    .act_alpha = cst->act_alpha,
                    .act_min = cst->act_min,
                    .act_max = cst->act_max};
+      if (z) memcpy(g.c, z + (n * cs->m + grp * cs->mg) * os, cs->mg * os * sizeof(float));
       if (direct) {
         g.pack_b_fn = im2col_panel;
         g.pack_b_user = &job;
@@ -754,15 +845,28 @@ OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* wt = cpu_host->ctx_input(ctx, 1);
   const OnyxTensor* b = cpu_host->ctx_input_count(ctx) > 2 ? cpu_host->ctx_input(ctx, 2) : NULL;
+  /* FusedConv's residual Z */
+  const OnyxTensor* zt = cpu_host->ctx_input_count(ctx) > 3 ? cpu_host->ctx_input(ctx, 3) : NULL;
   ConvShape cs;
   OnyxStatus* st = conv_shape(w, x, wt, b, &cs);
   if (st) return st;
+  const OnyxElemType t = cpu_host->tensor_elem_type(x);
+  if (zt && (t != ONYX_ELEM_FLOAT32 || cpu_host->tensor_elem_type(zt) != ONYX_ELEM_FLOAT32 ||
+             cpu_host->tensor_rank(zt) != cs.out_rank ||
+             memcmp(cpu_host->tensor_dims(zt), cs.out, cs.out_rank * sizeof(int64_t)) != 0)) {
+    char zs[128], ys[128];
+    return cpu_error(
+        w->node, ONYX_INVALID_ARGUMENT,
+        "Z must be a float32 tensor of Y's shape %s (no broadcasting), got %s",
+        format_dims(ys, sizeof ys, cs.out, cs.out_rank),
+        format_dims(zs, sizeof zs, cpu_host->tensor_dims(zt), cpu_host->tensor_rank(zt)));
+  }
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, cs.out, cs.out_rank, &y))) return st;
-  const OnyxElemType t = cpu_host->tensor_elem_type(x);
   const size_t es = cpu_elem_size(t), os = cs.g.out_size, kdim = cs.cg * cs.g.k_size;
   if (cpu_host->tensor_elem_count(y) == 0) return NULL;
-  if (t == ONYX_ELEM_FLOAT32) return conv_compute_f32(state, ctx, &cs, x, wt, b, y);
+  if (t == ONYX_ELEM_FLOAT32)
+    return conv_compute_f32(state, ctx, &cs, x, wt, b, zt ? cpu_host->tensor_data(zt) : NULL, y);
   if (((const ConvState*)state)->act != CPU_ACT_NONE)
     return cpu_error(w->node, ONYX_NOT_IMPLEMENTED, "a fused activation needs float32");
   const int pointwise = conv_is_pointwise(&cs.g);
@@ -847,6 +951,7 @@ typedef struct PoolJob {
   void* y;
   int64_t* indices; /* MaxPool's optional second output, or NULL */
   int storage_order, count_include_pad;
+  int avx512; /* 2-D float32 MaxPool: the machine has AVX-512 */
 } PoolJob;
 
 /* ONNX's Indices: the flat index into X, with the spatial part in row-major
@@ -936,6 +1041,37 @@ static inline float maxpool2d_one(const float* x, const Geometry* g, int64_t h0,
   return best;
 }
 
+#if CPU_NN_X86
+/* n outputs (a multiple of 16) of one row whose windows lie wholly inside X,
+ * window of output t at base + t * sw (sw 1 or 2, unit column dilation):
+ * maxpool2d_one's order and rule on 16 outputs at a time, one per lane
+ * (stride 2 takes the even lanes of 31 loaded floats, never reading past
+ * the last window). */
+__attribute__((target("avx512f"))) static void maxpool_row16_avx512(const float* base,
+                                                                    int64_t row_step, int64_t kh,
+                                                                    int64_t kw, int64_t sw,
+                                                                    int64_t n, float* yr) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t t = 0; t < n; t += 16) {
+    const float* b0 = base + t * sw;
+    __m512 best = _mm512_setzero_ps();
+    for (int64_t a = 0; a < kh; a++)
+      for (int64_t b = 0; b < kw; b++) {
+        const float* r = b0 + a * row_step + b;
+        const __m512 v =
+            sw == 1 ? _mm512_loadu_ps(r)
+                    : _mm512_permutex2var_ps(_mm512_loadu_ps(r), even,
+                                             _mm512_maskz_loadu_ps((__mmask16)0x7FFF, r + 16));
+        /* seeded with the first element, then `v > best` picks v */
+        best = a == 0 && b == 0
+                   ? v
+                   : _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ), v);
+      }
+    _mm512_storeu_ps(yr + t, best);
+  }
+}
+#endif
+
 static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
   const PoolJob* j = user;
   const Geometry* g = j->g;
@@ -948,7 +1084,6 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
   int64_t hi = lo;
   while (hi < ow_n && hi * sw - pw + (kw_n - 1) * dw < iw_n)
     hi++;
-  const int64_t full_hi = lo + (hi - lo) / 8 * 8; /* lo <= hi <= ow_n */
   for (size_t p = begin; p < end; p++) {
     const float* x = (const float*)j->x + p * g->in_size;
     float* y = (float*)j->y + p * g->out_size;
@@ -962,13 +1097,28 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
         a1--;
       float* yr = y + oh * ow_n;
       int64_t ow = 0;
-      if (a0 == 0 && a1 == kh_n) {
+#if CPU_NN_X86
+      if (j->avx512 && (sw == 1 || sw == 2) && dw == 1 && hi - lo >= 16 && a1 > a0) {
+        /* the rows [a0, a1) of the windows of [lo, hi), 16 at a time, the
+         * last 16 overlapping the ones before (the same values again) */
+        for (; ow < lo; ow++)
+          yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
+        const float* base = x + (h0 + a0 * dh) * iw_n - pw;
+        const int64_t n16 = (hi - lo) / 16 * 16;
+        maxpool_row16_avx512(base + lo * sw, dh * iw_n, a1 - a0, kw_n, sw, n16, yr + lo);
+        if (n16 < hi - lo)
+          maxpool_row16_avx512(base + (hi - 16) * sw, dh * iw_n, a1 - a0, kw_n, sw, 16,
+                               yr + hi - 16);
+        ow = hi;
+      }
+#endif
+      if (ow == 0 && a0 == 0 && a1 == kh_n) {
         /* Whole windows eight at a time: eight independent running maxima
          * in the same order and rule as maxpool2d_one (so the same results)
          * instead of one serial chain of compares per output. */
         for (; ow < lo; ow++)
           yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
-        for (; ow < full_hi; ow += 8) {
+        for (; ow + 8 <= hi; ow += 8) {
           const float* base = x + h0 * iw_n + ow * sw - pw;
           float best[8];
           for (int k = 0; k < 8; k++)
@@ -1081,6 +1231,7 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   if (planes == 0 || g.out_size == 0) return NULL;
   if (w->is_max && !ind && g.rank == 2 && cpu_host->tensor_elem_type(x) == ONYX_ELEM_FLOAT32) {
     job.y = cpu_host->tensor_mutable_data(y);
+    job.avx512 = strcmp(cpu_gemm_isa_name(), "avx512") == 0;
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, maxpool2d_planes_f32, &job);
     return NULL;
   }

@@ -36,6 +36,7 @@ typedef struct CpuWinogradConv {
   const float* x;
   float* y;
   const float* bias;
+  const float* z; /* NULL, or a tensor of Y's shape added before the activation */
   size_t n, h, w, oh, ow;
   size_t pad_top, pad_left;
   int act;

@@ -243,6 +243,10 @@ static bool match_anchor(const DnnlEp* ep, const OnyxNode* n, DnnlPattern* p, co
       *why = "FusedConv activation not mapped";
       return false;
     }
+    if (is_fused_conv(n) && H->node_input_count(n) > 3 && H->node_input(n, 3)) {
+      *why = "FusedConv's Z (residual sum) input is not mapped";
+      return false;
+    }
     int32_t r = H->value_rank(in(n, 0));
     size_t len = 0;
     const char* pad = H->node_attr_string(n, "auto_pad", &len);

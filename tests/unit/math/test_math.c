@@ -659,11 +659,9 @@ static void test_maxpool_2d_paths(void** state) {
   (void)state;
   static const struct {
     int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
-  } cfg[] = {{3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
-             {2, 3, 1, 1, 1, 1, 0, 1, 0, 1},
-             {3, 3, 1, 2, 2, 2, 2, 2, 2, 2},
-             {2, 2, 1, 1, 1, 1, 2, 2, 0, 0},
-             {3, 3, 2, 2, 1, 1, 0, 0, 0, 0}};
+  } cfg[] = {{3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {2, 3, 1, 1, 1, 1, 0, 1, 0, 1},
+             {3, 3, 1, 2, 2, 2, 2, 2, 2, 2}, {2, 2, 1, 1, 1, 1, 2, 2, 0, 0},
+             {3, 3, 2, 2, 1, 1, 0, 0, 0, 0}, {3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   enum { C = 2, H = 9, W = 41 };
   static float x[C * H * W];
   for (int i = 0; i < C * H * W; i++)
@@ -723,80 +721,89 @@ static void test_maxpool_2d_paths(void** state) {
 }
 
 /* Conv with few output positions (5 x 5 and 1 x 1 per image, batch 2) and
- * 64 or 72 output channels: the CPU provider computes Y^T with W^T packed
- * (its small-output path), with the bias and, through the optimizer's
- * FusedConv, a Relu in the epilogue. Against a naive loop written here. */
+ * 64 or 72 output channels: with ONYX_CPU_CONV_DIRECT=0 (or on a machine
+ * without AVX-512) the CPU provider computes Y^T with W^T packed (its
+ * small-output path), else the direct path takes it; both with the bias
+ * and, through the optimizer's FusedConv, a Relu in the epilogue. Against a
+ * naive loop written here. */
 static void test_conv_small_output(void** state) {
   (void)state;
-  enum { N = 2, C = 8, H = 9, W = 9 };
-  static float x[N * C * H * W], w[72 * C * 81], b[72];
-  for (int i = 0; i < N * C * H * W; i++)
-    x[i] = (float)((i * 37) % 19 - 9) / 9.0f;
-  for (int i = 0; i < 72 * C * 81; i++)
-    w[i] = (float)((i * 11) % 23 - 11) / 30.0f;
-  for (int i = 0; i < 72; i++)
-    b[i] = (float)(i % 7 - 3) / 4.0f;
-  static const struct {
-    int64_t m, k, s, p;
-    int relu;
-  } cfg[] = {{64, 3, 2, 1, 1}, {72, 3, 2, 1, 0}, {64, 9, 1, 0, 1}};
-  for (size_t t = 0; t < sizeof cfg / sizeof cfg[0]; t++) {
-    const int64_t M = cfg[t].m, K = cfg[t].k, S = cfg[t].s, P = cfg[t].p;
-    const int64_t OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
-    OxTestModel* m = otm_new(13);
-    otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){N, C, H, W});
-    /* the first M*C*K*K values of w, as [M, C, K, K] */
-    otm_initializer(m, "w", ONYX_ELEM_FLOAT32, 4, (int64_t[]){M, C, K, K}, w);
-    otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, (int64_t[]){M}, b);
-    OxTestNode* n = otm_node(m, "Conv", "conv", "x,w,b", cfg[t].relu ? "c" : "y");
-    otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){K, K});
-    otm_attr_ints(n, "strides", 2, (int64_t[]){S, S});
-    otm_attr_ints(n, "pads", 4, (int64_t[]){P, P, P, P});
-    if (cfg[t].relu) otm_node(m, "Relu", "relu", "c", "y");
-    otm_output(m, "y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){N, M, OH, OW});
-    uint8_t* bytes;
-    size_t len;
-    otm_serialize(m, &bytes, &len);
-    otm_free(m);
-    OnyxSession* s = NULL;
-    OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
-    free(bytes);
-    if (st) fail_msg("config %zu: %s", t, onyx_status_message(st));
-    OnyxValue* in = NULL;
-    assert_null(
-        onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, C, H, W}, 4, x, sizeof x, &in));
-    const char* in_name = "x";
-    const char* out_name = "y";
-    OnyxValue* out = NULL;
-    st = onyx_session_run(s, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
-    if (st) fail_msg("config %zu: %s", t, onyx_status_message(st));
-    const float* y = onyx_tensor_data(onyx_value_tensor(out));
-    int zeros = 0;
-    for (int64_t i = 0; i < N; i++)
-      for (int64_t o = 0; o < M; o++)
-        for (int64_t r = 0; r < OH; r++)
-          for (int64_t q = 0; q < OW; q++) {
-            double acc = b[o];
-            for (int64_t c = 0; c < C; c++)
-              for (int64_t u = 0; u < K; u++)
-                for (int64_t v = 0; v < K; v++) {
-                  const int64_t ih = r * S - P + u, iw = q * S - P + v;
-                  if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                    acc += (double)x[((i * C + c) * H + ih) * W + iw] *
-                           w[((o * C + c) * K + u) * K + v];
-                }
-            if (cfg[t].relu && acc < 0) acc = 0;
-            const float got = y[((i * M + o) * OH + r) * OW + q];
-            zeros += got == 0.0f;
-            if (fabs(got - acc) > 1e-4 + 1e-4 * fabs(acc))
-              fail_msg("config %zu: y[%lld,%lld,%lld,%lld] = %.7g, expected %.7g", t, (long long)i,
-                       (long long)o, (long long)r, (long long)q, (double)got, acc);
-          }
-    if (cfg[t].relu) assert_true(zeros > 0);
-    onyx_value_release(in);
-    onyx_value_release(out);
-    onyx_session_release(s);
+  for (int direct = 0; direct < 2; direct++) {
+    if (direct)
+      unsetenv("ONYX_CPU_CONV_DIRECT");
+    else
+      setenv("ONYX_CPU_CONV_DIRECT", "0", 1);
+    enum { N = 2, C = 8, H = 9, W = 9 };
+    static float x[N * C * H * W], w[72 * C * 81], b[72];
+    for (int i = 0; i < N * C * H * W; i++)
+      x[i] = (float)((i * 37) % 19 - 9) / 9.0f;
+    for (int i = 0; i < 72 * C * 81; i++)
+      w[i] = (float)((i * 11) % 23 - 11) / 30.0f;
+    for (int i = 0; i < 72; i++)
+      b[i] = (float)(i % 7 - 3) / 4.0f;
+    static const struct {
+      int64_t m, k, s, p;
+      int relu;
+    } cfg[] = {{64, 3, 2, 1, 1}, {72, 3, 2, 1, 0}, {64, 9, 1, 0, 1}};
+    for (size_t t = 0; t < sizeof cfg / sizeof cfg[0]; t++) {
+      const int64_t M = cfg[t].m, K = cfg[t].k, S = cfg[t].s, P = cfg[t].p;
+      const int64_t OH = (H + 2 * P - K) / S + 1, OW = (W + 2 * P - K) / S + 1;
+      OxTestModel* m = otm_new(13);
+      otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){N, C, H, W});
+      /* the first M*C*K*K values of w, as [M, C, K, K] */
+      otm_initializer(m, "w", ONYX_ELEM_FLOAT32, 4, (int64_t[]){M, C, K, K}, w);
+      otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, (int64_t[]){M}, b);
+      OxTestNode* n = otm_node(m, "Conv", "conv", "x,w,b", cfg[t].relu ? "c" : "y");
+      otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){K, K});
+      otm_attr_ints(n, "strides", 2, (int64_t[]){S, S});
+      otm_attr_ints(n, "pads", 4, (int64_t[]){P, P, P, P});
+      if (cfg[t].relu) otm_node(m, "Relu", "relu", "c", "y");
+      otm_output(m, "y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){N, M, OH, OW});
+      uint8_t* bytes;
+      size_t len;
+      otm_serialize(m, &bytes, &len);
+      otm_free(m);
+      OnyxSession* s = NULL;
+      OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
+      free(bytes);
+      if (st) fail_msg("config %zu: %s", t, onyx_status_message(st));
+      OnyxValue* in = NULL;
+      assert_null(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, C, H, W}, 4, x,
+                                           sizeof x, &in));
+      const char* in_name = "x";
+      const char* out_name = "y";
+      OnyxValue* out = NULL;
+      st = onyx_session_run(s, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
+      if (st) fail_msg("config %zu: %s", t, onyx_status_message(st));
+      const float* y = onyx_tensor_data(onyx_value_tensor(out));
+      int zeros = 0;
+      for (int64_t i = 0; i < N; i++)
+        for (int64_t o = 0; o < M; o++)
+          for (int64_t r = 0; r < OH; r++)
+            for (int64_t q = 0; q < OW; q++) {
+              double acc = b[o];
+              for (int64_t c = 0; c < C; c++)
+                for (int64_t u = 0; u < K; u++)
+                  for (int64_t v = 0; v < K; v++) {
+                    const int64_t ih = r * S - P + u, iw = q * S - P + v;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                      acc += (double)x[((i * C + c) * H + ih) * W + iw] *
+                             w[((o * C + c) * K + u) * K + v];
+                  }
+              if (cfg[t].relu && acc < 0) acc = 0;
+              const float got = y[((i * M + o) * OH + r) * OW + q];
+              zeros += got == 0.0f;
+              if (fabs(got - acc) > 1e-4 + 1e-4 * fabs(acc))
+                fail_msg("config %zu: y[%lld,%lld,%lld,%lld] = %.7g, expected %.7g", t,
+                         (long long)i, (long long)o, (long long)r, (long long)q, (double)got, acc);
+            }
+      if (cfg[t].relu) assert_true(zeros > 0);
+      onyx_value_release(in);
+      onyx_value_release(out);
+      onyx_session_release(s);
+    }
   }
+  unsetenv("ONYX_CPU_CONV_DIRECT");
 }
 
 /* Large inputs take the thread-pool paths: x + b over [300, 256] with b

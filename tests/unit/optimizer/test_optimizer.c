@@ -470,6 +470,89 @@ static void conv_case(const char* act, int64_t group, int64_t stride, bool bn) {
   free(md.bytes);
 }
 
+/* FusedConv nodes that carry a Z (residual) input. */
+static size_t count_conv_z(const OnyxSession* s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s->graph->n_nodes; i++) {
+    const OxNode* nd = s->graph->nodes[i];
+    n += !strcmp(nd->op_type, "FusedConv") && nd->n_inputs > 3 && nd->inputs[3];
+  }
+  return n;
+}
+
+/* Conv + Add(Z) + activation, the ResNet residual, becomes one FusedConv
+ * with Z (CPU provider alone). Each case picks a path of the CPU kernel:
+ * `k`x`k` windows with stride `st` over a `hw` x `hw` input with `cin` ->
+ * `cout` channels; the sum's inputs swapped when `z_first`; `zshape` 1
+ * makes Z broadcast ([1, cout, 1, 1]), which must stay unfused; `shared`
+ * makes the Conv's output a graph output too (unfused). Outputs are
+ * compared with the unoptimized session's (Conv, Add and the activation as
+ * nodes of their own). */
+static void residual_case(int64_t cin, int64_t cout, int64_t hw, int64_t k, int64_t st,
+                          const char* act, bool z_first, bool zshape, bool shared) {
+  OxTestModel* m = otm_new(13);
+  const int64_t pad = k / 2, oh = (hw + 2 * pad - k) / st + 1;
+  const size_t nw = (size_t)(cout * cin * k * k);
+  float* w = malloc(nw * sizeof(float));
+  float* b = malloc((size_t)cout * sizeof(float));
+  fill(w, nw, 21);
+  fill(b, (size_t)cout, 22);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, cin, hw, hw});
+  if (zshape)
+    otm_input(m, "Z", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, cout, 1, 1});
+  else
+    otm_input(m, "Z", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, cout, oh, oh});
+  otm_initializer(m, "W", ONYX_ELEM_FLOAT32, 4, (int64_t[]){cout, cin, k, k}, w);
+  otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 1, (int64_t[]){cout}, b);
+  OxTestNode* c = otm_node(m, "Conv", "conv", "X,W,B", "C");
+  otm_attr_ints(c, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+  otm_attr_ints(c, "strides", 2, (int64_t[]){st, st});
+  otm_node(m, "Add", "add", z_first ? "Z,C" : "C,Z", "S");
+  if (!strcmp(act, "LeakyRelu"))
+    otm_attr_float(otm_node(m, "LeakyRelu", "act", "S", "Y"), "alpha", 0.2f);
+  else
+    otm_node(m, act, "act", "S", "Y");
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  if (shared) otm_output(m, "C", ONYX_ELEM_FLOAT32, -1, NULL);
+  Model md = finish(m);
+  const size_t nx = (size_t)(cin * hw * hw), nz = (size_t)(zshape ? cout : cout * oh * oh);
+  float* x = malloc(nx * sizeof(float));
+  float* z = malloc(nz * sizeof(float));
+  fill(x, nx, 23);
+  fill(z, nz, 24);
+  const float* in[] = {x, z};
+  OnyxSession* s = compare_levels(&md, in, 2, shared ? 2 : 1, 1e-4f);
+  const bool fused = !zshape && !shared;
+  assert_int_equal(count_conv_z(s), fused ? 1 : 0);
+  assert_int_equal(count_op(s, "Add"), fused ? 0 : 1);
+  if (fused) assert_int_equal(s->graph->n_nodes, 1);
+  onyx_session_release(s);
+  free(md.bytes);
+  free(w), free(b), free(x), free(z);
+}
+
+static void test_conv_residual(void** state) {
+  (void)state;
+  /* the direct path (AVX-512 machines): 3x3 stride 2, 70 channels */
+  residual_case(8, 70, 15, 3, 2, "Relu", false, false, false);
+  residual_case(8, 70, 15, 3, 2, "LeakyRelu", true, false, false);
+  /* Winograd: 3x3 stride 1, 6x6 tiles of 4x4 */
+  residual_case(16, 20, 24, 3, 1, "Relu", false, false, false);
+  /* F(2x2) Winograd or direct: a 7x7 output */
+  residual_case(32, 64, 7, 3, 1, "Relu", true, false, false);
+  /* pointwise: im2col's GEMM with C starting as Z */
+  residual_case(16, 24, 9, 1, 1, "Relu", false, false, false);
+  /* a 5x5 window on a small output, without the direct path: the
+   * transposed GEMM (small outputs) or im2col */
+  setenv("ONYX_CPU_CONV_DIRECT", "0", 1);
+  residual_case(8, 70, 15, 3, 2, "Relu", false, false, false);
+  residual_case(6, 10, 12, 5, 1, "LeakyRelu", false, false, false);
+  unsetenv("ONYX_CPU_CONV_DIRECT");
+  /* not fused: a broadcasting Z, a Conv output read elsewhere */
+  residual_case(8, 16, 9, 3, 1, "Relu", false, true, false);
+  residual_case(8, 16, 9, 3, 1, "Relu", false, false, true);
+}
+
 static void test_conv_bn(void** state) {
   (void)state;
   conv_case("none", 1, 1, true);
@@ -1074,6 +1157,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_shared_product),
       cmocka_unit_test(test_conv_bn),
       cmocka_unit_test(test_conv_bn_relu),
+      cmocka_unit_test(test_conv_residual),
       cmocka_unit_test(test_conv_clip),
       cmocka_unit_test(test_conv_leaky),
       cmocka_unit_test(test_layernorm_17),

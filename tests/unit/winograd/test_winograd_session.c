@@ -6,7 +6,9 @@
  * the two must differ in their rounding somewhere (showing that the switch
  * changed the path) while agreeing closely. Also convs that never take the
  * Winograd path (strided, few channels, small output): bit-identical under
- * both settings. */
+ * both settings. Small images (fewer than 32 4x4 tiles) go to the direct
+ * path on AVX-512 machines, so the Winograd cases run with
+ * ONYX_CPU_CONV_DIRECT=0, plus two large images with it on. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -169,8 +171,20 @@ static void test_conv_paths(void** state) {
       {1, 32, 32, 7, 7, {1, 1, 1, 1}, 1, "Relu"}, /* 7x7: 2x2 output tiles */
       {1, 20, 18, 5, 11, {2, 2, 1, 0}, 1, NULL},  /* 6x11: 2x2 tiles, 3 x 6 */
   };
+  /* With the direct path off (as on machines without AVX-512), Winograd
+   * takes every spec, small images with F(2x2, 3x3). */
+  setenv("ONYX_CPU_CONV_DIRECT", "0", 1);
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     if (!check(&specs[i])) fail_msg("spec %zu: ONYX_CPU_WINOGRAD=0/1 gave identical outputs", i);
+  unsetenv("ONYX_CPU_CONV_DIRECT");
+  /* With it on, Winograd still takes images with at least 32 4x4 tiles. */
+  const Spec large[] = {
+      {1, 32, 24, 28, 28, {1, 1, 1, 1}, 1, "Relu"}, /* 7 x 7 tiles */
+      {2, 17, 19, 14, 14, {1, 1, 1, 1}, 1, NULL},   /* 2 x 4 x 4 tiles */
+  };
+  for (size_t i = 0; i < sizeof large / sizeof large[0]; i++)
+    if (!check(&large[i]))
+      fail_msg("large spec %zu: ONYX_CPU_WINOGRAD=0/1 gave identical outputs", i);
 }
 
 /* Convs the path does not take: the switch changes nothing. */

@@ -1,0 +1,299 @@
+/* cpu_conv_direct.c — direct float32 2-D convolution with AVX-512 (see
+ * cpu_conv_direct.h).
+ *
+ * Y^T (positions x channels) = A x W^T, where row p of A is output position
+ * p's window over the zero-padded input Xp (c, hp, wp): A[p][k] for k =
+ * (c, i, j) is Xp[base(p) + off(k)] with base(p) = oh * sh * wp + ow * sw and
+ * off(k) = (c * hp + i * dh) * wp + j * dw. A is never stored: the register
+ * tile broadcasts it from Xp.
+ *
+ * Work items are (block of 64 output channels, chunk of CHUNK positions);
+ * an item walks k in blocks of KC (the 64-channel weight slice, 32 KiB,
+ * stays in L1 while every 6-position tile of the chunk uses it), keeping
+ * partial sums in a chunk buffer on the stack, and finally writes the
+ * chunk transposed into Y (NCHW) with the bias and the activation. Items
+ * of one channel block are consecutive, so a thread's weight block stays in
+ * its L2 across chunks. */
+#include "cpu_conv_direct.h"
+#include "cpu_nn.h"
+#include "cpu_util.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OCB   64  /* output channels per block: 4 vectors */
+#define NV    4   /* vectors per tile row */
+#define TM    6   /* output positions per tile */
+#define KC    128 /* k block: a KC x OCB weight slice is 32 KiB */
+#define CHUNK 96  /* positions per work item (16 tiles): 24 KiB of partial sums */
+
+static atomic_size_t runs_count;
+
+size_t cpu_conv_direct_runs(void) {
+  return atomic_load(&runs_count);
+}
+
+int cpu_conv_direct_available(void) {
+  const char* e = getenv("ONYX_CPU_CONV_DIRECT");
+  if (e && strcmp(e, "0") == 0) return 0;
+  return strcmp(cpu_gemm_isa_name(), "avx512") == 0;
+}
+
+CpuConvDirect* cpu_conv_direct_create(const float* w, size_t oc, size_t ic, size_t kh, size_t kw) {
+  const size_t k = ic * kh * kw, blocks = (oc + OCB - 1) / OCB;
+  if (k == 0 || blocks == 0) return NULL;
+  CpuConvDirect* d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  d->w = cpu_gemm_alloc_packed(blocks * k * OCB);
+  if (!d->w) {
+    free(d);
+    return NULL;
+  }
+  d->oc = oc, d->ic = ic, d->kh = kh, d->kw = kw, d->k = k;
+  for (size_t g = 0; g < blocks; g++) {
+    float* dst = d->w + g * k * OCB;
+    for (size_t l = 0; l < OCB; l++) {
+      const size_t o = g * OCB + l;
+      if (o < oc) {
+        const float* src = w + o * k;
+        for (size_t kk = 0; kk < k; kk++)
+          dst[kk * OCB + l] = src[kk];
+      } else {
+        for (size_t kk = 0; kk < k; kk++)
+          dst[kk * OCB + l] = 0.0f;
+      }
+    }
+  }
+  return d;
+}
+
+void cpu_conv_direct_free(CpuConvDirect* d) {
+  if (!d) return;
+  free(d->w);
+  free(d);
+}
+
+typedef struct Job {
+  const CpuConvDirect* d;
+  const CpuConvDirectRun* p;
+  const float* xp;      /* padded X of the current image */
+  const ptrdiff_t* off; /* K offsets into xp */
+  float* y;             /* the current image's Y */
+  const float* z;       /* the current image's Z, or NULL */
+  size_t hp, wp, positions, chunk, chunks, blocks;
+  size_t kc; /* k block: at most KC, K split evenly */
+} Job;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,fma,avx2,avx")))
+
+/* kc steps of an R x 64 tile (R <= TM positions) over rows xb[r] of A;
+ * part holds the tile's partial sums (R rows of OCB), read unless first.
+ * Meanwhile the npf cache lines from pf are prefetched into L2, lps per
+ * step (the next k block's weights, shared out among the chunk's tiles). */
+AVX512 static inline __attribute__((always_inline)) void
+tile_body(const int R, size_t kc, const float* const* xb, const ptrdiff_t* restrict off,
+          const float* restrict w, float* restrict part, int first, const char* pf, size_t npf,
+          size_t lps) {
+  __m512 acc[TM][NV];
+  const float* x[TM];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    x[r] = xb[r];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + r * OCB + 16 * v);
+  }
+#pragma GCC unroll 2
+  for (size_t q = 0; q < kc; q++, w += OCB) {
+    const ptrdiff_t o = off[q];
+    if (q * lps < npf)
+      for (size_t u = 0; u < lps; u++)
+        _mm_prefetch(pf + (q * lps + u) * 64, _MM_HINT_T1);
+    const __m512 b0 = _mm512_load_ps(w), b1 = _mm512_load_ps(w + 16);
+    const __m512 b2 = _mm512_load_ps(w + 32), b3 = _mm512_load_ps(w + 48);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      const __m512 a = _mm512_set1_ps(x[r][o]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      _mm512_store_ps(part + r * OCB + 16 * v, acc[r][v]);
+}
+
+#define DEFINE_TILE(R)                                                                             \
+  AVX512 static void tile##R(size_t kc, const float* const* xb, const ptrdiff_t* off,              \
+                             const float* w, float* part, int first, const char* pf, size_t npf,   \
+                             size_t lps) {                                                         \
+    tile_body(R, kc, xb, off, w, part, first, pf, npf, lps);                                       \
+  }
+DEFINE_TILE(1)
+DEFINE_TILE(2)
+DEFINE_TILE(3)
+DEFINE_TILE(4)
+DEFINE_TILE(5)
+DEFINE_TILE(6)
+
+typedef void (*TileFn)(size_t kc, const float* const* xb, const ptrdiff_t* off, const float* w,
+                       float* part, int first, const char* pf, size_t npf, size_t lps);
+/* by the number of rows: a last tile with fewer positions costs only those */
+static const TileFn TILES[TM + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
+
+/* Y[oc0 + l][p0 + t] = act(part[t][l] + bias[oc0 + l] (+ Z at the same
+ * place)) for t < pn, l < ocn: 16 positions at a time gathered down a
+ * column of part. */
+AVX512 static void store_chunk(const Job* j, const float* part, size_t oc0, size_t ocn, size_t p0,
+                               size_t pn) {
+  const CpuConvDirectRun* p = j->p;
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(OCB));
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t l = 0; l < ocn; l++) {
+    float* yr = j->y + (oc0 + l) * j->positions + p0;
+    const float* zr = j->z ? j->z + (oc0 + l) * j->positions + p0 : NULL;
+    const __m512 b = _mm512_set1_ps(p->bias ? p->bias[oc0 + l] : 0.0f);
+    for (size_t t = 0; t < pn; t += 16) {
+      const __mmask16 m = pn - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (pn - t)) - 1);
+      __m512 x = _mm512_mask_i32gather_ps(zero, m, idx, part + t * OCB + l, 4);
+      x = _mm512_add_ps(x, b);
+      if (zr) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, zr + t));
+      /* max/min return their second operand on NaN: NaN is kept. */
+      if (p->act == CPU_ACT_RELU) {
+        x = _mm512_max_ps(zero, x);
+      } else if (p->act == CPU_ACT_LEAKY_RELU) {
+        x = _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x,
+                               _mm512_set1_ps(p->act_alpha));
+      } else if (p->act == CPU_ACT_CLIP) {
+        x = _mm512_min_ps(_mm512_set1_ps(p->act_max), _mm512_max_ps(_mm512_set1_ps(p->act_min), x));
+      }
+      _mm512_mask_storeu_ps(yr + t, m, x);
+    }
+  }
+}
+
+static void items(void* user, size_t begin, size_t end) {
+  const Job* j = user;
+  const CpuConvDirect* d = j->d;
+  const CpuConvDirectRun* p = j->p;
+  float part[CHUNK * OCB] __attribute__((aligned(64)));
+  for (size_t it = begin; it < end; it++) {
+    const size_t g = it / j->chunks, c = it % j->chunks;
+    const size_t oc0 = g * OCB, ocn = d->oc - oc0 < OCB ? d->oc - oc0 : OCB;
+    const size_t p0 = c * j->chunk,
+                 pn = j->positions - p0 < j->chunk ? j->positions - p0 : j->chunk;
+    const float* wg = d->w + g * d->k * OCB;
+    /* the chunk's rows of A: base pointers into Xp */
+    const float* xb[CHUNK];
+    for (size_t t = 0; t < pn; t++) {
+      const size_t pos = p0 + t;
+      const size_t oh = pos / p->ow, ow = pos % p->ow;
+      xb[t] = j->xp + oh * p->sh * j->wp + ow * p->sw;
+    }
+    const size_t tiles = (pn + TM - 1) / TM;
+    for (size_t k0 = 0; k0 < d->k; k0 += j->kc) {
+      const size_t kc = d->k - k0 < j->kc ? d->k - k0 : j->kc;
+      /* the next k block's weights: its lines shared out among the tiles */
+      const size_t rest = d->k - k0 - kc, next = rest < j->kc ? rest : j->kc;
+      const size_t lines = next * OCB * sizeof(float) / 64, per = (lines + tiles - 1) / tiles;
+      const size_t lps = (per + kc - 1) / (kc ? kc : 1);
+      const char* pf = (const char*)(wg + (k0 + kc) * OCB);
+      for (size_t t = 0, i = 0; t < pn; t += TM, i++) {
+        const size_t l0 = i * per < lines ? i * per : lines;
+        const size_t ln = lines - l0 < per ? lines - l0 : per;
+        TILES[pn - t < TM ? pn - t : TM](kc, xb + t, j->off + k0, wg + k0 * OCB, part + t * OCB,
+                                         k0 == 0, pf + l0 * 64, ln, lps ? lps : 1);
+      }
+    }
+    store_chunk(j, part, oc0, ocn, p0, pn);
+  }
+}
+#else
+static void items(void* user, size_t begin, size_t end) {
+  (void)user, (void)begin, (void)end;
+}
+#endif
+
+typedef struct PadJob {
+  const CpuConvDirectRun* p;
+  const float* x; /* one image */
+  float* xp;
+  size_t hp, wp;
+} PadJob;
+
+/* Channels [begin, end) of the image into Xp: zero outside X. */
+static void pad_channels(void* user, size_t begin, size_t end) {
+  const PadJob* j = user;
+  const CpuConvDirectRun* p = j->p;
+  for (size_t c = begin; c < end; c++) {
+    const float* xc = j->x + c * p->h * p->w;
+    float* dc = j->xp + c * j->hp * j->wp;
+    for (size_t r = 0; r < j->hp; r++) {
+      float* dr = dc + r * j->wp;
+      const ptrdiff_t ih = (ptrdiff_t)r - (ptrdiff_t)p->pad_top;
+      if (ih < 0 || ih >= (ptrdiff_t)p->h) {
+        memset(dr, 0, j->wp * sizeof(float));
+        continue;
+      }
+      /* columns [lo, hi) of the row come from X */
+      const size_t lo = p->pad_left < j->wp ? p->pad_left : j->wp;
+      const size_t hi = p->pad_left + p->w < j->wp ? p->pad_left + p->w : j->wp;
+      memset(dr, 0, lo * sizeof(float));
+      if (hi > lo) memcpy(dr + lo, xc + (size_t)ih * p->w, (hi - lo) * sizeof(float));
+      const size_t from = hi > lo ? hi : lo;
+      if (j->wp > from) memset(dr + from, 0, (j->wp - from) * sizeof(float));
+    }
+  }
+}
+
+OnyxStatus* cpu_conv_direct_run(const CpuConvDirect* d, OnyxKernelContext* ctx,
+                                const CpuConvDirectRun* p) {
+  atomic_fetch_add(&runs_count, 1);
+  if (p->oh == 0 || p->ow == 0 || p->n == 0) return NULL;
+  Job j = {.d = d, .p = p};
+  /* Xp covers every input position some window reads: rows [-pad_top,
+   * (oh - 1) sh + (kh - 1) dh - pad_top], likewise columns. */
+  j.hp = (p->oh - 1) * p->sh + (d->kh - 1) * p->dh + 1;
+  j.wp = (p->ow - 1) * p->sw + (d->kw - 1) * p->dw + 1;
+  j.positions = p->oh * p->ow;
+  /* chunks of about equal size (a multiple of TM positions, at most CHUNK):
+   * a short last chunk would stream a whole weight block for a few rows */
+  j.chunks = (j.positions + CHUNK - 1) / CHUNK;
+  j.chunk = ((j.positions + j.chunks - 1) / j.chunks + TM - 1) / TM * TM;
+  j.chunks = (j.positions + j.chunk - 1) / j.chunk;
+  j.blocks = (d->oc + OCB - 1) / OCB;
+  const size_t kblocks = (d->k + KC - 1) / KC;
+  j.kc = (d->k + kblocks - 1) / kblocks;
+  const size_t xp_floats = d->ic * j.hp * j.wp;
+  char* mem =
+      cpu_host->ctx_scratch(ctx, xp_floats * sizeof(float) + d->k * sizeof(ptrdiff_t) + 128);
+  if (!mem)
+    return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "no scratch memory (%zu bytes)",
+                         xp_floats * sizeof(float) + d->k * sizeof(ptrdiff_t));
+  float* xp = (float*)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  ptrdiff_t* off = (ptrdiff_t*)(((uintptr_t)(xp + xp_floats) + 63) & ~(uintptr_t)63);
+  for (size_t c = 0, k = 0; c < d->ic; c++)
+    for (size_t i = 0; i < d->kh; i++)
+      for (size_t jj = 0; jj < d->kw; jj++, k++)
+        off[k] = (ptrdiff_t)((c * j.hp + i * p->dh) * j.wp + jj * p->dw);
+  j.off = off, j.xp = xp;
+  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  for (size_t n = 0; n < p->n; n++) {
+    PadJob pj = {p, p->x + n * d->ic * p->h * p->w, xp, j.hp, j.wp};
+    cpu_host->parallel_for(pool, d->ic, pad_channels, &pj);
+    j.y = p->y + n * d->oc * j.positions;
+    j.z = p->z ? p->z + n * d->oc * j.positions : NULL;
+    cpu_host->parallel_for(pool, j.blocks * j.chunks, items, &j);
+  }
+  return NULL;
+}

@@ -1,0 +1,64 @@
+/* cpu_conv_direct.h — internal to the CPU provider: direct float32 2-D
+ * convolution with AVX-512 (cpu_conv_direct.c), for group-1 convs with
+ * constant weights that Winograd does not take: strided windows (ResNet's
+ * 7x7 stride-2 stem, its stride-2 3x3 and 1x1 convs) and small outputs with
+ * many channels (its 512-channel 7x7 layers).
+ *
+ * No im2col matrix is built: each output position reads its window straight
+ * from a zero-padded copy of X, so the GEMM's "A" operand is X itself seen
+ * through one offset per (channel, kernel row, kernel column). The register
+ * tile is 6 output positions x 64 output channels (24 accumulators): per
+ * step, 4 vector loads of packed W and 6 broadcasts of X feed 24 FMAs.
+ *
+ * ONYX_CPU_CONV_DIRECT=0 in the environment (read when a Conv is created)
+ * turns the path off. */
+#ifndef CPU_CONV_DIRECT_H
+#define CPU_CONV_DIRECT_H
+
+#include "cpu_kernels.h"
+
+#include <stddef.h>
+
+/* W (oc, ic, kh, kw) packed as blocks of 64 output channels: block g holds
+ * K = ic * kh * kw rows of 64 floats (W[g * 64 + l][k] at [k][l], zero for
+ * channels past oc). */
+typedef struct CpuConvDirect {
+  size_t oc, ic, kh, kw, k;
+  float* w;
+} CpuConvDirect;
+
+/* One run: X (n, ic, h, w) into Y (n, oc, oh, ow) with these strides,
+ * dilations and the window origin of output (0, 0) at input (-pad_top,
+ * -pad_left); positions outside X read 0. bias (oc values) may be NULL; act
+ * is a CpuAct with the GEMM epilogue's meaning (NaN kept), applied after z
+ * (FusedConv's residual Z) is added. */
+typedef struct CpuConvDirectRun {
+  const float* x;
+  float* y;
+  const float* bias;
+  const float* z; /* NULL, or a tensor of Y's shape added before the activation */
+  size_t n, h, w, oh, ow;
+  size_t sh, sw, dh, dw;
+  size_t pad_top, pad_left;
+  int act;
+  float act_alpha, act_min, act_max;
+} CpuConvDirectRun;
+
+/* 1 when the machine runs the AVX-512 GEMM kernel (the path's only kernel)
+ * and ONYX_CPU_CONV_DIRECT is not "0". */
+int cpu_conv_direct_available(void);
+
+/* Packs constant W; NULL when out of memory. */
+CpuConvDirect* cpu_conv_direct_create(const float* w, size_t oc, size_t ic, size_t kh, size_t kw);
+void cpu_conv_direct_free(CpuConvDirect* d);
+
+/* Runs the conv on ctx's thread pool with ctx's scratch memory. Each output
+ * sums over (channel, kernel row, kernel column) in that order, whatever the
+ * pool, so results do not depend on the number of threads. */
+OnyxStatus* cpu_conv_direct_run(const CpuConvDirect* d, OnyxKernelContext* ctx,
+                                const CpuConvDirectRun* p);
+
+/* Tests: the number of cpu_conv_direct_run calls in this process. */
+size_t cpu_conv_direct_runs(void);
+
+#endif /* CPU_CONV_DIRECT_H */

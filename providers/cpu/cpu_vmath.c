@@ -7,9 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(ONYX_HAVE_SLEEF) && (defined(__x86_64__) || defined(__i386__))
-#define VMATH_X86 1
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define CPUID_X86 1 /* run-time ISA choice (Gelu's own polynomial) */
 #include <immintrin.h>
+#else
+#define CPUID_X86 0
+#endif
+
+#if defined(ONYX_HAVE_SLEEF) && CPUID_X86
+#define VMATH_X86 1
 /* SLEEF's functions used here. sleef.h declares its 256/512-bit functions
  * only when the whole file targets those ISAs, so they are declared here
  * (same signatures, with the ISA each one needs; the calls sit in functions
@@ -27,7 +33,7 @@ static int path(void) {
   int p = cached;
   if (p < 0) {
     p = PATH_SCALAR;
-#if VMATH_X86
+#if CPUID_X86
     if (__builtin_cpu_supports("avx512f"))
       p = PATH_AVX512;
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
@@ -52,59 +58,156 @@ static void erf_scalar(const float* x, float* y, size_t n) {
     y[i] = erff(x[i]);
 }
 
+/* The negative side through erfc: 1 + erf(y) would cancel. */
 static void gelu_scalar(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    const float v = x[i], t = v * 0.70710678118654752f;
+    if (isinf(v))
+      y[i] = v > 0 ? v : 0.0f;
+    else
+      y[i] = t < 0 ? 0.5f * v * erfcf(-t) : 0.5f * v * (1.0f + erff(t));
   }
 }
 
-#if VMATH_X86
+#if CPUID_X86
 #define T512 __attribute__((target("avx512f,avx2,fma,avx")))
 #define T256 __attribute__((target("avx2,fma,avx")))
 
+/* Gelu's own polynomials (tools/fit_gelu.py fits and checks them): with
+ * y = v / sqrt 2 and a = |y|, erf(y) = y P(a^2) for a < 0.5; on [0.5, 4)
+ * erfc(a) = Q_i(a - 0.5 i - 0.25) on interval i = floor(2a), the
+ * coefficients of the 16 lanes' intervals picked with one permute each;
+ * Gelu = v - v/2 erfc(a) for y > 0 and v/2 erfc(a) for y < 0 (no
+ * cancellation in 1 + erf on the negative side); v, or 0, from a = 4 on.
+ * About 2 ULP of erf, within 0.44 of the test bound (4e-7 |Gelu| + 1e-7)
+ * over [-9, 9], and ~15x faster than SLEEF's erf (which Erf keeps: 1 ULP). */
+/* worst |error| / (4e-7 |gelu| + 1e-7) over [-9, 9]: 0.436 */
+static const float GELU_SMALL[7] = {1.128379167e+00f,  -3.761263890e-01f, 1.128379146e-01f,
+                                    -2.686611538e-02f, 5.223317432e-03f,  -8.508168024e-04f,
+                                    1.084070032e-04f};
+/* GELU_ERFC[k][i]: coefficient k of interval i (entry 0 unused) */
+static const float GELU_ERFC[8][16] = {
+    {0.000000000e+00f, 2.888443666e-01f, 7.709987125e-02f, 1.332832882e-02f, 1.462716632e-03f,
+     1.006219218e-04f, 4.302780258e-06f, 1.137276195e-07f},
+    {0.000000000e+00f, -6.429310673e-01f, -2.365211355e-01f, -5.277499331e-02f, -7.142315856e-03f,
+     -5.862776134e-04f, -2.918932898e-05f, -8.814727316e-07f},
+    {0.000000000e+00f, 4.821981694e-01f, 2.956516945e-01f, 9.235621323e-02f, 1.607017946e-02f,
+     1.612264477e-03f, 9.486589666e-05f, 3.305483573e-06f},
+    {0.000000000e+00f, -2.678886299e-02f, -1.675341231e-01f, -9.015767598e-02f, -2.172497930e-02f,
+     -2.760332520e-03f, -1.957640419e-04f, -7.963167352e-06f},
+    {0.000000000e+00f, -1.506760314e-01f, 6.134183948e-03f, 4.810503011e-02f, 1.908726660e-02f,
+     3.257841698e-03f, 2.863252973e-04f, 1.381261315e-05f},
+    {0.000000000e+00f, 5.323357931e-02f, 4.712912834e-02f, -6.608933325e-03f, -1.064438619e-02f,
+     -2.757941117e-03f, -3.153504988e-04f, -1.859252148e-05f},
+    {0.000000000e+00f, 2.658712696e-02f, -2.062075780e-02f, -9.044168348e-03f, 2.790298734e-03f,
+     1.666413512e-03f, 2.720348132e-04f, 2.038792290e-05f},
+    {0.000000000e+00f, -1.803681842e-02f, -3.214712519e-03f, 5.844092460e-03f, 5.736655875e-04f,
+     -6.199679846e-04f, -1.567958170e-04f, -1.453015686e-05f},
+};
+
+T512 static __m512 gelu16(__m512 v, const __m512* tab) {
+  const __m512 hv = _mm512_mul_ps(_mm512_set1_ps(0.5f), v);
+  const __m512 y = _mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f));
+  const __m512 a = _mm512_abs_ps(y);
+  /* a < 0.5 */
+  const __m512 u = _mm512_mul_ps(a, a);
+  __m512 p = _mm512_set1_ps(GELU_SMALL[6]);
+  for (int k = 5; k >= 0; k--)
+    p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(GELU_SMALL[k]));
+  const __m512 g_small = _mm512_fmadd_ps(hv, _mm512_mul_ps(y, p), hv);
+  /* 0.5 <= a < 4 */
+  __m512i idx = _mm512_cvttps_epi32(_mm512_min_ps(_mm512_add_ps(a, a), _mm512_set1_ps(7.0f)));
+  idx = _mm512_max_epi32(idx, _mm512_set1_epi32(1));
+  const __m512 t = _mm512_sub_ps(
+      a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(idx), _mm512_set1_ps(0.5f), _mm512_set1_ps(0.25f)));
+  __m512 q = _mm512_permutexvar_ps(idx, tab[7]);
+  for (int k = 6; k >= 0; k--)
+    q = _mm512_fmadd_ps(q, t, _mm512_permutexvar_ps(idx, tab[k]));
+  const __mmask16 pos = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_GT_OQ);
+  __m512 g = _mm512_mask_blend_ps(pos, _mm512_mul_ps(hv, q), _mm512_fnmadd_ps(hv, q, v));
+  /* a >= 4: erfc(a) < 1.6e-8 */
+  const __mmask16 far = _mm512_cmp_ps_mask(a, _mm512_set1_ps(4.0f), _CMP_GE_OQ);
+  g = _mm512_mask_blend_ps(far, g, _mm512_maskz_mov_ps(pos, v));
+  /* NaN compares false everywhere: g_large's hv * q is NaN */
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(0.5f), _CMP_LT_OQ), g, g_small);
+}
+
+T512 static void gelu_avx512(const float* x, float* y, size_t n) {
+  __m512 tab[8];
+  for (int k = 0; k < 8; k++)
+    tab[k] = _mm512_loadu_ps(GELU_ERFC[k]);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i), tab));
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i), tab));
+  }
+}
+
+T256 static __m256 gelu8(__m256 v, const __m256* tab) {
+  const __m256 hv = _mm256_mul_ps(_mm256_set1_ps(0.5f), v);
+  const __m256 y = _mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f));
+  const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
+  const __m256 u = _mm256_mul_ps(a, a);
+  __m256 p = _mm256_set1_ps(GELU_SMALL[6]);
+  for (int k = 5; k >= 0; k--)
+    p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(GELU_SMALL[k]));
+  const __m256 g_small = _mm256_fmadd_ps(hv, _mm256_mul_ps(y, p), hv);
+  __m256i idx = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_add_ps(a, a), _mm256_set1_ps(7.0f)));
+  idx = _mm256_max_epi32(idx, _mm256_set1_epi32(1));
+  const __m256 t = _mm256_sub_ps(
+      a, _mm256_fmadd_ps(_mm256_cvtepi32_ps(idx), _mm256_set1_ps(0.5f), _mm256_set1_ps(0.25f)));
+  __m256 q = _mm256_permutevar8x32_ps(tab[7], idx);
+  for (int k = 6; k >= 0; k--)
+    q = _mm256_fmadd_ps(q, t, _mm256_permutevar8x32_ps(tab[k], idx));
+  const __m256 pos = _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_GT_OQ);
+  __m256 g = _mm256_blendv_ps(_mm256_mul_ps(hv, q), _mm256_fnmadd_ps(hv, q, v), pos);
+  const __m256 far = _mm256_cmp_ps(a, _mm256_set1_ps(4.0f), _CMP_GE_OQ);
+  g = _mm256_blendv_ps(g, _mm256_and_ps(pos, v), far);
+  return _mm256_blendv_ps(g, g_small, _mm256_cmp_ps(a, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
+}
+
+T256 static void gelu_avx2(const float* x, float* y, size_t n) {
+  __m256 tab[8];
+  for (int k = 0; k < 8; k++)
+    tab[k] = _mm256_loadu_ps(GELU_ERFC[k]);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, gelu8(_mm256_loadu_ps(x + i), tab));
+  if (i < n) {
+    float buf[8] = {0};
+    memcpy(buf, x + i, (n - i) * sizeof *buf);
+    _mm256_storeu_ps(buf, gelu8(_mm256_loadu_ps(buf), tab));
+    memcpy(y + i, buf, (n - i) * sizeof *buf);
+  }
+}
+#endif
+
+#if VMATH_X86
+
 /* The tail goes through a zero-padded copy, so every call sees full vectors
  * (masked loads would do too; this keeps both ISAs alike). */
-T512 static void erf_avx512(const float* x, float* y, size_t n, int gelu) {
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-  const __m512 rsqrt2 = _mm512_set1_ps(0.70710678118654752f);
+T512 static void erf_avx512(const float* x, float* y, size_t n) {
   size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    __m512 r;
-    if (gelu)
-      r = _mm512_mul_ps(_mm512_mul_ps(half, v),
-                        _mm512_add_ps(one, Sleef_erff16_u10avx512f(_mm512_mul_ps(v, rsqrt2))));
-    else
-      r = Sleef_erff16_u10avx512f(v);
-    _mm512_storeu_ps(y + i, r);
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, Sleef_erff16_u10avx512f(_mm512_loadu_ps(x + i)));
   if (i < n) {
     float buf[16] = {0};
     memcpy(buf, x + i, (n - i) * sizeof *buf);
-    erf_avx512(buf, buf, 16, gelu);
+    erf_avx512(buf, buf, 16);
     memcpy(y + i, buf, (n - i) * sizeof *buf);
   }
 }
 
-T256 static void erf_avx2(const float* x, float* y, size_t n, int gelu) {
-  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-  const __m256 rsqrt2 = _mm256_set1_ps(0.70710678118654752f);
+T256 static void erf_avx2(const float* x, float* y, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    __m256 r;
-    if (gelu)
-      r = _mm256_mul_ps(_mm256_mul_ps(half, v),
-                        _mm256_add_ps(one, Sleef_erff8_u10avx2(_mm256_mul_ps(v, rsqrt2))));
-    else
-      r = Sleef_erff8_u10avx2(v);
-    _mm256_storeu_ps(y + i, r);
-  }
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, Sleef_erff8_u10avx2(_mm256_loadu_ps(x + i)));
   if (i < n) {
     float buf[8] = {0};
     memcpy(buf, x + i, (n - i) * sizeof *buf);
-    erf_avx2(buf, buf, 8, gelu);
+    erf_avx2(buf, buf, 8);
     memcpy(y + i, buf, (n - i) * sizeof *buf);
   }
 }
@@ -114,10 +217,10 @@ void cpu_erf_f32(const float* x, float* y, size_t n) {
 #if VMATH_X86
   switch (path()) {
   case PATH_AVX512:
-    erf_avx512(x, y, n, 0);
+    erf_avx512(x, y, n);
     return;
   case PATH_AVX2:
-    erf_avx2(x, y, n, 0);
+    erf_avx2(x, y, n);
     return;
   default:
     break;
@@ -127,13 +230,13 @@ void cpu_erf_f32(const float* x, float* y, size_t n) {
 }
 
 void cpu_gelu_f32(const float* x, float* y, size_t n) {
-#if VMATH_X86
+#if CPUID_X86
   switch (path()) {
   case PATH_AVX512:
-    erf_avx512(x, y, n, 1);
+    gelu_avx512(x, y, n);
     return;
   case PATH_AVX2:
-    erf_avx2(x, y, n, 1);
+    gelu_avx2(x, y, n);
     return;
   default:
     break;

@@ -72,9 +72,27 @@ static void test_special_values(void** state) {
   assert_true(signbit(y[1])); /* erf(-0) = -0 */
   assert_true(y[2] == 1.0f && y[3] == -1.0f);
   assert_true(isnan(g[4]));
-  assert_true(g[2] == INFINITY);                /* gelu(+inf) = inf */
-  assert_true(g[10] == 0.0f || g[10] == -0.0f); /* gelu(-10) underflows to 0 */
+  assert_true(g[2] == INFINITY);                        /* gelu(+inf) = inf */
+  assert_true(g[3] == 0.0f);                            /* gelu(-inf) = 0 (the limit) */
+  assert_true(fabsf(g[10]) <= 1e-20f && g[10] <= 0.0f); /* gelu(-10) = -7.7e-23 */
   assert_true(fabsf(g[13] - (float)gelu_ref(0.5)) < 1e-7f);
+}
+
+/* The negative tail, where 0.5 x (1 + erf(x / sqrt 2)) would lose every
+ * digit to cancellation: relative accuracy against erfc in double. */
+static void test_gelu_negative_tail(void** state) {
+  (void)state;
+  enum { N = 4001 };
+  float x[N], g[N];
+  for (int i = 0; i < N; i++)
+    x[i] = -5.5f + 3.0f * (float)i / (float)(N - 1); /* [-5.5, -2.5] */
+  cpu_gelu_f32(x, g, N);
+  for (int i = 0; i < N; i++) {
+    const double want = 0.5 * x[i] * erfc(-x[i] / sqrt(2.0));
+    if (fabs(g[i] - want) > 2e-5 * fabs(want))
+      fail_msg("gelu(%.9g): got %.9g, want %.9g (rel %.3g)", x[i], g[i], want,
+               fabs(g[i] - want) / fabs(want));
+  }
 }
 
 /* Every length 0..40 (all tail sizes of 8- and 16-wide vectors), in place. */
@@ -116,6 +134,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sweep),
       cmocka_unit_test(test_special_values),
+      cmocka_unit_test(test_gelu_negative_tail),
       cmocka_unit_test(test_lengths_in_place),
       cmocka_unit_test(test_path),
   };

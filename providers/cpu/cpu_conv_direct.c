@@ -195,10 +195,9 @@ static void items(void* user, size_t begin, size_t end) {
     const float* wg = d->w + g * d->k * OCB;
     /* the chunk's rows of A: base pointers into Xp */
     const float* xb[CHUNK];
-    for (size_t t = 0; t < pn; t++) {
-      const size_t pos = p0 + t;
-      const size_t oh = pos / p->ow, ow = pos % p->ow;
+    for (size_t t = 0, oh = p0 / p->ow, ow = p0 % p->ow; t < pn; t++) {
       xb[t] = j->xp + oh * p->sh * j->wp + ow * p->sw;
+      if (++ow == p->ow) ow = 0, oh++;
     }
     const size_t tiles = (pn + TM - 1) / TM;
     for (size_t k0 = 0; k0 < d->k; k0 += j->kc) {

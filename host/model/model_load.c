@@ -836,10 +836,11 @@ OnyxStatus* ox_model_load_file(const char* path, const OxModelLimits* limits, Ox
   OxModelLimits lim = ox_limits(limits);
   void* bytes;
   size_t len;
-  OX_TRY(ox_read_file(path, lim.max_model_bytes, &bytes, &len));
+  bool mapped;
+  OX_TRY(ox_map_file(path, lim.max_model_bytes, &bytes, &len, &mapped));
   Onnx__ModelProto* mp;
   OnyxStatus* st = ox_unpack_model(bytes, len, &lim, &mp);
-  free(bytes); /* the unpacked message holds its own copies */
+  ox_unmap_file(bytes, len, mapped); /* the unpacked message holds its own copies */
   if (st) return ox_status_wrap(st, "%s", path);
   char* dir = ox_dir_of(path);
   st = dir ? ox_model_from_proto(mp, dir, path, &lim, out) : ox_oom();

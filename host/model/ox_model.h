@@ -52,5 +52,11 @@ OnyxStatus* ox_model_save(const OxGraph* g, const char* path);
 
 /* Reads a whole file (size-limited) into a malloc'd buffer. */
 OnyxStatus* ox_read_file(const char* path, size_t max_bytes, void** data, size_t* len);
+/* The same bytes, mapped read-only from the page cache where the file is a
+ * regular one (no copy and no zeroed pages: a large model's load skips a
+ * pass over its size), else read as ox_read_file does; *mapped says which.
+ * Release with ox_unmap_file. The file must not shrink while it is mapped. */
+OnyxStatus* ox_map_file(const char* path, size_t max_bytes, void** data, size_t* len, bool* mapped);
+void ox_unmap_file(void* data, size_t len, bool mapped);
 
 #endif

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ox_model.h"
@@ -75,4 +76,36 @@ OnyxStatus* ox_read_file(const char* path, size_t max_bytes, void** data, size_t
                      (uint8_t**)data, len);
   close(fd);
   return st;
+}
+
+OnyxStatus* ox_map_file(const char* path, size_t max_bytes, void** data, size_t* len,
+                        bool* mapped) {
+  *data = NULL;
+  *len = 0;
+  *mapped = false;
+  if (!path || !*path) return ox_status(ONYX_INVALID_ARGUMENT, "no file name given");
+  if (!max_bytes) max_bytes = OX_DEFAULT_READ_LIMIT;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ox_read_file(path, max_bytes, data, len); /* its error message */
+  struct stat sb;
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+      (uint64_t)sb.st_size <= max_bytes) {
+    void* p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED) {
+      close(fd);
+      *data = p;
+      *len = (size_t)sb.st_size;
+      *mapped = true;
+      return NULL;
+    }
+  }
+  close(fd);
+  return ox_read_file(path, max_bytes, data, len);
+}
+
+void ox_unmap_file(void* data, size_t len, bool mapped) {
+  if (mapped)
+    munmap(data, len);
+  else
+    free(data);
 }

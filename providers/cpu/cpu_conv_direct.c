@@ -52,18 +52,17 @@ CpuConvDirect* cpu_conv_direct_create(const float* w, size_t oc, size_t ic, size
     return NULL;
   }
   d->oc = oc, d->ic = ic, d->kh = kh, d->kw = kw, d->k = k;
+  /* Each block is a k x 64 transpose of its 64 rows of W, written in
+   * order; the 64 source rows' current cache lines stay in L1 meanwhile. */
   for (size_t g = 0; g < blocks; g++) {
     float* dst = d->w + g * k * OCB;
-    for (size_t l = 0; l < OCB; l++) {
-      const size_t o = g * OCB + l;
-      if (o < oc) {
-        const float* src = w + o * k;
-        for (size_t kk = 0; kk < k; kk++)
-          dst[kk * OCB + l] = src[kk];
-      } else {
-        for (size_t kk = 0; kk < k; kk++)
-          dst[kk * OCB + l] = 0.0f;
-      }
+    const size_t rows = oc - g * OCB < OCB ? oc - g * OCB : OCB;
+    const float* src = w + g * OCB * k;
+    for (size_t kk = 0; kk < k; kk++, dst += OCB) {
+      for (size_t l = 0; l < rows; l++)
+        dst[l] = src[l * k + kk];
+      for (size_t l = rows; l < OCB; l++)
+        dst[l] = 0.0f;
     }
   }
   return d;

@@ -97,6 +97,10 @@ typedef struct Epi {
   const float* bias_col; /* offset to the tile's first column, or NULL */
   int act;               /* CpuAct; CPU_ACT_NONE before the last k block */
   float act_alpha, act_min, act_max;
+  /* Lines to prefetch into L2 meanwhile, one per k step (the x86 kernels;
+   * the portable one ignores them): the next packed-B slice. */
+  const char* pf;
+  size_t npf;
 } Epi;
 
 /* The activations keep NaN. */
@@ -200,8 +204,11 @@ AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __
     __m512 acc[K512_MR][NV];                                                                       \
     UNROLL_ALL for (int r = 0; r < K512_MR; r++) UNROLL_ALL for (int v = 0; v < NV; v++)           \
         acc[r][v] = _mm512_setzero_ps();                                                           \
+    const char* pf = e->pf;                                                                        \
+    const size_t npf = e->npf;                                                                     \
     GEMM_PRAGMA(GCC unroll 4)                                                                      \
     for (size_t p = 0; p < kc; p++) {                                                              \
+      if (p < npf) _mm_prefetch(pf + p * 64, _MM_HINT_T1);                                         \
       __m512 bv[NV];                                                                               \
       UNROLL_ALL for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);                 \
       UNROLL_ALL for (int r = 0; r < K512_MR; r++) {                                               \
@@ -284,8 +291,11 @@ AVX2 static void kernel_avx2(size_t kc, const float* restrict a, const float* re
     x0 = _mm256_fmadd_ps(av, b0, x0);                                                              \
     x1 = _mm256_fmadd_ps(av, b1, x1);                                                              \
   } while (0)
+  const char* pf = e->pf;
+  const size_t npf = e->npf;
 #pragma GCC unroll 4
   for (size_t p = 0; p < kc; p++) {
+    if (p < npf) _mm_prefetch(pf + p * 64, _MM_HINT_T1);
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     ROW(0, c00, c01);
     ROW(1, c10, c11);
@@ -725,14 +735,6 @@ typedef struct GemmJob {
   size_t tile_m, tile_n, tiles_n, kc;
 } GemmJob;
 
-static inline void prefetch_l2(const char* p) {
-#if GEMM_X86
-  _mm_prefetch(p, _MM_HINT_T1);
-#else
-  (void)p;
-#endif
-}
-
 /* The packed-B slice a tile uses `ahead` panels after panel j of k block
  * k0, in its order (the tile's columns, then the next k block), and its
  * rows; NULL past the tile's last. */
@@ -765,7 +767,9 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
              last ? g->act : 0,
              g->act_alpha,
              g->act_min,
-             g->act_max};
+             g->act_max,
+             NULL,
+             0};
     for (size_t j = j0; j < j1; j += nr) {
       const size_t p = j / nr, ncols = min_sz(nr, g->n - j);
       const float* bp;
@@ -789,17 +793,19 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
         size_t rows = 0;
         next_b = (const char*)b_slice_ahead(g, nr, j0, j1, j, k0, kstep, 1, &rows);
         pf_lines = rows * nr * sizeof(float) / 64;
-        /* at most 32 lines before a call: larger bursts delay the call's
-         * own loads (the rest of the slice is left to the hardware) */
+        /* shared out among the calls, one line per k step inside the
+         * kernel (bursts before a call stalled on the fill buffers; lines
+         * past kc per call are left to the hardware) */
         pf_per_call =
-            min_sz(32, (pf_lines + (i1 - i0 + mr - 1) / mr - 1) / ((i1 - i0 + mr - 1) / mr));
+            min_sz(kc, (pf_lines + (i1 - i0 + mr - 1) / mr - 1) / ((i1 - i0 + mr - 1) / mr));
       }
       for (size_t i = i0, pf = 0; i < i1; i += mr) {
         e.bias_row = first && g->bias_row ? g->bias_row + i : NULL;
         const float* ap = job->ap ? job->ap + (i / mr) * k * mr + k0 * mr : abuf;
         if (!job->ap) pack_a_slice(s, abuf, g->a, g->lda, g->trans_a, g->m, i, k0, k0 + kc);
-        for (size_t l = 0; l < pf_per_call && pf < pf_lines; l++, pf++)
-          prefetch_l2(next_b + pf * 64);
+        e.pf = next_b ? next_b + pf * 64 : NULL;
+        e.npf = pf < pf_lines ? min_sz(pf_per_call, pf_lines - pf) : 0;
+        pf += e.npf;
         s->kernel(kc, ap, bp, c + i * g->ldc + j, g->ldc, min_sz(mr, g->m - i), ncols, &e);
       }
     }
@@ -825,7 +831,7 @@ static void gemm_tasks(void* user, size_t begin, size_t end) {
 
 /* k == 0: C = beta * C + biases, then Relu. */
 static void gemm_no_k(const CpuGemm* g) {
-  const Epi e = {1, 0, NULL, NULL, g->act, g->act_alpha, g->act_min, g->act_max};
+  const Epi e = {1, 0, NULL, NULL, g->act, g->act_alpha, g->act_min, g->act_max, NULL, 0};
   for (size_t i = 0; i < g->m; i++) {
     float* c = (float*)g->c + i * g->ldc;
     for (size_t j = 0; j < g->n; j++) {

@@ -650,8 +650,8 @@ static void test_softmax_underflow(void** state) {
   }
 }
 
-/* 2-D float32 MaxPool (its direct path, eight whole windows at a time where
- * they fit) against a naive loop written here: rows wider than 8 windows,
+/* 2-D float32 MaxPool (its separable AVX-512 path, its 16-window rows and
+ * its eight-window path) against a naive loop written here: rows wider than 8 windows,
  * padding on every side, strides 1 and 2, a dilation, a 2x3 kernel, a
  * window that sees only padding (pads 2 with a 2-wide kernel), and
  * duplicate maxima. */
@@ -664,59 +664,74 @@ static void test_maxpool_2d_paths(void** state) {
              {3, 3, 2, 2, 1, 1, 0, 0, 0, 0}, {3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   enum { C = 2, H = 9, W = 41 };
   static float x[C * H * W];
-  for (int i = 0; i < C * H * W; i++)
-    x[i] = (float)((i * 7919) % 23) - 11.0f; /* many equal values */
-  for (size_t t = 0; t < sizeof cfg / sizeof cfg[0]; t++) {
-    OxTestModel* m = otm_new(13);
-    otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C, H, W});
-    OxTestNode* n = otm_node(m, "MaxPool", "mp", "x", "y");
-    otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){cfg[t].kh, cfg[t].kw});
-    otm_attr_ints(n, "strides", 2, (int64_t[]){cfg[t].sh, cfg[t].sw});
-    otm_attr_ints(n, "dilations", 2, (int64_t[]){cfg[t].dh, cfg[t].dw});
-    otm_attr_ints(n, "pads", 4, (int64_t[]){cfg[t].pt, cfg[t].pl, cfg[t].pb, cfg[t].pr});
-    otm_output(m, "y", ONYX_ELEM_FLOAT32, -1, NULL);
-    uint8_t* bytes;
-    size_t len;
-    otm_serialize(m, &bytes, &len);
-    otm_free(m);
-    OnyxSession* s = NULL;
-    OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
-    free(bytes);
-    if (st) fail_msg("config %zu: %s", t, onyx_status_message(st));
-    OnyxValue* in = NULL;
-    assert_null(
-        onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){1, C, H, W}, 4, x, sizeof x, &in));
-    const char* in_name = "x";
-    const char* out_name = "y";
-    OnyxValue* out = NULL;
-    st = onyx_session_run(s, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
-    if (st) fail_msg("config %zu: %s", t, onyx_status_message(st));
-    const OnyxTensor* yt = onyx_value_tensor(out);
-    const int64_t oh =
-        (H + cfg[t].pt + cfg[t].pb - (cfg[t].kh - 1) * cfg[t].dh - 1) / cfg[t].sh + 1;
-    const int64_t ow =
-        (W + cfg[t].pl + cfg[t].pr - (cfg[t].kw - 1) * cfg[t].dw - 1) / cfg[t].sw + 1;
-    assert_int_equal(onyx_tensor_dims(yt)[2], oh);
-    assert_int_equal(onyx_tensor_dims(yt)[3], ow);
-    const float* y = onyx_tensor_data(yt);
-    for (int64_t c = 0; c < C; c++)
-      for (int64_t i = 0; i < oh; i++)
-        for (int64_t j = 0; j < ow; j++) {
-          float want = -INFINITY;
-          for (int64_t a = 0; a < cfg[t].kh; a++)
-            for (int64_t b = 0; b < cfg[t].kw; b++) {
-              const int64_t r = i * cfg[t].sh - cfg[t].pt + a * cfg[t].dh;
-              const int64_t q = j * cfg[t].sw - cfg[t].pl + b * cfg[t].dw;
-              if (r >= 0 && r < H && q >= 0 && q < W) want = fmaxf(want, x[(c * H + r) * W + q]);
-            }
-          const float got = y[(c * oh + i) * ow + j];
-          if (got != want)
-            fail_msg("config %zu: y[%lld,%lld,%lld] = %g, expected %g", t, (long long)c,
-                     (long long)i, (long long)j, (double)got, (double)want);
-        }
-    onyx_value_release(in);
-    onyx_value_release(out);
-    onyx_session_release(s);
+  /* pass 0: many equal values (the separable path, where the CPU has
+   * AVX-512); pass 1: NaN in one plane too (that plane takes the exact
+   * path), with the row-major rule: the window's first valid element,
+   * then `v > best` (NaN first: NaN; else NaN skipped) */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < C * H * W; i++)
+      x[i] = (float)((i * 7919) % 23) - 11.0f;
+    if (pass)
+      for (int i = H * W; i < C * H * W; i += 37)
+        x[i] = NAN;
+    for (size_t t = 0; t < sizeof cfg / sizeof cfg[0]; t++) {
+      OxTestModel* m = otm_new(13);
+      otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C, H, W});
+      OxTestNode* n = otm_node(m, "MaxPool", "mp", "x", "y");
+      otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){cfg[t].kh, cfg[t].kw});
+      otm_attr_ints(n, "strides", 2, (int64_t[]){cfg[t].sh, cfg[t].sw});
+      otm_attr_ints(n, "dilations", 2, (int64_t[]){cfg[t].dh, cfg[t].dw});
+      otm_attr_ints(n, "pads", 4, (int64_t[]){cfg[t].pt, cfg[t].pl, cfg[t].pb, cfg[t].pr});
+      otm_output(m, "y", ONYX_ELEM_FLOAT32, -1, NULL);
+      uint8_t* bytes;
+      size_t len;
+      otm_serialize(m, &bytes, &len);
+      otm_free(m);
+      OnyxSession* s = NULL;
+      OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
+      free(bytes);
+      if (st) fail_msg("config %zu: %s", t, onyx_status_message(st));
+      OnyxValue* in = NULL;
+      assert_null(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){1, C, H, W}, 4, x,
+                                           sizeof x, &in));
+      const char* in_name = "x";
+      const char* out_name = "y";
+      OnyxValue* out = NULL;
+      st = onyx_session_run(s, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
+      if (st) fail_msg("config %zu: %s", t, onyx_status_message(st));
+      const OnyxTensor* yt = onyx_value_tensor(out);
+      const int64_t oh =
+          (H + cfg[t].pt + cfg[t].pb - (cfg[t].kh - 1) * cfg[t].dh - 1) / cfg[t].sh + 1;
+      const int64_t ow =
+          (W + cfg[t].pl + cfg[t].pr - (cfg[t].kw - 1) * cfg[t].dw - 1) / cfg[t].sw + 1;
+      assert_int_equal(onyx_tensor_dims(yt)[2], oh);
+      assert_int_equal(onyx_tensor_dims(yt)[3], ow);
+      const float* y = onyx_tensor_data(yt);
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t i = 0; i < oh; i++)
+          for (int64_t j = 0; j < ow; j++) {
+            float want = -INFINITY;
+            int seen = 0;
+            for (int64_t a = 0; a < cfg[t].kh; a++)
+              for (int64_t b = 0; b < cfg[t].kw; b++) {
+                const int64_t r = i * cfg[t].sh - cfg[t].pt + a * cfg[t].dh;
+                const int64_t q = j * cfg[t].sw - cfg[t].pl + b * cfg[t].dw;
+                if (r < 0 || r >= H || q < 0 || q >= W) continue;
+                const float v = x[(c * H + r) * W + q];
+                if (!seen++)
+                  want = v;
+                else if (v > want)
+                  want = v;
+              }
+            const float got = y[(c * oh + i) * ow + j];
+            if (isnan(want) ? !isnan(got) : got != want)
+              fail_msg("config %zu: y[%lld,%lld,%lld] = %g, expected %g", t, (long long)c,
+                       (long long)i, (long long)j, (double)got, (double)want);
+          }
+      onyx_value_release(in);
+      onyx_value_release(out);
+      onyx_session_release(s);
+    }
   }
 }
 

@@ -631,6 +631,76 @@ static void test_fused_matmul(void** state) {
   onyx_session_release(cpu);
 }
 
+/* A com.onyx FusedConv with a residual Z input (as the optimizer writes for the
+ * CPU provider alone): oneDNN declines it with its reason, the CPU provider runs
+ * it, and the output is the CPU provider's alone. */
+static OnyxSession* fused_z_session(bool onednn) {
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.onyx", 1);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 2, 5, 5});
+  otm_input(m, "z", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 3, 5, 5});
+  static float w[54];
+  for (int i = 0; i < 54; i++)
+    w[i] = (float)((i * 7) % 11 - 5) / 10.0f;
+  otm_initializer(m, "w", ONYX_ELEM_FLOAT32, 4, (int64_t[]){3, 2, 3, 3}, w);
+  otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3}, (float[]){0.1f, -0.2f, 0.3f});
+  OxTestNode* c = otm_node(m, "FusedConv", "fc", "x,w,b,z", "y");
+  otm_node_domain(c, "com.onyx");
+  otm_attr_ints(c, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  otm_attr_string(c, "activation", "Relu");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 3, 5, 5});
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_set_optimization_level(o, ONYX_OPT_DISABLED));
+  if (onednn) ok(onyx_session_options_add_provider(o, "onednn", NULL, 0, 1));
+  OnyxSession* s = NULL;
+  ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
+  onyx_session_options_release(o);
+  free(bytes);
+  return s;
+}
+
+static void test_fused_conv_z_declined(void** state) {
+  (void)state;
+  OnyxSession* dn = fused_z_session(true);
+  OnyxSession* cpu = fused_z_session(false);
+  char* text = NULL;
+  ok(onyx_session_explain(dn, &text));
+  assert_non_null(strstr(text, "FusedConv's Z (residual sum) input is not mapped"));
+  const char* fc = strstr(text, "  fc ");
+  assert_non_null(fc);
+  char line[256];
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(fc, "\n"), fc);
+  assert_non_null(strstr(line, "-> cpu"));
+  onyx_free(text);
+  float x[50], z[75];
+  for (int i = 0; i < 50; i++)
+    x[i] = sinf((float)i);
+  for (int i = 0; i < 75; i++)
+    z[i] = cosf(0.37f * (float)i);
+  OnyxValue *vx = NULL, *vz = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){1, 2, 5, 5}, 4, x, sizeof x, &vx));
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){1, 3, 5, 5}, 4, z, sizeof z, &vz));
+  const char* in_names[] = {"x", "z"};
+  const char* out_name = "y";
+  const OnyxValue* ins[] = {vx, vz};
+  OnyxValue *a = NULL, *b = NULL;
+  ok(onyx_session_run(dn, NULL, in_names, ins, 2, &out_name, 1, &a));
+  ok(onyx_session_run(cpu, NULL, in_names, ins, 2, &out_name, 1, &b));
+  assert_memory_equal(onyx_tensor_data(onyx_value_tensor(a)),
+                      onyx_tensor_data(onyx_value_tensor(b)), 75 * sizeof(float));
+  onyx_value_release(a);
+  onyx_value_release(b);
+  onyx_value_release(vx);
+  onyx_value_release(vz);
+  onyx_session_release(dn);
+  onyx_session_release(cpu);
+}
+
 static int setup(void** state) {
   (void)state;
   const char* dir = getenv("ONYX_PROVIDER_PATH");
@@ -659,6 +729,7 @@ int main(void) {
       cmocka_unit_test(test_chain_concurrent_runs),
       cmocka_unit_test(test_chain_mixed_layouts),
       cmocka_unit_test(test_fused_matmul),
+      cmocka_unit_test(test_fused_conv_z_declined),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

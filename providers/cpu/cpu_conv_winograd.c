@@ -408,16 +408,7 @@ static inline __attribute__((always_inline)) void input_body(const Job* j, size_
 }
 
 static inline __attribute__((always_inline)) float act(float x, const CpuWinogradConv* p) {
-  switch (p->act) {
-  case CPU_ACT_RELU:
-    return x < 0.0f ? 0.0f : x;
-  case CPU_ACT_LEAKY_RELU:
-    return x < 0.0f ? x * p->act_alpha : x;
-  case CPU_ACT_CLIP:
-    return x < p->act_min ? p->act_min : x > p->act_max ? p->act_max : x;
-  default:
-    return x;
-  }
+  return cpu_act_apply(x, p->act, p->act_alpha, p->act_min, p->act_max);
 }
 
 static inline __attribute__((always_inline)) void output_body(const Job* j, size_t o0, size_t o1,

@@ -105,16 +105,7 @@ typedef struct Epi {
 
 /* The activations keep NaN. */
 static inline float act_scalar(float v, const Epi* e) {
-  switch (e->act) {
-  case CPU_ACT_RELU:
-    return v < 0.0f ? 0.0f : v;
-  case CPU_ACT_LEAKY_RELU:
-    return v < 0.0f ? v * e->act_alpha : v;
-  case CPU_ACT_CLIP:
-    return v < e->act_min ? e->act_min : v > e->act_max ? e->act_max : v;
-  default:
-    return v;
-  }
+  return cpu_act_apply(v, e->act, e->act_alpha, e->act_min, e->act_max);
 }
 
 /* kc rank-1 updates of an MR x NR register tile from the packed slices a

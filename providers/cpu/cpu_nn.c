@@ -679,16 +679,7 @@ static void im2col_panel(void* user, float* dst, size_t p, size_t k0, size_t k1)
 
 /* FusedConv's activation on one value (NaN kept, as the GEMM epilogue). */
 static float conv_act(float v, const ConvState* s) {
-  switch (s->act) {
-  case CPU_ACT_RELU:
-    return v < 0.0f ? 0.0f : v;
-  case CPU_ACT_LEAKY_RELU:
-    return v < 0.0f ? v * s->act_alpha : v;
-  case CPU_ACT_CLIP:
-    return v < s->act_min ? s->act_min : v > s->act_max ? s->act_max : v;
-  default:
-    return v;
-  }
+  return cpu_act_apply(v, s->act, s->act_alpha, s->act_min, s->act_max);
 }
 
 /* Y^T (os x m) = im2col(X)^T (os x kdim) x W^T (packed B), per image, then

@@ -24,6 +24,21 @@ typedef enum CpuAct {
   CPU_ACT_CLIP        /* min(max(x, act_min), act_max) */
 } CpuAct;
 
+/* The activation act (a CpuAct) of one value; NaN is kept. The scalar form of
+ * every epilogue (GEMM, Winograd, Conv with a residual Z). */
+static inline float cpu_act_apply(float x, int act, float alpha, float lo, float hi) {
+  switch (act) {
+  case CPU_ACT_RELU:
+    return x < 0.0f ? 0.0f : x;
+  case CPU_ACT_LEAKY_RELU:
+    return x < 0.0f ? x * alpha : x;
+  case CPU_ACT_CLIP:
+    return x < lo ? lo : x > hi ? hi : x;
+  default:
+    return x;
+  }
+}
+
 /* The `activation` attribute of com.onyx FusedConv / FusedMatMul ("Relu",
  * "LeakyRelu" with `alpha`, "Clip" with `clip_min`/`clip_max`; absent or
  * empty: none), for the GEMM epilogue. */

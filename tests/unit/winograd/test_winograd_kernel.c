@@ -19,45 +19,8 @@
 #include "cpu_util.h"
 #include "cpu_winograd.h"
 
-/* A pool stand-in: runs the range in chunks of 3 on this thread, so the
- * split across "workers" is exercised deterministically. */
-static void fake_parallel_for(OnyxThreadPool* p, size_t n, void (*fn)(void*, size_t, size_t),
-                              void* u) {
-  if (!p) {
-    fn(u, 0, n);
-    return;
-  }
-  for (size_t i = 0; i < n; i += 3)
-    fn(u, i, i + 3 < n ? i + 3 : n);
-}
-static size_t fake_pool_size(const OnyxThreadPool* p) {
-  return p ? 4 : 1;
-}
-
-/* The kernel context: scratch blocks freed after each run, and the pool. */
-static void* scratch_blocks[16];
-static size_t scratch_count;
-static OnyxThreadPool* ctx_pool;
-static void* fake_scratch(OnyxKernelContext* c, size_t bytes) {
-  (void)c;
-  if (scratch_count == 16) return NULL;
-  return scratch_blocks[scratch_count++] = malloc(bytes);
-}
-static OnyxThreadPool* fake_ctx_pool(const OnyxKernelContext* c) {
-  (void)c;
-  return ctx_pool;
-}
-static void scratch_free(void) {
-  for (size_t i = 0; i < scratch_count; i++)
-    free(scratch_blocks[i]);
-  scratch_count = 0;
-}
-
-static OnyxHostApi host = {.parallel_for = fake_parallel_for,
-                           .thread_pool_size = fake_pool_size,
-                           .ctx_scratch = fake_scratch,
-                           .ctx_thread_pool = fake_ctx_pool};
-const OnyxHostApi* cpu_host = &host;
+/* The host table, the pool stand-in and scratch (ctx_pool, scratch_free). */
+#include "cpu_fake_host.h"
 
 static uint32_t rng = 12345;
 static size_t tile = 4;      /* the output tile check_case creates for */

@@ -535,11 +535,11 @@ size_t cpu_gemm_packed_b_floats(size_t k, size_t n) {
 #if GEMM_X86
 /* A full 8-row panel of a row-major A: 8 x 8 blocks transposed in ymm
  * registers (~3x the scalar copy; packing A matters when n is small). */
-AVX2 static void pack_a8_avx(float* restrict d, const float* a, size_t lda, size_t k) {
+AVX2 static void pack_a8_avx(float* restrict d, const float* a, size_t lda, size_t k, size_t ds) {
   const float *r0 = a, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
   const float *r4 = r3 + lda, *r5 = r4 + lda, *r6 = r5 + lda, *r7 = r6 + lda;
   size_t p = 0;
-  for (; p + 8 <= k; p += 8, d += 64) {
+  for (; p + 8 <= k; p += 8, d += 8 * ds) {
     const __m256 x0 = _mm256_loadu_ps(r0 + p), x1 = _mm256_loadu_ps(r1 + p);
     const __m256 x2 = _mm256_loadu_ps(r2 + p), x3 = _mm256_loadu_ps(r3 + p);
     const __m256 x4 = _mm256_loadu_ps(r4 + p), x5 = _mm256_loadu_ps(r5 + p);
@@ -554,16 +554,16 @@ AVX2 static void pack_a8_avx(float* restrict d, const float* a, size_t lda, size
     const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
     const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
     const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d + 0, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d + 8, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d + 16, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d + 32, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d + 40, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d + 48, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d + 56, _mm256_permute2f128_ps(u3, u7, 0x31));
+    _mm256_storeu_ps(d + 0 * ds, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d + 1 * ds, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
   }
-  for (; p < k; p++, d += 8) {
+  for (; p < k; p++, d += ds) {
     d[0] = r0[p], d[1] = r1[p], d[2] = r2[p], d[3] = r3[p];
     d[4] = r4[p], d[5] = r5[p], d[6] = r6[p], d[7] = r7[p];
   }
@@ -598,7 +598,7 @@ static void pack_a_panels(const Isa* s, float* dst, const float* a, size_t lda, 
     } else if (rows == mr && mr == 8) {
 #if GEMM_X86
       if (s == &ISA_AVX512) {
-        pack_a8_avx(d, a + i0 * lda, lda, k);
+        pack_a8_avx(d, a + i0 * lda, lda, k, 8);
         continue;
       }
 #endif
@@ -638,6 +638,16 @@ static void pack_a_slice(const Isa* s, float* dst, const float* a, size_t lda, i
 static void pack_b_panel(const Isa* s, float* restrict dst, const float* b, size_t ldb, int trans,
                          size_t n, size_t p, size_t k0, size_t k1) {
   const size_t nr = s->nr, j0 = p * nr, cols = min_sz(nr, n - j0);
+#if GEMM_X86
+  if (trans && cols == nr && nr % 8 == 0 && s != &ISA_GENERIC) {
+    /* B^T's rows are the panel's columns: 8 at a time through the 8 x 8
+     * AVX transpose (attention's K^T: a scalar loop took most of the
+     * scores GEMM) */
+    for (size_t g = 0; g < nr; g += 8)
+      pack_a8_avx(dst + g, b + (j0 + g) * ldb + k0, ldb, k1 - k0, nr);
+    return;
+  }
+#endif
   if (trans) {
     for (size_t j = 0; j < nr; j++) {
       if (j < cols) {

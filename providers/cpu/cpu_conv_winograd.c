@@ -633,6 +633,7 @@ static void gemm_task(void* user, size_t x0, size_t x1) {
                  .k = wg->ic,
                  .packed_a = wg->u + xi * wg->u_floats,
                  .packed_b = j->v + xi * wg->ic * j->cols,
+                 .packed_b_base = 1, /* V is in cpu_gemm_nr()'s panels */
                  .c = j->m + xi * wg->oc * j->cols,
                  .ldc = j->cols,
                  .alpha = 1.0};

@@ -60,7 +60,7 @@
 #endif
 #define KC_MIN 64
 #ifndef NR_MAX
-#define NR_MAX 32 /* the widest B panel (-DNR_MAX=64 for the 6 x 64 experiment) */
+#define NR_MAX 48 /* the widest B panel (-DNR_MAX=64 for the 6 x 64 experiment) */
 #endif
 #ifndef MR_MAX
 #define MR_MAX 8
@@ -189,7 +189,7 @@ AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __
 
 /* K512_MR rows x NV vectors of 16 columns from B panels K512_NR wide (a
  * narrower variant reads the first NV vectors of each B row). */
-#define DEFINE_KERNEL_AVX512(NAME, NV)                                                             \
+#define DEFINE_KERNEL_AVX512(NAME, NV, STRIDE)                                                     \
   AVX512 static void NAME(size_t kc, const float* restrict a, const float* restrict b, float* c,   \
                           size_t ldc, size_t mr, size_t nr, const Epi* e) {                        \
     __m512 acc[K512_MR][NV];                                                                       \
@@ -207,7 +207,7 @@ AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __
         UNROLL_ALL for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]); \
       }                                                                                            \
       a += K512_MR;                                                                                \
-      b += K512_NR;                                                                                \
+      b += STRIDE;                                                                                 \
     }                                                                                              \
     if (mr == K512_MR && nr >= 16 * NV && (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) &&    \
         e->alpha == 1.0f && (e->beta == 0.0f || e->beta == 1.0f)) {                                \
@@ -245,11 +245,16 @@ AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __
   }
 
 #if K512_NR == 64
-DEFINE_KERNEL_AVX512(kernel_avx512_x4, 4)
-DEFINE_KERNEL_AVX512(kernel_avx512_x3, 3)
+DEFINE_KERNEL_AVX512(kernel_avx512_x4, 4, K512_NR)
+DEFINE_KERNEL_AVX512(kernel_avx512_x3, 3, K512_NR)
 #endif
-DEFINE_KERNEL_AVX512(kernel_avx512_x2, 2)
-DEFINE_KERNEL_AVX512(kernel_avx512_x1, 1)
+DEFINE_KERNEL_AVX512(kernel_avx512_x2, 2, K512_NR)
+DEFINE_KERNEL_AVX512(kernel_avx512_x1, 1, K512_NR)
+/* The wide variant: B panels of 48 columns, an 8 x 48 tile (24 accumulators:
+ * 3 B vectors and 8 broadcasts per 24 FMAs). It runs only where n is a
+ * multiple of 48 (isa_b), so every panel is full. */
+#define WIDE_NR 48
+DEFINE_KERNEL_AVX512(kernel_avx512_w, 3, WIDE_NR)
 
 /* Picks the variant that covers nr columns: a last panel that is mostly
  * padding costs only the vectors it needs. */
@@ -319,6 +324,7 @@ static const Isa ISA_GENERIC = {"generic", GEN_MR, GEN_NR, kernel_generic};
 #if GEMM_X86
 static const Isa ISA_AVX2 = {"avx2", 6, 16, kernel_avx2};
 static const Isa ISA_AVX512 = {"avx512", K512_MR, K512_NR, kernel_avx512};
+static const Isa ISA_AVX512_W = {"avx512", K512_MR, WIDE_NR, kernel_avx512_w};
 #endif
 
 static int forced_level = -1; /* tests only: cpu_gemm_force_isa */
@@ -352,6 +358,22 @@ static const Isa* isa(void) {
   if (level == 1) return &ISA_AVX2;
 #endif
   return &ISA_GENERIC;
+}
+
+/* The kernel for a B of n columns that the GEMM packs itself or that
+ * cpu_gemm_pack_b packed: on AVX-512, the 8 x 48 tile where n is a multiple
+ * of 48 from WIDE_MIN_N on (BERT's 768 and 3072: bert_layer 23.1 -> 21.3 ms
+ * at 1 thread), else the 8 x 32 one (8 x 48 everywhere slowed mlp's 1024
+ * columns at 2 threads by 18%). B packed by a caller in cpu_gemm_nr()'s
+ * layout (Winograd's V, im2col panels) always runs the base kernel. */
+#define WIDE_MIN_N 384
+static const Isa* isa_b(const Isa* s, size_t n) {
+#if GEMM_X86
+  if (s == &ISA_AVX512 && n >= WIDE_MIN_N && n % WIDE_NR == 0) return &ISA_AVX512_W;
+#else
+  (void)n;
+#endif
+  return s;
 }
 
 /* The k block for a B panel of nr columns: about two thirds of the L1 data
@@ -528,7 +550,7 @@ size_t cpu_gemm_packed_a_floats(size_t m, size_t k) {
 }
 
 size_t cpu_gemm_packed_b_floats(size_t k, size_t n) {
-  const Isa* s = isa();
+  const Isa* s = isa_b(isa(), n);
   return (n + s->nr - 1) / s->nr * s->nr * k;
 }
 
@@ -597,7 +619,7 @@ static void pack_a_panels(const Isa* s, float* dst, const float* a, size_t lda, 
       }
     } else if (rows == mr && mr == 8) {
 #if GEMM_X86
-      if (s == &ISA_AVX512) {
+      if (s == &ISA_AVX512 || s == &ISA_AVX512_W) {
         pack_a8_avx(d, a + i0 * lda, lda, k, 8);
         continue;
       }
@@ -708,7 +730,7 @@ void cpu_gemm_pack_a(OnyxThreadPool* pool, float* dst, const float* a, size_t ld
 
 void cpu_gemm_pack_b(OnyxThreadPool* pool, float* dst, const float* b, size_t ldb, int trans_b,
                      size_t k, size_t n) {
-  const Isa* s = isa();
+  const Isa* s = isa_b(isa(), n);
   PackJob j = {s, dst, b, ldb, k, n, trans_b};
   const size_t panels = (n + s->nr - 1) / s->nr;
   if (pool && k * n >= 64 * 1024)
@@ -850,7 +872,7 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
     gemm_no_k(g);
     return;
   }
-  const Isa* s = isa();
+  const Isa* s = g->pack_b_fn || g->packed_b_base ? isa() : isa_b(isa(), g->n);
   const int inline_only = (double)g->m * (double)g->n * (double)g->k < GEMM_INLINE_WORK;
   if (inline_only) pool = NULL;
   GemmJob job = {s, g, g->packed_a, 0, 0, 0, kc_for(s->nr)};

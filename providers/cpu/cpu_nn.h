@@ -75,6 +75,9 @@ typedef struct CpuGemm {
    * as (k1 - k0) x NR floats to dst. May run on any pool thread. */
   void (*pack_b_fn)(void* user, float* dst, size_t panel, size_t k0, size_t k1);
   void* pack_b_user;
+  /* packed_b was packed by the caller in panels of cpu_gemm_nr() columns
+   * (not by cpu_gemm_pack_b, whose panel width may depend on n). */
+  int packed_b_base;
 } CpuGemm;
 
 /* Splits C into tiles run on `pool` (NULL: the calling thread only). Each

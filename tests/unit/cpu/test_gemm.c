@@ -271,6 +271,12 @@ static void test_model_shapes(void** state) {
       {.m = 64, .n = 196, .k = 1152, .pack_a = 1, .pack_b = 1, .bias_row = 1, .alpha = 1},
       {.m = 13, .n = 49, .k = 513, .pack_a = 1, .tb = 1, .bias_row = 1, .alpha = 1, .beta = 1},
       {.m = 33, .n = 10, .k = 257, .ta = 1, .tb = 1, .act = CPU_ACT_CLIP, .alpha = 2, .beta = 0.5},
+      /* n a multiple of 48 from 384 on: the 8 x 48 kernel on AVX-512, with B
+       * packed ahead or per call, transposed or not */
+      {.m = 128, .n = 768, .k = 768, .pack_b = 1, .bias_col = 1, .alpha = 1},
+      {.m = 37, .n = 432, .k = 300, .tb = 1, .bias_row = 1, .act = CPU_ACT_LEAKY_RELU, .alpha = 1},
+      {.m = 20, .n = 480, .k = 65, .pack_a = 1, .pack_b = 1, .tb = 1, .alpha = 0.5, .beta = 1},
+      {.m = 9, .n = 384, .k = 1000, .ta = 1, .bias_col = 1, .act = CPU_ACT_RELU, .alpha = 1},
   };
   for (size_t i = 0; i < CPU_ARRAY_LEN(cases); i++) {
     check_full(&cases[i], (OnyxThreadPool*)&host);

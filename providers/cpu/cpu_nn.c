@@ -1053,10 +1053,10 @@ __attribute__((target("avx512f"))) static void maxpool_row16_avx512(const float*
             sw == 1 ? _mm512_loadu_ps(r)
                     : _mm512_permutex2var_ps(_mm512_loadu_ps(r), even,
                                              _mm512_maskz_loadu_ps((__mmask16)0x7FFF, r + 16));
-        /* seeded with the first element, then `v > best` picks v */
-        best = a == 0 && b == 0
-                   ? v
-                   : _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ), v);
+        /* seeded with the first element, then `v > best ? v : best`, which
+         * is max_ps(v, best) exactly (it returns its second operand on
+         * NaN and on equal values) */
+        best = a == 0 && b == 0 ? v : _mm512_max_ps(v, best);
       }
     _mm512_storeu_ps(yr + t, best);
   }

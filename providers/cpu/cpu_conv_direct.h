@@ -27,22 +27,8 @@ typedef struct CpuConvDirect {
   float* w;
 } CpuConvDirect;
 
-/* One run: X (n, ic, h, w) into Y (n, oc, oh, ow) with these strides,
- * dilations and the window origin of output (0, 0) at input (-pad_top,
- * -pad_left); positions outside X read 0. bias (oc values) may be NULL; act
- * is a CpuAct with the GEMM epilogue's meaning (NaN kept), applied after z
- * (FusedConv's residual Z) is added. */
-typedef struct CpuConvDirectRun {
-  const float* x;
-  float* y;
-  const float* bias;
-  const float* z; /* NULL, or a tensor of Y's shape added before the activation */
-  size_t n, h, w, oh, ow;
-  size_t sh, sw, dh, dw;
-  size_t pad_top, pad_left;
-  int act;
-  float act_alpha, act_min, act_max;
-} CpuConvDirectRun;
+/* One run (cpu_kernels.h). */
+typedef CpuConvRun CpuConvDirectRun;
 
 /* 1 when the machine runs the AVX-512 GEMM kernel (the path's only kernel)
  * and ONYX_CPU_CONV_DIRECT is not "0". */

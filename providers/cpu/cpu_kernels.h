@@ -8,6 +8,25 @@
 /* The host API table, set by onyx_provider_init before any other call. */
 extern const OnyxHostApi* cpu_host;
 
+/* One float32 2-D convolution run for the Conv paths with their own kernels
+ * (Winograd, the direct path): X (n, ic, h, w) into Y (n, oc, oh, ow) with
+ * strides sh, sw, dilations dh, dw and the window origin of output (0, 0)
+ * at input (-pad_top, -pad_left); positions outside X read 0. bias (oc
+ * values) may be NULL; z (FusedConv's residual, Y's shape) may be NULL and
+ * is added before the activation act, a CpuAct with the GEMM epilogue's
+ * meaning (NaN kept). */
+typedef struct CpuConvRun {
+  const float* x;
+  float* y;
+  const float* bias;
+  const float* z;
+  size_t n, h, w, oh, ow;
+  size_t sh, sw, dh, dw;
+  size_t pad_top, pad_left;
+  int act;
+  float act_alpha, act_min, act_max;
+} CpuConvRun;
+
 OnyxStatus* cpu_register_elementwise(OnyxKernelRegistry* r); /* cpu_elementwise.c */
 OnyxStatus* cpu_register_shape(OnyxKernelRegistry* r);       /* cpu_shape.c */
 OnyxStatus* cpu_register_reduce(OnyxKernelRegistry* r);      /* cpu_reduce.c */

@@ -268,12 +268,14 @@ typedef struct ConvState {
   CpuConvDirect* direct;
 } ConvState;
 
-/* At most this many output positions per image, a 2-D group-1 Conv with at
+/* Where the direct path is missing (no AVX-512, or ONYX_CPU_CONV_DIRECT=0):
+ * at most this many output positions per image, a 2-D group-1 Conv with at
  * least CONV_SMALL_M output channels computes Y^T (positions x channels)
  * instead of Y: the GEMM's rows are then the few positions (7 x 7 = 49 fill
  * 7 of 8-row panels) and its columns the many channels (full 32-wide
  * panels), where Y = W x im2col would leave most of each 32-wide B panel
- * empty. ResNet-18's 512-channel 7x7 layers: 2.3 -> 1.3 ms each. */
+ * empty (ResNet-18's 512-channel 7x7 layers, standalone: 2.3 -> 1.3 ms
+ * each; the direct path does them in 1.1). */
 #define CONV_SMALL_OUT 64
 #define CONV_SMALL_M   64
 
@@ -725,6 +727,31 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
   return NULL;
 }
 
+/* A 2-D conv's run for the paths with their own kernels (Winograd, direct). */
+static CpuConvRun conv_run(const ConvState* cst, const ConvShape* cs, const OnyxTensor* x,
+                           const OnyxTensor* b, const float* z, OnyxTensor* y) {
+  const Geometry* g = &cs->g;
+  return (CpuConvRun){.x = cpu_host->tensor_data(x),
+                      .y = cpu_host->tensor_mutable_data(y),
+                      .bias = b ? cpu_host->tensor_data(b) : NULL,
+                      .z = z,
+                      .n = cs->n,
+                      .h = (size_t)g->in[0],
+                      .w = (size_t)g->in[1],
+                      .oh = (size_t)g->out[0],
+                      .ow = (size_t)g->out[1],
+                      .sh = (size_t)g->s[0],
+                      .sw = (size_t)g->s[1],
+                      .dh = (size_t)g->d[0],
+                      .dw = (size_t)g->d[1],
+                      .pad_top = (size_t)g->pb[0],
+                      .pad_left = (size_t)g->pb[1],
+                      .act = cst->act,
+                      .act_alpha = cst->act_alpha,
+                      .act_min = cst->act_min,
+                      .act_max = cst->act_max};
+}
+
 /* float32 Conv: one GEMM per (image, group) with W as the packed A operand
  * (packed at creation when constant), the im2col matrix as B (packed slice
  * by slice from X for 2-D windows; X itself for pointwise ones; stored
@@ -741,55 +768,25 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   if (!pointwise && !direct && (st = scratch(ctx, kdim * os * sizeof(float), (void**)&col)))
     return st;
   const Geometry* ge = &cs->g;
+  const size_t oh = (size_t)ge->out[0], ow = ge->rank > 1 ? (size_t)ge->out[1] : 1;
+  const int wino = cst->wino && ge->rank == 2 && w->group == 1 && cs->mg == cst->wino->oc &&
+                   cs->cg == cst->wino->ic && ge->k[0] == 3 && ge->k[1] == 3 && ge->s[0] == 1 &&
+                   ge->s[1] == 1 && ge->d[0] == 1 && ge->d[1] == 1 &&
+                   cpu_winograd_pays(cst->wino, cs->n, oh, ow);
+  /* the direct path exists only where it was available at creation */
   const CpuConvDirect* dc = cst->direct;
   if (dc && ge->rank == 2 && w->group == 1 && cs->m == dc->oc && cs->cg == dc->ic &&
-      (size_t)ge->k[0] == dc->kh && (size_t)ge->k[1] == dc->kw && cpu_conv_direct_available() &&
-      !(cst->wino && cpu_winograd_pays(cst->wino, cs->n, (size_t)ge->out[0], (size_t)ge->out[1]) &&
-        conv_winograd_over_direct(cs->n, (size_t)ge->out[0], (size_t)ge->out[1]))) {
-    const CpuConvDirectRun p = {.x = cpu_host->tensor_data(x),
-                                .y = cpu_host->tensor_mutable_data(y),
-                                .bias = b ? cpu_host->tensor_data(b) : NULL,
-                                .z = z,
-                                .n = cs->n,
-                                .h = (size_t)ge->in[0],
-                                .w = (size_t)ge->in[1],
-                                .oh = (size_t)ge->out[0],
-                                .ow = (size_t)ge->out[1],
-                                .sh = (size_t)ge->s[0],
-                                .sw = (size_t)ge->s[1],
-                                .dh = (size_t)ge->d[0],
-                                .dw = (size_t)ge->d[1],
-                                .pad_top = (size_t)ge->pb[0],
-                                .pad_left = (size_t)ge->pb[1],
-                                .act = cst->act,
-                                .act_alpha = cst->act_alpha,
-                                .act_min = cst->act_min,
-                                .act_max = cst->act_max};
-    return cpu_conv_direct_run(dc, ctx, &p);
+      (size_t)ge->k[0] == dc->kh && (size_t)ge->k[1] == dc->kw &&
+      !(wino && conv_winograd_over_direct(cs->n, oh, ow))) {
+    const CpuConvRun run = conv_run(cst, cs, x, b, z, y);
+    return cpu_conv_direct_run(dc, ctx, &run);
   }
   if (cst->packed_wt && ge->rank == 2 && w->group == 1 && cs->mg == cst->packed_wt_m &&
       kdim == cst->packed_wt_k && os <= CONV_SMALL_OUT)
     return conv_small_f32(cst, ctx, cs, x, b, z, y);
-  if (cst->wino && ge->rank == 2 && w->group == 1 && cs->mg == cst->wino->oc &&
-      cs->cg == cst->wino->ic && ge->k[0] == 3 && ge->k[1] == 3 && ge->s[0] == 1 && ge->s[1] == 1 &&
-      ge->d[0] == 1 && ge->d[1] == 1 &&
-      cpu_winograd_pays(cst->wino, cs->n, (size_t)ge->out[0], (size_t)ge->out[1])) {
-    const CpuWinogradConv p = {.x = cpu_host->tensor_data(x),
-                               .y = cpu_host->tensor_mutable_data(y),
-                               .bias = b ? cpu_host->tensor_data(b) : NULL,
-                               .z = z,
-                               .n = cs->n,
-                               .h = (size_t)ge->in[0],
-                               .w = (size_t)ge->in[1],
-                               .oh = (size_t)ge->out[0],
-                               .ow = (size_t)ge->out[1],
-                               .pad_top = (size_t)ge->pb[0],
-                               .pad_left = (size_t)ge->pb[1],
-                               .act = cst->act,
-                               .act_alpha = cst->act_alpha,
-                               .act_min = cst->act_min,
-                               .act_max = cst->act_max};
-    return cpu_winograd_conv(cst->wino, ctx, &p);
+  if (wino) {
+    const CpuConvRun run = conv_run(cst, cs, x, b, z, y);
+    return cpu_winograd_conv(cst->wino, ctx, &run);
   }
   const int packed = cst->packed_w && cst->packed_m == cs->mg && cst->packed_k == kdim;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);

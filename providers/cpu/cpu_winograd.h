@@ -2,7 +2,8 @@
  * float32 2-D convolutions with 3x3 kernels, unit strides and dilations,
  * group 1 and constant weights (cpu_conv_winograd.c). cpu_nn.c's Conv
  * transforms W once at creation (cpu_winograd_create) and sends a run here
- * when cpu_winograd_pays says so; everything else stays on im2col + GEMM.
+ * when cpu_winograd_pays says so (and, where the direct path exists, the
+ * image has enough tiles for Winograd to win).
  *
  * ONYX_CPU_WINOGRAD=0 in the environment (read when a Conv is created)
  * turns the path off. */
@@ -28,20 +29,9 @@ typedef struct CpuWinograd {
   float* u;        /* 36 packed U[xi], u_floats apart */
 } CpuWinograd;
 
-/* One run: X (n, ic, h, w) into Y (n, oc, oh, ow), window origin of output
- * (0, 0) at input (-pad_top, -pad_left); positions outside X read 0. bias
- * (oc values) may be NULL; act is a CpuAct with the GEMM epilogue's meaning
- * (NaN kept). */
-typedef struct CpuWinogradConv {
-  const float* x;
-  float* y;
-  const float* bias;
-  const float* z; /* NULL, or a tensor of Y's shape added before the activation */
-  size_t n, h, w, oh, ow;
-  size_t pad_top, pad_left;
-  int act;
-  float act_alpha, act_min, act_max;
-} CpuWinogradConv;
+/* One run (cpu_kernels.h); its strides and dilations are 1 and are not
+ * read. */
+typedef CpuConvRun CpuWinogradConv;
 
 /* 0 when ONYX_CPU_WINOGRAD is "0", else 1. */
 int cpu_winograd_enabled(void);

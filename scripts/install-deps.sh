@@ -10,6 +10,7 @@ PACKAGES=(
   libjansson-dev                                 # JSON provider configs
   libcmocka-dev                                  # unit tests
   libdnnl-dev                                    # oneDNN provider (providers/onednn)
+  ocl-icd-opencl-dev                             #   its CMake config requires OpenCL (only a Recommends)
   libdlpack-dev                                  # dlpack/dlpack.h (DLPack import/export)
   libsleef-dev                                   # vectorized erf for Erf/Gelu (providers/cpu/cpu_vmath.c)
   libjpeg62-turbo-dev libpng-dev libtiff-dev     # ImageDecoder (providers/cpu/cpu_image.c):

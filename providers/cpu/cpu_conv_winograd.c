@@ -44,8 +44,9 @@
  * has its transforms split over the channels and its GEMMs over the 36
  * points, single-threaded each. Blocks do not depend on the pool. The
  * transforms work on 16 tiles at a time, one per vector lane (GCC vector
- * extensions; with AVX-512, masked gathers read the input tiles and each
- * output row of 16 tiles is put in tile order and stored run by run). Each
+ * extensions, compiled for AVX2 where the GEMM runs AVX2; with AVX-512,
+ * masked gathers read the input tiles and each output row of 16 tiles is
+ * put in tile order and stored run by run). Each
  * output depends only on its tile's data and fixed summation orders, so
  * results do not depend on the pool. */
 #include "cpu_winograd.h"
@@ -299,6 +300,7 @@ typedef struct Job {
   int64_t* iy;
   int64_t* ix;
   int avx512; /* AVX-512 transforms: gathers and scatters with 32-bit offsets */
+  int avx2;   /* else the portable transforms compiled for AVX2 */
   Lanes* lin; /* avx512: per 16 tiles of the block, their lanes in X ... */
   Runs* lout; /* ... and their runs in Y */
 } Job;
@@ -591,6 +593,23 @@ AVX512 static void output_avx512(const Job* j, size_t o0, size_t o1) {
   else
     output_x86(j, o0, o1, 2);
 }
+
+/* Without AVX-512: the portable bodies compiled for AVX2, so each 16-lane
+ * vector operation is two ymm instructions instead of four xmm ones. */
+#define WINO_AVX2 __attribute__((target("avx2,fma,avx")))
+WINO_AVX2 static void input_avx2(const Job* j, size_t c0, size_t c1) {
+  if (j->wg->m == 4)
+    input_body(j, c0, c1, 4);
+  else
+    input_body(j, c0, c1, 2);
+}
+
+WINO_AVX2 static void output_avx2(const Job* j, size_t o0, size_t o1) {
+  if (j->wg->m == 4)
+    output_body(j, o0, o1, 4);
+  else
+    output_body(j, o0, o1, 2);
+}
 #else
 #define WINO_X86 0
 #endif
@@ -600,6 +619,10 @@ static void input_task(void* user, size_t c0, size_t c1) {
 #if WINO_X86
   if (j->avx512) {
     input_avx512(j, c0, c1);
+    return;
+  }
+  if (j->avx2) {
+    input_avx2(j, c0, c1);
     return;
   }
 #endif
@@ -614,6 +637,10 @@ static void output_task(void* user, size_t o0, size_t o1) {
 #if WINO_X86
   if (j->avx512) {
     output_avx512(j, o0, o1);
+    return;
+  }
+  if (j->avx2) {
+    output_avx2(j, o0, o1);
     return;
   }
 #endif
@@ -718,6 +745,7 @@ OnyxStatus* cpu_winograd_conv(const CpuWinograd* wg, OnyxKernelContext* ctx,
              p->n * (wg->ic > wg->oc ? wg->ic : wg->oc) *
                      (p->h * p->w > p->oh * p->ow ? p->h * p->w : p->oh * p->ow) <
                  ((size_t)1 << 30);
+  j.avx2 = !j.avx512 && strcmp(cpu_gemm_isa_name(), "generic") != 0;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
   const size_t threads = cpu_host->thread_pool_size(pool);
   /* Whole blocks per thread (no barriers, each thread's buffers in its own

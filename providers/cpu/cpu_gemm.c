@@ -65,8 +65,8 @@
 #ifndef MR_MAX
 #define MR_MAX 8
 #endif
-#ifndef TILE_MR
-#define TILE_MR 16 /* a tile is at most TILE_MR A panels tall ... */
+#ifndef TILE_ROWS
+#define TILE_ROWS 128 /* a tile is at most TILE_ROWS rows (rounded up to MR) tall ... */
 #endif
 #ifndef TILE_NR
 #define TILE_NR 8 /* ... and TILE_NR B panels (at most TILE_COL columns) wide */
@@ -972,7 +972,7 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   const size_t panels_m = (g->m + s->mr - 1) / s->mr, panels_n = (g->n + s->nr - 1) / s->nr;
   /* B packed per tile: tall tiles pack each B slice once (the A block,
    * up to 64 panels x KC, still fits in L2). */
-  const size_t tile_mr = g->packed_b ? TILE_MR : 64;
+  const size_t tile_mr = g->packed_b ? (TILE_ROWS + s->mr - 1) / s->mr : 64;
   const size_t tile_nr = min_sz(TILE_NR, TILE_COL / s->nr);
   size_t tm = min_sz(tile_mr, panels_m), tn = min_sz(tile_nr, panels_n);
   const size_t want = threads > 1 ? threads * TILES_PER_THREAD : 1;

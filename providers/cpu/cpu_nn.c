@@ -543,6 +543,7 @@ typedef struct PackCol {
   const float* x; /* one group's channels of one image */
   size_t nr;
   int avx512; /* the AVX-512 GEMM kernel (NR 32) runs: copy runs with masks */
+  int avx2;   /* the AVX2 one runs */
 } PackCol;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -581,12 +582,54 @@ copy_run_avx512(float* d, const float* src, int64_t lo, int64_t hi, int64_t run,
     _mm512_mask_storeu_ps(d + h, store, v);
   }
 }
+
+/* The same with AVX2, 8 floats at a time: masked loads (no access on
+ * masked-off lanes), stride 2 as the even lanes of two masked loads, other
+ * strides by a masked gather; full stores except at the run's end (AVX2's
+ * masked store is slow on AMD cores). */
+__attribute__((target("avx2,fma,avx"))) static void
+copy_run_avx2(float* d, const float* src, int64_t lo, int64_t hi, int64_t run, int64_t sw) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t h = 0; h < run; h += 8) {
+    const int64_t a = lo - h < 0 ? 0 : lo - h, b = hi - h > 8 ? 8 : hi - h;
+    /* lanes [a, b) are read */
+    const __m256i valid = _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)a - 1)),
+                                           _mm256_cmpgt_epi32(_mm256_set1_epi32((int)b), lane));
+    __m256 v;
+    if (b <= a) {
+      v = _mm256_setzero_ps();
+    } else if (sw == 1) {
+      v = _mm256_maskload_ps(src + h, valid);
+    } else if (sw == 2) {
+      /* floats [2a, 2b - 1) from src + 2h: lanes of the two loads */
+      const __m256i s0 = _mm256_set1_epi32((int)(2 * a) - 1),
+                    s1 = _mm256_set1_epi32((int)(2 * b - 1));
+      const __m256i hi_lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+      const __m256i m0 =
+          _mm256_and_si256(_mm256_cmpgt_epi32(lane, s0), _mm256_cmpgt_epi32(s1, lane));
+      const __m256i m1 =
+          _mm256_and_si256(_mm256_cmpgt_epi32(hi_lane, s0), _mm256_cmpgt_epi32(s1, hi_lane));
+      const __m256 e =
+          _mm256_shuffle_ps(_mm256_maskload_ps(src + 2 * h, m0),
+                            _mm256_maskload_ps(src + 2 * h + 8, m1), _MM_SHUFFLE(2, 0, 2, 0));
+      v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+    } else {
+      const __m256i idx = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int)sw));
+      v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src + h * sw, idx,
+                                   _mm256_castsi256_ps(valid), 4);
+    }
+    if (run - h >= 8)
+      _mm256_storeu_ps(d + h, v);
+    else
+      _mm256_maskstore_ps(d + h, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(run - h)), lane), v);
+  }
+}
 #else
 #define CPU_NN_X86 0
 #endif
 
 static inline __attribute__((always_inline)) void
-im2col_body(const PackCol* j, float* dst, size_t p, size_t k0, size_t k1, int avx512) {
+im2col_body(const PackCol* j, float* dst, size_t p, size_t k0, size_t k1, const int vec) {
   const Geometry* g = j->g;
   const size_t nr = j->nr, ow_n = (size_t)g->out[1], os = g->out_size;
   const int64_t ih_n = g->in[0], iw_n = g->in[1], kh_n = g->k[0], kw_n = g->k[1];
@@ -632,12 +675,16 @@ im2col_body(const PackCol* j, float* dst, size_t p, size_t k0, size_t k1, int av
       if (hi < 0) hi = 0;
       if (lo > hi) lo = hi;
 #if CPU_NN_X86
-      if (avx512) {
+      if (vec == 1) {
         copy_run_avx512(d, row + iw, lo, hi, run, sw);
         continue;
       }
+      if (vec == 2) {
+        copy_run_avx2(d, row + iw, lo, hi, run, sw);
+        continue;
+      }
 #else
-      (void)avx512;
+      (void)vec;
 #endif
       for (int64_t t = 0; t < lo; t++)
         d[t] = 0.0f;
@@ -666,6 +713,12 @@ __attribute__((target("avx512f"))) static void im2col_panel_avx512(const PackCol
                                                                    size_t p, size_t k0, size_t k1) {
   im2col_body(j, dst, p, k0, k1, 1);
 }
+
+/* vec: 1 the AVX-512 copies, 2 the AVX2 ones, 0 portable. */
+__attribute__((target("avx2,fma,avx"))) static void
+im2col_panel_avx2(const PackCol* j, float* dst, size_t p, size_t k0, size_t k1) {
+  im2col_body(j, dst, p, k0, k1, 2);
+}
 #endif
 
 static void im2col_panel(void* user, float* dst, size_t p, size_t k0, size_t k1) {
@@ -673,6 +726,10 @@ static void im2col_panel(void* user, float* dst, size_t p, size_t k0, size_t k1)
 #if CPU_NN_X86
   if (j->avx512) {
     im2col_panel_avx512(j, dst, p, k0, k1);
+    return;
+  }
+  if (j->avx2) {
+    im2col_panel_avx2(j, dst, p, k0, k1);
     return;
   }
 #endif
@@ -797,7 +854,8 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   for (size_t n = 0; n < cs->n; n++)
     for (size_t grp = 0; grp < (size_t)w->group; grp++) {
       const float* xg = xd + (n * cs->c + grp * cs->cg) * cs->g.in_size;
-      PackCol job = {&cs->g, xg, cpu_gemm_nr(), strcmp(cpu_gemm_isa_name(), "avx512") == 0};
+      PackCol job = {&cs->g, xg, cpu_gemm_nr(), strcmp(cpu_gemm_isa_name(), "avx512") == 0,
+                     strcmp(cpu_gemm_isa_name(), "avx2") == 0};
       CpuGemm g = {.m = cs->mg,
                    .n = os,
                    .k = kdim,
@@ -939,7 +997,8 @@ typedef struct PoolJob {
   void* y;
   int64_t* indices; /* MaxPool's optional second output, or NULL */
   int storage_order, count_include_pad;
-  int avx512; /* 2-D float32 MaxPool: the machine has AVX-512 */
+  int avx512; /* 2-D float32 MaxPool: the machine has AVX-512 ... */
+  int avx2;   /* ... or AVX2 */
 } PoolJob;
 
 /* ONNX's Indices: the flat index into X, with the spatial part in row-major
@@ -1058,6 +1117,35 @@ __attribute__((target("avx512f"))) static void maxpool_row16_avx512(const float*
     _mm512_storeu_ps(yr + t, best);
   }
 }
+
+/* The same with AVX2, 8 outputs at a time (stride 2: the even lanes of 15
+ * floats, the second half loaded with a mask). */
+__attribute__((target("avx2,avx"))) static void maxpool_row8_avx2(const float* base,
+                                                                  int64_t row_step, int64_t kh,
+                                                                  int64_t kw, int64_t sw, int64_t n,
+                                                                  float* yr) {
+  const __m256i seven = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
+  for (int64_t t = 0; t < n; t += 8) {
+    const float* b0 = base + t * sw;
+    __m256 best = _mm256_setzero_ps();
+    for (int64_t a = 0; a < kh; a++)
+      for (int64_t b = 0; b < kw; b++) {
+        const float* r = b0 + a * row_step + b;
+        __m256 v;
+        if (sw == 1) {
+          v = _mm256_loadu_ps(r);
+        } else {
+          /* [r0 r2 r8 r10 | r4 r6 r12 r14], then the 64-bit pairs in order */
+          const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(r), _mm256_maskload_ps(r + 8, seven),
+                                             _MM_SHUFFLE(2, 0, 2, 0));
+          v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+        }
+        /* max_ps(v, best) is `v > best ? v : best` (as above) */
+        best = a == 0 && b == 0 ? v : _mm256_max_ps(v, best);
+      }
+    _mm256_storeu_ps(yr + t, best);
+  }
+}
 #endif
 
 static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
@@ -1086,17 +1174,19 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
       float* yr = y + oh * ow_n;
       int64_t ow = 0;
 #if CPU_NN_X86
-      if (j->avx512 && (sw == 1 || sw == 2) && dw == 1 && hi - lo >= 16 && a1 > a0) {
-        /* the rows [a0, a1) of the windows of [lo, hi), 16 at a time, the
-         * last 16 overlapping the ones before (the same values again) */
+      const int64_t vl = j->avx512 ? 16 : j->avx2 ? 8 : 0;
+      if (vl && (sw == 1 || sw == 2) && dw == 1 && hi - lo >= vl && a1 > a0) {
+        /* the rows [a0, a1) of the windows of [lo, hi), vl at a time, the
+         * last vl overlapping the ones before (the same values again) */
         for (; ow < lo; ow++)
           yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
         const float* base = x + (h0 + a0 * dh) * iw_n - pw;
-        const int64_t n16 = (hi - lo) / 16 * 16;
-        maxpool_row16_avx512(base + lo * sw, dh * iw_n, a1 - a0, kw_n, sw, n16, yr + lo);
-        if (n16 < hi - lo)
-          maxpool_row16_avx512(base + (hi - 16) * sw, dh * iw_n, a1 - a0, kw_n, sw, 16,
-                               yr + hi - 16);
+        const int64_t nv = (hi - lo) / vl * vl;
+        void (*row)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, float*) =
+            vl == 16 ? maxpool_row16_avx512 : maxpool_row8_avx2;
+        row(base + lo * sw, dh * iw_n, a1 - a0, kw_n, sw, nv, yr + lo);
+        if (nv < hi - lo)
+          row(base + (hi - vl) * sw, dh * iw_n, a1 - a0, kw_n, sw, vl, yr + hi - vl);
         ow = hi;
       }
 #endif
@@ -1220,6 +1310,7 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   if (w->is_max && !ind && g.rank == 2 && cpu_host->tensor_elem_type(x) == ONYX_ELEM_FLOAT32) {
     job.y = cpu_host->tensor_mutable_data(y);
     job.avx512 = strcmp(cpu_gemm_isa_name(), "avx512") == 0;
+    job.avx2 = strcmp(cpu_gemm_isa_name(), "avx2") == 0;
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, maxpool2d_planes_f32, &job);
     return NULL;
   }
@@ -1461,12 +1552,16 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* AVX-512 rows for float32 Softmax and LayerNormalization                   */
+/* AVX-512 and AVX2 rows for float32 Softmax and LayerNormalization          */
 /* ------------------------------------------------------------------------ */
 
-/* The AVX-512 GEMM kernel is what the machine runs: so are these. */
+/* The GEMM kernel the machine runs (AVX-512 or AVX2) picks these. */
 static int use_avx512(void) {
   return strcmp(cpu_gemm_isa_name(), "avx512") == 0;
+}
+
+static int use_avx2(void) {
+  return strcmp(cpu_gemm_isa_name(), "avx2") == 0;
 }
 
 #if CPU_NN_X86
@@ -1551,6 +1646,109 @@ static NN_AVX512 void ln_row_avx512(const float* x, float* y, const float* scale
   *mean_out = mean;
   *inv_out = inv;
 }
+/* The same three with AVX2 (8 lanes; masked loads for the tails). */
+#define NN_AVX2 __attribute__((target("avx2,fma,avx")))
+
+static inline NN_AVX2 __m256i tail_mask8(size_t left) {
+  const int n = left >= 8 ? 8 : (int)left;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static inline NN_AVX2 float hsum8(__m256 v) {
+  __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+  return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+}
+
+static inline NN_AVX2 float hmax8(__m256 v) {
+  __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+  return _mm_cvtss_f32(_mm_max_ss(a, _mm_movehdup_ps(a)));
+}
+
+/* exp16's method and rule on 8 lanes; 2^n is built in the exponent field
+ * (n in [-126, 127] after the clamps, so p * 2^n is exact, as scalef). */
+static inline NN_AVX2 __m256 exp8(__m256 x) {
+  const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_NLT_UQ);
+  x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x); /* NaN kept (second operand) */
+  x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(normal, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+static NN_AVX2 void softmax_row_avx2(const float* x, float* y, size_t n) {
+  const __m256 ninf = _mm256_set1_ps(-INFINITY);
+  __m256 vm = ninf;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+  if (i < n) {
+    const __m256i m = tail_mask8(n - i);
+    vm = _mm256_max_ps(
+        vm, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m)));
+  }
+  const __m256 mx = _mm256_set1_ps(hmax8(vm));
+  __m256 vs = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mx));
+    _mm256_storeu_ps(y + i, e);
+    vs = _mm256_add_ps(vs, e);
+  }
+  if (i < n) {
+    const __m256i m = tail_mask8(n - i);
+    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(m),
+                                   exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mx)));
+    _mm256_maskstore_ps(y + i, m, e);
+    vs = _mm256_add_ps(vs, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / hsum8(vs));
+  const __m256 tiny = _mm256_set1_ps(FLT_MIN);
+  for (i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask8(n - i);
+    const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(y + i, m), inv);
+    /* Below FLT_MIN (not NaN): 0, as the scalar rows (SOFTMAX_TINY_float). */
+    _mm256_maskstore_ps(y + i, m, _mm256_andnot_ps(_mm256_cmp_ps(v, tiny, _CMP_LT_OQ), v));
+  }
+}
+
+static NN_AVX2 void ln_row_avx2(const float* x, float* y, const float* scale, const float* bias,
+                                size_t n, float eps, float* mean_out, float* inv_out) {
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t i = 0; i < n; i += 8)
+    acc = _mm256_add_ps(acc, _mm256_maskload_ps(x + i, tail_mask8(n - i)));
+  const float mean = hsum8(acc) / (float)n;
+  const __m256 vmean = _mm256_set1_ps(mean);
+  acc = _mm256_setzero_ps();
+  for (size_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask8(n - i);
+    const __m256 d =
+        _mm256_and_ps(_mm256_castsi256_ps(m), _mm256_sub_ps(_mm256_maskload_ps(x + i, m), vmean));
+    acc = _mm256_fmadd_ps(d, d, acc);
+  }
+  const float inv = 1.0f / sqrtf(hsum8(acc) / (float)n + eps);
+  const __m256 vinv = _mm256_set1_ps(inv);
+  for (size_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask8(n - i);
+    __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vmean), vinv);
+    v = _mm256_mul_ps(v, _mm256_maskload_ps(scale + i, m));
+    if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias + i, m));
+    _mm256_maskstore_ps(y + i, m, v);
+  }
+  *mean_out = mean;
+  *inv_out = inv;
+}
 #endif
 
 /* ======================================================================== */
@@ -1618,6 +1816,17 @@ static void ln_rows_avx512(void* user, size_t begin, size_t end) {
     float mean, inv;
     ln_row_avx512((const float*)j->x + r * j->inner, (float*)j->y + r * j->inner, j->scale, j->bias,
                   j->inner, (float)j->epsilon, &mean, &inv);
+    if (j->mean) j->mean[r] = mean;
+    if (j->inv_std) j->inv_std[r] = inv;
+  }
+}
+
+static void ln_rows_avx2(void* user, size_t begin, size_t end) {
+  const LnJob* j = user;
+  for (size_t r = begin; r < end; r++) {
+    float mean, inv;
+    ln_row_avx2((const float*)j->x + r * j->inner, (float*)j->y + r * j->inner, j->scale, j->bias,
+                j->inner, (float)j->epsilon, &mean, &inv);
     if (j->mean) j->mean[r] = mean;
     if (j->inv_std) j->inv_std[r] = inv;
   }
@@ -1701,6 +1910,7 @@ static OnyxStatus* ln_compute(void* state, OnyxKernelContext* ctx) {
   void (*fn)(void*, size_t, size_t) = f32 ? ln_rows_float : ln_rows_double;
 #if CPU_NN_X86
   if (f32 && use_avx512()) fn = ln_rows_avx512;
+  if (f32 && use_avx2()) fn = ln_rows_avx2;
 #endif
   cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), rows, fn, &job);
   return NULL;
@@ -1791,6 +2001,10 @@ void cpu_softmax_row_f32(const float* x, float* y, size_t n) {
     softmax_row_avx512(x, y, n);
     return;
   }
+  if (use_avx2()) {
+    softmax_row_avx2(x, y, n);
+    return;
+  }
 #endif
   float mx, sum;
   softmax_block_float(x, y, n, 1, &mx, &sum);
@@ -1801,6 +2015,12 @@ static void softmax_rows_avx512(void* user, size_t begin, size_t end) {
   const SoftmaxJob* j = user;
   for (size_t r = begin; r < end; r++)
     softmax_row_avx512((const float*)j->x + r * j->n, (float*)j->y + r * j->n, j->n);
+}
+
+static void softmax_rows_avx2(void* user, size_t begin, size_t end) {
+  const SoftmaxJob* j = user;
+  for (size_t r = begin; r < end; r++)
+    softmax_row_avx2((const float*)j->x + r * j->n, (float*)j->y + r * j->n, j->n);
 }
 #endif
 
@@ -1826,6 +2046,7 @@ static OnyxStatus* softmax_compute(void* state, OnyxKernelContext* ctx) {
     void (*rows)(void*, size_t, size_t) = f32 ? softmax_rows_float : softmax_rows_double;
 #if CPU_NN_X86
     if (f32 && use_avx512()) rows = softmax_rows_avx512;
+    if (f32 && use_avx2()) rows = softmax_rows_avx2;
 #endif
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), outer, rows, &job);
     return NULL;

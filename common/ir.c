@@ -100,7 +100,8 @@ void ox_buffer_unref(OxBuffer* b) {
   free(b);
 }
 
-OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, OxTensor** out) {
+static OnyxStatus* tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, bool zero,
+                              OxTensor** out) {
   *out = NULL;
   OxTensor* t = ox_tensor_alloc_header(type);
   if (!t) return ox_oom();
@@ -117,7 +118,7 @@ OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, O
     ox_tensor_free(t);
     return ox_oom();
   }
-  memset(p, 0, alloc ? alloc : OX_HOST_ALIGN);
+  if (zero || type == ONYX_ELEM_STRING) memset(p, 0, alloc ? alloc : OX_HOST_ALIGN);
   *b = (OxBuffer){.refs = 1, .ptr = p, .bytes = t->bytes, .type = type, .count = t->count};
   t->buffer = b;
   t->data = p;
@@ -132,6 +133,15 @@ OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, O
   }
   *out = t;
   return NULL;
+}
+
+OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, OxTensor** out) {
+  return tensor_new(type, dims, rank, true, out);
+}
+
+OnyxStatus* ox_tensor_new_uninit(OnyxElemType type, const int64_t* dims, size_t rank,
+                                 OxTensor** out) {
+  return tensor_new(type, dims, rank, false, out);
 }
 
 OnyxStatus* ox_tensor_wrap(OnyxElemType type, const int64_t* dims, size_t rank, void* data,
@@ -233,7 +243,7 @@ OnyxStatus* ox_tensor_clone(const OxTensor* src, OxTensor** out) {
     }
     return NULL;
   }
-  OX_TRY(ox_tensor_new(src->type, src->dims, src->rank, out));
+  OX_TRY(ox_tensor_new_uninit(src->type, src->dims, src->rank, out));
   if (src->type != ONYX_ELEM_STRING) {
     if (src->bytes) memcpy((*out)->data, src->data, src->bytes);
     return NULL;

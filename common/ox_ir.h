@@ -72,6 +72,10 @@ OnyxStatus* ox_type_bytes(OnyxElemType t, size_t count, size_t* bytes);
 
 /* New tensor in host memory, zero-filled (strings: empty ""). */
 OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, OxTensor** out);
+/* The same without zeroing the data (strings are still ""): for a caller that
+ * writes every element (zeroing a model's weights cost as much as copying). */
+OnyxStatus* ox_tensor_new_uninit(OnyxElemType type, const int64_t* dims, size_t rank,
+                                 OxTensor** out);
 /* New tensor header over borrowed data (no buffer). */
 OnyxStatus* ox_tensor_wrap(OnyxElemType type, const int64_t* dims, size_t rank, void* data,
                            const OnyxMemoryDevice* dev, OxTensor** out);

@@ -376,7 +376,7 @@ static OnyxStatus* ox_tensor_from_region(int fd, uint64_t offset, const OxTensor
     ox_tensor_free(*out);
     *out = NULL;
   } else {
-    st = ox_tensor_new(p->type, p->dims, p->rank, out);
+    st = ox_tensor_new_uninit(p->type, p->dims, p->rank, out);
     if (!st) ox_copy_le((*out)->data, data, p->bytes, p->width);
   }
   munmap(addr, map_len);
@@ -433,7 +433,8 @@ static OnyxStatus* ox_tensor_from_raw(const Onnx__TensorProto* tp, const OxTenso
   if (tp->raw_data.len != p->bytes)
     return ox_status(ONYX_INVALID_MODEL, "raw_data has %zu bytes but the dims need %zu (%s)",
                      tp->raw_data.len, p->bytes, ox_elem_name(p->type));
-  OX_TRY(ox_tensor_new(p->type, p->dims, p->rank, out));
+  /* every byte is copied: no zeroing first (it cost as much as the copy) */
+  OX_TRY(ox_tensor_new_uninit(p->type, p->dims, p->rank, out));
   ox_copy_le((*out)->data, tp->raw_data.data, p->bytes, p->width);
   return NULL;
 }

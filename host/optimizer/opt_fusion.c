@@ -124,9 +124,9 @@ static OnyxStatus* ox_fold_conv_bn(OxOpt* o, OxNode* bn, bool* done) {
   const float* var = bn->inputs[4]->constant->data;
   double eps = ox_node_attr_float(bn, "epsilon", 1e-5f);
   OxTensor *nw = NULL, *nb = NULL;
-  OX_TRY(ox_tensor_new(ONYX_ELEM_FLOAT32, w->constant->dims, w->constant->rank, &nw));
+  OX_TRY(ox_tensor_new_uninit(ONYX_ELEM_FLOAT32, w->constant->dims, w->constant->rank, &nw));
   int64_t bdims[1] = {cout};
-  OnyxStatus* st = ox_tensor_new(ONYX_ELEM_FLOAT32, bdims, 1, &nb);
+  OnyxStatus* st = ox_tensor_new_uninit(ONYX_ELEM_FLOAT32, bdims, 1, &nb);
   if (st) {
     ox_tensor_free(nw);
     return st;
@@ -205,7 +205,7 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
     if (!ox_row_bias(c, n) || c->rank > 2) return NULL;
     if (tb) {
       OxTensor* t = NULL;
-      OX_TRY(ox_tensor_new(ONYX_ELEM_FLOAT32, (int64_t[]){k, n}, 2, &t));
+      OX_TRY(ox_tensor_new_uninit(ONYX_ELEM_FLOAT32, (int64_t[]){k, n}, 2, &t));
       const float* src = b->constant->data;
       float* dst = t->data;
       /* In 32 x 32 blocks: a plain loop strides one side by a whole row per

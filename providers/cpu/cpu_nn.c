@@ -624,6 +624,45 @@ copy_run_avx2(float* d, const float* src, int64_t lo, int64_t hi, int64_t run, i
       _mm256_maskstore_ps(d + h, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(run - h)), lane), v);
   }
 }
+
+/* im2col_body's rows for one full interior run of 16 positions: `rows`
+ * rows from (c, kh, kw) on, each 16 floats at stride sw from input row
+ * ih0 + kh * dh, column iw0 + kw * dw, or zeros above and below the image.
+ * Stride 2 takes the even lanes of 31 floats (the last 8 through a mask,
+ * so nothing past the window is read). */
+__attribute__((target("avx2,fma,avx"))) static void
+im2col_rows16_avx2(const float* x, float* dst, size_t rows, int64_t c, int64_t kh, int64_t kw,
+                   int64_t ih_n, int64_t iw_n, int64_t kh_n, int64_t kw_n, int64_t dh, int64_t dw,
+                   int64_t sw, int64_t ih0, int64_t iw0) {
+  const __m256i seven = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0);
+  for (size_t r = 0; r < rows; r++, dst += 16) {
+    const int64_t ih = ih0 + kh * dh;
+    if (ih < 0 || ih >= ih_n) {
+      _mm256_storeu_ps(dst, _mm256_setzero_ps());
+      _mm256_storeu_ps(dst + 8, _mm256_setzero_ps());
+    } else {
+      const float* src = x + (c * ih_n + ih) * iw_n + iw0 + kw * dw;
+      if (sw == 1) {
+        _mm256_storeu_ps(dst, _mm256_loadu_ps(src));
+        _mm256_storeu_ps(dst + 8, _mm256_loadu_ps(src + 8));
+      } else {
+        const __m256 e0 = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8),
+                                            _MM_SHUFFLE(2, 0, 2, 0));
+        const __m256 e1 =
+            _mm256_shuffle_ps(_mm256_loadu_ps(src + 16), _mm256_maskload_ps(src + 24, seven),
+                              _MM_SHUFFLE(2, 0, 2, 0));
+        _mm256_storeu_ps(dst, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e0),
+                                                                     _MM_SHUFFLE(3, 1, 2, 0))));
+        _mm256_storeu_ps(dst + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e1),
+                                                                         _MM_SHUFFLE(3, 1, 2, 0))));
+      }
+    }
+    if (++kw == kw_n) {
+      kw = 0;
+      if (++kh == kh_n) kh = 0, c++;
+    }
+  }
+}
 #else
 #define CPU_NN_X86 0
 #endif
@@ -651,6 +690,17 @@ im2col_body(const PackCol* j, float* dst, size_t p, size_t k0, size_t k1, const 
   /* (c, kh, kw) of row k0, then stepped along. */
   int64_t c = (int64_t)(k0 / g->k_size), kk = (int64_t)(k0 % g->k_size);
   int64_t kh = kk / kw_n, kw = kk % kw_n;
+#if CPU_NN_X86
+  /* AVX2, one full run of 16 positions whose windows lie inside the input
+   * rows for every kernel column (most panels of a wide image): each row
+   * is 16 (strided) floats or zeros, without the per-run bounds. */
+  if (vec == 2 && nr == 16 && runs == 1 && cols == nr && (sw == 1 || sw == 2) && run_iw[0] >= 0 &&
+      run_iw[0] + 15 * sw + (kw_n - 1) * dw < iw_n) {
+    im2col_rows16_avx2(j->x, dst, k1 - k0, c, kh, kw, ih_n, iw_n, kh_n, kw_n, dh, dw, sw, run_ih[0],
+                       run_iw[0]);
+    return;
+  }
+#endif
   for (size_t r = k0; r < k1; r++, dst += nr) {
     const float* xc = j->x + c * ih_n * iw_n;
     for (size_t q = 0; q < runs; q++) {

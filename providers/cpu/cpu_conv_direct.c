@@ -1,5 +1,5 @@
-/* cpu_conv_direct.c — direct float32 2-D convolution with AVX-512 (see
- * cpu_conv_direct.h).
+/* cpu_conv_direct.c — direct float32 2-D convolution with AVX-512 or AVX2
+ * (see cpu_conv_direct.h).
  *
  * Y^T (positions x channels) = A x W^T, where row p of A is output position
  * p's window over the zero-padded input Xp (c, hp, wp): A[p][k] for k =
@@ -7,9 +7,10 @@
  * off(k) = (c * hp + i * dh) * wp + j * dw. A is never stored: the register
  * tile broadcasts it from Xp.
  *
- * Work items are (block of 64 output channels, chunk of CHUNK positions);
- * an item walks k in blocks of KC (the 64-channel weight slice, 32 KiB,
- * stays in L1 while every 6-position tile of the chunk uses it), keeping
+ * Work items are (block of OCB output channels, chunk of CHUNK positions);
+ * an item walks k in blocks of KC (the block's weight slice, 32 KiB with
+ * AVX-512 and 16 KiB with AVX2, stays in L1 while every 6-position tile of
+ * the chunk uses it), keeping
  * partial sums in a chunk buffer on the stack, and finally writes the
  * chunk transposed into Y (NCHW) with the bias and the activation. Items
  * of one channel block are consecutive, so a thread's weight block stays in
@@ -23,11 +24,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* AVX-512 */
 #define OCB   64  /* output channels per block: 4 vectors */
 #define NV    4   /* vectors per tile row */
 #define TM    6   /* output positions per tile */
 #define KC    128 /* k block: a KC x OCB weight slice is 32 KiB */
 #define CHUNK 96  /* positions per work item (16 tiles): 24 KiB of partial sums */
+/* AVX2: 6 positions x 16 channels (12 ymm accumulators, the GEMM's tile) */
+#define OCB2   16
+#define KC2    256 /* a KC2 x OCB2 weight slice is 16 KiB */
+#define CHUNK2 144 /* 24 tiles: 9 KiB of partial sums */
 
 static atomic_size_t runs_count;
 
@@ -35,33 +41,42 @@ size_t cpu_conv_direct_runs(void) {
   return atomic_load(&runs_count);
 }
 
-int cpu_conv_direct_available(void) {
+int cpu_conv_direct_kernel(void) {
   const char* e = getenv("ONYX_CPU_CONV_DIRECT");
-  if (e && strcmp(e, "0") == 0) return 0;
-  return strcmp(cpu_gemm_isa_name(), "avx512") == 0;
+  if (e && strcmp(e, "0") == 0) return CPU_CONV_DIRECT_NONE;
+  const char* isa = cpu_gemm_isa_name();
+  return strcmp(isa, "avx512") == 0 ? CPU_CONV_DIRECT_AVX512
+         : strcmp(isa, "avx2") == 0 ? CPU_CONV_DIRECT_AVX2
+                                    : CPU_CONV_DIRECT_NONE;
+}
+
+int cpu_conv_direct_available(void) {
+  return cpu_conv_direct_kernel() != CPU_CONV_DIRECT_NONE;
 }
 
 CpuConvDirect* cpu_conv_direct_create(const float* w, size_t oc, size_t ic, size_t kh, size_t kw) {
-  const size_t k = ic * kh * kw, blocks = (oc + OCB - 1) / OCB;
-  if (k == 0 || blocks == 0) return NULL;
+  const int kernel = cpu_conv_direct_kernel();
+  const size_t ocb = kernel == CPU_CONV_DIRECT_AVX2 ? OCB2 : OCB;
+  const size_t k = ic * kh * kw, blocks = (oc + ocb - 1) / ocb;
+  if (k == 0 || blocks == 0 || kernel == CPU_CONV_DIRECT_NONE) return NULL;
   CpuConvDirect* d = calloc(1, sizeof *d);
   if (!d) return NULL;
-  d->w = cpu_gemm_alloc_packed(blocks * k * OCB);
+  d->w = cpu_gemm_alloc_packed(blocks * k * ocb);
   if (!d->w) {
     free(d);
     return NULL;
   }
-  d->oc = oc, d->ic = ic, d->kh = kh, d->kw = kw, d->k = k;
-  /* Each block is a k x 64 transpose of its 64 rows of W, written in
-   * order; the 64 source rows' current cache lines stay in L1 meanwhile. */
+  d->oc = oc, d->ic = ic, d->kh = kh, d->kw = kw, d->k = k, d->ocb = ocb, d->kernel = kernel;
+  /* Each block is a k x ocb transpose of its ocb rows of W, written in
+   * order; the source rows' current cache lines stay in L1 meanwhile. */
   for (size_t g = 0; g < blocks; g++) {
-    float* dst = d->w + g * k * OCB;
-    const size_t rows = oc - g * OCB < OCB ? oc - g * OCB : OCB;
-    const float* src = w + g * OCB * k;
-    for (size_t kk = 0; kk < k; kk++, dst += OCB) {
+    float* dst = d->w + g * k * ocb;
+    const size_t rows = oc - g * ocb < ocb ? oc - g * ocb : ocb;
+    const float* src = w + g * ocb * k;
+    for (size_t kk = 0; kk < k; kk++, dst += ocb) {
       for (size_t l = 0; l < rows; l++)
         dst[l] = src[l * k + kk];
-      for (size_t l = rows; l < OCB; l++)
+      for (size_t l = rows; l < ocb; l++)
         dst[l] = 0.0f;
     }
   }
@@ -181,7 +196,7 @@ AVX512 static void store_chunk(const Job* j, const float* part, size_t oc0, size
   }
 }
 
-static void items(void* user, size_t begin, size_t end) {
+static void items_avx512(void* user, size_t begin, size_t end) {
   const Job* j = user;
   const CpuConvDirect* d = j->d;
   const CpuConvDirectRun* p = j->p;
@@ -216,11 +231,159 @@ static void items(void* user, size_t begin, size_t end) {
     store_chunk(j, part, oc0, ocn, p0, pn);
   }
 }
-#else
-static void items(void* user, size_t begin, size_t end) {
-  (void)user, (void)begin, (void)end;
+
+#define AVX2 __attribute__((target("avx2,fma,avx")))
+
+/* tile_body with AVX2: an R x 16 tile (R <= TM), 2 weight vectors and R
+ * broadcasts of X feeding 2R FMAs per step. */
+AVX2 static inline __attribute__((always_inline)) void
+tile2_body(const int R, size_t kc, const float* const* xb, const ptrdiff_t* restrict off,
+           const float* restrict w, float* restrict part, int first, const char* pf, size_t npf,
+           size_t lps) {
+  __m256 acc[TM][2];
+  const float* x[TM];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    x[r] = xb[r];
+    acc[r][0] = first ? _mm256_setzero_ps() : _mm256_load_ps(part + r * OCB2);
+    acc[r][1] = first ? _mm256_setzero_ps() : _mm256_load_ps(part + r * OCB2 + 8);
+  }
+#pragma GCC unroll 2
+  for (size_t q = 0; q < kc; q++, w += OCB2) {
+    const ptrdiff_t o = off[q];
+    if (q * lps < npf)
+      for (size_t u = 0; u < lps; u++)
+        _mm_prefetch(pf + (q * lps + u) * 64, _MM_HINT_T1);
+    const __m256 b0 = _mm256_load_ps(w), b1 = _mm256_load_ps(w + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; r++) {
+      const __m256 a = _mm256_broadcast_ss(x[r] + o);
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; r++) {
+    _mm256_store_ps(part + r * OCB2, acc[r][0]);
+    _mm256_store_ps(part + r * OCB2 + 8, acc[r][1]);
+  }
+}
+
+#define DEFINE_TILE2(R)                                                                            \
+  AVX2 static void tile2_##R(size_t kc, const float* const* xb, const ptrdiff_t* off,              \
+                             const float* w, float* part, int first, const char* pf, size_t npf,   \
+                             size_t lps) {                                                         \
+    tile2_body(R, kc, xb, off, w, part, first, pf, npf, lps);                                      \
+  }
+DEFINE_TILE2(1)
+DEFINE_TILE2(2)
+DEFINE_TILE2(3)
+DEFINE_TILE2(4)
+DEFINE_TILE2(5)
+DEFINE_TILE2(6)
+
+static const TileFn TILES2[TM + 1] = {NULL, tile2_1, tile2_2, tile2_3, tile2_4, tile2_5, tile2_6};
+
+/* store_chunk with AVX2: 8 positions x 8 channels of part at a time,
+ * transposed in registers, then each channel's 8 positions through the
+ * bias, Z and the activation into its row of Y (a mask for the last). */
+AVX2 static void store_chunk2(const Job* j, const float* part, size_t oc0, size_t ocn, size_t p0,
+                              size_t pn) {
+  const CpuConvDirectRun* p = j->p;
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (size_t t = 0; t < pn; t += 8) {
+    const size_t nt = pn - t < 8 ? pn - t : 8;
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nt), lane);
+    for (size_t l0 = 0; l0 < ocn; l0 += 8) {
+      __m256 r[8];
+      for (size_t i = 0; i < 8; i++)
+        r[i] = i < nt ? _mm256_load_ps(part + (t + i) * OCB2 + l0) : zero;
+      /* 8 x 8 transpose: c[l] holds positions t..t+7 of channel l0 + l */
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      const __m256 c[8] = {
+          _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+          _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+          _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+          _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+      const size_t nl = ocn - l0 < 8 ? ocn - l0 : 8;
+      for (size_t l = 0; l < nl; l++) {
+        const size_t ch = oc0 + l0 + l;
+        float* yr = j->y + ch * j->positions + p0 + t;
+        __m256 x = _mm256_add_ps(c[l], _mm256_set1_ps(p->bias ? p->bias[ch] : 0.0f));
+        if (j->z) x = _mm256_add_ps(x, _mm256_maskload_ps(j->z + ch * j->positions + p0 + t, m));
+        /* max/min return their second operand on NaN: NaN is kept. */
+        if (p->act == CPU_ACT_RELU) {
+          x = _mm256_max_ps(zero, x);
+        } else if (p->act == CPU_ACT_LEAKY_RELU) {
+          x = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(p->act_alpha)),
+                               _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+        } else if (p->act == CPU_ACT_CLIP) {
+          x = _mm256_min_ps(_mm256_set1_ps(p->act_max),
+                            _mm256_max_ps(_mm256_set1_ps(p->act_min), x));
+        }
+        if (nt == 8)
+          _mm256_storeu_ps(yr, x);
+        else
+          _mm256_maskstore_ps(yr, m, x);
+      }
+    }
+  }
 }
 #endif
+
+/* The work items of either kernel (one chunk of positions for one block of
+ * output channels each), in the same order and with the same k blocks. */
+static void items(void* user, size_t begin, size_t end) {
+  const Job* j = user;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (j->d->kernel == CPU_CONV_DIRECT_AVX512) {
+    items_avx512(user, begin, end);
+    return;
+  }
+  const CpuConvDirect* d = j->d;
+  const CpuConvDirectRun* p = j->p;
+  float part[CHUNK2 * OCB2] __attribute__((aligned(64)));
+  for (size_t it = begin; it < end; it++) {
+    /* chunk-major: a chunk's windows stay in L2 while the (small) weight
+     * blocks take turns */
+    const size_t c = it / j->blocks, g = it % j->blocks;
+    const size_t oc0 = g * OCB2, ocn = d->oc - oc0 < OCB2 ? d->oc - oc0 : OCB2;
+    const size_t p0 = c * j->chunk,
+                 pn = j->positions - p0 < j->chunk ? j->positions - p0 : j->chunk;
+    const float* wg = d->w + g * d->k * OCB2;
+    const float* xb[CHUNK2];
+    for (size_t t = 0, oh = p0 / p->ow, ow = p0 % p->ow; t < pn; t++) {
+      xb[t] = j->xp + oh * p->sh * j->wp + ow * p->sw;
+      if (++ow == p->ow) ow = 0, oh++;
+    }
+    const size_t tiles = (pn + TM - 1) / TM;
+    for (size_t k0 = 0; k0 < d->k; k0 += j->kc) {
+      const size_t kc = d->k - k0 < j->kc ? d->k - k0 : j->kc;
+      const size_t rest = d->k - k0 - kc, next = rest < j->kc ? rest : j->kc;
+      const size_t lines = next * OCB2 * sizeof(float) / 64, per = (lines + tiles - 1) / tiles;
+      const size_t lps = (per + kc - 1) / (kc ? kc : 1);
+      const char* pf = (const char*)(wg + (k0 + kc) * OCB2);
+      for (size_t t = 0, i = 0; t < pn; t += TM, i++) {
+        const size_t l0 = i * per < lines ? i * per : lines;
+        const size_t ln = lines - l0 < per ? lines - l0 : per;
+        TILES2[pn - t < TM ? pn - t : TM](kc, xb + t, j->off + k0, wg + k0 * OCB2, part + t * OCB2,
+                                          k0 == 0, pf + l0 * 64, ln, lps ? lps : 1);
+      }
+    }
+    store_chunk2(j, part, oc0, ocn, p0, pn);
+  }
+#else
+  (void)j, (void)begin, (void)end;
+#endif
+}
 
 typedef struct PadJob {
   const CpuConvDirectRun* p;
@@ -266,11 +429,13 @@ OnyxStatus* cpu_conv_direct_run(const CpuConvDirect* d, OnyxKernelContext* ctx,
   j.positions = p->oh * p->ow;
   /* chunks of about equal size (a multiple of TM positions, at most CHUNK):
    * a short last chunk would stream a whole weight block for a few rows */
-  j.chunks = (j.positions + CHUNK - 1) / CHUNK;
+  const size_t chunk_max = d->kernel == CPU_CONV_DIRECT_AVX2 ? CHUNK2 : CHUNK;
+  const size_t kc_max = d->kernel == CPU_CONV_DIRECT_AVX2 ? KC2 : KC;
+  j.chunks = (j.positions + chunk_max - 1) / chunk_max;
   j.chunk = ((j.positions + j.chunks - 1) / j.chunks + TM - 1) / TM * TM;
   j.chunks = (j.positions + j.chunk - 1) / j.chunk;
-  j.blocks = (d->oc + OCB - 1) / OCB;
-  const size_t kblocks = (d->k + KC - 1) / KC;
+  j.blocks = (d->oc + d->ocb - 1) / d->ocb;
+  const size_t kblocks = (d->k + kc_max - 1) / kc_max;
   j.kc = (d->k + kblocks - 1) / kblocks;
   const size_t xp_floats = d->ic * j.hp * j.wp;
   char* mem =

@@ -1,5 +1,5 @@
 /* cpu_conv_direct.h — internal to the CPU provider: direct float32 2-D
- * convolution with AVX-512 (cpu_conv_direct.c), for group-1 convs with
+ * convolution with AVX-512 or AVX2 (cpu_conv_direct.c), for group-1 convs with
  * constant weights that Winograd does not take: strided windows (ResNet's
  * 7x7 stride-2 stem, its stride-2 3x3 and 1x1 convs) and small outputs with
  * many channels (its 512-channel 7x7 layers).
@@ -8,7 +8,11 @@
  * from a zero-padded copy of X, so the GEMM's "A" operand is X itself seen
  * through one offset per (channel, kernel row, kernel column). The register
  * tile is 6 output positions x 64 output channels (24 accumulators): per
- * step, 4 vector loads of packed W and 6 broadcasts of X feed 24 FMAs.
+ * step, 4 vector loads of packed W and 6 broadcasts of X feed 24 FMAs. With
+ * AVX2 it is 6 positions x 16 channels (12 ymm accumulators), the AVX2
+ * GEMM's tile, and the provider takes it for strided windows only (the
+ * stem, ResNet's stride-2 3x3 convs): its unit-stride layers run faster on
+ * Winograd and the small-output GEMM there.
  *
  * ONYX_CPU_CONV_DIRECT=0 in the environment (read when a Conv is created)
  * turns the path off. */
@@ -19,19 +23,25 @@
 
 #include <stddef.h>
 
-/* W (oc, ic, kh, kw) packed as blocks of 64 output channels: block g holds
- * K = ic * kh * kw rows of 64 floats (W[g * 64 + l][k] at [k][l], zero for
- * channels past oc). */
+enum { CPU_CONV_DIRECT_NONE = 0, CPU_CONV_DIRECT_AVX512, CPU_CONV_DIRECT_AVX2 };
+
+/* W (oc, ic, kh, kw) packed as blocks of ocb output channels (64 for the
+ * AVX-512 kernel, 16 for the AVX2 one): block g holds K = ic * kh * kw rows
+ * of ocb floats (W[g * ocb + l][k] at [k][l], zero for channels past oc). */
 typedef struct CpuConvDirect {
-  size_t oc, ic, kh, kw, k;
+  size_t oc, ic, kh, kw, k, ocb;
+  int kernel; /* CPU_CONV_DIRECT_AVX512 or _AVX2: the one W was packed for */
   float* w;
 } CpuConvDirect;
 
 /* One run (cpu_kernels.h). */
 typedef CpuConvRun CpuConvDirectRun;
 
-/* 1 when the machine runs the AVX-512 GEMM kernel (the path's only kernel)
- * and ONYX_CPU_CONV_DIRECT is not "0". */
+/* The kernel a Conv created now would use: the GEMM's ISA (AVX-512 or
+ * AVX2; ONYX_CPU_ISA caps it) unless ONYX_CPU_CONV_DIRECT is "0"; NONE on
+ * other machines. */
+int cpu_conv_direct_kernel(void);
+/* cpu_conv_direct_kernel() != CPU_CONV_DIRECT_NONE. */
 int cpu_conv_direct_available(void);
 
 /* Packs constant W; NULL when out of memory. */

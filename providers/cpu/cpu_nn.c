@@ -397,14 +397,24 @@ static bool conv_prepare_winograd(ConvState* s, const OnyxNode* node, bool direc
 
 /* Whether the direct path (cpu_conv_direct.h) takes this conv: a machine
  * with the AVX-512 kernel, a constant float32 W (m, c, kh, kw) with a window
- * larger than 1x1 (pointwise convs are plain GEMMs, faster there), group 1. */
+ * larger than 1x1 (pointwise convs are plain GEMMs, faster there), group 1.
+ * With the AVX2 kernel, strided windows only: on the AVX2 machine measured
+ * (Zen 3) the unit-stride layers ran faster through Winograd and the
+ * small-output GEMM, the strided ones lost a third of their time to im2col. */
 static bool conv_direct_applies(const ConvState* s, const OnyxNode* node) {
   const OnyxValueInfo* wv =
       cpu_host->node_input_count(node) > 1 ? cpu_host->node_input(node, 1) : NULL;
   const OnyxTensor* wt = wv ? cpu_host->value_constant(wv) : NULL;
-  if (!wt || s->w.group != 1 || !cpu_conv_direct_available() ||
+  const int kernel = cpu_conv_direct_kernel();
+  if (!wt || s->w.group != 1 || kernel == CPU_CONV_DIRECT_NONE ||
       cpu_host->tensor_elem_type(wt) != ONYX_ELEM_FLOAT32 || cpu_host->tensor_rank(wt) != 4)
     return false;
+  if (kernel == CPU_CONV_DIRECT_AVX2) {
+    bool strided = false;
+    for (size_t i = 0; i < s->w.n_strides; i++)
+      strided |= s->w.strides[i] > 1;
+    if (!strided) return false;
+  }
   const int64_t* d = cpu_host->tensor_dims(wt);
   return d[2] * d[3] > 1 && d[0] > 0 && d[1] > 0;
 }

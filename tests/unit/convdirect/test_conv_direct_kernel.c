@@ -7,8 +7,9 @@
  * not multiples of 16 or 64, K past the k block, position counts around the
  * 6-position tile and the 96-position chunk, batch 2, with and without bias
  * and the residual Z, every activation (NaN kept), pool independence
- * (bitwise), the run counter and the ONYX_CPU_CONV_DIRECT switch. Skipped
- * where the machine lacks the AVX-512 kernel. */
+ * (bitwise), the run counter and the ONYX_CPU_CONV_DIRECT switch, on the
+ * kernel the machine has (AVX-512, or AVX2: also run with ONYX_CPU_ISA=avx2,
+ * so an AVX-512 machine checks both). Skipped where it has neither. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -191,15 +192,15 @@ static const Case CASES[] = {
     {1, 20, 24, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}}; /* 1600 positions: many chunks */
 static const Act NONE = {CPU_ACT_NONE, 0, 0, 0};
 
-static int skip_without_avx512(void) {
+static int skip_without_kernel(void) {
   if (cpu_conv_direct_available()) return 0;
-  printf("skipped: no AVX-512 GEMM kernel on this machine (isa %s)\n", cpu_gemm_isa_name());
+  printf("skipped: no AVX-512 or AVX2 GEMM kernel on this machine (isa %s)\n", cpu_gemm_isa_name());
   return 1;
 }
 
 static void test_shapes(void** state) {
   (void)state;
-  if (skip_without_avx512()) skip();
+  if (skip_without_kernel()) skip();
   for (size_t i = 0; i < CPU_ARRAY_LEN(CASES); i++)
     for (int b = 0; b < 2; b++) {
       free(check_case(&CASES[i], b, 0, &NONE, NULL));
@@ -209,7 +210,7 @@ static void test_shapes(void** state) {
 
 static void test_activations(void** state) {
   (void)state;
-  if (skip_without_avx512()) skip();
+  if (skip_without_kernel()) skip();
   const Act acts[] = {{CPU_ACT_RELU, 0, 0, 0},
                       {CPU_ACT_LEAKY_RELU, 0.1f, 0, 0},
                       {CPU_ACT_CLIP, 0, -0.3f, 0.4f},
@@ -226,7 +227,7 @@ static void test_activations(void** state) {
 /* The same inputs (same seed) with and without a pool: bit-identical. */
 static void test_pool_independent(void** state) {
   (void)state;
-  if (skip_without_avx512()) skip();
+  if (skip_without_kernel()) skip();
   const Act leaky = {CPU_ACT_LEAKY_RELU, 0.2f, 0, 0};
   for (size_t i = 0; i < CPU_ARRAY_LEN(CASES); i++) {
     const Case* c = &CASES[i];
@@ -246,7 +247,7 @@ static void test_pool_independent(void** state) {
  * outputs whose window covers it; other outputs are finite and in range. */
 static void test_nan_kept(void** state) {
   (void)state;
-  if (skip_without_avx512()) skip();
+  if (skip_without_kernel()) skip();
   const size_t ic = 5, oc = 70, h = 9, w = 9; /* 3x3 s1 pad 1: 9x9 out */
   float* x = malloc(ic * h * w * sizeof(float));
   float* wt = malloc(oc * ic * 9 * sizeof(float));
@@ -312,7 +313,7 @@ static void test_nan_kept(void** state) {
  * weights. */
 static void test_edges(void** state) {
   (void)state;
-  if (skip_without_avx512()) skip();
+  if (skip_without_kernel()) skip();
   float w[2 * 3 * 9];
   for (size_t i = 0; i < CPU_ARRAY_LEN(w); i++)
     w[i] = 1.0f;
@@ -356,7 +357,8 @@ static void test_edges(void** state) {
  * machine has it. */
 static void test_env_switch(void** state) {
   (void)state;
-  const int native = strcmp(cpu_gemm_isa_name(), "avx512") == 0;
+  const int native =
+      strcmp(cpu_gemm_isa_name(), "avx512") == 0 || strcmp(cpu_gemm_isa_name(), "avx2") == 0;
   unsetenv("ONYX_CPU_CONV_DIRECT");
   assert_int_equal(cpu_conv_direct_available(), native);
   setenv("ONYX_CPU_CONV_DIRECT", "0", 1);

@@ -1,12 +1,11 @@
 /* test_conv_direct_session.c — Conv and com.onyx FusedConv through a
  * session with the CPU provider, with ONYX_CPU_CONV_DIRECT unset (on
  * AVX-512 machines the direct path takes these convs: constant W, group 1,
- * windows larger than 1x1) and =0 (the im2col / small-output GEMM paths):
- * both against a convolution written here in double (|y - want| <= 1e-4 *
- * sum |x w| + 1e-6), the two settings close to each other, and threads 1
- * and 2 bitwise equal. Also Conv + Relu / LeakyRelu / Clip nodes (which
- * the optimizer fuses into FusedConv), FusedConv with the residual Z, and a
- * Conv whose W is a graph input (never the direct path).
+ * windows larger than 1x1; on AVX2 ones the strided of them) and =0 (the im2col / small-output GEMM
+ * paths): both against a convolution written here in double (|y - want| <= 1e-4 * sum |x w| +
+ * 1e-6), the two settings close to each other, and threads 1 and 2 bitwise equal. Also Conv + Relu
+ * / LeakyRelu / Clip nodes (which the optimizer fuses into FusedConv), FusedConv with the residual
+ * Z, and a Conv whose W is a graph input (never the direct path).
  *
  * The session cannot see which path ran (cpu_conv_direct_runs() lives in
  * the provider's .so); test_conv_direct_kernel proves the path itself, and
@@ -258,7 +257,7 @@ static void test_conv_direct_session(void** state) {
       fail_msg("spec %zu (W an input): ONYX_CPU_CONV_DIRECT changed %zu outputs", i, d);
     differ += d;
   }
-  /* Informational: on AVX-512 machines the direct path usually rounds
+  /* Informational: where it runs, the direct path usually rounds
    * differently from the im2col GEMM somewhere; no assertion, as the
    * summation orders may coincide. */
   printf("outputs differing in bits between ONYX_CPU_CONV_DIRECT on and off: %zu\n", differ);

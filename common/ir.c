@@ -1,7 +1,11 @@
 /* ir.c — tensors, buffers and attribute helpers of the IR. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* posix_memalign, madvise's MADV_HUGEPAGE */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "ox_ir.h"
 
 const OnyxMemoryDevice OX_HOST_MEMORY = {ONYX_DEVICE_CPU, 0, 0, ONYX_MEM_DEFAULT, OX_HOST_ALIGN, 0};
@@ -100,6 +104,19 @@ void ox_buffer_unref(OxBuffer* b) {
   free(b);
 }
 
+void* ox_alloc_host(size_t bytes) {
+  const size_t huge = (size_t)2 << 20;
+  bytes = bytes ? (bytes + OX_HOST_ALIGN - 1) / OX_HOST_ALIGN * OX_HOST_ALIGN : OX_HOST_ALIGN;
+  if (bytes < huge) return aligned_alloc(OX_HOST_ALIGN, bytes);
+  void* p = NULL;
+  if (posix_memalign(&p, huge, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+  /* advice only: without transparent huge pages it changes nothing */
+  (void)madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
 static OnyxStatus* tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, bool zero,
                               OxTensor** out) {
   *out = NULL;
@@ -112,7 +129,7 @@ static OnyxStatus* tensor_new(OnyxElemType type, const int64_t* dims, size_t ran
   }
   OxBuffer* b = calloc(1, sizeof *b);
   size_t alloc = (t->bytes + OX_HOST_ALIGN - 1) / OX_HOST_ALIGN * OX_HOST_ALIGN;
-  void* p = b ? aligned_alloc(OX_HOST_ALIGN, alloc ? alloc : OX_HOST_ALIGN) : NULL;
+  void* p = b ? ox_alloc_host(alloc) : NULL;
   if (!p) {
     free(b);
     ox_tensor_free(t);

@@ -70,6 +70,12 @@ OnyxStatus* ox_shape_count(const int64_t* dims, size_t rank, size_t* count);
 /* Byte size of count elements of t (handles sub-byte types; strings: pointer array). */
 OnyxStatus* ox_type_bytes(OnyxElemType t, size_t count, size_t* bytes);
 
+/* Host memory for tensor data: OX_HOST_ALIGN-aligned, the size rounded up
+ * to it; from 2 MiB on 2 MiB-aligned with transparent huge pages requested
+ * (a model's weights are copied at load: 4 KiB pages cost a fault each,
+ * several microseconds in a VM). Freed with free(). NULL without memory. */
+void* ox_alloc_host(size_t bytes);
+
 /* New tensor in host memory, zero-filled (strings: empty ""). */
 OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, OxTensor** out);
 /* The same without zeroing the data (strings are still ""): for a caller that

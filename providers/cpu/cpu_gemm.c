@@ -669,6 +669,42 @@ AVX2 static void pack_a8_avx(float* restrict d, const float* a, size_t lda, size
     d[4] = r4[p], d[5] = r5[p], d[6] = r6[p], d[7] = r7[p];
   }
 }
+
+/* A full 6-row panel (the AVX2 kernel's): 8 x 8 transposes of the 6 rows
+ * and two zero rows, each column's 6 values stored as 4 + 2 (a wider store
+ * would run into the next panel, which another thread may be packing). */
+AVX2 static void pack_a6_avx(float* restrict d, const float* a, size_t lda, size_t k) {
+  const float *r0 = a, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
+  const float *r4 = r3 + lda, *r5 = r4 + lda;
+  const __m256 z = _mm256_setzero_ps();
+  size_t p = 0;
+  for (; p + 8 <= k; p += 8, d += 48) {
+    const __m256 x0 = _mm256_loadu_ps(r0 + p), x1 = _mm256_loadu_ps(r1 + p);
+    const __m256 x2 = _mm256_loadu_ps(r2 + p), x3 = _mm256_loadu_ps(r3 + p);
+    const __m256 x4 = _mm256_loadu_ps(r4 + p), x5 = _mm256_loadu_ps(r5 + p);
+    const __m256 t0 = _mm256_unpacklo_ps(x0, x1), t1 = _mm256_unpackhi_ps(x0, x1);
+    const __m256 t2 = _mm256_unpacklo_ps(x2, x3), t3 = _mm256_unpackhi_ps(x2, x3);
+    const __m256 t4 = _mm256_unpacklo_ps(x4, x5), t5 = _mm256_unpackhi_ps(x4, x5);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
+    /* column j (k step p + j): rows 0-3 in the low half of c[j], 4-5 next */
+    const __m256 c[8] = {
+        _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+        _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+        _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+        _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    for (int j = 0; j < 8; j++) {
+      _mm_storeu_ps(d + 6 * j, _mm256_castps256_ps128(c[j]));
+      _mm_storel_pi((__m64*)(d + 6 * j + 4), _mm256_extractf128_ps(c[j], 1));
+    }
+  }
+  for (; p < k; p++, d += 6) {
+    d[0] = r0[p], d[1] = r1[p], d[2] = r2[p];
+    d[3] = r3[p], d[4] = r4[p], d[5] = r5[p];
+  }
+}
 #endif
 
 /* Panels [q0, q1) of op(A) (m x k; A is k x m when trans) into dst, alpha
@@ -689,6 +725,12 @@ static void pack_a_panels(const Isa* s, float* dst, const float* a, size_t lda, 
           d[r] = 0.0f;
       }
     } else if (rows == mr && mr == 6) {
+#if GEMM_X86
+      if (s == &ISA_AVX2) {
+        pack_a6_avx(d, a + i0 * lda, lda, k);
+        continue;
+      }
+#endif
       /* a full 6-row panel: 6 row streams read once, written contiguously */
       const float *r0 = a + i0 * lda, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
       const float *r4 = r3 + lda, *r5 = r4 + lda;

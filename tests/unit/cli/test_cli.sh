@@ -100,6 +100,10 @@ if [ -f "$WORK/out/y.pb" ]; then
   cp "$WORK/out/y.pb" "$WORK/roundtrip/test_saved/test_data_set_0/output_0.pb"
   expect_rc 0 test "$WORK/roundtrip"
   expect_line "$OUT" "$(printf 'test_saved\tpass')"
+  # Without the expected output there is nothing to check: a skip, not a pass.
+  rm "$WORK/roundtrip/test_saved/test_data_set_0/output_0.pb"
+  expect_rc 0 test "$WORK/roundtrip"
+  expect_line "$OUT" "$(printf 'test_saved\tskip: test_data_set_0 has no expected outputs (output_K.pb)')"
 else
   fail "run --output-dir wrote no y.pb"
 fi

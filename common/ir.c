@@ -161,6 +161,27 @@ OnyxStatus* ox_tensor_new_uninit(OnyxElemType type, const int64_t* dims, size_t 
   return tensor_new(type, dims, rank, false, out);
 }
 
+OnyxStatus* ox_tensor_adopt(OnyxElemType type, const int64_t* dims, size_t rank, void* data,
+                            OxTensor** out) {
+  *out = NULL;
+  if (type == ONYX_ELEM_STRING)
+    return ox_status(ONYX_INVALID_ARGUMENT, "string tensors cannot adopt raw bytes");
+  OxTensor* t = ox_tensor_alloc_header(type);
+  if (!t) return ox_oom();
+  OnyxStatus* st = ox_tensor_set_shape(t, dims, rank);
+  OxBuffer* b = st ? NULL : calloc(1, sizeof *b);
+  if (!st && !b) st = ox_oom();
+  if (st) {
+    ox_tensor_free(t);
+    return st;
+  }
+  *b = (OxBuffer){.refs = 1, .ptr = data, .bytes = t->bytes, .type = type, .count = t->count};
+  t->buffer = b;
+  t->data = data;
+  *out = t;
+  return NULL;
+}
+
 OnyxStatus* ox_tensor_wrap(OnyxElemType type, const int64_t* dims, size_t rank, void* data,
                            const OnyxMemoryDevice* dev, OxTensor** out) {
   *out = NULL;

@@ -82,6 +82,12 @@ OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, O
  * writes every element (zeroing a model's weights cost as much as copying). */
 OnyxStatus* ox_tensor_new_uninit(OnyxElemType type, const int64_t* dims, size_t rank,
                                  OxTensor** out);
+/* New host tensor that takes ownership of data (malloc'ed or ox_alloc_host
+ * memory, freed with free() with the tensor; at least the tensor's bytes,
+ * aligned for its element type). Not for strings. On error data stays the
+ * caller's. */
+OnyxStatus* ox_tensor_adopt(OnyxElemType type, const int64_t* dims, size_t rank, void* data,
+                            OxTensor** out);
 /* New tensor header over borrowed data (no buffer). */
 OnyxStatus* ox_tensor_wrap(OnyxElemType type, const int64_t* dims, size_t rank, void* data,
                            const OnyxMemoryDevice* dev, OxTensor** out);

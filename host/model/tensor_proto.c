@@ -428,11 +428,25 @@ static OnyxStatus* ox_tensor_from_strings(const Onnx__TensorProto* tp, const OxT
   return NULL;
 }
 
-static OnyxStatus* ox_tensor_from_raw(const Onnx__TensorProto* tp, const OxTensorPlan* p,
+/* The tensor takes raw_data's buffer itself where the bytes need no swap
+ * and are aligned for the element type (protobuf-c allocates each bytes
+ * field on its own, with malloc or the model loader's allocator, both freed
+ * with free()): a large model's weights are then copied once, by protobuf-c,
+ * instead of twice. Otherwise they are copied. Either way raw_data is empty
+ * afterwards. */
+static OnyxStatus* ox_tensor_from_raw(Onnx__TensorProto* tp, const OxTensorPlan* p,
                                       OxTensor** out) {
   if (tp->raw_data.len != p->bytes)
     return ox_status(ONYX_INVALID_MODEL, "raw_data has %zu bytes but the dims need %zu (%s)",
                      tp->raw_data.len, p->bytes, ox_elem_name(p->type));
+  void* raw = tp->raw_data.data;
+  const size_t align = p->width > 1 ? p->width : 1;
+  if (raw && p->bytes && (ox_host_is_le() || p->width <= 1) && (uintptr_t)raw % align == 0) {
+    OX_TRY(ox_tensor_adopt(p->type, p->dims, p->rank, raw, out));
+    tp->raw_data.data = NULL;
+    tp->raw_data.len = 0;
+    return NULL;
+  }
   /* every byte is copied: no zeroing first (it cost as much as the copy) */
   OX_TRY(ox_tensor_new_uninit(p->type, p->dims, p->rank, out));
   ox_copy_le((*out)->data, tp->raw_data.data, p->bytes, p->width);
@@ -458,7 +472,8 @@ static OnyxStatus* ox_tensor_from_typed(const Onnx__TensorProto* tp, const OxTen
   return NULL;
 }
 
-/* raw_data was copied: free it now so a large model is not held twice. */
+/* raw_data was copied (or adopted, and is empty): free it now so a large
+ * model is not held twice. */
 static void ox_release_raw(Onnx__TensorProto* tp) {
   free(tp->raw_data.data);
   tp->raw_data.data = NULL;

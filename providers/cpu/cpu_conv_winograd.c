@@ -462,12 +462,26 @@ static inline __attribute__((always_inline)) void output_body(const Job* j, size
         float* dst = p->y + at;
         const float* zs = p->z ? p->z + at : NULL;
         const size_t rows = oh - y0 < mt ? oh - y0 : mt, cols = ow - x0 < mt ? ow - x0 : mt;
-        for (size_t a = 0; a < rows; a++, dst += ow)
-          for (size_t b = 0; b < cols; b++) {
-            float v = of[(a * mt + b) * WL + l] + bias;
-            if (zs) v += zs[a * ow + b];
-            dst[b] = act(v, p);
+        /* the common cases without a per-value test (no unswitching at -O2) */
+        for (size_t a = 0; a < rows; a++, dst += ow) {
+          const float* src = of + a * mt * WL + l;
+          if (zs) {
+            const float* z = zs + a * ow;
+            for (size_t b = 0; b < cols; b++)
+              dst[b] = act(src[b * WL] + bias + z[b], p);
+          } else if (p->act == CPU_ACT_RELU) {
+            for (size_t b = 0; b < cols; b++) {
+              const float v = src[b * WL] + bias;
+              dst[b] = v < 0.0f ? 0.0f : v;
+            }
+          } else if (p->act == CPU_ACT_NONE) {
+            for (size_t b = 0; b < cols; b++)
+              dst[b] = src[b * WL] + bias;
+          } else {
+            for (size_t b = 0; b < cols; b++)
+              dst[b] = act(src[b * WL] + bias, p);
           }
+        }
       }
     }
   }

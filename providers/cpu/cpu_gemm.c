@@ -11,8 +11,8 @@
  * Micro-kernels. AVX-512: 8 x 32 (16 zmm accumulators; per k step two B
  * vectors and eight broadcasts feed 16 FMAs), with a 16-column variant for
  * a last panel that is mostly padding, and a store path without masks for
- * full tiles. AVX2: 6 x 16 (12 ymm accumulators). Portable C:
- * 6 x 16.
+ * full tiles. AVX2: 6 x 16 (12 ymm accumulators), with an 8-column variant
+ * and the same two store paths. Portable C: 6 x 16.
  *
  * Blocking. C is cut into tiles (a multiple of MR rows x a multiple of NR
  * columns), the units of parallel work. Inside a tile: for each k block (at

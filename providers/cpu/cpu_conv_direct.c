@@ -16,6 +16,7 @@
  * of one channel block are consecutive, so a thread's weight block stays in
  * its L2 across chunks. */
 #include "cpu_conv_direct.h"
+#include "cpu_avx2.h"
 #include "cpu_nn.h"
 #include "cpu_util.h"
 
@@ -196,42 +197,6 @@ AVX512 static void store_chunk(const Job* j, const float* part, size_t oc0, size
   }
 }
 
-static void items_avx512(void* user, size_t begin, size_t end) {
-  const Job* j = user;
-  const CpuConvDirect* d = j->d;
-  const CpuConvDirectRun* p = j->p;
-  float part[CHUNK * OCB] __attribute__((aligned(64)));
-  for (size_t it = begin; it < end; it++) {
-    const size_t g = it / j->chunks, c = it % j->chunks;
-    const size_t oc0 = g * OCB, ocn = d->oc - oc0 < OCB ? d->oc - oc0 : OCB;
-    const size_t p0 = c * j->chunk,
-                 pn = j->positions - p0 < j->chunk ? j->positions - p0 : j->chunk;
-    const float* wg = d->w + g * d->k * OCB;
-    /* the chunk's rows of A: base pointers into Xp */
-    const float* xb[CHUNK];
-    for (size_t t = 0, oh = p0 / p->ow, ow = p0 % p->ow; t < pn; t++) {
-      xb[t] = j->xp + oh * p->sh * j->wp + ow * p->sw;
-      if (++ow == p->ow) ow = 0, oh++;
-    }
-    const size_t tiles = (pn + TM - 1) / TM;
-    for (size_t k0 = 0; k0 < d->k; k0 += j->kc) {
-      const size_t kc = d->k - k0 < j->kc ? d->k - k0 : j->kc;
-      /* the next k block's weights: its lines shared out among the tiles */
-      const size_t rest = d->k - k0 - kc, next = rest < j->kc ? rest : j->kc;
-      const size_t lines = next * OCB * sizeof(float) / 64, per = (lines + tiles - 1) / tiles;
-      const size_t lps = (per + kc - 1) / (kc ? kc : 1);
-      const char* pf = (const char*)(wg + (k0 + kc) * OCB);
-      for (size_t t = 0, i = 0; t < pn; t += TM, i++) {
-        const size_t l0 = i * per < lines ? i * per : lines;
-        const size_t ln = lines - l0 < per ? lines - l0 : per;
-        TILES[pn - t < TM ? pn - t : TM](kc, xb + t, j->off + k0, wg + k0 * OCB, part + t * OCB,
-                                         k0 == 0, pf + l0 * 64, ln, lps ? lps : 1);
-      }
-    }
-    store_chunk(j, part, oc0, ocn, p0, pn);
-  }
-}
-
 #define AVX2 __attribute__((target("avx2,fma,avx")))
 
 /* tile_body with AVX2: an R x 16 tile (R <= TM), 2 weight vectors and R
@@ -296,39 +261,18 @@ AVX2 static void store_chunk2(const Job* j, const float* part, size_t oc0, size_
     const size_t nt = pn - t < 8 ? pn - t : 8;
     const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nt), lane);
     for (size_t l0 = 0; l0 < ocn; l0 += 8) {
-      __m256 r[8];
+      __m256 r[8], c[8];
       for (size_t i = 0; i < 8; i++)
         r[i] = i < nt ? _mm256_load_ps(part + (t + i) * OCB2 + l0) : zero;
-      /* 8 x 8 transpose: c[l] holds positions t..t+7 of channel l0 + l */
-      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-      const __m256 c[8] = {
-          _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-          _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-          _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-          _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+      /* c[l] holds positions t..t+7 of channel l0 + l */
+      cpu_transpose8_avx2(r, c);
       const size_t nl = ocn - l0 < 8 ? ocn - l0 : 8;
       for (size_t l = 0; l < nl; l++) {
         const size_t ch = oc0 + l0 + l;
         float* yr = j->y + ch * j->positions + p0 + t;
         __m256 x = _mm256_add_ps(c[l], _mm256_set1_ps(p->bias ? p->bias[ch] : 0.0f));
         if (j->z) x = _mm256_add_ps(x, _mm256_maskload_ps(j->z + ch * j->positions + p0 + t, m));
-        /* max/min return their second operand on NaN: NaN is kept. */
-        if (p->act == CPU_ACT_RELU) {
-          x = _mm256_max_ps(zero, x);
-        } else if (p->act == CPU_ACT_LEAKY_RELU) {
-          x = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(p->act_alpha)),
-                               _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-        } else if (p->act == CPU_ACT_CLIP) {
-          x = _mm256_min_ps(_mm256_set1_ps(p->act_max),
-                            _mm256_max_ps(_mm256_set1_ps(p->act_min), x));
-        }
+        x = cpu_act_avx2(x, p->act, p->act_alpha, p->act_min, p->act_max);
         if (nt == 8)
           _mm256_storeu_ps(yr, x);
         else
@@ -339,27 +283,32 @@ AVX2 static void store_chunk2(const Job* j, const float* part, size_t oc0, size_
 }
 #endif
 
-/* The work items of either kernel (one chunk of positions for one block of
- * output channels each), in the same order and with the same k blocks. */
+/* The work items (one chunk of positions for one block of output channels
+ * each) with either kernel: AVX-512 items run block-major (a thread's
+ * 64-channel weight block stays in its L2 across chunks), AVX2 ones
+ * chunk-major (a chunk's windows stay in L2 while the small weight blocks
+ * take turns). */
 static void items(void* user, size_t begin, size_t end) {
   const Job* j = user;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (j->d->kernel == CPU_CONV_DIRECT_AVX512) {
-    items_avx512(user, begin, end);
-    return;
-  }
   const CpuConvDirect* d = j->d;
   const CpuConvDirectRun* p = j->p;
-  float part[CHUNK2 * OCB2] __attribute__((aligned(64)));
+  const int wide = d->kernel == CPU_CONV_DIRECT_AVX512;
+  const TileFn* tile = wide ? TILES : TILES2;
+  void (*store)(const Job*, const float*, size_t, size_t, size_t, size_t) =
+      wide ? store_chunk : store_chunk2;
+  const size_t ocb = d->ocb;
+  float part[CHUNK * OCB > CHUNK2 * OCB2 ? CHUNK * OCB : CHUNK2 * OCB2]
+      __attribute__((aligned(64)));
+  const float* xb[CHUNK > CHUNK2 ? CHUNK : CHUNK2];
   for (size_t it = begin; it < end; it++) {
-    /* chunk-major: a chunk's windows stay in L2 while the (small) weight
-     * blocks take turns */
-    const size_t c = it / j->blocks, g = it % j->blocks;
-    const size_t oc0 = g * OCB2, ocn = d->oc - oc0 < OCB2 ? d->oc - oc0 : OCB2;
+    const size_t g = wide ? it / j->chunks : it % j->blocks;
+    const size_t c = wide ? it % j->chunks : it / j->blocks;
+    const size_t oc0 = g * ocb, ocn = d->oc - oc0 < ocb ? d->oc - oc0 : ocb;
     const size_t p0 = c * j->chunk,
                  pn = j->positions - p0 < j->chunk ? j->positions - p0 : j->chunk;
-    const float* wg = d->w + g * d->k * OCB2;
-    const float* xb[CHUNK2];
+    const float* wg = d->w + g * d->k * ocb;
+    /* the chunk's rows of A: base pointers into Xp */
     for (size_t t = 0, oh = p0 / p->ow, ow = p0 % p->ow; t < pn; t++) {
       xb[t] = j->xp + oh * p->sh * j->wp + ow * p->sw;
       if (++ow == p->ow) ow = 0, oh++;
@@ -367,18 +316,19 @@ static void items(void* user, size_t begin, size_t end) {
     const size_t tiles = (pn + TM - 1) / TM;
     for (size_t k0 = 0; k0 < d->k; k0 += j->kc) {
       const size_t kc = d->k - k0 < j->kc ? d->k - k0 : j->kc;
+      /* the next k block's weights: its lines shared out among the tiles */
       const size_t rest = d->k - k0 - kc, next = rest < j->kc ? rest : j->kc;
-      const size_t lines = next * OCB2 * sizeof(float) / 64, per = (lines + tiles - 1) / tiles;
+      const size_t lines = next * ocb * sizeof(float) / 64, per = (lines + tiles - 1) / tiles;
       const size_t lps = (per + kc - 1) / (kc ? kc : 1);
-      const char* pf = (const char*)(wg + (k0 + kc) * OCB2);
+      const char* pf = (const char*)(wg + (k0 + kc) * ocb);
       for (size_t t = 0, i = 0; t < pn; t += TM, i++) {
         const size_t l0 = i * per < lines ? i * per : lines;
         const size_t ln = lines - l0 < per ? lines - l0 : per;
-        TILES2[pn - t < TM ? pn - t : TM](kc, xb + t, j->off + k0, wg + k0 * OCB2, part + t * OCB2,
-                                          k0 == 0, pf + l0 * 64, ln, lps ? lps : 1);
+        tile[pn - t < TM ? pn - t : TM](kc, xb + t, j->off + k0, wg + k0 * ocb, part + t * ocb,
+                                        k0 == 0, pf + l0 * 64, ln, lps ? lps : 1);
       }
     }
-    store_chunk2(j, part, oc0, ocn, p0, pn);
+    store(j, part, oc0, ocn, p0, pn);
   }
 #else
   (void)j, (void)begin, (void)end;

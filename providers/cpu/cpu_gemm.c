@@ -39,6 +39,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* madvise's MADV_HUGEPAGE */
 #endif
+#include "cpu_avx2.h"
 #include "cpu_nn.h"
 
 #include <pthread.h>
@@ -287,22 +288,14 @@ AVX2 static inline __attribute__((always_inline)) void epi_row_avx2(const __m256
                                                                     const __m256i* m, float* cr,
                                                                     const __m256* bc, size_t r,
                                                                     const Epi* e) {
-  const __m256 zero = _mm256_setzero_ps(), alpha = _mm256_set1_ps(e->alpha);
+  const __m256 alpha = _mm256_set1_ps(e->alpha);
   for (int v = 0; v < nv; v++) {
     __m256 x = _mm256_mul_ps(acc[v], alpha);
     if (e->beta != 0.0f)
       x = _mm256_fmadd_ps(_mm256_maskload_ps(cr + 8 * v, m[v]), _mm256_set1_ps(e->beta), x);
     if (e->bias_row) x = _mm256_add_ps(x, _mm256_set1_ps(e->bias_row[r]));
     x = _mm256_add_ps(x, bc[v]);
-    /* max/min return their second operand on NaN: NaN is kept. */
-    if (e->act == CPU_ACT_RELU) {
-      x = _mm256_max_ps(zero, x);
-    } else if (e->act == CPU_ACT_LEAKY_RELU) {
-      x = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(e->act_alpha)),
-                           _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-    } else if (e->act == CPU_ACT_CLIP) {
-      x = _mm256_min_ps(_mm256_set1_ps(e->act_max), _mm256_max_ps(_mm256_set1_ps(e->act_min), x));
-    }
+    x = cpu_act_avx2(x, e->act, e->act_alpha, e->act_min, e->act_max);
     _mm256_maskstore_ps(cr + 8 * v, m[v], x);
   }
 }
@@ -641,28 +634,13 @@ AVX2 static void pack_a8_avx(float* restrict d, const float* a, size_t lda, size
   const float *r4 = r3 + lda, *r5 = r4 + lda, *r6 = r5 + lda, *r7 = r6 + lda;
   size_t p = 0;
   for (; p + 8 <= k; p += 8, d += 8 * ds) {
-    const __m256 x0 = _mm256_loadu_ps(r0 + p), x1 = _mm256_loadu_ps(r1 + p);
-    const __m256 x2 = _mm256_loadu_ps(r2 + p), x3 = _mm256_loadu_ps(r3 + p);
-    const __m256 x4 = _mm256_loadu_ps(r4 + p), x5 = _mm256_loadu_ps(r5 + p);
-    const __m256 x6 = _mm256_loadu_ps(r6 + p), x7 = _mm256_loadu_ps(r7 + p);
-    const __m256 t0 = _mm256_unpacklo_ps(x0, x1), t1 = _mm256_unpackhi_ps(x0, x1);
-    const __m256 t2 = _mm256_unpacklo_ps(x2, x3), t3 = _mm256_unpackhi_ps(x2, x3);
-    const __m256 t4 = _mm256_unpacklo_ps(x4, x5), t5 = _mm256_unpackhi_ps(x4, x5);
-    const __m256 t6 = _mm256_unpacklo_ps(x6, x7), t7 = _mm256_unpackhi_ps(x6, x7);
-    /* u0: column 0 | column 4 of rows 0-3, u1: 1 | 5, u2: 2 | 6, u3: 3 | 7;
-     * u4..u7 the same for rows 4-7 */
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d + 0 * ds, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d + 1 * ds, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
+    const __m256 x[8] = {_mm256_loadu_ps(r0 + p), _mm256_loadu_ps(r1 + p), _mm256_loadu_ps(r2 + p),
+                         _mm256_loadu_ps(r3 + p), _mm256_loadu_ps(r4 + p), _mm256_loadu_ps(r5 + p),
+                         _mm256_loadu_ps(r6 + p), _mm256_loadu_ps(r7 + p)};
+    __m256 c[8];
+    cpu_transpose8_avx2(x, c);
+    for (int q = 0; q < 8; q++)
+      _mm256_storeu_ps(d + q * ds, c[q]);
   }
   for (; p < k; p++, d += ds) {
     d[0] = r0[p], d[1] = r1[p], d[2] = r2[p], d[3] = r3[p];
@@ -679,22 +657,17 @@ AVX2 static void pack_a6_avx(float* restrict d, const float* a, size_t lda, size
   const __m256 z = _mm256_setzero_ps();
   size_t p = 0;
   for (; p + 8 <= k; p += 8, d += 48) {
-    const __m256 x0 = _mm256_loadu_ps(r0 + p), x1 = _mm256_loadu_ps(r1 + p);
-    const __m256 x2 = _mm256_loadu_ps(r2 + p), x3 = _mm256_loadu_ps(r3 + p);
-    const __m256 x4 = _mm256_loadu_ps(r4 + p), x5 = _mm256_loadu_ps(r5 + p);
-    const __m256 t0 = _mm256_unpacklo_ps(x0, x1), t1 = _mm256_unpackhi_ps(x0, x1);
-    const __m256 t2 = _mm256_unpacklo_ps(x2, x3), t3 = _mm256_unpackhi_ps(x2, x3);
-    const __m256 t4 = _mm256_unpacklo_ps(x4, x5), t5 = _mm256_unpackhi_ps(x4, x5);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
+    const __m256 x[8] = {_mm256_loadu_ps(r0 + p),
+                         _mm256_loadu_ps(r1 + p),
+                         _mm256_loadu_ps(r2 + p),
+                         _mm256_loadu_ps(r3 + p),
+                         _mm256_loadu_ps(r4 + p),
+                         _mm256_loadu_ps(r5 + p),
+                         z,
+                         z};
     /* column j (k step p + j): rows 0-3 in the low half of c[j], 4-5 next */
-    const __m256 c[8] = {
-        _mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-        _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-        _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-        _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    __m256 c[8];
+    cpu_transpose8_avx2(x, c);
     for (int j = 0; j < 8; j++) {
       _mm_storeu_ps(d + 6 * j, _mm256_castps256_ps128(c[j]));
       _mm_storel_pi((__m64*)(d + 6 * j + 4), _mm256_extractf128_ps(c[j], 1));

@@ -1870,26 +1870,26 @@ DEFINE_LN(float)
 DEFINE_LN(double)
 
 #if CPU_NN_X86
-static void ln_rows_avx512(void* user, size_t begin, size_t end) {
-  const LnJob* j = user;
+/* Rows [begin, end) of a float32 LayerNormalization through one vector row. */
+typedef void (*LnRowF32)(const float* x, float* y, const float* scale, const float* bias, size_t n,
+                         float eps, float* mean_out, float* inv_out);
+
+static inline void ln_rows_with(const LnJob* j, size_t begin, size_t end, LnRowF32 row) {
   for (size_t r = begin; r < end; r++) {
     float mean, inv;
-    ln_row_avx512((const float*)j->x + r * j->inner, (float*)j->y + r * j->inner, j->scale, j->bias,
-                  j->inner, (float)j->epsilon, &mean, &inv);
+    row((const float*)j->x + r * j->inner, (float*)j->y + r * j->inner, j->scale, j->bias, j->inner,
+        (float)j->epsilon, &mean, &inv);
     if (j->mean) j->mean[r] = mean;
     if (j->inv_std) j->inv_std[r] = inv;
   }
 }
 
+static void ln_rows_avx512(void* user, size_t begin, size_t end) {
+  ln_rows_with(user, begin, end, ln_row_avx512);
+}
+
 static void ln_rows_avx2(void* user, size_t begin, size_t end) {
-  const LnJob* j = user;
-  for (size_t r = begin; r < end; r++) {
-    float mean, inv;
-    ln_row_avx2((const float*)j->x + r * j->inner, (float*)j->y + r * j->inner, j->scale, j->bias,
-                j->inner, (float)j->epsilon, &mean, &inv);
-    if (j->mean) j->mean[r] = mean;
-    if (j->inv_std) j->inv_std[r] = inv;
-  }
+  ln_rows_with(user, begin, end, ln_row_avx2);
 }
 #endif
 
@@ -2071,16 +2071,18 @@ void cpu_softmax_row_f32(const float* x, float* y, size_t n) {
 }
 
 #if CPU_NN_X86
-static void softmax_rows_avx512(void* user, size_t begin, size_t end) {
-  const SoftmaxJob* j = user;
+static inline void softmax_rows_with(const SoftmaxJob* j, size_t begin, size_t end,
+                                     void (*row)(const float*, float*, size_t)) {
   for (size_t r = begin; r < end; r++)
-    softmax_row_avx512((const float*)j->x + r * j->n, (float*)j->y + r * j->n, j->n);
+    row((const float*)j->x + r * j->n, (float*)j->y + r * j->n, j->n);
+}
+
+static void softmax_rows_avx512(void* user, size_t begin, size_t end) {
+  softmax_rows_with(user, begin, end, softmax_row_avx512);
 }
 
 static void softmax_rows_avx2(void* user, size_t begin, size_t end) {
-  const SoftmaxJob* j = user;
-  for (size_t r = begin; r < end; r++)
-    softmax_row_avx2((const float*)j->x + r * j->n, (float*)j->y + r * j->n, j->n);
+  softmax_rows_with(user, begin, end, softmax_row_avx2);
 }
 #endif
 

@@ -1016,20 +1016,23 @@ static void pad_planes(void* user, size_t b, size_t e) {
   }
 }
 
-/* Whole blocks per thread: slot s runs blocks s, s + slots, ... with its
- * own buffers, single-threaded. */
+/* Whole blocks per thread: each slot (one per thread, its own buffers)
+ * claims blocks until none is left, single-threaded each. Claimed, not
+ * dealt: on a shared machine one core often runs slower than the other
+ * for a while, and the faster one then takes more blocks. */
 typedef struct Blocks {
   const Job* tmpl;
   char* base;
-  size_t slot_bytes, bt, blocks, slots;
+  size_t slot_bytes, bt, blocks;
+  atomic_size_t next;
 } Blocks;
 
 static void blocks_task(void* user, size_t s0, size_t s1) {
-  const Blocks* b = user;
+  Blocks* b = user;
   for (size_t s = s0; s < s1; s++) {
     Job j = *b->tmpl;
     slot_init(&j, b->base + s * b->slot_bytes, b->bt);
-    for (size_t k = s; k < b->blocks; k += b->slots)
+    for (size_t k; (k = atomic_fetch_add(&b->next, 1)) < b->blocks;)
       run_block(&j, k * b->bt, b->bt, NULL);
   }
 }
@@ -1072,8 +1075,8 @@ OnyxStatus* cpu_winograd_conv(const CpuWinograd* wg, OnyxKernelContext* ctx,
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
   const size_t threads = cpu_host->thread_pool_size(pool);
   /* Whole blocks per thread (no barriers, each thread's buffers in its own
-   * cache) for as many as share out evenly; the rest (or all, when there
-   * are fewer blocks than threads) each split over the pool. */
+   * cache) for as many as would share out evenly; the rest (or all, when
+   * there are fewer blocks than threads) each split over the pool. */
   const size_t slots = threads > 1 && blocks >= threads ? threads : 1;
   const size_t shared = slots > 1 ? blocks / slots * slots : 0;
   const size_t sb = slot_bytes(wg, bt);
@@ -1090,8 +1093,9 @@ OnyxStatus* cpu_winograd_conv(const CpuWinograd* wg, OnyxKernelContext* ctx,
     cpu_host->parallel_for(pool, p->n * wg->ic, pad_planes, &j);
   }
   if (shared) {
-    const Blocks b = {&j, base, sb, bt, shared, slots};
-    cpu_host->parallel_for(pool, slots, blocks_task, (void*)&b);
+    Blocks b = {&j, base, sb, bt, shared, 0};
+    atomic_init(&b.next, 0);
+    cpu_host->parallel_for(pool, slots, blocks_task, &b);
   }
   slot_init(&j, base, bt);
   for (size_t k = shared; k < blocks; k++)

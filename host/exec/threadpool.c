@@ -5,7 +5,13 @@
  * its range inline, which also makes nested calls from inside a chunk safe),
  * publishes the job under the mutex with a new generation number, and then
  * claims chunks itself like any worker. Chunks are claimed through an atomic
- * counter, so a slow thread only delays its own chunk. Workers count
+ * counter, so a slow thread only delays its own chunk, and they shrink as
+ * the range runs out (each takes a share of what is left, "guided"): the
+ * first ones are large, the last ones small, so the threads finish close
+ * together even when one of them runs slower or starts late (on a shared
+ * machine, one core often runs at a fraction of the other's speed for a
+ * while; fixed chunks of an eighth of a 2-thread MatMul left the faster
+ * thread idle for the slower one's last chunk, 2.3 of 16 ms). Workers count
  * themselves in `active` while they hold the job; the caller returns once it
  * has run out of chunks and `active` is 0, i.e. every claimed chunk is done.
  *
@@ -32,10 +38,12 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* Chunks per thread: enough to even out uneven chunks, few enough that the
- * claiming cost stays negligible. */
-#define CHUNKS_PER_THREAD 4
-#define MAX_THREADS       1024
+/* A claim takes 1 / (GUIDED_SHARE * threads) of the items left, and at
+ * least 1 / (MIN_CHUNKS_PER_THREAD * threads) of all of them (or 1): a few
+ * dozen claims per call, whose cost stays negligible. */
+#define GUIDED_SHARE          2
+#define MIN_CHUNKS_PER_THREAD 32
+#define MAX_THREADS           1024
 /* How long an idle worker (or a waiting caller) spins before sleeping. */
 #define SPIN_NS 50000
 
@@ -44,7 +52,7 @@ typedef void (*RangeFn)(void* user, size_t begin, size_t end);
 typedef struct Job {
   RangeFn fn;
   void* user;
-  size_t n, chunk, n_chunks;
+  size_t n, min_chunk, share; /* items, the smallest claim, 1 / the share of the rest */
 } Job;
 
 struct OnyxThreadPool {
@@ -61,7 +69,7 @@ struct OnyxThreadPool {
   size_t sleepers;                 /* workers waiting on work_cv; guarded by mu */
   bool caller_sleeps;              /* a caller waits on idle_cv; guarded by mu */
   atomic_bool stop;                /* written under mu */
-  atomic_size_t next_chunk;
+  atomic_size_t next;              /* the first item not yet claimed */
 };
 
 static uint64_t now_ns(void) {
@@ -70,14 +78,19 @@ static uint64_t now_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Runs chunks of job until none is left. */
+/* Claims and runs chunks of job until no item is left. */
 static void run_chunks(OxThreadPool* p, const Job* job) {
-  for (;;) {
-    size_t c = atomic_fetch_add_explicit(&p->next_chunk, 1, memory_order_relaxed);
-    if (c >= job->n_chunks) return;
-    size_t begin = c * job->chunk;
-    size_t end = job->n - begin < job->chunk ? job->n : begin + job->chunk;
-    job->fn(job->user, begin, end);
+  size_t begin = atomic_load_explicit(&p->next, memory_order_relaxed);
+  while (begin < job->n) {
+    const size_t rest = job->n - begin;
+    size_t size = rest / job->share;
+    if (size < job->min_chunk) size = job->min_chunk;
+    if (size > rest) size = rest;
+    if (atomic_compare_exchange_weak_explicit(&p->next, &begin, begin + size, memory_order_relaxed,
+                                              memory_order_relaxed)) {
+      job->fn(job->user, begin, begin + size);
+      begin = atomic_load_explicit(&p->next, memory_order_relaxed);
+    }
   }
 }
 
@@ -199,7 +212,7 @@ OnyxStatus* ox_threadpool_create(int threads, OxThreadPool** out) {
   p->size = resolve_threads(threads);
   if (p->size > MAX_THREADS) p->size = MAX_THREADS;
   atomic_init(&p->taken, false);
-  atomic_init(&p->next_chunk, 0);
+  atomic_init(&p->next, 0);
   atomic_init(&p->generation, 0);
   atomic_init(&p->active, 0);
   atomic_init(&p->stop, false);
@@ -232,10 +245,8 @@ size_t ox_threadpool_size(const OxThreadPool* p) {
 }
 
 static Job make_job(const OxThreadPool* p, size_t n, RangeFn fn, void* user) {
-  size_t n_chunks = p->size * CHUNKS_PER_THREAD;
-  if (n_chunks > n) n_chunks = n;
-  size_t chunk = (n + n_chunks - 1) / n_chunks;
-  return (Job){fn, user, n, chunk, (n + chunk - 1) / chunk};
+  const size_t min_chunk = n / (p->size * MIN_CHUNKS_PER_THREAD);
+  return (Job){fn, user, n, min_chunk ? min_chunk : 1, p->size * GUIDED_SHARE};
 }
 
 void ox_threadpool_parallel_for(OxThreadPool* p, size_t n, RangeFn fn, void* user) {
@@ -251,7 +262,7 @@ void ox_threadpool_parallel_for(OxThreadPool* p, size_t n, RangeFn fn, void* use
   pthread_mutex_lock(&p->mu);
   wait_idle(p); /* a late worker may still hold the previous job */
   p->job = job;
-  atomic_store_explicit(&p->next_chunk, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->next, 0, memory_order_relaxed);
   atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
   if (p->sleepers) pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);

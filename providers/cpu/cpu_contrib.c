@@ -4,6 +4,7 @@
  * products go through cpu_gemm_f32 (cpu_nn.h); FusedConv is the provider's
  * Conv kernel with its activation epilogue. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,16 +208,18 @@ typedef struct MhaJob {
   float scale;
   float* scores; /* one S x T block per chunk, from the run's scratch */
   size_t tasks, chunks;
+  atomic_size_t next; /* the next task to claim */
 } MhaJob;
 
-/* Chunk c runs tasks [c * tasks / chunks, (c + 1) * tasks / chunks) in its
- * own score block. */
+/* Chunk c (one per thread) claims tasks until none is left and runs them
+ * in its own score block: claimed, not dealt, so a thread that runs slower
+ * (or joins late) on a shared machine takes fewer. */
 static void mha_chunks(void* user, size_t begin, size_t end) {
-  const MhaJob* j = user;
+  MhaJob* j = user;
   for (size_t c = begin; c < end; c++) {
     const size_t hd = j->h * j->d;
     float* sc = j->scores + c * j->s * j->t;
-    for (size_t task = c * j->tasks / j->chunks; task < (c + 1) * j->tasks / j->chunks; task++) {
+    for (size_t task; (task = atomic_fetch_add(&j->next, 1)) < j->tasks;) {
       const size_t bi = task / j->h, hi = task % j->h;
       const float* q = j->q + bi * j->s * hd + hi * j->d;
       const float* k = j->k + bi * j->t * hd + hi * j->d;
@@ -331,6 +334,7 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
   if (!j.scores)
     return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "out of memory for %zu score blocks of %zu x %zu",
                          j.chunks, j.s, j.t);
+  atomic_init(&j.next, 0);
   cpu_host->parallel_for(pool, j.chunks, mha_chunks, &j);
   return NULL;
 }

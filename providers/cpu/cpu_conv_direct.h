@@ -12,10 +12,14 @@
  * AVX2 it is 6 positions x 16 channels (12 ymm accumulators), the AVX2
  * GEMM's tile, and the provider takes it for strided windows only (the
  * stem, ResNet's stride-2 3x3 convs): its unit-stride layers run faster on
- * Winograd and the small-output GEMM there.
+ * Winograd and the small-output GEMM there. With AVX2, a column stride of 2,
+ * at least 12 output columns and K <= 256 (the stem), the row kernel runs
+ * instead: 16 positions of a row in the lanes x 6 channels broadcast, read
+ * from X split into even and odd columns, written straight into Y's rows
+ * (same sums in the same order: the same bits as the tile kernel).
  *
  * ONYX_CPU_CONV_DIRECT=0 in the environment (read when a Conv is created)
- * turns the path off. */
+ * turns the path off, ONYX_CPU_CONV_ROWS=0 the row kernel. */
 #ifndef CPU_CONV_DIRECT_H
 #define CPU_CONV_DIRECT_H
 
@@ -31,6 +35,7 @@ enum { CPU_CONV_DIRECT_NONE = 0, CPU_CONV_DIRECT_AVX512, CPU_CONV_DIRECT_AVX2 };
 typedef struct CpuConvDirect {
   size_t oc, ic, kh, kw, k, ocb;
   int kernel; /* CPU_CONV_DIRECT_AVX512 or _AVX2: the one W was packed for */
+  int rows;   /* AVX2: column-stride-2 convs may take the row kernel */
   float* w;
 } CpuConvDirect;
 
@@ -54,7 +59,9 @@ void cpu_conv_direct_free(CpuConvDirect* d);
 OnyxStatus* cpu_conv_direct_run(const CpuConvDirect* d, OnyxKernelContext* ctx,
                                 const CpuConvDirectRun* p);
 
-/* Tests: the number of cpu_conv_direct_run calls in this process. */
+/* Tests: the number of cpu_conv_direct_run calls in this process, and of
+ * those that took the AVX2 row kernel. */
 size_t cpu_conv_direct_runs(void);
+size_t cpu_conv_direct_row_runs(void);
 
 #endif /* CPU_CONV_DIRECT_H */

@@ -7,7 +7,8 @@
  * not multiples of 16 or 64, K past the k block, position counts around the
  * 6-position tile and the 96-position chunk, batch 2, with and without bias
  * and the residual Z, every activation (NaN kept), pool independence
- * (bitwise), the run counter and the ONYX_CPU_CONV_DIRECT switch, on the
+ * (bitwise), the AVX2 row kernel (column stride 2) bit-identical to the
+ * tile kernel, the run counter and the ONYX_CPU_CONV_DIRECT switch, on the
  * kernel the machine has (AVX-512, or AVX2: also run with ONYX_CPU_ISA=avx2,
  * so an AVX-512 machine checks both). Skipped where it has neither. */
 #include <setjmp.h>
@@ -189,7 +190,16 @@ static const Case CASES[] = {
     {1, 10, 65, 10, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* 1x1 kernel, 200 positions */
     {2, 10, 130, 12, 20, 3, 3, 1, 1, 1, 1, 0, 1, 0, 1}, /* 200 positions, batch 2 */
     {1, 64, 128, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   /* ResNet-ish 7x7 layer */
-    {1, 20, 24, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}}; /* 1600 positions: many chunks */
+    {1, 20, 24, 40, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  /* 1600 positions: many chunks */
+    /* column stride 2 and at least 12 output columns: the AVX2 row kernel */
+    {1, 3, 64, 64, 64, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},  /* stem-like: 32x32, two full tiles */
+    {1, 16, 37, 30, 30, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, /* 15x15: a 7-lane second vector */
+    {2, 8, 20, 25, 52, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},  /* batch 2, 13x26: 16 + 10 */
+    {1, 5, 19, 20, 33, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},  /* 1x1, 10x17: a 1-lane last tile */
+    {1, 6, 22, 21, 40, 3, 3, 2, 2, 2, 1, 2, 1, 2, 0},  /* row dilation 2, uneven pads */
+    {1, 7, 16, 26, 26, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0}}; /* no padding, exactly 12 columns */
+/* The first of them. */
+#define ROW_CASES 24
 static const Act NONE = {CPU_ACT_NONE, 0, 0, 0};
 
 static int skip_without_kernel(void) {
@@ -239,6 +249,44 @@ static void test_pool_independent(void** state) {
     assert_memory_equal(a, b, yn * sizeof(float));
     free(a);
     free(b);
+  }
+}
+
+/* The row kernel (AVX2, column stride 2) against the tile kernel
+ * (ONYX_CPU_CONV_ROWS=0 when W is packed), same inputs: the same bits, as
+ * both sum each output in the same order with the same FMAs. */
+static void test_rows_match_tiles(void** state) {
+  (void)state;
+  if (skip_without_kernel()) skip();
+  if (cpu_conv_direct_kernel() != CPU_CONV_DIRECT_AVX2) {
+    printf("skipped: the row kernel is AVX2's (isa %s)\n", cpu_gemm_isa_name());
+    skip();
+  }
+  const Act leaky = {CPU_ACT_LEAKY_RELU, 0.2f, 0, 0};
+  float w1 = 1.0f;
+  CpuConvDirect* on = cpu_conv_direct_create(&w1, 1, 1, 1, 1);
+  assert_non_null(on);
+  assert_true(on->rows);
+  cpu_conv_direct_free(on);
+  for (size_t i = ROW_CASES; i < CPU_ARRAY_LEN(CASES); i++) {
+    const Case* c = &CASES[i];
+    const size_t yn = c->n * c->oc * out_h(c) * out_w(c);
+    const uint32_t seed = rng;
+    const size_t row_runs = cpu_conv_direct_row_runs();
+    float* rows = check_case(c, 1, 1, &leaky, (OnyxThreadPool*)&host);
+    assert_int_equal(cpu_conv_direct_row_runs(), row_runs + 1);
+    rng = seed;
+    setenv("ONYX_CPU_CONV_ROWS", "0", 1);
+    CpuConvDirect* off = cpu_conv_direct_create(&w1, 1, 1, 1, 1);
+    assert_non_null(off);
+    assert_false(off->rows);
+    cpu_conv_direct_free(off);
+    float* tiles = check_case(c, 1, 1, &leaky, (OnyxThreadPool*)&host);
+    unsetenv("ONYX_CPU_CONV_ROWS");
+    assert_int_equal(cpu_conv_direct_row_runs(), row_runs + 1);
+    assert_memory_equal(rows, tiles, yn * sizeof(float));
+    free(rows);
+    free(tiles);
   }
 }
 
@@ -371,9 +419,13 @@ static void test_env_switch(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_env_switch),  cmocka_unit_test(test_shapes),
-      cmocka_unit_test(test_activations), cmocka_unit_test(test_pool_independent),
-      cmocka_unit_test(test_nan_kept),    cmocka_unit_test(test_edges),
+      cmocka_unit_test(test_env_switch),
+      cmocka_unit_test(test_shapes),
+      cmocka_unit_test(test_activations),
+      cmocka_unit_test(test_pool_independent),
+      cmocka_unit_test(test_rows_match_tiles),
+      cmocka_unit_test(test_nan_kept),
+      cmocka_unit_test(test_edges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

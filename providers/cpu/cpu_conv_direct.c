@@ -373,6 +373,42 @@ static void pad_channels(void* user, size_t begin, size_t end) {
   }
 }
 
+/* Both kernels' run: per image, X into its zero-padded copy by `pad` (each
+ * of its rows split into `phases` column phases of `width` floats: 1 for
+ * the tile kernel's Xp, 2 for the row kernel's Xq), then `items` work
+ * items of `fn`. off[k] for k = (channel, kernel row, kernel column) is
+ * that window element's place relative to a window's origin. */
+static OnyxStatus* run_padded(const CpuConvDirect* d, OnyxKernelContext* ctx,
+                              const CpuConvDirectRun* p, Job* j, size_t phases, size_t width,
+                              void (*pad)(void*, size_t, size_t), void (*fn)(void*, size_t, size_t),
+                              size_t items) {
+  const size_t xp_floats = d->ic * j->hp * phases * width;
+  char* mem =
+      cpu_host->ctx_scratch(ctx, xp_floats * sizeof(float) + d->k * sizeof(ptrdiff_t) + 128);
+  if (!mem)
+    return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "no scratch memory (%zu bytes)",
+                         xp_floats * sizeof(float) + d->k * sizeof(ptrdiff_t));
+  float* xp = (float*)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  ptrdiff_t* off = (ptrdiff_t*)(((uintptr_t)(xp + xp_floats) + 63) & ~(uintptr_t)63);
+  for (size_t c = 0, k = 0; c < d->ic; c++)
+    for (size_t i = 0; i < d->kh; i++)
+      for (size_t jj = 0; jj < d->kw; jj++, k++) {
+        const size_t col = jj * p->dw; /* in the padded row; its phase, then its place */
+        off[k] =
+            (ptrdiff_t)(((c * j->hp + i * p->dh) * phases + col % phases) * width + col / phases);
+      }
+  j->off = off, j->xp = xp, j->wp = width;
+  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  for (size_t n = 0; n < p->n; n++) {
+    PadJob pj = {p, p->x + n * d->ic * p->h * p->w, xp, j->hp, width};
+    cpu_host->parallel_for(pool, d->ic, pad, &pj);
+    j->y = p->y + n * d->oc * j->positions;
+    j->z = p->z ? p->z + n * d->oc * j->positions : NULL;
+    cpu_host->parallel_for(pool, items, fn, j);
+  }
+  return NULL;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 /* The row kernel (AVX2, column stride 2, at least ROW_MIN_OW output
  * columns, K at most ROW_MAX_K: ResNet's stem): 16 (or 8) neighbouring output positions of one row
@@ -539,30 +575,7 @@ AVX2 static void split_channels(void* user, size_t begin, size_t end) {
 static OnyxStatus* run_rows(const CpuConvDirect* d, OnyxKernelContext* ctx,
                             const CpuConvDirectRun* p, Job* j, size_t wq) {
   atomic_fetch_add(&row_runs_count, 1);
-  const size_t xq_floats = d->ic * j->hp * 2 * wq;
-  char* mem =
-      cpu_host->ctx_scratch(ctx, xq_floats * sizeof(float) + d->k * sizeof(ptrdiff_t) + 128);
-  if (!mem)
-    return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "no scratch memory (%zu bytes)",
-                         xq_floats * sizeof(float) + d->k * sizeof(ptrdiff_t));
-  float* xq = (float*)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
-  ptrdiff_t* off = (ptrdiff_t*)(((uintptr_t)(xq + xq_floats) + 63) & ~(uintptr_t)63);
-  /* (channel, kernel row, kernel column) -> its row of Xq (the column's
-   * parity) and the column within it */
-  for (size_t c = 0, k = 0; c < d->ic; c++)
-    for (size_t i = 0; i < d->kh; i++)
-      for (size_t jj = 0; jj < d->kw; jj++, k++)
-        off[k] = (ptrdiff_t)(((c * j->hp + i * p->dh) * 2 + (jj & 1)) * wq + jj / 2);
-  j->off = off, j->xp = xq, j->wp = wq;
-  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
-  for (size_t n = 0; n < p->n; n++) {
-    PadJob pj = {p, p->x + n * d->ic * p->h * p->w, xq, j->hp, wq};
-    cpu_host->parallel_for(pool, d->ic, split_channels, &pj);
-    j->y = p->y + n * d->oc * j->positions;
-    j->z = p->z ? p->z + n * d->oc * j->positions : NULL;
-    cpu_host->parallel_for(pool, p->oh * j->blocks, row_items, j);
-  }
-  return NULL;
+  return run_padded(d, ctx, p, j, 2, wq, split_channels, row_items, p->oh * j->blocks);
 }
 #endif
 
@@ -592,26 +605,5 @@ OnyxStatus* cpu_conv_direct_run(const CpuConvDirect* d, OnyxKernelContext* ctx,
 #endif
   const size_t kblocks = (d->k + kc_max - 1) / kc_max;
   j.kc = (d->k + kblocks - 1) / kblocks;
-  const size_t xp_floats = d->ic * j.hp * j.wp;
-  char* mem =
-      cpu_host->ctx_scratch(ctx, xp_floats * sizeof(float) + d->k * sizeof(ptrdiff_t) + 128);
-  if (!mem)
-    return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "no scratch memory (%zu bytes)",
-                         xp_floats * sizeof(float) + d->k * sizeof(ptrdiff_t));
-  float* xp = (float*)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
-  ptrdiff_t* off = (ptrdiff_t*)(((uintptr_t)(xp + xp_floats) + 63) & ~(uintptr_t)63);
-  for (size_t c = 0, k = 0; c < d->ic; c++)
-    for (size_t i = 0; i < d->kh; i++)
-      for (size_t jj = 0; jj < d->kw; jj++, k++)
-        off[k] = (ptrdiff_t)((c * j.hp + i * p->dh) * j.wp + jj * p->dw);
-  j.off = off, j.xp = xp;
-  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
-  for (size_t n = 0; n < p->n; n++) {
-    PadJob pj = {p, p->x + n * d->ic * p->h * p->w, xp, j.hp, j.wp};
-    cpu_host->parallel_for(pool, d->ic, pad_channels, &pj);
-    j.y = p->y + n * d->oc * j.positions;
-    j.z = p->z ? p->z + n * d->oc * j.positions : NULL;
-    cpu_host->parallel_for(pool, j.blocks * j.chunks, items, &j);
-  }
-  return NULL;
+  return run_padded(d, ctx, p, &j, 1, j.wp, pad_channels, items, j.blocks * j.chunks);
 }

@@ -12,6 +12,28 @@
 #define CPU_AVX2_INLINE                                                                            \
   __attribute__((target("avx2,fma,avx"))) static inline __attribute__((always_inline))
 
+/* Lanes [0, n) of v to d (n <= 8; all 8 for n >= 8) with at most three
+ * plain stores: a masked store (vmaskmovps) costs about ten plain ones on
+ * Zen 3 (6.5 against 0.65 ns a vector, L1-resident). */
+CPU_AVX2_INLINE void cpu_store_first_avx2(float* d, __m256 v, size_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(d, v);
+    return;
+  }
+  __m128 x = _mm256_castps256_ps128(v);
+  if (n & 4) {
+    _mm_storeu_ps(d, x);
+    d += 4;
+    x = _mm256_extractf128_ps(v, 1);
+  }
+  if (n & 2) {
+    _mm_storel_pi((__m64*)(void*)d, x);
+    d += 2;
+    x = _mm_movehl_ps(x, x);
+  }
+  if (n & 1) _mm_store_ss(d, x);
+}
+
 /* out[j] = column j of the 8 x 8 block whose rows are r[0..7]. */
 CPU_AVX2_INLINE void cpu_transpose8_avx2(const __m256 r[8], __m256 out[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);

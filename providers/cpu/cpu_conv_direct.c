@@ -279,10 +279,7 @@ AVX2 static void store_chunk2(const Job* j, const float* part, size_t oc0, size_
         __m256 x = _mm256_add_ps(c[l], _mm256_set1_ps(p->bias ? p->bias[ch] : 0.0f));
         if (j->z) x = _mm256_add_ps(x, _mm256_maskload_ps(j->z + ch * j->positions + p0 + t, m));
         x = cpu_act_avx2(x, p->act, p->act_alpha, p->act_min, p->act_max);
-        if (nt == 8)
-          _mm256_storeu_ps(yr, x);
-        else
-          _mm256_maskstore_ps(yr, m, x);
+        cpu_store_first_avx2(yr, x, nt);
       }
     }
   }
@@ -518,10 +515,7 @@ AVX2 static void row_items(void* user, size_t begin, size_t end) {
               x = _mm256_add_ps(x, cnt == 8 ? _mm256_loadu_ps(j->z + at + 8 * v)
                                             : _mm256_maskload_ps(j->z + at + 8 * v, m));
             x = cpu_act_avx2(x, p->act, p->act_alpha, p->act_min, p->act_max);
-            if (cnt == 8)
-              _mm256_storeu_ps(j->y + at + 8 * v, x);
-            else
-              _mm256_maskstore_ps(j->y + at + 8 * v, m, x);
+            cpu_store_first_avx2(j->y + at + 8 * v, x, cnt);
           }
         }
       }
@@ -557,15 +551,8 @@ AVX2 static void split_channels(void* user, size_t begin, size_t end) {
         const __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xDD);
         const __m256 ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
         const __m256 od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
-        if (wq - x >= 8) {
-          _mm256_storeu_ps(dc + x, ev);
-          _mm256_storeu_ps(dc + wq + x, od);
-        } else {
-          const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(wq - x)),
-                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-          _mm256_maskstore_ps(dc + x, m, ev);
-          _mm256_maskstore_ps(dc + wq + x, m, od);
-        }
+        cpu_store_first_avx2(dc + x, ev, wq - x);
+        cpu_store_first_avx2(dc + wq + x, od, wq - x);
       }
     }
   }

@@ -861,7 +861,7 @@ WINO_AVX2 static inline __attribute__((always_inline)) void output_runs8(const J
               if (zc)
                 v = cpu_act_avx2(_mm256_add_ps(v, _mm256_maskload_ps(zc + at + f, k)), p->act,
                                  p->act_alpha, p->act_min, p->act_max);
-              _mm256_maskstore_ps(d + f, k, v);
+              cpu_store_first_avx2(d + f, v, (size_t)(n - f));
             }
           }
         }

@@ -283,20 +283,24 @@ static void kernel_avx512(size_t kc, const float* a, const float* b, float* c, s
 #define K2_NR 16
 
 /* The AVX2 store of one accumulator row (NV vectors of 8) through the
- * epilogue; m[v] has the lanes of vector v that exist. */
+ * epilogue; m[v] has the lanes of vector v that exist, the first nr
+ * (nv vectors cover them). No masked stores (cpu_store_first_avx2). */
 AVX2 static inline __attribute__((always_inline)) void epi_row_avx2(const __m256* acc, int nv,
-                                                                    const __m256i* m, float* cr,
-                                                                    const __m256* bc, size_t r,
-                                                                    const Epi* e) {
+                                                                    const __m256i* m, size_t nr,
+                                                                    float* cr, const __m256* bc,
+                                                                    size_t r, const Epi* e) {
   const __m256 alpha = _mm256_set1_ps(e->alpha);
   for (int v = 0; v < nv; v++) {
+    const int whole = nr >= 8 * (size_t)v + 8;
     __m256 x = _mm256_mul_ps(acc[v], alpha);
     if (e->beta != 0.0f)
-      x = _mm256_fmadd_ps(_mm256_maskload_ps(cr + 8 * v, m[v]), _mm256_set1_ps(e->beta), x);
+      x = _mm256_fmadd_ps(whole ? _mm256_loadu_ps(cr + 8 * v)
+                                : _mm256_maskload_ps(cr + 8 * v, m[v]),
+                          _mm256_set1_ps(e->beta), x);
     if (e->bias_row) x = _mm256_add_ps(x, _mm256_set1_ps(e->bias_row[r]));
     x = _mm256_add_ps(x, bc[v]);
     x = cpu_act_avx2(x, e->act, e->act_alpha, e->act_min, e->act_max);
-    _mm256_maskstore_ps(cr + 8 * v, m[v], x);
+    cpu_store_first_avx2(cr + 8 * v, x, nr - 8 * (size_t)v);
   }
 }
 
@@ -363,7 +367,7 @@ kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, fl
     bc[v] = e->bias_col ? _mm256_maskload_ps(e->bias_col + lo, m[v]) : _mm256_setzero_ps();
   }
   for (size_t r = 0; r < mr; r++)
-    epi_row_avx2(acc[r], nv, m, c + r * ldc, bc, r, e);
+    epi_row_avx2(acc[r], nv, m, nr, c + r * ldc, bc, r, e);
 }
 
 AVX2 static void kernel_avx2_x2(size_t kc, const float* a, const float* b, float* c, size_t ldc,

@@ -4,6 +4,7 @@
  *
  * Attributes are read once in `create` into a state struct; shapes are only
  * known in `compute`, where the window geometry is derived and checked. */
+#include "cpu_avx2.h"
 #include "cpu_nn.h"
 #include "cpu_util.h"
 #include "cpu_winograd.h"
@@ -628,10 +629,7 @@ copy_run_avx2(float* d, const float* src, int64_t lo, int64_t hi, int64_t run, i
       v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src + h * sw, idx,
                                    _mm256_castsi256_ps(valid), 4);
     }
-    if (run - h >= 8)
-      _mm256_storeu_ps(d + h, v);
-    else
-      _mm256_maskstore_ps(d + h, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(run - h)), lane), v);
+    cpu_store_first_avx2(d + h, v, run - h);
   }
 }
 
@@ -1770,16 +1768,22 @@ static NN_AVX2 void softmax_row_avx2(const float* x, float* y, size_t n) {
     const __m256i m = tail_mask8(n - i);
     const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(m),
                                    exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mx)));
-    _mm256_maskstore_ps(y + i, m, e);
+    cpu_store_first_avx2(y + i, e, n - i);
     vs = _mm256_add_ps(vs, e);
   }
   const __m256 inv = _mm256_set1_ps(1.0f / hsum8(vs));
   const __m256 tiny = _mm256_set1_ps(FLT_MIN);
-  for (i = 0; i < n; i += 8) {
+  /* Below FLT_MIN (not NaN): 0, as the scalar rows (SOFTMAX_TINY_float).
+   * Masked loads only for the tail, and no masked stores
+   * (cpu_store_first_avx2). */
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(y + i), inv);
+    _mm256_storeu_ps(y + i, _mm256_andnot_ps(_mm256_cmp_ps(v, tiny, _CMP_LT_OQ), v));
+  }
+  if (i < n) {
     const __m256i m = tail_mask8(n - i);
     const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(y + i, m), inv);
-    /* Below FLT_MIN (not NaN): 0, as the scalar rows (SOFTMAX_TINY_float). */
-    _mm256_maskstore_ps(y + i, m, _mm256_andnot_ps(_mm256_cmp_ps(v, tiny, _CMP_LT_OQ), v));
+    cpu_store_first_avx2(y + i, _mm256_andnot_ps(_mm256_cmp_ps(v, tiny, _CMP_LT_OQ), v), n - i);
   }
 }
 
@@ -1799,12 +1803,19 @@ static NN_AVX2 void ln_row_avx2(const float* x, float* y, const float* scale, co
   }
   const float inv = 1.0f / sqrtf(hsum8(acc) / (float)n + eps);
   const __m256 vinv = _mm256_set1_ps(inv);
-  for (size_t i = 0; i < n; i += 8) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) { /* no masked stores: see softmax_row_avx2 */
+    __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmean), vinv);
+    v = _mm256_mul_ps(v, _mm256_loadu_ps(scale + i));
+    if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + i));
+    _mm256_storeu_ps(y + i, v);
+  }
+  if (i < n) {
     const __m256i m = tail_mask8(n - i);
     __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vmean), vinv);
     v = _mm256_mul_ps(v, _mm256_maskload_ps(scale + i, m));
     if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias + i, m));
-    _mm256_maskstore_ps(y + i, m, v);
+    cpu_store_first_avx2(y + i, v, n - i);
   }
   *mean_out = mean;
   *inv_out = inv;

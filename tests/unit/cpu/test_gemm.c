@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_avx2.h"
 #include "cpu_nn.h"
 #include "cpu_util.h"
 
@@ -405,6 +406,34 @@ static void test_without_pack_memory(void** state) {
   cpu_gemm_test_fail_alloc(0);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma,avx"))) static void store_first(float* d, const float* src,
+                                                                size_t n) {
+  cpu_store_first_avx2(d, _mm256_loadu_ps(src), n);
+}
+#endif
+
+/* The AVX2 kernels' tail store (no masked stores): lanes [0, n) land in
+ * order and nothing past them is touched, for every n from 0 to 9. */
+static void test_store_first(void** state) {
+  (void)state;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!__builtin_cpu_supports("avx2")) skip();
+  const float src[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (size_t n = 0; n <= 9; n++) {
+    float d[12];
+    for (size_t i = 0; i < 12; i++)
+      d[i] = -1.0f;
+    store_first(d + 1, src, n);
+    assert_true(d[0] == -1.0f);
+    for (size_t i = 0; i < 11; i++)
+      assert_true(d[1 + i] == (i < n && i < 8 ? src[i] : -1.0f));
+  }
+#else
+  skip();
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_shapes),
@@ -415,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_k_zero_epilogue),
       cmocka_unit_test(test_b_on_demand),
       cmocka_unit_test(test_without_pack_memory),
+      cmocka_unit_test(test_store_first),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -291,7 +291,8 @@ AVX2 static inline __attribute__((always_inline)) void epi_row_avx2(const __m256
                                                                     size_t r, const Epi* e) {
   const __m256 alpha = _mm256_set1_ps(e->alpha);
   for (int v = 0; v < nv; v++) {
-    const int whole = nr >= 8 * (size_t)v + 8;
+    const size_t lo = 8 * (size_t)v, left = nr > lo ? nr - lo : 0; /* lanes of vector v */
+    const int whole = left >= 8;
     __m256 x = _mm256_mul_ps(acc[v], alpha);
     if (e->beta != 0.0f)
       x = _mm256_fmadd_ps(whole ? _mm256_loadu_ps(cr + 8 * v)
@@ -300,7 +301,7 @@ AVX2 static inline __attribute__((always_inline)) void epi_row_avx2(const __m256
     if (e->bias_row) x = _mm256_add_ps(x, _mm256_set1_ps(e->bias_row[r]));
     x = _mm256_add_ps(x, bc[v]);
     x = cpu_act_avx2(x, e->act, e->act_alpha, e->act_min, e->act_max);
-    cpu_store_first_avx2(cr + 8 * v, x, nr - 8 * (size_t)v);
+    cpu_store_first_avx2(cr + lo, x, left);
   }
 }
 

@@ -268,9 +268,31 @@ static OxNode* ox_residual_conv(const OxOpt* o, const OxNode* act, OxNode** add,
   return NULL;
 }
 
+/* Gelu (com.onyx, or ONNX Gelu-20 without the tanh approximation) after
+ * a com.onyx FusedMatMul without an activation (or a Gemm that is one, as
+ * for the other activations): FusedMatMul with
+ * activation "Gelu", whose CPU kernel runs Gelu's own kernel over each tile
+ * of the product while it is in cache (the same results, one pass over
+ * memory fewer). Only with the CPU provider alone: another provider that
+ * runs FusedMatMul need not know that activation. */
+static bool ox_exact_gelu(const OxNode* act) {
+  if (act->n_inputs != 1 || !act->inputs[0] || strcmp(act->op_type, "Gelu")) return false;
+  if (!strcmp(act->domain, OX_CONTRIB_DOMAIN)) return true;
+  const char* approx = ox_node_attr_string(act, "approximate", "none");
+  return !*act->domain && approx && !strcmp(approx, "none");
+}
+
 static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   *done = false;
-  if (!o->cfg->contrib_available || *act->domain || act->n_inputs < 1) return NULL;
+  if (!o->cfg->contrib_available || act->n_inputs < 1) return NULL;
+  if (ox_exact_gelu(act)) {
+    const OxNode* mm = act->inputs[0]->producer;
+    const bool fmm =
+        mm && !strcmp(mm->domain, OX_CONTRIB_DOMAIN) && !strcmp(mm->op_type, "FusedMatMul");
+    if (!o->cfg->cpu_alone || !(fmm || ox_opt_is(mm, "Gemm"))) return NULL;
+    return ox_fuse_matmul_act(o, act, "Gelu", 0, 0, 0, done);
+  }
+  if (*act->domain) return NULL;
   char kind[16]; /* copied: act is removed before the attribute is written */
   snprintf(kind, sizeof kind, "%s", act->op_type);
   float lo = -INFINITY, hi = INFINITY, alpha = 0;

@@ -29,6 +29,7 @@ typedef struct FMatMul {
   size_t k, n;
   float* packed;     /* NULL: B is packed by the GEMM per run */
   CpuActivation act; /* the optional `activation`, applied in the epilogue */
+  bool gelu;         /* activation "Gelu": com.onyx Gelu's kernel on each tile */
 } FMatMul;
 
 static OnyxStatus* fmm_create(OnyxEp* ep, const OnyxNode* node, void* ud, void** state) {
@@ -36,7 +37,10 @@ static OnyxStatus* fmm_create(OnyxEp* ep, const OnyxNode* node, void* ud, void**
   (void)ud;
   FMatMul* f = calloc(1, sizeof *f);
   if (!f) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
-  OnyxStatus* st = cpu_read_activation(node, &f->act);
+  size_t len = 0;
+  const char* an = cpu_host->node_attr_string(node, "activation", &len);
+  f->gelu = an && len == 4 && memcmp(an, "Gelu", 4) == 0;
+  OnyxStatus* st = f->gelu ? NULL : cpu_read_activation(node, &f->act);
   if (st) {
     free(f);
     return st;
@@ -101,7 +105,8 @@ static OnyxStatus* fmm_compute(void* state, OnyxKernelContext* ctx) {
                .act = f ? f->act.act : CPU_ACT_NONE,
                .act_alpha = f ? f->act.alpha : 0.0f,
                .act_min = f ? f->act.min : 0.0f,
-               .act_max = f ? f->act.max : 0.0f};
+               .act_max = f ? f->act.max : 0.0f,
+               .post_row = f && f->gelu ? cpu_gelu_f32 : NULL};
   cpu_gemm_f32(cpu_host->ctx_thread_pool(ctx), &g);
   return NULL;
 }

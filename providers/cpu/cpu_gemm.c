@@ -932,6 +932,9 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
       }
     }
   }
+  if (g->post_row)
+    for (size_t i = i0; i < i1; i++)
+      g->post_row(c + i * g->ldc + j0, c + i * g->ldc + j0, j1 - j0);
 }
 
 static void gemm_tasks(void* user, size_t begin, size_t end) {
@@ -951,7 +954,7 @@ static void gemm_tasks(void* user, size_t begin, size_t end) {
 #endif
 }
 
-/* k == 0: C = beta * C + biases, then Relu. */
+/* k == 0: C = beta * C + biases, then the activation and post_row. */
 static void gemm_no_k(const CpuGemm* g) {
   const Epi e = {1, 0, NULL, NULL, g->act, g->act_alpha, g->act_min, g->act_max, NULL, 0};
   for (size_t i = 0; i < g->m; i++) {
@@ -962,6 +965,7 @@ static void gemm_no_k(const CpuGemm* g) {
       if (g->bias_col) v += g->bias_col[j];
       c[j] = act_scalar(v, &e);
     }
+    if (g->post_row) g->post_row(c, c, g->n);
   }
 }
 

@@ -78,6 +78,10 @@ typedef struct CpuGemm {
   /* packed_b was packed by the caller in panels of cpu_gemm_nr() columns
    * (not by cpu_gemm_pack_b, whose panel width may depend on n). */
   int packed_b_base;
+  /* Applied in place (x == y) to each row of each tile of C once its last
+   * k block is stored, while the tile is still in cache: FusedMatMul's
+   * Gelu. NULL: none. */
+  void (*post_row)(const float* x, float* y, size_t n);
 } CpuGemm;
 
 /* Splits C into tiles run on `pool` (NULL: the calling thread only). Each
@@ -126,14 +130,6 @@ void cpu_nn_transpose(void* dst, const void* src, size_t rows, size_t cols, size
 OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state);
 OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx);
 void cpu_conv_release(void* state);
-
-/* com.onyx FusedMatMul (cpu_linalg.c): Y = A (..., K) x B (K, N) + Bias (N),
- * float32, B packed at create when constant, the bias (and an optional
- * `activation`, read as FusedConv's) applied by the GEMM epilogue. */
-OnyxStatus* cpu_fused_matmul_create(OnyxEp* ep, const OnyxNode* node, void* user_data,
-                                    void** state);
-OnyxStatus* cpu_fused_matmul_compute(void* state, OnyxKernelContext* ctx);
-void cpu_fused_matmul_release(void* state);
 
 /* Registers MatMul and Gemm (cpu_linalg.c); called by cpu_register_nn. */
 OnyxStatus* cpu_register_linalg(OnyxKernelRegistry* r);

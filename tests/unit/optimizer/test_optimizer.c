@@ -673,6 +673,117 @@ static void test_gelu(void** state) {
   gelu_case(true);
 }
 
+/* Gelu after a matrix product joins it as FusedMatMul's activation "Gelu"
+ * (the CPU provider alone): mode 0 Gelu from Erf primitives after MatMul +
+ * Add on a 2-D A (a Gemm first), mode 1 the same on a 3-D A (a FusedMatMul
+ * first), mode 2 ONNX Gelu-20 after mode 1's product, mode 3 ONNX Gelu-20
+ * with approximate "tanh", which stays apart. A is 130 x 70 and B 70 x 200
+ * (several GEMM tiles, a partial row panel). The fused product gives the
+ * same bits at 2 threads as at 1, and in mode 1 as FusedMatMul then
+ * com.onyx Gelu (the same Gelu kernel, run per tile). */
+static OnyxSession* open_threads(const Model* m, size_t threads) {
+  OnyxSessionOptions* o = NULL;
+  assert_null(onyx_session_options_create(&o));
+  assert_null(onyx_session_options_set_optimization_level(o, ONYX_OPT_ALL));
+  assert_null(onyx_session_options_set_threads(o, threads));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, m->bytes, m->len, NULL, &s);
+  if (st) fail_msg("session: %s", onyx_status_message(st));
+  onyx_session_options_release(o);
+  return s;
+}
+
+static size_t count_matmul_gelu(const OnyxSession* s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s->graph->n_nodes; i++) {
+    const OxNode* nd = s->graph->nodes[i];
+    const char* act = ox_node_attr_string(nd, "activation", "");
+    n += !strcmp(nd->op_type, "FusedMatMul") && act && !strcmp(act, "Gelu");
+  }
+  return n;
+}
+
+static void matmul_gelu_case(int mode) {
+  enum { M = 130, K = 70, N = 200 };
+  OxTestModel* m = otm_new(mode < 2 ? 13 : 20);
+  static float b[K * N], c[N], a[M * K], want[M * N];
+  fill(b, K * N, 41);
+  fill(c, N, 43);
+  fill(a, M * K, 47);
+  for (size_t i = 0; i < K * N; i++)
+    b[i] *= 0.3f;
+  if (mode == 0)
+    otm_input(m, "A", ONYX_ELEM_FLOAT32, 2, (int64_t[]){M, K});
+  else
+    otm_input(m, "A", ONYX_ELEM_FLOAT32, 3, (int64_t[]){2, M / 2, K});
+  otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 2, (int64_t[]){K, N}, b);
+  otm_initializer(m, "C", ONYX_ELEM_FLOAT32, 1, (int64_t[]){N}, c);
+  otm_node(m, "MatMul", "mm", "A,B", "P0");
+  otm_node(m, "Add", "add", "P0,C", "P");
+  if (mode < 2) {
+    otm_initializer(m, "sqrt2", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){1.4142135f});
+    otm_initializer(m, "one", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){1});
+    otm_initializer(m, "half", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){0.5f});
+    otm_node(m, "Div", "div", "P,sqrt2", "d");
+    otm_node(m, "Erf", "erf", "d", "e");
+    otm_node(m, "Add", "add1", "e,one", "e1");
+    otm_node(m, "Mul", "mx", "P,e1", "xa");
+    otm_node(m, "Mul", "mh", "xa,half", "Y");
+  } else {
+    OxTestNode* g = otm_node(m, "Gelu", "gelu", "P", "Y");
+    if (mode == 3) otm_attr_string(g, "approximate", "tanh");
+  }
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  Model md = finish(m);
+  naive_matmul_bias(a, b, c, want, M, K, N);
+  for (size_t i = 0; i < M * N; i++) {
+    const double x = want[i];
+    want[i] =
+        mode == 3
+            ? (float)(0.5 * x *
+                      (1.0 + tanh(sqrt(2.0 / 3.141592653589793) * (x + 0.044715 * x * x * x))))
+            : (float)(0.5 * x * (1.0 + erf(x / sqrt(2.0))));
+  }
+  const float* in[] = {a};
+  OnyxSession* s = compare_levels(&md, in, 1, 1, 1e-4f);
+  assert_int_equal(count_matmul_gelu(s), mode == 3 ? 0 : 1);
+  assert_int_equal(s->graph->n_nodes, mode == 3 ? 2 : 1);
+  OnyxValue* y = NULL;
+  run_f32(s, in, 1, &y, 1);
+  expect_close(y, want, M * N, 1e-4f);
+  onyx_session_release(s);
+  if (mode != 3) {
+    /* apart (as close, and in mode 1 the same bits), and at 2 threads */
+    setenv("ONYX_OPT_DISABLE", "conv_act", 1);
+    OnyxSession* apart = open_threads(&md, 1);
+    unsetenv("ONYX_OPT_DISABLE");
+    assert_int_equal(count_matmul_gelu(apart), 0);
+    assert_int_equal(count_op(apart, "Gelu"), 1);
+    OnyxSession* two = open_threads(&md, 2);
+    OnyxValue* y2[2] = {0};
+    run_f32(apart, in, 1, &y2[0], 1);
+    run_f32(two, in, 1, &y2[1], 1);
+    const float* d = onyx_tensor_data(onyx_value_tensor(y));
+    const float* d_apart = onyx_tensor_data(onyx_value_tensor(y2[0]));
+    if (mode == 1) /* FusedMatMul and com.onyx Gelu apart */
+      assert_memory_equal(d, d_apart, M * N * sizeof(float));
+    else /* Gemm adds C in another order; ONNX Gelu is computed in double */
+      expect_close(y2[0], d, M * N, 1e-5f);
+    assert_memory_equal(d, onyx_tensor_data(onyx_value_tensor(y2[1])), M * N * sizeof(float));
+    onyx_values_release(y2, 2);
+    onyx_session_release(apart);
+    onyx_session_release(two);
+  }
+  onyx_value_release(y);
+  free(md.bytes);
+}
+
+static void test_matmul_gelu(void** state) {
+  (void)state;
+  for (int mode = 0; mode < 4; mode++)
+    matmul_gelu_case(mode);
+}
+
 /* Multi-head attention, B = 2, S = T = 5, H = 2 heads of D = 3, from separate q, k, v
  * inputs [B, S, H*D]: mode 0 divides the scores by sqrt(D) and adds a [B, 1, 1, T] mask
  * input; mode 1 multiplies by 0.25 with no mask; mode 2 takes the softmax over axis 2
@@ -1165,6 +1276,7 @@ int main(void) {
       cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_matmul_act),
+      cmocka_unit_test(test_matmul_gelu),
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_user_transformer),
       cmocka_unit_test(test_save_optimized),

@@ -305,14 +305,15 @@ AVX2 static inline __attribute__((always_inline)) void epi_row_avx2(const __m256
   }
 }
 
-/* K2_MR rows x nv (1 or 2, a constant after inlining) vectors of 8
- * columns from B panels K2_NR wide. The accumulators are named variables:
- * GCC kept an array of them in memory, a store per FMA. The epilogue is
- * vectorized like the AVX-512 one (a scalar store of the 96 results took
- * about a fifth of a 256-deep call). */
+/* The first R (6, 4 or 2) of the K2_MR rows x nv (1 or 2) vectors of 8
+ * columns from B panels K2_NR wide (R and nv constants after inlining): a
+ * last row panel of 2 or 4 rows (M = 128 or 64) does only their FMAs. The
+ * accumulators are named variables: GCC kept an array of them in memory, a
+ * store per FMA. The epilogue is vectorized like the AVX-512 one (a scalar
+ * store of the 96 results took about a fifth of a 256-deep call). */
 AVX2 static inline __attribute__((always_inline)) void
 kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, float* c, size_t ldc,
-                 size_t mr, size_t nr, const Epi* e, const int nv) {
+                 size_t mr, size_t nr, const Epi* e, const int nv, const int R) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 #define ROW(r, x0, x1)                                                                             \
@@ -329,23 +330,28 @@ kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, fl
     const __m256 b0 = _mm256_loadu_ps(b), b1 = nv == 2 ? _mm256_loadu_ps(b + 8) : b0;
     ROW(0, c00, c01);
     ROW(1, c10, c11);
-    ROW(2, c20, c21);
-    ROW(3, c30, c31);
-    ROW(4, c40, c41);
-    ROW(5, c50, c51);
+    if (R > 2) {
+      ROW(2, c20, c21);
+      ROW(3, c30, c31);
+    }
+    if (R > 4) {
+      ROW(4, c40, c41);
+      ROW(5, c50, c51);
+    }
     a += K2_MR;
     b += K2_NR;
   }
 #undef ROW
   __m256 acc[K2_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (mr == K2_MR && nr >= 8 * (size_t)nv && (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) &&
-      e->alpha == 1.0f && (e->beta == 0.0f || e->beta == 1.0f)) {
+  if (mr == (size_t)R && nr >= 8 * (size_t)nv &&
+      (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) && e->alpha == 1.0f &&
+      (e->beta == 0.0f || e->beta == 1.0f)) {
     /* full tiles without masks, in the general path's order */
     const int add_c = e->beta != 0.0f, relu = e->act == CPU_ACT_RELU;
     __m256 bc[2];
     for (int v = 0; v < nv; v++)
       bc[v] = e->bias_col ? _mm256_loadu_ps(e->bias_col + 8 * v) : _mm256_setzero_ps();
-    for (int r = 0; r < K2_MR; r++) {
+    for (int r = 0; r < R; r++) {
       const __m256 br = e->bias_row ? _mm256_set1_ps(e->bias_row[r]) : _mm256_setzero_ps();
       for (int v = 0; v < nv; v++) {
         float* cp = c + r * ldc + 8 * v;
@@ -373,12 +379,22 @@ kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, fl
 
 AVX2 static void kernel_avx2_x2(size_t kc, const float* a, const float* b, float* c, size_t ldc,
                                 size_t mr, size_t nr, const Epi* e) {
-  kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 2);
+  if (mr > 4)
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 2, 6);
+  else if (mr > 2)
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 2, 4);
+  else
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 2, 2);
 }
 
 AVX2 static void kernel_avx2_x1(size_t kc, const float* a, const float* b, float* c, size_t ldc,
                                 size_t mr, size_t nr, const Epi* e) {
-  kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 1);
+  if (mr > 4)
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 1, 6);
+  else if (mr > 2)
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 1, 4);
+  else
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 1, 2);
 }
 
 /* A last panel of at most 8 columns costs only the vector it needs. */

@@ -2,10 +2,12 @@
  * optimizer fuses into (host/optimizer, docs/optimizer.md), with their
  * inference. Kernels: providers/cpu/cpu_contrib.c.
  *
- *   FusedMatMul(A, B, Bias) -> Y   MatMul(A, B) + Bias, B 2-D, Bias [N] along
- *                                  the last axis (A of any rank >= 2), then the
- *                                  optional `activation` ("Relu", "LeakyRelu"
- *                                  (alpha) or "Clip" (clip_min, clip_max))
+ *   FusedMatMul(A, B, Bias, Z?) -> Y   MatMul(A, B) + Bias, B 2-D, Bias [N]
+ *                                  along the last axis (A of any rank >= 2),
+ *                                  plus Z (of Y's shape: a residual sum) when
+ *                                  given, then the optional `activation`
+ *                                  ("Relu", "LeakyRelu" (alpha), "Clip"
+ *                                  (clip_min, clip_max) or "Gelu" (erf form))
  *   FusedConv(X, W, B?, Z?) -> Y   Conv (same attributes), plus Z (a tensor
  *                                  of Y's shape: a residual sum) when given,
  *                                  then `activation`: "Relu", "LeakyRelu"
@@ -32,7 +34,8 @@ static const OxTypeConstr t_ln[] = {{"T", F32}, {"U", F32}};
 
 static const OxFormal f_mm_in[] = {{"A", "T", ONYX_PARAM_SINGLE, 1},
                                    {"B", "T", ONYX_PARAM_SINGLE, 1},
-                                   {"Bias", "T", ONYX_PARAM_SINGLE, 1}};
+                                   {"Bias", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"Z", "T", ONYX_PARAM_OPTIONAL, 1}};
 static const OxFormal f_conv_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
                                      {"W", "T", ONYX_PARAM_SINGLE, 1},
                                      {"B", "T", ONYX_PARAM_OPTIONAL, 1},
@@ -94,6 +97,14 @@ static OnyxStatus* ox_infer_fused_matmul(OxNode* n) {
   if (a.rank < 0 || b.rank != 2) return ox_out_set(n, 0, ox_in_type(n, 0), NULL);
   y = a;
   y.d[y.rank - 1] = b.d[1];
+  if (n->n_inputs > 3 && n->inputs[3]) { /* Z: Y's shape, no broadcasting */
+    OxDims z;
+    ox_in_dims(n, 3, &z);
+    bool same = z.rank < 0 || z.rank == y.rank;
+    for (int32_t i = 0; same && z.rank >= 0 && i < y.rank; i++)
+      same = z.d[i] < 0 || y.d[i] < 0 || z.d[i] == y.d[i];
+    if (!same) return ox_node_err(n, "Z must have Y's shape (a residual sum, no broadcasting)");
+  }
   return ox_out_set(n, 0, ox_in_type(n, 0), &y);
 }
 

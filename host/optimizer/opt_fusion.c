@@ -218,14 +218,17 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
       OX_TRY(ox_opt_new_constant(o, b->name, t, &nb));
     }
   }
-  OxValue* ins[3] = {a, nb, c};
+  /* a FusedMatMul's residual Z (ox_fuse_matmul_residual) stays: Y = act(A B + Bias + Z) */
+  OxValue* z = fused && mm->n_inputs > 3 ? mm->inputs[3] : NULL;
+  OxValue* ins[4] = {a, nb, c, z};
   OxValue* y = act->outputs[0];
   char* base = ox_strdup(mm->name);
   if (!base) return ox_oom();
   ox_opt_remove(o, act);
   ox_opt_remove(o, mm);
   OxNode* fm = NULL;
-  OnyxStatus* st = ox_opt_add_node(o, base, "FusedMatMul", OX_CONTRIB_DOMAIN, ins, 3, &y, 1, &fm);
+  OnyxStatus* st =
+      ox_opt_add_node(o, base, "FusedMatMul", OX_CONTRIB_DOMAIN, ins, z ? 4 : 3, &y, 1, &fm);
   free(base);
   OX_TRY(st);
   OX_TRY(ox_opt_attr_string(fm, "activation", kind));
@@ -352,6 +355,57 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   else
     o->stats->conv_act++;
   *done = true;
+  return NULL;
+}
+
+/* Add(P, Z) (either order) where P is a com.onyx FusedMatMul's product
+ * without an activation or a residual yet, read only there, and Z has the
+ * sum's static shape (no broadcasting): FusedMatMul(A, B, Bias, Z), whose
+ * CPU kernel starts C from Z (in place when Z dies there) and adds the
+ * product and bias in the GEMM epilogue: BERT's residual sums after the
+ * attention output and the second FFN product. Only with the CPU provider
+ * alone, as FusedConv's Z. */
+static OnyxStatus* ox_fuse_matmul_residual(OxOpt* o, OxNode* add, bool* done) {
+  *done = false;
+  if (!o->cfg->cpu_alone || !ox_opt_is(add, "Add") || add->n_inputs != 2 || !add->inputs[0] ||
+      !add->inputs[1] || add->inputs[0] == add->inputs[1])
+    return NULL;
+  for (size_t side = 0; side < 2; side++) {
+    OxValue* p = add->inputs[side];
+    OxValue* z = add->inputs[1 - side];
+    OxNode* mm = p->producer;
+    if (!mm || strcmp(mm->domain, OX_CONTRIB_DOMAIN) || strcmp(mm->op_type, "FusedMatMul") ||
+        mm->n_inputs != 3 || mm->n_outputs != 1 || !ox_opt_single_use(o, p) || !ox_f32(z) ||
+        !ox_same_static_shape(p, z) || !ox_same_static_shape(add->outputs[0], z))
+      continue;
+    const char* act = ox_node_attr_string(mm, "activation", "");
+    if (act && *act) continue; /* the activation comes before the sum there */
+    OxValue* ins[4] = {mm->inputs[0], mm->inputs[1], mm->inputs[2], z};
+    OxValue* y = add->outputs[0];
+    char* base = ox_strdup(mm->name);
+    if (!base) return ox_oom();
+    ox_opt_remove(o, add);
+    ox_opt_remove(o, mm);
+    OxNode* fm = NULL;
+    OnyxStatus* st = ox_opt_add_node(o, base, "FusedMatMul", OX_CONTRIB_DOMAIN, ins, 4, &y, 1, &fm);
+    free(base);
+    OX_TRY(st);
+    o->stats->matmul_add_z++;
+    *done = true;
+    return NULL;
+  }
+  return NULL;
+}
+
+OnyxStatus* ox_pass_matmul_residual(OxOpt* o, bool* changed) {
+  for (size_t i = 0; i < o->g->n_nodes;) {
+    bool done = false;
+    OX_TRY(ox_fuse_matmul_residual(o, o->g->nodes[i], &done));
+    if (done)
+      *changed = true;
+    else
+      i++;
+  }
   return NULL;
 }
 

@@ -67,6 +67,7 @@ OnyxStatus* ox_pass_cse(OxOpt* o, bool* changed);       /* common subexpressions
 OnyxStatus* ox_pass_matmul_add(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_conv_bn(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_conv_act(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_matmul_residual(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_layernorm(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed);

@@ -23,6 +23,8 @@ static const OxBuiltin ox_builtins[] = {
     {"layernorm", ONYX_OPT_EXTENDED, ox_pass_layernorm},
     {"gelu", ONYX_OPT_EXTENDED, ox_pass_gelu},
     {"attention", ONYX_OPT_EXTENDED, ox_pass_attention},
+    /* FusedMatMul + Add(Z): the residual starts the product's C. */
+    {"matmul_residual", ONYX_OPT_EXTENDED, ox_pass_matmul_residual},
     /* com.onyx FusedConv is the CPU provider's Conv with the activation in
      * its GEMM epilogue. */
     {"conv_act", ONYX_OPT_EXTENDED, ox_pass_conv_act},
@@ -251,6 +253,7 @@ char* ox_opt_stats_str(const OxOptStats* s) {
                {"FusedConv", s->conv_act},
                {"FusedConv+residual", s->conv_add},
                {"FusedMatMul+activation", s->matmul_act},
+               {"FusedMatMul+residual", s->matmul_add_z},
                {"LayerNorm", s->layernorm},
                {"Gelu", s->gelu},
                {"MultiHeadAttention", s->attention},

@@ -19,8 +19,10 @@ static const int32_t F32[] = {ONYX_ELEM_FLOAT32};
 static const OnyxTypeConstraint TC_T[] = {{"T", F32, 1}};
 static const OnyxTypeConstraint TC_LN[] = {{"T", F32, 1}, {"U", F32, 1}};
 static const OnyxAlias INPLACE[] = {{0, 0, ONYX_ALIAS_INPLACE}};
+/* FusedMatMul's Y may take its residual Z's buffer: C starts as Z. */
+static const OnyxAlias Z_INPLACE[] = {{3, 0, ONYX_ALIAS_INPLACE}};
 
-/* --- FusedMatMul: Y = A (..., K) x B (K, N) + Bias (N) ------------------------------------ */
+/* --- FusedMatMul: Y = act(A (..., K) x B (K, N) + Bias (N) [+ Z (Y's shape)]) ------------- */
 
 /* B packed once at creation when it is a constant (the usual case: a
  * weight), in cpu_gemm_pack_b's layout; the bias is added in the GEMM's
@@ -87,7 +89,19 @@ static OnyxStatus* fmm_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   float* yd = cpu_host->tensor_mutable_data(y);
   const float* bd = cpu_host->tensor_data(bias);
+  /* Z, the residual: C starts from it (Y in Z's buffer when the planner
+   * gave it, else a copy) and the epilogue adds the product and the bias. */
+  const OnyxTensor* z = cpu_host->ctx_input_count(ctx) > 3 ? cpu_host->ctx_input(ctx, 3) : NULL;
+  if (z) {
+    const size_t rz = cpu_host->tensor_rank(z);
+    if (cpu_host->tensor_elem_type(z) != ONYX_ELEM_FLOAT32 || rz != ra ||
+        memcmp(cpu_host->tensor_dims(z), dy, ra * sizeof *dy) != 0)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "Z must be float32 of Y's shape (A's with its last dim %zu)", n);
+  }
   if (!m || !n) return NULL;
+  if (z && cpu_host->tensor_data(z) != yd)
+    memcpy(yd, cpu_host->tensor_data(z), m * n * sizeof(float));
   bool packed = f && f->packed && f->k == k && f->n == n;
   CpuGemm g = {.m = m,
                .n = n,
@@ -99,7 +113,7 @@ static OnyxStatus* fmm_compute(void* state, OnyxKernelContext* ctx) {
                .c = yd,
                .ldc = n,
                .alpha = 1.0,
-               .beta = 0.0,
+               .beta = z ? 1.0 : 0.0,
                .packed_b = packed ? f->packed : NULL,
                .bias_col = bd,
                .act = f ? f->act.act : CPU_ACT_NONE,
@@ -357,7 +371,7 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
 
 OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r) {
   const OnyxKernelDef defs[] = {
-      CDEF("FusedMatMul", TC_T, fmm_create, fmm_compute, fmm_release, NULL, 0),
+      CDEF("FusedMatMul", TC_T, fmm_create, fmm_compute, fmm_release, Z_INPLACE, 1),
       CDEF("FusedConv", TC_T, cpu_conv_create, cpu_conv_compute, cpu_conv_release, NULL, 0),
       CDEF("Gelu", TC_T, NULL, gelu_compute, NULL, INPLACE, 1),
       CDEF("LayerNormalization", TC_LN, NULL, ln_compute, NULL, INPLACE, 1),

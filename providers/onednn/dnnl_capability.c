@@ -292,6 +292,10 @@ static bool match_anchor(const DnnlEp* ep, const OnyxNode* n, DnnlPattern* p, co
         *why = "FusedMatMul activation not mapped";
         return false;
       }
+      if (in(n, 3)) {
+        *why = "FusedMatMul's Z (residual sum) input is not mapped";
+        return false;
+      }
       p->bias = in(n, 2);
     }
     if (is_op(n, "Gemm")) {

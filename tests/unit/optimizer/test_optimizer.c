@@ -673,6 +673,69 @@ static void test_gelu(void** state) {
   gelu_case(true);
 }
 
+/* A residual sum after a FusedMatMul joins it as its 4th input Z (the CPU
+ * provider alone): Y = A B + Bias + Z. A [2, 5, 6] x B [6, 7] + Bias (a
+ * FusedMatMul first); mode 0 Z a graph input (Y cannot take its buffer)
+ * and a Relu after the sum (it joins too: Relu(A B + Bias + Z)), mode 1 Z
+ * = Relu(Zin), which dies at the sum (Y may take its buffer), first in the
+ * Add, as BERT writes x + f(x), mode 2 mode 1 with the Relu after the sum,
+ * mode 3 Z of shape [7] (broadcast: the Add and the Relu stay). The
+ * reference is computed here. */
+static void matmul_residual_case(int mode) {
+  OxTestModel* m = otm_new(13);
+  float b[42], c[7], a[60], zin[70], want[70];
+  fill(b, 42, 51);
+  fill(c, 7, 53);
+  fill(a, 60, 57);
+  fill(zin, 70, 59);
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, 3, (int64_t[]){2, 5, 6});
+  if (mode == 3)
+    otm_input(m, "Zin", ONYX_ELEM_FLOAT32, 1, (int64_t[]){7});
+  else
+    otm_input(m, "Zin", ONYX_ELEM_FLOAT32, 3, (int64_t[]){2, 5, 7});
+  otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 2, (int64_t[]){6, 7}, b);
+  otm_initializer(m, "C", ONYX_ELEM_FLOAT32, 1, (int64_t[]){7}, c);
+  otm_node(m, "MatMul", "mm", "A,B", "P0");
+  otm_node(m, "Add", "bias", "P0,C", "P");
+  const bool relu_z = mode == 1 || mode == 2, relu_y = mode != 1;
+  if (relu_z) otm_node(m, "Relu", "zr", "Zin", "Z");
+  if (mode == 1)
+    otm_node(m, "Add", "res", "Z,P", relu_y ? "S" : "Y");
+  else
+    otm_node(m, "Add", "res", relu_z ? "P,Z" : "P,Zin", relu_y ? "S" : "Y");
+  if (relu_y) otm_node(m, "Relu", "act", "S", "Y");
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  Model md = finish(m);
+  naive_matmul_bias(a, b, c, want, 10, 6, 7);
+  for (size_t i = 0; i < 70; i++) {
+    float zv = mode == 3 ? zin[i % 7] : zin[i];
+    if (relu_z) zv = zv < 0 ? 0 : zv;
+    const float v = want[i] + zv;
+    want[i] = relu_y && v < 0 ? 0 : v;
+  }
+  const float* in[] = {a, zin};
+  OnyxSession* s = compare_levels(&md, in, 2, 1, 1e-5f);
+  size_t with_z = 0;
+  for (size_t i = 0; i < s->graph->n_nodes; i++)
+    with_z +=
+        !strcmp(s->graph->nodes[i]->op_type, "FusedMatMul") && s->graph->nodes[i]->n_inputs == 4;
+  assert_int_equal(with_z, mode == 3 ? 0 : 1);
+  assert_int_equal(count_op(s, "Add"), mode == 3 ? 1 : 0);
+  assert_int_equal(count_op(s, "Relu"), mode == 0 ? 0 : 1);
+  OnyxValue* y = NULL;
+  run_f32(s, in, 2, &y, 1);
+  expect_close(y, want, 70, 1e-5f);
+  onyx_value_release(y);
+  onyx_session_release(s);
+  free(md.bytes);
+}
+
+static void test_matmul_residual(void** state) {
+  (void)state;
+  for (int mode = 0; mode < 4; mode++)
+    matmul_residual_case(mode);
+}
+
 /* Gelu after a matrix product joins it as FusedMatMul's activation "Gelu"
  * (the CPU provider alone): mode 0 Gelu from Erf primitives after MatMul +
  * Add on a 2-D A (a Gemm first), mode 1 the same on a 3-D A (a FusedMatMul
@@ -1277,6 +1340,7 @@ int main(void) {
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_matmul_act),
       cmocka_unit_test(test_matmul_gelu),
+      cmocka_unit_test(test_matmul_residual),
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_user_transformer),
       cmocka_unit_test(test_save_optimized),

@@ -43,9 +43,12 @@ static OnyxStatus* fmm_create(OnyxEp* ep, const OnyxNode* node, void* ud, void**
   const char* an = cpu_host->node_attr_string(node, "activation", &len);
   f->gelu = an && len == 4 && memcmp(an, "Gelu", 4) == 0;
   OnyxStatus* st = f->gelu ? NULL : cpu_read_activation(node, &f->act);
-  if (st) {
+  if (st) { /* cpu_read_activation's list is FusedConv's: name FusedMatMul's */
+    cpu_host->status_release(st);
     free(f);
-    return st;
+    return cpu_error(node, ONYX_NOT_IMPLEMENTED,
+                     "activation '%.*s' not supported (Relu, LeakyRelu, Clip or Gelu)", (int)len,
+                     an);
   }
   const OnyxValueInfo* bv = cpu_host->node_input(node, 1);
   const OnyxTensor* b = bv ? cpu_host->value_constant(bv) : NULL;

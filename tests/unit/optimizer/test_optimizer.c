@@ -841,6 +841,37 @@ static void matmul_gelu_case(int mode) {
   free(md.bytes);
 }
 
+/* A FusedMatMul with an activation its CPU kernel lacks fails session
+ * creation with a message naming the node, the activation and the ones it
+ * has. */
+static void test_matmul_bad_activation(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(13);
+  float b[6] = {1, 2, 3, 4, 5, 6}, c[3] = {0, 1, 2};
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, 2, (int64_t[]){4, 2});
+  otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3}, b);
+  otm_initializer(m, "C", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3}, c);
+  otm_add_opset(m, "com.onyx", 1);
+  OxTestNode* n = otm_node(m, "FusedMatMul", "fmm_swish", "A,B,C", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_string(n, "activation", "Swish");
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){4, 3});
+  Model md = finish(m);
+  OnyxSessionOptions* o = NULL;
+  assert_null(onyx_session_options_create(&o));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, md.bytes, md.len, NULL, &s);
+  onyx_session_options_release(o);
+  assert_non_null(st);
+  assert_null(s);
+  const char* msg = onyx_status_message(st);
+  assert_non_null(strstr(msg, "fmm_swish"));
+  assert_non_null(strstr(msg, "'Swish'"));
+  assert_non_null(strstr(msg, "Gelu"));
+  onyx_status_release(st);
+  free(md.bytes);
+}
+
 static void test_matmul_gelu(void** state) {
   (void)state;
   for (int mode = 0; mode < 4; mode++)
@@ -1340,6 +1371,7 @@ int main(void) {
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_matmul_act),
       cmocka_unit_test(test_matmul_gelu),
+      cmocka_unit_test(test_matmul_bad_activation),
       cmocka_unit_test(test_matmul_residual),
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_user_transformer),

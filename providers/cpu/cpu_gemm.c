@@ -377,24 +377,26 @@ kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, fl
     epi_row_avx2(acc[r], nv, m, nr, c + r * ldc, bc, r, e);
 }
 
+/* The body for mr rows: 6, or 4 or 2 for a short last row panel. */
+AVX2 static inline __attribute__((always_inline)) void
+kernel_avx2_rows(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t mr,
+                 size_t nr, const Epi* e, const int nv) {
+  if (mr > 4)
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, nv, 6);
+  else if (mr > 2)
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, nv, 4);
+  else
+    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, nv, 2);
+}
+
 AVX2 static void kernel_avx2_x2(size_t kc, const float* a, const float* b, float* c, size_t ldc,
                                 size_t mr, size_t nr, const Epi* e) {
-  if (mr > 4)
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 2, 6);
-  else if (mr > 2)
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 2, 4);
-  else
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 2, 2);
+  kernel_avx2_rows(kc, a, b, c, ldc, mr, nr, e, 2);
 }
 
 AVX2 static void kernel_avx2_x1(size_t kc, const float* a, const float* b, float* c, size_t ldc,
                                 size_t mr, size_t nr, const Epi* e) {
-  if (mr > 4)
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 1, 6);
-  else if (mr > 2)
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 1, 4);
-  else
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, 1, 2);
+  kernel_avx2_rows(kc, a, b, c, ldc, mr, nr, e, 1);
 }
 
 /* A last panel of at most 8 columns costs only the vector it needs. */

@@ -32,16 +32,20 @@ static Model finish(OxTestModel* m) {
   return r;
 }
 
-static OnyxSession* open_at(const Model* m, OnyxOptimizationLevel level) {
+static OnyxSession* open_with(const Model* m, OnyxOptimizationLevel level, size_t threads) {
   OnyxSessionOptions* o = NULL;
   assert_null(onyx_session_options_create(&o));
   assert_null(onyx_session_options_set_optimization_level(o, level));
-  assert_null(onyx_session_options_set_threads(o, 1));
+  assert_null(onyx_session_options_set_threads(o, threads));
   OnyxSession* s = NULL;
   OnyxStatus* st = onyx_session_create_from_bytes(o, m->bytes, m->len, NULL, &s);
   if (st) fail_msg("session: %s", onyx_status_message(st));
   onyx_session_options_release(o);
   return s;
+}
+
+static OnyxSession* open_at(const Model* m, OnyxOptimizationLevel level) {
+  return open_with(m, level, 1);
 }
 
 static size_t count_op(const OnyxSession* s, const char* op) {
@@ -744,18 +748,6 @@ static void test_matmul_residual(void** state) {
  * (several GEMM tiles, a partial row panel). The fused product gives the
  * same bits at 2 threads as at 1, and in mode 1 as FusedMatMul then
  * com.onyx Gelu (the same Gelu kernel, run per tile). */
-static OnyxSession* open_threads(const Model* m, size_t threads) {
-  OnyxSessionOptions* o = NULL;
-  assert_null(onyx_session_options_create(&o));
-  assert_null(onyx_session_options_set_optimization_level(o, ONYX_OPT_ALL));
-  assert_null(onyx_session_options_set_threads(o, threads));
-  OnyxSession* s = NULL;
-  OnyxStatus* st = onyx_session_create_from_bytes(o, m->bytes, m->len, NULL, &s);
-  if (st) fail_msg("session: %s", onyx_status_message(st));
-  onyx_session_options_release(o);
-  return s;
-}
-
 static size_t count_matmul_gelu(const OnyxSession* s) {
   size_t n = 0;
   for (size_t i = 0; i < s->graph->n_nodes; i++) {
@@ -818,11 +810,11 @@ static void matmul_gelu_case(int mode) {
   if (mode != 3) {
     /* apart (as close, and in mode 1 the same bits), and at 2 threads */
     setenv("ONYX_OPT_DISABLE", "conv_act", 1);
-    OnyxSession* apart = open_threads(&md, 1);
+    OnyxSession* apart = open_with(&md, ONYX_OPT_ALL, 1);
     unsetenv("ONYX_OPT_DISABLE");
     assert_int_equal(count_matmul_gelu(apart), 0);
     assert_int_equal(count_op(apart, "Gelu"), 1);
-    OnyxSession* two = open_threads(&md, 2);
+    OnyxSession* two = open_with(&md, ONYX_OPT_ALL, 2);
     OnyxValue* y2[2] = {0};
     run_f32(apart, in, 1, &y2[0], 1);
     run_f32(two, in, 1, &y2[1], 1);

@@ -128,23 +128,33 @@ tile_body(const int R, size_t kc, const float* const* xb, const ptrdiff_t* restr
     for (int v = 0; v < NV; v++)
       acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + r * OCB + 16 * v);
   }
+#define STEP()                                                                                     \
+  do {                                                                                             \
+    const ptrdiff_t o = off[q];                                                                    \
+    const __m512 b0 = _mm512_load_ps(w), b1 = _mm512_load_ps(w + 16);                              \
+    const __m512 b2 = _mm512_load_ps(w + 32), b3 = _mm512_load_ps(w + 48);                         \
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                          \
+      const __m512 a = _mm512_set1_ps(x[r][o]);                                                    \
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);                                               \
+      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);                                               \
+      acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);                                               \
+      acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);                                               \
+    }                                                                                              \
+  } while (0)
+  /* the prefetching steps, then the rest (cpu_gemm.c's kernels) */
+  size_t qpf = lps ? (npf + lps - 1) / lps : 0;
+  if (qpf > kc) qpf = kc;
+  size_t q = 0;
 #pragma GCC unroll 2
-  for (size_t q = 0; q < kc; q++, w += OCB) {
-    const ptrdiff_t o = off[q];
-    if (q * lps < npf)
-      for (size_t u = 0; u < lps; u++)
-        _mm_prefetch(pf + (q * lps + u) * 64, _MM_HINT_T1);
-    const __m512 b0 = _mm512_load_ps(w), b1 = _mm512_load_ps(w + 16);
-    const __m512 b2 = _mm512_load_ps(w + 32), b3 = _mm512_load_ps(w + 48);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-      const __m512 a = _mm512_set1_ps(x[r][o]);
-      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
-    }
+  for (; q < qpf; q++, w += OCB) {
+    for (size_t u = 0; u < lps; u++)
+      _mm_prefetch(pf + (q * lps + u) * 64, _MM_HINT_T1);
+    STEP();
   }
+#pragma GCC unroll 2
+  for (; q < kc; q++, w += OCB)
+    STEP();
+#undef STEP
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -219,20 +229,29 @@ tile2_body(const int R, size_t kc, const float* const* xb, const ptrdiff_t* rest
     acc[r][0] = first ? _mm256_setzero_ps() : _mm256_load_ps(part + r * OCB2);
     acc[r][1] = first ? _mm256_setzero_ps() : _mm256_load_ps(part + r * OCB2 + 8);
   }
+#define STEP()                                                                                     \
+  do {                                                                                             \
+    const ptrdiff_t o = off[q];                                                                    \
+    const __m256 b0 = _mm256_load_ps(w), b1 = _mm256_load_ps(w + 8);                               \
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                          \
+      const __m256 a = _mm256_broadcast_ss(x[r] + o);                                              \
+      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);                                               \
+      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);                                               \
+    }                                                                                              \
+  } while (0)
+  size_t qpf = lps ? (npf + lps - 1) / lps : 0;
+  if (qpf > kc) qpf = kc;
+  size_t q = 0;
 #pragma GCC unroll 2
-  for (size_t q = 0; q < kc; q++, w += OCB2) {
-    const ptrdiff_t o = off[q];
-    if (q * lps < npf)
-      for (size_t u = 0; u < lps; u++)
-        _mm_prefetch(pf + (q * lps + u) * 64, _MM_HINT_T1);
-    const __m256 b0 = _mm256_load_ps(w), b1 = _mm256_load_ps(w + 8);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-      const __m256 a = _mm256_broadcast_ss(x[r] + o);
-      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
-    }
+  for (; q < qpf; q++, w += OCB2) {
+    for (size_t u = 0; u < lps; u++)
+      _mm_prefetch(pf + (q * lps + u) * 64, _MM_HINT_T1);
+    STEP();
   }
+#pragma GCC unroll 2
+  for (; q < kc; q++, w += OCB2)
+    STEP();
+#undef STEP
 #pragma GCC unroll 6
   for (int r = 0; r < R; r++) {
     _mm256_store_ps(part + r * OCB2, acc[r][0]);

@@ -188,6 +188,19 @@ AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __
   }
 }
 
+/* One k step of the AVX-512 kernel: NV B vectors, K512_MR broadcasts. */
+#define K512_STEP(NV, STRIDE)                                                                      \
+  do {                                                                                             \
+    __m512 bv[NV];                                                                                 \
+    UNROLL_ALL for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);                   \
+    UNROLL_ALL for (int r = 0; r < K512_MR; r++) {                                                 \
+      const __m512 av = _mm512_set1_ps(a[r]);                                                      \
+      UNROLL_ALL for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);   \
+    }                                                                                              \
+    a += K512_MR;                                                                                  \
+    b += STRIDE;                                                                                   \
+  } while (0)
+
 /* K512_MR rows x NV vectors of 16 columns from B panels K512_NR wide (a
  * narrower variant reads the first NV vectors of each B row). */
 #define DEFINE_KERNEL_AVX512(NAME, NV, STRIDE)                                                     \
@@ -197,19 +210,17 @@ AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __
     UNROLL_ALL for (int r = 0; r < K512_MR; r++) UNROLL_ALL for (int v = 0; v < NV; v++)           \
         acc[r][v] = _mm512_setzero_ps();                                                           \
     const char* pf = e->pf;                                                                        \
-    const size_t npf = e->npf;                                                                     \
+    const size_t npf = e->npf < kc ? e->npf : kc;                                                  \
+    size_t p = 0;                                                                                  \
+    /* prefetching steps, then the rest (as the AVX2 kernel) */                                    \
     GEMM_PRAGMA(GCC unroll 4)                                                                      \
-    for (size_t p = 0; p < kc; p++) {                                                              \
-      if (p < npf) _mm_prefetch(pf + p * 64, _MM_HINT_T1);                                         \
-      __m512 bv[NV];                                                                               \
-      UNROLL_ALL for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + 16 * v);                 \
-      UNROLL_ALL for (int r = 0; r < K512_MR; r++) {                                               \
-        const __m512 av = _mm512_set1_ps(a[r]);                                                    \
-        UNROLL_ALL for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]); \
-      }                                                                                            \
-      a += K512_MR;                                                                                \
-      b += STRIDE;                                                                                 \
+    for (; p < npf; p++) {                                                                         \
+      _mm_prefetch(pf + p * 64, _MM_HINT_T1);                                                      \
+      K512_STEP(NV, STRIDE);                                                                       \
     }                                                                                              \
+    GEMM_PRAGMA(GCC unroll 4)                                                                      \
+    for (; p < kc; p++)                                                                            \
+      K512_STEP(NV, STRIDE);                                                                       \
     if (mr == K512_MR && nr >= 16 * NV && (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) &&    \
         e->alpha == 1.0f && (e->beta == 0.0f || e->beta == 1.0f)) {                                \
       /* the common full tiles, without masks: C = acc (+ C for a later k                          \
@@ -322,25 +333,38 @@ kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, fl
     x0 = _mm256_fmadd_ps(av, b0, x0);                                                              \
     if (nv == 2) x1 = _mm256_fmadd_ps(av, b1, x1);                                                 \
   } while (0)
+#define STEP()                                                                                     \
+  do {                                                                                             \
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = nv == 2 ? _mm256_loadu_ps(b + 8) : b0;              \
+    ROW(0, c00, c01);                                                                              \
+    ROW(1, c10, c11);                                                                              \
+    if (R > 2) {                                                                                   \
+      ROW(2, c20, c21);                                                                            \
+      ROW(3, c30, c31);                                                                            \
+    }                                                                                              \
+    if (R > 4) {                                                                                   \
+      ROW(4, c40, c41);                                                                            \
+      ROW(5, c50, c51);                                                                            \
+    }                                                                                              \
+    a += K2_MR;                                                                                    \
+    b += K2_NR;                                                                                    \
+  } while (0)
+  /* The k steps that prefetch, then the rest: one loop with the test
+   * inside ran a quarter more instructions per FMA at -O2, which costs
+   * that much whenever the core's other hardware thread is busy
+   * (docs/performance.md, "Instructions per FMA"). */
   const char* pf = e->pf;
-  const size_t npf = e->npf;
+  const size_t npf = e->npf < kc ? e->npf : kc;
+  size_t p = 0;
 #pragma GCC unroll 4
-  for (size_t p = 0; p < kc; p++) {
-    if (p < npf) _mm_prefetch(pf + p * 64, _MM_HINT_T1);
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = nv == 2 ? _mm256_loadu_ps(b + 8) : b0;
-    ROW(0, c00, c01);
-    ROW(1, c10, c11);
-    if (R > 2) {
-      ROW(2, c20, c21);
-      ROW(3, c30, c31);
-    }
-    if (R > 4) {
-      ROW(4, c40, c41);
-      ROW(5, c50, c51);
-    }
-    a += K2_MR;
-    b += K2_NR;
+  for (; p < npf; p++) {
+    _mm_prefetch(pf + p * 64, _MM_HINT_T1);
+    STEP();
   }
+#pragma GCC unroll 4
+  for (; p < kc; p++)
+    STEP();
+#undef STEP
 #undef ROW
   __m256 acc[K2_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   if (mr == (size_t)R && nr >= 8 * (size_t)nv &&

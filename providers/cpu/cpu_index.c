@@ -175,7 +175,7 @@ static OnyxStatus* elements_offsets(OnyxKernelContext* ctx, const OnyxTensor* da
   int64_t strides[CPU_MAX_RANK], pos[CPU_MAX_RANK] = {0};
   cpu_dense_strides(dd, rank, strides);
   for (size_t i = 0; i < n; i++) {
-    int64_t v;
+    int64_t v = 0;
     if ((st = idx_norm(ctx, idx, i, dd[axis], "indices", &v))) return st;
     size_t o = 0;
     for (size_t d = 0; d < rank; d++)
@@ -277,7 +277,7 @@ static OnyxStatus* nd_plan(OnyxKernelContext* ctx, const OnyxTensor* data, const
   for (size_t t = 0; t < p->n_tuples; t++) {
     size_t o = per_batch ? (t / per_batch) * batch_stride : 0;
     for (size_t j = 0; j < k; j++) {
-      int64_t v;
+      int64_t v = 0;
       if ((st = idx_norm(ctx, idx, t * k + j, dd[b + j], "indices", &v))) return st;
       o += (size_t)(v * strides[b + j]);
     }

@@ -330,7 +330,7 @@ static OnyxStatus* deform_compute(void* state, OnyxKernelContext* ctx) {
                      "%lld",
                      (long long)xd[1], (long long)wd[0], (long long)wd[1], (long long)group,
                      (long long)og);
-  int64_t k[2], s[2], dl[2], pads[4];
+  int64_t k[2] = {1, 1}, s[2] = {1, 1}, dl[2] = {1, 1}, pads[4] = {0}; /* set below */
   OnyxStatus* st;
   if ((st = attr_list(node, "strides", 2, 1, 1, s)) ||
       (st = attr_list(node, "dilations", 2, 1, 1, dl)) ||

@@ -9,7 +9,7 @@ typedef struct BenchArgs {
   const char* model;
   const char* config;
   const char* inputs;
-  int threads, iters, warmup;
+  int threads, iters, warmup, serve;
 } BenchArgs;
 
 static const char kBenchHelp[] =
@@ -27,6 +27,10 @@ static const char kBenchHelp[] =
     "  --threads N     intra-op threads (default 1, as the peer harness)\n"
     "  --iters K       timed runs (default 100)\n"
     "  --warmup W      untimed runs first (default 10)\n"
+    "  --serve         after the warmup, print 'ready' and then run once per line\n"
+    "                  read from stdin, printing that run's ms (one line each)\n"
+    "                  until end of input; --iters is unused. For harnesses that\n"
+    "                  interleave runtimes run by run (bench/pair.js)\n"
     "\nexit status: 0 ok, 1 runtime error, 2 usage error\n";
 
 static int by_value(const void* a, const void* b) {
@@ -97,6 +101,22 @@ static void print_result(const BenchArgs* a, const char* name, double* times, do
   printf("}\n");
 }
 
+/* --serve: one timed run per line of stdin (its content is ignored), each
+ * answered with the run's ms on a line of its own, flushed at once. */
+static int serve(OnyxSession* s, const CliFeeds* f, const char** names, OnyxValue** outs,
+                 size_t n_out, CliError* e) {
+  printf("ready\n");
+  fflush(stdout);
+  char line[256];
+  while (fgets(line, sizeof line, stdin)) {
+    double ms = 0;
+    if (timed_run(s, f, names, outs, n_out, &ms, e)) return -1;
+    printf("%.3f\n", ms);
+    fflush(stdout);
+  }
+  return 0;
+}
+
 static int bench(OnyxSession* s, const BenchArgs* a, const char* name, double session_ms,
                  CliError* e) {
   CliFeeds feeds = {0};
@@ -111,9 +131,13 @@ static int bench(OnyxSession* s, const BenchArgs* a, const char* name, double se
   double ms = 0;
   for (int i = 0; !rc && i < a->warmup; i++)
     rc = timed_run(s, &feeds, names, outs, n_out, &ms, e);
-  for (int i = 0; !rc && i < a->iters; i++)
-    rc = timed_run(s, &feeds, names, outs, n_out, &times[i], e);
-  if (!rc) print_result(a, name, times, session_ms, &feeds);
+  if (a->serve) {
+    if (!rc) rc = serve(s, &feeds, names, outs, n_out, e);
+  } else {
+    for (int i = 0; !rc && i < a->iters; i++)
+      rc = timed_run(s, &feeds, names, outs, n_out, &times[i], e);
+    if (!rc) print_result(a, name, times, session_ms, &feeds);
+  }
   cli_feeds_release(&feeds);
   free(times);
   free(outs);
@@ -126,12 +150,12 @@ int cli_cmd_bench(int argc, char** argv) {
   const CliOpt opts[] = {
       {"--config", CLI_OPT_STRING, &a.config, 0}, {"--inputs", CLI_OPT_STRING, &a.inputs, 0},
       {"--threads", CLI_OPT_INT, &a.threads, 1},  {"--iters", CLI_OPT_INT, &a.iters, 1},
-      {"--warmup", CLI_OPT_INT, &a.warmup, 0},
+      {"--warmup", CLI_OPT_INT, &a.warmup, 0},    {"--serve", CLI_OPT_FLAG, &a.serve, 0},
   };
   const CliCommand cmd = {.name = "bench",
                           .synopsis =
                               "onyx bench MODEL [--config FILE] [--inputs DIR] [--threads N] "
-                              "[--iters K] [--warmup W]",
+                              "[--iters K] [--warmup W] [--serve]",
                           .help = kBenchHelp,
                           .opts = opts,
                           .opt_count = sizeof opts / sizeof opts[0],

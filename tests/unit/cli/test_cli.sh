@@ -193,5 +193,16 @@ fi
 expect_rc 0 bench "$M/relu_sym.onnx" --iters 3 --warmup 0 --threads 2
 expect_grep "$OUT" '^\{"model":"relu_sym","threads":2,"iters":3,'
 
+# --serve: 'ready', then one timed run per line of input (its ms), until end of input.
+checks=$((checks + 1))
+printf 'a\n\nc\n' | "$ONYX" bench "$M/relu_sym.onnx" --warmup 1 --serve >"$OUT" 2>"$ERR" ||
+  fail "bench --serve exited $?"
+{ [ "$(sed -n 1p "$OUT")" = ready ] && [ "$(wc -l <"$OUT")" -eq 4 ] &&
+  [ "$(grep -cE '^[0-9]+\.[0-9]{3}$' "$OUT")" -eq 3 ]; } ||
+  fail "bench --serve should print ready, then one time per input line"
+checks=$((checks + 1))
+"$ONYX" bench "$M/relu_sym.onnx" --serve </dev/null >"$OUT" 2>"$ERR" && [ "$(cat "$OUT")" = ready ] ||
+  fail "bench --serve with no input should print ready only and exit 0"
+
 echo "$checks checks, $failures failed"
 [ "$failures" -eq 0 ]

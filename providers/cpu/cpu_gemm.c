@@ -895,8 +895,8 @@ size_t cpu_gemm_nr(void) {
 typedef struct GemmJob {
   const Isa* s;
   const CpuGemm* g;
-  const float* ap; /* packed op(A) */
-  size_t tile_m, tile_n, tiles_n, kc;
+  const float* ap; /* packed op(A), from row ap_row0 on */
+  size_t tile_m, tile_n, tiles_n, kc, ap_row0;
 } GemmJob;
 
 /* The packed-B slice a tile uses `ahead` panels after panel j of k block
@@ -965,7 +965,7 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
       }
       for (size_t i = i0, pf = 0; i < i1; i += mr) {
         e.bias_row = first && g->bias_row ? g->bias_row + i : NULL;
-        const float* ap = job->ap ? job->ap + (i / mr) * k * mr + k0 * mr : abuf;
+        const float* ap = job->ap ? job->ap + ((i - job->ap_row0) / mr) * k * mr + k0 * mr : abuf;
         if (!job->ap) pack_a_slice(s, abuf, g->a, g->lda, g->trans_a, g->m, i, k0, k0 + kc);
         e.pf = next_b ? next_b + pf * 64 : NULL;
         e.npf = pf < pf_lines ? min_sz(pf_per_call, pf_lines - pf) : 0;
@@ -1020,18 +1020,7 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   const Isa* s = g->pack_b_fn || g->packed_b_base ? isa() : isa_b(isa(), g->n);
   const int inline_only = (double)g->m * (double)g->n * (double)g->k < GEMM_INLINE_WORK;
   if (inline_only) pool = NULL;
-  GemmJob job = {s, g, g->packed_a, 0, 0, 0, kc_for(s->nr)};
-  float* apack = NULL;
-  Scratch* owner = NULL;
-  if (!job.ap) {
-    apack = scratch_acquire(cpu_gemm_packed_a_floats(g->m, g->k) * sizeof(float), &owner);
-    /* Without memory for it, each tile packs A slices on the fly (slower,
-     * same results). */
-    if (apack) {
-      cpu_gemm_pack_a(pool, apack, g->a, g->lda, g->trans_a, g->m, g->k);
-      job.ap = apack;
-    }
-  }
+  GemmJob job = {s, g, g->packed_a, 0, 0, 0, kc_for(s->nr), 0};
   /* Tiles: as large as the caches like, then split until every thread has
    * a few (a multiple of MR rows x a multiple of NR columns). */
   const size_t threads = pool ? cpu_host->thread_pool_size(pool) : 1;
@@ -1065,6 +1054,36 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   job.tile_n = tn * s->nr;
   job.tiles_n = (g->n + job.tile_n - 1) / job.tile_n;
   const size_t tiles = ((g->m + job.tile_m - 1) / job.tile_m) * job.tiles_n;
+  float* apack = NULL;
+  Scratch* owner = NULL;
+  if (!job.ap && threads == 1 && g->m > job.tile_m) {
+    /* One thread, several row blocks: each block's A is packed just before
+     * its tiles, into a buffer the caches keep, instead of all of A at once
+     * (which, past the L3, went out to memory and came back). */
+    apack = scratch_acquire(cpu_gemm_packed_a_floats(job.tile_m, g->k) * sizeof(float), &owner);
+    if (apack) {
+      for (size_t r0 = 0; r0 < g->m; r0 += job.tile_m) {
+        const size_t rows = min_sz(job.tile_m, g->m - r0);
+        cpu_gemm_pack_a(NULL, apack, (const float*)g->a + (g->trans_a ? r0 : r0 * g->lda), g->lda,
+                        g->trans_a, rows, g->k);
+        job.ap = apack;
+        job.ap_row0 = r0;
+        const size_t t0 = r0 / job.tile_m * job.tiles_n;
+        gemm_tasks(&job, t0, t0 + job.tiles_n);
+      }
+      scratch_release(apack, owner);
+      return;
+    }
+  }
+  if (!job.ap) {
+    apack = scratch_acquire(cpu_gemm_packed_a_floats(g->m, g->k) * sizeof(float), &owner);
+    /* Without memory for it, each tile packs A slices on the fly (slower,
+     * same results). */
+    if (apack) {
+      cpu_gemm_pack_a(pool, apack, g->a, g->lda, g->trans_a, g->m, g->k);
+      job.ap = apack;
+    }
+  }
   if (pool && tiles > 1)
     cpu_host->parallel_for(pool, tiles, gemm_tasks, &job);
   else

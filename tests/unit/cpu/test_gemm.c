@@ -278,6 +278,10 @@ static void test_model_shapes(void** state) {
       {.m = 37, .n = 432, .k = 300, .tb = 1, .bias_row = 1, .act = CPU_ACT_LEAKY_RELU, .alpha = 1},
       {.m = 20, .n = 480, .k = 65, .pack_a = 1, .pack_b = 1, .tb = 1, .alpha = 0.5, .beta = 1},
       {.m = 9, .n = 384, .k = 1000, .ta = 1, .bias_col = 1, .act = CPU_ACT_RELU, .alpha = 1},
+      /* more rows than a tile with packed B (matmul_1024): on one thread each
+       * row block's A is packed just before its tiles, transposed or not */
+      {.m = 300, .n = 200, .k = 520, .pack_b = 1, .bias_row = 1, .alpha = 1},
+      {.m = 277, .n = 70, .k = 300, .ta = 1, .pack_b = 1, .act = CPU_ACT_RELU, .alpha = 1},
   };
   for (size_t i = 0; i < CPU_ARRAY_LEN(cases); i++) {
     check_full(&cases[i], (OnyxThreadPool*)&host);

@@ -3,7 +3,7 @@
  * peak measured in the same process, and against OpenBLAS's cblas_sgemm
  * when libopenblas.so.0 can be dlopen'ed (Debian: libopenblas0-pthread).
  *
- *   cc -O2 -I providers/cpu -I sdk/include bench/bench_gemm.c \
+ *   cc -O3 -I providers/cpu -I sdk/include bench/bench_gemm.c \
  *      providers/cpu/cpu_gemm.c -o /tmp/bench_gemm -ldl -lm
  *   OPENBLAS_NUM_THREADS=1 /tmp/bench_gemm [ROUNDS] [FILTER]
  *

@@ -74,19 +74,12 @@ static bool ox_is_noop(const OxNode* n) {
   return false;
 }
 
+static OnyxStatus* ox_eliminate_noop(OxOpt* o, OxNode* n, bool* done) {
+  return ox_is_noop(n) ? ox_bypass(o, n, n->inputs[0], n->outputs[0], done) : NULL;
+}
+
 OnyxStatus* ox_pass_eliminate(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    OxNode* n = o->g->nodes[i];
-    bool done = false;
-    if (ox_is_noop(n)) OX_TRY(ox_bypass(o, n, n->inputs[0], n->outputs[0], &done));
-    if (done) {
-      o->stats->eliminated++;
-      *changed = true;
-    } else {
-      i++;
-    }
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_eliminate_noop, &o->stats->eliminated, changed);
 }
 
 /* --- shape-op simplification --------------------------------------------------------------- */
@@ -179,17 +172,7 @@ static OnyxStatus* ox_simplify_shape(OxOpt* o, OxNode* n, bool* done) {
 }
 
 OnyxStatus* ox_pass_shapes(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    bool done = false;
-    OX_TRY(ox_simplify_shape(o, o->g->nodes[i], &done));
-    if (done) {
-      o->stats->shapes++;
-      *changed = true;
-    } else {
-      i++;
-    }
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_simplify_shape, &o->stats->shapes, changed);
 }
 
 /* --- constant folding ------------------------------------------------------------------------ */

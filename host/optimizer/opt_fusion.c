@@ -87,15 +87,7 @@ static OnyxStatus* ox_fuse_matmul_add(OxOpt* o, OxNode* add, bool* done) {
 }
 
 OnyxStatus* ox_pass_matmul_add(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    bool done = false;
-    OX_TRY(ox_fuse_matmul_add(o, o->g->nodes[i], &done));
-    if (done)
-      *changed = true;
-    else
-      i++;
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_fuse_matmul_add, NULL, changed);
 }
 
 /* --- Conv + BatchNormalization ---------------------------------------------------------------- */
@@ -160,15 +152,7 @@ static OnyxStatus* ox_fold_conv_bn(OxOpt* o, OxNode* bn, bool* done) {
 }
 
 OnyxStatus* ox_pass_conv_bn(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    bool done = false;
-    OX_TRY(ox_fold_conv_bn(o, o->g->nodes[i], &done));
-    if (done)
-      *changed = true;
-    else
-      i++;
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_fold_conv_bn, NULL, changed);
 }
 
 /* --- Conv + activation --------------------------------------------------------------------------
@@ -398,27 +382,11 @@ static OnyxStatus* ox_fuse_matmul_residual(OxOpt* o, OxNode* add, bool* done) {
 }
 
 OnyxStatus* ox_pass_matmul_residual(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    bool done = false;
-    OX_TRY(ox_fuse_matmul_residual(o, o->g->nodes[i], &done));
-    if (done)
-      *changed = true;
-    else
-      i++;
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_fuse_matmul_residual, NULL, changed);
 }
 
 OnyxStatus* ox_pass_conv_act(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    bool done = false;
-    OX_TRY(ox_fuse_conv_act(o, o->g->nodes[i], &done));
-    if (done)
-      *changed = true;
-    else
-      i++;
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_fuse_conv_act, NULL, changed);
 }
 
 /* --- LayerNormalization
@@ -523,15 +491,7 @@ static OnyxStatus* ox_fuse_layernorm(OxOpt* o, OxNode* div, bool* done) {
 }
 
 OnyxStatus* ox_pass_layernorm(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    bool done = false;
-    OX_TRY(ox_fuse_layernorm(o, o->g->nodes[i], &done));
-    if (done)
-      *changed = true;
-    else
-      i++;
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_fuse_layernorm, NULL, changed);
 }
 
 /* --- Gelu ----------------------------------------------------------------------------------------
@@ -592,15 +552,7 @@ static OnyxStatus* ox_fuse_gelu(OxOpt* o, OxNode* erf, bool* done) {
 }
 
 OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    bool done = false;
-    OX_TRY(ox_fuse_gelu(o, o->g->nodes[i], &done));
-    if (done)
-      *changed = true;
-    else
-      i++;
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_fuse_gelu, NULL, changed);
 }
 
 /* --- Multi-head attention ------------------------------------------------------------------------
@@ -738,13 +690,5 @@ static OnyxStatus* ox_fuse_attention(OxOpt* o, OxNode* mm2, bool* done) {
 }
 
 OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed) {
-  for (size_t i = 0; i < o->g->n_nodes;) {
-    bool done = false;
-    OX_TRY(ox_fuse_attention(o, o->g->nodes[i], &done));
-    if (done)
-      *changed = true;
-    else
-      i++;
-  }
-  return NULL;
+  return ox_opt_rewrite_each(o, ox_fuse_attention, NULL, changed);
 }

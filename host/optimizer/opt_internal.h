@@ -15,6 +15,12 @@ typedef struct OxOpt {
 
 /* A transformer: returns an error only for real failures; sets *changed. */
 typedef OnyxStatus* (*OxPassFn)(OxOpt* o, bool* changed);
+/* A rewrite at one node: sets *done when it changed the graph there (n
+ * removed or replaced, so the same position is looked at again). */
+typedef OnyxStatus* (*OxRewriteFn)(OxOpt* o, OxNode* n, bool* done);
+/* Runs rw at every node in graph order, until it leaves each one as it is;
+ * sets *changed on any rewrite and adds their number to *count (if any). */
+OnyxStatus* ox_opt_rewrite_each(OxOpt* o, OxRewriteFn rw, size_t* count, bool* changed);
 
 /* --- queries ------------------------------------------------------------------------ */
 /* A value the optimizer may not rename or drop: a graph output, a graph

@@ -261,6 +261,20 @@ OnyxStatus* ox_opt_copy_attrs(OxNode* dst, const OxNode* src) {
   return NULL;
 }
 
+OnyxStatus* ox_opt_rewrite_each(OxOpt* o, OxRewriteFn rw, size_t* count, bool* changed) {
+  for (size_t i = 0; i < o->g->n_nodes;) {
+    bool done = false;
+    OX_TRY(rw(o, o->g->nodes[i], &done));
+    if (!done) {
+      i++;
+      continue;
+    }
+    *changed = true;
+    if (count) (*count)++;
+  }
+  return NULL;
+}
+
 void ox_opt_remove(OxOpt* o, OxNode* n) {
   ox_graph_remove_node(o->g, n);
 }

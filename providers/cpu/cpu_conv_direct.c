@@ -111,6 +111,14 @@ typedef struct Job {
 #include <immintrin.h>
 #define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,fma,avx2,avx")))
 
+/* How many of a tile's kc steps prefetch (lps lines each, npf in all): they
+ * run in a loop of their own, ahead of the steps that only compute
+ * (cpu_gemm.c's kernels, docs/performance.md "Instructions per FMA"). */
+static inline size_t prefetch_steps(size_t kc, size_t npf, size_t lps) {
+  const size_t q = lps ? (npf + lps - 1) / lps : 0;
+  return q < kc ? q : kc;
+}
+
 /* kc steps of an R x 64 tile (R <= TM positions) over rows xb[r] of A;
  * part holds the tile's partial sums (R rows of OCB), read unless first.
  * Meanwhile the npf cache lines from pf are prefetched into L2, lps per
@@ -141,9 +149,7 @@ tile_body(const int R, size_t kc, const float* const* xb, const ptrdiff_t* restr
       acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);                                               \
     }                                                                                              \
   } while (0)
-  /* the prefetching steps, then the rest (cpu_gemm.c's kernels) */
-  size_t qpf = lps ? (npf + lps - 1) / lps : 0;
-  if (qpf > kc) qpf = kc;
+  const size_t qpf = prefetch_steps(kc, npf, lps);
   size_t q = 0;
 #pragma GCC unroll 2
   for (; q < qpf; q++, w += OCB) {
@@ -239,8 +245,7 @@ tile2_body(const int R, size_t kc, const float* const* xb, const ptrdiff_t* rest
       acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);                                               \
     }                                                                                              \
   } while (0)
-  size_t qpf = lps ? (npf + lps - 1) / lps : 0;
-  if (qpf > kc) qpf = kc;
+  const size_t qpf = prefetch_steps(kc, npf, lps);
   size_t q = 0;
 #pragma GCC unroll 2
   for (; q < qpf; q++, w += OCB2) {

@@ -267,6 +267,7 @@ DEFINE_KERNEL_AVX512(kernel_avx512_x1, 1, K512_NR)
  * multiple of 48 (isa_b), so every panel is full. */
 #define WIDE_NR 48
 DEFINE_KERNEL_AVX512(kernel_avx512_w, 3, WIDE_NR)
+#undef K512_STEP
 
 /* Picks the variant that covers nr columns: a last panel that is mostly
  * padding costs only the vectors it needs. */

@@ -2,6 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* posix_memalign, madvise's MADV_HUGEPAGE */
 #endif
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,90 @@ void* ox_alloc_host(size_t bytes) {
   return p;
 }
 
+/* --- the cache of large host blocks ----------------------------------------------------------
+ * A graph output of 2 MiB or more is a fresh mmap per run in glibc (its
+ * memalign requests stay above the dynamic mmap threshold): the kernel
+ * zeroes the new huge pages in its fault handler, about 0.5 ms per 4 MiB
+ * on this project's machines, and munmap gives them back when the caller
+ * releases the output. While a session is open, such blocks are kept when
+ * freed and handed to the next tensor of the same rounded size, as an
+ * arena would. At most HOST_CACHE_BLOCKS blocks and HOST_CACHE_BYTES in
+ * all; everything goes back to the system when the last session closes. */
+#define HOST_HUGE         ((size_t)2 << 20)
+#define HOST_CACHE_BLOCKS 4
+#define HOST_CACHE_BYTES  ((size_t)256 << 20)
+
+static pthread_mutex_t host_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  void* p;
+  size_t bytes;
+} host_cache[HOST_CACHE_BLOCKS];
+static size_t host_cache_n, host_cache_total;
+static size_t host_cache_users;
+
+static size_t host_block_bytes(size_t bytes) {
+  return (bytes + HOST_HUGE - 1) / HOST_HUGE * HOST_HUGE;
+}
+
+void ox_host_cache_hold(void) {
+  pthread_mutex_lock(&host_cache_mu);
+  host_cache_users++;
+  pthread_mutex_unlock(&host_cache_mu);
+}
+
+void ox_host_cache_drop(void) {
+  void* gone[HOST_CACHE_BLOCKS];
+  size_t n = 0;
+  pthread_mutex_lock(&host_cache_mu);
+  if (host_cache_users && --host_cache_users == 0) {
+    for (size_t i = 0; i < host_cache_n; i++)
+      gone[n++] = host_cache[i].p;
+    host_cache_n = host_cache_total = 0;
+  }
+  pthread_mutex_unlock(&host_cache_mu);
+  for (size_t i = 0; i < n; i++)
+    free(gone[i]);
+}
+
+void ox_host_cache_stats(size_t* blocks, size_t* bytes) {
+  pthread_mutex_lock(&host_cache_mu);
+  *blocks = host_cache_n;
+  *bytes = host_cache_total;
+  pthread_mutex_unlock(&host_cache_mu);
+}
+
+/* A cached block of exactly the rounded size, else a new one. */
+static void* host_block_take(size_t bytes) {
+  const size_t want = host_block_bytes(bytes);
+  void* p = NULL;
+  pthread_mutex_lock(&host_cache_mu);
+  for (size_t i = 0; i < host_cache_n; i++)
+    if (host_cache[i].bytes == want) {
+      p = host_cache[i].p;
+      host_cache_total -= want;
+      host_cache[i] = host_cache[--host_cache_n];
+      break;
+    }
+  pthread_mutex_unlock(&host_cache_mu);
+  return p ? p : ox_alloc_host(want);
+}
+
+/* OxBuffer release of a block from host_block_take (bytes: the tensor's). */
+static void host_block_give(void* ctx, void* p, size_t bytes) {
+  (void)ctx;
+  const size_t size = host_block_bytes(bytes);
+  pthread_mutex_lock(&host_cache_mu);
+  const bool keep = host_cache_users > 0 && host_cache_n < HOST_CACHE_BLOCKS &&
+                    host_cache_total + size <= HOST_CACHE_BYTES;
+  if (keep) {
+    host_cache[host_cache_n].p = p;
+    host_cache[host_cache_n++].bytes = size;
+    host_cache_total += size;
+  }
+  pthread_mutex_unlock(&host_cache_mu);
+  if (!keep) free(p);
+}
+
 static OnyxStatus* tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, bool zero,
                               OxTensor** out) {
   *out = NULL;
@@ -129,14 +214,20 @@ static OnyxStatus* tensor_new(OnyxElemType type, const int64_t* dims, size_t ran
   }
   OxBuffer* b = calloc(1, sizeof *b);
   size_t alloc = (t->bytes + OX_HOST_ALIGN - 1) / OX_HOST_ALIGN * OX_HOST_ALIGN;
-  void* p = b ? ox_alloc_host(alloc) : NULL;
+  const bool big = type != ONYX_ELEM_STRING && alloc >= HOST_HUGE;
+  void* p = !b ? NULL : big ? host_block_take(alloc) : ox_alloc_host(alloc);
   if (!p) {
     free(b);
     ox_tensor_free(t);
     return ox_oom();
   }
   if (zero || type == ONYX_ELEM_STRING) memset(p, 0, alloc ? alloc : OX_HOST_ALIGN);
-  *b = (OxBuffer){.refs = 1, .ptr = p, .bytes = t->bytes, .type = type, .count = t->count};
+  *b = (OxBuffer){.refs = 1,
+                  .ptr = p,
+                  .bytes = t->bytes,
+                  .type = type,
+                  .count = t->count,
+                  .release = big ? host_block_give : NULL};
   t->buffer = b;
   t->data = p;
   if (type == ONYX_ELEM_STRING) {

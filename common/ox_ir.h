@@ -76,6 +76,14 @@ OnyxStatus* ox_type_bytes(OnyxElemType t, size_t count, size_t* bytes);
  * several microseconds in a VM). Freed with free(). NULL without memory. */
 void* ox_alloc_host(size_t bytes);
 
+/* Tensors of 2 MiB and more (ox_tensor_new*) reuse blocks freed by
+ * earlier ones while a session is open: each session holds the cache, and
+ * the last to close empties it (ir.c, "the cache of large host blocks"). */
+void ox_host_cache_hold(void);
+void ox_host_cache_drop(void);
+/* Blocks kept now and their bytes (tests). */
+void ox_host_cache_stats(size_t* blocks, size_t* bytes);
+
 /* New tensor in host memory, zero-filled (strings: empty ""). */
 OnyxStatus* ox_tensor_new(OnyxElemType type, const int64_t* dims, size_t rank, OxTensor** out);
 /* The same without zeroing the data (strings are still ""): for a caller that

@@ -182,6 +182,7 @@ static OnyxStatus* ox_session_start(const OnyxSessionOptions* opts, const char* 
                                     OnyxSession** out) {
   *out = calloc(1, sizeof **out);
   if (!*out) return ox_oom();
+  ox_host_cache_hold(); /* dropped by onyx_session_release */
   OnyxStatus* st = opts ? ox_session_options_clone(opts, &(*out)->opts)
                         : onyx_session_options_create(&(*out)->opts);
   if (!st && !((*out)->source = ox_strdup(source))) st = ox_oom();
@@ -256,4 +257,5 @@ ONYX_API void onyx_session_release(OnyxSession* s) {
   onyx_session_options_release(s->opts);
   free(s->source);
   free(s);
+  ox_host_cache_drop();
 }

@@ -1,5 +1,6 @@
 /* Tests of the best-fit arena: alignment, reuse, coalescing, growth, limits,
- * failing backing allocators, stats, and a randomized run against a model. */
+ * failing backing allocators, stats, and a randomized run against a model;
+ * and of the host tensors' cache of large blocks (common/ir.c). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 #include "ox_arena.h"
+#include "ox_ir.h"
 
 #define KiB ((size_t)1024)
 
@@ -473,6 +475,66 @@ static void test_threads(void** state) {
   ox_arena_destroy(a);
 }
 
+/* --- The cache of large host blocks (ox_tensor_new*) --------------------------- */
+
+static OxTensor* host_tensor(int64_t rows, int64_t cols) {
+  OxTensor* t = NULL;
+  OnyxStatus* st = ox_tensor_new_uninit(ONYX_ELEM_FLOAT32, (int64_t[]){rows, cols}, 2, &t);
+  assert_null(st);
+  assert_non_null(t);
+  memset(t->data, 0x5a, t->bytes); /* every byte is ours */
+  return t;
+}
+
+static void expect_cached(size_t blocks, size_t bytes) {
+  size_t n, b;
+  ox_host_cache_stats(&n, &b);
+  assert_int_equal(n, blocks);
+  assert_int_equal(b, bytes);
+}
+
+static void test_host_block_cache(void** state) {
+  (void)state;
+  const size_t MiB = (size_t)1 << 20;
+  expect_cached(0, 0);
+  /* no session holds the cache: freed blocks go back to the system */
+  ox_tensor_free(host_tensor(1024, 768));
+  expect_cached(0, 0);
+  ox_host_cache_hold();
+  ox_host_cache_hold();                 /* two sessions */
+  OxTensor* a = host_tensor(1024, 768); /* 3 MiB: a 4 MiB block */
+  void* pa = a->data;
+  ox_tensor_free(a);
+  expect_cached(1, 4 * MiB);
+  OxTensor* small = host_tensor(256, 768);   /* 768 KiB: never cached */
+  OxTensor* other = host_tensor(1024, 1280); /* 5 MiB: a 6 MiB block, not a */
+  assert_ptr_not_equal(other->data, pa);
+  expect_cached(1, 4 * MiB);
+  OxTensor* again = host_tensor(1000, 1000); /* 3.8 MiB: a's block */
+  assert_ptr_equal(again->data, pa);
+  expect_cached(0, 0);
+  ox_tensor_free(small);
+  expect_cached(0, 0);
+  ox_tensor_free(other);
+  ox_tensor_free(again);
+  expect_cached(2, 10 * MiB);
+  /* at most four blocks are kept */
+  OxTensor* t[6];
+  for (int i = 0; i < 6; i++)
+    t[i] = host_tensor(512, 1024 * (i + 1)); /* 2, 4, ..., 12 MiB */
+  expect_cached(0, 0);                       /* the 4 and 6 MiB ones were taken */
+  for (int i = 0; i < 6; i++)
+    ox_tensor_free(t[i]);
+  expect_cached(4, (2 + 4 + 6 + 8) * MiB);
+  ox_host_cache_drop();
+  expect_cached(4, 20 * MiB); /* one holder left */
+  ox_host_cache_drop();
+  expect_cached(0, 0);  /* the last one empties it */
+  ox_host_cache_drop(); /* an extra drop changes nothing */
+  ox_tensor_free(host_tensor(1024, 768));
+  expect_cached(0, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alignment_host),
@@ -490,6 +552,7 @@ int main(void) {
       cmocka_unit_test(test_stats),
       cmocka_unit_test(test_random_against_model),
       cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_host_block_cache),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

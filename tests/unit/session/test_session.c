@@ -295,6 +295,71 @@ static void test_concurrent_runs(void** state) {
   otm_free(m);
 }
 
+/* y = Relu(x + b) on [rows, 768] floats, every element checked. */
+static void big_run(OnyxSession* s, int64_t rows, float shift, const float* b, OnyxValue** y) {
+  const size_t n = (size_t)rows * 768;
+  float* xd = malloc(n * sizeof *xd);
+  assert_non_null(xd);
+  for (size_t i = 0; i < n; i++)
+    xd[i] = (float)(i % 7) - 3.0f + shift;
+  OnyxValue* x = f32((int64_t[]){rows, 768}, 2, xd, n);
+  const char* in = "x";
+  const char* out = "y";
+  ok(onyx_session_run(s, NULL, &in, (const OnyxValue* const*)&x, 1, &out, 1, y));
+  const float* d = onyx_tensor_data(onyx_value_tensor(*y));
+  for (size_t i = 0; i < n; i++) {
+    const float want = xd[i] + b[i % 768] > 0 ? xd[i] + b[i % 768] : 0;
+    if (d[i] != want) fail_msg("y[%zu] = %g, want %g", i, (double)d[i], (double)want);
+  }
+  onyx_value_release(x);
+  free(xd);
+}
+
+/* Graph outputs of 2 MiB and more: a block freed by the caller serves the
+ * next run's output of the same size (no fresh mmap and page zeroing per
+ * run), never one still held, and is fully rewritten. */
+static void test_large_outputs_reuse_blocks(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  float b[768];
+  for (int i = 0; i < 768; i++)
+    b[i] = (float)(i % 5) - 2.0f;
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){-1, 768});
+  otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, (int64_t[]){768}, b);
+  otm_node(m, "Add", "add", "x,b", "s");
+  otm_node(m, "Relu", "relu", "s", "y");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){-1, 768});
+  OnyxStatus* st;
+  OnyxSession* s = session_from(m, NULL, &st);
+  ok(st);
+  OnyxSession* s2 = session_from(m, NULL, &st); /* a second holder of the cache */
+  ok(st);
+  OnyxValue *y1 = NULL, *y2 = NULL, *y3 = NULL;
+  big_run(s, 1024, 0.0f, b, &y1); /* 3 MiB */
+  big_run(s, 1024, 1.5f, b, &y2); /* y1 still held: another block */
+  const void* p1 = onyx_tensor_data(onyx_value_tensor(y1));
+  const void* p2 = onyx_tensor_data(onyx_value_tensor(y2));
+  assert_ptr_not_equal(p1, p2);
+  onyx_value_release(y1);
+  big_run(s, 1024, -2.0f, b, &y3); /* y1's block, all of it rewritten */
+  assert_ptr_equal(onyx_tensor_data(onyx_value_tensor(y3)), p1);
+  onyx_value_release(y3);
+  onyx_session_release(s);
+  /* s2 still holds the cache: y1's block serves it; a smaller output
+   * (1 MiB, not a cached size) does not take it */
+  big_run(s2, 256, 0.5f, b, &y1);
+  assert_ptr_not_equal(onyx_tensor_data(onyx_value_tensor(y1)), p1);
+  big_run(s2, 1024, 0.25f, b, &y3);
+  assert_ptr_equal(onyx_tensor_data(onyx_value_tensor(y3)), p1);
+  onyx_value_release(y1);
+  onyx_value_release(y3);
+  onyx_session_release(s2);
+  /* no session: y2 goes back to the system (ASan and valgrind check that
+   * nothing is left behind) */
+  onyx_value_release(y2);
+  otm_free(m);
+}
+
 /* Asking for an output twice and for a graph input passed straight through. */
 static void test_outputs_twice_and_passthrough(void** state) {
   (void)state;
@@ -488,6 +553,7 @@ int main(void) {
       cmocka_unit_test(test_abi_major_mismatch),
       cmocka_unit_test(test_concurrent_runs),
       cmocka_unit_test(test_outputs_twice_and_passthrough),
+      cmocka_unit_test(test_large_outputs_reuse_blocks),
       cmocka_unit_test(test_cancelled_run),
       cmocka_unit_test(test_in_process_provider_with_custom_op),
   };

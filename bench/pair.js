@@ -13,6 +13,8 @@
 // to it feeds both runtimes the same inputs (else each generates its own). Each
 // --config starts one `onyx bench MODEL --serve` process (none: the default
 // providers), so a provider built from another commit can run in the same rounds.
+// --onyx sets the onyx binary of the --config options after it (and of the run
+// without any), so two builds of the host can run in the same rounds too.
 // --gap-ms sleeps between runs. At 2 threads ORT's pool keeps spinning after a run
 // and slows the Onyx run that follows; bench/run.sh is the figure for 2 threads.
 //
@@ -46,7 +48,7 @@ function parseArgs(argv) {
     else if (k === '--threads') a.threads = int(1);
     else if (k === '--warmup') a.warmup = int(0);
     else if (k === '--gap-ms') a.gap = int(0);
-    else if (k === '--config') a.configs.push(v());
+    else if (k === '--config') a.configs.push({ file: v(), onyx: a.onyx });
     else if (k === '--onyx') a.onyx = v();
     else if (k === '--out') a.out = v();
     else if (k === '-h' || k === '--help') usage();
@@ -59,11 +61,11 @@ function parseArgs(argv) {
 }
 
 // One `onyx bench --serve` process; run() resolves to one run's ms.
-function onyxServer(a, file, inputs, config) {
+function onyxServer(a, file, inputs, config, onyx) {
   const args = ['bench', file, '--threads', String(a.threads), '--warmup', String(a.warmup), '--serve'];
   if (inputs) args.push('--inputs', inputs);
   if (config) args.push('--config', config);
-  const ch = spawn(a.onyx, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  const ch = spawn(onyx, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = [];
   let waiter = null;
   let failed = null;
@@ -97,7 +99,8 @@ async function main() {
 
   const lib = require(path.join(peerDir, 'lib.js'));
   const ort = lib.ort();
-  const servers = (a.configs.length ? a.configs : [null]).map((c) => onyxServer(a, file, inputs, c));
+  const runs = a.configs.length ? a.configs : [{ file: null, onyx: a.onyx }];
+  const servers = runs.map((c) => onyxServer(a, file, inputs, c.file, c.onyx));
   for (const s of servers) await s.ready();
   const session = await ort.InferenceSession.create(file, lib.sessionOptions(a.threads));
   const feeds = {};
@@ -126,7 +129,9 @@ async function main() {
   await session.release();
 
   if (a.out) fs.writeFileSync(a.out, rows.map((x) => x.map((v) => v.toFixed(3)).join(' ')).join('\n') + '\n');
-  const names = ['ORT', ...(a.configs.length ? a.configs.map((c) => `Onyx ${path.basename(c)}`) : ['Onyx'])];
+  const binaries = new Set(runs.map((c) => c.onyx)).size;
+  const names = ['ORT', ...runs.map((c) => ['Onyx', c.file && path.basename(c.file), binaries > 1 && c.onyx]
+    .filter(Boolean).join(' '))];
   const byOrt = [...rows].sort((x, y) => x[1] - y[1]);
   const quarter = Math.max(1, Math.floor(rows.length / 4));
   const fast = byOrt.slice(0, quarter), slow = byOrt.slice(-quarter);

@@ -469,6 +469,149 @@ static void kernel_avx2(size_t kc, const float* a, const float* b, float* c, siz
   else
     kernel_avx2_x1(kc, a, b, c, ldc, mr, nr, e);
 }
+
+/* The wide AVX2 register tile: 4 x 24 (12 accumulators; per k step three B
+ * vectors and four broadcasts feed 12 FMAs: 7 loads against the 6 x 16
+ * tile's 8, which counts when the core's other hardware thread shares the
+ * load ports). Both run at the FMA peak from L1, and M = 64 or 128 (mlp,
+ * bert_layer) leaves no short row panel. bench/pair.js against the 6 x 16
+ * kernel, 1 thread: mlp 5.13 -> 4.98 ms, bert_layer 44.22 -> 43.62,
+ * matmul_1024 24.12 -> 23.95. isa_b picks it for B of WIDE2_MIN_N columns
+ * or more that the GEMM packs itself or that cpu_gemm_pack_b packed. */
+#define KW_MR 4
+#define KW_NR 24
+
+/* The first R (4 or 2) of KW_MR rows x nv (1 to 3) vectors of 8 columns
+ * (R and nv constants after inlining), as kernel_avx2_body. */
+AVX2 static inline __attribute__((always_inline)) void
+kernel_avx2w_body(size_t kc, const float* restrict a, const float* restrict b, float* c, size_t ldc,
+                  size_t mr, size_t nr, const Epi* e, const int nv, const int R) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+  __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+#define ROW(r, x0, x1, x2)                                                                         \
+  do {                                                                                             \
+    const __m256 av = _mm256_broadcast_ss(a + r);                                                  \
+    x0 = _mm256_fmadd_ps(av, b0, x0);                                                              \
+    if (nv >= 2) x1 = _mm256_fmadd_ps(av, b1, x1);                                                 \
+    if (nv == 3) x2 = _mm256_fmadd_ps(av, b2, x2);                                                 \
+  } while (0)
+#define STEP()                                                                                     \
+  do {                                                                                             \
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = nv >= 2 ? _mm256_loadu_ps(b + 8) : b0;              \
+    const __m256 b2 = nv == 3 ? _mm256_loadu_ps(b + 16) : b0;                                      \
+    ROW(0, c00, c01, c02);                                                                         \
+    ROW(1, c10, c11, c12);                                                                         \
+    if (R > 2) {                                                                                   \
+      ROW(2, c20, c21, c22);                                                                       \
+      ROW(3, c30, c31, c32);                                                                       \
+    }                                                                                              \
+    a += KW_MR;                                                                                    \
+    b += KW_NR;                                                                                    \
+  } while (0)
+  /* the prefetching k steps, then the rest (kernel_avx2_body) */
+  const char* pf = e->pf;
+  const size_t npf = e->npf < kc ? e->npf : kc;
+  size_t p = 0;
+#pragma GCC unroll 4
+  for (; p < npf; p++) {
+    _mm_prefetch(pf + p * 64, _MM_HINT_T1);
+    STEP();
+  }
+#pragma GCC unroll 4
+  for (; p < kc; p++)
+    STEP();
+#undef STEP
+#undef ROW
+  if (mr == (size_t)R && nr >= 8 * (size_t)nv && e->alpha == 1.0f && !e->bias_row &&
+      e->act == CPU_ACT_NONE && (e->beta == 0.0f || e->beta == 1.0f)) {
+    /* C = AB (+ bias_col) or C += AB from the named accumulators (as the
+     * 6 x 16 kernel) */
+    const int add_c = e->beta != 0.0f;
+    const float* bcol = e->bias_col;
+#define OUT1(cp, x, bo)                                                                            \
+  do {                                                                                             \
+    __m256 y = x;                                                                                  \
+    if (add_c) y = _mm256_add_ps(_mm256_loadu_ps(cp), y);                                          \
+    if (bcol) y = _mm256_add_ps(y, _mm256_loadu_ps(bcol + (bo)));                                  \
+    _mm256_storeu_ps(cp, y);                                                                       \
+  } while (0)
+#define OUT(r, x0, x1, x2)                                                                         \
+  do {                                                                                             \
+    OUT1(c + (r)*ldc, x0, 0);                                                                      \
+    if (nv >= 2) OUT1(c + (r)*ldc + 8, x1, 8);                                                     \
+    if (nv == 3) OUT1(c + (r)*ldc + 16, x2, 16);                                                   \
+  } while (0)
+    OUT(0, c00, c01, c02);
+    OUT(1, c10, c11, c12);
+    if (R > 2) {
+      OUT(2, c20, c21, c22);
+      OUT(3, c30, c31, c32);
+    }
+#undef OUT
+#undef OUT1
+    return;
+  }
+  __m256 acc[KW_MR][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22}, {c30, c31, c32}};
+  if (mr == (size_t)R && nr >= 8 * (size_t)nv &&
+      (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) && e->alpha == 1.0f &&
+      (e->beta == 0.0f || e->beta == 1.0f)) {
+    /* the other full tiles without masks (row bias, ReLU), in the general
+     * path's order */
+    const int add_c = e->beta != 0.0f, relu = e->act == CPU_ACT_RELU;
+    __m256 bc[3];
+    for (int v = 0; v < nv; v++)
+      bc[v] = e->bias_col ? _mm256_loadu_ps(e->bias_col + 8 * v) : _mm256_setzero_ps();
+    for (int r = 0; r < R; r++) {
+      const __m256 br = e->bias_row ? _mm256_set1_ps(e->bias_row[r]) : _mm256_setzero_ps();
+      for (int v = 0; v < nv; v++) {
+        float* cp = c + r * ldc + 8 * v;
+        __m256 x = acc[r][v];
+        if (add_c) x = _mm256_add_ps(_mm256_loadu_ps(cp), x);
+        if (e->bias_row) x = _mm256_add_ps(x, br);
+        if (e->bias_col) x = _mm256_add_ps(x, bc[v]);
+        if (relu) x = _mm256_max_ps(_mm256_setzero_ps(), x);
+        _mm256_storeu_ps(cp, x);
+      }
+    }
+    return;
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i m[3];
+  __m256 bc[3];
+  for (int v = 0; v < nv; v++) {
+    const size_t lo = 8 * (size_t)v, have = nr <= lo ? 0 : nr - lo > 8 ? 8 : nr - lo;
+    m[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)have), lane);
+    bc[v] = e->bias_col ? _mm256_maskload_ps(e->bias_col + lo, m[v]) : _mm256_setzero_ps();
+  }
+  for (size_t r = 0; r < mr; r++)
+    epi_row_avx2(acc[r], nv, m, nr, c + r * ldc, bc, r, e);
+}
+
+/* The 4 x 24 kernel for mr rows (4, or 2 for a short last panel) and a
+ * panel of nr columns (a last one of at most 8 or 16 costs only the
+ * vectors it needs). */
+#define KW_VARIANT(NAME, NV)                                                                       \
+  AVX2 static void NAME(size_t kc, const float* a, const float* b, float* c, size_t ldc,           \
+                        size_t mr, size_t nr, const Epi* e) {                                      \
+    if (mr > 2)                                                                                    \
+      kernel_avx2w_body(kc, a, b, c, ldc, mr, nr, e, NV, 4);                                       \
+    else                                                                                           \
+      kernel_avx2w_body(kc, a, b, c, ldc, mr, nr, e, NV, 2);                                       \
+  }
+KW_VARIANT(kernel_avx2w_x3, 3)
+KW_VARIANT(kernel_avx2w_x2, 2)
+KW_VARIANT(kernel_avx2w_x1, 1)
+#undef KW_VARIANT
+
+static void kernel_avx2_w(size_t kc, const float* a, const float* b, float* c, size_t ldc,
+                          size_t mr, size_t nr, const Epi* e) {
+  if (nr > 16)
+    kernel_avx2w_x3(kc, a, b, c, ldc, mr, nr, e);
+  else if (nr > 8)
+    kernel_avx2w_x2(kc, a, b, c, ldc, mr, nr, e);
+  else
+    kernel_avx2w_x1(kc, a, b, c, ldc, mr, nr, e);
+}
 #endif
 
 typedef struct Isa {
@@ -480,6 +623,7 @@ typedef struct Isa {
 static const Isa ISA_GENERIC = {"generic", GEN_MR, GEN_NR, kernel_generic};
 #if GEMM_X86
 static const Isa ISA_AVX2 = {"avx2", K2_MR, K2_NR, kernel_avx2};
+static const Isa ISA_AVX2_W = {"avx2", KW_MR, KW_NR, kernel_avx2_w};
 static const Isa ISA_AVX512 = {"avx512", K512_MR, K512_NR, kernel_avx512};
 static const Isa ISA_AVX512_W = {"avx512", K512_MR, WIDE_NR, kernel_avx512_w};
 #endif
@@ -522,11 +666,15 @@ static const Isa* isa(void) {
  * of 48 from WIDE_MIN_N on (BERT's 768 and 3072: bert_layer 23.1 -> 21.3 ms
  * at 1 thread), else the 8 x 32 one (8 x 48 everywhere slowed mlp's 1024
  * columns at 2 threads by 18%). B packed by a caller in cpu_gemm_nr()'s
- * layout (Winograd's V, im2col panels) always runs the base kernel. */
-#define WIDE_MIN_N 384
+ * layout (Winograd's V, im2col panels) always runs the base kernel. On
+ * AVX2, the 4 x 24 tile from WIDE2_MIN_N columns on (n = 1024, 768 and 3072
+ * of the benchmark models). */
+#define WIDE_MIN_N  384
+#define WIDE2_MIN_N 256
 static const Isa* isa_b(const Isa* s, size_t n) {
 #if GEMM_X86
   if (s == &ISA_AVX512 && n >= WIDE_MIN_N && n % WIDE_NR == 0) return &ISA_AVX512_W;
+  if (s == &ISA_AVX2 && n >= WIDE2_MIN_N) return &ISA_AVX2_W;
 #else
   (void)n;
 #endif
@@ -701,9 +849,12 @@ static void scratch_release(float* p, Scratch* owner) {
 /* Packing                                                                    */
 /* ------------------------------------------------------------------------ */
 
-size_t cpu_gemm_packed_a_floats(size_t m, size_t k) {
-  const Isa* s = isa();
+static size_t packed_a_floats(const Isa* s, size_t m, size_t k) {
   return (m + s->mr - 1) / s->mr * s->mr * k;
+}
+
+size_t cpu_gemm_packed_a_floats(size_t m, size_t k) {
+  return packed_a_floats(isa(), m, k);
 }
 
 size_t cpu_gemm_packed_b_floats(size_t k, size_t n) {
@@ -730,6 +881,31 @@ AVX2 static void pack_a8_avx(float* restrict d, const float* a, size_t lda, size
   for (; p < k; p++, d += ds) {
     d[0] = r0[p], d[1] = r1[p], d[2] = r2[p], d[3] = r3[p];
     d[4] = r4[p], d[5] = r5[p], d[6] = r6[p], d[7] = r7[p];
+  }
+}
+
+/* A full 4-row panel (the 4 x 24 kernel's): 8 x 8 transposes of the 4 rows
+ * and four zero rows, each column's 4 values one 128-bit store. */
+AVX2 static void pack_a4_avx(float* restrict d, const float* a, size_t lda, size_t k) {
+  const float *r0 = a, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
+  const __m256 z = _mm256_setzero_ps();
+  size_t p = 0;
+  for (; p + 8 <= k; p += 8, d += 32) {
+    const __m256 x[8] = {_mm256_loadu_ps(r0 + p),
+                         _mm256_loadu_ps(r1 + p),
+                         _mm256_loadu_ps(r2 + p),
+                         _mm256_loadu_ps(r3 + p),
+                         z,
+                         z,
+                         z,
+                         z};
+    __m256 c[8];
+    cpu_transpose8_avx2(x, c);
+    for (int j = 0; j < 8; j++)
+      _mm_storeu_ps(d + 4 * j, _mm256_castps256_ps128(c[j]));
+  }
+  for (; p < k; p++, d += 4) {
+    d[0] = r0[p], d[1] = r1[p], d[2] = r2[p], d[3] = r3[p];
   }
 }
 
@@ -795,6 +971,17 @@ static void pack_a_panels(const Isa* s, float* dst, const float* a, size_t lda, 
       for (size_t p = 0; p < k; p++, d += 6) {
         d[0] = r0[p], d[1] = r1[p], d[2] = r2[p];
         d[3] = r3[p], d[4] = r4[p], d[5] = r5[p];
+      }
+    } else if (rows == mr && mr == 4) {
+#if GEMM_X86
+      if (s == &ISA_AVX2_W) {
+        pack_a4_avx(d, a + i0 * lda, lda, k);
+        continue;
+      }
+#endif
+      const float *r0 = a + i0 * lda, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
+      for (size_t p = 0; p < k; p++, d += 4) {
+        d[0] = r0[p], d[1] = r1[p], d[2] = r2[p], d[3] = r3[p];
       }
     } else if (rows == mr && mr == 8) {
 #if GEMM_X86
@@ -896,15 +1083,19 @@ static void pack_b_task(void* user, size_t begin, size_t end) {
                  j->rows);
 }
 
-void cpu_gemm_pack_a(OnyxThreadPool* pool, float* dst, const float* a, size_t lda, int trans_a,
-                     size_t m, size_t k) {
-  const Isa* s = isa();
+static void pack_a_with(const Isa* s, OnyxThreadPool* pool, float* dst, const float* a, size_t lda,
+                        int trans_a, size_t m, size_t k) {
   PackJob j = {s, dst, a, lda, m, k, trans_a};
   const size_t panels = (m + s->mr - 1) / s->mr;
   if (pool && m * k >= 64 * 1024)
     cpu_host->parallel_for(pool, panels, pack_a_task, &j);
   else
     pack_a_task(&j, 0, panels);
+}
+
+void cpu_gemm_pack_a(OnyxThreadPool* pool, float* dst, const float* a, size_t lda, int trans_a,
+                     size_t m, size_t k) {
+  pack_a_with(isa(), pool, dst, a, lda, trans_a, m, k);
 }
 
 void cpu_gemm_pack_b(OnyxThreadPool* pool, float* dst, const float* b, size_t ldb, int trans_b,
@@ -1055,10 +1246,16 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
     gemm_no_k(g);
     return;
   }
-  const Isa* s = g->pack_b_fn || g->packed_b_base ? isa() : isa_b(isa(), g->n);
+  /* A packed by the caller is in the base kernel's row panels: it keeps the
+   * base kernel, unless B was packed by cpu_gemm_pack_b in the 4 x 24
+   * kernel's panels, which then packs A again from `a`. */
+  const Isa* base = isa();
+  const Isa* s =
+      g->pack_b_fn || g->packed_b_base || (g->packed_a && !g->packed_b) ? base : isa_b(base, g->n);
+  const float* packed_a = g->packed_a && s->mr == base->mr ? g->packed_a : NULL;
   const int inline_only = (double)g->m * (double)g->n * (double)g->k < GEMM_INLINE_WORK;
   if (inline_only) pool = NULL;
-  GemmJob job = {s, g, g->packed_a, 0, 0, 0, kc_for(s->nr), 0};
+  GemmJob job = {s, g, packed_a, 0, 0, 0, kc_for(s->nr), 0};
   /* Tiles: as large as the caches like, then split until every thread has
    * a few (a multiple of MR rows x a multiple of NR columns). */
   const size_t threads = pool ? cpu_host->thread_pool_size(pool) : 1;
@@ -1098,12 +1295,12 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
     /* One thread, several row blocks: each block's A is packed just before
      * its tiles, into a buffer the caches keep, instead of all of A at once
      * (which, past the L3, went out to memory and came back). */
-    apack = scratch_acquire(cpu_gemm_packed_a_floats(job.tile_m, g->k) * sizeof(float), &owner);
+    apack = scratch_acquire(packed_a_floats(s, job.tile_m, g->k) * sizeof(float), &owner);
     if (apack) {
       for (size_t r0 = 0; r0 < g->m; r0 += job.tile_m) {
         const size_t rows = min_sz(job.tile_m, g->m - r0);
-        cpu_gemm_pack_a(NULL, apack, (const float*)g->a + (g->trans_a ? r0 : r0 * g->lda), g->lda,
-                        g->trans_a, rows, g->k);
+        pack_a_with(s, NULL, apack, (const float*)g->a + (g->trans_a ? r0 : r0 * g->lda), g->lda,
+                    g->trans_a, rows, g->k);
         job.ap = apack;
         job.ap_row0 = r0;
         const size_t t0 = r0 / job.tile_m * job.tiles_n;
@@ -1114,11 +1311,11 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
     }
   }
   if (!job.ap) {
-    apack = scratch_acquire(cpu_gemm_packed_a_floats(g->m, g->k) * sizeof(float), &owner);
+    apack = scratch_acquire(packed_a_floats(s, g->m, g->k) * sizeof(float), &owner);
     /* Without memory for it, each tile packs A slices on the fly (slower,
      * same results). */
     if (apack) {
-      cpu_gemm_pack_a(pool, apack, g->a, g->lda, g->trans_a, g->m, g->k);
+      pack_a_with(s, pool, apack, g->a, g->lda, g->trans_a, g->m, g->k);
       job.ap = apack;
     }
   }

@@ -14,7 +14,9 @@
  *
  * float32 extras (cpu_gemm.c): packed_a / packed_b, when set, replace a / b
  * with operands packed by cpu_gemm_pack_a / cpu_gemm_pack_b (weights packed
- * once at kernel creation); bias_row (m values) and bias_col (n values) are
+ * once at kernel creation; with both set, `a` is needed too: a B that
+ * cpu_gemm_pack_b packed for the AVX2 4 x 24 kernel takes A packed again in
+ * its 4-row panels); bias_row (m values) and bias_col (n values) are
  * added and the activation `act` applied on the way out, saving passes over
  * C. */
 typedef enum CpuAct {

@@ -257,6 +257,23 @@ static void test_every_kernel_every_feature(void** state) {
                 .beta = (rand() % 3) * 0.5};
       check_full(&t, it % 2 ? (OnyxThreadPool*)&host : NULL);
     }
+    /* 256 columns or more: the 4 x 24 kernel on AVX2 (last panels of 8, 16
+     * or 24 columns, last row panels of 1 to 4 rows) */
+    for (int it = 0; it < 40; it++) {
+      Case t = {.m = (size_t)(rand() % 30 + 1),
+                .n = (size_t)(rand() % 80 + 256),
+                .k = (size_t)(rand() % 300),
+                .ta = rand() % 2,
+                .tb = rand() % 2,
+                .pack_a = rand() % 2,
+                .pack_b = rand() % 2,
+                .bias_row = rand() % 2,
+                .bias_col = rand() % 2,
+                .act = rand() % 4,
+                .alpha = (rand() % 3) - 0.5,
+                .beta = (rand() % 3) * 0.5};
+      check_full(&t, it % 2 ? (OnyxThreadPool*)&host : NULL);
+    }
   }
   cpu_gemm_force_isa(-1);
 }
@@ -273,7 +290,9 @@ static void test_model_shapes(void** state) {
       {.m = 13, .n = 49, .k = 513, .pack_a = 1, .tb = 1, .bias_row = 1, .alpha = 1, .beta = 1},
       {.m = 33, .n = 10, .k = 257, .ta = 1, .tb = 1, .act = CPU_ACT_CLIP, .alpha = 2, .beta = 0.5},
       /* n a multiple of 48 from 384 on: the 8 x 48 kernel on AVX-512, with B
-       * packed ahead or per call, transposed or not */
+       * packed ahead or per call, transposed or not; from 256 on the 4 x 24
+       * kernel on AVX2 (with A packed ahead and B by cpu_gemm_pack_b, A is
+       * packed again in 4-row panels) */
       {.m = 128, .n = 768, .k = 768, .pack_b = 1, .bias_col = 1, .alpha = 1},
       {.m = 37, .n = 432, .k = 300, .tb = 1, .bias_row = 1, .act = CPU_ACT_LEAKY_RELU, .alpha = 1},
       {.m = 20, .n = 480, .k = 65, .pack_a = 1, .pack_b = 1, .tb = 1, .alpha = 0.5, .beta = 1},

@@ -318,6 +318,85 @@ AVX2 static inline __attribute__((always_inline)) void epi_row_avx2(const __m256
   }
 }
 
+/* The k loop of the AVX2 kernels around STEP (one k step): the steps that
+ * prefetch the next B slice (e->pf, one line each), then the rest. One loop
+ * with the test inside ran a quarter more instructions per FMA at -O2,
+ * which costs that much whenever the core's other hardware thread is busy
+ * (docs/performance.md, "Instructions per FMA"). */
+#define AVX2_K_LOOP(STEP)                                                                          \
+  do {                                                                                             \
+    const char* pf = e->pf;                                                                        \
+    const size_t npf = e->npf < kc ? e->npf : kc;                                                  \
+    size_t p = 0;                                                                                  \
+    GEMM_PRAGMA(GCC unroll 4)                                                                      \
+    for (; p < npf; p++) {                                                                         \
+      _mm_prefetch(pf + p * 64, _MM_HINT_T1);                                                      \
+      STEP();                                                                                      \
+    }                                                                                              \
+    GEMM_PRAGMA(GCC unroll 4)                                                                      \
+    for (; p < kc; p++)                                                                            \
+      STEP();                                                                                      \
+  } while (0)
+
+/* One vector of the plain epilogue (alpha 1, beta 0 or 1, at most a column
+ * bias, no activation: every k block of a MatMul, Gemm or FusedMatMul),
+ * stored straight from an accumulator: the other epilogues take the
+ * accumulators from the stack (about 300 instructions a call more, 5% of
+ * matmul_1024's instructions and 3.4% of its time). */
+AVX2 static inline __attribute__((always_inline)) void
+plain_vec_avx2(float* cp, __m256 x, int add_c, const float* bc, int off) {
+  if (add_c) x = _mm256_add_ps(_mm256_loadu_ps(cp), x);
+  if (bc) x = _mm256_add_ps(x, _mm256_loadu_ps(bc + off));
+  _mm256_storeu_ps(cp, x);
+}
+
+static inline int plain_epilogue(const Epi* e) {
+  return e->alpha == 1.0f && !e->bias_row && e->act == CPU_ACT_NONE &&
+         (e->beta == 0.0f || e->beta == 1.0f);
+}
+
+/* The epilogues of an AVX2 tile (R rows x nv vectors of 8 in acc, rows
+ * `stride` vectors apart) other than the plain one, which the kernels store
+ * from their named accumulators: full tiles with a row bias or ReLU without
+ * masks, in the general path's order (Conv), and the general path (alpha,
+ * the other activations, masks at the edges). Not inlined: inlined, it kept
+ * the 4 x 24 kernel's accumulators in memory inside its k loop. */
+AVX2 static __attribute__((noinline)) void epi_tile_avx2(const __m256* acc, int stride, int R,
+                                                         int nv, float* c, size_t ldc, size_t mr,
+                                                         size_t nr, const Epi* e) {
+  if (mr == (size_t)R && nr >= 8 * (size_t)nv &&
+      (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) && e->alpha == 1.0f &&
+      (e->beta == 0.0f || e->beta == 1.0f)) {
+    const int add_c = e->beta != 0.0f, relu = e->act == CPU_ACT_RELU;
+    __m256 bc[3];
+    for (int v = 0; v < nv; v++)
+      bc[v] = e->bias_col ? _mm256_loadu_ps(e->bias_col + 8 * v) : _mm256_setzero_ps();
+    for (int r = 0; r < R; r++) {
+      const __m256 br = e->bias_row ? _mm256_set1_ps(e->bias_row[r]) : _mm256_setzero_ps();
+      for (int v = 0; v < nv; v++) {
+        float* cp = c + r * ldc + 8 * v;
+        __m256 x = acc[r * stride + v];
+        if (add_c) x = _mm256_add_ps(_mm256_loadu_ps(cp), x);
+        if (e->bias_row) x = _mm256_add_ps(x, br);
+        if (e->bias_col) x = _mm256_add_ps(x, bc[v]);
+        if (relu) x = _mm256_max_ps(_mm256_setzero_ps(), x);
+        _mm256_storeu_ps(cp, x);
+      }
+    }
+    return;
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i m[3];
+  __m256 bc[3];
+  for (int v = 0; v < nv; v++) {
+    const size_t lo = 8 * (size_t)v, have = nr <= lo ? 0 : nr - lo > 8 ? 8 : nr - lo;
+    m[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)have), lane);
+    bc[v] = e->bias_col ? _mm256_maskload_ps(e->bias_col + lo, m[v]) : _mm256_setzero_ps();
+  }
+  for (size_t r = 0; r < mr; r++)
+    epi_row_avx2(acc + r * (size_t)stride, nv, m, nr, c + r * ldc, bc, r, e);
+}
+
 /* The first R (6, 4 or 2) of the K2_MR rows x nv (1 or 2) vectors of 8
  * columns from B panels K2_NR wide (R and nv constants after inlining): a
  * last row panel of 2 or 4 rows (M = 128 or 64) does only their FMAs. The
@@ -351,43 +430,16 @@ kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, fl
     a += K2_MR;                                                                                    \
     b += K2_NR;                                                                                    \
   } while (0)
-  /* The k steps that prefetch, then the rest: one loop with the test
-   * inside ran a quarter more instructions per FMA at -O2, which costs
-   * that much whenever the core's other hardware thread is busy
-   * (docs/performance.md, "Instructions per FMA"). */
-  const char* pf = e->pf;
-  const size_t npf = e->npf < kc ? e->npf : kc;
-  size_t p = 0;
-#pragma GCC unroll 4
-  for (; p < npf; p++) {
-    _mm_prefetch(pf + p * 64, _MM_HINT_T1);
-    STEP();
-  }
-#pragma GCC unroll 4
-  for (; p < kc; p++)
-    STEP();
+  AVX2_K_LOOP(STEP);
 #undef STEP
 #undef ROW
-  if (mr == (size_t)R && nr >= 8 * (size_t)nv && e->alpha == 1.0f && !e->bias_row &&
-      e->act == CPU_ACT_NONE && (e->beta == 0.0f || e->beta == 1.0f)) {
-    /* C = AB (+ bias_col) or C += AB: the k blocks of a MatMul, a Gemm or
-     * a FusedMatMul, straight from the named accumulators. The general path
-     * below spills them to the stack first and tests every option per
-     * vector: about 300 instructions a call, 5% of matmul_1024's and 3.4% of
-     * its time. */
+  if (mr == (size_t)R && nr >= 8 * (size_t)nv && plain_epilogue(e)) {
     const int add_c = e->beta != 0.0f;
-    const float* bcol = e->bias_col;
-#define OUT1(cp, x, bo)                                                                            \
-  do {                                                                                             \
-    __m256 y = x;                                                                                  \
-    if (add_c) y = _mm256_add_ps(_mm256_loadu_ps(cp), y);                                          \
-    if (bcol) y = _mm256_add_ps(y, _mm256_loadu_ps(bcol + (bo)));                                  \
-    _mm256_storeu_ps(cp, y);                                                                       \
-  } while (0)
+    const float* bc = e->bias_col;
 #define OUT(r, x0, x1)                                                                             \
   do {                                                                                             \
-    OUT1(c + (r)*ldc, x0, 0);                                                                      \
-    if (nv == 2) OUT1(c + (r)*ldc + 8, x1, 8);                                                     \
+    plain_vec_avx2(c + (r)*ldc, x0, add_c, bc, 0);                                                 \
+    if (nv == 2) plain_vec_avx2(c + (r)*ldc + 8, x1, add_c, bc, 8);                                \
   } while (0)
     OUT(0, c00, c01);
     OUT(1, c10, c11);
@@ -400,43 +452,10 @@ kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, fl
       OUT(5, c50, c51);
     }
 #undef OUT
-#undef OUT1
     return;
   }
-  __m256 acc[K2_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  if (mr == (size_t)R && nr >= 8 * (size_t)nv &&
-      (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) && e->alpha == 1.0f &&
-      (e->beta == 0.0f || e->beta == 1.0f)) {
-    /* the other full tiles without masks (row bias, ReLU: Conv), in the
-     * general path's order */
-    const int add_c = e->beta != 0.0f, relu = e->act == CPU_ACT_RELU;
-    __m256 bc[2];
-    for (int v = 0; v < nv; v++)
-      bc[v] = e->bias_col ? _mm256_loadu_ps(e->bias_col + 8 * v) : _mm256_setzero_ps();
-    for (int r = 0; r < R; r++) {
-      const __m256 br = e->bias_row ? _mm256_set1_ps(e->bias_row[r]) : _mm256_setzero_ps();
-      for (int v = 0; v < nv; v++) {
-        float* cp = c + r * ldc + 8 * v;
-        __m256 x = acc[r][v];
-        if (add_c) x = _mm256_add_ps(_mm256_loadu_ps(cp), x);
-        if (e->bias_row) x = _mm256_add_ps(x, br);
-        if (e->bias_col) x = _mm256_add_ps(x, bc[v]);
-        if (relu) x = _mm256_max_ps(_mm256_setzero_ps(), x);
-        _mm256_storeu_ps(cp, x);
-      }
-    }
-    return;
-  }
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256i m[2];
-  __m256 bc[2];
-  for (int v = 0; v < nv; v++) {
-    const size_t lo = 8 * (size_t)v, have = nr <= lo ? 0 : nr - lo > 8 ? 8 : nr - lo;
-    m[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)have), lane);
-    bc[v] = e->bias_col ? _mm256_maskload_ps(e->bias_col + lo, m[v]) : _mm256_setzero_ps();
-  }
-  for (size_t r = 0; r < mr; r++)
-    epi_row_avx2(acc[r], nv, m, nr, c + r * ldc, bc, r, e);
+  const __m256 acc[K2_MR * 2] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+  epi_tile_avx2(acc, 2, R, nv, c, ldc, mr, nr, e);
 }
 
 /* The body for mr rows: 6, or 4 or 2 for a short last row panel. */
@@ -508,38 +527,17 @@ kernel_avx2w_body(size_t kc, const float* restrict a, const float* restrict b, f
     a += KW_MR;                                                                                    \
     b += KW_NR;                                                                                    \
   } while (0)
-  /* the prefetching k steps, then the rest (kernel_avx2_body) */
-  const char* pf = e->pf;
-  const size_t npf = e->npf < kc ? e->npf : kc;
-  size_t p = 0;
-#pragma GCC unroll 4
-  for (; p < npf; p++) {
-    _mm_prefetch(pf + p * 64, _MM_HINT_T1);
-    STEP();
-  }
-#pragma GCC unroll 4
-  for (; p < kc; p++)
-    STEP();
+  AVX2_K_LOOP(STEP);
 #undef STEP
 #undef ROW
-  if (mr == (size_t)R && nr >= 8 * (size_t)nv && e->alpha == 1.0f && !e->bias_row &&
-      e->act == CPU_ACT_NONE && (e->beta == 0.0f || e->beta == 1.0f)) {
-    /* C = AB (+ bias_col) or C += AB from the named accumulators (as the
-     * 6 x 16 kernel) */
+  if (mr == (size_t)R && nr >= 8 * (size_t)nv && plain_epilogue(e)) {
     const int add_c = e->beta != 0.0f;
-    const float* bcol = e->bias_col;
-#define OUT1(cp, x, bo)                                                                            \
-  do {                                                                                             \
-    __m256 y = x;                                                                                  \
-    if (add_c) y = _mm256_add_ps(_mm256_loadu_ps(cp), y);                                          \
-    if (bcol) y = _mm256_add_ps(y, _mm256_loadu_ps(bcol + (bo)));                                  \
-    _mm256_storeu_ps(cp, y);                                                                       \
-  } while (0)
+    const float* bc = e->bias_col;
 #define OUT(r, x0, x1, x2)                                                                         \
   do {                                                                                             \
-    OUT1(c + (r)*ldc, x0, 0);                                                                      \
-    if (nv >= 2) OUT1(c + (r)*ldc + 8, x1, 8);                                                     \
-    if (nv == 3) OUT1(c + (r)*ldc + 16, x2, 16);                                                   \
+    plain_vec_avx2(c + (r)*ldc, x0, add_c, bc, 0);                                                 \
+    if (nv >= 2) plain_vec_avx2(c + (r)*ldc + 8, x1, add_c, bc, 8);                                \
+    if (nv == 3) plain_vec_avx2(c + (r)*ldc + 16, x2, add_c, bc, 16);                              \
   } while (0)
     OUT(0, c00, c01, c02);
     OUT(1, c10, c11, c12);
@@ -548,43 +546,10 @@ kernel_avx2w_body(size_t kc, const float* restrict a, const float* restrict b, f
       OUT(3, c30, c31, c32);
     }
 #undef OUT
-#undef OUT1
     return;
   }
-  __m256 acc[KW_MR][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22}, {c30, c31, c32}};
-  if (mr == (size_t)R && nr >= 8 * (size_t)nv &&
-      (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) && e->alpha == 1.0f &&
-      (e->beta == 0.0f || e->beta == 1.0f)) {
-    /* the other full tiles without masks (row bias, ReLU), in the general
-     * path's order */
-    const int add_c = e->beta != 0.0f, relu = e->act == CPU_ACT_RELU;
-    __m256 bc[3];
-    for (int v = 0; v < nv; v++)
-      bc[v] = e->bias_col ? _mm256_loadu_ps(e->bias_col + 8 * v) : _mm256_setzero_ps();
-    for (int r = 0; r < R; r++) {
-      const __m256 br = e->bias_row ? _mm256_set1_ps(e->bias_row[r]) : _mm256_setzero_ps();
-      for (int v = 0; v < nv; v++) {
-        float* cp = c + r * ldc + 8 * v;
-        __m256 x = acc[r][v];
-        if (add_c) x = _mm256_add_ps(_mm256_loadu_ps(cp), x);
-        if (e->bias_row) x = _mm256_add_ps(x, br);
-        if (e->bias_col) x = _mm256_add_ps(x, bc[v]);
-        if (relu) x = _mm256_max_ps(_mm256_setzero_ps(), x);
-        _mm256_storeu_ps(cp, x);
-      }
-    }
-    return;
-  }
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  __m256i m[3];
-  __m256 bc[3];
-  for (int v = 0; v < nv; v++) {
-    const size_t lo = 8 * (size_t)v, have = nr <= lo ? 0 : nr - lo > 8 ? 8 : nr - lo;
-    m[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)have), lane);
-    bc[v] = e->bias_col ? _mm256_maskload_ps(e->bias_col + lo, m[v]) : _mm256_setzero_ps();
-  }
-  for (size_t r = 0; r < mr; r++)
-    epi_row_avx2(acc[r], nv, m, nr, c + r * ldc, bc, r, e);
+  const __m256 acc[KW_MR * 3] = {c00, c01, c02, c10, c11, c12, c20, c21, c22, c30, c31, c32};
+  epi_tile_avx2(acc, 3, R, nv, c, ldc, mr, nr, e);
 }
 
 /* The 4 x 24 kernel for mr rows (4, or 2 for a short last panel) and a

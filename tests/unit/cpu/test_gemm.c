@@ -236,6 +236,23 @@ static int max_isa_level(void) {
   return 0;
 }
 
+/* m in [1, m_span], n in [n_lo, n_lo + n_span), k in [0, k_span), and every
+ * feature at random. */
+static Case random_case(int m_span, int n_lo, int n_span, int k_span) {
+  return (Case){.m = (size_t)(rand() % m_span + 1),
+                .n = (size_t)(rand() % n_span + n_lo),
+                .k = (size_t)(rand() % k_span),
+                .ta = rand() % 2,
+                .tb = rand() % 2,
+                .pack_a = rand() % 2,
+                .pack_b = rand() % 2,
+                .bias_row = rand() % 2,
+                .bias_col = rand() % 2,
+                .act = rand() % 4,
+                .alpha = (rand() % 3) - 0.5,
+                .beta = (rand() % 3) * 0.5};
+}
+
 static void test_every_kernel_every_feature(void** state) {
   (void)state;
   const int top = max_isa_level();
@@ -243,35 +260,13 @@ static void test_every_kernel_every_feature(void** state) {
     cpu_gemm_force_isa(level);
     srand(7 + (unsigned)level);
     for (int it = 0; it < 120; it++) {
-      Case t = {.m = (size_t)(rand() % 40 + 1),
-                .n = (size_t)(rand() % 80 + 1),
-                .k = (size_t)(rand() % 600),
-                .ta = rand() % 2,
-                .tb = rand() % 2,
-                .pack_a = rand() % 2,
-                .pack_b = rand() % 2,
-                .bias_row = rand() % 2,
-                .bias_col = rand() % 2,
-                .act = rand() % 4,
-                .alpha = (rand() % 3) - 0.5,
-                .beta = (rand() % 3) * 0.5};
+      const Case t = random_case(40, 1, 80, 600);
       check_full(&t, it % 2 ? (OnyxThreadPool*)&host : NULL);
     }
     /* 256 columns or more: the 4 x 24 kernel on AVX2 (last panels of 8, 16
      * or 24 columns, last row panels of 1 to 4 rows) */
     for (int it = 0; it < 40; it++) {
-      Case t = {.m = (size_t)(rand() % 30 + 1),
-                .n = (size_t)(rand() % 80 + 256),
-                .k = (size_t)(rand() % 300),
-                .ta = rand() % 2,
-                .tb = rand() % 2,
-                .pack_a = rand() % 2,
-                .pack_b = rand() % 2,
-                .bias_row = rand() % 2,
-                .bias_col = rand() % 2,
-                .act = rand() % 4,
-                .alpha = (rand() % 3) - 0.5,
-                .beta = (rand() % 3) * 0.5};
+      const Case t = random_case(30, 256, 80, 300);
       check_full(&t, it % 2 ? (OnyxThreadPool*)&host : NULL);
     }
   }

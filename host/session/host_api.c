@@ -260,9 +260,10 @@ static OnyxStatus* h_ctx_output(OnyxKernelContext* c, size_t i, const int64_t* d
     t = ox_memplan_take(s, c->frame->memrun, slot, type, dims, rank);
   if (!t && heap) {
     /* Not zeroed, as the arena's tensors are not: a kernel writes all of
-     * its output (zeroing matmul_1024's 4 MiB cost 1.5% of its run). Debug
-     * builds fill it with 0xff bytes (NaN floats) so that a kernel which
-     * leaves part of it unwritten fails its tests. */
+     * its output (the memset and the page faults under it were 3.4% of a
+     * matmul_1024 run by perf). Debug builds fill it with 0xff bytes (NaN
+     * floats) so that a kernel which leaves part of it unwritten fails its
+     * tests. */
     OX_TRY(ox_tensor_new_uninit(type, dims, rank, &t));
 #ifndef NDEBUG
     if (type != ONYX_ELEM_STRING) memset(t->data, 0xff, t->bytes);

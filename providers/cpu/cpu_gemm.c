@@ -188,6 +188,26 @@ AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __
   }
 }
 
+/* The k loop of the x86 kernels around STEP_STMT (one k step): the steps
+ * that prefetch the next B slice (e->pf, one line each), then the rest. One
+ * loop with the test inside ran a quarter more instructions per FMA at -O2,
+ * which costs that much whenever the core's other hardware thread is busy
+ * (docs/performance.md, "Instructions per FMA"). */
+#define GEMM_K_LOOP(STEP_STMT)                                                                     \
+  do {                                                                                             \
+    const char* pf = e->pf;                                                                        \
+    const size_t npf = e->npf < kc ? e->npf : kc;                                                  \
+    size_t p = 0;                                                                                  \
+    GEMM_PRAGMA(GCC unroll 4)                                                                      \
+    for (; p < npf; p++) {                                                                         \
+      _mm_prefetch(pf + p * 64, _MM_HINT_T1);                                                      \
+      STEP_STMT;                                                                                   \
+    }                                                                                              \
+    GEMM_PRAGMA(GCC unroll 4)                                                                      \
+    for (; p < kc; p++)                                                                            \
+      STEP_STMT;                                                                                   \
+  } while (0)
+
 /* One k step of the AVX-512 kernel: NV B vectors, K512_MR broadcasts. */
 #define K512_STEP(NV, STRIDE)                                                                      \
   do {                                                                                             \
@@ -209,18 +229,7 @@ AVX512 static inline __attribute__((always_inline)) void epi_row_avx512(const __
     __m512 acc[K512_MR][NV];                                                                       \
     UNROLL_ALL for (int r = 0; r < K512_MR; r++) UNROLL_ALL for (int v = 0; v < NV; v++)           \
         acc[r][v] = _mm512_setzero_ps();                                                           \
-    const char* pf = e->pf;                                                                        \
-    const size_t npf = e->npf < kc ? e->npf : kc;                                                  \
-    size_t p = 0;                                                                                  \
-    /* prefetching steps, then the rest (as the AVX2 kernel) */                                    \
-    GEMM_PRAGMA(GCC unroll 4)                                                                      \
-    for (; p < npf; p++) {                                                                         \
-      _mm_prefetch(pf + p * 64, _MM_HINT_T1);                                                      \
-      K512_STEP(NV, STRIDE);                                                                       \
-    }                                                                                              \
-    GEMM_PRAGMA(GCC unroll 4)                                                                      \
-    for (; p < kc; p++)                                                                            \
-      K512_STEP(NV, STRIDE);                                                                       \
+    GEMM_K_LOOP(K512_STEP(NV, STRIDE));                                                            \
     if (mr == K512_MR && nr >= 16 * NV && (e->act == CPU_ACT_NONE || e->act == CPU_ACT_RELU) &&    \
         e->alpha == 1.0f && (e->beta == 0.0f || e->beta == 1.0f)) {                                \
       /* the common full tiles, without masks: C = acc (+ C for a later k                          \
@@ -318,26 +327,6 @@ AVX2 static inline __attribute__((always_inline)) void epi_row_avx2(const __m256
   }
 }
 
-/* The k loop of the AVX2 kernels around STEP (one k step): the steps that
- * prefetch the next B slice (e->pf, one line each), then the rest. One loop
- * with the test inside ran a quarter more instructions per FMA at -O2,
- * which costs that much whenever the core's other hardware thread is busy
- * (docs/performance.md, "Instructions per FMA"). */
-#define AVX2_K_LOOP(STEP)                                                                          \
-  do {                                                                                             \
-    const char* pf = e->pf;                                                                        \
-    const size_t npf = e->npf < kc ? e->npf : kc;                                                  \
-    size_t p = 0;                                                                                  \
-    GEMM_PRAGMA(GCC unroll 4)                                                                      \
-    for (; p < npf; p++) {                                                                         \
-      _mm_prefetch(pf + p * 64, _MM_HINT_T1);                                                      \
-      STEP();                                                                                      \
-    }                                                                                              \
-    GEMM_PRAGMA(GCC unroll 4)                                                                      \
-    for (; p < kc; p++)                                                                            \
-      STEP();                                                                                      \
-  } while (0)
-
 /* One vector of the plain epilogue (alpha 1, beta 0 or 1, at most a column
  * bias, no activation: every k block of a MatMul, Gemm or FusedMatMul),
  * stored straight from an accumulator: the other epilogues take the
@@ -397,65 +386,74 @@ AVX2 static __attribute__((noinline)) void epi_tile_avx2(const __m256* acc, int 
     epi_row_avx2(acc + r * (size_t)stride, nv, m, nr, c + r * ldc, bc, r, e);
 }
 
-/* The first R (6, 4 or 2) of the K2_MR rows x nv (1 or 2) vectors of 8
- * columns from B panels K2_NR wide (R and nv constants after inlining): a
- * last row panel of 2 or 4 rows (M = 128 or 64) does only their FMAs. The
- * accumulators are named variables: GCC kept an array of them in memory, a
- * store per FMA. The epilogue is vectorized like the AVX-512 one (a scalar
- * store of the 96 results took about a fifth of a 256-deep call). */
+/* The first R rows of an MR-row tile x nv vectors of 8 columns, from A
+ * panels MR wide and B panels NB wide (MR, NB, nv and R constants after
+ * inlining): the 6 x 16 tile (nv 1-2, R 6, 4 or 2) and the 4 x 24 one (nv
+ * 1-3, R 4 or 2). A last row panel of 2 or 4 rows (M = 128 or 64 on the
+ * 6 x 16 tile) does only their FMAs. The accumulators are named variables
+ * (GCC kept an array of them in memory, a store per FMA); those a tile does
+ * not use are dead and dropped. The epilogue is vectorized like the AVX-512
+ * one (a scalar store of the 96 results took about a fifth of a 256-deep
+ * call). */
 AVX2 static inline __attribute__((always_inline)) void
-kernel_avx2_body(size_t kc, const float* restrict a, const float* restrict b, float* c, size_t ldc,
-                 size_t mr, size_t nr, const Epi* e, const int nv, const int R) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-#define ROW(r, x0, x1)                                                                             \
+kernel_avx2_tile(size_t kc, const float* restrict a, const float* restrict b, float* c, size_t ldc,
+                 size_t mr, size_t nr, const Epi* e, const int MR, const int NB, const int nv,
+                 const int R) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+  __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+  __m256 c40 = c00, c41 = c00, c42 = c00, c50 = c00, c51 = c00, c52 = c00;
+#define ROW(r, x0, x1, x2)                                                                         \
   do {                                                                                             \
     const __m256 av = _mm256_broadcast_ss(a + r);                                                  \
     x0 = _mm256_fmadd_ps(av, b0, x0);                                                              \
-    if (nv == 2) x1 = _mm256_fmadd_ps(av, b1, x1);                                                 \
+    if (nv >= 2) x1 = _mm256_fmadd_ps(av, b1, x1);                                                 \
+    if (nv == 3) x2 = _mm256_fmadd_ps(av, b2, x2);                                                 \
   } while (0)
 #define STEP()                                                                                     \
   do {                                                                                             \
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = nv == 2 ? _mm256_loadu_ps(b + 8) : b0;              \
-    ROW(0, c00, c01);                                                                              \
-    ROW(1, c10, c11);                                                                              \
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = nv >= 2 ? _mm256_loadu_ps(b + 8) : b0;              \
+    const __m256 b2 = nv == 3 ? _mm256_loadu_ps(b + 16) : b0;                                      \
+    ROW(0, c00, c01, c02);                                                                         \
+    ROW(1, c10, c11, c12);                                                                         \
     if (R > 2) {                                                                                   \
-      ROW(2, c20, c21);                                                                            \
-      ROW(3, c30, c31);                                                                            \
+      ROW(2, c20, c21, c22);                                                                       \
+      ROW(3, c30, c31, c32);                                                                       \
     }                                                                                              \
     if (R > 4) {                                                                                   \
-      ROW(4, c40, c41);                                                                            \
-      ROW(5, c50, c51);                                                                            \
+      ROW(4, c40, c41, c42);                                                                       \
+      ROW(5, c50, c51, c52);                                                                       \
     }                                                                                              \
-    a += K2_MR;                                                                                    \
-    b += K2_NR;                                                                                    \
+    a += MR;                                                                                       \
+    b += NB;                                                                                       \
   } while (0)
-  AVX2_K_LOOP(STEP);
+  GEMM_K_LOOP(STEP());
 #undef STEP
 #undef ROW
   if (mr == (size_t)R && nr >= 8 * (size_t)nv && plain_epilogue(e)) {
     const int add_c = e->beta != 0.0f;
     const float* bc = e->bias_col;
-#define OUT(r, x0, x1)                                                                             \
+#define OUT(r, x0, x1, x2)                                                                         \
   do {                                                                                             \
     plain_vec_avx2(c + (r)*ldc, x0, add_c, bc, 0);                                                 \
-    if (nv == 2) plain_vec_avx2(c + (r)*ldc + 8, x1, add_c, bc, 8);                                \
+    if (nv >= 2) plain_vec_avx2(c + (r)*ldc + 8, x1, add_c, bc, 8);                                \
+    if (nv == 3) plain_vec_avx2(c + (r)*ldc + 16, x2, add_c, bc, 16);                              \
   } while (0)
-    OUT(0, c00, c01);
-    OUT(1, c10, c11);
+    OUT(0, c00, c01, c02);
+    OUT(1, c10, c11, c12);
     if (R > 2) {
-      OUT(2, c20, c21);
-      OUT(3, c30, c31);
+      OUT(2, c20, c21, c22);
+      OUT(3, c30, c31, c32);
     }
     if (R > 4) {
-      OUT(4, c40, c41);
-      OUT(5, c50, c51);
+      OUT(4, c40, c41, c42);
+      OUT(5, c50, c51, c52);
     }
 #undef OUT
     return;
   }
-  const __m256 acc[K2_MR * 2] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-  epi_tile_avx2(acc, 2, R, nv, c, ldc, mr, nr, e);
+  const __m256 acc[6 * 3] = {c00, c01, c02, c10, c11, c12, c20, c21, c22,
+                             c30, c31, c32, c40, c41, c42, c50, c51, c52};
+  epi_tile_avx2(acc, 3, R, nv, c, ldc, mr, nr, e);
 }
 
 /* The body for mr rows: 6, or 4 or 2 for a short last row panel. */
@@ -463,11 +461,11 @@ AVX2 static inline __attribute__((always_inline)) void
 kernel_avx2_rows(size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t mr,
                  size_t nr, const Epi* e, const int nv) {
   if (mr > 4)
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, nv, 6);
+    kernel_avx2_tile(kc, a, b, c, ldc, mr, nr, e, K2_MR, K2_NR, nv, 6);
   else if (mr > 2)
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, nv, 4);
+    kernel_avx2_tile(kc, a, b, c, ldc, mr, nr, e, K2_MR, K2_NR, nv, 4);
   else
-    kernel_avx2_body(kc, a, b, c, ldc, mr, nr, e, nv, 2);
+    kernel_avx2_tile(kc, a, b, c, ldc, mr, nr, e, K2_MR, K2_NR, nv, 2);
 }
 
 AVX2 static void kernel_avx2_x2(size_t kc, const float* a, const float* b, float* c, size_t ldc,
@@ -500,58 +498,6 @@ static void kernel_avx2(size_t kc, const float* a, const float* b, float* c, siz
 #define KW_MR 4
 #define KW_NR 24
 
-/* The first R (4 or 2) of KW_MR rows x nv (1 to 3) vectors of 8 columns
- * (R and nv constants after inlining), as kernel_avx2_body. */
-AVX2 static inline __attribute__((always_inline)) void
-kernel_avx2w_body(size_t kc, const float* restrict a, const float* restrict b, float* c, size_t ldc,
-                  size_t mr, size_t nr, const Epi* e, const int nv, const int R) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
-  __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
-#define ROW(r, x0, x1, x2)                                                                         \
-  do {                                                                                             \
-    const __m256 av = _mm256_broadcast_ss(a + r);                                                  \
-    x0 = _mm256_fmadd_ps(av, b0, x0);                                                              \
-    if (nv >= 2) x1 = _mm256_fmadd_ps(av, b1, x1);                                                 \
-    if (nv == 3) x2 = _mm256_fmadd_ps(av, b2, x2);                                                 \
-  } while (0)
-#define STEP()                                                                                     \
-  do {                                                                                             \
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = nv >= 2 ? _mm256_loadu_ps(b + 8) : b0;              \
-    const __m256 b2 = nv == 3 ? _mm256_loadu_ps(b + 16) : b0;                                      \
-    ROW(0, c00, c01, c02);                                                                         \
-    ROW(1, c10, c11, c12);                                                                         \
-    if (R > 2) {                                                                                   \
-      ROW(2, c20, c21, c22);                                                                       \
-      ROW(3, c30, c31, c32);                                                                       \
-    }                                                                                              \
-    a += KW_MR;                                                                                    \
-    b += KW_NR;                                                                                    \
-  } while (0)
-  AVX2_K_LOOP(STEP);
-#undef STEP
-#undef ROW
-  if (mr == (size_t)R && nr >= 8 * (size_t)nv && plain_epilogue(e)) {
-    const int add_c = e->beta != 0.0f;
-    const float* bc = e->bias_col;
-#define OUT(r, x0, x1, x2)                                                                         \
-  do {                                                                                             \
-    plain_vec_avx2(c + (r)*ldc, x0, add_c, bc, 0);                                                 \
-    if (nv >= 2) plain_vec_avx2(c + (r)*ldc + 8, x1, add_c, bc, 8);                                \
-    if (nv == 3) plain_vec_avx2(c + (r)*ldc + 16, x2, add_c, bc, 16);                              \
-  } while (0)
-    OUT(0, c00, c01, c02);
-    OUT(1, c10, c11, c12);
-    if (R > 2) {
-      OUT(2, c20, c21, c22);
-      OUT(3, c30, c31, c32);
-    }
-#undef OUT
-    return;
-  }
-  const __m256 acc[KW_MR * 3] = {c00, c01, c02, c10, c11, c12, c20, c21, c22, c30, c31, c32};
-  epi_tile_avx2(acc, 3, R, nv, c, ldc, mr, nr, e);
-}
-
 /* The 4 x 24 kernel for mr rows (4, or 2 for a short last panel) and a
  * panel of nr columns (a last one of at most 8 or 16 costs only the
  * vectors it needs). */
@@ -559,9 +505,9 @@ kernel_avx2w_body(size_t kc, const float* restrict a, const float* restrict b, f
   AVX2 static void NAME(size_t kc, const float* a, const float* b, float* c, size_t ldc,           \
                         size_t mr, size_t nr, const Epi* e) {                                      \
     if (mr > 2)                                                                                    \
-      kernel_avx2w_body(kc, a, b, c, ldc, mr, nr, e, NV, 4);                                       \
+      kernel_avx2_tile(kc, a, b, c, ldc, mr, nr, e, KW_MR, KW_NR, NV, 4);                          \
     else                                                                                           \
-      kernel_avx2w_body(kc, a, b, c, ldc, mr, nr, e, NV, 2);                                       \
+      kernel_avx2_tile(kc, a, b, c, ldc, mr, nr, e, KW_MR, KW_NR, NV, 2);                          \
   }
 KW_VARIANT(kernel_avx2w_x3, 3)
 KW_VARIANT(kernel_avx2w_x2, 2)
@@ -849,60 +795,36 @@ AVX2 static void pack_a8_avx(float* restrict d, const float* a, size_t lda, size
   }
 }
 
-/* A full 4-row panel (the 4 x 24 kernel's): 8 x 8 transposes of the 4 rows
- * and four zero rows, each column's 4 values one 128-bit store. */
-AVX2 static void pack_a4_avx(float* restrict d, const float* a, size_t lda, size_t k) {
-  const float *r0 = a, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
+/* A full R-row panel (R = 6: the 6 x 16 kernel's; 4: the 4 x 24 one's):
+ * 8 x 8 transposes of the R rows and 8 - R zero rows, each column's R
+ * values stored as 4 (+ 2) (a wider store would run into the next panel,
+ * which another thread may be packing). */
+AVX2 static inline __attribute__((always_inline)) void
+pack_a_rows_avx(float* restrict d, const float* a, size_t lda, size_t k, const int R) {
   const __m256 z = _mm256_setzero_ps();
   size_t p = 0;
-  for (; p + 8 <= k; p += 8, d += 32) {
-    const __m256 x[8] = {_mm256_loadu_ps(r0 + p),
-                         _mm256_loadu_ps(r1 + p),
-                         _mm256_loadu_ps(r2 + p),
-                         _mm256_loadu_ps(r3 + p),
-                         z,
-                         z,
-                         z,
-                         z};
-    __m256 c[8];
-    cpu_transpose8_avx2(x, c);
-    for (int j = 0; j < 8; j++)
-      _mm_storeu_ps(d + 4 * j, _mm256_castps256_ps128(c[j]));
-  }
-  for (; p < k; p++, d += 4) {
-    d[0] = r0[p], d[1] = r1[p], d[2] = r2[p], d[3] = r3[p];
-  }
-}
-
-/* A full 6-row panel (the AVX2 kernel's): 8 x 8 transposes of the 6 rows
- * and two zero rows, each column's 6 values stored as 4 + 2 (a wider store
- * would run into the next panel, which another thread may be packing). */
-AVX2 static void pack_a6_avx(float* restrict d, const float* a, size_t lda, size_t k) {
-  const float *r0 = a, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
-  const float *r4 = r3 + lda, *r5 = r4 + lda;
-  const __m256 z = _mm256_setzero_ps();
-  size_t p = 0;
-  for (; p + 8 <= k; p += 8, d += 48) {
-    const __m256 x[8] = {_mm256_loadu_ps(r0 + p),
-                         _mm256_loadu_ps(r1 + p),
-                         _mm256_loadu_ps(r2 + p),
-                         _mm256_loadu_ps(r3 + p),
-                         _mm256_loadu_ps(r4 + p),
-                         _mm256_loadu_ps(r5 + p),
-                         z,
-                         z};
+  for (; p + 8 <= k; p += 8, d += 8 * R) {
+    __m256 x[8], c[8];
+    for (int r = 0; r < 8; r++)
+      x[r] = r < R ? _mm256_loadu_ps(a + r * lda + p) : z;
     /* column j (k step p + j): rows 0-3 in the low half of c[j], 4-5 next */
-    __m256 c[8];
     cpu_transpose8_avx2(x, c);
     for (int j = 0; j < 8; j++) {
-      _mm_storeu_ps(d + 6 * j, _mm256_castps256_ps128(c[j]));
-      _mm_storel_pi((__m64*)(d + 6 * j + 4), _mm256_extractf128_ps(c[j], 1));
+      _mm_storeu_ps(d + R * j, _mm256_castps256_ps128(c[j]));
+      if (R == 6) _mm_storel_pi((__m64*)(d + 6 * j + 4), _mm256_extractf128_ps(c[j], 1));
     }
   }
-  for (; p < k; p++, d += 6) {
-    d[0] = r0[p], d[1] = r1[p], d[2] = r2[p];
-    d[3] = r3[p], d[4] = r4[p], d[5] = r5[p];
-  }
+  for (; p < k; p++, d += R)
+    for (int r = 0; r < R; r++)
+      d[r] = a[r * lda + p];
+}
+
+AVX2 static void pack_a6_avx(float* restrict d, const float* a, size_t lda, size_t k) {
+  pack_a_rows_avx(d, a, lda, k, 6);
+}
+
+AVX2 static void pack_a4_avx(float* restrict d, const float* a, size_t lda, size_t k) {
+  pack_a_rows_avx(d, a, lda, k, 4);
 }
 #endif
 
@@ -937,17 +859,10 @@ static void pack_a_panels(const Isa* s, float* dst, const float* a, size_t lda, 
         d[0] = r0[p], d[1] = r1[p], d[2] = r2[p];
         d[3] = r3[p], d[4] = r4[p], d[5] = r5[p];
       }
-    } else if (rows == mr && mr == 4) {
 #if GEMM_X86
-      if (s == &ISA_AVX2_W) {
-        pack_a4_avx(d, a + i0 * lda, lda, k);
-        continue;
-      }
+    } else if (rows == mr && s == &ISA_AVX2_W) {
+      pack_a4_avx(d, a + i0 * lda, lda, k); /* only the 4 x 24 kernel has 4-row panels */
 #endif
-      const float *r0 = a + i0 * lda, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda;
-      for (size_t p = 0; p < k; p++, d += 4) {
-        d[0] = r0[p], d[1] = r1[p], d[2] = r2[p], d[3] = r3[p];
-      }
     } else if (rows == mr && mr == 8) {
 #if GEMM_X86
       if (s == &ISA_AVX512 || s == &ISA_AVX512_W) {

@@ -45,6 +45,11 @@ static bool ox_row_bias(const OxValue* c, int64_t n) {
   return true;
 }
 
+/* OxOptConfig.may_fuse for n's fusion into `op` of `domain`. */
+static bool ox_may_fuse(const OxOpt* o, const OxNode* n, const char* domain, const char* op) {
+  return !o->cfg->may_fuse || o->cfg->may_fuse(o->cfg->fuse_ctx, n, domain, op);
+}
+
 static OnyxStatus* ox_fuse_matmul_add(OxOpt* o, OxNode* add, bool* done) {
   *done = false;
   if (!ox_opt_is(add, "Add") || add->n_inputs != 2) return NULL;
@@ -65,7 +70,8 @@ static OnyxStatus* ox_fuse_matmul_add(OxOpt* o, OxNode* add, bool* done) {
    * checks below keep every dim of the product. */
   if (prod->rank < 2 || c->rank > prod->rank) return NULL;
   bool gemm = a->rank == 2 && ox_gemm_bias_ok(c, prod) && ox_graph_opset(o->g, "") >= 7;
-  bool fused = !gemm && o->cfg->contrib_available && ox_row_bias(c, b->dims[1]);
+  bool fused = !gemm && o->cfg->contrib_available && ox_row_bias(c, b->dims[1]) &&
+               ox_may_fuse(o, mm, OX_CONTRIB_DOMAIN, "FusedMatMul");
   if (!gemm && !fused) return NULL;
   OxValue* ins[3] = {a, b, c};
   const char* name = mm->name;
@@ -172,7 +178,8 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
   if (fused) {
     const char* a = ox_node_attr_string(mm, "activation", "");
     if (a && *a) return NULL; /* one activation already */
-  } else if (!ox_opt_is(mm, "Gemm") || mm->n_inputs != 3 || !mm->inputs[2] || !o->cfg->host_only) {
+  } else if (!ox_opt_is(mm, "Gemm") || mm->n_inputs != 3 || !mm->inputs[2] ||
+             !ox_may_fuse(o, mm, OX_CONTRIB_DOMAIN, "FusedMatMul")) {
     return NULL;
   }
   OxValue* a = mm->inputs[0];
@@ -310,7 +317,9 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   OxNode* conv = ox_opt_producer(act, 0, "Conv");
   if (!conv && o->cfg->cpu_alone) conv = ox_residual_conv(o, act, &add, &z);
   if (!conv) return ox_fuse_matmul_act(o, act, kind, lo, hi, alpha, done);
-  if (!ox_opt_single_use(o, conv->outputs[0])) return NULL;
+  if (!ox_opt_single_use(o, conv->outputs[0]) ||
+      !ox_may_fuse(o, conv, OX_CONTRIB_DOMAIN, "FusedConv"))
+    return NULL;
   const OxValue* x = conv->inputs[0];
   const OxValue* w = conv->inputs[1];
   if (!ox_f32(x) || !ox_f32(w) || x->rank != 4 || w->rank != 4) return NULL;
@@ -470,7 +479,9 @@ static OnyxStatus* ox_fuse_layernorm(OxOpt* o, OxNode* div, bool* done) {
   }
   OxNode* last = add_b ? add_b : mul;
   bool onnx = ox_graph_opset(o->g, "") >= 17;
-  if (!onnx && !o->cfg->contrib_available) return NULL;
+  if ((!onnx && !o->cfg->contrib_available) ||
+      !ox_may_fuse(o, mean, onnx ? "" : OX_CONTRIB_DOMAIN, "LayerNormalization"))
+    return NULL;
   OxValue* y = last->outputs[0];
   OxNode* chain[] = {mean, sub, sq, var, add_eps, sqrt_n, div, mul, add_b};
   char* base = ox_strdup(div->name);
@@ -504,7 +515,9 @@ static bool ox_near(double v, double want) {
 /* 0.5 * x * (1 + erf(x / sqrt(2))), in the orders exporters write it. */
 static OnyxStatus* ox_fuse_gelu(OxOpt* o, OxNode* erf, bool* done) {
   *done = false;
-  if (!ox_opt_is(erf, "Erf") || !o->cfg->contrib_available) return NULL;
+  if (!ox_opt_is(erf, "Erf") || !o->cfg->contrib_available ||
+      !ox_may_fuse(o, erf, OX_CONTRIB_DOMAIN, "Gelu"))
+    return NULL;
   OxNode* scale = erf->inputs[0] ? erf->inputs[0]->producer : NULL;
   if (!scale || !ox_opt_single_use(o, erf->inputs[0]) || scale->n_inputs != 2) return NULL;
   OxValue* x = scale->inputs[0];
@@ -599,8 +612,8 @@ static OxValue* ox_heads_source(const OxOpt* o, const OxValue* t_out, const int6
 static OnyxStatus* ox_fuse_attention(OxOpt* o, OxNode* mm2, bool* done) {
   *done = false;
   static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
-  if (!ox_opt_is(mm2, "MatMul") || !o->cfg->contrib_available || !o->cfg->host_only ||
-      mm2->n_inputs != 2)
+  if (!ox_opt_is(mm2, "MatMul") || !o->cfg->contrib_available || mm2->n_inputs != 2 ||
+      !ox_may_fuse(o, mm2, OX_CONTRIB_DOMAIN, "MultiHeadAttention"))
     return NULL;
   /* After: Transpose(0 2 1 3) then Reshape to [B, S, H*D]. */
   OxNode* t_out = ox_sole_consumer(o, mm2->outputs[0], "Transpose");

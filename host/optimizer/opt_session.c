@@ -116,6 +116,26 @@ static bool ox_cpu_has_contrib(const OnyxSession* s, int32_t cpu) {
   return found == OX_ARRAY_LEN(ops);
 }
 
+/* r registers a kernel for `op` of `domain` ("" for ONNX), at any version. */
+static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const char* op) {
+  for (size_t i = 0; i < ox_kreg_count(r); i++) {
+    const OnyxKernelDef* d = &ox_kreg_at(r, i)->def;
+    if (!strcmp(d->op_type, op) && !strcmp(d->domain ? d->domain : "", domain)) return true;
+  }
+  return false;
+}
+
+/* OxOptConfig.may_fuse: the providers in priority order; the first with a
+ * kernel for n decides. */
+static bool ox_session_may_fuse(void* ctx, const OxNode* n, const char* domain, const char* op) {
+  const OnyxSession* s = ctx;
+  for (size_t i = 0; i < s->n_eps; i++) {
+    const OxKernelRegistry* r = s->eps[i].lib->kernels;
+    if (r && ox_kreg_match(r, n, NULL)) return ox_kreg_has_op(r, domain, op);
+  }
+  return true;
+}
+
 OnyxStatus* ox_session_optimize(OnyxSession* s) {
   OnyxOptimizationLevel level = s->opts->opt_level;
   if (level == ONYX_OPT_DISABLED) return NULL;
@@ -131,12 +151,10 @@ OnyxStatus* ox_session_optimize(OnyxSession* s) {
       .eval = cpu >= 0 ? ox_eval_cpu : NULL,
       .eval_ctx = s,
       .contrib_available = ox_cpu_has_contrib(s, cpu),
-      .host_only = true,
+      .may_fuse = ox_session_may_fuse,
+      .fuse_ctx = s,
       .cpu_alone = cpu >= 0 && s->n_eps == 1,
   };
-  for (size_t i = 0; i < s->n_eps; i++)
-    if (ox_session_ep_memory(s, (int32_t)i, ONYX_MEM_DEFAULT).kind != ONYX_DEVICE_CPU)
-      cfg.host_only = false;
   OxOptStats stats;
   OnyxStatus* st = ox_optimize(s->graph, &cfg, &stats);
   free(customs);

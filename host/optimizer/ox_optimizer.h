@@ -34,10 +34,15 @@ typedef struct OxOptConfig {
   int max_iterations;     /* per level; 0: 10 */
   size_t max_fold_bytes;  /* a folded output larger than this stays a node; 0: 64 MiB */
   bool contrib_available; /* com.onyx kernels exist (the CPU provider is in the session) */
-  /* Every provider of the session works in host memory. Rewrites that turn a
-   * standard op into a com.onyx one a device provider lacks (Gemm + Relu into
-   * FusedMatMul) run only then, so they never pull a node off a GPU. */
-  bool host_only;
+  /* Whether node n may be rewritten into a part of the op `op` of `domain`
+   * ("" for ONNX); NULL: always. The session answers false when the first of
+   * its providers with a kernel for n has none for the op, so that no fusion
+   * moves a node off the provider that would have run it (a GPU provider's
+   * Conv into the CPU provider's com.onyx FusedConv). Each fusion asks about
+   * its heavy node: the MatMul, Gemm or Conv, the Erf of a Gelu, the first
+   * ReduceMean of a LayerNormalization, the attention's second MatMul. */
+  bool (*may_fuse)(void* ctx, const OxNode* n, const char* domain, const char* op);
+  void* fuse_ctx;
   /* The CPU provider is the session's only provider. Conv + Add + activation
    * into FusedConv with a Z input runs only then: oneDNN fuses residual sums
    * into its own Conv chains, which a FusedConv with Z would break. */

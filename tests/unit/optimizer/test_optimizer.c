@@ -1343,6 +1343,158 @@ static void test_memplan_view(void** state) {
   free(md.bytes);
 }
 
+/* --- fusions keep a node on the provider that would run it --------------------------------
+ * "ownprov": an in-process provider with kernels for the heavy standard ops
+ * of the fusions (never run: the tests only look at the optimized graph),
+ * standing for a GPU provider without com.onyx kernels. With own_fused it
+ * also registers com.onyx FusedConv. */
+static const OnyxHostApi* own_host;
+static bool own_fused;
+
+static OnyxStatus* own_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  (void)ctx;
+  return own_host->status_create(ONYX_NOT_IMPLEMENTED, "ownprov: not run in these tests");
+}
+
+static OnyxStatus* own_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
+  (void)p;
+  static const char* const ops[] = {"Conv", "MatMul", "Gemm", "Erf", "ReduceMean", "FusedConv"};
+  for (size_t i = 0; i < OX_ARRAY_LEN(ops); i++) {
+    const bool contrib = !strcmp(ops[i], "FusedConv");
+    if (contrib && !own_fused) continue;
+    OnyxKernelDef d = {.struct_size = sizeof d,
+                       .domain = contrib ? "com.onyx" : "",
+                       .op_type = ops[i],
+                       .since_version = 1,
+                       .end_version = ONYX_OPSET_LATEST,
+                       .type_constraints = view_T,
+                       .type_constraint_count = 1,
+                       .compute = own_compute};
+    OnyxStatus* st = own_host->register_kernel(r, &d);
+    if (st) return st;
+  }
+  return NULL;
+}
+
+static const OnyxProvider own_provider = {.struct_size = sizeof own_provider,
+                                          .abi_major = ONYX_ABI_VERSION_MAJOR,
+                                          .abi_minor = ONYX_ABI_VERSION_MINOR,
+                                          .name = "ownprov",
+                                          .vendor = "test",
+                                          .version = "1",
+                                          .device_count = view_count,
+                                          .register_kernels = own_kernels,
+                                          .create_ep = view_create};
+static OnyxStatus* own_init(const OnyxHostApi* host, const OnyxProvider** out) {
+  own_host = host;
+  *out = &own_provider;
+  return NULL;
+}
+
+/* Four chains that the optimizer fuses for the CPU provider: Conv + Relu
+ * (FusedConv), a rank-3 MatMul + row bias (FusedMatMul), Gemm + Relu
+ * (FusedMatMul with an activation), the Erf form of Gelu (com.onyx Gelu) and
+ * the primitive LayerNormalization (ONNX LayerNormalization-17). */
+static Model fusable_model(void) {
+  OxTestModel* m = otm_new(17);
+  float w[2 * 3 * 3 * 3], wm[4 * 4], wg[4 * 4], bias[4], g[4], bt[4];
+  fill(w, OX_ARRAY_LEN(w), 71);
+  fill(wm, 16, 72);
+  fill(wg, 16, 73);
+  fill(bias, 4, 74);
+  fill(g, 4, 75);
+  fill(bt, 4, 76);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 3, 5, 5});
+  otm_initializer(m, "W", ONYX_ELEM_FLOAT32, 4, (int64_t[]){2, 3, 3, 3}, w);
+  otm_node(m, "Conv", "conv", "X,W", "c");
+  otm_node(m, "Relu", "crelu", "c", "Yc");
+  otm_output(m, "Yc", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 2, 3, 3});
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, 3, (int64_t[]){2, 3, 4});
+  otm_initializer(m, "Wm", ONYX_ELEM_FLOAT32, 2, (int64_t[]){4, 4}, wm);
+  otm_initializer(m, "bias", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4}, bias);
+  otm_node(m, "MatMul", "mm", "A,Wm", "p");
+  otm_node(m, "Add", "mmadd", "p,bias", "Ym");
+  otm_output(m, "Ym", ONYX_ELEM_FLOAT32, 3, (int64_t[]){2, 3, 4});
+  otm_input(m, "G", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 4});
+  otm_initializer(m, "Wg", ONYX_ELEM_FLOAT32, 2, (int64_t[]){4, 4}, wg);
+  otm_node(m, "Gemm", "gemm", "G,Wg,bias", "q");
+  otm_node(m, "Relu", "grelu", "q", "Yg");
+  otm_output(m, "Yg", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 4});
+  otm_initializer(m, "sqrt2", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){1.4142135f});
+  otm_initializer(m, "one", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){1});
+  otm_initializer(m, "half", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){0.5f});
+  otm_node(m, "Div", "div", "G,sqrt2", "d");
+  otm_node(m, "Erf", "erf", "d", "e");
+  otm_node(m, "Add", "add1", "e,one", "e1");
+  otm_node(m, "Mul", "mx", "G,e1", "xe");
+  otm_node(m, "Mul", "mh", "xe,half", "Ye");
+  otm_output(m, "Ye", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 4});
+  otm_initializer(m, "two", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){2});
+  otm_initializer(m, "eps", ONYX_ELEM_FLOAT32, 0, NULL, (float[]){1e-5f});
+  otm_initializer(m, "g", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4}, g);
+  otm_initializer(m, "bt", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4}, bt);
+  otm_input(m, "L", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 4});
+  otm_attr_ints(otm_node(m, "ReduceMean", "m1", "L", "mu"), "axes", 1, (int64_t[]){-1});
+  otm_node(m, "Sub", "sub", "L,mu", "dl");
+  otm_node(m, "Pow", "pow", "dl,two", "sq");
+  otm_attr_ints(otm_node(m, "ReduceMean", "m2", "sq", "var"), "axes", 1, (int64_t[]){-1});
+  otm_node(m, "Add", "addeps", "var,eps", "ve");
+  otm_node(m, "Sqrt", "sqrt", "ve", "sd");
+  otm_node(m, "Div", "ldiv", "dl,sd", "n");
+  otm_node(m, "Mul", "lmul", "n,g", "sn");
+  otm_node(m, "Add", "ladd", "sn,bt", "Yl");
+  otm_output(m, "Yl", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 4});
+  return finish(m);
+}
+
+static OnyxSession* open_providers(const Model* md, bool own_first) {
+  OnyxSessionOptions* o = NULL;
+  assert_null(onyx_session_options_create(&o));
+  if (!own_first) assert_null(onyx_session_options_add_provider(o, "cpu", NULL, 0, 1));
+  assert_null(onyx_session_options_add_provider_init(o, "ownprov", own_init, 1));
+  if (own_first) assert_null(onyx_session_options_add_provider(o, "cpu", NULL, 0, 1));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, md->bytes, md->len, NULL, &s);
+  if (st) fail_msg("%s", onyx_status_message(st));
+  onyx_session_options_release(o);
+  return s;
+}
+
+static void test_fusions_keep_provider(void** state) {
+  (void)state;
+  Model md = fusable_model();
+  /* The CPU first: it has every com.onyx kernel, so all four chains fuse. */
+  own_fused = false;
+  OnyxSession* s = open_providers(&md, false);
+  assert_int_equal(count_op(s, "FusedConv"), 1);
+  assert_int_equal(count_op(s, "FusedMatMul"), 2);
+  assert_int_equal(count_op(s, "Gelu"), 1);
+  assert_int_equal(count_op(s, "LayerNormalization"), 1);
+  assert_int_equal(count_op(s, "Conv") + count_op(s, "MatMul") + count_op(s, "Erf"), 0);
+  onyx_session_release(s);
+  /* ownprov first: it would run the Conv, MatMul, Gemm, Erf and ReduceMean
+   * and has none of the fused ops, so nothing fuses away from it. */
+  s = open_providers(&md, true);
+  assert_int_equal(count_op(s, "FusedConv") + count_op(s, "FusedMatMul") + count_op(s, "Gelu") +
+                       count_op(s, "LayerNormalization"),
+                   0);
+  assert_int_equal(count_op(s, "Conv"), 1);
+  assert_int_equal(count_op(s, "MatMul"), 1);
+  assert_int_equal(count_op(s, "Gemm"), 1);
+  assert_int_equal(count_op(s, "Erf"), 1);
+  assert_int_equal(count_op(s, "ReduceMean"), 2);
+  onyx_session_release(s);
+  /* With a FusedConv kernel of its own, ownprov keeps Conv + Relu fused. */
+  own_fused = true;
+  s = open_providers(&md, true);
+  assert_int_equal(count_op(s, "FusedConv"), 1);
+  assert_int_equal(count_op(s, "Conv") + count_op(s, "FusedMatMul") + count_op(s, "Gelu"), 0);
+  onyx_session_release(s);
+  own_fused = false;
+  free(md.bytes);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_eliminate_and_cse),
@@ -1371,6 +1523,7 @@ int main(void) {
       cmocka_unit_test(test_memplan_assign),
       cmocka_unit_test(test_memplan_session),
       cmocka_unit_test(test_memplan_view),
+      cmocka_unit_test(test_fusions_keep_provider),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# The CUDA provider on a machine with an NVIDIA GPU, in two steps:
+#
+#   scripts/gpu-check.sh bundle BUILD_DIR BUNDLE_DIR
+#       here (the build machine): copies what the GPU machine needs into
+#       BUNDLE_DIR: the onyx CLI, test_gpu_cuda, the host and provider
+#       libraries, the Debian libraries they link that a bare CUDA image may
+#       lack (protobuf-c, CMocka, Jansson, SLEEF, the image codecs), the ONNX
+#       node tests that the GPU provider claims or that the CUDA + CPU spine
+#       run selects, the sample model and the peer's make_models.py.
+#   scripts/gpu-check.sh run BUNDLE_DIR OUT_DIR
+#       there: finds the CUDA runtime, cuBLAS and cuDNN, then runs
+#         1. test_gpu_cuda (its device tests run when a GPU is present);
+#         2. the sample model through cuda + cpu (placement and outputs);
+#         3. the node tests with --provider cuda --only, and the spine-op tests
+#            with providers/cuda/cuda-cpu.json (verdicts in OUT_DIR);
+#         4. the benchmark models through cuda + cpu against ONNX Runtime's
+#            outputs (python3 with onnx, numpy and onnxruntime), then
+#            `onyx bench` of each on cuda + cpu and on the CPU alone.
+#       The verdict files are checked against the expected-failures lists
+#       afterwards, on the build machine (scripts/gpu-check.sh verdicts).
+#   scripts/gpu-check.sh verdicts OUT_DIR
+#       checks OUT_DIR's verdicts as tests/conformance/run_suite.sh would.
+#
+# Test data: $ONYX_ONNX_TESTS, else ../shared/onnx-tests; peer scripts:
+# $ONYX_PEER_SCRIPTS, else ../shared/peer.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DATA="${ONYX_ONNX_TESTS:-$ROOT/../shared/onnx-tests}"
+PEER="${ONYX_PEER_SCRIPTS:-$ROOT/../shared/peer}"
+die() {
+  echo "gpu-check: $*" >&2
+  exit 1
+}
+
+bundle() {
+  local build="$1" b="$2"
+  [ -x "$build/bin/onyx" ] || die "no onyx CLI in $build/bin (build first: scripts/build.sh $build)"
+  [ -f "$build/lib/libonyx_ep_cuda.so" ] ||
+    die "$build has no CUDA provider (the CUDA toolkit and cuDNN were not found at configure time)"
+  [ -d "$DATA/node" ] || die "ONNX node tests not found at $DATA/node (set ONYX_ONNX_TESTS)"
+  rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/deps" "$b/node" "$b/models"
+  cp "$build/bin/onyx" "$build/bin/test_gpu_cuda" "$b/bin/"
+  cp -P "$build/lib/"libonyx.so* "$build/lib/libonyx_ep_cpu.so" "$build/lib/libonyx_ep_cuda.so" "$b/lib/"
+  # The Debian libraries the binaries link, less glibc, the compiler's
+  # runtime and CUDA's (the GPU machine has its own).
+  ldd "$b/bin/"* "$b/lib/"*.so | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+    grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/usr/local/cuda|/libonyx' |
+    while read -r lib; do cp -L "$lib" "$b/deps/"; done
+  # The node tests the GPU provider claims (the gpuemu kit run: the same host
+  # code), the cuDNN ops', and the spine-op selection of the mixed run.
+  local work
+  work="$(mktemp -d)"
+  ONYX_PROVIDER_PATH="$build/lib" "$build/bin/onyx" test "$DATA/node" --provider gpuemu --only \
+    --verdicts "$work/emu" --jobs "$(nproc)" > /dev/null 2>&1
+  awk -F'\t' '$2 !~ /^not-claimed/ {print $1}' "$work/emu" > "$work/claimed"
+  find "$DATA/node" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' |
+    grep -E '^test_(conv|maxpool|averagepool|globalaveragepool|globalmaxpool|batchnorm)' >> "$work/claimed"
+  /usr/bin/python3 "$ROOT/tests/conformance/select_tests.py" "$DATA/node" \
+    "$ROOT/tests/conformance/spine-ops.txt" > "$b/spine.txt" || die "select_tests.py failed"
+  sort -u "$work/claimed" "$b/spine.txt" | while read -r t; do cp -r "$DATA/node/$t" "$b/node/"; done
+  rm -rf "$work"
+  /usr/bin/python3 "$ROOT/samples/make_sample_model.py" "$b/models/sample_cnn.onnx" > /dev/null ||
+    die "make_sample_model.py failed"
+  cp "$PEER/make_models.py" "$b/"
+  du -sh "$b"
+}
+
+# Prints the folders holding the CUDA libraries the provider links, looked for
+# under /usr/local and in Python's site-packages (pip's nvidia-* wheels).
+cuda_lib_dirs() {
+  local n d
+  for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+    d="$(find /usr/local /usr/lib /opt -name "$n" -print -quit 2>/dev/null)"
+    [ -n "$d" ] && dirname "$d"
+  done | awk '!seen[$0]++' | paste -sd:
+}
+
+# The representative node tests that step 6 runs under compute-sanitizer.
+MEMCHECK_TESTS='^test_(add|matmul_2d|gemm_default_.*|softmax_axis_1|reduce_sum_keepdims_random|transpose_all_.*|gather_0|conv_with_strides_padding|convtranspose|maxpool_2d_default|averagepool_2d_pads|batchnorm_example|layer_normalization_2d_.*|where_example|cast_FLOAT_to_FLOAT16|concat_2d_.*|slice|expand_dim_changed|relu|sigmoid|erf|split_equal_parts_.*|globalaveragepool|mul_bcast|div|pow|sqrt|tanh|reshape_reordered_all_dims|flatten_axis0|unsqueeze_axis_0|squeeze)$'
+
+step1() {
+  echo "== 1. test_gpu_cuda"
+  "$B/bin/test_gpu_cuda" > "$O/test_gpu_cuda.log" 2>&1
+  echo "rc $?"
+  sed -n '/test(s) run/,$p' "$O/test_gpu_cuda.log"
+  grep -B2 -A8 -E '^\[  (FAILED|ERROR) +\] test_' "$O/test_gpu_cuda.log" | head -60
+}
+
+step2() {
+  echo "== 2. sample model through cuda + cpu"
+  "$ONYX" partition "$B/models/sample_cnn.onnx" --config "$CFG" --explain > "$O/sample.log" 2>&1
+  "$ONYX" run "$B/models/sample_cnn.onnx" --config "$CFG" >> "$O/sample.log" 2>&1
+  echo "rc $?"
+  head -c 3000 "$O/sample.log"
+}
+
+step3() {
+  echo "== 3. node tests, cuda alone"
+  "$ONYX" test "$B/node" --provider cuda --only --jobs "$(nproc)" --verdicts "$O/verdicts_only.txt" \
+    > "$O/node_only.log" 2>&1
+  tail -n 2 "$O/node_only.log"
+  grep -vP '\t(pass|not-claimed)' "$O/verdicts_only.txt" | head -25 | cut -c1-300
+}
+
+step4() {
+  echo "== 4. benchmark models"
+  local m cpu_all="$O/cpu_all.json" name
+  m="$(mktemp -d)"
+  python3 "$B/make_models.py" "$m" > "$O/make_models.log" 2>&1 ||
+    { tail -5 "$O/make_models.log"; return; }
+  python3 "$ROOT/scripts/ort_reference.py" "$m" > "$O/ort_reference.log" 2>&1 ||
+    { tail -5 "$O/ort_reference.log"; return; }
+  "$ONYX" test "$m" --config "$CFG" --verdicts "$O/verdicts_bench_models.txt" > "$O/bench_models.log" 2>&1
+  cut -c1-300 "$O/verdicts_bench_models.txt"
+  printf '{"providers":[{"name":"cpu"}],"session":{"threads":%s}}\n' "$(nproc)" > "$cpu_all"
+  for name in mlp bert_layer convnet matmul_1024; do
+    "$ONYX" partition "$m/$name" --config "$CFG" --explain > "$O/partition_$name.log" 2>&1
+    echo "$name: $(grep -E '^  [0-9]\. |^copies' "$O/partition_$name.log" | sed 's/ *\[.*//' | paste -sd' ')"
+  done
+  for name in mlp bert_layer convnet matmul_1024; do
+    "$ONYX" bench "$m/$name" --config "$CFG" --inputs "$m/$name/test_data_set_0" --iters 50 --warmup 10
+    "$ONYX" bench "$m/$name" --config "$cpu_all" --inputs "$m/$name/test_data_set_0" --iters 20 --warmup 5
+  done 2>&1 | tee "$O/bench.jsonl"
+  rm -rf "$m"
+}
+
+step5() {
+  echo "== 5. node tests of the spine ops, cuda + cpu"
+  "$ONYX" test "$B/node" --config "$CFG" --jobs "$(nproc)" --verdicts "$O/verdicts_mixed.txt" \
+    --filter "^($(paste -sd'|' "$B/spine.txt"))\$" > "$O/node_mixed.log" 2>&1
+  tail -n 1 "$O/node_mixed.log"
+  grep -vP '\tpass' "$O/verdicts_mixed.txt" | head -15 | cut -c1-300
+}
+
+step6() {
+  echo "== 6. compute-sanitizer memcheck"
+  command -v compute-sanitizer > /dev/null || { echo "compute-sanitizer not found"; return; }
+  timeout 60 compute-sanitizer --tool memcheck --print-limit 20 "$B/bin/test_gpu_cuda" \
+    > "$O/memcheck_test_gpu_cuda.log" 2>&1
+  echo "test_gpu_cuda under memcheck: rc $?"
+  grep -E 'ERROR SUMMARY|Invalid|out of bounds|PASSED|FAILED' "$O/memcheck_test_gpu_cuda.log" | head -10
+  timeout 90 compute-sanitizer --tool memcheck --target-processes all --print-limit 20 \
+    "$ONYX" test "$B/node" --provider cuda --only --jobs "$(nproc)" --filter "$MEMCHECK_TESTS" \
+    --verdicts "$O/verdicts_memcheck.txt" > "$O/memcheck_node.log" 2>&1
+  echo "node tests under memcheck: rc $?"
+  tail -n 1 "$O/memcheck_node.log"
+  grep -E 'ERROR SUMMARY|Invalid|out of bounds' "$O/memcheck_node.log" | sort | uniq -c | head -20
+}
+
+# STEPS (default "1 2 3 4 5 6") picks the steps to run.
+run() {
+  B="$(cd "$1" && pwd)" O="$2"
+  mkdir -p "$O"
+  local dirs t0=$SECONDS step
+  dirs="$(cuda_lib_dirs)"
+  export LD_LIBRARY_PATH="$B/lib:$B/deps:$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export ONYX_PROVIDER_PATH="$B/lib" ONYX_SOURCE_DIR="$ROOT" ONYX_BINARY_DIR="$B"
+  ONYX="$B/bin/onyx" CFG="$ROOT/providers/cuda/cuda-cpu.json"
+  echo "== machine"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  nproc
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ldd "$B/lib/libonyx_ep_cuda.so" | grep -E 'not found|cuda|cublas|cudnn'
+  for step in ${STEPS:-1 2 3 4 5 6}; do
+    "step$step"
+    echo "(step $step done at $((SECONDS - t0)) s)"
+  done
+}
+
+verdicts() {
+  local o="$1" rc=0
+  ONLY_PROVIDER=cuda check "$o/verdicts_only.txt" "$ROOT/tests/unit/gpu/gpuemu-expected-failures.txt" || rc=1
+  check "$o/verdicts_mixed.txt" "$ROOT/providers/cpu/conformance-expected-failures.txt" || rc=1
+  return $rc
+}
+
+# run_suite.sh's verdict check over a verdict file already written.
+check() {
+  local v="$1" x="$2" dir
+  dir="$(mktemp -d)"
+  # shellcheck disable=SC2016 # $4 is the stand-in's own argument
+  printf '#!/bin/sh\ncp "%s" "$4"\n' "$v" > "$dir/onyx"
+  chmod +x "$dir/onyx"
+  # run_suite.sh runs "$ONYX" test DIR --verdicts FILE ...: the stand-in copies
+  # the verdicts there; "-" selects every test.
+  ONYX_ONNX_TESTS="$dir" bash -c "mkdir -p '$dir/node' && '$ROOT/tests/conformance/run_suite.sh' '$dir/onyx' node - '$x'"
+  local rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+
+case "${1:-}" in
+  bundle) bundle "${2:?build dir}" "${3:?bundle dir}" ;;
+  run) run "${2:?bundle dir}" "${3:?out dir}" ;;
+  verdicts) verdicts "${2:?out dir}" ;;
+  *) die "usage: gpu-check.sh bundle BUILD_DIR BUNDLE_DIR | run BUNDLE_DIR OUT_DIR | verdicts OUT_DIR" ;;
+esac

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA provider on a machine with an NVIDIA GPU, in two steps:
+# The CUDA provider on a machine with an NVIDIA GPU (docs/providers/cuda.md):
 #
 #   scripts/gpu-check.sh bundle BUILD_DIR BUNDLE_DIR
 #       here (the build machine): copies what the GPU machine needs into
@@ -8,15 +8,19 @@
 #       lack (protobuf-c, CMocka, Jansson, SLEEF, the image codecs), the ONNX
 #       node tests that the GPU provider claims or that the CUDA + CPU spine
 #       run selects, the sample model and the peer's make_models.py.
-#   scripts/gpu-check.sh run BUNDLE_DIR OUT_DIR
-#       there: finds the CUDA runtime, cuBLAS and cuDNN, then runs
+#   [STEPS="1 2 ..."] scripts/gpu-check.sh run BUNDLE_DIR OUT_DIR
+#       there: finds the CUDA runtime, cuBLAS and cuDNN, then runs the steps
+#       (all six by default):
 #         1. test_gpu_cuda (its device tests run when a GPU is present);
 #         2. the sample model through cuda + cpu (placement and outputs);
-#         3. the node tests with --provider cuda --only, and the spine-op tests
-#            with providers/cuda/cuda-cpu.json (verdicts in OUT_DIR);
+#         3. the node tests with --provider cuda --only (verdicts in OUT_DIR);
 #         4. the benchmark models through cuda + cpu against ONNX Runtime's
-#            outputs (python3 with onnx, numpy and onnxruntime), then
-#            `onyx bench` of each on cuda + cpu and on the CPU alone.
+#            outputs (python3 with onnx, numpy and onnxruntime), their
+#            placement, then `onyx bench` of each on cuda + cpu and on the CPU
+#            alone;
+#         5. the spine-op node tests with providers/cuda/cuda-cpu.json;
+#         6. compute-sanitizer memcheck over test_gpu_cuda and one run of the
+#            sample and benchmark models.
 #       The verdict files are checked against the expected-failures lists
 #       afterwards, on the build machine (scripts/gpu-check.sh verdicts).
 #   scripts/gpu-check.sh verdicts OUT_DIR

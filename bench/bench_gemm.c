@@ -25,28 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "cpu_nn.h"
-
-static void inline_parallel_for(OnyxThreadPool* p, size_t n, void (*fn)(void*, size_t, size_t),
-                                void* u) {
-  (void)p;
-  fn(u, 0, n);
-}
-static size_t pool_size(const OnyxThreadPool* p) {
-  (void)p;
-  return 1;
-}
-static OnyxHostApi host = {.parallel_for = inline_parallel_for, .thread_pool_size = pool_size};
-const OnyxHostApi* cpu_host = &host;
+#include "gemm_host.h"
 
 typedef void (*SgemmFn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float* a,
                         int lda, const float* b, int ldb, float beta, float* c, int ldc);
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* FMA peak: 12 independent accumulator chains (zeroed first: no subnormal
  * garbage), bound by FMA issue throughput. GFLOP/s of one short run. */

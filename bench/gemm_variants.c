@@ -21,25 +21,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cpu_nn.h"
-
-static void inline_parallel_for(OnyxThreadPool* p, size_t n, void (*fn)(void*, size_t, size_t),
-                                void* u) {
-  (void)p;
-  fn(u, 0, n);
-}
-static size_t pool_size(const OnyxThreadPool* p) {
-  (void)p;
-  return 1;
-}
-static OnyxHostApi host = {.parallel_for = inline_parallel_for, .thread_pool_size = pool_size};
-const OnyxHostApi* cpu_host = &host; /* the builds' cpu_host, exported with -rdynamic */
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "gemm_host.h"
 
 static int cmp(const void* x, const void* y) {
   const double a = *(const double*)x, b = *(const double*)y;

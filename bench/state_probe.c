@@ -20,25 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu_nn.h"
-
-static void inline_parallel_for(OnyxThreadPool* p, size_t n, void (*fn)(void*, size_t, size_t),
-                                void* u) {
-  (void)p;
-  fn(u, 0, n);
-}
-static size_t pool_size(const OnyxThreadPool* p) {
-  (void)p;
-  return 1;
-}
-static OnyxHostApi host = {.parallel_for = inline_parallel_for, .thread_pool_size = pool_size};
-const OnyxHostApi* cpu_host = &host;
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "gemm_host.h"
 
 #define CHAINS 10
 __attribute__((target("avx2,fma"), noinline)) static float fma_loop(long iters) {

@@ -580,8 +580,10 @@ static const Isa* isa(void) {
  * layout (Winograd's V, im2col panels) always runs the base kernel. On
  * AVX2, the 4 x 24 tile from WIDE2_MIN_N columns on (n = 1024, 768 and 3072
  * of the benchmark models). */
-#define WIDE_MIN_N  384
+#define WIDE_MIN_N 384
+#ifndef WIDE2_MIN_N /* -D for experiments (bench/gemm_variants.c) */
 #define WIDE2_MIN_N 256
+#endif
 static const Isa* isa_b(const Isa* s, size_t n) {
 #if GEMM_X86
   if (s == &ISA_AVX512 && n >= WIDE_MIN_N && n % WIDE_NR == 0) return &ISA_AVX512_W;

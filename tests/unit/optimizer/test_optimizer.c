@@ -1348,13 +1348,12 @@ static void test_memplan_view(void** state) {
  * of the fusions (never run: the tests only look at the optimized graph),
  * standing for a GPU provider without com.onyx kernels. With own_fused it
  * also registers com.onyx FusedConv. */
-static const OnyxHostApi* own_host;
-static bool own_fused;
+static bool own_fused; /* the host table is view_host (view_init and own_init set it) */
 
 static OnyxStatus* own_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;
   (void)ctx;
-  return own_host->status_create(ONYX_NOT_IMPLEMENTED, "ownprov: not run in these tests");
+  return view_host->status_create(ONYX_NOT_IMPLEMENTED, "ownprov: not run in these tests");
 }
 
 static OnyxStatus* own_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
@@ -1371,7 +1370,7 @@ static OnyxStatus* own_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
                        .type_constraints = view_T,
                        .type_constraint_count = 1,
                        .compute = own_compute};
-    OnyxStatus* st = own_host->register_kernel(r, &d);
+    OnyxStatus* st = view_host->register_kernel(r, &d);
     if (st) return st;
   }
   return NULL;
@@ -1387,12 +1386,12 @@ static const OnyxProvider own_provider = {.struct_size = sizeof own_provider,
                                           .register_kernels = own_kernels,
                                           .create_ep = view_create};
 static OnyxStatus* own_init(const OnyxHostApi* host, const OnyxProvider** out) {
-  own_host = host;
+  view_host = host;
   *out = &own_provider;
   return NULL;
 }
 
-/* Four chains that the optimizer fuses for the CPU provider: Conv + Relu
+/* Five chains that the optimizer fuses for the CPU provider: Conv + Relu
  * (FusedConv), a rank-3 MatMul + row bias (FusedMatMul), Gemm + Relu
  * (FusedMatMul with an activation), the Erf form of Gelu (com.onyx Gelu) and
  * the primitive LayerNormalization (ONNX LayerNormalization-17). */
@@ -1464,7 +1463,7 @@ static OnyxSession* open_providers(const Model* md, bool own_first) {
 static void test_fusions_keep_provider(void** state) {
   (void)state;
   Model md = fusable_model();
-  /* The CPU first: it has every com.onyx kernel, so all four chains fuse. */
+  /* The CPU first: it has every com.onyx kernel, so all five chains fuse. */
   own_fused = false;
   OnyxSession* s = open_providers(&md, false);
   assert_int_equal(count_op(s, "FusedConv"), 1);

@@ -246,7 +246,11 @@ static void mha_chunks(void* user, size_t begin, size_t end) {
       const float* q = j->q + bi * j->s * hd + hi * j->d;
       const float* k = j->k + bi * j->t * hd + hi * j->d;
       const float* v = j->v + bi * j->t * hd + hi * j->d;
-      /* scores (S x T) = scale * Q_bh (S x D) * K_bh^T; K_bh is T x D with rows hd apart. */
+      /* scores (S x T) = scale * Q_bh (S x D) * K_bh^T; K_bh is T x D with rows hd apart. A
+       * mask row that every query row shares (BERT's [B, 1, 1, T] padding mask) is the
+       * GEMM's column bias, added in its epilogue. */
+      const float* mrow = j->mask ? j->mask + bi * j->mstride[0] + hi * j->mstride[1] : NULL;
+      const int mask_as_bias = j->mask && j->mstride[2] == 0 && j->mstride[3] == 1;
       const CpuGemm g1 = {.m = j->s,
                           .n = j->t,
                           .k = j->d,
@@ -257,14 +261,19 @@ static void mha_chunks(void* user, size_t begin, size_t end) {
                           .trans_b = 1,
                           .c = sc,
                           .ldc = j->t,
-                          .alpha = j->scale};
+                          .alpha = j->scale,
+                          .bias_col = mask_as_bias ? mrow : NULL};
       cpu_gemm_f32(NULL, &g1);
       for (size_t si = 0; si < j->s; si++) {
         float* row = sc + si * j->t;
-        if (j->mask) {
-          const float* m = j->mask + bi * j->mstride[0] + hi * j->mstride[1] + si * j->mstride[2];
-          for (size_t ti = 0; ti < j->t; ti++)
-            row[ti] += m[ti * j->mstride[3]];
+        if (j->mask && !mask_as_bias) {
+          const float* m = mrow + si * j->mstride[2];
+          if (j->mstride[3] == 1)
+            for (size_t ti = 0; ti < j->t; ti++)
+              row[ti] += m[ti];
+          else
+            for (size_t ti = 0; ti < j->t; ti++)
+              row[ti] += m[ti * j->mstride[3]];
         }
         cpu_softmax_row_f32(row, row, j->t);
       }

@@ -49,10 +49,10 @@ size_t cpu_conv_direct_row_runs(void) {
 int cpu_conv_direct_kernel(void) {
   const char* e = getenv("ONYX_CPU_CONV_DIRECT");
   if (e && strcmp(e, "0") == 0) return CPU_CONV_DIRECT_NONE;
-  const char* isa = cpu_gemm_isa_name();
-  return strcmp(isa, "avx512") == 0 ? CPU_CONV_DIRECT_AVX512
-         : strcmp(isa, "avx2") == 0 ? CPU_CONV_DIRECT_AVX2
-                                    : CPU_CONV_DIRECT_NONE;
+  const int isa = cpu_gemm_isa_level();
+  return isa == CPU_ISA_AVX512 ? CPU_CONV_DIRECT_AVX512
+         : isa == CPU_ISA_AVX2 ? CPU_CONV_DIRECT_AVX2
+                               : CPU_CONV_DIRECT_NONE;
 }
 
 int cpu_conv_direct_available(void) {

@@ -179,7 +179,7 @@ CpuWinograd* cpu_winograd_create(const float* w, size_t oc, size_t ic, size_t m)
   /* plain[xi] (oc x ic) = (G g G^T)[xi] */
   int done = 0;
 #if WINO_CREATE_AVX2
-  if (strcmp(cpu_gemm_isa_name(), "generic") != 0) {
+  if (cpu_gemm_isa_level() != CPU_ISA_GENERIC) {
     transform_weights_avx2(w, oc, ic, m, plain);
     done = 1;
   }
@@ -1062,8 +1062,8 @@ OnyxStatus* cpu_winograd_conv(const CpuWinograd* wg, OnyxKernelContext* ctx,
   const int fits = p->n * (wg->ic > wg->oc ? wg->ic : wg->oc) *
                        (p->h * p->w > p->oh * p->ow ? p->h * p->w : p->oh * p->ow) <
                    ((size_t)1 << 30);
-  j.avx512 = strcmp(cpu_gemm_isa_name(), "avx512") == 0 && fits;
-  j.avx2 = !j.avx512 && strcmp(cpu_gemm_isa_name(), "generic") != 0;
+  j.avx512 = cpu_gemm_isa_level() == CPU_ISA_AVX512 && fits;
+  j.avx2 = !j.avx512 && cpu_gemm_isa_level() != CPU_ISA_GENERIC;
   j.segs = j.avx2 && fits;
   size_t xp_bytes = 0;
   if (j.segs) {

@@ -327,21 +327,22 @@ AVX2 static inline __attribute__((always_inline)) void epi_row_avx2(const __m256
   }
 }
 
-/* One vector of the plain epilogue (alpha 1, beta 0 or 1, at most a column
- * bias, no activation: every k block of a MatMul, Gemm or FusedMatMul),
- * stored straight from an accumulator: the other epilogues take the
- * accumulators from the stack (about 300 instructions a call more, 5% of
- * matmul_1024's instructions and 3.4% of its time). */
+/* One vector of the plain epilogue (any alpha, beta 0 or 1, at most a
+ * column bias, no activation: every k block of a MatMul, Gemm or
+ * FusedMatMul, attention's scaled scores), stored straight from an
+ * accumulator: the other epilogues take the accumulators from the stack
+ * (about 300 instructions a call more, 5% of matmul_1024's instructions and
+ * 3.4% of its time). The general path's order: alpha * acc, then + C. */
 AVX2 static inline __attribute__((always_inline)) void
-plain_vec_avx2(float* cp, __m256 x, int add_c, const float* bc, int off) {
+plain_vec_avx2(float* cp, __m256 x, const float* alpha, int add_c, const float* bc, int off) {
+  if (alpha) x = _mm256_mul_ps(x, _mm256_set1_ps(*alpha));
   if (add_c) x = _mm256_add_ps(_mm256_loadu_ps(cp), x);
   if (bc) x = _mm256_add_ps(x, _mm256_loadu_ps(bc + off));
   _mm256_storeu_ps(cp, x);
 }
 
 static inline int plain_epilogue(const Epi* e) {
-  return e->alpha == 1.0f && !e->bias_row && e->act == CPU_ACT_NONE &&
-         (e->beta == 0.0f || e->beta == 1.0f);
+  return !e->bias_row && e->act == CPU_ACT_NONE && (e->beta == 0.0f || e->beta == 1.0f);
 }
 
 /* The epilogues of an AVX2 tile (R rows x nv vectors of 8 in acc, rows
@@ -432,11 +433,12 @@ kernel_avx2_tile(size_t kc, const float* restrict a, const float* restrict b, fl
   if (mr == (size_t)R && nr >= 8 * (size_t)nv && plain_epilogue(e)) {
     const int add_c = e->beta != 0.0f;
     const float* bc = e->bias_col;
+    const float* alpha = e->alpha != 1.0f ? &e->alpha : NULL;
 #define OUT(r, x0, x1, x2)                                                                         \
   do {                                                                                             \
-    plain_vec_avx2(c + (r)*ldc, x0, add_c, bc, 0);                                                 \
-    if (nv >= 2) plain_vec_avx2(c + (r)*ldc + 8, x1, add_c, bc, 8);                                \
-    if (nv == 3) plain_vec_avx2(c + (r)*ldc + 16, x2, add_c, bc, 16);                              \
+    plain_vec_avx2(c + (r)*ldc, x0, alpha, add_c, bc, 0);                                          \
+    if (nv >= 2) plain_vec_avx2(c + (r)*ldc + 8, x1, alpha, add_c, bc, 8);                         \
+    if (nv == 3) plain_vec_avx2(c + (r)*ldc + 16, x2, alpha, add_c, bc, 16);                       \
   } while (0)
     OUT(0, c00, c01, c02);
     OUT(1, c10, c11, c12);
@@ -626,6 +628,15 @@ void cpu_gemm_test_fail_alloc(int on) {
 
 const char* cpu_gemm_isa_name(void) {
   return isa()->name;
+}
+
+int cpu_gemm_isa_level(void) {
+#if GEMM_X86
+  const Isa* s = isa();
+  return s == &ISA_AVX512 ? CPU_ISA_AVX512 : s == &ISA_AVX2 ? CPU_ISA_AVX2 : CPU_ISA_GENERIC;
+#else
+  return CPU_ISA_GENERIC;
+#endif
 }
 
 /* ------------------------------------------------------------------------ */
@@ -929,6 +940,16 @@ static void pack_b_panel(const Isa* s, float* restrict dst, const float* b, size
           dst[(q - k0) * nr + j] = 0.0f;
       }
     }
+    return;
+  }
+  if (cols == nr && (nr == 16 || nr == 24)) {
+    /* the AVX2 kernels' panels: a copy of constant size the compiler inlines
+     * (a memcpy call per 64-byte row took 4% of attention's time) */
+    for (size_t q = k0; q < k1; q++, dst += nr)
+      if (nr == 16)
+        memcpy(dst, b + q * ldb + j0, 16 * sizeof(float));
+      else
+        memcpy(dst, b + q * ldb + j0, 24 * sizeof(float));
     return;
   }
   for (size_t q = k0; q < k1; q++, dst += nr) {

@@ -912,8 +912,8 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   for (size_t n = 0; n < cs->n; n++)
     for (size_t grp = 0; grp < (size_t)w->group; grp++) {
       const float* xg = xd + (n * cs->c + grp * cs->cg) * cs->g.in_size;
-      PackCol job = {&cs->g, xg, cpu_gemm_nr(), strcmp(cpu_gemm_isa_name(), "avx512") == 0,
-                     strcmp(cpu_gemm_isa_name(), "avx2") == 0};
+      PackCol job = {&cs->g, xg, cpu_gemm_nr(), cpu_gemm_isa_level() == CPU_ISA_AVX512,
+                     cpu_gemm_isa_level() == CPU_ISA_AVX2};
       CpuGemm g = {.m = cs->mg,
                    .n = os,
                    .k = kdim,
@@ -1367,8 +1367,8 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   if (planes == 0 || g.out_size == 0) return NULL;
   if (w->is_max && !ind && g.rank == 2 && cpu_host->tensor_elem_type(x) == ONYX_ELEM_FLOAT32) {
     job.y = cpu_host->tensor_mutable_data(y);
-    job.avx512 = strcmp(cpu_gemm_isa_name(), "avx512") == 0;
-    job.avx2 = strcmp(cpu_gemm_isa_name(), "avx2") == 0;
+    job.avx512 = cpu_gemm_isa_level() == CPU_ISA_AVX512;
+    job.avx2 = cpu_gemm_isa_level() == CPU_ISA_AVX2;
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, maxpool2d_planes_f32, &job);
     return NULL;
   }
@@ -1615,11 +1615,11 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
 
 /* The GEMM kernel the machine runs (AVX-512 or AVX2) picks these. */
 static int use_avx512(void) {
-  return strcmp(cpu_gemm_isa_name(), "avx512") == 0;
+  return cpu_gemm_isa_level() == CPU_ISA_AVX512;
 }
 
 static int use_avx2(void) {
-  return strcmp(cpu_gemm_isa_name(), "avx2") == 0;
+  return cpu_gemm_isa_level() == CPU_ISA_AVX2;
 }
 
 #if CPU_NN_X86

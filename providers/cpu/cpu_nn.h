@@ -115,6 +115,10 @@ size_t cpu_gemm_mr(void);
 size_t cpu_gemm_nr(void);
 /* "avx512", "avx2" or "generic". */
 const char* cpu_gemm_isa_name(void);
+/* The same as a number, for dispatch on hot paths (a softmax row, a conv
+ * call): CPU_ISA_GENERIC, CPU_ISA_AVX2 or CPU_ISA_AVX512. */
+enum { CPU_ISA_GENERIC = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 };
+int cpu_gemm_isa_level(void);
 /* Tests: pin the micro-kernel (0 portable, 1 AVX2, 2 AVX-512; -1 detect).
  * Never ask for more than the machine has. */
 void cpu_gemm_force_isa(int level);

@@ -954,6 +954,84 @@ static void test_attention(void** state) {
   attention_case(3);
 }
 
+/* The CPU provider's com.onyx MultiHeadAttention kernel itself, over the mask shapes it
+ * broadcasts, against a softmax in double: B = 2, S = 13 queries, T = 20 keys, H = 2
+ * heads of D = 4, scale 0.5 (full 6 x 16 GEMM tiles and partial ones). Case 0: no
+ * mask; 1: [B, 1, 1, T] (one row for every query: the scores GEMM's column bias); 2:
+ * [1, H, 1, T] (the same per head); 3: [S, T] (a row per query); 4: [B, H, S, 1] (one
+ * value per query row, strided). */
+static void mha_mask_case(int mcase) {
+  enum { B = 2, S = 13, T = 20, H = 2, D = 4, HD = H * D };
+  static const int64_t mdims[5][4] = {{0}, {B, 1, 1, T}, {1, H, 1, T}, {S, T}, {B, H, S, 1}};
+  static const int mrank[5] = {0, 4, 4, 2, 4};
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.onyx", 1);
+  otm_input(m, "q", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  otm_input(m, "k", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, T, HD});
+  otm_input(m, "v", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, T, HD});
+  size_t mcount = 1;
+  if (mcase) {
+    otm_input(m, "mask", ONYX_ELEM_FLOAT32, mrank[mcase], mdims[mcase]);
+    for (int i = 0; i < mrank[mcase]; i++)
+      mcount *= (size_t)mdims[mcase][i];
+  }
+  OxTestNode* n = otm_node(m, "MultiHeadAttention", "mha", mcase ? "q,k,v,mask" : "q,k,v", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_int(n, "num_heads", H);
+  otm_attr_float(n, "scale", 0.5f);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  Model md = finish(m);
+  float q[B * S * HD], k[B * T * HD], v[B * T * HD], mask[B * H * S * T];
+  fill(q, B * S * HD, 11);
+  fill(k, B * T * HD, 13);
+  fill(v, B * T * HD, 17);
+  fill(mask, mcount, 19);
+  for (size_t i = 0; i < mcount; i++)
+    mask[i] *= 3.0f;
+  /* the mask element for (b, h, s, t) */
+  size_t st[4] = {0, 0, 0, 0}, stride = 1;
+  for (int i = 3, r = mrank[mcase] - 1; r >= 0; i--, r--) {
+    st[i] = mdims[mcase][r] == 1 ? 0 : stride;
+    stride *= (size_t)mdims[mcase][r];
+  }
+  float want[B * S * HD];
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < S; i++) {
+        double sc[T], mx = -INFINITY, sum = 0;
+        for (int t = 0; t < T; t++) {
+          double dot = 0;
+          for (int d = 0; d < D; d++)
+            dot += (double)q[(b * S + i) * HD + h * D + d] * k[(b * T + t) * HD + h * D + d];
+          sc[t] = 0.5 * dot;
+          if (mcase) sc[t] += mask[b * st[0] + h * st[1] + i * st[2] + t * st[3]];
+          mx = fmax(mx, sc[t]);
+        }
+        for (int t = 0; t < T; t++)
+          sum += sc[t] = exp(sc[t] - mx);
+        for (int d = 0; d < D; d++) {
+          double acc = 0;
+          for (int t = 0; t < T; t++)
+            acc += sc[t] / sum * v[(b * T + t) * HD + h * D + d];
+          want[(b * S + i) * HD + h * D + d] = (float)acc;
+        }
+      }
+  OnyxSession* s = open_at(&md, ONYX_OPT_ALL);
+  const float* in[] = {q, k, v, mask};
+  OnyxValue* y = NULL;
+  run_f32(s, in, mcase ? 4 : 3, &y, 1);
+  expect_close(y, want, B * S * HD, 1e-5f);
+  onyx_value_release(y);
+  onyx_session_release(s);
+  free(md.bytes);
+}
+
+static void test_mha_masks(void** state) {
+  (void)state;
+  for (int c = 0; c < 5; c++)
+    mha_mask_case(c);
+}
+
 /* Levels: "basic" folds but does not fuse; "disabled" changes nothing. */
 static void test_levels(void** state) {
   (void)state;
@@ -1512,6 +1590,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm_13),
       cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_attention),
+      cmocka_unit_test(test_mha_masks),
       cmocka_unit_test(test_matmul_act),
       cmocka_unit_test(test_matmul_gelu),
       cmocka_unit_test(test_matmul_bad_activation),

@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gemm_host.h"
@@ -86,9 +87,21 @@ int main(int argc, char** argv) {
                      .packed_b = bp};
     fn[v](NULL, &g[v]); /* warm */
   }
+  /* EVICT_MB: read that many MiB between calls (untimed), as a model's other
+   * layers stream their weights between two runs of one of its GEMMs */
+  const size_t evict = getenv("EVICT_MB") ? (size_t)atol(getenv("EVICT_MB")) << 20 : 0;
+  unsigned char* ev = evict ? malloc(evict) : NULL;
+  if (ev) memset(ev, 1, evict);
+  volatile unsigned sink = 0;
   for (int r = 0; r < rounds; r++)
     for (int q = 0; q < nv; q++) {
       const int v = (q + r) % nv;
+      if (ev) {
+        unsigned acc = 0;
+        for (size_t i = 0; i < evict; i += 64)
+          acc += ev[i];
+        sink += acc;
+      }
       const double t0 = now();
       fn[v](NULL, &g[v]);
       t[(size_t)r * nv + v] = (now() - t0) * 1e3;
@@ -118,5 +131,7 @@ int main(int argc, char** argv) {
            argv[5 + v], med, p10, p90, col[rounds / 2], ns, ns ? slow[ns / 2] : 0.0);
   }
   free(is_slow);
+  free(ev);
+  (void)sink;
   return 0;
 }

@@ -502,34 +502,53 @@ static void test_host_block_cache(void** state) {
   expect_cached(0, 0);
   ox_host_cache_hold();
   ox_host_cache_hold();                 /* two sessions */
-  OxTensor* a = host_tensor(1024, 768); /* 3 MiB: a 4 MiB block */
+  OxTensor* a = host_tensor(1024, 768); /* 3 MiB: a 4 MiB block (2 MiB steps) */
   void* pa = a->data;
   ox_tensor_free(a);
   expect_cached(1, 4 * MiB);
-  OxTensor* small = host_tensor(256, 768);   /* 768 KiB: never cached */
+  OxTensor* tiny = host_tensor(32, 1024);    /* 128 KiB: under 256 KiB, never cached */
+  OxTensor* small = host_tensor(100, 768);   /* 300 KiB: a 320 KiB block (64 KiB steps) */
   OxTensor* other = host_tensor(1024, 1280); /* 5 MiB: a 6 MiB block, not a */
   assert_ptr_not_equal(other->data, pa);
   expect_cached(1, 4 * MiB);
   OxTensor* again = host_tensor(1000, 1000); /* 3.8 MiB: a's block */
   assert_ptr_equal(again->data, pa);
   expect_cached(0, 0);
-  ox_tensor_free(small);
+  ox_tensor_free(tiny);
   expect_cached(0, 0);
+  void* ps = small->data;
+  ox_tensor_free(small);
+  expect_cached(1, 320 * KiB);
+  OxTensor* small2 = host_tensor(80, 1024); /* 320 KiB exactly: small's block */
+  assert_ptr_equal(small2->data, ps);
+  ox_tensor_free(small2);
   ox_tensor_free(other);
   ox_tensor_free(again);
-  expect_cached(2, 10 * MiB);
-  /* at most four blocks are kept */
-  OxTensor* t[6];
-  for (int i = 0; i < 6; i++)
-    t[i] = host_tensor(512, 1024 * (i + 1)); /* 2, 4, ..., 12 MiB */
-  expect_cached(0, 0);                       /* the 4 and 6 MiB ones were taken */
-  for (int i = 0; i < 6; i++)
+  expect_cached(3, 320 * KiB + 10 * MiB);
+  ox_host_cache_drop();
+  ox_host_cache_drop();
+  expect_cached(0, 0);
+  /* at most sixteen blocks are kept */
+  ox_host_cache_hold();
+  OxTensor* t[18];
+  for (int i = 0; i < 18; i++)
+    t[i] = host_tensor(64, 1024 * (i + 1)); /* 256 KiB, 512 KiB, ..., 4.5 MiB */
+  for (int i = 0; i < 18; i++)
     ox_tensor_free(t[i]);
-  expect_cached(4, (2 + 4 + 6 + 8) * MiB);
+  /* the first sixteen: 256 KiB x (1 + ... + 7) in 64 KiB steps, 2 MiB, then 2.25 ... 4
+   * MiB in 2 MiB steps: eight 4 MiB blocks */
+  expect_cached(16, 256 * KiB * 28 + 2 * MiB + 8 * 4 * MiB);
+  /* at most 256 MiB in all */
   ox_host_cache_drop();
-  expect_cached(4, 20 * MiB); /* one holder left */
+  ox_host_cache_hold();
+  OxTensor* big[3];
+  for (int i = 0; i < 3; i++)
+    big[i] = host_tensor(1024, 25 * 1024); /* 100 MiB each */
+  for (int i = 0; i < 3; i++)
+    ox_tensor_free(big[i]);
+  expect_cached(2, 200 * MiB);
   ox_host_cache_drop();
-  expect_cached(0, 0);  /* the last one empties it */
+  expect_cached(0, 0);  /* the last holder empties it */
   ox_host_cache_drop(); /* an extra drop changes nothing */
   ox_tensor_free(host_tensor(1024, 768));
   expect_cached(0, 0);

@@ -15,12 +15,15 @@
  *   Gelu(X) -> Y                   0.5 x (1 + erf(x / sqrt 2))
  *   LayerNormalization(X, Scale, B?) -> Y   as ONNX LayerNormalization-17,
  *                                  for models importing an older opset
- *   MultiHeadAttention(Q, K, V, Mask?) -> Y   Q [B, S, H*D], K and V
+ *   MultiHeadAttention(Q, K?, V?, Mask?) -> Y   Q [B, S, H*D], K and V
  *                                  [B, T, H*D]; per head h (columns h*D ..):
  *                                  softmax(scale * Q_h K_h^T + Mask) V_h,
  *                                  heads merged back into [B, S, H*D];
  *                                  Mask additive, broadcasting to [B, H, S, T];
- *                                  attributes num_heads, scale */
+ *                                  attributes num_heads, scale. Without K
+ *                                  and V, Q is packed: [B, S, 3*H*D], the
+ *                                  queries, keys and values side by side
+ *                                  along the last axis (T = S) */
 #include <math.h>
 #include "infer_util.h"
 #include "schema_internal.h"
@@ -44,8 +47,8 @@ static const OxFormal f_ln_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
                                    {"Scale", "T", ONYX_PARAM_SINGLE, 1},
                                    {"B", "T", ONYX_PARAM_OPTIONAL, 1}};
 static const OxFormal f_mha_in[] = {{"Q", "T", ONYX_PARAM_SINGLE, 1},
-                                    {"K", "T", ONYX_PARAM_SINGLE, 1},
-                                    {"V", "T", ONYX_PARAM_SINGLE, 1},
+                                    {"K", "T", ONYX_PARAM_OPTIONAL, 1},
+                                    {"V", "T", ONYX_PARAM_OPTIONAL, 1},
                                     {"Mask", "T", ONYX_PARAM_OPTIONAL, 1}};
 static const OxFormal f_x[] = {{"X", "T", ONYX_PARAM_SINGLE, 1}};
 static const OxFormal f_y[] = {{"Y", "T", ONYX_PARAM_SINGLE, 1}};
@@ -122,6 +125,20 @@ static OnyxStatus* ox_infer_mha(OxNode* n) {
                          (int)all[i] -> rank);
   const int64_t heads = ox_node_attr_int(n, "num_heads", 0);
   if (heads <= 0) return ox_node_err(n, "num_heads must be positive, not %lld", (long long)heads);
+  const bool has_k = n->n_inputs > 1 && n->inputs[1], has_v = n->n_inputs > 2 && n->inputs[2];
+  if (has_k != has_v)
+    return ox_node_err(n, "K and V must both be given, or both be absent (Q packed as Q|K|V)");
+  if (!has_k) { /* packed: Q [B, S, 3*H*D] */
+    if (q.rank == 3 && q.d[2] >= 0) {
+      if (q.d[2] % 3 || (q.d[2] / 3) % heads)
+        return ox_node_err(n,
+                           "packed Q|K|V: the last dim %lld must be 3 x a multiple of num_heads "
+                           "%lld",
+                           (long long)q.d[2], (long long)heads);
+      q.d[2] /= 3;
+    }
+    return ox_out_set(n, 0, ox_in_type(n, 0), q.rank == 3 ? &q : NULL);
+  }
   if (q.rank == 3 && q.d[2] >= 0 && q.d[2] % heads)
     return ox_node_err(n, "num_heads %lld does not divide the hidden size %lld", (long long)heads,
                        (long long)q.d[2]);

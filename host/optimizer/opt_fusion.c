@@ -705,3 +705,128 @@ static OnyxStatus* ox_fuse_attention(OxOpt* o, OxNode* mm2, bool* done) {
 OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed) {
   return ox_opt_rewrite_each(o, ox_fuse_attention, NULL, changed);
 }
+
+/* --- One GEMM for the attention's Q, K and V projections ----------------------------------------
+ * MultiHeadAttention(q, k, v, Mask?) whose q, k and v are com.onyx FusedMatMul(X, W_i, b_i) of
+ * one X, with constant [K, N] weights and [N] biases and no activation or residual, becomes
+ *   FusedMatMul(X, [W_q | W_k | W_v], [b_q | b_k | b_v]) -> qkv [.., 3N]
+ *   MultiHeadAttention(qkv, -, -, Mask?)
+ * (the packed form of the op): one GEMM three times as wide, A packed once, one parallel
+ * section instead of three (bert_layer's projections at 2 threads: 3.0-3.2 -> 2.6-2.7 ms a
+ * layer, measured on a model of the three alone). */
+
+static bool ox_is_contrib(const OxNode* n, const char* op) {
+  return n && !strcmp(n->domain, OX_CONTRIB_DOMAIN) && !strcmp(n->op_type, op);
+}
+
+/* A FusedMatMul(X, W, b) the merge may take: W a constant [K, N] float matrix, b a constant of N
+ * floats, no Z, no activation, its one output read only by the attention. */
+static bool ox_plain_projection(const OxOpt* o, const OxNode* f, const OxValue* out) {
+  if (!ox_is_contrib(f, "FusedMatMul") || f->n_inputs != 3 || f->n_outputs != 1 || !f->inputs[0] ||
+      !ox_opt_single_use(o, out))
+    return false;
+  const char* act = ox_node_attr_string(f, "activation", "");
+  if (act && *act) return false;
+  const OxValue *w = f->inputs[1], *b = f->inputs[2];
+  return ox_f32(w) && ox_host_const(w) && w->rank == 2 && w->dims[0] > 0 && w->dims[1] > 0 &&
+         ox_f32(b) && ox_row_bias(b, w->dims[1]) && ox_f32(out) && ox_opt_static_shape(out) &&
+         out->rank == 3;
+}
+
+static OnyxStatus* ox_pack_qkv(OxOpt* o, OxNode* mha, bool* done) {
+  *done = false;
+  if (!ox_is_contrib(mha, "MultiHeadAttention") || mha->n_inputs < 3 || !mha->inputs[0] ||
+      !mha->inputs[1] || !mha->inputs[2])
+    return NULL;
+  OxValue* qkv[3] = {mha->inputs[0], mha->inputs[1], mha->inputs[2]};
+  if (qkv[0] == qkv[1] || qkv[1] == qkv[2] || qkv[0] == qkv[2]) return NULL;
+  OxNode* f[3];
+  for (int i = 0; i < 3; i++) {
+    f[i] = qkv[i]->producer;
+    if (!f[i] || !ox_plain_projection(o, f[i], qkv[i])) return NULL;
+    if (f[i]->inputs[0] != f[0]->inputs[0]) return NULL; /* one X */
+    const OxValue *w = f[i]->inputs[1], *w0 = f[0]->inputs[1];
+    if (w->dims[0] != w0->dims[0] || w->dims[1] != w0->dims[1]) return NULL;
+    for (int d = 0; d < 3; d++)
+      if (qkv[i]->dims[d] != qkv[0]->dims[d]) return NULL;
+  }
+  if (!ox_may_fuse(o, f[0], OX_CONTRIB_DOMAIN, "FusedMatMul") ||
+      !ox_may_fuse(o, mha, OX_CONTRIB_DOMAIN, "MultiHeadAttention"))
+    return NULL;
+  const int64_t kk = f[0]->inputs[1]->dims[0], n = f[0]->inputs[1]->dims[1];
+  if (n > INT64_MAX / 3 || (uint64_t)kk * (uint64_t)n > SIZE_MAX / 3 / sizeof(float)) return NULL;
+  OxTensor *w = NULL, *b = NULL;
+  OX_TRY(ox_tensor_new_uninit(ONYX_ELEM_FLOAT32, (int64_t[]){kk, 3 * n}, 2, &w));
+  OnyxStatus* st = ox_tensor_new_uninit(ONYX_ELEM_FLOAT32, (int64_t[]){3 * n}, 1, &b);
+  if (st) {
+    ox_tensor_free(w);
+    return st;
+  }
+  float *wd = w->data, *bd = b->data;
+  for (int i = 0; i < 3; i++) {
+    const float* wi = f[i]->inputs[1]->constant->data;
+    for (int64_t r = 0; r < kk; r++)
+      memcpy(wd + r * 3 * n + i * n, wi + r * n, (size_t)n * sizeof(float));
+    memcpy(bd + i * n, f[i]->inputs[2]->constant->data, (size_t)n * sizeof(float));
+  }
+  OxValue *vw = NULL, *vb = NULL, *packed = NULL;
+  st = ox_opt_new_constant(o, f[0]->inputs[1]->name, w, &vw);
+  if (st) {
+    ox_tensor_free(b);
+    return st;
+  }
+  OX_TRY(ox_opt_new_constant(o, f[0]->inputs[2]->name, b, &vb));
+  char* name = NULL;
+  OX_TRY(ox_opt_fresh_name(o, qkv[0]->name, &name));
+  st = ox_graph_value(o->g, name, &packed);
+  free(name);
+  OX_TRY(st);
+  const int64_t pdims[3] = {qkv[0]->dims[0], qkv[0]->dims[1], 3 * qkv[0]->dims[2]};
+  OX_TRY(ox_value_set(packed, ONYX_ELEM_FLOAT32, 3, pdims));
+  OxValue* x = f[0]->inputs[0];
+  OxValue* mask = mha->n_inputs > 3 ? mha->inputs[3] : NULL;
+  OxValue* y = mha->outputs[0];
+  char* fname = ox_strdup(f[0]->name);
+  char* aname = ox_strdup(mha->name);
+  OxNode* old = NULL;
+  if (!fname || !aname) st = ox_oom();
+  /* the attributes go over to the new node before the old one is removed */
+  OxAttr* attrs = NULL;
+  size_t n_attrs = 0;
+  if (!st) {
+    attrs = mha->attrs;
+    n_attrs = mha->n_attrs;
+    mha->attrs = NULL;
+    mha->n_attrs = mha->cap_attrs = 0;
+    old = mha;
+  }
+  if (!st) {
+    for (int i = 0; i < 3; i++)
+      ox_opt_remove(o, f[i]);
+    ox_opt_remove(o, old);
+    OxValue* fins[3] = {x, vw, vb};
+    OxNode* fm = NULL;
+    st = ox_opt_add_node(o, fname, "FusedMatMul", OX_CONTRIB_DOMAIN, fins, 3, &packed, 1, &fm);
+  }
+  OxNode* an = NULL;
+  if (!st) {
+    OxValue* ains[4] = {packed, NULL, NULL, mask};
+    st = ox_opt_add_node(o, aname, "MultiHeadAttention", OX_CONTRIB_DOMAIN, ains, mask ? 4 : 1, &y,
+                         1, &an);
+  }
+  for (size_t i = 0; i < n_attrs; i++) {
+    if (!st && an) st = ox_node_add_attr(an, &attrs[i]);
+    ox_attr_clear(&attrs[i]);
+  }
+  free(attrs);
+  free(fname);
+  free(aname);
+  OX_TRY(st);
+  o->stats->qkv++;
+  *done = true;
+  return NULL;
+}
+
+OnyxStatus* ox_pass_qkv(OxOpt* o, bool* changed) {
+  return ox_opt_rewrite_each(o, ox_pack_qkv, NULL, changed);
+}

@@ -23,6 +23,7 @@ static const OxBuiltin ox_builtins[] = {
     {"layernorm", ONYX_OPT_EXTENDED, ox_pass_layernorm},
     {"gelu", ONYX_OPT_EXTENDED, ox_pass_gelu},
     {"attention", ONYX_OPT_EXTENDED, ox_pass_attention},
+    {"qkv", ONYX_OPT_EXTENDED, ox_pass_qkv},
     /* FusedMatMul + Add(Z): the residual starts the product's C. */
     {"matmul_residual", ONYX_OPT_EXTENDED, ox_pass_matmul_residual},
     /* com.onyx FusedConv is the CPU provider's Conv with the activation in
@@ -257,6 +258,7 @@ char* ox_opt_stats_str(const OxOptStats* s) {
                {"LayerNorm", s->layernorm},
                {"Gelu", s->gelu},
                {"MultiHeadAttention", s->attention},
+               {"packed QKV", s->qkv},
                {"user", s->user}};
   const char* sep = ": ";
   for (size_t i = 0; i < OX_ARRAY_LEN(parts); i++) {

@@ -40,7 +40,8 @@ typedef struct OxOptConfig {
    * moves a node off the provider that would have run it (a GPU provider's
    * Conv into the CPU provider's com.onyx FusedConv). Each fusion asks about
    * its heavy node: the MatMul, Gemm or Conv, the Erf of a Gelu, the first
-   * ReduceMean of a LayerNormalization, the attention's second MatMul. */
+   * ReduceMean of a LayerNormalization, the attention's second MatMul; the
+   * Q, K, V merge asks about the Q projection and the attention. */
   bool (*may_fuse)(void* ctx, const OxNode* n, const char* domain, const char* op);
   void* fuse_ctx;
   /* The CPU provider is the session's only provider. Conv + Add + activation
@@ -54,7 +55,7 @@ typedef struct OxOptStats {
   size_t iterations;
   /* Per built-in transformer: how many rewrites it made. */
   size_t folded, eliminated, cse, shapes, gemm, fused_matmul, conv_bn, conv_act, layernorm, gelu,
-      attention, matmul_act, conv_add, matmul_add_z;
+      attention, matmul_act, conv_add, matmul_add_z, qkv;
   size_t user; /* user transformers that reported a change */
   double seconds;
 } OxOptStats;

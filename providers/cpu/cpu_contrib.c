@@ -218,14 +218,16 @@ static OnyxStatus* ln_compute(void* state, OnyxKernelContext* ctx) {
 /* --- MultiHeadAttention ------------------------------------------------------------------------
  * Y[b, s, h*D + d] = sum_t softmax_t(scale * Q_bh[s] . K_bh[t] + Mask[b, h, s, t]) V_bh[t, d]
  * with Q [B, S, H*D], K and V [B, T, H*D] (head h is columns h*D .. h*D + D - 1) and an
- * optional additive Mask broadcasting to [B, H, S, T]. One task per (b, h): two GEMMs that
- * read the heads in place (strided), and the softmax rows between them, in an S x T buffer
- * of the task's own. */
+ * optional additive Mask broadcasting to [B, H, S, T]; or, without K and V, Q packed as
+ * [B, S, 3*H*D] (queries, keys, values side by side: the optimizer's one GEMM for the three
+ * projections). One task per (b, h): two GEMMs that read the heads in place (strided), and
+ * the softmax rows between them, in an S x T buffer of the task's own. */
 
 typedef struct MhaJob {
   const float *q, *k, *v, *mask;
   float* y;
   size_t b, h, s, t, d;
+  size_t ld;         /* Q's, K's and V's row stride: H*D, or 3*H*D when packed */
   size_t mstride[4]; /* Mask strides over [B, H, S, T]; 0 where it broadcasts */
   float scale;
   float* scores; /* one S x T block per chunk, from the run's scratch */
@@ -239,14 +241,14 @@ typedef struct MhaJob {
 static void mha_chunks(void* user, size_t begin, size_t end) {
   MhaJob* j = user;
   for (size_t c = begin; c < end; c++) {
-    const size_t hd = j->h * j->d;
+    const size_t hd = j->h * j->d, ld = j->ld;
     float* sc = j->scores + c * j->s * j->t;
     for (size_t task; (task = atomic_fetch_add(&j->next, 1)) < j->tasks;) {
       const size_t bi = task / j->h, hi = task % j->h;
-      const float* q = j->q + bi * j->s * hd + hi * j->d;
-      const float* k = j->k + bi * j->t * hd + hi * j->d;
-      const float* v = j->v + bi * j->t * hd + hi * j->d;
-      /* scores (S x T) = scale * Q_bh (S x D) * K_bh^T; K_bh is T x D with rows hd apart. A
+      const float* q = j->q + bi * j->s * ld + hi * j->d;
+      const float* k = j->k + bi * j->t * ld + hi * j->d;
+      const float* v = j->v + bi * j->t * ld + hi * j->d;
+      /* scores (S x T) = scale * Q_bh (S x D) * K_bh^T; K_bh is T x D with rows ld apart. A
        * mask row that every query row shares (BERT's [B, 1, 1, T] padding mask) is the
        * GEMM's column bias, added in its epilogue. */
       const float* mrow = j->mask ? j->mask + bi * j->mstride[0] + hi * j->mstride[1] : NULL;
@@ -255,9 +257,9 @@ static void mha_chunks(void* user, size_t begin, size_t end) {
                           .n = j->t,
                           .k = j->d,
                           .a = q,
-                          .lda = hd,
+                          .lda = ld,
                           .b = k,
-                          .ldb = hd,
+                          .ldb = ld,
                           .trans_b = 1,
                           .c = sc,
                           .ldc = j->t,
@@ -277,14 +279,14 @@ static void mha_chunks(void* user, size_t begin, size_t end) {
         }
         cpu_softmax_row_f32(row, row, j->t);
       }
-      /* Y_bh (S x D, rows hd apart) = P (S x T) * V_bh (T x D, rows hd apart). */
+      /* Y_bh (S x D, rows hd apart) = P (S x T) * V_bh (T x D, rows ld apart). */
       const CpuGemm g2 = {.m = j->s,
                           .n = j->d,
                           .k = j->t,
                           .a = sc,
                           .lda = j->t,
                           .b = v,
-                          .ldb = hd,
+                          .ldb = ld,
                           .c = j->y + bi * j->s * hd + hi * j->d,
                           .ldc = hd,
                           .alpha = 1.0};
@@ -296,35 +298,50 @@ static void mha_chunks(void* user, size_t begin, size_t end) {
 static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;
   const OnyxNode* node = cpu_host->ctx_node(ctx);
+  const size_t n_in = cpu_host->ctx_input_count(ctx);
   const OnyxTensor* q = cpu_host->ctx_input(ctx, 0);
-  const OnyxTensor* k = cpu_host->ctx_input(ctx, 1);
-  const OnyxTensor* v = cpu_host->ctx_input(ctx, 2);
-  const OnyxTensor* mask = cpu_host->ctx_input_count(ctx) > 3 ? cpu_host->ctx_input(ctx, 3) : NULL;
+  const OnyxTensor* k = n_in > 1 ? cpu_host->ctx_input(ctx, 1) : NULL;
+  const OnyxTensor* v = n_in > 2 ? cpu_host->ctx_input(ctx, 2) : NULL;
+  const OnyxTensor* mask = n_in > 3 ? cpu_host->ctx_input(ctx, 3) : NULL;
   const int64_t heads = cpu_host->node_attr_int(node, "num_heads", 0);
-  if (cpu_host->tensor_rank(q) != 3 || cpu_host->tensor_rank(k) != 3 ||
-      cpu_host->tensor_rank(v) != 3)
+  if (!k != !v)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "K and V must both be given, or both be absent (Q packed as Q|K|V)");
+  const int packed = !k;
+  if (cpu_host->tensor_rank(q) != 3 ||
+      (!packed && (cpu_host->tensor_rank(k) != 3 || cpu_host->tensor_rank(v) != 3)))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "Q, K and V must be 3-D [batch, seq, hidden]");
-  const int64_t *qd = cpu_host->tensor_dims(q), *kd = cpu_host->tensor_dims(k),
-                *vd = cpu_host->tensor_dims(v);
-  if (heads <= 0 || qd[2] % heads)
+  const int64_t* qd = cpu_host->tensor_dims(q);
+  /* the hidden size H*D: Q's last dim, or a third of it packed */
+  const int64_t hidden = packed ? qd[2] / 3 : qd[2];
+  if (packed && qd[2] % 3)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "packed Q|K|V: the last dim %lld is not a multiple of 3",
+                         (long long)qd[2]);
+  const int64_t qkv[3] = {qd[0], qd[1], hidden};
+  const int64_t *kd = packed ? qkv : cpu_host->tensor_dims(k),
+                *vd = packed ? qkv : cpu_host->tensor_dims(v);
+  if (heads <= 0 || hidden % heads)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                          "num_heads %lld does not divide the hidden size %lld", (long long)heads,
-                         (long long)qd[2]);
-  if (kd[0] != qd[0] || vd[0] != qd[0] || kd[2] != qd[2] || vd[2] != qd[2] || vd[1] != kd[1])
+                         (long long)hidden);
+  if (kd[0] != qd[0] || vd[0] != qd[0] || kd[2] != hidden || vd[2] != hidden || vd[1] != kd[1])
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                          "Q [%lld,%lld,%lld], K [%lld,%lld,%lld] and V [%lld,%lld,%lld] do not "
                          "agree",
                          (long long)qd[0], (long long)qd[1], (long long)qd[2], (long long)kd[0],
                          (long long)kd[1], (long long)kd[2], (long long)vd[0], (long long)vd[1],
                          (long long)vd[2]);
-  MhaJob j = {.q = cpu_host->tensor_data(q),
-              .k = cpu_host->tensor_data(k),
-              .v = cpu_host->tensor_data(v),
+  const float* qp = cpu_host->tensor_data(q);
+  MhaJob j = {.q = qp,
+              .k = packed ? qp + hidden : cpu_host->tensor_data(k),
+              .v = packed ? qp + 2 * hidden : cpu_host->tensor_data(v),
               .b = (size_t)qd[0],
               .h = (size_t)heads,
               .s = (size_t)qd[1],
               .t = (size_t)kd[1],
-              .d = (size_t)(qd[2] / heads),
+              .d = (size_t)(hidden / heads),
+              .ld = (size_t)qd[2],
               .scale = cpu_host->node_attr_float(node, "scale", 1.0f)};
   if (mask) {
     const size_t mr = cpu_host->tensor_rank(mask);
@@ -346,7 +363,7 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
     j.mask = cpu_host->tensor_data(mask);
   }
   OnyxTensor* y = NULL;
-  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, qd, 3, &y);
+  OnyxStatus* st = cpu_host->ctx_output(ctx, 0, qkv, 3, &y);
   if (st || cpu_host->tensor_elem_count(y) == 0) return st;
   j.y = cpu_host->tensor_mutable_data(y);
   if (j.t == 0) { /* no keys: an empty sum */

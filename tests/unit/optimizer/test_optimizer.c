@@ -875,13 +875,10 @@ static void test_matmul_gelu(void** state) {
  * input; mode 1 multiplies by 0.25 with no mask; mode 2 takes the softmax over axis 2
  * (not the last one), and mode 3 is mode 1 with the scaled scores also a graph output:
  * neither may be fused. The reference is computed here. */
-static void attention_case(int mode) {
-  enum { B = 2, S = 5, H = 2, D = 3, HD = 6 };
-  OxTestModel* m = otm_new(13);
-  otm_input(m, "q", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
-  otm_input(m, "k", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
-  otm_input(m, "v", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
-  if (mode == 0) otm_input(m, "mask", ONYX_ELEM_FLOAT32, 4, (int64_t[]){B, 1, 1, S});
+/* The BERT attention subgraph from values q, k, v ([B, S, H*D]) to Y (modes as below). */
+static void add_attention_chain(OxTestModel* m, int mode, int64_t B, int64_t S, int64_t H,
+                                int64_t D) {
+  const int64_t HD = H * D;
   otm_initializer(m, "heads", ONYX_ELEM_INT64, 1, (int64_t[]){4}, (int64_t[]){B, S, H, D});
   otm_initializer(m, "merge", ONYX_ELEM_INT64, 1, (int64_t[]){3}, (int64_t[]){B, S, HD});
   otm_initializer(m, "c", ONYX_ELEM_FLOAT32, 0, NULL,
@@ -902,6 +899,16 @@ static void attention_case(int mode) {
   otm_node(m, "Reshape", "ro", "ctxt,merge", "Y");
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
   if (mode == 3) otm_output(m, "ss", ONYX_ELEM_FLOAT32, 4, (int64_t[]){B, H, S, S});
+}
+
+static void attention_case(int mode) {
+  enum { B = 2, S = 5, H = 2, D = 3, HD = 6 };
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "q", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  otm_input(m, "k", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  otm_input(m, "v", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  if (mode == 0) otm_input(m, "mask", ONYX_ELEM_FLOAT32, 4, (int64_t[]){B, 1, 1, S});
+  add_attention_chain(m, mode, B, S, H, D);
   Model md = finish(m);
   float q[B * S * HD], k[B * S * HD], v[B * S * HD], mask[B * S];
   fill(q, B * S * HD, 3);
@@ -952,6 +959,68 @@ static void test_attention(void** state) {
   attention_case(1);
   attention_case(2);
   attention_case(3);
+}
+
+/* The attention with q, k and v projected from one X by MatMul + bias: the optimizer makes
+ * the three projections one FusedMatMul with [Wq | Wk | Wv] and the attention its packed form
+ * (case 0; B = 2, S = 7, H = 2 heads of D = 4, with a [B, 1, 1, S] mask). Case 1 projects v
+ * from another input and case 2 gives the k projection a second reader (a graph output):
+ * neither may be merged. Each is checked against the unoptimized graph. */
+static void qkv_case(int mcase) {
+  enum { B = 2, S = 7, H = 2, D = 4, HD = 8 };
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  if (mcase == 1) otm_input(m, "x2", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  otm_input(m, "mask", ONYX_ELEM_FLOAT32, 4, (int64_t[]){B, 1, 1, S});
+  float w[3][HD * HD], b[3][HD];
+  static const char* const names[3][5] = {
+      {"wq", "bq", "pq", "q", "x"}, {"wk", "bk", "pk", "k", "x"}, {"wv", "bv", "pv_", "v", "x"}};
+  for (int i = 0; i < 3; i++) {
+    fill(w[i], HD * HD, 23 + (unsigned)i);
+    fill(b[i], HD, 29 + (unsigned)i);
+    otm_initializer(m, names[i][0], ONYX_ELEM_FLOAT32, 2, (int64_t[]){HD, HD}, w[i]);
+    otm_initializer(m, names[i][1], ONYX_ELEM_FLOAT32, 1, (int64_t[]){HD}, b[i]);
+    char in[16], add_in[16];
+    snprintf(in, sizeof in, "%s,%s", i == 2 && mcase == 1 ? "x2" : names[i][4], names[i][0]);
+    snprintf(add_in, sizeof add_in, "%s,%s", names[i][2], names[i][1]);
+    otm_node(m, "MatMul", names[i][2], in, names[i][2]);
+    otm_node(m, "Add", names[i][3], add_in, names[i][3]);
+  }
+  if (mcase == 2) otm_output(m, "k", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, S, HD});
+  add_attention_chain(m, 0, B, S, H, D);
+  Model md = finish(m);
+  float x[B * S * HD], x2[B * S * HD], mask[B * S];
+  fill(x, B * S * HD, 31);
+  fill(x2, B * S * HD, 37);
+  for (int i = 0; i < B * S; i++)
+    mask[i] = i % 5 == 4 ? -10000.0f : 0.0f;
+  const float* in1[] = {x, x2, mask};
+  const float* in0[] = {x, mask};
+  OnyxSession* s =
+      compare_levels(&md, mcase == 1 ? in1 : in0, mcase == 1 ? 3 : 2, mcase == 2 ? 2 : 1, 1e-5f);
+  assert_int_equal(count_op(s, "MultiHeadAttention"), 1);
+  assert_int_equal(count_op(s, "FusedMatMul"), mcase == 0 ? 1 : 3);
+  for (size_t i = 0; i < s->graph->n_nodes; i++) {
+    const OxNode* n = s->graph->nodes[i];
+    if (strcmp(n->op_type, "MultiHeadAttention") != 0) continue;
+    const bool packed = !n->inputs[1] && !n->inputs[2];
+    assert_int_equal(packed, mcase == 0);
+    if (packed) {
+      const OxNode* f = n->inputs[0]->producer;
+      assert_non_null(f);
+      assert_string_equal(f->op_type, "FusedMatMul");
+      assert_int_equal(f->inputs[1]->dims[1], 3 * HD); /* [Wq | Wk | Wv] */
+      assert_int_equal(n->inputs[0]->dims[2], 3 * HD);
+    }
+  }
+  onyx_session_release(s);
+  free(md.bytes);
+}
+
+static void test_qkv_packed(void** state) {
+  (void)state;
+  for (int c = 0; c < 3; c++)
+    qkv_case(c);
 }
 
 /* The CPU provider's com.onyx MultiHeadAttention kernel itself, over the mask shapes it
@@ -1024,6 +1093,38 @@ static void mha_mask_case(int mcase) {
   onyx_value_release(y);
   onyx_session_release(s);
   free(md.bytes);
+}
+
+/* The packed form's errors at session creation, naming the node: K without V, and a packed
+ * last dim that is not 3 x a multiple of num_heads. */
+static void mha_bad_case(int with_k, int64_t last, const char* want) {
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.onyx", 1);
+  otm_input(m, "q", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 4, last});
+  if (with_k) otm_input(m, "k", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 4, last});
+  OxTestNode* n = otm_node(m, "MultiHeadAttention", "bad_mha", with_k ? "q,k" : "q", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_int(n, "num_heads", 2);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 4, -1});
+  Model md = finish(m);
+  OnyxSessionOptions* o = NULL;
+  assert_null(onyx_session_options_create(&o));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, md.bytes, md.len, NULL, &s);
+  onyx_session_options_release(o);
+  assert_non_null(st);
+  assert_null(s);
+  const char* msg = onyx_status_message(st);
+  if (!strstr(msg, "bad_mha") || !strstr(msg, want)) fail_msg("unexpected message: %s", msg);
+  onyx_status_release(st);
+  free(md.bytes);
+}
+
+static void test_mha_packed_errors(void** state) {
+  (void)state;
+  mha_bad_case(1, 12, "K and V must both be given");
+  mha_bad_case(0, 10, "3 x a multiple of num_heads");
+  mha_bad_case(0, 9, "3 x a multiple of num_heads"); /* 9 / 3 = 3 heads' worth for 2 heads */
 }
 
 static void test_mha_masks(void** state) {
@@ -1591,6 +1692,8 @@ int main(void) {
       cmocka_unit_test(test_gelu),
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_mha_masks),
+      cmocka_unit_test(test_qkv_packed),
+      cmocka_unit_test(test_mha_packed_errors),
       cmocka_unit_test(test_matmul_act),
       cmocka_unit_test(test_matmul_gelu),
       cmocka_unit_test(test_matmul_bad_activation),

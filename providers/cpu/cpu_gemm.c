@@ -71,11 +71,13 @@
  * prepacked). 64, not 128: its A block and C tile take half as much of a
  * 512 KiB L2 (Zen 3), and in the machine's slow state (docs/performance.md)
  * 1024^3 ran 1.2-3.0% faster in each of four interleaved runs of 200-300
- * rounds (bench/gemm_variants.c); the same in the fast state and on the
- * bert and mlp shapes (within 1.1%). On the Xeon host's 2 MiB L2, 64 and
- * 128 were within 1%. */
+ * rounds (bench/gemm_variants.c), the same in the fast state. On the Xeon
+ * host's 2 MiB L2, 64 and 128 were within 1%. */
 #define TILE_ROWS 64
 #endif
+/* ... except that an M of up to TILE_ROWS_ONE rows is one row tile: two
+ * would each stream the weights from memory (bert_layer's M = 128). */
+#define TILE_ROWS_ONE 128
 #ifndef TILE_NR
 #define TILE_NR 8 /* ... and TILE_NR B panels (at most TILE_COL columns) wide */
 #endif
@@ -1172,7 +1174,9 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   const size_t panels_m = (g->m + s->mr - 1) / s->mr, panels_n = (g->n + s->nr - 1) / s->nr;
   /* B packed per tile: tall tiles pack each B slice once (the A block,
    * up to 64 panels x KC, still fits in L2). Prepacked B: TILE_ROWS. */
-  const size_t tile_mr = g->packed_b ? (TILE_ROWS + s->mr - 1) / s->mr : 64;
+  const size_t tile_mr = !g->packed_b            ? 64
+                         : g->m <= TILE_ROWS_ONE ? panels_m
+                                                 : (TILE_ROWS + s->mr - 1) / s->mr;
   const size_t tile_nr = min_sz(TILE_NR, TILE_COL / s->nr);
   size_t tm = min_sz(tile_mr, panels_m), tn = min_sz(tile_nr, panels_n);
   const size_t want = threads > 1 ? threads * TILES_PER_THREAD : 1;

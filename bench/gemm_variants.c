@@ -14,7 +14,9 @@
  * 10th and 90th percentile call in ms, the median per-round ratio to the
  * first build, and the median over the slow rounds: those whose median call
  * (over the builds) took more than SLOW_MS (default 27; the slow state of
- * matmul_1024). Selecting by one build's time would favour the others. */
+ * matmul_1024). Selecting by one build's time would favour the others.
+ * EVICT_MB=N reads N MiB between calls, untimed, so that B and C start cold
+ * as in a model whose other layers stream their weights in between. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>

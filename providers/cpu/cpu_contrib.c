@@ -334,8 +334,12 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
                          (long long)vd[2]);
   const float* qp = cpu_host->tensor_data(q);
   MhaJob j = {.q = qp,
-              .k = packed ? qp + hidden : cpu_host->tensor_data(k),
-              .v = packed ? qp + 2 * hidden : cpu_host->tensor_data(v),
+              .k = !packed ? cpu_host->tensor_data(k)
+                   : qp    ? qp + hidden
+                           : NULL,
+              .v = !packed ? cpu_host->tensor_data(v)
+                   : qp    ? qp + 2 * hidden
+                           : NULL,
               .b = (size_t)qd[0],
               .h = (size_t)heads,
               .s = (size_t)qd[1],

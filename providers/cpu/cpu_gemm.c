@@ -71,7 +71,7 @@
  * prepacked). 64, not 128: its A block and C tile take half as much of a
  * 512 KiB L2 (Zen 3), and in the machine's slow state (docs/performance.md)
  * 1024^3 ran 1.2-3.0% faster in each of four interleaved runs of 200-300
- * rounds (bench/gemm_variants.c), the same in the fast state. On the Xeon
+ * rounds (bench/gemm_variants.c), within 1.1% over all rounds. On the Xeon
  * host's 2 MiB L2, 64 and 128 were within 1%. */
 #define TILE_ROWS 64
 #endif

@@ -16,6 +16,11 @@ static bool ox_host_const(const OxValue* v) {
          (v->constant->data || !v->constant->count);
 }
 
+/* n is the com.onyx op `op`. */
+static bool ox_is_contrib(const OxNode* n, const char* op) {
+  return n && !strcmp(n->domain, OX_CONTRIB_DOMAIN) && !strcmp(n->op_type, op);
+}
+
 /* Other outputs of n (index >= 1) are absent or unused. */
 static bool ox_only_first_output(const OxOpt* o, const OxNode* n) {
   for (size_t i = 1; i < n->n_outputs; i++)
@@ -174,7 +179,7 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
   OxValue* p_out = act->inputs[0];
   OxNode* mm = p_out ? p_out->producer : NULL;
   if (!mm || !ox_opt_single_use(o, p_out) || mm->n_outputs != 1) return NULL;
-  const bool fused = !strcmp(mm->domain, OX_CONTRIB_DOMAIN) && !strcmp(mm->op_type, "FusedMatMul");
+  const bool fused = ox_is_contrib(mm, "FusedMatMul");
   if (fused) {
     const char* a = ox_node_attr_string(mm, "activation", "");
     if (a && *a) return NULL; /* one activation already */
@@ -281,8 +286,7 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   if (!o->cfg->contrib_available || act->n_inputs < 1) return NULL;
   if (ox_exact_gelu(act)) {
     const OxNode* mm = act->inputs[0]->producer;
-    const bool fmm =
-        mm && !strcmp(mm->domain, OX_CONTRIB_DOMAIN) && !strcmp(mm->op_type, "FusedMatMul");
+    const bool fmm = ox_is_contrib(mm, "FusedMatMul");
     if (!o->cfg->cpu_alone || !(fmm || ox_opt_is(mm, "Gemm"))) return NULL;
     return ox_fuse_matmul_act(o, act, "Gelu", 0, 0, 0, done);
   }
@@ -715,10 +719,6 @@ OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed) {
  * section instead of three (bert_layer's projections at 2 threads: 3.0-3.2 -> 2.6-2.7 ms a
  * layer, measured on a model of the three alone). */
 
-static bool ox_is_contrib(const OxNode* n, const char* op) {
-  return n && !strcmp(n->domain, OX_CONTRIB_DOMAIN) && !strcmp(n->op_type, op);
-}
-
 /* A FusedMatMul(X, W, b) the merge may take: W a constant [K, N] float matrix, b a constant of N
  * floats, no Z, no activation, its one output read only by the attention. */
 static bool ox_plain_projection(const OxOpt* o, const OxNode* f, const OxValue* out) {
@@ -784,43 +784,20 @@ static OnyxStatus* ox_pack_qkv(OxOpt* o, OxNode* mha, bool* done) {
   const int64_t pdims[3] = {qkv[0]->dims[0], qkv[0]->dims[1], 3 * qkv[0]->dims[2]};
   OX_TRY(ox_value_set(packed, ONYX_ELEM_FLOAT32, 3, pdims));
   OxValue* x = f[0]->inputs[0];
-  OxValue* mask = mha->n_inputs > 3 ? mha->inputs[3] : NULL;
-  OxValue* y = mha->outputs[0];
   char* fname = ox_strdup(f[0]->name);
-  char* aname = ox_strdup(mha->name);
-  OxNode* old = NULL;
-  if (!fname || !aname) st = ox_oom();
-  /* the attributes go over to the new node before the old one is removed */
-  OxAttr* attrs = NULL;
-  size_t n_attrs = 0;
-  if (!st) {
-    attrs = mha->attrs;
-    n_attrs = mha->n_attrs;
-    mha->attrs = NULL;
-    mha->n_attrs = mha->cap_attrs = 0;
-    old = mha;
-  }
+  if (!fname) return ox_oom();
+  /* The attention reads the packed value; K and V become absent. */
+  st = ox_opt_set_input(mha, 0, packed);
+  for (size_t i = 1; i < 3 && !st; i++)
+    st = ox_opt_set_input(mha, i, NULL);
   if (!st) {
     for (int i = 0; i < 3; i++)
       ox_opt_remove(o, f[i]);
-    ox_opt_remove(o, old);
     OxValue* fins[3] = {x, vw, vb};
     OxNode* fm = NULL;
     st = ox_opt_add_node(o, fname, "FusedMatMul", OX_CONTRIB_DOMAIN, fins, 3, &packed, 1, &fm);
   }
-  OxNode* an = NULL;
-  if (!st) {
-    OxValue* ains[4] = {packed, NULL, NULL, mask};
-    st = ox_opt_add_node(o, aname, "MultiHeadAttention", OX_CONTRIB_DOMAIN, ains, mask ? 4 : 1, &y,
-                         1, &an);
-  }
-  for (size_t i = 0; i < n_attrs; i++) {
-    if (!st && an) st = ox_node_add_attr(an, &attrs[i]);
-    ox_attr_clear(&attrs[i]);
-  }
-  free(attrs);
   free(fname);
-  free(aname);
   OX_TRY(st);
   o->stats->qkv++;
   *done = true;

@@ -44,6 +44,18 @@ static OnyxSession* open_with(const Model* m, OnyxOptimizationLevel level, size_
   return s;
 }
 
+/* Session creation with the default options must fail: its status (caller releases). */
+static OnyxStatus* create_fails(const Model* m) {
+  OnyxSessionOptions* o = NULL;
+  assert_null(onyx_session_options_create(&o));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, m->bytes, m->len, NULL, &s);
+  onyx_session_options_release(o);
+  assert_non_null(st);
+  assert_null(s);
+  return st;
+}
+
 static OnyxSession* open_at(const Model* m, OnyxOptimizationLevel level) {
   return open_with(m, level, 1);
 }
@@ -849,13 +861,7 @@ static void test_matmul_bad_activation(void** state) {
   otm_attr_string(n, "activation", "Swish");
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){4, 3});
   Model md = finish(m);
-  OnyxSessionOptions* o = NULL;
-  assert_null(onyx_session_options_create(&o));
-  OnyxSession* s = NULL;
-  OnyxStatus* st = onyx_session_create_from_bytes(o, md.bytes, md.len, NULL, &s);
-  onyx_session_options_release(o);
-  assert_non_null(st);
-  assert_null(s);
+  OnyxStatus* st = create_fails(&md);
   const char* msg = onyx_status_message(st);
   assert_non_null(strstr(msg, "fmm_swish"));
   assert_non_null(strstr(msg, "'Swish'"));
@@ -1107,13 +1113,7 @@ static void mha_bad_case(int with_k, int64_t last, const char* want) {
   otm_attr_int(n, "num_heads", 2);
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 4, -1});
   Model md = finish(m);
-  OnyxSessionOptions* o = NULL;
-  assert_null(onyx_session_options_create(&o));
-  OnyxSession* s = NULL;
-  OnyxStatus* st = onyx_session_create_from_bytes(o, md.bytes, md.len, NULL, &s);
-  onyx_session_options_release(o);
-  assert_non_null(st);
-  assert_null(s);
+  OnyxStatus* st = create_fails(&md);
   const char* msg = onyx_status_message(st);
   if (!strstr(msg, "bad_mha") || !strstr(msg, want)) fail_msg("unexpected message: %s", msg);
   onyx_status_release(st);

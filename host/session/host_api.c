@@ -366,6 +366,28 @@ static OnyxStatus* h_infer_set_output(OnyxInferenceContext* c, size_t i, OnyxEle
   return ox_value_set(c->node->outputs[i], type, rank, dims);
 }
 
+/* --- values (1.1) ---------------------------------------------------------------------------- */
+static size_t h_value_consumer_count(const OnyxValueInfo* v) {
+  return v ? v->n_consumers : 0;
+}
+static const OnyxNode* h_value_consumer(const OnyxValueInfo* v, size_t i) {
+  return v && i < v->n_consumers ? v->consumers[i] : NULL;
+}
+static int32_t h_value_is_graph_output(const OnyxValueInfo* v) {
+  return v && v->is_graph_output;
+}
+
+/* --- compiled-group cache (1.1) ------------------------------------------------------------- */
+OnyxStatus* ox_blob_write(OnyxBlobWriter* w, const void* data, size_t bytes) {
+  if (!w || (bytes && !data)) return ox_status(ONYX_INVALID_ARGUMENT, "blob_write: NULL argument");
+  if (bytes > SIZE_MAX - w->len)
+    return ox_status(ONYX_INVALID_ARGUMENT, "blob_write: entry larger than memory");
+  if (!ox_grow((void**)&w->data, &w->cap, w->len + bytes, 1)) return ox_oom();
+  if (bytes) memcpy(w->data + w->len, data, bytes);
+  w->len += bytes;
+  return NULL;
+}
+
 static const OnyxHostApi ox_host_api_table = {
     .struct_size = sizeof(OnyxHostApi),
     .abi_major = ONYX_ABI_VERSION_MAJOR,
@@ -439,6 +461,15 @@ static const OnyxHostApi ox_host_api_table = {
     .infer_input_count = h_infer_input_count,
     .infer_input = h_infer_input,
     .infer_set_output = h_infer_set_output,
+    .value_consumer_count = h_value_consumer_count,
+    .value_consumer = h_value_consumer,
+    .value_is_graph_output = h_value_is_graph_output,
+    .edit_replace = ox_edit_replace,
+    .edit_set_attr_int = ox_edit_set_attr_int,
+    .edit_set_attr_float = ox_edit_set_attr_float,
+    .edit_set_attr_ints = ox_edit_set_attr_ints,
+    .edit_set_attr_string = ox_edit_set_attr_string,
+    .blob_write = ox_blob_write,
 };
 
 const OnyxHostApi* ox_host_api(void) {

@@ -35,6 +35,31 @@ struct OnyxGraphView {
 };
 void ox_view_clear(OnyxGraphView* v);
 
+/* A slot of OnyxEp that a provider built against an older minor may not have:
+ * read only when the EP's struct_size covers it (NULL otherwise). */
+#define OX_EP_SLOT(ep, field)                                                                      \
+  ((ep)->struct_size >= offsetof(OnyxEp, field) + sizeof((ep)->field) ? (ep)->field : NULL)
+
+/* --- Compiled-group cache entries being written (OnyxEp.save_compiled) --------- */
+struct OnyxBlobWriter {
+  uint8_t* data;
+  size_t len, cap;
+};
+OnyxStatus* ox_blob_write(OnyxBlobWriter* w, const void* data, size_t bytes);
+
+/* --- Provider transforms (OnyxEp.transform): host/optimizer/opt_provider.c ------ */
+OnyxStatus* ox_edit_replace(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n_nodes,
+                            const char* domain, const char* op_type, const char* name,
+                            const OnyxValueInfo* const* inputs, size_t n_inputs,
+                            const OnyxValueInfo* const* outputs, size_t n_outputs,
+                            const OnyxNode** out);
+OnyxStatus* ox_edit_set_attr_int(OnyxGraphEdit* e, const OnyxNode* n, const char* name, int64_t v);
+OnyxStatus* ox_edit_set_attr_float(OnyxGraphEdit* e, const OnyxNode* n, const char* name, float v);
+OnyxStatus* ox_edit_set_attr_ints(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                  const int64_t* v, size_t count);
+OnyxStatus* ox_edit_set_attr_string(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                    const char* v);
+
 /* --- Placement ----------------------------------------------------------------- */
 typedef struct OxDecline {
   size_t node; /* graph node index */

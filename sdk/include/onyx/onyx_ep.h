@@ -1,4 +1,4 @@
-/* onyx_ep.h — the execution-provider ABI, version 1.0.
+/* onyx_ep.h — the execution-provider ABI, version 1.1.
  *
  * A provider is a shared library that exports exactly one symbol,
  * onyx_provider_init. The host calls it once after dlopen, handing over the
@@ -81,6 +81,8 @@ typedef struct OnyxSchemaRegistry OnyxSchemaRegistry;
 typedef struct OnyxInferenceContext OnyxInferenceContext;
 typedef struct OnyxOptions OnyxOptions;
 typedef struct OnyxThreadPool OnyxThreadPool;
+typedef struct OnyxGraphEdit OnyxGraphEdit;   /* 1.1: handed to OnyxEp.transform */
+typedef struct OnyxBlobWriter OnyxBlobWriter; /* 1.1: handed to OnyxEp.save_compiled */
 
 /* Provider-owned, opaque to the host. */
 typedef struct OnyxStream OnyxStream;
@@ -398,6 +400,47 @@ struct OnyxHostApi {
   /* rank -1: unknown shape; dims may hold ONYX_DIM_UNKNOWN. */
   OnyxStatus* (*infer_set_output)(OnyxInferenceContext* c, size_t i, OnyxElemType type,
                                   int32_t rank, const int64_t* dims);
+
+  /* ======================= ABI 1.1 (struct_size covers them) ================= */
+  /* --- Values: edges of the whole graph, whichever provider holds the nodes --- */
+  /* The nodes reading v, each once per input slot it reads v through, in
+   * topological order. Valid like v; use them instead of scanning every
+   * node's inputs. */
+  size_t (*value_consumer_count)(const OnyxValueInfo* v);
+  const OnyxNode* (*value_consumer)(const OnyxValueInfo* v, size_t i);
+  int32_t (*value_is_graph_output)(const OnyxValueInfo* v); /* 1: the model's output */
+
+  /* --- Graph edits: inside OnyxEp.transform only ------------------------------ */
+  /* Replaces `nodes` (this provider's, from the transform's view, a convex set)
+   * with one node of (domain, op_type) named `name` (NULL: derived), reading
+   * `inputs` (values outside the set; NULL entries: absent optional inputs)
+   * and writing `outputs` (values the set produces, in the new op's output
+   * order; every value of the set read outside it, or a graph output, must be
+   * listed). The domain is "" for ONNX, else a domain whose schema the host
+   * knows (com.onyx, or one the provider registered). The new node runs on
+   * this provider: after transform returns the host resolves it and matches
+   * it against the provider's kernel registry; a node no kernel matches fails
+   * session creation naming the provider and the node. *out (may be NULL)
+   * is valid until transform returns, for edit_set_attr_*. */
+  OnyxStatus* (*edit_replace)(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n_nodes,
+                              const char* domain, const char* op_type, const char* name,
+                              const OnyxValueInfo* const* inputs, size_t n_inputs,
+                              const OnyxValueInfo* const* outputs, size_t n_outputs,
+                              const OnyxNode** out);
+  /* Sets an attribute of a node edit_replace made (refused for other nodes
+   * and for an attribute already set). */
+  OnyxStatus* (*edit_set_attr_int)(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                   int64_t v);
+  OnyxStatus* (*edit_set_attr_float)(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                     float v);
+  OnyxStatus* (*edit_set_attr_ints)(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                    const int64_t* v, size_t count);
+  OnyxStatus* (*edit_set_attr_string)(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                      const char* v);
+
+  /* --- Compiled-group cache: inside OnyxEp.save_compiled only ------------------ */
+  /* Appends bytes to the entry being saved. */
+  OnyxStatus* (*blob_write)(OnyxBlobWriter* w, const void* data, size_t bytes);
 };
 
 /* ------------------------------------------------------------------------ */
@@ -480,6 +523,30 @@ struct OnyxEp {
 
   /* Required. Releases the EP after every kernel state and stream of it. */
   void (*release)(OnyxEp* ep);
+
+  /* ======================= ABI 1.1 (struct_size covers them) ================= */
+  /* Optional, NULL: none. The provider's own graph transformer. Called once at
+   * session creation, after placement and before the host's fusions, with a
+   * view of the nodes placed on this EP by claim_node (not those of compiled
+   * groups), in topological order; the view's inputs and outputs are the
+   * graph's. Rewrites go through host->edit_replace. A node this provider
+   * was given stays with it: the host's fusions run afterwards only inside
+   * one provider's nodes and only into ops that provider has kernels for. */
+  OnyxStatus* (*transform)(OnyxEp* ep, const OnyxGraphView* nodes, OnyxGraphEdit* edit);
+  /* Optional, NULL: compiled groups are never cached. With the session's
+   * cache_dir set, the host calls save_compiled after compile and stores what
+   * the provider wrote (host->blob_write) under a key made of the group's
+   * content (ops, attributes, value types and shapes, constant data), the
+   * provider's name and version, and its options. Called once per group, from
+   * one thread. */
+  OnyxStatus* (*save_compiled)(OnyxEp* ep, const OnyxGraphView* group,
+                               const OnyxCompiledKernel* kernel, OnyxBlobWriter* w);
+  /* Optional, NULL: compile always runs. Called instead of compile when the
+   * cache holds an entry for the group; `data` is borrowed for the call. An
+   * error (a stale, corrupt or foreign entry) is not fatal: the host logs a
+   * warning, compiles the group and saves it again. */
+  OnyxStatus* (*load_compiled)(OnyxEp* ep, const OnyxGraphView* group, const void* data,
+                               size_t bytes, OnyxCompiledKernel* out);
 };
 
 /* The one exported symbol. The host passes its API table (valid until the
@@ -504,10 +571,18 @@ ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxPr
 #define ONYX_ABI_V1_0_DEVICE_INFO_SIZE     72
 #define ONYX_ABI_V1_0_ALLOCATOR_SIZE       56
 #define ONYX_ABI_V1_0_COMPILED_KERNEL_SIZE 32
+/* 1.1: the value-consumer, graph-edit and blob functions; transform and the
+ * compiled-group cache slots. */
+#define ONYX_ABI_V1_1_HOST_API_SIZE 640
+#define ONYX_ABI_V1_1_EP_SIZE       160
 #ifndef __cplusplus
-_Static_assert(sizeof(OnyxHostApi) == ONYX_ABI_V1_0_HOST_API_SIZE, "OnyxHostApi v1.0 size");
+_Static_assert(offsetof(OnyxHostApi, value_consumer_count) == ONYX_ABI_V1_0_HOST_API_SIZE,
+               "OnyxHostApi v1.1 starts where v1.0 ends");
+_Static_assert(sizeof(OnyxHostApi) == ONYX_ABI_V1_1_HOST_API_SIZE, "OnyxHostApi v1.1 size");
 _Static_assert(sizeof(OnyxProvider) == ONYX_ABI_V1_0_PROVIDER_SIZE, "OnyxProvider v1.0 size");
-_Static_assert(sizeof(OnyxEp) == ONYX_ABI_V1_0_EP_SIZE, "OnyxEp v1.0 size");
+_Static_assert(offsetof(OnyxEp, transform) == ONYX_ABI_V1_0_EP_SIZE,
+               "OnyxEp v1.1 starts where v1.0 ends");
+_Static_assert(sizeof(OnyxEp) == ONYX_ABI_V1_1_EP_SIZE, "OnyxEp v1.1 size");
 _Static_assert(sizeof(OnyxKernelDef) == ONYX_ABI_V1_0_KERNEL_DEF_SIZE, "OnyxKernelDef v1.0");
 _Static_assert(sizeof(OnyxSchemaDef) == ONYX_ABI_V1_0_SCHEMA_DEF_SIZE, "OnyxSchemaDef v1.0");
 _Static_assert(sizeof(OnyxEpCreateArgs) == ONYX_ABI_V1_0_EP_CREATE_ARGS_SIZE, "EpCreateArgs");

@@ -18,7 +18,7 @@ extern "C" {
 /* ABI version of these headers. A host refuses a provider of another major;
  * within a major, both sides read a struct only as far as its struct_size. */
 #define ONYX_ABI_VERSION_MAJOR 1
-#define ONYX_ABI_VERSION_MINOR 0
+#define ONYX_ABI_VERSION_MINOR 1
 
 /* Symbols visible from a shared library built with -fvisibility=hidden. */
 #if defined(__GNUC__)

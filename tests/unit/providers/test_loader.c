@@ -255,7 +255,7 @@ static void test_abi_major_mismatch(void** state) {
   char path[BUF], want[2 * BUF];
   lib_path(path, g_broken, "abi2");
   snprintf(want, sizeof want,
-           "provider library '%s' was built for Onyx ABI 2.0; this host implements ABI 1.0", path);
+           "provider library '%s' was built for Onyx ABI 2.0; this host implements ABI 1.1", path);
   OnyxStatus* st = ox_provider_lib_acquire("abi2", NULL, &(OxProviderLib*){NULL});
   assert_non_null(st);
   assert_int_equal(st->code, ONYX_ABI_MISMATCH);

@@ -1,6 +1,7 @@
 /* custom_ep.c — the provider table, devices, options, the EP, placement
  * (get_capability), memory and copies of the "custom" example provider.
- * The kernels and the custom op live in custom_kernels.c.
+ * The kernels and the custom op live in custom_kernels.c, the compiled
+ * MatMul -> Add group in custom_group.c.
  *
  * Read it top to bottom: it follows the order in which the host calls it
  * (docs/provider-guide.md has the whole walk). */
@@ -12,6 +13,7 @@
 #include "custom_ep.h"
 
 const OnyxHostApi* custom_host;
+bool custom_host_1_1;
 
 /* --- Devices ---------------------------------------------------------------------------
  * device_count and device_info describe what the provider can drive. A real
@@ -98,14 +100,22 @@ static OnyxStatus* opt_max_elements(CustomEp* c, const char* key, const char* va
   return NULL;
 }
 
-static OnyxStatus* opt_custom_op(CustomEp* c, const char* key, const char* value) {
+static OnyxStatus* parse_bool(const char* key, const char* value, bool* out) {
   if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
-    c->custom_op = true;
+    *out = true;
   else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
-    c->custom_op = false;
+    *out = false;
   else
     return bad_value(key, value, "true or false");
   return NULL;
+}
+
+static OnyxStatus* opt_custom_op(CustomEp* c, const char* key, const char* value) {
+  return parse_bool(key, value, &c->custom_op);
+}
+
+static OnyxStatus* opt_fuse_matmul_add(CustomEp* c, const char* key, const char* value) {
+  return parse_bool(key, value, &c->fuse_matmul_add);
 }
 
 static const struct {
@@ -114,12 +124,14 @@ static const struct {
 } custom_options[] = {
     {"max_elements", opt_max_elements},
     {"custom_op", opt_custom_op},
+    {"fuse_matmul_add", opt_fuse_matmul_add},
 };
 
 static OnyxStatus* apply_options(CustomEp* c, const OnyxOptions* o) {
   const OnyxHostApi* H = custom_host;
   c->max_elements = 0;
   c->custom_op = true;
+  c->fuse_matmul_add = true;
   for (size_t i = 0; i < H->options_count(o); i++) {
     const char* key = H->options_key(o, i);
     const char* value = H->options_get(o, key);
@@ -129,7 +141,9 @@ static OnyxStatus* apply_options(CustomEp* c, const OnyxOptions* o) {
       k++;
     if (k == sizeof custom_options / sizeof custom_options[0])
       return H->status_create(ONYX_INVALID_CONFIG,
-                              "custom: unknown option '%s' (known: max_elements, custom_op)", key);
+                              "custom: unknown option '%s' (known: max_elements, custom_op, "
+                              "fuse_matmul_add)",
+                              key);
     OnyxStatus* st = custom_options[k].apply(c, key, value ? value : "");
     if (st) return st;
   }
@@ -137,12 +151,13 @@ static OnyxStatus* apply_options(CustomEp* c, const OnyxOptions* o) {
 }
 
 /* --- Placement ---------------------------------------------------------------------------
- * get_capability sees the nodes no provider before this one took. For each
- * it either claims it (it will run here with a registered kernel) or
- * declines it with a reason that `onyx partition --explain` shows. */
+ * get_capability sees the nodes no provider before this one took. It first
+ * claims each MatMul -> Add chain as one group, compiled into one kernel
+ * (custom_group.c). Every other node it either claims (it will run here with
+ * a registered kernel) or declines with a reason that
+ * `onyx partition --explain` shows. */
 
-/* Elements of a value when its shape is fully known; -1 otherwise. */
-static int64_t static_elements(const OnyxValueInfo* v) {
+int64_t custom_static_elements(const OnyxValueInfo* v) {
   const OnyxHostApi* H = custom_host;
   int32_t rank = H->value_rank(v);
   if (rank < 0) return -1;
@@ -159,8 +174,12 @@ static OnyxStatus* custom_get_capability(OnyxEp* ep, const OnyxGraphView* g,
                                          OnyxCapabilityBuilder* b) {
   const OnyxHostApi* H = custom_host;
   CustomEp* c = (CustomEp*)ep;
-  for (size_t i = 0; i < H->graph_node_count(g); i++) {
+  CustomNodeSet grouped;
+  OnyxStatus* st = custom_claim_groups(c, g, b, &grouped);
+  if (st) return st;
+  for (size_t i = 0; i < H->graph_node_count(g) && !st; i++) {
     const OnyxNode* n = H->graph_node(g, i);
+    if (custom_node_set_has(&grouped, n)) continue; /* claimed in a group */
     const char* reason = NULL;
     /* The registry knows op, opset range and element types. */
     if (!H->has_kernel(b, n, &reason)) {
@@ -171,8 +190,15 @@ static OnyxStatus* custom_get_capability(OnyxEp* ep, const OnyxGraphView* g,
       H->decline_node(b, n, "the custom op is switched off (option custom_op=false)");
       continue;
     }
+    /* The registry cannot say "2-D only": the MatMul kernel's limit is
+     * checked here, where the shapes are known. */
+    if (strcmp(H->node_op_type(n), "MatMul") == 0 &&
+        (H->value_rank(H->node_input(n, 0)) != 2 || H->value_rank(H->node_input(n, 1)) != 2)) {
+      H->decline_node(b, n, "MatMul: the kernel takes 2-D inputs only");
+      continue;
+    }
     const OnyxValueInfo* out = H->node_output(n, 0);
-    int64_t elements = out ? static_elements(out) : -1;
+    int64_t elements = out ? custom_static_elements(out) : -1;
     if (c->max_elements > 0 && elements > c->max_elements) {
       char text[160];
       snprintf(text, sizeof text,
@@ -183,10 +209,10 @@ static OnyxStatus* custom_get_capability(OnyxEp* ep, const OnyxGraphView* g,
     }
     /* A refused claim is a bug in the provider: pass the error up, and the
      * session fails with the host's message naming the node. */
-    OnyxStatus* st = H->claim_node(b, n);
-    if (st) return st;
+    st = H->claim_node(b, n);
   }
-  return NULL;
+  custom_node_set_free(&grouped);
+  return st;
 }
 
 /* --- Memory and copies -----------------------------------------------------------------
@@ -287,6 +313,7 @@ static OnyxStatus* custom_create_ep(const OnyxProvider* p, const OnyxEpCreateArg
                    .ctx = c,
                    .provider = p,
                    .get_capability = custom_get_capability,
+                   .compile = custom_compile,
                    .get_allocator = custom_get_allocator,
                    .can_copy = custom_can_copy,
                    .copy_tensors = custom_copy_tensors,
@@ -325,14 +352,18 @@ ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxPr
     return host->status_create(ONYX_ABI_MISMATCH, "custom: host ABI %u.%u; built for %d.%d",
                                (unsigned)host->abi_major, (unsigned)host->abi_minor,
                                ONYX_ABI_VERSION_MAJOR, ONYX_ABI_VERSION_MINOR);
-  /* Every host function this provider calls exists since ABI 1.0, so any 1.x
-   * host will do. A provider that needs a function added in 1.N checks that
-   * host->struct_size covers that slot and refuses here otherwise. */
+  /* Any 1.x host will do: every host function this provider needs exists
+   * since ABI 1.0. The 1.1 value-consumer functions, which group placement
+   * uses, are called only when the host's table covers them; with a 1.0 host
+   * the provider places every node on its own. (A provider that cannot work
+   * without a 1.N function refuses here instead, naming both versions.) */
   if (host->struct_size < ONYX_ABI_V1_0_HOST_API_SIZE)
     return host->status_create(ONYX_ABI_MISMATCH,
                                "custom: host API table of %zu bytes is smaller than ABI 1.0's %d",
                                host->struct_size, ONYX_ABI_V1_0_HOST_API_SIZE);
   custom_host = host;
+  custom_host_1_1 = host->struct_size >= offsetof(OnyxHostApi, value_is_graph_output) +
+                                             sizeof host->value_is_graph_output;
   /* Where this library was loaded from (to find data files next to it);
    * shown as a device property. */
   const char* self = host->library_path((const void*)&custom_provider);

@@ -35,6 +35,9 @@
 
 /* The host API table, set once by onyx_provider_init. */
 extern const OnyxHostApi* custom_host;
+/* True when the host implements ABI 1.1 or later (its table has the 1.1
+ * functions, e.g. value_consumer): groups are claimed only then. */
+extern bool custom_host_1_1;
 
 /* One EP instance: one per session that lists the provider. */
 typedef struct CustomEp {
@@ -43,6 +46,7 @@ typedef struct CustomEp {
   /* Options (see custom_ep.c, apply_options). */
   int64_t max_elements; /* decline nodes whose output is larger; 0: no limit */
   bool custom_op;       /* claim com.example.custom ScaleBias nodes */
+  bool fuse_matmul_add; /* claim MatMul -> Add chains as compiled groups */
   OnyxAllocator allocator;
   /* Statistics, logged at release. */
   atomic_size_t live_buffers;
@@ -54,8 +58,27 @@ OnyxMemoryDevice custom_memory(size_t index);
 /* True for memory this provider allocated (any of its devices). */
 bool custom_is_device_memory(const OnyxMemoryDevice* m);
 
+/* Elements of a value when its shape is fully known; -1 otherwise. */
+int64_t custom_static_elements(const OnyxValueInfo* v);
+
 /* custom_kernels.c */
 OnyxStatus* custom_register_kernels(const OnyxProvider* p, OnyxKernelRegistry* r);
 OnyxStatus* custom_register_schemas(const OnyxProvider* p, OnyxSchemaRegistry* r);
+
+/* custom_group.c: MatMul -> Add chains compiled into one kernel. */
+
+/* A set of nodes, sorted by address (custom_node_set_has is a binary search). */
+typedef struct CustomNodeSet {
+  const OnyxNode** nodes;
+  size_t count;
+} CustomNodeSet;
+bool custom_node_set_has(const CustomNodeSet* s, const OnyxNode* n);
+void custom_node_set_free(CustomNodeSet* s);
+/* Claims each MatMul -> Add chain of the view as one group (host->claim_group);
+ * *taken receives the nodes of every claimed group. */
+OnyxStatus* custom_claim_groups(CustomEp* c, const OnyxGraphView* g, OnyxCapabilityBuilder* b,
+                                CustomNodeSet* taken);
+/* OnyxEp.compile: one compiled kernel for a claimed group. */
+OnyxStatus* custom_compile(OnyxEp* ep, const OnyxGraphView* group, OnyxCompiledKernel* out);
 
 #endif

@@ -2,6 +2,10 @@
  * custom op:
  *
  *   Add, Mul (ai.onnx, opset 7+)        element-wise, numpy-style broadcasting
+ *   MatMul (ai.onnx, opset 9+)          2-D only (get_capability declines the
+ *                                       rest); a MatMul followed by an Add runs
+ *                                       in a compiled group instead
+ *                                       (custom_group.c)
  *   LeakyRelu (ai.onnx, opset 6+)       an attribute (alpha), read once in create
  *   com.example.custom.ScaleBias (v1)   y = x * scale + bias: a schema with
  *                                       attributes and an inference function,
@@ -85,6 +89,37 @@ static OnyxStatus* binary_compute(void* state, OnyxKernelContext* ctx) {
       idx[k] = 0;
     }
   }
+  return NULL;
+}
+
+/* --- MatMul: 2-D only ----------------------------------------------------------------------- */
+
+static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxHostApi* H = custom_host;
+  const OnyxTensor* a = H->ctx_input(ctx, 0);
+  const OnyxTensor* b = H->ctx_input(ctx, 1);
+  OnyxStatus* st = check_on_device(ctx, a);
+  if (!st) st = check_on_device(ctx, b);
+  if (st) return st;
+  if (H->tensor_rank(a) != 2 || H->tensor_rank(b) != 2)
+    return kernel_error(ctx, "inputs must be 2-D");
+  const int64_t m = H->tensor_dims(a)[0], k = H->tensor_dims(a)[1], n = H->tensor_dims(b)[1];
+  if (H->tensor_dims(b)[0] != k) return kernel_error(ctx, "inner dimensions differ");
+  const int64_t dims[2] = {m, n};
+  OnyxTensor* y = NULL;
+  st = H->ctx_output(ctx, 0, dims, 2, &y);
+  if (st) return st;
+  const float* pa = H->tensor_data(a);
+  const float* pb = H->tensor_data(b);
+  float* py = H->tensor_mutable_data(y);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; p++)
+        acc += pa[i * k + p] * pb[p * n + j];
+      py[i * n + j] = acc;
+    }
   return NULL;
 }
 
@@ -219,6 +254,7 @@ OnyxStatus* custom_register_kernels(const OnyxProvider* p, OnyxKernelRegistry* r
        .since_version = 7,
        .compute = binary_compute,
        .user_data = (void*)&op_mul},
+      {.domain = "", .op_type = "MatMul", .since_version = 9, .compute = matmul_compute},
       {.domain = "",
        .op_type = "LeakyRelu",
        .since_version = 6,

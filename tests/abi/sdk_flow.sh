@@ -8,7 +8,11 @@
 #   3. load the custom provider through a config, by "library" path and, once
 #      installed into the prefix, by name; run the demo model; check outputs,
 #      placement, `onyx partition --explain`, option errors and declines;
-#   4. move the prefix and check that it still finds its providers.
+#   4. run the group model: its MatMul -> Add chain is one compiled group on
+#      the custom provider (and, with fuse_matmul_add off, two single-node
+#      kernels); check outputs against values worked out with numpy, and the
+#      group in `onyx partition --explain`;
+#   5. move the prefix and check that it still finds its providers.
 #
 # usage: sdk_flow.sh BUILD_DIR SOURCE_DIR CMAKE GENERATOR CC LIBDIR [EXTRA_CFLAGS]
 # Exit 0: pass; 77: skipped (a tool is missing); anything else: failure.
@@ -75,7 +79,8 @@ mkdir -p "$tmp/pc"
 # shellcheck disable=SC2086
 run "$tmp/custom-pc.log" "$CC" $XFLAGS -std=c11 -Wall -Wextra -Werror -shared -fPIC \
   -fvisibility=hidden -Wl,--no-undefined "$SRC/samples/custom-ep/custom_ep.c" \
-  "$SRC/samples/custom-ep/custom_kernels.c" $pc_cflags -lm -o "$tmp/pc/libonyx_ep_custom.so"
+  "$SRC/samples/custom-ep/custom_kernels.c" "$SRC/samples/custom-ep/custom_group.c" $pc_cflags -lm \
+  -o "$tmp/pc/libonyx_ep_custom.so"
 
 model=$SRC/samples/custom-ep/custom_demo.onnx
 # The outputs for X = [-1.5,-1,-0.5,0,0.5,1] (2x3) and B = [-1.5,-1,-0.5], the
@@ -84,23 +89,26 @@ model=$SRC/samples/custom-ep/custom_demo.onnx
 want_m="1.05 0.3 -0.05 0.15 -0.3 -0.75"
 want_y="0.740775 0.574443 0.487503 0.53743 0.425557 0.320821"
 
-# check_outputs FILE WANT_PLACEMENT: compares hello's output.
+# check_output FILE NAME WANT: hello's float32 [2,3] output NAME is WANT.
+check_output() {
+  local got
+  got=$(sed -n "s/^$2 \[2,3\] float32: //p" "$1")
+  [ -n "$got" ] || { cat "$1" >&2; fail "no output $2"; }
+  awk -v got="$got" -v want="$3" -v name="$2" 'BEGIN {
+    n = split(got, g, " "); m = split(want, w, " ");
+    if (n != m) { print name ": " n " values, want " m; exit 1 }
+    for (i = 1; i <= n; i++) {
+      d = g[i] - w[i]; if (d < 0) d = -d;
+      if (d > 2e-6) { print name "[" i - 1 "] = " g[i] ", want " w[i]; exit 1 }
+    }
+  }' >&2 || fail "output $2 differs"
+}
+
+# check_outputs FILE WANT_PLACEMENT: compares hello's output for the demo model.
 check_outputs() {
   grep -qx "placement: $2" "$1" || { cat "$1" >&2; fail "placement is not '$2'"; }
-  local name want got
-  for name in M Y; do
-    if [ $name = M ]; then want=$want_m; else want=$want_y; fi
-    got=$(sed -n "s/^$name \[2,3\] float32: //p" "$1")
-    [ -n "$got" ] || { cat "$1" >&2; fail "no output $name"; }
-    awk -v got="$got" -v want="$want" -v name=$name 'BEGIN {
-      n = split(got, g, " "); m = split(want, w, " ");
-      if (n != m) { print name ": " n " values, want " m; exit 1 }
-      for (i = 1; i <= n; i++) {
-        d = g[i] - w[i]; if (d < 0) d = -d;
-        if (d > 2e-6) { print name "[" i - 1 "] = " g[i] ", want " w[i]; exit 1 }
-      }
-    }' >&2 || fail "output $name differs"
-  done
+  check_output "$1" M "$want_m"
+  check_output "$1" Y "$want_y"
 }
 
 step "load the provider by library path through a config; run"
@@ -125,10 +133,12 @@ check_outputs "$tmp/run3.log" "custom=4 cpu=1"
 
 step "onyx partition --explain"
 run "$tmp/explain.log" "$prefix/bin/onyx" partition "$model" --config "$tmp/by-name.json" --explain
-for want in "custom     4 nodes" "declined by custom: no kernel for Sigmoid" "copies: 3" \
+for want in "declined by custom: no kernel for Sigmoid" "copies: 3" "fused groups: 0" \
   "$prefix/$LIBDIR/onyx/providers/libonyx_ep_custom.so"; do
   grep -qF "$want" "$tmp/explain.log" || { cat "$tmp/explain.log" >&2; fail "explain lacks '$want'"; }
 done
+grep -qE '^  1\. custom .*[^0-9]4 nodes' "$tmp/explain.log" ||
+  { cat "$tmp/explain.log" >&2; fail "explain does not give custom 4 nodes"; }
 
 step "option errors and declines"
 # expect_error CONFIG FRAGMENT: hello must fail with a message holding FRAGMENT.
@@ -141,7 +151,7 @@ expect_error() {
   grep -qF "$2" "$tmp/bad.log" || { cat "$tmp/bad.log" >&2; fail "error lacks '$2'"; }
 }
 expect_error '{ "providers": [ { "name": "custom", "options": { "bogus": 1 } } ] }' \
-  "custom: unknown option 'bogus' (known: max_elements, custom_op)"
+  "custom: unknown option 'bogus' (known: max_elements, custom_op, fuse_matmul_add)"
 expect_error '{ "providers": [ { "name": "custom", "options": { "max_elements": -3 } } ] }' \
   "custom: option 'max_elements' has value '-3'; expected a whole number >= 0"
 expect_error '{ "providers": [ { "name": "custom", "options": { "custom_op": "maybe" } } ] }' \
@@ -154,20 +164,67 @@ grep -qF "declined by custom: output has 6 elements, above the max_elements opti
   "$tmp/max4.log" || { cat "$tmp/max4.log" >&2; fail "no max_elements decline"; }
 CUSTOM_EP_UNPLUGGED=1 expect_error '{ "providers": [ { "name": "custom" } ] }' \
   "no Example Accelerator found"
+expect_error '{ "providers": [ { "name": "custom", "options": { "fuse_matmul_add": 2 } } ] }' \
+  "custom: option 'fuse_matmul_add' has value '2'; expected true or false"
+
+step "a compiled group: MatMul -> Add on the custom provider"
+group_model=$SRC/samples/custom-ep/custom_group.onnx
+# H = X·W, Y = R + H, Z = LeakyRelu(Y, 0.1), for the inputs hello feeds:
+# X = [[-1.5,-1,-0.5,0],[0.5,1,1.5,-1.5]], R = [[-1.5,-1,-0.5]] (its unknown
+# row count taken as 1, so it is broadcast over both rows of the product),
+# and the model's W[k][j] = 0.25 * (3k + j) - 1; worked out with numpy.
+want_gy="0 -0.25 -0.5 -3.375 -2.5 -1.625"
+want_gz="0 -0.025 -0.05 -0.3375 -0.25 -0.1625"
+run "$tmp/group.log" "$tmp/hello/hello" "$group_model" "$tmp/by-name.json"
+grep -qx "placement: custom=3 cpu=0" "$tmp/group.log" ||
+  { cat "$tmp/group.log" >&2; fail "the group model did not run whole on custom"; }
+check_output "$tmp/group.log" Y "$want_gy"
+check_output "$tmp/group.log" Z "$want_gz"
+run "$tmp/group-explain.log" "$prefix/bin/onyx" partition "$group_model" \
+  --config "$tmp/by-name.json" --explain
+# The group's inputs are the values entering it in the order its nodes read
+# them (X and the initializer W for the MatMul, then R for the Add); its one
+# output is the Add's, read by LeakyRelu and a graph output.
+for want in "fused groups: 1" \
+  "'matmul+residual' on custom: 2 nodes (matmul, residual); inputs: 'X', 'W', 'R'; outputs: 'Y'" \
+  "constant 'W': host -> other:ffff:0/mem0 (custom), once at session creation"; do
+  grep -qF "$want" "$tmp/group-explain.log" ||
+    { cat "$tmp/group-explain.log" >&2; fail "group explain lacks '$want'"; }
+done
+for node in matmul residual; do
+  grep -qE "^  $node +[A-Za-z]+ +v[0-9]+ +-> custom \(group 'matmul\+residual'\)" \
+    "$tmp/group-explain.log" || { cat "$tmp/group-explain.log" >&2; fail "$node is not in the group"; }
+done
+grep -qE "^  leaky +LeakyRelu +v[0-9]+ +-> custom$" "$tmp/group-explain.log" ||
+  { cat "$tmp/group-explain.log" >&2; fail "leaky is not a single node on custom"; }
+# The same model node by node (MatMul and Add kernels): the same answers.
+echo '{ "providers": [ { "name": "custom", "options": { "fuse_matmul_add": false } } ] }' \
+  >"$tmp/nofuse.json"
+run "$tmp/nofuse.log" "$tmp/hello/hello" "$group_model" "$tmp/nofuse.json"
+grep -qx "placement: custom=3 cpu=0" "$tmp/nofuse.log" ||
+  { cat "$tmp/nofuse.log" >&2; fail "the group model did not run whole on custom, node by node"; }
+check_output "$tmp/nofuse.log" Y "$want_gy"
+check_output "$tmp/nofuse.log" Z "$want_gz"
+run "$tmp/nofuse-explain.log" "$prefix/bin/onyx" partition "$group_model" \
+  --config "$tmp/nofuse.json" --explain
+grep -qF "fused groups: 0" "$tmp/nofuse-explain.log" ||
+  { cat "$tmp/nofuse-explain.log" >&2; fail "fuse_matmul_add=false still made a group"; }
 
 suites=${ONYX_ONNX_TESTS:-$SRC/../shared/onnx-tests}
 if "$prefix/bin/onyx" test --help 2>&1 | grep -q -- "--only" && [ -d "$suites/node/test_add" ]; then
   step "onyx test --provider custom --only (a few node tests)"
   "$prefix/bin/onyx" test "$suites/node" --provider custom --only --jobs 2 \
-    --filter '^test_(add|mul|leakyrelu|leakyrelu_default|sigmoid)$' --verdicts "$tmp/verdicts.txt" \
-    >"$tmp/test.log" 2>&1
-  for t in test_add test_mul test_leakyrelu test_leakyrelu_default; do
+    --filter '^test_(add|mul|leakyrelu|leakyrelu_default|matmul_2d|matmul_3d|sigmoid)$' \
+    --verdicts "$tmp/verdicts.txt" >"$tmp/test.log" 2>&1
+  for t in test_add test_mul test_leakyrelu test_leakyrelu_default test_matmul_2d; do
     grep -q "^$t	pass" "$tmp/verdicts.txt" ||
       { cat "$tmp/verdicts.txt" >&2; fail "onyx test: $t did not pass on custom"; }
   done
-  # No Sigmoid kernel: the case is reported, not run elsewhere.
-  grep -q "^test_sigmoid	not-claimed" "$tmp/verdicts.txt" ||
-    { cat "$tmp/verdicts.txt" >&2; fail "onyx test: test_sigmoid is not 'not-claimed'"; }
+  # No Sigmoid kernel, and a 3-D MatMul declined: reported, not run elsewhere.
+  for t in test_sigmoid test_matmul_3d; do
+    grep -q "^$t	not-claimed" "$tmp/verdicts.txt" ||
+      { cat "$tmp/verdicts.txt" >&2; fail "onyx test: $t is not 'not-claimed'"; }
+  done
 else
   echo "(onyx test --provider/--only or the ONNX node suite not available: that step skipped)"
 fi
@@ -179,4 +236,4 @@ grep -q "provider custom: 4 nodes" "$tmp/moved.log" || { cat "$tmp/moved.log" >&
 LD_LIBRARY_PATH="$tmp/moved/$LIBDIR" run "$tmp/run4.log" "$tmp/hello-pc" "$model" "$tmp/by-name.json"
 check_outputs "$tmp/run4.log" "custom=4 cpu=1"
 
-echo "PASS: install, out-of-tree builds (CMake and pkg-config), config loading, outputs, explain, errors, relocation"
+echo "PASS: install, out-of-tree builds (CMake and pkg-config), config loading, outputs, explain, errors, a compiled group, relocation"

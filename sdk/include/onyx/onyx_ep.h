@@ -6,8 +6,13 @@
  * table (everything the host may call). A provider includes only the SDK
  * headers and never links against libonyx.
  *
- * A minimal provider with one kernel:
+ * A minimal provider with one kernel, complete (tests/abi compiles it from
+ * this comment and runs a Relu model on it). Built as libonyx_ep_mini.so,
+ * it is the provider "mini"; its EP is created per session and freed by
+ * release, which the host requires:
  *
+ *   #include <stdlib.h>
+ *   #include "onyx/onyx_ep.h"
  *   static const OnyxHostApi* H;
  *   static OnyxStatus* relu(void* state, OnyxKernelContext* ctx) {
  *     const OnyxTensor* x = H->ctx_input(ctx, 0);
@@ -28,9 +33,13 @@
  *     return H->register_kernel(r, &d);
  *   }
  *   static OnyxStatus* count(const OnyxProvider* p, size_t* n) { *n = 1; return NULL; }
+ *   static void release(OnyxEp* ep) { free(ep); }
  *   static OnyxStatus* create(const OnyxProvider* p, const OnyxEpCreateArgs* a, OnyxEp** out) {
- *     static OnyxEp ep = {.struct_size = sizeof ep, .release = NULL};
- *     ep.provider = p; *out = &ep; return NULL;
+ *     OnyxEp* ep = calloc(1, sizeof *ep);
+ *     if (!ep) return H->status_create(ONYX_OUT_OF_MEMORY, "mini: out of memory");
+ *     *ep = (OnyxEp){.struct_size = sizeof *ep, .provider = p, .release = release};
+ *     *out = ep;
+ *     return NULL;
  *   }
  *   static const OnyxProvider P = {.struct_size = sizeof P, .abi_major = ONYX_ABI_VERSION_MAJOR,
  *     .abi_minor = ONYX_ABI_VERSION_MINOR, .name = "mini", .vendor = "me", .version = "0.1",

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -226,10 +227,55 @@ int cli_session_open(const char* model_path, const char* config, int threads, On
   return cli_session_open_ex(model_path, config, threads, NULL, out, ms, e);
 }
 
-/* Applies `extra` to the options; *added tells whether first_provider was added. */
+/* The overlay that leaves `provider` alone of the config's providers: its
+ * entry of "providers" (or {"name": provider}) made required, the config's
+ * pins to it, "implicit_cpu" as `implicit_cpu` says and "fallback": "allow"
+ * (with the implicit CPU, a node left to it is what the caller looks for).
+ * Loaded on top of the
+ * whole config, it replaces the provider list and the pins (docs/config.md). */
+static int load_exclusive(OnyxSessionOptions* opts, const char* config, const char* provider,
+                          int implicit_cpu, CliError* e) {
+  json_error_t jerr;
+  json_t* root = config ? json_load_file(config, 0, &jerr) : json_object();
+  if (!root) return cli_err(e, "--config %s: %s", config, jerr.text);
+  json_t* entry = NULL;
+  json_t* pins = json_array();
+  size_t i;
+  json_t* item;
+  json_array_foreach(json_object_get(root, "providers"), i, item) {
+    const char* name = json_string_value(json_object_get(item, "name"));
+    if (name && !strcmp(name, provider) && !entry) entry = json_deep_copy(item);
+  }
+  json_array_foreach(json_object_get(root, "placement"), i, item) {
+    const char* to = json_string_value(json_object_get(item, "provider"));
+    if (to && !strcmp(to, provider) && pins) json_array_append(pins, item);
+  }
+  if (!entry) entry = json_pack("{ss}", "name", provider);
+  /* An optional provider that fails to load would leave no provider at all:
+   * required, its load error is the verdict. */
+  if (entry) json_object_set_new(entry, "required", json_true());
+  json_t* overlay = entry && pins ? json_pack("{s[O]sbsOss}", "providers", entry, "implicit_cpu",
+                                              implicit_cpu, "placement", pins, "fallback", "allow")
+                                  : NULL;
+  char* text = overlay ? json_dumps(overlay, JSON_COMPACT) : NULL;
+  int rc = text ? 0 : cli_err(e, "out of memory");
+  OnyxStatus* st = NULL;
+  if (!rc)
+    st =
+        onyx_session_options_load_config_text(opts, text, strlen(text), config ? config : "--only");
+  if (st) rc = cli_err_status(e, st, "--provider %s --only", provider);
+  free(text);
+  json_decref(overlay);
+  json_decref(pins);
+  json_decref(entry);
+  json_decref(root);
+  return rc;
+}
+
+/* Applies `extra` to the options. */
 static OnyxStatus* apply_extra(OnyxSessionOptions* opts, const CliSessionExtra* x) {
   OnyxStatus* st = NULL;
-  if (x->first_provider) {
+  if (x->first_provider && !x->exclusive) {
     st = onyx_session_options_add_provider(opts, x->first_provider, NULL, 0, 1);
     /* Listed by the config already: its entry (with its options) stays. */
     if (st && strstr(onyx_status_message(st), "is already added")) {
@@ -255,6 +301,11 @@ int cli_session_open_ex(const char* model_path, const char* config, int threads,
   if (threads > 0 && (st = onyx_session_options_set_threads(opts, threads))) {
     onyx_session_options_release(opts);
     return cli_err_status(e, st, "--threads %d", threads);
+  }
+  if (extra && extra->exclusive && extra->first_provider &&
+      load_exclusive(opts, config, extra->first_provider, !extra->no_implicit_cpu, e)) {
+    onyx_session_options_release(opts);
+    return -1;
   }
   if (extra && (st = apply_extra(opts, extra))) {
     onyx_session_options_release(opts);

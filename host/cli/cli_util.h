@@ -91,6 +91,13 @@ typedef struct CliSessionExtra {
    * list it; refused when the config lists another provider before it. */
   const char* first_provider;
   int no_implicit_cpu; /* 1: the CPU provider is not appended */
+  /* 1: first_provider is the only provider taken from the config. The config
+   * is read whole (its session settings and first_provider's entry, options
+   * included, stay), then its other providers and their pins are dropped and
+   * first_provider becomes required; the implicit CPU follows no_implicit_cpu
+   * alone (with no_implicit_cpu, first_provider runs every node or the
+   * session is not created). */
+  int exclusive;
   const char* profile; /* non-NULL: write the session's profile there */
 } CliSessionExtra;
 int cli_session_open_ex(const char* model_path, const char* config, int threads,

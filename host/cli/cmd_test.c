@@ -26,7 +26,7 @@ typedef struct TestArgs {
   const char* coverage; /* --coverage FILE */
   double timeout_s, rtol, atol;
   int jobs, threads;
-  int only, strict;
+  int only, strict, patterns;
   char* scratch; /* temp folder for the children's node lists (--coverage) */
 } TestArgs;
 
@@ -36,6 +36,8 @@ static const char kTestHelp[] =
     "in name order, each in a forked child with a timeout, and compares the\n"
     "outputs with the expected ones.\n\n"
     "options:\n"
+    "  --patterns        instead of DIR, the pattern suite installed with onyx\n"
+    "                    (share/onyx/patterns: the subgraphs providers fuse)\n"
     "  --config FILE     provider/session configuration (JSON, docs/config.md)\n"
     "  --verdicts FILE   also write the verdicts to FILE\n"
     "  --filter REGEX    only tests whose folder name matches (POSIX extended)\n"
@@ -46,8 +48,10 @@ static const char kTestHelp[] =
     "  --atol A          absolute tolerance for floats (default 1e-5)\n"
     "  --provider NAME   give provider NAME the first claim (loaded by name unless\n"
     "                    the config lists it, in which case it must be listed first)\n"
-    "  --only            with --provider: no CPU fallback; a case with a node NAME\n"
-    "                    does not claim is reported 'not-claimed' instead of run\n"
+    "  --only            with --provider: NAME is the only provider (the config's\n"
+    "                    others and the CPU are dropped); a case with a node NAME\n"
+    "                    does not claim is reported 'not-claimed' instead of run,\n"
+    "                    and a pass needs every node run by NAME (host ops aside)\n"
     "  --strict          count not-claimed cases as failures\n"
     "  --coverage FILE   write one line per node of every case that loaded:\n"
     "                    TEST OP DOMAIN VERSION INPUT_TYPES PROVIDER VERDICT (TSV);\n"
@@ -275,19 +279,29 @@ static const char* strip_model(const char* msg, const char* model) {
   return strncmp(msg, model, n) || strncmp(msg + n, ": ", 2) ? msg : msg + n + 2;
 }
 
-/* With --only, a case that did not load without the CPU fallback: loads it
- * again with the fallback to tell "not claimed" (and which ops) from a real
- * load error. */
+/* With --only, a case whose exclusive session (the provider alone) was not
+ * created: loads it again with the CPU behind the provider to tell "not
+ * claimed" (how many nodes, which ops) from a real load error. The first
+ * error holds the provider's decline reason for the first node it left (in
+ * the main graph or in a subgraph: "node 'If_0' (If): subgraph 'then_branch':
+ * no provider can run node ..."). A node nobody could run is the provider's
+ * "not claimed" even where the CPU behind it leaves no node of the main graph
+ * to count: a subgraph's node, or a node the optimizer folds only with the
+ * CPU there (Constant). */
 static void explain_unloaded(const TestArgs* a, const char* model, const char* first_error,
                              char* v) {
+  const char* why = strip_model(first_error, model);
+  static const char kUnplaced[] = "no provider can run ";
+  const char* unplaced = strstr(why, kUnplaced);
+  /* "node 'n' (Op vK): provider: reason" when that is the whole error */
+  const char* decline = unplaced == why ? why + sizeof kUnplaced - 1 : why;
   CliError e = {{0}};
   OnyxSession* s = NULL;
-  CliSessionExtra extra = {.first_provider = a->provider};
+  CliSessionExtra extra = {.first_provider = a->provider, .exclusive = 1};
   if (cli_session_open_ex(model, a->config, a->threads, &extra, &s, NULL, &e)) {
-    /* The fallback cannot run it either; still, a node nobody claims is the
+    /* The CPU cannot run it either; still, a node nobody claims is the
      * provider's "not claimed", not a broken case. */
-    const char* why = strip_model(first_error, model);
-    if (!strncmp(why, "no provider can run node", 24))
+    if (unplaced)
       set_verdict(v, "not-claimed: provider '%s': %s", a->provider, why);
     else
       set_verdict(v, "load-error: %s", why);
@@ -297,8 +311,9 @@ static void explain_unloaded(const TestArgs* a, const char* model, const char* f
   size_t len = 0, missed = 0, n = onyx_session_node_count(s);
   for (size_t i = 0; i < n; i++) {
     OnyxNodeInfo info = {.struct_size = sizeof info};
-    if (onyx_session_node_info(s, i, &info) ||
-        (info.provider && !strcmp(info.provider, a->provider)))
+    /* host ops (no provider) are nobody's to claim */
+    if (onyx_session_node_info(s, i, &info) || !info.provider ||
+        !strcmp(info.provider, a->provider))
       continue;
     missed++;
     if (len < sizeof ops && !strstr(ops, info.op_type)) {
@@ -307,16 +322,49 @@ static void explain_unloaded(const TestArgs* a, const char* model, const char* f
     }
   }
   if (missed)
-    set_verdict(v, "not-claimed: provider '%s' did not claim %zu of %zu nodes (%s)", a->provider,
-                missed, n, ops);
+    set_verdict(v, "not-claimed: provider '%s' did not claim %zu of %zu nodes (%s); %s",
+                a->provider, missed, n, ops, decline);
+  else if (unplaced)
+    set_verdict(v, "not-claimed: provider '%s': %s", a->provider, why);
   else
-    set_verdict(v, "load-error: %s", strip_model(first_error, model));
+    set_verdict(v, "load-error: %s", why);
   onyx_session_release(s);
 }
 
-/* After a passing run with --provider: every node placed on the provider must
- * have run there. The session's profile (one event per kernel or fused
- * group, with the provider that ran it) is the witness. */
+/* Whether the profile has a "node" event (a kernel or a fused group; copies
+ * are "copy" events named after their value) named `step` run by `provider`. */
+static bool ran_on(json_t* events, const char* step, const char* provider) {
+  size_t k;
+  json_t* ev;
+  json_array_foreach(events, k, ev) {
+    const char* cat = json_string_value(json_object_get(ev, "cat"));
+    const char* name = json_string_value(json_object_get(ev, "name"));
+    const char* prov = json_string_value(json_object_get(json_object_get(ev, "args"), "provider"));
+    if (cat && name && prov && !strcmp(cat, "node") && !strcmp(name, step) &&
+        !strcmp(prov, provider))
+      return true;
+  }
+  return false;
+}
+
+/* Host ops whose subgraphs hold nodes for providers (host/exec/ox_control.h). */
+static bool has_subgraphs(const OnyxNodeInfo* info) {
+  static const char* const kOps[] = {"If", "Loop", "Scan", "SequenceMap"};
+  if (*info->domain) return false;
+  for (size_t i = 0; i < sizeof kOps / sizeof kOps[0]; i++)
+    if (!strcmp(info->op_type, kOps[i])) return true;
+  return false;
+}
+
+/* After a passing run with --provider: every node placed on the provider
+ * must have run there. The session's profile (one event per kernel or fused
+ * group of the main graph, with the provider that ran it) is the witness.
+ * With --only, also: every node is placed on the provider, except host ops
+ * (control flow, sequences: the host runs them itself, no provider can);
+ * every node event of the profile names the provider or "host"; and the
+ * provider ran something, else the case tested nothing of it and is not
+ * claimed. Subgraphs are partitioned with the session's providers, the
+ * provider alone here, so a control-flow node's subgraphs ran on it. */
 static void check_ran(const TestArgs* a, const OnyxSession* s, const char* profile, char* v) {
   json_error_t jerr;
   json_t* root = json_load_file(profile, 0, &jerr);
@@ -326,29 +374,48 @@ static void check_ran(const TestArgs* a, const OnyxSession* s, const char* profi
     json_decref(root);
     return;
   }
-  for (size_t i = 0, n = onyx_session_node_count(s); i < n; i++) {
+  size_t n = onyx_session_node_count(s), on_provider = 0, control_flow = 0;
+  for (size_t i = 0; i < n; i++) {
     OnyxNodeInfo info = {.struct_size = sizeof info};
-    if (onyx_session_node_info(s, i, &info) || !info.provider || strcmp(info.provider, a->provider))
-      continue;
-    const char* step = info.group ? info.group : info.name; /* the event's name */
-    bool ran = false;
-    size_t k;
-    json_t* ev;
-    json_array_foreach(events, k, ev) {
-      const char* name = json_string_value(json_object_get(ev, "name"));
-      const char* prov =
-          json_string_value(json_object_get(json_object_get(ev, "args"), "provider"));
-      if (name && prov && !strcmp(name, step) && !strcmp(prov, a->provider)) {
-        ran = true;
-        break;
-      }
+    if (onyx_session_node_info(s, i, &info)) {
+      set_verdict(v, "fail: harness-error: no information on node %zu", i);
+      break;
     }
-    if (!ran) {
+    if (!info.provider) { /* a host op */
+      control_flow += has_subgraphs(&info);
+      continue;
+    }
+    if (strcmp(info.provider, a->provider)) {
+      if (!a->only) continue;
+      set_verdict(v, "fail: node '%s' (%s) was placed on provider '%s', not on '%s' (--only)",
+                  info.name, info.op_type, info.provider, a->provider);
+      break;
+    }
+    on_provider++;
+    if (!ran_on(events, info.group ? info.group : info.name, a->provider)) {
       set_verdict(v, "fail: node '%s' (%s) was placed on provider '%s' but never ran there",
                   info.name, info.op_type, a->provider);
       break;
     }
   }
+  size_t k;
+  json_t* ev;
+  json_array_foreach(events, k, ev) {
+    if (!a->only || strcmp(v, "pass")) break;
+    const char* cat = json_string_value(json_object_get(ev, "cat"));
+    const char* name = json_string_value(json_object_get(ev, "name"));
+    json_t* args = json_object_get(ev, "args");
+    const char* prov = json_string_value(json_object_get(args, "provider"));
+    const char* op = json_string_value(json_object_get(args, "op"));
+    if (cat && !strcmp(cat, "node") && prov && strcmp(prov, a->provider) && strcmp(prov, "host"))
+      set_verdict(v, "fail: node '%s' (%s) ran on provider '%s', not on '%s' (--only)",
+                  name ? name : "?", op ? op : "?", prov, a->provider);
+  }
+  if (a->only && !strcmp(v, "pass") && on_provider == 0 && control_flow == 0)
+    set_verdict(v,
+                "not-claimed: provider '%s' ran none of the %zu nodes (host ops only: the host "
+                "runs them)",
+                a->provider, n);
   json_decref(root);
 }
 
@@ -366,6 +433,7 @@ static void run_case(const TestArgs* a, size_t index, const char* test_dir, char
   if (pfd >= 0) close(pfd);
   CliSessionExtra extra = {.first_provider = a->provider,
                            .no_implicit_cpu = a->only,
+                           .exclusive = a->only,
                            .profile = pfd >= 0 ? profile : NULL};
   int rc =
       cli_session_open_ex(model, a->config, a->threads, a->provider ? &extra : NULL, &s, NULL, &e);
@@ -654,6 +722,50 @@ static int find_tests(const char* dir, const regex_t* re, char*** out, size_t* c
 }
 
 /* --- The command ------------------------------------------------------------------------------ */
+#ifndef ONYX_CLI_DATADIR
+#define ONYX_CLI_DATADIR "share" /* CMAKE_INSTALL_DATADIR, relative to the prefix */
+#endif
+
+/* The pattern suite (tools/gen_patterns.py): DATADIR/onyx/patterns under the
+ * folder above the executable's, which is the build tree's root for
+ * build/bin/onyx (generated into build/share/onyx/patterns) and the prefix
+ * for PREFIX/bin/onyx (installed into PREFIX/share/onyx/patterns). */
+static char* patterns_dir(CliError* e) {
+  static const char kSub[] = "/onyx/patterns";
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n < 0) {
+    cli_err(e, "--patterns: cannot find the onyx executable (/proc/self/exe): %s", strerror(errno));
+    return NULL;
+  }
+  exe[n] = '\0';
+  for (int up = 0; up < 2; up++) { /* PREFIX/bin/onyx -> PREFIX */
+    char* slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+  }
+  const char* data = ONYX_CLI_DATADIR;
+  size_t cap = strlen(exe) + strlen(data) + sizeof kSub + 2;
+  char* dir = malloc(cap);
+  if (!dir) {
+    cli_err(e, "out of memory");
+    return NULL;
+  }
+  if (data[0] == '/')
+    snprintf(dir, cap, "%s%s", data, kSub);
+  else
+    snprintf(dir, cap, "%s/%s%s", exe, data, kSub);
+  if (!cli_is_dir(dir)) {
+    cli_err(e,
+            "--patterns: the pattern suite is not installed: no folder %s (it is generated at "
+            "build time by tools/gen_patterns.py when /usr/bin/python3 has the onnx and numpy "
+            "packages: apt-get install python3-onnx python3-numpy, then rebuild)",
+            dir);
+    free(dir);
+    return NULL;
+  }
+  return dir;
+}
+
 /* Removes the --coverage temp folder and what children left in it. */
 static void remove_scratch(const char* dir) {
   DIR* d = opendir(dir);
@@ -723,21 +835,25 @@ int cli_cmd_test(int argc, char** argv) {
       {"--only", CLI_OPT_FLAG, &a.only, 0},
       {"--strict", CLI_OPT_FLAG, &a.strict, 0},
       {"--coverage", CLI_OPT_STRING, &a.coverage, 0},
+      {"--patterns", CLI_OPT_FLAG, &a.patterns, 0},
   };
   const CliCommand cmd = {.name = "test",
                           .synopsis =
-                              "onyx test DIR [--config FILE] [--verdicts FILE] [--filter REGEX] "
+                              "onyx test DIR|--patterns [--config FILE] [--verdicts FILE] "
+                              "[--filter REGEX] "
                               "[--timeout-s N] [--jobs N] [--threads N] [--rtol R] [--atol A] "
                               "[--provider NAME [--only]] [--strict] [--coverage FILE]",
                           .help = kTestHelp,
                           .opts = opts,
                           .opt_count = sizeof opts / sizeof opts[0],
-                          .min_positional = 1,
+                          .min_positional = 0,
                           .max_positional = 1,
                           .positional_name = "DIR"};
   size_t npos = 0;
   CliParse p = cli_parse(&cmd, argc, argv, &a.dir, &npos);
   if (p != CLI_PARSED) return p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  if (a.patterns && npos) return cli_usage_error(&cmd, "give DIR or --patterns, not both");
+  if (!a.patterns && !npos) return cli_usage_error(&cmd, "missing DIR (or --patterns)");
   if (a.timeout_s <= 0) return cli_usage_error(&cmd, "--timeout-s wants a positive number");
   if (a.jobs > 64) return cli_usage_error(&cmd, "--jobs is at most 64");
   if (a.only && !a.provider) return cli_usage_error(&cmd, "--only needs --provider NAME");
@@ -757,7 +873,10 @@ int cli_cmd_test(int argc, char** argv) {
     }
   }
   CliError e = {{0}};
-  int rc = run_tests(&a, a.filter ? &re : NULL, &e);
+  char* patterns = a.patterns ? patterns_dir(&e) : NULL;
+  if (a.patterns) a.dir = patterns;
+  int rc = a.patterns && !patterns ? -1 : run_tests(&a, a.filter ? &re : NULL, &e);
+  free(patterns);
   if (a.filter) regfree(&re);
   if (a.scratch) {
     remove_scratch(a.scratch);

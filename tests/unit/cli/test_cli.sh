@@ -161,7 +161,7 @@ checks=$((checks + 1))
 # Claiming Add only: the cases are not claimed (skipped), or failures with --strict.
 printf '{"providers": [{"name": "fake", "options": {"ops": "Add"}}]}\n' >"$WORK/fake_add.json"
 expect_rc 0 test "$M/suite" --filter '_pass$' --config "$WORK/fake_add.json" --provider fake --only
-expect_line "$OUT" "test_add_relu_pass${TAB}not-claimed: provider 'fake' did not claim 1 of 2 nodes (Relu)"
+expect_line "$OUT" "test_add_relu_pass${TAB}not-claimed: provider 'fake' did not claim 1 of 2 nodes (Relu); node 'relu0' (Relu v13): fake: fake device: op not supported"
 expect_line "$OUT" "provider fake: 1 case not claimed"
 expect_line "$OUT" "0 passed, 0 failed, 1 skipped"
 expect_rc 1 test "$M/suite" --filter '_pass$' --config "$WORK/fake_add.json" --provider fake --only --strict

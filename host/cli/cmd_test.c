@@ -758,7 +758,7 @@ static char* patterns_dir(CliError* e) {
     cli_err(e,
             "--patterns: the pattern suite is not installed: no folder %s (it is generated at "
             "build time by tools/gen_patterns.py when /usr/bin/python3 has the onnx and numpy "
-            "packages: apt-get install python3-onnx python3-numpy, then rebuild)",
+            "packages: apt-get install python3-onnx python3-numpy, then configure and build again)",
             dir);
     free(dir);
     return NULL;

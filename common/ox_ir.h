@@ -192,6 +192,11 @@ struct OnyxNode {
   /* The last n_implicit inputs are values of this graph that the node's
    * subgraphs read from the outer scope (not formal inputs). */
   size_t n_implicit;
+  /* A node a rewrite made: the transformer ("matmul_add", a provider's
+   * "myaccel:transform") and the model's nodes it replaced ("mm1, add1");
+   * NULL for the model's own nodes. Shown by explain. */
+  char* origin_pass;
+  char* origin_nodes;
 };
 
 typedef struct OxOpsetImport {

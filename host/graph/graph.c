@@ -45,6 +45,8 @@ static void ox_node_free(OxNode* n) {
   free(n->name);
   free(n->op_type);
   free(n->domain);
+  free(n->origin_pass);
+  free(n->origin_nodes);
   free(n->inputs);
   free(n->outputs);
   free(n);

@@ -50,7 +50,7 @@ static OnyxStatus* ox_bypass(OxOpt* o, OxNode* n, OxValue* x, OxValue* y, bool* 
   if (!p || ox_opt_pinned(o, x) || x->n_consumers != 1 || y->is_graph_input) return NULL;
   int32_t slot = x->producer_slot;
   ox_opt_remove(o, n);
-  ox_opt_set_output(p, (size_t)slot, y);
+  ox_opt_set_output(o, p, (size_t)slot, y);
   *done = true;
   return NULL;
 }

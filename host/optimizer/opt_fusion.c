@@ -74,7 +74,8 @@ static OnyxStatus* ox_fuse_matmul_add(OxOpt* o, OxNode* add, bool* done) {
   /* The Add must not broadcast the product to a larger shape: the bias
    * checks below keep every dim of the product. */
   if (prod->rank < 2 || c->rank > prod->rank) return NULL;
-  bool gemm = a->rank == 2 && ox_gemm_bias_ok(c, prod) && ox_graph_opset(o->g, "") >= 7;
+  bool gemm = a->rank == 2 && ox_gemm_bias_ok(c, prod) && ox_graph_opset(o->g, "") >= 7 &&
+              ox_may_fuse(o, mm, "", "Gemm");
   bool fused = !gemm && o->cfg->contrib_available && ox_row_bias(c, b->dims[1]) &&
                ox_may_fuse(o, mm, OX_CONTRIB_DOMAIN, "FusedMatMul");
   if (!gemm && !fused) return NULL;
@@ -156,7 +157,7 @@ static OnyxStatus* ox_fold_conv_bn(OxOpt* o, OxNode* bn, bool* done) {
   OX_TRY(ox_opt_set_input(conv, 2, vb));
   OxValue* y = bn->outputs[0];
   ox_opt_remove(o, bn);
-  ox_opt_set_output(conv, 0, y);
+  ox_opt_set_output(o, conv, 0, y);
   o->stats->conv_bn++;
   *done = true;
   return NULL;
@@ -287,7 +288,7 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   if (ox_exact_gelu(act)) {
     const OxNode* mm = act->inputs[0]->producer;
     const bool fmm = ox_is_contrib(mm, "FusedMatMul");
-    if (!o->cfg->cpu_alone || !(fmm || ox_opt_is(mm, "Gemm"))) return NULL;
+    if (!ox_opt_on_cpu(o) || !(fmm || ox_opt_is(mm, "Gemm"))) return NULL;
     return ox_fuse_matmul_act(o, act, "Gelu", 0, 0, 0, done);
   }
   if (*act->domain) return NULL;
@@ -319,7 +320,7 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   OxNode* add = NULL;
   OxValue* z = NULL;
   OxNode* conv = ox_opt_producer(act, 0, "Conv");
-  if (!conv && o->cfg->cpu_alone) conv = ox_residual_conv(o, act, &add, &z);
+  if (!conv && ox_opt_on_cpu(o)) conv = ox_residual_conv(o, act, &add, &z);
   if (!conv) return ox_fuse_matmul_act(o, act, kind, lo, hi, alpha, done);
   if (!ox_opt_single_use(o, conv->outputs[0]) ||
       !ox_may_fuse(o, conv, OX_CONTRIB_DOMAIN, "FusedConv"))
@@ -364,7 +365,7 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
  * alone, as FusedConv's Z. */
 static OnyxStatus* ox_fuse_matmul_residual(OxOpt* o, OxNode* add, bool* done) {
   *done = false;
-  if (!o->cfg->cpu_alone || !ox_opt_is(add, "Add") || add->n_inputs != 2 || !add->inputs[0] ||
+  if (!ox_opt_on_cpu(o) || !ox_opt_is(add, "Add") || add->n_inputs != 2 || !add->inputs[0] ||
       !add->inputs[1] || add->inputs[0] == add->inputs[1])
     return NULL;
   for (size_t side = 0; side < 2; side++) {

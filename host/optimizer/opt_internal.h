@@ -11,6 +11,18 @@ typedef struct OxOpt {
   OxOptStats* stats;
   OxMap pinned; /* names of values read by subgraphs */
   size_t counter;
+  /* The provider of the node a rewrite starts from (placed graphs): every
+   * node of the rewrite must be on it, and the nodes it adds go to it. */
+  int32_t cur_ep;
+  const char* pass; /* the running transformer's name, for node origins */
+  /* What the current rewrite did, for the origins of the nodes it made:
+   * nodes added, the model's names of the nodes removed, and the node that
+   * took over a removed node's output (a rewrite that adds none). */
+  OxNode** added;
+  size_t n_added, cap_added;
+  OxStr removed;
+  OxStr passes; /* the transformers that made the removed nodes */
+  OxNode* took_over;
 } OxOpt;
 
 /* A transformer: returns an error only for real failures; sets *changed. */
@@ -26,10 +38,22 @@ OnyxStatus* ox_opt_rewrite_each(OxOpt* o, OxRewriteFn rw, size_t* count, bool* c
 /* A value the optimizer may not rename or drop: a graph output, a graph
  * input, or a value that a subgraph reads by name. */
 bool ox_opt_pinned(const OxOpt* o, const OxValue* v);
-/* The value has exactly one consumer slot and is not pinned. */
+/* The value has exactly one consumer slot and is not pinned. On a placed
+ * graph, its producer (if any) and its consumer are also on the provider
+ * of the rewrite's first node and in no compiled group: every pattern
+ * links its nodes through such single-use values, so a rewrite never
+ * spans providers. */
 bool ox_opt_single_use(const OxOpt* o, const OxValue* v);
 /* The node that produces input i of n, when op/domain match (NULL else). */
 OxNode* ox_opt_producer(const OxNode* n, size_t i, const char* op);
+/* The rewrite may touch n: always on an unplaced graph; on a placed one, n is
+ * on the rewrite's provider and in no compiled group. */
+bool ox_opt_here(const OxOpt* o, const OxNode* n);
+/* The rewrite's nodes are on the CPU provider (placed graphs), or the CPU
+ * provider is the session's only one (unplaced): forms only the CPU
+ * provider's kernels take (FusedConv / FusedMatMul with Z, the Gelu
+ * activation). */
+bool ox_opt_on_cpu(const OxOpt* o);
 bool ox_opt_is(const OxNode* n, const char* op); /* ai.onnx op of that type */
 /* A scalar (or all-equal, one-element) float constant: true and *out. */
 bool ox_opt_const_scalar(const OxValue* v, double* out);
@@ -44,7 +68,7 @@ OnyxStatus* ox_opt_set_input(OxNode* n, size_t i, OxValue* v);
 OnyxStatus* ox_opt_replace_uses(OxValue* from, OxValue* to);
 /* Makes n produce `v` (which has no producer) at output slot i; the old
  * output value is left without a producer. */
-void ox_opt_set_output(OxNode* n, size_t i, OxValue* v);
+void ox_opt_set_output(OxOpt* o, OxNode* n, size_t i, OxValue* v);
 /* A fresh value name "<base>/opt<N>" that the graph does not hold yet. */
 OnyxStatus* ox_opt_fresh_name(OxOpt* o, const char* base, char** out);
 /* A new constant value holding t (taken). */
@@ -62,8 +86,11 @@ OnyxStatus* ox_opt_copy_attrs(OxNode* dst, const OxNode* src);
 /* Drops values no node reads or writes (and which are no graph input or
  * output, nor read by a subgraph), constants included. */
 OnyxStatus* ox_opt_sweep(OxOpt* o);
-/* Removes a node (ox_graph_remove_node). */
+/* Removes a node (ox_graph_remove_node), noting it for the origins of the
+ * nodes the rewrite adds. */
 void ox_opt_remove(OxOpt* o, OxNode* n);
+/* Forgets what the current rewrite did (before the next one). */
+void ox_opt_journal_reset(OxOpt* o);
 
 /* --- the transformers --------------------------------------------------------------------- */
 OnyxStatus* ox_pass_eliminate(OxOpt* o, bool* changed); /* Identity, Dropout, no-op Cast */

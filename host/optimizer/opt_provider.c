@@ -1,31 +1,327 @@
-/* opt_provider.c — provider graph transformers (OnyxEp.transform, ABI 1.1):
- * the graph edits a provider makes on its own nodes after placement. */
-#include "ox_session.h"
+/* opt_provider.c — providers' own graph transformers (OnyxEp.transform,
+ * ABI 1.1): after placement each provider may replace sets of the nodes it
+ * was given with one node of an op it has a kernel for. The host checks each
+ * edit (the provider's own, ungrouped nodes; a convex set; every value
+ * leaving the set kept), applies it at once, and after the transform returns
+ * resolves the graph and matches the new nodes against the provider's
+ * kernels (ox_session_fuse). */
+#include <stdlib.h>
+#include <string.h>
+#include "opt_internal.h"
+#include "opt_session.h"
+
+struct OnyxGraphEdit {
+  OnyxSession* session;
+  int32_t ep;
+  OxNode** made; /* nodes edit_replace made during this transform */
+  size_t n_made, cap_made;
+  bool changed;
+};
+
+static const char* ox_edit_ep_name(const OnyxGraphEdit* e) {
+  return e->session->eps[e->ep].name;
+}
+
+static bool ox_edit_owns_node(const OnyxGraphEdit* e, const OxNode* n) {
+  const OxGraph* g = e->session->graph;
+  return n && n->index < g->n_nodes && g->nodes[n->index] == n;
+}
+
+static bool ox_edit_owns_value(const OnyxGraphEdit* e, const OxValue* v) {
+  const OxGraph* g = e->session->graph;
+  return v && v->index < g->n_values && g->values[v->index] == v;
+}
+
+/* Marks the set and checks that it is this provider's, ungrouped, listed
+ * once. */
+static OnyxStatus* ox_edit_mark(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n,
+                                bool* in_set) {
+  const char* pname = ox_edit_ep_name(e);
+  for (size_t i = 0; i < n; i++) {
+    const OxNode* x = nodes[i];
+    if (!ox_edit_owns_node(e, x))
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "provider '%s': edit_replace: node %zu of the set is not in the graph",
+                       pname, i);
+    if (x->ep != e->ep || x->group >= 0)
+      return ox_status(ONYX_PLACEMENT_ERROR,
+                       "provider '%s': edit_replace: node '%s' (%s) is not one of its own "
+                       "single-node placements",
+                       pname, x->name, x->op_type);
+    if (in_set[x->index])
+      return ox_status(ONYX_INVALID_ARGUMENT, "provider '%s': edit_replace: node '%s' listed twice",
+                       pname, x->name);
+    in_set[x->index] = true;
+  }
+  return NULL;
+}
+
+/* No path leaves the set and comes back: walking the graph in topological
+ * order, a node outside the set reading the set (or such a node) is
+ * downstream; a set node reading a downstream value closes a cycle. */
+static const OxNode* ox_edit_nonconvex(const OxGraph* g, const bool* in_set, bool* down) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const OxNode* n = g->nodes[i];
+    bool from_set = false, from_down = false;
+    for (size_t k = 0; k < n->n_inputs; k++) {
+      const OxValue* v = n->inputs[k];
+      if (!v || !v->producer) continue;
+      from_set |= in_set[v->producer->index];
+      from_down |= down[v->producer->index];
+    }
+    if (in_set[i] && from_down) return n;
+    if (!in_set[i]) down[i] = from_set || from_down;
+  }
+  return NULL;
+}
+
+static bool ox_listed(const OnyxValueInfo* const* list, size_t n, const OxValue* v) {
+  for (size_t i = 0; i < n; i++)
+    if (list[i] == v) return true;
+  return false;
+}
+
+/* Inputs come from outside the set; outputs are the set's, and every value
+ * the set produces that is read outside it (or is a graph output) is one. */
+static OnyxStatus* ox_edit_check_values(OnyxGraphEdit* e, const bool* in_set,
+                                        const OnyxNode* const* nodes, size_t n_nodes,
+                                        const OnyxValueInfo* const* ins, size_t n_in,
+                                        const OnyxValueInfo* const* outs, size_t n_out) {
+  const char* pname = ox_edit_ep_name(e);
+  for (size_t i = 0; i < n_in; i++) {
+    const OxValue* v = ins[i];
+    if (!v) continue;
+    if (!ox_edit_owns_value(e, v) || (v->producer && in_set[v->producer->index]))
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "provider '%s': edit_replace: input %zu is not a value entering the set",
+                       pname, i);
+  }
+  for (size_t i = 0; i < n_out; i++) {
+    const OxValue* v = outs[i];
+    if (!v || !ox_edit_owns_value(e, v) || !v->producer || !in_set[v->producer->index])
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "provider '%s': edit_replace: output %zu is not a value the set produces",
+                       pname, i);
+  }
+  for (size_t i = 0; i < n_nodes; i++)
+    for (size_t k = 0; k < nodes[i]->n_outputs; k++) {
+      const OxValue* v = nodes[i]->outputs[k];
+      if (!v || ox_listed(outs, n_out, v)) continue;
+      bool leaves = v->is_graph_output || v->is_outer_scope;
+      for (size_t c = 0; c < v->n_consumers && !leaves; c++)
+        leaves = !in_set[v->consumers[c]->index];
+      if (leaves)
+        return ox_status(ONYX_INVALID_ARGUMENT,
+                         "provider '%s': edit_replace: value '%s' of node '%s' is read outside "
+                         "the set but is not one of the new node's outputs",
+                         pname, v->name, nodes[i]->name);
+    }
+  return NULL;
+}
+
+/* The domain is imported by the model (or imported here at the version of
+ * the newest schema the host knows for the op). */
+static OnyxStatus* ox_edit_import(OnyxGraphEdit* e, const char* domain, const char* op) {
+  OxGraph* g = e->session->graph;
+  if (!*domain || ox_graph_opset(g, domain) >= 0) return NULL;
+  const OxSchema* best = NULL;
+  for (size_t i = 0; i <= e->session->n_eps; i++) {
+    const OxSchemaRegistry* r = i < e->session->n_eps ? e->session->eps[i].lib->schemas : NULL;
+    const OxSchema* sc = ox_schema_lookup(r, domain, op, INT32_MAX, NULL);
+    if (sc && (!best || sc->since_version > best->since_version)) best = sc;
+  }
+  if (!best)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "provider '%s': edit_replace: no schema for %s.%s (register it with "
+                     "register_schema)",
+                     ox_edit_ep_name(e), domain, op);
+  OxOpsetImport* ops = realloc(g->opsets, (g->n_opsets + 1) * sizeof *ops);
+  if (!ops) return ox_oom();
+  g->opsets = ops;
+  if (!(ops[g->n_opsets].domain = ox_strdup(domain))) return ox_oom();
+  ops[g->n_opsets++].version = best->since_version;
+  return NULL;
+}
+
+/* A node name the graph does not hold yet, from `base`. */
+static char* ox_edit_fresh_name(const OxGraph* g, const char* base) {
+  for (size_t k = 0;; k++) {
+    char* name = k ? ox_asprintf("%s/%zu", base, k) : ox_strdup(base);
+    if (!name) return NULL;
+    bool taken = false;
+    for (size_t i = 0; i < g->n_nodes && !taken; i++)
+      taken = !strcmp(g->nodes[i]->name, name);
+    if (!taken) return name;
+    free(name);
+  }
+}
+
+/* Removes the set and adds the node that replaces it. */
+static OnyxStatus* ox_edit_apply(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n_nodes,
+                                 const char* domain, const char* op, const char* name,
+                                 const OnyxValueInfo* const* ins, size_t n_in,
+                                 const OnyxValueInfo* const* outs, size_t n_out, OxNode** made) {
+  OxGraph* g = e->session->graph;
+  OxStr origin = {0};
+  for (size_t i = 0; i < n_nodes; i++)
+    ox_str_addf(&origin, "%s%s", i ? ", " : "",
+                nodes[i]->origin_nodes ? nodes[i]->origin_nodes : nodes[i]->name);
+  const char** in_names = calloc(n_in + 1, sizeof *in_names);
+  const char** out_names = calloc(n_out + 1, sizeof *out_names);
+  char* fresh = ox_edit_fresh_name(g, name && *name ? name : nodes[0]->name);
+  char* pass = ox_asprintf("%s:transform", ox_edit_ep_name(e));
+  char* from = ox_str_take(&origin);
+  OnyxStatus* st = (!in_names || !out_names || !fresh || !pass || !from) ? ox_oom() : NULL;
+  for (size_t i = 0; !st && i < n_in; i++)
+    in_names[i] = ins[i] ? ins[i]->name : "";
+  for (size_t i = 0; !st && i < n_out; i++)
+    out_names[i] = outs[i]->name;
+  if (!st) {
+    /* Value names outlive the nodes: the values stay in the graph. */
+    for (size_t i = 0; i < n_nodes; i++)
+      ox_graph_remove_node(g, (OxNode*)nodes[i]);
+    st = ox_graph_add_node(g, fresh, op, domain, in_names, n_in, out_names, n_out, made);
+  }
+  if (!st) {
+    (*made)->ep = e->ep;
+    (*made)->origin_pass = pass;
+    (*made)->origin_nodes = from;
+    pass = from = NULL;
+  }
+  free(in_names);
+  free(out_names);
+  free(fresh);
+  free(pass);
+  free(from);
+  return st;
+}
 
 OnyxStatus* ox_edit_replace(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n_nodes,
                             const char* domain, const char* op_type, const char* name,
                             const OnyxValueInfo* const* inputs, size_t n_inputs,
                             const OnyxValueInfo* const* outputs, size_t n_outputs,
                             const OnyxNode** out) {
-  (void)e, (void)nodes, (void)n_nodes, (void)domain, (void)op_type, (void)name, (void)inputs,
-      (void)n_inputs, (void)outputs, (void)n_outputs, (void)out;
-  return ox_status(ONYX_NOT_IMPLEMENTED, "edit_replace: not available");
+  if (out) *out = NULL;
+  if (!e || !nodes || !n_nodes || !op_type || !*op_type || (n_inputs && !inputs) || !outputs ||
+      !n_outputs)
+    return ox_status(ONYX_INVALID_ARGUMENT, "edit_replace: NULL or empty argument");
+  if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
+  OxGraph* g = e->session->graph;
+  bool* in_set = calloc(g->n_nodes + 1, sizeof *in_set);
+  bool* down = calloc(g->n_nodes + 1, sizeof *down);
+  OnyxStatus* st = (!in_set || !down) ? ox_oom() : NULL;
+  if (!st) st = ox_edit_mark(e, nodes, n_nodes, in_set);
+  if (!st)
+    st = ox_edit_check_values(e, in_set, nodes, n_nodes, inputs, n_inputs, outputs, n_outputs);
+  const OxNode* w = st ? NULL : ox_edit_nonconvex(g, in_set, down);
+  if (w)
+    st = ox_status(ONYX_PLACEMENT_ERROR,
+                   "provider '%s': edit_replace: the set is not convex (a path leaves it and "
+                   "re-enters at node '%s')",
+                   ox_edit_ep_name(e), w->name);
+  free(in_set);
+  free(down);
+  if (!st) st = ox_edit_import(e, domain, op_type);
+  if (!st && !ox_grow((void**)&e->made, &e->cap_made, e->n_made + 1, sizeof *e->made))
+    st = ox_oom();
+  OxNode* made = NULL;
+  if (!st)
+    st = ox_edit_apply(e, nodes, n_nodes, domain, op_type, name, inputs, n_inputs, outputs,
+                       n_outputs, &made);
+  if (st) return ox_status_wrap(st, "%s.%s", *domain ? domain : "ai.onnx", op_type);
+  e->made[e->n_made++] = made;
+  e->changed = true;
+  if (out) *out = made;
+  return NULL;
 }
+
+static OnyxStatus* ox_edit_attr_node(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                     OxNode** out) {
+  *out = NULL;
+  if (!e || !n || !name) return ox_status(ONYX_INVALID_ARGUMENT, "edit_set_attr: NULL argument");
+  for (size_t i = 0; i < e->n_made; i++)
+    if (e->made[i] == n) *out = e->made[i];
+  if (!*out)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "provider '%s': edit_set_attr: node '%s' was not made by edit_replace in "
+                     "this transform",
+                     ox_edit_ep_name(e), n->name);
+  if (ox_node_attr(*out, name))
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "provider '%s': edit_set_attr: node '%s' already has attribute '%s'",
+                     ox_edit_ep_name(e), n->name, name);
+  return NULL;
+}
+
 OnyxStatus* ox_edit_set_attr_int(OnyxGraphEdit* e, const OnyxNode* n, const char* name, int64_t v) {
-  (void)e, (void)n, (void)name, (void)v;
-  return ox_status(ONYX_NOT_IMPLEMENTED, "edit_set_attr_int: not available");
+  OxNode* x;
+  OX_TRY(ox_edit_attr_node(e, n, name, &x));
+  return ox_opt_attr_int(x, name, v);
 }
+
 OnyxStatus* ox_edit_set_attr_float(OnyxGraphEdit* e, const OnyxNode* n, const char* name, float v) {
-  (void)e, (void)n, (void)name, (void)v;
-  return ox_status(ONYX_NOT_IMPLEMENTED, "edit_set_attr_float: not available");
+  OxNode* x;
+  OX_TRY(ox_edit_attr_node(e, n, name, &x));
+  return ox_opt_attr_float(x, name, v);
 }
+
 OnyxStatus* ox_edit_set_attr_ints(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
                                   const int64_t* v, size_t count) {
-  (void)e, (void)n, (void)name, (void)v, (void)count;
-  return ox_status(ONYX_NOT_IMPLEMENTED, "edit_set_attr_ints: not available");
+  OxNode* x;
+  OX_TRY(ox_edit_attr_node(e, n, name, &x));
+  if (count && !v) return ox_status(ONYX_INVALID_ARGUMENT, "edit_set_attr_ints: NULL values");
+  OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_INTS, .count = count};
+  a.ints = malloc((count ? count : 1) * sizeof *a.ints);
+  if (!a.name || !a.ints) {
+    ox_attr_clear(&a);
+    return ox_oom();
+  }
+  if (count) memcpy(a.ints, v, count * sizeof *v);
+  OnyxStatus* st = ox_node_add_attr(x, &a);
+  ox_attr_clear(&a);
+  return st;
 }
+
 OnyxStatus* ox_edit_set_attr_string(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
                                     const char* v) {
-  (void)e, (void)n, (void)name, (void)v;
-  return ox_status(ONYX_NOT_IMPLEMENTED, "edit_set_attr_string: not available");
+  OxNode* x;
+  OX_TRY(ox_edit_attr_node(e, n, name, &x));
+  if (!v) return ox_status(ONYX_INVALID_ARGUMENT, "edit_set_attr_string: NULL value");
+  return ox_opt_attr_string(x, name, v);
+}
+
+/* A view of the provider's single-node placements, in graph order. */
+static OnyxStatus* ox_edit_view(const OxGraph* g, int32_t ep, OnyxGraphView* v) {
+  *v = (OnyxGraphView){0};
+  v->nodes = malloc((g->n_nodes + 1) * sizeof *v->nodes);
+  v->inputs = malloc((g->n_inputs + 1) * sizeof *v->inputs);
+  v->outputs = malloc((g->n_outputs + 1) * sizeof *v->outputs);
+  if (!v->nodes || !v->inputs || !v->outputs) return ox_oom();
+  for (size_t i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->ep == ep && g->nodes[i]->group < 0) v->nodes[v->n_nodes++] = g->nodes[i];
+  if (g->n_inputs) memcpy(v->inputs, g->inputs, g->n_inputs * sizeof *v->inputs);
+  if (g->n_outputs) memcpy(v->outputs, g->outputs, g->n_outputs * sizeof *v->outputs);
+  v->n_inputs = g->n_inputs;
+  v->n_outputs = g->n_outputs;
+  return NULL;
+}
+
+OnyxStatus* ox_session_provider_transforms(OnyxSession* s, bool* changed) {
+  *changed = false;
+  for (size_t i = 0; i < s->n_eps; i++) {
+    OnyxEp* ep = s->eps[i].ep;
+    OnyxStatus* (*transform)(OnyxEp*, const OnyxGraphView*, OnyxGraphEdit*) =
+        OX_EP_SLOT(ep, transform);
+    if (!transform) continue;
+    OnyxGraphView view;
+    OnyxGraphEdit edit = {.session = s, .ep = (int32_t)i};
+    OnyxStatus* st = ox_edit_view(s->graph, (int32_t)i, &view);
+    if (!st && view.n_nodes) st = transform(ep, &view, &edit);
+    if (st) st = ox_status_wrap(st, "provider '%s': transform failed", s->eps[i].name);
+    ox_view_clear(&view);
+    free(edit.made);
+    *changed = *changed || edit.changed;
+    if (st) return st;
+  }
+  return NULL;
 }

@@ -98,51 +98,48 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
   return st;
 }
 
-/* The CPU provider registers every com.onyx kernel the fusions produce. */
-static bool ox_cpu_has_contrib(const OnyxSession* s, int32_t cpu) {
-  static const char* const ops[] = {"FusedMatMul", "FusedConv", "Gelu", "LayerNormalization",
-                                    "MultiHeadAttention"};
-  if (cpu < 0) return false;
-  const OxKernelRegistry* r = s->eps[cpu].lib->kernels;
-  size_t found = 0;
-  for (size_t k = 0; k < OX_ARRAY_LEN(ops); k++)
-    for (size_t i = 0; i < ox_kreg_count(r); i++) {
-      const OnyxKernelDef* d = &ox_kreg_at(r, i)->def;
-      if (d->domain && !strcmp(d->domain, OX_CONTRIB_DOMAIN) && !strcmp(d->op_type, ops[k])) {
-        found++;
-        break;
-      }
-    }
-  return found == OX_ARRAY_LEN(ops);
-}
-
-/* r registers a kernel for `op` of `domain` ("" for ONNX), at any version. */
-static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const char* op) {
-  for (size_t i = 0; i < ox_kreg_count(r); i++) {
-    const OnyxKernelDef* d = &ox_kreg_at(r, i)->def;
-    if (!strcmp(d->op_type, op) && !strcmp(d->domain ? d->domain : "", domain)) return true;
+/* r registers a kernel for `op` of `domain` ("" for ONNX) that covers the
+ * opset `version` and takes float32 for its first type constraint (the
+ * fused ops are float32). The node the fusion makes is matched exactly
+ * afterwards (ox_session_check_fused). */
+static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const char* op,
+                           int64_t version) {
+  for (size_t i = 0; r && i < ox_kreg_count(r); i++) {
+    const OxKernel* k = ox_kreg_at(r, i);
+    const OnyxKernelDef* d = &k->def;
+    const char* kd = d->domain && strcmp(d->domain, "ai.onnx") ? d->domain : "";
+    if (strcmp(d->op_type, op) || strcmp(kd, domain)) continue;
+    if (version < d->since_version || version > d->end_version) continue;
+    if (d->type_constraint_count && !(k->allowed[0] & OX_T(ONYX_ELEM_FLOAT32))) continue;
+    return true;
   }
   return false;
 }
 
-/* OxOptConfig.may_fuse: the providers in priority order; the first with a
- * kernel for n decides. */
+/* OxOptConfig.may_fuse after placement: n's provider has a kernel for the
+ * fused op, so the rewrite keeps the nodes where the model put them. */
 static bool ox_session_may_fuse(void* ctx, const OxNode* n, const char* domain, const char* op) {
   const OnyxSession* s = ctx;
-  for (size_t i = 0; i < s->n_eps; i++) {
-    const OxKernelRegistry* r = s->eps[i].lib->kernels;
-    if (r && ox_kreg_match(r, n, NULL)) return ox_kreg_has_op(r, domain, op);
-  }
-  return true;
+  if (n->ep < 0 || (size_t)n->ep >= s->n_eps) return false;
+  int64_t version = ox_graph_opset(s->graph, domain);
+  if (version < 0) version = !strcmp(domain, OX_CONTRIB_DOMAIN) ? 1 : 0;
+  return ox_kreg_has_op(s->eps[n->ep].lib->kernels, domain, op, version);
 }
 
-OnyxStatus* ox_session_optimize(OnyxSession* s) {
+/* Schema registries of the session's providers, for re-resolving. */
+static const OxSchemaRegistry** ox_session_customs(const OnyxSession* s) {
+  const OxSchemaRegistry** customs = calloc(s->n_eps + 1, sizeof *customs);
+  for (size_t i = 0; customs && i < s->n_eps; i++)
+    customs[i] = s->eps[i].lib->schemas;
+  return customs;
+}
+
+static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
   OnyxOptimizationLevel level = s->opts->opt_level;
   if (level == ONYX_OPT_DISABLED) return NULL;
-  const OxSchemaRegistry** customs = calloc(s->n_eps + 1, sizeof *customs);
+  if (phase == OX_OPT_PHASE_FUSION && level < ONYX_OPT_EXTENDED) return NULL;
+  const OxSchemaRegistry** customs = ox_session_customs(s);
   if (!customs) return ox_oom();
-  for (size_t i = 0; i < s->n_eps; i++)
-    customs[i] = s->eps[i].lib->schemas;
   int32_t cpu = ox_cpu_ep(s);
   OxOptConfig cfg = {
       .level = level,
@@ -150,20 +147,66 @@ OnyxStatus* ox_session_optimize(OnyxSession* s) {
       .n_customs = s->n_eps,
       .eval = cpu >= 0 ? ox_eval_cpu : NULL,
       .eval_ctx = s,
-      .contrib_available = ox_cpu_has_contrib(s, cpu),
+      /* After placement each fusion asks the provider of its nodes. */
+      .contrib_available = true,
       .may_fuse = ox_session_may_fuse,
       .fuse_ctx = s,
-      .cpu_alone = cpu >= 0 && s->n_eps == 1,
+      .phase = phase,
+      .cpu_ep = cpu,
   };
   OxOptStats stats;
   OnyxStatus* st = ox_optimize(s->graph, &cfg, &stats);
   free(customs);
   if (st) return st;
   char* text = ox_opt_stats_str(&stats);
-  ox_session_log(s, ONYX_LOG_INFO, "%s: optimizer (%s): %s", s->source, ox_opt_level_name(level),
+  ox_session_log(s, ONYX_LOG_INFO, "%s: optimizer (%s, %s): %s", s->source,
+                 ox_opt_level_name(level),
+                 phase == OX_OPT_PHASE_FUSION ? "fusions after placement" : "before placement",
                  text ? text : "");
   free(text);
   return NULL;
+}
+
+OnyxStatus* ox_session_optimize(OnyxSession* s) {
+  return ox_session_run_optimizer(s, OX_OPT_PHASE_PLACEMENT);
+}
+
+/* Every node a rewrite made runs on its provider's kernel: a fusion the
+ * provider cannot run is reported, never moved elsewhere. */
+static OnyxStatus* ox_session_check_fused(const OnyxSession* s) {
+  for (size_t i = 0; i < s->graph->n_nodes; i++) {
+    const OxNode* n = s->graph->nodes[i];
+    if (!n->origin_pass || n->group >= 0 || n->ep == OX_EP_HOST) continue;
+    if (n->ep < 0 || (size_t)n->ep >= s->n_eps)
+      return ox_status(ONYX_PLACEMENT_ERROR,
+                       "transformer '%s' made node '%s' (%s) from %s without a provider",
+                       n->origin_pass, n->name, n->op_type, n->origin_nodes ? n->origin_nodes : "");
+    const OxKernelRegistry* r = s->eps[n->ep].lib->kernels;
+    const char* why = NULL;
+    if (!r || !ox_kreg_match(r, n, &why))
+      return ox_status(ONYX_PLACEMENT_ERROR,
+                       "transformer '%s' made node '%s' (%s%s%s) from %s for provider '%s', which "
+                       "has no kernel for it: %s",
+                       n->origin_pass, n->name, *n->domain ? n->domain : "", *n->domain ? "." : "",
+                       n->op_type, n->origin_nodes ? n->origin_nodes : "", s->eps[n->ep].name,
+                       why ? why : "no kernel registry");
+  }
+  return NULL;
+}
+
+OnyxStatus* ox_session_fuse(OnyxSession* s) {
+  bool edited = false;
+  OX_TRY(ox_session_provider_transforms(s, &edited));
+  if (edited) {
+    const OxSchemaRegistry** customs = ox_session_customs(s);
+    if (!customs) return ox_oom();
+    OxOptConfig cfg = {.customs = customs, .n_customs = s->n_eps};
+    OnyxStatus* st = ox_optimize_tidy(s->graph, &cfg);
+    free(customs);
+    if (st) return ox_status_wrap(st, "after the providers' transforms");
+  }
+  OX_TRY(ox_session_run_optimizer(s, OX_OPT_PHASE_FUSION));
+  return ox_session_check_fused(s);
 }
 
 ONYX_API OnyxStatus* onyx_session_save_model(const OnyxSession* s, const char* path) {

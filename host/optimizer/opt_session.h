@@ -5,9 +5,22 @@
 #include "ox_optimizer.h"
 #include "ox_session.h"
 
-/* Runs the optimizer at the session's level (after resolve, before
- * partitioning); constant folding uses the CPU provider's kernels when the
- * session has it. Logs a summary at INFO. */
+/* Before partitioning: the transformers that keep the model's ops
+ * (elimination, shape folding, constant folding, CSE) and the user
+ * transformers, at the session's level; constant folding uses the CPU
+ * provider's kernels when the session has it. Logs a summary at INFO. */
 OnyxStatus* ox_session_optimize(OnyxSession* s);
+
+/* After partitioning: the providers' own transformers (OnyxEp.transform) on
+ * their nodes, then the built-in fusions (extended level and above), each
+ * inside one provider's nodes and only into ops that provider has kernels
+ * for; a node a rewrite made that its provider cannot run is an error
+ * naming the transformer, the node, its original nodes and the provider.
+ * Decline records and per-provider counts follow the rewritten graph. */
+OnyxStatus* ox_session_fuse(OnyxSession* s);
+
+/* The providers' OnyxEp.transform slots, in priority order (opt_provider.c);
+ * *changed when any edited the graph (then not yet resolved). */
+OnyxStatus* ox_session_provider_transforms(OnyxSession* s, bool* changed);
 
 #endif

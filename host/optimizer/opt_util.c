@@ -9,8 +9,18 @@ bool ox_opt_pinned(const OxOpt* o, const OxValue* v) {
          ox_map_get(&o->pinned, v->name) != NULL;
 }
 
+bool ox_opt_here(const OxOpt* o, const OxNode* n) {
+  return o->cfg->phase != OX_OPT_PHASE_FUSION || !n || (n->ep == o->cur_ep && n->group < 0);
+}
+
+bool ox_opt_on_cpu(const OxOpt* o) {
+  if (o->cfg->phase != OX_OPT_PHASE_FUSION) return o->cfg->cpu_alone;
+  return o->cfg->cpu_ep >= 0 && o->cur_ep == o->cfg->cpu_ep;
+}
+
 bool ox_opt_single_use(const OxOpt* o, const OxValue* v) {
-  return v && v->n_consumers == 1 && !ox_opt_pinned(o, v);
+  return v && v->n_consumers == 1 && !ox_opt_pinned(o, v) && ox_opt_here(o, v->producer) &&
+         ox_opt_here(o, v->consumers[0]);
 }
 
 bool ox_opt_is(const OxNode* n, const char* op) {
@@ -127,7 +137,8 @@ OnyxStatus* ox_opt_replace_uses(OxValue* from, OxValue* to) {
   return NULL;
 }
 
-void ox_opt_set_output(OxNode* n, size_t i, OxValue* v) {
+void ox_opt_set_output(OxOpt* o, OxNode* n, size_t i, OxValue* v) {
+  o->took_over = n;
   if (n->outputs[i]) n->outputs[i]->producer = NULL;
   n->outputs[i] = v;
   if (v) {
@@ -192,7 +203,11 @@ OnyxStatus* ox_opt_add_node(OxOpt* o, const char* name, const char* op, const ch
   OnyxStatus* st =
       ox_graph_add_node(o->g, unique, op, domain, in_names, n_in, out_names, n_out, out);
   free(unique);
-  return st;
+  if (st) return st;
+  if (o->cfg->phase == OX_OPT_PHASE_FUSION) (*out)->ep = o->cur_ep;
+  if (!ox_grow((void**)&o->added, &o->cap_added, o->n_added + 1, sizeof *o->added)) return ox_oom();
+  o->added[o->n_added++] = *out;
+  return NULL;
 }
 
 static OnyxStatus* ox_opt_attr(OxNode* n, OxAttr* a) {
@@ -261,14 +276,84 @@ OnyxStatus* ox_opt_copy_attrs(OxNode* dst, const OxNode* src) {
   return NULL;
 }
 
+/* `name` (itself possibly "x, y") is already in the ", "-separated list. */
+static bool ox_in_names(const char* list, const char* name) {
+  if (!list || !name) return false;
+  size_t len = strlen(name);
+  for (const char* p = strstr(list, name); p; p = strstr(p + 1, name))
+    if ((p == list || p[-1] == ' ') && (p[len] == ',' || !p[len])) return true;
+  return false;
+}
+
+/* "a, b" + ", " + "c": the origin list grown by one more name list. */
+static char* ox_join(const char* a, const char* b) {
+  return a && *a ? ox_asprintf("%s, %s", a, b) : ox_strdup(b);
+}
+
+/* The transformers that made a node: those that made the nodes it
+ * replaces, then the current one ("matmul_add, conv_act"). */
+static char* ox_opt_passes(const OxOpt* o, const char* also) {
+  const char* cur = o->pass ? o->pass : "optimizer";
+  OxStr t = {0};
+  ox_str_addf(&t, "%s", o->passes.data ? o->passes.data : "");
+  if (also && *also && !ox_in_names(t.data, also)) ox_str_addf(&t, "%s%s", t.len ? ", " : "", also);
+  if (!ox_in_names(t.data, cur)) ox_str_addf(&t, "%s%s", t.len ? ", " : "", cur);
+  return ox_str_take(&t);
+}
+
+/* The nodes the last rewrite added (or the one that took over a removed
+ * node's output) record the transformers and the model's nodes they
+ * replace. */
+static OnyxStatus* ox_opt_note_origins(OxOpt* o) {
+  OnyxStatus* st = NULL;
+  const char* removed = o->removed.data ? o->removed.data : "";
+  if (!o->n_added && o->took_over && *removed) {
+    OxNode* n = o->took_over;
+    char* base = ox_strdup(n->origin_nodes ? n->origin_nodes : n->name);
+    char* all = base ? ox_join(base, removed) : NULL;
+    char* passes = ox_opt_passes(o, n->origin_pass);
+    free(base);
+    free(n->origin_nodes);
+    free(n->origin_pass);
+    n->origin_nodes = all;
+    n->origin_pass = passes;
+    if (!n->origin_nodes || !n->origin_pass) st = ox_oom();
+  }
+  for (size_t i = 0; i < o->n_added && !st; i++) {
+    OxNode* n = o->added[i];
+    free(n->origin_nodes);
+    free(n->origin_pass);
+    n->origin_nodes = ox_strdup(removed);
+    n->origin_pass = ox_opt_passes(o, NULL);
+    if (!n->origin_nodes || !n->origin_pass) st = ox_oom();
+  }
+  ox_opt_journal_reset(o);
+  return st;
+}
+
+void ox_opt_journal_reset(OxOpt* o) {
+  o->n_added = 0;
+  o->took_over = NULL;
+  ox_str_free(&o->removed);
+  ox_str_free(&o->passes);
+}
+
 OnyxStatus* ox_opt_rewrite_each(OxOpt* o, OxRewriteFn rw, size_t* count, bool* changed) {
   for (size_t i = 0; i < o->g->n_nodes;) {
+    OxNode* n = o->g->nodes[i];
+    if (o->cfg->phase == OX_OPT_PHASE_FUSION && (n->ep < 0 || n->group >= 0)) {
+      i++; /* the host's nodes and compiled groups are not rewritten */
+      continue;
+    }
+    o->cur_ep = n->ep;
+    ox_opt_journal_reset(o);
     bool done = false;
-    OX_TRY(rw(o, o->g->nodes[i], &done));
+    OX_TRY(rw(o, n, &done));
     if (!done) {
       i++;
       continue;
     }
+    OX_TRY(ox_opt_note_origins(o));
     *changed = true;
     if (count) (*count)++;
   }
@@ -276,6 +361,17 @@ OnyxStatus* ox_opt_rewrite_each(OxOpt* o, OxRewriteFn rw, size_t* count, bool* c
 }
 
 void ox_opt_remove(OxOpt* o, OxNode* n) {
+  for (size_t i = 0; i < o->n_added; i++)
+    if (o->added[i] == n) { /* made and dropped within one rewrite */
+      o->added[i] = o->added[--o->n_added];
+      ox_graph_remove_node(o->g, n);
+      return;
+    }
+  if (o->took_over == n) o->took_over = NULL;
+  const char* names = n->origin_nodes ? n->origin_nodes : n->name;
+  ox_str_addf(&o->removed, "%s%s", o->removed.len ? ", " : "", names);
+  if (n->origin_pass && !ox_in_names(o->passes.data, n->origin_pass))
+    ox_str_addf(&o->passes, "%s%s", o->passes.len ? ", " : "", n->origin_pass);
   ox_graph_remove_node(o->g, n);
 }
 

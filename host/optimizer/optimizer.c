@@ -172,26 +172,46 @@ static OnyxStatus* ox_reresolve(OxOpt* o, const char* who) {
   return st;
 }
 
-static OnyxStatus* ox_run_level(OxOpt* o, OnyxOptimizationLevel level, int cap) {
+/* The phase runs built-in transformers of this level: before placement only
+ * the basic ones (they keep the model's ops), after it only the fusions. */
+static bool ox_phase_runs(const OxOpt* o, OnyxOptimizationLevel level) {
+  switch (o->cfg->phase) {
+  case OX_OPT_PHASE_PLACEMENT:
+    return level == ONYX_OPT_BASIC;
+  case OX_OPT_PHASE_FUSION:
+    return level != ONYX_OPT_BASIC;
+  default:
+    return true;
+  }
+}
+
+static OnyxStatus* ox_run_level(OxOpt* o, OnyxOptimizationLevel level, int cap, bool* any_change) {
   size_t n_user = 0;
   OxUserPass* users = ox_user_snapshot(level, &n_user);
   if (!users) return ox_oom();
+  /* User transformers rewrite the model before placement: they cannot know
+   * which provider a node they add would go to. */
+  const size_t n_run = o->cfg->phase == OX_OPT_PHASE_FUSION ? 0 : n_user;
+  const bool builtins = ox_phase_runs(o, level);
   OnyxStatus* st = NULL;
   bool any = true;
-  for (int it = 0; it < cap && any && !st; it++) {
+  for (int it = 0; it < cap && any && !st && (builtins || n_run); it++) {
     any = false;
     o->stats->iterations++;
-    for (size_t i = 0; i < OX_ARRAY_LEN(ox_builtins) && !st; i++) {
+    for (size_t i = 0; builtins && i < OX_ARRAY_LEN(ox_builtins) && !st; i++) {
       if (ox_builtins[i].level != level || !ox_builtin_enabled(&ox_builtins[i])) continue;
       bool changed = false;
+      o->pass = ox_builtins[i].name;
       st = ox_builtins[i].fn(o, &changed);
       if (st) st = ox_status_wrap(st, "optimizer: transformer '%s'", ox_builtins[i].name);
       if (!st && changed) st = ox_reresolve(o, ox_builtins[i].name);
       any = any || changed;
     }
-    for (size_t i = 0; i < n_user && !st; i++) {
+    for (size_t i = 0; i < n_run && !st; i++) {
       OnyxGraph view = {o};
       int modified = 0;
+      o->pass = users[i].name;
+      ox_opt_journal_reset(o);
       st = users[i].fn(&view, users[i].user, &modified);
       if (st) st = ox_status_wrap(st, "optimizer: user transformer '%s'", users[i].name);
       if (!st && modified) {
@@ -200,7 +220,9 @@ static OnyxStatus* ox_run_level(OxOpt* o, OnyxOptimizationLevel level, int cap) 
         any = true;
       }
     }
+    *any_change = *any_change || any;
   }
+  o->pass = NULL;
   for (size_t i = 0; i < n_user; i++)
     free(users[i].name);
   free(users);
@@ -225,15 +247,34 @@ OnyxStatus* ox_optimize(OxGraph* g, const OxOptConfig* cfg, OxOptStats* stats) {
   int cap = cfg->max_iterations > 0 ? cfg->max_iterations : 10;
   static const OnyxOptimizationLevel levels[] = {ONYX_OPT_BASIC, ONYX_OPT_EXTENDED,
                                                  ONYX_OPT_LAYOUT};
-  for (size_t i = 0; i < OX_ARRAY_LEN(levels) && !st; i++)
-    if (cfg->level >= levels[i]) st = ox_run_level(&o, levels[i], cap);
-  /* Fusions can leave foldable or duplicate work behind; one more basic
-   * round when a later level changed something. */
-  if (!st && cfg->level >= ONYX_OPT_EXTENDED) st = ox_run_level(&o, ONYX_OPT_BASIC, cap);
+  bool later = false; /* a level after basic changed the graph */
+  for (size_t i = 0; i < OX_ARRAY_LEN(levels) && !st; i++) {
+    bool changed = false;
+    if (cfg->level >= levels[i]) st = ox_run_level(&o, levels[i], cap, &changed);
+    later = later || (i > 0 && changed);
+  }
+  /* Fusions and user transformers can leave foldable or duplicate work
+   * behind: one more basic round when a later level changed something
+   * (the fusion phase runs no basic transformer: it would rewrite across
+   * providers). */
+  bool unused = false;
+  if (!st && later) st = ox_run_level(&o, ONYX_OPT_BASIC, cap, &unused);
   if (!st) st = ox_opt_sweep(&o);
   ox_map_free(&o.pinned);
+  ox_opt_journal_reset(&o);
+  free(o.added);
   stats->nodes_after = g->n_nodes;
   stats->seconds = ox_now() - t0;
+  return st;
+}
+
+OnyxStatus* ox_optimize_tidy(OxGraph* g, const OxOptConfig* cfg) {
+  OxOpt o = {.g = g, .cfg = cfg};
+  bool oom = false;
+  ox_collect_pinned(&o, g, &oom);
+  OnyxStatus* st = oom ? ox_oom() : ox_opt_sweep(&o);
+  if (!st) st = ox_graph_resolve(g, cfg->customs, cfg->n_customs);
+  ox_map_free(&o.pinned);
   return st;
 }
 

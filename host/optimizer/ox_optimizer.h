@@ -45,10 +45,23 @@ typedef struct OxOptConfig {
   bool (*may_fuse)(void* ctx, const OxNode* n, const char* domain, const char* op);
   void* fuse_ctx;
   /* The CPU provider is the session's only provider. Conv + Add + activation
-   * into FusedConv with a Z input runs only then: oneDNN fuses residual sums
-   * into its own Conv chains, which a FusedConv with Z would break. */
+   * into FusedConv with a Z input runs only then on an unplaced graph:
+   * oneDNN fuses residual sums into its own Conv chains, which a FusedConv
+   * with Z would break. */
   bool cpu_alone;
+  /* Which transformers run:
+   * - OX_OPT_PHASE_ALL: every transformer of the level (tests; a graph
+   *   without providers);
+   * - OX_OPT_PHASE_PLACEMENT: before placement, what keeps the model's ops:
+   *   the basic level and user transformers;
+   * - OX_OPT_PHASE_FUSION: after placement, the built-in fusions, each
+   *   inside one provider's nodes (OxNode.ep, not in a compiled group), the
+   *   nodes they add placed on that provider. */
+  int phase;
+  int32_t cpu_ep; /* OX_OPT_PHASE_FUSION: the CPU provider's index, -1: none */
 } OxOptConfig;
+
+enum { OX_OPT_PHASE_ALL = 0, OX_OPT_PHASE_PLACEMENT = 1, OX_OPT_PHASE_FUSION = 2 };
 
 typedef struct OxOptStats {
   size_t nodes_before, nodes_after;
@@ -62,6 +75,10 @@ typedef struct OxOptStats {
 
 /* Runs the optimizer on a resolved graph. The graph stays resolved. */
 OnyxStatus* ox_optimize(OxGraph* g, const OxOptConfig* cfg, OxOptStats* stats);
+
+/* After edits made outside the transformers (a provider's transform):
+ * drops values nothing reads or writes and resolves the graph again. */
+OnyxStatus* ox_optimize_tidy(OxGraph* g, const OxOptConfig* cfg);
 
 /* One-line summary of stats ("12 -> 9 nodes: 2 Gemm, ..."); malloc'd. */
 char* ox_opt_stats_str(const OxOptStats* st);

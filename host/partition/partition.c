@@ -28,8 +28,13 @@ static OnyxStatus* ox_add_decline(OxPartition* p, const OxNode* n, int32_t ep, c
   if (!ox_grow((void**)&p->declines, &p->cap_declines, p->n_declines + 1, sizeof *p->declines))
     return ox_oom();
   char* r = ox_strdup(why && *why ? why : "no reason given");
-  if (!r) return ox_oom();
-  p->declines[p->n_declines++] = (OxDecline){n->index, ep, r};
+  char* name = ox_strdup(n->name);
+  if (!r || !name) {
+    free(r);
+    free(name);
+    return ox_oom();
+  }
+  p->declines[p->n_declines++] = (OxDecline){n->index, name, ep, r};
   return NULL;
 }
 
@@ -419,16 +424,22 @@ static OnyxStatus* ox_partition_pass(OxPartition* p, const OnyxSessionOptions* o
                        "(no earlier provider took it)",
                        n->name, n->op_type);
   }
-  for (size_t e = 0; e < p->n_eps; e++)
-    p->eps[e].n_nodes = 0;
-  for (size_t i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->ep >= 0) p->eps[g->nodes[i]->ep].n_nodes++;
+  ox_partition_count(p);
   return NULL;
 }
 
+void ox_partition_count(OxPartition* p) {
+  for (size_t e = 0; e < p->n_eps; e++)
+    p->eps[e].n_nodes = 0;
+  for (size_t i = 0; i < p->graph->n_nodes; i++)
+    if (p->graph->nodes[i]->ep >= 0) p->eps[p->graph->nodes[i]->ep].n_nodes++;
+}
+
 void ox_partition_clear(OxPartition* p) {
-  for (size_t i = 0; i < p->n_declines; i++)
+  for (size_t i = 0; i < p->n_declines; i++) {
     free(p->declines[i].reason);
+    free(p->declines[i].node_name);
+  }
   for (size_t i = 0; i < p->n_groups; i++) {
     OxGroup* grp = &p->groups[i];
     ox_view_clear(&grp->view);

@@ -53,14 +53,16 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
   };
   OnyxEp* ep = NULL;
   st = ox_provider_lib_create_ep(lib, &args, &ep);
-  if (!st &&
-      (!ep || ep->struct_size < offsetof(OnyxEp, release) + sizeof ep->release || !ep->release)) {
-    st =
-        ox_status(ONYX_FAIL, "provider '%s' returned an EP without a release function", spec->name);
+  if (st) {
+    st = ox_status_wrap(st, "provider '%s' (%s): create_ep failed", spec->name, lib->path);
+  } else if (!ep || ep->struct_size < offsetof(OnyxEp, release) + sizeof ep->release ||
+             !ep->release) {
+    st = ox_status(ONYX_FAIL,
+                   "provider '%s' (%s): create_ep returned %s; the EP's release slot is required",
+                   spec->name, lib->path, ep ? "an EP without a release function" : "no EP");
     ep = NULL; /* cannot release it safely */
   }
   if (st) {
-    st = ox_status_wrap(st, "provider '%s' (%s): create_ep failed", spec->name, lib->path);
     ox_provider_lib_release(lib);
     /* A device that turns out to be missing only at create_ep time is
      * "unavailable" like one device_count did not find. */
@@ -79,6 +81,11 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
   OxEpSlot* slot = &s->eps[s->n_eps++];
   *slot = (OxEpSlot){.name = name, .lib = lib, .ep = ep, .implicit = implicit};
   pthread_mutex_init(&slot->arena_lock, NULL);
+  const OnyxProvider* p = lib->provider;
+  ox_session_log(s, ONYX_LOG_INFO, "provider '%s' (%s %s, ABI %u.%u) from %s, device %d%s",
+                 spec->name, p->vendor ? p->vendor : "?", p->version ? p->version : "?",
+                 (unsigned)p->abi_major, (unsigned)p->abi_minor, lib->path, spec->device,
+                 implicit ? " (appended as fallback)" : "");
   if (ep->create_stream) {
     st = ep->create_stream(ep, &slot->stream);
     if (st) return ox_status_wrap(st, "provider '%s': create_stream failed", spec->name);
@@ -152,6 +159,10 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   t = ox_session_phase_begin(s);
   OX_TRY(ox_partition_run(&s->part, s->opts));
   ox_session_phase_end(s, "partition", t);
+  t = ox_session_phase_begin(s);
+  OX_TRY(ox_session_fuse(s)); /* host/optimizer: inside each provider's nodes */
+  ox_partition_count(&s->part);
+  ox_session_phase_end(s, "fuse", t);
   t = ox_session_phase_begin(s);
   OX_TRY(ox_plan_build(s));
   ox_session_phase_end(s, "plan", t);

@@ -227,15 +227,33 @@ ONYX_API size_t onyx_session_provider_node_count(const OnyxSession* s, size_t i)
 }
 
 /* --- explain ----------------------------------------------------------------------------- */
+/* `name` is one of the comma-separated names of `list`. */
+static bool ox_in_list(const char* list, const char* name) {
+  size_t len = strlen(name);
+  for (const char* p = list; p && *p;) {
+    const char* end = strstr(p, ", ");
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && !strncmp(p, name, n)) return true;
+    p = end ? end + 2 : p + n;
+  }
+  return false;
+}
+
 static void ox_explain_node(OxStr* t, const OnyxSession* s, const OxNode* n) {
   ox_str_addf(t, "  %-32s %-22s v%-3d -> %s", n->name, n->op_type, (int)n->since_version,
               n->ep >= 0 ? s->eps[n->ep].name : "host");
   if (n->group >= 0) ox_str_addf(t, " (group '%s')", s->part.groups[n->group].name);
   ox_str_addf(t, "\n");
+  if (n->origin_pass)
+    ox_str_addf(t, "      made by %s from %s\n", n->origin_pass,
+                n->origin_nodes && *n->origin_nodes ? n->origin_nodes : "(no node)");
+  /* Declines of this node, or of the model's nodes a rewrite made it from. */
   for (size_t i = 0; i < s->part.n_declines; i++) {
     const OxDecline* d = &s->part.declines[i];
-    if (d->node == n->index)
-      ox_str_addf(t, "      declined by %s: %s\n", s->eps[d->ep].name, d->reason);
+    if (!strcmp(d->node_name, n->name) || ox_in_list(n->origin_nodes, d->node_name))
+      ox_str_addf(t, "      declined by %s%s%s: %s\n", s->eps[d->ep].name,
+                  strcmp(d->node_name, n->name) ? " as " : "",
+                  strcmp(d->node_name, n->name) ? d->node_name : "", d->reason);
   }
 }
 
@@ -258,9 +276,13 @@ ONYX_API OnyxStatus* onyx_session_explain(const OnyxSession* s, char** text) {
   if (!s || !text) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_explain: NULL argument");
   OxStr t = {0};
   ox_str_addf(&t, "model: %s\nproviders (priority order):\n", s->source);
-  for (size_t i = 0; i < s->n_eps; i++)
-    ox_str_addf(&t, "  %zu. %-10s %zu nodes%s  [%s]\n", i + 1, s->eps[i].name, s->eps[i].n_nodes,
-                s->eps[i].implicit ? " (appended as fallback)" : "", s->eps[i].lib->path);
+  for (size_t i = 0; i < s->n_eps; i++) {
+    const OnyxProvider* p = s->eps[i].lib->provider;
+    ox_str_addf(&t, "  %zu. %-10s %zu nodes%s  (%s %s)  [%s]\n", i + 1, s->eps[i].name,
+                s->eps[i].n_nodes, s->eps[i].implicit ? " (appended as fallback)" : "",
+                p && p->vendor ? p->vendor : "?", p && p->version ? p->version : "?",
+                s->eps[i].lib->path);
+  }
   ox_str_addf(&t, "\nnodes: %zu (execution order)\n", s->graph->n_nodes);
   for (size_t i = 0; i < s->graph->n_nodes; i++)
     ox_explain_node(&t, s, s->graph->nodes[i]);

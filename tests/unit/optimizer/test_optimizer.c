@@ -1537,10 +1537,11 @@ static OnyxStatus* own_compute(void* state, OnyxKernelContext* ctx) {
 
 static OnyxStatus* own_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
   (void)p;
-  static const char* const ops[] = {"Conv", "MatMul", "Gemm", "Erf", "ReduceMean", "FusedConv"};
+  static const char* const ops[] = {"Conv",       "MatMul",    "Gemm", "Erf",
+                                    "ReduceMean", "FusedConv", "Relu"};
   for (size_t i = 0; i < OX_ARRAY_LEN(ops); i++) {
     const bool contrib = !strcmp(ops[i], "FusedConv");
-    if (contrib && !own_fused) continue;
+    if ((contrib || !strcmp(ops[i], "Relu")) && !own_fused) continue;
     OnyxKernelDef d = {.struct_size = sizeof d,
                        .domain = contrib ? "com.onyx" : "",
                        .op_type = ops[i],
@@ -1663,7 +1664,8 @@ static void test_fusions_keep_provider(void** state) {
   assert_int_equal(count_op(s, "Erf"), 1);
   assert_int_equal(count_op(s, "ReduceMean"), 2);
   onyx_session_release(s);
-  /* With a FusedConv kernel of its own, ownprov keeps Conv + Relu fused. */
+  /* With a FusedConv kernel of its own, and the Relu too (a fusion stays
+   * inside one provider's nodes), ownprov's Conv + Relu fuse. */
   own_fused = true;
   s = open_providers(&md, true);
   assert_int_equal(count_op(s, "FusedConv"), 1);

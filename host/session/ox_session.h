@@ -62,7 +62,8 @@ OnyxStatus* ox_edit_set_attr_string(OnyxGraphEdit* e, const OnyxNode* n, const c
 
 /* --- Placement ----------------------------------------------------------------- */
 typedef struct OxDecline {
-  size_t node; /* graph node index */
+  size_t node;     /* graph node index at partitioning */
+  char* node_name; /* the node's name: indices change when fusions rewrite the graph */
   int32_t ep;
   char* reason;
 } OxDecline;
@@ -107,6 +108,8 @@ typedef struct OxPartition {
  * the node, op and provider. */
 OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts);
 void ox_partition_clear(OxPartition* p);
+/* Recounts the nodes placed on each provider (after the graph changed). */
+void ox_partition_count(OxPartition* p);
 
 /* --- Plan ------------------------------------------------------------------------ */
 /* HOST: a node the host runs itself (control flow, sequences, optionals:
@@ -155,6 +158,8 @@ typedef struct OxPlan {
   size_t* output_slots; /* per graph output (host memory) */
   OxCopyNote* copies;
   size_t n_copies, cap_copies;
+  /* Agents, crossings with their events, deferred frees (host/exec/ox_streams.h). */
+  struct OxStreamPlan* streams;
 } OxPlan;
 
 OnyxStatus* ox_plan_build(struct OnyxSession* s);

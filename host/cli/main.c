@@ -3,6 +3,9 @@
 
 #include <string.h>
 
+/* cmd_devices.c (cli_util.h declares the other commands). */
+int cli_cmd_devices(int argc, char** argv);
+
 typedef struct Subcommand {
   const char* name;
   int (*main)(int argc, char** argv);
@@ -14,6 +17,7 @@ static const Subcommand kSubcommands[] = {
     {"partition", cli_cmd_partition, "show which provider runs which nodes"},
     {"test", cli_cmd_test, "run ONNX backend test folders and compare outputs"},
     {"bench", cli_cmd_bench, "time a model's runs (one JSON line)"},
+    {"devices", cli_cmd_devices, "list provider libraries and the devices they see"},
 };
 enum { kSubcommandCount = sizeof kSubcommands / sizeof kSubcommands[0] };
 

@@ -2,7 +2,10 @@
  *
  * One process-wide list of loaded libraries, keyed by resolved path, guarded
  * by a mutex: sessions that name the same library share one dlopen handle,
- * one provider table and one kernel registry. */
+ * one provider table and one kernel registry. A provider asked for by name
+ * may be found in several folders of the search path: each copy is loaded
+ * and the one of highest score kept (ox_providers.h has the rule). */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -81,8 +84,8 @@ static bool ox_is_file(const char* path) {
 }
 
 /* Tries dir/file; on a hit returns the resolved path (caller frees). */
-static char* ox_try_dir(const char* dir, size_t dir_len, const char* file) {
-  char* cand = ox_asprintf("%.*s/%s", (int)dir_len, dir, file);
+static char* ox_try_dir(const char* dir, const char* file) {
+  char* cand = ox_asprintf("%s/%s", dir, file);
   if (!cand) return NULL;
   char* real = ox_is_file(cand) ? realpath(cand, NULL) : NULL;
   free(cand);
@@ -101,62 +104,206 @@ static bool ox_same_dir(const char* a, const char* b) {
   return same;
 }
 
-/* Searches every folder in order, recording each in `searched` for the
- * not-found message. Returns the resolved path or NULL. */
-static char* ox_search(const char* file, OxStr* searched) {
+/* One folder of the search path and how it got there, for messages. */
+typedef struct OxSearchDir {
+  char* dir;
+  const char* what;
+} OxSearchDir;
+
+static void ox_search_dirs_free(OxSearchDir* dirs, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(dirs[i].dir);
+  free(dirs);
+}
+
+static bool ox_search_dirs_add(OxSearchDir** dirs, size_t* n, size_t* cap, char* dir,
+                               const char* what) {
+  if (!dir || !ox_grow((void**)dirs, cap, *n + 1, sizeof **dirs)) {
+    free(dir);
+    return false;
+  }
+  (*dirs)[(*n)++] = (OxSearchDir){dir, what};
+  return true;
+}
+
+/* The folders of the search path, in order: ONYX_PROVIDER_PATH's entries
+ * (empty ones skipped), the install's provider folder as found from where
+ * libonyx itself lives (so a prefix that was moved or unpacked elsewhere
+ * still works), the one configured at build time when that is a different
+ * folder, then the folder of libonyx. */
+static OnyxStatus* ox_search_dirs(OxSearchDir** out, size_t* count) {
+  OxSearchDir* dirs = NULL;
+  size_t n = 0, cap = 0;
+  bool ok = true;
   const char* env = getenv("ONYX_PROVIDER_PATH");
-  for (const char* p = env; p && *p;) {
+  for (const char* p = env; ok && p && *p;) {
     const char* end = strchr(p, ':');
     size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len > 0) { /* empty entries ("a::b") are skipped */
-      ox_str_addf(searched, "%s%.*s (ONYX_PROVIDER_PATH)", searched->len ? ", " : "", (int)len, p);
-      char* hit = ox_try_dir(p, len, file);
-      if (hit) return hit;
-    }
+    if (len > 0) /* empty entries ("a::b") are skipped */
+      ok = ox_search_dirs_add(&dirs, &n, &cap, ox_strndup(p, len), "ONYX_PROVIDER_PATH");
     p = end ? end + 1 : p + len;
   }
-  /* The install's provider folder, first as found from where libonyx itself
-   * lives (so a prefix that was moved or unpacked elsewhere still works),
-   * then as configured at build time when that is a different folder. */
   const char* self = ox_self_dir();
   char* relative =
       self ? ox_asprintf("%s/%s", strcmp(self, "/") ? self : "", ONYX_PROVIDER_REL_DIR) : NULL;
   const char* configured = ONYX_INSTALL_PROVIDER_DIR;
   /* Installed where it was configured to be: one folder, one entry. */
   bool in_place = relative && configured && ox_same_dir(relative, configured);
-  if (in_place) configured = NULL;
-  const char* fixed[] = {relative, configured, self};
-  const char* what[] = {in_place ? "install folder" : "install folder, relative to libonyx",
-                        "install folder", "beside libonyx"};
-  char* hit = NULL;
-  for (size_t i = 0; i < OX_ARRAY_LEN(fixed) && !hit; i++) {
-    if (!fixed[i]) continue;
-    ox_str_addf(searched, "%s%s (%s)", searched->len ? ", " : "", fixed[i], what[i]);
-    hit = ox_try_dir(fixed[i], strlen(fixed[i]), file);
+  if (ok && relative)
+    ok = ox_search_dirs_add(&dirs, &n, &cap, relative,
+                            in_place ? "install folder" : "install folder, relative to libonyx");
+  else
+    free(relative);
+  if (ok && configured && !in_place)
+    ok = ox_search_dirs_add(&dirs, &n, &cap, ox_strdup(configured), "install folder");
+  if (ok && self) ok = ox_search_dirs_add(&dirs, &n, &cap, ox_strdup(self), "beside libonyx");
+  if (!ok) {
+    ox_search_dirs_free(dirs, n);
+    return ox_oom();
   }
-  free(relative);
-  return hit;
+  *out = dirs;
+  *count = n;
+  return NULL;
 }
 
-static OnyxStatus* ox_resolve(const char* name, const char* library, char** path) {
-  if (library) {
-    if (!(*path = realpath(library, NULL)))
-      return ox_status(errno == ENOMEM ? ONYX_OUT_OF_MEMORY : ONYX_NOT_FOUND,
-                       "provider '%s': library '%s' not found: %s", name, library, strerror(errno));
+static bool ox_has_path(char* const* paths, size_t n, const char* path) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(paths[i], path) == 0) return true;
+  return false;
+}
+
+/* Every folder of the search path holding `file`, as resolved paths in
+ * search order, each once. Every folder goes into `searched` for the
+ * not-found message. */
+static OnyxStatus* ox_search(const char* file, OxStr* searched, char*** out, size_t* count) {
+  OxSearchDir* dirs = NULL;
+  size_t n_dirs = 0;
+  OX_TRY(ox_search_dirs(&dirs, &n_dirs));
+  char** hits = NULL;
+  size_t n = 0, cap = 0;
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; !st && i < n_dirs; i++) {
+    ox_str_addf(searched, "%s%s (%s)", searched->len ? ", " : "", dirs[i].dir, dirs[i].what);
+    char* hit = ox_try_dir(dirs[i].dir, file);
+    if (!hit) continue;
+    if (ox_has_path(hits, n, hit)) {
+      free(hit);
+    } else if (!ox_grow((void**)&hits, &cap, n + 1, sizeof *hits)) {
+      free(hit);
+      st = ox_oom();
+    } else {
+      hits[n++] = hit;
+    }
+  }
+  ox_search_dirs_free(dirs, n_dirs);
+  if (!st && searched->oom) st = ox_oom();
+  if (st) {
+    for (size_t i = 0; i < n; i++)
+      free(hits[i]);
+    free(hits);
+    return st;
+  }
+  *out = hits;
+  *count = n;
+  return NULL;
+}
+
+void ox_provider_files_free(OxProviderFile* files, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    free(files[i].name);
+    free(files[i].path);
+  }
+  free(files);
+}
+
+/* The provider name of a file called libonyx_ep_<name>.so, or NULL. */
+static char* ox_file_provider_name(const char* file) {
+  static const char prefix[] = "libonyx_ep_", suffix[] = ".so";
+  size_t len = strlen(file), pre = sizeof prefix - 1, suf = sizeof suffix - 1;
+  if (len <= pre + suf || strncmp(file, prefix, pre) != 0 || strcmp(file + len - suf, suffix) != 0)
+    return NULL;
+  char* name = ox_strndup(file + pre, len - pre - suf);
+  if (name && !ox_name_ok(name)) {
+    free(name);
     return NULL;
   }
-  char file[128];
-  snprintf(file, sizeof file, "libonyx_ep_%s.so", name);
-  OxStr searched = {0};
-  *path = ox_search(file, &searched);
-  if (*path) {
-    ox_str_free(&searched);
-    return NULL;
+  return name;
+}
+
+static int ox_name_cmp(const void* a, const void* b) {
+  return strcmp(*(char* const*)a, *(char* const*)b);
+}
+
+/* Appends the provider libraries of one folder in name order, skipping files
+ * found before (an earlier folder, or a link to one listed already). A
+ * folder that cannot be read is passed over, as when searching by name. */
+static OnyxStatus* ox_scan_dir(const char* dir, OxProviderFile** files, size_t* n, size_t* cap) {
+  DIR* d = opendir(dir);
+  if (!d) return NULL;
+  char** names = NULL;
+  size_t n_names = 0, cap_names = 0;
+  OnyxStatus* st = NULL;
+  for (struct dirent* e; (e = readdir(d));) {
+    char* name = ox_file_provider_name(e->d_name);
+    if (!name) continue;
+    if (!ox_grow((void**)&names, &cap_names, n_names + 1, sizeof *names)) {
+      free(name);
+      st = ox_oom();
+      break;
+    }
+    names[n_names++] = name;
   }
-  OnyxStatus* st = ox_status(ONYX_NOT_FOUND, "provider '%s': library %s not found; searched: %s",
-                             name, file, searched.len ? searched.data : "(no folder)");
-  ox_str_free(&searched);
+  closedir(d);
+  if (!st) qsort(names, n_names, sizeof *names, ox_name_cmp);
+  for (size_t k = 0; !st && k < n_names; k++) {
+    char file[128];
+    snprintf(file, sizeof file, "libonyx_ep_%s.so", names[k]);
+    char* path = ox_try_dir(dir, file);
+    bool seen = false;
+    for (size_t i = 0; path && i < *n; i++)
+      seen = seen || strcmp((*files)[i].path, path) == 0;
+    if (!path || seen) {
+      free(path);
+      continue;
+    }
+    if (!ox_grow((void**)files, cap, *n + 1, sizeof **files)) {
+      free(path);
+      st = ox_oom();
+      break;
+    }
+    (*files)[(*n)++] = (OxProviderFile){.name = names[k], .path = path};
+    names[k] = NULL; /* taken */
+  }
+  for (size_t k = 0; k < n_names; k++)
+    free(names[k]);
+  free(names);
   return st;
+}
+
+OnyxStatus* ox_provider_scan(OxProviderFile** out, size_t* count) {
+  *out = NULL;
+  *count = 0;
+  OxSearchDir* dirs = NULL;
+  size_t n_dirs = 0;
+  OX_TRY(ox_search_dirs(&dirs, &n_dirs));
+  OxProviderFile* files = NULL;
+  size_t n = 0, cap = 0;
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; !st && i < n_dirs; i++)
+    st = ox_scan_dir(dirs[i].dir, &files, &n, &cap);
+  ox_search_dirs_free(dirs, n_dirs);
+  if (st) {
+    ox_provider_files_free(files, n);
+    return st;
+  }
+  *out = files;
+  *count = n;
+  return NULL;
+}
+
+static OnyxStatus* ox_not_found(const char* name, const char* file, const OxStr* searched) {
+  return ox_status(ONYX_NOT_FOUND, "provider '%s': library %s not found; searched: %s", name, file,
+                   searched->len ? searched->data : "(no folder)");
 }
 
 /* --- Loading and checking ------------------------------------------------------------- */
@@ -317,7 +464,20 @@ static OnyxStatus* ox_acquire_locked(const char* name, char* path, OnyxProviderI
   return NULL;
 }
 
-OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxProviderLib** out) {
+/* Loads (or re-uses) the library at the resolved `path` as provider `name`. */
+static OnyxStatus* ox_acquire_path(const char* name, const char* path, OxProviderLib** out) {
+  char* copy = ox_strdup(path);
+  if (!copy) return ox_oom();
+  /* Loading runs under the lock: two sessions asking for one library at
+   * once share one load, and the provider's init runs once per load. */
+  pthread_mutex_lock(&ox_libs_lock);
+  OnyxStatus* st = ox_acquire_locked(name, copy, NULL, out);
+  pthread_mutex_unlock(&ox_libs_lock);
+  return st;
+}
+
+static OnyxStatus* ox_check_acquire_args(const char* name, const char* library,
+                                         OxProviderLib** out) {
   if (!out) return ox_status(ONYX_INVALID_ARGUMENT, "ox_provider_lib_acquire: out is NULL");
   *out = NULL;
   if (!ox_name_ok(name))
@@ -326,13 +486,121 @@ OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxPro
                      name ? name : "(null)");
   if (library && !*library)
     return ox_status(ONYX_INVALID_ARGUMENT, "provider '%s': library path is empty", name);
-  char* path = NULL;
-  OX_TRY(ox_resolve(name, library, &path));
-  /* Loading runs under the lock: two sessions asking for one library at
-   * once share one load, and the provider's init runs once per load. */
-  pthread_mutex_lock(&ox_libs_lock);
-  OnyxStatus* st = ox_acquire_locked(name, path, NULL, out);
-  pthread_mutex_unlock(&ox_libs_lock);
+  return NULL;
+}
+
+OnyxStatus* ox_provider_lib_load(const char* name, const char* library, OxProviderLib** out) {
+  OX_TRY(ox_check_acquire_args(name, library, out));
+  if (!library) return ox_status(ONYX_INVALID_ARGUMENT, "provider '%s': no library path", name);
+  char* path = realpath(library, NULL);
+  if (!path)
+    return ox_status(errno == ENOMEM ? ONYX_OUT_OF_MEMORY : ONYX_NOT_FOUND,
+                     "provider '%s': library '%s' not found: %s", name, library, strerror(errno));
+  OnyxStatus* st = ox_acquire_path(name, path, out);
+  free(path);
+  return st;
+}
+
+bool ox_provider_score_beats(int32_t score, bool have_best, int32_t best_score) {
+  return score >= 0 && (!have_best || score > best_score);
+}
+
+/* A provider whose score is negative cannot run on this machine. */
+static OnyxStatus* ox_score_refusal(const OxProviderLib* lib, int32_t score) {
+  return ox_status(ONYX_NO_DEVICE,
+                   "provider library '%s' reports score %d: it cannot run on this machine",
+                   lib->path, (int)score);
+}
+
+/* Loads every candidate and keeps the one of highest score; among equal
+ * scores the first in search order. A candidate that fails to load or whose
+ * score is negative is passed over; when none is left, the error is the
+ * only candidate's own, or one naming each candidate and why. */
+static OnyxStatus* ox_acquire_best(const char* name, char* const* paths, size_t n,
+                                   OxProviderLib** out) {
+  OxProviderLib* best = NULL;
+  int32_t best_score = 0;
+  OnyxStatus* first = NULL; /* the first candidate's error */
+  OxStr why = {0};          /* every candidate's error */
+  bool broken = false;      /* a candidate did not load */
+  for (size_t i = 0; i < n; i++) {
+    OxProviderLib* lib = NULL;
+    OnyxStatus* st = ox_acquire_path(name, paths[i], &lib);
+    broken = broken || st != NULL;
+    if (!st) {
+      int32_t score = ox_provider_lib_score(lib);
+      if (score < 0) {
+        st = ox_score_refusal(lib, score);
+        ox_provider_lib_release(lib);
+      } else if (ox_provider_score_beats(score, best != NULL, best_score)) {
+        ox_provider_lib_release(best);
+        best = lib;
+        best_score = score;
+      } else {
+        ox_provider_lib_release(lib);
+      }
+    }
+    if (!st) continue;
+    if (st->code == ONYX_OUT_OF_MEMORY) { /* not a property of the candidate */
+      ox_status_free(first);
+      ox_str_free(&why);
+      ox_provider_lib_release(best);
+      return st;
+    }
+    ox_str_addf(&why, "%s%s", why.len ? "; " : "", st->message ? st->message : "");
+    if (!first)
+      first = st;
+    else
+      ox_status_free(st);
+  }
+  if (best) {
+    /* A library passed over because it does not load is worth a warning:
+     * it sits on the search path broken. One that cannot run here is not. */
+    if (first)
+      ox_log(broken ? ONYX_LOG_WARNING : ONYX_LOG_INFO,
+             "provider '%s': using %s (score %d); passed over: %s", name, best->path,
+             (int)best_score, why.data ? why.data : "");
+    ox_status_free(first);
+    ox_str_free(&why);
+    *out = best;
+    return NULL;
+  }
+  if (n > 1 && first) {
+    OnyxStatus* all = why.oom ? ox_oom()
+                              : ox_status(first->code,
+                                          "provider '%s': none of the %zu libraries found can be "
+                                          "used: %s",
+                                          name, n, why.data);
+    ox_status_free(first);
+    first = all;
+  }
+  ox_str_free(&why);
+  return first;
+}
+
+OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxProviderLib** out) {
+  OX_TRY(ox_check_acquire_args(name, library, out));
+  if (library) {
+    OX_TRY(ox_provider_lib_load(name, library, out));
+    int32_t score = ox_provider_lib_score(*out);
+    if (score >= 0) return NULL;
+    OnyxStatus* st = ox_score_refusal(*out, score);
+    ox_provider_lib_release(*out);
+    *out = NULL;
+    return st;
+  }
+  char file[128];
+  snprintf(file, sizeof file, "libonyx_ep_%s.so", name);
+  OxStr searched = {0};
+  char** paths = NULL;
+  size_t n = 0;
+  OnyxStatus* st = ox_search(file, &searched, &paths, &n);
+  if (!st && n == 0) st = ox_not_found(name, file, &searched);
+  ox_str_free(&searched);
+  if (!st) st = ox_acquire_best(name, paths, n, out);
+  for (size_t i = 0; i < n; i++)
+    free(paths[i]);
+  free(paths);
   return st;
 }
 
@@ -398,6 +666,23 @@ OnyxStatus* ox_provider_lib_create_ep(const OxProviderLib* lib, const OnyxEpCrea
                                       OnyxEp** out) {
   pthread_mutex_lock(ox_call_lock(lib));
   OnyxStatus* st = lib->provider->create_ep(lib->provider, args, out);
+  pthread_mutex_unlock(ox_call_lock(lib));
+  return st;
+}
+
+int32_t ox_provider_lib_score(const OxProviderLib* lib) {
+  if (!lib->provider->score) return 0;
+  pthread_mutex_lock(ox_call_lock(lib));
+  int32_t score = lib->provider->score(lib->provider);
+  pthread_mutex_unlock(ox_call_lock(lib));
+  return score;
+}
+
+OnyxStatus* ox_provider_lib_device_info(const OxProviderLib* lib, size_t index,
+                                        OnyxDeviceInfo* out) {
+  if (!lib->provider->device_info) return NULL;
+  pthread_mutex_lock(ox_call_lock(lib));
+  OnyxStatus* st = lib->provider->device_info(lib->provider, index, out);
   pthread_mutex_unlock(ox_call_lock(lib));
   return st;
 }

@@ -28,12 +28,26 @@ typedef struct OxProviderLib {
  * provider folder found relative to libonyx.so (<its folder>/onyx/providers,
  * so a relocated prefix works), the provider folder configured at build time
  * (ONYX_INSTALL_PROVIDER_DIR) when that is another folder, then beside
- * libonyx.so. The first hit wins.
+ * libonyx.so. Every folder holding the file gives a candidate; each is
+ * loaded and asked for its score (OnyxProvider.score, NULL: 0), and the
+ * highest score wins, the first in that order among equal scores. A
+ * candidate that fails to load or scores negative is passed over (logged
+ * when another is used); with none left, the error is that of the only
+ * candidate, or one naming every candidate and why.
+ * `library` given: that file; a negative score refuses it (ONYX_NO_DEVICE).
  * Errors (ONYX_NOT_FOUND, ONYX_ABI_MISMATCH, ...) name the library path and
  * the reason: not found (listing the folders searched), dlopen's message, no
  * entry symbol, init failed, ABI major mismatch (both versions), provider
- * name differs from the requested one, kernel/schema registration failed. */
+ * name differs from the requested one, kernel/schema registration failed,
+ * negative score. */
 OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxProviderLib** out);
+/* The rule that picks among the libraries of one name: a score beats the
+ * best so far when it is not negative and, if there is a best, higher (so
+ * the first of equal scores stays). */
+bool ox_provider_score_beats(int32_t score, bool have_best, int32_t best_score);
+/* Loads (or re-uses) exactly the file `library` as provider `name`, whatever
+ * its score: for listings that show every library as it is. */
+OnyxStatus* ox_provider_lib_load(const char* name, const char* library, OxProviderLib** out);
 /* The same for an in-process provider: `init` stands for the library's
  * entry symbol; one load per init function, shared like a library. */
 OnyxStatus* ox_provider_lib_acquire_init(const char* name, OnyxProviderInitFn init,
@@ -41,12 +55,29 @@ OnyxStatus* ox_provider_lib_acquire_init(const char* name, OnyxProviderInitFn in
 /* Drops a reference; the last one calls provider->release and dlclose. */
 void ox_provider_lib_release(OxProviderLib* lib);
 
-/* The provider's device_count and create_ep slots, called under the
- * library's call_lock so that sessions created on several threads never
- * enter one provider's table at once. Use these, never the slots directly. */
+/* The provider's device_count, device_info, score and create_ep slots,
+ * called under the library's call_lock so that sessions created on several
+ * threads never enter one provider's table at once. Use these, never the
+ * slots directly. device_info returns NULL without touching *out when the
+ * provider has none (its device is the host CPU); score returns 0 when it
+ * has none. */
 OnyxStatus* ox_provider_lib_device_count(const OxProviderLib* lib, size_t* count);
+OnyxStatus* ox_provider_lib_device_info(const OxProviderLib* lib, size_t index,
+                                        OnyxDeviceInfo* out);
+int32_t ox_provider_lib_score(const OxProviderLib* lib);
 OnyxStatus* ox_provider_lib_create_ep(const OxProviderLib* lib, const OnyxEpCreateArgs* args,
                                       OnyxEp** out);
+
+/* A provider library on the search path. */
+typedef struct OxProviderFile {
+  char* name; /* <name> of its file name libonyx_ep_<name>.so */
+  char* path; /* resolved absolute path */
+} OxProviderFile;
+/* Every libonyx_ep_<name>.so (a valid name) in the folders of the search
+ * path, in search order and by name within a folder, each resolved file
+ * once. Nothing is loaded. Free with ox_provider_files_free. */
+OnyxStatus* ox_provider_scan(OxProviderFile** files, size_t* count);
+void ox_provider_files_free(OxProviderFile* files, size_t count);
 
 /* The host API table handed to every provider (host/session/host_api.c). */
 const OnyxHostApi* ox_host_api(void);

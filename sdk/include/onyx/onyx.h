@@ -122,7 +122,10 @@ ONYX_API OnyxStatus* onyx_session_options_set_fallback_deny(OnyxSessionOptions* 
 
 /* Providers, in priority order. `library` may be NULL: the name resolves to
  * libonyx_ep_<name>.so in ONYX_PROVIDER_PATH, the install's provider folder,
- * then beside libonyx.so. `device` is the device index (usually 0).
+ * then beside libonyx.so; when several of those folders hold it, the copy of
+ * highest score is used (OnyxProvider.score; docs/api.md, "Providers and
+ * devices"). A library of negative score is never used. `device` is the
+ * device index (usually 0).
  * `required` 0: a provider that fails to load or has no device is skipped
  * with a warning instead of failing session creation. The CPU provider is
  * appended last unless listed or forbidden. */
@@ -436,6 +439,100 @@ ONYX_API OnyxTypeKind onyx_session_output_kind(const OnyxSession* s, size_t i);
  * them. `name` as for onyx_value_load_tensor_proto. */
 ONYX_API OnyxStatus* onyx_value_load_proto(const char* path, OnyxTypeKind kind, OnyxValue** out,
                                            char** name);
+
+/* --- Providers and devices ------------------------------------------------------------
+ * Which provider libraries there are and which devices they see, without a
+ * session (`onyx devices`; docs/api.md). Listing loads each library, calls
+ * its score, device_count and device_info, and lets it go again (a library a
+ * session holds stays loaded); the list keeps copies of everything it read.
+ * A library that does not load and a provider without a device are entries
+ * that say why, not errors: the calls fail only on bad arguments and when
+ * out of memory.
+ *
+ *   OnyxProviderList* l = NULL;
+ *   OnyxStatus* st = onyx_provider_list_create(&l);
+ *   for (size_t i = 0; !st && i < onyx_provider_list_count(l); i++) {
+ *     OnyxProviderInfo p = {.struct_size = sizeof p};
+ *     onyx_provider_list_info(l, i, &p);
+ *     printf("%s: %zu devices %s\n", p.name, p.device_count, p.message);
+ *     for (size_t d = 0; d < p.device_count; d++) {
+ *       OnyxProviderDevice dev = {.struct_size = sizeof dev};
+ *       onyx_provider_list_device(l, i, d, &dev);
+ *       printf("  %s\n", dev.name);
+ *     }
+ *   }
+ *   onyx_provider_list_release(l);
+ *
+ * Every string and array handed out is owned by the list and valid until
+ * onyx_provider_list_release. A list is read-only once made: any number of
+ * threads may read it at once. */
+typedef struct OnyxProviderList OnyxProviderList;
+
+/* One provider library. The caller sets struct_size to sizeof(OnyxProviderInfo). */
+typedef struct OnyxProviderInfo {
+  size_t struct_size;
+  const char* name; /* the provider's name, as configs spell it */
+  /* Resolved path of the library; NULL when none was found or none could be
+   * used (the message names each one tried). For a provider added with
+   * onyx_session_options_add_provider_init: where its init function lives. */
+  const char* library;
+  int32_t loaded;      /* 1: the library loaded and its provider table was accepted */
+  const char* vendor;  /* the provider table's vendor; NULL when not loaded */
+  const char* version; /* the provider table's version; NULL when not loaded */
+  int32_t score;       /* OnyxProvider.score: 0 without one or when not loaded */
+  /* 1: the library a session naming this provider uses. Of several libraries
+   * of one name on the search path that is the loaded one of highest score,
+   * never a negative one, the first in search order among equal scores. */
+  int32_t selected;
+  /* ONYX_OK when device_count > 0. Otherwise why the provider has no device:
+   * the load error (naming the library), the provider's own device_count
+   * error (usually ONYX_NO_DEVICE: "no CUDA driver found"), ONYX_NO_DEVICE
+   * for a provider that reports zero devices or a negative score. */
+  OnyxStatusCode status;
+  const char* message; /* "" when status is ONYX_OK */
+  size_t device_count;
+} OnyxProviderInfo;
+
+/* One device of a provider. The caller sets struct_size to sizeof(OnyxProviderDevice). */
+typedef struct OnyxProviderDevice {
+  size_t struct_size;
+  /* The provider's device_info; for a provider without device_info the
+   * device is the host CPU: "host CPU", host memory, no properties. */
+  const char* name;
+  OnyxMemoryDevice memory; /* the device's default memory: kind, PCI vendor, device id */
+  uint64_t memory_bytes;   /* 0 if unknown */
+  /* Free-form properties ("compute_capability" -> "9.0"), in the provider's order. */
+  const char* const* property_keys;
+  const char* const* property_values;
+  size_t property_count;
+  /* ONYX_OK, or the error device_info returned for this device (then name is
+   * "", memory and memory_bytes are zero and there are no properties). */
+  OnyxStatusCode status;
+  const char* message; /* "" when status is ONYX_OK */
+} OnyxProviderDevice;
+
+/* Every provider library on the search path (the folders
+ * onyx_session_options_add_provider names): each libonyx_ep_<name>.so of
+ * each folder, in search order and by name within a folder, a file found
+ * twice (a folder given twice, a link) listed once. Several libraries may
+ * share a name: `selected` marks the one a session uses. */
+ONYX_API OnyxStatus* onyx_provider_list_create(OnyxProviderList** out);
+/* The providers a session created with `o` uses, in its order: the ones
+ * added (by name, library or init function), then the CPU provider unless
+ * it is listed or the implicit one is switched off; `o` NULL: the defaults
+ * (the CPU provider). One entry each, for the library the session loads
+ * (`selected` is 1 for every entry that loaded). */
+ONYX_API OnyxStatus* onyx_session_options_list_providers(const OnyxSessionOptions* o,
+                                                         OnyxProviderList** out);
+ONYX_API void onyx_provider_list_release(OnyxProviderList* l);
+ONYX_API size_t onyx_provider_list_count(const OnyxProviderList* l); /* 0 for NULL */
+/* Entry i. ONYX_INVALID_ARGUMENT when i is out of range or struct_size too small. */
+ONYX_API OnyxStatus* onyx_provider_list_info(const OnyxProviderList* l, size_t i,
+                                             OnyxProviderInfo* out);
+/* Device `device` of entry i. ONYX_INVALID_ARGUMENT, naming the provider and
+ * its library, when there is no such device. */
+ONYX_API OnyxStatus* onyx_provider_list_device(const OnyxProviderList* l, size_t i, size_t device,
+                                               OnyxProviderDevice* out);
 
 #ifdef __cplusplus
 }

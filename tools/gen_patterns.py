@@ -124,10 +124,10 @@ ERF = np.vectorize(math.erf)
 
 
 # --- The cases ------------------------------------------------------------------------------
-def matmul_add():
+def matmul_add(name="test_pattern_matmul_add", seed=1, x_shape=(2, 4, 16)):
     """Y = X @ W + B on a batch of sequences (a dense layer)."""
-    c = Case("test_pattern_matmul_add", 1)
-    x = c.randn((2, 4, 16))
+    c = Case(name, seed)
+    x = c.randn(x_shape)
     w = c.randn((16, 8), 1 / 4)
     b = c.randn((8,))
     c.input("x", x)
@@ -135,6 +135,11 @@ def matmul_add():
     c.node("Add", ["xw", c.weight("b", b)], ["y"])
     c.output("y", f64(x) @ f64(w) + f64(b))
     return c
+
+
+def matmul_add_2d():
+    """Y = X @ W + B with a 2-D X (the shape of an MLP layer)."""
+    return matmul_add("test_pattern_matmul_add_2d", 8, (4, 16))
 
 
 def gemm_relu():
@@ -291,7 +296,7 @@ def bert_attention():
     return c
 
 
-CASES = [matmul_add, gemm_relu, conv_bn_relu, residual_block, layernorm, gelu, bert_attention]
+CASES = [matmul_add, matmul_add_2d, gemm_relu, conv_bn_relu, residual_block, layernorm, gelu, bert_attention]
 
 
 def main(argv):

@@ -230,11 +230,12 @@ int cli_session_open(const char* model_path, const char* config, int threads, On
 /* The overlay that leaves `provider` alone of the config's providers: its
  * entry of "providers" (or {"name": provider}) made required, the config's
  * pins to it, "implicit_cpu" as `implicit_cpu` says and "fallback": "allow"
- * (with the implicit CPU, a node left to it is what the caller looks for).
- * Loaded on top of the
- * whole config, it replaces the provider list and the pins (docs/config.md). */
+ * (with the implicit CPU, a node left to it is what the caller looks for);
+ * with `unfused`, "session": {"optimization_level": "basic"} unless the
+ * config disables the optimizer. Loaded on top of the whole config, it
+ * replaces the provider list and the pins (docs/config.md). */
 static int load_exclusive(OnyxSessionOptions* opts, const char* config, const char* provider,
-                          int implicit_cpu, CliError* e) {
+                          int implicit_cpu, int unfused, CliError* e) {
   json_error_t jerr;
   json_t* root = config ? json_load_file(config, 0, &jerr) : json_object();
   if (!root) return cli_err(e, "--config %s: %s", config, jerr.text);
@@ -257,6 +258,10 @@ static int load_exclusive(OnyxSessionOptions* opts, const char* config, const ch
   json_t* overlay = entry && pins ? json_pack("{s[O]sbsOss}", "providers", entry, "implicit_cpu",
                                               implicit_cpu, "placement", pins, "fallback", "allow")
                                   : NULL;
+  const char* level =
+      json_string_value(json_object_get(json_object_get(root, "session"), "optimization_level"));
+  if (overlay && unfused && !(level && !strcmp(level, "disabled")))
+    json_object_set_new(overlay, "session", json_pack("{ss}", "optimization_level", "basic"));
   char* text = overlay ? json_dumps(overlay, JSON_COMPACT) : NULL;
   int rc = text ? 0 : cli_err(e, "out of memory");
   OnyxStatus* st = NULL;
@@ -303,7 +308,8 @@ int cli_session_open_ex(const char* model_path, const char* config, int threads,
     return cli_err_status(e, st, "--threads %d", threads);
   }
   if (extra && extra->exclusive && extra->first_provider &&
-      load_exclusive(opts, config, extra->first_provider, !extra->no_implicit_cpu, e)) {
+      load_exclusive(opts, config, extra->first_provider, !extra->no_implicit_cpu, extra->unfused,
+                     e)) {
     onyx_session_options_release(opts);
     return -1;
   }

@@ -98,6 +98,11 @@ typedef struct CliSessionExtra {
    * alone (with no_implicit_cpu, first_provider runs every node or the
    * session is not created). */
   int exclusive;
+  /* With exclusive: the optimizer's level is "basic" at most (the config's
+   * "disabled" stays), so the session's nodes keep the model's ops instead of
+   * the CPU's fused com.onyx ones: what a report of the nodes a provider left
+   * should name. */
+  int unfused;
   const char* profile; /* non-NULL: write the session's profile there */
 } CliSessionExtra;
 int cli_session_open_ex(const char* model_path, const char* config, int threads,

@@ -280,8 +280,10 @@ static const char* strip_model(const char* msg, const char* model) {
 }
 
 /* With --only, a case whose exclusive session (the provider alone) was not
- * created: loads it again with the CPU behind the provider to tell "not
- * claimed" (how many nodes, which ops) from a real load error. The first
+ * created: loads it again with the CPU behind the provider (and the
+ * optimizer's basic level at most, so the ops counted are the model's, not
+ * the CPU's fusions) to tell "not claimed" (how many nodes, which ops) from a
+ * real load error. The first
  * error holds the provider's decline reason for the first node it left (in
  * the main graph or in a subgraph: "node 'If_0' (If): subgraph 'then_branch':
  * no provider can run node ..."). A node nobody could run is the provider's
@@ -297,7 +299,7 @@ static void explain_unloaded(const TestArgs* a, const char* model, const char* f
   const char* decline = unplaced == why ? why + sizeof kUnplaced - 1 : why;
   CliError e = {{0}};
   OnyxSession* s = NULL;
-  CliSessionExtra extra = {.first_provider = a->provider, .exclusive = 1};
+  CliSessionExtra extra = {.first_provider = a->provider, .exclusive = 1, .unfused = 1};
   if (cli_session_open_ex(model, a->config, a->threads, &extra, &s, NULL, &e)) {
     /* The CPU cannot run it either; still, a node nobody claims is the
      * provider's "not claimed", not a broken case. */

@@ -14,8 +14,9 @@ set -u
 ONYX="$1" PATTERNS="$2" DATADIR="$3"
 # The cases gen_patterns.py writes: one missing is a failure, not a smaller pass.
 CASES="test_pattern_bert_attention test_pattern_conv_bn_relu test_pattern_gelu
-test_pattern_gemm_relu test_pattern_layernorm test_pattern_matmul_add test_pattern_residual_block"
-N=7
+test_pattern_gemm_relu test_pattern_layernorm test_pattern_matmul_add test_pattern_matmul_add_2d
+test_pattern_residual_block"
+N=8
 TAB=$(printf '\t')
 failures=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/onyx-patterns.XXXXXX") || exit 1

@@ -13,7 +13,8 @@
 struct OnyxGraphEdit {
   OnyxSession* session;
   int32_t ep;
-  OxNode** made; /* nodes edit_replace made during this transform */
+  OnyxGraphView* view; /* the transform's view, kept current after each edit */
+  OxNode** made;       /* nodes edit_replace made during this transform */
   size_t n_made, cap_made;
   bool changed;
 };
@@ -196,6 +197,26 @@ static OnyxStatus* ox_edit_apply(OnyxGraphEdit* e, const OnyxNode* const* nodes,
   return st;
 }
 
+/* The replaced nodes leave the view; the new node takes the place of the
+ * first of them. `gone` holds pointers to freed nodes: compared, never read. */
+static void ox_edit_update_view(OnyxGraphView* v, const OnyxNode* const* gone, size_t n_gone,
+                                OxNode* made) {
+  size_t at = 0;
+  bool placed = false;
+  for (size_t i = 0; i < v->n_nodes; i++) {
+    bool replaced = false;
+    for (size_t k = 0; k < n_gone && !replaced; k++)
+      replaced = (const OnyxNode*)v->nodes[i] == gone[k];
+    if (!replaced)
+      v->nodes[at++] = v->nodes[i];
+    else if (!placed) {
+      v->nodes[at++] = made;
+      placed = true;
+    }
+  }
+  v->n_nodes = at;
+}
+
 OnyxStatus* ox_edit_replace(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n_nodes,
                             const char* domain, const char* op_type, const char* name,
                             const OnyxValueInfo* const* inputs, size_t n_inputs,
@@ -229,6 +250,7 @@ OnyxStatus* ox_edit_replace(OnyxGraphEdit* e, const OnyxNode* const* nodes, size
     st = ox_edit_apply(e, nodes, n_nodes, domain, op_type, name, inputs, n_inputs, outputs,
                        n_outputs, &made);
   if (st) return ox_status_wrap(st, "%s.%s", *domain ? domain : "ai.onnx", op_type);
+  ox_edit_update_view(e->view, nodes, n_nodes, made);
   e->made[e->n_made++] = made;
   e->changed = true;
   if (out) *out = made;
@@ -314,7 +336,7 @@ OnyxStatus* ox_session_provider_transforms(OnyxSession* s, bool* changed) {
         OX_EP_SLOT(ep, transform);
     if (!transform) continue;
     OnyxGraphView view;
-    OnyxGraphEdit edit = {.session = s, .ep = (int32_t)i};
+    OnyxGraphEdit edit = {.session = s, .ep = (int32_t)i, .view = &view};
     OnyxStatus* st = ox_edit_view(s->graph, (int32_t)i, &view);
     if (!st && view.n_nodes) st = transform(ep, &view, &edit);
     if (st) st = ox_status_wrap(st, "provider '%s': transform failed", s->eps[i].name);

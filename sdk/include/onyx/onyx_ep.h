@@ -429,8 +429,11 @@ struct OnyxHostApi {
    * knows (com.onyx, or one the provider registered). The new node runs on
    * this provider: after transform returns the host resolves it and matches
    * it against the provider's kernel registry; a node no kernel matches fails
-   * session creation naming the provider and the node. *out (may be NULL)
-   * is valid until transform returns, for edit_set_attr_*. */
+   * session creation naming the provider and the node. The transform's view
+   * stays current: the replaced nodes leave it (pointers to them are invalid
+   * from here on) and the new node takes the place of the first of them.
+   * *out (may be NULL) is valid until transform returns, for
+   * edit_set_attr_*. */
   OnyxStatus* (*edit_replace)(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n_nodes,
                               const char* domain, const char* op_type, const char* name,
                               const OnyxValueInfo* const* inputs, size_t n_inputs,

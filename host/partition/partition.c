@@ -27,6 +27,12 @@ static const char* ox_ep_name(const OxPartition* p, int32_t ep) {
 static OnyxStatus* ox_add_decline(OxPartition* p, const OxNode* n, int32_t ep, const char* why) {
   if (!ox_grow((void**)&p->declines, &p->cap_declines, p->n_declines + 1, sizeof *p->declines))
     return ox_oom();
+  /* Reports print "declined by <provider>: <reason>": a reason the provider
+   * already prefixed with its own name loses that prefix. */
+  const char* pname = ox_ep_name(p, ep);
+  size_t plen = strlen(pname);
+  if (why && !strncmp(why, pname, plen) && why[plen] == ':')
+    why += plen + 1 + (why[plen + 1] == ' ');
   char* r = ox_strdup(why && *why ? why : "no reason given");
   char* name = ox_strdup(n->name);
   if (!r || !name) {

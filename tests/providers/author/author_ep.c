@@ -15,6 +15,7 @@
  * so a test can tell that the nodes placed here ran here. */
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "onyx/onyx_ep.h"
@@ -207,10 +208,13 @@ static OnyxStatus* get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabi
       taken = grouped[k] == x;
     const char* why = NULL;
     if (taken) continue;
-    if (H->has_kernel(b, x, &why))
+    if (H->has_kernel(b, x, &why)) {
       st = H->claim_node(b, x);
-    else
-      H->decline_node(b, x, why);
+    } else { /* prefixed with its name, as authors write their messages */
+      char text[512];
+      snprintf(text, sizeof text, AUTHOR_NAME ": %s", why ? why : "no kernel");
+      H->decline_node(b, x, text);
+    }
   }
   free(grouped);
   return st;

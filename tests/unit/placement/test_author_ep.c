@@ -198,6 +198,21 @@ static void test_kernels_provider(void** state) {
 static void test_group_provider(void** state) {
   (void)state;
   check_provider("authorg");
+  /* Its decline reasons carry its own name; reports print it once. */
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  make_model(true, &bytes, &len);
+  OnyxStatus* err = NULL;
+  OnyxSession* s = open_session("authorg", ONYX_OPT_ALL, true, bytes, len, &err);
+  assert_null(err);
+  char* text = NULL;
+  assert_null(onyx_session_explain(s, &text));
+  assert_non_null(strstr(text, "declined by authorg: no kernel for Relu"));
+  assert_null(strstr(text, "authorg: authorg:"));
+  assert_non_null(strstr(text, "(an outside author 0.3)")); /* vendor and version */
+  onyx_free(text);
+  onyx_session_release(s);
+  free(bytes);
 }
 
 static void test_transform_provider(void** state) {

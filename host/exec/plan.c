@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_compile_cache.h"
 #include "ox_control.h"
 #include "ox_memplan.h"
 #include "ox_session.h"
@@ -276,7 +277,7 @@ static OnyxStatus* ox_plan_kernels(OnyxSession* s) {
     } else if (st->kind == OX_STEP_GROUP) {
       OxGroup* grp = &s->part.groups[st->group];
       grp->kernel = (OnyxCompiledKernel){.struct_size = sizeof grp->kernel};
-      OnyxStatus* err = ep->compile(ep, &grp->view, &grp->kernel);
+      OnyxStatus* err = ox_compile_group(s, st->ep, grp); /* through the cache_dir cache */
       if (!err && !grp->kernel.compute)
         err = ox_status(ONYX_FAIL, "compile returned no compute function");
       if (err)

@@ -131,6 +131,7 @@ void onyx_session_options_release(OnyxSessionOptions* o) {
   free(o->providers);
   free(o->pins);
   free(o->profile_path);
+  free(o->cache_dir);
   for (size_t i = 0; i < o->n_prio; i++)
     free(o->prio_nodes[i]);
   free(o->prio_nodes);
@@ -172,6 +173,7 @@ OnyxStatus* ox_session_options_clone(const OnyxSessionOptions* src, OnyxSessionO
   o->pins = NULL;
   o->n_pins = o->cap_pins = 0;
   o->profile_path = NULL;
+  o->cache_dir = NULL;
   o->prio_nodes = NULL;
   o->prio_values = NULL;
   o->n_prio = o->cap_prio = 0;
@@ -180,6 +182,7 @@ OnyxStatus* ox_session_options_clone(const OnyxSessionOptions* src, OnyxSessionO
   for (size_t i = 0; !st && i < src->n_prio; i++)
     st = onyx_session_options_set_node_priority(o, src->prio_nodes[i], src->prio_values[i]);
   if (src->profile_path && !(o->profile_path = ox_strdup(src->profile_path))) st = ox_oom();
+  if (!st && src->cache_dir && !(o->cache_dir = ox_strdup(src->cache_dir))) st = ox_oom();
   if (!st &&
       !ox_grow((void**)&o->providers, &o->cap_providers, src->n_providers, sizeof(OxProviderSpec)))
     st = ox_oom();
@@ -306,6 +309,19 @@ OnyxStatus* onyx_session_options_set_profile(OnyxSessionOptions* o, const char* 
   if (path && !(copy = ox_strdup(path))) return ox_oom();
   free(o->profile_path);
   o->profile_path = copy;
+  return NULL;
+}
+
+OnyxStatus* onyx_session_options_set_cache_dir(OnyxSessionOptions* o, const char* path) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_cache_dir");
+  if (path && !*path)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_session_options_set_cache_dir: path is empty (use NULL to turn the "
+                     "cache off)");
+  char* copy = NULL;
+  if (path && !(copy = ox_strdup(path))) return ox_oom();
+  free(o->cache_dir);
+  o->cache_dir = copy;
   return NULL;
 }
 

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -80,8 +81,11 @@ typedef struct Group {
   long y_in, scale_in, shift_in;
   long out_ext;  /* index of the stage's output among the group's outputs, or -1 */
   long last_use; /* the last stage reading the output, or -1 */
-  /* Constants prepared at compile time (owned), plain layout. */
-  float* w;
+  /* Constants prepared at compile time, plain layout: w is the model's own
+   * weights, or w_own (owned) when they had to change (a BatchNormalization
+   * or Gemm's alpha folded in); bias is owned. */
+  const float* w;
+  float* w_own;
   int64_t wdims[6];
   int wrank;
   float* bias;
@@ -155,7 +159,7 @@ static void chain_plan_free(ChainPlan* cp, size_t n_st) {
 
 static void stage_free(Group* g) {
   if (!g) return;
-  free(g->w);
+  free(g->w_own);
   free(g->bias);
   free(g);
 }
@@ -257,13 +261,17 @@ static OnyxStatus* prepare_conv(Group* g) {
   if (wr < 3 || wr > 5 || g->group < 1 || wd[0] % g->group)
     return dnnl_err(n, ONYX_INVALID_MODEL, "weights of rank %zu / group %lld do not fit", wr,
                     (long long)g->group);
-  g->w = const_copy(node_in(n, 1), &count);
+  count = H->tensor_elem_count(w);
+  if (g->p.bn)
+    g->w = g->w_own = const_copy(node_in(n, 1), &count);
+  else
+    g->w = H->tensor_data(w);
   g->wrank = (int)wr;
   memcpy(g->wdims, wd, wr * sizeof *wd);
   int64_t oc = wd[0];
   g->n_bias = oc;
   g->bias = calloc((size_t)oc, sizeof *g->bias);
-  if (!g->w || !g->bias) return dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
+  if ((g->p.bn && !g->w_own) || !g->bias) return dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
   if (node_in(n, 2)) {
     const OnyxTensor* b = H->value_constant(node_in(n, 2));
     if (H->tensor_elem_count(b) != (size_t)oc)
@@ -287,7 +295,7 @@ static OnyxStatus* prepare_conv(Group* g) {
     for (int64_t c = 0; c < oc; c++) {
       double f = (double)v[0][c] / sqrt((double)v[3][c] + eps);
       for (size_t k = 0; k < per; k++)
-        g->w[(size_t)c * per + k] = (float)(g->w[(size_t)c * per + k] * f);
+        g->w_own[(size_t)c * per + k] = (float)(g->w_own[(size_t)c * per + k] * f);
       g->bias[c] = (float)((g->bias[c] - v[2][c]) * f + v[1][c]);
     }
   }
@@ -306,17 +314,21 @@ static OnyxStatus* prepare_matmul(Group* g, const OnyxGraphView* v) {
   }
   const OnyxTensor* bt = H->value_constant(B);
   size_t count = 0;
-  g->w = const_copy(B, &count);
+  float alpha = gemm ? H->node_attr_float(n, "alpha", 1.0f) : 1.0f;
+  if (alpha != 1.0f) {
+    g->w = g->w_own = const_copy(B, &count);
+    if (!g->w_own) return dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < count; i++)
+      g->w_own[i] *= alpha;
+  } else {
+    g->w = H->tensor_data(bt);
+  }
   g->wrank = (int)H->tensor_rank(bt);
   memcpy(g->wdims, H->tensor_dims(bt), (size_t)g->wrank * sizeof(int64_t));
-  if (!g->w) return dnnl_err(n, ONYX_OUT_OF_MEMORY, "out of memory");
   g->trans_b = gemm && H->node_attr_int(n, "transB", 0);
   int64_t n_cols = g->trans_b ? g->wdims[0] : g->wdims[g->wrank - 1];
   if (gemm) {
-    float alpha = H->node_attr_float(n, "alpha", 1.0f);
     float beta = H->node_attr_float(n, "beta", 1.0f);
-    for (size_t i = 0; i < count; i++)
-      g->w[i] *= alpha;
     if (node_in(n, 2)) {
       const OnyxTensor* c = H->value_constant(node_in(n, 2));
       size_t nc = H->tensor_elem_count(c);
@@ -584,13 +596,32 @@ static void resolve_pads(const Group* g, const int64_t* in, int64_t* pads) {
  * operand would pin the convolution to plain layouts and oneDNN's slow
  * GEMM-based implementation. */
 
-/* What building a stage's plan sees: the run's inputs and the plans of the
- * stages before it. */
+/* The shapes of a group's inputs that a plan is built for: a run's tensors,
+ * or the group's value infos when they are static (dnnl_save_compiled). */
+typedef struct Shapes {
+  size_t n;
+  int* rank; /* per group input; 0 for an absent one */
+  const int64_t** dims;
+} Shapes;
+
+/* Weights in a primitive's layout from a cache entry, per stage: used
+ * instead of reordering the plain weights when the primitive chose exactly
+ * this layout (wei_md), else ignored. */
+typedef struct Preload {
+  const dnnl_memory_desc_t* md; /* NULL: none for this stage */
+  const void* data;
+  size_t bytes;
+} Preload;
+
+/* What building a stage's plan sees: the input shapes, the plans of the
+ * stages before it, and weights preloaded from a cache entry (or NULL). */
 typedef struct Build {
   const Chain* c;
-  const OnyxKernelContext* ctx;
+  const Shapes* in;
   Plan* const* done;
   dnnl_stream_t s;
+  const Preload* pre; /* per stage, or NULL */
+  size_t stage;       /* the stage being built */
 } Build;
 
 static void ref_shape(const Build* b, Ref r, int* rank, const int64_t** dims) {
@@ -599,9 +630,8 @@ static void ref_shape(const Build* b, Ref r, int* rank, const int64_t** dims) {
     *dims = b->done[r.stage]->out_dims;
     return;
   }
-  const OnyxTensor* t = H->ctx_input(b->ctx, (size_t)r.in);
-  *rank = (int)H->tensor_rank(t);
-  *dims = H->tensor_dims(t);
+  *rank = b->in->rank[r.in];
+  *dims = b->in->dims[r.in];
 }
 
 /* How a value arrives: plain for a group input, else in its producer's layout. */
@@ -690,16 +720,25 @@ static OnyxStatus* run_reorder(const Group* g, dnnl_primitive_t r, const dnnl_me
   return st;
 }
 
+/* 64-byte aligned; from 2 MiB on 2 MiB-aligned with transparent huge pages
+ * asked for (prepacked weights are written once, right after allocation:
+ * 4 KiB pages cost a fault each). Freed with free(). */
 static void* aligned_buf(size_t bytes) {
+  const size_t huge = (size_t)2 << 20;
   void* p = NULL;
-  return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
+  if (bytes < huge) return posix_memalign(&p, 64, bytes ? bytes : 64) ? NULL : p;
+  if (posix_memalign(&p, huge, bytes)) return NULL;
+#ifdef MADV_HUGEPAGE
+  (void)madvise(p, bytes / huge * huge, MADV_HUGEPAGE); /* advice only */
+#endif
+  return p;
 }
 
 /* Finishes a plan from its primitive descriptor: the chosen layouts, the
  * reorders (data input, group output, residual, binary operands) and the
  * prepacked weights. */
 static OnyxStatus* finish_plan(const Group* g, Plan* pl, dnnl_primitive_desc_t pd, bool has_weights,
-                               const dnnl_memory_desc_t* user_w, dnnl_stream_t s) {
+                               const dnnl_memory_desc_t* user_w, const Build* bc) {
   OnyxStatus* st = check(g, dnnl_primitive_create(&pl->prim, pd), "primitive creation");
   if (st) return st;
   pl->src_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -720,12 +759,23 @@ static OnyxStatus* finish_plan(const Group* g, Plan* pl, dnnl_primitive_desc_t p
       st = make_reorder(g, &pl->post_from_md[k], &pl->post_md[k], &pl->post_reorder[k]);
   if (!st && has_weights) {
     pl->wei_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    pl->weights = aligned_buf(dnnl_memory_desc_get_size(&pl->wei_md));
+    size_t bytes = dnnl_memory_desc_get_size(&pl->wei_md);
+    pl->weights = aligned_buf(bytes);
     if (!pl->weights) return dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
+    const Preload* pre = bc->pre ? &bc->pre[bc->stage] : NULL;
+    if (pre && pre->md && pre->bytes == bytes && !memcmp(pre->md, &pl->wei_md, sizeof *pre->md)) {
+      memcpy(pl->weights, pre->data, bytes); /* the entry's weights, in this very layout */
+      return NULL;
+    }
+    if (pre && pre->md)
+      H->log(ONYX_LOG_VERBOSE, DNNL_EP_NAME,
+             "node '%s': the cached weights are in another layout than the primitive's: "
+             "reordering them",
+             H->node_name(g->p.anchor));
     dnnl_primitive_t r = NULL;
     st = make_reorder(g, user_w, &pl->wei_md, &r);
-    if (!st) st = run_reorder(g, r, user_w, g->w, &pl->wei_md, pl->weights, s);
-    if (!st) st = check(g, dnnl_stream_wait(s), "weights reorder");
+    if (!st) st = run_reorder(g, r, user_w, g->w, &pl->wei_md, pl->weights, bc->s);
+    if (!st) st = check(g, dnnl_stream_wait(bc->s), "weights reorder");
     if (r) dnnl_primitive_destroy(r);
   }
   return st;
@@ -803,7 +853,6 @@ static OnyxStatus* build_conv(const Group* g, Plan* pl, const Build* bc) {
   int rank;
   const int64_t* xd;
   ref_shape(bc, g->x, &rank, &xd);
-  dnnl_stream_t s = bc->s;
   int sp = rank - 2;
   if (sp != g->spatial || xd[1] != g->wdims[1] * g->group)
     return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT,
@@ -889,15 +938,13 @@ static OnyxStatus* build_conv(const Group* g, Plan* pl, const Build* bc) {
     if (pd2) dnnl_primitive_desc_destroy(pd2);
     H->status_release(st2);
   }
-  if (!st) st = finish_plan(g, pl, pd, true, &user_w, s);
+  if (!st) st = finish_plan(g, pl, pd, true, &user_w, bc);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (attr) dnnl_primitive_attr_destroy(attr);
   return st;
 }
 
 static OnyxStatus* build_matmul(const Group* g, Plan* pl, const Build* bc) {
-  const OnyxKernelContext* ctx = bc->ctx;
-  dnnl_stream_t s = bc->s;
   int ra;
   const int64_t* ad;
   ref_shape(bc, g->x, &ra, &ad);
@@ -911,9 +958,10 @@ static OnyxStatus* build_matmul(const Group* g, Plan* pl, const Build* bc) {
       bd_[1] = g->wdims[0];
     }
   } else {
-    const OnyxTensor* b = H->ctx_input(ctx, (size_t)g->y_in);
-    rb = (int)H->tensor_rank(b);
-    memcpy(bd_, H->tensor_dims(b), (size_t)rb * sizeof *bd_);
+    rb = bc->in->rank[g->y_in];
+    if (rb > DNNL_MAX_RANK)
+      return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "B has rank above %d", DNNL_MAX_RANK);
+    memcpy(bd_, bc->in->dims[g->y_in], (size_t)rb * sizeof *bd_);
   }
   int r = ra > rb ? ra : rb;
   int64_t A[DNNL_MAX_RANK], B[DNNL_MAX_RANK], C[DNNL_MAX_RANK];
@@ -974,7 +1022,7 @@ static OnyxStatus* build_matmul(const Group* g, Plan* pl, const Build* bc) {
   if (!st)
     st = check(g, dnnl_primitive_desc_create(&pd, &md, attr, (dnnl_engine_t)g->ep->engine, NULL),
                "matmul primitive descriptor");
-  if (!st) st = finish_plan(g, pl, pd, g->b_const, &user_w, s);
+  if (!st) st = finish_plan(g, pl, pd, g->b_const, &user_w, bc);
   if (!st && !g->b_const) pl->wei_md = user_w;
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (attr) dnnl_primitive_attr_destroy(attr);
@@ -982,7 +1030,6 @@ static OnyxStatus* build_matmul(const Group* g, Plan* pl, const Build* bc) {
 }
 
 static OnyxStatus* build_simple(const Group* g, Plan* pl, const Build* bc) {
-  const OnyxKernelContext* ctx = bc->ctx;
   int rank;
   const int64_t* xd;
   ref_shape(bc, g->x, &rank, &xd);
@@ -1064,14 +1111,13 @@ static OnyxStatus* build_simple(const Group* g, Plan* pl, const Build* bc) {
   case DK_BINARY: {
     if (g->x.stage >= 0)
       return dnnl_err(g->p.anchor, ONYX_FAIL, "a binary stage reading another stage's output");
-    const OnyxTensor* a = H->ctx_input(ctx, (size_t)g->x.in);
-    const OnyxTensor* b = H->ctx_input(ctx, (size_t)g->y_in);
-    size_t ra = H->tensor_rank(a), rb = H->tensor_rank(b);
+    size_t ra = (size_t)bc->in->rank[g->x.in], rb = (size_t)bc->in->rank[g->y_in];
+    const int64_t *ad = bc->in->dims[g->x.in], *bd = bc->in->dims[g->y_in];
     int r = (int)(ra > rb ? ra : rb);
     int64_t A[DNNL_MAX_RANK], B[DNNL_MAX_RANK], O[DNNL_MAX_RANK];
     for (int i = 0; i < r; i++) {
-      A[i] = i < r - (int)ra ? 1 : H->tensor_dims(a)[i - (r - (int)ra)];
-      B[i] = i < r - (int)rb ? 1 : H->tensor_dims(b)[i - (r - (int)rb)];
+      A[i] = i < r - (int)ra ? 1 : ad[i - (r - (int)ra)];
+      B[i] = i < r - (int)rb ? 1 : bd[i - (r - (int)rb)];
       if (A[i] != B[i] && A[i] != 1 && B[i] != 1)
         return dnnl_err(g->p.anchor, ONYX_INVALID_ARGUMENT, "shapes do not broadcast at dim %d", i);
       O[i] = A[i] > B[i] ? A[i] : B[i];
@@ -1103,32 +1149,84 @@ static OnyxStatus* build_simple(const Group* g, Plan* pl, const Build* bc) {
   dnnl_primitive_desc_t pd = NULL;
   if (!st)
     st = check(g, dnnl_primitive_desc_create(&pd, &d, attr, e, NULL), "primitive descriptor");
-  if (!st) st = finish_plan(g, pl, pd, false, NULL, NULL);
+  if (!st) st = finish_plan(g, pl, pd, false, NULL, bc);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (attr) dnnl_primitive_attr_destroy(attr);
   return st;
 }
 
-/* The variable inputs' shapes: the cache key. */
-static void make_key(const Chain* c, const OnyxKernelContext* ctx,
-                     int64_t key[MAX_IN][DNNL_MAX_RANK + 1]) {
+/* Room for the shapes of this many group inputs without a malloc. */
+#define SHAPES_INLINE 32
+
+typedef struct ShapesBuf {
+  Shapes s;
+  int rank[SHAPES_INLINE];
+  const int64_t* dims[SHAPES_INLINE];
+} ShapesBuf;
+
+static bool shapes_alloc(ShapesBuf* b, size_t n) {
+  b->s.n = n;
+  b->s.rank = n <= SHAPES_INLINE ? b->rank : calloc(n, sizeof *b->s.rank);
+  b->s.dims = n <= SHAPES_INLINE ? b->dims : calloc(n, sizeof *b->s.dims);
+  return b->s.rank && b->s.dims;
+}
+
+static void shapes_free(ShapesBuf* b) {
+  if (b->s.rank != b->rank) free(b->s.rank);
+  if (b->s.dims != b->dims) free(b->s.dims);
+}
+
+/* The shapes of a run's inputs. */
+static OnyxStatus* run_shapes(const Chain* c, const OnyxKernelContext* ctx, ShapesBuf* b) {
+  const OnyxNode* first = c->st[0]->p.anchor;
+  if (!shapes_alloc(b, c->n_in)) return dnnl_err(first, ONYX_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < c->n_in; i++) {
+    const OnyxTensor* t = H->ctx_input(ctx, i);
+    if (t && H->tensor_rank(t) > DNNL_MAX_RANK)
+      return dnnl_err(first, ONYX_INVALID_ARGUMENT, "input %zu has rank above %d", i,
+                      DNNL_MAX_RANK);
+    b->s.rank[i] = t ? (int)H->tensor_rank(t) : 0;
+    b->s.dims[i] = t ? H->tensor_dims(t) : NULL;
+  }
+  return NULL;
+}
+
+/* The shapes of the group's inputs as the graph gives them; *known false
+ * when one is not static. */
+static OnyxStatus* view_shapes(const Chain* c, const OnyxGraphView* v, ShapesBuf* b, bool* known) {
+  *known = true;
+  if (!shapes_alloc(b, c->n_in)) return dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+  for (size_t i = 0; i < c->n_in; i++) {
+    const OnyxValueInfo* x = H->graph_input(v, i);
+    int32_t r = x ? H->value_rank(x) : 0;
+    const int64_t* d = x ? H->value_dims(x) : NULL;
+    if (r < 0 || r > DNNL_MAX_RANK) *known = false;
+    for (int32_t k = 0; *known && k < r; k++)
+      if (d[k] < 0) *known = false;
+    b->s.rank[i] = *known ? r : 0;
+    b->s.dims[i] = *known ? d : NULL;
+  }
+  return NULL;
+}
+
+/* The variable inputs' shapes: the plan cache key. */
+static void make_key(const Chain* c, const Shapes* in, int64_t key[MAX_IN][DNNL_MAX_RANK + 1]) {
   memset(key, 0, sizeof(int64_t) * MAX_IN * (DNNL_MAX_RANK + 1));
   for (size_t i = 0; i < c->n_var; i++) {
-    const OnyxTensor* t = H->ctx_input(ctx, (size_t)c->var_in[i]);
-    if (!t) continue;
-    size_t r = H->tensor_rank(t);
-    key[i][0] = (int64_t)r;
-    for (size_t k = 0; k < r && k < DNNL_MAX_RANK; k++)
-      key[i][k + 1] = H->tensor_dims(t)[k];
+    size_t at = (size_t)c->var_in[i];
+    key[i][0] = in->rank[at];
+    for (int k = 0; k < in->rank[at] && k < DNNL_MAX_RANK; k++)
+      key[i][k + 1] = in->dims[at][k];
   }
 }
 
-static OnyxStatus* build_chain_plan(const Chain* c, const OnyxKernelContext* ctx, dnnl_stream_t s,
-                                    ChainPlan* cp) {
-  Build b = {c, ctx, cp->st, s};
+static OnyxStatus* build_chain_plan(const Chain* c, const Shapes* in, dnnl_stream_t s,
+                                    const Preload* pre, ChainPlan* cp) {
+  Build b = {c, in, cp->st, s, pre, 0};
   OnyxStatus* st = NULL;
   for (size_t k = 0; k < c->n_st && !st; k++) {
     const Group* g = c->st[k];
+    b.stage = k;
     Plan* pl = calloc(1, sizeof *pl);
     if (!pl) return dnnl_err(g->p.anchor, ONYX_OUT_OF_MEMORY, "out of memory");
     cp->st[k] = pl;
@@ -1233,16 +1331,13 @@ static OnyxStatus* layout_chain(const Chain* c, ChainPlan* cp) {
   return NULL;
 }
 
-static OnyxStatus* get_plan(Chain* c, OnyxKernelContext* ctx, dnnl_stream_t s, ChainPlan** out) {
+/* The plan for the input shapes `in`, built (with weights from `pre` where
+ * they fit) when the chain has none yet. */
+static OnyxStatus* get_plan(Chain* c, const Shapes* in, dnnl_stream_t s, const Preload* pre,
+                            ChainPlan** out) {
   const OnyxNode* first = c->st[0]->p.anchor;
   int64_t key[MAX_IN][DNNL_MAX_RANK + 1];
-  for (size_t i = 0; i < c->n_in; i++) {
-    const OnyxTensor* t = H->ctx_input(ctx, i);
-    if (t && H->tensor_rank(t) > DNNL_MAX_RANK)
-      return dnnl_err(first, ONYX_INVALID_ARGUMENT, "input %zu has rank above %d", i,
-                      DNNL_MAX_RANK);
-  }
-  make_key(c, ctx, key);
+  make_key(c, in, key);
   pthread_mutex_lock(&c->lock);
   ChainPlan* cp = c->plans;
   while (cp && memcmp(cp->key, key, sizeof key))
@@ -1253,7 +1348,7 @@ static OnyxStatus* get_plan(Chain* c, OnyxKernelContext* ctx, dnnl_stream_t s, C
     if (!cp) st = dnnl_err(first, ONYX_OUT_OF_MEMORY, "out of memory");
     if (!st) {
       memcpy(cp->key, key, sizeof key);
-      st = build_chain_plan(c, ctx, s, cp);
+      st = build_chain_plan(c, in, s, pre, cp);
       if (!st) st = layout_chain(c, cp);
       if (st) {
         chain_plan_free(cp, c->n_st);
@@ -1425,7 +1520,10 @@ OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
       check(g0, dnnl_stream_create(&s, (dnnl_engine_t)c->ep->engine, dnnl_stream_default_flags),
             "stream");
   ChainPlan* cp = NULL;
-  if (!st) st = get_plan(c, ctx, s, &cp);
+  ShapesBuf in = {0};
+  if (!st) st = run_shapes(c, ctx, &in);
+  if (!st) st = get_plan(c, &in.s, s, NULL, &cp);
+  shapes_free(&in);
   RunState r = {c, cp, ctx, s, NULL, NULL};
   void* stack_buf[16];
   if (!st) r.buf = c->n_st <= 16 ? stack_buf : H->ctx_scratch(ctx, c->n_st * sizeof(void*));
@@ -1436,4 +1534,222 @@ OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
     st = run_stage(&r, k);
   if (s) dnnl_stream_destroy(s);
   return st;
+}
+
+/* --- Compiled-group cache (OnyxEp.save_compiled / load_compiled)
+ * ----------------------------------
+ *
+ * oneDNN's CPU primitives cannot be serialized (its cache blobs are GPU-only),
+ * so an entry keeps what a fresh process would otherwise recompute from the
+ * weights: for a group whose input shapes are static, the plan's weights
+ * already reordered into the layouts the primitives chose (for 3x3
+ * convolutions on the Winograd path, already transformed). Saving builds that
+ * plan at session creation; loading builds it again (the primitives, which
+ * are cheap to create once their weights exist) and takes each stage's
+ * weights from the entry when the primitive chose exactly the stored layout,
+ * so the first run starts with every plan ready and no weight reorder. The
+ * payload layout is in dnnl_ep.h. */
+
+#define FITS(s, field) ((s)->struct_size >= offsetof(__typeof__(*(s)), field) + sizeof((s)->field))
+
+static uint32_t cache_options(const DnnlOptions* o) {
+  return (uint32_t)o->fuse | (uint32_t)o->blocked << 1 | (uint32_t)o->chain << 2 |
+         (uint32_t)o->conv_algorithm << 3;
+}
+
+static void cache_header(const DnnlEp* d, size_t n_st, uint32_t n_plans,
+                         uint8_t h[DNNL_CACHE_HEADER_BYTES]) {
+  const dnnl_version_t* v = dnnl_version();
+  uint32_t u[9] = {DNNL_CACHE_FORMAT,
+                   (uint32_t)v->major,
+                   (uint32_t)v->minor,
+                   (uint32_t)v->patch,
+                   (uint32_t)dnnl_get_effective_cpu_isa(),
+                   (uint32_t)sizeof(dnnl_memory_desc_t),
+                   cache_options(&d->opt),
+                   (uint32_t)n_st,
+                   n_plans};
+  memset(h, 0, DNNL_CACHE_HEADER_BYTES);
+  memcpy(h, DNNL_CACHE_MAGIC, 8);
+  memcpy(h + DNNL_CACHE_OFF_FORMAT, &u[0], 4);
+  memcpy(h + DNNL_CACHE_OFF_VERSION, &u[1], 12);
+  snprintf((char*)h + DNNL_CACHE_OFF_HASH, DNNL_CACHE_HASH_BYTES, "%s", v->hash ? v->hash : "");
+  memcpy(h + DNNL_CACHE_OFF_ISA, &u[4], 20);
+}
+
+static OnyxStatus* put(OnyxBlobWriter* w, const void* p, size_t n) {
+  return H->blob_write(w, p, n);
+}
+
+OnyxStatus* dnnl_save_compiled(OnyxEp* ep, const OnyxGraphView* v, const OnyxCompiledKernel* k,
+                               OnyxBlobWriter* w) {
+  if (!FITS(H, blob_write))
+    return dnnl_err(NULL, ONYX_FAIL, "the host has no blob_write (ABI before 1.1)");
+  if (!k || k->compute != dnnl_group_compute || !k->state)
+    return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "save_compiled: not a kernel of this provider");
+  Chain* c = k->state;
+  const DnnlEp* d = ep->ctx;
+  ShapesBuf in = {0};
+  bool known = false;
+  OnyxStatus* st = view_shapes(c, v, &in, &known);
+  ChainPlan* cp = NULL;
+  if (!st && known) { /* the plan a run of these shapes would build first */
+    omp_set_num_threads(d->threads);
+    dnnl_stream_t s = NULL;
+    st =
+        check(c->st[0], dnnl_stream_create(&s, (dnnl_engine_t)d->engine, dnnl_stream_default_flags),
+              "stream");
+    if (!st) st = get_plan(c, &in.s, s, NULL, &cp);
+    if (s) dnnl_stream_destroy(s);
+  }
+  uint8_t h[DNNL_CACHE_HEADER_BYTES];
+  cache_header(d, c->n_st, cp ? 1 : 0, h);
+  if (!st) st = put(w, h, sizeof h);
+  if (!st && cp) {
+    int64_t key[MAX_IN][DNNL_MAX_RANK + 1];
+    make_key(c, &in.s, key);
+    st = put(w, key, sizeof key);
+    for (size_t i = 0; !st && i < c->n_st; i++) {
+      const Plan* pl = cp->st[i];
+      uint32_t has = pl->weights != NULL;
+      st = put(w, &has, sizeof has);
+      if (st || !has) continue;
+      uint64_t bytes = dnnl_memory_desc_get_size(&pl->wei_md);
+      st = put(w, &pl->wei_md, sizeof pl->wei_md);
+      if (!st) st = put(w, &bytes, sizeof bytes);
+      if (!st) st = put(w, pl->weights, (size_t)bytes);
+    }
+  }
+  shapes_free(&in);
+  return st;
+}
+
+/* Bounded reads from a cache entry. */
+typedef struct Reader {
+  const uint8_t* p;
+  size_t left;
+} Reader;
+
+static bool take(Reader* r, void* out, size_t n) {
+  if (n > r->left) return false;
+  if (out) memcpy(out, r->p, n);
+  r->p += n;
+  r->left -= n;
+  return true;
+}
+
+/* Why an entry's header does not fit this process, or NULL. */
+static OnyxStatus* check_header(const DnnlEp* d, const uint8_t* h, size_t bytes) {
+  if (bytes < DNNL_CACHE_HEADER_BYTES || memcmp(h, DNNL_CACHE_MAGIC, 8) != 0)
+    return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "not a oneDNN provider entry (bad magic)");
+  uint8_t mine[DNNL_CACHE_HEADER_BYTES];
+  cache_header(d, 0, 0, mine);
+  uint32_t got[9], want[9];
+  memcpy(got, h + DNNL_CACHE_OFF_FORMAT, 4);
+  memcpy(want, mine + DNNL_CACHE_OFF_FORMAT, 4);
+  memcpy(got + 1, h + DNNL_CACHE_OFF_VERSION, 12);
+  memcpy(want + 1, mine + DNNL_CACHE_OFF_VERSION, 12);
+  memcpy(got + 4, h + DNNL_CACHE_OFF_ISA, 20);
+  memcpy(want + 4, mine + DNNL_CACHE_OFF_ISA, 20);
+  if (got[0] != want[0])
+    return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry payload format %u; this provider reads %u",
+                    got[0], want[0]);
+  char hash[DNNL_CACHE_HASH_BYTES];
+  memcpy(hash, h + DNNL_CACHE_OFF_HASH, sizeof hash);
+  hash[sizeof hash - 1] = '\0';
+  for (char* q = hash; *q; q++)
+    if (*q < 0x20 || *q > 0x7e) *q = '?';
+  if (memcmp(got + 1, want + 1, 12) != 0 ||
+      memcmp(h + DNNL_CACHE_OFF_HASH, mine + DNNL_CACHE_OFF_HASH, DNNL_CACHE_HASH_BYTES) != 0)
+    return dnnl_err(NULL, ONYX_INVALID_ARGUMENT,
+                    "entry made by oneDNN %u.%u.%u (%s); this is oneDNN %u.%u.%u (%s)", got[1],
+                    got[2], got[3], hash, want[1], want[2], want[3],
+                    (const char*)mine + DNNL_CACHE_OFF_HASH);
+  if (got[4] != want[4])
+    return dnnl_err(NULL, ONYX_INVALID_ARGUMENT,
+                    "entry made for CPU ISA %s (0x%x); this machine runs %s (0x%x)",
+                    dnnl_isa_name((int)got[4]), got[4], dnnl_isa_name((int)want[4]), want[4]);
+  if (got[5] != want[5])
+    return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry memory descriptors of %u bytes, not %u",
+                    got[5], want[5]);
+  if (got[6] != want[6])
+    return dnnl_err(NULL, ONYX_INVALID_ARGUMENT,
+                    "entry made with other provider options (0x%x, here 0x%x)", got[6], want[6]);
+  return NULL;
+}
+
+OnyxStatus* dnnl_load_compiled(OnyxEp* ep, const OnyxGraphView* v, const void* data, size_t bytes,
+                               OnyxCompiledKernel* out) {
+  const DnnlEp* d = ep->ctx;
+  Reader r = {data, bytes};
+  OnyxStatus* st = check_header(d, data, bytes);
+  if (st) return st;
+  uint32_t n_st = 0, n_plans = 0;
+  memcpy(&n_st, (const uint8_t*)data + DNNL_CACHE_OFF_STAGES, 4);
+  memcpy(&n_plans, (const uint8_t*)data + DNNL_CACHE_OFF_PLANS, 4);
+  take(&r, NULL, DNNL_CACHE_HEADER_BYTES);
+  if (n_plans > 1)
+    return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry holds %u plans (at most 1)", n_plans);
+  OnyxCompiledKernel k = {.struct_size = sizeof k};
+  st = dnnl_compile(ep, v, &k);
+  if (st) return st;
+  Chain* c = k.state;
+  if (c->n_st != n_st)
+    st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry has %u stages; the group compiles to %zu",
+                  n_st, c->n_st);
+  ShapesBuf in = {0};
+  Preload* pre = NULL;
+  dnnl_memory_desc_t* mds = NULL;
+  if (!st && n_plans) {
+    bool known = false;
+    int64_t key[MAX_IN][DNNL_MAX_RANK + 1], want[MAX_IN][DNNL_MAX_RANK + 1];
+    st = view_shapes(c, v, &in, &known);
+    if (!st && !known)
+      st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT,
+                    "entry holds a plan; the group's shapes are not "
+                    "static");
+    if (!st && !take(&r, key, sizeof key))
+      st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry truncated in the plan's shapes");
+    if (!st) make_key(c, &in.s, want);
+    if (!st && memcmp(key, want, sizeof key) != 0)
+      st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry's plan is for other input shapes");
+    pre = st ? NULL : calloc(c->n_st, sizeof *pre);
+    mds = st ? NULL : calloc(c->n_st, sizeof *mds);
+    if (!st && (!pre || !mds)) st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; !st && i < c->n_st; i++) {
+      uint32_t has = 0;
+      uint64_t n = 0;
+      if (!take(&r, &has, sizeof has) || has > 1 ||
+          (has && (!take(&r, &mds[i], sizeof mds[i]) || !take(&r, &n, sizeof n) || n > r.left))) {
+        st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry truncated or malformed at stage %zu", i);
+        break;
+      }
+      if (!has) continue;
+      pre[i] = (Preload){&mds[i], r.p, (size_t)n};
+      take(&r, NULL, (size_t)n);
+    }
+    if (!st && r.left)
+      st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry has %zu trailing bytes", r.left);
+    if (!st) { /* build the plan now, with the entry's weights */
+      omp_set_num_threads(d->threads);
+      dnnl_stream_t s = NULL;
+      ChainPlan* cp = NULL;
+      st = check(c->st[0],
+                 dnnl_stream_create(&s, (dnnl_engine_t)d->engine, dnnl_stream_default_flags),
+                 "stream");
+      if (!st) st = get_plan(c, &in.s, s, pre, &cp);
+      if (s) dnnl_stream_destroy(s);
+    }
+  } else if (!st && r.left) {
+    st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry has %zu trailing bytes", r.left);
+  }
+  shapes_free(&in);
+  free(pre);
+  free(mds);
+  if (st) {
+    chain_release(c);
+    return st;
+  }
+  *out = k;
+  return NULL;
 }

@@ -104,6 +104,39 @@ bool dnnl_eltwise_of(const OnyxNode* n, int* alg, float* alpha, float* beta, con
 OnyxStatus* dnnl_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilityBuilder* b);
 OnyxStatus* dnnl_compile(OnyxEp* ep, const OnyxGraphView* group, OnyxCompiledKernel* out);
 
+/* The compiled-group cache (dnnl_compile.c). The payload an entry holds, in
+ * the host's byte order:
+ *   header (DNNL_CACHE_HEADER_BYTES): magic, payload format, oneDNN's version
+ *   (major, minor, patch: u32 each) and commit hash (NUL-padded), the
+ *   effective CPU ISA (dnnl_cpu_isa_t: the blocked layouts were chosen for
+ *   it), sizeof(dnnl_memory_desc_t), the provider options that change the
+ *   plan (bit 0 fuse, 1 blocked_layout, 2 chain, 3.. conv_algorithm), the
+ *   number of stages, the number of plans (0, or 1 for static input shapes);
+ *   then per plan: the variable inputs' shapes (int64
+ *   [DNNL_MAX_CHAIN_IN][DNNL_MAX_RANK + 1]) and per stage a u32 flag, and
+ *   when set the weights' dnnl_memory_desc_t, their byte count (u64) and the
+ *   weights in that layout.
+ * load_compiled refuses an entry of another format, oneDNN build, ISA or
+ * options, naming both sides. */
+#define DNNL_CACHE_MAGIC        "ONXDNNL\0"
+#define DNNL_CACHE_FORMAT       1u
+#define DNNL_CACHE_OFF_FORMAT   8
+#define DNNL_CACHE_OFF_VERSION  12 /* major, minor, patch */
+#define DNNL_CACHE_OFF_HASH     24
+#define DNNL_CACHE_HASH_BYTES   40
+#define DNNL_CACHE_OFF_ISA      64
+#define DNNL_CACHE_OFF_MD_SIZE  68
+#define DNNL_CACHE_OFF_OPTIONS  72
+#define DNNL_CACHE_OFF_STAGES   76
+#define DNNL_CACHE_OFF_PLANS    80
+#define DNNL_CACHE_HEADER_BYTES 84
+OnyxStatus* dnnl_save_compiled(OnyxEp* ep, const OnyxGraphView* group,
+                               const OnyxCompiledKernel* kernel, OnyxBlobWriter* w);
+OnyxStatus* dnnl_load_compiled(OnyxEp* ep, const OnyxGraphView* group, const void* data,
+                               size_t bytes, OnyxCompiledKernel* out);
+/* "avx2", "avx512_core", ... for a dnnl_cpu_isa_t; "other" for the rest. */
+const char* dnnl_isa_name(int isa);
+
 /* A status naming the provider and (if not NULL) the node. */
 OnyxStatus* dnnl_err(const OnyxNode* n, OnyxStatusCode code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -46,8 +46,8 @@ static const char* prop_keys[] = {"onednn_version", "cpu_isa", "cpu_runtime"};
 static const char* prop_values[3];
 static char version_text[32];
 
-static const char* isa_name(dnnl_cpu_isa_t isa) {
-  switch (isa) {
+const char* dnnl_isa_name(int isa) {
+  switch ((dnnl_cpu_isa_t)isa) {
   case dnnl_cpu_isa_sse41:
     return "sse41";
   case dnnl_cpu_isa_avx:
@@ -79,7 +79,7 @@ static OnyxStatus* dev_info(const OnyxProvider* p, size_t index, OnyxDeviceInfo*
     return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "no device %zu (it has one device, 0)", index);
   const dnnl_version_t* v = dnnl_version();
   snprintf(version_text, sizeof version_text, "%d.%d.%d", v->major, v->minor, v->patch);
-  snprintf(isa_text, sizeof isa_text, "%s", isa_name(dnnl_get_effective_cpu_isa()));
+  snprintf(isa_text, sizeof isa_text, "%s", dnnl_isa_name(dnnl_get_effective_cpu_isa()));
   snprintf(device_name, sizeof device_name, "oneDNN %s on the host CPU (%s)", version_text,
            isa_text);
   prop_values[0] = version_text;
@@ -192,6 +192,9 @@ static OnyxStatus* create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* args
       .compile = dnnl_compile,
       .get_allocator = NULL, /* host memory: nothing to copy to or from the CPU provider */
       .release = ep_release,
+      /* The compiled-group cache needs the host's blob_write (ABI 1.1). */
+      .save_compiled = FITS(dnnl_host, blob_write) ? dnnl_save_compiled : NULL,
+      .load_compiled = FITS(dnnl_host, blob_write) ? dnnl_load_compiled : NULL,
   };
   *out = ep;
   return NULL;

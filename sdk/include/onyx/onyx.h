@@ -111,6 +111,11 @@ ONYX_API OnyxStatus* onyx_session_options_set_memory_pattern(OnyxSessionOptions*
  * (docs/debugging.md). The file is valid JSON after every event and is
  * closed when the session is released. */
 ONYX_API OnyxStatus* onyx_session_options_set_profile(OnyxSessionOptions* o, const char* path);
+/* Folder of the compiled-group cache (NULL: off, the default): a provider
+ * that can save and load its compiled groups stores each one there, and later
+ * sessions load it instead of compiling the group again ("cache_dir" in the
+ * config; docs/config.md). Problems with the cache only log warnings. */
+ONYX_API OnyxStatus* onyx_session_options_set_cache_dir(OnyxSessionOptions* o, const char* path);
 /* Resource limits checked while loading and running; 0 keeps the default
  * (docs/config.md lists them). */
 ONYX_API OnyxStatus* onyx_session_options_set_limits(OnyxSessionOptions* o, size_t max_model_bytes,

@@ -11,7 +11,9 @@
 #   4. run the group model: its MatMul -> Add chain is one compiled group on
 #      the custom provider (and, with fuse_matmul_add off, two single-node
 #      kernels); check outputs against values worked out with numpy, and the
-#      group in `onyx partition --explain`;
+#      group in `onyx partition --explain`; with the ONNX node suite and the
+#      installed pattern suite, run a few node cases and the pattern suite's
+#      2-D MatMul + bias (float64 references) on the provider alone (--only);
 #   5. move the prefix and check that it still finds its providers.
 #
 # usage: sdk_flow.sh BUILD_DIR SOURCE_DIR CMAKE GENERATOR CC LIBDIR [EXTRA_CFLAGS]
@@ -227,6 +229,21 @@ if "$prefix/bin/onyx" test --help 2>&1 | grep -q -- "--only" && [ -d "$suites/no
   done
 else
   echo "(onyx test --provider/--only or the ONNX node suite not available: that step skipped)"
+fi
+
+if "$prefix/bin/onyx" test --help 2>&1 | grep -q -- "--patterns" &&
+  [ -d "$prefix/share/onyx/patterns/test_pattern_matmul_add_2d" ]; then
+  step "onyx test --patterns --provider custom --only: the group against float64 references"
+  "$prefix/bin/onyx" test --patterns --config "$tmp/by-name.json" --provider custom --only \
+    --filter '^test_pattern_matmul_add_2d$' --verdicts "$tmp/patterns.txt" >"$tmp/patterns.log" 2>&1
+  grep -q "^test_pattern_matmul_add_2d	pass" "$tmp/patterns.txt" ||
+    { cat "$tmp/patterns.log" "$tmp/patterns.txt" >&2; fail "the pattern MatMul+Add did not pass on custom"; }
+  run "$tmp/patterns-explain.log" "$prefix/bin/onyx" partition \
+    "$prefix/share/onyx/patterns/test_pattern_matmul_add_2d/model.onnx" --config "$tmp/by-name.json" --explain
+  grep -qF "fused groups: 1" "$tmp/patterns-explain.log" ||
+    { cat "$tmp/patterns-explain.log" >&2; fail "the pattern MatMul+Add is not a group on custom"; }
+else
+  echo "(onyx test --patterns or the installed pattern suite not available: that step skipped)"
 fi
 
 step "move the prefix: it still finds its providers"

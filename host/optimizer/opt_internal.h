@@ -21,7 +21,8 @@ typedef struct OxOpt {
   OxNode** added;
   size_t n_added, cap_added;
   OxStr removed;
-  OxStr passes; /* the transformers that made the removed nodes */
+  OxStr passes;     /* the transformers that made the removed nodes */
+  int64_t priority; /* the lowest priority of the removed nodes (INT64_MAX: none) */
   OxNode* took_over;
 } OxOpt;
 

@@ -1,5 +1,6 @@
 /* opt_util.c — graph-editing helpers shared by the transformers. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "opt_internal.h"
@@ -321,6 +322,7 @@ static OnyxStatus* ox_opt_note_origins(OxOpt* o) {
   }
   for (size_t i = 0; i < o->n_added && !st; i++) {
     OxNode* n = o->added[i];
+    if (o->priority != INT64_MAX) n->priority = o->priority; /* "priority" order keeps its place */
     free(n->origin_nodes);
     free(n->origin_pass);
     n->origin_nodes = ox_strdup(removed);
@@ -334,6 +336,7 @@ static OnyxStatus* ox_opt_note_origins(OxOpt* o) {
 void ox_opt_journal_reset(OxOpt* o) {
   o->n_added = 0;
   o->took_over = NULL;
+  o->priority = INT64_MAX;
   ox_str_free(&o->removed);
   ox_str_free(&o->passes);
 }
@@ -368,6 +371,7 @@ void ox_opt_remove(OxOpt* o, OxNode* n) {
       return;
     }
   if (o->took_over == n) o->took_over = NULL;
+  if (n->priority < o->priority) o->priority = n->priority;
   const char* names = n->origin_nodes ? n->origin_nodes : n->name;
   ox_str_addf(&o->removed, "%s%s", o->removed.len ? ", " : "", names);
   if (n->origin_pass && !ox_in_names(o->passes.data, n->origin_pass))

@@ -162,6 +162,7 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   t = ox_session_phase_begin(s);
   OX_TRY(ox_session_fuse(s)); /* host/optimizer: inside each provider's nodes */
   ox_partition_count(&s->part);
+  if (s->opts->order == ONYX_ORDER_PRIORITY) OX_TRY(ox_graph_order(s->graph, true));
   ox_session_phase_end(s, "fuse", t);
   t = ox_session_phase_begin(s);
   OX_TRY(ox_plan_build(s));

@@ -370,7 +370,9 @@ struct OnyxHostApi {
                                  const int64_t* dims, size_t rank, OnyxTensor** out);
   OnyxStream* (*ctx_stream)(const OnyxKernelContext* c); /* NULL: synchronous provider */
   OnyxThreadPool* (*ctx_thread_pool)(const OnyxKernelContext* c);
-  /* Scratch memory in the kernel's default memory, freed after compute. */
+  /* Scratch host memory of at least `bytes`, 64-byte aligned: host memory
+   * whatever the kernel's provider, never device memory. Valid until compute
+   * returns, when the host frees it; NULL when out of memory. */
   void* (*ctx_scratch)(OnyxKernelContext* c, size_t bytes);
 
   /* --- Thread pool ----------------------------------------------------------- */

@@ -7,7 +7,8 @@
  * per element). compile copies the constants into a small program; compute
  * runs it element by element. save_compiled writes the program and
  * load_compiled reads it back, checking everything against the group. The
- * counters say which of them the host called. */
+ * counters (updated atomically: sessions may run on several threads) say
+ * which of them the host called. */
 #ifndef CACHETEST_H
 #define CACHETEST_H
 

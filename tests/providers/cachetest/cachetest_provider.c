@@ -136,7 +136,7 @@ static OnyxStatus* build(const OnyxGraphView* g, bool consts, Prog** out) {
 }
 
 static OnyxStatus* compile(OnyxEp* ep, const OnyxGraphView* g, OnyxCompiledKernel* out) {
-  cachetest_compiles++;
+  __atomic_fetch_add(&cachetest_compiles, 1, __ATOMIC_RELAXED);
   Prog* p = NULL;
   OnyxStatus* st = build(g, true, &p);
   if (st) return st;
@@ -149,7 +149,7 @@ static OnyxStatus* compile(OnyxEp* ep, const OnyxGraphView* g, OnyxCompiledKerne
  * u32 code, a u64 constant count and the constants. */
 static OnyxStatus* save_compiled(OnyxEp* ep, const OnyxGraphView* g, const OnyxCompiledKernel* k,
                                  OnyxBlobWriter* w) {
-  cachetest_saves++;
+  __atomic_fetch_add(&cachetest_saves, 1, __ATOMIC_RELAXED);
   const Prog* p = k->state;
   uint32_t head[3] = {cachetest_format, (uint32_t)p->n_ops, (uint32_t)p->x_in};
   OnyxStatus* st = H->blob_write(w, "CTST", 4);
@@ -172,7 +172,7 @@ static bool take(const uint8_t** p, size_t* left, void* out, size_t n) {
 }
 
 static OnyxStatus* refuse(Prog* p, const char* why) {
-  cachetest_refusals++;
+  __atomic_fetch_add(&cachetest_refusals, 1, __ATOMIC_RELAXED);
   prog_free(p);
   return err(why);
 }
@@ -203,7 +203,7 @@ static OnyxStatus* load_compiled(OnyxEp* ep, const OnyxGraphView* g, const void*
     take(&q, &left, p->ops[i].k, (size_t)n * sizeof(float));
   }
   if (left) return refuse(p, "trailing bytes");
-  cachetest_loads++;
+  __atomic_fetch_add(&cachetest_loads, 1, __ATOMIC_RELAXED);
   *out = (OnyxCompiledKernel){
       .struct_size = sizeof *out, .state = p, .compute = compute, .release = prog_free};
   return NULL;
@@ -211,13 +211,13 @@ static OnyxStatus* load_compiled(OnyxEp* ep, const OnyxGraphView* g, const void*
 
 static OnyxStatus* misread_save(OnyxEp* ep, const OnyxGraphView* g, const OnyxCompiledKernel* k,
                                 OnyxBlobWriter* w) {
-  cachetest_slot_misreads++;
+  __atomic_fetch_add(&cachetest_slot_misreads, 1, __ATOMIC_RELAXED);
   return err("save_compiled read past struct_size");
 }
 
 static OnyxStatus* misread_load(OnyxEp* ep, const OnyxGraphView* g, const void* data, size_t bytes,
                                 OnyxCompiledKernel* out) {
-  cachetest_slot_misreads++;
+  __atomic_fetch_add(&cachetest_slot_misreads, 1, __ATOMIC_RELAXED);
   return err("load_compiled read past struct_size");
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +34,15 @@ static void ok(OnyxStatus* st) {
 static char logbuf[1 << 16];
 static size_t loglen;
 static int warnings;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void on_log(void* user, OnyxLogSeverity sev, const char* msg) {
   (void)user;
+  pthread_mutex_lock(&log_mu);
   if (sev >= ONYX_LOG_WARNING) warnings++;
   int n = snprintf(logbuf + loglen, sizeof logbuf - loglen, "%s\n", msg);
   if (n > 0) loglen += (size_t)n < sizeof logbuf - loglen ? (size_t)n : sizeof logbuf - loglen - 1;
+  pthread_mutex_unlock(&log_mu);
 }
 
 static void log_reset(void) {
@@ -89,6 +93,32 @@ static OnyxStatus* open_session(int model, const char* dir, OnyxSession** s) {
   onyx_session_options_release(o);
   free(bytes);
   return st;
+}
+
+/* The number of elements of y that differ from the definition (-1: the run
+ * failed); usable from any thread. */
+static int wrong_outputs(OnyxSession* s, int model) {
+  float x[N];
+  for (int i = 0; i < N; i++)
+    x[i] = (float)i * 0.3f - 1.0f;
+  OnyxValue* in = NULL;
+  OnyxValue* out = NULL;
+  const char* in_name = "x";
+  const char* out_name = "y";
+  OnyxStatus* st =
+      onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){3, 4}, 2, x, sizeof x, &in);
+  if (!st)
+    st = onyx_session_run(s, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
+  int wrong = st ? -1 : 0;
+  for (int i = 0; !st && i < N; i++) {
+    float want = (x[i] + add_k(model, i)) * mul_k;
+    wrong +=
+        ((const float*)onyx_tensor_data(onyx_value_tensor(out)))[i] != (want > 0.0f ? want : 0.0f);
+  }
+  onyx_status_release(st);
+  onyx_value_release(out);
+  onyx_value_release(in);
+  return wrong;
 }
 
 /* Runs the session and checks y against the definition. */
@@ -460,6 +490,37 @@ static void test_config_and_setter(void** state) {
   onyx_session_options_release(o);
 }
 
+/* Sessions on several threads creating and reading one entry at once: every
+ * one works, no warning, one complete entry, no temporary file left. */
+static void* concurrent_worker(void* arg) {
+  int* wrong = arg;
+  for (int k = 0; k < 3; k++) {
+    OnyxSession* s = NULL;
+    OnyxStatus* st = open_session(0, dir, &s);
+    int w = st ? -1 : wrong_outputs(s, 0);
+    onyx_status_release(st);
+    onyx_session_release(s);
+    if (w) *wrong = w;
+  }
+  return NULL;
+}
+
+static void test_concurrent_sessions(void** state) {
+  (void)state;
+  pthread_t t[4];
+  int wrong[4] = {0};
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, concurrent_worker, &wrong[i]), 0);
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(wrong[i], 0);
+  }
+  assert_int_equal(warnings, 0);
+  assert_int_equal(entries(NULL, 0), 1);
+  assert_int_equal(cachetest_compiles + cachetest_loads, 12);
+  assert_true(cachetest_compiles >= 1);
+}
+
 /* The key's hash: deterministic, sensitive to every byte and to the length,
  * the same whatever the pieces it is fed in. */
 static void test_hash(void** state) {
@@ -513,6 +574,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unwritable_dir, make_dir, remove_dir),
       cmocka_unit_test_setup_teardown(test_abi10_ep_slots_not_read, make_dir, remove_dir),
       cmocka_unit_test_setup_teardown(test_config_and_setter, make_dir, remove_dir),
+      cmocka_unit_test_setup_teardown(test_concurrent_sessions, make_dir, remove_dir),
       cmocka_unit_test(test_hash),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

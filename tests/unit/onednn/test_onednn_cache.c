@@ -1,12 +1,13 @@
 /* test_onednn_cache.c — the oneDNN provider's compiled-group cache entries
  * (dnnl_compile.c: save_compiled / load_compiled): a second session loads
- * the chain from the cache (the log says so, and no compile-time plan is
- * rebuilt from scratch) and computes exactly what the first one did, which
- * matches the CPU provider; entries of another oneDNN build, another ISA or
- * payload format, and corrupt ones, are refused with the reason, rebuilt
- * and rewritten; a group with a symbolic batch caches no plan and still
- * works. Tampered entries are resealed (ox_cc_checksum) so that the
- * provider's own checks are the ones tested. */
+ * the chain from the cache (the log says so) with every stage's weights taken
+ * from the entry, and computes exactly what the first one did, which matches
+ * the CPU provider; a stored layout the primitive did not choose makes that
+ * stage reorder as without a cache; entries of another oneDNN build, another
+ * ISA, payload format or stage count, and corrupt or truncated ones, are
+ * refused with the reason, rebuilt and rewritten; a group with a symbolic
+ * batch caches no plan and still works. Tampered entries are resealed
+ * (ox_cc_checksum) so that the provider's own checks are the ones tested. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -327,6 +328,34 @@ static void test_corrupt_weights(void** state) {
   expect_refused(path, "checksum mismatch");
 }
 
+/* A stored weights layout the primitive did not choose (resealed): that
+ * stage reorders the model's weights as without a cache, says so at verbose
+ * level, and computes the same; it is not an error. */
+static void test_other_layout_reorders(void** state) {
+  (void)state;
+  float* cold = run_cached("1");
+  char path[512];
+  assert_int_equal(entries(path, sizeof path), 1);
+  size_t len = 0;
+  uint8_t* b = read_file(path, &len);
+  /* Stage 0: after the header, the plan's shapes and its u32 flag comes its
+   * dnnl_memory_desc_t, whose dims start 8 bytes in. */
+  size_t md = OX_CC_HEADER_BYTES + DNNL_CACHE_HEADER_BYTES +
+              sizeof(int64_t) * DNNL_MAX_CHAIN_IN * (DNNL_MAX_RANK + 1) + 4;
+  assert_int_equal(get32(b + md - 4), 1);
+  b[md + 8] ^= 0x01;
+  write_resealed(path, b, len);
+  free(b);
+  log_reset();
+  float* warm = run_cached("1");
+  assert_int_equal(warnings, 0);
+  assert_int_equal(count("loaded from"), 1);
+  assert_int_equal(count("in another layout"), 1); /* stage 0 only */
+  assert_memory_equal(cold, warm, sizeof(float) * NX);
+  free(cold);
+  free(warm);
+}
+
 /* A symbolic batch: the entry holds no plan (shapes are known only at run
  * time); the warm session still loads it and computes correctly. */
 static void test_symbolic_batch(void** state) {
@@ -368,6 +397,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_other_stage_count, setup, teardown),
       cmocka_unit_test_setup_teardown(test_truncated_payload, setup, teardown),
       cmocka_unit_test_setup_teardown(test_corrupt_weights, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_other_layout_reorders, setup, teardown),
       cmocka_unit_test_setup_teardown(test_symbolic_batch, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -38,7 +38,7 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
   # session), the thread pool, sessions (cancelling from another thread) and
   # mixed placement.
   echo "== build with ThreadSanitizer and the threaded tests"
-  TSAN_TESTS=(test_concurrency test_threadpool test_session test_session_options test_mixed)
+  TSAN_TESTS=(test_concurrency test_threadpool test_session test_session_options test_mixed test_streams)
   cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DONYX_WERROR=ON -DONYX_TSAN=ON >/dev/null
   cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}" >/dev/null

@@ -1,6 +1,9 @@
 /* executor.c — the sequential executor: runs a plan's steps over an
- * execution frame (one tensor per slot), freeing each slot after its last
- * use, and synchronizes every provider stream before returning. */
+ * execution frame (one tensor per slot), queuing each step's work on its
+ * provider's stream; at a crossing between streams it waits on the event the
+ * producer's provider recorded (ox_streams.h); frees each slot after its last
+ * use, or once every stream that touched it is past it; and synchronizes
+ * every provider stream before returning. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +11,7 @@
 #include "ox_profile.h"
 #include "ox_memplan.h"
 #include "ox_session.h"
+#include "ox_streams.h"
 
 #define OX_NO_SLOT SIZE_MAX
 
@@ -175,17 +179,25 @@ char* ox_plan_text(const OnyxSession* s) {
               P->n_slots);
   for (size_t i = 0; i < P->n_steps; i++) {
     const OxStep* st = &P->steps[i];
-    if (st->kind == OX_STEP_COPY)
+    const OxStreamPlan* sp = P->streams;
+    const OxStepSync* ss = sp && i < sp->n_steps ? &sp->steps[i] : NULL;
+    if (st->kind == OX_STEP_COPY) {
+      /* Who copies: the provider whose copy_tensors runs it, or the host. */
+      int32_t path = ss ? ss->copy_path : OX_COPY_STAGED;
+      const char* by = path == OX_COPY_HOST     ? "host memcpy"
+                       : path == OX_COPY_BY_DST ? ox_ep_name(s, st->copy_dst_ep)
+                       : path == OX_COPY_BY_SRC ? ox_ep_name(s, st->copy_src_ep)
+                                                : "staging through host";
       ox_str_addf(&t, "  %3zu copy   '%s' %s -> %s by %s: ", i, ox_step_name(s, st),
-                  ox_ep_name(s, st->copy_src_ep), ox_ep_name(s, st->copy_dst_ep),
-                  ox_ep_name(s, st->ep));
-    else
+                  ox_ep_name(s, st->copy_src_ep), ox_ep_name(s, st->copy_dst_ep), by);
+    } else {
       ox_str_addf(&t, "  %3zu %-6s '%s' (%s) on %s: ", i,
                   st->kind == OX_STEP_KERNEL ? "kernel"
                   : st->kind == OX_STEP_HOST ? "host"
                                              : "group",
                   ox_step_name(s, st), st->kind != OX_STEP_GROUP ? st->node->op_type : "fused",
                   ox_ep_name(s, st->ep));
+    }
     ox_slot_list(&t, s, st->in, st->n_in);
     ox_str_addf(&t, " -> ");
     ox_slot_list(&t, s, st->out, st->n_out);
@@ -193,6 +205,13 @@ char* ox_plan_text(const OnyxSession* s) {
       ox_str_addf(&t, "; frees ");
       ox_slot_list(&t, s, st->free_after, st->n_free_after);
     }
+    for (size_t w = 0; ss && w < ss->n_waits; w++) {
+      const OxCrossing* c = &sp->crossings[ss->waits[w]];
+      ox_str_addf(&t, "; %s step %zu on %s", c->has_event ? "waits for" : "syncs for", c->step,
+                  ox_ep_name(s, c->ep));
+    }
+    if (ss && ss->record != OX_NO_EVENT && sp->crossings[ss->record].has_event)
+      ox_str_addf(&t, "; records an event");
     ox_str_addf(&t, "\n");
   }
   return ox_str_take(&t);
@@ -304,7 +323,42 @@ static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
   return NULL;
 }
 
-static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st) {
+/* One tensor through a provider's copy_tensors, queued on its stream. */
+static OnyxStatus* ox_ep_copy(OnyxSession* s, int32_t ep, const OxTensor* src, OxTensor* dst) {
+  OnyxEp* e = s->eps[ep].ep;
+  const OnyxTensor* sp = src;
+  OnyxTensor* dp = dst;
+  OnyxStatus* st = e->copy_tensors(e, &sp, &dp, 1, s->eps[ep].stream);
+  return st ? ox_status_wrap(st, "provider '%s': copy_tensors", s->eps[ep].name) : NULL;
+}
+
+/* The copy by the path the plan chose (ox_streams.h); the host waited for
+ * the source's producer already when it ran on another stream. */
+static OnyxStatus* ox_copy_by_path(OnyxSession* s, const OxStep* st, int32_t path,
+                                   const OxTensor* src, OxTensor* dst) {
+  if (!ox_memory_equal(&src->device, &s->plan.slots[st->in[0]].mem) ||
+      !ox_memory_equal(&dst->device, &st->out_mem[0]))
+    path = OX_COPY_STAGED; /* not the memories planned for: the synchronous path */
+  switch (path) {
+  case OX_COPY_HOST:
+    return ox_copy_tensor(s, src, dst, -1, -1); /* memcpy: both are host memories */
+  case OX_COPY_BY_DST:
+    return ox_ep_copy(s, st->copy_dst_ep, src, dst);
+  case OX_COPY_BY_SRC:
+    return ox_ep_copy(s, st->copy_src_ep, src, dst);
+  default: {
+    /* ox_copy_tensor synchronizes the source's stream before and both
+     * streams after staging. */
+    OnyxStatus* err = ox_copy_tensor(s, src, dst, st->copy_src_ep, st->copy_dst_ep);
+    int32_t e = st->copy_dst_ep;
+    if (!err && e >= 0 && s->eps[e].stream && s->eps[e].ep->sync_stream)
+      err = s->eps[e].ep->sync_stream(s->eps[e].ep, s->eps[e].stream);
+    return err;
+  }
+  }
+}
+
+static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path) {
   OnyxSession* s = f->session;
   const OxTensor* src = f->values[st->in[0]];
   bool host = st->out_ep[0] < 0;
@@ -315,7 +369,7 @@ static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st) {
       : host ? ox_tensor_new(src->type, src->dims, src->rank, &dst)
              : ox_session_alloc_tensor(s, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
                                        src->type, src->dims, src->rank, &dst);
-  if (!err) err = ox_copy_tensor(s, src, dst, st->copy_src_ep, st->copy_dst_ep);
+  if (!err) err = ox_copy_by_path(s, st, path, src, dst);
   if (err) {
     ox_tensor_free(dst);
     return ox_status_wrap(err, "copying value '%s'", s->plan.slots[st->in[0]].value->name);
@@ -338,6 +392,100 @@ static OnyxStatus* ox_sync_all(OnyxSession* s) {
   return first;
 }
 
+/* --- one run's view of the streams (ox_streams.h) -------------------------------------- */
+typedef struct OxRunSync {
+  const OxStreamPlan* sp;
+  OxEventSet* set; /* this run's events, one per crossing */
+  size_t* done;    /* per EP: its stream has finished this run's steps < done[ep] */
+  size_t* pending; /* slots past their last use, freed once the streams are past them */
+  size_t n_pending;
+} OxRunSync;
+
+static OnyxStatus* ox_run_sync_begin(OnyxSession* s, OxRunSync* r) {
+  *r = (OxRunSync){.sp = s->plan.streams};
+  if (!r->sp) return ox_status(ONYX_FAIL, "internal: the plan has no stream table");
+  r->done = calloc(s->n_eps + 1, sizeof *r->done);
+  r->pending = malloc((s->plan.n_slots + 1) * sizeof *r->pending);
+  if (!r->done || !r->pending) return ox_oom();
+  return ox_event_set_take(s, &r->set);
+}
+
+/* After every stream is synchronized: the events go back to the plan. */
+static void ox_run_sync_end(OnyxSession* s, OxRunSync* r) {
+  ox_event_set_give(s, r->set);
+  free(r->done);
+  free(r->pending);
+  *r = (OxRunSync){0};
+}
+
+static void ox_run_done(OxRunSync* r, int32_t ep, size_t upto) {
+  if (ep >= 0 && r->done[ep] < upto) r->done[ep] = upto;
+}
+
+/* Frees the deferred slots whose every stream has finished its last step on
+ * them. */
+static void ox_free_ready(OxFrame* f, OxRunSync* r) {
+  const OxStreamPlan* sp = r->sp;
+  for (size_t i = 0; i < r->n_pending;) {
+    size_t slot = r->pending[i];
+    const OxSlotSync* sl = &sp->slots[slot];
+    bool ready = true;
+    for (size_t u = sl->first; u < sl->first + sl->n && ready; u++)
+      ready = r->done[sp->uses[u].ep] > sp->uses[u].last;
+    if (!ready) {
+      i++;
+      continue;
+    }
+    ox_tensor_free(f->values[slot]);
+    f->values[slot] = NULL;
+    r->pending[i] = r->pending[--r->n_pending];
+  }
+}
+
+/* Before step i: the host waits for every producer on another stream. */
+static OnyxStatus* ox_wait_crossings(OxFrame* f, OxRunSync* r, size_t i) {
+  OnyxSession* s = f->session;
+  const OxStreamPlan* sp = r->sp;
+  const OxStepSync* ss = &sp->steps[i];
+  for (size_t w = 0; w < ss->n_waits; w++) {
+    const OxCrossing* c = &sp->crossings[ss->waits[w]];
+    if (r->done[c->ep] > c->step) continue; /* waited for already */
+    OxEpSlot* e = &s->eps[c->ep];
+    OnyxStatus* err;
+    size_t upto;
+    if (c->has_event) {
+      err = e->ep->wait_event(e->ep, r->set->ev[ss->waits[w]], NULL);
+      upto = c->step + 1;
+    } else {
+      err = e->ep->sync_stream ? e->ep->sync_stream(e->ep, e->stream) : NULL;
+      upto = i;
+    }
+    if (err)
+      return ox_status_wrap(err,
+                            "provider '%s': the work of step %zu ('%s'), waited for by step %zu",
+                            e->name, c->step, ox_step_name(s, &s->plan.steps[c->step]), i);
+    ox_run_done(r, c->ep, upto);
+  }
+  if (ss->n_waits && r->n_pending) ox_free_ready(f, r);
+  return NULL;
+}
+
+/* After step i was queued: the event its consumers on other streams wait on. */
+static OnyxStatus* ox_record_crossing(OxFrame* f, OxRunSync* r, size_t i) {
+  const OxStepSync* ss = &r->sp->steps[i];
+  if (ss->record == OX_NO_EVENT || !r->sp->crossings[ss->record].has_event) return NULL;
+  OxEpSlot* e = &f->session->eps[ss->agent];
+  OnyxStatus* err = e->ep->record_event(e->ep, r->set->ev[ss->record], e->stream);
+  return err ? ox_status_wrap(err, "provider '%s': record_event after step %zu", e->name, i) : NULL;
+}
+
+/* A staged copy synchronized both providers' streams. */
+static void ox_copy_done(OxRunSync* r, const OxStep* st, int32_t path, size_t i) {
+  if (path != OX_COPY_STAGED) return;
+  ox_run_done(r, st->copy_src_ep, i + 1);
+  ox_run_done(r, st->copy_dst_ep, i + 1);
+}
+
 OnyxStatus* ox_execute(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                        OxTensor** fetched, const bool* wanted) {
   return ox_execute_ex(s, run, feeds, fetched, wanted, NULL);
@@ -349,7 +497,7 @@ static OnyxStatus* ox_cancelled(const OnyxRunOptions* run, size_t step, size_t n
                    n_steps);
 }
 
-static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed);
+static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed, OxRunSync* r);
 
 OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs) {
@@ -380,10 +528,13 @@ OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** 
     borrowed[P->input_slots[i]] = true;
   }
   OxMemRun memrun;
+  OxRunSync rsync = {0};
   OnyxStatus* err = ox_memplan_run_begin(s, &memrun);
   f.memrun = &memrun;
-  if (!err) err = ox_execute_steps(&f, rt, borrowed);
+  if (!err) err = ox_run_sync_begin(s, &rsync);
+  if (!err) err = ox_execute_steps(&f, rt, borrowed, &rsync);
   OnyxStatus* sync = ox_sync_all(s);
+  ox_run_sync_end(s, &rsync); /* every stream is past this run's events */
   if (!err)
     err = sync;
   else
@@ -425,7 +576,7 @@ OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** 
   return err;
 }
 
-static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed) {
+static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed, OxRunSync* r) {
   OnyxSession* s = f->session;
   const OnyxRunOptions* run = f->run;
   const OxPlan* P = &s->plan;
@@ -441,17 +592,37 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed)
       break;
     }
     const OxStep* st = &P->steps[i];
+    const OxStepSync* ss = &r->sp->steps[i];
+    err = ox_wait_crossings(f, r, i);
+    if (err) break;
     ox_dump_node(f, rt, st, false);
     json_t* in_shapes = prof ? ox_shapes_json(f, st->in, st->n_in) : NULL;
     double t0 = ox_profiler_now(prof);
-    err = st->kind == OX_STEP_COPY   ? ox_run_copy_step(f, st)
+    err = st->kind == OX_STEP_COPY   ? ox_run_copy_step(f, st, ss->copy_path)
           : st->kind == OX_STEP_HOST ? ox_host_run(f, st)
                                      : ox_run_kernel_step(f, st);
     if (prof) ox_profile_step(f, prof, st, t0, in_shapes, run_id);
+    if (!err && st->kind == OX_STEP_COPY) ox_copy_done(r, st, ss->copy_path, i);
+    if (!err) err = ox_record_crossing(f, r, i);
+    if (!err && rt && (rt->dump_nodes & 2) && ss->agent >= 0) {
+      /* The dump reads the outputs: wait for the stream that writes them. */
+      OxEpSlot* e = &s->eps[ss->agent];
+      if (e->ep->sync_stream) err = e->ep->sync_stream(e->ep, e->stream);
+    }
     if (!err) ox_dump_node(f, rt, st, true);
+    /* Freeing (ox_streams.h): a slot whose steps all ran on the host thread,
+     * or on one stream that alone writes its memory, is freed now: whoever
+     * reuses the memory next is ordered behind its readers. Any other slot
+     * may still be read or written by work queued on a stream; it is freed
+     * once the host has waited on an event that follows its last step on
+     * every such stream, or after the run's final synchronization. */
     for (size_t k = 0; k < st->n_free_after; k++) {
       size_t slot = st->free_after[k];
       if (borrowed[slot]) continue;
+      if (ox_slot_deferred(P, slot)) {
+        r->pending[r->n_pending++] = slot;
+        continue;
+      }
       ox_tensor_free(f->values[slot]);
       f->values[slot] = NULL;
     }

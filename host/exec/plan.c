@@ -5,7 +5,8 @@
  * other memory that a consumer needs it in, filled by a copy step inserted
  * right before the first consumer there. Constants needed on a device are
  * copied once here, at session creation. Graph outputs always end in host
- * memory. Each slot is freed after its last use. */
+ * memory. Each slot is freed after its last use, or once the streams that
+ * touched it are known to be past it (host/exec/ox_streams.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "ox_control.h"
 #include "ox_memplan.h"
 #include "ox_session.h"
+#include "ox_streams.h"
 
 #define OX_NO_SLOT SIZE_MAX
 
@@ -478,6 +480,10 @@ static OnyxStatus* ox_plan_memory(OnyxSession* s) {
         p->last[root[in]] = p->last[out];
     }
   }
+  /* A slot whose free waits for other streams (ox_streams.h) keeps its
+   * bytes to the end of the run: no later value may share them. */
+  for (size_t k = 0; k < P->n_slots; k++)
+    if (ox_slot_deferred(P, k)) p->last[root[k]] = P->n_steps;
   /* Which slots get an offset, on which device; then in-place pairs. */
   bool oom = false;
   for (size_t i = 0; i < P->n_steps && !oom; i++) {
@@ -626,6 +632,7 @@ OnyxStatus* ox_plan_build(OnyxSession* s) {
     if (!st) P->slots[P->output_slots[i]].is_output = true;
   }
   if (!st) st = ox_plan_lifetimes(P);
+  if (!st) st = ox_plan_streams(s);
   if (!st) st = ox_plan_kernels(s);
   if (!st) st = ox_plan_memory(s);
   free(c.home);
@@ -636,6 +643,7 @@ OnyxStatus* ox_plan_build(OnyxSession* s) {
 void ox_plan_clear(OnyxSession* s) {
   OxPlan* P = &s->plan;
   ox_memplan_forget(s);
+  ox_plan_streams_clear(s);
   for (size_t i = 0; i < P->n_steps; i++) {
     OxStep* st = &P->steps[i];
     if (st->kind == OX_STEP_KERNEL && st->state_created && st->kernel->def.create &&

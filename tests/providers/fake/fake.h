@@ -4,7 +4,12 @@
  * buffer, so that kernels can prove the host copied their inputs into device
  * memory, copies can be counted, and leaks show at EP release. Everything a
  * test needs to observe leaves through the "stats_file" option; the library
- * exports only onyx_provider_init. Built against sdk/include only. */
+ * exports only onyx_provider_init. Built against sdk/include only.
+ *
+ * The same sources build two libraries: libonyx_ep_fake.so ("fake", device
+ * 0) and libonyx_ep_fake2.so ("fake2", device 1, FAKE_NAME and
+ * FAKE_DEVICE_ID set by CMake), so a session can hold two fake providers with
+ * distinct memories. */
 #ifndef FAKE_H
 #define FAKE_H
 
@@ -13,7 +18,12 @@
 #include <stdbool.h>
 #include "onyx/onyx_ep.h"
 
-#define FAKE_NAME     "fake"
+#ifndef FAKE_NAME
+#define FAKE_NAME "fake"
+#endif
+#ifndef FAKE_DEVICE_ID
+#define FAKE_DEVICE_ID 0
+#endif
 #define FAKE_VENDOR   0xFA4Eu
 #define FAKE_ALIGN    64u
 #define FAKE_MAX_RANK 8
@@ -29,6 +39,7 @@ typedef enum FakeFail {
   FAKE_FAIL_COMPILE,
   FAKE_FAIL_COMPUTE,
   FAKE_FAIL_ALLOC,
+  FAKE_FAIL_QUEUED, /* the kernels' queued work fails (after its latency) */
 } FakeFail;
 
 /* Counters written to the stats file at EP release. */
@@ -58,6 +69,14 @@ typedef struct FakeEp {
   char* stats_file;
   FakeFail fail;
   bool bad_group, cheap_relu, no_device;
+  /* "async": the stream is a worker thread running queued work in order;
+   * "latency_ms": each kernel's work first sleeps this long. */
+  bool async;
+  long latency_ms;
+  /* Event state (OnyxEvent's generations and errors) is guarded by
+   * event_lock; event_cond is signalled whenever an event completes. */
+  pthread_mutex_t event_lock;
+  pthread_cond_t event_cond;
   /* Live device buffers; guarded by lock (alloc/free come from any thread). */
   pthread_mutex_t lock;
   FakeBuffer* live;
@@ -85,6 +104,18 @@ void fake_install_memory_slots(OnyxEp* ep);
 /* Error unless tensor t is in live fake memory; `who` ("node 'x'") and
  * `what` ("0 ('y')") name it in the message. */
 OnyxStatus* fake_check_input(FakeEp* f, const OnyxTensor* t, const char* what, const char* who);
+
+/* --- streams (fake_memory.c) --- */
+/* Work queued on an asynchronous stream: run on the stream's thread, then
+ * drop(arg) (may be NULL). An error it returns is the stream's until the
+ * next sync_stream, and reaches events recorded after it. */
+typedef OnyxStatus* (*FakeWorkFn)(void* arg);
+bool fake_stream_is_async(const OnyxStream* s);
+/* Queues run(arg); on failure drop(arg) is called at once. */
+OnyxStatus* fake_stream_enqueue(OnyxStream* s, FakeWorkFn run, void (*drop)(void*), void* arg);
+/* Blocks until everything queued on s so far has finished. */
+void fake_stream_drain(OnyxStream* s);
+void fake_sleep_ms(long ms);
 
 /* --- kernels (fake_kernels.c) --- */
 typedef float (*FakeUnaryFn)(float);

@@ -128,6 +128,10 @@ static OnyxStatus* program_compute(void* state, OnyxKernelContext* ctx) {
                             "with %zu and %zu",
                             p->name, p->n_inputs, p->n_outputs, H->ctx_input_count(ctx),
                             H->ctx_output_count(ctx));
+  /* A group computes on the calling thread: the work queued before it on
+   * an asynchronous stream (its inputs, and earlier readers of the memory
+   * its outputs get) must be finished first. */
+  fake_stream_drain(H->ctx_stream(ctx));
   /* Per call, not per program: compute may run concurrently. */
   Slot* slots = calloc(p->n_inputs + p->n_steps, sizeof *slots);
   if (!slots) return H->status_create(ONYX_OUT_OF_MEMORY, "fake: %s: out of memory", p->name);

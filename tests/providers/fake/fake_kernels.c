@@ -1,6 +1,8 @@
 /* fake_kernels.c — float32 elementwise kernels of the fake device: Add and
  * Mul with numpy broadcasting, Relu, Sigmoid, Tanh. The same op table serves
- * single-node kernels and the interpreter of compiled groups. */
+ * single-node kernels and the interpreter of compiled groups. On an
+ * asynchronous stream a kernel checks its inputs, allocates its output and
+ * queues the work (latency, then the computation) before returning. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +137,34 @@ OnyxStatus* fake_injected_compute_failure(FakeEp* f, const char* who) {
 
 /* --- single-node kernels ------------------------------------------------------------- */
 
+/* One kernel's work, self-contained: the host may free the tensor headers
+ * (not the memory) once compute returns. */
+typedef struct FakeJob {
+  FakeEp* f;
+  const FakeOp* op;
+  const float* in[2];
+  int64_t dims[2][FAKE_MAX_RANK];
+  size_t rank[2];
+  float* out;
+  int64_t out_dims[FAKE_MAX_RANK];
+  size_t out_rank;
+  char who[256];
+} FakeJob;
+
+static OnyxStatus* job_run(void* arg) {
+  FakeJob* j = arg;
+  fake_sleep_ms(j->f->latency_ms);
+  if (j->f->fail == FAKE_FAIL_QUEUED)
+    return fake_host->status_create(ONYX_RUNTIME_ERROR,
+                                    "fake: %s: injected failure of queued work (option "
+                                    "fail=queued)",
+                                    j->who);
+  const int64_t* const dims[2] = {j->dims[0], j->dims[1]};
+  fake_op_apply(j->op, j->in, dims, j->rank, j->out, j->out_dims, j->out_rank);
+  atomic_fetch_add(&j->f->stats.kernels_run, 1);
+  return NULL;
+}
+
 typedef struct FakeKernel {
   FakeEp* f;
   const FakeOp* op;
@@ -188,15 +218,25 @@ static OnyxStatus* kernel_compute(void* state, OnyxKernelContext* ctx) {
     dims[i] = H->tensor_dims(t[i]);
     rank[i] = H->tensor_rank(t[i]);
   }
-  int64_t out_dims[FAKE_MAX_RANK];
-  size_t out_rank = 0;
+  FakeJob job = {.f = k->f, .op = k->op};
   OnyxTensor* y = NULL;
-  OnyxStatus* st = fake_op_shape(k->op, dims, rank, out_dims, &out_rank, name);
-  if (!st) st = H->ctx_output(ctx, 0, out_dims, out_rank, &y);
+  OnyxStatus* st = fake_op_shape(k->op, dims, rank, job.out_dims, &job.out_rank, name);
+  if (!st) st = H->ctx_output(ctx, 0, job.out_dims, job.out_rank, &y);
   if (st) return st;
-  fake_op_apply(k->op, in, dims, rank, H->tensor_mutable_data(y), out_dims, out_rank);
-  atomic_fetch_add(&k->f->stats.kernels_run, 1);
-  return NULL;
+  for (size_t i = 0; i < n_in; i++) {
+    job.in[i] = in[i];
+    job.rank[i] = rank[i];
+    memcpy(job.dims[i], dims[i], rank[i] * sizeof *dims[i]);
+  }
+  job.out = H->tensor_mutable_data(y);
+  snprintf(job.who, sizeof job.who, "%s", who);
+  OnyxStream* stream = H->ctx_stream(ctx);
+  if (!fake_stream_is_async(stream)) return job_run(&job);
+  FakeJob* queued = malloc(sizeof *queued);
+  if (!queued)
+    return H->status_create(ONYX_OUT_OF_MEMORY, "fake: %s: out of memory queuing work", who);
+  *queued = job;
+  return fake_stream_enqueue(stream, job_run, free, queued);
 }
 
 OnyxStatus* fake_register_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {

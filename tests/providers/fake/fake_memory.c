@@ -4,15 +4,19 @@
  * handed a pointer the host did not get from this allocator (a CPU tensor the
  * host forgot to copy) is caught, and so that leaks show at release. Fresh
  * buffers are filled with 0xFF (a NaN pattern) so reading memory nobody wrote
- * shows up in results. Streams and events are a synchronous simulation that
- * only counts, so the host's stream path runs without a GPU. */
+ * shows up in results. Streams and events are counted; by default work is
+ * synchronous (done when the call returns), and with the "async" option a
+ * stream is a worker thread running queued work in order, so that the host's
+ * ordering between streams is tested without a GPU. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "fake.h"
 
 const OnyxMemoryDevice fake_memory = {.kind = ONYX_DEVICE_OTHER,
                                       .vendor_id = FAKE_VENDOR,
-                                      .device_id = 0,
+                                      .device_id = FAKE_DEVICE_ID,
                                       .mem_type = ONYX_MEM_DEFAULT,
                                       .alignment = FAKE_ALIGN,
                                       .reserved = 0};
@@ -161,7 +165,22 @@ static OnyxStatus* fake_check_copy_side(FakeEp* f, const OnyxTensor* t, size_t i
 
 static OnyxStatus* fake_check_stream(FakeEp* f, OnyxStream* s, const char* slot);
 
-static OnyxStatus* fake_copy_one(FakeEp* f, const OnyxTensor* src, OnyxTensor* dst, size_t i) {
+typedef struct FakeCopyJob {
+  void* dst;
+  const void* src;
+  size_t bytes;
+  atomic_size_t* counter;
+} FakeCopyJob;
+
+static OnyxStatus* copy_job_run(void* arg) {
+  FakeCopyJob* j = arg;
+  if (j->bytes) memcpy(j->dst, j->src, j->bytes);
+  atomic_fetch_add(j->counter, 1);
+  return NULL;
+}
+
+static OnyxStatus* fake_copy_one(FakeEp* f, const OnyxTensor* src, OnyxTensor* dst, size_t i,
+                                 OnyxStream* stream) {
   const OnyxHostApi* H = fake_host;
   size_t bytes = H->tensor_byte_size(src);
   if (bytes != H->tensor_byte_size(dst))
@@ -176,12 +195,15 @@ static OnyxStatus* fake_copy_one(FakeEp* f, const OnyxTensor* src, OnyxTensor* d
   if (!from_dev && !to_dev)
     return H->status_create(ONYX_INVALID_ARGUMENT,
                             "fake: copy %zu: neither side is in fake-device memory", i);
-  if (bytes) memcpy(H->tensor_mutable_data(dst), H->tensor_data(src), bytes);
-  atomic_fetch_add(from_dev && to_dev ? &f->stats.copies_device
-                   : to_dev           ? &f->stats.copies_in
-                                      : &f->stats.copies_out,
-                   1);
-  return NULL;
+  FakeCopyJob job = {H->tensor_mutable_data(dst), H->tensor_data(src), bytes,
+                     from_dev && to_dev ? &f->stats.copies_device
+                     : to_dev           ? &f->stats.copies_in
+                                        : &f->stats.copies_out};
+  if (!fake_stream_is_async(stream)) return copy_job_run(&job);
+  FakeCopyJob* queued = malloc(sizeof *queued);
+  if (!queued) return H->status_create(ONYX_OUT_OF_MEMORY, "fake: out of memory queuing a copy");
+  *queued = job;
+  return fake_stream_enqueue(stream, copy_job_run, free, queued);
 }
 
 static OnyxStatus* fake_copy_tensors(OnyxEp* ep, const OnyxTensor* const* src,
@@ -189,24 +211,58 @@ static OnyxStatus* fake_copy_tensors(OnyxEp* ep, const OnyxTensor* const* src,
   FakeEp* f = fake_ep(ep);
   OnyxStatus* st = fake_check_stream(f, stream, "copy_tensors");
   for (size_t i = 0; i < n && !st; i++)
-    st = fake_copy_one(f, src[i], dst[i], i);
+    st = fake_copy_one(f, src[i], dst[i], i, stream);
   return st;
 }
 
-/* --- streams and events: synchronous, counted ------------------------------------ */
+/* --- streams and events ---------------------------------------------------------
+ * Synchronous (default): work is done when the call that queues it returns,
+ * so an event is complete as soon as it is recorded. Asynchronous ("async"):
+ * a stream owns a worker thread that runs its queue in order; record_event
+ * queues a marker that completes the event when the worker reaches it;
+ * wait_event on a stream queues a wait for that marker, on NULL it blocks
+ * the caller; sync_stream blocks until the queue is empty. An event counts
+ * generations (one per record), so a wait is for the latest record before
+ * it, and carries the stream's error as the marker saw it. */
 
 #define FAKE_STREAM_MAGIC 0x57AE4u
 #define FAKE_EVENT_MAGIC  0xE7E47u
 
+typedef enum FakeWorkKind { FAKE_WORK_RUN, FAKE_WORK_MARK, FAKE_WORK_WAIT } FakeWorkKind;
+
+typedef struct FakeWork {
+  struct FakeWork* next;
+  FakeWorkKind kind;
+  FakeWorkFn run; /* RUN */
+  void (*drop)(void*);
+  void* arg;
+  OnyxEvent* event; /* MARK, WAIT */
+  uint64_t gen;
+} FakeWork;
+
 struct OnyxStream {
   uint32_t magic;
   FakeEp* owner;
+  bool async;
+  /* Asynchronous streams only; the fields below are guarded by lock. */
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t work; /* queue not empty, or stop */
+  pthread_cond_t idle; /* unfinished reached 0 */
+  FakeWork *head, *tail;
+  size_t unfinished; /* queued or running */
+  bool stop;
+  OnyxStatusCode error_code; /* the first failure since the last sync_stream */
+  char* error;
 };
 
 struct OnyxEvent {
   uint32_t magic;
   FakeEp* owner;
-  bool recorded;
+  /* Guarded by owner->event_lock. */
+  uint64_t recorded, done; /* generations: records made, records reached */
+  OnyxStatusCode error_code;
+  char* error;
 };
 
 /* Catches a host that hands one EP's stream to another. NULL is the
@@ -235,11 +291,125 @@ static OnyxStatus* fake_check_event(FakeEp* f, OnyxEvent* e, const char* slot) {
   return NULL;
 }
 
+bool fake_stream_is_async(const OnyxStream* s) {
+  return s && s->async;
+}
+
+void fake_sleep_ms(long ms) {
+  struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  while (ms > 0 && nanosleep(&t, &t) != 0 && errno == EINTR)
+    ;
+}
+
+static void fake_stream_push(OnyxStream* s, FakeWork* w) {
+  pthread_mutex_lock(&s->lock);
+  w->next = NULL;
+  if (s->tail)
+    s->tail->next = w;
+  else
+    s->head = w;
+  s->tail = w;
+  s->unfinished++;
+  pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+}
+
+OnyxStatus* fake_stream_enqueue(OnyxStream* s, FakeWorkFn run, void (*drop)(void*), void* arg) {
+  FakeWork* w = calloc(1, sizeof *w);
+  if (!w) {
+    if (drop) drop(arg);
+    return fake_host->status_create(ONYX_OUT_OF_MEMORY, "fake: out of memory queuing work");
+  }
+  *w = (FakeWork){.kind = FAKE_WORK_RUN, .run = run, .drop = drop, .arg = arg};
+  fake_stream_push(s, w);
+  return NULL;
+}
+
+void fake_stream_drain(OnyxStream* s) {
+  if (!fake_stream_is_async(s)) return;
+  pthread_mutex_lock(&s->lock);
+  while (s->unfinished)
+    pthread_cond_wait(&s->idle, &s->lock);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Sets the event's generation `gen` reached, with the error (owned) seen. */
+static void fake_event_complete(OnyxEvent* e, uint64_t gen, OnyxStatusCode code, char* error) {
+  FakeEp* f = e->owner;
+  pthread_mutex_lock(&f->event_lock);
+  if (e->done < gen) e->done = gen;
+  free(e->error);
+  e->error = error;
+  e->error_code = code;
+  pthread_cond_broadcast(&f->event_cond);
+  pthread_mutex_unlock(&f->event_lock);
+}
+
+static void fake_work_do(OnyxStream* s, FakeWork* w) {
+  FakeEp* f = s->owner;
+  if (w->kind == FAKE_WORK_RUN) {
+    OnyxStatus* st = w->run(w->arg);
+    if (w->drop) w->drop(w->arg);
+    if (!st) return;
+    pthread_mutex_lock(&s->lock);
+    if (!s->error) {
+      s->error = strdup(fake_host->status_message(st));
+      s->error_code = fake_host->status_code(st);
+    }
+    pthread_mutex_unlock(&s->lock);
+    fake_host->status_release(st);
+  } else if (w->kind == FAKE_WORK_MARK) {
+    pthread_mutex_lock(&s->lock);
+    char* error = s->error ? strdup(s->error) : NULL;
+    OnyxStatusCode code = s->error ? s->error_code : ONYX_OK;
+    pthread_mutex_unlock(&s->lock);
+    fake_event_complete(w->event, w->gen, code, error);
+  } else {
+    pthread_mutex_lock(&f->event_lock);
+    while (w->event->done < w->gen)
+      pthread_cond_wait(&f->event_cond, &f->event_lock);
+    pthread_mutex_unlock(&f->event_lock);
+  }
+}
+
+static void* fake_stream_main(void* arg) {
+  OnyxStream* s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (!s->head && !s->stop)
+      pthread_cond_wait(&s->work, &s->lock);
+    if (!s->head) break; /* stopped, and everything queued has run */
+    FakeWork* w = s->head;
+    s->head = w->next;
+    if (!s->head) s->tail = NULL;
+    pthread_mutex_unlock(&s->lock);
+    fake_work_do(s, w);
+    free(w);
+    pthread_mutex_lock(&s->lock);
+    if (--s->unfinished == 0) pthread_cond_broadcast(&s->idle);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
 static OnyxStatus* fake_create_stream(OnyxEp* ep, OnyxStream** out) {
-  OnyxStream* s = malloc(sizeof *s);
+  FakeEp* f = fake_ep(ep);
+  OnyxStream* s = calloc(1, sizeof *s);
   if (!s) return fake_host->status_create(ONYX_OUT_OF_MEMORY, "fake: out of memory for a stream");
-  *s = (OnyxStream){FAKE_STREAM_MAGIC, fake_ep(ep)};
-  atomic_fetch_add(&fake_ep(ep)->stats.streams, 1);
+  *s = (OnyxStream){.magic = FAKE_STREAM_MAGIC, .owner = f, .async = f->async};
+  if (s->async) {
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    if (pthread_create(&s->thread, NULL, fake_stream_main, s) != 0) {
+      pthread_cond_destroy(&s->idle);
+      pthread_cond_destroy(&s->work);
+      pthread_mutex_destroy(&s->lock);
+      free(s);
+      return fake_host->status_create(ONYX_FAIL, "fake: cannot start a stream thread");
+    }
+  }
+  atomic_fetch_add(&f->stats.streams, 1);
   *out = s;
   return NULL;
 }
@@ -250,18 +420,41 @@ static void fake_release_stream(OnyxEp* ep, OnyxStream* s) {
     fake_host->log(ONYX_LOG_ERROR, FAKE_NAME, "release_stream of a foreign stream %p", (void*)s);
     return;
   }
+  if (s->async) {
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL); /* runs what is still queued first */
+    pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->lock);
+    free(s->error);
+  }
   free(s);
 }
 
 static OnyxStatus* fake_sync_stream(OnyxEp* ep, OnyxStream* s) {
   atomic_fetch_add(&fake_ep(ep)->stats.syncs, 1);
-  return fake_check_stream(fake_ep(ep), s, "sync_stream");
+  OnyxStatus* st = fake_check_stream(fake_ep(ep), s, "sync_stream");
+  if (st || !fake_stream_is_async(s)) return st;
+  pthread_mutex_lock(&s->lock);
+  while (s->unfinished)
+    pthread_cond_wait(&s->idle, &s->lock);
+  char* error = s->error;
+  OnyxStatusCode code = s->error_code;
+  s->error = NULL;
+  pthread_mutex_unlock(&s->lock);
+  if (!error) return NULL;
+  st = fake_host->status_create(code, "%s", error);
+  free(error);
+  return st;
 }
 
 static OnyxStatus* fake_create_event(OnyxEp* ep, OnyxEvent** out) {
-  OnyxEvent* e = malloc(sizeof *e);
+  OnyxEvent* e = calloc(1, sizeof *e);
   if (!e) return fake_host->status_create(ONYX_OUT_OF_MEMORY, "fake: out of memory for an event");
-  *e = (OnyxEvent){FAKE_EVENT_MAGIC, fake_ep(ep), false};
+  *e = (OnyxEvent){.magic = FAKE_EVENT_MAGIC, .owner = fake_ep(ep)};
   atomic_fetch_add(&fake_ep(ep)->stats.events, 1);
   *out = e;
   return NULL;
@@ -272,8 +465,18 @@ static OnyxStatus* fake_record_event(OnyxEp* ep, OnyxEvent* e, OnyxStream* s) {
   OnyxStatus* st = fake_check_event(f, e, "record_event");
   if (!st) st = fake_check_stream(f, s, "record_event");
   if (st) return st;
-  e->recorded = true; /* work is synchronous: done as soon as it is queued */
   atomic_fetch_add(&f->stats.records, 1);
+  pthread_mutex_lock(&f->event_lock);
+  uint64_t gen = ++e->recorded;
+  pthread_mutex_unlock(&f->event_lock);
+  if (!fake_stream_is_async(s)) {
+    fake_event_complete(e, gen, ONYX_OK, NULL); /* the work before it is done */
+    return NULL;
+  }
+  FakeWork* w = calloc(1, sizeof *w);
+  if (!w) return fake_host->status_create(ONYX_OUT_OF_MEMORY, "fake: out of memory for a record");
+  *w = (FakeWork){.kind = FAKE_WORK_MARK, .event = e, .gen = gen};
+  fake_stream_push(s, w);
   return NULL;
 }
 
@@ -283,7 +486,21 @@ static OnyxStatus* fake_wait_event(OnyxEp* ep, OnyxEvent* e, OnyxStream* s) {
   if (!st) st = fake_check_stream(f, s, "wait_event");
   if (st) return st;
   atomic_fetch_add(&f->stats.waits, 1);
-  return NULL;
+  pthread_mutex_lock(&f->event_lock);
+  uint64_t gen = e->recorded;
+  if (fake_stream_is_async(s)) {
+    pthread_mutex_unlock(&f->event_lock);
+    FakeWork* w = calloc(1, sizeof *w);
+    if (!w) return fake_host->status_create(ONYX_OUT_OF_MEMORY, "fake: out of memory for a wait");
+    *w = (FakeWork){.kind = FAKE_WORK_WAIT, .event = e, .gen = gen};
+    fake_stream_push(s, w);
+    return NULL;
+  }
+  while (e->done < gen)
+    pthread_cond_wait(&f->event_cond, &f->event_lock);
+  if (e->error) st = fake_host->status_create(e->error_code, "%s", e->error);
+  pthread_mutex_unlock(&f->event_lock);
+  return st;
 }
 
 static void fake_release_event(OnyxEp* ep, OnyxEvent* e) {
@@ -292,6 +509,7 @@ static void fake_release_event(OnyxEp* ep, OnyxEvent* e) {
     fake_host->log(ONYX_LOG_ERROR, FAKE_NAME, "release_event of a foreign event %p", (void*)e);
     return;
   }
+  free(e->error);
   free(e);
 }
 

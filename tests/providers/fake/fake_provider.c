@@ -6,10 +6,15 @@
  *   fuse           ops fused into groups, one compiled kernel each (default "")
  *   decline_reason text of declines (default "fake device: op not supported")
  *   bad_group      "1": claim a non-convex group, which the host must refuse
- *   fail           device_count|create_ep|get_capability|compile|compute|alloc
+ *   fail           device_count|create_ep|get_capability|compile|compute|alloc|queued
+ *                  (queued: the kernels' work fails where it runs, on the stream)
  *   no_device      "1": no device ("fake device unplugged")
  *   cheap_relu     "1": mark claimed Relu nodes cheap
  *   stats_file     path written at EP release with the counters
+ *   async          "1": the stream is a worker thread; kernels and copies queue
+ *                  their work on it and return at once (default "0": synchronous)
+ *   latency_ms     each kernel's work first sleeps this long (default 0), the
+ *                  injected device latency
  * device_count gets no options, so "no_device" and "fail=device_count" are
  * reported by create_ep; the environment variables ONYX_FAKE_NO_DEVICE=1 and
  * ONYX_FAKE_FAIL=device_count make device_count itself fail. */
@@ -84,6 +89,7 @@ static const struct {
     {"compile", FAKE_FAIL_COMPILE},
     {"compute", FAKE_FAIL_COMPUTE},
     {"alloc", FAKE_FAIL_ALLOC},
+    {"queued", FAKE_FAIL_QUEUED},
 };
 
 static OnyxStatus* bad_option(const char* key, const char* value, const char* expected) {
@@ -98,8 +104,8 @@ static OnyxStatus* opt_fail(FakeEp* f, const char* key, const char* v) {
       return NULL;
     }
   }
-  return bad_option(key, v,
-                    "one of device_count, create_ep, get_capability, compile, compute, alloc");
+  return bad_option(
+      key, v, "one of device_count, create_ep, get_capability, compile, compute, alloc, queued");
 }
 
 static OnyxStatus* opt_flag(const char* key, const char* v, bool* out) {
@@ -150,6 +156,17 @@ static OnyxStatus* opt_cheap(FakeEp* f, const char* key, const char* v) {
 static OnyxStatus* opt_no_device(FakeEp* f, const char* key, const char* v) {
   return opt_flag(key, v, &f->no_device);
 }
+static OnyxStatus* opt_async(FakeEp* f, const char* key, const char* v) {
+  return opt_flag(key, v, &f->async);
+}
+static OnyxStatus* opt_latency(FakeEp* f, const char* key, const char* v) {
+  char* end = NULL;
+  long ms = strtol(v, &end, 10);
+  if (!*v || *end || ms < 0 || ms > 60000)
+    return bad_option(key, v, "a whole number of milliseconds from 0 to 60000");
+  f->latency_ms = ms;
+  return NULL;
+}
 
 static const struct {
   const char* key;
@@ -163,6 +180,8 @@ static const struct {
     {"no_device", opt_no_device},
     {"cheap_relu", opt_cheap},
     {"stats_file", opt_stats},
+    {"async", opt_async},
+    {"latency_ms", opt_latency},
 };
 
 static OnyxStatus* apply_option(FakeEp* f, const char* key, const char* value) {
@@ -170,7 +189,8 @@ static OnyxStatus* apply_option(FakeEp* f, const char* key, const char* value) {
     if (strcmp(option_table[i].key, key) == 0) return option_table[i].set(f, key, value);
   return fake_host->status_create(ONYX_INVALID_CONFIG,
                                   "fake: unknown option '%s' (known: ops, fuse, decline_reason, "
-                                  "bad_group, fail, no_device, cheap_relu, stats_file)",
+                                  "bad_group, fail, no_device, cheap_relu, stats_file, async, "
+                                  "latency_ms)",
                                   key);
 }
 
@@ -217,6 +237,8 @@ static void ep_free(FakeEp* f) {
   free(f->reasons);
   free(f->decline_reason);
   free(f->stats_file);
+  pthread_cond_destroy(&f->event_cond);
+  pthread_mutex_destroy(&f->event_lock);
   pthread_mutex_destroy(&f->lock);
   free(f);
 }
@@ -243,6 +265,8 @@ static OnyxStatus* create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* args
   FakeEp* f = calloc(1, sizeof *f);
   if (!f) return H->status_create(ONYX_OUT_OF_MEMORY, "fake: out of memory creating the EP");
   pthread_mutex_init(&f->lock, NULL);
+  pthread_mutex_init(&f->event_lock, NULL);
+  pthread_cond_init(&f->event_cond, NULL);
   OnyxStatus* st = apply_options(f, args->options);
   if (!st) st = injected_create_failure(f);
   if (st) {

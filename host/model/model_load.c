@@ -1034,10 +1034,87 @@ static const OxAttr* ox_attr_in(const OxAttr* attrs, size_t n, const char* name)
   return NULL;
 }
 
+/* The scope's names: every value g holds (refreshed as the body's nodes
+ * are added). */
+static OnyxStatus* ox_scope_names(OxScope* sc, const OxGraph* g) {
+  ox_map_free(&sc->names);
+  for (size_t i = 0; i < g->n_values; i++)
+    if (!ox_map_put(&sc->names, g->values[i]->name, g->values[i])) return ox_oom();
+  return NULL;
+}
+
+/* A subgraph attribute of a body node reads the body's values by their names
+ * in the body; once inlined those values carry the call's names (internal
+ * ones prefixed, formal inputs the call's inputs). Renames every read in
+ * `gp` (and deeper subgraphs) of a name that `gp` does not define itself.
+ * `rename` maps body names to call names; `shadow` holds the names the
+ * enclosing subgraphs define, which win. */
+static OnyxStatus* ox_rename_outer(Onnx__GraphProto* gp, const OxMap* rename, const OxMap* shadow,
+                                   int depth) {
+  if (depth > 16) return ox_status(ONYX_INVALID_MODEL, "function body: subgraphs nested too deep");
+  OxMap local = {0};
+  bool oom = false;
+  for (size_t i = 0; shadow && i < shadow->cap; i++)
+    if (shadow->keys && shadow->keys[i]) oom |= !ox_map_put(&local, shadow->keys[i], (void*)1);
+  for (size_t i = 0; i < gp->n_input; i++)
+    oom |= gp->input[i]->name && !ox_map_put(&local, gp->input[i]->name, (void*)1);
+  for (size_t i = 0; i < gp->n_initializer; i++)
+    oom |= gp->initializer[i]->name && !ox_map_put(&local, gp->initializer[i]->name, (void*)1);
+  for (size_t k = 0; k < gp->n_node; k++)
+    for (size_t o = 0; o < gp->node[k]->n_output; o++)
+      oom |= !ox_map_put(&local, gp->node[k]->output[o], (void*)1);
+  OnyxStatus* st = oom ? ox_oom() : NULL;
+  for (size_t k = 0; !st && k < gp->n_node; k++) {
+    Onnx__NodeProto* np = gp->node[k];
+    for (size_t i = 0; !st && i < np->n_input; i++) {
+      const char* to = *np->input[i] && !ox_map_get(&local, np->input[i])
+                           ? ox_map_get(rename, np->input[i])
+                           : NULL;
+      char* copy = to ? ox_strdup(to) : NULL;
+      if (to && !copy) st = ox_oom();
+      if (copy) {
+        free(np->input[i]); /* protobuf-c's default allocator is malloc */
+        np->input[i] = copy;
+      }
+    }
+    for (size_t a = 0; !st && a < np->n_attribute; a++) {
+      Onnx__AttributeProto* ap = np->attribute[a];
+      if (ap->g) st = ox_rename_outer(ap->g, rename, &local, depth + 1);
+      for (size_t j = 0; !st && j < ap->n_graphs; j++)
+        st = ox_rename_outer(ap->graphs[j], rename, &local, depth + 1);
+    }
+  }
+  ox_map_free(&local);
+  return st;
+}
+
+/* Renames, in every subgraph attribute of the body's nodes, the reads of body
+ * values to the names they get in g. */
+static OnyxStatus* ox_body_subgraph_names(const Onnx__FunctionProto* f, const OxMap* internal,
+                                          char** ins, size_t n_in) {
+  OxMap rename = {0};
+  bool oom = false;
+  for (size_t i = 0; i < internal->cap; i++)
+    if (internal->keys && internal->keys[i])
+      oom |= !ox_map_put(&rename, internal->keys[i], internal->vals[i]);
+  for (size_t j = 0; j < f->n_input; j++)
+    oom |= !ox_map_put(&rename, f->input[j], j < n_in && ins[j] ? ins[j] : "");
+  OnyxStatus* st = oom ? ox_oom() : NULL;
+  for (size_t k = 0; !st && k < f->n_node; k++)
+    for (size_t a = 0; !st && a < f->node[k]->n_attribute; a++) {
+      Onnx__AttributeProto* ap = f->node[k]->attribute[a];
+      if (ap->g) st = ox_rename_outer(ap->g, &rename, NULL, 1);
+      for (size_t j = 0; !st && j < ap->n_graphs; j++)
+        st = ox_rename_outer(ap->graphs[j], &rename, NULL, 1);
+    }
+  ox_map_free(&rename);
+  return st;
+}
+
 /* The nodes of one body, added to g in place of the call. */
 static OnyxStatus* ox_expand_body(OxGraph* g, const char* cname, char** ins, size_t n_in,
                                   char** outs, size_t n_out, const OxAttr* attrs, size_t n_attrs,
-                                  const Onnx__FunctionProto* f) {
+                                  Onnx__FunctionProto* f) {
   OxLoader L = {.lim = ox_limits(NULL), .root = g};
   OxScope sc = {.g = g};
   OxMap internal = {0};
@@ -1060,6 +1137,7 @@ static OnyxStatus* ox_expand_body(OxGraph* g, const char* cname, char** ins, siz
       }
       made[n_made++] = u;
     }
+  if (!st) st = ox_body_subgraph_names(f, &internal, ins, n_in);
   for (size_t k = 0; !st && k < f->n_node; k++) {
     const Onnx__NodeProto* bn = f->node[k];
     const char** bi = calloc(bn->n_input + 1, sizeof *bi);
@@ -1092,11 +1170,15 @@ static OnyxStatus* ox_expand_body(OxGraph* g, const char* cname, char** ins, siz
         if (!src) continue; /* not given: the op's default */
         st = ox_attr_copy(src, ox_str(ap->name), &a);
       } else {
-        st = ox_read_attr(&L, &sc, ap, 0, &a);
+        /* A subgraph reads the values g holds so far by name. */
+        if (ap->g || ap->n_graphs) st = ox_scope_names(&sc, g);
+        if (!st) st = ox_read_attr(&L, &sc, ap, 0, &a);
       }
       if (!st) st = ox_node_add_attr(n, &a);
       ox_attr_discard(&a);
     }
+    /* Its subgraphs' outer-scope reads become implicit inputs, as at load. */
+    if (!st && n) st = ox_node_link_subgraphs(g, n);
     free(bi);
     free(bo);
     free(name);
@@ -1105,6 +1187,7 @@ static OnyxStatus* ox_expand_body(OxGraph* g, const char* cname, char** ins, siz
     free(made[i]);
   free(made);
   ox_map_free(&internal);
+  ox_map_free(&sc.names);
   return st;
 }
 

@@ -19,6 +19,9 @@
 
 #include "onyx/onyx.h"
 #include "onyx/onyx_ep.h"
+#include "ox_function_body.h"
+#include "ox_graph.h"
+#include "ox_model.h"
 #include "ox_test_models.h"
 
 static void ok(OnyxStatus* st) {
@@ -614,6 +617,44 @@ static void test_function_expansion(void** state) {
   onyx_session_release(s);
 }
 
+/* Range's ONNX body holds a Loop whose body reads the function's formal
+ * input `delta` and its own values from the enclosing body: expanded into a
+ * graph, those reads take the call's names (the graph input 'd' here) and
+ * become the Loop's implicit inputs, so the graph resolves. */
+static void test_function_expansion_subgraph_reads(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(14);
+  otm_input(m, "s", ONYX_ELEM_FLOAT32, 0, NULL);
+  otm_input(m, "l", ONYX_ELEM_FLOAT32, 0, NULL);
+  otm_input(m, "d", ONYX_ELEM_FLOAT32, 0, NULL);
+  otm_node(m, "Range", "rng", "s,l,d", "Y");
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 1, (int64_t[]){-1});
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OxGraph* g = NULL;
+  ok(ox_model_load_bytes(bytes, len, NULL, "<memory>", NULL, &g));
+  free(bytes);
+  ok(ox_graph_resolve(g, NULL, 0));
+  assert_int_equal(g->n_nodes, 1);
+  size_t body_len = 0;
+  const uint8_t* body = ox_schema_function_body("", "Range", g->nodes[0]->since_version, &body_len);
+  assert_non_null(body);
+  ok(ox_graph_expand_function(g, g->nodes[0], body, body_len));
+  ok(ox_graph_resolve(g, NULL, 0));
+  const OxNode* loop = NULL;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    if (!strcmp(g->nodes[i]->op_type, "Loop")) loop = g->nodes[i];
+  assert_non_null(loop);
+  bool reads_d = false;
+  for (size_t i = loop->n_inputs - loop->n_implicit; i < loop->n_inputs; i++)
+    reads_d |= loop->inputs[i] && !strcmp(loop->inputs[i]->name, "d");
+  assert_true(reads_d); /* the body's 'delta' is the call's 'd' */
+  assert_null(ox_graph_find(g, "delta"));
+  ox_graph_free(g);
+}
+
 /* Moves the nodes built in a scratch graph into a function body. */
 static void fn_body(OxTestModel* m, Onnx__FunctionProto* f, const char* ins, const char* outs) {
   Onnx__GraphProto* g = otm_end_graph(m);
@@ -807,6 +848,7 @@ int main(void) {
       cmocka_unit_test(test_optionals),
       cmocka_unit_test(test_optional_get_none),
       cmocka_unit_test(test_function_expansion),
+      cmocka_unit_test(test_function_expansion_subgraph_reads),
       cmocka_unit_test(test_model_local_functions),
       cmocka_unit_test(test_flex_prob_mod),
       cmocka_unit_test(test_adagrad),

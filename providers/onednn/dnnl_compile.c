@@ -842,11 +842,13 @@ static bool chain_layout(int rank, const int64_t* dims, dnnl_memory_desc_t* md) 
   if (rank < 3 || rank > 5) return false;
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   bool avx512 = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  /* Indexed one array at a time: GCC's object-size check misjudges an index
+   * into `(c ? b16 : b8)` (UBSan reports a false overflow). */
+  dnnl_format_tag_t tag = avx512 ? b16[rank - 3] : b8[rank - 3];
   dnnl_dims_t d;
   for (int i = 0; i < rank; i++)
     d[i] = dims[i];
-  return dnnl_memory_desc_init_by_tag(md, rank, d, dnnl_f32, (avx512 ? b16 : b8)[rank - 3]) ==
-         dnnl_success;
+  return dnnl_memory_desc_init_by_tag(md, rank, d, dnnl_f32, tag) == dnnl_success;
 }
 
 static OnyxStatus* build_conv(const Group* g, Plan* pl, const Build* bc) {

@@ -351,10 +351,16 @@ static bool ran_on(json_t* events, const char* step, const char* provider) {
 
 /* Host ops whose subgraphs hold nodes for providers (host/exec/ox_control.h). */
 static bool has_subgraphs(const OnyxNodeInfo* info) {
-  static const char* const kOps[] = {"If", "Loop", "Scan", "SequenceMap"};
-  if (*info->domain) return false;
+  static const struct {
+    const char* domain;
+    const char* op;
+  } kOps[] = {{"", "If"},
+              {"", "Loop"},
+              {"", "Scan"},
+              {"", "SequenceMap"},
+              {"ai.onnx.preview", "FlexAttention"}};
   for (size_t i = 0; i < sizeof kOps / sizeof kOps[0]; i++)
-    if (!strcmp(info->op_type, kOps[i])) return true;
+    if (!strcmp(info->domain, kOps[i].domain) && !strcmp(info->op_type, kOps[i].op)) return true;
   return false;
 }
 

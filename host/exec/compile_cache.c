@@ -345,8 +345,7 @@ static bool group_key(const OnyxSession* s, int32_t ep, const OxGroup* grp, uint
   return !k.uncacheable;
 }
 
-/* --- Entries ------------------------------------------------------------------------------------
- */
+/* --- Entries ------------------------------------------------------------------------------ */
 
 /* The largest payload read: four times the model limit (an entry holds
  * weights, often twice over: as given and in the provider's layout). */
@@ -382,7 +381,7 @@ static bool write_all(int fd, const void* buf, size_t n) {
 typedef enum EntryRead { ENTRY_MISSING, ENTRY_BAD, ENTRY_OK } EntryRead;
 
 /* Reads and checks the entry at `path`: ENTRY_OK with the payload in *data
- * (malloc'ed), ENTRY_MISSING, or ENTRY_BAD with the reason in `why`. */
+ * (freed with free()), ENTRY_MISSING, or ENTRY_BAD with the reason in `why`. */
 static EntryRead read_entry(const OnyxSession* s, const char* path, const uint8_t key[16],
                             uint8_t** data, size_t* len, char* why, size_t why_len) {
   *data = NULL;
@@ -500,8 +499,7 @@ static bool write_entry(const char* dir, const char* path, const uint8_t key[16]
   return ok;
 }
 
-/* --- Compiling through the cache
- * ------------------------------------------------------------------ */
+/* --- Compiling through the cache ---------------------------------------------------------- */
 
 static OnyxStatus* compile_plain(OnyxEp* ep, OxGroup* grp) {
   grp->kernel = (OnyxCompiledKernel){.struct_size = sizeof grp->kernel};

@@ -13,7 +13,9 @@
  * the one the consumer's primitive wants. Values passed from stage to stage
  * stay in the producer's (blocked) layout in per-run scratch buffers. Plans
  * are built on first use of a shape and shared by concurrent runs (a mutex
- * guards the cache only).
+ * guards the cache only); with the session's compiled-group cache, the plan
+ * of static input shapes is built at session creation instead (the end of
+ * this file).
  *
  * Threads: Debian's oneDNN uses OpenMP; each compute sets the calling
  * thread's OpenMP team size to the session's intra-op thread count, so the
@@ -1538,19 +1540,18 @@ OnyxStatus* dnnl_group_compute(void* state, OnyxKernelContext* ctx) {
   return st;
 }
 
-/* --- Compiled-group cache (OnyxEp.save_compiled / load_compiled)
- * ----------------------------------
+/* --- Compiled-group cache (OnyxEp.save_compiled / load_compiled) ------------------------------
  *
  * oneDNN's CPU primitives cannot be serialized (its cache blobs are GPU-only),
  * so an entry keeps what a fresh process would otherwise recompute from the
  * weights: for a group whose input shapes are static, the plan's weights
  * already reordered into the layouts the primitives chose (for 3x3
  * convolutions on the Winograd path, already transformed). Saving builds that
- * plan at session creation; loading builds it again (the primitives, which
- * are cheap to create once their weights exist) and takes each stage's
- * weights from the entry when the primitive chose exactly the stored layout,
- * so the first run starts with every plan ready and no weight reorder. The
- * payload layout is in dnnl_ep.h. */
+ * plan at session creation; loading builds it again, creating the primitives
+ * (cheap next to the reorders) and taking each stage's weights from the entry
+ * when the primitive chose exactly the stored layout, so the first run finds
+ * its plan built and no weight is reordered. The payload layout is in
+ * dnnl_ep.h. */
 
 #define FITS(s, field) ((s)->struct_size >= offsetof(__typeof__(*(s)), field) + sizeof((s)->field))
 

@@ -6,9 +6,10 @@
  * folded into a Conv, element-wise and residual-Add post-ops), merging
  * consecutive Conv/pooling groups into chains — and compile (dnnl_compile.c)
  * turns each group into a sequence of stages of oneDNN primitives built per
- * input shape, cached, with constant weights reordered once. Host memory only: no
- * allocator, no copies with the CPU provider. Built against the SDK headers
- * and oneDNN's C API. */
+ * input shape, cached, with constant weights reordered once; save_compiled
+ * and load_compiled keep a group's static-shape plan weights in the
+ * session's compiled-group cache. Host memory only: no allocator, no copies
+ * with the CPU provider. Built against the SDK headers and oneDNN's C API. */
 #ifndef DNNL_EP_H
 #define DNNL_EP_H
 

@@ -89,6 +89,25 @@ static double back_and_forth_ref(double x) {
   return b * a - a;
 }
 
+/* k = Sigmoid(X) on fake (queued, with latency); n = Neg(X) and m = Abs(X)
+ * on the CPU; b = Add(n, k) on fake; Y = Sub(b, m) on the CPU. The copy of
+ * n to fake is queued behind the slow Sigmoid, so it reads n well after the
+ * host ran past n's last use and computed m, which has n's size and could
+ * take n's memory. */
+static Model busy_stream_model(void) {
+  OxTestModel* m = model_start();
+  otm_node(m, "Sigmoid", "sigmoid", "X", "k");
+  otm_node(m, "Neg", "neg", "X", "n");
+  otm_node(m, "Add", "add", "n,k", "b");
+  otm_node(m, "Abs", "abs", "X", "m");
+  otm_node(m, "Sub", "sub", "b,m", "Y");
+  return model_finish(m);
+}
+
+static double busy_stream_ref(double x) {
+  return -x + 1.0 / (1.0 + exp(-x)) - fabs(x);
+}
+
 /* --- sessions ------------------------------------------------------------------------ */
 
 typedef struct Ctx {
@@ -328,6 +347,21 @@ static void test_back_and_forth(void** state) {
   assert_int_equal(stat_of(c, 0, "live"), 0);
 }
 
+/* A host value that a stream reads later than the host's last use of it
+ * keeps its memory until the stream is past the read. */
+static void test_host_value_read_by_busy_stream(void** state) {
+  Ctx* c = *state;
+  Model model = busy_stream_model();
+  OnyxSession* s = session_ok(config(c, true, 50, "Sigmoid,Add", "Tanh", ""), &model);
+  assert_int_equal(nodes_on(s, "fake"), 2);
+  assert_int_equal(nodes_on(s, "cpu"), 3);
+  for (int r = 0; r < 3; r++)
+    run_check(s, X_DATA, busy_stream_ref);
+  onyx_session_release(s);
+  free(model.bytes);
+  assert_int_equal(stat_of(c, 0, "live"), 0);
+}
+
 /* Concurrent runs of one session share the streams but not the events. */
 #define THREADS 4
 #define RUNS    3
@@ -390,6 +424,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_queued_error_surfaces, ctx_setup, ctx_teardown),
       cmocka_unit_test_setup_teardown(test_chain_between_streams, ctx_setup, ctx_teardown),
       cmocka_unit_test_setup_teardown(test_back_and_forth, ctx_setup, ctx_teardown),
+      cmocka_unit_test_setup_teardown(test_host_value_read_by_busy_stream, ctx_setup, ctx_teardown),
       cmocka_unit_test_setup_teardown(test_concurrent_runs, ctx_setup, ctx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -736,6 +736,74 @@ static long view_index(const View* v, const OnyxNode* n) {
   return -1;
 }
 
+/* The ops a group is worth making for on their own: everything else is light
+ * (element-wise, Softmax, normalizations). */
+static bool heavy(const OnyxNode* n) {
+  return is_op(n, "Conv") || is_fused_conv(n) || is_op(n, "MatMul") || is_op(n, "Gemm") ||
+         is_fused_matmul(n) || is_op(n, "ConvTranspose");
+}
+
+/* A MatMul whose A has rank above 2: the transformer projections
+ * ([B, S, K] x [K, N]) and attention's batched products. Measured slower here
+ * than in the CPU provider's GEMM, as FusedMatMul's (match_anchor). */
+static bool leave_matmul(const OnyxNode* n) {
+  return is_op(n, "MatMul") && H->value_rank(in(n, 0)) > 2;
+}
+
+/* Marks (in `left`, per view index) the work this provider leaves to the
+ * next one: each MatMul of leave_matmul with the chain it would have
+ * absorbed (bias, post-ops, residual sum), then, in topological order,
+ * every light node whose inputs come from that work or from nodes this
+ * provider does not take (graph inputs, other providers' nodes, ops it has
+ * no primitive for), at least one from that work. A light op alone is not
+ * worth a group here, and left with its producer the next provider can fuse
+ * it (into its product, its attention, its Gelu). */
+static bool mark_left(const DnnlEp* ep, const View* v, bool* left) {
+  NodeMap index = {0};
+  bool* mine = calloc(v->n ? v->n : 1, sizeof *mine);
+  bool ok = mine && nm_init(&index, v->n);
+  bool any = false;
+  for (size_t i = 0; ok && i < v->n; i++)
+    ok = nm_put(&index, H->graph_node(v->g, i), (long)i);
+  for (size_t i = 0; ok && i < v->n; i++) {
+    const OnyxNode* n = H->graph_node(v->g, i);
+    if (left[i] || !leave_matmul(n)) continue;
+    DnnlPattern p;
+    const char* why = NULL;
+    const OnyxNode* nodes[DNNL_PATTERN_NODES] = {n};
+    size_t cnt = dnnl_match(ep, v->g, n, &p, &why) ? dnnl_pattern_nodes(&p, nodes) : 1;
+    for (size_t k = 0; k < cnt; k++) {
+      long at = nm_get(&index, nodes[k]);
+      if (at >= 0) left[at] = true;
+    }
+    any = true;
+  }
+  for (size_t i = 0; ok && any && i < v->n; i++) {
+    const OnyxNode* n = H->graph_node(v->g, i);
+    DnnlPattern p;
+    const char* why = NULL;
+    if (left[i]) continue;
+    bool from_left = false, elsewhere = true;
+    for (size_t k = 0; !heavy(n) && k < H->node_input_count(n) && elsewhere; k++) {
+      const OnyxValueInfo* x = H->node_input(n, k);
+      const OnyxNode* prod = x && !H->value_constant(x) ? H->value_producer(x) : NULL;
+      long at = prod ? nm_get(&index, prod) : -1;
+      if (at < 0) continue; /* a graph input, or another provider's node */
+      if (left[at])
+        from_left = true;
+      else
+        elsewhere = !mine[at];
+    }
+    if (from_left && elsewhere)
+      left[i] = true;
+    else
+      mine[i] = dnnl_match(ep, v->g, n, &p, &why);
+  }
+  nm_free(&index);
+  free(mine);
+  return ok;
+}
+
 /* Stages that may be chained: Conv groups and pooling. */
 static bool chainable(const DnnlPattern* p) {
   return p->kind == DK_CONV || p->kind == DK_POOL;
@@ -748,10 +816,21 @@ OnyxStatus* dnnl_get_capability(OnyxEp* ep_, const OnyxGraphView* g, OnyxCapabil
   Merger m = {.c = calloc(v.n ? v.n : 1, sizeof(Claim))};
   bool maps = nm_init(&m.owner, v.n) && nm_init(&m.in_set, 64) && nm_init(&m.seen, v.n);
   OnyxStatus* st = NULL;
-  if (!taken || !m.c || !maps) st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+  bool* left = calloc(v.n ? v.n : 1, sizeof *left);
+  if (!taken || !m.c || !maps || !left) st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+  if (!st && !mark_left(ep, &v, left)) st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
   for (size_t i = 0; i < v.n && !st; i++) {
     if (taken[i]) continue;
     const OnyxNode* n = H->graph_node(g, i);
+    if (left[i]) {
+      H->decline_node(b, n,
+                      leave_matmul(n)
+                          ? "MatMul with A of rank above 2 is left to the next provider (the CPU "
+                            "provider's GEMM is faster)"
+                          : "its inputs come from work left to the next provider, which can fuse "
+                            "it there");
+      continue;
+    }
     DnnlPattern p;
     const char* why = NULL;
     if (!dnnl_match(ep, g, n, &p, &why)) {
@@ -809,6 +888,7 @@ OnyxStatus* dnnl_get_capability(OnyxEp* ep_, const OnyxGraphView* g, OnyxCapabil
   nm_free(&m.owner);
   nm_free(&m.in_set);
   nm_free(&m.seen);
+  free(left);
   free(m.c);
   free(taken);
   return st;

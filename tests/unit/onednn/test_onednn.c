@@ -602,6 +602,13 @@ static void test_fused_matmul(void** state) {
   assert_non_null(r);
   snprintf(line, sizeof line, "%.*s", (int)strcspn(r, "\n"), r);
   assert_non_null(strstr(line, "-> onednn (group"));
+  /* The 3-D product and its chain are left to the CPU provider, which fuses
+   * them (MatMul + Add + Relu -> FusedMatMul with activation Relu). */
+  assert_non_null(strstr(text, "declined by onednn as mm: MatMul with A of rank above 2 is left"));
+  const char* f = strstr(text, "FusedMatMul");
+  assert_non_null(f);
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(f, "\n"), f);
+  assert_non_null(strstr(line, "-> cpu"));
   onyx_free(text);
   float a[48], t[48];
   for (int i = 0; i < 48; i++)

@@ -323,15 +323,6 @@ static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
   return NULL;
 }
 
-/* One tensor through a provider's copy_tensors, queued on its stream. */
-static OnyxStatus* ox_ep_copy(OnyxSession* s, int32_t ep, const OxTensor* src, OxTensor* dst) {
-  OnyxEp* e = s->eps[ep].ep;
-  const OnyxTensor* sp = src;
-  OnyxTensor* dp = dst;
-  OnyxStatus* st = e->copy_tensors(e, &sp, &dp, 1, s->eps[ep].stream);
-  return st ? ox_status_wrap(st, "provider '%s': copy_tensors", s->eps[ep].name) : NULL;
-}
-
 /* The copy by the path the plan chose (ox_streams.h); the host waited for
  * the source's producer already when it ran on another stream. */
 static OnyxStatus* ox_copy_by_path(OnyxSession* s, const OxStep* st, int32_t path,
@@ -343,9 +334,9 @@ static OnyxStatus* ox_copy_by_path(OnyxSession* s, const OxStep* st, int32_t pat
   case OX_COPY_HOST:
     return ox_copy_tensor(s, src, dst, -1, -1); /* memcpy: both are host memories */
   case OX_COPY_BY_DST:
-    return ox_ep_copy(s, st->copy_dst_ep, src, dst);
+    return ox_session_ep_copy(s, st->copy_dst_ep, src, dst);
   case OX_COPY_BY_SRC:
-    return ox_ep_copy(s, st->copy_src_ep, src, dst);
+    return ox_session_ep_copy(s, st->copy_src_ep, src, dst);
   default: {
     /* ox_copy_tensor synchronizes the source's stream before and both
      * streams after staging. */

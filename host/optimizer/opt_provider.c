@@ -57,25 +57,6 @@ static OnyxStatus* ox_edit_mark(OnyxGraphEdit* e, const OnyxNode* const* nodes, 
   return NULL;
 }
 
-/* No path leaves the set and comes back: walking the graph in topological
- * order, a node outside the set reading the set (or such a node) is
- * downstream; a set node reading a downstream value closes a cycle. */
-static const OxNode* ox_edit_nonconvex(const OxGraph* g, const bool* in_set, bool* down) {
-  for (size_t i = 0; i < g->n_nodes; i++) {
-    const OxNode* n = g->nodes[i];
-    bool from_set = false, from_down = false;
-    for (size_t k = 0; k < n->n_inputs; k++) {
-      const OxValue* v = n->inputs[k];
-      if (!v || !v->producer) continue;
-      from_set |= in_set[v->producer->index];
-      from_down |= down[v->producer->index];
-    }
-    if (in_set[i] && from_down) return n;
-    if (!in_set[i]) down[i] = from_set || from_down;
-  }
-  return NULL;
-}
-
 static bool ox_listed(const OnyxValueInfo* const* list, size_t n, const OxValue* v) {
   for (size_t i = 0; i < n; i++)
     if (list[i] == v) return true;
@@ -234,7 +215,7 @@ OnyxStatus* ox_edit_replace(OnyxGraphEdit* e, const OnyxNode* const* nodes, size
   if (!st) st = ox_edit_mark(e, nodes, n_nodes, in_set);
   if (!st)
     st = ox_edit_check_values(e, in_set, nodes, n_nodes, inputs, n_inputs, outputs, n_outputs);
-  const OxNode* w = st ? NULL : ox_edit_nonconvex(g, in_set, down);
+  const OxNode* w = st ? NULL : ox_nonconvex_witness(g, in_set, down);
   if (w)
     st = ox_status(ONYX_PLACEMENT_ERROR,
                    "provider '%s': edit_replace: the set is not convex (a path leaves it and "

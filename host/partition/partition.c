@@ -89,8 +89,7 @@ static OnyxStatus* ox_claim_node(OnyxCapabilityBuilder* b, const OnyxNode* cn) {
  * node outside the group is "downstream" if it reads a group node's or a
  * downstream node's output; a group node reading a downstream value closes
  * such a path. */
-static const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group,
-                                          bool* downstream) {
+const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group, bool* downstream) {
   for (size_t i = 0; i < g->n_nodes; i++) {
     const OxNode* n = g->nodes[i];
     bool from_group = false, from_down = false;

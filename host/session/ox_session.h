@@ -108,6 +108,10 @@ typedef struct OxPartition {
  * the node, op and provider. */
 OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts);
 void ox_partition_clear(OxPartition* p);
+/* A node of a set (in_group, per node index) that a path leaving the set
+ * re-enters, or NULL when the set is convex; `downstream` is scratch of
+ * g->n_nodes zeroed entries. */
+const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group, bool* downstream);
 /* Recounts the nodes placed on each provider (after the graph changed). */
 void ox_partition_count(OxPartition* p);
 
@@ -281,6 +285,9 @@ OnyxStatus* ox_session_apply_priorities(struct OnyxSession* s);
 /* Index of the provider whose allocator serves memory `mem` (-1: none). */
 int32_t ox_session_ep_for_memory(struct OnyxSession* s, const OnyxMemoryDevice* mem);
 
+/* One tensor through provider ep's copy_tensors, queued on its stream. */
+OnyxStatus* ox_session_ep_copy(struct OnyxSession* s, int32_t ep, const OxTensor* src,
+                               OxTensor* dst);
 /* Copies src into dst (same type/shape), choosing host memcpy, the
  * destination's or the source's provider copy, or staging through host. */
 OnyxStatus* ox_copy_tensor(struct OnyxSession* s, const OxTensor* src, OxTensor* dst,

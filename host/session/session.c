@@ -108,7 +108,7 @@ static bool ox_ep_copies(OnyxSession* s, int32_t ep, const OnyxMemoryDevice* a,
   return e->can_copy && e->copy_tensors && e->can_copy(e, a, b);
 }
 
-static OnyxStatus* ox_ep_copy(OnyxSession* s, int32_t ep, const OxTensor* src, OxTensor* dst) {
+OnyxStatus* ox_session_ep_copy(OnyxSession* s, int32_t ep, const OxTensor* src, OxTensor* dst) {
   OnyxEp* e = s->eps[ep].ep;
   const OnyxTensor* sp = src;
   OnyxTensor* dp = dst;
@@ -142,8 +142,10 @@ OnyxStatus* ox_copy_tensor(OnyxSession* s, const OxTensor* src, OxTensor* dst, i
     }
     return NULL;
   }
-  if (ox_ep_copies(s, dst_ep, &src->device, &dst->device)) return ox_ep_copy(s, dst_ep, src, dst);
-  if (ox_ep_copies(s, src_ep, &src->device, &dst->device)) return ox_ep_copy(s, src_ep, src, dst);
+  if (ox_ep_copies(s, dst_ep, &src->device, &dst->device))
+    return ox_session_ep_copy(s, dst_ep, src, dst);
+  if (ox_ep_copies(s, src_ep, &src->device, &dst->device))
+    return ox_session_ep_copy(s, src_ep, src, dst);
   /* Staging through host memory: source -> host -> destination. */
   bool out_ok =
       src->device.kind == ONYX_DEVICE_CPU || ox_ep_copies(s, src_ep, &src->device, &OX_HOST_MEMORY);

@@ -286,9 +286,18 @@ static bool ox_in_names(const char* list, const char* name) {
   return false;
 }
 
-/* "a, b" + ", " + "c": the origin list grown by one more name list. */
+/* "a, b" + ", " + "c": the origin list grown by one more name list. A list
+ * stops growing at about OX_ORIGIN_MAX bytes, ending in ", ...": a node
+ * rewritten again and again (a Conv folding a chain of thousands of
+ * BatchNormalizations) must not cost quadratic time in its origin. */
+#define OX_ORIGIN_MAX 1024
 static char* ox_join(const char* a, const char* b) {
-  return a && *a ? ox_asprintf("%s, %s", a, b) : ox_strdup(b);
+  size_t len = a ? strlen(a) : 0;
+  if (len >= OX_ORIGIN_MAX) {
+    const bool cut = len >= 5 && !strcmp(a + len - 5, ", ...");
+    return cut ? ox_strdup(a) : ox_asprintf("%s, ...", a);
+  }
+  return len ? ox_asprintf("%s, %s", a, b) : ox_strdup(b);
 }
 
 /* The transformers that made a node: those that made the nodes it
@@ -373,7 +382,10 @@ void ox_opt_remove(OxOpt* o, OxNode* n) {
   if (o->took_over == n) o->took_over = NULL;
   if (n->priority < o->priority) o->priority = n->priority;
   const char* names = n->origin_nodes ? n->origin_nodes : n->name;
-  ox_str_addf(&o->removed, "%s%s", o->removed.len ? ", " : "", names);
+  if (o->removed.len < OX_ORIGIN_MAX)
+    ox_str_addf(&o->removed, "%s%s", o->removed.len ? ", " : "", names);
+  else if (o->removed.len < 5 || strcmp(o->removed.data + o->removed.len - 5, ", ..."))
+    ox_str_addf(&o->removed, ", ...");
   if (n->origin_pass && !ox_in_names(o->passes.data, n->origin_pass))
     ox_str_addf(&o->passes, "%s%s", o->passes.len ? ", " : "", n->origin_pass);
   ox_graph_remove_node(o->g, n);

@@ -323,6 +323,10 @@ static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
   return NULL;
 }
 
+bool ox_frame_should_stop(const OxFrame* f) {
+  return f->run && __atomic_load_n(&f->run->terminate, __ATOMIC_ACQUIRE);
+}
+
 /* The copy by the path the plan chose (ox_streams.h); the host waited for
  * the source's producer already when it ran on another stream. */
 static OnyxStatus* ox_copy_by_path(OnyxSession* s, const OxStep* st, int32_t path,

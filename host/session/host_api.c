@@ -377,6 +377,15 @@ static int32_t h_value_is_graph_output(const OnyxValueInfo* v) {
   return v && v->is_graph_output;
 }
 
+/* --- cancellation, string lengths (1.1) ---------------------------------------------------- */
+static int32_t h_ctx_should_stop(const OnyxKernelContext* c) {
+  return c && c->frame && ox_frame_should_stop(c->frame);
+}
+static size_t h_tensor_string_len(const OnyxTensor* t, size_t i) {
+  const char* s = h_tensor_string(t, i);
+  return s ? strlen(s) : 0;
+}
+
 /* --- compiled-group cache (1.1) ------------------------------------------------------------- */
 OnyxStatus* ox_blob_write(OnyxBlobWriter* w, const void* data, size_t bytes) {
   if (!w || (bytes && !data)) return ox_status(ONYX_INVALID_ARGUMENT, "blob_write: NULL argument");
@@ -470,6 +479,8 @@ static const OnyxHostApi ox_host_api_table = {
     .edit_set_attr_ints = ox_edit_set_attr_ints,
     .edit_set_attr_string = ox_edit_set_attr_string,
     .blob_write = ox_blob_write,
+    .ctx_should_stop = h_ctx_should_stop,
+    .tensor_string_len = h_tensor_string_len,
 };
 
 const OnyxHostApi* ox_host_api(void) {

@@ -252,6 +252,10 @@ struct OnyxKernelContext {
   size_t n_scratch, cap_scratch;
 };
 
+/* 1 when the run of frame f should stop (terminated through its run
+ * options, or past its time limit): host/exec/executor.c. */
+bool ox_frame_should_stop(const OxFrame* f);
+
 /* max_tensor_bytes against a tensor about to be allocated (any memory). */
 OnyxStatus* ox_session_check_tensor_limit(const struct OnyxSession* s, OnyxElemType type,
                                           const int64_t* dims, size_t rank);

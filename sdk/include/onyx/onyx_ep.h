@@ -455,6 +455,19 @@ struct OnyxHostApi {
   /* --- Compiled-group cache: inside OnyxEp.save_compiled only ------------------ */
   /* Appends bytes to the entry being saved. */
   OnyxStatus* (*blob_write)(OnyxBlobWriter* w, const void* data, size_t bytes);
+
+  /* --- Cancellation: inside compute ---------------------------------------------- */
+  /* 1 when the run should stop: terminated through its run options, or past
+   * its time limit. A kernel whose loops are bounded by input data or
+   * attributes polls it at a bounded interval and then returns an error of
+   * code ONYX_CANCELLED (the host reports the reason). */
+  int32_t (*ctx_should_stop)(const OnyxKernelContext* c);
+
+  /* --- Strings with their length ------------------------------------------------- */
+  /* Byte length of string i of a string tensor, NUL bytes included
+   * (tensor_string gives the same bytes, NUL-terminated: a 1.0 reader sees
+   * them up to the first NUL). */
+  size_t (*tensor_string_len)(const OnyxTensor* t, size_t i);
 };
 
 /* ------------------------------------------------------------------------ */
@@ -587,7 +600,7 @@ ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxPr
 #define ONYX_ABI_V1_0_COMPILED_KERNEL_SIZE 32
 /* 1.1: the value-consumer, graph-edit and blob functions; transform and the
  * compiled-group cache slots. */
-#define ONYX_ABI_V1_1_HOST_API_SIZE 640
+#define ONYX_ABI_V1_1_HOST_API_SIZE 656
 #define ONYX_ABI_V1_1_EP_SIZE       160
 #ifndef __cplusplus
 _Static_assert(offsetof(OnyxHostApi, value_consumer_count) == ONYX_ABI_V1_0_HOST_API_SIZE,

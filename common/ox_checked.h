@@ -40,6 +40,11 @@ static inline int64_t ox_floor_div_i64(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && a < 0) ? q - 1 : q;
 }
+/* Ceiling division for b > 0, without the overflow of (a + b - 1) / b. */
+static inline int64_t ox_ceil_div_i64(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && a > 0) ? q + 1 : q;
+}
 /* A double that converts to int64 without undefined behaviour: finite and
  * within [-2^63, 2^63). */
 static inline bool ox_double_to_i64(double v, int64_t* out) {

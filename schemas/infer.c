@@ -126,6 +126,7 @@ typedef struct Window {
   const int64_t *kernel, *strides, *dilations, *pads;
   const char* auto_pad;
   bool ceil_mode;
+  int64_t extent[OX_INFER_MAX_RANK]; /* dilations[i] * (kernel[i] - 1) + 1 */
 } Window;
 
 /* Checks an ints attribute's length (0: absent, fine). */
@@ -135,6 +136,13 @@ static OnyxStatus* check_len(const OxNode* n, const char* name, size_t have, siz
   return NULL;
 }
 
+static bool auto_pad_same(const Window* w) {
+  return !strcmp(w->auto_pad, "SAME_UPPER") || !strcmp(w->auto_pad, "SAME_LOWER");
+}
+
+/* Reads and validates the window attributes (ONNX spec: kernel_shape,
+ * strides and dilations >= 1, pads >= 0) and computes each dilated kernel
+ * extent with overflow checks, whether or not the input's dims are known. */
 static OnyxStatus* read_window(const OxNode* n, Window* w, const int64_t* kernel, size_t nk) {
   size_t ns, nd, np;
   w->kernel = kernel;
@@ -143,6 +151,8 @@ static OnyxStatus* read_window(const OxNode* n, Window* w, const int64_t* kernel
   w->pads = ox_attr_ints(n, "pads", &np);
   w->auto_pad = ox_attr_s(n, "auto_pad", "NOTSET");
   w->ceil_mode = ox_attr_i(n, "ceil_mode", 0) != 0;
+  if (w->n > OX_INFER_MAX_RANK)
+    return ox_node_err(n, "%zu spatial dims are more than %d", w->n, OX_INFER_MAX_RANK);
   OX_TRY(check_len(n, "kernel_shape", nk, w->n));
   OX_TRY(check_len(n, "strides", ns, w->n));
   OX_TRY(check_len(n, "dilations", nd, w->n));
@@ -156,22 +166,29 @@ static OnyxStatus* read_window(const OxNode* n, Window* w, const int64_t* kernel
     known |= !strcmp(w->auto_pad, pads_modes[i]);
   if (!known) return ox_node_err(n, "attribute 'auto_pad' is '%s'", w->auto_pad);
   for (size_t i = 0; i < w->n; i++) {
-    if (w->kernel[i] < 1) return ox_node_err(n, "attribute 'kernel_shape' has a value < 1");
+    if (w->kernel[i] < 1)
+      return ox_node_err(n, "attribute 'kernel_shape' is %lld on spatial axis %zu, must be >= 1",
+                         (long long)w->kernel[i], i);
     if (w->strides && w->strides[i] < 1)
-      return ox_node_err(n, "attribute 'strides' has a value < 1");
+      return ox_node_err(n, "attribute 'strides' is %lld on spatial axis %zu, must be >= 1",
+                         (long long)w->strides[i], i);
     if (w->dilations && w->dilations[i] < 1)
-      return ox_node_err(n, "attribute 'dilations' has a value < 1");
+      return ox_node_err(n, "attribute 'dilations' is %lld on spatial axis %zu, must be >= 1",
+                         (long long)w->dilations[i], i);
     if (w->pads && (w->pads[i] < 0 || w->pads[i + w->n] < 0))
-      return ox_node_err(n, "attribute 'pads' has a negative value");
+      return ox_node_err(n, "attribute 'pads' is negative (%lld, %lld) on spatial axis %zu",
+                         (long long)w->pads[i], (long long)w->pads[i + w->n], i);
+    int64_t d = w->dilations ? w->dilations[i] : 1, sum;
+    if (!ox_dilated_extent(w->kernel[i], d, &w->extent[i]))
+      return ox_node_err(n,
+                         "attribute 'dilations' (%lld) with kernel size %lld overflows the "
+                         "kernel extent on spatial axis %zu",
+                         (long long)d, (long long)w->kernel[i], i);
+    if (w->pads && !ox_add_i64(w->pads[i], w->pads[i + w->n], &sum))
+      return ox_node_err(n, "attribute 'pads' (%lld + %lld) overflows on spatial axis %zu",
+                         (long long)w->pads[i], (long long)w->pads[i + w->n], i);
   }
   return NULL;
-}
-
-static int64_t div_floor(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-static int64_t div_ceil(int64_t a, int64_t b) {
-  return -div_floor(-a, b);
 }
 
 /* Output extent of spatial dim i of input extent `in` (-1 unknown). */
@@ -179,26 +196,40 @@ static OnyxStatus* window_out(const OxNode* n, const Window* w, size_t i, int64_
                               int64_t* out) {
   *out = ONYX_DIM_UNKNOWN;
   if (in < 0) return NULL;
-  int64_t s = w->strides ? w->strides[i] : 1, dil = w->dilations ? w->dilations[i] : 1;
-  int64_t ek = (w->kernel[i] - 1) * dil + 1; /* effective kernel */
-  if (!strcmp(w->auto_pad, "SAME_UPPER") || !strcmp(w->auto_pad, "SAME_LOWER")) {
-    *out = div_ceil(in, s);
+  int64_t s = w->strides ? w->strides[i] : 1, ek = w->extent[i];
+  if (auto_pad_same(w)) {
+    /* ceil(in / s) outputs; the padding that needs, (o - 1) * s + ek - in,
+     * must be representable too, or the kernel could not run. */
+    int64_t o = ox_ceil_div_i64(in, s), need;
+    if (!ox_mul_i64(o > 0 ? o - 1 : 0, s, &need) || !ox_add_i64(need, ek, &need))
+      return ox_node_err(n,
+                         "attributes 'strides' (%lld) and 'dilations' with auto_pad %s overflow "
+                         "the padded extent on spatial axis %zu",
+                         (long long)s, w->auto_pad, i);
+    *out = o;
     return NULL;
   }
-  int64_t pb = 0, pe = 0;
+  int64_t pb = 0, pe = 0, padded;
   if (strcmp(w->auto_pad, "VALID") && w->pads) {
     pb = w->pads[i];
     pe = w->pads[i + w->n];
   }
-  int64_t span = in + pb + pe - ek;
-  if (span < 0)
+  if (!ox_add3_i64(in, pb, pe, &padded))
+    return ox_node_err(n,
+                       "attribute 'pads' (%lld, %lld) overflows input extent %lld on spatial "
+                       "axis %zu",
+                       (long long)pb, (long long)pe, (long long)in, i);
+  if (padded < ek)
     return ox_node_err(n,
                        "kernel extent %lld exceeds the padded input extent %lld on spatial "
                        "axis %zu",
-                       (long long)ek, (long long)(in + pb + pe), i);
-  int64_t o = (w->ceil_mode ? div_ceil(span, s) : div_floor(span, s)) + 1;
-  /* ceil_mode: a last window that would start inside the end padding is dropped. */
-  if (w->ceil_mode && (o - 1) * s >= in + pb) o--;
+                       (long long)ek, (long long)padded, i);
+  int64_t span = padded - ek; /* both >= 0: no overflow */
+  int64_t o = (w->ceil_mode ? ox_ceil_div_i64(span, s) : span / s) + 1;
+  /* ceil_mode: a last window that would start inside the end padding is
+   * dropped. A start past INT64_MAX is past in + pb too. */
+  int64_t start;
+  if (w->ceil_mode && (!ox_mul_i64(o - 1, s, &start) || start >= in + pb)) o--;
   *out = o;
   return NULL;
 }
@@ -214,54 +245,156 @@ static OnyxStatus* window_shape(const OxNode* n, const OxDims* x, const Window* 
   return NULL;
 }
 
+/* X and W of a convolution, with the rank both agree on (-1: unknown). */
+static OnyxStatus* conv_inputs(const OxNode* n, OxDims* x, OxDims* wt, size_t nk, int32_t* rank) {
+  ox_in_dims(n, 0, x);
+  ox_in_dims(n, 1, wt);
+  int32_t r = x->rank >= 0 ? x->rank : wt->rank;
+  if (r < 0 && nk) r = nk + 2 > OX_INFER_MAX_RANK ? -1 : (int32_t)nk + 2;
+  *rank = r;
+  if (r < 0) return NULL;
+  if (r < 3) return ox_node_err(n, "X must have rank >= 3, has %d", (int)r);
+  if ((x->rank >= 0 && x->rank != r) || (wt->rank >= 0 && wt->rank != r))
+    return ox_node_err(n, "X (rank %d) and W (rank %d) must have the same rank", (int)x->rank,
+                       (int)wt->rank);
+  if (nk && nk != (size_t)r - 2)
+    return ox_node_err(n, "attribute 'kernel_shape' has %zu values for an input of rank %d", nk,
+                       (int)r);
+  if (x->rank < 0) {
+    x->rank = r;
+    for (int32_t i = 0; i < r; i++)
+      x->d[i] = ONYX_DIM_UNKNOWN;
+  }
+  if (wt->rank < 0) {
+    wt->rank = r;
+    for (int32_t i = 0; i < r; i++)
+      wt->d[i] = ONYX_DIM_UNKNOWN;
+  }
+  return NULL;
+}
+
 OnyxStatus* ox_infer_conv(OxNode* n) {
   OxDims x, wt, y;
-  ox_in_dims(n, 0, &x);
-  ox_in_dims(n, 1, &wt);
   OnyxElemType t = ox_in_type(n, 0);
   size_t nk;
   const int64_t* kernel = ox_attr_ints(n, "kernel_shape", &nk);
-  int32_t rank = x.rank >= 0 ? x.rank : wt.rank;
-  if (rank < 0 && nk) rank = (int32_t)nk + 2;
+  int32_t rank;
+  OX_TRY(conv_inputs(n, &x, &wt, nk, &rank));
   if (rank < 0) return ox_out_set(n, 0, t, NULL);
-  if (rank < 3) return ox_node_err(n, "X must have rank >= 3, has %d", (int)rank);
-  if ((x.rank >= 0 && x.rank != rank) || (wt.rank >= 0 && wt.rank != rank))
-    return ox_node_err(n, "X (rank %d) and W (rank %d) must have the same rank", (int)x.rank,
-                       (int)wt.rank);
-  int64_t group = ox_attr_i(n, "group", 1);
+  int64_t group = ox_attr_i(n, "group", 1), cin;
   if (group < 1) return ox_node_err(n, "attribute 'group' is %lld", (long long)group);
-  if (x.rank < 0) {
-    x.rank = rank;
-    for (int32_t i = 0; i < rank; i++)
-      x.d[i] = ONYX_DIM_UNKNOWN;
-  }
-  if (wt.rank < 0) {
-    wt.rank = rank;
-    for (int32_t i = 0; i < rank; i++)
-      wt.d[i] = ONYX_DIM_UNKNOWN;
-  }
-  if (x.d[1] >= 0 && wt.d[1] >= 0 && x.d[1] != wt.d[1] * group)
-    return ox_node_err(n, "X has %lld channels but W expects %lld x group %lld", (long long)x.d[1],
-                       (long long)wt.d[1], (long long)group);
+  if (x.d[1] >= 0 && wt.d[1] >= 0 && (!ox_mul_i64(wt.d[1], group, &cin) || x.d[1] != cin))
+    return ox_node_err(n, "X has %lld channels but W expects %lld x attribute 'group' %lld",
+                       (long long)x.d[1], (long long)wt.d[1], (long long)group);
   Window w = {.n = (size_t)rank - 2};
   int64_t kbuf[OX_INFER_MAX_RANK];
-  if (!nk) { /* kernel from W's spatial dims */
+  bool kernel_known = true;
+  if (!nk) { /* kernel from W's spatial dims (1 where unknown, to check the rest) */
     for (size_t i = 0; i < w.n; i++) {
-      if (wt.d[i + 2] < 0) { /* unknown kernel: only N and M are known */
-        y.rank = rank;
-        y.d[0] = x.d[0];
-        y.d[1] = wt.d[0];
-        for (int32_t k = 2; k < rank; k++)
-          y.d[k] = ONYX_DIM_UNKNOWN;
-        return ox_out_set(n, 0, t, &y);
-      }
-      kbuf[i] = wt.d[i + 2];
+      kernel_known &= wt.d[i + 2] >= 0;
+      kbuf[i] = wt.d[i + 2] >= 0 ? wt.d[i + 2] : 1;
     }
     kernel = kbuf;
     nk = w.n;
   }
   OX_TRY(read_window(n, &w, kernel, nk));
+  if (!kernel_known) { /* unknown kernel: only N and M are known */
+    y.rank = rank;
+    y.d[0] = x.d[0];
+    y.d[1] = wt.d[0];
+    for (int32_t k = 2; k < rank; k++)
+      y.d[k] = ONYX_DIM_UNKNOWN;
+    return ox_out_set(n, 0, t, &y);
+  }
   OX_TRY(window_shape(n, &x, &w, wt.d[0], &y));
+  return ox_out_set(n, 0, t, &y);
+}
+
+/* ConvTranspose: X [N, C, D...], W [C, M/group, k...] -> [N, M, O...] with
+ * O = stride * (D - 1) + output_padding + dilation * (k - 1) + 1 - pads
+ * (SAME: D * stride), or the spatial part of output_shape when given. */
+OnyxStatus* ox_infer_conv_transpose(OxNode* n) {
+  OxDims x, wt, y;
+  OnyxElemType t = ox_in_type(n, 0);
+  size_t nk, nop, nos;
+  const int64_t* kernel = ox_attr_ints(n, "kernel_shape", &nk);
+  int32_t rank;
+  OX_TRY(conv_inputs(n, &x, &wt, nk, &rank));
+  if (rank < 0) return ox_out_set(n, 0, t, NULL);
+  int64_t group = ox_attr_i(n, "group", 1);
+  if (group < 1) return ox_node_err(n, "attribute 'group' is %lld", (long long)group);
+  if (x.d[1] >= 0 && wt.d[0] >= 0 && x.d[1] != wt.d[0])
+    return ox_node_err(n, "X has %lld channels but W has %lld input channels", (long long)x.d[1],
+                       (long long)wt.d[0]);
+  Window w = {.n = (size_t)rank - 2};
+  int64_t kbuf[OX_INFER_MAX_RANK];
+  bool kernel_known = true;
+  if (!nk) {
+    for (size_t i = 0; i < w.n; i++) {
+      kernel_known &= wt.d[i + 2] >= 0;
+      kbuf[i] = wt.d[i + 2] >= 0 ? wt.d[i + 2] : 1;
+    }
+    kernel = kbuf;
+    nk = w.n;
+  }
+  OX_TRY(read_window(n, &w, kernel, nk));
+  const int64_t* op = ox_attr_ints(n, "output_padding", &nop);
+  const int64_t* os = ox_attr_ints(n, "output_shape", &nos);
+  OX_TRY(check_len(n, "output_padding", nop, w.n));
+  if (nos && nos != w.n && nos != w.n + 2)
+    return ox_node_err(n, "attribute 'output_shape' has %zu values, expected %zu", nos, w.n);
+  for (size_t i = 0; i < w.n; i++) {
+    int64_t s = w.strides ? w.strides[i] : 1, d = w.dilations ? w.dilations[i] : 1;
+    int64_t p = nop ? op[i] : 0;
+    /* ONNX: output_padding must be less than either the stride or the dilation. */
+    if (p < 0 || (p >= s && p >= d))
+      return ox_node_err(n,
+                         "attribute 'output_padding' is %lld on spatial axis %zu, must be >= 0 "
+                         "and less than the stride (%lld) or the dilation (%lld)",
+                         (long long)p, i, (long long)s, (long long)d);
+    if (nos && os[nos - w.n + i] < 0)
+      return ox_node_err(n, "attribute 'output_shape' is %lld on spatial axis %zu",
+                         (long long)os[nos - w.n + i], i);
+  }
+  y.rank = rank;
+  y.d[0] = x.d[0];
+  y.d[1] = ONYX_DIM_UNKNOWN;
+  if (wt.d[1] >= 0 && !ox_mul_i64(wt.d[1], group, &y.d[1]))
+    return ox_node_err(n, "W's %lld output channels x attribute 'group' %lld overflows",
+                       (long long)wt.d[1], (long long)group);
+  for (size_t i = 0; i < w.n; i++) {
+    int64_t in = x.d[i + 2], s = w.strides ? w.strides[i] : 1, o;
+    y.d[i + 2] = ONYX_DIM_UNKNOWN;
+    if (nos) {
+      y.d[i + 2] = os[nos - w.n + i];
+      continue;
+    }
+    if (in < 0 || !kernel_known) continue;
+    if (auto_pad_same(&w)) {
+      if (!ox_mul_i64(in, s, &o))
+        return ox_node_err(n,
+                           "attribute 'strides' (%lld) x input extent %lld overflows on "
+                           "spatial axis %zu",
+                           (long long)s, (long long)in, i);
+    } else {
+      int64_t pads = 0, grown;
+      if (strcmp(w.auto_pad, "VALID") && w.pads)
+        pads = w.pads[i] + w.pads[i + w.n]; /* read_window checked it */
+      if (!ox_mul_i64(in > 0 ? in - 1 : 0, s, &grown) ||
+          !ox_add3_i64(grown, nop ? op[i] : 0, w.extent[i], &grown))
+        return ox_node_err(n,
+                           "attribute 'strides' (%lld) with 'dilations' and 'output_padding' "
+                           "overflows the output extent on spatial axis %zu",
+                           (long long)s, i);
+      o = grown - pads; /* grown >= 1 and pads >= 0: no overflow */
+      if (o < 0)
+        return ox_node_err(n,
+                           "attribute 'pads' (%lld in all) exceeds the output extent %lld on "
+                           "spatial axis %zu",
+                           (long long)pads, (long long)grown, i);
+    }
+    y.d[i + 2] = o;
+  }
   return ox_out_set(n, 0, t, &y);
 }
 
@@ -277,6 +410,17 @@ OnyxStatus* ox_infer_pool(OxNode* n) {
                        (int)x.rank);
   Window w = {.n = nk};
   OX_TRY(read_window(n, &w, kernel, nk));
+  /* As ONNX Runtime refuses for every pooling op: a pad of at least the
+   * kernel size makes windows that lie wholly in the padding (nothing to
+   * average, no maximum). */
+  if (w.pads && !strcmp(w.auto_pad, "NOTSET"))
+    for (size_t i = 0; i < w.n; i++)
+      if (w.pads[i] >= w.kernel[i] || w.pads[i + w.n] >= w.kernel[i])
+        return ox_node_err(n,
+                           "attribute 'pads' (%lld, %lld) on spatial axis %zu must be less than "
+                           "the kernel size %lld",
+                           (long long)w.pads[i], (long long)w.pads[i + w.n], i,
+                           (long long)w.kernel[i]);
   if (x.rank < 0) {
     OX_TRY(ox_out_set(n, 0, t, NULL));
     return ox_out_set(n, 1, ONYX_ELEM_INT64, NULL);

@@ -15,14 +15,18 @@ static void dims_unknown(OxDims* d, int64_t rank) {
     d->d[i] = ONYX_DIM_UNKNOWN;
 }
 
-/* Product of d[from, to); -1 when a dim is unknown. */
-static int64_t dims_product(const OxDims* d, int32_t from, int32_t to) {
-  int64_t p = 1;
+/* Product of d[from, to) into *p; -1 when a dim is unknown. False on
+ * overflow. */
+static bool dims_product(const OxDims* d, int32_t from, int32_t to, int64_t* p) {
+  *p = 1;
   for (int32_t i = from; i < to; i++) {
-    if (d->d[i] < 0) return -1;
-    if (__builtin_mul_overflow(p, d->d[i], &p)) return -1;
+    if (d->d[i] < 0) {
+      *p = ONYX_DIM_UNKNOWN;
+      return true;
+    }
+    if (!ox_mul_i64(*p, d->d[i], p)) return false;
   }
-  return p;
+  return true;
 }
 
 static void dims_str(const OxDims* d, char* buf, size_t len) {
@@ -55,9 +59,10 @@ static OnyxStatus* int_list(const OxNode* n, size_t in, const char* attr, IntLis
   l->given = l->known = true;
   l->count = count;
   l->len = (int64_t)count;
+  size_t bytes;
   if (count) {
-    if (!(l->v = malloc(count * sizeof *l->v))) return ox_oom();
-    memcpy(l->v, a, count * sizeof *l->v);
+    if (!ox_mul_size(count, sizeof *l->v, &bytes) || !(l->v = malloc(bytes))) return ox_oom();
+    memcpy(l->v, a, bytes);
   }
   return NULL;
 }
@@ -112,7 +117,7 @@ static OnyxStatus* reshape_dims(const OxNode* n, const OxDims* x, const int64_t*
     y->d[i] = v;
     if (v < 0)
       prod_known = false;
-    else if (__builtin_mul_overflow(prod, v, &prod))
+    else if (!ox_mul_i64(prod, v, &prod))
       return ox_node_err(n, "the shape overflows");
   }
   if (allowzero && has_zero && neg >= 0)
@@ -120,7 +125,7 @@ static OnyxStatus* reshape_dims(const OxNode* n, const OxDims* x, const int64_t*
   for (int32_t i = 0; total_known && i < x->rank; i++) {
     if (x->d[i] < 0)
       total_known = i < (int32_t)ns && cancel[i];
-    else if (__builtin_mul_overflow(total, x->d[i], &total))
+    else if (!ox_mul_i64(total, x->d[i], &total))
       total_known = false;
   }
   if (!total_known || !prod_known) return NULL;
@@ -162,8 +167,8 @@ OnyxStatus* ox_infer_flatten(OxNode* n) {
       return ox_node_err(n, "attribute 'axis' is %lld, out of range [%d, %d]", (long long)axis,
                          -(int)x.rank, (int)x.rank);
     int32_t a = (int32_t)(axis < 0 ? axis + x.rank : axis);
-    y.d[0] = dims_product(&x, 0, a);
-    y.d[1] = dims_product(&x, a, x.rank);
+    if (!dims_product(&x, 0, a, &y.d[0]) || !dims_product(&x, a, x.rank, &y.d[1]))
+      return ox_node_err(n, "the element count of the input overflows");
   }
   return ox_out_set(n, 0, ox_in_type(n, 0), &y);
 }
@@ -235,7 +240,9 @@ OnyxStatus* ox_infer_concat(OxNode* n) {
       if (k != a && !merge_dim(&y.d[k], d.d[k]))
         return ox_node_err(n, "input %zu has %lld on axis %d where another input has %lld", i,
                            (long long)d.d[k], (int)k, (long long)y.d[k]);
-    sum = sum < 0 || d.d[a] < 0 ? -1 : sum + d.d[a];
+    if (sum >= 0 && d.d[a] >= 0 && !ox_add_i64(sum, d.d[a], &sum))
+      return ox_node_err(n, "the concatenated axis %lld overflows at input %zu", (long long)a, i);
+    if (d.d[a] < 0) sum = -1;
   }
   y.d[a] = sum;
   return ox_out_set(n, 0, t, &y);
@@ -257,7 +264,8 @@ static OnyxStatus* split_sizes(const OxNode* n, const IntList* s, int64_t dim, i
     for (size_t i = 0; i < no; i++) {
       if (s->v[i] < 0) return ox_node_err(n, "'split' has a negative value");
       sizes[i] = s->v[i];
-      sum += s->v[i];
+      if (!ox_add_i64(sum, s->v[i], &sum))
+        return ox_node_err(n, "'split' overflows when summed (at value %zu)", i);
     }
     if (dim >= 0 && sum != dim)
       return ox_node_err(n, "'split' sums to %lld but the axis has %lld", (long long)sum,
@@ -270,7 +278,8 @@ static OnyxStatus* split_sizes(const OxNode* n, const IntList* s, int64_t dim, i
       return ox_node_err(n, "attribute 'num_outputs' is %lld but the node has %zu outputs",
                          (long long)k, no);
     if (dim < 0) return NULL;
-    int64_t chunk = (dim + k - 1) / k, last = dim - chunk * (k - 1);
+    int64_t chunk = ox_ceil_div_i64(dim, k), used, last = -1;
+    if (ox_mul_i64(chunk, k - 1, &used)) last = dim - used; /* both >= 0 */
     if (last < 0)
       return ox_node_err(n, "an axis of %lld cannot be split into %lld parts", (long long)dim,
                          (long long)k);
@@ -441,7 +450,9 @@ OnyxStatus* ox_infer_unsqueeze(OxNode* n) {
   if (!ax.given)
     st = ox_node_err(n, "'axes' is required");
   else if (x.rank < 0 || !ax.known) {
-    dims_unknown(&y, x.rank >= 0 && ax.len >= 0 ? x.rank + ax.len : -1);
+    int64_t r = -1;
+    if (x.rank >= 0 && ax.len >= 0 && !ox_add_i64(x.rank, ax.len, &r)) r = -1;
+    dims_unknown(&y, r);
   } else if (x.rank + (int64_t)ax.count > OX_INFER_MAX_RANK) {
     y.rank = -1;
   } else if (!(st = norm_axes(n, "'axes'", &ax, x.rank + (int64_t)ax.count))) {

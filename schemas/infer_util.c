@@ -36,6 +36,12 @@ void ox_in_dims(const OxNode* n, size_t i, OxDims* out) {
 OnyxStatus* ox_out_set(OxNode* n, size_t i, OnyxElemType t, const OxDims* d) {
   if (i >= n->n_outputs || !n->outputs[i]) return NULL;
   if (!d || d->rank < 0) return ox_value_set(n->outputs[i], t, -1, NULL);
+  /* Every inference function checks its arithmetic; a negative extent other
+   * than "unknown" reaching here is still refused, naming the node. */
+  for (int32_t k = 0; k < d->rank; k++)
+    if (d->d[k] < 0 && d->d[k] != ONYX_DIM_UNKNOWN)
+      return ox_node_err(n, "output %zu would have dimension %d of %lld", i, (int)k,
+                         (long long)d->d[k]);
   return ox_value_set(n->outputs[i], t, d->rank, d->d);
 }
 
@@ -106,6 +112,13 @@ static const OxTensor* const_tensor(const OxValue* v) {
     if (a && a->type == ONYX_ATTR_TENSOR) return a->t;
   }
   return NULL;
+}
+
+const OxTensor* ox_const_tensor(const OxNode* n, size_t i) {
+  const OxValue* v = ox_in(n, i);
+  const OxTensor* t = v ? const_tensor(v) : NULL;
+  if (!t || t->device.kind != ONYX_DEVICE_CPU || (t->count && !t->data)) return NULL;
+  return t;
 }
 
 static OnyxStatus* copy_ints(const int64_t* src, size_t count, int64_t** out) {

@@ -4,6 +4,7 @@
 #ifndef OX_INFER_UTIL_H
 #define OX_INFER_UTIL_H
 
+#include "ox_checked.h"
 #include "schema_internal.h"
 
 /* Ranks above this are treated as unknown by the built-in inference. */
@@ -37,6 +38,9 @@ const int64_t* ox_attr_ints(const OxNode* n, const char* name, size_t* count);
  * output of a Constant node): *known false when not. *out is heap memory
  * for the caller to free (NULL when the list is empty or unknown). */
 OnyxStatus* ox_const_ints(const OxNode* n, size_t i, int64_t** out, size_t* count, bool* known);
+/* The tensor of input i when it is known at load time and its data is in
+ * host memory; NULL otherwise. */
+const OxTensor* ox_const_tensor(const OxNode* n, size_t i);
 /* Length of a 1-D input from its static shape, or -1. */
 int64_t ox_in_len(const OxNode* n, size_t i);
 

@@ -90,6 +90,7 @@ OnyxStatus* ox_infer_where(OxNode* n);
 OnyxStatus* ox_infer_matmul(OxNode* n);
 OnyxStatus* ox_infer_gemm(OxNode* n);
 OnyxStatus* ox_infer_conv(OxNode* n);
+OnyxStatus* ox_infer_conv_transpose(OxNode* n);
 OnyxStatus* ox_infer_pool(OxNode* n);
 OnyxStatus* ox_infer_global_pool(OxNode* n);
 OnyxStatus* ox_infer_batchnorm(OxNode* n);

@@ -108,6 +108,12 @@ static OnyxStatus* nn_infer_roi(OxNode* n) {
     y.d[2] = ox_attr_i(n, "output_height", 1);
     y.d[3] = ox_attr_i(n, "output_width", 1);
   }
+  static const char* const names[2][2] = {{"pooled_shape", "pooled_shape"},
+                                          {"output_height", "output_width"}};
+  for (int k = 2; k < 4; k++)
+    if (y.d[k] != ONYX_DIM_UNKNOWN && y.d[k] < 1)
+      return ox_node_err(n, "attribute '%s' is %lld, must be >= 1",
+                         names[strcmp(n->op_type, "MaxRoiPool") != 0][k - 2], (long long)y.d[k]);
   return ox_out_set(n, 0, ox_in_type(n, 0), &y);
 }
 
@@ -137,6 +143,11 @@ static OnyxStatus* nn_infer_affine_grid(OxNode* n) {
     st = ox_out_set(n, 0, ox_in_type(n, 0), NULL);
   } else {
     OxDims y = {.rank = (int32_t)cnt};
+    for (size_t i = 0; i < cnt; i++)
+      if (sz[i] < 0) {
+        free(sz);
+        return ox_node_err(n, "input 'size' has a negative value (%lld)", (long long)sz[i]);
+      }
     y.d[0] = sz[0];
     for (size_t i = 2; i < cnt; i++)
       y.d[i - 1] = sz[i];
@@ -168,6 +179,19 @@ static bool const_floats(const OxNode* n, size_t i, double* out, size_t cap, siz
   }
   *count = t->count;
   return true;
+}
+
+/* floor(v), an output extent computed in double from input extent `in`
+ * (-1 unknown): refused when it is not a non-negative int64 (NaN, infinite,
+ * out of range or negative scales). */
+static OnyxStatus* resized_dim(const OxNode* n, const char* what, int64_t in, double v,
+                               int64_t* out) {
+  *out = ONYX_DIM_UNKNOWN;
+  if (in < 0) return NULL;
+  if (!ox_double_to_i64(floor(v), out) || *out < 0)
+    return ox_node_err(n, "%s gives an output extent of %g for an input extent of %lld", what,
+                       floor(v), (long long)in);
+  return NULL;
 }
 
 /* Resize / Upsample: the output shape when the scales or sizes are constant. */
@@ -202,7 +226,7 @@ static OnyxStatus* nn_infer_resize(OxNode* n) {
     }
     if (!f || cnt != (size_t)r) return ox_out_set(n, 0, t, NULL);
     for (int32_t i = 0; i < r; i++)
-      y.d[i] = x.d[i] < 0 ? ONYX_DIM_UNKNOWN : (int64_t)floor((double)x.d[i] * f[i]);
+      OX_TRY(resized_dim(n, "attribute 'scales'", x.d[i], (double)x.d[i] * f[i], &y.d[i]));
     return ox_out_set(n, 0, t, &y);
   }
   const size_t si = upsample || n->since_version < 11 ? 1 : 2;
@@ -213,7 +237,7 @@ static OnyxStatus* nn_infer_resize(OxNode* n) {
     if (crop) return ox_out_set(n, 0, t, NULL); /* depends on roi */
     for (size_t i = 0; i < na; i++) {
       const int64_t a = axes[i];
-      y.d[a] = x.d[a] < 0 ? ONYX_DIM_UNKNOWN : (int64_t)floor((double)x.d[a] * scales[i]);
+      OX_TRY(resized_dim(n, "input 'scales'", x.d[a], (double)x.d[a] * scales[i], &y.d[a]));
     }
     return ox_out_set(n, 0, t, &y);
   }
@@ -234,8 +258,13 @@ static OnyxStatus* nn_infer_resize(OxNode* n) {
   }
   const char* policy = ox_attr_s(n, "keep_aspect_ratio_policy", "stretch");
   if (!strcmp(policy, "stretch")) {
-    for (size_t i = 0; i < na; i++)
+    for (size_t i = 0; i < na; i++) {
+      if (sz[i] < 0) {
+        free(sz);
+        return ox_node_err(n, "input 'sizes' has a negative value");
+      }
       y.d[axes[i]] = sz[i];
+    }
   } else {
     bool larger = !strcmp(policy, "not_larger");
     double s = larger ? INFINITY : 0;
@@ -247,8 +276,14 @@ static OnyxStatus* nn_infer_resize(OxNode* n) {
       else
         s = larger ? fmin(s, (double)sz[i] / (double)in) : fmax(s, (double)sz[i] / (double)in);
     }
-    for (size_t i = 0; i < na; i++)
-      y.d[axes[i]] = all ? (int64_t)floor((double)x.d[axes[i]] * s + 0.5) : ONYX_DIM_UNKNOWN;
+    OnyxStatus* st = NULL;
+    for (size_t i = 0; i < na && !st; i++)
+      st = resized_dim(n, "input 'sizes'", all ? x.d[axes[i]] : -1, (double)x.d[axes[i]] * s + 0.5,
+                       &y.d[axes[i]]);
+    if (st) {
+      free(sz);
+      return st;
+    }
   }
   free(sz);
   return ox_out_set(n, 0, t, &y);
@@ -561,7 +596,8 @@ static const OxSchema nn_rows[] = {
      NULL, true},
     {"", "AffineGrid", 20, nn4_in, 2, nn4_out, 1, nn4_tc, 2, nn4_at, 1, nn_infer_affine_grid, NULL,
      NULL, true},
-    {"", "ConvTranspose", 22, nn5_in, 3, nn5_out, 1, nn5_tc, 1, nn5_at, 8, NULL, NULL, NULL, true},
+    {"", "ConvTranspose", 22, nn5_in, 3, nn5_out, 1, nn5_tc, 1, nn5_at, 8, ox_infer_conv_transpose,
+     NULL, NULL, true},
     {"", "DeformConv", 19, nn6_in, 5, nn6_out, 1, nn6_tc, 1, nn6_at, 6, NULL, NULL, NULL, true},
     {"", "DeformConv", 22, nn7_in, 5, nn7_out, 1, nn7_tc, 1, nn7_at, 6, NULL, NULL, NULL, true},
     {"", "LpPool", 18, nn8_in, 1, nn8_out, 1, nn8_tc, 1, nn8_at, 7, ox_infer_pool, NULL, NULL,
@@ -610,6 +646,7 @@ static const OxInferOverride nn_overrides[] = {
     {"", "GlobalMaxPool", 1, 17, ox_infer_global_pool},
     {"", "GlobalLpPool", 1, 17, ox_infer_global_pool},
     {"", "LpPool", 1, 17, ox_infer_pool},
+    {"", "ConvTranspose", 1, 17, ox_infer_conv_transpose},
     {"", "Resize", 10, 17, nn_infer_resize},
     {"", "Upsample", 7, 10, nn_infer_resize},
     {"", "RoiAlign", 10, 17, nn_infer_roi},

@@ -131,8 +131,12 @@ static OnyxStatus* infer_random(OxNode* n) {
   OxDims d = {.rank = -1};
   if (shape && count <= OX_INFER_MAX_RANK) {
     d.rank = (int32_t)count;
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
+      if (shape[i] < 0)
+        return ox_node_err(n, "attribute 'shape' is %lld on axis %zu, must be >= 0",
+                           (long long)shape[i], i);
       d.d[i] = shape[i];
+    }
   }
   return out_type_attr(n, "dtype", ONYX_ELEM_FLOAT32, &d);
 }
@@ -152,6 +156,8 @@ static OnyxStatus* infer_multinomial(OxNode* n) {
   if (t != ONYX_ELEM_INT32 && t != ONYX_ELEM_INT64)
     return ox_node_err(n, "dtype must be int32 or int64, got %s", ox_onnx_type_name(t));
   OxDims x, d = {.rank = 2, .d = {ONYX_DIM_UNKNOWN, ox_attr_i(n, "sample_size", 1)}};
+  if (d.d[1] < 1)
+    return ox_node_err(n, "attribute 'sample_size' is %lld, must be >= 1", (long long)d.d[1]);
   ox_in_dims(n, 0, &x);
   if (x.rank == 2) d.d[0] = x.d[0];
   return ox_out_set(n, 0, t, &d);
@@ -191,10 +197,14 @@ static OnyxStatus* infer_dft_common(OxNode* n, bool axis_input) {
   const bool inverse = ox_attr_i(n, "inverse", 0) != 0, onesided = ox_attr_i(n, "onesided", 0);
   const int64_t d = x.d[axis];
   int64_t L = ONYX_DIM_UNKNOWN;
+  if (len_state == 1 && len < 1)
+    return ox_node_err(n, "input 'dft_length' is %lld, must be >= 1", (long long)len);
   if (len_state == 1)
     L = len;
-  else if (len_state == 0 && d >= 0)
-    L = inverse && onesided ? 2 * (d - 1) : d;
+  else if (len_state == 0 && d >= 0 && !(inverse && onesided))
+    L = d;
+  else if (len_state == 0 && d >= 1 && !ox_mul_i64(d - 1, 2, &L))
+    return ox_node_err(n, "the onesided inverse length 2 x (%lld - 1) overflows", (long long)d);
   x.d[axis] = L < 0 ? ONYX_DIM_UNKNOWN : !inverse && onesided ? L / 2 + 1 : L;
   x.d[x.rank - 1] = inverse && onesided ? 1 : 2;
   return ox_out_set(n, 0, t, &x);

@@ -403,9 +403,16 @@ static OnyxStatus* run_padded(const CpuConvDirect* d, OnyxKernelContext* ctx,
                               const CpuConvDirectRun* p, Job* j, size_t phases, size_t width,
                               void (*pad)(void*, size_t, size_t), void (*fn)(void*, size_t, size_t),
                               size_t items) {
-  const size_t xp_floats = d->ic * j->hp * phases * width;
-  char* mem =
-      cpu_host->ctx_scratch(ctx, xp_floats * sizeof(float) + d->k * sizeof(ptrdiff_t) + 128);
+  size_t xp_floats, bytes;
+  if (!cpu_mul_size(d->ic, j->hp, &xp_floats) || !cpu_mul_size(xp_floats, phases, &xp_floats) ||
+      !cpu_mul_size(xp_floats, width, &xp_floats) ||
+      !cpu_mul_size(xp_floats, sizeof(float), &bytes) ||
+      !cpu_add_size(bytes, d->k * sizeof(ptrdiff_t) + 128, &bytes))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "integer overflow: the zero-padded input (%zu x %zu x %zu) does not fit "
+                         "in memory (pads, dilations)",
+                         d->ic, j->hp, width);
+  char* mem = cpu_host->ctx_scratch(ctx, bytes);
   if (!mem)
     return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "no scratch memory (%zu bytes)",
                          xp_floats * sizeof(float) + d->k * sizeof(ptrdiff_t));
@@ -597,8 +604,12 @@ OnyxStatus* cpu_conv_direct_run(const CpuConvDirect* d, OnyxKernelContext* ctx,
   Job j = {.d = d, .p = p};
   /* Xp covers every input position some window reads: rows [-pad_top,
    * (oh - 1) sh + (kh - 1) dh - pad_top], likewise columns. */
-  j.hp = (p->oh - 1) * p->sh + (d->kh - 1) * p->dh + 1;
-  j.wp = (p->ow - 1) * p->sw + (d->kw - 1) * p->dw + 1;
+  size_t th, tw;
+  if (!cpu_mul_size(p->oh - 1, p->sh, &j.hp) || !cpu_mul_size(d->kh - 1, p->dh, &th) ||
+      !cpu_add_size(j.hp, th + 1, &j.hp) || !cpu_mul_size(p->ow - 1, p->sw, &j.wp) ||
+      !cpu_mul_size(d->kw - 1, p->dw, &tw) || !cpu_add_size(j.wp, tw + 1, &j.wp))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "integer overflow: the padded extent of the input (strides, dilations)");
   j.positions = p->oh * p->ow;
   /* chunks of about equal size (a multiple of TM positions, at most CHUNK):
    * a short last chunk would stream a whole weight block for a few rows */

@@ -256,10 +256,16 @@ static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
   }
   int64_t dims[CPU_MAX_RANK], crop0[CPU_MAX_RANK], keep[CPU_MAX_RANK], lead[CPU_MAX_RANK];
   for (size_t d = 0; d < rank; d++) {
-    crop0[d] = begin[d] < 0 ? -begin[d] : 0;
-    keep[d] = in[d] - crop0[d] - (end[d] < 0 ? -end[d] : 0);
+    int64_t crop1 = 0;
+    crop0[d] = 0;
+    if ((begin[d] < 0 && !cpu_sub_i64(0, begin[d], &crop0[d])) ||
+        (end[d] < 0 && !cpu_sub_i64(0, end[d], &crop1)) ||
+        !cpu_sub_i64(in[d], crop0[d], &keep[d]) || !cpu_sub_i64(keep[d], crop1, &keep[d]) ||
+        !cpu_add3_i64(in[d], begin[d], end[d], &dims[d]))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "integer overflow: axis %zu of size %lld with pads %lld and %lld", d,
+                           (long long)in[d], (long long)begin[d], (long long)end[d]);
     lead[d] = begin[d] > 0 ? begin[d] : 0;
-    dims[d] = in[d] + begin[d] + end[d];
     if (keep[d] < 0 || dims[d] < 0)
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "pads crop axis %zu below zero", d);
     if (s->mode != PAD_CONSTANT && keep[d] == 0 && dims[d] > 0)
@@ -282,6 +288,8 @@ static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
   char* out = cpu_host->tensor_mutable_data(y);
   const char* src = cpu_host->tensor_data(x);
   for (size_t i = 0; i < count; i++) {
+    if ((i & (CPU_STOP_INTERVAL - 1)) == 0 && i && cpu_should_stop(ctx))
+      return cpu_cancelled(ctx, "Pad");
     int64_t off = 0;
     bool inside = true;
     for (size_t d = 0; d < rank && inside; d++) {
@@ -349,7 +357,10 @@ static OnyxStatus* tile_compute(void* state, OnyxKernelContext* ctx) {
   cpu_dense_strides(in, rank, in_strides);
   for (size_t d = 0; d < rank; d++) {
     if (rep[d] < 0) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "repeats[%zu] is negative", d);
-    dims[d] = in[d] * rep[d];
+    if (!cpu_mul_i64(in[d], rep[d], &dims[d]))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "integer overflow: dim %zu of size %lld times repeats[%zu] = %lld", d,
+                           (long long)in[d], d, (long long)rep[d]);
     vd[2 * d] = rep[d]; /* the output seen as [r0, d0, r1, d1, ...] */
     vs[2 * d] = 0;
     vd[2 * d + 1] = in[d];
@@ -357,7 +368,7 @@ static OnyxStatus* tile_compute(void* state, OnyxKernelContext* ctx) {
   }
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;
-  return cpu_copy_strided(y, x, 2 * rank, vd, vs, 0);
+  return cpu_copy_strided_ctx(ctx, y, x, 2 * rank, vd, vs, 0);
 }
 
 /* ========================================================================= */
@@ -385,13 +396,16 @@ static OnyxStatus* range_compute(void* state, OnyxKernelContext* ctx) {
     if (dl.v.f == 0 || isnan(dl.v.f))
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "delta must be nonzero");
     double c = ceil((l.v.f - a.v.f) / dl.v.f);
-    if (!(c < 1e12)) c = c > 0 ? 1e12 : 0;
-    n = c > 0 ? (int64_t)c : 0;
+    if (!(c < 1e12)) c = c > 0 ? 1e12 : 0; /* NaN: empty */
+    if (!(c > 0) || !cpu_double_to_i64(c, &n)) n = 0;
   } else {
     if (dl.v.i == 0) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "delta must be nonzero");
-    double span = (double)l.v.i - (double)a.v.i;
-    double c = ceil(span / (double)dl.v.i);
-    n = c > 0 ? (int64_t)c : 0;
+    /* ceil((limit - start) / delta) exactly: the span of two int64 needs 65
+     * bits. */
+    const __int128 span = (__int128)l.v.i - (__int128)a.v.i, d = dl.v.i;
+    __int128 c = span / d;
+    if (span % d != 0 && (span < 0) == (d < 0)) c++;
+    n = c > 0 ? (c > ((__int128)1 << 40) ? (int64_t)1 << 40 : (int64_t)c) : 0;
   }
   if (n > ((int64_t)1 << 32))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "range of %lld elements is too large",
@@ -400,6 +414,8 @@ static OnyxStatus* range_compute(void* state, OnyxKernelContext* ctx) {
   if ((st = cpu_host->ctx_output(ctx, 0, &n, 1, &y))) return st;
   void* out = cpu_host->tensor_mutable_data(y);
   for (int64_t i = 0; i < n; i++) {
+    if ((i & (int64_t)(CPU_STOP_INTERVAL - 1)) == 0 && i && cpu_should_stop(ctx))
+      return cpu_cancelled(ctx, "Range");
     CpuNum v = a;
     if (a.kind == CPU_NUM_FLT)
       v.v.f = a.v.f + (double)i * dl.v.f;
@@ -422,13 +438,16 @@ static OnyxStatus* eyelike_compute(void* state, OnyxKernelContext* ctx) {
   int32_t type = cpu_host->tensor_elem_type(y);
   size_t es = cpu_elem_size(type);
   void* out = cpu_host->tensor_mutable_data(y);
-  if (d[0] * d[1] == 0) return NULL;
-  memset(out, 0, (size_t)(d[0] * d[1]) * es);
-  for (int64_t i = 0; i < d[0]; i++) {
-    int64_t j = i + s->a;
-    if (j >= 0 && j < d[1])
-      cpu_num_store(type, out, (size_t)(i * d[1] + j), (CpuNum){.kind = CPU_NUM_UINT, .v.u = 1});
-  }
+  const size_t count = cpu_host->tensor_elem_count(y);
+  if (count == 0) return NULL;
+  memset(out, 0, count * es);
+  /* Row i has its one at column i + k: rows [max(0, -k), min(d0, d1 - k)),
+   * none when k is beyond either side (any k, without overflow). */
+  const int64_t k = s->a;
+  if (k >= d[1] || k <= -d[0]) return NULL;
+  const int64_t i0 = k < 0 ? -k : 0, i1 = d[1] - k < d[0] ? d[1] - k : d[0];
+  for (int64_t i = i0; i < i1; i++)
+    cpu_num_store(type, out, (size_t)(i * d[1] + i + k), (CpuNum){.kind = CPU_NUM_UINT, .v.u = 1});
   return NULL;
 }
 
@@ -587,7 +606,7 @@ static OnyxStatus* ccp_compute(void* state, OnyxKernelContext* ctx) {
     for (size_t d = 0; d < rank; d++) {
       int64_t c = pos[d] + shift[d];
       inside &= c >= 0 && c < in[d];
-      off += c * in_strides[d];
+      if (inside) off += c * in_strides[d];
     }
     if (str) {
       if (inside && (st = cpu_copy_elems(y, i, x, (size_t)off, 1))) return st;

@@ -138,27 +138,47 @@ static OnyxStatus* check_list_len(const WindowAttrs* w, const char* name, size_t
                    n, want);
 }
 
-/* Output size and padding of one dim. */
+/* Output size and padding of one dim. Every value the kernels derive from
+ * it (window starts, padded extents, input offsets) stays within
+ * in + pb + pe + eff, which is checked to fit an int64. */
 static OnyxStatus* geometry_dim(const WindowAttrs* w, Geometry* g, size_t i) {
-  const int64_t in = g->in[i], s = g->s[i], eff = (g->k[i] - 1) * g->d[i] + 1;
+  const int64_t in = g->in[i], s = g->s[i];
+  int64_t eff, t, lim;
+  if (!cpu_dilated_extent(g->k[i], g->d[i], &eff))
+    return cpu_error(w->node, ONYX_INVALID_ARGUMENT,
+                     "spatial dim %zu: integer overflow in the dilated kernel extent "
+                     "(dilations[%zu] = %lld, kernel dim %lld)",
+                     i, i, (long long)g->d[i], (long long)g->k[i]);
   if (w->auto_pad == PAD_SAME_UPPER || w->auto_pad == PAD_SAME_LOWER) {
-    g->out[i] = (in + s - 1) / s;
-    int64_t total = (g->out[i] - 1) * s + eff - in;
+    g->out[i] = in / s + (in % s != 0);
+    int64_t total;
+    if (!cpu_mul_i64(g->out[i] > 0 ? g->out[i] - 1 : 0, s, &t) || !cpu_add_i64(t, eff, &t) ||
+        !cpu_sub_i64(t, in, &total))
+      return cpu_error(w->node, ONYX_INVALID_ARGUMENT,
+                       "spatial dim %zu: integer overflow computing the %s padding from "
+                       "dilations[%zu] = %lld and strides[%zu] = %lld",
+                       i, AUTO_PAD_NAMES[w->auto_pad], i, (long long)g->d[i], i, (long long)s);
     if (total < 0) total = 0;
     g->pb[i] = w->auto_pad == PAD_SAME_UPPER ? total / 2 : total - total / 2;
     g->pe[i] = total - g->pb[i];
-    return NULL;
+  } else if (w->auto_pad == PAD_VALID) {
+    g->pb[i] = g->pe[i] = 0;
   }
-  if (w->auto_pad == PAD_VALID) g->pb[i] = g->pe[i] = 0;
-  const int64_t span = in + g->pb[i] + g->pe[i] - eff;
+  if (!cpu_add3_i64(in, g->pb[i], g->pe[i], &t) || !cpu_add_i64(t, eff, &lim))
+    return cpu_error(w->node, ONYX_INVALID_ARGUMENT,
+                     "spatial dim %zu: integer overflow: input %lld + pads %lld + %lld + "
+                     "dilated kernel extent %lld does not fit in int64",
+                     i, (long long)in, (long long)g->pb[i], (long long)g->pe[i], (long long)eff);
+  if (w->auto_pad == PAD_SAME_UPPER || w->auto_pad == PAD_SAME_LOWER) return NULL;
+  const int64_t span = t - eff;
   if (span < 0)
     return cpu_error(w->node, ONYX_INVALID_ARGUMENT,
                      "spatial dim %zu: window of extent %lld is larger than the padded input "
                      "(%lld + %lld + %lld)",
                      i, (long long)eff, (long long)in, (long long)g->pb[i], (long long)g->pe[i]);
-  g->out[i] = (w->ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  g->out[i] = (w->ceil_mode ? span / s + (span % s != 0) : span / s) + 1;
   /* A last window that would start inside the end padding is dropped. */
-  if (w->ceil_mode && (g->out[i] - 1) * s >= in + g->pb[i]) g->out[i]--;
+  if (w->ceil_mode && (!cpu_mul_i64(g->out[i] - 1, s, &t) || t >= in + g->pb[i])) g->out[i]--;
   return NULL;
 }
 
@@ -185,10 +205,16 @@ static OnyxStatus* geometry_init(const WindowAttrs* w, size_t rank, const int64_
     g->d[i] = w->n_dilations ? w->dilations[i] : 1;
     g->pb[i] = w->n_pads ? w->pads[i] : 0;
     g->pe[i] = w->n_pads ? w->pads[i + rank] : 0;
+    if (in[i] < 0)
+      return cpu_error(w->node, ONYX_INVALID_ARGUMENT, "spatial dim %zu of the input is %lld", i,
+                       (long long)in[i]);
     if ((st = geometry_dim(w, g, i))) return st;
-    g->in_size *= (size_t)g->in[i];
-    g->out_size *= (size_t)g->out[i];
-    g->k_size *= (size_t)g->k[i];
+    if (!cpu_mul_size(g->in_size, (size_t)g->in[i], &g->in_size) ||
+        !cpu_mul_size(g->out_size, (size_t)g->out[i], &g->out_size) ||
+        !cpu_mul_size(g->k_size, (size_t)g->k[i], &g->k_size))
+      return cpu_error(w->node, ONYX_INVALID_ARGUMENT,
+                       "integer overflow: the input, output or kernel size over the spatial "
+                       "dims does not fit in size_t");
   }
   return NULL;
 }
@@ -231,7 +257,7 @@ typedef struct Im2Col {
         for (size_t i = 0; i < last; i++) {                                                        \
           const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];                         \
           valid &= xi >= 0 && xi < g->in[i];                                                       \
-          off = off * g->in[i] + xi;                                                               \
+          if (valid) off = off * g->in[i] + xi;                                                    \
         }                                                                                          \
         if (!valid) {                                                                              \
           memset(dst, 0, w_out * sizeof(T));                                                       \
@@ -354,8 +380,11 @@ static bool conv_winograd_over_direct(size_t n, size_t oh, size_t ow) {
 static size_t conv_static_out(const WindowAttrs* w, int64_t in, size_t i) {
   if (in < 0) return 0;
   if (w->auto_pad == PAD_SAME_UPPER || w->auto_pad == PAD_SAME_LOWER) return (size_t)in;
-  const int64_t pads = w->auto_pad == PAD_VALID || w->n_pads != 4 ? 0 : w->pads[i] + w->pads[i + 2];
-  return in + pads >= 3 ? (size_t)(in + pads - 2) : 0;
+  int64_t padded = in;
+  if (w->auto_pad != PAD_VALID && w->n_pads == 4 &&
+      !cpu_add3_i64(in, w->pads[i], w->pads[i + 2], &padded))
+    return 0; /* the run reports the overflow */
+  return padded >= 3 ? (size_t)(padded - 2) : 0;
 }
 
 /* Transforms a constant float32 W (m, c, 3, 3) for the Winograd path when
@@ -867,6 +896,21 @@ static CpuConvRun conv_run(const ConvState* cst, const ConvShape* cs, const Onyx
                       .act_max = cst->act_max};
 }
 
+/* The direct path copies each image zero-padded to the extent its windows
+ * cover; with pads or dilations far beyond the input that copy would dwarf
+ * it, and the im2col path, whose memory follows the output, runs instead. */
+static bool conv_direct_padding_fits(const Geometry* g) {
+  size_t plane = 1;
+  for (size_t i = 0; i < g->rank; i++) {
+    int64_t ext;
+    if (!cpu_mul_i64(g->out[i] - 1, g->s[i], &ext) ||
+        !cpu_add_i64(ext, (g->k[i] - 1) * g->d[i] + 1, &ext) ||
+        !cpu_mul_size(plane, (size_t)ext, &plane))
+      return false;
+  }
+  return plane <= 4 * g->in_size + 65536;
+}
+
 /* float32 Conv: one GEMM per (image, group) with W as the packed A operand
  * (packed at creation when constant), the im2col matrix as B (packed slice
  * by slice from X for 2-D windows; X itself for pointwise ones; stored
@@ -880,8 +924,12 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   const int pointwise = conv_is_pointwise(&cs->g), direct = !pointwise && cs->g.rank == 2;
   OnyxStatus* st;
   float* col = NULL;
-  if (!pointwise && !direct && (st = scratch(ctx, kdim * os * sizeof(float), (void**)&col)))
-    return st;
+  size_t col_bytes;
+  if (!cpu_mul_size(kdim, os, &col_bytes) || !cpu_mul_size(col_bytes, sizeof(float), &col_bytes))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "integer overflow: the im2col matrix (%zu x %zu) does not fit in memory",
+                         kdim, os);
+  if (!pointwise && !direct && (st = scratch(ctx, col_bytes, (void**)&col))) return st;
   const Geometry* ge = &cs->g;
   const size_t oh = (size_t)ge->out[0], ow = ge->rank > 1 ? (size_t)ge->out[1] : 1;
   const int wino = cst->wino && ge->rank == 2 && w->group == 1 && cs->mg == cst->wino->oc &&
@@ -891,7 +939,7 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   /* the direct path exists only where it was available at creation */
   const CpuConvDirect* dc = cst->direct;
   if (dc && ge->rank == 2 && w->group == 1 && cs->m == dc->oc && cs->cg == dc->ic &&
-      (size_t)ge->k[0] == dc->kh && (size_t)ge->k[1] == dc->kw &&
+      conv_direct_padding_fits(ge) && (size_t)ge->k[0] == dc->kh && (size_t)ge->k[1] == dc->kw &&
       !(wino && conv_winograd_over_direct(cs->n, oh, ow))) {
     const CpuConvRun run = conv_run(cst, cs, x, b, z, y);
     return cpu_conv_direct_run(dc, ctx, &run);
@@ -967,7 +1015,14 @@ OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx) {
   }
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, cs.out, cs.out_rank, &y))) return st;
-  const size_t es = cpu_elem_size(t), os = cs.g.out_size, kdim = cs.cg * cs.g.k_size;
+  const size_t es = cpu_elem_size(t), os = cs.g.out_size;
+  size_t kdim, col_bytes;
+  if (!cpu_mul_size(cs.cg, cs.g.k_size, &kdim) || !cpu_mul_size(kdim, os, &col_bytes) ||
+      !cpu_mul_size(col_bytes, es, &col_bytes))
+    return cpu_error(w->node, ONYX_INVALID_ARGUMENT,
+                     "integer overflow: the im2col matrix (%zu channels x %zu taps x %zu "
+                     "outputs) does not fit in memory",
+                     cs.cg, cs.g.k_size, os);
   if (cpu_host->tensor_elem_count(y) == 0) return NULL;
   if (t == ONYX_ELEM_FLOAT32)
     return conv_compute_f32(state, ctx, &cs, x, wt, b, zt ? cpu_host->tensor_data(zt) : NULL, y);
@@ -975,7 +1030,7 @@ OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx) {
     return cpu_error(w->node, ONYX_NOT_IMPLEMENTED, "a fused activation needs float32");
   const int pointwise = conv_is_pointwise(&cs.g);
   void* col = NULL;
-  if (!pointwise && (st = scratch(ctx, kdim * os * es, &col))) return st;
+  if (!pointwise && (st = scratch(ctx, col_bytes, &col))) return st;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
   const char* xd = cpu_host->tensor_data(x);
   const char* wd = cpu_host->tensor_data(wt);
@@ -1039,7 +1094,7 @@ static void pool_table_build(const Geometry* g, PoolTable* t) {
         const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
         inside &= xi >= 0 && xi < g->in[i];
         in_padded &= xi >= -g->pb[i] && xi < g->in[i] + g->pe[i];
-        off = off * g->in[i] + xi;
+        if (inside) off = off * g->in[i] + xi;
       }
       t->padded[o] += in_padded;
       if (inside) t->offs[e++] = off;
@@ -1123,15 +1178,25 @@ DEFINE_AVGPOOL(double)
  * the maximum is taken in the table driver's order (row-major over the
  * window, the first valid element first, then `>`), so NaN handling and
  * results match it exactly. */
+/* The window taps [*t0, *t1) of a window starting at w0 (k taps, dilation
+ * d) that land inside [0, n): by division, only where the window crosses
+ * an edge (geometry_dim keeps every value here within an int64). */
+static inline void pool_clip(int64_t w0, int64_t k, int64_t d, int64_t n, int64_t* t0,
+                             int64_t* t1) {
+  int64_t a0 = 0, a1 = k;
+  if (w0 < 0) a0 = (-w0 - 1) / d + 1;
+  if (w0 + (k - 1) * d >= n) a1 = w0 >= n ? 0 : (n - 1 - w0) / d + 1;
+  if (a0 > k) a0 = k;
+  if (a1 < a0) a1 = a0;
+  *t0 = a0, *t1 = a1;
+}
+
 static inline float maxpool2d_one(const float* x, const Geometry* g, int64_t h0, int64_t a0,
                                   int64_t a1, int64_t ow) {
   const int64_t iw_n = g->in[1], kw_n = g->k[1], dh = g->d[0], dw = g->d[1];
   const int64_t w0 = ow * g->s[1] - g->pb[1];
-  int64_t b0 = 0, b1 = kw_n;
-  while (b0 < b1 && w0 + b0 * dw < 0)
-    b0++;
-  while (b1 > b0 && w0 + (b1 - 1) * dw >= iw_n)
-    b1--;
+  int64_t b0, b1;
+  pool_clip(w0, kw_n, dw, iw_n, &b0, &b1);
   if (a0 == a1 || b0 == b1) return -INFINITY; /* the window misses the input */
   /* Seeded with the first valid element, which `v > best` then skips: the
    * select compiles to maxss, which keeps `best` on unordered. */
@@ -1213,7 +1278,7 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
   const int64_t kh_n = g->k[0], kw_n = g->k[1], sh = g->s[0], sw = g->s[1];
   const int64_t dh = g->d[0], dw = g->d[1], ph = g->pb[0], pw = g->pb[1];
   /* Outputs [lo, hi) have their whole window inside a row. */
-  int64_t lo = (pw + sw - 1) / sw;
+  int64_t lo = pw / sw + (pw % sw != 0);
   if (lo > ow_n) lo = ow_n;
   int64_t hi = lo;
   while (hi < ow_n && hi * sw - pw + (kw_n - 1) * dw < iw_n)
@@ -1224,11 +1289,8 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
     for (int64_t oh = 0; oh < oh_n; oh++) {
       const int64_t h0 = oh * sh - ph;
       /* kernel rows a in [a0, a1) land inside the input */
-      int64_t a0 = 0, a1 = kh_n;
-      while (a0 < a1 && h0 + a0 * dh < 0)
-        a0++;
-      while (a1 > a0 && h0 + (a1 - 1) * dh >= ih_n)
-        a1--;
+      int64_t a0, a1;
+      pool_clip(h0, kh_n, dh, ih_n, &a0, &a1);
       float* yr = y + oh * ow_n;
       int64_t ow = 0;
 #if CPU_NN_X86
@@ -1242,9 +1304,10 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
         const int64_t nv = (hi - lo) / vl * vl;
         void (*row)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, float*) =
             vl == 16 ? maxpool_row16_avx512 : maxpool_row8_avx2;
-        row(base + lo * sw, dh * iw_n, a1 - a0, kw_n, sw, nv, yr + lo);
-        if (nv < hi - lo)
-          row(base + (hi - vl) * sw, dh * iw_n, a1 - a0, kw_n, sw, vl, yr + hi - vl);
+        /* one valid row needs no step (a huge dh would overflow it) */
+        const int64_t step = a1 - a0 > 1 ? dh * iw_n : 0;
+        row(base + lo * sw, step, a1 - a0, kw_n, sw, nv, yr + lo);
+        if (nv < hi - lo) row(base + (hi - vl) * sw, step, a1 - a0, kw_n, sw, vl, yr + hi - vl);
         ow = hi;
       }
 #endif
@@ -1326,9 +1389,15 @@ static OnyxStatus* avgpool_create(OnyxEp* ep, const OnyxNode* node, void* user_d
 static OnyxStatus* pool_alloc_table(OnyxKernelContext* ctx, const Geometry* g, PoolTable* t) {
   void *a, *b, *c;
   OnyxStatus* st;
+  size_t entries;
+  if (!cpu_mul_size(g->out_size, g->k_size, &entries) ||
+      !cpu_mul_size(entries, sizeof(int64_t), &entries))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "integer overflow: %zu outputs x %zu kernel taps (kernel_shape) do "
+                         "not fit in memory",
+                         g->out_size, g->k_size);
   if ((st = scratch(ctx, (g->out_size + 1) * sizeof(size_t), &a)) ||
-      (st = scratch(ctx, g->out_size * g->k_size * sizeof(int64_t), &b)) ||
-      (st = scratch(ctx, g->out_size * sizeof(int64_t), &c)))
+      (st = scratch(ctx, entries, &b)) || (st = scratch(ctx, g->out_size * sizeof(int64_t), &c)))
     return st;
   t->start = a, t->offs = b, t->padded = c;
   pool_table_build(g, t);

@@ -4,6 +4,7 @@
  * host with dlopen. It offers one device (the host CPU), uses host memory
  * (no allocator of its own) and lets the host's default get_capability claim
  * whatever its kernel registry matches. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,13 +81,26 @@ static OnyxStatus* cpu_register_kernels(const OnyxProvider* p, OnyxKernelRegistr
 /* "threads" is informational: kernels run on the session's intra-op pool,
  * which the session sizes. It must still be a non-negative integer. */
 static OnyxStatus* cpu_check_threads(const char* value) {
+  if (!value)
+    return cpu_host->status_create(ONYX_INVALID_CONFIG,
+                                   "provider 'cpu': option 'threads' has no value");
+  /* The value is quoted at most 32 bytes long: it may be any length. */
+  const size_t len = strlen(value);
+  const int shown = len > 32 ? 32 : (int)len;
+  const char* more = len > 32 ? "..." : "";
   char* end = NULL;
-  long long n = value ? strtoll(value, &end, 10) : -1;
-  if (!value || end == value || *end != '\0' || n < 0)
+  errno = 0;
+  const long long n = strtoll(value, &end, 10);
+  if (errno == ERANGE)
+    return cpu_host->status_create(ONYX_INVALID_CONFIG,
+                                   "provider 'cpu': option 'threads' is out of range: '%.*s%s' "
+                                   "(%zu characters)",
+                                   shown, value, more, len);
+  if (end == value || *end != '\0' || n < 0)
     return cpu_host->status_create(ONYX_INVALID_CONFIG,
                                    "provider 'cpu': option 'threads' must be a non-negative "
-                                   "integer, got '%s'",
-                                   value ? value : "(null)");
+                                   "integer, got '%.*s%s'",
+                                   shown, value, more);
   return NULL;
 }
 

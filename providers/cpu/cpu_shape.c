@@ -431,7 +431,9 @@ static OnyxStatus* slice_compute(void* state, OnyxKernelContext* ctx) {
     seen[d] = true;
     slice_axis(in[d], a.starts[i], a.ends[i], step, &first, &dims[d]);
     offset += first * in_strides[d];
-    strides[d] = in_strides[d] * step;
+    /* With two or more elements |step| < dim, so the product fits; one
+     * element needs no stride (a step of INT64_MAX would overflow it). */
+    strides[d] = dims[d] > 1 ? in_strides[d] * step : in_strides[d];
   }
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;
@@ -756,7 +758,7 @@ static OnyxStatus* expand_compute(void* state, OnyxKernelContext* ctx) {
   /* The broadcast plan of the one input gives the strides to read it with. */
   CpuBcast plan;
   cpu_bcast_plan(&plan, dims, rank, 1, in, ranks);
-  return cpu_copy_strided(y, x, plan.rank, plan.dims, plan.strides[0], 0);
+  return cpu_copy_strided_ctx(ctx, y, x, plan.rank, plan.dims, plan.strides[0], 0);
 }
 
 /* ========================================================================= */

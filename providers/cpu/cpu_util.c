@@ -96,6 +96,22 @@ OnyxStatus* cpu_oom(const OnyxKernelContext* ctx) {
   return cpu_ctx_error(ctx, ONYX_OUT_OF_MEMORY, "out of memory");
 }
 
+/* --- Cancellation --------------------------------------------------------------- */
+
+bool cpu_should_stop(const OnyxKernelContext* ctx) {
+  /* ctx_should_stop arrived with ABI 1.1: an older host's table is shorter. */
+  if (cpu_host->struct_size <
+      offsetof(OnyxHostApi, ctx_should_stop) + sizeof cpu_host->ctx_should_stop)
+    return false;
+  return cpu_host->ctx_should_stop && cpu_host->ctx_should_stop(ctx) != 0;
+}
+
+OnyxStatus* cpu_cancelled(const OnyxKernelContext* ctx, const char* op) {
+  const OnyxNode* node = cpu_host->ctx_node(ctx);
+  if (!op) op = node ? cpu_host->node_op_type(node) : "kernel";
+  return cpu_ctx_error(ctx, ONYX_CANCELLED, "%s stopped: the run was cancelled", op);
+}
+
 /* --- Reading inputs ------------------------------------------------------------ */
 
 static OnyxStatus* cpu_check_int_tensor(const OnyxKernelContext* ctx, const OnyxTensor* t,
@@ -512,7 +528,13 @@ static void cpu_copy_row(char* d, const char* s, size_t es, int64_t step, size_t
 
 OnyxStatus* cpu_copy_strided(OnyxTensor* dst, const OnyxTensor* src, size_t rank,
                              const int64_t* dims, const int64_t* src_strides, int64_t src_offset) {
-  size_t count = cpu_dims_product(dims, 0, rank);
+  return cpu_copy_strided_ctx(NULL, dst, src, rank, dims, src_strides, src_offset);
+}
+
+OnyxStatus* cpu_copy_strided_ctx(const OnyxKernelContext* ctx, OnyxTensor* dst,
+                                 const OnyxTensor* src, size_t rank, const int64_t* dims,
+                                 const int64_t* src_strides, int64_t src_offset) {
+  size_t count = cpu_dims_product(dims, 0, rank), next_poll = CPU_STOP_INTERVAL;
   if (count == 0) return NULL;
   int32_t type = cpu_host->tensor_elem_type(src);
   size_t es = cpu_elem_size(type);
@@ -522,6 +544,10 @@ OnyxStatus* cpu_copy_strided(OnyxTensor* dst, const OnyxTensor* src, size_t rank
   char* d = cpu_host->tensor_mutable_data(dst);
   const char* s = cpu_host->tensor_data(src);
   for (size_t out = 0; out < count; out += len) {
+    if (ctx && out >= next_poll) {
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
+      next_poll = out + CPU_STOP_INTERVAL;
+    }
     if (type == ONYX_ELEM_STRING) {
       for (size_t i = 0; i < len; i++) {
         OnyxStatus* st = cpu_copy_string(dst, out + i, src, (size_t)(off + (int64_t)i * step));

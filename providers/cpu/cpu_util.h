@@ -57,6 +57,64 @@ static const int32_t cpu_types_copyable[] = {
     ONYX_ELEM_BFLOAT16,   ONYX_ELEM_FLOAT8E4M3FN,   ONYX_ELEM_FLOAT8E4M3FNUZ,
     ONYX_ELEM_FLOAT8E5M2, ONYX_ELEM_FLOAT8E5M2FNUZ, ONYX_ELEM_FLOAT8E8M0};
 
+/* --- Checked arithmetic ---------------------------------------------------------- */
+
+/* For shapes, sizes, strides, pads, dilations, indices and counts computed
+ * from attributes or run-time shapes (a hostile model reaches the kernels
+ * with any int64). Each returns false on overflow (*out is then
+ * unspecified), which the kernel turns into an error naming the op and the
+ * attribute or input. Once per call or per row, never per element. */
+static inline bool cpu_add_i64(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+static inline bool cpu_sub_i64(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_sub_overflow(a, b, out);
+}
+static inline bool cpu_mul_i64(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool cpu_add_size(size_t a, size_t b, size_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+static inline bool cpu_sub_size(size_t a, size_t b, size_t* out) {
+  return !__builtin_sub_overflow(a, b, out);
+}
+static inline bool cpu_mul_size(size_t a, size_t b, size_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+/* a + b + c, each step checked. */
+static inline bool cpu_add3_i64(int64_t a, int64_t b, int64_t c, int64_t* out) {
+  int64_t t;
+  return cpu_add_i64(a, b, &t) && cpu_add_i64(t, c, out);
+}
+/* The extent a window of size k covers with dilation d: d * (k - 1) + 1;
+ * false also for k < 1 or d < 1. */
+static inline bool cpu_dilated_extent(int64_t k, int64_t d, int64_t* out) {
+  int64_t t;
+  return k >= 1 && d >= 1 && cpu_mul_i64(d, k - 1, &t) && cpu_add_i64(t, 1, out);
+}
+/* Floor division for b > 0 (C's / truncates toward zero). */
+static inline int64_t cpu_floor_div_i64(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+/* A double that converts to int64 without undefined behaviour: finite and
+ * within [-2^63, 2^63). */
+static inline bool cpu_double_to_i64(double v, int64_t* out) {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return false;
+  *out = (int64_t)v;
+  return true;
+}
+/* The product of n non-negative dims as an element count; false when one
+ * is negative or the product overflows size_t. */
+static inline bool cpu_dims_count(const int64_t* dims, size_t n, size_t* out) {
+  size_t c = 1;
+  for (size_t i = 0; i < n; i++)
+    if (dims[i] < 0 || !cpu_mul_size(c, (size_t)dims[i], &c)) return false;
+  *out = c;
+  return true;
+}
+
 /* --- Errors ------------------------------------------------------------------ */
 
 /* A status whose message starts with the node: "Gather node 'g1': <msg>".
@@ -68,6 +126,19 @@ OnyxStatus* cpu_ctx_error(const OnyxKernelContext* ctx, OnyxStatusCode code, con
     CPU_PRINTF(3, 4);
 /* ONYX_OUT_OF_MEMORY naming the node. */
 OnyxStatus* cpu_oom(const OnyxKernelContext* ctx);
+
+/* --- Cancellation ------------------------------------------------------------------ */
+
+/* Iterations between two polls of the run's cancellation in kernels whose
+ * loops are bounded by input data or attributes. */
+#define CPU_STOP_INTERVAL ((size_t)1 << 16)
+/* True when the host (ABI >= 1.1) says the run should stop: terminated
+ * through its run options or past its time limit. Cheap, but call it per
+ * row or per CPU_STOP_INTERVAL elements, not per element. */
+bool cpu_should_stop(const OnyxKernelContext* ctx);
+/* The ONYX_CANCELLED error a kernel returns after cpu_should_stop; `op`
+ * names the op ("Range"; NULL: the node's op type). */
+OnyxStatus* cpu_cancelled(const OnyxKernelContext* ctx, const char* op);
 
 /* --- Reading inputs and attributes --------------------------------------------- */
 
@@ -187,6 +258,12 @@ OnyxStatus* cpu_copy_elems(OnyxTensor* dst, size_t dst_off, const OnyxTensor* sr
  * (negative strides too) and broadcasts (zero strides). */
 OnyxStatus* cpu_copy_strided(OnyxTensor* dst, const OnyxTensor* src, size_t rank,
                              const int64_t* dims, const int64_t* src_strides, int64_t src_offset);
+/* The same, polling ctx's cancellation every CPU_STOP_INTERVAL elements or
+ * so (ONYX_CANCELLED naming the node): for outputs whose size an attribute
+ * or input data sets (Tile, Expand). */
+OnyxStatus* cpu_copy_strided_ctx(const OnyxKernelContext* ctx, OnyxTensor* dst,
+                                 const OnyxTensor* src, size_t rank, const int64_t* dims,
+                                 const int64_t* src_strides, int64_t src_offset);
 /* memcpy that accepts NULL pointers when n is 0 (empty tensors). */
 void cpu_memcpy(void* dst, const void* src, size_t n);
 

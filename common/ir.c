@@ -98,6 +98,7 @@ OxBuffer* ox_buffer_ref(OxBuffer* b) {
 void ox_buffer_unref(OxBuffer* b) {
   if (!b || __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
   if (b->type == ONYX_ELEM_STRING && b->ptr) ox_buffer_free_strings(b);
+  free(b->str_lens);
   if (b->release)
     b->release(b->release_ctx, b->ptr, b->bytes);
   else
@@ -223,8 +224,12 @@ static OnyxStatus* tensor_new(OnyxElemType type, const int64_t* dims, size_t ran
   OxBuffer* b = calloc(1, sizeof *b);
   size_t alloc = (t->bytes + OX_HOST_ALIGN - 1) / OX_HOST_ALIGN * OX_HOST_ALIGN;
   const bool big = type != ONYX_ELEM_STRING && alloc >= HOST_CACHE_MIN;
-  void* p = !b ? NULL : big ? host_block_take(alloc) : ox_alloc_host(alloc);
+  OxStrLen* lens = type == ONYX_ELEM_STRING ? calloc(t->count ? t->count : 1, sizeof *lens) : NULL;
+  void* p = !b || (type == ONYX_ELEM_STRING && !lens) ? NULL
+            : big                                     ? host_block_take(alloc)
+                                                      : ox_alloc_host(alloc);
   if (!p) {
+    free(lens);
     free(b);
     ox_tensor_free(t);
     return ox_oom();
@@ -235,6 +240,7 @@ static OnyxStatus* tensor_new(OnyxElemType type, const int64_t* dims, size_t ran
                   .bytes = t->bytes,
                   .type = type,
                   .count = t->count,
+                  .str_lens = lens,
                   .release = big ? host_block_give : NULL};
   t->buffer = b;
   t->data = p;
@@ -385,17 +391,12 @@ OnyxStatus* ox_tensor_clone(const OxTensor* src, OxTensor** out) {
     if (src->bytes) memcpy((*out)->data, src->data, src->bytes);
     return NULL;
   }
-  char** d = (*out)->data;
-  char* const* s = src->data;
-  for (size_t i = 0; i < src->count; i++) {
-    free(d[i]);
-    if (!(d[i] = ox_strdup(s[i] ? s[i] : ""))) {
-      ox_tensor_free(*out);
-      *out = NULL;
-      return ox_oom();
-    }
+  OnyxStatus* st = ox_tensor_copy_strings(*out, 0, src, 0, src->count);
+  if (st) {
+    ox_tensor_free(*out);
+    *out = NULL;
   }
-  return NULL;
+  return st;
 }
 
 void ox_tensor_free(OxTensor* t) {
@@ -406,6 +407,62 @@ void ox_tensor_free(OxTensor* t) {
   ox_buffer_unref(t->buffer);
   if (t->dims != t->dims_inline) free(t->dims);
   free(t);
+}
+
+/* --- strings with their length ---------------------------------------------------------- */
+
+/* The buffer's length record of t's string i, or NULL (no buffer: borrowed
+ * strings have no recorded lengths). */
+static OxStrLen* ox_string_slot(const OxTensor* t, size_t i) {
+  const OxBuffer* b = t->buffer;
+  if (!b || b->type != ONYX_ELEM_STRING || !b->str_lens || !b->ptr) return NULL;
+  char* const* base = b->ptr;
+  char* const* d = t->data;
+  if (d < base || (size_t)(d - base) > b->count || i >= b->count - (size_t)(d - base)) return NULL;
+  return &b->str_lens[(size_t)(d - base) + i];
+}
+
+const char* ox_tensor_string(const OxTensor* t, size_t i) {
+  if (t->type != ONYX_ELEM_STRING || i >= t->count || !t->data) return "";
+  const char* s = ((char* const*)t->data)[i];
+  return s ? s : "";
+}
+
+size_t ox_tensor_string_len(const OxTensor* t, size_t i) {
+  if (t->type != ONYX_ELEM_STRING || i >= t->count || !t->data) return 0;
+  const char* s = ((char* const*)t->data)[i];
+  if (!s) return 0;
+  const OxStrLen* l = ox_string_slot(t, i);
+  return l && l->s == s ? l->len : strlen(s);
+}
+
+OnyxStatus* ox_tensor_set_string(OxTensor* t, size_t i, const char* s, size_t len) {
+  if (t->type != ONYX_ELEM_STRING || i >= t->count || !t->data)
+    return ox_status(ONYX_INVALID_ARGUMENT, "string %zu: not a string tensor or out of range", i);
+  if (!s) len = 0;
+  if (len == SIZE_MAX) return ox_oom();
+  char* c = malloc(len + 1);
+  if (!c) return ox_oom();
+  if (len) memcpy(c, s, len);
+  c[len] = '\0';
+  char** d = t->data;
+  OxStrLen* l = ox_string_slot(t, i);
+  /* Only a string with a NUL byte needs a record: strlen gives the others. */
+  if (l) *l = (OxStrLen){memchr(c, 0, len) ? c : NULL, len};
+  free(d[i]);
+  d[i] = c;
+  return NULL;
+}
+
+OnyxStatus* ox_tensor_copy_strings(OxTensor* dst, size_t doff, const OxTensor* src, size_t soff,
+                                   size_t n) {
+  if (src->type != ONYX_ELEM_STRING || dst->type != ONYX_ELEM_STRING || soff > src->count ||
+      n > src->count - soff || doff > dst->count || n > dst->count - doff)
+    return ox_status(ONYX_FAIL, "internal: string copy out of range");
+  for (size_t i = 0; i < n; i++)
+    OX_TRY(ox_tensor_set_string(dst, doff + i, ox_tensor_string(src, soff + i),
+                                ox_tensor_string_len(src, soff + i)));
+  return NULL;
 }
 
 void ox_shape_str(OnyxElemType type, const int64_t* dims, int64_t rank, char* buf, size_t len) {

@@ -20,13 +20,31 @@ typedef struct OxBuffer {
   int refs; /* atomic */
   void* ptr;
   size_t bytes;
-  /* For string buffers: ptr is char*[count], each string owned here. */
+  /* For string buffers: ptr is char*[count], each string owned here,
+   * malloc'ed and NUL-terminated (the 1.0 contract: a reader of the char*
+   * sees the bytes up to the first NUL). A string's byte length, NULs
+   * included, is in str_lens when the string holds a NUL byte (see
+   * OxStrLen); otherwise it is strlen. */
   OnyxElemType type;
   size_t count;
+  struct OxStrLen* str_lens;
   /* Returns ptr to its owner (arena, allocator, munmap...). NULL: free(). */
   void (*release)(void* ctx, void* ptr, size_t bytes);
   void* release_ctx;
 } OxBuffer;
+
+/* The length of the string of one slot of a string buffer, recorded for
+ * strings with NUL bytes (str_lens[k] for slot k, count entries, allocated
+ * with the buffer). It counts only while `s` is still the slot's pointer: a
+ * slot written directly (free + a new char*) reads as strlen, so a writer
+ * that ignores lengths cuts at the first NUL but never reads past the
+ * string. Such a writer allocates the new string before freeing the old one
+ * (else the new one may reuse the address); ox_tensor_set_string and
+ * ox_tensor_copy_strings keep the length. */
+typedef struct OxStrLen {
+  const char* s; /* the slot's pointer this length belongs to; NULL: none */
+  size_t len;
+} OxStrLen;
 
 #define OX_DIMS_INLINE 8
 
@@ -104,6 +122,17 @@ OnyxStatus* ox_tensor_view(const OxTensor* src, const int64_t* dims, size_t rank
 /* Deep copy into host memory (src must be host-addressable). */
 OnyxStatus* ox_tensor_clone(const OxTensor* src, OxTensor** out);
 void ox_tensor_free(OxTensor* t);
+
+/* Strings of a host string tensor (index i of the tensor, views included).
+ * ox_tensor_string: never NULL ("" out of range); ox_tensor_string_len: the
+ * byte length, NUL bytes included (0 out of range). */
+const char* ox_tensor_string(const OxTensor* t, size_t i);
+size_t ox_tensor_string_len(const OxTensor* t, size_t i);
+/* Stores a copy of exactly len bytes of s (NULs included) as string i. */
+OnyxStatus* ox_tensor_set_string(OxTensor* t, size_t i, const char* s, size_t len);
+/* Copies n strings, lengths included, from src[soff..] to dst[doff..]. */
+OnyxStatus* ox_tensor_copy_strings(OxTensor* dst, size_t doff, const OxTensor* src, size_t soff,
+                                   size_t n);
 /* Sets rank/dims/count/bytes (does not touch data). */
 OnyxStatus* ox_tensor_set_shape(OxTensor* t, const int64_t* dims, size_t rank);
 OxBuffer* ox_buffer_ref(OxBuffer* b);

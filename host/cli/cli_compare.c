@@ -49,9 +49,11 @@ static int scalar_equal(const OnyxTensor* exp, const OnyxTensor* got, size_t i) 
   case CLI_KIND_BOOL:
     return !((const uint8_t*)ed)[i] == !((const uint8_t*)gd)[i];
   case CLI_KIND_STRING: {
+    /* The bytes, NULs included. */
     const char* a = ((const char* const*)ed)[i];
     const char* b = ((const char* const*)gd)[i];
-    return !strcmp(a ? a : "", b ? b : "");
+    size_t al = a ? onyx_tensor_string_len(exp, i) : 0, bl = b ? onyx_tensor_string_len(got, i) : 0;
+    return al == bl && (!al || !memcmp(a, b, al));
   }
   default:
     return 1;

@@ -79,6 +79,68 @@ uint64_t cli_get_uint(OnyxElemType t, const void* data, size_t i) {
   }
 }
 
+/* Length of the valid UTF-8 sequence at s (n bytes left) that is neither
+ * ASCII nor a C1 control (U+0080..U+009F); 0 otherwise. */
+static size_t utf8_printable_len(const unsigned char* s, size_t n) {
+  size_t len = s[0] >= 0xc2 && s[0] <= 0xdf   ? 2
+               : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+               : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+                                              : 0;
+  if (!len || len > n) return 0;
+  for (size_t k = 1; k < len; k++)
+    if ((s[k] & 0xc0) != 0x80) return 0;
+  if (s[0] == 0xc2 && s[1] < 0xa0) return 0;
+  return len;
+}
+
+/* String i of t in double quotes, its first bytes (up to 60) with NUL,
+ * control characters, invalid UTF-8, '"' and '\' escaped (\n \t \r \"
+ * \\ \xHH), "..." when cut: a string from a model can neither end the
+ * line early nor drive the terminal. */
+static void format_string(const OnyxTensor* t, size_t i, char* buf, size_t cap) {
+  if (!cap) return;
+  const char* s = ((const char* const*)onyx_tensor_data(t))[i];
+  const unsigned char* u = (const unsigned char*)(s ? s : "");
+  const size_t len = s ? onyx_tensor_string_len(t, i) : 0;
+  if (cap < 6) { /* no room for even one escaped byte */
+    snprintf(buf, cap, "\"");
+    return;
+  }
+  size_t w = 0, k = 0;
+  buf[w++] = '"';
+  while (k < len && k < 60) {
+    char esc[8];
+    const char* src = esc;
+    size_t n = 1, used = 1;
+    unsigned char c = u[k];
+    if (c == '"' || c == '\\')
+      n = (size_t)snprintf(esc, sizeof esc, "\\%c", c);
+    else if (c == '\n' || c == '\t' || c == '\r')
+      n = (size_t)snprintf(esc, sizeof esc, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+    else if (c < 0x20 || c == 0x7f)
+      n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", c);
+    else if (c < 0x80)
+      esc[0] = (char)c;
+    else if ((used = utf8_printable_len(u + k, len - k)) > 0) {
+      n = used;
+      src = (const char*)u + k;
+    } else {
+      used = 1;
+      n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", c);
+    }
+    if (w + n + 5 > cap) break; /* keep room for ..." and the NUL */
+    memcpy(buf + w, src, n);
+    w += n;
+    k += used;
+  }
+  if (k < len) {
+    memcpy(buf + w, "...", 3);
+    w += 3;
+  }
+  buf[w++] = '"';
+  buf[w] = '\0';
+}
+
 void cli_format_scalar(const OnyxTensor* t, size_t i, int digits, char* buf, size_t cap) {
   OnyxElemType type = onyx_tensor_elem_type(t);
   const void* data = onyx_tensor_data(t);
@@ -96,11 +158,9 @@ void cli_format_scalar(const OnyxTensor* t, size_t i, int digits, char* buf, siz
   case CLI_KIND_BOOL:
     snprintf(buf, cap, "%s", ((const uint8_t*)data)[i] ? "true" : "false");
     return;
-  case CLI_KIND_STRING: {
-    const char* s = ((const char* const*)data)[i];
-    snprintf(buf, cap, "\"%.60s%s\"", s ? s : "", s && strlen(s) > 60 ? "..." : "");
+  case CLI_KIND_STRING:
+    format_string(t, i, buf, cap);
     return;
-  }
   case CLI_KIND_PACKED:
   case CLI_KIND_NONE:
     break;

@@ -412,17 +412,14 @@ static OnyxStatus* ox_tensor_from_strings(const Onnx__TensorProto* tp, const OxT
     return ox_status(ONYX_INVALID_MODEL, "string_data has %zu values but the dims need %zu",
                      tp->n_string_data, p->count);
   OX_TRY(ox_tensor_new(ONYX_ELEM_STRING, p->dims, p->rank, out));
-  char** s = (*out)->data;
+  /* The bytes as they are, NULs included. */
   for (size_t i = 0; i < p->count; i++) {
-    char* copy = ox_strndup((const char*)tp->string_data[i].data, tp->string_data[i].len);
-    if (!copy && tp->string_data[i].len) {
+    OnyxStatus* st =
+        ox_tensor_set_string(*out, i, (const char*)tp->string_data[i].data, tp->string_data[i].len);
+    if (st) {
       ox_tensor_free(*out);
       *out = NULL;
-      return ox_oom();
-    }
-    if (copy) {
-      free(s[i]);
-      s[i] = copy;
+      return st;
     }
   }
   return NULL;
@@ -537,9 +534,9 @@ OnyxStatus* ox_tensor_to_proto(const OxTensor* t, const char* name, Onnx__Tensor
     tp->n_string_data = t->count;
     tp->string_data = t->count ? calloc(t->count, sizeof *tp->string_data) : NULL;
     if (t->count && !tp->string_data) return ox_oom();
-    char* const* s = t->data;
     for (size_t i = 0; i < t->count; i++)
-      tp->string_data[i] = (ProtobufCBinaryData){s[i] ? strlen(s[i]) : 0, (uint8_t*)s[i]};
+      tp->string_data[i] =
+          (ProtobufCBinaryData){ox_tensor_string_len(t, i), (uint8_t*)ox_tensor_string(t, i)};
     return NULL;
   }
   tp->has_raw_data = true;

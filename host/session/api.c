@@ -82,17 +82,43 @@ ONYX_API OnyxStatus* onyx_value_create_tensor(OnyxElemType type, const int64_t* 
                      want);
   }
   if (data && type == ONYX_ELEM_STRING) {
-    char** d = t->data;
     const char* const* src = data;
     for (size_t i = 0; i < t->count; i++) {
-      free(d[i]);
-      if (!(d[i] = ox_strdup(src[i] ? src[i] : ""))) {
+      OnyxStatus* st = ox_tensor_set_string(t, i, src[i], src[i] ? strlen(src[i]) : 0);
+      if (st) {
         ox_tensor_free(t);
-        return ox_oom();
+        return st;
       }
     }
   } else if (data && bytes) {
     memcpy(t->data, data, bytes);
+  }
+  return ox_value_from_tensor(t, out);
+}
+
+ONYX_API OnyxStatus* onyx_value_create_string_tensor(const int64_t* dims, size_t rank,
+                                                     const char* const* strings, const size_t* lens,
+                                                     OnyxValue** out) {
+  if (!out || (rank && !dims))
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_value_create_string_tensor: NULL argument");
+  *out = NULL;
+  OxTensor* t;
+  OX_TRY(ox_tensor_new(ONYX_ELEM_STRING, dims, rank, &t));
+  if (t->count && !strings) {
+    ox_tensor_free(t);
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_value_create_string_tensor: NULL strings");
+  }
+  for (size_t i = 0; i < t->count; i++) {
+    size_t len = lens ? lens[i] : strings[i] ? strlen(strings[i]) : 0;
+    OnyxStatus* st = NULL;
+    if (!strings[i] && len)
+      st = ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_value_create_string_tensor: string %zu is NULL with length %zu", i, len);
+    if (!st) st = ox_tensor_set_string(t, i, strings[i], len);
+    if (st) {
+      ox_tensor_free(t);
+      return st;
+    }
   }
   return ox_value_from_tensor(t, out);
 }
@@ -130,6 +156,9 @@ ONYX_API size_t onyx_tensor_byte_size(const OnyxTensor* t) {
 }
 ONYX_API const void* onyx_tensor_data(const OnyxTensor* t) {
   return t->data;
+}
+ONYX_API size_t onyx_tensor_string_len(const OnyxTensor* t, size_t i) {
+  return t ? ox_tensor_string_len(t, i) : 0;
 }
 ONYX_API const OnyxMemoryDevice* onyx_tensor_memory(const OnyxTensor* t) {
   return &t->device;

@@ -191,21 +191,16 @@ static const OnyxMemoryDevice* h_tensor_memory(const OnyxTensor* t) {
 }
 static const char* h_tensor_string(const OnyxTensor* t, size_t i) {
   if (t->type != ONYX_ELEM_STRING || i >= t->count) return NULL;
-  const char* s = ((char* const*)t->data)[i];
-  return s ? s : "";
+  return ox_tensor_string(t, i);
 }
+/* Stores exactly len bytes (NULs included); the copy is NUL-terminated. */
 static OnyxStatus* h_tensor_set_string(OnyxTensor* t, size_t i, const char* s, size_t len) {
   if (t->type != ONYX_ELEM_STRING || i >= t->count)
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "tensor_set_string: not a string tensor or index %zu "
                      "out of range",
                      i);
-  char* c = ox_strndup(s ? s : "", s ? len : 0);
-  if (!c) return ox_oom();
-  char** d = t->data;
-  free(d[i]);
-  d[i] = c;
-  return NULL;
+  return ox_tensor_set_string(t, i, s, len);
 }
 
 /* --- kernel context ----------------------------------------------------------------------- */
@@ -382,8 +377,7 @@ static int32_t h_ctx_should_stop(const OnyxKernelContext* c) {
   return c && c->frame && ox_frame_should_stop(c->frame);
 }
 static size_t h_tensor_string_len(const OnyxTensor* t, size_t i) {
-  const char* s = h_tensor_string(t, i);
-  return s ? strlen(s) : 0;
+  return ox_tensor_string_len(t, i);
 }
 
 /* --- compiled-group cache (1.1) ------------------------------------------------------------- */

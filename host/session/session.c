@@ -132,15 +132,7 @@ OnyxStatus* ox_copy_tensor(OnyxSession* s, const OxTensor* src, OxTensor* dst, i
       if (src->bytes) memcpy(dst->data, src->data, src->bytes);
       return NULL;
     }
-    char** d = dst->data;
-    char* const* a = src->data;
-    for (size_t i = 0; i < src->count; i++) {
-      char* c = ox_strdup(a[i] ? a[i] : "");
-      if (!c) return ox_oom();
-      free(d[i]);
-      d[i] = c;
-    }
-    return NULL;
+    return ox_tensor_copy_strings(dst, 0, src, 0, src->count);
   }
   if (ox_ep_copies(s, dst_ep, &src->device, &dst->device))
     return ox_session_ep_copy(s, dst_ep, src, dst);

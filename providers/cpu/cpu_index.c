@@ -531,8 +531,16 @@ static void merge_sort(size_t* v, size_t* tmp, size_t n, IdxCmp cmp, const void*
  * bytewise). */
 static int elem_cmp(const OnyxTensor* t, size_t a, size_t b) {
   int32_t type = cpu_host->tensor_elem_type(t);
-  if (type == ONYX_ELEM_STRING) {
-    int c = strcmp(cpu_host->tensor_string(t, a), cpu_host->tensor_string(t, b));
+  if (type == ONYX_ELEM_STRING) { /* bytewise, NUL bytes included */
+    const OnyxHostApi* H = cpu_host;
+    const char *sa = H->tensor_string(t, a), *sb = H->tensor_string(t, b);
+    bool has_len =
+        H->struct_size >= offsetof(OnyxHostApi, tensor_string_len) + sizeof H->tensor_string_len &&
+        H->tensor_string_len;
+    size_t la = has_len ? H->tensor_string_len(t, a) : strlen(sa);
+    size_t lb = has_len ? H->tensor_string_len(t, b) : strlen(sb);
+    int c = memcmp(sa, sb, la < lb ? la : lb);
+    if (!c) c = (la > lb) - (la < lb);
     return (c > 0) - (c < 0);
   }
   CpuNum x, y;

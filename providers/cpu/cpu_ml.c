@@ -6,8 +6,12 @@
  * (keys_tensor, values_tensor, default_tensor) or, in version 1,
  * classes_strings (a string maps to its index and back). Lookups are a
  * binary search over the keys sorted at kernel creation; numeric keys compare
- * as doubles (NaN keys match NaN). */
+ * as doubles (NaN keys match NaN). String keys and values are byte strings
+ * of a known length (NUL bytes included) when they come from tensors (the
+ * input, keys_tensor, values_tensor, default_tensor); the string list
+ * attributes have no lengths in the host API and end at their first NUL. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,18 +23,34 @@ static const char* ml_domain = "ai.onnx.ml";
 
 typedef struct LeEntry {
   const char* s; /* string key, or NULL */
+  size_t len;    /* its byte length */
   double k;      /* numeric key */
   size_t value;  /* index into the values */
 } LeEntry;
+
+/* String i of t and its byte length, NUL bytes included (a 1.0 host has no
+ * tensor_string_len: there the string ends at its first NUL). */
+static const char* ml_str(const OnyxTensor* t, size_t i, size_t* len) {
+  const OnyxHostApi* H = cpu_host;
+  const char* s = H->tensor_string(t, i);
+  if (!s) s = "";
+  bool has_len =
+      H->struct_size >= offsetof(OnyxHostApi, tensor_string_len) + sizeof H->tensor_string_len &&
+      H->tensor_string_len;
+  *len = has_len ? H->tensor_string_len(t, i) : strlen(s);
+  return s;
+}
 
 typedef struct LeState {
   bool str_keys, str_vals;
   LeEntry* keys;
   size_t n;
-  /* Values: strings (borrowed from the node) or numbers. */
+  /* Values: strings (borrowed from the node) with their lengths, or numbers. */
   const char** sv;
+  size_t* sv_len;
   CpuNum* nv;
   const char* def_s;
+  size_t def_len;
   CpuNum def_n;
   int32_t out_type;
 } LeState;
@@ -40,13 +60,17 @@ static void le_release(void* state) {
   if (!s) return;
   free(s->keys);
   free(s->sv);
+  free(s->sv_len);
   free(s->nv);
   free(s);
 }
 
 static int le_cmp(const void* a, const void* b) {
   const LeEntry *x = a, *y = b;
-  if (x->s) return strcmp(x->s, y->s);
+  if (x->s) {
+    int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+  }
   if (isnan(x->k) || isnan(y->k)) return isnan(x->k) - isnan(y->k);
   return x->k < y->k ? -1 : x->k > y->k;
 }
@@ -87,8 +111,10 @@ static bool le_list(const OnyxNode* node, const char* strs, const char* ints, co
   return false;
 }
 
-static const char* le_str(const LeList* l, size_t i) {
-  return l->t ? cpu_host->tensor_string(l->t, i) : l->s[i];
+static const char* le_str(const LeList* l, size_t i, size_t* len) {
+  if (l->t) return ml_str(l->t, i, len);
+  *len = strlen(l->s[i]);
+  return l->s[i];
 }
 
 static CpuNum le_num(const LeList* l, size_t i) {
@@ -121,14 +147,18 @@ static OnyxStatus* le_create(OnyxEp* ep, const OnyxNode* node, void* user, void*
     s->str_vals = !s->str_keys;
     s->keys = calloc(n_classes, sizeof *s->keys);
     s->sv = calloc(n_classes, sizeof *s->sv);
+    s->sv_len = calloc(n_classes, sizeof *s->sv_len);
     s->nv = calloc(n_classes, sizeof *s->nv);
-    if (!s->keys || !s->sv || !s->nv) {
+    if (!s->keys || !s->sv || !s->sv_len || !s->nv) {
       le_release(s);
       return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
     }
     for (size_t i = 0; i < n_classes; i++) {
-      s->keys[i] = s->str_keys ? (LeEntry){le_str(&names, i), 0, i} : (LeEntry){NULL, (double)i, i};
-      s->sv[i] = classes[i];
+      size_t len;
+      const char* name = le_str(&names, i, &len);
+      s->keys[i] = s->str_keys ? (LeEntry){name, len, 0, i} : (LeEntry){NULL, 0, (double)i, i};
+      s->sv[i] = name;
+      s->sv_len[i] = len;
       s->nv[i] = (CpuNum){.kind = CPU_NUM_SINT, .v.i = (int64_t)i};
     }
   } else {
@@ -146,16 +176,19 @@ static OnyxStatus* le_create(OnyxEp* ep, const OnyxNode* node, void* user, void*
     s->str_vals = vals.strings;
     s->keys = calloc(s->n ? s->n : 1, sizeof *s->keys);
     s->sv = calloc(s->n ? s->n : 1, sizeof *s->sv);
+    s->sv_len = calloc(s->n ? s->n : 1, sizeof *s->sv_len);
     s->nv = calloc(s->n ? s->n : 1, sizeof *s->nv);
-    if (!s->keys || !s->sv || !s->nv) {
+    if (!s->keys || !s->sv || !s->sv_len || !s->nv) {
       le_release(s);
       return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
     }
     for (size_t i = 0; i < s->n; i++) {
-      s->keys[i] = keys.strings ? (LeEntry){le_str(&keys, i), 0, i}
-                                : (LeEntry){NULL, cpu_num_as_double(le_num(&keys, i)), i};
+      size_t len = 0;
+      const char* k = keys.strings ? le_str(&keys, i, &len) : NULL;
+      s->keys[i] = keys.strings ? (LeEntry){k, len, 0, i}
+                                : (LeEntry){NULL, 0, cpu_num_as_double(le_num(&keys, i)), i};
       if (vals.strings)
-        s->sv[i] = le_str(&vals, i);
+        s->sv[i] = le_str(&vals, i, &s->sv_len[i]);
       else
         s->nv[i] = le_num(&vals, i);
     }
@@ -171,15 +204,19 @@ static OnyxStatus* le_create(OnyxEp* ep, const OnyxNode* node, void* user, void*
   const OnyxTensor* dt = H->node_attr_tensor(node, "default_tensor");
   size_t len = 0;
   s->def_s = "_Unused";
+  s->def_len = strlen(s->def_s);
   s->def_n = (CpuNum){.kind = CPU_NUM_SINT, .v.i = -1};
   if (dt && H->tensor_elem_count(dt) >= 1) {
     if (H->tensor_elem_type(dt) == ONYX_ELEM_STRING)
-      s->def_s = H->tensor_string(dt, 0);
+      s->def_s = ml_str(dt, 0, &s->def_len);
     else
       cpu_num_load(H->tensor_elem_type(dt), H->tensor_data(dt), 0, &s->def_n);
   } else if (s->str_vals) {
     const char* d = H->node_attr_string(node, "default_string", &len);
-    if (d) s->def_s = d;
+    if (d) {
+      s->def_s = d;
+      s->def_len = len;
+    }
   } else if (s->out_type == ONYX_ELEM_FLOAT32 || s->out_type == ONYX_ELEM_FLOAT64 ||
              s->out_type == ONYX_ELEM_FLOAT16) {
     s->def_n =
@@ -203,7 +240,7 @@ static OnyxStatus* le_compute(void* state, OnyxKernelContext* ctx) {
   for (size_t i = 0, n = H->tensor_elem_count(x); i < n && !st; i++) {
     LeEntry key = {0};
     if (s->str_keys) {
-      key.s = H->tensor_string(x, i);
+      key.s = ml_str(x, i, &key.len);
     } else {
       CpuNum v;
       cpu_num_load(in_type, H->tensor_data(x), i, &v);
@@ -211,8 +248,8 @@ static OnyxStatus* le_compute(void* state, OnyxKernelContext* ctx) {
     }
     const LeEntry* hit = bsearch(&key, s->keys, s->n, sizeof *s->keys, le_cmp);
     if (out_type == ONYX_ELEM_STRING) {
-      const char* v = hit ? s->sv[hit->value] : s->def_s;
-      st = H->tensor_set_string(y, i, v, strlen(v));
+      st = hit ? H->tensor_set_string(y, i, s->sv[hit->value], s->sv_len[hit->value])
+               : H->tensor_set_string(y, i, s->def_s, s->def_len);
     } else if (!cpu_num_store(out_type, out, i, hit ? s->nv[hit->value] : s->def_n)) {
       st = cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "cannot store values of type %s",
                          cpu_elem_name(out_type));

@@ -9,9 +9,15 @@
  * \B outside brackets): the pattern is translated first — \d \D, the class
  * escapes inside brackets, and non-capturing groups "(?:" — and anything POSIX
  * cannot express (look-around, lazy quantifiers, named groups) is refused
- * with an error naming the node and the pattern. */
+ * with an error naming the node and the pattern.
+ *
+ * Strings are byte strings of a known length (tensor_string_len): a NUL
+ * byte is an ordinary byte everywhere (matched, concatenated, split on,
+ * counted). Attribute lists of strings (stopwords, pool_strings) have no
+ * lengths in the host API: their entries end at their first NUL. */
 #include <locale.h>
 #include <regex.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wctype.h>
@@ -26,10 +32,11 @@ typedef struct Buf {
 } Buf;
 
 static bool buf_add(Buf* b, const char* s, size_t n) {
+  if (n > PTRDIFF_MAX - 1 - b->len) return false;
   if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 64;
-    while (cap < b->len + n + 1)
-      cap *= 2;
+    size_t need = b->len + n + 1, cap = b->cap ? b->cap : 64;
+    while (cap < need)
+      cap = cap > PTRDIFF_MAX / 2 ? need : cap * 2;
     char* p = realloc(b->p, cap);
     if (!p) return false;
     b->p = p;
@@ -43,6 +50,30 @@ static bool buf_add(Buf* b, const char* s, size_t n) {
 
 static bool buf_adds(Buf* b, const char* s) {
   return buf_add(b, s, strlen(s));
+}
+
+/* String i of t and its byte length, NUL bytes included (a 1.0 host has no
+ * tensor_string_len: there the string ends at its first NUL). */
+static const char* text_str(const OnyxTensor* t, size_t i, size_t* len) {
+  const OnyxHostApi* H = cpu_host;
+  const char* s = H->tensor_string(t, i);
+  if (!s) s = "";
+  bool has_len =
+      H->struct_size >= offsetof(OnyxHostApi, tensor_string_len) + sizeof H->tensor_string_len &&
+      H->tensor_string_len;
+  *len = has_len ? H->tensor_string_len(t, i) : strlen(s);
+  return s;
+}
+
+/* True when the run should stop (ABI 1.1; a 1.0 host never asks). */
+static bool text_should_stop(const OnyxKernelContext* ctx) {
+  const OnyxHostApi* H = cpu_host;
+  return H->struct_size >= offsetof(OnyxHostApi, ctx_should_stop) + sizeof H->ctx_should_stop &&
+         H->ctx_should_stop && H->ctx_should_stop(ctx) != 0;
+}
+
+static OnyxStatus* cpu_cancelled_text(const OnyxKernelContext* ctx, const char* op) {
+  return cpu_ctx_error(ctx, ONYX_CANCELLED, "%s stopped: the run was cancelled", op);
 }
 
 /* Decodes one UTF-8 code point at s (n bytes left); *used gets its length.
@@ -107,11 +138,11 @@ __attribute__((destructor)) static void utf8_locale_free(void) {
   if (l) freelocale(l);
 }
 
-/* s with every code point lowered (upper = false) or raised; malloc'ed. */
-static char* change_case(const char* s, bool upper) {
+/* The n bytes of s with every code point lowered (upper = false) or raised;
+ * malloc'ed and NUL-terminated, *out_len gets its length. */
+static char* change_case(const char* s, size_t n, bool upper, size_t* out_len) {
   locale_t loc = utf8_locale();
-  size_t n = strlen(s);
-  char* out = malloc(n * 4 + 1);
+  char* out = n <= (SIZE_MAX - 1) / 4 ? malloc(n * 4 + 1) : NULL;
   if (!out) return NULL;
   size_t w = 0;
   for (size_t i = 0; i < n;) {
@@ -131,6 +162,7 @@ static char* change_case(const char* s, bool upper) {
     i += used;
   }
   out[w] = '\0';
+  *out_len = w;
   return out;
 }
 
@@ -140,6 +172,7 @@ typedef struct NormState {
   int action; /* 0 none, 1 lower, 2 upper */
   bool case_sensitive;
   char** stop; /* compared as is, or lowered when case-insensitive */
+  size_t* stop_len;
   size_t n_stop;
 } NormState;
 
@@ -149,6 +182,7 @@ static void norm_release(void* state) {
   for (size_t i = 0; i < s->n_stop; i++)
     free(s->stop[i]);
   free(s->stop);
+  free(s->stop_len);
   free(s);
 }
 
@@ -175,12 +209,16 @@ static OnyxStatus* norm_create(OnyxEp* ep, const OnyxNode* node, void* user, voi
   size_t n = 0;
   const char* const* stop = H->node_attr_strings(node, "stopwords", &n);
   s->stop = calloc(n ? n : 1, sizeof *s->stop);
-  if (!s->stop) {
+  s->stop_len = calloc(n ? n : 1, sizeof *s->stop_len);
+  if (!s->stop || !s->stop_len) {
     norm_release(s);
     return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   }
   for (size_t i = 0; i < n; i++) {
-    s->stop[i] = s->case_sensitive ? strdup(stop[i]) : change_case(stop[i], false);
+    size_t sl = strlen(stop[i]);
+    s->stop_len[i] = sl;
+    s->stop[i] =
+        s->case_sensitive ? strdup(stop[i]) : change_case(stop[i], sl, false, &s->stop_len[i]);
     s->n_stop++;
     if (!s->stop[i]) {
       norm_release(s);
@@ -191,12 +229,16 @@ static OnyxStatus* norm_create(OnyxEp* ep, const OnyxNode* node, void* user, voi
   return NULL;
 }
 
-static bool is_stopword(const NormState* s, const char* w) {
-  char* key = s->case_sensitive ? NULL : change_case(w, false);
+/* 1: w (n bytes) is a stop word, 0: not, -1: out of memory. */
+static int is_stopword(const NormState* s, const char* w, size_t n) {
+  if (!s->n_stop) return 0;
+  size_t kl = n;
+  char* key = s->case_sensitive ? NULL : change_case(w, n, false, &kl);
+  if (!s->case_sensitive && !key) return -1;
   const char* k = key ? key : w;
   bool hit = false;
   for (size_t i = 0; i < s->n_stop && !hit; i++)
-    hit = !strcmp(s->stop[i], k);
+    hit = s->stop_len[i] == kl && !memcmp(s->stop[i], k, kl);
   free(key);
   return hit;
 }
@@ -212,8 +254,13 @@ static OnyxStatus* norm_compute(void* state, OnyxKernelContext* ctx) {
   size_t n = H->tensor_elem_count(x), kept = 0;
   size_t* keep = H->ctx_scratch(ctx, (n ? n : 1) * sizeof *keep);
   if (!keep) return cpu_oom(ctx);
-  for (size_t i = 0; i < n; i++)
-    if (!is_stopword(s, H->tensor_string(x, i))) keep[kept++] = i;
+  for (size_t i = 0; i < n; i++) {
+    size_t len;
+    const char* w = text_str(x, i, &len);
+    int stop = is_stopword(s, w, len);
+    if (stop < 0) return cpu_oom(ctx);
+    if (!stop) keep[kept++] = i;
+  }
   int64_t dims[2] = {1, (int64_t)(kept ? kept : 1)};
   OnyxTensor* y = NULL;
   OnyxStatus* st =
@@ -221,11 +268,11 @@ static OnyxStatus* norm_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   if (!kept) return H->tensor_set_string(y, 0, "", 0);
   for (size_t i = 0; i < kept && !st; i++) {
-    const char* w = H->tensor_string(x, keep[i]);
-    char* c = s->action ? change_case(w, s->action == 2) : NULL;
+    size_t len;
+    const char* w = text_str(x, keep[i], &len);
+    char* c = s->action ? change_case(w, len, s->action == 2, &len) : NULL;
     if (s->action && !c) return cpu_oom(ctx);
-    const char* v = c ? c : w;
-    st = H->tensor_set_string(y, i, v, strlen(v));
+    st = H->tensor_set_string(y, i, c ? c : w, len);
     free(c);
   }
   return st;
@@ -244,15 +291,16 @@ static void concat_row(void* user, const int64_t* in_off, const int64_t* in_step
   ConcatRun* r = user;
   const OnyxHostApi* H = cpu_host;
   for (size_t i = 0; i < len && !r->err; i++) {
-    const char* a = H->tensor_string(r->a, (size_t)(in_off[0] + (int64_t)i * in_step[0]));
-    const char* b = H->tensor_string(r->b, (size_t)(in_off[1] + (int64_t)i * in_step[1]));
+    size_t al, bl;
+    const char* a = text_str(r->a, (size_t)(in_off[0] + (int64_t)i * in_step[0]), &al);
+    const char* b = text_str(r->b, (size_t)(in_off[1] + (int64_t)i * in_step[1]), &bl);
     Buf buf = {0};
-    if (!buf_adds(&buf, a) || !buf_adds(&buf, b)) {
+    if (!buf_add(&buf, a, al) || !buf_add(&buf, b, bl)) {
       free(buf.p);
       r->err = cpu_host->status_create(ONYX_OUT_OF_MEMORY, "StringConcat: out of memory");
       return;
     }
-    r->err = H->tensor_set_string(r->y, out_off + i, buf.p, buf.len);
+    r->err = H->tensor_set_string(r->y, out_off + i, buf.p ? buf.p : "", buf.len);
     free(buf.p);
   }
 }
@@ -279,7 +327,8 @@ static OnyxStatus* concat_compute(void* state, OnyxKernelContext* ctx) {
 /* --- StringSplit ---------------------------------------------------------------------------- */
 
 typedef struct SplitState {
-  char* delim;      /* NULL or "": split on runs of whitespace */
+  char* delim;      /* NULL: split on runs of whitespace (an empty delimiter) */
+  size_t delim_len; /* >= 1 when delim is set; NUL bytes are ordinary */
   int64_t maxsplit; /* < 0: no limit */
 } SplitState;
 
@@ -296,12 +345,14 @@ static OnyxStatus* split_create(OnyxEp* ep, const OnyxNode* node, void* user, vo
   if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   size_t len = 0;
   const char* d = cpu_host->node_attr_string(node, "delimiter", &len);
-  if (d && len) {
-    s->delim = strdup(d);
+  if (d && len) { /* the attribute's bytes as they are: "\0" splits on the NUL byte */
+    s->delim = malloc(len);
     if (!s->delim) {
       free(s);
       return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
     }
+    memcpy(s->delim, d, len);
+    s->delim_len = len;
   }
   s->maxsplit = cpu_host->node_attr_int(node, "maxsplit", -1);
   *out = s;
@@ -312,19 +363,24 @@ static bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/* Splits s as Python's str.split(delim, maxsplit) does; calls emit for each
- * piece (emit NULL: count only). Returns the number of pieces. */
-static size_t split_one(const SplitState* st, const char* s,
+/* Splits the n bytes at s as Python's bytes.split(delim, maxsplit) does;
+ * calls emit for each piece (emit NULL: count only). Returns the number of
+ * pieces. Every step moves forward by at least one byte (a delimiter is
+ * never empty), so the loops end within n steps. */
+static size_t split_one(const SplitState* st, const char* s, size_t n,
                         void (*emit)(void* u, const char* p, size_t n), void* u) {
   size_t pieces = 0;
   int64_t splits = 0;
+  const char* end = s + n;
   if (st->delim) {
-    size_t dl = strlen(st->delim);
+    const size_t dl = st->delim_len;
     const char* p = s;
     for (;;) {
-      const char* hit = (st->maxsplit < 0 || splits < st->maxsplit) ? strstr(p, st->delim) : NULL;
+      const char* hit = NULL;
+      if (st->maxsplit < 0 || splits < st->maxsplit)
+        hit = memmem(p, (size_t)(end - p), st->delim, dl);
       if (!hit) {
-        if (emit) emit(u, p, strlen(p));
+        if (emit) emit(u, p, (size_t)(end - p));
         return pieces + 1;
       }
       if (emit) emit(u, p, (size_t)(hit - p));
@@ -335,15 +391,15 @@ static size_t split_one(const SplitState* st, const char* s,
   }
   const char* p = s;
   for (;;) {
-    while (*p && is_space(*p))
+    while (p < end && is_space(*p))
       p++;
-    if (!*p) return pieces;
+    if (p == end) return pieces;
     if (st->maxsplit >= 0 && splits >= st->maxsplit) { /* the rest, as is (like Python) */
-      if (emit) emit(u, p, strlen(p));
+      if (emit) emit(u, p, (size_t)(end - p));
       return pieces + 1;
     }
     const char* e = p;
-    while (*e && !is_space(*e))
+    while (e < end && !is_space(*e))
       e++;
     if (emit) emit(u, p, (size_t)(e - p));
     pieces++;
@@ -374,7 +430,9 @@ static OnyxStatus* split_compute(void* state, OnyxKernelContext* ctx) {
   if (!counts) return cpu_oom(ctx);
   int64_t widest = 0;
   for (size_t i = 0; i < n; i++) {
-    counts[i] = (int64_t)split_one(st, H->tensor_string(x, i), NULL, NULL);
+    size_t len;
+    const char* str = text_str(x, i, &len);
+    counts[i] = (int64_t)split_one(st, str, len, NULL, NULL);
     if (counts[i] > widest) widest = counts[i];
   }
   int64_t dims[CPU_MAX_RANK];
@@ -389,8 +447,11 @@ static OnyxStatus* split_compute(void* state, OnyxKernelContext* ctx) {
     err = H->tensor_set_string(y, i, "", 0);
   cpu_memcpy(H->tensor_mutable_data(z), counts, n * sizeof *counts);
   for (size_t i = 0; i < n && !err; i++) {
+    if (i % 1024 == 1023 && text_should_stop(ctx)) return cpu_cancelled_text(ctx, "StringSplit");
+    size_t len;
+    const char* str = text_str(x, i, &len);
     SplitEmit e = {y, i * (size_t)widest, 0, NULL};
-    split_one(st, H->tensor_string(x, i), split_emit, &e);
+    split_one(st, str, len, split_emit, &e);
     err = e.err;
   }
   return err;
@@ -511,6 +572,10 @@ static char* re2_to_posix(const char* pat, const char** why) {
       ok = false;
       continue;
     }
+    if (*p == '.') { /* RE2's dot: any character but a newline (a NUL byte too) */
+      ok = buf_adds(&b, "[^\n]");
+      continue;
+    }
     if ((*p == '*' || *p == '+' || *p == '?' || *p == '}') && p[1] == '?') {
       *why = "a lazy quantifier";
       ok = false;
@@ -566,8 +631,14 @@ static OnyxStatus* regex_compute(void* state, OnyxKernelContext* ctx) {
   OnyxStatus* st = H->ctx_output(ctx, 0, H->tensor_dims(x), H->tensor_rank(x), &y);
   if (st) return st;
   uint8_t* out = H->tensor_mutable_data(y);
-  for (size_t i = 0, n = H->tensor_elem_count(x); i < n; i++)
-    out[i] = regexec(&s->re, H->tensor_string(x, i), 0, NULL, 0) == 0;
+  for (size_t i = 0, n = H->tensor_elem_count(x); i < n; i++) {
+    if (i % 256 == 255 && text_should_stop(ctx)) return cpu_cancelled_text(ctx, "RegexFullMatch");
+    /* REG_STARTEND: the whole string is matched, NUL bytes included. */
+    size_t len;
+    const char* str = text_str(x, i, &len);
+    regmatch_t span = {.rm_so = 0, .rm_eo = (regoff_t)len};
+    out[i] = (size_t)span.rm_eo == len && regexec(&s->re, str, 1, &span, REG_STARTEND) == 0;
+  }
   return NULL;
 }
 
@@ -621,8 +692,8 @@ static OnyxStatus* tfidf_create(OnyxEp* ep, const OnyxNode* node, void* user, vo
   else if (s->min_n < 1 || s->max_n < s->min_n || s->max_skip < 0)
     st = cpu_error(node, ONYX_INVALID_MODEL,
                    "need 1 <= min_gram_length (%lld) <= max_gram_length (%lld) and "
-                   "max_skip_count >= 0",
-                   (long long)s->min_n, (long long)s->max_n);
+                   "max_skip_count (%lld) >= 0",
+                   (long long)s->min_n, (long long)s->max_n, (long long)s->max_skip);
   else if ((size_t)s->max_n > s->n_counts)
     st = cpu_error(node, ONYX_INVALID_MODEL,
                    "ngram_counts has %zu entries; max_gram_length %lld needs one per length",
@@ -645,9 +716,14 @@ static OnyxStatus* tfidf_create(OnyxEp* ep, const OnyxNode* node, void* user, vo
   if (!st && grams != s->n_indexes)
     st = cpu_error(node, ONYX_INVALID_MODEL, "the pool holds %zu n-grams but ngram_indexes has %zu",
                    grams, s->n_indexes);
+  /* The output has max(ngram_indexes) + 1 floats a row: an index must keep
+   * that size representable (the run's memory limit judges the rest). */
+  const int64_t max_index = (int64_t)(PTRDIFF_MAX / (ptrdiff_t)sizeof(float)) - 1;
   for (size_t i = 0; !st && i < s->n_indexes; i++) {
-    if (s->indexes[i] < 0)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "ngram_indexes[%zu] is negative", i);
+    if (s->indexes[i] < 0 || s->indexes[i] > max_index)
+      st =
+          cpu_error(node, ONYX_INVALID_MODEL, "ngram_indexes[%zu] = %lld is out of range [0, %lld]",
+                    i, (long long)s->indexes[i], (long long)max_index);
     else if (s->indexes[i] + 1 > s->out_size)
       s->out_size = s->indexes[i] + 1;
   }
@@ -668,7 +744,11 @@ typedef struct Tokens {
 
 static bool token_eq_pool(const TfIdfState* s, const Tokens* t, size_t tok, size_t pool_i) {
   const OnyxHostApi* H = cpu_host;
-  if (s->strings) return !strcmp(H->tensor_string(t->x, tok), s->pool_strs[pool_i]);
+  if (s->strings) { /* a token with a NUL byte is longer than its C string */
+    size_t len;
+    const char* w = text_str(t->x, tok, &len);
+    return strlen(s->pool_strs[pool_i]) == len && !memcmp(w, s->pool_strs[pool_i], len);
+  }
   const void* d = H->tensor_data(t->x);
   int64_t v = t->type == ONYX_ELEM_INT32 ? ((const int32_t*)d)[tok] : ((const int64_t*)d)[tok];
   return v == s->pool_ints[pool_i];
@@ -718,10 +798,18 @@ static OnyxStatus* tfidf_compute(void* state, OnyxKernelContext* ctx) {
   for (size_t r = 0; r < rows; r++) {
     float* o = out + r * (size_t)s->out_size;
     size_t base = r * t.row_len;
-    for (size_t n = (size_t)s->min_n; n <= (size_t)s->max_n && n < 64; n++) {
-      /* Unigrams do not depend on the skip: count them once. */
-      size_t skips = n == 1 ? 0 : (size_t)s->max_skip;
+    for (size_t n = (size_t)s->min_n; n <= (size_t)s->max_n && n < 64 && n <= t.row_len; n++) {
+      /* Unigrams do not depend on the skip: count them once. An n-gram with
+       * skip k spans (n - 1) * (k + 1) + 1 tokens, so skips beyond
+       * (row_len - 1) / (n - 1) - 1 find nothing: the row bounds the loop,
+       * whatever max_skip_count says. */
+      size_t skips = 0;
+      if (n > 1) {
+        size_t fit = (t.row_len - 1) / (n - 1) - 1; /* row_len >= n: fit >= 0 */
+        skips = (uint64_t)s->max_skip < fit ? (size_t)s->max_skip : fit;
+      }
       for (size_t skip = 0; skip <= skips; skip++) {
+        if (text_should_stop(ctx)) return cpu_cancelled_text(ctx, "TfIdfVectorizer");
         size_t step = skip + 1;
         for (size_t pos = 0; pos + (n - 1) * step < t.row_len; pos++) {
           int64_t g = find_gram(s, &t, base, pos, step, n, ordinal_base);

@@ -472,10 +472,16 @@ void cpu_memcpy(void* dst, const void* src, size_t n) {
   if (n) memcpy(dst, src, n);
 }
 
+/* Copies string si of src to di of dst with its byte length, NUL bytes
+ * included (a 1.0 host has no tensor_string_len: up to the first NUL). */
 static OnyxStatus* cpu_copy_string(OnyxTensor* dst, size_t di, const OnyxTensor* src, size_t si) {
-  const char* s = cpu_host->tensor_string(src, si);
+  const OnyxHostApi* H = cpu_host;
+  const char* s = H->tensor_string(src, si);
   if (!s) s = "";
-  return cpu_host->tensor_set_string(dst, di, s, strlen(s));
+  bool has_len = H->struct_size >= offsetof(OnyxHostApi, tensor_string_len) +
+                                       sizeof H->tensor_string_len &&
+                 H->tensor_string_len;
+  return H->tensor_set_string(dst, di, s, has_len ? H->tensor_string_len(src, si) : strlen(s));
 }
 
 OnyxStatus* cpu_copy_elems(OnyxTensor* dst, size_t dst_off, const OnyxTensor* src, size_t src_off,

@@ -234,6 +234,18 @@ ONYX_API size_t onyx_tensor_byte_size(const OnyxTensor* t);
 ONYX_API const void* onyx_tensor_data(const OnyxTensor* t); /* strings: const char* const* */
 ONYX_API const OnyxMemoryDevice* onyx_tensor_memory(const OnyxTensor* t);
 
+/* Strings may hold any bytes, NUL included. A string tensor's data stays an
+ * array of NUL-terminated `const char*` (a reader that ignores lengths sees
+ * each string up to its first NUL); its byte length, NULs included, is
+ * onyx_tensor_string_len (0 for an index out of range or another type). */
+ONYX_API size_t onyx_tensor_string_len(const OnyxTensor* t, size_t i);
+/* A string tensor in host memory holding copies of exactly lens[i] bytes of
+ * strings[i] (lens NULL: each string up to its NUL; strings[i] may be NULL
+ * only with length 0). strings may be NULL for a tensor of no elements. */
+ONYX_API OnyxStatus* onyx_value_create_string_tensor(const int64_t* dims, size_t rank,
+                                                     const char* const* strings, const size_t* lens,
+                                                     OnyxValue** out);
+
 /* Reads a serialized onnx.TensorProto (the .pb files of ONNX test folders).
  * *name (may be NULL) receives the tensor's name, free with onyx_free. */
 ONYX_API OnyxStatus* onyx_value_load_tensor_proto(const char* path, OnyxValue** out, char** name);

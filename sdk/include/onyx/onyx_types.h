@@ -60,8 +60,11 @@ typedef enum OnyxElemType {
   ONYX_ELEM_INT16 = 5,
   ONYX_ELEM_INT32 = 6,
   ONYX_ELEM_INT64 = 7,
-  ONYX_ELEM_STRING = 8, /* data is an array of `char*`, NUL-terminated, owned by the tensor */
-  ONYX_ELEM_BOOL = 9,   /* one byte per element, 0 or 1 */
+  /* data is an array of `char*`, NUL-terminated, owned by the tensor; a
+   * string may hold NUL bytes: its byte length is tensor_string_len (ABI
+   * 1.1) or onyx_tensor_string_len */
+  ONYX_ELEM_STRING = 8,
+  ONYX_ELEM_BOOL = 9, /* one byte per element, 0 or 1 */
   ONYX_ELEM_FLOAT16 = 10,
   ONYX_ELEM_FLOAT64 = 11,
   ONYX_ELEM_UINT32 = 12,

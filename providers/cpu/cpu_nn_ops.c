@@ -590,10 +590,17 @@ static OnyxStatus* win_init(const OnyxNode* node, const int64_t* in, size_t n, W
   const int ceil_mode = cpu_host->node_attr_int(node, "ceil_mode", 0) != 0;
   for (size_t i = 0; i < n; i++) {
     w->in[i] = in[i];
+    /* kernel, strides, dilations and pads are at most 2^31 (attr_list), so
+     * eff fits; a run-time dim near INT64_MAX (an empty batch) may not */
     const int64_t eff = (w->k[i] - 1) * w->d[i] + 1;
+    int64_t padded;
+    if (in[i] < 0 || !cpu_add3_i64(in[i], 2 * ((int64_t)1 << 31), eff, &padded))
+      return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                       "spatial dim %zu: integer overflow: input %lld with the window and pads", i,
+                       (long long)in[i]);
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
-      w->out[i] = (in[i] + w->s[i] - 1) / w->s[i];
-      int64_t total = (w->out[i] - 1) * w->s[i] + eff - in[i];
+      w->out[i] = in[i] / w->s[i] + (in[i] % w->s[i] != 0);
+      int64_t total = (w->out[i] > 0 ? w->out[i] - 1 : 0) * w->s[i] + eff - in[i];
       if (total < 0) total = 0;
       w->pb[i] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
       w->pe[i] = total - w->pb[i];
@@ -613,7 +620,7 @@ static OnyxStatus* win_init(const OnyxNode* node, const int64_t* in, size_t n, W
                        "spatial dim %zu: the window (extent %lld) is larger than the padded "
                        "input (%lld)",
                        i, (long long)eff, (long long)(in[i] + w->pb[i] + w->pe[i]));
-    w->out[i] = (ceil_mode ? (span + w->s[i] - 1) / w->s[i] : span / w->s[i]) + 1;
+    w->out[i] = span / w->s[i] + (ceil_mode && span % w->s[i] != 0) + 1;
     if (ceil_mode && (w->out[i] - 1) * w->s[i] >= in[i] + w->pb[i]) w->out[i]--;
   }
   return NULL;
@@ -634,9 +641,11 @@ static OnyxStatus* lppool_compute(void* state, OnyxKernelContext* ctx) {
   size_t in_sz = 1, out_sz = 1, k_sz = 1;
   for (size_t i = 0; i < ns; i++) {
     od[2 + i] = w.out[i];
-    in_sz *= (size_t)w.in[i];
-    out_sz *= (size_t)w.out[i];
-    k_sz *= (size_t)w.k[i];
+    if (!cpu_mul_size(in_sz, (size_t)w.in[i], &in_sz) ||
+        !cpu_mul_size(out_sz, (size_t)w.out[i], &out_sz) ||
+        !cpu_mul_size(k_sz, (size_t)w.k[i], &k_sz))
+      return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                       "integer overflow: the spatial sizes do not fit in size_t");
   }
   const size_t planes = (size_t)d[0] * (size_t)d[1];
   OnyxTensor* y;
@@ -654,6 +663,9 @@ static OnyxStatus* lppool_compute(void* state, OnyxKernelContext* ctx) {
       }
       double acc = 0;
       for (size_t kk = 0; kk < k_sz; kk++) {
+        /* kernel_shape sets the window's size: a long one can be stopped */
+        if ((kk & (CPU_STOP_INTERVAL - 1)) == CPU_STOP_INTERVAL - 1 && cpu_should_stop(ctx))
+          return cpu_cancelled(ctx, "LpPool");
         size_t rk = kk, off = 0;
         bool inside = true;
         for (size_t i = ns; i-- > 0;) {
@@ -753,14 +765,24 @@ static OnyxStatus* maxunpool_compute(void* state, OnyxKernelContext* ctx) {
     return st;
   od[0] = d[0];
   od[1] = d[1];
-  for (size_t i = 0; i < ns; i++)
-    od[2 + i] = (d[2 + i] - 1) * s[i] + k[i] - pads[i] - pads[i + ns];
+  for (size_t i = 0; i < ns; i++) {
+    /* k, s, pads are at most 2^31 (attr_list); X's dims may be anything */
+    int64_t t;
+    if (!cpu_mul_i64(d[2 + i] - 1, s[i], &t) || !cpu_add_i64(t, k[i], &t) ||
+        !cpu_sub_i64(t, pads[i] + pads[i + ns], &od[2 + i]))
+      return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                       "spatial dim %zu: integer overflow: X's dim %lld times strides[%zu] = %lld",
+                       i, (long long)d[2 + i], i, (long long)s[i]);
+  }
   for (size_t i = 0; i < r; i++)
     if (od[i] < 0)
       return cpu_error(node, ONYX_INVALID_ARGUMENT, "output dim %zu would be negative", i);
   int64_t dflt[CPU_MAX_RANK];
   memcpy(dflt, od, r * sizeof *od);
-  const size_t dflt_total = cpu_dims_product(dflt, 0, r);
+  size_t dflt_total;
+  if (!cpu_dims_count(dflt, r, &dflt_total))
+    return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                     "integer overflow: the unpooled size does not fit in size_t");
   if (nnop_has_input(ctx, 2)) {
     int64_t shp[CPU_MAX_RANK];
     size_t cnt = 0;

@@ -25,13 +25,18 @@ typedef struct Col2ImGeo {
   size_t out_sz, in_sz, k_sz;
 } Col2ImGeo;
 
-static void geo_sizes(Col2ImGeo* g) {
+/* The three element counts; an error naming the node when one overflows. */
+static OnyxStatus* geo_sizes(const OnyxNode* node, Col2ImGeo* g) {
   g->out_sz = g->in_sz = g->k_sz = 1;
-  for (size_t i = 0; i < g->ns; i++) {
-    g->out_sz *= (size_t)g->out[i];
-    g->in_sz *= (size_t)g->in[i];
-    g->k_sz *= (size_t)g->k[i];
-  }
+  for (size_t i = 0; i < g->ns; i++)
+    if (g->out[i] < 0 || g->in[i] < 0 || g->k[i] < 0 ||
+        !cpu_mul_size(g->out_sz, (size_t)g->out[i], &g->out_sz) ||
+        !cpu_mul_size(g->in_sz, (size_t)g->in[i], &g->in_sz) ||
+        !cpu_mul_size(g->k_sz, (size_t)g->k[i], &g->k_sz))
+      return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                       "integer overflow: the spatial sizes (spatial dim %zu) do not fit in size_t",
+                       i);
+  return NULL;
 }
 
 /* cols: [channels * k_sz, in_sz]; adds into out: [channels, out_sz]. */
@@ -140,25 +145,35 @@ static OnyxStatus* convt_compute(void* state, OnyxKernelContext* ctx) {
     return cpu_error(node, ONYX_INVALID_ARGUMENT,
                      "output_shape has %zu values; %zu spatial dims expected", nos, ns);
   for (size_t i = 0; i < ns; i++) {
-    const int64_t eff = (geo.k[i] - 1) * geo.d[i] + 1;
-    const int64_t full = geo.s[i] * (xd[2 + i] - 1) + opad[i] + eff;
-    if (os || same_upper || same_lower) {
-      const int64_t want = os ? os[nos - ns + i] : xd[2 + i] * geo.s[i];
-      const int64_t total = full - want;
+    /* strides, dilations, pads are at most 2^31 (attr_list); the dims and
+     * output_shape may be anything */
+    int64_t eff, full, t;
+    bool fits = cpu_dilated_extent(geo.k[i], geo.d[i], &eff) &&
+                cpu_mul_i64(geo.s[i], xd[2 + i] - 1, &t) && cpu_add3_i64(t, opad[i], eff, &full);
+    if (fits && (os || same_upper || same_lower)) {
+      int64_t want = 0, total = 0;
+      fits = (os ? (want = os[nos - ns + i], true) : cpu_mul_i64(xd[2 + i], geo.s[i], &want)) &&
+             cpu_sub_i64(full, want, &total) && total > INT64_MIN + 1;
       geo.out[i] = want;
       /* Floor division: a negative total pads (extends) the end. */
       const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       geo.pb[i] = same_upper ? half : total - half;
-    } else {
+    } else if (fits) {
       if (!strcmp(ap, "VALID")) pads[i] = pads[i + ns] = 0;
       geo.pb[i] = pads[i];
-      geo.out[i] = full - pads[i] - pads[i + ns];
+      fits = cpu_sub_i64(full, pads[i], &t) && cpu_sub_i64(t, pads[i + ns], &geo.out[i]);
     }
+    if (!fits)
+      return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                       "spatial dim %zu: integer overflow computing the output size from X's dim "
+                       "%lld, kernel %lld, strides, dilations, pads, output_padding and "
+                       "output_shape",
+                       i, (long long)xd[2 + i], (long long)geo.k[i]);
     if (geo.out[i] < 0)
       return cpu_error(node, ONYX_INVALID_ARGUMENT, "output spatial dim %zu would be %lld", i,
                        (long long)geo.out[i]);
   }
-  geo_sizes(&geo);
+  if ((st = geo_sizes(node, &geo))) return st;
   int64_t od[MAX_SP + 2] = {(int64_t)n, (int64_t)cout};
   for (size_t i = 0; i < ns; i++)
     od[2 + i] = geo.out[i];
@@ -261,13 +276,19 @@ static OnyxStatus* col2im_compute(void* state, OnyxKernelContext* ctx) {
     geo.out[i] = img[i];
     geo.k[i] = blk[i];
     geo.pb[i] = pads[i];
-    const int64_t span = img[i] + pads[i] + pads[i + ns] - ((blk[i] - 1) * geo.d[i] + 1);
+    int64_t eff, t, span;
+    if (!cpu_dilated_extent(blk[i], geo.d[i], &eff) ||
+        !cpu_add3_i64(img[i], pads[i], pads[i + ns], &t) || !cpu_sub_i64(t, eff, &span))
+      return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                       "spatial dim %zu: integer overflow from image_shape %lld, block_shape %lld, "
+                       "dilations and pads",
+                       i, (long long)img[i], (long long)blk[i]);
     if (span < 0)
       return cpu_error(node, ONYX_INVALID_ARGUMENT, "block dim %zu exceeds the padded image", i);
     geo.in[i] = span / geo.s[i] + 1;
   }
-  geo_sizes(&geo);
-  if (xd[1] % (int64_t)geo.k_sz != 0 || (size_t)xd[2] != geo.in_sz)
+  if ((st = geo_sizes(node, &geo))) return st;
+  if (geo.k_sz > (size_t)INT64_MAX || xd[1] % (int64_t)geo.k_sz != 0 || (size_t)xd[2] != geo.in_sz)
     return cpu_error(node, ONYX_INVALID_ARGUMENT,
                      "input is [%lld, %lld, %lld]; dim 1 must be a multiple of %zu and dim 2 "
                      "equal %zu",
@@ -340,13 +361,28 @@ static OnyxStatus* deform_compute(void* state, OnyxKernelContext* ctx) {
   const int64_t* ks = cpu_host->node_attr_ints(node, "kernel_shape", &nk);
   k[0] = ks && nk == 2 ? ks[0] : wd[2];
   k[1] = ks && nk == 2 ? ks[1] : wd[3];
+  if (k[0] != wd[2] || k[1] != wd[3])
+    return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                     "kernel_shape [%lld, %lld] disagrees with W's spatial dims [%lld, %lld]",
+                     (long long)k[0], (long long)k[1], (long long)wd[2], (long long)wd[3]);
+  if (k[0] < 1 || k[1] < 1)
+    return cpu_error(node, ONYX_INVALID_ARGUMENT, "the kernel [%lld, %lld] is empty",
+                     (long long)k[0], (long long)k[1]);
   const int64_t n = xd[0], c = xd[1], h = xd[2], wi = xd[3], oc = wd[0];
-  const int64_t oh = (h + pads[0] + pads[2] - ((k[0] - 1) * dl[0] + 1)) / s[0] + 1;
-  const int64_t ow = (wi + pads[1] + pads[3] - ((k[1] - 1) * dl[1] + 1)) / s[1] + 1;
-  const int64_t ksz = k[0] * k[1];
-  if (oh < 1 || ow < 1 || fd[0] != n || fd[1] != og * 2 * ksz || fd[2] != oh || fd[3] != ow)
+  int64_t eh, ew, th, tw, ksz, og2k;
+  if (!cpu_dilated_extent(k[0], dl[0], &eh) || !cpu_dilated_extent(k[1], dl[1], &ew) ||
+      !cpu_add3_i64(h, pads[0], pads[2], &th) || !cpu_add3_i64(wi, pads[1], pads[3], &tw) ||
+      !cpu_mul_i64(k[0], k[1], &ksz) || !cpu_mul_i64(og, ksz, &og2k) ||
+      !cpu_mul_i64(og2k, 2, &og2k))
+    return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                     "integer overflow computing the output size from X's dims [%lld, %lld], "
+                     "the kernel [%lld, %lld], dilations, pads and offset_group",
+                     (long long)h, (long long)wi, (long long)k[0], (long long)k[1]);
+  const int64_t oh = (th - eh) / s[0] + 1, ow = (tw - ew) / s[1] + 1;
+  if (th < eh || tw < ew || oh < 1 || ow < 1 || fd[0] != n || fd[1] != og2k || fd[2] != oh ||
+      fd[3] != ow)
     return cpu_error(node, ONYX_INVALID_ARGUMENT, "offset must be [%lld, %lld, %lld, %lld]",
-                     (long long)n, (long long)(og * 2 * ksz), (long long)oh, (long long)ow);
+                     (long long)n, (long long)og2k, (long long)oh, (long long)ow);
   if (maskt && cpu_host->tensor_elem_count(maskt) != (size_t)(n * og * ksz * oh * ow))
     return cpu_error(node, ONYX_INVALID_ARGUMENT, "mask must be [%lld, %lld, %lld, %lld]",
                      (long long)n, (long long)(og * ksz), (long long)oh, (long long)ow);

@@ -412,27 +412,47 @@ static OnyxStatus* conv_geo(OnyxKernelContext* ctx, const ConvAttrs* a, const in
                            (long long)a->kernel[i], (long long)wd[i]);
     g->s[i] = a->n_strides ? a->strides[i] : 1;
     g->d[i] = a->n_dilations ? a->dilations[i] : 1;
-    const int64_t eff = (g->k[i] - 1) * g->d[i] + 1;
     int64_t pb = a->n_pads ? a->pads[i] : 0, pe = a->n_pads ? a->pads[i + ns] : 0;
+    int64_t eff, t, lim;
+    if (g->in[i] < 0 || g->s[i] < 1 || !cpu_dilated_extent(g->k[i], g->d[i], &eff))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "spatial dim %zu: input %lld, kernel %lld, strides %lld, dilations "
+                           "%lld: an invalid value or an integer overflow",
+                           i, (long long)g->in[i], (long long)g->k[i], (long long)g->s[i],
+                           (long long)g->d[i]);
     if (a->auto_pad == 1 || a->auto_pad == 2) {
-      g->out[i] = (g->in[i] + g->s[i] - 1) / g->s[i];
-      int64_t total = (g->out[i] - 1) * g->s[i] + eff - g->in[i];
+      g->out[i] = g->in[i] / g->s[i] + (g->in[i] % g->s[i] != 0);
+      int64_t total;
+      if (!cpu_mul_i64(g->out[i] > 0 ? g->out[i] - 1 : 0, g->s[i], &t) ||
+          !cpu_add_i64(t, eff, &t) || !cpu_sub_i64(t, g->in[i], &total))
+        total = -1; /* reported below */
       if (total < 0) total = 0;
       pb = a->auto_pad == 1 ? total / 2 : total - total / 2;
-    } else {
-      if (a->auto_pad == 3) pb = pe = 0;
-      const int64_t span = g->in[i] + pb + pe - eff;
+      pe = total - pb;
+    } else if (a->auto_pad == 3) {
+      pb = pe = 0;
+    }
+    /* every index the kernel derives stays within in + pb + pe + eff */
+    if (pb < 0 || pe < 0 || !cpu_add3_i64(g->in[i], pb, pe, &t) || !cpu_add_i64(t, eff, &lim))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "spatial dim %zu: integer overflow: input %lld + pads %lld + %lld + "
+                           "dilated kernel extent %lld does not fit in int64",
+                           i, (long long)g->in[i], (long long)pb, (long long)pe, (long long)eff);
+    if (a->auto_pad != 1 && a->auto_pad != 2) {
+      const int64_t span = t - eff;
       if (span < 0)
         return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                              "spatial dim %zu: the window (%lld) is larger than the padded input "
                              "(%lld)",
-                             i, (long long)eff, (long long)(g->in[i] + pb + pe));
+                             i, (long long)eff, (long long)t);
       g->out[i] = span / g->s[i] + 1;
     }
     g->pb[i] = pb;
-    g->in_size *= (size_t)g->in[i];
-    g->out_size *= (size_t)g->out[i];
-    g->k_size *= (size_t)g->k[i];
+    if (!cpu_mul_size(g->in_size, (size_t)g->in[i], &g->in_size) ||
+        !cpu_mul_size(g->out_size, (size_t)g->out[i], &g->out_size) ||
+        !cpu_mul_size(g->k_size, (size_t)g->k[i], &g->k_size))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "integer overflow: the spatial sizes do not fit in size_t");
   }
   return NULL;
 }

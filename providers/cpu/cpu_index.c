@@ -40,9 +40,11 @@ static int64_t idx_at(const OnyxTensor* t, size_t i) {
   default: {
     CpuNum v;
     if (!cpu_num_load(cpu_host->tensor_elem_type(t), p, i, &v)) return 0;
-    return v.kind == CPU_NUM_SINT   ? v.v.i
-           : v.kind == CPU_NUM_UINT ? (int64_t)v.v.u
-                                    : (int64_t)v.v.f;
+    if (v.kind == CPU_NUM_SINT) return v.v.i;
+    if (v.kind == CPU_NUM_UINT) return v.v.u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v.v.u;
+    /* a float beyond int64 (or NaN) is out of range for every dim */
+    int64_t r;
+    return cpu_double_to_i64(trunc(v.v.f), &r) ? r : INT64_MIN;
   }
   }
 }
@@ -366,8 +368,11 @@ static OnyxStatus* tensor_scatter_compute(void* state, OnyxKernelContext* ctx) {
     size_t b = per_batch ? o / per_batch : 0;
     int64_t w = wi ? idx_at(wi, b) : 0;
     for (int64_t j = 0; j < seq; j++) {
-      int64_t pos = w + j;
-      if (s->circular) pos = max_seq ? ((pos % max_seq) + max_seq) % max_seq : 0;
+      int64_t pos;
+      if (s->circular) /* w reduced first: any int64 write index wraps */
+        pos = max_seq ? (((w % max_seq) + max_seq) % max_seq + j) % max_seq : 0;
+      else if (!cpu_add_i64(w, j, &pos))
+        pos = -1; /* outside the cache: the error below */
       if (pos < 0 || pos >= max_seq)
         return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                              "write index %lld + %lld is outside the cache of %lld", (long long)w,

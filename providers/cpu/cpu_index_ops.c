@@ -528,7 +528,11 @@ static OnyxStatus* d2s_compute(void* state, OnyxKernelContext* ctx) {
   if (d[1] % (b * b))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "channels %lld not divisible by blocksize^2",
                          (long long)d[1]);
-  int64_t dims[4] = {d[0], c, d[2] * b, d[3] * b};
+  int64_t dims[4] = {d[0], c, 0, 0};
+  if (!cpu_mul_i64(d[2], b, &dims[2]) || !cpu_mul_i64(d[3], b, &dims[3]))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "integer overflow: spatial dims [%lld, %lld] times blocksize %lld",
+                         (long long)d[2], (long long)d[3], (long long)b);
   OnyxTensor* y;
   OnyxStatus* st = cpu_host->ctx_output(ctx, 0, dims, 4, &y);
   if (st) return st;
@@ -551,7 +555,11 @@ static OnyxStatus* s2d_compute(void* state, OnyxKernelContext* ctx) {
   int64_t b = s->a;
   if (d[2] % b || d[3] % b)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "spatial dims not divisible by blocksize");
-  int64_t dims[4] = {d[0], d[1] * b * b, d[2] / b, d[3] / b};
+  int64_t dims[4] = {d[0], 0, d[2] / b, d[3] / b};
+  if (!cpu_mul_i64(d[1], b * b, &dims[1]))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "integer overflow: %lld channels times blocksize %lld squared",
+                         (long long)d[1], (long long)b);
   OnyxTensor* y;
   OnyxStatus* st = cpu_host->ctx_output(ctx, 0, dims, 4, &y);
   if (st) return st;

@@ -857,10 +857,10 @@ static OnyxStatus* maxroipool_compute(void* state, OnyxKernelContext* ctx) {
     return st;
   for (int64_t n = 0; n < nr; n++) {
     const double* roi = rv + n * 5;
-    const int64_t b = (int64_t)roi[0];
-    if (b < 0 || b >= d[0])
-      return cpu_error(node, ONYX_INVALID_ARGUMENT, "roi %lld has batch index %lld of %lld",
-                       (long long)n, (long long)b, (long long)d[0]);
+    int64_t b;
+    if (!cpu_double_to_i64(roi[0], &b) || b < 0 || b >= d[0])
+      return cpu_error(node, ONYX_INVALID_ARGUMENT, "roi %lld has batch index %g of %lld",
+                       (long long)n, roi[0], (long long)d[0]);
     for (int k = 1; k < 5; k++)
       if (!(fabs(roi[k] * scale) < 1e15))
         return cpu_error(node, ONYX_INVALID_ARGUMENT,

@@ -897,17 +897,18 @@ static OnyxStatus* roi_compute(void* state, OnyxKernelContext* ctx) {
   OnyxTensor* y;
   double *xv, *rv, *bv, *yv;
   OnyxStatus* st;
-  const size_t total = (size_t)(nr * c * s->oh * s->ow);
-  if ((st = cpu_host->ctx_output(ctx, 0, od, 4, &y)) || (st = nnop_load_d(ctx, x, &xv)) ||
-      (st = nnop_load_d(ctx, rois, &rv)) || (st = nnop_load_d(ctx, bi, &bv)) ||
+  if ((st = cpu_host->ctx_output(ctx, 0, od, 4, &y))) return st;
+  const size_t total = cpu_host->tensor_elem_count(y);
+  if ((st = nnop_load_d(ctx, x, &xv)) || (st = nnop_load_d(ctx, rois, &rv)) ||
+      (st = nnop_load_d(ctx, bi, &bv)) ||
       (st = nnop_scratch(ctx, total * sizeof(double), (void**)&yv)))
     return st;
   const double off = s->half_pixel ? 0.5 : 0;
   for (int64_t n = 0; n < nr; n++) {
-    const int64_t b = (int64_t)bv[n];
-    if (b < 0 || b >= d[0])
-      return cpu_error(s->node, ONYX_INVALID_ARGUMENT, "batch_indices[%lld] = %lld is out of range",
-                       (long long)n, (long long)b);
+    int64_t b;
+    if (!cpu_double_to_i64(bv[n], &b) || b < 0 || b >= d[0])
+      return cpu_error(s->node, ONYX_INVALID_ARGUMENT, "batch_indices[%lld] = %g is out of range",
+                       (long long)n, bv[n]);
     const double* roi = rv + n * 4;
     const double x0 = roi[0] * s->scale - off, y0 = roi[1] * s->scale - off;
     double rw = roi[2] * s->scale - off - x0, rh = roi[3] * s->scale - off - y0;

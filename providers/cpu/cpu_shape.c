@@ -90,8 +90,15 @@ static OnyxStatus* reshape_dims(const OnyxKernelContext* ctx, const OnyxTensor* 
     if (v < 0)
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "shape[%zu] is %lld", i, (long long)v);
     out[i] = v;
-    known *= (size_t)v;
   }
+  /* the known dims' product (0 when one is 0, however large the others) */
+  int64_t kd[CPU_MAX_RANK];
+  size_t nk = 0;
+  for (size_t i = 0; i < n; i++)
+    if (i != infer) kd[nk++] = out[i];
+  if (!cpu_dims_count(kd, nk, &known))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "integer overflow: the product of shape does not fit in size_t");
   if (infer != n) {
     if (known == 0 || total % known != 0)
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
@@ -280,7 +287,11 @@ static OnyxStatus* split_lengths(OnyxKernelContext* ctx, const ShapeState* s, in
     for (size_t i = 0; i < n; i++) {
       if (given[i] < 0)
         return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "split[%zu] is negative", i);
-      sum += len[i] = given[i];
+      len[i] = given[i];
+      if (!cpu_add_i64(sum, given[i], &sum))
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                             "integer overflow: split sums past int64 at split[%zu] = %lld", i,
+                             (long long)given[i]);
     }
     if (sum != dim)
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "split sums to %lld, the axis has %lld",
@@ -290,7 +301,7 @@ static OnyxStatus* split_lengths(OnyxKernelContext* ctx, const ShapeState* s, in
   if (s->version < 18 && dim % (int64_t)n_out != 0)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "axis of %lld does not split in %zu parts",
                          (long long)dim, n_out);
-  int64_t chunk = (dim + (int64_t)n_out - 1) / (int64_t)n_out, left = dim;
+  int64_t chunk = dim / (int64_t)n_out + (dim % (int64_t)n_out != 0), left = dim;
   for (size_t i = 0; i < n_out; i++) {
     len[i] = left < chunk ? left : chunk;
     left -= len[i];

@@ -105,14 +105,24 @@ static inline bool cpu_double_to_i64(double v, int64_t* out) {
   *out = (int64_t)v;
   return true;
 }
-/* The product of n non-negative dims as an element count; false when one
- * is negative or the product overflows size_t. */
+/* The product of n non-negative dims as an element count (0 when a dim is
+ * 0, however large the others); false when one is negative or the product
+ * overflows size_t. */
 static inline bool cpu_dims_count(const int64_t* dims, size_t n, size_t* out) {
   size_t c = 1;
-  for (size_t i = 0; i < n; i++)
-    if (dims[i] < 0 || !cpu_mul_size(c, (size_t)dims[i], &c)) return false;
+  bool overflow = false;
+  for (size_t i = 0; i < n; i++) {
+    if (dims[i] < 0) return false;
+    if (dims[i] == 0) {
+      *out = 0;
+      for (size_t j = i + 1; j < n; j++)
+        if (dims[j] < 0) return false;
+      return true;
+    }
+    overflow |= !cpu_mul_size(c, (size_t)dims[i], &c);
+  }
   *out = c;
-  return true;
+  return !overflow;
 }
 
 /* --- Errors ------------------------------------------------------------------ */

@@ -486,6 +486,74 @@ static void test_range_extremes(void** state) {
                "Range float", "Range", "too large", NULL);
 }
 
+/* --- shapes from run-time values ----------------------------------------------------- */
+
+static void test_reshape_split_overflow(void** state) {
+  (void)state;
+  /* shape [2^62, 2^62, 4]: the product overflows (the input has 4 elements) */
+  OxTestModel* m = otm_new(14);
+  otm_input_s(m, "X", F32, "N");
+  otm_input_s(m, "S", I64, "K");
+  otm_node(m, "Reshape", "reshape", "X,S", "Y");
+  otm_output_s(m, "Y", F32, NULL);
+  const int64_t big = (int64_t)1 << 62;
+  const In rs[] = {{"X", F32, 1, DIMS(4), (float[]){1, 2, 3, 4}},
+                   {"S", I64, 1, DIMS(3), (int64_t[]){big, big, 4}}};
+  expect_error(run_model(m, rs, 2, NULL, NULL), ONYX_INVALID_ARGUMENT, "Reshape", "Reshape",
+               "overflow", NULL);
+  /* split [INT64_MAX, 2] sums past int64 */
+  m = otm_new(13);
+  otm_input_s(m, "X", F32, "N");
+  otm_input_s(m, "S", I64, "K");
+  otm_node(m, "Split", "split", "X,S", "Y,Z");
+  otm_output_s(m, "Y", F32, NULL);
+  otm_output_s(m, "Z", F32, NULL);
+  const In sp[] = {{"X", F32, 1, DIMS(4), (float[]){1, 2, 3, 4}},
+                   {"S", I64, 1, DIMS(2), (int64_t[]){INT64_MAX, 2}}};
+  expect_error(run_model(m, sp, 2, NULL, NULL), ONYX_INVALID_ARGUMENT, "Split", "Split", "overflow",
+               NULL);
+}
+
+static void test_depth_to_space_overflow(void** state) {
+  (void)state;
+  /* an empty input (no channels) whose height times the block overflows */
+  OxTestModel* m = otm_new(13);
+  otm_input_s(m, "X", F32, "N,C,H,W");
+  OxTestNode* n = otm_node(m, "DepthToSpace", "d2s", "X", "Y");
+  otm_attr_int(n, "blocksize", 2);
+  otm_output_s(m, "Y", F32, NULL);
+  const In x = {"X", F32, 4, DIMS(1, 0, (int64_t)1 << 62, 1), NULL};
+  expect_error(run_model(m, &x, 1, NULL, NULL), ONYX_INVALID_ARGUMENT, "DepthToSpace",
+               "DepthToSpace", "overflow", "blocksize", NULL);
+}
+
+static void test_roi_batch_index_beyond_int64(void** state) {
+  (void)state;
+  /* RoiAlign reads batch_indices as doubles: INT64_MAX rounds to 2^63 */
+  OxTestModel* m = otm_new(16);
+  otm_input_s(m, "X", F32, "N,C,H,W");
+  otm_input_s(m, "R", F32, "K,4");
+  otm_input_s(m, "B", I64, "K");
+  otm_node(m, "RoiAlign", "roi", "X,R,B", "Y");
+  otm_output_s(m, "Y", F32, NULL);
+  const In ins[] = {{"X", F32, 4, DIMS(1, 1, 2, 2), (float[]){1, 2, 3, 4}},
+                    {"R", F32, 2, DIMS(1, 4), (float[]){0, 0, 1, 1}},
+                    {"B", I64, 1, DIMS(1), (int64_t[]){INT64_MAX}}};
+  expect_error(run_model(m, ins, 3, NULL, NULL), ONYX_INVALID_ARGUMENT, "RoiAlign", "RoiAlign",
+               "batch_indices", "out of range", NULL);
+  /* MaxRoiPool's batch index is a float in the roi row */
+  m = otm_new(13);
+  otm_input_s(m, "X", F32, "N,C,H,W");
+  otm_input_s(m, "R", F32, "K,5");
+  OxTestNode* n = otm_node(m, "MaxRoiPool", "pool", "X,R", "Y");
+  otm_attr_ints(n, "pooled_shape", 2, DIMS(1, 1));
+  otm_output_s(m, "Y", F32, NULL);
+  const In mp[] = {{"X", F32, 4, DIMS(1, 1, 2, 2), (float[]){1, 2, 3, 4}},
+                   {"R", F32, 2, DIMS(1, 5), (float[]){1e30f, 0, 0, 1, 1}}};
+  expect_error(run_model(m, mp, 2, NULL, NULL), ONYX_INVALID_ARGUMENT, "MaxRoiPool", "MaxRoiPool",
+               "batch index", NULL);
+}
+
 /* --- the CPU provider's options ---------------------------------------------------------- */
 
 static void test_threads_option_out_of_range(void** state) {
@@ -637,6 +705,9 @@ int main(void) {
       cmocka_unit_test(test_pad_extreme_pads),
       cmocka_unit_test(test_eyelike_extreme_k),
       cmocka_unit_test(test_range_extremes),
+      cmocka_unit_test(test_reshape_split_overflow),
+      cmocka_unit_test(test_depth_to_space_overflow),
+      cmocka_unit_test(test_roi_batch_index_beyond_int64),
       cmocka_unit_test(test_threads_option_out_of_range),
       cmocka_unit_test(test_cancel_long_range),
       cmocka_unit_test(test_cancel_long_tile),

@@ -410,10 +410,10 @@ OnyxStatus* ox_infer_pool(OxNode* n) {
                        (int)x.rank);
   Window w = {.n = nk};
   OX_TRY(read_window(n, &w, kernel, nk));
-  /* As ONNX Runtime refuses for every pooling op: a pad of at least the
-   * kernel size makes windows that lie wholly in the padding (nothing to
-   * average, no maximum). */
-  if (w.pads && !strcmp(w.auto_pad, "NOTSET"))
+  /* As ONNX Runtime: AveragePool's pads must be less than the kernel, or a
+   * window could lie wholly in the padding with nothing to average. (A
+   * MaxPool window in the padding is defined here, and kept.) */
+  if (w.pads && !strcmp(w.auto_pad, "NOTSET") && !strcmp(n->op_type, "AveragePool"))
     for (size_t i = 0; i < w.n; i++)
       if (w.pads[i] >= w.kernel[i] || w.pads[i + w.n] >= w.kernel[i])
         return ox_node_err(n,

@@ -258,7 +258,8 @@ static void test_pool_pads(void** state) {
   (void)state;
   for (int dyn = 0; dyn < 2; dyn++) {
     OxTestNode* n;
-    /* Pads of at least the kernel size are refused (as ONNX Runtime does). */
+    /* AveragePool pads of at least the kernel size are refused (as ONNX
+     * Runtime does). */
     OxTestModel* m = pool("AveragePool", 11, dyn, 4, 4, &n);
     otm_attr_ints(n, "kernel_shape", 2, DIMS(2, 2));
     otm_attr_ints(n, "pads", 4, DIMS(2, 0, 0, 0));
@@ -279,6 +280,11 @@ static void test_pool_pads(void** state) {
   otm_attr_ints(n, "kernel_shape", 2, DIMS(2, 2));
   otm_attr_ints(n, "pads", 4, DIMS(1, 0, 1, 0));
   expect_shape("AveragePool pads 1", m, 4, DIMS(1, 1, 5, 3));
+  /* A MaxPool window wholly in the padding stays allowed: (4 + 2 - 2) + 1 = 5. */
+  m = pool("MaxPool", 12, false, 4, 4, &n);
+  otm_attr_ints(n, "kernel_shape", 2, DIMS(2, 2));
+  otm_attr_ints(n, "pads", 4, DIMS(2, 0, 0, 0));
+  expect_shape("MaxPool pads = kernel", m, 4, DIMS(1, 1, 5, 3));
 }
 
 /* --- ConvTranspose ------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_checked.h"
 #include "ox_control.h"
 #include "ox_session.h"
 
@@ -105,6 +106,44 @@ static OnyxStatus* ox_resolve_sub(const OxNode* n, const char* attr, OxGraph* g,
   return NULL;
 }
 
+static bool ox_seq_kind(uint8_t k) {
+  return k == OX_VK_SEQUENCE || k == OX_VK_OPT_SEQUENCE;
+}
+
+static const char* ox_kind_word(uint8_t k) {
+  return ox_seq_kind(k) ? "a sequence" : "a tensor";
+}
+
+/* Output `oi` of subgraph `attr` must agree with `want` (a value the node
+ * declares or the subgraph's output feeds back into) in element type and in
+ * being a tensor or a sequence; types not known yet are not compared. */
+static OnyxStatus* ox_check_sub_output(const OxNode* n, const char* attr, const OxGraph* sub,
+                                       size_t oi, const OxValue* want, const char* what) {
+  const OxValue* got = sub->outputs[oi];
+  if (!want || !got || want->type == ONYX_ELEM_UNDEFINED) return NULL; /* nothing declared */
+  if (ox_seq_kind(got->kind) != ox_seq_kind(want->kind))
+    return ox_node_error(n, "subgraph '%s' output %zu ('%s') is %s, but %s ('%s') is %s", attr, oi,
+                         got->name, ox_kind_word(got->kind), what, want->name,
+                         ox_kind_word(want->kind));
+  if (got->type != ONYX_ELEM_UNDEFINED && got->type != want->type)
+    return ox_node_error(
+        n, "subgraph '%s' output %zu ('%s') has element type %s, but %s ('%s') is %s", attr, oi,
+        got->name, ox_elem_name(got->type), what, want->name, ox_elem_name(want->type));
+  return NULL;
+}
+
+/* The node's outputs as the model declares them (before inference types
+ * them from the subgraph), for ox_check_sub_output. */
+static OnyxStatus* ox_check_declared(const OxNode* n, const char* attr, const OxGraph* sub,
+                                     size_t first) {
+  for (size_t i = 0; i < n->n_outputs && first + i < sub->n_outputs; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "the node's output %zu", i);
+    OX_TRY(ox_check_sub_output(n, attr, sub, first + i, n->outputs[i], what));
+  }
+  return NULL;
+}
+
 static OnyxStatus* ox_infer_if(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
                                size_t n_customs) {
   OxGraph* br[2] = {ox_node_graph(n, "then_branch"), ox_node_graph(n, "else_branch")};
@@ -115,6 +154,12 @@ static OnyxStatus* ox_infer_if(OxGraph* g, OxNode* n, const OxSchemaRegistry* co
       return ox_node_error(n, "'%s' has %zu outputs but the node has %zu", names[b],
                            br[b]->n_outputs, n->n_outputs);
     OX_TRY(ox_resolve_sub(n, names[b], g, br[b], customs, n_customs));
+    OX_TRY(ox_check_declared(n, names[b], br[b], 0));
+  }
+  for (size_t i = 0; i < n->n_outputs; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "'then_branch' output %zu", i);
+    OX_TRY(ox_check_sub_output(n, "else_branch", br[1], i, br[0]->outputs[i], what));
   }
   for (size_t i = 0; i < n->n_outputs; i++) {
     if (!n->outputs[i]) continue;
@@ -157,6 +202,22 @@ static OnyxStatus* ox_infer_loop(OxGraph* g, OxNode* n, const OxSchemaRegistry* 
     OX_TRY(ox_type_formal(body, 2 + i, src, src->type, src->kind, -1));
   }
   OX_TRY(ox_resolve_sub(n, "body", g, body, customs, n_customs));
+  const OxValue* c = body->outputs[0];
+  if (c && (ox_seq_kind(c->kind) || (c->type != ONYX_ELEM_UNDEFINED && c->type != ONYX_ELEM_BOOL)))
+    return ox_node_error(n, "subgraph 'body' output 0 ('%s'), the condition, is %s of %s, not bool",
+                         c->name, ox_kind_word(c->kind), ox_elem_name(c->type));
+  for (size_t i = 0; i < carried; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "loop-carried input %zu", i);
+    OX_TRY(ox_check_sub_output(n, "body", body, 1 + i, n->inputs[2 + i], what));
+  }
+  for (size_t k = carried; k + 1 < body->n_outputs; k++)
+    if (body->outputs[1 + k] && ox_seq_kind(body->outputs[1 + k]->kind))
+      return ox_node_error(n,
+                           "subgraph 'body' output %zu ('%s') is a sequence, but scan outputs "
+                           "stack tensors",
+                           1 + k, body->outputs[1 + k]->name);
+  OX_TRY(ox_check_declared(n, "body", body, 1));
   for (size_t i = 0; i < n->n_outputs; i++) {
     if (!n->outputs[i]) continue;
     const OxValue* b = body->outputs[1 + i];
@@ -207,6 +268,16 @@ static OnyxStatus* ox_infer_scan(OxGraph* g, OxNode* n, const OxSchemaRegistry* 
     OX_TRY(ox_type_formal(body, i, NULL, src->type, OX_VK_TENSOR, -1));
   }
   OX_TRY(ox_resolve_sub(n, "body", g, body, customs, n_customs));
+  for (size_t i = 0; i < sh.n_state; i++) {
+    char what[64];
+    snprintf(what, sizeof what, "state input %zu", i);
+    OX_TRY(ox_check_sub_output(n, "body", body, i, n->inputs[sh.first + i], what));
+  }
+  for (size_t i = 0; i < body->n_outputs; i++)
+    if (body->outputs[i] && ox_seq_kind(body->outputs[i]->kind))
+      return ox_node_error(n, "subgraph 'body' output %zu ('%s') is a sequence; Scan takes tensors",
+                           i, body->outputs[i]->name);
+  OX_TRY(ox_check_declared(n, "body", body, 0));
   for (size_t i = 0; i < n->n_outputs; i++)
     if (n->outputs[i]) OX_TRY(ox_value_set(n->outputs[i], body->outputs[i]->type, -1, NULL));
   return NULL;
@@ -405,7 +476,7 @@ static OnyxStatus* ox_sub_run(OxFrame* f, const OxStep* st, const OxSub* sub,
   }
   for (size_t i = 0; i < g->n_outputs; i++)
     wanted[i] = true;
-  if (!err) err = ox_execute(sub->s, f->run, feeds, outs, wanted);
+  if (!err) err = ox_execute_nested(f, sub->s, feeds, outs, wanted);
   free(feeds);
   free(wanted);
   return err;
@@ -435,36 +506,80 @@ static OnyxStatus* ox_run_if(OxFrame* f, const OxStep* st, OxHostState* hs, OxTe
   return ox_sub_run(f, st, &hs->subs[c ? 0 : 1], NULL, outs);
 }
 
-/* Growable list of per-iteration tensors of one scan output. */
+/* Growable list of per-iteration tensors of one scan output; `bytes` is
+ * what it holds (items and their headers), charged to the run's live bytes. */
 typedef struct OxStack {
   OxTensor** items;
   size_t n, cap;
+  size_t bytes;
 } OxStack;
 
-static OnyxStatus* ox_stack_push(OxStack* s, OxTensor* t) {
+static size_t ox_held_bytes(const OxTensor* t) {
+  if (!t) return 0;
+  size_t sum = sizeof *t;
+  if (t->vkind == OX_RT_TENSOR) return ox_add_size(sum, t->bytes, &sum) ? sum : SIZE_MAX;
+  for (size_t i = 0; i < t->n_items; i++)
+    if (!ox_add_size(sum, ox_held_bytes(t->items[i]), &sum)) return SIZE_MAX;
+  return sum;
+}
+
+/* Appends t (taking it on success). The stack becomes one tensor of the
+ * node's outputs: it must stay within max_tensor_bytes, and what it holds
+ * within the run's max_session_bytes. */
+static OnyxStatus* ox_stack_push(OxFrame* f, const OxNode* n, size_t which, OxStack* s,
+                                 OxTensor* t) {
+  size_t b = ox_held_bytes(t), total;
+  size_t max = f->session->opts->max_tensor_bytes;
+  if (!ox_add_size(s->bytes, b, &total) || (max && total > max))
+    return ox_status(ONYX_LIMIT_EXCEEDED,
+                     "node '%s' (%s): output %zu would hold more than %zu bytes after %zu "
+                     "iterations (%zu bytes so far, %zu more), over the limit of %zu bytes "
+                     "(max_tensor_bytes)",
+                     n->name, n->op_type, which, s->bytes, s->n + 1, s->bytes, b, max);
+  OX_TRY(ox_frame_reserve(f, n, b));
   if (!ox_grow((void**)&s->items, &s->cap, s->n + 1, sizeof *s->items)) return ox_oom();
   s->items[s->n++] = t;
+  s->bytes = total;
+  ox_frame_charge(f, b);
   return NULL;
 }
 
-static void ox_stacks_free(OxStack* s, size_t n) {
+static void ox_stacks_free(OxFrame* f, OxStack* s, size_t n) {
   for (size_t i = 0; s && i < n; i++) {
+    ox_frame_uncharge(f, s[i].bytes);
     ox_free_all(s[i].items, s[i].n);
     free(s[i].items);
   }
   free(s);
 }
 
+/* A value a host op holds across iterations (loop-carried, scan state):
+ * *slot takes t, and the run's live bytes follow. */
+static void ox_hold(OxFrame* f, OxTensor** slot, size_t* held, OxTensor* t) {
+  ox_frame_uncharge(f, *held);
+  ox_tensor_free(*slot);
+  *slot = t;
+  *held = ox_held_bytes(t);
+  ox_frame_charge(f, *held);
+}
+
+static void ox_release_held(OxFrame* f, size_t* held, size_t n) {
+  for (size_t i = 0; held && i < n; i++) {
+    ox_frame_uncharge(f, held[i]);
+    held[i] = 0;
+  }
+}
+
 /* Stacks per-iteration outputs on axis `axis` (reversed when asked); no
  * iteration: an empty tensor shaped from the body's declared output. */
-static OnyxStatus* ox_stack_out(OxStack* s, const OxValue* decl, int64_t axis, bool reverse,
-                                OxTensor** out) {
+static OnyxStatus* ox_stack_out(OxFrame* f, const OxNode* n, OxStack* s, const OxValue* decl,
+                                int64_t axis, bool reverse, OxTensor** out) {
   if (!s->n) {
     int64_t dims[OX_CF_MAX_RANK + 1] = {0};
     size_t rank = 1;
     for (int32_t i = 0; decl->rank > 0 && i < decl->rank && rank < OX_CF_MAX_RANK; i++)
       dims[rank++] = decl->dims[i] < 0 ? 0 : decl->dims[i];
-    return ox_tensor_new(decl->type, dims, rank, out);
+    return ox_host_tensor_new(f, n, decl->type, dims, rank, out);
   }
   if (reverse)
     for (size_t i = 0; i < s->n / 2; i++) {
@@ -472,7 +587,7 @@ static OnyxStatus* ox_stack_out(OxStack* s, const OxValue* decl, int64_t axis, b
       s->items[i] = s->items[s->n - 1 - i];
       s->items[s->n - 1 - i] = t;
     }
-  return ox_cf_concat(s->items, s->n, axis, true, out);
+  return ox_cf_concat(f, n, s->items, s->n, axis, true, out);
 }
 
 static OnyxStatus* ox_run_loop(OxFrame* f, const OxStep* st, OxHostState* hs, OxTensor** outs) {
@@ -492,17 +607,18 @@ static OnyxStatus* ox_run_loop(OxFrame* f, const OxStep* st, OxHostState* hs, Ox
   bool cond = true;
   if (c0) OX_TRY(ox_bool_of(c0, "the condition", &cond));
   OxTensor** formal = calloc(carried + 2, sizeof *formal);
+  size_t* held = calloc(carried + 1, sizeof *held); /* live bytes of each carried value */
   OxTensor** bout = calloc(body->n_outputs + 1, sizeof *bout);
   OxStack* stacks = calloc(n_scan + 1, sizeof *stacks);
   OxTensor *iter = NULL, *cnd = NULL;
-  OnyxStatus* err = (!formal || !bout || !stacks) ? ox_oom() : NULL;
+  OnyxStatus* err = (!formal || !held || !bout || !stacks) ? ox_oom() : NULL;
   if (!err) err = ox_tensor_new(ONYX_ELEM_INT64, NULL, 0, &iter);
   if (!err) err = ox_tensor_new(ONYX_ELEM_BOOL, NULL, 0, &cnd);
   for (size_t i = 0; !err && i < carried; i++)
     err = ox_value_share(ox_in(f, st, 2 + i), &formal[2 + i]);
   for (int64_t it = 0; !err && cond && it < max_trips; it++) {
-    if (f->run && __atomic_load_n(&f->run->terminate, __ATOMIC_ACQUIRE)) {
-      err = ox_status(ONYX_CANCELLED, "the run was cancelled in iteration %lld", (long long)it);
+    if ((err = ox_frame_stop_status(f))) {
+      err = ox_status_wrap(err, "in iteration %lld", (long long)it);
       break;
     }
     *(int64_t*)iter->data = it;
@@ -516,12 +632,11 @@ static OnyxStatus* ox_run_loop(OxFrame* f, const OxStep* st, OxHostState* hs, Ox
     }
     err = ox_bool_of(bout[0], "the body's condition output", &cond);
     for (size_t i = 0; i < carried; i++) {
-      ox_tensor_free(formal[2 + i]);
-      formal[2 + i] = bout[1 + i];
+      ox_hold(f, &formal[2 + i], &held[i], bout[1 + i]);
       bout[1 + i] = NULL;
     }
     for (size_t k = 0; !err && k < n_scan; k++) {
-      err = ox_stack_push(&stacks[k], bout[1 + carried + k]);
+      err = ox_stack_push(f, n, carried + k, &stacks[k], bout[1 + carried + k]);
       if (!err) bout[1 + carried + k] = NULL;
     }
     ox_free_all(bout, body->n_outputs);
@@ -531,14 +646,16 @@ static OnyxStatus* ox_run_loop(OxFrame* f, const OxStep* st, OxHostState* hs, Ox
       outs[i] = formal[2 + i];
       formal[2 + i] = NULL;
     } else {
-      err = ox_stack_out(&stacks[i - carried], body->outputs[1 + i], 0, false, &outs[i]);
+      err = ox_stack_out(f, n, &stacks[i - carried], body->outputs[1 + i], 0, false, &outs[i]);
     }
   }
+  ox_release_held(f, held, carried);
   if (formal) ox_free_all(formal + 2, carried);
   ox_free_all(bout, body->n_outputs);
   free(formal);
+  free(held);
   free(bout);
-  ox_stacks_free(stacks, n_scan);
+  ox_stacks_free(f, stacks, n_scan);
   ox_tensor_free(iter);
   ox_tensor_free(cnd);
   return err;
@@ -572,28 +689,32 @@ static OnyxStatus* ox_scan_once(OxFrame* f, const OxStep* st, const OxSub* sub,
   }
   size_t nb = sh->n_state + sh->n_scan_in;
   OxTensor** formal = calloc(nb + 1, sizeof *formal);
+  size_t* held = calloc(nb + 1, sizeof *held); /* live bytes of each formal value */
   OxTensor** bout = calloc(body->n_outputs + 1, sizeof *bout);
   OxStack* stacks = calloc(sh->n_scan_out + 1, sizeof *stacks);
-  OnyxStatus* err = (!formal || !bout || !stacks) ? ox_oom() : NULL;
+  OnyxStatus* err = (!formal || !held || !bout || !stacks) ? ox_oom() : NULL;
   for (size_t i = 0; !err && i < sh->n_state; i++)
     err = ox_value_share(states[i], &formal[i]);
   for (int64_t t = 0; !err && t < len; t++) {
+    if ((err = ox_frame_stop_status(f))) {
+      err = ox_status_wrap(err, "in iteration %lld", (long long)t);
+      break;
+    }
     for (size_t j = 0; !err && j < sh->n_scan_in; j++) {
       const OxTensor* x = scans[j];
       int64_t ax = in_axes[j] < 0 ? in_axes[j] + (int64_t)x->rank : in_axes[j];
       int64_t at = ox_attr_at(n, "scan_input_directions", j, 0) ? len - 1 - t : t;
-      ox_tensor_free(formal[sh->n_state + j]);
-      formal[sh->n_state + j] = NULL;
-      err = ox_cf_take(x, (size_t)ax, at, &formal[sh->n_state + j]);
+      OxTensor* slice = NULL;
+      err = ox_cf_take(f, n, x, (size_t)ax, at, &slice);
+      ox_hold(f, &formal[sh->n_state + j], &held[sh->n_state + j], slice);
     }
     if (!err) err = ox_sub_run(f, st, sub, formal, bout);
     for (size_t i = 0; !err && i < sh->n_state; i++) {
-      ox_tensor_free(formal[i]);
-      formal[i] = bout[i];
+      ox_hold(f, &formal[i], &held[i], bout[i]);
       bout[i] = NULL;
     }
     for (size_t k = 0; !err && k < sh->n_scan_out; k++) {
-      err = ox_stack_push(&stacks[k], bout[sh->n_state + k]);
+      err = ox_stack_push(f, n, sh->n_state + k, &stacks[k], bout[sh->n_state + k]);
       if (!err) bout[sh->n_state + k] = NULL;
     }
     ox_free_all(bout, body->n_outputs);
@@ -606,19 +727,21 @@ static OnyxStatus* ox_scan_once(OxFrame* f, const OxStep* st, const OxSub* sub,
     int64_t ax = out_axes[k];
     const OxValue* decl = body->outputs[sh->n_state + k];
     if (ax < 0 && stacks[k].n) ax += (int64_t)stacks[k].items[0]->rank + 1;
-    err = ox_stack_out(&stacks[k], decl, ax < 0 ? 0 : ax,
+    err = ox_stack_out(f, n, &stacks[k], decl, ax < 0 ? 0 : ax,
                        ox_attr_at(n, "scan_output_directions", k, 0) != 0, &outs[sh->n_state + k]);
   }
+  ox_release_held(f, held, nb);
   ox_free_all(formal, nb);
   ox_free_all(bout, body->n_outputs);
   free(formal);
+  free(held);
   free(bout);
-  ox_stacks_free(stacks, sh->n_scan_out);
+  ox_stacks_free(f, stacks, sh->n_scan_out);
   return err;
 }
 
 /* Keeps the first n entries of axis 0 (0 <= n <= length). */
-static OnyxStatus* ox_cf_prefix(OxTensor** t, int64_t n) {
+static OnyxStatus* ox_cf_prefix(OxFrame* f, const OxNode* node, OxTensor** t, int64_t n) {
   OxTensor* x = *t;
   if (!x->rank || n < 0 || n > x->dims[0])
     return ox_status(ONYX_INVALID_ARGUMENT, "sequence length %lld is out of range", (long long)n);
@@ -627,7 +750,7 @@ static OnyxStatus* ox_cf_prefix(OxTensor** t, int64_t n) {
   memcpy(dims, x->dims, x->rank * sizeof *dims);
   dims[0] = n;
   OxTensor* y = NULL;
-  OX_TRY(ox_tensor_new(x->type, dims, x->rank, &y));
+  OX_TRY(ox_host_tensor_new(f, node, x->type, dims, x->rank, &y));
   OnyxStatus* st = ox_cf_copy(y, 0, x, 0, y->count);
   if (st) {
     ox_tensor_free(y);
@@ -639,14 +762,14 @@ static OnyxStatus* ox_cf_prefix(OxTensor** t, int64_t n) {
 }
 
 /* Zero-pads axis 0 to `len` entries. */
-static OnyxStatus* ox_cf_pad(OxTensor** t, int64_t len) {
+static OnyxStatus* ox_cf_pad(OxFrame* f, const OxNode* n, OxTensor** t, int64_t len) {
   OxTensor* x = *t;
   if (!x->rank || x->dims[0] >= len) return NULL;
   int64_t dims[OX_CF_MAX_RANK];
   memcpy(dims, x->dims, x->rank * sizeof *dims);
   dims[0] = len;
   OxTensor* y = NULL;
-  OX_TRY(ox_tensor_new(x->type, dims, x->rank, &y));
+  OX_TRY(ox_host_tensor_new(f, n, x->type, dims, x->rank, &y));
   OnyxStatus* st = ox_cf_copy(y, 0, x, 0, x->count);
   if (st) {
     ox_tensor_free(y);
@@ -701,26 +824,26 @@ static OnyxStatus* ox_run_scan(OxFrame* f, const OxStep* st, OxHostState* hs, Ox
         if (!x || x->vkind != OX_RT_TENSOR)
           err = ox_status(ONYX_INVALID_ARGUMENT, "input %zu is missing", sh.first + i);
         else
-          err = ox_cf_take(x, 0, b, dst);
+          err = ox_cf_take(f, n, x, 0, b, dst);
         if (!err && lens && i >= sh.n_state)
-          err = ox_cf_prefix(dst, ((const int64_t*)lens->data)[b]);
+          err = ox_cf_prefix(f, n, dst, ((const int64_t*)lens->data)[b]);
       }
       if (!err) err = ox_scan_once(f, st, sub, &sh, states, scans, in_axes, out_axes, row_out);
       for (size_t o = 0; !err && o < n_out; o++) {
         const OxTensor* x0 = ox_in(f, st, sh.first + sh.n_state); /* first scan input */
         if (lens && o >= sh.n_state && x0 && x0->rank > 1)
-          err = ox_cf_pad(&row_out[o], x0->dims[1]);
+          err = ox_cf_pad(f, n, &row_out[o], x0->dims[1]);
         if (err) break;
-        err = ox_stack_push(&rows[o], row_out[o]);
+        err = ox_stack_push(f, n, o, &rows[o], row_out[o]);
         if (!err) row_out[o] = NULL;
       }
       ox_free_all(row_out, n_out);
     }
     for (size_t o = 0; !err && o < n_out; o++)
-      err = ox_stack_out(&rows[o], sub->s->graph->outputs[o], 0, false, &outs[o]);
+      err = ox_stack_out(f, n, &rows[o], sub->s->graph->outputs[o], 0, false, &outs[o]);
     ox_free_all(states, sh.n_state);
     ox_free_all(scans, sh.n_scan_in);
-    ox_stacks_free(rows, n_out);
+    ox_stacks_free(f, rows, n_out);
     free(row_out);
   }
   free(in_axes);
@@ -746,21 +869,38 @@ static OnyxStatus* ox_run_seqmap(OxFrame* f, const OxStep* st, OxHostState* hs, 
   }
   OxTensor** formal = calloc(nin + 1, sizeof *formal);
   OxTensor** bout = calloc(body->n_outputs + 1, sizeof *bout);
-  OnyxStatus* err = (!formal || !bout) ? ox_oom() : NULL;
+  /* What each output sequence holds so far, against the limits as a stack. */
+  OxStack* acc = calloc(n->n_outputs + 1, sizeof *acc);
+  OnyxStatus* err = (!formal || !bout || !acc) ? ox_oom() : NULL;
   for (size_t o = 0; !err && o < n->n_outputs; o++)
     err = ox_value_new_sequence(body->outputs[o]->type, &outs[o]);
   for (size_t k = 0; !err && k < s0->n_items; k++) {
+    if ((err = ox_frame_stop_status(f))) {
+      err = ox_status_wrap(err, "in iteration %zu", k);
+      break;
+    }
     for (size_t i = 0; i < nin; i++) {
       OxTensor* x = ox_in(f, st, i);
       formal[i] = x && x->vkind == OX_RT_SEQUENCE ? x->items[k] : x;
     }
     err = ox_sub_run(f, st, sub, formal, bout);
     for (size_t o = 0; !err && o < n->n_outputs; o++) {
-      err = ox_sequence_insert(outs[o], SIZE_MAX, bout[o]);
-      if (!err) bout[o] = NULL;
+      size_t b = ox_held_bytes(bout[o]), max = f->session->opts->max_tensor_bytes, total;
+      if (!ox_add_size(acc[o].bytes, b, &total) || (max && total > max))
+        err = ox_status(ONYX_LIMIT_EXCEEDED,
+                        "node '%s' (%s): output sequence %zu would hold more than %zu bytes "
+                        "after %zu items, over the limit of %zu bytes (max_tensor_bytes)",
+                        n->name, n->op_type, o, acc[o].bytes, k + 1, max);
+      if (!err) err = ox_frame_reserve(f, n, b);
+      if (!err) err = ox_sequence_insert(outs[o], SIZE_MAX, bout[o]);
+      if (err) break;
+      bout[o] = NULL;
+      acc[o].bytes = total;
+      ox_frame_charge(f, b);
     }
     ox_free_all(bout, body->n_outputs);
   }
+  ox_stacks_free(f, acc, n->n_outputs);
   free(formal);
   free(bout);
   return err;
@@ -886,12 +1026,14 @@ static OnyxStatus* ox_run_flex(OxFrame* f, const OxStep* st, OxHostState* hs, Ox
   OnyxElemType sty = q->type == ONYX_ELEM_FLOAT64 ? ONYX_ELEM_FLOAT64 : ONYX_ELEM_FLOAT32;
   int64_t sdims[4] = {B, Hq, L, S}, ydims[4] = {B, Hq, L, Ev};
   OxTensor *sc = NULL, *y = NULL;
-  OX_TRY(ox_tensor_new(sty, sdims, 4, &sc));
+  OX_TRY(ox_host_tensor_new(f, n, sty, sdims, 4, &sc));
   int64_t rep = Hq / Hkv;
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < Hq; h++)
-      for (int64_t l = 0; l < L; l++)
-        for (int64_t s = 0; s < S; s++) {
+  OnyxStatus* err = NULL;
+  for (int64_t b = 0; !err && b < B; b++)
+    for (int64_t h = 0; !err && h < Hq; h++)
+      for (int64_t l = 0; !err && l < L; l++) {
+        err = ox_frame_stop_status(f); /* the work per row grows with S and E */
+        for (int64_t s = 0; !err && s < S; s++) {
           size_t qo = (size_t)(((b * Hq + h) * L + l) * E);
           size_t ko = (size_t)(((b * Hkv + h / rep) * S + s) * E);
           double acc = 0;
@@ -899,7 +1041,8 @@ static OnyxStatus* ox_run_flex(OxFrame* f, const OxStep* st, OxHostState* hs, Ox
             acc += ox_getd(q, qo + (size_t)e) * ox_getd(k, ko + (size_t)e);
           ox_setd(sc, (size_t)(((b * Hq + h) * L + l) * S + s), acc * scale);
         }
-  OnyxStatus* err = ox_flex_mod(f, st, &hs->subs[0], &sc, "score_mod");
+      }
+  if (!err) err = ox_flex_mod(f, st, &hs->subs[0], &sc, "score_mod");
   /* Softmax over S, in place. */
   for (size_t row = 0; !err && row < (size_t)(B * Hq * L); row++) {
     double mx = -INFINITY, sum = 0;
@@ -915,17 +1058,19 @@ static OnyxStatus* ox_run_flex(OxFrame* f, const OxStep* st, OxHostState* hs, Ox
               sum > 0 ? ox_getd(sc, row * (size_t)S + (size_t)s) / sum : 0);
   }
   if (!err) err = ox_flex_mod(f, st, &hs->subs[1], &sc, "prob_mod");
-  if (!err) err = ox_tensor_new(q->type, ydims, 4, &y);
+  if (!err) err = ox_host_tensor_new(f, n, q->type, ydims, 4, &y);
   for (int64_t b = 0; !err && b < B; b++)
-    for (int64_t h = 0; h < Hq; h++)
-      for (int64_t l = 0; l < L; l++)
-        for (int64_t e = 0; e < Ev; e++) {
+    for (int64_t h = 0; !err && h < Hq; h++)
+      for (int64_t l = 0; !err && l < L; l++) {
+        err = ox_frame_stop_status(f);
+        for (int64_t e = 0; !err && e < Ev; e++) {
           double acc = 0;
           for (int64_t s = 0; s < S; s++)
             acc += ox_getd(sc, (size_t)(((b * Hq + h) * L + l) * S + s)) *
                    ox_getd(v, (size_t)(((b * Hkv + h / rep) * S + s) * Ev + e));
           ox_setd(y, (size_t)(((b * Hq + h) * L + l) * Ev + e), acc);
         }
+      }
   ox_tensor_free(sc);
   if (err) {
     ox_tensor_free(y);
@@ -949,7 +1094,7 @@ OnyxStatus* ox_host_run(OxFrame* f, const OxStep* st) {
     ins[i] = ox_in(f, st, i);
   OxHostState* hs = st->state;
   if (!ox_flow_op(n))
-    err = ox_seq_run(n, ins, outs);
+    err = ox_seq_run(f, n, ins, outs);
   else if (!hs)
     err = ox_status(ONYX_FAIL, "internal: no nested plan");
   else if (ox_is_flex(n))

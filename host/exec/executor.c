@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include "ox_checked.h"
 #include "ox_control.h"
 #include "ox_profile.h"
 #include "ox_memplan.h"
@@ -313,6 +315,14 @@ static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
   free(ctx.scratch);
   const char* who = st->kind == OX_STEP_KERNEL ? st->node->name : s->part.groups[st->group].name;
   const char* op = st->kind == OX_STEP_KERNEL ? st->node->op_type : "fused group";
+  if (err && err->code == ONYX_CANCELLED) {
+    /* A kernel that polled ctx_should_stop: the host says why. */
+    OnyxStatus* why = ox_frame_stop_status(f);
+    if (why) {
+      ox_status_free(err);
+      err = why;
+    }
+  }
   if (err)
     return ox_status_wrap(err, "node '%s' (%s) on provider '%s'", who, op, s->eps[st->ep].name);
   for (size_t i = 0; i < st->n_out; i++)
@@ -323,8 +333,115 @@ static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
   return NULL;
 }
 
-bool ox_frame_should_stop(const OxFrame* f) {
+/* --- limits and cancellation ------------------------------------------------------------ */
+uint64_t ox_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ox_deadline_after_ms(size_t ms) {
+  if (!ms) return 0;
+  uint64_t ns, at;
+  if (__builtin_mul_overflow((uint64_t)ms, (uint64_t)1000000, &ns) ||
+      __builtin_add_overflow(ox_now_ns(), ns, &at))
+    return UINT64_MAX;
+  return at;
+}
+
+static bool ox_frame_terminated(const OxFrame* f) {
   return f->run && __atomic_load_n(&f->run->terminate, __ATOMIC_ACQUIRE);
+}
+
+static bool ox_frame_past_deadline(const OxFrame* f) {
+  return f->deadline_ns && ox_now_ns() >= f->deadline_ns;
+}
+
+bool ox_frame_should_stop(const OxFrame* f) {
+  return ox_frame_terminated(f) || ox_frame_past_deadline(f);
+}
+
+OnyxStatus* ox_frame_stop_status(const OxFrame* f) {
+  const OnyxRunOptions* run = f->run;
+  const char* tag = run && run->tag ? run->tag : NULL;
+  if (ox_frame_terminated(f))
+    return ox_status(ONYX_CANCELLED, "the run%s%s%s was cancelled", tag ? " '" : "", tag ? tag : "",
+                     tag ? "'" : "");
+  if (!ox_frame_past_deadline(f)) return NULL;
+  const OnyxSessionOptions* o = f->session->opts;
+  bool fold = f->deadline_what && !strcmp(f->deadline_what, "constant folding");
+  return ox_status(ONYX_CANCELLED, "the %s%s%s%s passed its time limit of %zu ms (%s)",
+                   f->deadline_what ? f->deadline_what : "run", tag ? " '" : "", tag ? tag : "",
+                   tag ? "'" : "", fold ? o->max_fold_ms : o->max_run_ms,
+                   fold ? "max_fold_ms" : "max_run_ms");
+}
+
+/* The bytes a value holds: a tensor's, or a sequence's items'. */
+static size_t ox_value_bytes(const OxTensor* t) {
+  if (!t) return 0;
+  if (t->vkind == OX_RT_TENSOR) return t->bytes;
+  size_t sum = 0;
+  for (size_t i = 0; i < t->n_items; i++)
+    if (!ox_add_size(sum, ox_value_bytes(t->items[i]), &sum)) return SIZE_MAX;
+  return sum;
+}
+
+static OnyxStatus* ox_live_over(const OxFrame* f, const char* who, const char* op, size_t bytes) {
+  size_t max = f->session->opts->max_session_bytes;
+  size_t live = f->live_bytes ? *f->live_bytes : 0;
+  return ox_status(ONYX_LIMIT_EXCEEDED,
+                   "node '%s' (%s): %zu more bytes would bring the run's live tensors over the "
+                   "limit of %zu bytes (max_session_bytes; %zu bytes are held)",
+                   who, op, bytes, max, live);
+}
+
+OnyxStatus* ox_frame_reserve(const OxFrame* f, const OxNode* n, size_t bytes) {
+  size_t max_t = f ? f->session->opts->max_tensor_bytes : 0;
+  if (max_t && bytes > max_t)
+    return ox_status(ONYX_LIMIT_EXCEEDED,
+                     "node '%s' (%s): a tensor of %zu bytes exceeds the limit of %zu bytes "
+                     "(max_tensor_bytes)",
+                     n ? n->name : "?", n ? n->op_type : "?", bytes, max_t);
+  size_t max = f ? f->session->opts->max_session_bytes : 0;
+  size_t live = f && f->live_bytes ? *f->live_bytes : 0, total;
+  if (max && (!ox_add_size(live, bytes, &total) || total > max))
+    return ox_live_over(f, n ? n->name : "?", n ? n->op_type : "?", bytes);
+  return NULL;
+}
+
+OnyxStatus* ox_frame_reserve_shape(const OxFrame* f, const OxNode* n, OnyxElemType type,
+                                   const int64_t* dims, size_t rank, size_t* bytes) {
+  size_t count = 1, esz = type == ONYX_ELEM_STRING ? sizeof(char*) : ox_elem_size(type);
+  for (size_t i = 0; i < rank; i++)
+    if (dims[i] < 0 || !ox_mul_size(count, (size_t)dims[i], &count))
+      return ox_status(ONYX_LIMIT_EXCEEDED,
+                       "node '%s' (%s): a tensor's element count overflows (dimension %zu is "
+                       "%lld)",
+                       n ? n->name : "?", n ? n->op_type : "?", i, (long long)dims[i]);
+  size_t b = 0;
+  if (!ox_mul_size(count, esz ? esz : 1, &b))
+    return ox_status(ONYX_LIMIT_EXCEEDED, "node '%s' (%s): a tensor of %zu elements overflows",
+                     n ? n->name : "?", n ? n->op_type : "?", count);
+  if (bytes) *bytes = b;
+  return ox_frame_reserve(f, n, b);
+}
+
+void ox_frame_charge(OxFrame* f, size_t bytes) {
+  if (!f || !f->live_bytes || !f->session->opts->max_session_bytes) return;
+  size_t* live = f->live_bytes;
+  *live = SIZE_MAX - *live < bytes ? SIZE_MAX : *live + bytes;
+}
+
+void ox_frame_uncharge(OxFrame* f, size_t bytes) {
+  if (!f || !f->live_bytes || !f->session->opts->max_session_bytes) return;
+  *f->live_bytes = *f->live_bytes > bytes ? *f->live_bytes - bytes : 0;
+}
+
+OnyxStatus* ox_host_tensor_new(OxFrame* f, const OxNode* n, OnyxElemType type, const int64_t* dims,
+                               size_t rank, OxTensor** out) {
+  *out = NULL;
+  OX_TRY(ox_frame_reserve_shape(f, n, type, dims, rank, NULL));
+  return ox_tensor_new(type, dims, rank, out);
 }
 
 /* The copy by the path the plan chose (ox_streams.h); the host waited for
@@ -486,27 +603,97 @@ OnyxStatus* ox_execute(OnyxSession* s, const OnyxRunOptions* run, OxTensor** fee
   return ox_execute_ex(s, run, feeds, fetched, wanted, NULL);
 }
 
-static OnyxStatus* ox_cancelled(const OnyxRunOptions* run, size_t step, size_t n_steps) {
-  return ox_status(ONYX_CANCELLED, "the run%s%s%s was cancelled before step %zu of %zu",
-                   run->tag ? " '" : "", run->tag ? run->tag : "", run->tag ? "'" : "", step,
-                   n_steps);
+/* Why the run stops before step i, or NULL when it goes on. */
+static OnyxStatus* ox_stop_before(const OxFrame* f, size_t step, size_t n_steps) {
+  OnyxStatus* why = ox_frame_stop_status(f);
+  if (!why) return NULL;
+  OnyxStatus* st = ox_status(ONYX_CANCELLED, "%s before step %zu of %zu",
+                             why->message ? why->message : "", step, n_steps);
+  ox_status_free(why);
+  return st;
 }
 
-static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed, OxRunSync* r);
+/* Per slot: 0 when its value is not charged to the run's live total, else
+ * the bytes charged plus one. */
+typedef struct OxCharges {
+  size_t* bytes;
+} OxCharges;
+
+static void ox_uncharge_slot(OxFrame* f, OxCharges* c, size_t slot) {
+  if (!c->bytes || !c->bytes[slot]) return;
+  ox_frame_uncharge(f, c->bytes[slot] - 1);
+  c->bytes[slot] = 0;
+}
+
+/* Charges a finished step's new values; over max_session_bytes is an error
+ * (the values are still charged: the frame's end releases them). */
+static OnyxStatus* ox_charge_outputs(OxFrame* f, OxCharges* c, const OxStep* st,
+                                     const bool* borrowed) {
+  OnyxStatus* err = NULL;
+  size_t max = f->session->opts->max_session_bytes;
+  for (size_t i = 0; c->bytes && i < st->n_out; i++) {
+    size_t slot = st->out[i];
+    if (slot == OX_NO_SLOT || borrowed[slot] || c->bytes[slot] || !f->values[slot]) continue;
+    size_t b = ox_value_bytes(f->values[slot]), live = *f->live_bytes, total;
+    if (!err && (!ox_add_size(live, b, &total) || total > max)) {
+      const OnyxSession* s = f->session;
+      const char* op = st->kind == OX_STEP_KERNEL || st->kind == OX_STEP_HOST ? st->node->op_type
+                       : st->kind == OX_STEP_GROUP                            ? "fused group"
+                                                                              : "copy";
+      err = ox_live_over(f, ox_step_name(s, st), op, b);
+    }
+    ox_frame_charge(f, b);
+    c->bytes[slot] = b == SIZE_MAX ? SIZE_MAX : b + 1;
+  }
+  return err;
+}
+
+static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed, OxRunSync* r,
+                                    OxCharges* charges);
+
+static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+                                 OxTensor** fetched, const bool* wanted,
+                                 OxTensor* const* preset_outputs, const OxFrame* parent);
 
 OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs) {
+  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, NULL);
+}
+
+OnyxStatus* ox_execute_nested(const OxFrame* parent, OnyxSession* s, OxTensor** feeds,
+                              OxTensor** fetched, const bool* wanted) {
+  return ox_execute_in(s, parent->run, feeds, fetched, wanted, NULL, parent);
+}
+
+static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+                                 OxTensor** fetched, const bool* wanted,
+                                 OxTensor* const* preset_outputs, const OxFrame* parent) {
   const OxPlan* P = &s->plan;
   OxSessionRt* rt = ox_session_rt(s);
   ox_dump_plans_once(s, rt);
+  size_t live = 0; /* a top-level run's live bytes; nested runs add to their parent's */
   OxFrame f = {.session = s, .run = run};
+  if (parent) {
+    f.deadline_ns = parent->deadline_ns;
+    f.deadline_what = parent->deadline_what;
+    f.live_bytes = parent->live_bytes;
+  } else {
+    f.deadline_ns = ox_deadline_after_ms(s->opts->max_run_ms);
+    f.deadline_what = "run";
+    f.live_bytes = &live;
+  }
+  OxCharges charges = {0};
+  if (s->opts->max_session_bytes && f.live_bytes)
+    charges.bytes = calloc(P->n_slots + 1, sizeof *charges.bytes);
   f.values = calloc(P->n_slots + 1, sizeof *f.values);
   bool* borrowed = calloc(P->n_slots + 1, sizeof *borrowed);
   OxTensor** preset = preset_outputs ? calloc(P->n_slots + 1, sizeof *preset) : NULL;
-  if (!f.values || !borrowed || (preset_outputs && !preset)) {
+  if (!f.values || !borrowed || (preset_outputs && !preset) ||
+      (s->opts->max_session_bytes && f.live_bytes && !charges.bytes)) {
     free(f.values);
     free(borrowed);
     free(preset);
+    free(charges.bytes);
     return ox_oom();
   }
   for (size_t i = 0; preset && i < s->graph->n_outputs; i++)
@@ -527,7 +714,7 @@ OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** 
   OnyxStatus* err = ox_memplan_run_begin(s, &memrun);
   f.memrun = &memrun;
   if (!err) err = ox_run_sync_begin(s, &rsync);
-  if (!err) err = ox_execute_steps(&f, rt, borrowed, &rsync);
+  if (!err) err = ox_execute_steps(&f, rt, borrowed, &rsync, &charges);
   OnyxStatus* sync = ox_sync_all(s);
   ox_run_sync_end(s, &rsync); /* every stream is past this run's events */
   if (!err)
@@ -563,6 +750,9 @@ OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** 
       fetched[i] = NULL;
     }
   ox_memplan_run_end(&memrun); /* tensors taken from a block keep it alive */
+  for (size_t i = 0; charges.bytes && i < P->n_slots; i++)
+    ox_uncharge_slot(&f, &charges, i); /* fetched values are the caller's to account */
+  free(charges.bytes);
   free(f.values);
   free(borrowed);
   free(preset);
@@ -571,7 +761,8 @@ OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** 
   return err;
 }
 
-static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed, OxRunSync* r) {
+static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed, OxRunSync* r,
+                                    OxCharges* charges) {
   OnyxSession* s = f->session;
   const OnyxRunOptions* run = f->run;
   const OxPlan* P = &s->plan;
@@ -582,10 +773,7 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
              P->n_steps);
   OnyxStatus* err = NULL;
   for (size_t i = 0; i < P->n_steps && !err; i++) {
-    if (run && __atomic_load_n(&run->terminate, __ATOMIC_ACQUIRE)) {
-      err = ox_cancelled(run, i, P->n_steps);
-      break;
-    }
+    if ((err = ox_stop_before(f, i, P->n_steps))) break;
     const OxStep* st = &P->steps[i];
     const OxStepSync* ss = &r->sp->steps[i];
     err = ox_wait_crossings(f, r, i);
@@ -597,6 +785,7 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
           : st->kind == OX_STEP_HOST ? ox_host_run(f, st)
                                      : ox_run_kernel_step(f, st);
     if (prof) ox_profile_step(f, prof, st, t0, in_shapes, run_id);
+    if (!err && charges->bytes) err = ox_charge_outputs(f, charges, st, borrowed);
     if (!err && st->kind == OX_STEP_COPY) ox_copy_done(r, st, ss->copy_path, i);
     if (!err) err = ox_record_crossing(f, r, i);
     if (!err && rt && (rt->dump_nodes & 2) && ss->agent >= 0) {
@@ -614,6 +803,7 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
     for (size_t k = 0; k < st->n_free_after; k++) {
       size_t slot = st->free_after[k];
       if (borrowed[slot]) continue;
+      ox_uncharge_slot(f, charges, slot);
       if (ox_slot_deferred(P, slot)) {
         r->pending[r->n_pending++] = slot;
         continue;

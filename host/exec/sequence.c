@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_checked.h"
 #include "ox_control.h"
 
 static const char* const ox_seq_ops[] = {
@@ -31,6 +32,12 @@ static OnyxStatus* ox_err(const OxNode* n, const char* fmt, ...) {
                              text ? text : "out of memory");
   free(text);
   return st;
+}
+
+/* st, prefixed with the node unless it names one already. */
+static OnyxStatus* ox_wrap_node(OnyxStatus* st, const OxNode* n) {
+  if (!st || !strncmp(st->message ? st->message : "", "node '", 6)) return st;
+  return ox_status_wrap(st, "node '%s' (%s)", n->name, n->op_type);
 }
 
 static OnyxStatus* ox_out(OxValue* v, uint8_t kind, OnyxElemType type, int32_t rank,
@@ -120,7 +127,8 @@ static size_t ox_prod(const int64_t* d, size_t from, size_t to) {
   return p;
 }
 
-OnyxStatus* ox_cf_take(const OxTensor* t, size_t axis, int64_t idx, OxTensor** out) {
+OnyxStatus* ox_cf_take(struct OxFrame* f, const OxNode* n, const OxTensor* t, size_t axis,
+                       int64_t idx, OxTensor** out) {
   *out = NULL;
   if (t->rank > OX_CF_MAX_RANK)
     return ox_status(ONYX_NOT_IMPLEMENTED, "rank %zu is over %d", t->rank, OX_CF_MAX_RANK);
@@ -131,7 +139,7 @@ OnyxStatus* ox_cf_take(const OxTensor* t, size_t axis, int64_t idx, OxTensor** o
   size_t r = 0;
   for (size_t i = 0; i < t->rank; i++)
     if (i != axis) dims[r++] = t->dims[i];
-  OX_TRY(ox_tensor_new(t->type, dims, r, out));
+  OX_TRY(ox_host_tensor_new(f, n, t->type, dims, r, out));
   size_t outer = ox_prod(t->dims, 0, axis), inner = ox_prod(t->dims, axis + 1, t->rank);
   size_t len = (size_t)t->dims[axis];
   for (size_t o = 0; o < outer; o++) {
@@ -145,8 +153,8 @@ OnyxStatus* ox_cf_take(const OxTensor* t, size_t axis, int64_t idx, OxTensor** o
   return NULL;
 }
 
-OnyxStatus* ox_cf_concat(OxTensor* const* items, size_t n, int64_t axis, bool new_axis,
-                         OxTensor** out) {
+OnyxStatus* ox_cf_concat(struct OxFrame* f, const OxNode* node, OxTensor* const* items, size_t n,
+                         int64_t axis, bool new_axis, OxTensor** out) {
   *out = NULL;
   if (!n) return ox_status(ONYX_INVALID_ARGUMENT, "nothing to concatenate");
   const OxTensor* a = items[0];
@@ -168,7 +176,8 @@ OnyxStatus* ox_cf_concat(OxTensor* const* items, size_t n, int64_t axis, bool ne
     if (!same)
       return ox_status(ONYX_INVALID_ARGUMENT,
                        "item %zu has another type or shape than item 0 (off the axis)", k);
-    total += new_axis ? 1 : t->dims[ax];
+    if (!ox_add_i64(total, new_axis ? 1 : t->dims[ax], &total))
+      return ox_status(ONYX_LIMIT_EXCEEDED, "the length of the concatenation axis overflows");
   }
   size_t d = 0;
   for (size_t i = 0; i < (size_t)r; i++) {
@@ -178,7 +187,7 @@ OnyxStatus* ox_cf_concat(OxTensor* const* items, size_t n, int64_t axis, bool ne
       dims[i] = a->dims[d];
     if (i != ax || !new_axis) d++;
   }
-  OX_TRY(ox_tensor_new(a->type, dims, (size_t)r, out));
+  OX_TRY(ox_host_tensor_new(f, node, a->type, dims, (size_t)r, out));
   /* outer = product of the dims before the axis; each item contributes a
    * block of (its axis length) * inner elements per outer index. */
   size_t outer = ox_prod(dims, 0, ax), inner = ox_prod(dims, ax + 1, (size_t)r);
@@ -213,7 +222,8 @@ static OnyxStatus* ox_need_seq(const OxNode* n, const OxTensor* t) {
   return NULL;
 }
 
-static OnyxStatus* ox_run_split(const OxNode* n, OxTensor* const* ins, OxTensor** outs) {
+static OnyxStatus* ox_run_split(struct OxFrame* f, const OxNode* n, OxTensor* const* ins,
+                                OxTensor** outs) {
   const OxTensor* x = ins[0];
   if (!x || x->vkind != OX_RT_TENSOR) return ox_err(n, "input 0 is not a tensor");
   if (x->rank > OX_CF_MAX_RANK) return ox_err(n, "rank %zu is over %d", x->rank, OX_CF_MAX_RANK);
@@ -235,7 +245,7 @@ static OnyxStatus* ox_run_split(const OxNode* n, OxTensor* const* ins, OxTensor*
     if (!sp->rank) {
       OX_TRY(ox_scalar_index(n, sp, &one));
       if (one <= 0) return ox_err(n, "'split' %lld is not positive", (long long)one);
-      parts = (size_t)((len + one - 1) / one);
+      parts = (size_t)(len / one + (len % one != 0));
     } else {
       parts = sp->count;
     }
@@ -252,7 +262,11 @@ static OnyxStatus* ox_run_split(const OxNode* n, OxTensor* const* ins, OxTensor*
         free(sizes);
         return ox_err(n, "'split' has a negative size");
       }
-      sum += sizes[i];
+      if (!ox_add_i64(sum, sizes[i], &sum)) {
+        free(sizes);
+        return ox_err(n, "'split' sizes overflow when added up (at entry %zu, %lld)", i,
+                      (long long)sizes[i]);
+      }
     }
     if (sum != len) {
       free(sizes);
@@ -260,12 +274,25 @@ static OnyxStatus* ox_run_split(const OxNode* n, OxTensor* const* ins, OxTensor*
                     (long long)axis, (long long)len);
     }
   }
+  /* The item table is bounded like a tensor of pointers; the items hold
+   * the input's bytes between them. */
+  size_t table = 0;
+  OnyxStatus* st = ox_mul_size(parts, sizeof(OxTensor), &table)
+                       ? ox_frame_reserve(f, n, table)
+                       : ox_status(ONYX_LIMIT_EXCEEDED, "node '%s' (%s): %zu items overflow",
+                                   n->name, n->op_type, parts);
+  if (!st) st = ox_frame_reserve(f, n, x->bytes);
+  if (st) {
+    free(sizes);
+    return st;
+  }
   OxTensor* seq = NULL;
-  OnyxStatus* st = ox_value_new_sequence(x->type, &seq);
+  st = ox_value_new_sequence(x->type, &seq);
   size_t outer = ox_prod(x->dims, 0, (size_t)axis),
          inner = ox_prod(x->dims, (size_t)axis + 1, x->rank);
   int64_t at = 0;
   for (size_t p = 0; !st && p < parts; p++) {
+    if (f && !(p & 1023) && (st = ox_frame_stop_status(f))) break;
     int64_t sz = sizes ? sizes[p] : 1;
     int64_t dims[OX_CF_MAX_RANK];
     size_t rank = 0;
@@ -274,7 +301,7 @@ static OnyxStatus* ox_run_split(const OxNode* n, OxTensor* const* ins, OxTensor*
       dims[rank++] = (int64_t)i == axis ? sz : x->dims[i];
     }
     OxTensor* item = NULL;
-    st = ox_tensor_new(x->type, dims, rank, &item);
+    st = ox_host_tensor_new(f, n, x->type, dims, rank, &item);
     for (size_t o = 0; !st && o < outer; o++)
       st = ox_cf_copy(item, o * (size_t)sz * inner, x, (o * (size_t)len + (size_t)at) * inner,
                       (size_t)sz * inner);
@@ -285,13 +312,14 @@ static OnyxStatus* ox_run_split(const OxNode* n, OxTensor* const* ins, OxTensor*
   free(sizes);
   if (st) {
     ox_tensor_free(seq);
-    return ox_status_wrap(st, "node '%s' (%s)", n->name, n->op_type);
+    return ox_wrap_node(st, n);
   }
   outs[0] = seq;
   return NULL;
 }
 
-static OnyxStatus* ox_run_seq_op(const OxNode* n, OxTensor* const* ins, OxTensor** outs) {
+static OnyxStatus* ox_run_seq_op(struct OxFrame* f, const OxNode* n, OxTensor* const* ins,
+                                 OxTensor** outs) {
   const char* op = n->op_type;
   OxTensor* x = n->n_inputs ? ins[0] : NULL;
   const OxValue* ov = n->n_outputs ? n->outputs[0] : NULL;
@@ -359,12 +387,12 @@ static OnyxStatus* ox_run_seq_op(const OxNode* n, OxTensor* const* ins, OxTensor
     outs[0] = seq;
     return NULL;
   }
-  if (!strcmp(op, "SplitToSequence")) return ox_run_split(n, ins, outs);
+  if (!strcmp(op, "SplitToSequence")) return ox_run_split(f, n, ins, outs);
   if (!strcmp(op, "ConcatFromSequence")) {
     OX_TRY(ox_need_seq(n, x));
-    OnyxStatus* st = ox_cf_concat(x->items, x->n_items, ox_node_attr_int(n, "axis", 0),
+    OnyxStatus* st = ox_cf_concat(f, n, x->items, x->n_items, ox_node_attr_int(n, "axis", 0),
                                   ox_node_attr_int(n, "new_axis", 0) != 0, &outs[0]);
-    return st ? ox_status_wrap(st, "node '%s' (%s)", n->name, n->op_type) : NULL;
+    return ox_wrap_node(st, n);
   }
   if (!strcmp(op, "Optional")) {
     if (!x) return ox_value_new_none(ov->type, &outs[0]);
@@ -386,9 +414,6 @@ static OnyxStatus* ox_run_seq_op(const OxNode* n, OxTensor* const* ins, OxTensor
   return ox_err(n, "is not a host op");
 }
 
-OnyxStatus* ox_seq_run(const OxNode* n, OxTensor* const* ins, OxTensor** outs) {
-  OnyxStatus* st = ox_run_seq_op(n, ins, outs);
-  if (st && strncmp(st->message ? st->message : "", "node '", 6))
-    st = ox_status_wrap(st, "node '%s' (%s)", n->name, n->op_type);
-  return st;
+OnyxStatus* ox_seq_run(struct OxFrame* f, const OxNode* n, OxTensor* const* ins, OxTensor** outs) {
+  return ox_wrap_node(ox_run_seq_op(f, n, ins, outs), n);
 }

@@ -211,7 +211,11 @@ OnyxStatus* ox_pass_fold(OxOpt* o, bool* changed) {
     }
     OnyxStatus* st = o->cfg->eval(o->cfg->eval_ctx, n, outs);
     bool ok = !st;
-    ox_status_free(st); /* "cannot fold" is not an error */
+    /* "Cannot fold" is not an error; a spent time budget ends folding (the
+     * evaluator logs it), leaving the nodes not folded yet as they are. */
+    bool out_of_time = st && st->code == ONYX_CANCELLED;
+    ox_status_free(st);
+    if (out_of_time) break;
     for (size_t k = 0; ok && k < n_out; k++)
       ok = !n->outputs[k] ||
            (outs[k] && outs[k]->bytes <= limit && outs[k]->type == n->outputs[k]->type);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "opt_session.h"
+#include "ox_checked.h"
+#include "ox_control.h"
 #include "ox_model.h"
 
 /* The CPU provider's slot in the session, or -1. */
@@ -14,10 +16,48 @@ static int32_t ox_cpu_ep(const OnyxSession* s) {
   return -1;
 }
 
+/* The budgets of constant folding in one optimizer run: a deadline
+ * (max_fold_ms) after which kernels are asked to stop and nothing more is
+ * folded, and the most bytes one folded output may take. */
+typedef struct OxFoldCtx {
+  OnyxSession* s;
+  uint64_t deadline_ns;
+  size_t max_bytes;
+  bool stopped;      /* the time budget ran out */
+  size_t over_bytes; /* folds skipped for their size */
+} OxFoldCtx;
+
+/* Bytes of a value whose shape is static, or SIZE_MAX when it is not known
+ * (or overflows). */
+static size_t ox_static_bytes(const OxValue* v) {
+  if (!v || v->rank < 0 || v->type == ONYX_ELEM_UNDEFINED || v->type == ONYX_ELEM_STRING)
+    return SIZE_MAX;
+  size_t count = 1, bytes;
+  for (int32_t i = 0; i < v->rank; i++)
+    if (v->dims[i] < 0 || !ox_mul_size(count, (size_t)v->dims[i], &count)) return SIZE_MAX;
+  size_t esz = ox_elem_size(v->type);
+  return esz && ox_mul_size(count, esz, &bytes) ? bytes : SIZE_MAX;
+}
+
 /* Runs one node through the CPU kernel the partitioner would pick, with a
- * private frame whose every output is allocated on the heap. */
+ * private frame whose every output is allocated on the heap, within the
+ * fold budgets: a known output over the size budget is not computed, an
+ * output allocation over it fails before allocating, and the frame's
+ * deadline stops a kernel that polls ctx_should_stop. */
 static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
-  OnyxSession* s = ctx;
+  OxFoldCtx* fc = ctx;
+  OnyxSession* s = fc->s;
+  if (fc->stopped || (fc->deadline_ns && ox_now_ns() >= fc->deadline_ns)) {
+    fc->stopped = true;
+    return ox_status(ONYX_CANCELLED, "the time budget of constant folding is spent");
+  }
+  for (size_t i = 0; i < n->n_outputs; i++) {
+    size_t b = ox_static_bytes(n->outputs[i]);
+    if (b != SIZE_MAX && b > fc->max_bytes) {
+      fc->over_bytes++;
+      return ox_status(ONYX_LIMIT_EXCEEDED, "output %zu would take %zu bytes", i, b);
+    }
+  }
   int32_t e = ox_cpu_ep(s);
   if (e < 0) return ox_status(ONYX_NOT_IMPLEMENTED, "no CPU provider");
   const OxKernel* k = ox_kreg_match(s->eps[e].lib->kernels, n, NULL);
@@ -57,7 +97,11 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
     created = !st && d->create;
   }
   if (!st) {
+    OnyxSessionOptions opts = *s->opts; /* the size budget bounds every output */
+    if (!opts.max_tensor_bytes || opts.max_tensor_bytes > fc->max_bytes)
+      opts.max_tensor_bytes = fc->max_bytes;
     OnyxSession tmp = *s;
+    tmp.opts = &opts;
     tmp.plan = (OxPlan){.slots = slots, .n_slots = n_slots};
     OxStep step = {.kind = OX_STEP_KERNEL,
                    .ep = e,
@@ -71,9 +115,15 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
                    .out_mem = out_mem,
                    .out_ep = out_ep,
                    .group = -1};
-    OxFrame f = {.session = &tmp, .values = vals};
+    OxFrame f = {.session = &tmp,
+                 .values = vals,
+                 .deadline_ns = fc->deadline_ns,
+                 .deadline_what = "constant folding"};
     OnyxKernelContext kc = {.frame = &f, .step = &step};
     st = d->compute(state, &kc);
+    if (st && st->code == ONYX_CANCELLED) fc->stopped = true;
+    if (!st && ox_frame_should_stop(&f)) fc->stopped = true; /* finished just past it */
+    if (st && st->code == ONYX_LIMIT_EXCEEDED) fc->over_bytes++;
     for (size_t i = 0; i < kc.n_scratch; i++)
       free(kc.scratch[i]);
     free(kc.scratch);
@@ -141,12 +191,18 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
   const OxSchemaRegistry** customs = ox_session_customs(s);
   if (!customs) return ox_oom();
   int32_t cpu = ox_cpu_ep(s);
+  size_t fold_bytes = (size_t)64 << 20;
+  if (s->opts->max_tensor_bytes && s->opts->max_tensor_bytes < fold_bytes)
+    fold_bytes = s->opts->max_tensor_bytes;
+  OxFoldCtx fold = {
+      .s = s, .deadline_ns = ox_deadline_after_ms(s->opts->max_fold_ms), .max_bytes = fold_bytes};
   OxOptConfig cfg = {
       .level = level,
       .customs = customs,
       .n_customs = s->n_eps,
       .eval = cpu >= 0 ? ox_eval_cpu : NULL,
-      .eval_ctx = s,
+      .eval_ctx = &fold,
+      .max_fold_bytes = fold_bytes,
       /* After placement each fusion asks the provider of its nodes. */
       .contrib_available = true,
       .may_fuse = ox_session_may_fuse,
@@ -158,6 +214,17 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
   OnyxStatus* st = ox_optimize(s->graph, &cfg, &stats);
   free(customs);
   if (st) return st;
+  if (fold.stopped)
+    ox_session_log(s, ONYX_LOG_INFO,
+                   "%s: constant folding stopped: its time budget of %zu ms (max_fold_ms) is "
+                   "spent; the constant nodes not folded yet stay nodes",
+                   s->source, s->opts->max_fold_ms);
+  if (fold.over_bytes)
+    ox_session_log(s, ONYX_LOG_INFO,
+                   "%s: constant folding left %zu node%s unfolded: %s outputs would exceed "
+                   "%zu bytes",
+                   s->source, fold.over_bytes, fold.over_bytes == 1 ? "" : "s",
+                   fold.over_bytes == 1 ? "its" : "their", fold_bytes);
   char* text = ox_opt_stats_str(&stats);
   ox_session_log(s, ONYX_LOG_INFO, "%s: optimizer (%s, %s): %s", s->source,
                  ox_opt_level_name(level),
@@ -168,6 +235,7 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
 }
 
 OnyxStatus* ox_session_optimize(OnyxSession* s) {
+  OX_TRY(ox_partition_check_pins(s)); /* before rewrites rename or remove nodes */
   return ox_session_run_optimizer(s, OX_OPT_PHASE_PLACEMENT);
 }
 

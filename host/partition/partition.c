@@ -11,6 +11,7 @@
 #include "ox_control.h"
 #include "ox_function_body.h"
 #include "ox_model.h"
+#include "ox_schema.h"
 #include "ox_session.h"
 
 void ox_view_clear(OnyxGraphView* v) {
@@ -241,6 +242,59 @@ static const OxPin* ox_pin_for(const OnyxSessionOptions* o, const OxNode* n) {
     if (o->pins[i].node_name && !strcmp(o->pins[i].node_name, n->name)) return &o->pins[i];
   for (size_t i = 0; i < o->n_pins; i++)
     if (o->pins[i].op_type && !strcmp(o->pins[i].op_type, n->op_type)) return &o->pins[i];
+  return NULL;
+}
+
+/* Whether g or a subgraph nested in it has a node of this name / op type. */
+static bool ox_graph_has_node(const OxGraph* g, const char* name, const char* op_type) {
+  for (size_t i = 0; g && i < g->n_nodes; i++) {
+    const OxNode* n = g->nodes[i];
+    if (name && n->name && !strcmp(n->name, name)) return true;
+    if (op_type && !strcmp(n->op_type, op_type)) return true;
+    for (size_t a = 0; a < n->n_attrs; a++) {
+      const OxAttr* at = &n->attrs[a];
+      if (at->type == ONYX_ATTR_GRAPH && ox_graph_has_node(at->g, name, op_type)) return true;
+      for (size_t k = 0; at->type == ONYX_ATTR_GRAPHS && k < at->count; k++)
+        if (ox_graph_has_node(at->graphs[k], name, op_type)) return true;
+    }
+  }
+  return false;
+}
+
+/* Whether an op type is one some schema knows, in the ONNX domains or a
+ * domain the model imports, built in or from the session's providers. */
+static bool ox_known_op(const OnyxSession* s, const char* op_type) {
+  const OxGraph* g = s->graph;
+  for (size_t d = 0; d <= g->n_opsets; d++) {
+    const char* domain = d < g->n_opsets ? g->opsets[d].domain : "";
+    for (size_t e = 0; e <= s->n_eps; e++) {
+      const OxSchemaRegistry* r = e < s->n_eps ? s->eps[e].lib->schemas : NULL;
+      if (ox_schema_lookup(r, domain ? domain : "", op_type, INT64_MAX, NULL)) return true;
+    }
+  }
+  return false;
+}
+
+OnyxStatus* ox_partition_check_pins(const OnyxSession* s) {
+  const OnyxSessionOptions* o = s->opts;
+  for (size_t i = 0; o && i < o->n_pins; i++) {
+    const OxPin* pin = &o->pins[i];
+    if (ox_graph_has_node(s->graph, pin->node_name, pin->op_type)) continue;
+    if (pin->node_name)
+      return ox_status(ONYX_INVALID_CONFIG,
+                       "pin %zu: the model has no node named '%s' (pinned to provider '%s')", i,
+                       pin->node_name, pin->provider);
+    if (!ox_known_op(s, pin->op_type))
+      return ox_status(ONYX_INVALID_CONFIG,
+                       "pin %zu: the model has no node of op type '%s' (pinned to provider '%s'), "
+                       "and no schema knows that op type",
+                       i, pin->op_type, pin->provider);
+    /* A known op type the model lacks: one config may serve many models. */
+    ox_session_log(s, ONYX_LOG_WARNING,
+                   "%s: pin %zu: the model has no node of op type '%s'; the pin to provider '%s' "
+                   "has no effect",
+                   s->source, i, pin->op_type, pin->provider);
+  }
   return NULL;
 }
 

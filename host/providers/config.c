@@ -72,6 +72,9 @@ static const OxField ox_limit_fields[] = {
     OX_FIELD("max_tensor_bytes", OX_F_SIZE, max_tensor_bytes),
     OX_FIELD("max_nodes", OX_F_SIZE, max_nodes),
     OX_FIELD("max_graph_depth", OX_F_INT, max_graph_depth),
+    OX_FIELD("max_session_bytes", OX_F_SIZE, max_session_bytes),
+    OX_FIELD("max_run_ms", OX_F_SIZE, max_run_ms),
+    OX_FIELD("max_fold_ms", OX_F_SIZE, max_fold_ms),
 };
 
 static const OxField ox_session_fields[] = {

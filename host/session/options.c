@@ -103,6 +103,7 @@ static const OnyxSessionOptions ox_defaults = {
     .max_tensor_bytes = OX_DEFAULT_MAX_TENSOR_BYTES,
     .max_nodes = OX_DEFAULT_MAX_NODES,
     .max_graph_depth = OX_DEFAULT_MAX_GRAPH_DEPTH,
+    .max_fold_ms = OX_DEFAULT_MAX_FOLD_MS,
 };
 
 void ox_session_limits_defaults(OnyxSessionOptions* o) {
@@ -110,6 +111,7 @@ void ox_session_limits_defaults(OnyxSessionOptions* o) {
   if (!o->max_tensor_bytes) o->max_tensor_bytes = OX_DEFAULT_MAX_TENSOR_BYTES;
   if (!o->max_nodes) o->max_nodes = OX_DEFAULT_MAX_NODES;
   if (o->max_graph_depth <= 0) o->max_graph_depth = OX_DEFAULT_MAX_GRAPH_DEPTH;
+  if (!o->max_fold_ms) o->max_fold_ms = OX_DEFAULT_MAX_FOLD_MS;
 }
 
 OnyxStatus* onyx_session_options_create(OnyxSessionOptions** out) {
@@ -362,6 +364,28 @@ OnyxStatus* onyx_session_options_set_limits(OnyxSessionOptions* o, size_t max_mo
   o->max_nodes = max_nodes;
   o->max_graph_depth = max_graph_depth;
   ox_session_limits_defaults(o);
+  return NULL;
+}
+
+static size_t ox_ms(uint64_t ms) {
+  return (uint64_t)(size_t)ms == ms ? (size_t)ms : SIZE_MAX;
+}
+
+OnyxStatus* onyx_session_options_set_max_session_bytes(OnyxSessionOptions* o, size_t bytes) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_max_session_bytes");
+  o->max_session_bytes = bytes;
+  return NULL;
+}
+
+OnyxStatus* onyx_session_options_set_max_run_ms(OnyxSessionOptions* o, uint64_t ms) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_max_run_ms");
+  o->max_run_ms = ox_ms(ms);
+  return NULL;
+}
+
+OnyxStatus* onyx_session_options_set_max_fold_ms(OnyxSessionOptions* o, uint64_t ms) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_max_fold_ms");
+  o->max_fold_ms = ms ? ox_ms(ms) : OX_DEFAULT_MAX_FOLD_MS;
   return NULL;
 }
 

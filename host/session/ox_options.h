@@ -61,7 +61,14 @@ struct OnyxSessionOptions {
    * a config, which both map 0 to the default (ox_session_limits_defaults). */
   size_t max_model_bytes, max_tensor_bytes, max_nodes;
   int max_graph_depth;
+  /* Run-time bounds (docs/config.md, "Resource limits"): the bytes one run's
+   * live tensors may hold (0: no cap); a run's time limit (0: none); the
+   * time budget of constant folding at session creation (0 once set means
+   * the default, OX_DEFAULT_MAX_FOLD_MS). */
+  size_t max_session_bytes, max_run_ms, max_fold_ms;
 };
+
+#define OX_DEFAULT_MAX_FOLD_MS ((size_t)10000)
 
 /* Replaces every limit left at 0 with its default (OX_DEFAULT_MAX_*). */
 void ox_session_limits_defaults(OnyxSessionOptions* o);

@@ -107,6 +107,12 @@ typedef struct OxPartition {
  * claims (convex groups, kernels exist), applies fallback rules. Errors name
  * the node, op and provider. */
 OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts);
+/* The session's pins against its graph as loaded (before the optimizer
+ * rewrites it), subgraphs included: a node name no node has, or an op type
+ * that neither the model nor any schema has, is ONYX_INVALID_CONFIG naming
+ * the pin; a known op type the model lacks is a warning. */
+struct OnyxSession;
+OnyxStatus* ox_partition_check_pins(const struct OnyxSession* s);
 void ox_partition_clear(OxPartition* p);
 /* A node of a set (in_group, per node index) that a path leaving the set
  * re-enters, or NULL when the set is convex; `downstream` is scratch of
@@ -243,6 +249,13 @@ typedef struct OxFrame {
   /* The run's memory-pattern blocks (host/memory/ox_memplan.h), or NULL:
    * outputs of planned slots are carved from them. */
   struct OxMemRun* memrun;
+  /* The run's bounds (host/exec/executor.c): its deadline on the monotonic
+   * clock in ns (0: none) and what set it ("run": max_run_ms, "constant
+   * folding": max_fold_ms); the bytes its live tensors hold, shared with the
+   * nested runs of its control flow, against max_session_bytes. */
+  uint64_t deadline_ns;
+  const char* deadline_what;
+  size_t* live_bytes;
 } OxFrame;
 
 struct OnyxKernelContext {

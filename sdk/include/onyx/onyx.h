@@ -121,6 +121,19 @@ ONYX_API OnyxStatus* onyx_session_options_set_cache_dir(OnyxSessionOptions* o, c
 ONYX_API OnyxStatus* onyx_session_options_set_limits(OnyxSessionOptions* o, size_t max_model_bytes,
                                                      size_t max_tensor_bytes, size_t max_nodes,
                                                      int max_graph_depth);
+/* The bytes one run's live tensors may hold together, nested control-flow
+ * runs included (0, the default: no cap); a run over it fails with
+ * ONYX_LIMIT_EXCEEDED ("max_session_bytes" in the config's limits). */
+ONYX_API OnyxStatus* onyx_session_options_set_max_session_bytes(OnyxSessionOptions* o,
+                                                                size_t bytes);
+/* A run's time limit in milliseconds (0, the default: none): a run past it
+ * stops at the next node boundary, loop iteration or kernel poll
+ * (host->ctx_should_stop) with ONYX_CANCELLED ("max_run_ms"). */
+ONYX_API OnyxStatus* onyx_session_options_set_max_run_ms(OnyxSessionOptions* o, uint64_t ms);
+/* The time budget of constant folding at session creation, in milliseconds
+ * (0: the default, 10000): once spent, the folding kernel is asked to stop
+ * and the remaining constant nodes stay nodes ("max_fold_ms"). */
+ONYX_API OnyxStatus* onyx_session_options_set_max_fold_ms(OnyxSessionOptions* o, uint64_t ms);
 /* 1: a node left to the CPU provider because no earlier provider took it is
  * an error ("fallback": "deny" in the config). */
 ONYX_API OnyxStatus* onyx_session_options_set_fallback_deny(OnyxSessionOptions* o, int deny);

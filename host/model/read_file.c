@@ -78,6 +78,9 @@ OnyxStatus* ox_read_file(const char* path, size_t max_bytes, void** data, size_t
   return st;
 }
 
+/* Mapping is opt-in (ONYX_MMAP_FILES=1): a mapped file that another process
+ * truncates while it is parsed kills this one with SIGBUS, where a read only
+ * sees fewer bytes. */
 OnyxStatus* ox_map_file(const char* path, size_t max_bytes, void** data, size_t* len,
                         bool* mapped) {
   *data = NULL;
@@ -85,6 +88,8 @@ OnyxStatus* ox_map_file(const char* path, size_t max_bytes, void** data, size_t*
   *mapped = false;
   if (!path || !*path) return ox_status(ONYX_INVALID_ARGUMENT, "no file name given");
   if (!max_bytes) max_bytes = OX_DEFAULT_READ_LIMIT;
+  const char* want = getenv("ONYX_MMAP_FILES");
+  if (!want || strcmp(want, "1")) return ox_read_file(path, max_bytes, data, len);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ox_read_file(path, max_bytes, data, len); /* its error message */
   struct stat sb;

@@ -1,5 +1,5 @@
 /* tensor_proto.c — TensorProto <-> OxTensor: raw_data, typed fields, and
- * external data mapped from a file next to the model. */
+ * external data read (or, on request, mapped) from a file next to the model. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -353,11 +353,51 @@ static OnyxStatus* ox_keep_mapping(OxGraph* owner, void* addr, size_t len) {
   return NULL;
 }
 
-/* Maps the region; the tensor borrows the mapping when the host is
- * little-endian and the data is aligned for its element type, else copies. */
+/* ONYX_MMAP_FILES=1 maps external data instead of reading it: less memory
+ * and a faster load, but a data file truncated or rewritten while a session
+ * holds it makes the next run touching it die of SIGBUS (or read changed
+ * weights). Off by default. */
+static bool ox_external_mmap_wanted(void) {
+  const char* v = getenv("ONYX_MMAP_FILES");
+  return v && !strcmp(v, "1");
+}
+
+/* Reads the region into memory the tensor owns: what the file holds later
+ * no longer matters. A file that ends early (it shrank since it was
+ * checked) is an error, not a short tensor. */
+static OnyxStatus* ox_tensor_read_region(int fd, uint64_t offset, const OxTensorPlan* p,
+                                         OxTensor** out) {
+  OX_TRY(ox_tensor_new_uninit(p->type, p->dims, p->rank, out));
+  bool swap = !ox_host_is_le() && p->width > 1;
+  uint8_t* dst = swap ? malloc(p->bytes) : (*out)->data;
+  OnyxStatus* st = NULL;
+  if (!dst) st = ox_oom();
+  for (size_t done = 0; !st && done < p->bytes;) {
+    ssize_t r = pread(fd, dst + done, p->bytes - done, (off_t)(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0)
+      st = ox_status(ONYX_FAIL, "cannot read external data: %s", strerror(errno));
+    else if (r == 0)
+      st = ox_status(ONYX_INVALID_MODEL, "external data file ended early (it shrank while read)");
+    else
+      done += (size_t)r;
+  }
+  if (!st && swap) ox_copy_le((*out)->data, dst, p->bytes, p->width);
+  if (swap) free(dst);
+  if (st) {
+    ox_tensor_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+/* Reads the region (the default), or with ONYX_MMAP_FILES=1 maps it:
+ * the tensor then borrows the mapping when the host is little-endian and the
+ * data is aligned for its element type, else copies. */
 static OnyxStatus* ox_tensor_from_region(int fd, uint64_t offset, const OxTensorPlan* p,
                                          OxGraph* owner, OxTensor** out) {
   if (p->bytes == 0) return ox_tensor_new(p->type, p->dims, p->rank, out);
+  if (!ox_external_mmap_wanted()) return ox_tensor_read_region(fd, offset, p, out);
   uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
   uint64_t start = offset / page * page;
   size_t map_len = (size_t)(offset - start) + p->bytes;

@@ -12,28 +12,111 @@
 #include <time.h>
 
 /* --- Errors ------------------------------------------------------------------ */
+static char* cli_vformat(const char* fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  char* s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (s) vsnprintf(s, (size_t)n + 1, fmt, ap);
+  return s;
+}
+
+static void cli_err_set(CliError* e, char* msg) {
+  free(e->msg);
+  e->msg = msg;
+  e->oom = msg == NULL;
+}
+
 int cli_err(CliError* e, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  char* msg = cli_vformat(fmt, ap);
   va_end(ap);
+  cli_err_set(e, msg);
   return -1;
 }
 
 int cli_err_status(CliError* e, OnyxStatus* st, const char* fmt, ...) {
-  char prefix[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(prefix, sizeof prefix, fmt, ap);
+  char* prefix = cli_vformat(fmt, ap);
   va_end(ap);
-  snprintf(e->msg, sizeof e->msg, "%s: %s", prefix, onyx_status_message(st));
+  const char* text = onyx_status_message(st);
+  if (!text) text = "";
+  char* msg = prefix ? malloc(strlen(prefix) + strlen(text) + 3) : NULL;
+  if (msg) sprintf(msg, "%s: %s", prefix, text);
+  free(prefix);
   onyx_status_release(st);
+  cli_err_set(e, msg);
   return -1;
 }
 
-int cli_report(const char* cmd, const CliError* e) {
-  fprintf(stderr, "onyx %s: %s\n", cmd, e->msg);
+const char* cli_err_msg(const CliError* e) {
+  if (e->msg) return e->msg;
+  return e->oom ? "out of memory (while formatting an error message)" : "";
+}
+
+void cli_err_clear(CliError* e) {
+  free(e->msg);
+  e->msg = NULL;
+  e->oom = 0;
+}
+
+int cli_report(const char* cmd, CliError* e) {
+  fprintf(stderr, "onyx %s: ", cmd);
+  cli_fputs_escaped(stderr, cli_err_msg(e), 0);
+  fputc('\n', stderr);
+  cli_err_clear(e);
   return CLI_EXIT_FAIL;
+}
+
+/* --- Escaping ------------------------------------------------------------------------ */
+/* Writes the escaped form of s into out (NULL: only counts); returns its length. */
+static size_t cli_escape_to(const char* s, int keep_newlines, char* out) {
+  size_t n = 0;
+  for (const unsigned char* c = (const unsigned char*)s; *c; c++) {
+    char esc[5] = {0};
+    int c1 = c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f;
+    if (*c == '\\')
+      memcpy(esc, "\\\\", 2);
+    else if (*c == '\n' && !keep_newlines)
+      memcpy(esc, "\\n", 2);
+    else if (*c == '\r')
+      memcpy(esc, "\\r", 2);
+    else if (*c == '\t')
+      memcpy(esc, "\\t", 2);
+    else if ((*c < 0x20 && *c != '\n') || *c == 0x7f || c1)
+      snprintf(esc, sizeof esc, "\\x%02x", *c);
+    if (esc[0]) {
+      size_t k = strlen(esc);
+      if (out) memcpy(out + n, esc, k);
+      n += k;
+      if (c1) { /* the second byte of a C1 control */
+        c++;
+        if (out) snprintf(out + n, 5, "\\x%02x", *c);
+        n += 4;
+      }
+    } else {
+      if (out) out[n] = (char)*c;
+      n++;
+    }
+  }
+  if (out) out[n] = '\0';
+  return n;
+}
+
+char* cli_escape(const char* s, int keep_newlines) {
+  if (!s) s = "";
+  char* out = malloc(cli_escape_to(s, keep_newlines, NULL) + 1);
+  if (out) cli_escape_to(s, keep_newlines, out);
+  return out;
+}
+
+void cli_fputs_escaped(FILE* f, const char* s, int keep_newlines) {
+  char* esc = cli_escape(s, keep_newlines);
+  fputs(esc ? esc : "(out of memory)", f);
+  free(esc);
 }
 
 /* --- Command-line options ----------------------------------------------------------- */
@@ -345,8 +428,9 @@ void cli_print_placement(FILE* f, const OnyxSession* s) {
   size_t n = onyx_session_provider_count(s);
   for (size_t i = 0; i < n; i++) {
     size_t nodes = onyx_session_provider_node_count(s, i);
-    fprintf(f, "provider %s: %zu node%s\n", onyx_session_provider_name(s, i), nodes,
-            nodes == 1 ? "" : "s");
+    fputs("provider ", f);
+    cli_fputs_escaped(f, onyx_session_provider_name(s, i), 0);
+    fprintf(f, ": %zu node%s\n", nodes, nodes == 1 ? "" : "s");
   }
 }
 
@@ -459,9 +543,12 @@ int cli_feeds_generate_missing(CliFeeds* f, const OnyxSession* s, FILE* note, Cl
     char shape[256];
     const OnyxTensor* t = onyx_value_tensor(v);
     cli_format_dims(onyx_tensor_dims(t), onyx_tensor_rank(t), shape, sizeof shape);
-    if (note)
-      fprintf(note, "note: input %s not given: generated %s %s (%s)\n", name,
-              onyx_elem_type_name(type), shape, kGeneratedNote);
+    if (note) {
+      fputs("note: input ", note);
+      cli_fputs_escaped(note, name, 0);
+      fprintf(note, " not given: generated %s %s (%s)\n", onyx_elem_type_name(type), shape,
+              kGeneratedNote);
+    }
     if (cli_feeds_add(f, name, v, e)) return -1;
   }
   return 0;

@@ -18,17 +18,38 @@
 enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
 
 /* --- Errors ------------------------------------------------------------------ */
+/* An error message of any length, malloc'ed (NULL: none yet). Initialise with
+ * CLI_ERROR_INIT; cli_report and cli_err_clear free it. */
 typedef struct CliError {
-  char msg[1024];
+  char* msg;
+  int oom; /* the message itself could not be allocated */
 } CliError;
+#define CLI_ERROR_INIT                                                                             \
+  { NULL, 0 }
 
-/* Formats the message into e; returns -1 so callers can `return cli_err(...)`. */
+/* Formats the message into e (replacing one already there); returns -1 so
+ * callers can `return cli_err(...)`. */
 int cli_err(CliError* e, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "prefix: <status message>"; releases st; returns -1. */
 int cli_err_status(CliError* e, OnyxStatus* st, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Prints "onyx CMD: MESSAGE" to stderr and returns CLI_EXIT_FAIL. */
-int cli_report(const char* cmd, const CliError* e);
+/* The message ("" when none). */
+const char* cli_err_msg(const CliError* e);
+void cli_err_clear(CliError* e);
+/* Prints "onyx CMD: MESSAGE" (escaped, see cli_escape) to stderr, frees the
+ * message and returns CLI_EXIT_FAIL. */
+int cli_report(const char* cmd, CliError* e);
+
+/* --- Escaping ------------------------------------------------------------------------ */
+/* Names and messages from a model are printed escaped, so that no byte of
+ * them can move the cursor, recolour the terminal or start a line of its
+ * own: a backslash becomes "\\", newline, carriage return and tab "\n",
+ * "\r", "\t", every other control byte (0x00-0x1f, 0x7f) and the UTF-8 C1
+ * controls (U+0080-U+009F) "\xHH" per byte. Other bytes are kept. With
+ * keep_newlines, '\n' itself is kept (multi-line reports). */
+void cli_fputs_escaped(FILE* f, const char* s, int keep_newlines);
+/* The same into a malloc'ed string; NULL when out of memory. */
+char* cli_escape(const char* s, int keep_newlines);
 
 /* --- Command-line options ----------------------------------------------------------- */
 typedef enum CliOptKind {

@@ -166,7 +166,7 @@ int cli_cmd_bench(int argc, char** argv) {
   CliParse p = cli_parse(&cmd, argc, argv, &a.model, &npos);
   if (p != CLI_PARSED) return p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 
-  CliError e = {{0}};
+  CliError e = CLI_ERROR_INIT;
   OnyxSession* s = NULL;
   double session_ms = 0;
   char* path = cli_model_path(a.model);

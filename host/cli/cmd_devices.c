@@ -153,6 +153,6 @@ int cli_cmd_devices(int argc, char** argv) {
   size_t npos = 0;
   CliParse p = cli_parse(&cmd, argc, argv, NULL, &npos);
   if (p != CLI_PARSED) return p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-  CliError e = {{0}};
+  CliError e = CLI_ERROR_INIT;
   return list_devices(config, &e) ? cli_report("devices", &e) : CLI_EXIT_OK;
 }

@@ -17,7 +17,8 @@ static int explain(const OnyxSession* s, CliError* e) {
   char* text = NULL;
   OnyxStatus* st = onyx_session_explain(s, &text);
   if (st) return cli_err_status(e, st, "explain failed");
-  fputs(text ? text : "", stdout);
+  /* The report's own lines stay; other control bytes of names are escaped. */
+  cli_fputs_escaped(stdout, text ? text : "", 1);
   onyx_free(text);
   return 0;
 }
@@ -42,7 +43,7 @@ int cli_cmd_partition(int argc, char** argv) {
   CliParse p = cli_parse(&cmd, argc, argv, &model, &npos);
   if (p != CLI_PARSED) return p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 
-  CliError e = {{0}};
+  CliError e = CLI_ERROR_INIT;
   OnyxSession* s = NULL;
   char* path = cli_model_path(model);
   int rc = path ? cli_session_open(path, config, 0, &s, NULL, &e) : cli_err(&e, "out of memory");

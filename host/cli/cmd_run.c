@@ -51,13 +51,15 @@ static char* output_file(const char* dir, const char* name) {
 
 static void print_output(const char* name, const OnyxValue* v) {
   const OnyxTensor* t = onyx_value_tensor(v);
+  printf("output ");
+  cli_fputs_escaped(stdout, name, 0);
   if (!t) {
-    printf("output %s: (not a tensor)\n", name);
+    printf(": (not a tensor)\n");
     return;
   }
   char shape[512], val[128];
   cli_format_dims(onyx_tensor_dims(t), onyx_tensor_rank(t), shape, sizeof shape);
-  printf("output %s: %s %s:", name, onyx_elem_type_name(onyx_tensor_elem_type(t)), shape);
+  printf(": %s %s:", onyx_elem_type_name(onyx_tensor_elem_type(t)), shape);
   size_t n = cli_scalar_count(t);
   for (size_t i = 0; i < n && i < kShownValues; i++) {
     cli_format_scalar(t, i, 6, val, sizeof val);
@@ -97,7 +99,11 @@ static int save_outputs(const char* dir, const char* const* names, OnyxValue** o
     if (!path) return cli_err(e, "out of memory");
     OnyxStatus* st = onyx_value_save_tensor_proto(outs[i], names[i], path);
     int rc = st ? cli_err_status(e, st, "cannot write %s", path) : 0;
-    if (!rc) fprintf(stderr, "note: wrote %s\n", path);
+    if (!rc) {
+      fputs("note: wrote ", stderr);
+      cli_fputs_escaped(stderr, path, 0);
+      fputc('\n', stderr);
+    }
     free(path);
     if (rc) return rc;
   }
@@ -187,7 +193,7 @@ int cli_cmd_run(int argc, char** argv) {
     cli_list_free(&a.inputs);
     return rc;
   }
-  CliError e = {{0}};
+  CliError e = CLI_ERROR_INIT;
   OnyxSession* s = NULL;
   char* path = cli_model_path(a.model);
   if (!path)

@@ -61,6 +61,8 @@ static const char kTestHelp[] =
     "and shape must match exactly. One line per test, on stdout and in --verdicts:\n"
     "  NAME<TAB>pass | fail: REASON | load-error: REASON | skip: REASON\n"
     "         | not-claimed: REASON\n"
+    "NAME and REASON are escaped: backslash as \\\\, tab \\t, newline \\n, carriage\n"
+    "return \\r, other control bytes \\xHH.\n"
     "The last line printed is 'N passed, M failed, S skipped' (load-errors count as failed; "
     "not-claimed cases as skipped, or as failed\n"
     "with --strict).\n"
@@ -216,7 +218,7 @@ static int has_container_inputs(const OnyxSession* s) {
 /* Runs one test_data_set; leaves v untouched when it passes. */
 static void run_set(OnyxSession* s, const char* set_dir, const TestArgs* a, char* v) {
   const char* set = base(set_dir);
-  CliError e = {{0}};
+  CliError e = CLI_ERROR_INIT;
   CliFeeds feeds = {0};
   Expected x = {0};
   char** inputs = NULL;
@@ -232,7 +234,8 @@ static void run_set(OnyxSession* s, const char* set_dir, const TestArgs* a, char
   if (!rc) rc = load_expected(s, set_dir, &x, &e);
   if (!rc && x.count > n_out)
     rc = cli_err(&e, "%zu expected outputs, model has %zu", x.count, n_out);
-  if (rc) set_verdict(v, "fail: %s: %s", set, e.msg);
+  if (rc) set_verdict(v, "fail: %s: %s", set, cli_err_msg(&e));
+  cli_err_clear(&e);
   /* nothing to compare would be a pass that checked nothing */
   if (!rc && x.count == 0 && n_out > 0) {
     set_verdict(v, "skip: %s has no expected outputs (output_K.pb)", set);
@@ -267,8 +270,15 @@ static void write_nodes(const TestArgs* a, size_t index, const OnyxSession* s) {
   for (size_t i = 0, n = onyx_session_node_count(s); i < n; i++) {
     OnyxNodeInfo info = {.struct_size = sizeof info};
     if (onyx_session_node_info(s, i, &info)) continue;
-    fprintf(f, "%s\t%s\t%d\t%s\t%s\n", info.op_type, *info.domain ? info.domain : "ai.onnx",
-            (int)info.since_version, info.input_types, info.provider ? info.provider : "-");
+    /* fields escaped as in the verdicts: a model's names may hold tabs */
+    cli_fputs_escaped(f, info.op_type, 0);
+    fputc('\t', f);
+    cli_fputs_escaped(f, *info.domain ? info.domain : "ai.onnx", 0);
+    fprintf(f, "\t%d\t", (int)info.since_version);
+    cli_fputs_escaped(f, info.input_types, 0);
+    fputc('\t', f);
+    cli_fputs_escaped(f, info.provider ? info.provider : "-", 0);
+    fputc('\n', f);
   }
   fclose(f);
 }
@@ -297,10 +307,11 @@ static void explain_unloaded(const TestArgs* a, const char* model, const char* f
   const char* unplaced = strstr(why, kUnplaced);
   /* "node 'n' (Op vK): provider: reason" when that is the whole error */
   const char* decline = unplaced == why ? why + sizeof kUnplaced - 1 : why;
-  CliError e = {{0}};
+  CliError e = CLI_ERROR_INIT;
   OnyxSession* s = NULL;
   CliSessionExtra extra = {.first_provider = a->provider, .exclusive = 1, .unfused = 1};
   if (cli_session_open_ex(model, a->config, a->threads, &extra, &s, NULL, &e)) {
+    cli_err_clear(&e);
     /* The CPU cannot run it either; still, a node nobody claims is the
      * provider's "not claimed", not a broken case. */
     if (unplaced)
@@ -428,7 +439,7 @@ static void check_ran(const TestArgs* a, const OnyxSession* s, const char* profi
 }
 
 static void run_case(const TestArgs* a, size_t index, const char* test_dir, char* v) {
-  CliError e = {{0}};
+  CliError e = CLI_ERROR_INIT;
   OnyxSession* s = NULL;
   char* model = cli_path_join(test_dir, "model.onnx");
   if (!model) {
@@ -448,9 +459,10 @@ static void run_case(const TestArgs* a, size_t index, const char* test_dir, char
   if (rc && pfd >= 0) unlink(profile);
   if (rc) {
     if (a->only)
-      explain_unloaded(a, model, e.msg, v);
+      explain_unloaded(a, model, cli_err_msg(&e), v);
     else
-      set_verdict(v, "load-error: %s", strip_model(e.msg, model));
+      set_verdict(v, "load-error: %s", strip_model(cli_err_msg(&e), model));
+    cli_err_clear(&e);
     free(model);
     return;
   }
@@ -460,9 +472,10 @@ static void run_case(const TestArgs* a, size_t index, const char* test_dir, char
   size_t n_sets = 0;
   set_verdict(v, "pass");
   if (cli_list_indexed(test_dir, "test_data_set_", "", 1, &sets, &n_sets, &e))
-    set_verdict(v, "fail: harness-error: %s", e.msg);
+    set_verdict(v, "fail: harness-error: %s", cli_err_msg(&e));
   else if (n_sets == 0)
     set_verdict(v, "skip: no test_data_set_*");
+  cli_err_clear(&e);
   for (size_t i = 0; i < n_sets && !strcmp(v, "pass"); i++)
     run_set(s, sets[i], a, v);
   if (pfd >= 0) { /* the profile is complete JSON after every event */
@@ -547,12 +560,21 @@ static int launch(Runner* r, Slot* slot, size_t index) {
   return 0;
 }
 
+/* One "NAME<TAB>VERDICT" line; both fields escaped (cli_escape), so a tab
+ * or newline in a folder name or a message cannot break the TSV. */
+static void print_verdict(FILE* f, const char* name, const char* verdict) {
+  cli_fputs_escaped(f, name, 0);
+  fputc('\t', f);
+  cli_fputs_escaped(f, verdict, 0);
+  fputc('\n', f);
+}
+
 /* Prints and writes every verdict that is ready, in test order. */
 static void flush_verdicts(Runner* r) {
   for (; r->printed < r->count && r->verdicts[r->printed]; r->printed++) {
     const char* v = r->verdicts[r->printed];
-    printf("%s\t%s\n", r->tests[r->printed], v);
-    if (r->out) fprintf(r->out, "%s\t%s\n", r->tests[r->printed], v);
+    print_verdict(stdout, r->tests[r->printed], v);
+    if (r->out) print_verdict(r->out, r->tests[r->printed], v);
     bool not_claimed = !strncmp(v, "not-claimed:", 12);
     if (!strcmp(v, "pass"))
       r->passed++;
@@ -575,9 +597,14 @@ static void add_coverage(Runner* r, size_t index, const char* verdict) {
   FILE* f = fopen(path, "r");
   if (!f) return;
   size_t kind = strcspn(verdict, ":");
-  while (fgets(line, sizeof line, f))
-    fprintf(r->coverage, "%s\t%.*s\t%.*s\n", r->tests[index], (int)strcspn(line, "\n"), line,
-            (int)kind, verdict);
+  while (fgets(line, sizeof line, f)) {
+    cli_fputs_escaped(r->coverage, r->tests[index], 0);
+    fprintf(r->coverage, "\t%.*s\t", (int)strcspn(line, "\n"), line);
+    char* k = strndup(verdict, kind);
+    cli_fputs_escaped(r->coverage, k ? k : "?", 0);
+    free(k);
+    fputc('\n', r->coverage);
+  }
   fclose(f);
   unlink(path);
 }
@@ -880,7 +907,7 @@ int cli_cmd_test(int argc, char** argv) {
       return cli_usage_error(&cmd, "--filter '%s': %s", a.filter, msg);
     }
   }
-  CliError e = {{0}};
+  CliError e = CLI_ERROR_INIT;
   char* patterns = a.patterns ? patterns_dir(&e) : NULL;
   if (a.patterns) a.dir = patterns;
   int rc = a.patterns && !patterns ? -1 : run_tests(&a, a.filter ? &re : NULL, &e);

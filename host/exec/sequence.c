@@ -263,9 +263,9 @@ static OnyxStatus* ox_run_split(struct OxFrame* f, const OxNode* n, OxTensor* co
         return ox_err(n, "'split' has a negative size");
       }
       if (!ox_add_i64(sum, sizes[i], &sum)) {
+        long long at = (long long)sizes[i];
         free(sizes);
-        return ox_err(n, "'split' sizes overflow when added up (at entry %zu, %lld)", i,
-                      (long long)sizes[i]);
+        return ox_err(n, "'split' sizes overflow when added up (at entry %zu, %lld)", i, at);
       }
     }
     if (sum != len) {

@@ -287,27 +287,30 @@ static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
   cpu_dense_strides(in, rank, in_strides);
   char* out = cpu_host->tensor_mutable_data(y);
   const char* src = cpu_host->tensor_data(x);
-  for (size_t i = 0; i < count; i++) {
-    if ((i & (CPU_STOP_INTERVAL - 1)) == 0 && i && cpu_should_stop(ctx))
-      return cpu_cancelled(ctx, "Pad");
-    int64_t off = 0;
-    bool inside = true;
-    for (size_t d = 0; d < rank && inside; d++) {
-      int64_t m;
-      inside = pad_map(s->mode, pos[d] - lead[d], keep[d], &m);
-      off += (crop0[d] + m) * in_strides[d];
-    }
-    if (type == ONYX_ELEM_STRING) {
-      if (inside && (st = cpu_copy_elems(y, i, x, (size_t)off, 1))) return st;
-      if (!inside && cv && cpu_host->tensor_elem_count(cv) > 0 &&
-          (st = cpu_copy_elems(y, i, cv, 0, 1)))
-        return st;
-    } else {
-      memcpy(out + i * es, inside ? src + off * (int64_t)es : fill, es);
-    }
-    for (size_t d = rank; d-- > 0;) {
-      if (++pos[d] < dims[d]) break;
-      pos[d] = 0;
+  /* per chunk of CPU_STOP_INTERVAL elements: the output size comes from pads */
+  for (size_t i0 = 0; i0 < count; i0 += CPU_STOP_INTERVAL) {
+    if (i0 && cpu_should_stop(ctx)) return cpu_cancelled(ctx, "Pad");
+    const size_t i1 = count - i0 < CPU_STOP_INTERVAL ? count : i0 + CPU_STOP_INTERVAL;
+    for (size_t i = i0; i < i1; i++) {
+      int64_t off = 0;
+      bool inside = true;
+      for (size_t d = 0; d < rank && inside; d++) {
+        int64_t m;
+        inside = pad_map(s->mode, pos[d] - lead[d], keep[d], &m);
+        off += (crop0[d] + m) * in_strides[d];
+      }
+      if (type == ONYX_ELEM_STRING) {
+        if (inside && (st = cpu_copy_elems(y, i, x, (size_t)off, 1))) return st;
+        if (!inside && cv && cpu_host->tensor_elem_count(cv) > 0 &&
+            (st = cpu_copy_elems(y, i, cv, 0, 1)))
+          return st;
+      } else {
+        memcpy(out + i * es, inside ? src + off * (int64_t)es : fill, es);
+      }
+      for (size_t d = rank; d-- > 0;) {
+        if (++pos[d] < dims[d]) break;
+        pos[d] = 0;
+      }
     }
   }
   return NULL;
@@ -413,15 +416,18 @@ static OnyxStatus* range_compute(void* state, OnyxKernelContext* ctx) {
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, &n, 1, &y))) return st;
   void* out = cpu_host->tensor_mutable_data(y);
-  for (int64_t i = 0; i < n; i++) {
-    if ((i & (int64_t)(CPU_STOP_INTERVAL - 1)) == 0 && i && cpu_should_stop(ctx))
-      return cpu_cancelled(ctx, "Range");
-    CpuNum v = a;
-    if (a.kind == CPU_NUM_FLT)
-      v.v.f = a.v.f + (double)i * dl.v.f;
-    else
-      v.v.i = (int64_t)((uint64_t)a.v.i + (uint64_t)i * (uint64_t)dl.v.i); /* no UB */
-    cpu_num_store(type, out, (size_t)i, v);
+  /* per chunk of CPU_STOP_INTERVAL elements: the count comes from the inputs */
+  for (int64_t i0 = 0; i0 < n; i0 += (int64_t)CPU_STOP_INTERVAL) {
+    if (i0 && cpu_should_stop(ctx)) return cpu_cancelled(ctx, "Range");
+    const int64_t i1 = n - i0 < (int64_t)CPU_STOP_INTERVAL ? n : i0 + (int64_t)CPU_STOP_INTERVAL;
+    for (int64_t i = i0; i < i1; i++) {
+      CpuNum v = a;
+      if (a.kind == CPU_NUM_FLT)
+        v.v.f = a.v.f + (double)i * dl.v.f;
+      else
+        v.v.i = (int64_t)((uint64_t)a.v.i + (uint64_t)i * (uint64_t)dl.v.i); /* no UB */
+      cpu_num_store(type, out, (size_t)i, v);
+    }
   }
   return NULL;
 }

@@ -478,9 +478,9 @@ static OnyxStatus* cpu_copy_string(OnyxTensor* dst, size_t di, const OnyxTensor*
   const OnyxHostApi* H = cpu_host;
   const char* s = H->tensor_string(src, si);
   if (!s) s = "";
-  bool has_len = H->struct_size >= offsetof(OnyxHostApi, tensor_string_len) +
-                                       sizeof H->tensor_string_len &&
-                 H->tensor_string_len;
+  bool has_len =
+      H->struct_size >= offsetof(OnyxHostApi, tensor_string_len) + sizeof H->tensor_string_len &&
+      H->tensor_string_len;
   return H->tensor_set_string(dst, di, s, has_len ? H->tensor_string_len(src, si) : strlen(s));
 }
 

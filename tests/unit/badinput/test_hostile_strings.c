@@ -301,6 +301,27 @@ static void test_string_split_empty_delimiter(void** state) {
   otm_free(m);
 }
 
+/* StringNormalizer (LOWER, stop word "b"): b"A\0B" lowers to b"a\0b",
+ * b"b" goes, and b"b\0" is no stop word (it is longer). */
+static void test_string_normalizer_nul(void** state) {
+  (void)state;
+  const Bytes in[3] = {B("A\0B"), B("b"), B("b\0")};
+  OnyxValue* x = strings_value(in, 3);
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_STRING, 1, (int64_t[]){3});
+  otm_output(m, "y", ONYX_ELEM_STRING, 1, (int64_t[]){-1});
+  OxTestNode* n = otm_node(m, "StringNormalizer", "norm", "x", "y");
+  otm_attr_string(n, "case_change_action", "LOWER");
+  otm_attr_strings(n, "stopwords", 1, (const char*[]){"b"});
+  OnyxValue* y = NULL;
+  ok(run_model(m, x, (const char*[]){"y"}, 1, &y));
+  const Bytes want[2] = {B("a\0b"), B("b\0")};
+  expect_bytes(onyx_value_tensor(y), want, 2);
+  onyx_value_release(y);
+  onyx_value_release(x);
+  otm_free(m);
+}
+
 /* LabelEncoder (ai.onnx.ml 4) with tensor keys and values: b"a\0b" -> 1,
  * b"a" -> 2; b"a\0c" is no key (-1, default_int64). Strings to strings:
  * b"k\0" -> b"v\0w", b"k" -> the default "_Unused". */
@@ -466,6 +487,7 @@ int main(void) {
       cmocka_unit_test(test_string_concat_nul),
       cmocka_unit_test(test_string_split_nul_delimiter),
       cmocka_unit_test(test_string_split_empty_delimiter),
+      cmocka_unit_test(test_string_normalizer_nul),
       cmocka_unit_test(test_label_encoder_nul),
       cmocka_unit_test(test_tfidf_string_tokens_nul),
       cmocka_unit_test(test_tfidf_max_skip_int64_max),

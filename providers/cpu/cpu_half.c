@@ -174,18 +174,34 @@ static OnyxStatus* conv_half(void* state, OnyxKernelContext* ctx) {
     dl[i] = i < s->n_dilations ? s->dilations[i] : 1;
     pb[i] = i < s->n_pads / 2 ? s->pads[i] : 0;
     pe[i] = i < s->n_pads / 2 ? s->pads[sp + i] : 0;
-    int64_t in = xd[2 + i], span = (k[i] - 1) * dl[i] + 1;
+    const int64_t in = xd[2 + i];
+    int64_t span, t, lim;
+    if (st[i] < 1 || pb[i] < 0 || pe[i] < 0 || in < 0 || !cpu_dilated_extent(k[i], dl[i], &span))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "spatial dim %zu: strides %lld, dilations %lld, pads %lld/%lld or "
+                           "kernel %lld is out of range (or the dilated kernel overflows)",
+                           i, (long long)st[i], (long long)dl[i], (long long)pb[i],
+                           (long long)pe[i], (long long)k[i]);
     if (s->auto_pad && (!strcmp(s->auto_pad, "SAME_UPPER") || !strcmp(s->auto_pad, "SAME_LOWER"))) {
-      int64_t out = (in + st[i] - 1) / st[i];
-      int64_t total = (out - 1) * st[i] + span - in;
+      const int64_t out = in / st[i] + (in % st[i] != 0);
+      int64_t total = 0;
+      if (!cpu_mul_i64(out > 0 ? out - 1 : 0, st[i], &t) || !cpu_add_i64(t, span, &t) ||
+          !cpu_sub_i64(t, in, &total))
+        total = INT64_MAX; /* refused below */
       if (total < 0) total = 0;
       pb[i] = !strcmp(s->auto_pad, "SAME_UPPER") ? total / 2 : total - total / 2;
       pe[i] = total - pb[i];
     } else if (s->auto_pad && !strcmp(s->auto_pad, "VALID")) {
       pb[i] = pe[i] = 0;
     }
-    od[2 + i] = (in + pb[i] + pe[i] - span) / st[i] + 1;
-    if (od[2 + i] < 1)
+    /* every index below stays within in + pb + pe + span */
+    if (!cpu_add3_i64(in, pb[i], pe[i], &t) || !cpu_add_i64(t, span, &lim))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "spatial dim %zu: integer overflow: input %lld + pads %lld + %lld + "
+                           "dilated kernel extent %lld does not fit in int64",
+                           i, (long long)in, (long long)pb[i], (long long)pe[i], (long long)span);
+    od[2 + i] = (t - span) / st[i] + 1;
+    if (t < span || od[2 + i] < 1)
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "the kernel is larger than the input");
   }
   for (size_t i = sp; i < 3; i++) { /* unused trailing dims act as size 1 */
@@ -205,7 +221,10 @@ static OnyxStatus* conv_half(void* state, OnyxKernelContext* ctx) {
   float* fy = H->ctx_scratch(ctx, (out_n + 1) * sizeof *fy);
   if (!fy) return cpu_oom(ctx);
   int64_t O0 = od[2], O1 = od[3], O2 = od[4];
-  int64_t in_plane = in3[0] * in3[1] * in3[2], k_plane = k[0] * k[1] * k[2];
+  /* exact whenever they are used (X and W not empty); unsigned, so an empty
+   * tensor's large dims cannot overflow into undefined behaviour */
+  const int64_t in_plane = (int64_t)((uint64_t)in3[0] * (uint64_t)in3[1] * (uint64_t)in3[2]);
+  const int64_t k_plane = (int64_t)((uint64_t)k[0] * (uint64_t)k[1] * (uint64_t)k[2]);
   float* out = fy;
   for (int64_t n = 0; n < N; n++)
     for (int64_t oc = 0; oc < OC; oc++) {

@@ -105,7 +105,7 @@ static size_t in_bytes(const In* in) {
   size_t n = 1;
   for (size_t i = 0; i < in->rank; i++)
     n *= (size_t)in->dims[i];
-  return n * (in->type == F32 ? 4 : 8);
+  return n * (in->type == F32 ? 4 : in->type == ONYX_ELEM_FLOAT16 ? 2 : 8);
 }
 
 /* Creates the session from m (freed), runs it on the inputs with run options
@@ -224,6 +224,23 @@ static void test_conv_same_lower_huge_dilation_dynamic(void** state) {
       ONYX_INVALID_ARGUMENT, "Conv pads", "Conv", "overflow", "pads", NULL);
   expect_error(run_conv_dynamic("NOTSET", 3, DIMS(INT64_MAX / 2, 1)), ONYX_INVALID_ARGUMENT,
                "Conv NOTSET", "Conv", "overflow", "dilated kernel extent", NULL);
+}
+
+/* float16 has its own Conv loop (cpu_half.c), with the same checks */
+static void test_conv_float16_huge_dilation_dynamic(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_input_s(m, "X", ONYX_ELEM_FLOAT16, "N,C,H,W");
+  otm_input_s(m, "Wt", ONYX_ELEM_FLOAT16, "M,CG,KH,KW");
+  OxTestNode* n = otm_node(m, "Conv", "conv", "X,Wt", "Y");
+  otm_attr_string(n, "auto_pad", "SAME_LOWER");
+  otm_attr_ints(n, "dilations", 2, DIMS((int64_t)1 << 62, 1));
+  otm_output_s(m, "Y", ONYX_ELEM_FLOAT16, NULL);
+  uint16_t x[4] = {0x3c00, 0x3c00, 0x3c00, 0x3c00}, w[3] = {0x3c00, 0x3c00, 0x3c00}; /* 1.0 */
+  const In ins[] = {{"X", ONYX_ELEM_FLOAT16, 4, DIMS(1, 1, 4, 1), x},
+                    {"Wt", ONYX_ELEM_FLOAT16, 4, DIMS(1, 1, 3, 1), w}};
+  expect_error(run_model(m, ins, 2, NULL, NULL), ONYX_INVALID_ARGUMENT, "Conv float16", "Conv",
+               "overflow", NULL);
 }
 
 /* W constant: shape inference or the kernel refuses it, with the same
@@ -696,6 +713,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_same_lower_huge_dilation_dynamic),
       cmocka_unit_test(test_conv_same_lower_huge_dilation),
+      cmocka_unit_test(test_conv_float16_huge_dilation_dynamic),
       cmocka_unit_test(test_conv_large_dilation_that_fits),
       cmocka_unit_test(test_maxpool_huge_dilation),
       cmocka_unit_test(test_maxpool_one_tap_any_dilation),

@@ -186,6 +186,14 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
   const size_t seq = (size_t)(s->layout ? xd[1] : xd[0]),
                batch = (size_t)(s->layout ? xd[0] : xd[1]);
   const size_t in = (size_t)xd[2], H = (size_t)s->hidden, G = s->gates, nd = (size_t)s->num_dir;
+  size_t gh_n, state_sz, bias_sz;
+  if (!cpu_mul_size(G, H, &gh_n) || gh_n > (size_t)INT64_MAX ||
+      !cpu_mul_size(gh_n, 2 * nd, &bias_sz) || !cpu_mul_size(nd * batch, H, &state_sz) ||
+      !cpu_mul_size(state_sz, sizeof(double), &state_sz))
+    return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                     "integer overflow: hidden_size %zu with %zu gates, %zu directions and batch "
+                     "%zu",
+                     H, G, nd, batch);
   const int64_t* wd = cpu_host->tensor_dims(w);
   const int64_t* rd = cpu_host->tensor_dims(rt);
   if (cpu_host->tensor_rank(w) != 3 || wd[0] != (int64_t)nd || wd[1] != (int64_t)(G * H) ||

@@ -571,6 +571,23 @@ static void test_roi_batch_index_beyond_int64(void** state) {
                "batch index", NULL);
 }
 
+static void test_lstm_hidden_size_overflow(void** state) {
+  (void)state;
+  /* 4 gates x 2^62 wraps to 0 in 64 bits: W [1, 0, 1] and an empty R
+   * [1, 0, 2^62] would match it */
+  OxTestModel* m = otm_new(14);
+  otm_input_s(m, "X", F32, "S,B,I");
+  otm_input_s(m, "W", F32, "D,G,I");
+  otm_input_s(m, "R", F32, "D,G,H");
+  OxTestNode* n = otm_node(m, "LSTM", "lstm", "X,W,R", "Y");
+  otm_attr_int(n, "hidden_size", (int64_t)1 << 62);
+  otm_output_s(m, "Y", F32, NULL);
+  const In ins[] = {{"X", F32, 3, DIMS(1, 1, 1), (float[]){1}},
+                    {"W", F32, 3, DIMS(1, 0, 1), NULL},
+                    {"R", F32, 3, DIMS(1, 0, (int64_t)1 << 62), NULL}};
+  expect_refused(run_model(m, ins, 3, NULL, NULL), "LSTM", "LSTM", "hidden_size", NULL);
+}
+
 /* --- the CPU provider's options ---------------------------------------------------------- */
 
 static void test_threads_option_out_of_range(void** state) {
@@ -726,6 +743,7 @@ int main(void) {
       cmocka_unit_test(test_reshape_split_overflow),
       cmocka_unit_test(test_depth_to_space_overflow),
       cmocka_unit_test(test_roi_batch_index_beyond_int64),
+      cmocka_unit_test(test_lstm_hidden_size_overflow),
       cmocka_unit_test(test_threads_option_out_of_range),
       cmocka_unit_test(test_cancel_long_range),
       cmocka_unit_test(test_cancel_long_tile),

@@ -106,6 +106,40 @@ static void expect_shape(const char* what, OxTestModel* m, int32_t rank, const i
   assert_true(same);
 }
 
+/* Session creation and a run with one float input X must succeed and give
+ * output Y with exactly the expected float values (small integers and
+ * halves, exact in float). */
+static void expect_run(const char* what, OxTestModel* m, const int64_t* dims, size_t rank,
+                       const float* x, size_t nx, const float* want, size_t nwant) {
+  OnyxSession* s = NULL;
+  OnyxStatus* st = create(m, &s);
+  OnyxValue *in = NULL, *out = NULL;
+  if (!st) st = onyx_value_create_tensor(F32, dims, rank, x, nx * sizeof *x, &in);
+  const char* in_name = "X";
+  const char* out_name = "Y";
+  if (!st)
+    st = onyx_session_run(s, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
+  if (st) {
+    print_error("%s: %s\n", what, onyx_status_message(st));
+    onyx_status_release(st);
+    onyx_value_release(in);
+    onyx_session_release(s);
+    fail();
+  }
+  const OnyxTensor* y = onyx_value_tensor(out);
+  bool same = y && onyx_tensor_elem_type(y) == F32 && onyx_tensor_elem_count(y) == nwant;
+  const float* yd = same ? onyx_tensor_data(y) : NULL;
+  for (size_t i = 0; same && i < nwant; i++)
+    if (yd[i] != want[i]) {
+      print_error("%s: element %zu is %g, expected %g\n", what, i, (double)yd[i], (double)want[i]);
+      same = false;
+    }
+  onyx_value_release(out);
+  onyx_value_release(in);
+  onyx_session_release(s);
+  assert_true(same);
+}
+
 #define SUBS(...)                                                                                  \
   (const char* const[]) {                                                                          \
     __VA_ARGS__, NULL                                                                              \
@@ -165,6 +199,20 @@ static void test_conv_dilations(void** state) {
   m = conv(false, &n);
   otm_attr_ints(n, "dilations", 2, DIMS(3, 1));
   expect_shape("Conv dilations 3", m, 4, DIMS(1, 1, 2, 6));
+  /* And it runs: with SAME_UPPER's 1000 rows of padding on each side only
+   * the middle row of the kernel meets the input, so on ones with a ones
+   * kernel each output is the count of in-bounds columns: 2 at the left and
+   * right edges, 3 between. */
+  m = otm_new(17);
+  otm_input(m, "X", F32, 4, DIMS(1, 1, 4, 4));
+  static const float ones[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  otm_initializer(m, "W", F32, 4, DIMS(1, 1, 3, 3), ones);
+  n = otm_node(m, "Conv", "conv", "X,W", "Y");
+  otm_attr_ints(n, "dilations", 2, DIMS(1000, 1));
+  otm_attr_string(n, "auto_pad", "SAME_UPPER");
+  otm_output(m, "Y", F32, -1, NULL);
+  expect_run("Conv dilations 1000 run", m, DIMS(1, 1, 4, 4), 4, ones, 16,
+             (const float[]){2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2, 2, 3, 3, 2}, 16);
   /* The same window on symbolic dims: only N and M are known. */
   m = conv(true, &n);
   otm_attr_ints(n, "dilations", 2, DIMS(1000, 1));
@@ -239,6 +287,15 @@ static void test_pool_strides(void** state) {
   otm_attr_ints(n, "strides", 2, DIMS(MAX, 1));
   otm_attr_string(n, "auto_pad", "SAME_UPPER");
   expect_shape("AveragePool SAME_UPPER strides MAX", m, 4, DIMS(1, 1, 1, 4));
+  /* Run on 0..11 (rows of 4): the one row of windows covers rows 0-1; the
+   * last column's window has one column of end padding, not counted. */
+  m = pool("AveragePool", 11, false, 3, 4, &n);
+  otm_attr_ints(n, "kernel_shape", 2, DIMS(2, 2));
+  otm_attr_ints(n, "strides", 2, DIMS(MAX, 1));
+  otm_attr_string(n, "auto_pad", "SAME_UPPER");
+  expect_run("AveragePool SAME_UPPER strides MAX run", m, DIMS(1, 1, 3, 4), 4,
+             (const float[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 12,
+             (const float[]){2.5f, 3.5f, 4.5f, 5}, 4);
   /* NOTSET: (3 - 2) / MAX + 1 = 1; ceil_mode: ceil(1 / MAX) + 1 = 2, but the
    * second window would start at MAX, past the input: 1. */
   m = pool("MaxPool", 12, false, 3, 4, &n);
@@ -391,6 +448,15 @@ static void test_slice(void** state) {
   /* starts MIN, ends MAX, step 2: indices 0, 2, 4. */
   expect_shape("Slice MIN..MAX step 2", slice(false, MIN, MAX, 2), 1, DIMS(3));
   expect_shape("Slice step MIN dynamic", slice(true, -1, MIN, MIN), 1, DIMS(-1));
+  static const float x[5] = {10, 11, 12, 13, 14};
+  expect_run("Slice step MIN run", slice(false, -1, MIN, MIN), DIMS(5), 1, x, 5,
+             (const float[]){14}, 1);
+  expect_run("Slice step MAX run", slice(false, 0, MAX, MAX), DIMS(5), 1, x, 5, (const float[]){10},
+             1);
+  expect_run("Slice step -1 run", slice(false, -1, MIN, -1), DIMS(5), 1, x, 5,
+             (const float[]){14, 13, 12, 11, 10}, 5);
+  expect_run("Slice step MIN dynamic run", slice(true, -1, MIN, MIN), DIMS(5), 1, x, 5,
+             (const float[]){14}, 1);
   expect_refused("Slice step 0", slice(false, 0, 5, 0), SUBS("node 'slice'", "'steps'"));
 }
 
@@ -451,6 +517,11 @@ static void test_eyelike(void** state) {
   expect_shape("EyeLike k MAX", eyelike(false, MAX), 2, DIMS(3, 4));
   expect_shape("EyeLike k MIN", eyelike(false, MIN), 2, DIMS(3, 4));
   expect_shape("EyeLike k MAX dynamic", eyelike(true, MAX), 2, DIMS(-1, -1));
+  static const float zeros[12] = {0};
+  expect_run("EyeLike k MAX run", eyelike(false, MAX), DIMS(3, 4), 2, zeros, 12, zeros, 12);
+  expect_run("EyeLike k MIN run", eyelike(false, MIN), DIMS(3, 4), 2, zeros, 12, zeros, 12);
+  expect_run("EyeLike k 1 run", eyelike(false, 1), DIMS(3, 4), 2, zeros, 12,
+             (const float[]){0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}, 12);
   OxTestModel* m = eyelike(false, 0);
   otm_attr_int(otm_node(m, "EyeLike", "eye2", "X", "Z"), "dtype", 1000);
   expect_refused("EyeLike dtype 1000", m, SUBS("node 'eye2'", "attribute 'dtype'"));

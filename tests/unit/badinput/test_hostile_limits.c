@@ -467,6 +467,24 @@ static void test_terminate_reaches_kernel(void** state) {
   onyx_session_release(s);
 }
 
+/* terminate from another thread ends a host Loop of INT64_MAX trips. */
+static void test_terminate_ends_loop(void** state) {
+  (void)state;
+  OnyxSession* s = open_session(idle_loop(), options(NULL, NULL));
+  OnyxRunOptions* ro = NULL;
+  ok(onyx_run_options_create(&ro));
+  ok(onyx_run_options_set_tag(ro, "looper"));
+  Terminator t = {ro};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, terminate_later, &t), 0);
+  float y = 0;
+  expect(run_idle_loop(s, ro, INT64_MAX, &y), ONYX_CANCELLED, "node 'loop' (Loop)",
+         "the run 'looper' was cancelled", NULL);
+  pthread_join(th, NULL);
+  onyx_run_options_release(ro);
+  onyx_session_release(s);
+}
+
 /* --- session creation: the budgets of constant folding ----------------------------------- */
 
 /* Neg(C) of a constant C is folded at creation: its kernel spins until the
@@ -697,6 +715,7 @@ int main(void) {
       cmocka_unit_test(test_run_time_limit_loop),
       cmocka_unit_test(test_run_time_limit_kernel),
       cmocka_unit_test(test_terminate_reaches_kernel),
+      cmocka_unit_test(test_terminate_ends_loop),
       cmocka_unit_test(test_fold_time_budget),
       cmocka_unit_test(test_fold_size_budget),
       cmocka_unit_test(test_if_branch_type),

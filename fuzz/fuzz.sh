@@ -4,7 +4,8 @@
 #   fuzz/fuzz.sh [SECONDS] [TARGET...]      default: 30 s each, all targets
 # Environment: BUILD (default build-fuzz), JOBS (parallel fuzzing processes
 # per target, default 1), ONNX_TESTS (the ONNX node tests whose small models
-# and .pb files join the seeds; default /work/shared/onnx-tests/node).
+# and .pb files join the seeds; default $ONYX_ONNX_TESTS/node, else
+# ../shared/onnx-tests/node beside the checkout).
 # Seeds and the working corpora live in $BUILD/fuzz-corpus and are never
 # committed. A crash leaves its input in $BUILD/fuzz-artifacts/<target>/ and
 # the script fails; the fix's regression test is that file copied to
@@ -15,10 +16,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SECONDS_EACH="${1:-30}"
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(model_load config tensor_proto run)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(model_load config tensor_proto run structured)
 BUILD="${BUILD:-$ROOT/build-fuzz}"
 JOBS="${JOBS:-1}"
-ONNX_TESTS="${ONNX_TESTS:-/work/shared/onnx-tests/node}"
+ONNX_TESTS="${ONNX_TESTS:-${ONYX_ONNX_TESTS:-$ROOT/../shared/onnx-tests}/node}"
 
 if ! command -v clang >/dev/null; then
   echo "fuzz: clang is not installed: skipped (scripts/install-deps.sh installs it)"
@@ -40,12 +41,17 @@ SEEDS="$BUILD/fuzz-corpus/seeds"
 rm -rf "$SEEDS"
 mkdir -p "$SEEDS"
 "$BUILD/bin/fuzz_make_corpus" "$SEEDS" >/dev/null
+# The structured target starts from the generated models and, below, every
+# node-test model up to 16 KiB (its mutator keeps them parseable).
+mkdir -p "$SEEDS/structured"
+cp "$SEEDS"/model_load/*.onnx "$SEEDS/structured/"
 if [ -d "$ONNX_TESTS" ]; then
   # Small models and tensors only: libFuzzer mutates inputs up to 4 KiB.
   for d in "$ONNX_TESTS"/*/; do
     t=$(basename "$d")
     m="$d/model.onnx"
     if [ -f "$m" ] && [ "$(stat -c%s "$m")" -le 4096 ]; then cp "$m" "$SEEDS/model_load/$t.onnx"; fi
+    if [ -f "$m" ] && [ "$(stat -c%s "$m")" -le 16384 ]; then cp "$m" "$SEEDS/structured/$t.onnx"; fi
     for p in "$d"/test_data_set_0/*.pb; do
       if [ -f "$p" ] && [ "$(stat -c%s "$p")" -le 4096 ]; then
         cp "$p" "$SEEDS/tensor_proto/${t}_$(basename "$p")"
@@ -62,6 +68,7 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$corpus" "$art"
   log="$BUILD/fuzz-artifacts/$t.log"
   if [ "$JOBS" -gt 1 ]; then par=(-fork="$JOBS"); else par=(); fi
+  [ "$t" = structured ] && par+=(-max_len=16384)
   echo "== fuzz $t: ${SECONDS_EACH}s"
   if ! ONYX_PROVIDER_PATH="$BUILD/lib" LSAN_OPTIONS="suppressions=$ROOT/fuzz/lsan.supp" \
       "$BUILD/bin/fuzz_$t" "$corpus" "$SEEDS/$t" "${par[@]}" -max_total_time="$SECONDS_EACH" \

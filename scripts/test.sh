@@ -80,7 +80,9 @@ fi
 
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then
   # Each libFuzzer target (docs/security.md) for a short fixed time, from
-  # generated seeds; skipped with a message when clang or libFuzzer is absent.
+  # generated seeds (and the ONNX node-test models when present), the
+  # structure-aware fuzz_structured included; skipped with a message when
+  # clang or libFuzzer is absent.
   echo "== fuzz targets, ${FUZZ_SECONDS:-30} s each"
   BUILD="$ROOT/build-fuzz" bash "$ROOT/fuzz/fuzz.sh" "${FUZZ_SECONDS:-30}"
 fi

@@ -745,8 +745,14 @@ static OnyxStatus* cos_compute(void* state, OnyxKernelContext* ctx) {
   }
   if (cpu_host->tensor_elem_type(v) != cpu_host->tensor_elem_type(y))
     return cpu_ctx_error(ctx, ONYX_INVALID_MODEL, "'value' type differs from the output's");
-  for (size_t i = 0; i < n; i++)
-    memcpy(out + i * es, cpu_host->tensor_data(v), es);
+  /* per chunk of CPU_STOP_INTERVAL elements: the size comes from the input */
+  const void* val = cpu_host->tensor_data(v);
+  for (size_t i0 = 0; i0 < n; i0 += CPU_STOP_INTERVAL) {
+    if (i0 && cpu_should_stop(ctx)) return cpu_cancelled(ctx, "ConstantOfShape");
+    const size_t i1 = n - i0 < CPU_STOP_INTERVAL ? n : i0 + CPU_STOP_INTERVAL;
+    for (size_t i = i0; i < i1; i++)
+      memcpy(out + i * es, val, es);
+  }
   return NULL;
 }
 

@@ -194,8 +194,12 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
   size_t fold_bytes = (size_t)64 << 20;
   if (s->opts->max_tensor_bytes && s->opts->max_tensor_bytes < fold_bytes)
     fold_bytes = s->opts->max_tensor_bytes;
-  OxFoldCtx fold = {
-      .s = s, .deadline_ns = ox_deadline_after_ms(s->opts->max_fold_ms), .max_bytes = fold_bytes};
+  /* One time budget for all of creation's folding (both phases). */
+  OxSessionRt* rt = ox_session_rt(s);
+  uint64_t deadline = rt ? rt->fold_deadline_ns : 0;
+  if (!deadline) deadline = ox_deadline_after_ms(s->opts->max_fold_ms);
+  if (rt) rt->fold_deadline_ns = deadline;
+  OxFoldCtx fold = {.s = s, .deadline_ns = deadline, .max_bytes = fold_bytes};
   OxOptConfig cfg = {
       .level = level,
       .customs = customs,

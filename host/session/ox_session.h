@@ -197,6 +197,9 @@ typedef struct OxSessionRt {
   bool dump_plan, dump_memory;
   int plans_dumped; /* atomic: the plan dumps are written once */
   uint64_t runs;    /* atomic: run counter, for traces */
+  /* When constant folding at session creation must end (max_fold_ms, from
+   * the first fold; 0: not started). Creation runs on one thread. */
+  uint64_t fold_deadline_ns;
 } OxSessionRt;
 /* The session's run-time state, created on first call (thread-safe). NULL
  * only when out of memory. */

@@ -368,6 +368,13 @@ static OnyxStatus* ox_run_seq_op(struct OxFrame* f, const OxNode* n, OxTensor* c
     const OxTensor* t = ins_op ? ins[1] : NULL;
     if (ins_op && (!t || t->vkind != OX_RT_TENSOR || t->type != x->type))
       return ox_err(n, "the tensor to insert is missing or has another element type");
+    /* Items are shared, not copied: what grows is the item table, bounded
+     * like a tensor of item headers. */
+    size_t table = SIZE_MAX;
+    if (ins_op && ox_mul_size(x->n_items + 1, sizeof(OxTensor), &table))
+      OX_TRY(ox_frame_reserve(f, n, table));
+    else if (ins_op)
+      return ox_err(n, "a sequence of %zu items is too long", x->n_items);
     OxTensor* seq = NULL;
     OX_TRY(ox_value_share(x, &seq));
     OxTensor* item = NULL;

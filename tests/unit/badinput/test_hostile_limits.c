@@ -237,6 +237,47 @@ static void test_split_sizes_that_wrap(void** state) {
   onyx_session_release(s);
 }
 
+/* Makes a value's tensor type a sequence of it. */
+static void as_sequence(Onnx__ValueInfoProto* vi) {
+  Onnx__TypeProto* outer = otm_alloc(sizeof *outer);
+  onnx__type_proto__init(outer);
+  Onnx__TypeProto__Sequence* sq = otm_alloc(sizeof *sq);
+  onnx__type_proto__sequence__init(sq);
+  sq->elem_type = vi->type;
+  outer->value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  outer->sequence_type = sq;
+  vi->type = outer;
+}
+
+/* A Loop of INT64_MAX trips that inserts into a carried sequence: the items
+ * are shared, but the item table grows until max_tensor_bytes refuses it. */
+static void test_sequence_insert_grows_to_limit(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "M", I64, 0, kScalar);
+  otm_input(m, "X", F32, 1, DIMS(1));
+  otm_attr_int(otm_node(m, "SequenceEmpty", "empty", "", "S0"), "dtype", F32);
+  otm_begin_graph(m, "body");
+  otm_input(m, "i", I64, 0, kScalar);
+  otm_input(m, "cond", BOOL, 0, kScalar);
+  as_sequence(otm_input(m, "s", F32, 1, DIMS(1)));
+  otm_node(m, "Identity", "keep", "cond", "cond_out");
+  otm_node(m, "SequenceInsert", "insert", "s,X", "s_out");
+  otm_output(m, "cond_out", BOOL, 0, kScalar);
+  as_sequence(otm_output(m, "s_out", F32, 1, DIMS(1)));
+  Onnx__GraphProto* body = otm_end_graph(m);
+  otm_attr_graph(otm_node(m, "Loop", "loop", "M,,S0", "S"), "body", body);
+  otm_node(m, "SequenceLength", "len", "S", "L");
+  otm_output(m, "L", I64, 0, kScalar);
+  OnyxSession* s = open_session(m, options(&(Limits){.tensor = 1 << 16}, NULL));
+  const char* names[] = {"M", "X"};
+  int64_t trips = INT64_MAX;
+  OnyxValue* in[] = {tensor(I64, 0, NULL, &trips), tensor(F32, 1, DIMS(1), (float[]){1})};
+  expect(run_with(s, NULL, names, in, 2, "L", NULL), ONYX_LIMIT_EXCEEDED,
+         "node 'insert' (SequenceInsert)", "limit of 65536 bytes", "max_tensor_bytes", NULL);
+  onyx_session_release(s);
+}
+
 /* --- max_session_bytes --------------------------------------------------------------- */
 
 /* a = x + x, b = a + x, c = a + b: 4 KiB each, all three live at c. */
@@ -710,6 +751,7 @@ int main(void) {
       cmocka_unit_test(test_concat_from_sequence_over_tensor_limit),
       cmocka_unit_test(test_loop_scan_output_over_tensor_limit),
       cmocka_unit_test(test_split_sizes_that_wrap),
+      cmocka_unit_test(test_sequence_insert_grows_to_limit),
       cmocka_unit_test(test_session_bytes_kernels),
       cmocka_unit_test(test_session_bytes_loop),
       cmocka_unit_test(test_run_time_limit_loop),

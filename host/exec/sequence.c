@@ -101,17 +101,8 @@ OnyxStatus* ox_seq_infer(OxNode* n) {
 
 OnyxStatus* ox_cf_copy(OxTensor* dst, size_t doff, const OxTensor* src, size_t soff, size_t n) {
   if (!n) return NULL;
-  if (src->type == ONYX_ELEM_STRING) {
-    char** d = dst->data;
-    char* const* s = src->data;
-    for (size_t i = 0; i < n; i++) {
-      char* c = ox_strdup(s[soff + i] ? s[soff + i] : "");
-      if (!c) return ox_oom();
-      free(d[doff + i]);
-      d[doff + i] = c;
-    }
-    return NULL;
-  }
+  /* Strings keep every byte, NULs included (their stored lengths). */
+  if (src->type == ONYX_ELEM_STRING) return ox_tensor_copy_strings(dst, doff, src, soff, n);
   size_t esz = ox_elem_size(src->type);
   if (!esz)
     return ox_status(ONYX_NOT_IMPLEMENTED, "element type %s is not supported by sequence ops",

@@ -115,6 +115,25 @@ static void test_identity_keeps_bytes(void** state) {
   otm_free(m);
 }
 
+/* Sequence ops (host ops) keep the bytes: SplitToSequence makes one item per
+ * string, ConcatFromSequence joins them again. */
+static void test_sequence_ops_keep_bytes(void** state) {
+  (void)state;
+  const Bytes in[2] = {B("a\0b"), B("\0")};
+  OnyxValue* x = strings_value(in, 2);
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_STRING, 1, (int64_t[]){2});
+  otm_output(m, "y", ONYX_ELEM_STRING, 1, (int64_t[]){2});
+  otm_node(m, "SplitToSequence", "split", "x", "seq");
+  otm_attr_int(otm_node(m, "ConcatFromSequence", "cat", "seq", "y"), "axis", 0);
+  OnyxValue* y = NULL;
+  ok(run_model(m, x, (const char*[]){"y"}, 1, &y));
+  expect_bytes(onyx_value_tensor(y), in, 2);
+  onyx_value_release(y);
+  onyx_value_release(x);
+  otm_free(m);
+}
+
 /* Out of range and non-string tensors have length 0; lens NULL means
  * C strings; a NULL string needs length 0. */
 static void test_public_api_edges(void** state) {
@@ -479,6 +498,7 @@ static void test_tfidf_index_int64_max(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_identity_keeps_bytes),
+      cmocka_unit_test(test_sequence_ops_keep_bytes),
       cmocka_unit_test(test_public_api_edges),
       cmocka_unit_test(test_tensor_proto_round_trip),
       cmocka_unit_test(test_initializer_keeps_bytes),

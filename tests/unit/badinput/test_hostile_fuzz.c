@@ -398,6 +398,36 @@ static void test_memplan_declared_huge(void** state) {
   replay(m, in, 3);
 }
 
+/* AveragePool SAME_UPPER with a kernel of 2^32: the pooling table asks the
+ * run's scratch for 0x3000000000 bytes, past max_tensor_bytes
+ * (providers/cpu/cpu_nn.c:1400 pool_alloc_table -> host_api.c h_ctx_scratch). */
+static void test_averagepool_kernel_2_32_scratch(void** state) {
+  (void)state;
+  if (!open_cases()) return;
+  OxTestModel* m = otm_new(22);
+  otm_input_s(m, "x", F32, "?,N,N,N");
+  OxTestNode* n = otm_node(m, "AveragePool", "p", "x", "y");
+  otm_attr_string(n, "auto_pad", "SAME_UPPER");
+  otm_attr_ints(n, "kernel_shape", 2, DIMS(3, (int64_t)1 << 32));
+  otm_output(m, "y", F32, -1, NULL);
+  Input in[] = {{"x", F32, 4, {1, 3, 3, 3}, 1, 0}};
+  replay(m, in, 1);
+}
+
+/* Concat of two empty [INT64_MAX-1, 0] inputs along axis 0
+ * (providers/cpu/cpu_shape.c:223 concat_compute: the dims sum overflows). */
+static void test_concat_empty_huge_at_run(void** state) {
+  (void)state;
+  if (!open_cases()) return;
+  OxTestModel* m = otm_new(13);
+  otm_input_s(m, "a", F32, "?,?");
+  otm_input_s(m, "b", F32, "?,?");
+  otm_attr_int(otm_node(m, "Concat", "c", "a,b", "y"), "axis", 0);
+  otm_output(m, "y", F32, -1, NULL);
+  Input in[] = {{"a", F32, 2, {BIG - 1, 0}, 1, 0}, {"b", F32, 2, {BIG - 1, 0}, 1, 0}};
+  replay(m, in, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unsqueeze_axes_declared_huge),
@@ -416,6 +446,8 @@ int main(void) {
       cmocka_unit_test(test_stringsplit_empty_delimiter),
       cmocka_unit_test(test_where_bcast_empty_huge),
       cmocka_unit_test(test_memplan_declared_huge),
+      cmocka_unit_test(test_averagepool_kernel_2_32_scratch),
+      cmocka_unit_test(test_concat_empty_huge_at_run),
   };
   /* ONYX_TEST_FILTER=test_where*: one case at a time (a UBSan finding aborts
    * the whole program) */

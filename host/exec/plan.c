@@ -342,7 +342,12 @@ static OnyxStatus* ox_memplan_remember(const OnyxSession* s, OxMemPlan* p) {
 }
 
 /* Bytes of a slot whose value has a static shape and fixed-size elements. */
-static size_t ox_slot_static_bytes(const OxSlot* sl) {
+/* The bytes of a slot's value when its shape is static and it fits the
+ * session's max_tensor_bytes; 0 otherwise (sized at run time, where the limit
+ * refuses what does not fit). A model may declare any shape: a planned size
+ * past the limit could not be allocated and would overflow the plan's
+ * offsets. */
+static size_t ox_slot_static_bytes(const OxSlot* sl, size_t limit) {
   const OxValue* v = sl->value;
   size_t esz = ox_elem_size(v->type);
   if (!esz || v->rank < 0) return 0;
@@ -350,7 +355,7 @@ static size_t ox_slot_static_bytes(const OxSlot* sl) {
   for (int32_t i = 0; i < v->rank; i++)
     if (v->dims[i] < 0 || !ox_mul_ok(count, (size_t)v->dims[i], &count)) return 0;
   size_t bytes;
-  if (!ox_mul_ok(count, esz, &bytes)) return 0;
+  if (!ox_mul_ok(count, esz, &bytes) || bytes > limit || bytes > (size_t)INT64_MAX / 4) return 0;
   return bytes ? bytes : 1;
 }
 
@@ -496,7 +501,7 @@ static OnyxStatus* ox_plan_memory(OnyxSession* s) {
       if (p->last[k] == OX_MEMPLAN_NONE) p->last[k] = i; /* written, never read */
       size_t d = ox_memplan_device(p, &st->out_mem[o], st->out_ep[o], &oom);
       if (oom) break;
-      size_t bytes = ox_slot_static_bytes(sl);
+      size_t bytes = ox_slot_static_bytes(sl, s->opts->max_tensor_bytes);
       if (!bytes) {
         p->devices[d].dynamic++;
         continue;

@@ -314,6 +314,10 @@ static OnyxThreadPool* h_ctx_thread_pool(const OnyxKernelContext* c) {
   return c->frame->session->pool;
 }
 static void* h_ctx_scratch(OnyxKernelContext* c, size_t bytes) {
+  /* Scratch is a kernel's working tensor: bounded by the same limit (a
+   * hostile geometry asking for 2^40 bytes gets NULL, not an attempt). */
+  size_t limit = c->frame->session->opts->max_tensor_bytes;
+  if (bytes > SIZE_MAX - OX_HOST_ALIGN || (limit && bytes > limit)) return NULL;
   if (!ox_grow((void**)&c->scratch, &c->cap_scratch, c->n_scratch + 1, sizeof(void*))) return NULL;
   size_t rounded = (bytes + OX_HOST_ALIGN - 1) / OX_HOST_ALIGN * OX_HOST_ALIGN;
   void* p = aligned_alloc(OX_HOST_ALIGN, rounded ? rounded : OX_HOST_ALIGN);

@@ -220,7 +220,11 @@ static OnyxStatus* concat_compute(void* state, OnyxKernelContext* ctx) {
     if (!ok)
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                            "input %zu's shape differs from input 0's outside axis %zu", k, axis);
-    dims[axis] += d[axis];
+    if (!cpu_add_i64(dims[axis], d[axis], &dims[axis]))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "integer overflow: axis %zu of the inputs up to input %zu adds up past "
+                           "int64",
+                           axis, k);
   }
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;

@@ -408,6 +408,21 @@ OnyxStatus* cpu_bcast_shape(const OnyxKernelContext* ctx, size_t n, const int64_
 
 void cpu_bcast_plan(CpuBcast* b, const int64_t* out_dims, size_t out_rank, size_t n,
                     const int64_t* const* dims, const size_t* ranks) {
+  b->n_in = n;
+  size_t count = 0;
+  /* The output was allocated, so its count fits; 0 also when it does not. */
+  b->count = cpu_dims_count(out_dims, out_rank, &count) ? count : 0;
+  if (b->count == 0) {
+    /* Nothing runs. The other dims of an empty tensor may be as large as a
+     * model declares (0 x 2^62 x 3): their strides would overflow, so none
+     * are computed. A non-empty output holds every input's elements, so
+     * below every stride and product fits. */
+    b->rank = 1;
+    b->dims[0] = 0;
+    for (size_t k = 0; k < n; k++)
+      b->strides[k][0] = 0;
+    return;
+  }
   int64_t full[CPU_BCAST_MAX_IN][CPU_MAX_RANK];
   for (size_t k = 0; k < n; k++) {
     int64_t s = 1;
@@ -417,8 +432,6 @@ void cpu_bcast_plan(CpuBcast* b, const int64_t* out_dims, size_t out_rank, size_
       s *= v;
     }
   }
-  b->n_in = n;
-  b->count = cpu_dims_product(out_dims, 0, out_rank);
   size_t r = 0;
   for (size_t d = 0; d < out_rank; d++) {
     if (out_dims[d] == 1) continue; /* contributes nothing to any offset */

@@ -372,7 +372,8 @@ struct OnyxHostApi {
   OnyxThreadPool* (*ctx_thread_pool)(const OnyxKernelContext* c);
   /* Scratch host memory of at least `bytes`, 64-byte aligned: host memory
    * whatever the kernel's provider, never device memory. Valid until compute
-   * returns, when the host frees it; NULL when out of memory. */
+   * returns, when the host frees it; NULL when out of memory or when `bytes`
+   * is over the session's max_tensor_bytes. */
   void* (*ctx_scratch)(OnyxKernelContext* c, size_t bytes);
 
   /* --- Thread pool ----------------------------------------------------------- */

@@ -428,6 +428,37 @@ static void test_concat_empty_huge_at_run(void** state) {
   replay(m, in, 2);
 }
 
+/* Conv with a stride of INT64_MAX over an empty width
+ * (providers/cpu/cpu_nn.c:759 im2col_body: 1 + INT64_MAX). */
+static void test_conv_stride_max_empty_width(void** state) {
+  (void)state;
+  if (!open_cases()) return;
+  OxTestModel* m = otm_new(22);
+  otm_input(m, "x", F32, 4, DIMS(2, 1, 3, 0));
+  otm_input_s(m, "W", F32, "255,1,3,?");
+  OxTestNode* n = otm_node(m, "Conv", "c", "x,W", "y");
+  otm_attr_ints(n, "pads", 4, DIMS(3, 1, 1, 255));
+  otm_attr_ints(n, "strides", 2, DIMS(2, BIG));
+  otm_output(m, "y", F32, -1, NULL);
+  Input in[] = {{"x", F32, 4, {2, 1, 3, 0}, 1, 0}, {"W", F32, 4, {255, 1, 3, 1}, 1, 0}};
+  replay(m, in, 2);
+}
+
+/* AveragePool SAME_UPPER with a kernel of 2^24+1 rows: one kernel call that
+ * runs for minutes and does not poll the run's termination. */
+static void test_averagepool_kernel_2_24_terminates(void** state) {
+  (void)state;
+  if (!open_cases()) return;
+  OxTestModel* m = otm_new(22);
+  otm_input_s(m, "x", F32, "N,?,?,1");
+  OxTestNode* n = otm_node(m, "AveragePool", "p", "x", "y");
+  otm_attr_string(n, "auto_pad", "SAME_UPPER");
+  otm_attr_ints(n, "kernel_shape", 2, DIMS(((int64_t)1 << 24) + 1, 3));
+  otm_output(m, "y", F32, -1, NULL);
+  Input in[] = {{"x", F32, 4, {2, 3, 3, 1}, 1, 0}};
+  replay(m, in, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unsqueeze_axes_declared_huge),
@@ -448,6 +479,8 @@ int main(void) {
       cmocka_unit_test(test_memplan_declared_huge),
       cmocka_unit_test(test_averagepool_kernel_2_32_scratch),
       cmocka_unit_test(test_concat_empty_huge_at_run),
+      cmocka_unit_test(test_conv_stride_max_empty_width),
+      cmocka_unit_test(test_averagepool_kernel_2_24_terminates),
   };
   /* ONYX_TEST_FILTER=test_where*: one case at a time (a UBSan finding aborts
    * the whole program) */

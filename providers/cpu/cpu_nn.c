@@ -756,8 +756,11 @@ im2col_body(const PackCol* j, float* dst, size_t p, size_t k0, size_t k1, const 
         if (iw < 0) lo = -iw;
         if (iw + hi > iw_n) hi = iw_n - iw;
       } else {
-        if (iw < 0) lo = (-iw + sw - 1) / sw;
-        if (iw + (hi - 1) * sw >= iw_n) hi = iw >= iw_n ? 0 : (iw_n - iw + sw - 1) / sw;
+        /* t reads inside the row while 0 <= iw + t * sw < iw_n: ceilings
+         * taken as (a - 1) / sw + 1, which cannot overflow for any stride. */
+        if (iw < 0) lo = (-iw - 1) / sw + 1;
+        const int64_t inside = iw >= iw_n ? 0 : (iw_n - iw - 1) / sw + 1;
+        if (hi > inside) hi = inside;
       }
       if (hi < 0) hi = 0;
       if (lo > hi) lo = hi;

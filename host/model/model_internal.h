@@ -10,7 +10,8 @@
 #define OX_MAX_RANK 1024
 
 /* TensorProto -> tensor. External data resolves against base_dir (NULL:
- * refused) and is mapped into `owner`'s mappings; max_bytes 0: default. */
+ * refused) and is read into the tensor (with ONYX_MMAP_FILES=1 mapped into
+ * `owner`'s mappings); max_bytes 0: default. */
 OnyxStatus* ox_tensor_from_proto(Onnx__TensorProto* tp, const char* base_dir, size_t max_bytes,
                                  OxGraph* owner, OxTensor** out);
 /* Host tensor -> TensorProto fields (allocated; free with ox_tensor_proto_clear). */

@@ -23,7 +23,8 @@ typedef struct OxModelLimits {
 } OxModelLimits;
 
 /* Loads a model file into a new graph (not yet sorted or resolved). External
- * data resolves against the model's folder and is mapped with mmap; a
+ * data resolves against the model's folder and is read into memory the
+ * graph owns (mapped instead with ONYX_MMAP_FILES=1); a
  * location that is absolute, contains "..", or resolves (through symlinks)
  * outside the folder is refused, as is an offset/length beyond the file.
  * Errors name the file and the node/initializer/field at fault. */
@@ -52,7 +53,8 @@ OnyxStatus* ox_model_save(const OxGraph* g, const char* path);
 
 /* Reads a whole file (size-limited) into a malloc'd buffer. */
 OnyxStatus* ox_read_file(const char* path, size_t max_bytes, void** data, size_t* len);
-/* The same bytes, mapped read-only from the page cache where the file is a
+/* The same bytes: read into a buffer, or with ONYX_MMAP_FILES=1 mapped
+ * read-only from the page cache where the file is a
  * regular one (no copy and no zeroed pages: a large model's load skips a
  * pass over its size), else read as ox_read_file does; *mapped says which.
  * Release with ox_unmap_file. The file must not shrink while it is mapped. */

@@ -938,7 +938,8 @@ static OnyxStatus* roi_compute(void* state, OnyxKernelContext* ctx) {
               double yy = y0 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
               double xx = x0 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
               double v = 0;
-              if (!(yy < -1.0 || yy > (double)h || xx < -1.0 || xx > (double)w)) {
+              /* An empty feature map (h or w 0) has no pixel to sample: 0. */
+              if (h > 0 && w > 0 && !(yy < -1.0 || yy > (double)h || xx < -1.0 || xx > (double)w)) {
                 yy = fmax(yy, 0);
                 xx = fmax(xx, 0);
                 int64_t yl = (int64_t)yy, xl = (int64_t)xx, yh, xh;

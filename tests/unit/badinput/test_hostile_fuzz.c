@@ -355,15 +355,7 @@ static void test_stringsplit_empty_delimiter(void** state) {
   assert_int_equal(replay(m, in, 1), 1);
 }
 
-/* --- later findings: fixed, except those gated by open_cases() ------------------------- */
-
-/* An open finding (reported, not fixed yet) runs only with ONYX_HOSTILE_OPEN=1. */
-static int open_cases(void) {
-  const char* v = getenv("ONYX_HOSTILE_OPEN");
-  if (v && !strcmp(v, "1")) return 1;
-  print_message("open finding (not fixed yet): set ONYX_HOSTILE_OPEN=1 to run it\n");
-  return 0;
-}
+/* --- later findings ------------------------------------------------------------------- */
 
 /* Where broadcasting an empty [0, 2^62, 3] constant with a [3] input
  * (providers/cpu/cpu_util.c, cpu_bcast_plan: 3 * 2^62 overflows). */
@@ -429,7 +421,6 @@ static void test_concat_empty_huge_at_run(void** state) {
  * (providers/cpu/cpu_nn.c:759 im2col_body: 1 + INT64_MAX). */
 static void test_conv_stride_max_empty_width(void** state) {
   (void)state;
-  if (!open_cases()) return;
   OxTestModel* m = otm_new(22);
   otm_input(m, "x", F32, 4, DIMS(2, 1, 3, 0));
   otm_input_s(m, "W", F32, "255,1,3,?");
@@ -439,6 +430,25 @@ static void test_conv_stride_max_empty_width(void** state) {
   otm_output(m, "y", F32, -1, NULL);
   Input in[] = {{"x", F32, 4, {2, 1, 3, 0}, 1, 0}, {"W", F32, 4, {255, 1, 3, 1}, 1, 0}};
   replay(m, in, 2);
+}
+
+/* RoiAlign over a feature map of height 0 (providers/cpu/cpu_nn_ops_resize.c
+ * roi_compute read row -1): every bin samples nothing and is 0. */
+static void test_roialign_empty_height(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(16);
+  otm_input_s(m, "x", F32, "?,?,?,?");
+  otm_input(m, "rois", F32, 2, DIMS(3, 4));
+  otm_input(m, "bi", I64, 1, DIMS(3));
+  OxTestNode* n = otm_node(m, "RoiAlign", "r", "x,rois,bi", "y");
+  otm_attr_int(n, "output_height", 6);
+  otm_attr_int(n, "output_width", 5);
+  otm_attr_int(n, "sampling_ratio", 2);
+  otm_output(m, "y", F32, -1, NULL);
+  Input in[] = {{"x", F32, 4, {1, 1, 0, 10}, 1, 0},
+                {"rois", F32, 2, {3, 4}, 2, 0},
+                {"bi", I64, 1, {3}, 0, 0}};
+  assert_int_equal(replay(m, in, 3), 1);
 }
 
 /* AveragePool SAME_UPPER with a kernel of 2^24+1 rows: one kernel call that
@@ -476,6 +486,7 @@ int main(void) {
       cmocka_unit_test(test_averagepool_kernel_2_32_scratch),
       cmocka_unit_test(test_concat_empty_huge_at_run),
       cmocka_unit_test(test_conv_stride_max_empty_width),
+      cmocka_unit_test(test_roialign_empty_height),
       cmocka_unit_test(test_averagepool_kernel_2_24_terminates),
   };
   /* ONYX_TEST_FILTER=test_where*: one case at a time (a UBSan finding aborts

@@ -1037,10 +1037,20 @@ static void test_external_data(void** state) {
   assert_int_equal(mkdir(sub, 0700), 0);
   ext_file(&d, "sub/w.bin", b, sizeof b);
 
-  /* Aligned: the tensor borrows the mapping. */
+  /* By default the data is read into memory the tensor owns: nothing is
+   * mapped, so a file changed later cannot reach the session. */
   OxGraph* g;
   assert_null(ext_load(&d, ext_model("weights.bin", 4, 8192, 16), &g));
   const OxTensor* t = find(g, "W")->constant;
+  assert_non_null(t->buffer);
+  assert_int_equal(g->n_mappings, 0);
+  assert_memory_equal(t->data, b, 16);
+  ox_graph_free(g);
+
+  /* ONYX_MMAP_FILES=1, aligned: the tensor borrows the mapping. */
+  setenv("ONYX_MMAP_FILES", "1", 1);
+  assert_null(ext_load(&d, ext_model("weights.bin", 4, 8192, 16), &g));
+  t = find(g, "W")->constant;
   assert_null(t->buffer);
   assert_int_equal(g->n_mappings, 1);
   assert_true((uint8_t*)t->data >= (uint8_t*)g->mappings[0].addr &&
@@ -1055,6 +1065,7 @@ static void test_external_data(void** state) {
   assert_int_equal(g->n_mappings, 0);
   assert_memory_equal(t->data, a, 16);
   ox_graph_free(g);
+  unsetenv("ONYX_MMAP_FILES");
 
   /* No offset, no length: the whole file; a sub folder is fine. */
   assert_null(ext_load(&d, ext_model("sub/w.bin", 4, -1, -1), &g));

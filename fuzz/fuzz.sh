@@ -69,6 +69,9 @@ for t in "${TARGETS[@]}"; do
   log="$BUILD/fuzz-artifacts/$t.log"
   if [ "$JOBS" -gt 1 ]; then par=(-fork="$JOBS"); else par=(); fi
   [ "$t" = structured ] && par+=(-max_len=16384)
+  # FUZZ_SEED fixes libFuzzer's random seed, so a short run (CI's) makes the
+  # same mutations each time instead of a new sample of them.
+  [ -n "${FUZZ_SEED:-}" ] && par+=(-seed="$FUZZ_SEED")
   echo "== fuzz $t: ${SECONDS_EACH}s"
   if ! ONYX_PROVIDER_PATH="$BUILD/lib" LSAN_OPTIONS="suppressions=$ROOT/fuzz/lsan.supp" \
       "$BUILD/bin/fuzz_$t" "$corpus" "$SEEDS/$t" "${par[@]}" -max_total_time="$SECONDS_EACH" \

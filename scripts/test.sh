@@ -84,5 +84,5 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
   # structure-aware fuzz_structured included; skipped with a message when
   # clang or libFuzzer is absent.
   echo "== fuzz targets, ${FUZZ_SECONDS:-30} s each"
-  BUILD="$ROOT/build-fuzz" bash "$ROOT/fuzz/fuzz.sh" "${FUZZ_SECONDS:-30}"
+  FUZZ_SEED="${FUZZ_SEED:-1}" BUILD="$ROOT/build-fuzz" bash "$ROOT/fuzz/fuzz.sh" "${FUZZ_SECONDS:-30}"
 fi

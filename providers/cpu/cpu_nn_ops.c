@@ -518,11 +518,14 @@ static OnyxStatus* lrn_compute(void* state, OnyxKernelContext* ctx) {
     for (int64_t ch = 0; ch < (int64_t)c; ch++)
       for (size_t i = 0; i < inner; i++) {
         double ss = 0;
-        for (int64_t k = ch - lo; k <= ch + hi; k++)
-          if (k >= 0 && k < (int64_t)c) {
-            const double v = xv[(b * c + (size_t)k) * inner + i];
-            ss += v * v;
-          }
+        /* The window clipped to the channels, without forming ch - lo or
+         * ch + hi (size may be as large as int64 holds). */
+        const int64_t k0 = lo > ch ? 0 : ch - lo;
+        const int64_t k1 = hi > (int64_t)c - 1 - ch ? (int64_t)c - 1 : ch + hi;
+        for (int64_t k = k0; k <= k1; k++) {
+          const double v = xv[(b * c + (size_t)k) * inner + i];
+          ss += v * v;
+        }
         const size_t at = (b * c + (size_t)ch) * inner + i;
         yv[at] = xv[at] / pow(bias + alpha / (double)size * ss, beta);
       }

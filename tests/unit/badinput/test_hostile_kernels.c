@@ -458,6 +458,25 @@ static void test_eyelike_extreme_k(void** state) {
   eyelike_case(-1, (float[]){0, 0, 0, 1, 0, 0});
 }
 
+/* LRN with size INT64_MAX: the window is every channel, visited once each
+ * (the window used to be walked over all of size's values, and ch + size / 2
+ * overflowed). With alpha / size below 1e-18 the scale is 1: Y = X. */
+static void test_lrn_size_max(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(13);
+  otm_input_s(m, "X", F32, "N,C,H,W");
+  OxTestNode* n = otm_node(m, "LRN", "lrn", "X", "Y");
+  otm_attr_int(n, "size", INT64_MAX);
+  otm_attr_float(n, "alpha", 1.0f);
+  otm_output_s(m, "Y", F32, NULL);
+  const float xv[3] = {1, 2, 3};
+  const In x = {"X", F32, 4, DIMS(1, 3, 1, 1), xv};
+  OnyxValue* y = NULL;
+  ok(run_model(m, &x, 1, NULL, &y));
+  expect_f32(y, DIMS(1, 3, 1, 1), 4, xv);
+  onyx_value_release(y);
+}
+
 /* --- Range ------------------------------------------------------------------------------ */
 
 static OxTestModel* range_model(OnyxElemType t) {
@@ -734,6 +753,7 @@ int main(void) {
       cmocka_unit_test(test_conv_large_dilation_that_fits),
       cmocka_unit_test(test_maxpool_huge_dilation),
       cmocka_unit_test(test_maxpool_one_tap_any_dilation),
+      cmocka_unit_test(test_lrn_size_max),
       cmocka_unit_test(test_tile_repeats_overflow),
       cmocka_unit_test(test_tile_repeats_overflow_folded),
       cmocka_unit_test(test_slice_extreme_steps),

@@ -362,8 +362,8 @@ static bool ox_external_mmap_wanted(void) {
   return v && !strcmp(v, "1");
 }
 
-/* Reads the region into memory the tensor owns: what the file holds later
- * no longer matters. A file that ends early (it shrank since it was
+/* Reads the region into memory the tensor owns, so later changes to the file
+ * do not reach the tensor. A file that ends early (it shrank since it was
  * checked) is an error, not a short tensor. */
 static OnyxStatus* ox_tensor_read_region(int fd, uint64_t offset, const OxTensorPlan* p,
                                          OxTensor** out) {

@@ -458,9 +458,10 @@ static void test_eyelike_extreme_k(void** state) {
   eyelike_case(-1, (float[]){0, 0, 0, 1, 0, 0});
 }
 
-/* LRN with size INT64_MAX: the window is every channel, visited once each
- * (the window used to be walked over all of size's values, and ch + size / 2
- * overflowed). With alpha / size below 1e-18 the scale is 1: Y = X. */
+/* LRN with size INT64_MAX: the window clipped to the channels is every
+ * channel, each visited once, never a walk over size's values nor a
+ * ch + size / 2 that overflows. With alpha / size below 1e-18 the scale is
+ * 1: Y = X. */
 static void test_lrn_size_max(void** state) {
   (void)state;
   OxTestModel* m = otm_new(13);

@@ -92,7 +92,7 @@ expect_line "$OUT" "3 passed, 5 failed, 0 skipped"
 
 # --- The provider's options come from the config; everything else of it is dropped -----------
 # ops=Add,Sigmoid: the provider takes the float cases with Sigmoid; Mul (in test_kit_mul and
-# the else branches of the If cases) is no longer its own.
+# the else branches of the If cases) is not among its ops.
 # The CPU pin and fallback deny would fail an exclusive session if they were kept.
 cat >"$WORK/fake_opts.json" <<'EOF'
 {"providers": [{"name": "fake", "required": false, "options": {"ops": "Add,Sigmoid"}},

@@ -55,6 +55,9 @@ const char* ox_log_severity_name(OnyxLogSeverity s);
 /* --- Memory and strings ------------------------------------------------------ */
 char* ox_strdup(const char* s); /* NULL for NULL or OOM */
 char* ox_strndup(const char* s, size_t n);
+/* `name` is one whole item of `list`, items separated by `sep` (e.g. "," or
+ * ", "); false for a NULL list. */
+bool ox_list_has(const char* list, const char* sep, const char* name);
 char* ox_asprintf(const char* fmt, ...) OX_PRINTF(1, 2); /* NULL on OOM */
 /* Overflow-checked a*b; false on overflow. */
 static inline bool ox_mul_ok(size_t a, size_t b, size_t* out) {

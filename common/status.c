@@ -116,6 +116,17 @@ char* ox_strndup(const char* s, size_t n) {
   return s ? strndup(s, n) : NULL;
 }
 
+bool ox_list_has(const char* list, const char* sep, const char* name) {
+  size_t len = strlen(name), sep_len = strlen(sep);
+  for (const char* p = list; p && *p;) {
+    const char* end = sep_len ? strstr(p, sep) : NULL;
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && !strncmp(p, name, n)) return true;
+    p = end ? end + sep_len : NULL;
+  }
+  return false;
+}
+
 char* ox_asprintf(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -44,17 +44,6 @@ int32_t ox_session_ep_for_memory(OnyxSession* s, const OnyxMemoryDevice* mem) {
 }
 
 /* --- debug dumps (docs/debugging.md) ------------------------------------------------------ */
-static bool ox_in_list(const char* list, const char* name) {
-  size_t n = strlen(name);
-  for (const char* p = list; p && *p;) {
-    const char* end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len == n && !strncmp(p, name, n)) return true;
-    p = end ? end + 1 : NULL;
-  }
-  return false;
-}
-
 static void ox_dump_values(OxStr* t, const OxTensor* v, size_t max) {
   if (v->device.kind != ONYX_DEVICE_CPU) {
     ox_str_addf(t, " (device memory)");
@@ -130,8 +119,8 @@ static void ox_dump_node(const OxFrame* f, const OxSessionRt* rt, const OxStep* 
   const OnyxSession* s = f->session;
   const char* name = st->kind == OX_STEP_KERNEL ? st->node->name : s->part.groups[st->group].name;
   const char* op = st->kind == OX_STEP_KERNEL ? st->node->op_type : "FusedGroup";
-  if (rt->dump_node_filter && !ox_in_list(rt->dump_node_filter, name)) return;
-  if (rt->dump_op_filter && !ox_in_list(rt->dump_op_filter, op)) return;
+  if (rt->dump_node_filter && !ox_list_has(rt->dump_node_filter, ",", name)) return;
+  if (rt->dump_op_filter && !ox_list_has(rt->dump_op_filter, ",", op)) return;
   OxStr t = {0};
   ox_str_addf(&t, "onyx dump: node '%s' (%s) on %s: %s\n", name, op, s->eps[st->ep].name,
               after ? "outputs" : "inputs");

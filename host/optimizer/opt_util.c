@@ -277,15 +277,6 @@ OnyxStatus* ox_opt_copy_attrs(OxNode* dst, const OxNode* src) {
   return NULL;
 }
 
-/* `name` (itself possibly "x, y") is already in the ", "-separated list. */
-static bool ox_in_names(const char* list, const char* name) {
-  if (!list || !name) return false;
-  size_t len = strlen(name);
-  for (const char* p = strstr(list, name); p; p = strstr(p + 1, name))
-    if ((p == list || p[-1] == ' ') && (p[len] == ',' || !p[len])) return true;
-  return false;
-}
-
 /* "a, b" + ", " + "c": the origin list grown by one more name list. A list
  * stops growing at about OX_ORIGIN_MAX bytes, ending in ", ...": a node
  * rewritten again and again (a Conv folding a chain of thousands of
@@ -302,12 +293,27 @@ static char* ox_join(const char* a, const char* b) {
 
 /* The transformers that made a node: those that made the nodes it
  * replaces, then the current one ("matmul_add, conv_act"). */
+/* Appends each transformer of `names` (", "-separated) that t lacks. */
+static void ox_add_passes(OxStr* t, const char* names) {
+  for (const char* p = names; p && *p;) {
+    const char* end = strstr(p, ", ");
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    char* one = ox_strndup(p, n);
+    if (!one) {
+      t->oom = true;
+      return;
+    }
+    if (!ox_list_has(t->data, ", ", one)) ox_str_addf(t, "%s%s", t->len ? ", " : "", one);
+    free(one);
+    p = end ? end + 2 : NULL;
+  }
+}
+
 static char* ox_opt_passes(const OxOpt* o, const char* also) {
-  const char* cur = o->pass ? o->pass : "optimizer";
   OxStr t = {0};
-  ox_str_addf(&t, "%s", o->passes.data ? o->passes.data : "");
-  if (also && *also && !ox_in_names(t.data, also)) ox_str_addf(&t, "%s%s", t.len ? ", " : "", also);
-  if (!ox_in_names(t.data, cur)) ox_str_addf(&t, "%s%s", t.len ? ", " : "", cur);
+  ox_add_passes(&t, o->passes.data);
+  ox_add_passes(&t, also);
+  ox_add_passes(&t, o->pass ? o->pass : "optimizer");
   return ox_str_take(&t);
 }
 
@@ -386,8 +392,7 @@ void ox_opt_remove(OxOpt* o, OxNode* n) {
     ox_str_addf(&o->removed, "%s%s", o->removed.len ? ", " : "", names);
   else if (o->removed.len < 5 || strcmp(o->removed.data + o->removed.len - 5, ", ..."))
     ox_str_addf(&o->removed, ", ...");
-  if (n->origin_pass && !ox_in_names(o->passes.data, n->origin_pass))
-    ox_str_addf(&o->passes, "%s%s", o->passes.len ? ", " : "", n->origin_pass);
+  ox_add_passes(&o->passes, n->origin_pass);
   ox_graph_remove_node(o->g, n);
 }
 

@@ -227,18 +227,6 @@ ONYX_API size_t onyx_session_provider_node_count(const OnyxSession* s, size_t i)
 }
 
 /* --- explain ----------------------------------------------------------------------------- */
-/* `name` is one of the comma-separated names of `list`. */
-static bool ox_in_list(const char* list, const char* name) {
-  size_t len = strlen(name);
-  for (const char* p = list; p && *p;) {
-    const char* end = strstr(p, ", ");
-    size_t n = end ? (size_t)(end - p) : strlen(p);
-    if (n == len && !strncmp(p, name, n)) return true;
-    p = end ? end + 2 : p + n;
-  }
-  return false;
-}
-
 static void ox_explain_node(OxStr* t, const OnyxSession* s, const OxNode* n) {
   ox_str_addf(t, "  %-32s %-22s v%-3d -> %s", n->name, n->op_type, (int)n->since_version,
               n->ep >= 0 ? s->eps[n->ep].name : "host");
@@ -250,7 +238,7 @@ static void ox_explain_node(OxStr* t, const OnyxSession* s, const OxNode* n) {
   /* Declines of this node, or of the model's nodes a rewrite made it from. */
   for (size_t i = 0; i < s->part.n_declines; i++) {
     const OxDecline* d = &s->part.declines[i];
-    if (!strcmp(d->node_name, n->name) || ox_in_list(n->origin_nodes, d->node_name))
+    if (!strcmp(d->node_name, n->name) || ox_list_has(n->origin_nodes, ", ", d->node_name))
       ox_str_addf(t, "      declined by %s%s%s: %s\n", s->eps[d->ep].name,
                   strcmp(d->node_name, n->name) ? " as " : "",
                   strcmp(d->node_name, n->name) ? d->node_name : "", d->reason);

@@ -16,7 +16,7 @@
 # Environment: ONYX (default build/bin/onyx next to this script's repo), PEER (default
 # /work/shared/peer, or $ONYX_PEER_SCRIPTS), ONYX_PEER_DIR (where setup.sh installed
 # ORT, default ~/.cache/onyx-peer), ROUNDS (3), ITERS (20 timed runs), WARMUP (5),
-# THREADS ("1 2"), MODELS ("mlp bert_layer convnet matmul_1024"), RESULTS
+# THREADS ("1 2"), MODELS ("mlp bert_layer convnet matmul_1024"; bench/zoo.sh times the zoo), RESULTS
 # (/tmp/onyx-bench-results), PYTHON (/usr/bin/python3), ALT_CONFIG (a provider config
 # for a second Onyx variant timed in the same rounds, e.g.
 # providers/onednn/onednn-cpu.json; ALT_NAME names it, default "alt": a second table
@@ -89,7 +89,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 "$PY" - "$raw" "${ALT_NAME:-alt}" <<'EOF'
-import json, statistics, sys
+import json, math, statistics, sys
 alt_name = sys.argv[2]
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 key = lambda r: (r["model"], r["threads"])
@@ -114,6 +114,22 @@ for k in order:
         fmt(pick("ort", k, "load_ms"), "%.1f"),
         fmt(pick("onyx", k, "rss_kib", max) and pick("onyx", k, "rss_kib", max) / 1024, "%.0f"),
         fmt(pick("ort", k, "rss_kib", max) and pick("ort", k, "rss_kib", max) / 1024, "%.0f")))
+def geomean(vals):
+    vals = [v for v in vals if v]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+def ratios(num, den, field, t):
+    out = []
+    for k in order:
+        if k[1] != t:
+            continue
+        a, b = pick(num, k, field), pick(den, k, field)
+        out.append(a / b if a and b else None)
+    return out
+for t in sorted({k[1] for k in order}):
+    n = sum(1 for v in ratios("ort", "onyx", "median_ms", t) if v)
+    print("geometric mean ORT/Onyx at %d thread(s) over %d model(s): %s (medians), %s (minima)" % (
+        t, n, fmt(geomean(ratios("ort", "onyx", "median_ms", t))),
+        fmt(geomean(ratios("ort", "onyx", "min_ms", t)))))
 if any(r["runtime"] == "alt" for r in rows):
     print()
     print("| model | threads | %s ms | Onyx (default providers) ms | ORT ms | ratio Onyx/%s | ratio ORT/%s | %s session ms | %s RSS MiB |" % ((alt_name,) * 5))
@@ -124,4 +140,7 @@ if any(r["runtime"] == "alt" for r in rows):
             k[0], k[1], fmt(a), fmt(o), fmt(t), fmt(o / a if a and o else None),
             fmt(t / a if a and t else None), fmt(pick("alt", k, "session_ms"), "%.1f"),
             fmt(pick("alt", k, "rss_kib", max) and pick("alt", k, "rss_kib", max) / 1024, "%.0f")))
+    for t in sorted({k[1] for k in order}):
+        print("geometric mean ORT/%s at %d thread(s): %s" % (
+            alt_name, t, fmt(geomean(ratios("ort", "alt", "median_ms", t)))))
 EOF

@@ -10,7 +10,7 @@
 #       run selects, the sample model and the peer's make_models.py.
 #   [STEPS="1 2 ..."] scripts/gpu-check.sh run BUNDLE_DIR OUT_DIR
 #       there: finds the CUDA runtime, cuBLAS and cuDNN, then runs the steps
-#       (all six by default):
+#       (all seven by default):
 #         1. test_gpu_cuda (its device tests run when a GPU is present);
 #         2. the sample model through cuda + cpu (placement and outputs);
 #         3. the node tests with --provider cuda --only (verdicts in OUT_DIR);
@@ -20,7 +20,10 @@
 #            alone;
 #         5. the spine-op node tests with providers/cuda/cuda-cpu.json;
 #         6. compute-sanitizer memcheck over test_gpu_cuda and one run of the
-#            sample and benchmark models.
+#            sample and benchmark models;
+#         7. Onyx against PyTorch on the same GPU (scripts/torch_peer.py;
+#            PEER_MODELS=a,b,... picks models), float32 and TF32, with the
+#            inputs and outputs bound on the device.
 #       The verdict files are checked against the expected-failures lists
 #       afterwards, on the build machine (scripts/gpu-check.sh verdicts).
 #   scripts/gpu-check.sh verdicts OUT_DIR
@@ -151,7 +154,19 @@ step6() {
   grep -E 'Invalid|out of bounds|uninitialized' "$O/memcheck.log" | sort | uniq -c | head -20
 }
 
-# STEPS (default "1 2 3 4 5 6") picks the steps to run.
+# Onyx against PyTorch on the same GPU (scripts/torch_peer.py): the benchmark
+# models and the zoo models (ResNet-50, MobileNet-V2, a 12-layer BERT-base
+# encoder, a GPT block at sequence 1024, a 4096^3 MatMul), float32 and TF32,
+# inputs and outputs on the device. Needs the machine's python3 with torch,
+# torchvision and onnx.
+step7() {
+  echo "== 7. Onyx against PyTorch"
+  PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/torch_peer.py" --onyx "$ONYX" --config "$CFG" \
+    --work "$MODELS/peer" --make-models "$B/make_models.py" --models "${PEER_MODELS:-}" \
+    --out "$O/torch_peer.json" 2>&1 | tee "$O/torch_peer.log" | grep -v '^{'
+}
+
+# STEPS (default "1 2 3 4 5 6 7") picks the steps to run.
 run() {
   B="$(cd "$1" && pwd)" O="$2"
   mkdir -p "$O"
@@ -165,7 +180,7 @@ run() {
   nproc
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$B/lib/libonyx_ep_cuda.so" | grep -E 'not found|cuda|cublas|cudnn'
-  for step in ${STEPS:-1 2 3 4 5 6}; do
+  for step in ${STEPS:-1 2 3 4 5 6 7}; do
     "step$step"
     echo "(step $step done at $((SECONDS - t0)) s)"
   done

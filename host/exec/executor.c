@@ -634,18 +634,21 @@ static OnyxStatus* ox_place_fetches(OxFrame* f, const bool* wanted, OxTensor* co
     size_t slot = P->output_slots[i];
     OxTensor* user = presets ? presets[i] : NULL;
     const OnyxMemoryDevice* m = fetch_mem ? fetch_mem[i] : NULL;
+    if (!m || ox_memory_equal(m, &P->slots[slot].mem)) {
+      if (preset && user) preset[slot] = user;
+      continue;
+    }
     const OxStep* copy = NULL;
     bool unique = true;
     for (size_t j = 0; j < n_out && unique; j++)
       unique = j == i || !wanted[j] || P->output_slots[j] != slot;
-    for (size_t k = 0; m && unique && k < P->n_steps; k++) {
+    for (size_t k = 0; unique && k < P->n_steps; k++) {
       const OxStep* st = &P->steps[k];
       for (size_t j = 0; j < st->n_in; j++)
         if (st->in[j] == slot) unique = false; /* read on the host too */
       if (st->kind == OX_STEP_COPY && st->out[0] == slot) copy = st;
     }
-    if (!m || !unique || !copy || ox_memory_equal(m, &P->slots[slot].mem) ||
-        !ox_memory_equal(m, &P->slots[copy->in[0]].mem)) {
+    if (!unique || !copy || !ox_memory_equal(m, &P->slots[copy->in[0]].mem)) {
       if (preset && user) preset[slot] = user;
       continue;
     }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include "onyx/onyx.h"
 #include "ox_session.h"
 #include "ox_test_models.h"
@@ -56,8 +57,8 @@ static OnyxSession* session_from(OxTestModel* m, const char* config) {
 
 static const char kConfig[] = "{\"providers\": [{\"name\": \"gpuemu\"}, {\"name\": \"cpu\"}]}";
 
-/* Y = Relu(X @ W + B): X [2, 3], W [3, 2], Y [2, 2]; every node on gpuemu. */
-static OnyxSession* gpu_session(void) {
+/* Y = Relu(X @ W + B): X [2, 3], W [3, 2], Y [2, 2]. */
+static OxTestModel* gpu_model(void) {
   OxTestModel* m = otm_new(17);
   otm_input(m, "X", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
   otm_initializer(m, "W", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 2}, W_DATA);
@@ -66,7 +67,12 @@ static OnyxSession* gpu_session(void) {
   otm_node(m, "MatMul", "mm", "X,W", "p");
   otm_node(m, "Add", "add", "p,B", "q");
   otm_node(m, "Relu", "relu", "q", "Y");
-  OnyxSession* s = session_from(m, kConfig);
+  return m;
+}
+
+/* The model of gpu_model with every node on gpuemu. */
+static OnyxSession* gpu_session(void) {
+  OnyxSession* s = session_from(gpu_model(), kConfig);
   size_t gpu = 0, nodes = 0;
   for (size_t i = 0; i < onyx_session_provider_count(s); i++)
     if (!strcmp(onyx_session_provider_name(s, i), "gpuemu"))
@@ -346,6 +352,47 @@ static void test_held_device_output(void** state) {
   onyx_session_release(s);
 }
 
+/* Runs the onyx command; its stdout goes to out (cap bytes); returns its exit status. */
+static int run_cli(const char* args, char* out, size_t cap) {
+  const char* bin = getenv("ONYX_BINARY_DIR");
+  if (!bin) fail_msg("ONYX_BINARY_DIR is not set (run through ctest)");
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "'%s/bin/onyx' %s 2>/dev/null", bin, args);
+  FILE* p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = 0;
+  int rc = pclose(p);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* onyx bench --io device times runs with the inputs and outputs on gpuemu
+ * and says so in its JSON line; --io host is the default. */
+static void test_bench_io_device(void** state) {
+  (void)state;
+  char* dir = otm_temp_dir();
+  char model[1024], cfg[1024], args[3072], out[4096];
+  snprintf(model, sizeof model, "%s/mlp.onnx", dir);
+  snprintf(cfg, sizeof cfg, "%s/gpuemu.json", dir);
+  OxTestModel* m = gpu_model();
+  assert_true(otm_write(m, model));
+  otm_free(m);
+  assert_true(otm_write_file(cfg, kConfig, strlen(kConfig)));
+  snprintf(args, sizeof args, "bench '%s' --config '%s' --iters 3 --warmup 1 --io device", model,
+           cfg);
+  assert_int_equal(run_cli(args, out, sizeof out), 0);
+  assert_non_null(strstr(out, "\"model\":\"mlp\""));
+  assert_non_null(strstr(out, "\"iters\":3"));
+  assert_non_null(strstr(out, "\"io\":\"device\"}"));
+  snprintf(args, sizeof args, "bench '%s' --config '%s' --iters 2 --warmup 0", model, cfg);
+  assert_int_equal(run_cli(args, out, sizeof out), 0);
+  assert_non_null(strstr(out, "\"io\":\"host\"}"));
+  snprintf(args, sizeof args, "bench '%s' --io gpu", model);
+  assert_int_equal(run_cli(args, out, sizeof out), 2); /* a usage error */
+  otm_remove_dir(dir);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_inputs_outputs_no_copy),
@@ -353,6 +400,7 @@ int main(void) {
       cmocka_unit_test(test_mixed_consumers_stage),
       cmocka_unit_test(test_errors_name_the_input),
       cmocka_unit_test(test_held_device_output),
+      cmocka_unit_test(test_bench_io_device),
   };
   return cmocka_run_group_tests_name("io_binding_device", tests, NULL, NULL);
 }

@@ -543,7 +543,10 @@ static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path, 
   const OxTensor* user = io ? io->fetch_preset[out] : NULL;
   if (user && src->data == user->data && ox_tensor_same_shape(src, user)) lasting = src;
   *aliased = false;
-  if (lasting && lasting->vkind == OX_RT_TENSOR && ox_memory_equal(&lasting->device, mem)) {
+  /* Kernels may rely on their memory's alignment (a DLPack import may not have it). */
+  uint32_t align = st->out_mem[0].alignment;
+  if (lasting && lasting->vkind == OX_RT_TENSOR && ox_memory_equal(&lasting->device, mem) &&
+      (align <= 1 || (uintptr_t)lasting->data % align == 0)) {
     OxTensor* t = NULL;
     OnyxStatus* err = ox_alias_of(lasting, &t);
     if (err) return ox_status_wrap(err, "aliasing value '%s'", s->plan.slots[in].value->name);
@@ -596,7 +599,9 @@ static OnyxStatus* ox_place_feeds(OxFrame* f, OxTensor** feeds, bool* borrowed) 
     OxTensor* t = feeds[i];
     f->values[slot] = t;
     borrowed[slot] = true;
-    if (!t || t->vkind != OX_RT_TENSOR || ox_memory_equal(&t->device, &P->slots[slot].mem))
+    /* Host-addressable memories (kind CPU) are read as they are, as host memory. */
+    if (!t || t->vkind != OX_RT_TENSOR || t->device.kind == ONYX_DEVICE_CPU ||
+        ox_memory_equal(&t->device, &P->slots[slot].mem))
       continue;
     OX_TRY(ox_run_io_need(&f->io, P->n_slots));
     f->io->feed[slot] = t;

@@ -366,6 +366,50 @@ static int run_cli(const char* args, char* out, size_t cap) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+/* Y = Relu(X) on gpuemu is a graph output and read by Neg on the CPU
+ * (Z = Neg(Y)): bound on gpuemu, Y keeps the plan's copy to host for Neg and
+ * is copied into the bound memory; both results are right. */
+static void test_output_read_on_host_too(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  otm_output(m, "Z", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  otm_node(m, "Relu", "relu", "X", "Y");
+  otm_node(m, "Neg", "neg", "Y", "Z");
+  OnyxSession* s = session_from(m, "{\"providers\": [{\"name\": \"gpuemu\"}, {\"name\": \"cpu\"}], "
+                                   "\"placement\": [{\"node\": \"neg\", \"provider\": \"cpu\"}]}");
+  OnyxMemoryDevice ym, zm;
+  ok(onyx_session_output_memory(s, 0, &ym));
+  ok(onyx_session_output_memory(s, 1, &zm));
+  assert_true(is_emu(&ym));
+  assert_int_equal(zm.kind, ONYX_DEVICE_CPU);
+  OnyxValue* xv = host_value(X_DATA, (int64_t[]){2, 3}, 2, 6);
+  OnyxIoBinding* b = NULL;
+  ok(onyx_io_binding_create(s, &b));
+  ok(onyx_io_binding_bind_input_to_device(b, "X", xv, NULL));
+  ok(onyx_io_binding_bind_output_to_device(b, "Y", &ym));
+  ok(onyx_io_binding_bind_output_to_device(b, "Z", NULL));
+  for (int run = 0; run < 2; run++) {
+    ok(onyx_session_run_with_binding(s, NULL, b));
+    OnyxValue* outs[2] = {NULL, NULL};
+    ok(onyx_io_binding_get_outputs(b, outs, 2));
+    assert_true(is_emu(onyx_tensor_memory(onyx_value_tensor(outs[0]))));
+    float y[6];
+    read_floats(s, outs[0], y, 6);
+    const float* z = onyx_tensor_data(onyx_value_tensor(outs[1]));
+    for (int i = 0; i < 6; i++) {
+      float r = X_DATA[i] > 0 ? X_DATA[i] : 0;
+      assert_float_equal(y[i], r, 0);
+      assert_float_equal(z[i], -r, 0);
+    }
+    onyx_values_release(outs, 2);
+  }
+  onyx_io_binding_release(b);
+  onyx_value_release(xv);
+  onyx_session_release(s);
+}
+
 /* onyx bench --io device times runs with the inputs and outputs on gpuemu
  * and says so in its JSON line; --io host is the default. */
 static void test_bench_io_device(void** state) {
@@ -400,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_mixed_consumers_stage),
       cmocka_unit_test(test_errors_name_the_input),
       cmocka_unit_test(test_held_device_output),
+      cmocka_unit_test(test_output_read_on_host_too),
       cmocka_unit_test(test_bench_io_device),
   };
   return cmocka_run_group_tests_name("io_binding_device", tests, NULL, NULL);

@@ -972,7 +972,7 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
     else
       json_decref(in_shapes);
     if (!err && charges->bytes && !aliased) err = ox_charge_outputs(f, charges, st, borrowed);
-    if (!err && st->kind == OX_STEP_COPY) ox_copy_done(r, st, ss->copy_path, i);
+    if (!err && st->kind == OX_STEP_COPY && !aliased) ox_copy_done(r, st, ss->copy_path, i);
     if (!err) err = ox_record_crossing(f, r, i);
     if (!err && rt && (rt->dump_nodes & 2) && ss->agent >= 0) {
       /* The dump reads the outputs: wait for the stream that writes them. */

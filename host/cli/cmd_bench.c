@@ -9,6 +9,7 @@ typedef struct BenchArgs {
   const char* model;
   const char* config;
   const char* inputs;
+  const char* io; /* "host" or "device" */
   int threads, iters, warmup, serve;
 } BenchArgs;
 
@@ -17,7 +18,8 @@ static const char kBenchHelp[] =
     "runs it W times untimed, then K times timed (CLOCK_MONOTONIC around each\n"
     "onyx_session_run), and prints one JSON line:\n"
     "  {\"model\":NAME,\"threads\":N,\"iters\":K,\"min_ms\":..,\"median_ms\":..,\"p90_ms\":..,\n"
-    "   \"mean_ms\":..,\"warmup\":W,\"session_ms\":..,\"inputs\":{NAME:\"TYPE[DIMS]\",..}}\n"
+    "   \"mean_ms\":..,\"warmup\":W,\"session_ms\":..,\"inputs\":{NAME:\"TYPE[DIMS]\",..},\n"
+    "   \"io\":\"host\"|\"device\"}\n"
     "NAME is the file name without .onnx, or the folder's name for model.onnx.\n\n"
     "options:\n"
     "  --config FILE   provider/session configuration (JSON, docs/config.md)\n"
@@ -27,6 +29,15 @@ static const char kBenchHelp[] =
     "  --threads N     intra-op threads (default 1, as the peer harness)\n"
     "  --iters K       timed runs (default 100)\n"
     "  --warmup W      untimed runs first (default 10)\n"
+    "  --io host|device  host (default): each run feeds host tensors and returns\n"
+    "                  its outputs in host memory, so a GPU session's time includes\n"
+    "                  the copies to and from the device. device: every input is\n"
+    "                  copied once, before the runs, into the memory its consumers\n"
+    "                  read it in, and every output is bound to the memory of the\n"
+    "                  provider that produces it (IO binding); the runs\n"
+    "                  (onyx_session_run_with_binding) then copy nothing between\n"
+    "                  host and device. Every run still ends synchronized (the\n"
+    "                  host waits for every provider's stream before it returns)\n"
     "  --serve         after the warmup, print 'ready' and then run once per line\n"
     "                  read from stdin, printing that run's ms (one line each)\n"
     "                  until end of input; --iters is unused. For harnesses that\n"
@@ -56,15 +67,62 @@ static int load_feeds(CliFeeds* f, const OnyxSession* s, const char* dir, CliErr
   return rc;
 }
 
+/* What a timed run needs: the feeds and output names for onyx_session_run
+ * (--io host), or an IO binding (--io device). */
+typedef struct Runner {
+  OnyxSession* s;
+  const CliFeeds* feeds;
+  const char** names;
+  OnyxValue** outs;
+  size_t n_out;
+  OnyxIoBinding* binding;
+} Runner;
+
 /* One run; *ms receives its duration. Outputs are released outside the timing. */
-static int timed_run(OnyxSession* s, const CliFeeds* f, const char** names, OnyxValue** outs,
-                     size_t n_out, double* ms, CliError* e) {
+static int timed_run(const Runner* r, double* ms, CliError* e) {
   double t0 = cli_now_ms();
-  OnyxStatus* st = onyx_session_run(s, NULL, f->names, (const OnyxValue* const*)f->values, f->count,
-                                    names, n_out, outs);
+  OnyxStatus* st = r->binding ? onyx_session_run_with_binding(r->s, NULL, r->binding)
+                              : onyx_session_run(r->s, NULL, r->feeds->names,
+                                                 (const OnyxValue* const*)r->feeds->values,
+                                                 r->feeds->count, r->names, r->n_out, r->outs);
   *ms = cli_now_ms() - t0;
   if (st) return cli_err_status(e, st, "run failed");
-  onyx_values_release(outs, n_out);
+  if (!r->binding) onyx_values_release(r->outs, r->n_out);
+  return 0;
+}
+
+/* --io device: every input copied once into the memory its consumers read
+ * it in, every output bound to the memory its producer writes. */
+static int bind_device(Runner* r, CliError* e) {
+  OnyxStatus* st = onyx_io_binding_create(r->s, &r->binding);
+  if (st) return cli_err_status(e, st, "creating the IO binding");
+  for (size_t i = 0; i < r->feeds->count; i++) {
+    const char* name = r->feeds->names[i];
+    size_t k = 0; /* the input's index, for onyx_session_input_memory */
+    while (k < onyx_session_input_count(r->s) && strcmp(onyx_session_input_name(r->s, k), name))
+      k++;
+    OnyxMemoryDevice m;
+    st = onyx_session_input_memory(r->s, k, &m);
+    if (st) {
+      /* Read in several memories: bound in host memory, the run copies it
+       * to the device consumers' memory. */
+      fprintf(stderr, "note: %s; bound in host memory, copied at each run\n",
+              onyx_status_message(st));
+      onyx_status_release(st);
+      st = onyx_io_binding_bind_input(r->binding, name, r->feeds->values[i]);
+    } else {
+      st = onyx_io_binding_bind_input_to_device(r->binding, name, r->feeds->values[i], &m);
+    }
+    if (st) return cli_err_status(e, st, "binding input '%s'", name);
+  }
+  for (size_t i = 0; i < r->n_out; i++) {
+    OnyxMemoryDevice m;
+    st = onyx_session_output_memory(r->s, i, &m);
+    if (!st)
+      st = onyx_io_binding_bind_output_to_device(r->binding, r->names[i],
+                                                 m.kind == ONYX_DEVICE_CPU ? NULL : &m);
+    if (st) return cli_err_status(e, st, "binding output '%s' to its device", r->names[i]);
+  }
   return 0;
 }
 
@@ -93,24 +151,24 @@ static void print_result(const BenchArgs* a, const char* name, double* times, do
   qsort(times, n, sizeof *times, by_value);
   printf("{\"model\":");
   cli_json_string(stdout, name);
-  printf(",\"threads\":%d,\"iters\":%d,\"min_ms\":%.3f,\"median_ms\":%.3f,\"p90_ms\":%.3f,"
+  printf(",\"threads\":%d,\"iters\":%d,\"min_ms\":%.3f,\"median_ms\":%.3f,\"p90_ms\":"
+         "%.3f,"
          "\"mean_ms\":%.3f,\"warmup\":%d,\"session_ms\":%.3f,",
          a->threads, a->iters, times[0], quantile(times, n, 0.5), quantile(times, n, 0.9),
          sum / (double)n, a->warmup, session_ms);
   print_inputs(f);
-  printf("}\n");
+  printf(",\"io\":\"%s\"}\n", a->io);
 }
 
 /* --serve: one timed run per line of stdin (its content is ignored), each
  * answered with the run's ms on a line of its own, flushed at once. */
-static int serve(OnyxSession* s, const CliFeeds* f, const char** names, OnyxValue** outs,
-                 size_t n_out, CliError* e) {
+static int serve(const Runner* r, CliError* e) {
   printf("ready\n");
   fflush(stdout);
   char line[256];
   while (fgets(line, sizeof line, stdin)) {
     double ms = 0;
-    if (timed_run(s, f, names, outs, n_out, &ms, e)) return -1;
+    if (timed_run(r, &ms, e)) return -1;
     printf("%.3f\n", ms);
     fflush(stdout);
   }
@@ -121,41 +179,45 @@ static int bench(OnyxSession* s, const BenchArgs* a, const char* name, double se
                  CliError* e) {
   CliFeeds feeds = {0};
   size_t n_out = onyx_session_output_count(s);
-  const char** names = calloc(n_out ? n_out : 1, sizeof *names);
-  OnyxValue** outs = calloc(n_out ? n_out : 1, sizeof *outs);
+  Runner r = {.s = s, .feeds = &feeds, .n_out = n_out};
+  r.names = calloc(n_out ? n_out : 1, sizeof *r.names);
+  r.outs = calloc(n_out ? n_out : 1, sizeof *r.outs);
   double* times = calloc((size_t)a->iters, sizeof *times);
-  int rc = (!names || !outs || !times) ? cli_err(e, "out of memory") : 0;
+  int rc = (!r.names || !r.outs || !times) ? cli_err(e, "out of memory") : 0;
   for (size_t i = 0; !rc && i < n_out; i++)
-    names[i] = onyx_session_output_name(s, i);
+    r.names[i] = onyx_session_output_name(s, i);
   if (!rc) rc = load_feeds(&feeds, s, a->inputs, e);
+  if (!rc && !strcmp(a->io, "device")) rc = bind_device(&r, e);
   double ms = 0;
   for (int i = 0; !rc && i < a->warmup; i++)
-    rc = timed_run(s, &feeds, names, outs, n_out, &ms, e);
+    rc = timed_run(&r, &ms, e);
   if (a->serve) {
-    if (!rc) rc = serve(s, &feeds, names, outs, n_out, e);
+    if (!rc) rc = serve(&r, e);
   } else {
     for (int i = 0; !rc && i < a->iters; i++)
-      rc = timed_run(s, &feeds, names, outs, n_out, &times[i], e);
+      rc = timed_run(&r, &times[i], e);
     if (!rc) print_result(a, name, times, session_ms, &feeds);
   }
+  onyx_io_binding_release(r.binding);
   cli_feeds_release(&feeds);
   free(times);
-  free(outs);
-  free(names);
+  free(r.outs);
+  free(r.names);
   return rc;
 }
 
 int cli_cmd_bench(int argc, char** argv) {
-  BenchArgs a = {.threads = 1, .iters = 100, .warmup = 10};
+  BenchArgs a = {.threads = 1, .iters = 100, .warmup = 10, .io = "host"};
   const CliOpt opts[] = {
       {"--config", CLI_OPT_STRING, &a.config, 0}, {"--inputs", CLI_OPT_STRING, &a.inputs, 0},
       {"--threads", CLI_OPT_INT, &a.threads, 1},  {"--iters", CLI_OPT_INT, &a.iters, 1},
       {"--warmup", CLI_OPT_INT, &a.warmup, 0},    {"--serve", CLI_OPT_FLAG, &a.serve, 0},
+      {"--io", CLI_OPT_STRING, &a.io, 0},
   };
   const CliCommand cmd = {.name = "bench",
                           .synopsis =
                               "onyx bench MODEL [--config FILE] [--inputs DIR] [--threads N] "
-                              "[--iters K] [--warmup W] [--serve]",
+                              "[--iters K] [--warmup W] [--io host|device] [--serve]",
                           .help = kBenchHelp,
                           .opts = opts,
                           .opt_count = sizeof opts / sizeof opts[0],
@@ -165,6 +227,8 @@ int cli_cmd_bench(int argc, char** argv) {
   size_t npos = 0;
   CliParse p = cli_parse(&cmd, argc, argv, &a.model, &npos);
   if (p != CLI_PARSED) return p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  if (strcmp(a.io, "host") && strcmp(a.io, "device"))
+    return cli_usage_error(&cmd, "--io: expected 'host' or 'device', got '%s'", a.io);
 
   CliError e = CLI_ERROR_INIT;
   OnyxSession* s = NULL;

@@ -459,23 +459,211 @@ static OnyxStatus* ox_copy_by_path(OnyxSession* s, const OxStep* st, int32_t pat
   }
 }
 
-static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path) {
+/* --- feeds outside their slot's memory, outputs fetched on a device (IO binding) ----------
+ * Per slot, allocated for a run only when it has such a feed or output. */
+typedef struct OxRunIo {
+  /* A graph input's slot: its feed when that is not in the slot's memory (a
+   * device feed). It lives past the run. */
+  OxTensor** feed;
+  /* A graph output's slot: the memory the output is fetched in instead of
+   * host memory, when the copy step filling the slot copies from a slot in
+   * that memory and nothing else reads the slot. */
+  const OnyxMemoryDevice** fetch;
+  /* Such an output slot: the caller's tensor in that memory, also the
+   * preset of the slot the copy reads (its producer writes there). */
+  OxTensor** fetch_preset;
+} OxRunIo;
+
+static void ox_run_io_free(OxRunIo* io) {
+  if (!io) return;
+  free(io->feed);
+  free(io->fetch);
+  free(io->fetch_preset);
+  free(io);
+}
+
+static OnyxStatus* ox_run_io_need(OxRunIo** io, size_t n_slots) {
+  if (*io) return NULL;
+  OxRunIo* r = calloc(1, sizeof *r);
+  if (r) {
+    r->feed = calloc(n_slots + 1, sizeof *r->feed);
+    r->fetch = calloc(n_slots + 1, sizeof *r->fetch);
+    r->fetch_preset = calloc(n_slots + 1, sizeof *r->fetch_preset);
+  }
+  if (!r || !r->feed || !r->fetch || !r->fetch_preset) {
+    ox_run_io_free(r);
+    return ox_oom();
+  }
+  *io = r;
+  return NULL;
+}
+
+static bool ox_tensor_same_shape(const OxTensor* a, const OxTensor* b) {
+  if (a->type != b->type || a->rank != b->rank) return false;
+  for (size_t i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+/* 1 when every step reading the slot is a copy step into memory `mem` and
+ * the slot is no graph output: a feed already in `mem` needs no host copy. */
+static bool ox_only_copies_to(const OxPlan* P, size_t slot, const OnyxMemoryDevice* mem) {
+  if (P->slots[slot].is_output) return false;
+  for (size_t k = 0; k < P->n_steps; k++) {
+    const OxStep* st = &P->steps[k];
+    for (size_t j = 0; j < st->n_in; j++)
+      if (st->in[j] == slot && (st->kind != OX_STEP_COPY || !ox_memory_equal(&st->out_mem[0], mem)))
+        return false;
+  }
+  return true;
+}
+
+/* A new header over t's data (holding a reference on its buffer). */
+static OnyxStatus* ox_alias_of(const OxTensor* t, OxTensor** out) {
+  if (t->buffer) return ox_tensor_view(t, t->dims, t->rank, out);
+  return ox_tensor_wrap(t->type, t->dims, t->rank, t->data, &t->device, out);
+}
+
+static void ox_count_copy(OnyxSession* s) {
+  OxSessionRt* rt = ox_session_rt(s);
+  if (rt) __atomic_add_fetch(&rt->copies, 1, __ATOMIC_RELAXED);
+}
+
+/* A copy step. When a tensor that outlives the run (a feed, or the caller's
+ * output tensor its producer wrote) already holds the value in the
+ * destination memory, the step aliases it instead of copying (*aliased). */
+static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path, bool* aliased) {
   OnyxSession* s = f->session;
-  const OxTensor* src = f->values[st->in[0]];
-  bool host = st->out_ep[0] < 0;
-  OxTensor* dst =
-      ox_frame_preset_take(f, st->out[0], src->type, src->dims, src->rank, &st->out_mem[0]);
-  OnyxStatus* err =
-      dst    ? NULL
-      : host ? ox_tensor_new(src->type, src->dims, src->rank, &dst)
-             : ox_session_alloc_tensor(s, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
-                                       src->type, src->dims, src->rank, &dst);
-  if (!err) err = ox_copy_by_path(s, st, path, src, dst);
+  size_t in = st->in[0], out = st->out[0];
+  const OxTensor* src = f->values[in];
+  const OxRunIo* io = f->io;
+  const OnyxMemoryDevice* fetch = io ? io->fetch[out] : NULL;
+  const OnyxMemoryDevice* mem = fetch ? fetch : &st->out_mem[0];
+  const OxTensor* lasting = io ? io->feed[in] : NULL;
+  const OxTensor* user = io ? io->fetch_preset[out] : NULL;
+  if (user && src->data == user->data && ox_tensor_same_shape(src, user)) lasting = src;
+  *aliased = false;
+  /* Kernels may rely on their memory's alignment (a DLPack import may not have it). */
+  uint32_t align = st->out_mem[0].alignment;
+  if (lasting && lasting->vkind == OX_RT_TENSOR && ox_memory_equal(&lasting->device, mem) &&
+      (align <= 1 || (uintptr_t)lasting->data % align == 0)) {
+    OxTensor* t = NULL;
+    OnyxStatus* err = ox_alias_of(lasting, &t);
+    if (err) return ox_status_wrap(err, "aliasing value '%s'", s->plan.slots[in].value->name);
+    f->values[out] = t;
+    *aliased = true;
+    return NULL;
+  }
+  OxTensor* dst = NULL;
+  OnyxStatus* err = NULL;
+  if (fetch) {
+    /* Into the caller's tensor, or a new one, in the memory it is fetched in. */
+    int32_t ep = ox_session_ep_for_memory(s, fetch);
+    if (user && ox_tensor_same_shape(src, user))
+      err = ox_alias_of(user, &dst);
+    else if (ep < 0)
+      err = ox_tensor_new(src->type, src->dims, src->rank, &dst);
+    else
+      err = ox_session_alloc_tensor(s, ep, (OnyxMemType)fetch->mem_type, src->type, src->dims,
+                                    src->rank, &dst);
+    if (!err) err = ox_copy_tensor(s, src, dst, st->copy_src_ep, ep);
+    if (!err && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
+      err = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
+  } else {
+    bool host = st->out_ep[0] < 0;
+    dst = ox_frame_preset_take(f, out, src->type, src->dims, src->rank, &st->out_mem[0]);
+    err = dst    ? NULL
+          : host ? ox_tensor_new(src->type, src->dims, src->rank, &dst)
+                 : ox_session_alloc_tensor(s, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
+                                           src->type, src->dims, src->rank, &dst);
+    if (!err) err = ox_copy_by_path(s, st, path, src, dst);
+  }
   if (err) {
     ox_tensor_free(dst);
-    return ox_status_wrap(err, "copying value '%s'", s->plan.slots[st->in[0]].value->name);
+    return ox_status_wrap(err, "copying value '%s'", s->plan.slots[in].value->name);
   }
-  f->values[st->out[0]] = dst;
+  ox_count_copy(s);
+  f->values[out] = dst;
+  return NULL;
+}
+
+/* The run's feeds: a feed in another memory than its slot's (a device feed
+ * bound by IO binding) is passed as it is when only copy steps into its own
+ * memory read it (they alias it), else staged into a host copy that the run
+ * owns (the copy steps into the feed's memory still alias the feed). */
+static OnyxStatus* ox_place_feeds(OxFrame* f, OxTensor** feeds, bool* borrowed) {
+  OnyxSession* s = f->session;
+  const OxPlan* P = &s->plan;
+  for (size_t i = 0; i < s->graph->n_inputs; i++) {
+    size_t slot = P->input_slots[i];
+    OxTensor* t = feeds[i];
+    f->values[slot] = t;
+    borrowed[slot] = true;
+    /* Host-addressable memories (kind CPU) are read as they are, as host memory. */
+    if (!t || t->vkind != OX_RT_TENSOR || t->device.kind == ONYX_DEVICE_CPU ||
+        ox_memory_equal(&t->device, &P->slots[slot].mem))
+      continue;
+    OX_TRY(ox_run_io_need(&f->io, P->n_slots));
+    f->io->feed[slot] = t;
+    if (ox_only_copies_to(P, slot, &t->device)) continue;
+    int32_t ep = ox_session_ep_for_memory(s, &t->device);
+    OxTensor* h = NULL;
+    OnyxStatus* err = ox_tensor_new(t->type, t->dims, t->rank, &h);
+    if (!err) err = ox_copy_tensor(s, t, h, ep, -1);
+    if (!err && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
+      err = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
+    if (err) {
+      ox_tensor_free(h);
+      return ox_status_wrap(err, "input '%s': copying it to host memory",
+                            s->graph->inputs[i]->name);
+    }
+    ox_count_copy(s);
+    f->values[slot] = h;
+    borrowed[slot] = false; /* the run's own: freed after its last use */
+  }
+  return NULL;
+}
+
+/* Outputs fetched in a device's memory: where the plan copies output i to
+ * host from a slot in fetch_mem[i] and nothing else reads the host slot, the
+ * copy goes to fetch_mem[i] instead, and the caller's tensor there becomes
+ * the preset of the slot copied from. Other outputs keep their preset on the
+ * host slot. */
+static OnyxStatus* ox_place_fetches(OxFrame* f, const bool* wanted, OxTensor* const* presets,
+                                    const OnyxMemoryDevice* const* fetch_mem, OxTensor** preset) {
+  OnyxSession* s = f->session;
+  const OxPlan* P = &s->plan;
+  size_t n_out = s->graph->n_outputs;
+  for (size_t i = 0; i < n_out; i++) {
+    if (!wanted[i]) continue;
+    size_t slot = P->output_slots[i];
+    OxTensor* user = presets ? presets[i] : NULL;
+    const OnyxMemoryDevice* m = fetch_mem ? fetch_mem[i] : NULL;
+    if (!m || ox_memory_equal(m, &P->slots[slot].mem)) {
+      if (preset && user) preset[slot] = user;
+      continue;
+    }
+    const OxStep* copy = NULL;
+    bool unique = true;
+    for (size_t j = 0; j < n_out && unique; j++)
+      unique = j == i || !wanted[j] || P->output_slots[j] != slot;
+    for (size_t k = 0; unique && k < P->n_steps; k++) {
+      const OxStep* st = &P->steps[k];
+      for (size_t j = 0; j < st->n_in; j++)
+        if (st->in[j] == slot) unique = false; /* read on the host too */
+      if (st->kind == OX_STEP_COPY && st->out[0] == slot) copy = st;
+    }
+    if (!unique || !copy || !ox_memory_equal(m, &P->slots[copy->in[0]].mem)) {
+      if (preset && user) preset[slot] = user;
+      continue;
+    }
+    OX_TRY(ox_run_io_need(&f->io, P->n_slots));
+    f->io->fetch[slot] = m;
+    if (user && ox_memory_equal(&user->device, m)) {
+      f->io->fetch_preset[slot] = user;
+      if (preset) preset[copy->in[0]] = user;
+    }
+  }
   return NULL;
 }
 
@@ -642,21 +830,29 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
 
 static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                                  OxTensor** fetched, const bool* wanted,
-                                 OxTensor* const* preset_outputs, const OxFrame* parent);
+                                 OxTensor* const* preset_outputs,
+                                 const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent);
 
 OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs) {
-  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, NULL);
+  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, NULL, NULL);
+}
+
+OnyxStatus* ox_execute_io(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+                          OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs,
+                          const OnyxMemoryDevice* const* fetch_mem) {
+  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, NULL);
 }
 
 OnyxStatus* ox_execute_nested(const OxFrame* parent, OnyxSession* s, OxTensor** feeds,
                               OxTensor** fetched, const bool* wanted) {
-  return ox_execute_in(s, parent->run, feeds, fetched, wanted, NULL, parent);
+  return ox_execute_in(s, parent->run, feeds, fetched, wanted, NULL, NULL, parent);
 }
 
 static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                                  OxTensor** fetched, const bool* wanted,
-                                 OxTensor* const* preset_outputs, const OxFrame* parent) {
+                                 OxTensor* const* preset_outputs,
+                                 const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent) {
   const OxPlan* P = &s->plan;
   OxSessionRt* rt = ox_session_rt(s);
   ox_dump_plans_once(s, rt);
@@ -685,8 +881,6 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
     free(charges.bytes);
     return ox_oom();
   }
-  for (size_t i = 0; preset && i < s->graph->n_outputs; i++)
-    if (wanted[i] && preset_outputs[i]) preset[P->output_slots[i]] = preset_outputs[i];
   f.preset = preset;
   OxLogScope scope = ox_log_scope_enter(s, run);
   for (size_t i = 0; i < P->n_slots; i++)
@@ -694,13 +888,11 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
       f.values[i] = P->slots[i].constant;
       borrowed[i] = true;
     }
-  for (size_t i = 0; i < s->graph->n_inputs; i++) {
-    f.values[P->input_slots[i]] = feeds[i];
-    borrowed[P->input_slots[i]] = true;
-  }
-  OxMemRun memrun;
+  OxMemRun memrun = {0};
   OxRunSync rsync = {0};
-  OnyxStatus* err = ox_memplan_run_begin(s, &memrun);
+  OnyxStatus* err = ox_place_fetches(&f, wanted, preset_outputs, fetch_mem, preset);
+  if (!err) err = ox_place_feeds(&f, feeds, borrowed);
+  if (!err) err = ox_memplan_run_begin(s, &memrun);
   f.memrun = &memrun;
   if (!err) err = ox_run_sync_begin(s, &rsync);
   if (!err) err = ox_execute_steps(&f, rt, borrowed, &rsync, &charges);
@@ -745,6 +937,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
   free(f.values);
   free(borrowed);
   free(preset);
+  ox_run_io_free(f.io);
   if (err && err->code == ONYX_CANCELLED) ox_run_log(s, run, ONYX_LOG_INFO, "%s", err->message);
   ox_log_scope_leave(scope);
   return err;
@@ -770,12 +963,16 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
     ox_dump_node(f, rt, st, false);
     json_t* in_shapes = prof ? ox_shapes_json(f, st->in, st->n_in) : NULL;
     double t0 = ox_profiler_now(prof);
-    err = st->kind == OX_STEP_COPY   ? ox_run_copy_step(f, st, ss->copy_path)
+    bool aliased = false; /* a copy step that moved no data: neither profiled nor charged */
+    err = st->kind == OX_STEP_COPY   ? ox_run_copy_step(f, st, ss->copy_path, &aliased)
           : st->kind == OX_STEP_HOST ? ox_host_run(f, st)
                                      : ox_run_kernel_step(f, st);
-    if (prof) ox_profile_step(f, prof, st, t0, in_shapes, run_id);
-    if (!err && charges->bytes) err = ox_charge_outputs(f, charges, st, borrowed);
-    if (!err && st->kind == OX_STEP_COPY) ox_copy_done(r, st, ss->copy_path, i);
+    if (prof && !aliased)
+      ox_profile_step(f, prof, st, t0, in_shapes, run_id);
+    else
+      json_decref(in_shapes);
+    if (!err && charges->bytes && !aliased) err = ox_charge_outputs(f, charges, st, borrowed);
+    if (!err && st->kind == OX_STEP_COPY && !aliased) ox_copy_done(r, st, ss->copy_path, i);
     if (!err) err = ox_record_crossing(f, r, i);
     if (!err && rt && (rt->dump_nodes & 2) && ss->agent >= 0) {
       /* The dump reads the outputs: wait for the stream that writes them. */

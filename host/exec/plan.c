@@ -645,6 +645,84 @@ OnyxStatus* ox_plan_build(OnyxSession* s) {
   return st;
 }
 
+/* --- where graph inputs are read and outputs produced (IO binding) --------------------- */
+OnyxStatus* ox_plan_input_memory(const OnyxSession* s, size_t i, OnyxMemoryDevice* out) {
+  const OxPlan* P = &s->plan;
+  if (i >= s->graph->n_inputs)
+    return ox_status(ONYX_INVALID_ARGUMENT, "input index %zu out of range", i);
+  size_t slot = P->input_slots[i];
+  /* Each memory a consumer reads the input in, with the provider reading it
+   * there (-1: the host, or a provider reading host memory). */
+  OnyxMemoryDevice mems[8];
+  int32_t eps[8];
+  size_t n = 0;
+  bool more = false;
+  for (size_t k = 0; k <= P->n_steps; k++) {
+    OnyxMemoryDevice m;
+    int32_t ep;
+    if (k == P->n_steps) { /* a graph input that is also a graph output is fetched on the host */
+      if (!P->slots[slot].is_output) break;
+      m = P->slots[slot].mem;
+      ep = -1;
+    } else {
+      const OxStep* st = &P->steps[k];
+      bool reads = false;
+      for (size_t j = 0; j < st->n_in && !reads; j++)
+        reads = st->in[j] == slot;
+      if (!reads) continue;
+      m = st->kind == OX_STEP_COPY ? st->out_mem[0] : P->slots[slot].mem;
+      ep = st->kind == OX_STEP_COPY ? st->copy_dst_ep : st->ep;
+    }
+    bool seen = false;
+    for (size_t j = 0; j < n && !seen; j++)
+      seen = ox_memory_equal(&mems[j], &m);
+    if (seen) continue;
+    if (n == sizeof mems / sizeof mems[0]) {
+      more = true;
+      continue;
+    }
+    mems[n] = m;
+    eps[n++] = ep;
+  }
+  if (n == 1 && !more) {
+    *out = mems[0];
+    return NULL;
+  }
+  if (n == 0) {
+    *out = OX_HOST_MEMORY; /* nothing reads it */
+    return NULL;
+  }
+  OxStr t = {0};
+  for (size_t j = 0; j < n; j++) {
+    char m[64];
+    ox_mem_str(&mems[j], m, sizeof m);
+    ox_str_addf(&t, "%s%s (%s)", j ? ", " : "", m, ox_slot_ep_name(s, eps[j]));
+  }
+  if (more) ox_str_addf(&t, ", ...");
+  char* list = ox_str_take(&t);
+  OnyxStatus* st = ox_status(ONYX_INVALID_ARGUMENT,
+                             "input '%s' is read in more than one memory: %s; name the device "
+                             "to bind it to",
+                             s->graph->inputs[i]->name, list ? list : "?");
+  free(list);
+  return st;
+}
+
+OnyxStatus* ox_plan_output_memory(const OnyxSession* s, size_t i, OnyxMemoryDevice* out) {
+  const OxPlan* P = &s->plan;
+  if (i >= s->graph->n_outputs)
+    return ox_status(ONYX_INVALID_ARGUMENT, "output index %zu out of range", i);
+  /* A value's home slot, where it is produced, is the first slot made for it. */
+  const OxValue* v = s->graph->outputs[i];
+  for (size_t k = 0; k < P->n_slots; k++)
+    if (P->slots[k].value == v) {
+      *out = P->slots[k].mem;
+      return NULL;
+    }
+  *out = P->slots[P->output_slots[i]].mem;
+  return NULL;
+}
+
 void ox_plan_clear(OnyxSession* s) {
   OxPlan* P = &s->plan;
   ox_memplan_forget(s);

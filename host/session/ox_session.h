@@ -197,6 +197,10 @@ typedef struct OxSessionRt {
   bool dump_plan, dump_memory;
   int plans_dumped; /* atomic: the plan dumps are written once */
   uint64_t runs;    /* atomic: run counter, for traces */
+  /* atomic: the data copies runs made (copy steps that moved data, feeds
+   * staged into host memory); a copy step that aliased its source is not
+   * counted. Read by tests. */
+  uint64_t copies;
   /* When constant folding at session creation must end (max_fold_ms, from
    * the first fold; 0: not started). Creation runs on one thread. */
   uint64_t fold_deadline_ns;
@@ -259,6 +263,9 @@ typedef struct OxFrame {
   uint64_t deadline_ns;
   const char* deadline_what;
   size_t* live_bytes;
+  /* Feeds outside their slot's memory and outputs fetched in a device's
+   * memory (IO binding; host/exec/executor.c), or NULL. */
+  struct OxRunIo* io;
 } OxFrame;
 
 struct OnyxKernelContext {
@@ -291,6 +298,20 @@ OnyxStatus* ox_execute(struct OnyxSession* s, const OnyxRunOptions* run, OxTenso
  * shape match; the fetched tensor then shares its data pointer. */
 OnyxStatus* ox_execute_ex(struct OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs);
+/* The same, fetching output i in memory fetch_mem[i] (fetch_mem or an entry
+ * NULL: host memory). Where output i is produced in that memory and nothing
+ * else reads its host copy, the copy to host is replaced: the producer
+ * writes into preset_outputs[i] when given (and the output is then that
+ * tensor, without a copy), else the value is copied within that memory. */
+OnyxStatus* ox_execute_io(struct OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+                          OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs,
+                          const OnyxMemoryDevice* const* fetch_mem);
+/* Where graph input i is read: the one memory its consumers read it in
+ * (host when nothing reads it); an error naming the input and the memories
+ * when there are several (host/exec/plan.c). */
+OnyxStatus* ox_plan_input_memory(const struct OnyxSession* s, size_t i, OnyxMemoryDevice* out);
+/* The memory graph output i is produced in (before the plan's copy to host). */
+OnyxStatus* ox_plan_output_memory(const struct OnyxSession* s, size_t i, OnyxMemoryDevice* out);
 /* A preset tensor usable for a slot produced with this type/shape/memory:
  * a new borrowed header over its data, or NULL. */
 OxTensor* ox_frame_preset_take(OxFrame* f, size_t slot, OnyxElemType type, const int64_t* dims,

@@ -1,4 +1,5 @@
 /* session_run.c — feeding, running and fetching; introspection; explain. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ox_memplan.h"
@@ -307,8 +308,9 @@ typedef enum OxBindMode { OX_BIND_NONE, OX_BIND_PREALLOCATED, OX_BIND_DEVICE } O
 
 struct OnyxIoBinding {
   OnyxSession* session;
-  OxTensor** inputs;        /* per graph input: shares the bound value's buffer */
-  OxTensor** staged;        /* per graph input: host copy of an input bound on a device */
+  /* per graph input: shares the bound value's buffer (bind_input), or the
+   * binding's own copy (bind_input_to_device) */
+  OxTensor** inputs;
   OxBindMode* mode;         /* per graph output */
   OxTensor** user;          /* per graph output: the preallocated tensor (shares its buffer) */
   OnyxMemoryDevice* device; /* per graph output, OX_BIND_DEVICE */
@@ -342,13 +344,12 @@ ONYX_API OnyxStatus* onyx_io_binding_create(OnyxSession* s, OnyxIoBinding** out)
   if (!b) return ox_oom();
   b->session = s;
   b->inputs = calloc(ni, sizeof *b->inputs);
-  b->staged = calloc(ni, sizeof *b->staged);
   b->mode = calloc(no, sizeof *b->mode);
   b->user = calloc(no, sizeof *b->user);
   b->device = calloc(no, sizeof *b->device);
   b->result = calloc(no, sizeof *b->result);
   b->order = calloc(no, sizeof *b->order);
-  if (!b->inputs || !b->staged || !b->mode || !b->user || !b->device || !b->result || !b->order) {
+  if (!b->inputs || !b->mode || !b->user || !b->device || !b->result || !b->order) {
     onyx_io_binding_release(b);
     return ox_oom();
   }
@@ -360,8 +361,7 @@ ONYX_API void onyx_io_binding_clear_inputs(OnyxIoBinding* b) {
   if (!b) return;
   for (size_t i = 0; i < b->session->graph->n_inputs; i++) {
     ox_tensor_free(b->inputs[i]);
-    ox_tensor_free(b->staged[i]);
-    b->inputs[i] = b->staged[i] = NULL;
+    b->inputs[i] = NULL;
   }
 }
 
@@ -392,10 +392,9 @@ ONYX_API void onyx_io_binding_clear(OnyxIoBinding* b) {
 
 ONYX_API void onyx_io_binding_release(OnyxIoBinding* b) {
   if (!b) return;
-  if (b->inputs && b->staged) onyx_io_binding_clear_inputs(b);
+  if (b->inputs) onyx_io_binding_clear_inputs(b);
   if (b->mode && b->user && b->result && b->order) onyx_io_binding_clear_outputs(b);
   free(b->inputs);
-  free(b->staged);
   free(b->mode);
   free(b->user);
   free(b->device);
@@ -404,25 +403,101 @@ ONYX_API void onyx_io_binding_release(OnyxIoBinding* b) {
   free(b);
 }
 
-ONYX_API OnyxStatus* onyx_io_binding_bind_input(OnyxIoBinding* b, const char* name,
-                                                const OnyxValue* value) {
-  if (!b || !name || !value || !value->tensor)
-    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_bind_input: NULL argument");
+/* The input's index and its value checked against the model's declaration. */
+static OnyxStatus* ox_binding_input(OnyxIoBinding* b, const char* name, const OnyxValue* value,
+                                    const char* fn, size_t* out) {
+  if (!b || !name) return ox_status(ONYX_INVALID_ARGUMENT, "%s: NULL argument", fn);
   const OxGraph* g = b->session->graph;
   size_t i = 0;
   while (i < g->n_inputs && strcmp(g->inputs[i]->name, name))
     i++;
   if (i == g->n_inputs) return ox_unknown_name("input", name, g->inputs, g->n_inputs);
+  if (!value || !value->tensor)
+    return ox_status(ONYX_INVALID_ARGUMENT, "input '%s': the value is NULL (%s)", name, fn);
   const OxTensor* t = value->tensor;
   OX_TRY(ox_check_decl(g->inputs[i], t, "input"));
   if (t->device.kind != ONYX_DEVICE_CPU && ox_session_ep_for_memory(b->session, &t->device) < 0)
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "input '%s': no provider of the session serves the memory it is on", name);
+  *out = i;
+  return NULL;
+}
+
+static void ox_mem_desc(const OnyxMemoryDevice* m, char* buf, size_t len) {
+  snprintf(buf, len, "memory kind %d, vendor 0x%x, device %d, memory type %d", m->kind,
+           m->vendor_id, m->device_id, m->mem_type);
+}
+
+ONYX_API OnyxStatus* onyx_io_binding_bind_input(OnyxIoBinding* b, const char* name,
+                                                const OnyxValue* value) {
+  size_t i;
+  OX_TRY(ox_binding_input(b, name, value, "onyx_io_binding_bind_input", &i));
   OxTensor* shared;
-  OX_TRY(ox_share(t, &shared));
+  OX_TRY(ox_share(value->tensor, &shared));
   ox_tensor_free(b->inputs[i]);
   b->inputs[i] = shared;
   return NULL;
+}
+
+ONYX_API OnyxStatus* onyx_io_binding_bind_input_to_device(OnyxIoBinding* b, const char* name,
+                                                          const OnyxValue* value,
+                                                          const OnyxMemoryDevice* device) {
+  size_t i;
+  OX_TRY(ox_binding_input(b, name, value, "onyx_io_binding_bind_input_to_device", &i));
+  OnyxSession* s = b->session;
+  const OxTensor* t = value->tensor;
+  OnyxMemoryDevice mem;
+  if (device)
+    mem = *device;
+  else
+    OX_TRY(ox_plan_input_memory(s, i, &mem));
+  bool host = ox_memory_equal(&mem, &OX_HOST_MEMORY);
+  int32_t ep = host ? -1 : ox_session_ep_for_memory(s, &mem);
+  if (!host && ep < 0) {
+    char d[128];
+    ox_mem_desc(&mem, d, sizeof d);
+    return ox_status(ONYX_INVALID_ARGUMENT, "input '%s': no provider of the session serves %s",
+                     name, d);
+  }
+  if (!host && t->type == ONYX_ELEM_STRING)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "input '%s': string tensors stay in host memory; bind it with "
+                     "onyx_io_binding_bind_input",
+                     name);
+  OxTensor* copy = NULL;
+  OnyxStatus* st = host ? ox_tensor_new(t->type, t->dims, t->rank, &copy)
+                        : ox_session_alloc_tensor(s, ep, (OnyxMemType)mem.mem_type, t->type,
+                                                  t->dims, t->rank, &copy);
+  int32_t src_ep = ox_session_ep_for_memory(s, &t->device);
+  if (!st) st = ox_copy_tensor(s, t, copy, src_ep, ep);
+  /* Both streams are past the copy before the binding is used. */
+  for (int k = 0; k < 2 && !st; k++) {
+    int32_t e = k ? ep : src_ep;
+    if (e >= 0 && s->eps[e].stream && s->eps[e].ep->sync_stream)
+      st = s->eps[e].ep->sync_stream(s->eps[e].ep, s->eps[e].stream);
+  }
+  if (st) {
+    ox_tensor_free(copy);
+    return ox_status_wrap(st, "input '%s': copying it to %s", name,
+                          host ? "host memory" : s->eps[ep].name);
+  }
+  ox_tensor_free(b->inputs[i]);
+  b->inputs[i] = copy;
+  return NULL;
+}
+
+ONYX_API OnyxStatus* onyx_session_input_memory(const OnyxSession* s, size_t i,
+                                               OnyxMemoryDevice* out) {
+  if (!s || !out)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_input_memory: NULL argument");
+  return ox_plan_input_memory(s, i, out);
+}
+
+ONYX_API OnyxStatus* onyx_session_output_memory(const OnyxSession* s, size_t i,
+                                                OnyxMemoryDevice* out) {
+  if (!s || !out)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_output_memory: NULL argument");
+  return ox_plan_output_memory(s, i, out);
 }
 
 static OnyxStatus* ox_binding_output(OnyxIoBinding* b, const char* name, size_t* out) {
@@ -487,27 +562,40 @@ ONYX_API const char* onyx_io_binding_output_name(const OnyxIoBinding* b, size_t 
   return b && k < b->n_order ? b->session->graph->outputs[b->order[k]]->name : NULL;
 }
 
-/* Inputs bound on a device are copied into host memory kept for the next run. */
+/* The feeds are the bound tensors, in whatever memory they are: the
+ * executor copies a device input to host memory only for consumers reading
+ * it there (host/exec/executor.c). */
 static OnyxStatus* ox_binding_feeds(OnyxIoBinding* b, OxTensor** feeds) {
   OnyxSession* s = b->session;
   for (size_t i = 0; i < s->graph->n_inputs; i++) {
-    OxTensor* t = b->inputs[i];
-    if (!t)
+    if (!b->inputs[i])
       return ox_status(ONYX_INVALID_ARGUMENT, "input '%s' is not bound", s->graph->inputs[i]->name);
-    if (t->device.kind == ONYX_DEVICE_CPU) {
-      feeds[i] = t;
-      continue;
-    }
-    if (!b->staged[i] || !ox_same_shape(b->staged[i], t)) {
-      ox_tensor_free(b->staged[i]);
-      b->staged[i] = NULL;
-      OX_TRY(ox_tensor_new(t->type, t->dims, t->rank, &b->staged[i]));
-    }
-    OnyxStatus* st =
-        ox_copy_tensor(s, t, b->staged[i], ox_session_ep_for_memory(s, &t->device), -1);
-    if (st) return ox_status_wrap(st, "input '%s'", s->graph->inputs[i]->name);
-    feeds[i] = b->staged[i];
+    feeds[i] = b->inputs[i];
   }
+  return NULL;
+}
+
+/* An output bound to a device whose declared shape is static gets its
+ * result tensor before the run (unless it has one nobody else holds), so
+ * that the first run writes it in place too. */
+static OnyxStatus* ox_binding_prepare(OnyxIoBinding* b, size_t i) {
+  OnyxSession* s = b->session;
+  const OxValue* v = s->graph->outputs[i];
+  if (b->mode[i] != OX_BIND_DEVICE || ox_unshared(b->result[i]) || v->kind != OX_VK_TENSOR ||
+      v->type == ONYX_ELEM_STRING || v->rank < 0)
+    return NULL;
+  for (int32_t k = 0; k < v->rank; k++)
+    if (v->dims[k] < 0) return NULL;
+  int32_t ep = ox_session_ep_for_memory(s, &b->device[i]);
+  OxTensor* t = NULL;
+  /* Host results are heap tensors: they may outlive the session. */
+  OnyxStatus* st = ox_memory_equal(&b->device[i], &OX_HOST_MEMORY) || ep < 0
+                       ? ox_tensor_new(v->type, v->dims, (size_t)v->rank, &t)
+                       : ox_session_alloc_tensor(s, ep, (OnyxMemType)b->device[i].mem_type, v->type,
+                                                 v->dims, (size_t)v->rank, &t);
+  if (st) return ox_status_wrap(st, "output '%s'", v->name);
+  ox_tensor_free(b->result[i]);
+  b->result[i] = t;
   return NULL;
 }
 
@@ -519,6 +607,13 @@ static OxTensor* ox_binding_preset(const OnyxIoBinding* b, size_t i) {
   return NULL;
 }
 
+/* The memory a bound output is fetched in. */
+static const OnyxMemoryDevice* ox_binding_fetch_mem(const OnyxIoBinding* b, size_t i) {
+  if (b->mode[i] == OX_BIND_PREALLOCATED) return &b->user[i]->device;
+  if (b->mode[i] == OX_BIND_DEVICE) return &b->device[i];
+  return NULL;
+}
+
 static OnyxStatus* ox_binding_store(OnyxIoBinding* b, size_t i, OxTensor* got) {
   OnyxSession* s = b->session;
   const char* name = s->graph->outputs[i]->name;
@@ -527,10 +622,9 @@ static OnyxStatus* ox_binding_store(OnyxIoBinding* b, size_t i, OxTensor* got) {
     ox_tensor_free(got); /* written in place */
     return NULL;
   }
-  if (b->mode[i] == OX_BIND_DEVICE && b->device[i].kind == ONYX_DEVICE_CPU &&
-      ox_memory_equal(&b->device[i], &got->device)) {
+  if (b->mode[i] == OX_BIND_DEVICE && ox_memory_equal(&b->device[i], &got->device)) {
     ox_tensor_free(b->result[i]);
-    b->result[i] = got; /* a new host tensor: keep it */
+    b->result[i] = got; /* a new tensor in the bound memory: keep it */
     return NULL;
   }
   OnyxStatus* st = NULL;
@@ -575,14 +669,18 @@ onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options,
   OxTensor** feeds = calloc(g->n_inputs + 1, sizeof *feeds);
   OxTensor** fetched = calloc(g->n_outputs + 1, sizeof *fetched);
   OxTensor** preset = calloc(g->n_outputs + 1, sizeof *preset);
+  const OnyxMemoryDevice** mem = calloc(g->n_outputs + 1, sizeof *mem);
   bool* wanted = calloc(g->n_outputs + 1, sizeof *wanted);
-  OnyxStatus* st = (!feeds || !fetched || !preset || !wanted) ? ox_oom() : NULL;
+  OnyxStatus* st = (!feeds || !fetched || !preset || !mem || !wanted) ? ox_oom() : NULL;
   if (!st) st = ox_binding_feeds(b, feeds);
   for (size_t i = 0; !st && i < g->n_outputs; i++) {
     wanted[i] = b->mode[i] != OX_BIND_NONE;
-    preset[i] = wanted[i] ? ox_binding_preset(b, i) : NULL;
+    if (!wanted[i]) continue;
+    st = ox_binding_prepare(b, i);
+    preset[i] = ox_binding_preset(b, i);
+    mem[i] = ox_binding_fetch_mem(b, i);
   }
-  if (!st) st = ox_execute_ex(s, run_options, feeds, fetched, wanted, preset);
+  if (!st) st = ox_execute_io(s, run_options, feeds, fetched, wanted, preset, mem);
   for (size_t i = 0; i < g->n_outputs && fetched; i++) {
     if (!fetched[i]) continue;
     /* The same tensor fetched for two outputs (cannot happen today): once. */
@@ -598,6 +696,7 @@ onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options,
   free(feeds);
   free(fetched);
   free(preset);
+  free(mem);
   free(wanted);
   return st;
 }

@@ -365,32 +365,65 @@ ONYX_API OnyxStatus* onyx_session_options_set_node_priority(OnyxSessionOptions* 
  *   for (...) { fill x's data; onyx_session_run_with_binding(sess, NULL, b); read y; }
  *   onyx_io_binding_release(b);
  *
+ * Keeping a GPU session's inputs and outputs on the device:
+ *
+ *   onyx_io_binding_bind_input_to_device(b, "x", x, NULL);   // copied to the GPU once
+ *   OnyxMemoryDevice m;
+ *   onyx_session_output_memory(sess, 0, &m);                  // where output 0 is made
+ *   onyx_io_binding_bind_output_to_device(b, "y", &m);
+ *   onyx_session_run_with_binding(sess, NULL, b);             // no host<->device copy
+ *
  * Lifetimes:
  * - A binding belongs to one session and must be released before it. Use a
  *   binding from one thread at a time; several bindings may run on one
  *   session concurrently.
  * - bind_input and bind_output share the value's memory (no copy): the binding
  *   holds a reference, so the caller may release its value at once, and every
- *   run reads the input's current contents. An input on a device memory is
- *   copied to host memory (a buffer kept for later runs) at each run.
+ *   run reads the input's current contents.
+ * - bind_input_to_device(b, name, value, device) copies `value` (host or
+ *   device memory) once, at bind time, into memory of `device` that the
+ *   session allocates (its provider's arena) and the binding holds until it
+ *   is cleared, rebound or released: later changes to `value` are not seen,
+ *   and the caller may release it at once. device NULL: the memory the
+ *   session's consumers read the input in (onyx_session_input_memory; an
+ *   error naming the input and the memories when they are several).
+ * - When a copy happens at run time: an input already in the memory its
+ *   consumers read it in (a device input whose consumers all run on that
+ *   device) is used as it is, without a copy. A device input that a consumer
+ *   reads in host memory (a node on the CPU, a control-flow node, or the
+ *   input being a graph output too) is copied to host memory at each run,
+ *   for those consumers only; the device consumers still read it directly.
  * - A preallocated output must have the element type and exact shape the run
  *   produces (an error names the output and both shapes otherwise). Where the
  *   producing node writes the same memory it is written in place; otherwise
  *   the result is copied into it (also across devices).
  * - bind_output_to_device(b, name, device): the session allocates the output
  *   in `device` (NULL: host memory; otherwise a memory one of the session's
- *   providers serves). The buffer is reused by later runs of the binding
- *   unless a value obtained from get_outputs still holds it, in which case the
- *   run allocates a new one and the held value keeps the old result. Device
- *   results live in the session's arenas and must be released before the
- *   session; host results may outlive it.
+ *   providers serves). An output whose shape the model declares static is
+ *   allocated before the first run. The buffer is reused by later runs of the
+ *   binding unless a value obtained from get_outputs still holds it, in which
+ *   case the run allocates a new one and the held value keeps the old result.
+ *   Device results live in the session's arenas and must be released before
+ *   the session; host results may outlive it.
+ * - An output bound in the memory its producer writes (a preallocated device
+ *   tensor, or bind_output_to_device with onyx_session_output_memory's
+ *   memory) is written there by the producer, without the copy to host and
+ *   back, unless a node on the host also reads it.
+ * - Every run ends synchronized: the host has waited for every provider's
+ *   stream before run_with_binding returns, so device results are complete.
  * - On a failed run, the contents of the bound outputs are unspecified.
- * - clear_* drop the bindings (and the binding's references). */
+ * - clear_* drop the bindings (and the binding's references and copies). */
 typedef struct OnyxIoBinding OnyxIoBinding;
 ONYX_API OnyxStatus* onyx_io_binding_create(OnyxSession* s, OnyxIoBinding** out);
 ONYX_API void onyx_io_binding_release(OnyxIoBinding* b);
 ONYX_API OnyxStatus* onyx_io_binding_bind_input(OnyxIoBinding* b, const char* name,
                                                 const OnyxValue* value);
+/* Errors name the input: unknown name (with the model's inputs), NULL value,
+ * element type or shape other than the model's, a device (or the value's
+ * memory) no provider of the session serves, strings on a device. */
+ONYX_API OnyxStatus* onyx_io_binding_bind_input_to_device(OnyxIoBinding* b, const char* name,
+                                                          const OnyxValue* value,
+                                                          const OnyxMemoryDevice* device);
 ONYX_API OnyxStatus* onyx_io_binding_bind_output(OnyxIoBinding* b, const char* name,
                                                  OnyxValue* value);
 ONYX_API OnyxStatus* onyx_io_binding_bind_output_to_device(OnyxIoBinding* b, const char* name,
@@ -401,6 +434,16 @@ ONYX_API void onyx_io_binding_clear(OnyxIoBinding* b); /* both */
 /* Bound outputs, in the order they were bound. */
 ONYX_API size_t onyx_io_binding_output_count(const OnyxIoBinding* b);
 ONYX_API const char* onyx_io_binding_output_name(const OnyxIoBinding* b, size_t i);
+/* The memory the session's consumers read input i in (host memory for the
+ * CPU provider and the host; host when nothing reads it); an error naming the
+ * input and the memories when they read it in several. */
+ONYX_API OnyxStatus* onyx_session_input_memory(const OnyxSession* s, size_t i,
+                                               OnyxMemoryDevice* out);
+/* The memory output i is produced in: its producer's provider memory, or
+ * host memory for an output made on the host or by the CPU provider (a plain
+ * onyx_session_run then copies it to host memory). */
+ONYX_API OnyxStatus* onyx_session_output_memory(const OnyxSession* s, size_t i,
+                                                OnyxMemoryDevice* out);
 /* Runs with the bound inputs and outputs. Every graph input must be bound,
  * and at least one output. */
 ONYX_API OnyxStatus*

@@ -42,6 +42,9 @@ typedef struct GpuVendor {
   OnyxStatus* (*ep_init)(GpuEp* g);
   void (*ep_release)(GpuEp* g);
   OnyxStatus* (*register_kernels)(OnyxKernelRegistry* r);
+  /* Whether the vendor's BLAS / DNN calls honor use_tf32 (TF32 tensor-core
+   * math); where false the option is accepted, logged at info and ignored. */
+  bool tf32;
   /* NULL or a reason (a static string) not to take a node this vendor's
    * kernels handle only partly (asymmetric pads, ceil_mode, ...). */
   const char* (*decline)(const OnyxNode* n);
@@ -69,6 +72,7 @@ struct GpuEp {
   uint64_t mem_limit; /* gpu_mem_limit, 0: no limit */
   bool extend_pow2;   /* arena_extend_strategy */
   int conv_algo;      /* cudnn_conv_algo_search: 0 exhaustive, 1 heuristic, 2 default */
+  bool use_tf32;      /* use_tf32: TF32 tensor-core math for GEMMs and convolutions */
   /* Live device blocks (sizes for the limit); guarded by mem_lock. */
   pthread_mutex_t mem_lock;
   GpuBlock* blocks;

@@ -153,7 +153,8 @@ static bool parse_u64(const char* s, uint64_t* out) {
   return true;
 }
 
-static const char* const g_common_keys[] = {"device_id", "gpu_mem_limit", "arena_extend_strategy"};
+static const char* const g_common_keys[] = {"device_id", "gpu_mem_limit", "arena_extend_strategy",
+                                            "use_tf32"};
 
 static OnyxStatus* unknown_key(const char* key) {
   char known[512];
@@ -173,6 +174,7 @@ OnyxStatus* gpu_parse_options(GpuEp* g, const OnyxOptions* o, size_t device_inde
   g->extend_pow2 = true;
   g->mem_limit = 0;
   g->conv_algo = 0;
+  g->use_tf32 = false;
   size_t n = gpu_host->options_count(o);
   for (size_t i = 0; i < n; i++) {
     const char* key = gpu_host->options_key(o, i);
@@ -200,6 +202,14 @@ OnyxStatus* gpu_parse_options(GpuEp* g, const OnyxOptions* o, size_t device_inde
         g->extend_pow2 = false;
       else
         return bad_value(key, v, "next_power_of_two or same_as_requested");
+    } else if (!strcmp(key, "use_tf32")) {
+      /* JSON booleans arrive as "true" / "false". */
+      if (!strcmp(v, "1") || !strcmp(v, "true"))
+        g->use_tf32 = true;
+      else if (!strcmp(v, "0") || !strcmp(v, "false"))
+        g->use_tf32 = false;
+      else
+        return bad_value(key, v, "0 (float32, the default) or 1 (TF32 tensor-core math)");
     } else {
       bool vendor_key = false;
       for (const char* const* k = gpu_vendor.option_keys; k && *k; k++)
@@ -521,6 +531,13 @@ static OnyxStatus* gpu_create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* 
   pthread_mutex_init(&g->vendor_lock, NULL);
   /* Options first: a bad config is reported the same with or without a GPU. */
   OnyxStatus* st = gpu_parse_options(g, args->options, args->device_index);
+  if (!st && g->use_tf32)
+    gpu_host->log(ONYX_LOG_INFO, gpu_vendor.name, "%s",
+                  gpu_vendor.tf32 ? "option 'use_tf32' is on: MatMul, Gemm and convolutions may "
+                                    "use TF32 tensor cores (inputs rounded to a 10-bit mantissa, "
+                                    "float32 accumulation)"
+                                  : "option 'use_tf32' is accepted and has no effect: this "
+                                    "provider computes MatMul and Gemm in float32 only");
   size_t count = 0;
   if (!st) st = gpu_device_count(p, &count);
   if (!st && (size_t)g->device >= count)

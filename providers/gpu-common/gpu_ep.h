@@ -78,6 +78,16 @@ struct GpuEp {
   GpuBlock* blocks;
   size_t n_blocks, cap_blocks;
   uint64_t in_use;
+  /* Page-locked staging for copies between this device and pageable host
+   * memory (copy_tensors), guarded by stage_lock: stage (stage_bytes, NULL
+   * until first needed) is overwritten only after stage_event, recorded
+   * behind the last device copy out of it, has completed (stage_pending:
+   * recorded and not waited for yet). */
+  pthread_mutex_t stage_lock;
+  void* stage;
+  size_t stage_bytes;
+  void* stage_event;
+  bool stage_pending;
   /* The vendor's handles (cuBLAS, cuDNN), used under vendor_lock: a handle
    * must not be used by two threads at once. */
   pthread_mutex_t vendor_lock;

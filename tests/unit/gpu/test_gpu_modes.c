@@ -311,6 +311,100 @@ static void test_matmul_float32_unless_tf32(void** state) {
   }
 }
 
+/* --- copies through the staging buffer ------------------------------------------------------ */
+
+/* A pattern of pair i, round r: distinct per pair, round and element. */
+static uint32_t pattern(size_t i, size_t r, size_t k) {
+  return (uint32_t)(i * 2654435761u) ^ (uint32_t)(r * 40503u) ^ (uint32_t)(k * 2246822519u);
+}
+
+/* copy_tensors between pageable host memory and the device: several pairs
+ * per call (staged ones packed into the page-locked buffer, one of 20 MiB
+ * left to the runtime), sources overwritten as soon as a host -> device call
+ * returns, calls queued back to back without waiting (each must wait for
+ * the previous use of the buffer), the buffer grown past its first size,
+ * then everything copied back to pageable memory and compared. */
+static void test_staged_copies(void** state) {
+  (void)state;
+  gpu_required();
+  OxProviderLib* lib = acquire();
+  OnyxOptions opts = {0};
+  OnyxEpCreateArgs args = {.struct_size = sizeof args, .device_index = 0, .options = &opts};
+  OnyxEp* ep = NULL;
+  ok(lib->provider->create_ep(lib->provider, &args, &ep));
+  const OnyxAllocator* dev = ep->get_allocator(ep, ONYX_MEM_DEFAULT);
+  OnyxStream* s = NULL;
+  ok(ep->create_stream(ep, &s));
+  enum { PAIRS = 5, ROUNDS = 12 };
+  /* Element counts (uint32): 100 bytes, 1 KiB, 3 MiB (past the first 1 MiB
+   * buffer), 20 MiB (above the 16 MiB staged per copy), 64 KiB. */
+  const size_t count[PAIRS] = {25, 256, 3 << 18, 5 << 20, 1 << 14};
+  uint32_t* host[PAIRS];
+  void* devp[ROUNDS][PAIRS];
+  OxTensor* th[PAIRS];
+  OxTensor* td[ROUNDS][PAIRS];
+  for (size_t i = 0; i < PAIRS; i++) {
+    host[i] = malloc(count[i] * sizeof(uint32_t));
+    assert_non_null(host[i]);
+    int64_t d = (int64_t)count[i];
+    ok(ox_tensor_wrap(ONYX_ELEM_UINT32, &d, 1, host[i], &OX_HOST_MEMORY, &th[i]));
+    for (size_t r = 0; r < ROUNDS; r++) {
+      devp[r][i] = dev->alloc(dev->ctx, count[i] * sizeof(uint32_t), 256);
+      assert_non_null(devp[r][i]);
+      ok(ox_tensor_wrap(ONYX_ELEM_UINT32, &d, 1, devp[r][i], &dev->device, &td[r][i]));
+    }
+  }
+  /* Host -> device, one call per round, no wait in between. */
+  for (size_t r = 0; r < ROUNDS; r++) {
+    for (size_t i = 0; i < PAIRS; i++)
+      for (size_t k = 0; k < count[i]; k++)
+        host[i][k] = pattern(i, r, k);
+    const OnyxTensor* from[PAIRS];
+    OnyxTensor* to[PAIRS];
+    for (size_t i = 0; i < PAIRS; i++)
+      from[i] = th[i], to[i] = td[r][i];
+    ok(ep->copy_tensors(ep, from, to, PAIRS, s));
+    for (size_t i = 0; i < PAIRS; i++) /* reused at once */
+      memset(host[i], 0xA5, count[i] * sizeof(uint32_t));
+  }
+  /* Device -> device then device -> host in one call (the staged and the
+   * direct ones), round by round. */
+  for (size_t r = 0; r < ROUNDS; r++) {
+    const OnyxTensor* from[PAIRS];
+    OnyxTensor* to[PAIRS];
+    for (size_t i = 0; i < PAIRS; i++)
+      from[i] = td[r][i], to[i] = th[i];
+    ok(ep->copy_tensors(ep, from, to, PAIRS, s));
+    for (size_t i = 0; i < PAIRS; i++)
+      for (size_t k = 0; k < count[i]; k++)
+        if (host[i][k] != pattern(i, r, k))
+          fail_msg("round %zu pair %zu element %zu: %08x, copied %08x", r, i, k, host[i][k],
+                   pattern(i, r, k));
+  }
+  /* A mixed call: host -> device, device -> device, device -> host, with the
+   * staged pairs of both directions in the buffer at once. */
+  for (size_t k = 0; k < count[1]; k++)
+    host[1][k] = pattern(1, 99, k);
+  const OnyxTensor* from[3] = {th[1], td[0][1], td[1][1]};
+  OnyxTensor* to[3] = {td[0][1], td[1][1], th[1]};
+  ok(ep->copy_tensors(ep, from, to, 3, s));
+  ok(ep->sync_stream(ep, s));
+  for (size_t k = 0; k < count[1]; k++)
+    assert_int_equal(host[1][k], pattern(1, 99, k));
+  for (size_t i = 0; i < PAIRS; i++) {
+    ox_tensor_free(th[i]);
+    free(host[i]);
+    for (size_t r = 0; r < ROUNDS; r++) {
+      ox_tensor_free(td[r][i]);
+      dev->free(dev->ctx, devp[r][i]);
+    }
+  }
+  ep->release_stream(ep, s);
+  ep->release(ep);
+  ox_options_clear(&opts);
+  ox_provider_lib_release(lib);
+}
+
 /* --- convolutions (cuda) -----------------------------------------------------------------------
  */
 
@@ -610,6 +704,7 @@ int main(void) {
       cmocka_unit_test(test_fused_conv_registry),
       cmocka_unit_test(test_tf32_logged),
       cmocka_unit_test(test_matmul_float32_unless_tf32),
+      cmocka_unit_test(test_staged_copies),
 #ifdef GPU_IS_CUDA
       cmocka_unit_test(test_fused_conv_activations),
       cmocka_unit_test(test_fused_conv_with_z),

@@ -3,15 +3,16 @@
 #
 #   scripts/gpu-check.sh bundle BUILD_DIR BUNDLE_DIR
 #       here (the build machine): copies what the GPU machine needs into
-#       BUNDLE_DIR: the onyx CLI, test_gpu_cuda, the host and provider
-#       libraries, the Debian libraries they link that a bare CUDA image may
+#       BUNDLE_DIR: the onyx CLI, test_gpu_cuda, test_gpu_modes_cuda, the
+#       host and provider libraries, the Debian libraries they link that a bare CUDA image may
 #       lack (protobuf-c, CMocka, Jansson, SLEEF, the image codecs), the ONNX
 #       node tests that the GPU provider claims or that the CUDA + CPU spine
 #       run selects, the sample model and the peer's make_models.py.
 #   [STEPS="1 2 ..."] scripts/gpu-check.sh run BUNDLE_DIR OUT_DIR
 #       there: finds the CUDA runtime, cuBLAS and cuDNN, then runs the steps
 #       (all seven by default):
-#         1. test_gpu_cuda (its device tests run when a GPU is present);
+#         1. test_gpu_cuda and test_gpu_modes_cuda (their device tests run
+#            when a GPU is present);
 #         2. the sample model through cuda + cpu (placement and outputs);
 #         3. the node tests with --provider cuda --only (verdicts in OUT_DIR);
 #         4. the benchmark models through cuda + cpu against ONNX Runtime's
@@ -47,7 +48,7 @@ bundle() {
     die "$build has no CUDA provider (the CUDA toolkit and cuDNN were not found at configure time)"
   [ -d "$DATA/node" ] || die "ONNX node tests not found at $DATA/node (set ONYX_ONNX_TESTS)"
   rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/deps" "$b/node" "$b/models"
-  cp "$build/bin/onyx" "$build/bin/test_gpu_cuda" "$b/bin/"
+  cp "$build/bin/onyx" "$build/bin/test_gpu_cuda" "$build/bin/test_gpu_modes_cuda" "$b/bin/"
   cp -P "$build/lib/"libonyx.so* "$build/lib/libonyx_ep_cpu.so" "$build/lib/libonyx_ep_cuda.so" "$b/lib/"
   # The Debian libraries the binaries link, less glibc, the compiler's
   # runtime and CUDA's (the GPU machine has its own).
@@ -89,6 +90,10 @@ step1() {
   echo "rc $?"
   sed -n '/test(s) run/,$p' "$O/test_gpu_cuda.log"
   grep -B2 -A8 -E '^\[  (FAILED|ERROR) +\] test_' "$O/test_gpu_cuda.log" | head -60
+  echo "== 1b. test_gpu_modes_cuda (use_tf32, FusedConv)"
+  "$B/bin/test_gpu_modes_cuda" > "$O/test_gpu_modes_cuda.log" 2>&1
+  echo "rc $?"
+  grep -E 'TF32 rounding|differ from float32|test\(s\)|FAILED|ERROR' "$O/test_gpu_modes_cuda.log" | head -40
 }
 
 step2() {

@@ -1,7 +1,14 @@
-/* cuda_dnn.c — Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool,
- * GlobalMaxPool and BatchNormalization (inference) through cuDNN 9's legacy
- * API (cudnnConvolutionForward, cudnnConvolutionBackwardData,
+/* cuda_dnn.c — Conv, ConvTranspose, com.onyx FusedConv, MaxPool,
+ * AveragePool, GlobalAveragePool, GlobalMaxPool and BatchNormalization
+ * (inference) through cuDNN 9's legacy API (cudnnConvolutionForward,
+ * cudnnConvolutionBiasActivationForward, cudnnConvolutionBackwardData,
  * cudnnPoolingForward, cudnnBatchNormalizationForwardInference).
+ *
+ * FusedConv (what the optimizer makes of Conv + Relu / LeakyRelu / Clip once
+ * the Conv is placed here, or a model's own node) is Y = act(conv(X, W) + B
+ * + Z): with a bias and Relu, one cudnnConvolutionBiasActivationForward;
+ * otherwise the convolution, Z and B added with cudnnAddTensor, and the
+ * activation as one element-wise pass of the shared kernel (gpuk_unary).
  *
  * cuDNN takes symmetric pads and floor-rounded pooling only: nodes with
  * auto_pad SAME_*, asymmetric pads, ceil_mode, pooling dilations, MaxPool's
@@ -25,11 +32,16 @@ enum {
   DNN_AVG_POOL,
   DNN_GLOBAL_AVG_POOL,
   DNN_GLOBAL_MAX_POOL,
-  DNN_BATCH_NORM
+  DNN_BATCH_NORM,
+  DNN_FUSED_CONV
 };
 
-/* Conv state: the algorithm found for the last input shape (exhaustive or
- * heuristic search), guarded by lock since compute may run concurrently. */
+/* FusedConv's `activation`. */
+enum { ACT_NONE = 0, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP };
+
+/* Conv state: the algorithm found for the last input shape and math mode
+ * (exhaustive or heuristic search), guarded by lock since compute may run
+ * concurrently. */
 typedef struct DnnKernel {
   GpuKernel base;
   pthread_mutex_t lock;
@@ -37,7 +49,27 @@ typedef struct DnnKernel {
   size_t rank;
   int algo_valid;
   int algo;
+  cudnnMathType_t algo_math; /* the math type the algorithm was chosen under */
+  /* FusedConv: the activation and its parameters (alpha; clip_min, clip_max). */
+  int act;
+  float act_alpha, act_min, act_max;
+  /* cuDNN refused the one-call form once: take the separate passes (lock). */
+  bool separate;
 } DnnKernel;
+
+/* FusedConv's `activation` attribute as ACT_*; -1 for a name not handled. */
+static int read_activation(const OnyxNode* n, float* alpha, float* lo, float* hi) {
+  size_t len = 0;
+  const char* a = H->node_attr_string(n, "activation", &len);
+  *alpha = H->node_attr_float(n, "alpha", 0.01f);
+  *lo = H->node_attr_float(n, "clip_min", -INFINITY);
+  *hi = H->node_attr_float(n, "clip_max", INFINITY);
+  if (!a || len == 0) return ACT_NONE;
+  if (len == 4 && !memcmp(a, "Relu", 4)) return ACT_RELU;
+  if (len == 9 && !memcmp(a, "LeakyRelu", 9)) return ACT_LEAKY_RELU;
+  if (len == 4 && !memcmp(a, "Clip", 4)) return ACT_CLIP;
+  return -1;
+}
 
 OnyxStatus* cuda_dnn_error(const OnyxNode* n, cudnnStatus_t s, const char* what) {
   return gpu_node_error(n, ONYX_RUNTIME_ERROR, "%s: %s", what, cudnnGetErrorString(s));
@@ -50,6 +82,14 @@ static OnyxStatus* dnn_create(OnyxEp* ep, const OnyxNode* node, void* user, void
   k->base.node = node;
   k->base.op = (int32_t)(intptr_t)user;
   k->base.since = H->node_since_version(node);
+  if (k->base.op == DNN_FUSED_CONV) {
+    k->act = read_activation(node, &k->act_alpha, &k->act_min, &k->act_max);
+    if (k->act < 0) {
+      free(k);
+      return gpu_node_error(node, ONYX_NOT_IMPLEMENTED,
+                            "FusedConv activation not supported (Relu, LeakyRelu or Clip)");
+    }
+  }
   pthread_mutex_init(&k->lock, NULL);
   *state = k;
   return NULL;
@@ -88,7 +128,15 @@ static bool auto_pad_ok(const OnyxNode* n) {
 
 const char* cuda_dnn_decline(const OnyxNode* n) {
   const char* op = H->node_op_type(n);
-  bool conv = !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose");
+  const char* domain = H->node_domain(n);
+  bool fused = domain && !strcmp(domain, "com.onyx") && !strcmp(op, "FusedConv");
+  if (domain && *domain && strcmp(domain, "ai.onnx") && !fused) return NULL;
+  if (fused) {
+    float a, lo, hi;
+    if (read_activation(n, &a, &lo, &hi) < 0)
+      return "cuda: FusedConv activation not supported (Relu, LeakyRelu or Clip)";
+  }
+  bool conv = fused || !strcmp(op, "Conv") || !strcmp(op, "ConvTranspose");
   bool pool = !strcmp(op, "MaxPool") || !strcmp(op, "AveragePool");
   bool global = !strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool");
   if (!strcmp(op, "BatchNormalization")) {
@@ -229,11 +277,21 @@ static OnyxStatus* dnn_begin(DnnKernel* k, OnyxKernelContext* ctx, CudaState** c
 
 /* --- Conv and ConvTranspose ------------------------------------------------------------------ */
 
+/* The convolutions' math type: FMA only (full float32) by default; with
+ * use_tf32, CUDNN_DEFAULT_MATH, under which cuDNN may pick tensor-core
+ * kernels that round float32 inputs to TF32 (10-bit mantissa) and
+ * accumulate in float32 (sm_80 and later). */
+static cudnnMathType_t conv_math(const GpuEp* g) {
+  return g->use_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
 static int pick_fwd_algo(DnnKernel* k, CudaState* cs, Descs* d, const int64_t* xd, size_t xr) {
   GpuEp* g = k->base.ep;
   if (g->conv_algo == CUDA_ALGO_DEFAULT) return CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  const cudnnMathType_t math = conv_math(g);
   pthread_mutex_lock(&k->lock);
-  bool hit = k->algo_valid && k->rank == xr && !memcmp(k->shape, xd, xr * sizeof *xd);
+  bool hit = k->algo_valid && k->rank == xr && k->algo_math == math &&
+             !memcmp(k->shape, xd, xr * sizeof *xd);
   int algo = k->algo;
   pthread_mutex_unlock(&k->lock);
   if (hit) return algo;
@@ -254,18 +312,59 @@ static int pick_fwd_algo(DnnKernel* k, CudaState* cs, Descs* d, const int64_t* x
   memcpy(k->shape, xd, xr * sizeof *xd);
   k->rank = xr;
   k->algo = algo;
+  k->algo_math = math;
   k->algo_valid = 1;
   pthread_mutex_unlock(&k->lock);
   return algo;
+}
+
+/* FusedConv's activation as the shared element-wise kernel's op. */
+static GpuUnaryOp act_unary(int act) {
+  return act == ACT_LEAKY_RELU ? GPU_LEAKY_RELU : act == ACT_CLIP ? GPU_CLIP : GPU_RELU;
+}
+
+/* A refusal that cuDNN reports before it queues any work (a bad or
+ * unsupported parameter combination), after which another form may run. */
+static bool dnn_refused(cudnnStatus_t s) {
+  return s >= CUDNN_STATUS_BAD_PARAM && s < CUDNN_STATUS_INTERNAL_ERROR;
+}
+
+/* FusedConv in one cuDNN call: y = act(conv(x, w) + alpha2 z + b) with act
+ * Relu, or identity (which cuDNN runs only with IMPLICIT_PRECOMP_GEMM: the
+ * caller checks). A refusal (dnn_refused) tells the caller to take the
+ * separate passes. */
+static cudnnStatus_t conv_bias_act(const DnnKernel* k, CudaState* cs, Descs* d,
+                                   cudnnConvolutionFwdAlgo_t algo, void* ws, size_t ws_bytes,
+                                   const OnyxTensor* X, const OnyxTensor* W, const OnyxTensor* B,
+                                   const OnyxTensor* Z, OnyxTensor* Y) {
+  cudnnActivationDescriptor_t act = NULL;
+  cudnnStatus_t s = cudnnCreateActivationDescriptor(&act);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetActivationDescriptor(
+        act, k->act == ACT_RELU ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+        CUDNN_PROPAGATE_NAN, 0.0);
+  /* Without Z, alpha2 is 0 and z is y itself (cuDNN reads it scaled by 0). */
+  const float one = 1.0f, zero = 0.0f;
+  void* y = H->tensor_mutable_data(Y);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnConvolutionBiasActivationForward(cs->dnn, &one, d->x, H->tensor_data(X), d->w,
+                                              H->tensor_data(W), d->conv, algo, ws, ws_bytes,
+                                              Z ? &one : &zero, d->y, Z ? H->tensor_data(Z) : y,
+                                              d->b, H->tensor_data(B), act, d->y, y);
+  if (act) cudnnDestroyActivationDescriptor(act);
+  return s;
 }
 
 static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
   DnnKernel* k = state;
   const OnyxNode* n = k->base.node;
   bool transpose = k->base.op == DNN_CONV_TRANSPOSE;
+  bool fused = k->base.op == DNN_FUSED_CONV;
   const OnyxTensor* X = H->ctx_input(ctx, 0);
   const OnyxTensor* W = H->ctx_input(ctx, 1);
   const OnyxTensor* B = H->ctx_input_count(ctx) > 2 ? H->ctx_input(ctx, 2) : NULL;
+  /* FusedConv's residual Z: a tensor of Y's shape added before the activation. */
+  const OnyxTensor* Z = fused && H->ctx_input_count(ctx) > 3 ? H->ctx_input(ctx, 3) : NULL;
   size_t xr = H->tensor_rank(X);
   const int64_t* xd = H->tensor_dims(X);
   const int64_t* wd = H->tensor_dims(W);
@@ -290,6 +389,9 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
     if (wd[0] != xd[1])
       return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "W has %lld input channels; X %lld",
                             (long long)wd[0], (long long)xd[1]);
+    if (wd[1] > INT64_MAX / group)
+      return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "W's %lld channels x group %lld overflow",
+                            (long long)wd[1], (long long)group);
     yd[1] = wd[1] * group;
   }
   int off = xr == 3 ? 1 : 0;
@@ -305,6 +407,13 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
       if (yd[i] < 0) return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "negative output size");
     }
   }
+  if (B && (int64_t)H->tensor_elem_count(B) != yd[1])
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT,
+                          "the bias B has %zu values; expected one per output channel (%lld)",
+                          H->tensor_elem_count(B), (long long)yd[1]);
+  if (Z && (H->tensor_rank(Z) != xr || memcmp(H->tensor_dims(Z), yd, xr * sizeof *yd)))
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT,
+                          "Z must be a float32 tensor of Y's shape (no broadcasting)");
   OnyxTensor* Y;
   st = H->ctx_output(ctx, 0, yd, xr, &Y);
   if (st) return st;
@@ -321,9 +430,16 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
   Descs d = {0};
   void* ws = NULL;
   size_t ws_bytes = 0;
+  bool done = false; /* bias, Z and activation applied by the fused call */
   const float one = 1.0f, zero = 0.0f;
   cudnnStatus_t s = set_tensor(&d.x, xi, ir);
   if (s == CUDNN_STATUS_SUCCESS) s = set_tensor(&d.y, yi, ir);
+  if (s == CUDNN_STATUS_SUCCESS && B) {
+    int bi[DNN_MAX_DIMS];
+    for (int i = 0; i < ir; i++)
+      bi[i] = i == 1 ? yi[1] : 1;
+    s = set_tensor(&d.b, bi, ir);
+  }
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateFilterDescriptor(&d.w);
   if (s == CUDNN_STATUS_SUCCESS)
     s = cudnnSetFilterNdDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, ir, wi);
@@ -332,8 +448,8 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
     s = cudnnSetConvolutionNdDescriptor(d.conv, sp.sp, sp.pad, sp.stride, sp.dil,
                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionGroupCount(d.conv, (int)group);
-  /* Full fp32: no TF32 tensor-core rounding. */
-  if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH);
+  /* Full float32 (FMA math), or TF32 tensor cores under use_tf32. */
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionMathType(d.conv, conv_math(k->base.ep));
   const char* what = "setting up descriptors";
   if (s == CUDNN_STATUS_SUCCESS && !transpose) {
     cudnnConvolutionFwdAlgo_t algo = (cudnnConvolutionFwdAlgo_t)pick_fwd_algo(k, cs, &d, xd, xr);
@@ -344,7 +460,28 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
       s = CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
       what = "allocating the convolution workspace";
     }
-    if (s == CUDNN_STATUS_SUCCESS) {
+    pthread_mutex_lock(&k->lock);
+    bool one_call =
+        fused && B && !k->separate &&
+        (k->act == ACT_RELU ||
+         (k->act == ACT_NONE && algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM));
+    pthread_mutex_unlock(&k->lock);
+    if (s == CUDNN_STATUS_SUCCESS && one_call) {
+      what = "cudnnConvolutionBiasActivationForward";
+      s = conv_bias_act(k, cs, &d, algo, ws, ws_bytes, X, W, B, Z, Y);
+      done = s == CUDNN_STATUS_SUCCESS;
+      if (dnn_refused(s)) {
+        H->log(ONYX_LOG_INFO, "cuda",
+               "node '%s' (FusedConv): cudnnConvolutionBiasActivationForward refused (%s): the "
+               "convolution, bias and activation run as separate passes",
+               H->node_name(n), cudnnGetErrorString(s));
+        pthread_mutex_lock(&k->lock);
+        k->separate = true;
+        pthread_mutex_unlock(&k->lock);
+        s = CUDNN_STATUS_SUCCESS;
+      }
+    }
+    if (s == CUDNN_STATUS_SUCCESS && !done) {
       what = "cudnnConvolutionForward";
       s = cudnnConvolutionForward(cs->dnn, &one, d.x, H->tensor_data(X), d.w, H->tensor_data(W),
                                   d.conv, algo, ws, ws_bytes, &zero, d.y,
@@ -378,24 +515,27 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
                                        H->tensor_mutable_data(Y));
     }
   }
-  if (s == CUDNN_STATUS_SUCCESS && B) {
-    int bi[DNN_MAX_DIMS];
-    for (int i = 0; i < ir; i++)
-      bi[i] = i == 1 ? yi[1] : 1;
+  if (s == CUDNN_STATUS_SUCCESS && !done && Z) {
+    what = "adding Z";
+    s = cudnnAddTensor(cs->dnn, &one, d.y, H->tensor_data(Z), &one, d.y, H->tensor_mutable_data(Y));
+  }
+  if (s == CUDNN_STATUS_SUCCESS && !done && B) {
     what = "adding the bias";
-    if ((int64_t)H->tensor_elem_count(B) != yd[1]) {
-      s = CUDNN_STATUS_BAD_PARAM;
-      what = "the bias B must have one value per output channel";
-    }
-    if (s == CUDNN_STATUS_SUCCESS) s = set_tensor(&d.b, bi, ir);
-    if (s == CUDNN_STATUS_SUCCESS)
-      s = cudnnAddTensor(cs->dnn, &one, d.b, H->tensor_data(B), &one, d.y,
-                         H->tensor_mutable_data(Y));
+    s = cudnnAddTensor(cs->dnn, &one, d.b, H->tensor_data(B), &one, d.y, H->tensor_mutable_data(Y));
   }
   if (ws) cudaFreeAsync(ws, (cudaStream_t)stream);
   pthread_mutex_unlock(&k->base.ep->vendor_lock);
   descs_free(&d);
-  return s == CUDNN_STATUS_SUCCESS ? NULL : cuda_dnn_error(n, s, what);
+  if (s != CUDNN_STATUS_SUCCESS) return cuda_dnn_error(n, s, what);
+  if (fused && !done && k->act != ACT_NONE) {
+    /* The activation in place over Y, queued on the same stream after the
+     * convolution. */
+    float* y = H->tensor_mutable_data(Y);
+    int err = gpuk_unary(act_unary(k->act), y, y, (int64_t)H->tensor_elem_count(Y),
+                         k->act == ACT_CLIP ? k->act_min : k->act_alpha, k->act_max, stream);
+    if (err) return gpu_launch_status(n, err, "FusedConv activation");
+  }
+  return NULL;
 }
 
 /* --- pooling ---------------------------------------------------------------------------------- */
@@ -551,11 +691,12 @@ OnyxStatus* cuda_register_dnn_kernels(OnyxKernelRegistry* r) {
               {"AveragePool", 1, DNN_AVG_POOL, pool_compute},
               {"GlobalAveragePool", 1, DNN_GLOBAL_AVG_POOL, pool_compute},
               {"GlobalMaxPool", 1, DNN_GLOBAL_MAX_POOL, pool_compute},
-              {"BatchNormalization", 9, DNN_BATCH_NORM, bn_compute}};
+              {"BatchNormalization", 9, DNN_BATCH_NORM, bn_compute},
+              {"FusedConv", 1, DNN_FUSED_CONV, conv_compute}};
   OnyxStatus* st = NULL;
   for (size_t i = 0; !st && i < sizeof defs / sizeof defs[0]; i++) {
     OnyxKernelDef d = {.struct_size = sizeof d,
-                       .domain = "",
+                       .domain = defs[i].code == DNN_FUSED_CONV ? "com.onyx" : "",
                        .op_type = defs[i].op,
                        .since_version = defs[i].since,
                        .end_version = ONYX_OPSET_LATEST,

@@ -1,7 +1,7 @@
 /* cuda_vendor.c — what makes the shared GPU provider the CUDA provider:
  * names, the cudnn_conv_algo_search option, cuBLAS / cuDNN handles bound to
- * the EP's device, SGEMM through cublasSgemmStridedBatched, and the cuDNN
- * kernels (cuda_dnn.c). */
+ * the EP's device (cuBLAS in TF32 tensor-op math under use_tf32), SGEMM
+ * through cublasSgemmStridedBatched, and the cuDNN kernels (cuda_dnn.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +32,19 @@ static OnyxStatus* cuda_ep_init(GpuEp* g) {
     free(c);
     return gpu_host->status_create(ONYX_RUNTIME_ERROR, "cuda: cublasCreate failed: %s",
                                    cublasGetStatusString(bs));
+  }
+  /* use_tf32: cuBLAS's single-precision GEMMs may round their inputs to
+   * TF32 and run on tensor cores (float32 accumulation). Off, the handle
+   * keeps CUBLAS_DEFAULT_MATH, full float32. */
+  if (g->use_tf32) {
+    bs = cublasSetMathMode(c->blas, CUBLAS_TF32_TENSOR_OP_MATH);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+      cublasDestroy(c->blas);
+      free(c);
+      return gpu_host->status_create(
+          ONYX_RUNTIME_ERROR, "cuda: cublasSetMathMode(CUBLAS_TF32_TENSOR_OP_MATH) failed: %s",
+          cublasGetStatusString(bs));
+    }
   }
   cudnnStatus_t ds = cudnnCreate(&c->dnn);
   if (ds != CUDNN_STATUS_SUCCESS) {
@@ -85,6 +98,7 @@ const GpuVendor gpu_vendor = {.name = "cuda",
                               .pci_vendor = 0x10DEu,
                               .count_fn = "cudaGetDeviceCount",
                               .option_keys = g_keys,
+                              .tf32 = true,
                               .set_option = cuda_set_option,
                               .ep_init = cuda_ep_init,
                               .ep_release = cuda_ep_release,

@@ -42,6 +42,9 @@ typedef struct GpuVendor {
   OnyxStatus* (*ep_init)(GpuEp* g);
   void (*ep_release)(GpuEp* g);
   OnyxStatus* (*register_kernels)(OnyxKernelRegistry* r);
+  /* Whether the vendor's BLAS / DNN calls honor use_tf32 (TF32 tensor-core
+   * math); where false the option is accepted, logged at info and ignored. */
+  bool tf32;
   /* NULL or a reason (a static string) not to take a node this vendor's
    * kernels handle only partly (asymmetric pads, ceil_mode, ...). */
   const char* (*decline)(const OnyxNode* n);
@@ -69,11 +72,22 @@ struct GpuEp {
   uint64_t mem_limit; /* gpu_mem_limit, 0: no limit */
   bool extend_pow2;   /* arena_extend_strategy */
   int conv_algo;      /* cudnn_conv_algo_search: 0 exhaustive, 1 heuristic, 2 default */
+  bool use_tf32;      /* use_tf32: TF32 tensor-core math for GEMMs and convolutions */
   /* Live device blocks (sizes for the limit); guarded by mem_lock. */
   pthread_mutex_t mem_lock;
   GpuBlock* blocks;
   size_t n_blocks, cap_blocks;
   uint64_t in_use;
+  /* Page-locked staging for copies between this device and pageable host
+   * memory (copy_tensors), guarded by stage_lock: stage (stage_bytes, NULL
+   * until first needed) is overwritten only after stage_event, recorded
+   * behind the last device copy out of it, has completed (stage_pending:
+   * recorded and not waited for yet). */
+  pthread_mutex_t stage_lock;
+  void* stage;
+  size_t stage_bytes;
+  void* stage_event;
+  bool stage_pending;
   /* The vendor's handles (cuBLAS, cuDNN), used under vendor_lock: a handle
    * must not be used by two threads at once. */
   pthread_mutex_t vendor_lock;

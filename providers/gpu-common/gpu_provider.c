@@ -8,7 +8,9 @@
  * machine. Memory: device memory (cudaMalloc) for ONYX_MEM_DEFAULT and
  * page-locked host memory for ONYX_MEM_HOST_ACCESSIBLE; the host wraps both
  * in its arena. One stream per EP; copies are queued on it, and the ones whose
- * destination is host memory are waited for before copy_tensors returns. */
+ * destination is host memory are waited for before copy_tensors returns.
+ * Copies to or from pageable host memory go through a page-locked staging
+ * buffer of the EP (see GPU_STAGE_MAX_COPY). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -153,7 +155,8 @@ static bool parse_u64(const char* s, uint64_t* out) {
   return true;
 }
 
-static const char* const g_common_keys[] = {"device_id", "gpu_mem_limit", "arena_extend_strategy"};
+static const char* const g_common_keys[] = {"device_id", "gpu_mem_limit", "arena_extend_strategy",
+                                            "use_tf32"};
 
 static OnyxStatus* unknown_key(const char* key) {
   char known[512];
@@ -173,6 +176,7 @@ OnyxStatus* gpu_parse_options(GpuEp* g, const OnyxOptions* o, size_t device_inde
   g->extend_pow2 = true;
   g->mem_limit = 0;
   g->conv_algo = 0;
+  g->use_tf32 = false;
   size_t n = gpu_host->options_count(o);
   for (size_t i = 0; i < n; i++) {
     const char* key = gpu_host->options_key(o, i);
@@ -200,6 +204,14 @@ OnyxStatus* gpu_parse_options(GpuEp* g, const OnyxOptions* o, size_t device_inde
         g->extend_pow2 = false;
       else
         return bad_value(key, v, "next_power_of_two or same_as_requested");
+    } else if (!strcmp(key, "use_tf32")) {
+      /* JSON booleans arrive as "true" / "false". */
+      if (!strcmp(v, "1") || !strcmp(v, "true"))
+        g->use_tf32 = true;
+      else if (!strcmp(v, "0") || !strcmp(v, "false"))
+        g->use_tf32 = false;
+      else
+        return bad_value(key, v, "0 (float32, the default) or 1 (TF32 tensor-core math)");
     } else {
       bool vendor_key = false;
       for (const char* const* k = gpu_vendor.option_keys; k && *k; k++)
@@ -340,52 +352,201 @@ static OnyxStatus* check_stream(GpuEp* g, const OnyxStream* s, const char* slot)
   return NULL;
 }
 
+/* Copies between this device and pageable host memory go through the EP's
+ * page-locked staging buffer when a pair has at most GPU_STAGE_MAX_COPY
+ * bytes and the call's staged pairs together at most GPU_STAGE_MAX_TOTAL
+ * (the buffer's largest size); larger ones are left to the runtime, which
+ * stages pageable memory itself, synchronously. Host -> device: the host
+ * bytes are copied into the buffer and the DMA from it is queued, so the
+ * call returns before the data moved (the source may be reused at once).
+ * Device -> host: the DMA into the buffer, the wait for the stream, then the
+ * copy out to the destination. */
+#define GPU_STAGE_MAX_COPY  ((size_t)16 << 20)
+#define GPU_STAGE_MAX_TOTAL ((size_t)64 << 20)
+#define GPU_STAGE_MIN       ((size_t)1 << 20)
+#define GPU_NOT_STAGED      SIZE_MAX
+
+/* Host memory that is not page-locked by this vendor's runtime. */
+static bool is_pageable(const OnyxMemoryDevice* m) {
+  return is_host(m) && m->vendor_id != gpu_vendor.pci_vendor;
+}
+
+/* Makes stage hold at least `bytes` and free to overwrite: waits for the
+ * last device copy out of it, then grows it (a power of two, at least
+ * GPU_STAGE_MIN, at most GPU_STAGE_MAX_TOTAL). Under stage_lock. Returns the
+ * runtime's error (0: ready). */
+static int stage_reserve(GpuEp* g, size_t bytes) {
+  int err = 0;
+  if (g->stage_pending) {
+    err = gpurt_event_sync(g->stage_event);
+    g->stage_pending = false;
+    if (err) return err;
+  }
+  if (!g->stage_event && (err = gpurt_event_create(&g->stage_event))) {
+    g->stage_event = NULL;
+    return err;
+  }
+  if (bytes <= g->stage_bytes) return 0;
+  size_t want = GPU_STAGE_MIN;
+  while (want < bytes && want < GPU_STAGE_MAX_TOTAL)
+    want *= 2;
+  if (g->stage) gpurt_host_free(g->stage);
+  g->stage = NULL;
+  g->stage_bytes = 0;
+  err = gpurt_host_alloc(&g->stage, want);
+  if (err) {
+    g->stage = NULL;
+    return err;
+  }
+  g->stage_bytes = want;
+  return 0;
+}
+
+static void stage_release(GpuEp* g) {
+  if (!g->stage_event && !g->stage) return;
+  gpurt_set_device(g->device);
+  if (g->stage_pending) gpurt_event_sync(g->stage_event);
+  g->stage_pending = false;
+  if (g->stage_event) gpurt_event_destroy(g->stage_event);
+  if (g->stage) gpurt_host_free(g->stage);
+  g->stage_event = g->stage = NULL;
+  g->stage_bytes = 0;
+}
+
+/* The kind of copy pair i is, or an error naming it. */
+static OnyxStatus* copy_kind(GpuEp* g, const OnyxTensor* src, const OnyxTensor* dst, size_t i,
+                             GpuCopyKind* kind) {
+  const OnyxHostApi* H = gpu_host;
+  size_t bytes = H->tensor_byte_size(src);
+  if (bytes != H->tensor_byte_size(dst))
+    return H->status_create(ONYX_INVALID_ARGUMENT,
+                            "%s: copy %zu: source has %zu bytes, destination %zu", gpu_vendor.name,
+                            i, bytes, H->tensor_byte_size(dst));
+  const OnyxMemoryDevice* ms = H->tensor_memory(src);
+  const OnyxMemoryDevice* md = H->tensor_memory(dst);
+  if (is_mine(g, ms) && is_mine(g, md))
+    *kind = GPU_COPY_D2D;
+  else if (is_mine(g, ms) && is_host(md))
+    *kind = GPU_COPY_D2H;
+  else if (is_host(ms) && is_mine(g, md))
+    *kind = GPU_COPY_H2D;
+  else
+    return H->status_create(ONYX_INVALID_ARGUMENT,
+                            "%s: copy %zu: cannot copy from memory kind %d vendor 0x%x device "
+                            "%d to kind %d vendor 0x%x device %d",
+                            gpu_vendor.name, i, ms ? ms->kind : -1, ms ? ms->vendor_id : 0u,
+                            ms ? ms->device_id : -1, md ? md->kind : -1, md ? md->vendor_id : 0u,
+                            md ? md->device_id : -1);
+  return NULL;
+}
+
 static OnyxStatus* gpu_copy_tensors(OnyxEp* ep, const OnyxTensor* const* src,
                                     OnyxTensor* const* dst, size_t n, OnyxStream* stream) {
   GpuEp* g = gpu_ep(ep);
   const OnyxHostApi* H = gpu_host;
   OnyxStatus* st = check_stream(g, stream, "copy_tensors");
   if (st) return st;
-  int err = gpurt_set_device(g->device);
-  if (err) return gpu_rt_error(ONYX_RUNTIME_ERROR, err, "copy_tensors: selecting the device");
-  void* s = stream ? stream->handle : NULL;
-  bool wait = !stream;
+  /* Every pair is checked before any is queued; off[i] is pair i's offset
+   * in the staging buffer, or GPU_NOT_STAGED. */
+  size_t* off = n ? malloc(n * sizeof *off) : NULL;
+  if (n && !off)
+    return H->status_create(ONYX_OUT_OF_MEMORY, "%s: copy_tensors: out of memory", gpu_vendor.name);
+  size_t staged = 0;
   for (size_t i = 0; i < n; i++) {
-    size_t bytes = H->tensor_byte_size(src[i]);
-    if (bytes != H->tensor_byte_size(dst[i]))
-      return H->status_create(ONYX_INVALID_ARGUMENT,
-                              "%s: copy %zu: source has %zu bytes, destination %zu",
-                              gpu_vendor.name, i, bytes, H->tensor_byte_size(dst[i]));
-    const OnyxMemoryDevice* ms = H->tensor_memory(src[i]);
-    const OnyxMemoryDevice* md = H->tensor_memory(dst[i]);
     GpuCopyKind kind;
-    if (is_mine(g, ms) && is_mine(g, md))
-      kind = GPU_COPY_D2D;
-    else if (is_mine(g, ms) && is_host(md))
-      kind = GPU_COPY_D2H;
-    else if (is_host(ms) && is_mine(g, md))
-      kind = GPU_COPY_H2D;
-    else
-      return H->status_create(ONYX_INVALID_ARGUMENT,
-                              "%s: copy %zu: cannot copy from memory kind %d vendor 0x%x device "
-                              "%d to kind %d vendor 0x%x device %d",
-                              gpu_vendor.name, i, ms ? ms->kind : -1, ms ? ms->vendor_id : 0u,
-                              ms ? ms->device_id : -1, md ? md->kind : -1, md ? md->vendor_id : 0u,
-                              md ? md->device_id : -1);
+    st = copy_kind(g, src[i], dst[i], i, &kind);
+    if (st) {
+      free(off);
+      return st;
+    }
+    size_t bytes = H->tensor_byte_size(src[i]);
+    bool pageable = (kind == GPU_COPY_H2D && is_pageable(H->tensor_memory(src[i]))) ||
+                    (kind == GPU_COPY_D2H && is_pageable(H->tensor_memory(dst[i])));
+    off[i] = GPU_NOT_STAGED;
+    if (!pageable || !bytes || bytes > GPU_STAGE_MAX_COPY) continue;
+    size_t padded = (bytes + GPU_ALIGN - 1) / GPU_ALIGN * GPU_ALIGN; /* bytes <= 16 MiB */
+    if (padded <= GPU_STAGE_MAX_TOTAL - staged) {                    /* staged <= the total */
+      off[i] = staged;
+      staged += padded;
+    }
+  }
+  int err = gpurt_set_device(g->device);
+  if (err) {
+    free(off);
+    return gpu_rt_error(ONYX_RUNTIME_ERROR, err, "copy_tensors: selecting the device");
+  }
+  void* s = stream ? stream->handle : NULL;
+  if (staged) {
+    pthread_mutex_lock(&g->stage_lock);
+    err = stage_reserve(g, staged);
+    if (err) {
+      /* No staging buffer: the runtime copies pageable memory itself. */
+      gpu_host->log(ONYX_LOG_WARNING, gpu_vendor.name,
+                    "copy_tensors: no page-locked staging buffer of %zu bytes (%s); copying "
+                    "pageable memory directly",
+                    staged, gpurt_error_string(err));
+      pthread_mutex_unlock(&g->stage_lock);
+      for (size_t i = 0; i < n; i++)
+        off[i] = GPU_NOT_STAGED;
+      staged = 0;
+      err = 0;
+    }
+  }
+  bool wait = !stream, staged_h2d = false, staged_d2h = false;
+  const char* what = "copy_tensors";
+  for (size_t i = 0; i < n && !err; i++) {
+    GpuCopyKind kind;
+    copy_kind(g, src[i], dst[i], i, &kind); /* checked above */
+    size_t bytes = H->tensor_byte_size(src[i]);
+    void* to = H->tensor_mutable_data(dst[i]);
+    const void* from = H->tensor_data(src[i]);
+    if (off[i] != GPU_NOT_STAGED) {
+      char* buf = (char*)g->stage + off[i];
+      if (kind == GPU_COPY_H2D) {
+        memcpy(buf, from, bytes);
+        err = gpurt_memcpy_async(to, buf, bytes, kind, s);
+        staged_h2d = true;
+      } else {
+        err = gpurt_memcpy_async(buf, from, bytes, kind, s);
+        staged_d2h = wait = true;
+      }
+      continue;
+    }
     /* The host reads (or frees and reuses) host memory as soon as we return:
      * a copy to host memory, or from page-locked memory (which the device
      * reads asynchronously), is waited for below. */
-    if (kind == GPU_COPY_D2H || (kind == GPU_COPY_H2D && ms->vendor_id == gpu_vendor.pci_vendor))
+    if (kind == GPU_COPY_D2H ||
+        (kind == GPU_COPY_H2D && H->tensor_memory(src[i])->vendor_id == gpu_vendor.pci_vendor))
       wait = true;
-    err =
-        gpurt_memcpy_async(H->tensor_mutable_data(dst[i]), H->tensor_data(src[i]), bytes, kind, s);
-    if (err) return gpu_rt_error(ONYX_RUNTIME_ERROR, err, "copy_tensors");
+    err = gpurt_memcpy_async(to, from, bytes, kind, s);
   }
-  if (wait) {
-    err = gpurt_stream_sync(s);
-    if (err) return gpu_rt_error(ONYX_RUNTIME_ERROR, err, "copy_tensors: waiting for the copies");
+  /* A staged host -> device copy that nothing waits for: the event marks
+   * when the buffer is free again. */
+  if (!err && staged_h2d && !wait) {
+    err = gpurt_event_record(g->stage_event, s);
+    if (err)
+      what = "copy_tensors: recording the staging buffer's event";
+    else
+      g->stage_pending = true;
   }
-  return NULL;
+  /* After a failure, too, nothing may still read the buffer once it is
+   * unlocked. */
+  if (wait || (err && staged)) {
+    int serr = gpurt_stream_sync(s);
+    if (!err && serr) {
+      err = serr;
+      what = "copy_tensors: waiting for the copies";
+    }
+  }
+  if (!err && staged_d2h)
+    for (size_t i = 0; i < n; i++)
+      if (off[i] != GPU_NOT_STAGED && H->tensor_memory(dst[i])->kind == ONYX_DEVICE_CPU &&
+          is_mine(g, H->tensor_memory(src[i])))
+        memcpy(H->tensor_mutable_data(dst[i]), (char*)g->stage + off[i],
+               H->tensor_byte_size(src[i]));
+  if (staged) pthread_mutex_unlock(&g->stage_lock);
+  free(off);
+  return err ? gpu_rt_error(ONYX_RUNTIME_ERROR, err, what) : NULL;
 }
 
 /* --- streams and events ----------------------------------------------------------------------- */
@@ -495,6 +656,8 @@ static void gpu_release_event(OnyxEp* ep, OnyxEvent* e) {
 
 static void gpu_ep_free(GpuEp* g) {
   if (gpu_vendor.ep_release) gpu_vendor.ep_release(g);
+  stage_release(g);
+  pthread_mutex_destroy(&g->stage_lock);
   if (g->n_blocks) {
     gpu_host->log(ONYX_LOG_WARNING, gpu_vendor.name, "%zu device blocks still live at EP release",
                   g->n_blocks);
@@ -519,8 +682,16 @@ static OnyxStatus* gpu_create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* 
   if (!g) return gpu_host->status_create(ONYX_OUT_OF_MEMORY, "%s: out of memory", gpu_vendor.name);
   pthread_mutex_init(&g->mem_lock, NULL);
   pthread_mutex_init(&g->vendor_lock, NULL);
+  pthread_mutex_init(&g->stage_lock, NULL);
   /* Options first: a bad config is reported the same with or without a GPU. */
   OnyxStatus* st = gpu_parse_options(g, args->options, args->device_index);
+  if (!st && g->use_tf32)
+    gpu_host->log(ONYX_LOG_INFO, gpu_vendor.name, "%s",
+                  gpu_vendor.tf32 ? "option 'use_tf32' is on: MatMul, Gemm and convolutions may "
+                                    "use TF32 tensor cores (inputs rounded to a 10-bit mantissa, "
+                                    "float32 accumulation)"
+                                  : "option 'use_tf32' is accepted and has no effect: this "
+                                    "provider computes MatMul and Gemm in float32 only");
   size_t count = 0;
   if (!st) st = gpu_device_count(p, &count);
   if (!st && (size_t)g->device >= count)

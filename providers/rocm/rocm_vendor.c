@@ -2,7 +2,9 @@
  * names and PCI id, no extra options, and GEMM through the shared tiled
  * kernel of gpu_kernels.cu (no rocBLAS is installed where this is built; a
  * rocBLAS path would go here). No MIOpen either: Conv, pooling and
- * BatchNormalization stay on the next provider. */
+ * BatchNormalization stay on the next provider. The shared option use_tf32
+ * is accepted and has no effect (tf32 false: the GEMM is float32 only; the
+ * EP logs that at info). */
 #include "gpu_ep.h"
 
 static OnyxStatus* rocm_gemm(GpuEp* g, void* stream, int trans_a, int trans_b, int64_t m, int64_t n,
@@ -34,6 +36,7 @@ const GpuVendor gpu_vendor = {.name = "rocm",
                               .count_fn = "hipGetDeviceCount",
                               .option_keys = NULL,
                               .set_option = NULL,
+                              .tf32 = false,
                               .ep_init = NULL,
                               .ep_release = NULL,
                               .register_kernels = NULL,

@@ -937,6 +937,62 @@ static void test_fused_matmul_and_gelu(void** state) {
   onyx_session_release(s);
 }
 
+/* com.onyx FusedMatMul as a model's own node: every activation the GPU takes,
+ * with and without the residual Z (the host's fusions make Z and the Gelu
+ * activation only for the CPU provider, so only such a node reaches them). */
+static void check_fused_node(const char* act, float alpha, float lo, float hi, bool with_z) {
+  enum { R = 3, S = 5, K = 7, N = 9 };
+  float x[R * S * K], b[K * N], bias[N], z[R * S * N];
+  fill(x, R * S * K, 21, 1.5f, 0.0f);
+  fill(b, K * N, 22, 1.0f, 0.0f);
+  fill(bias, N, 23, 0.5f, 0.0f);
+  fill(z, R * S * N, 24, 1.0f, 0.0f);
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "com.onyx", 1);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 3, (int64_t[]){R, S, K});
+  otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 2, (int64_t[]){K, N}, b);
+  otm_initializer(m, "bias", ONYX_ELEM_FLOAT32, 1, (int64_t[]){N}, bias);
+  otm_initializer(m, "z", ONYX_ELEM_FLOAT32, 3, (int64_t[]){R, S, N}, z);
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){R, S, N});
+  OxTestNode* nd = otm_node(m, "FusedMatMul", "fmm", with_z ? "x,b,bias,z" : "x,b,bias", "y");
+  otm_node_domain(nd, "com.onyx");
+  if (*act) otm_attr_string(nd, "activation", act);
+  if (!strcmp(act, "LeakyRelu")) otm_attr_float(nd, "alpha", alpha);
+  if (!strcmp(act, "Clip")) {
+    otm_attr_float(nd, "clip_min", lo);
+    otm_attr_float(nd, "clip_max", hi);
+  }
+  OnyxSession* s = gpu_session(m, 1);
+  float* y = NULL;
+  const char* out = "y";
+  run1(s, x, (int64_t[]){R, S, K}, 3, 1, &out, &y);
+  for (int r = 0; r < R * S; r++)
+    for (int j = 0; j < N; j++) {
+      double v = bias[j] + (with_z ? z[r * N + j] : 0.0);
+      for (int k = 0; k < K; k++)
+        v += (double)x[r * K + k] * b[k * N + j];
+      double want = v;
+      if (!strcmp(act, "Relu")) want = v > 0 ? v : 0;
+      if (!strcmp(act, "LeakyRelu")) want = v >= 0 ? v : alpha * v;
+      if (!strcmp(act, "Clip")) want = v < lo ? lo : v > hi ? hi : v;
+      if (!strcmp(act, "Gelu")) want = 0.5 * v * (1 + erf(v / sqrt(2.0)));
+      near(y[r * N + j], want, 1e-5 * (1 + fabs(want)), *act ? act : "FusedMatMul",
+           (size_t)(r * N + j));
+    }
+  free(y);
+  onyx_session_release(s);
+}
+
+static void test_fused_matmul_node(void** state) {
+  (void)state;
+  gpu_required();
+  static const char* const acts[] = {"", "Relu", "LeakyRelu", "Clip", "Gelu"};
+  for (size_t i = 0; i < 5; i++) {
+    check_fused_node(acts[i], 0.2f, -0.5f, 0.7f, false);
+    check_fused_node(acts[i], 0.2f, -0.5f, 0.7f, true);
+  }
+}
+
 /* Keeps the provider (and so the vendor runtime it links) mapped for the
  * whole process: the host dlcloses a provider when its last session ends,
  * and the runtime's one-time allocations would then be reported by LSan
@@ -973,6 +1029,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm_rows),
       cmocka_unit_test(test_reductions_by_layout),
       cmocka_unit_test(test_fused_matmul_and_gelu),
+      cmocka_unit_test(test_fused_matmul_node),
   };
   return cmocka_run_group_tests_name("gpu_" GPU_NAME, tests, keep_mapped, NULL);
 }

@@ -58,10 +58,63 @@ __global__ void compare_kernel(GpuBinaryOp op, const float* a, const float* b, u
   }
 }
 
+/* Element-wise over n contiguous floats. vec: every pointer is 16-byte
+ * aligned, so each thread moves four elements per float4 access (one 128-bit
+ * load or store), and the first n % 4 threads of the grid finish the tail. */
 __global__ void unary_kernel(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha,
-                             float beta) {
-  GRID_STRIDE(i, n) {
-    y[i] = gpub_unary(op, x[i], alpha, beta);
+                             float beta, int vec) {
+  if (!vec) {
+    GRID_STRIDE(i, n) {
+      y[i] = gpub_unary(op, x[i], alpha, beta);
+    }
+    return;
+  }
+  const int64_t n4 = n / 4;
+  GRID_STRIDE(i, n4) {
+    float4 v = reinterpret_cast<const float4*>(x)[i];
+    v.x = gpub_unary(op, v.x, alpha, beta);
+    v.y = gpub_unary(op, v.y, alpha, beta);
+    v.z = gpub_unary(op, v.z, alpha, beta);
+    v.w = gpub_unary(op, v.w, alpha, beta);
+    reinterpret_cast<float4*>(y)[i] = v;
+  }
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n - n4 * 4) y[n4 * 4 + t] = gpub_unary(op, x[n4 * 4 + t], alpha, beta);
+}
+
+/* out = a op b over n contiguous floats, without an iteration space: a and b
+ * each either of out's shape or one value broadcast (kScalarA / kScalarB).
+ * vec as for unary_kernel. */
+template <bool kScalarA, bool kScalarB>
+__global__ void binary_flat_kernel(GpuBinaryOp op, const float* a, const float* b, float* out,
+                                   int64_t n, int vec) {
+  if (!vec) {
+    GRID_STRIDE(i, n) {
+      out[i] = gpub_binary(op, kScalarA ? a[0] : a[i], kScalarB ? b[0] : b[i]);
+    }
+    return;
+  }
+  const int64_t n4 = n / 4;
+  GRID_STRIDE(i, n4) {
+    float4 va, vb, r;
+    if (kScalarA)
+      va = make_float4(a[0], a[0], a[0], a[0]);
+    else
+      va = reinterpret_cast<const float4*>(a)[i];
+    if (kScalarB)
+      vb = make_float4(b[0], b[0], b[0], b[0]);
+    else
+      vb = reinterpret_cast<const float4*>(b)[i];
+    r.x = gpub_binary(op, va.x, vb.x);
+    r.y = gpub_binary(op, va.y, vb.y);
+    r.z = gpub_binary(op, va.z, vb.z);
+    r.w = gpub_binary(op, va.w, vb.w);
+    reinterpret_cast<float4*>(out)[i] = r;
+  }
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n - n4 * 4) {
+    const int64_t j = n4 * 4 + t;
+    out[j] = gpub_binary(op, kScalarA ? a[0] : a[j], kScalarB ? b[0] : b[j]);
   }
 }
 
@@ -475,6 +528,27 @@ int launch_reduce(GpuReduceOp op, Op f, float identity, const float* x, float* y
   return launched();
 }
 
+/* How a binary operand is laid out over the iteration: dense (out's own
+ * row-major order), one value (every stride 0), or neither. */
+enum Flat { FLAT_NO, FLAT_DENSE, FLAT_SCALAR };
+
+inline Flat flat_operand(const GpuIter& it, int o) {
+  bool dense = true, scalar = true;
+  int64_t expect = 1;
+  for (int d = it.rank - 1; d >= 0; d--) {
+    if (it.dims[d] != 1) {
+      dense = dense && it.strides[o][d] == expect;
+      scalar = scalar && it.strides[o][d] == 0;
+    }
+    expect *= it.dims[d];
+  }
+  return dense ? FLAT_DENSE : scalar ? FLAT_SCALAR : FLAT_NO;
+}
+
+inline bool aligned16(const void* p) {
+  return ((uintptr_t)p & 15u) == 0;
+}
+
 } // namespace
 
 extern "C" {
@@ -484,17 +558,37 @@ int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const
   int64_t n = iter_count(*it);
   if (!n) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  if (op >= GPU_EQUAL)
+  if (op >= GPU_EQUAL) {
     compare_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (uint8_t*)out, *it, n);
-  else
-    binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (float*)out, *it, n);
+    return launched();
+  }
+  const Flat fa = flat_operand(*it, 1), fb = flat_operand(*it, 2);
+  if (flat_operand(*it, 0) == FLAT_DENSE && fa != FLAT_NO && fb != FLAT_NO &&
+      !(fa == FLAT_SCALAR && fb == FLAT_SCALAR)) {
+    float* o = (float*)out + it->offset[0];
+    a += it->offset[1];
+    b += it->offset[2];
+    const int vec =
+        aligned16(o) && (fa == FLAT_SCALAR || aligned16(a)) && (fb == FLAT_SCALAR || aligned16(b));
+    const unsigned g = blocks_for(vec ? n / 4 + 3 : n); /* + 3: the tail's threads */
+    if (fa == FLAT_SCALAR)
+      binary_flat_kernel<true, false><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+    else if (fb == FLAT_SCALAR)
+      binary_flat_kernel<false, true><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+    else
+      binary_flat_kernel<false, false><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+    return launched();
+  }
+  binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (float*)out, *it, n);
   return launched();
 }
 
 int gpuk_unary(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha, float beta,
                void* stream) {
   if (!n) return 0;
-  unary_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(op, x, y, n, alpha, beta);
+  const int vec = aligned16(x) && aligned16(y);
+  unary_kernel<<<blocks_for(vec ? n / 4 + 3 : n), kThreads, 0, (cudaStream_t)stream>>>(
+      op, x, y, n, alpha, beta, vec);
   return launched();
 }
 

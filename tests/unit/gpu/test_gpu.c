@@ -993,6 +993,49 @@ static void test_fused_matmul_node(void** state) {
   }
 }
 
+/* Element-wise ops over 37 x 29 = 1,073 elements (268 float4 groups and a
+ * tail of 1): same-shape operands and one-value operands take the flat
+ * kernels, a row broadcast the general one; against the C operators. */
+static void test_elementwise_layouts(void** state) {
+  (void)state;
+  gpu_required();
+  enum { R = 37, C = 29 };
+  static float x[R * C], same[R * C], row[C];
+  fill(x, R * C, 31, 3.0f, 0.25f);
+  fill(same, R * C, 32, 2.0f, 0.0f);
+  fill(row, C, 33, 2.0f, 3.0f); /* in [1, 5]: a divisor away from zero */
+  const float k = 1.75f;
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){R, C});
+  otm_initializer(m, "same", ONYX_ELEM_FLOAT32, 2, (int64_t[]){R, C}, same);
+  otm_initializer(m, "k", ONYX_ELEM_FLOAT32, 0, NULL, &k);
+  otm_initializer(m, "row", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C}, row);
+  static const char* const outs[5] = {"y_add", "y_mul", "y_sub", "y_div", "y_sig"};
+  for (int i = 0; i < 5; i++)
+    otm_output(m, outs[i], ONYX_ELEM_FLOAT32, 2, (int64_t[]){R, C});
+  otm_node(m, "Add", "add", "x,same", "y_add");
+  otm_node(m, "Mul", "mul", "x,k", "y_mul");
+  otm_node(m, "Sub", "sub", "k,x", "y_sub");
+  otm_node(m, "Div", "div", "x,row", "y_div");
+  otm_node(m, "Sigmoid", "sig", "x", "y_sig");
+  OnyxSession* s = gpu_session(m, 5);
+  float* got[5] = {NULL};
+  run1(s, x, (int64_t[]){R, C}, 2, 4, outs, got);
+  run1(s, x, (int64_t[]){R, C}, 2, 1, outs + 4, got + 4);
+  for (size_t i = 0; i < R * C; i++) {
+    near(got[0][i], x[i] + same[i], 1e-6 * fabs(x[i] + same[i]), "add", i);
+    near(got[1][i], x[i] * k, 1e-6 * fabs(x[i] * k), "mul by one value", i);
+    near(got[2][i], k - x[i], 1e-6 * fabs(k - x[i]), "one value minus", i);
+    double d = (double)x[i] / row[i % C];
+    near(got[3][i], d, 1e-6 * fabs(d), "div by a row", i);
+    double sg = 1 / (1 + exp(-(double)x[i]));
+    near(got[4][i], sg, 1e-6, "sigmoid", i);
+  }
+  for (int i = 0; i < 5; i++)
+    free(got[i]);
+  onyx_session_release(s);
+}
+
 /* Keeps the provider (and so the vendor runtime it links) mapped for the
  * whole process: the host dlcloses a provider when its last session ends,
  * and the runtime's one-time allocations would then be reported by LSan
@@ -1030,6 +1073,7 @@ int main(void) {
       cmocka_unit_test(test_reductions_by_layout),
       cmocka_unit_test(test_fused_matmul_and_gelu),
       cmocka_unit_test(test_fused_matmul_node),
+      cmocka_unit_test(test_elementwise_layouts),
   };
   return cmocka_run_group_tests_name("gpu_" GPU_NAME, tests, keep_mapped, NULL);
 }

@@ -208,31 +208,33 @@ template <bool kBlock> struct Group {
   }
 };
 
-/* Softmax / LogSoftmax over contiguous rows of `cols` (the axis is the last
+/* Softmax / LogSoftmax of the rows of [outer, cols, inner] along the middle
+ * dim (row r = o * inner + i; inner 1: contiguous rows, the axis is the last
  * dim): max, then the sum of exp(x - max), then the outputs. */
 template <bool kBlock>
 __global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int64_t cols,
-                                    int log_softmax) {
+                                    int64_t inner, int log_softmax) {
   const Group<kBlock> g;
   for (int64_t r = g.first; r < rows; r += g.step) {
-    const float* xp = x + r * cols;
-    float* yp = y + r * cols;
+    const int64_t base = (r / inner) * cols * inner + r % inner;
+    const float* xp = x + base;
+    float* yp = y + base;
     float mx = -INFINITY;
     for (int64_t j = g.lane; j < cols; j += g.width)
-      mx = fmaxf(mx, xp[j]);
+      mx = fmaxf(mx, xp[j * inner]);
     mx = g.reduce(mx, MaxOp(), -INFINITY);
     float sum = 0.0f;
     for (int64_t j = g.lane; j < cols; j += g.width)
-      sum += expf(xp[j] - mx);
+      sum += expf(xp[j * inner] - mx);
     sum = g.reduce(sum, SumOp(), 0.0f);
     if (log_softmax) {
       const float shift = mx + logf(sum);
       for (int64_t j = g.lane; j < cols; j += g.width)
-        yp[j] = xp[j] - shift;
+        yp[j * inner] = xp[j * inner] - shift;
     } else {
       const float inv = 1.0f / sum;
       for (int64_t j = g.lane; j < cols; j += g.width)
-        yp[j] = expf(xp[j] - mx) * inv;
+        yp[j * inner] = expf(xp[j * inner] - mx) * inv;
     }
   }
 }
@@ -283,17 +285,18 @@ __device__ inline float reduce_finish(float acc, GpuReduceOp op, int64_t n_red) 
   return op == GPU_REDUCE_MEAN ? acc / (float)n_red : acc;
 }
 
-/* Reduction of contiguous rows of n_red (the reduced dims are the innermost
- * ones): one output per row. n_red >= 1. */
+/* Reduction of the middle dim of [outer, n_red, inner], a group per output
+ * (r = o * inner + i; inner 1: contiguous rows, the reduced dims are the
+ * innermost). n_red >= 1. */
 template <bool kBlock, class Op>
 __global__ void reduce_rows_kernel(GpuReduceOp op, Op f, float identity, const float* x, float* y,
-                                   int64_t rows, int64_t n_red) {
+                                   int64_t rows, int64_t n_red, int64_t inner) {
   const Group<kBlock> g;
   for (int64_t r = g.first; r < rows; r += g.step) {
-    const float* xp = x + r * n_red;
+    const float* xp = x + (r / inner) * n_red * inner + r % inner;
     float acc = identity;
     for (int64_t j = g.lane; j < n_red; j += g.width)
-      acc = f(acc, xp[j]);
+      acc = f(acc, xp[j * inner]);
     acc = g.reduce(acc, f, identity);
     if (g.lane == 0) y[r] = reduce_finish(acc, op, n_red);
   }
@@ -470,6 +473,15 @@ inline RowLaunch row_launch(int64_t rows, int64_t cols) {
   return l;
 }
 
+/* For the strided layout [outer, len, inner > 1]: a thread per (outer,
+ * inner) column (each step coalesced across the columns) where there are
+ * enough columns to occupy the GPU or the axis is short; else a warp or a
+ * block per column, which spreads a long axis over many threads at the cost
+ * of strided reads. */
+inline bool thread_per_column(int64_t columns, int64_t len) {
+  return columns >= 8192 || len < 32;
+}
+
 /* Whether a reduction of the dense input is [outer, n_red] (inner = 1: the
  * reduced dims are the innermost) or [outer, n_red, inner] (the reduced dims
  * form one run with kept dims only before and after it). Dims of size 1 are
@@ -515,16 +527,19 @@ inline bool reduce_layout(const GpuReduce* r, int64_t* outer, int64_t* inner) {
 template <class Op>
 int launch_reduce(GpuReduceOp op, Op f, float identity, const float* x, float* y, int64_t outer,
                   int64_t n_red, int64_t inner, cudaStream_t s) {
-  if (inner > 1) {
-    reduce_cols_kernel<<<blocks_for(outer * inner), kThreads, 0, s>>>(op, f, identity, x, y, outer,
-                                                                      n_red, inner);
+  const int64_t rows = outer * inner;
+  if (inner > 1 && thread_per_column(rows, n_red)) {
+    reduce_cols_kernel<<<blocks_for(rows), kThreads, 0, s>>>(op, f, identity, x, y, outer, n_red,
+                                                             inner);
     return launched();
   }
-  RowLaunch l = row_launch(outer, n_red);
+  RowLaunch l = row_launch(rows, n_red);
   if (l.block)
-    reduce_rows_kernel<true><<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, outer, n_red);
+    reduce_rows_kernel<true>
+        <<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, rows, n_red, inner);
   else
-    reduce_rows_kernel<false><<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, outer, n_red);
+    reduce_rows_kernel<false>
+        <<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, rows, n_red, inner);
   return launched();
 }
 
@@ -638,15 +653,15 @@ int gpuk_softmax(const float* x, float* y, int64_t outer, int64_t axis, int64_t 
   int64_t rows = outer * inner;
   if (!rows || !axis) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  if (inner > 1) {
+  if (inner > 1 && thread_per_column(rows, axis)) {
     softmax_cols_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, y, outer, axis, inner, log);
     return launched();
   }
   RowLaunch l = row_launch(rows, axis);
   if (l.block)
-    softmax_rows_kernel<true><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, log);
+    softmax_rows_kernel<true><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, inner, log);
   else
-    softmax_rows_kernel<false><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, log);
+    softmax_rows_kernel<false><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, inner, log);
   return launched();
 }
 

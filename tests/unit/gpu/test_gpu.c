@@ -670,8 +670,9 @@ static void check_softmax(int64_t outer, int64_t len, int64_t inner, bool log_sm
 }
 
 /* Rows of 1, 31, 32, 33, 1000 and 5000 columns; 3 rows take a block per row
- * for the longer ones, 1100 rows of up to 1024 a warp per row; inner > 1 is
- * the strided path. */
+ * for the longer ones, 1100 rows of up to 1024 a warp per row. inner > 1:
+ * few columns take a warp or a block per column, many columns (>= 8192) or
+ * a short axis (< 32) a thread per column. */
 static void test_softmax_rows_and_columns(void** state) {
   (void)state;
   gpu_required();
@@ -683,9 +684,10 @@ static void test_softmax_rows_and_columns(void** state) {
   check_softmax(1100, 200, 1, false); /* warp per row */
   check_softmax(1100, 1000, 1, true); /* warp per row, long rows */
   check_softmax(1, 70000, 1, false);  /* one block, many columns per thread */
-  check_softmax(2, 33, 5, false);     /* strided: inner 5 */
-  check_softmax(3, 1000, 7, true);    /* strided, long axis */
-  check_softmax(1, 4, 300, false);    /* strided, many columns */
+  check_softmax(2, 33, 5, false);     /* strided: a warp per column */
+  check_softmax(3, 1000, 7, true);    /* strided, long axis: a block per column */
+  check_softmax(1, 4, 300, false);    /* strided, short axis: a thread per column */
+  check_softmax(4, 40, 2500, true);   /* strided, 10,000 columns: a thread per column */
 }
 
 /* LayerNormalization-17 over the last axis, Y, Mean and InvStdDev against a
@@ -819,8 +821,9 @@ static void check_reduce(const char* op, const int64_t* dims, size_t rank, const
   onyx_session_release(s);
 }
 
-/* The innermost axes (a warp or a block per output), an outer or middle
- * axis with a contiguous inner run (a thread per column), all axes, and
+/* The innermost axes (a warp or a block per output); an outer or middle
+ * axis with a contiguous inner run (few outputs: a warp or a block per
+ * output; many outputs or a short axis: a thread per output); all axes; and
  * axes that are not one run (the general path). */
 static void test_reductions_by_layout(void** state) {
   (void)state;
@@ -834,6 +837,8 @@ static void test_reductions_by_layout(void** state) {
     check_reduce(op, (int64_t[]){4, 1, 1000}, 3, (int64_t[]){2}, 1);    /* last past a 1 */
     check_reduce(op, (int64_t[]){1000, 7}, 2, (int64_t[]){0}, 1);       /* first */
     check_reduce(op, (int64_t[]){3, 100, 9}, 3, (int64_t[]){1}, 1);     /* middle */
+    check_reduce(op, (int64_t[]){3, 10, 9}, 3, (int64_t[]){1}, 1);      /* middle, short */
+    check_reduce(op, (int64_t[]){4, 50, 2500}, 3, (int64_t[]){1}, 1);   /* middle, many outputs */
     check_reduce(op, (int64_t[]){6, 5, 4}, 3, (int64_t[]){0, 1, 2}, 3); /* all */
     check_reduce(op, (int64_t[]){6, 5, 4}, 3, (int64_t[]){0, 2}, 2);    /* not one run */
     check_reduce(op, (int64_t[]){2, 3, 4, 5}, 4, (int64_t[]){1, 3}, 2); /* not one run */

@@ -224,6 +224,13 @@ int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t
   return EMU_OK;
 }
 
+int gpuk_epilogue(float* y, const float* bias, const float* z, int64_t m, int64_t n,
+                  GpuActivation act, float alpha, float lo, float hi, void* stream) {
+  for (int64_t i = 0; i < m * n; i++)
+    y[i] = gpub_epilogue(y[i], bias ? bias[i % n] : 0.0f, z ? z[i] : 0.0f, act, alpha, lo, hi);
+  return EMU_OK;
+}
+
 int gpuk_gather(const void* data, const void* idx, int idx_is_64, void* out, int64_t outer,
                 int64_t axis_dim, int64_t inner, int64_t n_idx, int elem_size, void* stream) {
   if (!size_ok(elem_size)) return -1;

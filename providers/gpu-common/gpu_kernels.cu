@@ -1,13 +1,17 @@
 /* gpu_kernels.cu — the device kernels shared by the CUDA and ROCm providers,
  * written once in the CUDA dialect (hipcc compiles it through gpu_vendor.h).
  *
- * Simple, general kernels first: grid-stride loops over an iteration space
- * with per-operand strides (broadcasting, transposes, slices and concats are
- * all one strided copy), one thread per row for softmax / layer norm / reduce,
- * and a 16x16 shared-memory tiled GEMM for vendors without a BLAS. What each
- * thread computes is in gpu_kernels_body.h, shared with the host emulation
- * (gpu_emu.c) that the tests run. None of this has run on a GPU yet: see
- * docs/providers/cuda.md. */
+ * Grid-stride loops over an iteration space with per-operand strides
+ * (broadcasting, transposes, slices and concats are all one strided copy); a
+ * warp or a block per row for softmax, layer norm and reductions over
+ * contiguous rows (shuffle and shared-memory tree reductions, portable across
+ * 32- and 64-lane warps), a thread per column for their strided layouts; one
+ * pass of bias + residual + activation after FusedMatMul's GEMM; and a 16x16
+ * shared-memory tiled GEMM for vendors without a BLAS. What one thread
+ * computes for an element or a strided row is in gpu_kernels_body.h, shared
+ * with the host emulation (gpu_emu.c) that the tests run; the warp / block
+ * kernels have no host twin (the emulation runs the per-row bodies, equal up
+ * to float rounding). See docs/providers/cuda.md, "Kernels". */
 #include <math.h>
 #include <stdint.h>
 #include "gpu_kernels.h"
@@ -54,10 +58,63 @@ __global__ void compare_kernel(GpuBinaryOp op, const float* a, const float* b, u
   }
 }
 
+/* Element-wise over n contiguous floats. vec: every pointer is 16-byte
+ * aligned, so each thread moves four elements per float4 access (one 128-bit
+ * load or store), and the first n % 4 threads of the grid finish the tail. */
 __global__ void unary_kernel(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha,
-                             float beta) {
-  GRID_STRIDE(i, n) {
-    y[i] = gpub_unary(op, x[i], alpha, beta);
+                             float beta, int vec) {
+  if (!vec) {
+    GRID_STRIDE(i, n) {
+      y[i] = gpub_unary(op, x[i], alpha, beta);
+    }
+    return;
+  }
+  const int64_t n4 = n / 4;
+  GRID_STRIDE(i, n4) {
+    float4 v = reinterpret_cast<const float4*>(x)[i];
+    v.x = gpub_unary(op, v.x, alpha, beta);
+    v.y = gpub_unary(op, v.y, alpha, beta);
+    v.z = gpub_unary(op, v.z, alpha, beta);
+    v.w = gpub_unary(op, v.w, alpha, beta);
+    reinterpret_cast<float4*>(y)[i] = v;
+  }
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n - n4 * 4) y[n4 * 4 + t] = gpub_unary(op, x[n4 * 4 + t], alpha, beta);
+}
+
+/* out = a op b over n contiguous floats, without an iteration space: a and b
+ * each either of out's shape or one value broadcast (kScalarA / kScalarB).
+ * vec as for unary_kernel. */
+template <bool kScalarA, bool kScalarB>
+__global__ void binary_flat_kernel(GpuBinaryOp op, const float* a, const float* b, float* out,
+                                   int64_t n, int vec) {
+  if (!vec) {
+    GRID_STRIDE(i, n) {
+      out[i] = gpub_binary(op, kScalarA ? a[0] : a[i], kScalarB ? b[0] : b[i]);
+    }
+    return;
+  }
+  const int64_t n4 = n / 4;
+  GRID_STRIDE(i, n4) {
+    float4 va, vb, r;
+    if (kScalarA)
+      va = make_float4(a[0], a[0], a[0], a[0]);
+    else
+      va = reinterpret_cast<const float4*>(a)[i];
+    if (kScalarB)
+      vb = make_float4(b[0], b[0], b[0], b[0]);
+    else
+      vb = reinterpret_cast<const float4*>(b)[i];
+    r.x = gpub_binary(op, va.x, vb.x);
+    r.y = gpub_binary(op, va.y, vb.y);
+    r.z = gpub_binary(op, va.z, vb.z);
+    r.w = gpub_binary(op, va.w, vb.w);
+    reinterpret_cast<float4*>(out)[i] = r;
+  }
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n - n4 * 4) {
+    const int64_t j = n4 * 4 + t;
+    out[j] = gpub_binary(op, kScalarA ? a[0] : a[j], kScalarB ? b[0] : b[j]);
   }
 }
 
@@ -80,25 +137,198 @@ template <typename T> __global__ void copy_kernel(const T* in, T* out, GpuIter i
   }
 }
 
-__global__ void softmax_kernel(const float* x, float* y, int64_t outer, int64_t axis, int64_t inner,
-                               int log_softmax) {
+/* --- Row kernels: a warp or a block per row --------------------------------------------
+ *
+ * A "group" (one warp, or one whole block) owns a row: its lanes stride over
+ * the row's columns (adjacent lanes read adjacent columns: coalesced), then
+ * combine their partial results by butterfly shuffles within each warp and,
+ * for a block, through shared memory across the warps. Rows are visited
+ * group-stride, so any grid covers any number of rows. Warp lanes never leave
+ * a loop early: the row index is the same for all lanes of a group, so every
+ * shuffle sees the whole warp. */
+
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct MinOp {
+  __device__ float operator()(float a, float b) const { return fminf(a, b); }
+};
+
+template <class Op> __device__ inline float warp_reduce(float v, Op op) {
+  for (int mask = warpSize / 2; mask > 0; mask >>= 1)
+    v = op(v, GPU_SHFL_XOR(v, mask));
+  return v;
+}
+
+/* The whole block's reduction of v, returned to every thread. blockDim.x is a
+ * multiple of warpSize and at most 1024, so there are at most 32 warps. The
+ * first barrier keeps a previous call's readers of `part` ahead of this
+ * call's writers. */
+template <class Op> __device__ inline float block_reduce(float v, Op op, float identity) {
+  __shared__ float part[33];
+  const int lane = (int)threadIdx.x % warpSize, warp = (int)threadIdx.x / warpSize;
+  const int warps = (int)blockDim.x / warpSize;
+  v = warp_reduce(v, op);
+  __syncthreads();
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? part[lane] : identity;
+    v = warp_reduce(v, op);
+    if (lane == 0) part[32] = v;
+  }
+  __syncthreads();
+  return part[32];
+}
+
+/* Where a group (kBlock: the block, else one warp) stands: its first row,
+ * the step between its rows, its lane and the group's width. */
+template <bool kBlock> struct Group {
+  int64_t first, step;
+  int lane, width;
+  __device__ Group() {
+    if (kBlock) {
+      first = blockIdx.x;
+      step = gridDim.x;
+      lane = (int)threadIdx.x;
+      width = (int)blockDim.x;
+    } else {
+      const int per_block = (int)blockDim.x / warpSize;
+      first = (int64_t)blockIdx.x * per_block + (int)threadIdx.x / warpSize;
+      step = (int64_t)gridDim.x * per_block;
+      lane = (int)threadIdx.x % warpSize;
+      width = warpSize;
+    }
+  }
+  template <class Op> __device__ float reduce(float v, Op op, float identity) const {
+    return kBlock ? block_reduce(v, op, identity) : warp_reduce(v, op);
+  }
+};
+
+/* Softmax / LogSoftmax of the rows of [outer, cols, inner] along the middle
+ * dim (row r = o * inner + i; inner 1: contiguous rows, the axis is the last
+ * dim): max, then the sum of exp(x - max), then the outputs. */
+template <bool kBlock>
+__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int64_t cols,
+                                    int64_t inner, int log_softmax) {
+  const Group<kBlock> g;
+  for (int64_t r = g.first; r < rows; r += g.step) {
+    const int64_t base = (r / inner) * cols * inner + r % inner;
+    const float* xp = x + base;
+    float* yp = y + base;
+    float mx = -INFINITY;
+    for (int64_t j = g.lane; j < cols; j += g.width)
+      mx = fmaxf(mx, xp[j * inner]);
+    mx = g.reduce(mx, MaxOp(), -INFINITY);
+    float sum = 0.0f;
+    for (int64_t j = g.lane; j < cols; j += g.width)
+      sum += expf(xp[j * inner] - mx);
+    sum = g.reduce(sum, SumOp(), 0.0f);
+    if (log_softmax) {
+      const float shift = mx + logf(sum);
+      for (int64_t j = g.lane; j < cols; j += g.width)
+        yp[j * inner] = xp[j * inner] - shift;
+    } else {
+      const float inv = 1.0f / sum;
+      for (int64_t j = g.lane; j < cols; j += g.width)
+        yp[j * inner] = expf(xp[j * inner] - mx) * inv;
+    }
+  }
+}
+
+/* The strided layout (inner > 1): one thread per (outer, inner) column;
+ * adjacent threads read adjacent columns, so each step is coalesced. */
+__global__ void softmax_cols_kernel(const float* x, float* y, int64_t outer, int64_t axis,
+                                    int64_t inner, int log_softmax) {
   GRID_STRIDE(r, outer * inner) {
     gpub_softmax_row(x, y, r, axis, inner, log_softmax);
   }
 }
 
-__global__ void layernorm_kernel(const float* x, const float* scale, const float* bias, float* y,
-                                 float* mean_out, float* inv_std_out, int64_t rows, int64_t cols,
-                                 float epsilon) {
-  GRID_STRIDE(r, rows) {
-    gpub_layernorm_row(x, scale, bias, y, mean_out, inv_std_out, r, cols, epsilon);
+/* LayerNormalization of contiguous rows, two passes over the row (the mean,
+ * then the mean of squared deviations, which does not cancel as E[x^2] -
+ * E[x]^2 would), then the outputs. */
+template <bool kBlock>
+__global__ void layernorm_rows_kernel(const float* x, const float* scale, const float* bias,
+                                      float* y, float* mean_out, float* inv_std_out, int64_t rows,
+                                      int64_t cols, float epsilon) {
+  const Group<kBlock> g;
+  for (int64_t r = g.first; r < rows; r += g.step) {
+    const float* xp = x + r * cols;
+    float* yp = y + r * cols;
+    float sum = 0.0f;
+    for (int64_t j = g.lane; j < cols; j += g.width)
+      sum += xp[j];
+    const float mean = g.reduce(sum, SumOp(), 0.0f) / (float)cols;
+    float sq = 0.0f;
+    for (int64_t j = g.lane; j < cols; j += g.width) {
+      const float d = xp[j] - mean;
+      sq += d * d;
+    }
+    const float var = g.reduce(sq, SumOp(), 0.0f) / (float)cols;
+    const float inv = 1.0f / sqrtf(var + epsilon);
+    for (int64_t j = g.lane; j < cols; j += g.width) {
+      const float v = (xp[j] - mean) * inv * scale[j];
+      yp[j] = bias ? v + bias[j] : v;
+    }
+    if (g.lane == 0) {
+      if (mean_out) mean_out[r] = mean;
+      if (inv_std_out) inv_std_out[r] = inv;
+    }
   }
 }
 
+__device__ inline float reduce_finish(float acc, GpuReduceOp op, int64_t n_red) {
+  return op == GPU_REDUCE_MEAN ? acc / (float)n_red : acc;
+}
+
+/* Reduction of the middle dim of [outer, n_red, inner], a group per output
+ * (r = o * inner + i; inner 1: contiguous rows, the reduced dims are the
+ * innermost). n_red >= 1. */
+template <bool kBlock, class Op>
+__global__ void reduce_rows_kernel(GpuReduceOp op, Op f, float identity, const float* x, float* y,
+                                   int64_t rows, int64_t n_red, int64_t inner) {
+  const Group<kBlock> g;
+  for (int64_t r = g.first; r < rows; r += g.step) {
+    const float* xp = x + (r / inner) * n_red * inner + r % inner;
+    float acc = identity;
+    for (int64_t j = g.lane; j < n_red; j += g.width)
+      acc = f(acc, xp[j * inner]);
+    acc = g.reduce(acc, f, identity);
+    if (g.lane == 0) y[r] = reduce_finish(acc, op, n_red);
+  }
+}
+
+/* Reduction of the middle dim of [outer, n_red, inner] (inner > 1): one
+ * thread per output (outer, inner); adjacent threads read adjacent columns. */
+template <class Op>
+__global__ void reduce_cols_kernel(GpuReduceOp op, Op f, float identity, const float* x, float* y,
+                                   int64_t outer, int64_t n_red, int64_t inner) {
+  GRID_STRIDE(o, outer * inner) {
+    const float* xp = x + (o / inner) * n_red * inner + o % inner;
+    float acc = identity;
+    for (int64_t j = 0; j < n_red; j++)
+      acc = f(acc, xp[j * inner]);
+    y[o] = reduce_finish(acc, op, n_red);
+  }
+}
+
+/* Any layout: one thread per output element. */
 __global__ void reduce_kernel(GpuReduceOp op, const float* x, float* y, int64_t n_out,
                               int64_t n_red, GpuReduce r) {
   GRID_STRIDE(o, n_out) {
     y[o] = gpub_reduce_one(op, x, o, n_red, &r);
+  }
+}
+
+/* The fused epilogue of FusedMatMul over Y [m, n]: bias, residual, activation. */
+__global__ void epilogue_kernel(float* y, const float* bias, const float* z, int64_t total,
+                                int64_t n, GpuActivation act, float alpha, float lo, float hi) {
+  GRID_STRIDE(i, total) {
+    y[i] = gpub_epilogue(y[i], bias ? bias[i % n] : 0.0f, z ? z[i] : 0.0f, act, alpha, lo, hi);
   }
 }
 
@@ -219,6 +449,121 @@ int cast_from(const S* in, void* out, int out_type, int64_t n, cudaStream_t s) {
   return launched();
 }
 
+/* How a row kernel is launched: a warp per row for rows of at most 1024
+ * columns when there are enough rows to fill the GPU with warps (or the rows
+ * are so short that a block would idle), else a block per row, wider for
+ * longer rows. */
+struct RowLaunch {
+  bool block;
+  unsigned grid, threads;
+};
+
+inline RowLaunch row_launch(int64_t rows, int64_t cols) {
+  RowLaunch l;
+  l.block = cols > 1024 || (cols > 128 && rows < 1024);
+  if (l.block) {
+    l.threads = cols <= 1024 ? 128 : cols <= 4096 ? 256 : 512;
+    l.grid = (unsigned)(rows < 65535 ? rows : 65535);
+  } else {
+    /* kThreads / GPU_WARP_MAX rows per block: sized for the widest warp; with
+     * a narrower one the blocks past the last row return at once. */
+    l.threads = kThreads;
+    l.grid = blocks_for(rows * GPU_WARP_MAX);
+  }
+  return l;
+}
+
+/* For the strided layout [outer, len, inner > 1]: a thread per (outer,
+ * inner) column (each step coalesced across the columns) where there are
+ * enough columns to occupy the GPU or the axis is short; else a warp or a
+ * block per column, which spreads a long axis over many threads at the cost
+ * of strided reads. */
+inline bool thread_per_column(int64_t columns, int64_t len) {
+  return columns >= 8192 || len < 32;
+}
+
+/* Whether a reduction of the dense input is [outer, n_red] (inner = 1: the
+ * reduced dims are the innermost) or [outer, n_red, inner] (the reduced dims
+ * form one run with kept dims only before and after it). Dims of size 1 are
+ * skipped; strides tell the order of the others (dense: each stride is the
+ * product of the dims after it). */
+inline bool reduce_layout(const GpuReduce* r, int64_t* outer, int64_t* inner) {
+  struct Dim {
+    int64_t size, stride;
+    bool red;
+  } d[2 * GPU_MAX_RANK];
+  int nd = 0;
+  for (int i = 0; i < r->kept_rank; i++)
+    if (r->kept_dims[i] != 1) d[nd++] = Dim{r->kept_dims[i], r->kept_strides[i], false};
+  for (int i = 0; i < r->red_rank; i++)
+    if (r->red_dims[i] != 1) d[nd++] = Dim{r->red_dims[i], r->red_strides[i], true};
+  /* Insertion sort by stride, largest first. */
+  for (int i = 1; i < nd; i++)
+    for (int j = i; j > 0 && d[j - 1].stride < d[j].stride; j--) {
+      Dim t = d[j];
+      d[j] = d[j - 1];
+      d[j - 1] = t;
+    }
+  int64_t expect = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    if (d[i].stride != expect) return false; /* not dense in this order */
+    expect *= d[i].size;
+  }
+  /* Labels: kept* reduced* kept*, the reduced run unbroken. */
+  int i = 0;
+  int64_t before = 1, after = 1;
+  while (i < nd && !d[i].red)
+    before *= d[i++].size;
+  while (i < nd && d[i].red)
+    i++;
+  while (i < nd && !d[i].red)
+    after *= d[i++].size;
+  if (i != nd) return false;
+  *outer = before;
+  *inner = after;
+  return true;
+}
+
+template <class Op>
+int launch_reduce(GpuReduceOp op, Op f, float identity, const float* x, float* y, int64_t outer,
+                  int64_t n_red, int64_t inner, cudaStream_t s) {
+  const int64_t rows = outer * inner;
+  if (inner > 1 && thread_per_column(rows, n_red)) {
+    reduce_cols_kernel<<<blocks_for(rows), kThreads, 0, s>>>(op, f, identity, x, y, outer, n_red,
+                                                             inner);
+    return launched();
+  }
+  RowLaunch l = row_launch(rows, n_red);
+  if (l.block)
+    reduce_rows_kernel<true>
+        <<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, rows, n_red, inner);
+  else
+    reduce_rows_kernel<false>
+        <<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, rows, n_red, inner);
+  return launched();
+}
+
+/* How a binary operand is laid out over the iteration: dense (out's own
+ * row-major order), one value (every stride 0), or neither. */
+enum Flat { FLAT_NO, FLAT_DENSE, FLAT_SCALAR };
+
+inline Flat flat_operand(const GpuIter& it, int o) {
+  bool dense = true, scalar = true;
+  int64_t expect = 1;
+  for (int d = it.rank - 1; d >= 0; d--) {
+    if (it.dims[d] != 1) {
+      dense = dense && it.strides[o][d] == expect;
+      scalar = scalar && it.strides[o][d] == 0;
+    }
+    expect *= it.dims[d];
+  }
+  return dense ? FLAT_DENSE : scalar ? FLAT_SCALAR : FLAT_NO;
+}
+
+inline bool aligned16(const void* p) {
+  return ((uintptr_t)p & 15u) == 0;
+}
+
 } // namespace
 
 extern "C" {
@@ -228,17 +573,37 @@ int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const
   int64_t n = iter_count(*it);
   if (!n) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  if (op >= GPU_EQUAL)
+  if (op >= GPU_EQUAL) {
     compare_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (uint8_t*)out, *it, n);
-  else
-    binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (float*)out, *it, n);
+    return launched();
+  }
+  const Flat fa = flat_operand(*it, 1), fb = flat_operand(*it, 2);
+  if (flat_operand(*it, 0) == FLAT_DENSE && fa != FLAT_NO && fb != FLAT_NO &&
+      !(fa == FLAT_SCALAR && fb == FLAT_SCALAR)) {
+    float* o = (float*)out + it->offset[0];
+    a += it->offset[1];
+    b += it->offset[2];
+    const int vec =
+        aligned16(o) && (fa == FLAT_SCALAR || aligned16(a)) && (fb == FLAT_SCALAR || aligned16(b));
+    const unsigned g = blocks_for(vec ? n / 4 + 3 : n); /* + 3: the tail's threads */
+    if (fa == FLAT_SCALAR)
+      binary_flat_kernel<true, false><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+    else if (fb == FLAT_SCALAR)
+      binary_flat_kernel<false, true><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+    else
+      binary_flat_kernel<false, false><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+    return launched();
+  }
+  binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (float*)out, *it, n);
   return launched();
 }
 
 int gpuk_unary(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha, float beta,
                void* stream) {
   if (!n) return 0;
-  unary_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(op, x, y, n, alpha, beta);
+  const int vec = aligned16(x) && aligned16(y);
+  unary_kernel<<<blocks_for(vec ? n / 4 + 3 : n), kThreads, 0, (cudaStream_t)stream>>>(
+      op, x, y, n, alpha, beta, vec);
   return launched();
 }
 
@@ -287,24 +652,58 @@ int gpuk_softmax(const float* x, float* y, int64_t outer, int64_t axis, int64_t 
                  void* stream) {
   int64_t rows = outer * inner;
   if (!rows || !axis) return 0;
-  softmax_kernel<<<blocks_for(rows), kThreads, 0, (cudaStream_t)stream>>>(x, y, outer, axis, inner,
-                                                                          log);
+  cudaStream_t s = (cudaStream_t)stream;
+  if (inner > 1 && thread_per_column(rows, axis)) {
+    softmax_cols_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, y, outer, axis, inner, log);
+    return launched();
+  }
+  RowLaunch l = row_launch(rows, axis);
+  if (l.block)
+    softmax_rows_kernel<true><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, inner, log);
+  else
+    softmax_rows_kernel<false><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, inner, log);
   return launched();
 }
 
 int gpuk_layernorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
                    float* inv_std, int64_t rows, int64_t cols, float epsilon, void* stream) {
   if (!rows) return 0;
-  layernorm_kernel<<<blocks_for(rows), kThreads, 0, (cudaStream_t)stream>>>(
-      x, scale, bias, y, mean, inv_std, rows, cols, epsilon);
+  cudaStream_t s = (cudaStream_t)stream;
+  RowLaunch l = row_launch(rows, cols);
+  if (l.block)
+    layernorm_rows_kernel<true>
+        <<<l.grid, l.threads, 0, s>>>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon);
+  else
+    layernorm_rows_kernel<false>
+        <<<l.grid, l.threads, 0, s>>>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon);
   return launched();
 }
 
 int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t n_red,
                 const GpuReduce* r, void* stream) {
   if (!n_out) return 0;
-  reduce_kernel<<<blocks_for(n_out), kThreads, 0, (cudaStream_t)stream>>>(op, x, y, n_out, n_red,
-                                                                          *r);
+  cudaStream_t s = (cudaStream_t)stream;
+  int64_t outer = 0, inner = 0;
+  if (n_red > 0 && reduce_layout(r, &outer, &inner)) {
+    switch (op) {
+    case GPU_REDUCE_MAX:
+      return launch_reduce(op, MaxOp(), -INFINITY, x, y, outer, n_red, inner, s);
+    case GPU_REDUCE_MIN:
+      return launch_reduce(op, MinOp(), INFINITY, x, y, outer, n_red, inner, s);
+    default:
+      return launch_reduce(op, SumOp(), 0.0f, x, y, outer, n_red, inner, s);
+    }
+  }
+  reduce_kernel<<<blocks_for(n_out), kThreads, 0, s>>>(op, x, y, n_out, n_red, *r);
+  return launched();
+}
+
+int gpuk_epilogue(float* y, const float* bias, const float* z, int64_t m, int64_t n,
+                  GpuActivation act, float alpha, float lo, float hi, void* stream) {
+  int64_t total = m * n;
+  if (!total) return 0;
+  epilogue_kernel<<<blocks_for(total), kThreads, 0, (cudaStream_t)stream>>>(y, bias, z, total, n,
+                                                                            act, alpha, lo, hi);
   return launched();
 }
 

@@ -112,6 +112,20 @@ typedef struct GpuReduce {
 int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t n_red,
                 const GpuReduce* r, void* stream);
 
+/* The activation of a fused epilogue (FusedMatMul's `activation`). */
+typedef enum GpuActivation {
+  GPU_ACT_NONE,
+  GPU_ACT_RELU,
+  GPU_ACT_LEAKY_RELU, /* alpha */
+  GPU_ACT_CLIP,       /* lo, hi */
+  GPU_ACT_GELU,       /* exact (erf) */
+} GpuActivation;
+
+/* In place over row-major Y [m, n]: y = act(y + bias[col] + z), bias (n
+ * values) and z (Y's shape) each optional (NULL), in one pass. */
+int gpuk_epilogue(float* y, const float* bias, const float* z, int64_t m, int64_t n,
+                  GpuActivation act, float alpha, float lo, float hi, void* stream);
+
 /* Gather along an axis of data viewed as [outer, axis_dim, inner]:
  * out[o, j, i] = data[o, idx[j], i]; negative indices count from the end;
  * an index out of [-axis_dim, axis_dim) gives zeros. idx_is_64: int64 else

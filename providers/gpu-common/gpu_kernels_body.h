@@ -123,6 +123,23 @@ GPU_FN float gpub_unary(int op, float v, float alpha, float beta) {
   }
 }
 
+/* One element of a fused epilogue: act(v + bias + z). */
+GPU_FN float gpub_epilogue(float v, float bias, float z, int act, float alpha, float lo, float hi) {
+  v = v + bias + z;
+  switch (act) {
+  case GPU_ACT_RELU:
+    return v > 0.0f ? v : 0.0f;
+  case GPU_ACT_LEAKY_RELU:
+    return v >= 0.0f ? v : alpha * v;
+  case GPU_ACT_CLIP:
+    return fminf(fmaxf(v, lo), hi);
+  case GPU_ACT_GELU:
+    return gpub_unary(GPU_GELU, v, 0.0f, 0.0f);
+  default:
+    return v;
+  }
+}
+
 /* Softmax of row r of [outer, axis, inner] (r = o * inner + i). */
 GPU_FN void gpub_softmax_row(const float* x, float* y, int64_t r, int64_t axis, int64_t inner,
                              int log_softmax) {
@@ -132,9 +149,12 @@ GPU_FN void gpub_softmax_row(const float* x, float* y, int64_t r, int64_t axis, 
   float mx = -INFINITY;
   for (int64_t j = 0; j < axis; j++)
     mx = fmaxf(mx, xp[j * inner]);
-  float sum = 0.0f;
+  /* One thread sums the whole axis: in double, so that a long axis keeps
+   * float precision (a float running sum drifts by ~1e-4 over 5000 terms). */
+  double acc = 0.0;
   for (int64_t j = 0; j < axis; j++)
-    sum += expf(xp[j * inner] - mx);
+    acc += expf(xp[j * inner] - mx);
+  const float sum = (float)acc;
   if (log_softmax) {
     float ls = logf(sum);
     for (int64_t j = 0; j < axis; j++)

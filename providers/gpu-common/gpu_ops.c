@@ -102,6 +102,26 @@ OnyxStatus* gpu_register(OnyxKernelRegistry* r, const char* op, int32_t since, i
   return H->register_kernel(r, &d);
 }
 
+/* A kernel of the com.onyx ops the host's fusions make (FusedMatMul, Gelu,
+ * LayerNormalization); `create` NULL: the shared one. */
+static OnyxStatus*
+gpu_register_contrib(OnyxKernelRegistry* r, const char* op, const OnyxTypeConstraint* tc,
+                     size_t n_tc, OnyxStatus* (*create)(OnyxEp*, const OnyxNode*, void*, void**),
+                     OnyxStatus* (*compute)(void*, OnyxKernelContext*), int32_t code) {
+  OnyxKernelDef d = {.struct_size = sizeof d,
+                     .domain = "com.onyx",
+                     .op_type = op,
+                     .since_version = 1,
+                     .end_version = ONYX_OPSET_LATEST,
+                     .type_constraints = tc,
+                     .type_constraint_count = n_tc,
+                     .create = create ? create : gpu_kernel_create,
+                     .compute = compute,
+                     .release = gpu_kernel_release,
+                     .user_data = (void*)(intptr_t)code};
+  return H->register_kernel(r, &d);
+}
+
 static size_t elem_size(OnyxElemType t) {
   switch (t) {
   case ONYX_ELEM_BOOL:
@@ -260,6 +280,7 @@ enum {
   CODE_UNSQUEEZE,
   CODE_MATMUL,
   CODE_GEMM,
+  CODE_FUSED_MATMUL,
 };
 
 static OnyxStatus* binary_compute(void* state, OnyxKernelContext* ctx) {
@@ -1094,6 +1115,99 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* com.onyx FusedMatMul: Y = act(A (..., K) x B (K, N) + Bias (N) [+ Z (Y's shape)])      */
+/* ---------------------------------------------------------------------------------- */
+
+/* The `activation` of a FusedMatMul node as a GpuActivation, or -1 (with
+ * *why) for one the GPU does not apply. */
+static int fused_activation(const OnyxNode* n, const char** why) {
+  size_t len = 0;
+  const char* a = H->node_attr_string(n, "activation", &len);
+  *why = NULL;
+  if (!a || !len) return GPU_ACT_NONE;
+  if (len == 4 && !memcmp(a, "Relu", 4)) return GPU_ACT_RELU;
+  if (len == 9 && !memcmp(a, "LeakyRelu", 9)) return GPU_ACT_LEAKY_RELU;
+  if (len == 4 && !memcmp(a, "Clip", 4)) return GPU_ACT_CLIP;
+  if (len == 4 && !memcmp(a, "Gelu", 4)) return GPU_ACT_GELU;
+  *why = "FusedMatMul activation not supported on the GPU (Relu, LeakyRelu, Clip or Gelu)";
+  return -1;
+}
+
+/* Reads the activation and its parameters once: i0 the GpuActivation,
+ * alpha LeakyRelu's slope, or alpha / beta Clip's bounds. */
+static OnyxStatus* fused_matmul_create(OnyxEp* ep, const OnyxNode* node, void* user, void** state) {
+  const char* why = NULL;
+  int act = fused_activation(node, &why);
+  if (act < 0) {
+    size_t len = 0;
+    const char* a = H->node_attr_string(node, "activation", &len);
+    return gpu_node_error(node, ONYX_NOT_IMPLEMENTED,
+                          "activation '%.*s' not supported (Relu, LeakyRelu, Clip or Gelu)",
+                          (int)len, a ? a : "");
+  }
+  OnyxStatus* st = gpu_kernel_create(ep, node, user, state);
+  if (st) return st;
+  GpuKernel* k = *state;
+  k->i0 = act;
+  if (act == GPU_ACT_LEAKY_RELU) k->alpha = H->node_attr_float(node, "alpha", 0.01f);
+  if (act == GPU_ACT_CLIP) {
+    k->alpha = H->node_attr_float(node, "clip_min", -INFINITY);
+    k->beta = H->node_attr_float(node, "clip_max", INFINITY);
+  }
+  return NULL;
+}
+
+/* One GEMM of the vendor's (cuBLAS / rocBLAS / the tiled kernel) over A as
+ * [M, K] rows, then one pass of the epilogue kernel adds Bias and Z and
+ * applies the activation. */
+static OnyxStatus* fused_matmul_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  const OnyxNode* n = k->node;
+  const OnyxTensor* A = H->ctx_input(ctx, 0);
+  const OnyxTensor* B = H->ctx_input(ctx, 1);
+  const OnyxTensor* bias = H->ctx_input(ctx, 2);
+  const OnyxTensor* Z = H->ctx_input_count(ctx) > 3 ? H->ctx_input(ctx, 3) : NULL;
+  size_t ra = H->tensor_rank(A), rb = H->tensor_rank(B);
+  st = check_rank(n, ra, "A");
+  if (st) return st;
+  const int64_t* da = H->tensor_dims(A);
+  const int64_t* db = H->tensor_dims(B);
+  if (ra < 2 || rb != 2 || da[ra - 1] != db[0])
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT,
+                          "A (rank %zu) and B (rank %zu) do not multiply (A of rank >= 2, B 2-D, "
+                          "A's last dim B's first)",
+                          ra, rb);
+  int64_t K = db[0], N = db[1], M = prod(da, 0, ra - 1);
+  if (!bias || (int64_t)H->tensor_elem_count(bias) != N)
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "Bias must hold %lld elements", (long long)N);
+  int64_t dy[GPU_MAX_RANK];
+  memcpy(dy, da, ra * sizeof *dy);
+  dy[ra - 1] = N;
+  if (Z && (H->tensor_elem_type(Z) != ONYX_ELEM_FLOAT32 || H->tensor_rank(Z) != ra ||
+            memcmp(H->tensor_dims(Z), dy, ra * sizeof *dy) != 0))
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT,
+                          "Z must be float32 of Y's shape (A's with its last dim %lld)",
+                          (long long)N);
+  OnyxTensor* Y;
+  st = H->ctx_output(ctx, 0, dy, ra, &Y);
+  if (st) return st;
+  if (!M || !N) return NULL;
+  float* y = H->tensor_mutable_data(Y);
+  st = gpu_vendor.gemm(k->ep, s, 0, 0, M, N, K, 1.0f, H->tensor_data(A), K, 0, H->tensor_data(B), N,
+                       0, 0.0f, y, N, 0, 1);
+  if (st) return st;
+  GpuActivation act = (GpuActivation)k->i0;
+  float alpha = act == GPU_ACT_LEAKY_RELU ? k->alpha : 0.0f;
+  float lo = act == GPU_ACT_CLIP ? k->alpha : 0.0f, hi = act == GPU_ACT_CLIP ? k->beta : 0.0f;
+  int err = gpuk_epilogue(y, H->tensor_data(bias), Z ? H->tensor_data(Z) : NULL, M, N, act, alpha,
+                          lo, hi, s);
+  return gpu_launch_status(n, err, "FusedMatMul epilogue kernel");
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* Registration                                                                         */
 /* ---------------------------------------------------------------------------------- */
 
@@ -1238,6 +1352,15 @@ OnyxStatus* gpu_register_common_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st = gpu_register(r, "Gemm", 7, ONYX_OPSET_LATEST, tf, 1, NULL, 0, NULL, gemm_compute,
                       CODE_GEMM);
+  /* The com.onyx ops of the host's fusions (opt_fusion.c): taken after
+   * placement only where this registry has them. */
+  if (!st)
+    st = gpu_register_contrib(r, "FusedMatMul", tf, 1, fused_matmul_create, fused_matmul_compute,
+                              CODE_FUSED_MATMUL);
+  if (!st) st = gpu_register_contrib(r, "Gelu", tf, 1, NULL, unary_compute, CODE_UNARY + GPU_GELU);
+  if (!st)
+    st = gpu_register_contrib(r, "LayerNormalization", tln, 2, NULL, layernorm_compute,
+                              CODE_LAYERNORM);
   return st;
 }
 
@@ -1313,6 +1436,8 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
       continue;
     }
     const char* vendor_why = gpu_vendor.decline ? gpu_vendor.decline(node) : NULL;
+    if (!vendor_why && !strcmp(H->node_op_type(node), "FusedMatMul"))
+      (void)fused_activation(node, &vendor_why);
     if (vendor_why) {
       H->decline_node(b, node, vendor_why);
       continue;

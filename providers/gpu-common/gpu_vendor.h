@@ -47,9 +47,18 @@
 #define cudaDriverGetVersion      hipDriverGetVersion
 #define cudaRuntimeGetVersion     hipRuntimeGetVersion
 #define ONYX_GPU_VENDOR_NAME      "HIP"
+/* Lanes of one wavefront: 64 on CDNA (gfx90a), 32 on RDNA in wave32 mode.
+ * Device code reads the real width from warpSize; the host sizes grids for
+ * the widest (a wider warp covers more rows per block). */
+#define GPU_WARP_MAX 64
+/* v from the lane whose id is this lane's XOR mask (a butterfly step). Every
+ * lane of the wavefront must execute it. */
+#define GPU_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
 #else
 #include <cuda_runtime.h>
-#define ONYX_GPU_VENDOR_NAME "CUDA"
+#define ONYX_GPU_VENDOR_NAME  "CUDA"
+#define GPU_WARP_MAX          32
+#define GPU_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 #endif
 
 #endif /* ONYX_GPU_VENDOR_H */

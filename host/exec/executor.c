@@ -12,6 +12,7 @@
 #include "ox_control.h"
 #include "ox_profile.h"
 #include "ox_memplan.h"
+#include "ox_nvtx.h"
 #include "ox_session.h"
 #include "ox_streams.h"
 
@@ -689,6 +690,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
     if (wanted[i] && preset_outputs[i]) preset[P->output_slots[i]] = preset_outputs[i];
   f.preset = preset;
   OxLogScope scope = ox_log_scope_enter(s, run);
+  bool nvtx = ox_nvtx_run_push(rt, run); /* NVTX ranges: host/profile/ox_nvtx.h */
   for (size_t i = 0; i < P->n_slots; i++)
     if (P->slots[i].constant) {
       f.values[i] = P->slots[i].constant;
@@ -746,6 +748,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
   free(borrowed);
   free(preset);
   if (err && err->code == ONYX_CANCELLED) ox_run_log(s, run, ONYX_LOG_INFO, "%s", err->message);
+  if (nvtx) ox_nvtx_pop();
   ox_log_scope_leave(scope);
   return err;
 }
@@ -758,6 +761,7 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
   OxProfiler* prof = rt ? rt->profiler : NULL;
   uint64_t run_id = rt ? __atomic_add_fetch(&rt->runs, 1, __ATOMIC_RELAXED) : 0;
   double run_t0 = ox_profiler_now(prof);
+  bool nvtx = rt && rt->nvtx; /* NVTX ranges: host/profile/ox_nvtx.h */
   ox_run_log(s, run, ONYX_LOG_VERBOSE, "run %llu: %zu steps", (unsigned long long)run_id,
              P->n_steps);
   OnyxStatus* err = NULL;
@@ -770,9 +774,11 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
     ox_dump_node(f, rt, st, false);
     json_t* in_shapes = prof ? ox_shapes_json(f, st->in, st->n_in) : NULL;
     double t0 = ox_profiler_now(prof);
+    if (nvtx) ox_nvtx_step_push(s, st);
     err = st->kind == OX_STEP_COPY   ? ox_run_copy_step(f, st, ss->copy_path)
           : st->kind == OX_STEP_HOST ? ox_host_run(f, st)
                                      : ox_run_kernel_step(f, st);
+    if (nvtx) ox_nvtx_pop();
     if (prof) ox_profile_step(f, prof, st, t0, in_shapes, run_id);
     if (!err && charges->bytes) err = ox_charge_outputs(f, charges, st, borrowed);
     if (!err && st->kind == OX_STEP_COPY) ox_copy_done(r, st, ss->copy_path, i);

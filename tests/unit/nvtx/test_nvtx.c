@@ -327,6 +327,45 @@ static void test_copies_and_groups(void** state) {
                          "-\n");
 }
 
+/* --- a GPU provider: the test-only emulated GPU here, CUDA where it has a device ------------- */
+/* The provider takes both nodes: x is copied from host memory to the device,
+ * y back. Returns false (and says why) when the provider is not usable here. */
+static bool gpu_ranges(const char* provider) {
+  char config[256];
+  snprintf(config, sizeof config,
+           "{\"providers\": [{\"name\": \"%s\"}], \"session\": {\"nvtx\": true}}", provider);
+  clear_events();
+  OnyxSession* s = NULL;
+  OnyxStatus* st = try_session(config, -1, &s);
+  if (st) {
+    if (onyx_status_code(st) != ONYX_NO_DEVICE && onyx_status_code(st) != ONYX_NOT_FOUND)
+      fail_msg("%s: %s", provider, onyx_status_message(st));
+    fprintf(stderr, "test_nvtx: %s not usable here: %s\n", provider, onyx_status_message(st));
+    onyx_status_release(st);
+    return false;
+  }
+  clear_events();
+  run(s, NULL);
+  onyx_session_release(s);
+  char want[512];
+  snprintf(want, sizeof want,
+           "+run\n+copy x host" ARROW "%s\n-\n+matmul (MatMul) [%s]\n-\n+relu (Relu) [%s]\n-\n"
+           "+copy y %s" ARROW "host\n-\n-\n",
+           provider, provider, provider, provider);
+  expect_trace(my_tid(), want);
+  return true;
+}
+
+static void test_gpu_emulated(void** state) {
+  (void)state;
+  if (!gpu_ranges("gpuemu")) skip();
+}
+
+static void test_gpu_cuda(void** state) {
+  (void)state;
+  if (!gpu_ranges("cuda")) skip();
+}
+
 /* --- a build without NVTX ------------------------------------------------------------------ */
 static void count_stub_warning(void* user, OnyxLogSeverity severity, const char* message) {
   if (severity == ONYX_LOG_WARNING && strstr(message, "no NVTX support")) ++*(int*)user;
@@ -357,10 +396,15 @@ static int check_stub_build(void) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_off_makes_no_nvtx_call),  cmocka_unit_test(test_config_switch),
-      cmocka_unit_test(test_env_and_setter),          cmocka_unit_test(test_off_records_nothing),
-      cmocka_unit_test(test_failed_creation_unwinds), cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_off_makes_no_nvtx_call),
+      cmocka_unit_test(test_config_switch),
+      cmocka_unit_test(test_env_and_setter),
+      cmocka_unit_test(test_off_records_nothing),
+      cmocka_unit_test(test_failed_creation_unwinds),
+      cmocka_unit_test(test_threads),
       cmocka_unit_test(test_copies_and_groups),
+      cmocka_unit_test(test_gpu_emulated),
+      cmocka_unit_test(test_gpu_cuda),
   };
   if (!ONYX_TEST_HAVE_NVTX) {
     if (check_stub_build()) return 1;

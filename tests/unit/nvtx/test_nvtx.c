@@ -363,6 +363,7 @@ static void test_gpu_emulated(void** state) {
 
 static void test_gpu_cuda(void** state) {
   (void)state;
+  if (getenv("ONYX_UNDER_VALGRIND")) skip(); /* the vendor runtime, as for test_gpu_cuda */
   if (!gpu_ranges("cuda")) skip();
 }
 

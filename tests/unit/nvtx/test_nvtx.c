@@ -35,8 +35,15 @@ static long my_tid(void) {
 }
 
 /* --- the tool's record -------------------------------------------------------------------- */
+/* The tool's path: the one built here, or ONYX_TEST_NVTX_INJECT (a build
+ * tree copied elsewhere, e.g. to a GPU machine). */
+static const char* tool_path(void) {
+  const char* p = getenv("ONYX_TEST_NVTX_INJECT");
+  return p && *p ? p : NVTX_INJECT_PATH;
+}
+
 static void* tool(void) {
-  return dlopen(NVTX_INJECT_PATH, RTLD_NOW | RTLD_NOLOAD);
+  return dlopen(tool_path(), RTLD_NOW | RTLD_NOLOAD);
 }
 
 /* The tool's events (NULL-free: an empty array when nothing was recorded). */
@@ -414,7 +421,7 @@ int main(void) {
     return 77;
   }
   /* Before Onyx's first NVTX call, which reads it. */
-  setenv("NVTX_INJECTION64_PATH", NVTX_INJECT_PATH, 1);
+  setenv("NVTX_INJECTION64_PATH", tool_path(), 1);
   unsetenv("ONYX_NVTX");
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

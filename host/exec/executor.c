@@ -12,6 +12,7 @@
 #include "ox_control.h"
 #include "ox_profile.h"
 #include "ox_memplan.h"
+#include "ox_nvtx.h"
 #include "ox_session.h"
 #include "ox_streams.h"
 
@@ -883,6 +884,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
   }
   f.preset = preset;
   OxLogScope scope = ox_log_scope_enter(s, run);
+  bool nvtx = ox_nvtx_run_push(rt, run); /* NVTX ranges: host/profile/ox_nvtx.h */
   for (size_t i = 0; i < P->n_slots; i++)
     if (P->slots[i].constant) {
       f.values[i] = P->slots[i].constant;
@@ -939,6 +941,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
   free(preset);
   ox_run_io_free(f.io);
   if (err && err->code == ONYX_CANCELLED) ox_run_log(s, run, ONYX_LOG_INFO, "%s", err->message);
+  if (nvtx) ox_nvtx_pop();
   ox_log_scope_leave(scope);
   return err;
 }
@@ -951,6 +954,7 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
   OxProfiler* prof = rt ? rt->profiler : NULL;
   uint64_t run_id = rt ? __atomic_add_fetch(&rt->runs, 1, __ATOMIC_RELAXED) : 0;
   double run_t0 = ox_profiler_now(prof);
+  bool nvtx = rt && rt->nvtx; /* NVTX ranges: host/profile/ox_nvtx.h */
   ox_run_log(s, run, ONYX_LOG_VERBOSE, "run %llu: %zu steps", (unsigned long long)run_id,
              P->n_steps);
   OnyxStatus* err = NULL;
@@ -964,9 +968,11 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
     json_t* in_shapes = prof ? ox_shapes_json(f, st->in, st->n_in) : NULL;
     double t0 = ox_profiler_now(prof);
     bool aliased = false; /* a copy step that moved no data: neither profiled nor charged */
+    if (nvtx) ox_nvtx_step_push(s, st);
     err = st->kind == OX_STEP_COPY   ? ox_run_copy_step(f, st, ss->copy_path, &aliased)
           : st->kind == OX_STEP_HOST ? ox_host_run(f, st)
                                      : ox_run_kernel_step(f, st);
+    if (nvtx) ox_nvtx_pop();
     if (prof && !aliased)
       ox_profile_step(f, prof, st, t0, in_shapes, run_id);
     else

@@ -1,6 +1,7 @@
 /* profile.c — the Chrome-trace profiler, and the session's run-time state
- * that carries it: debug-dump settings, session phases, and the per-thread
- * log scope that routes provider logs to the session's callback. */
+ * that carries it: debug-dump settings, the NVTX switch (ox_nvtx.h), session
+ * phases, and the per-thread log scope that routes provider logs to the
+ * session's callback. */
 #include "ox_profile.h"
 
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "ox_nvtx.h"
 #include "ox_session.h"
 
 /* --- profiler -------------------------------------------------------------------------- */
@@ -143,16 +145,24 @@ OxSessionRt* ox_session_rt(OnyxSession* s) {
   OxSessionRt* rt = __atomic_load_n(&s->opts->rt, __ATOMIC_ACQUIRE);
   if (rt) return rt;
   OnyxStatus* st = NULL;
+  bool nvtx_missing = false;
   pthread_mutex_lock(&ox_rt_lock);
   rt = s->opts->rt;
   if (!rt && (rt = calloc(1, sizeof *rt))) {
     ox_rt_read_env(rt);
     if (s->opts->profile_path) st = ox_profiler_open(s->opts->profile_path, &rt->profiler);
+    bool nvtx = s->opts->nvtx || ox_env_on("ONYX_NVTX");
+    rt->nvtx = nvtx && ox_nvtx_available();
+    nvtx_missing = nvtx && !rt->nvtx;
     __atomic_store_n(&s->opts->rt, rt, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&ox_rt_lock);
   /* Logged outside the lock: the callback is the application's code. */
   if (st) ox_session_log(s, ONYX_LOG_WARNING, "%s; profiling is off", st->message);
+  if (nvtx_missing)
+    ox_session_log(s, ONYX_LOG_WARNING,
+                   "nvtx: this build has no NVTX support (nvtx3/nvToolsExt.h was not found when "
+                   "it was configured); no NVTX ranges are made");
   ox_status_free(st);
   return rt;
 }

@@ -85,6 +85,7 @@ static const OxField ox_session_fields[] = {
     OX_ENUM("log_severity", log_severity, ox_severity_names),
     OX_FIELD("threads", OX_F_INT, threads),
     OX_FIELD("profile", OX_F_STRING, profile_path),
+    OX_FIELD("nvtx", OX_F_BOOL, nvtx),
     OX_FIELD("cache_dir", OX_F_STRING, cache_dir),
     OX_CUSTOM("node_priorities"),
     {"limits", OX_F_OBJECT, 0, NULL, 0, ox_limit_fields, OX_ARRAY_LEN(ox_limit_fields)},

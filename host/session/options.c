@@ -314,6 +314,12 @@ OnyxStatus* onyx_session_options_set_profile(OnyxSessionOptions* o, const char* 
   return NULL;
 }
 
+OnyxStatus* onyx_session_options_set_nvtx(OnyxSessionOptions* o, int on) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_nvtx");
+  o->nvtx = on != 0;
+  return NULL;
+}
+
 OnyxStatus* onyx_session_options_set_cache_dir(OnyxSessionOptions* o, const char* path) {
   OX_CHECK_OPTS(o, "onyx_session_options_set_cache_dir");
   if (path && !*path)

@@ -49,6 +49,8 @@ struct OnyxSessionOptions {
   bool deterministic;
   bool memory_pattern;
   char* profile_path;
+  /* NVTX ranges (host/profile/ox_nvtx.h); ONYX_NVTX=1 turns them on too. */
+  bool nvtx;
   /* Folder of the compiled-group cache (host/exec/ox_compile_cache.h); NULL: off. */
   char* cache_dir;
   /* Per-node priorities for the "priority" execution order (lower first). */

@@ -189,6 +189,7 @@ struct OnyxRunOptions {
 struct OxProfiler;
 typedef struct OxSessionRt {
   struct OxProfiler* profiler; /* NULL: profiling off */
+  bool nvtx;                   /* NVTX ranges on (host/profile/ox_nvtx.h) */
   /* Debug dumps (docs/debugging.md), read from the environment once. */
   int dump_nodes;         /* bit 1: inputs, bit 2: outputs */
   char* dump_node_filter; /* comma-separated node names, NULL: all */

@@ -6,6 +6,7 @@
 #include "opt_session.h"
 #include "ox_memplan.h"
 #include "ox_model.h"
+#include "ox_nvtx.h"
 #include "ox_session.h"
 
 static OnyxStatus* ox_provider_unavailable(OnyxSession* s, const OxProviderSpec* spec,
@@ -147,26 +148,34 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_threadpool_create(s->opts->threads, &s->pool));
   OX_TRY(ox_session_providers(s));
   OX_TRY(ox_session_resolve(s));
+  ox_nvtx_phase_push(s, "optimize");
   double t = ox_session_phase_begin(s);
   OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
   ox_session_phase_end(s, "optimize", t);
+  ox_nvtx_phase_pop(s);
   /* Before partitioning: node indices are fixed from here on. */
   if (s->opts->order == ONYX_ORDER_PRIORITY) {
     OX_TRY(ox_session_apply_priorities(s));
     OX_TRY(ox_graph_order(s->graph, true));
   }
   s->part = (OxPartition){.graph = s->graph, .eps = s->eps, .n_eps = s->n_eps};
+  ox_nvtx_phase_push(s, "partition");
   t = ox_session_phase_begin(s);
   OX_TRY(ox_partition_run(&s->part, s->opts));
   ox_session_phase_end(s, "partition", t);
+  ox_nvtx_phase_pop(s);
+  ox_nvtx_phase_push(s, "fuse");
   t = ox_session_phase_begin(s);
   OX_TRY(ox_session_fuse(s)); /* host/optimizer: inside each provider's nodes */
   ox_partition_count(&s->part);
   if (s->opts->order == ONYX_ORDER_PRIORITY) OX_TRY(ox_graph_order(s->graph, true));
   ox_session_phase_end(s, "fuse", t);
+  ox_nvtx_phase_pop(s);
+  ox_nvtx_phase_push(s, "plan");
   t = ox_session_phase_begin(s);
   OX_TRY(ox_plan_build(s));
   ox_session_phase_end(s, "plan", t);
+  ox_nvtx_phase_pop(s);
   char* mem = ox_memplan_summary(s); /* host/memory/ox_memplan.h: the planned peak */
   size_t mem_len = mem ? strlen(mem) : 0;
   if (mem_len && mem[mem_len - 1] == '\n') mem[mem_len - 1] = '\0';
@@ -220,13 +229,18 @@ ONYX_API OnyxStatus* onyx_session_create(const OnyxSessionOptions* opts, const c
   *out = NULL;
   OnyxSession* s;
   OnyxStatus* st = ox_session_start(opts, model_path, &s);
+  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/profile/ox_nvtx.h */
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
+    ox_nvtx_phase_push(s, "load");
     double t = ox_session_phase_begin(s);
     st = ox_model_load_file(model_path, &lim, &s->graph);
     if (!st) ox_session_phase_end(s, "load", t);
+    ox_nvtx_phase_pop(s);
   }
-  return ox_session_finish(s, st, out);
+  st = ox_session_finish(s, st, out);
+  ox_nvtx_unwind(nvtx_depth); /* the phases an error left open, and the creation's range */
+  return st;
 }
 
 ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* opts,
@@ -237,13 +251,18 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
   *out = NULL;
   OnyxSession* s;
   OnyxStatus* st = ox_session_start(opts, "<memory>", &s);
+  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/profile/ox_nvtx.h */
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
+    ox_nvtx_phase_push(s, "load");
     double t = ox_session_phase_begin(s);
     st = ox_model_load_bytes(bytes, len, base_dir, "<memory>", &lim, &s->graph);
     if (!st) ox_session_phase_end(s, "load", t);
+    ox_nvtx_phase_pop(s);
   }
-  return ox_session_finish(s, st, out);
+  st = ox_session_finish(s, st, out);
+  ox_nvtx_unwind(nvtx_depth); /* the phases an error left open, and the creation's range */
+  return st;
 }
 
 ONYX_API void onyx_session_release(OnyxSession* s) {

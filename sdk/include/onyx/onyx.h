@@ -111,6 +111,10 @@ ONYX_API OnyxStatus* onyx_session_options_set_memory_pattern(OnyxSessionOptions*
  * (docs/debugging.md). The file is valid JSON after every event and is
  * closed when the session is released. */
 ONYX_API OnyxStatus* onyx_session_options_set_profile(OnyxSessionOptions* o, const char* path);
+/* 1: NVTX ranges (domain "onyx") of session creation, runs and every step,
+ * for Nsight Systems (`nsys profile -t nvtx`); ONYX_NVTX=1 turns them on as
+ * well ("nvtx" in the config; docs/debugging.md). Default 0. */
+ONYX_API OnyxStatus* onyx_session_options_set_nvtx(OnyxSessionOptions* o, int on);
 /* Folder of the compiled-group cache (NULL: off, the default): a provider
  * that can save and load its compiled groups stores each one there, and later
  * sessions load it instead of compiling the group again ("cache_dir" in the

@@ -325,12 +325,12 @@ static void test_unknown_keys(void** state) {
                       ORIGIN ": session.thread_count: unknown key (expected one of "
                              "'optimization_level', 'execution_order', 'memory_pattern', "
                              "'deterministic', 'log_severity', 'threads', 'profile', "
-                             "'cache_dir', 'node_priorities', 'limits')");
+                             "'nvtx', 'cache_dir', 'node_priorities', 'limits')");
   expect_config_error("{\"session\": {\"zzz\": 1}}",
                       ORIGIN ": session.zzz: unknown key (expected one of 'optimization_level', "
                              "'execution_order', 'memory_pattern', 'deterministic', "
-                             "'log_severity', 'threads', 'profile', 'cache_dir', "
-                             "'node_priorities', 'limits')");
+                             "'log_severity', 'threads', 'profile', 'nvtx', "
+                             "'cache_dir', 'node_priorities', 'limits')");
 }
 
 /* --- Types and values ------------------------------------------------------------------------ */

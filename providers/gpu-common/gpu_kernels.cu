@@ -158,19 +158,19 @@ struct MinOp {
 };
 
 template <class Op> __device__ inline float warp_reduce(float v, Op op) {
-  for (int mask = warpSize / 2; mask > 0; mask >>= 1)
+  for (int mask = GPU_WARP_SIZE / 2; mask > 0; mask >>= 1)
     v = op(v, GPU_SHFL_XOR(v, mask));
   return v;
 }
 
 /* The whole block's reduction of v, returned to every thread. blockDim.x is a
- * multiple of warpSize and at most 1024, so there are at most 32 warps. The
+ * multiple of the warp width and at most 1024, so there are at most 32 warps. The
  * first barrier keeps a previous call's readers of `part` ahead of this
  * call's writers. */
 template <class Op> __device__ inline float block_reduce(float v, Op op, float identity) {
   __shared__ float part[33];
-  const int lane = (int)threadIdx.x % warpSize, warp = (int)threadIdx.x / warpSize;
-  const int warps = (int)blockDim.x / warpSize;
+  const int lane = (int)threadIdx.x % GPU_WARP_SIZE, warp = (int)threadIdx.x / GPU_WARP_SIZE;
+  const int warps = (int)blockDim.x / GPU_WARP_SIZE;
   v = warp_reduce(v, op);
   __syncthreads();
   if (lane == 0) part[warp] = v;
@@ -196,11 +196,11 @@ template <bool kBlock> struct Group {
       lane = (int)threadIdx.x;
       width = (int)blockDim.x;
     } else {
-      const int per_block = (int)blockDim.x / warpSize;
-      first = (int64_t)blockIdx.x * per_block + (int)threadIdx.x / warpSize;
+      const int per_block = (int)blockDim.x / GPU_WARP_SIZE;
+      first = (int64_t)blockIdx.x * per_block + (int)threadIdx.x / GPU_WARP_SIZE;
       step = (int64_t)gridDim.x * per_block;
-      lane = (int)threadIdx.x % warpSize;
-      width = warpSize;
+      lane = (int)threadIdx.x % GPU_WARP_SIZE;
+      width = GPU_WARP_SIZE;
     }
   }
   template <class Op> __device__ float reduce(float v, Op op, float identity) const {

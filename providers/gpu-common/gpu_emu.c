@@ -153,6 +153,16 @@ static bool size_ok(int elem_size) {
 int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const GpuIter* it,
                 void* stream) {
   int64_t n = iter_count(it);
+  if (op < GPU_EQUAL && gpub_flat_binary(it)) { /* the device's flat kernels */
+    const int sa = gpub_flat_operand(it, 1) == GPU_FLAT_SCALAR;
+    const int sb = gpub_flat_operand(it, 2) == GPU_FLAT_SCALAR;
+    const float* pa = a + it->offset[1];
+    const float* pb = b + it->offset[2];
+    float* po = (float*)out + it->offset[0];
+    for (int64_t i = 0; i < n; i++)
+      po[i] = gpub_binary(op, pa[sa ? 0 : i], pb[sb ? 0 : i]);
+    return EMU_OK;
+  }
   for (int64_t i = 0; i < n; i++) {
     int64_t off[3];
     gpub_offsets(it, i, 3, off);
@@ -219,6 +229,12 @@ int gpuk_layernorm(const float* x, const float* scale, const float* bias, float*
 
 int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t n_red,
                 const GpuReduce* r, void* stream) {
+  int64_t outer = 0, inner = 0;
+  if (n_red > 0 && gpub_reduce_layout(r, &outer, &inner)) { /* the device's row / column kernels */
+    for (int64_t o = 0; o < outer * inner; o++)
+      y[o] = gpub_reduce_strided_one(op, x, o, n_red, inner);
+    return EMU_OK;
+  }
   for (int64_t o = 0; o < n_out; o++)
     y[o] = gpub_reduce_one(op, x, o, n_red, r);
   return EMU_OK;

@@ -158,19 +158,19 @@ struct MinOp {
 };
 
 template <class Op> __device__ inline float warp_reduce(float v, Op op) {
-  for (int mask = warpSize / 2; mask > 0; mask >>= 1)
+  for (int mask = GPU_WARP_SIZE / 2; mask > 0; mask >>= 1)
     v = op(v, GPU_SHFL_XOR(v, mask));
   return v;
 }
 
 /* The whole block's reduction of v, returned to every thread. blockDim.x is a
- * multiple of warpSize and at most 1024, so there are at most 32 warps. The
+ * multiple of the warp width and at most 1024, so there are at most 32 warps. The
  * first barrier keeps a previous call's readers of `part` ahead of this
  * call's writers. */
 template <class Op> __device__ inline float block_reduce(float v, Op op, float identity) {
   __shared__ float part[33];
-  const int lane = (int)threadIdx.x % warpSize, warp = (int)threadIdx.x / warpSize;
-  const int warps = (int)blockDim.x / warpSize;
+  const int lane = (int)threadIdx.x % GPU_WARP_SIZE, warp = (int)threadIdx.x / GPU_WARP_SIZE;
+  const int warps = (int)blockDim.x / GPU_WARP_SIZE;
   v = warp_reduce(v, op);
   __syncthreads();
   if (lane == 0) part[warp] = v;
@@ -196,11 +196,11 @@ template <bool kBlock> struct Group {
       lane = (int)threadIdx.x;
       width = (int)blockDim.x;
     } else {
-      const int per_block = (int)blockDim.x / warpSize;
-      first = (int64_t)blockIdx.x * per_block + (int)threadIdx.x / warpSize;
+      const int per_block = (int)blockDim.x / GPU_WARP_SIZE;
+      first = (int64_t)blockIdx.x * per_block + (int)threadIdx.x / GPU_WARP_SIZE;
       step = (int64_t)gridDim.x * per_block;
-      lane = (int)threadIdx.x % warpSize;
-      width = warpSize;
+      lane = (int)threadIdx.x % GPU_WARP_SIZE;
+      width = GPU_WARP_SIZE;
     }
   }
   template <class Op> __device__ float reduce(float v, Op op, float identity) const {
@@ -302,17 +302,12 @@ __global__ void reduce_rows_kernel(GpuReduceOp op, Op f, float identity, const f
   }
 }
 
-/* Reduction of the middle dim of [outer, n_red, inner] (inner > 1): one
- * thread per output (outer, inner); adjacent threads read adjacent columns. */
-template <class Op>
-__global__ void reduce_cols_kernel(GpuReduceOp op, Op f, float identity, const float* x, float* y,
-                                   int64_t outer, int64_t n_red, int64_t inner) {
-  GRID_STRIDE(o, outer * inner) {
-    const float* xp = x + (o / inner) * n_red * inner + o % inner;
-    float acc = identity;
-    for (int64_t j = 0; j < n_red; j++)
-      acc = f(acc, xp[j * inner]);
-    y[o] = reduce_finish(acc, op, n_red);
+/* Reduction of the middle dim of [outer, n_red, inner] (inner > 1), one
+ * thread per output (outer, inner): adjacent threads read adjacent columns. */
+__global__ void reduce_cols_kernel(GpuReduceOp op, const float* x, float* y, int64_t rows,
+                                   int64_t n_red, int64_t inner) {
+  GRID_STRIDE(o, rows) {
+    y[o] = gpub_reduce_strided_one(op, x, o, n_red, inner);
   }
 }
 
@@ -482,55 +477,12 @@ inline bool thread_per_column(int64_t columns, int64_t len) {
   return columns >= 8192 || len < 32;
 }
 
-/* Whether a reduction of the dense input is [outer, n_red] (inner = 1: the
- * reduced dims are the innermost) or [outer, n_red, inner] (the reduced dims
- * form one run with kept dims only before and after it). Dims of size 1 are
- * skipped; strides tell the order of the others (dense: each stride is the
- * product of the dims after it). */
-inline bool reduce_layout(const GpuReduce* r, int64_t* outer, int64_t* inner) {
-  struct Dim {
-    int64_t size, stride;
-    bool red;
-  } d[2 * GPU_MAX_RANK];
-  int nd = 0;
-  for (int i = 0; i < r->kept_rank; i++)
-    if (r->kept_dims[i] != 1) d[nd++] = Dim{r->kept_dims[i], r->kept_strides[i], false};
-  for (int i = 0; i < r->red_rank; i++)
-    if (r->red_dims[i] != 1) d[nd++] = Dim{r->red_dims[i], r->red_strides[i], true};
-  /* Insertion sort by stride, largest first. */
-  for (int i = 1; i < nd; i++)
-    for (int j = i; j > 0 && d[j - 1].stride < d[j].stride; j--) {
-      Dim t = d[j];
-      d[j] = d[j - 1];
-      d[j - 1] = t;
-    }
-  int64_t expect = 1;
-  for (int i = nd - 1; i >= 0; i--) {
-    if (d[i].stride != expect) return false; /* not dense in this order */
-    expect *= d[i].size;
-  }
-  /* Labels: kept* reduced* kept*, the reduced run unbroken. */
-  int i = 0;
-  int64_t before = 1, after = 1;
-  while (i < nd && !d[i].red)
-    before *= d[i++].size;
-  while (i < nd && d[i].red)
-    i++;
-  while (i < nd && !d[i].red)
-    after *= d[i++].size;
-  if (i != nd) return false;
-  *outer = before;
-  *inner = after;
-  return true;
-}
-
 template <class Op>
 int launch_reduce(GpuReduceOp op, Op f, float identity, const float* x, float* y, int64_t outer,
                   int64_t n_red, int64_t inner, cudaStream_t s) {
   const int64_t rows = outer * inner;
   if (inner > 1 && thread_per_column(rows, n_red)) {
-    reduce_cols_kernel<<<blocks_for(rows), kThreads, 0, s>>>(op, f, identity, x, y, outer, n_red,
-                                                             inner);
+    reduce_cols_kernel<<<blocks_for(rows), kThreads, 0, s>>>(op, x, y, rows, n_red, inner);
     return launched();
   }
   RowLaunch l = row_launch(rows, n_red);
@@ -541,23 +493,6 @@ int launch_reduce(GpuReduceOp op, Op f, float identity, const float* x, float* y
     reduce_rows_kernel<false>
         <<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, rows, n_red, inner);
   return launched();
-}
-
-/* How a binary operand is laid out over the iteration: dense (out's own
- * row-major order), one value (every stride 0), or neither. */
-enum Flat { FLAT_NO, FLAT_DENSE, FLAT_SCALAR };
-
-inline Flat flat_operand(const GpuIter& it, int o) {
-  bool dense = true, scalar = true;
-  int64_t expect = 1;
-  for (int d = it.rank - 1; d >= 0; d--) {
-    if (it.dims[d] != 1) {
-      dense = dense && it.strides[o][d] == expect;
-      scalar = scalar && it.strides[o][d] == 0;
-    }
-    expect *= it.dims[d];
-  }
-  return dense ? FLAT_DENSE : scalar ? FLAT_SCALAR : FLAT_NO;
 }
 
 inline bool aligned16(const void* p) {
@@ -577,18 +512,17 @@ int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const
     compare_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (uint8_t*)out, *it, n);
     return launched();
   }
-  const Flat fa = flat_operand(*it, 1), fb = flat_operand(*it, 2);
-  if (flat_operand(*it, 0) == FLAT_DENSE && fa != FLAT_NO && fb != FLAT_NO &&
-      !(fa == FLAT_SCALAR && fb == FLAT_SCALAR)) {
+  const int fa = gpub_flat_operand(it, 1), fb = gpub_flat_operand(it, 2);
+  if (gpub_flat_binary(it)) {
     float* o = (float*)out + it->offset[0];
     a += it->offset[1];
     b += it->offset[2];
-    const int vec =
-        aligned16(o) && (fa == FLAT_SCALAR || aligned16(a)) && (fb == FLAT_SCALAR || aligned16(b));
+    const int vec = aligned16(o) && (fa == GPU_FLAT_SCALAR || aligned16(a)) &&
+                    (fb == GPU_FLAT_SCALAR || aligned16(b));
     const unsigned g = blocks_for(vec ? n / 4 + 3 : n); /* + 3: the tail's threads */
-    if (fa == FLAT_SCALAR)
+    if (fa == GPU_FLAT_SCALAR)
       binary_flat_kernel<true, false><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
-    else if (fb == FLAT_SCALAR)
+    else if (fb == GPU_FLAT_SCALAR)
       binary_flat_kernel<false, true><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
     else
       binary_flat_kernel<false, false><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
@@ -684,7 +618,7 @@ int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t
   if (!n_out) return 0;
   cudaStream_t s = (cudaStream_t)stream;
   int64_t outer = 0, inner = 0;
-  if (n_red > 0 && reduce_layout(r, &outer, &inner)) {
+  if (n_red > 0 && gpub_reduce_layout(r, &outer, &inner)) {
     switch (op) {
     case GPU_REDUCE_MAX:
       return launch_reduce(op, MaxOp(), -INFINITY, x, y, outer, n_red, inner, s);

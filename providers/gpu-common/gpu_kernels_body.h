@@ -209,6 +209,91 @@ GPU_FN float gpub_reduce_one(int op, const float* x, int64_t o, int64_t n_red, c
   return acc;
 }
 
+/* A reduction over the middle dim of [outer, n_red, inner]: output r = o *
+ * inner + i, whose elements are n_red apart by inner. */
+GPU_FN float gpub_reduce_strided_one(int op, const float* x, int64_t r, int64_t n_red,
+                                     int64_t inner) {
+  const float* xp = x + (r / inner) * n_red * inner + r % inner;
+  float acc = op == GPU_REDUCE_MAX ? -INFINITY : op == GPU_REDUCE_MIN ? INFINITY : 0.0f;
+  for (int64_t j = 0; j < n_red; j++) {
+    float v = xp[j * inner];
+    acc = op == GPU_REDUCE_MAX ? fmaxf(acc, v) : op == GPU_REDUCE_MIN ? fminf(acc, v) : acc + v;
+  }
+  return op == GPU_REDUCE_MEAN ? acc / (float)n_red : acc;
+}
+
+/* --- Host-side layout tests of the launchers (gpu_kernels.cu picks its
+ * kernels with them; gpu_emu.c takes the same branches, so the tests run
+ * them without a GPU). */
+
+/* Whether a reduction of the dense input is [outer, n_red] (inner = 1: the
+ * reduced dims are the innermost) or [outer, n_red, inner] (the reduced dims
+ * form one run with kept dims only before and after it): 1 with outer and
+ * inner, else 0. Dims of size 1 are skipped; strides give the order of the
+ * others (dense: each stride is the product of the sizes after it). */
+static inline int gpub_reduce_layout(const GpuReduce* r, int64_t* outer, int64_t* inner) {
+  int64_t size[2 * GPU_MAX_RANK], stride[2 * GPU_MAX_RANK];
+  int red[2 * GPU_MAX_RANK];
+  int nd = 0;
+  for (int i = 0; i < r->kept_rank; i++)
+    if (r->kept_dims[i] != 1) {
+      size[nd] = r->kept_dims[i], stride[nd] = r->kept_strides[i], red[nd++] = 0;
+    }
+  for (int i = 0; i < r->red_rank; i++)
+    if (r->red_dims[i] != 1) {
+      size[nd] = r->red_dims[i], stride[nd] = r->red_strides[i], red[nd++] = 1;
+    }
+  for (int i = 1; i < nd; i++) /* insertion sort by stride, largest first */
+    for (int j = i; j > 0 && stride[j - 1] < stride[j]; j--) {
+      int64_t ts = size[j], tt = stride[j];
+      int tr = red[j];
+      size[j] = size[j - 1], stride[j] = stride[j - 1], red[j] = red[j - 1];
+      size[j - 1] = ts, stride[j - 1] = tt, red[j - 1] = tr;
+    }
+  int64_t expect = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    if (stride[i] != expect) return 0; /* not dense in this order */
+    expect *= size[i];
+  }
+  int i = 0; /* kept* reduced* kept*: the reduced run unbroken */
+  int64_t before = 1, after = 1;
+  while (i < nd && !red[i])
+    before *= size[i++];
+  while (i < nd && red[i])
+    i++;
+  while (i < nd && !red[i])
+    after *= size[i++];
+  if (i != nd) return 0;
+  *outer = before;
+  *inner = after;
+  return 1;
+}
+
+enum { GPU_FLAT_NO, GPU_FLAT_DENSE, GPU_FLAT_SCALAR };
+
+/* How operand o is laid out over the iteration: dense (the output's own
+ * row-major order), one value (every stride 0), or neither. */
+static inline int gpub_flat_operand(const GpuIter* it, int o) {
+  int dense = 1, scalar = 1;
+  int64_t expect = 1;
+  for (int d = it->rank - 1; d >= 0; d--) {
+    if (it->dims[d] != 1) {
+      dense = dense && it->strides[o][d] == expect;
+      scalar = scalar && it->strides[o][d] == 0;
+    }
+    expect *= it->dims[d];
+  }
+  return dense ? GPU_FLAT_DENSE : scalar ? GPU_FLAT_SCALAR : GPU_FLAT_NO;
+}
+
+/* A binary op that needs no iteration space: a dense output, each input
+ * dense or one value, not both one value. */
+static inline int gpub_flat_binary(const GpuIter* it) {
+  int fa = gpub_flat_operand(it, 1), fb = gpub_flat_operand(it, 2);
+  return gpub_flat_operand(it, 0) == GPU_FLAT_DENSE && fa != GPU_FLAT_NO && fb != GPU_FLAT_NO &&
+         !(fa == GPU_FLAT_SCALAR && fb == GPU_FLAT_SCALAR);
+}
+
 /* Source element of output element i of a Gather, or -1 (index out of
  * range: the output element is zero). `k` is the index value read for i. */
 GPU_FN int64_t gpub_gather_source(int64_t i, int64_t k, int64_t axis_dim, int64_t inner,

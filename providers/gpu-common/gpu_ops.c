@@ -1040,6 +1040,9 @@ static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
   const float* b = H->tensor_data(B);
   float* y = H->tensor_mutable_data(Y);
   if (!batch || !M || !N) return NULL;
+  if (!K) /* an empty sum: zeros (a BLAS refuses a leading dimension of 0) */
+    return gpu_launch_status(n, gpurt_memset_async(y, 0, (size_t)(batch * M * N) * sizeof *y, s),
+                             "zeroing Y");
   if ((batch_a == batch || batch_a == 1) && (batch_b == batch || batch_b == 1))
     return gpu_vendor.gemm(k->ep, s, 0, 0, M, N, K, 1.0f, a, K, batch_a == 1 ? 0 : M * K, b, N,
                            batch_b == 1 ? 0 : K * N, 0.0f, y, N, M * N, batch);
@@ -1196,8 +1199,12 @@ static OnyxStatus* fused_matmul_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   if (!M || !N) return NULL;
   float* y = H->tensor_mutable_data(Y);
-  st = gpu_vendor.gemm(k->ep, s, 0, 0, M, N, K, 1.0f, H->tensor_data(A), K, 0, H->tensor_data(B), N,
-                       0, 0.0f, y, N, 0, 1);
+  if (K)
+    st = gpu_vendor.gemm(k->ep, s, 0, 0, M, N, K, 1.0f, H->tensor_data(A), K, 0, H->tensor_data(B),
+                         N, 0, 0.0f, y, N, 0, 1);
+  else /* an empty sum: zeros (a BLAS refuses a leading dimension of 0) */
+    st =
+        gpu_launch_status(n, gpurt_memset_async(y, 0, (size_t)(M * N) * sizeof *y, s), "zeroing Y");
   if (st) return st;
   GpuActivation act = (GpuActivation)k->i0;
   float alpha = act == GPU_ACT_LEAKY_RELU ? k->alpha : 0.0f;

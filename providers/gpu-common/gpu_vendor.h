@@ -47,16 +47,20 @@
 #define cudaDriverGetVersion      hipDriverGetVersion
 #define cudaRuntimeGetVersion     hipRuntimeGetVersion
 #define ONYX_GPU_VENDOR_NAME      "HIP"
-/* Lanes of one wavefront: 64 on CDNA (gfx90a), 32 on RDNA in wave32 mode.
- * Device code reads the real width from warpSize; the host sizes grids for
- * the widest (a wider warp covers more rows per block). */
-#define GPU_WARP_MAX 64
+/* Lanes of one wavefront: 64 on CDNA (gfx90a), 32 on RDNA in wave32 mode, so
+ * device code reads the width from warpSize (GPU_WARP_SIZE); the host sizes
+ * grids for the widest (GPU_WARP_MAX: a wider warp covers more rows per
+ * block). */
+#define GPU_WARP_SIZE warpSize
+#define GPU_WARP_MAX  64
 /* v from the lane whose id is this lane's XOR mask (a butterfly step). Every
  * lane of the wavefront must execute it. */
 #define GPU_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
 #else
 #include <cuda_runtime.h>
 #define ONYX_GPU_VENDOR_NAME  "CUDA"
+/* 32 lanes on every NVIDIA GPU: a constant, so shuffle loops unroll. */
+#define GPU_WARP_SIZE         32
 #define GPU_WARP_MAX          32
 #define GPU_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 #endif

@@ -1041,6 +1041,36 @@ static void test_elementwise_layouts(void** state) {
   onyx_session_release(s);
 }
 
+/* MatMul and FusedMatMul over an empty inner dim (K = 0): the product is
+ * zeros, FusedMatMul's Y is then act(Bias). */
+static void test_empty_inner_dim(void** state) {
+  (void)state;
+  gpu_required();
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "com.onyx", 1);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 0});
+  otm_initializer(m, "w", ONYX_ELEM_FLOAT32, 2, (int64_t[]){0, 3}, NULL);
+  otm_initializer(m, "bias", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3}, (float[]){-1.0f, 0.5f, 2.0f});
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  otm_output(m, "f", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  otm_node(m, "MatMul", "mm", "x,w", "y");
+  OxTestNode* nd = otm_node(m, "FusedMatMul", "fmm", "x,w,bias", "f");
+  otm_node_domain(nd, "com.onyx");
+  otm_attr_string(nd, "activation", "Relu");
+  OnyxSession* s = gpu_session(m, 2);
+  float* got[2] = {NULL};
+  const char* outs[2] = {"y", "f"};
+  run1(s, NULL, (int64_t[]){2, 0}, 2, 2, outs, got);
+  const float want_f[3] = {0.0f, 0.5f, 2.0f};
+  for (size_t i = 0; i < 6; i++) {
+    near(got[0][i], 0.0, 0.0, "MatMul", i);
+    near(got[1][i], want_f[i % 3], 0.0, "FusedMatMul", i);
+  }
+  free(got[0]);
+  free(got[1]);
+  onyx_session_release(s);
+}
+
 /* Keeps the provider (and so the vendor runtime it links) mapped for the
  * whole process: the host dlcloses a provider when its last session ends,
  * and the runtime's one-time allocations would then be reported by LSan
@@ -1079,6 +1109,7 @@ int main(void) {
       cmocka_unit_test(test_fused_matmul_and_gelu),
       cmocka_unit_test(test_fused_matmul_node),
       cmocka_unit_test(test_elementwise_layouts),
+      cmocka_unit_test(test_empty_inner_dim),
   };
   return cmocka_run_group_tests_name("gpu_" GPU_NAME, tests, keep_mapped, NULL);
 }

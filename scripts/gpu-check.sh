@@ -11,8 +11,8 @@
 #   [STEPS="1 2 ..."] scripts/gpu-check.sh run BUNDLE_DIR OUT_DIR
 #       there: finds the CUDA runtime, cuBLAS and cuDNN, then runs the steps
 #       (all seven by default):
-#         1. test_gpu_cuda and test_gpu_modes_cuda (their device tests run
-#            when a GPU is present);
+#         1. test_gpu_cuda, test_gpu_modes_cuda and test_nvtx (their device
+#            tests run when a GPU is present);
 #         2. the sample model through cuda + cpu (placement and outputs);
 #         3. the node tests with --provider cuda --only (verdicts in OUT_DIR);
 #         4. the benchmark models through cuda + cpu against ONNX Runtime's
@@ -24,7 +24,8 @@
 #            sample and benchmark models;
 #         7. Onyx against PyTorch on the same GPU (scripts/torch_peer.py;
 #            PEER_MODELS=a,b,... picks models), float32 and TF32, with the
-#            inputs and outputs bound on the device.
+#            inputs and outputs bound on the device;
+#         8. host profiles of 20 runs of PROFILE_MODELS (after step 7).
 #       The verdict files are checked against the expected-failures lists
 #       afterwards, on the build machine (scripts/gpu-check.sh verdicts).
 #   scripts/gpu-check.sh verdicts OUT_DIR
@@ -49,6 +50,10 @@ bundle() {
   [ -d "$DATA/node" ] || die "ONNX node tests not found at $DATA/node (set ONYX_ONNX_TESTS)"
   rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/deps" "$b/node" "$b/models"
   cp "$build/bin/onyx" "$build/bin/test_gpu_cuda" "$build/bin/test_gpu_modes_cuda" "$b/bin/"
+  if [ -x "$build/bin/test_nvtx" ] && [ -f "$build/lib/libonyx_nvtx_inject.so" ]; then
+    cp "$build/bin/test_nvtx" "$b/bin/" && cp "$build/lib/libonyx_nvtx_inject.so" "$b/lib/"
+    cp "$build/lib/libonyx_ep_fake.so" "$build/lib/libonyx_ep_gpuemu.so" "$b/lib/" 2>/dev/null || true
+  fi
   cp -P "$build/lib/"libonyx.so* "$build/lib/libonyx_ep_cpu.so" "$build/lib/libonyx_ep_cuda.so" "$b/lib/"
   # The Debian libraries the binaries link, less glibc, the compiler's
   # runtime and CUDA's (the GPU machine has its own).
@@ -94,6 +99,14 @@ step1() {
   "$B/bin/test_gpu_modes_cuda" > "$O/test_gpu_modes_cuda.log" 2>&1
   echo "rc $?"
   grep -E 'TF32 rounding|differ from float32|test\(s\)|FAILED|ERROR' "$O/test_gpu_modes_cuda.log" | head -40
+  echo "== 1c. test_nvtx (NVTX ranges through an injection library, cuda included)"
+  if [ -x "$B/bin/test_nvtx" ]; then
+    ONYX_TEST_NVTX_INJECT="$B/lib/libonyx_nvtx_inject.so" "$B/bin/test_nvtx" > "$O/test_nvtx.log" 2>&1
+    echo "rc $?"
+    grep -E 'test\(s\)|FAILED|ERROR|SKIP' "$O/test_nvtx.log" | head -20
+  else
+    echo "not in the bundle (built without NVTX headers)"
+  fi
 }
 
 step2() {
@@ -166,9 +179,30 @@ step6() {
 # torchvision and onnx.
 step7() {
   echo "== 7. Onyx against PyTorch"
-  PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/torch_peer.py" --onyx "$ONYX" --config "$CFG" \
+  # PyTorch loads the cuDNN it was built with: the library path the bundle
+  # needs (which may hold another cuDNN) is set for the onyx processes only.
+  local wrap="$O/onyx-env.sh"
+  printf '#!/bin/sh\nexport LD_LIBRARY_PATH="%s"\nexec "%s" "$@"\n' "$LD_LIBRARY_PATH" "$ONYX" > "$wrap"
+  chmod +x "$wrap"
+  env -u LD_LIBRARY_PATH PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/torch_peer.py" --onyx "$wrap" --config "$CFG" \
     --work "$MODELS/peer" --make-models "$B/make_models.py" --models "${PEER_MODELS:-}" \
     --out "$O/torch_peer.json" 2>&1 | tee "$O/torch_peer.log" | grep -v '^{'
+}
+
+# The host's Chrome-trace profile (docs/debugging.md) of 20 runs of each of
+# PROFILE_MODELS (default resnet50,gpt_block) as step 7 made them, inputs and
+# outputs on the device: where the time between the GPU's kernels goes.
+step8() {
+  echo "== 8. host profiles"
+  local name cfg
+  for name in $(echo "${PROFILE_MODELS:-resnet50,gpt_block}" | tr ',' ' '); do
+    [ -f "$MODELS/peer/$name/model.onnx" ] || { echo "$name: not made (run step 7 first)"; continue; }
+    cfg="$O/profile_$name.config.json"
+    printf '{"providers":[{"name":"cuda"},{"name":"cpu"}],"session":{"profile":"%s"}}\n' \
+      "$O/profile_$name.json" > "$cfg"
+    "$ONYX" bench "$MODELS/peer/$name" --config "$cfg" --inputs "$MODELS/peer/$name/test_data_set_0" \
+      --iters 20 --warmup 5 --io device
+  done
 }
 
 # STEPS (default "1 2 3 4 5 6 7") picks the steps to run.

@@ -239,7 +239,11 @@ static void node_line(OnyxSession* s, const char* name, char* line, size_t cap) 
   char key[128];
   snprintf(key, sizeof key, "\n  %s ", name);
   const char* at = strstr(text, key);
-  if (!at) fail_msg("no node '%s' in:\n%s", name, text);
+  if (!at) { /* a node a fusion made from `name` is named "<name>/opt<N>" */
+    snprintf(key, sizeof key, "\n  %s/opt", name);
+    at = strstr(text, key);
+  }
+  if (!at) fail_msg("no node '%s' (or '%s/opt<N>') in:\n%s", name, name, text);
   at += 3;
   snprintf(line, cap, "%.*s", (int)strcspn(at, "\n"), at);
   if (strstr(text, "declined by " GPU_NAME)) fprintf(stderr, "%s", text);

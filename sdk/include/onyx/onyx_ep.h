@@ -322,7 +322,9 @@ struct OnyxHostApi {
   const OnyxValueInfo* (*node_output)(const OnyxNode* n, size_t i); /* NULL: absent optional */
   /* Attributes, schema defaults already filled in. Absent attributes give
    * ONYX_ATTR_UNDEFINED / the fallback / NULL with *count = 0. Arrays and
-   * strings are owned by the node. */
+   * strings are owned by the node. Strings are bytes and may hold NULs:
+   * node_attr_string sets *len; the entries of node_attr_strings have their
+   * lengths in node_attr_strings_lens (1.1). */
   OnyxAttrType (*node_attr_type)(const OnyxNode* n, const char* name);
   int64_t (*node_attr_int)(const OnyxNode* n, const char* name, int64_t fallback);
   float (*node_attr_float)(const OnyxNode* n, const char* name, float fallback);

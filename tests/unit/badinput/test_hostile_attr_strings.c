@@ -8,8 +8,8 @@
  * attributes holding a NUL are used with their length (StringSplit's
  * delimiter, LabelEncoder's default_string; test_hostile_strings.c) or
  * refused naming the node and the attribute (RegexFullMatch's pattern, the
- * keywords case_change_action and mode). Expected values follow the ONNX
- * spec, worked out by hand in the comments. */
+ * keywords case_change_action, mode and norm). Expected values follow the
+ * ONNX spec, worked out by hand in the comments. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -541,6 +541,32 @@ static void test_tfidf_mode_nul_refused(void** state) {
   otm_free(m);
 }
 
+/* Normalizer's norm b"L2\0" is no keyword (it would read L2). */
+static void test_normalizer_norm_nul_refused(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "ai.onnx.ml", 1);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){1, 2});
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){1, 2});
+  OxTestNode* n = otm_node(m, "Normalizer", "nz", "x", "y");
+  otm_node_domain(n, "ai.onnx.ml");
+  nul_attr(otm_attr_string(n, "norm", "L2#"));
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
+  free(bytes);
+  assert_non_null(st);
+  assert_null(s);
+  assert_int_equal(onyx_status_code(st), ONYX_INVALID_MODEL);
+  const char* msg = onyx_status_message(st);
+  if (!strstr(msg, "'nz'") || !strstr(msg, "'norm'") || !strstr(msg, "NUL byte"))
+    fail_msg("message does not name the node, the attribute and the NUL: %s", msg);
+  onyx_status_release(st);
+  otm_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tfidf_pool_strings_nul),
@@ -557,6 +583,7 @@ int main(void) {
       cmocka_unit_test(test_regex_pattern_nul_refused),
       cmocka_unit_test(test_case_change_action_nul_refused),
       cmocka_unit_test(test_tfidf_mode_nul_refused),
+      cmocka_unit_test(test_normalizer_norm_nul_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -305,6 +305,30 @@ static void test_string_normalizer_stopwords_nul_insensitive(void** state) {
   otm_free(m);
 }
 
+/* Two StringSplits over the same input whose delimiters differ only after
+ * a NUL (b"a\0b", b"a\0c": same length) stay two nodes: common-subexpression
+ * elimination must not merge them. b"1a\0b2a\0c3" splits into
+ * [1, 2a\0c3] and [1a\0b2, 3]; their StringConcat is [11a\0b2, 2a\0c33]
+ * (merged, it would be [11, 2a\0c32a\0c3]). */
+static void test_splits_differing_after_nul_stay_apart(void** state) {
+  (void)state;
+  const Bytes in[1] = {B("1a\0b2a\0c3")};
+  OnyxValue* x = strings_value(in, 1);
+  OxTestModel* m = otm_new(20);
+  otm_input(m, "x", ONYX_ELEM_STRING, 1, (int64_t[]){1});
+  nul_attr(otm_attr_string(otm_node(m, "StringSplit", "s1", "x", "p1,c1"), "delimiter", "a#b"));
+  nul_attr(otm_attr_string(otm_node(m, "StringSplit", "s2", "x", "p2,c2"), "delimiter", "a#c"));
+  otm_node(m, "StringConcat", "cat", "p1,p2", "y");
+  otm_output(m, "y", ONYX_ELEM_STRING, 2, (int64_t[]){1, 2});
+  OnyxValue* y = NULL;
+  ok(run_model(m, x, (const char*[]){"y"}, 1, &y));
+  const Bytes want[2] = {B("11a\0b2"), B("2a\0c33")};
+  expect_bytes(onyx_value_tensor(y), want, 2);
+  onyx_value_release(y);
+  onyx_value_release(x);
+  otm_free(m);
+}
+
 /* --- Constant's value_strings ------------------------------------------------------------------
  */
 
@@ -576,6 +600,7 @@ int main(void) {
       cmocka_unit_test(test_label_encoder_classes_strings_nul),
       cmocka_unit_test(test_string_normalizer_stopwords_nul),
       cmocka_unit_test(test_string_normalizer_stopwords_nul_insensitive),
+      cmocka_unit_test(test_splits_differing_after_nul_stay_apart),
       cmocka_unit_test(test_constant_value_strings_nul),
       cmocka_unit_test(test_equal_strings_nul),
       cmocka_unit_test(test_host_api_strings_lens),

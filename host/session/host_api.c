@@ -387,7 +387,7 @@ static size_t h_tensor_string_len(const OnyxTensor* t, size_t i) {
  * inside a string included. */
 static const size_t* h_node_attr_strings_lens(const OnyxNode* n, const char* name, size_t* count) {
   const OxAttr* a = h_attr_of(n, name, ONYX_ATTR_STRINGS, count);
-  if (a && a->count && !a->strings_len) { /* every STRINGS attribute carries its lengths */
+  if (a && a->count && !a->strings_len) { /* the loader gives every list its lengths */
     if (count) *count = 0;
     return NULL;
   }

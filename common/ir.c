@@ -489,6 +489,7 @@ void ox_attr_clear(OxAttr* a) {
   for (size_t i = 0; a->strings && i < a->count; i++)
     free(a->strings[i]);
   free(a->strings);
+  free(a->strings_len);
   ox_tensor_free(a->t);
   for (size_t i = 0; a->tensors && i < a->count; i++)
     ox_tensor_free(a->tensors[i]);

@@ -152,7 +152,8 @@ typedef struct OxAttr {
   size_t s_len;
   int64_t* ints;
   float* floats;
-  char** strings;
+  char** strings;      /* each NUL-terminated; strings_len[i] excludes that NUL */
+  size_t* strings_len; /* STRINGS: byte length of each, NUL bytes inside included */
   OxTensor* t;
   OxTensor** tensors;
   struct OxGraph* g;

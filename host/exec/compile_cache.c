@@ -247,7 +247,7 @@ static void k_attr(KeyCtx* k, const OxAttr* a) {
   case ONYX_ATTR_STRINGS:
     k_u64(k, a->count);
     for (size_t i = 0; i < a->count; i++)
-      k_str(k, a->strings[i]);
+      k_bytes(k, a->strings[i], a->strings_len ? a->strings_len[i] : strlen(a->strings[i]));
     break;
   case ONYX_ATTR_TENSOR:
     k_tensor(k, a->t);

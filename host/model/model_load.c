@@ -288,14 +288,18 @@ static OnyxStatus* ox_read_ints(OxLoader* L, const OxScope* sc, const Onnx__Attr
 
 static OnyxStatus* ox_read_strings(OxLoader* L, const OxScope* sc, const Onnx__AttributeProto* ap,
                                    int depth, OxAttr* a) {
+  /* Each string keeps its bytes, NULs included: strings_len[i] is its
+   * length and strings[i] is NUL-terminated after it. */
   a->strings = calloc(ap->n_strings ? ap->n_strings : 1, sizeof *a->strings);
-  if (!a->strings) return ox_oom();
+  a->strings_len = calloc(ap->n_strings ? ap->n_strings : 1, sizeof *a->strings_len);
+  if (!a->strings || !a->strings_len) return ox_oom();
   a->count = ap->n_strings;
   for (size_t i = 0; i < a->count; i++) {
-    a->strings[i] = malloc(ap->strings[i].len + 1);
-    if (!a->strings[i]) return ox_oom();
-    if (ap->strings[i].len) memcpy(a->strings[i], ap->strings[i].data, ap->strings[i].len);
-    a->strings[i][ap->strings[i].len] = '\0';
+    size_t len = ap->strings[i].len;
+    if (len == SIZE_MAX || !(a->strings[i] = malloc(len + 1))) return ox_oom();
+    if (len) memcpy(a->strings[i], ap->strings[i].data, len);
+    a->strings[i][len] = '\0';
+    a->strings_len[i] = len;
   }
   return NULL;
 }
@@ -1014,9 +1018,14 @@ static OnyxStatus* ox_attr_copy(const OxAttr* src, const char* name, OxAttr* dst
     return (dst->floats = ox_dup_array(src->floats, src->count, sizeof(float))) ? NULL : ox_oom();
   case ONYX_ATTR_STRINGS:
     dst->strings = calloc(src->count ? src->count : 1, sizeof *dst->strings);
-    if (!dst->strings) return ox_oom();
-    for (size_t i = 0; i < src->count; i++)
-      if (!(dst->strings[i] = ox_strdup(src->strings[i]))) return ox_oom();
+    dst->strings_len = calloc(src->count ? src->count : 1, sizeof *dst->strings_len);
+    if (!dst->strings || !dst->strings_len) return ox_oom();
+    for (size_t i = 0; i < src->count; i++) { /* the bytes and their NUL terminator */
+      size_t len = src->strings_len ? src->strings_len[i] : strlen(src->strings[i]);
+      if (len == SIZE_MAX || !(dst->strings[i] = malloc(len + 1))) return ox_oom();
+      memcpy(dst->strings[i], src->strings[i], len + 1);
+      dst->strings_len[i] = len;
+    }
     return NULL;
   case ONYX_ATTR_TENSOR:
     return ox_tensor_clone(src->t, &dst->t);

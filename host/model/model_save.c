@@ -137,7 +137,8 @@ static OnyxStatus* ox_save_attr(OxSaver* s, const OxAttr* a, Onnx__AttributeProt
     if (!(ap->strings = ox_save_alloc(s, a->count, sizeof *ap->strings))) return ox_oom();
     ap->n_strings = a->count;
     for (size_t i = 0; i < a->count; i++)
-      ap->strings[i] = (ProtobufCBinaryData){strlen(a->strings[i]), (uint8_t*)a->strings[i]};
+      ap->strings[i] = (ProtobufCBinaryData){
+          a->strings_len ? a->strings_len[i] : strlen(a->strings[i]), (uint8_t*)a->strings[i]};
     return NULL;
   case ONYX_ATTR_TENSOR:
     return ox_save_tensor(s, a->t, "", &ap->t);

@@ -269,6 +269,10 @@ static char* ox_cse_key(const OxNode* n) {
       break;
     }
     case ONYX_ATTR_STRING:
+      if (a->s && memchr(a->s, '\0', a->s_len)) { /* the key would end at the NUL: not compared */
+        ox_str_free(&s);
+        return NULL;
+      }
       ox_str_addf(&s, "%zu:%s", a->s_len, a->s ? a->s : "");
       break;
     case ONYX_ATTR_INTS:

@@ -383,6 +383,16 @@ static int32_t h_ctx_should_stop(const OnyxKernelContext* c) {
 static size_t h_tensor_string_len(const OnyxTensor* t, size_t i) {
   return ox_tensor_string_len(t, i);
 }
+/* The byte lengths beside node_attr_strings' array (same count), NUL bytes
+ * inside a string included. */
+static const size_t* h_node_attr_strings_lens(const OnyxNode* n, const char* name, size_t* count) {
+  const OxAttr* a = h_attr_of(n, name, ONYX_ATTR_STRINGS, count);
+  if (a && a->count && !a->strings_len) { /* the loader gives every list its lengths */
+    if (count) *count = 0;
+    return NULL;
+  }
+  return a ? a->strings_len : NULL;
+}
 
 /* --- compiled-group cache (1.1) ------------------------------------------------------------- */
 OnyxStatus* ox_blob_write(OnyxBlobWriter* w, const void* data, size_t bytes) {
@@ -479,6 +489,7 @@ static const OnyxHostApi ox_host_api_table = {
     .blob_write = ox_blob_write,
     .ctx_should_stop = h_ctx_should_stop,
     .tensor_string_len = h_tensor_string_len,
+    .node_attr_strings_lens = h_node_attr_strings_lens,
 };
 
 const OnyxHostApi* ox_host_api(void) {

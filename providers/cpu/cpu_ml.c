@@ -7,9 +7,12 @@
  * classes_strings (a string maps to its index and back). Lookups are a
  * binary search over the keys sorted at kernel creation; numeric keys compare
  * as doubles (NaN keys match NaN). String keys and values are byte strings
- * of a known length (NUL bytes included) when they come from tensors (the
- * input, keys_tensor, values_tensor, default_tensor); the string list
- * attributes have no lengths in the host API and end at their first NUL. */
+ * of a known length, NUL bytes included, wherever they come from: tensors
+ * (the input, keys_tensor, values_tensor, default_tensor) through
+ * tensor_string_len, the list attributes (keys_strings, values_strings,
+ * classes_strings) through node_attr_strings_lens, default_string with the
+ * length node_attr_string gives. Normalizer's norm compares with its
+ * length: a NUL in it makes it unknown and refused. */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -80,10 +83,30 @@ typedef struct LeList {
   bool strings;
   size_t n;
   const char* const* s;
+  const size_t* s_len; /* byte lengths of s; NULL: each ends at its first NUL */
   const int64_t* i;
   const float* f;
   const OnyxTensor* t;
 } LeList;
+
+/* A list-of-strings attribute (NULL, *count 0 when absent); *lens gets the
+ * entries' byte lengths, NUL bytes included, or NULL from a host without
+ * node_attr_strings_lens (then each entry ends at its first NUL). */
+static const char* const* ml_attr_strings(const OnyxNode* node, const char* name, size_t* count,
+                                          const size_t** lens) {
+  const OnyxHostApi* H = cpu_host;
+  const char* const* s = H->node_attr_strings(node, name, count);
+  *lens = NULL;
+  if (!s || !*count) return s;
+  size_t n_lens = 0;
+  if (H->struct_size >=
+          offsetof(OnyxHostApi, node_attr_strings_lens) + sizeof H->node_attr_strings_lens &&
+      H->node_attr_strings_lens) {
+    const size_t* l = H->node_attr_strings_lens(node, name, &n_lens);
+    if (l && n_lens == *count) *lens = l;
+  }
+  return s;
+}
 
 static bool le_list(const OnyxNode* node, const char* strs, const char* ints, const char* floats,
                     const char* tensor, LeList* out) {
@@ -95,7 +118,7 @@ static bool le_list(const OnyxNode* node, const char* strs, const char* ints, co
     out->n = H->tensor_elem_count(out->t);
     return true;
   }
-  if ((out->s = H->node_attr_strings(node, strs, &n)) && n) {
+  if ((out->s = ml_attr_strings(node, strs, &n, &out->s_len)) && n) {
     out->strings = true;
     out->n = n;
     return true;
@@ -113,7 +136,7 @@ static bool le_list(const OnyxNode* node, const char* strs, const char* ints, co
 
 static const char* le_str(const LeList* l, size_t i, size_t* len) {
   if (l->t) return ml_str(l->t, i, len);
-  *len = strlen(l->s[i]);
+  *len = l->s_len ? l->s_len[i] : strlen(l->s[i]);
   return l->s[i];
 }
 
@@ -138,10 +161,11 @@ static OnyxStatus* le_create(OnyxEp* ep, const OnyxNode* node, void* user, void*
   s->out_type = H->value_elem_type(H->node_output(node, 0));
   LeList keys = {0}, vals = {0};
   size_t n_classes = 0;
-  const char* const* classes = H->node_attr_strings(node, "classes_strings", &n_classes);
+  const size_t* class_lens = NULL;
+  const char* const* classes = ml_attr_strings(node, "classes_strings", &n_classes, &class_lens);
   OnyxStatus* st = NULL;
   if (classes && n_classes) { /* version 1: strings <-> their index */
-    LeList names = {.strings = true, .n = n_classes, .s = classes};
+    LeList names = {.strings = true, .n = n_classes, .s = classes, .s_len = class_lens};
     s->n = n_classes;
     s->str_keys = in_type == ONYX_ELEM_STRING;
     s->str_vals = !s->str_keys;
@@ -554,13 +578,17 @@ static OnyxStatus* affine_create(OnyxEp* ep, const OnyxNode* node, void* user, v
   s->scale = H->node_attr_floats(node, "scale", &s->n_scale);
   size_t len = 0;
   const char* norm = H->node_attr_string(node, "norm", &len);
-  s->norm = !norm || !strcmp(norm, "MAX") ? 0
-            : !strcmp(norm, "L1")         ? 1
-            : !strcmp(norm, "L2")         ? 2
-                                          : -1;
+  /* Compared with the length: "L2\0x" is no keyword. */
+  s->norm = !norm || (len == 3 && !memcmp(norm, "MAX", 3)) ? 0
+            : len == 2 && !memcmp(norm, "L1", 2)           ? 1
+            : len == 2 && !memcmp(norm, "L2", 2)           ? 2
+                                                           : -1;
   if (s->kind == 2 && s->norm < 0) {
+    bool nul = memchr(norm, '\0', len) != NULL;
     free(s);
-    return cpu_error(node, ONYX_INVALID_MODEL, "norm '%s' is not MAX, L1 or L2", norm);
+    return nul ? cpu_error(node, ONYX_INVALID_MODEL,
+                           "attribute 'norm' holds a NUL byte; it must be MAX, L1 or L2")
+               : cpu_error(node, ONYX_INVALID_MODEL, "norm '%s' is not MAX, L1 or L2", norm);
   }
   *out = s;
   return NULL;

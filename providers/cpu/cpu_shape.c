@@ -6,6 +6,7 @@
  * only copy elements: cpu_copy_elems for dense runs, cpu_copy_strided for
  * transposed, sliced or broadcast views. Outputs are fresh copies; aliasing
  * (ONYX_ALIAS_VIEW) is a later optimisation. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -626,6 +627,7 @@ typedef struct ConstState {
   int64_t dim;
   const void* data;           /* numbers */
   const char* const* strings; /* value_strings */
+  const size_t* strings_len;  /* their byte lengths (NULs included); NULL: up to the first NUL */
   const char* string;         /* value_string */
   size_t string_len;
   float f;
@@ -666,6 +668,13 @@ static OnyxStatus* const_read(const OnyxNode* node, ConstState* s) {
   } else if (h->node_attr_type(node, "value_strings") == ONYX_ATTR_STRINGS) {
     s->strings = h->node_attr_strings(node, "value_strings", &n);
     s->type = ONYX_ELEM_STRING;
+    size_t n_len = 0;
+    if (h->struct_size >=
+            offsetof(OnyxHostApi, node_attr_strings_lens) + sizeof h->node_attr_strings_lens &&
+        h->node_attr_strings_lens) {
+      s->strings_len = h->node_attr_strings_lens(node, "value_strings", &n_len);
+      if (n_len != n) s->strings_len = NULL;
+    }
   } else if (h->node_attr_type(node, "sparse_value") != ONYX_ATTR_UNDEFINED) {
     return cpu_error(node, ONYX_NOT_IMPLEMENTED, "sparse_value is not supported");
   } else {
@@ -700,7 +709,9 @@ static OnyxStatus* const_compute(void* state, OnyxKernelContext* ctx) {
   if ((st = cpu_host->ctx_output(ctx, 0, &s->dim, s->rank, &y))) return st;
   if (s->type == ONYX_ELEM_STRING && s->rank == 1)
     for (int64_t i = 0; !st && i < s->dim; i++)
-      st = cpu_host->tensor_set_string(y, (size_t)i, s->strings[i], strlen(s->strings[i]));
+      st = cpu_host->tensor_set_string(y, (size_t)i, s->strings[i],
+                                       s->strings_len ? s->strings_len[(size_t)i]
+                                                      : strlen(s->strings[i]));
   else if (s->type == ONYX_ELEM_STRING)
     st = cpu_host->tensor_set_string(y, 0, s->string, s->string_len);
   else

@@ -11,10 +11,16 @@
  * cannot express (look-around, lazy quantifiers, named groups) is refused
  * with an error naming the node and the pattern.
  *
- * Strings are byte strings of a known length (tensor_string_len): a NUL
- * byte is an ordinary byte everywhere (matched, concatenated, split on,
- * counted). Attribute lists of strings (stopwords, pool_strings) have no
- * lengths in the host API: their entries end at their first NUL. */
+ * Strings are byte strings of a known length: tensor elements through
+ * tensor_string_len, the entries of list attributes (stopwords,
+ * pool_strings) through node_attr_strings_lens. A NUL byte is an ordinary
+ * byte everywhere (matched, concatenated, split on, counted, compared).
+ * Single-string attributes: StringSplit's delimiter is used with its length
+ * (a NUL in it is a byte to split on); the keywords (case_change_action,
+ * TfIdfVectorizer's mode) compare with their length, so a NUL makes them
+ * unknown and refused; RegexFullMatch refuses a pattern holding a NUL (the
+ * POSIX engine takes NUL-terminated patterns); StringNormalizer's locale is
+ * not read (case mapping is C.UTF-8's for every locale). */
 #include <locale.h>
 #include <regex.h>
 #include <stddef.h>
@@ -63,6 +69,30 @@ static const char* text_str(const OnyxTensor* t, size_t i, size_t* len) {
       H->tensor_string_len;
   *len = has_len ? H->tensor_string_len(t, i) : strlen(s);
   return s;
+}
+
+/* A list-of-strings attribute (NULL, *count 0 when absent); *lens gets the
+ * entries' byte lengths, NUL bytes included, or NULL from a host without
+ * node_attr_strings_lens (then each entry ends at its first NUL). */
+static const char* const* text_attr_strings(const OnyxNode* node, const char* name, size_t* count,
+                                            const size_t** lens) {
+  const OnyxHostApi* H = cpu_host;
+  const char* const* s = H->node_attr_strings(node, name, count);
+  *lens = NULL;
+  if (!s || !*count) return s;
+  size_t n_lens = 0;
+  if (H->struct_size >=
+          offsetof(OnyxHostApi, node_attr_strings_lens) + sizeof H->node_attr_strings_lens &&
+      H->node_attr_strings_lens) {
+    const size_t* l = H->node_attr_strings_lens(node, name, &n_lens);
+    if (l && n_lens == *count) *lens = l;
+  }
+  return s;
+}
+
+/* Whether the attribute value (len bytes, NULs included) is the keyword. */
+static bool text_is(const char* v, size_t len, const char* keyword) {
+  return v && len == strlen(keyword) && !memcmp(v, keyword, len);
 }
 
 /* True when the run should stop (ABI 1.1; a 1.0 host never asks). */
@@ -194,20 +224,28 @@ static OnyxStatus* norm_create(OnyxEp* ep, const OnyxNode* node, void* user, voi
   if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   size_t len = 0;
   const char* action = H->node_attr_string(node, "case_change_action", &len);
-  if (!action || !strcmp(action, "NONE"))
+  if (!action || text_is(action, len, "NONE"))
     s->action = 0;
-  else if (!strcmp(action, "LOWER"))
+  else if (text_is(action, len, "LOWER"))
     s->action = 1;
-  else if (!strcmp(action, "UPPER"))
+  else if (text_is(action, len, "UPPER"))
     s->action = 2;
   else {
+    const char* nul = memchr(action, '\0', len);
+    OnyxStatus* st =
+        nul ? cpu_error(node, ONYX_INVALID_MODEL,
+                        "attribute 'case_change_action' holds a NUL byte at offset %zu; want "
+                        "LOWER, UPPER or NONE",
+                        (size_t)(nul - action))
+            : cpu_error(node, ONYX_INVALID_MODEL,
+                        "case_change_action '%s' is not LOWER, UPPER or NONE", action);
     norm_release(s);
-    return cpu_error(node, ONYX_INVALID_MODEL,
-                     "case_change_action '%s' is not LOWER, UPPER or NONE", action);
+    return st;
   }
   s->case_sensitive = H->node_attr_int(node, "is_case_sensitive", 0) != 0;
   size_t n = 0;
-  const char* const* stop = H->node_attr_strings(node, "stopwords", &n);
+  const size_t* lens = NULL;
+  const char* const* stop = text_attr_strings(node, "stopwords", &n, &lens);
   s->stop = calloc(n ? n : 1, sizeof *s->stop);
   s->stop_len = calloc(n ? n : 1, sizeof *s->stop_len);
   if (!s->stop || !s->stop_len) {
@@ -215,10 +253,16 @@ static OnyxStatus* norm_create(OnyxEp* ep, const OnyxNode* node, void* user, voi
     return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   }
   for (size_t i = 0; i < n; i++) {
-    size_t sl = strlen(stop[i]);
+    size_t sl = lens ? lens[i] : strlen(stop[i]);
     s->stop_len[i] = sl;
-    s->stop[i] =
-        s->case_sensitive ? strdup(stop[i]) : change_case(stop[i], sl, false, &s->stop_len[i]);
+    if (s->case_sensitive) { /* the bytes, NULs included */
+      if (sl < SIZE_MAX && (s->stop[i] = malloc(sl + 1))) {
+        memcpy(s->stop[i], stop[i], sl);
+        s->stop[i][sl] = '\0';
+      }
+    } else {
+      s->stop[i] = change_case(stop[i], sl, false, &s->stop_len[i]);
+    }
     s->n_stop++;
     if (!s->stop[i]) {
       norm_release(s);
@@ -598,6 +642,12 @@ static OnyxStatus* regex_create(OnyxEp* ep, const OnyxNode* node, void* user, vo
   size_t len = 0;
   const char* pat = cpu_host->node_attr_string(node, "pattern", &len);
   if (!pat) return cpu_error(node, ONYX_INVALID_MODEL, "the attribute 'pattern' is missing");
+  const char* nul = memchr(pat, '\0', len);
+  if (nul) /* regcomp reads the pattern up to its first NUL: refuse rather than cut it */
+    return cpu_error(node, ONYX_NOT_IMPLEMENTED,
+                     "attribute 'pattern' holds a NUL byte at offset %zu, which the POSIX regex "
+                     "engine cannot take",
+                     (size_t)(nul - pat));
   const char* why = NULL;
   char* posix = re2_to_posix(pat, &why);
   if (!posix)
@@ -653,7 +703,8 @@ typedef struct TfIdfState {
   size_t pool_len;
   const int64_t* pool_ints;
   const char* const* pool_strs;
-  const int64_t* counts; /* ngram_counts: start of each n's group in the pool */
+  const size_t* pool_lens; /* their byte lengths; NULL: each ends at its first NUL */
+  const int64_t* counts;   /* ngram_counts: start of each n's group in the pool */
   size_t n_counts;
   const int64_t* indexes;
   size_t n_indexes;
@@ -670,11 +721,10 @@ static OnyxStatus* tfidf_create(OnyxEp* ep, const OnyxNode* node, void* user, vo
   if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   size_t len = 0;
   const char* mode = H->node_attr_string(node, "mode", &len);
-  s->mode = !mode                    ? -1
-            : !strcmp(mode, "TF")    ? 0
-            : !strcmp(mode, "IDF")   ? 1
-            : !strcmp(mode, "TFIDF") ? 2
-                                     : -1;
+  s->mode = text_is(mode, len, "TF")      ? 0
+            : text_is(mode, len, "IDF")   ? 1
+            : text_is(mode, len, "TFIDF") ? 2
+                                          : -1;
   s->min_n = H->node_attr_int(node, "min_gram_length", 0);
   s->max_n = H->node_attr_int(node, "max_gram_length", 0);
   s->max_skip = H->node_attr_int(node, "max_skip_count", 0);
@@ -683,12 +733,15 @@ static OnyxStatus* tfidf_create(OnyxEp* ep, const OnyxNode* node, void* user, vo
   s->weights = H->node_attr_floats(node, "weights", &s->n_weights);
   size_t n_int = 0, n_str = 0;
   s->pool_ints = H->node_attr_ints(node, "pool_int64s", &n_int);
-  s->pool_strs = H->node_attr_strings(node, "pool_strings", &n_str);
+  s->pool_strs = text_attr_strings(node, "pool_strings", &n_str, &s->pool_lens);
   s->strings = n_str > 0;
   s->pool_len = s->strings ? n_str : n_int;
   OnyxStatus* st = NULL;
   if (s->mode < 0)
-    st = cpu_error(node, ONYX_INVALID_MODEL, "mode must be TF, IDF or TFIDF");
+    st = mode && memchr(mode, '\0', len)
+             ? cpu_error(node, ONYX_INVALID_MODEL,
+                         "attribute 'mode' holds a NUL byte; it must be TF, IDF or TFIDF")
+             : cpu_error(node, ONYX_INVALID_MODEL, "mode must be TF, IDF or TFIDF");
   else if (s->min_n < 1 || s->max_n < s->min_n || s->max_skip < 0)
     st = cpu_error(node, ONYX_INVALID_MODEL,
                    "need 1 <= min_gram_length (%lld) <= max_gram_length (%lld) and "
@@ -744,10 +797,12 @@ typedef struct Tokens {
 
 static bool token_eq_pool(const TfIdfState* s, const Tokens* t, size_t tok, size_t pool_i) {
   const OnyxHostApi* H = cpu_host;
-  if (s->strings) { /* a token with a NUL byte is longer than its C string */
+  if (s->strings) { /* byte strings: equal lengths and bytes, NULs included */
     size_t len;
     const char* w = text_str(t->x, tok, &len);
-    return strlen(s->pool_strs[pool_i]) == len && !memcmp(w, s->pool_strs[pool_i], len);
+    const char* p = s->pool_strs[pool_i];
+    size_t plen = s->pool_lens ? s->pool_lens[pool_i] : strlen(p);
+    return plen == len && !memcmp(w, p, len);
   }
   const void* d = H->tensor_data(t->x);
   int64_t v = t->type == ONYX_ELEM_INT32 ? ((const int32_t*)d)[tok] : ((const int64_t*)d)[tok];

@@ -113,6 +113,47 @@ static void test_struct_sizes_per_minor(void** state) {
   assert_int_equal(h->struct_size, sizeof(OnyxHostApi));
 }
 
+/* The fields ABI 1.1 appends, in order, each a pointer (8 bytes on x86-64
+ * and AArch64): OnyxHostApi's start at 568, where 1.0 ends, and the last
+ * one ends at the pinned 1.1 size, 664; OnyxEp's start at 136 and end at
+ * 160. The offsets are counted by hand from those starts. */
+static void test_v1_1_fields_at_their_offsets(void** state) {
+  (void)state;
+  static const struct {
+    const char* field;
+    size_t offset, want;
+  } host[] = {
+      {"value_consumer_count", offsetof(OnyxHostApi, value_consumer_count), 568},
+      {"value_consumer", offsetof(OnyxHostApi, value_consumer), 576},
+      {"value_is_graph_output", offsetof(OnyxHostApi, value_is_graph_output), 584},
+      {"edit_replace", offsetof(OnyxHostApi, edit_replace), 592},
+      {"edit_set_attr_int", offsetof(OnyxHostApi, edit_set_attr_int), 600},
+      {"edit_set_attr_float", offsetof(OnyxHostApi, edit_set_attr_float), 608},
+      {"edit_set_attr_ints", offsetof(OnyxHostApi, edit_set_attr_ints), 616},
+      {"edit_set_attr_string", offsetof(OnyxHostApi, edit_set_attr_string), 624},
+      {"blob_write", offsetof(OnyxHostApi, blob_write), 632},
+      {"ctx_should_stop", offsetof(OnyxHostApi, ctx_should_stop), 640},
+      {"tensor_string_len", offsetof(OnyxHostApi, tensor_string_len), 648},
+      {"node_attr_strings_lens", offsetof(OnyxHostApi, node_attr_strings_lens), 656},
+  };
+  for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+    if (host[i].offset != host[i].want)
+      fail_msg("OnyxHostApi.%s at %zu, want %zu", host[i].field, host[i].offset, host[i].want);
+  assert_int_equal(ONYX_ABI_V1_0_HOST_API_SIZE, 568);
+  assert_int_equal(ONYX_ABI_V1_1_HOST_API_SIZE, 664);
+  assert_int_equal(sizeof(OnyxHostApi), ONYX_ABI_V1_1_HOST_API_SIZE);
+  assert_int_equal(offsetof(OnyxEp, transform), 136);
+  assert_int_equal(offsetof(OnyxEp, save_compiled), 144);
+  assert_int_equal(offsetof(OnyxEp, load_compiled), 152);
+  assert_int_equal(sizeof(OnyxEp), ONYX_ABI_V1_1_EP_SIZE);
+  assert_int_equal(ONYX_ABI_V1_1_EP_SIZE, 160);
+  /* The host fills every 1.1 slot. */
+  const OnyxHostApi* h = ox_host_api();
+  assert_non_null(h->tensor_string_len);
+  assert_non_null(h->ctx_should_stop);
+  assert_non_null(h->node_attr_strings_lens);
+}
+
 /* --- Loading providers of other versions -------------------------------------------------- */
 
 /* X[2,3] -> Add(X, X) -> s -> Mul(s, X) -> Y, so Y = 2 * X * X. */
@@ -259,6 +300,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_v1_0_fields_keep_offsets_and_sizes),
       cmocka_unit_test(test_struct_sizes_per_minor),
+      cmocka_unit_test(test_v1_1_fields_at_their_offsets),
       cmocka_unit_test(test_provider_built_against_v1_0_headers_runs),
       cmocka_unit_test(test_newer_minor_provider_runs_in_older_host),
       cmocka_unit_test(test_newer_minor_needing_newer_host_refuses_clearly),

@@ -322,7 +322,9 @@ struct OnyxHostApi {
   const OnyxValueInfo* (*node_output)(const OnyxNode* n, size_t i); /* NULL: absent optional */
   /* Attributes, schema defaults already filled in. Absent attributes give
    * ONYX_ATTR_UNDEFINED / the fallback / NULL with *count = 0. Arrays and
-   * strings are owned by the node. */
+   * strings are owned by the node. Strings are bytes and may hold NULs:
+   * node_attr_string sets *len; the entries of node_attr_strings have their
+   * lengths in node_attr_strings_lens (1.1). */
   OnyxAttrType (*node_attr_type)(const OnyxNode* n, const char* name);
   int64_t (*node_attr_int)(const OnyxNode* n, const char* name, int64_t fallback);
   float (*node_attr_float)(const OnyxNode* n, const char* name, float fallback);
@@ -469,6 +471,12 @@ struct OnyxHostApi {
    * (tensor_string gives the same bytes, NUL-terminated: a 1.0 reader sees
    * them up to the first NUL). */
   size_t (*tensor_string_len)(const OnyxTensor* t, size_t i);
+  /* Byte lengths of a list-of-strings attribute's entries, NUL bytes
+   * included: an array parallel to node_attr_strings(n, name, count), with
+   * the same count, owned by the node. node_attr_strings gives the same bytes
+   * NUL-terminated, so a reader without lengths sees each entry up to its
+   * first NUL. Absent (or not a list of strings): NULL with *count = 0. */
+  const size_t* (*node_attr_strings_lens)(const OnyxNode* n, const char* name, size_t* count);
 };
 
 /* ------------------------------------------------------------------------ */
@@ -599,9 +607,10 @@ ONYX_EXPORT OnyxStatus* onyx_provider_init(const OnyxHostApi* host, const OnyxPr
 #define ONYX_ABI_V1_0_DEVICE_INFO_SIZE     72
 #define ONYX_ABI_V1_0_ALLOCATOR_SIZE       56
 #define ONYX_ABI_V1_0_COMPILED_KERNEL_SIZE 32
-/* 1.1: the value-consumer, graph-edit and blob functions; transform and the
+/* 1.1: the value-consumer, graph-edit and blob functions, cancellation and
+ * string lengths (tensors and list attributes); transform and the
  * compiled-group cache slots. */
-#define ONYX_ABI_V1_1_HOST_API_SIZE 656
+#define ONYX_ABI_V1_1_HOST_API_SIZE 664
 #define ONYX_ABI_V1_1_EP_SIZE       160
 #ifndef __cplusplus
 _Static_assert(offsetof(OnyxHostApi, value_consumer_count) == ONYX_ABI_V1_0_HOST_API_SIZE,

@@ -154,13 +154,13 @@ int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const
                 void* stream) {
   int64_t n = iter_count(it);
   if (op < GPU_EQUAL && gpub_flat_binary(it)) { /* the device's flat kernels */
-    const int sa = gpub_flat_operand(it, 1) == GPU_FLAT_SCALAR;
-    const int sb = gpub_flat_operand(it, 2) == GPU_FLAT_SCALAR;
+    int64_t qa, qb;
+    const int ka = gpub_flat_layout(it, 1, &qa), kb = gpub_flat_layout(it, 2, &qb);
     const float* pa = a + it->offset[1];
     const float* pb = b + it->offset[2];
     float* po = (float*)out + it->offset[0];
     for (int64_t i = 0; i < n; i++)
-      po[i] = gpub_binary(op, pa[sa ? 0 : i], pb[sb ? 0 : i]);
+      po[i] = gpub_binary(op, pa[gpub_flat_index(ka, i, qa)], pb[gpub_flat_index(kb, i, qb)]);
     return EMU_OK;
   }
   for (int64_t i = 0; i < n; i++) {

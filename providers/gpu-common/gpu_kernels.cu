@@ -82,29 +82,31 @@ __global__ void unary_kernel(GpuUnaryOp op, const float* x, float* y, int64_t n,
   if (t < n - n4 * 4) y[n4 * 4 + t] = gpub_unary(op, x[n4 * 4 + t], alpha, beta);
 }
 
-/* out = a op b over n contiguous floats, without an iteration space: a and b
- * each either of out's shape or one value broadcast (kScalarA / kScalarB).
- * vec as for unary_kernel. */
-template <bool kScalarA, bool kScalarB>
+/* out = a op b over a dense output where each input is dense, one value or
+ * a cycle (gpub_flat_layout: element i at i % period): no per-dimension
+ * index arithmetic. vec: every pointer 16-byte aligned and every cycle's
+ * period a multiple of 4, so four outputs read four contiguous elements of
+ * each dense or cycle input. */
+template <int kA, int kB>
 __global__ void binary_flat_kernel(GpuBinaryOp op, const float* a, const float* b, float* out,
-                                   int64_t n, int vec) {
+                                   int64_t n, int64_t pa, int64_t pb, int vec) {
   if (!vec) {
     GRID_STRIDE(i, n) {
-      out[i] = gpub_binary(op, kScalarA ? a[0] : a[i], kScalarB ? b[0] : b[i]);
+      out[i] = gpub_binary(op, a[gpub_flat_index(kA, i, pa)], b[gpub_flat_index(kB, i, pb)]);
     }
     return;
   }
   const int64_t n4 = n / 4;
   GRID_STRIDE(i, n4) {
     float4 va, vb, r;
-    if (kScalarA)
+    if (kA == GPU_FLAT_SCALAR)
       va = make_float4(a[0], a[0], a[0], a[0]);
     else
-      va = reinterpret_cast<const float4*>(a)[i];
-    if (kScalarB)
+      va = *reinterpret_cast<const float4*>(a + gpub_flat_index(kA, 4 * i, pa));
+    if (kB == GPU_FLAT_SCALAR)
       vb = make_float4(b[0], b[0], b[0], b[0]);
     else
-      vb = reinterpret_cast<const float4*>(b)[i];
+      vb = *reinterpret_cast<const float4*>(b + gpub_flat_index(kB, 4 * i, pb));
     r.x = gpub_binary(op, va.x, vb.x);
     r.y = gpub_binary(op, va.y, vb.y);
     r.z = gpub_binary(op, va.z, vb.z);
@@ -114,8 +116,15 @@ __global__ void binary_flat_kernel(GpuBinaryOp op, const float* a, const float* 
   const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n - n4 * 4) {
     const int64_t j = n4 * 4 + t;
-    out[j] = gpub_binary(op, kScalarA ? a[0] : a[j], kScalarB ? b[0] : b[j]);
+    out[j] = gpub_binary(op, a[gpub_flat_index(kA, j, pa)], b[gpub_flat_index(kB, j, pb)]);
   }
+}
+
+template <int kA, int kB>
+void launch_binary_flat(GpuBinaryOp op, const float* a, const float* b, float* o, int64_t n,
+                        int64_t pa, int64_t pb, int vec, cudaStream_t s) {
+  const unsigned g = blocks_for(vec ? n / 4 + 3 : n); /* + 3: the tail's threads */
+  binary_flat_kernel<kA, kB><<<g, kThreads, 0, s>>>(op, a, b, o, n, pa, pb, vec);
 }
 
 template <typename T>
@@ -512,20 +521,31 @@ int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const
     compare_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (uint8_t*)out, *it, n);
     return launched();
   }
-  const int fa = gpub_flat_operand(it, 1), fb = gpub_flat_operand(it, 2);
   if (gpub_flat_binary(it)) {
+    int64_t pa, pb;
+    const int fa = gpub_flat_layout(it, 1, &pa), fb = gpub_flat_layout(it, 2, &pb);
     float* o = (float*)out + it->offset[0];
     a += it->offset[1];
     b += it->offset[2];
     const int vec = aligned16(o) && (fa == GPU_FLAT_SCALAR || aligned16(a)) &&
-                    (fb == GPU_FLAT_SCALAR || aligned16(b));
-    const unsigned g = blocks_for(vec ? n / 4 + 3 : n); /* + 3: the tail's threads */
-    if (fa == GPU_FLAT_SCALAR)
-      binary_flat_kernel<true, false><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+                    (fb == GPU_FLAT_SCALAR || aligned16(b)) &&
+                    (fa != GPU_FLAT_CYCLE || pa % 4 == 0) && (fb != GPU_FLAT_CYCLE || pb % 4 == 0);
+    if (fa == GPU_FLAT_SCALAR && fb == GPU_FLAT_DENSE)
+      launch_binary_flat<GPU_FLAT_SCALAR, GPU_FLAT_DENSE>(op, a, b, o, n, pa, pb, vec, s);
+    else if (fa == GPU_FLAT_SCALAR)
+      launch_binary_flat<GPU_FLAT_SCALAR, GPU_FLAT_CYCLE>(op, a, b, o, n, pa, pb, vec, s);
+    else if (fa == GPU_FLAT_DENSE && fb == GPU_FLAT_SCALAR)
+      launch_binary_flat<GPU_FLAT_DENSE, GPU_FLAT_SCALAR>(op, a, b, o, n, pa, pb, vec, s);
+    else if (fa == GPU_FLAT_DENSE && fb == GPU_FLAT_DENSE)
+      launch_binary_flat<GPU_FLAT_DENSE, GPU_FLAT_DENSE>(op, a, b, o, n, pa, pb, vec, s);
+    else if (fa == GPU_FLAT_DENSE)
+      launch_binary_flat<GPU_FLAT_DENSE, GPU_FLAT_CYCLE>(op, a, b, o, n, pa, pb, vec, s);
     else if (fb == GPU_FLAT_SCALAR)
-      binary_flat_kernel<false, true><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+      launch_binary_flat<GPU_FLAT_CYCLE, GPU_FLAT_SCALAR>(op, a, b, o, n, pa, pb, vec, s);
+    else if (fb == GPU_FLAT_DENSE)
+      launch_binary_flat<GPU_FLAT_CYCLE, GPU_FLAT_DENSE>(op, a, b, o, n, pa, pb, vec, s);
     else
-      binary_flat_kernel<false, false><<<g, kThreads, 0, s>>>(op, a, b, o, n, vec);
+      launch_binary_flat<GPU_FLAT_CYCLE, GPU_FLAT_CYCLE>(op, a, b, o, n, pa, pb, vec, s);
     return launched();
   }
   binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (float*)out, *it, n);

@@ -269,29 +269,48 @@ static inline int gpub_reduce_layout(const GpuReduce* r, int64_t* outer, int64_t
   return 1;
 }
 
-enum { GPU_FLAT_NO, GPU_FLAT_DENSE, GPU_FLAT_SCALAR };
+enum { GPU_FLAT_NO, GPU_FLAT_DENSE, GPU_FLAT_SCALAR, GPU_FLAT_CYCLE };
 
 /* How operand o is laid out over the iteration: dense (the output's own
- * row-major order), one value (every stride 0), or neither. */
-static inline int gpub_flat_operand(const GpuIter* it, int o) {
-  int dense = 1, scalar = 1;
+ * row-major order), one value (every stride 0), a cycle (dense over the
+ * innermost dims and repeated over the outer ones: a bias, a mask broadcast
+ * over batch and heads; element i is at i % period), or none of these.
+ * *period receives the cycle's length (the dense and scalar cases: the
+ * iteration's size and 1). */
+static inline int gpub_flat_layout(const GpuIter* it, int o, int64_t* period) {
+  *period = 0;
   int64_t expect = 1;
-  for (int d = it->rank - 1; d >= 0; d--) {
-    if (it->dims[d] != 1) {
-      dense = dense && it->strides[o][d] == expect;
-      scalar = scalar && it->strides[o][d] == 0;
-    }
+  int d = it->rank - 1;
+  for (; d >= 0; d--) { /* the dense innermost run */
+    if (it->dims[d] == 1) continue;
+    if (it->strides[o][d] != expect) break;
     expect *= it->dims[d];
   }
-  return dense ? GPU_FLAT_DENSE : scalar ? GPU_FLAT_SCALAR : GPU_FLAT_NO;
+  const int64_t run = expect;
+  for (; d >= 0; d--) { /* the rest: broadcast, or not a cycle */
+    if (it->dims[d] != 1 && it->strides[o][d] != 0) return GPU_FLAT_NO;
+    expect *= it->dims[d];
+  }
+  *period = run;
+  return run == expect ? GPU_FLAT_DENSE : run == 1 ? GPU_FLAT_SCALAR : GPU_FLAT_CYCLE;
+}
+
+static inline int gpub_flat_operand(const GpuIter* it, int o) {
+  int64_t period;
+  return gpub_flat_layout(it, o, &period);
 }
 
 /* A binary op that needs no iteration space: a dense output, each input
- * dense or one value, not both one value. */
+ * dense, one value or a cycle, not both one value. */
 static inline int gpub_flat_binary(const GpuIter* it) {
   int fa = gpub_flat_operand(it, 1), fb = gpub_flat_operand(it, 2);
   return gpub_flat_operand(it, 0) == GPU_FLAT_DENSE && fa != GPU_FLAT_NO && fb != GPU_FLAT_NO &&
          !(fa == GPU_FLAT_SCALAR && fb == GPU_FLAT_SCALAR);
+}
+
+/* The element of a flat operand that output element i reads. */
+GPU_FN int64_t gpub_flat_index(int kind, int64_t i, int64_t period) {
+  return kind == GPU_FLAT_SCALAR ? 0 : kind == GPU_FLAT_CYCLE ? i % period : i;
 }
 
 /* Source element of output element i of a Gather, or -1 (index out of

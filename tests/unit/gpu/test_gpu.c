@@ -1041,6 +1041,69 @@ static void test_elementwise_layouts(void** state) {
   onyx_session_release(s);
 }
 
+/* Binary ops whose input repeats over the outer dims (a mask [4, 8] added
+ * over [2, 3, 4, 8], a bias [8] on either side, periods a multiple of 4 or
+ * not) take the flat kernels' cycle index; a per-channel [3, 1, 1] operand
+ * is no cycle and takes the general path. Every case against the C
+ * operators with the numpy broadcasting rule written out. */
+static void test_broadcast_cycles(void** state) {
+  (void)state;
+  gpu_required();
+  enum { A = 2, B = 3, H = 4, W = 8, N = A * B * H * W };
+  static float x[N], mask[H * W], bias[W], chan[B], odd[H * W - 1];
+  fill(x, N, 41, 3.0f, 0.5f);
+  fill(mask, H * W, 42, 2.0f, 0.0f);
+  fill(bias, W, 43, 2.0f, 3.0f); /* in [1, 5] */
+  fill(chan, B, 44, 1.0f, 0.0f);
+  fill(odd, H * W - 1, 45, 2.0f, 3.0f); /* in [1, 5] */
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){A, B, H, W});
+  otm_initializer(m, "mask", ONYX_ELEM_FLOAT32, 2, (int64_t[]){H, W}, mask);
+  otm_initializer(m, "bias", ONYX_ELEM_FLOAT32, 1, (int64_t[]){W}, bias);
+  otm_initializer(m, "chan", ONYX_ELEM_FLOAT32, 3, (int64_t[]){B, 1, 1}, chan);
+  static const char* const outs[4] = {"y_mask", "y_bias", "y_chan", "y_odd"};
+  for (int i = 0; i < 3; i++)
+    otm_output(m, outs[i], ONYX_ELEM_FLOAT32, 4, (int64_t[]){A, B, H, W});
+  /* A period of 31 over [5, 31]: the cycle's scalar path. */
+  otm_input(m, "x2", ONYX_ELEM_FLOAT32, 2, (int64_t[]){5, H * W - 1});
+  otm_initializer(m, "odd", ONYX_ELEM_FLOAT32, 1, (int64_t[]){H * W - 1}, odd);
+  otm_output(m, outs[3], ONYX_ELEM_FLOAT32, 2, (int64_t[]){5, H * W - 1});
+  otm_node(m, "Add", "add_mask", "x,mask", "y_mask");
+  otm_node(m, "Sub", "sub_bias", "bias,x", "y_bias");
+  otm_node(m, "Mul", "mul_chan", "x,chan", "y_chan");
+  otm_node(m, "Div", "div_odd", "x2,odd", "y_odd");
+  OnyxSession* s = gpu_session(m, 4);
+  static float x2[5 * (H * W - 1)];
+  fill(x2, 5 * (H * W - 1), 46, 3.0f, 0.0f);
+  const char* names[2] = {"x", "x2"};
+  OnyxValue* in[2] = {NULL, NULL};
+  assert_null(
+      onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){A, B, H, W}, 4, x, sizeof x, &in[0]));
+  assert_null(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){5, H * W - 1}, 2, x2,
+                                       sizeof x2, &in[1]));
+  OnyxValue* out[4] = {NULL};
+  assert_null(onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, 2, outs, 4, out));
+  const float* y[4];
+  for (int i = 0; i < 4; i++)
+    y[i] = onyx_tensor_data(onyx_value_tensor(out[i]));
+  for (size_t i = 0; i < N; i++) {
+    size_t w = i % W, h = i / W % H, b = i / (W * H) % B;
+    double e = (double)x[i] + mask[h * W + w];
+    near(y[0][i], e, 1e-6 * fabs(e), "x + mask[H, W]", i);
+    e = (double)bias[w] - x[i];
+    near(y[1][i], e, 1e-6 * fabs(e), "bias[W] - x", i);
+    e = (double)x[i] * chan[b];
+    near(y[2][i], e, 1e-6 * fabs(e), "x * chan[B, 1, 1]", i);
+  }
+  for (size_t i = 0; i < 5 * (H * W - 1); i++) {
+    double e = (double)x2[i] / odd[i % (H * W - 1)];
+    near(y[3][i], e, 1e-6 * fabs(e), "x2 / odd[31]", i);
+  }
+  onyx_values_release(in, 2);
+  onyx_values_release(out, 4);
+  onyx_session_release(s);
+}
+
 /* MatMul and FusedMatMul over an empty inner dim (K = 0): the product is
  * zeros, FusedMatMul's Y is then act(Bias). */
 static void test_empty_inner_dim(void** state) {
@@ -1109,6 +1172,7 @@ int main(void) {
       cmocka_unit_test(test_fused_matmul_and_gelu),
       cmocka_unit_test(test_fused_matmul_node),
       cmocka_unit_test(test_elementwise_layouts),
+      cmocka_unit_test(test_broadcast_cycles),
       cmocka_unit_test(test_empty_inner_dim),
   };
   return cmocka_run_group_tests_name("gpu_" GPU_NAME, tests, keep_mapped, NULL);

@@ -789,7 +789,7 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   st = H->ctx_output(ctx, 0, yd, xr, &Y);
   if (st) return st;
   if (!H->tensor_elem_count(Y)) return NULL;
-  int xi[DNN_MAX_DIMS], yi[DNN_MAX_DIMS], ir;
+  int xi[DNN_MAX_DIMS], yi[DNN_MAX_DIMS], ir = 0;
   st = to_int_dims(n, xd, xr, xi, &ir);
   if (!st) st = to_int_dims(n, yd, xr, yi, &ir);
   if (st) return st;

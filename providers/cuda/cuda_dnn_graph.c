@@ -17,10 +17,10 @@
 enum { UID_X = 1, UID_W, UID_B, UID_Z, UID_Y, UID_T0 = 100 };
 /* Byte alignment declared for the tensors in device memory (checked per run). */
 #define GRAPH_ALIGN 16
-/* Descriptors one plan holds: 4 real + up to 3 virtual tensors, the
+/* Descriptors one plan holds: 5 real and up to 3 virtual tensors, the
  * convolution and up to 3 pointwise descriptors, 4 operations, the graph,
- * the heuristics, the engine config and the plan. */
-#define GRAPH_MAX_DESCS 24
+ * two heuristics (two modes) and the engine config (the plan is apart). */
+#define GRAPH_MAX_DESCS 32
 /* Engine configs taken from the heuristics' list. */
 #define GRAPH_MAX_CFGS 64
 
@@ -143,12 +143,13 @@ static bool engine_allowed(const DnnGraphSpec* s, cudnnBackendDescriptor_t cfg) 
   return ok;
 }
 
-/* Asks the heuristics for engine configs of graph and finalizes into p->plan
- * the first allowed one that finalizes; the config kept lives in p->descs. */
+/* Asks the heuristics (mode) for engine configs of graph and finalizes into
+ * p->plan the first allowed one that finalizes; the config kept lives in
+ * p->descs. */
 static cudnnStatus_t pick_plan(DnnGraphPlan* p, cudnnHandle_t h, const DnnGraphSpec* s,
-                               cudnnBackendDescriptor_t graph, const char** what) {
+                               cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
+                               const char** what) {
   cudnnBackendDescriptor_t heur = NULL;
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   *what = "engine heuristics";
   cudnnStatus_t st = create_desc(p, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
   if (st == CUDNN_STATUS_SUCCESS)
@@ -207,15 +208,19 @@ static cudnnStatus_t pick_plan(DnnGraphPlan* p, cudnnHandle_t h, const DnnGraphS
     }
   }
   /* The chosen config stays with the plan; the others go. */
+  bool kept = false;
   for (int64_t i = 0; i < made; i++) {
     if (i == chosen && p->n_descs < GRAPH_MAX_DESCS) {
       p->descs[p->n_descs++] = cfgs[i];
+      kept = true;
       continue;
     }
     cudnnBackendDestroyDescriptor(cfgs[i]);
   }
-  if (st != CUDNN_STATUS_SUCCESS) return st;
-  if (chosen < 0) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (st != CUDNN_STATUS_SUCCESS || !kept) {
+    if (plan) cudnnBackendDestroyDescriptor(plan);
+    return st != CUDNN_STATUS_SUCCESS ? st : CUDNN_STATUS_NOT_SUPPORTED;
+  }
   p->plan = plan;
   return CUDNN_STATUS_SUCCESS;
 }
@@ -343,7 +348,12 @@ cudnnStatus_t dnn_graph_build(cudnnHandle_t h, const DnnGraphSpec* s, DnnGraphPl
     st = cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops);
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(graph);
-  if (st == CUDNN_STATUS_SUCCESS) st = pick_plan(p, h, s, graph, what);
+  /* CUDNN_HEUR_MODE_A ranks the engines for this graph; where none of its
+   * list is allowed or finalizes, the fallback mode's list is tried. */
+  if (st == CUDNN_STATUS_SUCCESS) {
+    st = pick_plan(p, h, s, graph, CUDNN_HEUR_MODE_A, what);
+    if (st != CUDNN_STATUS_SUCCESS) st = pick_plan(p, h, s, graph, CUDNN_HEUR_MODE_FALLBACK, what);
+  }
   if (st != CUDNN_STATUS_SUCCESS) {
     dnn_graph_free(p);
     return st;

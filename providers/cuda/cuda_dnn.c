@@ -1,14 +1,22 @@
 /* cuda_dnn.c — Conv, ConvTranspose, com.onyx FusedConv, MaxPool,
  * AveragePool, GlobalAveragePool, GlobalMaxPool and BatchNormalization
- * (inference) through cuDNN 9's legacy API (cudnnConvolutionForward,
- * cudnnConvolutionBiasActivationForward, cudnnConvolutionBackwardData,
- * cudnnPoolingForward, cudnnBatchNormalizationForwardInference).
+ * (inference) through cuDNN 9.
+ *
+ * Conv and FusedConv run by default as execution plans of cuDNN's graph API
+ * (cuda_dnn_graph.c), built on a node's first call per input shape and
+ * cached in its state (graph_plan, conv_graph_run); a node whose plan cannot
+ * be built falls back to the legacy calls below, as does every node with
+ * ONYX_CUDA_CONV_API=legacy. The rest uses the legacy API
+ * (cudnnConvolutionForward, cudnnConvolutionBiasActivationForward,
+ * cudnnConvolutionBackwardData, cudnnPoolingForward,
+ * cudnnBatchNormalizationForwardInference).
  *
  * FusedConv (what the optimizer makes of Conv + Relu / LeakyRelu / Clip once
  * the Conv is placed here, or a model's own node) is Y = act(conv(X, W) + B
- * + Z): with a bias and Relu, one cudnnConvolutionBiasActivationForward;
- * otherwise the convolution, Z and B added with cudnnAddTensor, and the
- * activation as one element-wise pass of the shared kernel (gpuk_unary).
+ * + Z). On the legacy path: with a bias and Relu, one
+ * cudnnConvolutionBiasActivationForward; otherwise the convolution, Z and B
+ * added with cudnnAddTensor, and the activation as one element-wise pass of
+ * the shared kernel (gpuk_unary).
  *
  * cuDNN takes symmetric pads and floor-rounded pooling only: nodes with
  * auto_pad SAME_*, asymmetric pads, ceil_mode, pooling dilations, MaxPool's
@@ -136,6 +144,12 @@ static OnyxStatus* dnn_create(OnyxEp* ep, const OnyxNode* node, void* user, void
 static void dnn_release(void* state) {
   DnnKernel* k = state;
   if (!k) return;
+  /* The plans may hold modules cuDNN loaded into the device's context: that
+   * device is made current before they are destroyed. */
+  bool any = false;
+  for (int i = 0; i < DNN_PLAN_CACHE; i++)
+    any = any || k->plans[i].plan;
+  if (any) gpurt_set_device(k->base.ep->device);
   for (int i = 0; i < DNN_PLAN_CACHE; i++)
     dnn_graph_free(k->plans[i].plan);
   pthread_mutex_destroy(&k->lock);

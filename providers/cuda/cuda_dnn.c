@@ -474,6 +474,16 @@ static PlanEntry* graph_plan(DnnKernel* k, CudaState* cs, const Spatial* sp, con
     k->graph_off = true;
     return NULL;
   }
+  char shape[128];
+  size_t len = 0;
+  shape[0] = 0;
+  for (int i = 0; i < ir && len < sizeof shape; i++)
+    len +=
+        (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", i ? "x" : "", (long long)x[i]);
+  H->log(ONYX_LOG_VERBOSE, "cuda",
+         "node '%s' (%s): cuDNN graph plan for X %s: engine %lld (%s), workspace %zu bytes",
+         H->node_name(n), H->node_op_type(n), shape, (long long)dnn_graph_engine(plan),
+         whole ? "the whole node" : "the convolution alone", dnn_graph_workspace(plan));
   PlanEntry* e = &k->plans[k->next_plan];
   k->next_plan = (k->next_plan + 1) % DNN_PLAN_CACHE;
   dnn_graph_free(e->plan);

@@ -29,6 +29,7 @@ struct DnnGraphPlan {
   int n_descs;
   cudnnBackendDescriptor_t plan;
   int64_t workspace;
+  int64_t engine; /* the engine's global index, -1 where unknown */
   bool bias, z;
 };
 
@@ -104,8 +105,10 @@ static cudnnStatus_t make_pointwise(DnnGraphPlan* p, cudnnBackendDescriptor_t* o
   return st;
 }
 
-/* Whether the engine of cfg has none of the numerical notes s rules out. */
-static bool engine_allowed(const DnnGraphSpec* s, cudnnBackendDescriptor_t cfg) {
+/* Whether the engine of cfg has none of the numerical notes s rules out;
+ * *index: the engine's global index (-1 where unknown). */
+static bool engine_allowed(const DnnGraphSpec* s, cudnnBackendDescriptor_t cfg, int64_t* index) {
+  *index = -1;
   cudnnBackendDescriptor_t engine = NULL;
   if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) !=
       CUDNN_STATUS_SUCCESS)
@@ -139,6 +142,11 @@ static bool engine_allowed(const DnnGraphSpec* s, cudnnBackendDescriptor_t cfg) 
       break;
     }
   }
+  int64_t n_index = 0;
+  if (ok && (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
+                                      &n_index, index) != CUDNN_STATUS_SUCCESS ||
+             n_index != 1))
+    *index = -1;
   cudnnBackendDestroyDescriptor(engine);
   return ok;
 }
@@ -183,7 +191,8 @@ static cudnnStatus_t pick_plan(DnnGraphPlan* p, cudnnHandle_t h, const DnnGraphS
   cudnnBackendDescriptor_t plan = NULL;
   *what = "execution plan (no allowed engine finalizes)";
   for (int64_t i = 0; st == CUDNN_STATUS_SUCCESS && chosen < 0 && i < got; i++) {
-    if (!engine_allowed(s, cfgs[i])) continue;
+    int64_t index = -1;
+    if (!engine_allowed(s, cfgs[i], &index)) continue;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
         CUDNN_STATUS_SUCCESS) {
       plan = NULL;
@@ -202,6 +211,7 @@ static cudnnStatus_t pick_plan(DnnGraphPlan* p, cudnnHandle_t h, const DnnGraphS
     if (ps == CUDNN_STATUS_SUCCESS && n_ws == 1 && ws >= 0) {
       chosen = i;
       p->workspace = ws;
+      p->engine = index;
     } else {
       cudnnBackendDestroyDescriptor(plan);
       plan = NULL;
@@ -365,6 +375,10 @@ cudnnStatus_t dnn_graph_build(cudnnHandle_t h, const DnnGraphSpec* s, DnnGraphPl
 
 size_t dnn_graph_workspace(const DnnGraphPlan* p) {
   return (size_t)p->workspace;
+}
+
+int64_t dnn_graph_engine(const DnnGraphPlan* p) {
+  return p->engine;
 }
 
 bool dnn_graph_aligned(const void* x, const void* w, const void* b, const void* z, const void* y) {

@@ -37,6 +37,8 @@ cudnnStatus_t dnn_graph_build(cudnnHandle_t h, const DnnGraphSpec* s, DnnGraphPl
                               const char** what);
 /* The plan's workspace in bytes. */
 size_t dnn_graph_workspace(const DnnGraphPlan* p);
+/* The global index of the plan's engine (-1 where cuDNN did not say). */
+int64_t dnn_graph_engine(const DnnGraphPlan* p);
 /* Queues the plan on h's stream: a variant pack of the data pointers (b and
  * z ignored where the spec has none) and ws (dnn_graph_workspace bytes). */
 cudnnStatus_t dnn_graph_execute(cudnnHandle_t h, const DnnGraphPlan* p, const void* x,

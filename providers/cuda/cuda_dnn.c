@@ -1,14 +1,22 @@
 /* cuda_dnn.c — Conv, ConvTranspose, com.onyx FusedConv, MaxPool,
  * AveragePool, GlobalAveragePool, GlobalMaxPool and BatchNormalization
- * (inference) through cuDNN 9's legacy API (cudnnConvolutionForward,
- * cudnnConvolutionBiasActivationForward, cudnnConvolutionBackwardData,
- * cudnnPoolingForward, cudnnBatchNormalizationForwardInference).
+ * (inference) through cuDNN 9.
+ *
+ * Conv and FusedConv run by default as execution plans of cuDNN's graph API
+ * (cuda_dnn_graph.c), built on a node's first call per input shape and
+ * cached in its state (graph_plan, conv_graph_run); a node whose plan cannot
+ * be built falls back to the legacy calls below, as does every node with
+ * ONYX_CUDA_CONV_API=legacy. The rest uses the legacy API
+ * (cudnnConvolutionForward, cudnnConvolutionBiasActivationForward,
+ * cudnnConvolutionBackwardData, cudnnPoolingForward,
+ * cudnnBatchNormalizationForwardInference).
  *
  * FusedConv (what the optimizer makes of Conv + Relu / LeakyRelu / Clip once
  * the Conv is placed here, or a model's own node) is Y = act(conv(X, W) + B
- * + Z): with a bias and Relu, one cudnnConvolutionBiasActivationForward;
- * otherwise the convolution, Z and B added with cudnnAddTensor, and the
- * activation as one element-wise pass of the shared kernel (gpuk_unary).
+ * + Z). On the legacy path: with a bias and Relu, one
+ * cudnnConvolutionBiasActivationForward; otherwise the convolution, Z and B
+ * added with cudnnAddTensor, and the activation as one element-wise pass of
+ * the shared kernel (gpuk_unary).
  *
  * cuDNN takes symmetric pads and floor-rounded pooling only: nodes with
  * auto_pad SAME_*, asymmetric pads, ceil_mode, pooling dilations, MaxPool's
@@ -20,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_dnn_graph.h"
 #include "cuda_vendor.h"
 
 #define H            gpu_host
@@ -39,6 +48,21 @@ enum {
 /* FusedConv's `activation`. */
 enum { ACT_NONE = 0, ACT_RELU, ACT_LEAKY_RELU, ACT_CLIP };
 
+/* Cached graph-API plans per node (cuda_dnn_graph.c), keyed on the input and
+ * filter shapes and the math settings; the oldest entry is replaced. */
+#define DNN_PLAN_CACHE 4
+typedef struct PlanEntry {
+  bool used;
+  size_t rank;
+  int64_t x[DNN_MAX_DIMS], w[DNN_MAX_DIMS];
+  bool tf32;
+  int conv_algo;
+  DnnGraphPlan* plan;
+  /* The plan adds Z and the bias and applies Relu itself; otherwise it is the
+   * convolution alone and those run as element-wise passes after it. */
+  bool whole;
+} PlanEntry;
+
 /* Conv state: the algorithm found for the last input shape and math mode
  * (exhaustive or heuristic search), guarded by lock since compute may run
  * concurrently. */
@@ -55,6 +79,14 @@ typedef struct DnnKernel {
   float act_alpha, act_min, act_max;
   /* cuDNN refused the one-call form once: take the separate passes (lock). */
   bool separate;
+  /* Graph-API state of forward convolutions, used only under the EP's
+   * vendor_lock (the plans belong to its cuDNN handle): the plan cache, the
+   * next entry to replace, whether this node has fallen back to the legacy
+   * calls, and whether the convolution-only form was logged. */
+  PlanEntry plans[DNN_PLAN_CACHE];
+  int next_plan;
+  bool graph_off;
+  bool logged_conv_only;
 } DnnKernel;
 
 /* FusedConv's `activation` attribute as ACT_*; -1 for a name not handled. */
@@ -69,6 +101,20 @@ static int read_activation(const OnyxNode* n, float* alpha, float* lo, float* hi
   if (len == 9 && !memcmp(a, "LeakyRelu", 9)) return ACT_LEAKY_RELU;
   if (len == 4 && !memcmp(a, "Clip", 4)) return ACT_CLIP;
   return -1;
+}
+
+OnyxStatus* cuda_dnn_conv_api(bool* graph) {
+  const char* v = getenv("ONYX_CUDA_CONV_API");
+  *graph = true;
+  if (!v || !*v || !strcmp(v, "graph")) return NULL;
+  if (!strcmp(v, "legacy")) {
+    *graph = false;
+    H->log(ONYX_LOG_INFO, "cuda",
+           "ONYX_CUDA_CONV_API=legacy: forward convolutions run through the legacy cuDNN calls");
+    return NULL;
+  }
+  return H->status_create(ONYX_INVALID_CONFIG,
+                          "cuda: ONYX_CUDA_CONV_API has value '%s'; expected graph or legacy", v);
 }
 
 OnyxStatus* cuda_dnn_error(const OnyxNode* n, cudnnStatus_t s, const char* what) {
@@ -98,6 +144,14 @@ static OnyxStatus* dnn_create(OnyxEp* ep, const OnyxNode* node, void* user, void
 static void dnn_release(void* state) {
   DnnKernel* k = state;
   if (!k) return;
+  /* The plans may hold modules cuDNN loaded into the device's context: that
+   * device is made current before they are destroyed. */
+  bool any = false;
+  for (int i = 0; i < DNN_PLAN_CACHE; i++)
+    any = any || k->plans[i].plan;
+  if (any) gpurt_set_device(k->base.ep->device);
+  for (int i = 0; i < DNN_PLAN_CACHE; i++)
+    dnn_graph_free(k->plans[i].plan);
   pthread_mutex_destroy(&k->lock);
   free(k);
 }
@@ -355,6 +409,174 @@ static cudnnStatus_t conv_bias_act(const DnnKernel* k, CudaState* cs, Descs* d,
   return s;
 }
 
+/* --- forward convolutions through cached graph-API plans ------------------------------------ */
+
+/* Element-wise passes left after a plan: Z, the bias, the activation. */
+enum { EPI_Z = 1, EPI_BIAS = 2, EPI_ACT = 4 };
+
+/* The plan of k for the key, built on first use: the whole node (convolution,
+ * Z, bias, Relu) as one graph, else the convolution alone. NULL where neither
+ * finalizes: the node then falls back to the legacy calls (k->graph_off).
+ * Caller holds vendor_lock. */
+static PlanEntry* graph_plan(DnnKernel* k, CudaState* cs, const Spatial* sp, const int* xi,
+                             const int* wi, const int* yi, int ir, bool bias, bool z) {
+  const GpuEp* g = k->base.ep;
+  const OnyxNode* n = k->base.node;
+  int64_t x[DNN_MAX_DIMS], w[DNN_MAX_DIMS];
+  for (int i = 0; i < ir; i++) {
+    x[i] = xi[i];
+    w[i] = wi[i];
+  }
+  for (int i = 0; i < DNN_PLAN_CACHE; i++) {
+    PlanEntry* e = &k->plans[i];
+    if (e->used && e->rank == (size_t)ir && e->tf32 == g->use_tf32 &&
+        e->conv_algo == g->conv_algo && !memcmp(e->x, x, (size_t)ir * sizeof *x) &&
+        !memcmp(e->w, w, (size_t)ir * sizeof *w))
+      return e;
+  }
+  DnnGraphSpec s = {.rank = ir,
+                    .sp = sp->sp,
+                    .z = z,
+                    .bias = bias,
+                    .relu = k->base.op == DNN_FUSED_CONV && k->act == ACT_RELU,
+                    .tf32 = g->use_tf32,
+                    .no_fft_winograd = g->conv_algo == CUDA_ALGO_DEFAULT};
+  for (int i = 0; i < ir; i++) {
+    s.x[i] = xi[i];
+    s.w[i] = wi[i];
+    s.y[i] = yi[i];
+  }
+  for (int i = 0; i < sp->sp; i++) {
+    s.pad[i] = sp->pad[i];
+    s.stride[i] = sp->stride[i];
+    s.dil[i] = sp->dil[i];
+  }
+  DnnGraphPlan* plan = NULL;
+  const char* what = NULL;
+  bool whole = true;
+  cudnnStatus_t st = dnn_graph_build(cs->dnn, &s, &plan, &what);
+  if (st != CUDNN_STATUS_SUCCESS && (s.z || s.bias || s.relu)) {
+    if (!k->logged_conv_only)
+      H->log(ONYX_LOG_INFO, "cuda",
+             "node '%s' (%s): no cuDNN graph plan for the convolution with its bias / Z / Relu "
+             "(%s: %s); the convolution runs as a graph plan, the rest as element-wise passes",
+             H->node_name(n), H->node_op_type(n), what, cudnnGetErrorString(st));
+    k->logged_conv_only = true;
+    s.z = s.bias = s.relu = false;
+    whole = false;
+    st = dnn_graph_build(cs->dnn, &s, &plan, &what);
+  }
+  if (st != CUDNN_STATUS_SUCCESS) {
+    H->log(ONYX_LOG_INFO, "cuda",
+           "node '%s' (%s): no cuDNN graph plan for the convolution (%s: %s); the node runs "
+           "through the legacy cuDNN calls",
+           H->node_name(n), H->node_op_type(n), what, cudnnGetErrorString(st));
+    k->graph_off = true;
+    return NULL;
+  }
+  char shape[128];
+  size_t len = 0;
+  shape[0] = 0;
+  for (int i = 0; i < ir && len < sizeof shape; i++)
+    len +=
+        (size_t)snprintf(shape + len, sizeof shape - len, "%s%lld", i ? "x" : "", (long long)x[i]);
+  H->log(ONYX_LOG_VERBOSE, "cuda",
+         "node '%s' (%s): cuDNN graph plan for X %s: engine %lld (%s), workspace %zu bytes",
+         H->node_name(n), H->node_op_type(n), shape, (long long)dnn_graph_engine(plan),
+         whole ? "the whole node" : "the convolution alone", dnn_graph_workspace(plan));
+  PlanEntry* e = &k->plans[k->next_plan];
+  k->next_plan = (k->next_plan + 1) % DNN_PLAN_CACHE;
+  dnn_graph_free(e->plan);
+  *e = (PlanEntry){.used = true,
+                   .rank = (size_t)ir,
+                   .tf32 = g->use_tf32,
+                   .conv_algo = g->conv_algo,
+                   .plan = plan,
+                   .whole = whole};
+  memcpy(e->x, x, (size_t)ir * sizeof *x);
+  memcpy(e->w, w, (size_t)ir * sizeof *w);
+  return e;
+}
+
+/* Runs the forward convolution of k through its cached plan. *handled false:
+ * the caller takes the legacy calls (the node has fallen back, or a pointer
+ * lacks the plans' alignment). *rest: the EPI_* passes still to run. Caller
+ * holds vendor_lock. */
+static OnyxStatus* conv_graph_run(DnnKernel* k, CudaState* cs, void* stream, const Spatial* sp,
+                                  const int* xi, const int* wi, const int* yi, int ir,
+                                  const OnyxTensor* X, const OnyxTensor* W, const OnyxTensor* B,
+                                  const OnyxTensor* Z, OnyxTensor* Y, bool* handled, int* rest) {
+  *handled = false;
+  *rest = 0;
+  const OnyxNode* n = k->base.node;
+  const void* x = H->tensor_data(X);
+  const void* w = H->tensor_data(W);
+  const void* b = B ? H->tensor_data(B) : NULL;
+  const void* z = Z ? H->tensor_data(Z) : NULL;
+  void* y = H->tensor_mutable_data(Y);
+  if (k->graph_off || !dnn_graph_aligned(x, w, b, z, y)) return NULL;
+  PlanEntry* e = graph_plan(k, cs, sp, xi, wi, yi, ir, B != NULL, Z != NULL);
+  if (!e) return NULL;
+  size_t ws_bytes = dnn_graph_workspace(e->plan);
+  void* ws = NULL;
+  if (ws_bytes && cudaMallocAsync(&ws, ws_bytes, (cudaStream_t)stream) != cudaSuccess)
+    return cuda_dnn_error(n, CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+                          "allocating the convolution workspace");
+  cudnnStatus_t s = dnn_graph_execute(cs->dnn, e->plan, x, w, b, z, y, ws);
+  if (ws) cudaFreeAsync(ws, (cudaStream_t)stream);
+  if (dnn_refused(s)) {
+    /* Refused before any work was queued: the legacy calls compute it. */
+    H->log(ONYX_LOG_INFO, "cuda",
+           "node '%s' (%s): cudnnBackendExecute refused the plan (%s); the node runs through the "
+           "legacy cuDNN calls",
+           H->node_name(n), H->node_op_type(n), cudnnGetErrorString(s));
+    k->graph_off = true;
+    return NULL;
+  }
+  if (s != CUDNN_STATUS_SUCCESS) return cuda_dnn_error(n, s, "cudnnBackendExecute");
+  *handled = true;
+  if (!e->whole) *rest = (Z ? EPI_Z : 0) | (B ? EPI_BIAS : 0);
+  bool act = k->base.op == DNN_FUSED_CONV && k->act != ACT_NONE;
+  if (act && (!e->whole || k->act != ACT_RELU)) *rest |= EPI_ACT;
+  return NULL;
+}
+
+/* The passes a plan left, in the legacy order: Y += Z, Y += B (one value per
+ * channel), then the activation, each queued on the stream after the
+ * convolution. */
+static OnyxStatus* conv_epilogue(const DnnKernel* k, OnyxTensor* Y, const OnyxTensor* B,
+                                 const OnyxTensor* Z, int rest, void* stream) {
+  const OnyxNode* n = k->base.node;
+  float* y = H->tensor_mutable_data(Y);
+  int64_t count = (int64_t)H->tensor_elem_count(Y);
+  if (rest & EPI_Z) {
+    GpuIter it = {.rank = 1, .dims = {count}};
+    it.strides[0][0] = it.strides[1][0] = it.strides[2][0] = 1;
+    int err = gpuk_binary(GPU_ADD, y, H->tensor_data(Z), y, &it, stream);
+    if (err) return gpu_launch_status(n, err, "adding Z");
+  }
+  if (rest & EPI_BIAS) {
+    /* Y as [N, C, spatial]; B broadcast over N and the spatial dims. */
+    const int64_t* yd = H->tensor_dims(Y);
+    int64_t c = yd[1], inner = count / (yd[0] * c);
+    GpuIter it = {.rank = 3, .dims = {yd[0], c, inner}};
+    for (int o = 0; o < 2; o++) {
+      it.strides[o][0] = c * inner;
+      it.strides[o][1] = inner;
+      it.strides[o][2] = 1;
+    }
+    it.strides[2][1] = 1;
+    int err = gpuk_binary(GPU_ADD, y, H->tensor_data(B), y, &it, stream);
+    if (err) return gpu_launch_status(n, err, "adding the bias");
+  }
+  if (rest & EPI_ACT) {
+    int err = gpuk_unary(act_unary(k->act), y, y, count,
+                         k->act == ACT_CLIP ? k->act_min : k->act_alpha, k->act_max, stream);
+    if (err) return gpu_launch_status(n, err, "FusedConv activation");
+  }
+  return NULL;
+}
+
 static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
   DnnKernel* k = state;
   const OnyxNode* n = k->base.node;
@@ -418,7 +640,7 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
   st = H->ctx_output(ctx, 0, yd, xr, &Y);
   if (st) return st;
   if (!H->tensor_elem_count(Y)) return NULL;
-  int xi[DNN_MAX_DIMS], wi[DNN_MAX_DIMS], yi[DNN_MAX_DIMS], ir;
+  int xi[DNN_MAX_DIMS], wi[DNN_MAX_DIMS], yi[DNN_MAX_DIMS], ir = 0;
   st = to_int_dims(n, xd, xr, xi, &ir);
   if (!st) st = to_int_dims(n, wd, xr, wi, &ir);
   if (!st) st = to_int_dims(n, yd, xr, yi, &ir);
@@ -427,6 +649,15 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
   void* stream;
   st = dnn_begin(k, ctx, &cs, &stream);
   if (st) return st;
+  if (!transpose && cs->conv_graph) {
+    bool handled = false;
+    int rest = 0;
+    st = conv_graph_run(k, cs, stream, &sp, xi, wi, yi, ir, X, W, B, Z, Y, &handled, &rest);
+    if (st || handled) {
+      pthread_mutex_unlock(&k->base.ep->vendor_lock);
+      return st ? st : conv_epilogue(k, Y, B, Z, rest, stream);
+    }
+  }
   Descs d = {0};
   void* ws = NULL;
   size_t ws_bytes = 0;
@@ -582,7 +813,7 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   st = H->ctx_output(ctx, 0, yd, xr, &Y);
   if (st) return st;
   if (!H->tensor_elem_count(Y)) return NULL;
-  int xi[DNN_MAX_DIMS], yi[DNN_MAX_DIMS], ir;
+  int xi[DNN_MAX_DIMS], yi[DNN_MAX_DIMS], ir = 0;
   st = to_int_dims(n, xd, xr, xi, &ir);
   if (!st) st = to_int_dims(n, yd, xr, yi, &ir);
   if (st) return st;

@@ -25,8 +25,12 @@ static OnyxStatus* cuda_set_option(GpuEp* g, const char* key, const char* v) {
 }
 
 static OnyxStatus* cuda_ep_init(GpuEp* g) {
+  bool conv_graph = true;
+  OnyxStatus* st = cuda_dnn_conv_api(&conv_graph);
+  if (st) return st;
   CudaState* c = calloc(1, sizeof *c);
   if (!c) return gpu_host->status_create(ONYX_OUT_OF_MEMORY, "cuda: out of memory");
+  c->conv_graph = conv_graph;
   cublasStatus_t bs = cublasCreate(&c->blas);
   if (bs != CUBLAS_STATUS_SUCCESS) {
     free(c);

@@ -2,7 +2,7 @@
  * blocking (its KC_MAX, TILE_ROWS, TILE_NR and TILE_COL can be set with -D),
  * timed call by call in rotating order in one process, so that every build
  * meets the shared machine's fast and slow states alike
- * (docs/performance.md, "Ninth session"). Each build is a shared library:
+ * (docs/performance.md, "GEMM kernels and their peak"). Each build is a shared library:
  *
  *   cc -O3 -fPIC -shared -march=x86-64-v2 -I providers/cpu -I sdk/include \
  *      [-DKC_MAX=128 ...] providers/cpu/cpu_gemm.c -o /tmp/v_NAME.so -lm

@@ -1,5 +1,5 @@
 /* state_probe.c — which resources the shared machine's slow state slows
- * (docs/performance.md, "Ninth session"). For SECONDS seconds it repeats, in
+ * (docs/performance.md, "The machine"). For SECONDS seconds it repeats, in
  * one process on one core: the 1024^3 GEMM with B packed ahead (as
  * matmul_1024 runs), an FMA-only loop (10 independent ymm chains, 20 ms: one
  * window, not fma_peak's best of five), a cache-resident GEMM (48 x 48 x

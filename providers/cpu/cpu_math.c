@@ -93,11 +93,12 @@ UDEF(ceil, ceil(x))
 UDEF(floor, floor(x))
 UDEF(round, rint(x)) /* half to even under the default rounding mode */
 UDEF(reciprocal, 1 / x)
-UDEF(elu, x < 0 ? a * (exp((double)x) - 1) : x)
-UDEF(selu, x <= 0 ? g * (a * exp((double)x) - a) : g * x)
-UDEF(celu, (x > 0 ? x : 0) + fmin(0.0, a*(exp((double)x / a) - 1)))
 UDEF(leakyrelu, x < 0 ? a * x : x)
-/* float32 HardSigmoid, HardSwish, Softplus: cpu_vmath.c's vector kernels. */
+/* float32 Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus: cpu_vmath.c's
+ * vector kernels (the wrappers below); float64 here. */
+UDEF64(elu, x < 0 ? a * expm1(x) : x)
+UDEF64(selu, x <= 0 ? g * (a * expm1(x)) : g * x)
+UDEF64(celu, x != x ? x : (x > 0 ? x : 0) + fmin(0.0, a* expm1(x / a)))
 UDEF64(hardsigmoid, clamp01(a* x + b))
 UDEF64(hardswish, x* clamp01(x / 6.0 + 0.5))
 UDEF64(softplus, softplus_d(x))
@@ -112,6 +113,15 @@ static void hardswish_f32(const UParams* p, const float* restrict x, float* rest
 static void softplus_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
   (void)p;
   cpu_softplus_f32(x, y, n);
+}
+static void elu_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  cpu_elu_f32(x, y, n, (float)p->a);
+}
+static void selu_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  cpu_selu_f32(x, y, n, (float)p->a, (float)p->g);
+}
+static void celu_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  cpu_celu_f32(x, y, n, (float)p->a);
 }
 UDEF(softsign, x / (1 + fabs((double)x)))
 UDEF(thresholdedrelu, x > a ? x : 0)

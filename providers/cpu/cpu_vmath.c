@@ -26,6 +26,8 @@ extern __attribute__((target("avx512f"))) __m512 Sleef_logf16_u10avx512f(__m512)
 extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_logf8_u10avx2(__m256);
 extern __attribute__((target("avx512f"))) __m512 Sleef_log1pf16_u10avx512f(__m512);
 extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_log1pf8_u10avx2(__m256);
+extern __attribute__((target("avx512f"))) __m512 Sleef_expm1f16_u10avx512f(__m512);
+extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_expm1f8_u10avx2(__m256);
 #else
 #define VMATH_X86 0
 #endif
@@ -263,7 +265,7 @@ void cpu_gelu_f32(const float* x, float* y, size_t n) {
  * docs/providers/cpu.md states. */
 
 typedef struct VParams {
-  float a, b;
+  float a, b; /* HardSigmoid alpha, beta; Elu/Celu alpha; Selu alpha, gamma */
 } VParams;
 
 static double sigmoid_ref_d(double x) {
@@ -316,6 +318,25 @@ static void hardswish_scalar(const float* x, float* y, size_t n, const VParams* 
   (void)p;
   for (size_t i = 0; i < n; i++)
     y[i] = (float)(x[i] * clamp01_d(x[i] / 6.0 + 0.5));
+}
+
+/* Elu, Selu, Celu in double, through expm1 (e^x - 1 would round tiny x's
+ * result to 0); Celu keeps NaN. */
+static void elu_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = x[i] < 0 ? (float)(p->a * expm1((double)x[i])) : x[i];
+}
+static void selu_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  const double a = p->a, g = p->b;
+  for (size_t i = 0; i < n; i++)
+    y[i] = (float)(x[i] <= 0 ? g * (a * expm1((double)x[i])) : g * x[i]);
+}
+static void celu_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  const double a = p->a;
+  for (size_t i = 0; i < n; i++) {
+    const double v = x[i], e = a * expm1(v / a);
+    y[i] = isnan(v) ? x[i] : (float)((v > 0 ? v : 0) + (e < 0 ? e : 0));
+  }
 }
 
 #if CPUID_X86
@@ -553,10 +574,47 @@ T256 static inline __m256 k8_softplus(__m256 v, const VParams* p) {
   const __m256 m = _mm256_or_ps(v, _mm256_set1_ps(-0.0f));
   return _mm256_add_ps(_mm256_max_ps(_mm256_setzero_ps(), v), Sleef_log1pf8_u10avx2(exp8(m)));
 }
+/* Elu, Selu, Celu through SLEEF's expm1f (1 ULP; no cancellation near 0). */
+T512 static inline __m512 k16_elu(__m512 v, const VParams* p) {
+  const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_mul_ps(v, neg, _mm512_set1_ps(p->a), Sleef_expm1f16_u10avx512f(v));
+}
+T512 static inline __m512 k16_selu(__m512 v, const VParams* p) {
+  const __mmask16 le = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LE_OQ);
+  const __m512 em = _mm512_mul_ps(_mm512_set1_ps(p->a), Sleef_expm1f16_u10avx512f(v));
+  return _mm512_mul_ps(_mm512_set1_ps(p->b), _mm512_mask_blend_ps(le, v, em));
+}
+T512 static inline __m512 k16_celu(__m512 v, const VParams* p) {
+  const __m512 a = _mm512_set1_ps(p->a), zero = _mm512_setzero_ps();
+  const __m512 em = _mm512_mul_ps(a, Sleef_expm1f16_u10avx512f(_mm512_div_ps(v, a)));
+  /* max(x, 0) + min(0, a expm1(x / a)); NaN from either operand stays */
+  return _mm512_add_ps(_mm512_max_ps(zero, v), _mm512_min_ps(zero, em));
+}
+T256 static inline __m256 k8_elu(__m256 v, const VParams* p) {
+  const __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 em = _mm256_mul_ps(_mm256_set1_ps(p->a), Sleef_expm1f8_u10avx2(v));
+  return _mm256_blendv_ps(v, em, neg);
+}
+T256 static inline __m256 k8_selu(__m256 v, const VParams* p) {
+  const __m256 le = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LE_OQ);
+  const __m256 em = _mm256_mul_ps(_mm256_set1_ps(p->a), Sleef_expm1f8_u10avx2(v));
+  return _mm256_mul_ps(_mm256_set1_ps(p->b), _mm256_blendv_ps(v, em, le));
+}
+T256 static inline __m256 k8_celu(__m256 v, const VParams* p) {
+  const __m256 a = _mm256_set1_ps(p->a), zero = _mm256_setzero_ps();
+  const __m256 em = _mm256_mul_ps(a, Sleef_expm1f8_u10avx2(_mm256_div_ps(v, a)));
+  return _mm256_add_ps(_mm256_max_ps(zero, v), _mm256_min_ps(zero, em));
+}
 VLOOP512(log)
 VLOOP512(softplus)
+VLOOP512(elu)
+VLOOP512(selu)
+VLOOP512(celu)
 VLOOP256(log)
 VLOOP256(softplus)
+VLOOP256(elu)
+VLOOP256(selu)
+VLOOP256(celu)
 #endif
 
 typedef void (*VFn)(const float* x, float* y, size_t n, const VParams* p);
@@ -607,4 +665,16 @@ void cpu_log_f32(const float* x, float* y, size_t n) {
 }
 void cpu_softplus_f32(const float* x, float* y, size_t n) {
   vrun(VFNS_SLEEF(softplus), x, y, n, NULL);
+}
+void cpu_elu_f32(const float* x, float* y, size_t n, float alpha) {
+  const VParams p = {alpha, 0};
+  vrun(VFNS_SLEEF(elu), x, y, n, &p);
+}
+void cpu_selu_f32(const float* x, float* y, size_t n, float alpha, float gamma) {
+  const VParams p = {alpha, gamma};
+  vrun(VFNS_SLEEF(selu), x, y, n, &p);
+}
+void cpu_celu_f32(const float* x, float* y, size_t n, float alpha) {
+  const VParams p = {alpha, 0};
+  vrun(VFNS_SLEEF(celu), x, y, n, &p);
 }

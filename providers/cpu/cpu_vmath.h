@@ -14,8 +14,8 @@ void cpu_erf_f32(const float* x, float* y, size_t n);
  * x and y may alias. */
 void cpu_gelu_f32(const float* x, float* y, size_t n);
 /* Element-wise float32 activations (x and y may alias). The AVX-512 and
- * AVX2 paths use the provider's own exp (cpu_vmath.c); Log and Softplus
- * need SLEEF's logf/log1pf for theirs. The bounds, measured over every
+ * AVX2 paths use the provider's own exp (cpu_vmath.c); Log, Softplus, Elu,
+ * Selu and Celu need SLEEF's logf/log1pf/expm1f for theirs. The bounds, measured over every
  * float by test_vmath_act, are in docs/providers/cpu.md. */
 void cpu_exp_f32(const float* x, float* y, size_t n);
 void cpu_log_f32(const float* x, float* y, size_t n);
@@ -31,6 +31,12 @@ void cpu_softplus_f32(const float* x, float* y, size_t n);
 void cpu_hardsigmoid_f32(const float* x, float* y, size_t n, float alpha, float beta);
 /* x * clamp(x / 6 + 1 / 2, 0, 1). */
 void cpu_hardswish_f32(const float* x, float* y, size_t n);
+/* x < 0 ? alpha (e^x - 1) : x. */
+void cpu_elu_f32(const float* x, float* y, size_t n, float alpha);
+/* gamma (x <= 0 ? alpha (e^x - 1) : x). */
+void cpu_selu_f32(const float* x, float* y, size_t n, float alpha, float gamma);
+/* max(0, x) + min(0, alpha (e^(x / alpha) - 1)); alpha != 0. */
+void cpu_celu_f32(const float* x, float* y, size_t n, float alpha);
 /* "avx512", "avx2" or "scalar": which path cpu_erf_f32 takes here. */
 const char* cpu_vmath_path(void);
 

@@ -59,6 +59,31 @@ static double ref_hardswish(double x) {
 static void hardsigmoid_fn(const float* x, float* y, size_t n) {
   cpu_hardsigmoid_f32(x, y, n, HS_A, HS_B);
 }
+/* Elu with alpha 0.7, Selu with ONNX's default alpha and gamma, Celu with
+ * alpha 1.5 (x / alpha is rounded: an argument not representable). */
+#define ELU_A  0.7f
+#define SELU_A 1.67326319217681884765625f
+#define SELU_G 1.05070102214813232421875f
+#define CELU_A 1.5f
+static double ref_elu(double x) {
+  return x < 0 ? (double)ELU_A * expm1(x) : x;
+}
+static double ref_selu(double x) {
+  return x <= 0 ? (double)SELU_G * ((double)SELU_A * expm1(x)) : (double)SELU_G * x;
+}
+static double ref_celu(double x) {
+  if (isnan(x)) return x;
+  return (x > 0 ? x : 0) + fmin(0.0, (double)CELU_A * expm1(x / CELU_A));
+}
+static void elu_fn(const float* x, float* y, size_t n) {
+  cpu_elu_f32(x, y, n, ELU_A);
+}
+static void selu_fn(const float* x, float* y, size_t n) {
+  cpu_selu_f32(x, y, n, SELU_A, SELU_G);
+}
+static void celu_fn(const float* x, float* y, size_t n) {
+  cpu_celu_f32(x, y, n, CELU_A);
+}
 
 /* abs_rel: an absolute allowance of abs_rel |x| beside the ULP bound. SiLU:
  * below x = -87.3, sigmoid(x) is subnormal (its absolute error up to 2^-150)
@@ -71,18 +96,22 @@ typedef struct Op {
   double (*ref)(double);
   double ulps;    /* the bound */
   double abs_rel; /* plus abs_rel * |x| absolute */
-  double worst;   /* measured */
+  double worst;   /* measured, normal results where the ULP part rules */
+  double frac;    /* measured: the largest error / bound */
 } Op;
 
 static Op ops[] = {
-    {"exp", cpu_exp_f32, ref_exp, 2, 0, 0},
-    {"log", cpu_log_f32, ref_log, 2, 0, 0},
-    {"tanh", cpu_tanh_f32, ref_tanh, 3, 0, 0},
-    {"sigmoid", cpu_sigmoid_f32, ref_sigmoid, 3, 0, 0},
-    {"silu", cpu_silu_f32, ref_silu, 4, 0x1p-149, 0},
-    {"softplus", cpu_softplus_f32, ref_softplus, 3, 0, 0},
-    {"hardsigmoid", hardsigmoid_fn, ref_hardsigmoid, 2, 0, 0},
-    {"hardswish", cpu_hardswish_f32, ref_hardswish, 2, 3e-8, 0},
+    {"exp", cpu_exp_f32, ref_exp, 2, 0, 0, 0},
+    {"log", cpu_log_f32, ref_log, 2, 0, 0, 0},
+    {"tanh", cpu_tanh_f32, ref_tanh, 3, 0, 0, 0},
+    {"sigmoid", cpu_sigmoid_f32, ref_sigmoid, 3, 0, 0, 0},
+    {"silu", cpu_silu_f32, ref_silu, 4, 0x1p-149, 0, 0},
+    {"softplus", cpu_softplus_f32, ref_softplus, 3, 0, 0, 0},
+    {"hardsigmoid", hardsigmoid_fn, ref_hardsigmoid, 2, 0, 0, 0},
+    {"hardswish", cpu_hardswish_f32, ref_hardswish, 2, 3e-8, 0, 0},
+    {"elu", elu_fn, ref_elu, 3, 0, 0, 0},
+    {"selu", selu_fn, ref_selu, 3, 0, 0, 0},
+    {"celu", celu_fn, ref_celu, 3, 0, 0, 0},
 };
 
 /* The spacing of floats at |v| (the ULP of the float nearest v). */
@@ -112,6 +141,7 @@ static void check(Op* op, float x, float got) {
   const double allow = op->ulps + op->abs_rel * fabs(x) / ulp_at(want);
   if (err > op->worst && fabs(want) >= 0x1p-126 && op->abs_rel * fabs(x) < 0.01 * ulp_at(want))
     op->worst = err;
+  if (err / allow > op->frac) op->frac = err / allow;
   if (err > allow)
     fail_msg("%s(%.9g): got %.9g, want %.9g (%.2f ULP, bound %.2f)", op->name, x, got, want, err,
              allow);
@@ -153,8 +183,9 @@ static void test_sweeps(void** state) {
     for (uint32_t i = 0; i < N; i++)
       x[i] = (i & 1 ? -1.0f : 1.0f) * (float)pow(10.0, -12.0 + 12.0 * (double)(i >> 1) / (N / 2));
     run_all(op, x, N, y);
-    printf("%-12s worst %.3f ULP (bound %.0f%s) on the %s path\n", op->name, op->worst, op->ulps,
-           op->abs_rel ? " + abs_rel |x|" : "", cpu_vmath_path());
+    printf("%-12s worst %.3f ULP (bound %.0f%s; worst error / bound %.3f) on the %s path\n",
+           op->name, op->worst, op->ulps, op->abs_rel ? " + abs_rel |x|" : "", op->frac,
+           cpu_vmath_path());
   }
   free(x);
   free(y);
@@ -192,6 +223,13 @@ static void test_special_values(void** state) {
   cpu_hardsigmoid_f32(in, y, N, HS_A, HS_B);
   assert_true(y[0] == 0.5f && y[2] == 1.0f && y[3] == 0.0f && isnan(y[4]));
   assert_true(y[16] == 1.0f && y[17] == 0.0f);
+  cpu_elu_f32(in, y, N, ELU_A);
+  assert_true(y[0] == 0.0f && y[2] == INFINITY && y[3] == -ELU_A && isnan(y[4]));
+  cpu_selu_f32(in, y, N, SELU_A, SELU_G);
+  assert_true(y[0] == 0.0f && y[2] == INFINITY && isnan(y[4]));
+  assert_true(fabsf(y[3] + SELU_A * SELU_G) <= 2e-7f);
+  cpu_celu_f32(in, y, N, CELU_A);
+  assert_true(y[0] == 0.0f && y[2] == INFINITY && y[3] == -CELU_A && isnan(y[4]));
   cpu_hardswish_f32(in, y, N);
   assert_true(y[0] == 0.0f && y[14] == 3.0f && y[15] == 0.0f && y[2] == INFINITY && isnan(y[4]));
   assert_true(isnan(y[3])); /* -inf * 0, as the ONNX formula gives */

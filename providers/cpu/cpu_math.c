@@ -94,7 +94,7 @@ UDEF(floor, floor(x))
 UDEF(round, rint(x)) /* half to even under the default rounding mode */
 UDEF(reciprocal, 1 / x)
 UDEF(leakyrelu, x < 0 ? a * x : x)
-/* float32 Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus: cpu_vmath.c's
+/* float32 Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus (Mish below): cpu_vmath.c's
  * vector kernels (the wrappers below); float64 here. */
 UDEF64(elu, x < 0 ? a * expm1(x) : x)
 UDEF64(selu, x <= 0 ? g * (a * expm1(x)) : g * x)
@@ -126,7 +126,11 @@ static void celu_f32(const UParams* p, const float* restrict x, float* restrict 
 UDEF(softsign, x / (1 + fabs((double)x)))
 UDEF(thresholdedrelu, x > a ? x : 0)
 UDEF(shrink, x<-a ? x + b : x> a ? x - b : 0)
-UDEF(mish, x* tanh(softplus_d(x)))
+UDEF64(mish, x* tanh(softplus_d(x)))
+static void mish_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  (void)p;
+  cpu_mish_f32(x, y, n); /* cpu_vmath.c */
+}
 UDEF(swish, x* sigmoid_m(a*(double)x))
 UDEF(gelu, gelu_d(x, mode))
 

@@ -320,6 +320,14 @@ static void hardswish_scalar(const float* x, float* y, size_t n, const VParams* 
     y[i] = (float)(x[i] * clamp01_d(x[i] / 6.0 + 0.5));
 }
 
+static void mish_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++) {
+    const double v = x[i], sp = v > 0 ? v + log1p(exp(-v)) : log1p(exp(v));
+    y[i] = (float)(v * tanh(sp));
+  }
+}
+
 /* Elu, Selu, Celu in double, through expm1 (e^x - 1 would round tiny x's
  * result to 0); Celu keeps NaN. */
 static void elu_scalar(const float* x, float* y, size_t n, const VParams* p) {
@@ -468,6 +476,28 @@ T256 static inline __m256 hsig8(__m256 v, __m256 a, __m256 b) {
   return _mm256_min_ps(_mm256_set1_ps(1.0f), _mm256_max_ps(_mm256_setzero_ps(), h));
 }
 
+/* Mish: x tanh(log(1 + e^x)) = x t / (t + 2) with t = n (n + 2), n = e^x
+ * (no cancellation: every term is positive). From x = 20 on the ratio
+ * rounds to 1, so n's argument stops there (t would overflow later). */
+T512 static inline __m512 mish16(__m512 v) {
+  const __m512 nn = exp16(_mm512_min_ps(_mm512_set1_ps(20.0f), v));
+  const __m512 t = _mm512_mul_ps(nn, _mm512_add_ps(nn, _mm512_set1_ps(2.0f)));
+  return _mm512_mul_ps(v, _mm512_div_ps(t, _mm512_add_ps(t, _mm512_set1_ps(2.0f))));
+}
+T256 static inline __m256 mish8(__m256 v) {
+  const __m256 nn = exp8(_mm256_min_ps(_mm256_set1_ps(20.0f), v));
+  const __m256 t = _mm256_mul_ps(nn, _mm256_add_ps(nn, _mm256_set1_ps(2.0f)));
+  return _mm256_mul_ps(v, _mm256_div_ps(t, _mm256_add_ps(t, _mm256_set1_ps(2.0f))));
+}
+
+T512 static inline __m512 k16_mish(__m512 v, const VParams* p) {
+  (void)p;
+  return mish16(v);
+}
+T256 static inline __m256 k8_mish(__m256 v, const VParams* p) {
+  (void)p;
+  return mish8(v);
+}
 T512 static inline __m512 k16_exp(__m512 v, const VParams* p) {
   (void)p;
   return exp16(v);
@@ -545,12 +575,14 @@ VLOOP512(silu)
 VLOOP512(tanh)
 VLOOP512(hardsigmoid)
 VLOOP512(hardswish)
+VLOOP512(mish)
 VLOOP256(exp)
 VLOOP256(sigmoid)
 VLOOP256(silu)
 VLOOP256(tanh)
 VLOOP256(hardsigmoid)
 VLOOP256(hardswish)
+VLOOP256(mish)
 #endif
 
 #if VMATH_X86
@@ -659,6 +691,9 @@ void cpu_hardsigmoid_f32(const float* x, float* y, size_t n, float alpha, float 
 }
 void cpu_hardswish_f32(const float* x, float* y, size_t n) {
   vrun(VFNS(hardswish), x, y, n, NULL);
+}
+void cpu_mish_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS(mish), x, y, n, NULL);
 }
 void cpu_log_f32(const float* x, float* y, size_t n) {
   vrun(VFNS_SLEEF(log), x, y, n, NULL);

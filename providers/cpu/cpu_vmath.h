@@ -31,6 +31,8 @@ void cpu_softplus_f32(const float* x, float* y, size_t n);
 void cpu_hardsigmoid_f32(const float* x, float* y, size_t n, float alpha, float beta);
 /* x * clamp(x / 6 + 1 / 2, 0, 1). */
 void cpu_hardswish_f32(const float* x, float* y, size_t n);
+/* x tanh(log(1 + e^x)); NaN at x = -inf as the formula gives. */
+void cpu_mish_f32(const float* x, float* y, size_t n);
 /* x < 0 ? alpha (e^x - 1) : x. */
 void cpu_elu_f32(const float* x, float* y, size_t n, float alpha);
 /* gamma (x <= 0 ? alpha (e^x - 1) : x). */

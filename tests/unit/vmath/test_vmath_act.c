@@ -1,5 +1,6 @@
 /* test_vmath_act.c — the float32 activations of cpu_vmath.c (Exp, Log,
- * Tanh, Sigmoid, SiLU, Softplus, HardSigmoid, HardSwish, Elu, Selu, Celu)
+ * Tanh, Sigmoid, SiLU, Softplus, Mish, HardSigmoid, HardSwish, Elu, Selu,
+ * Celu)
  * against references computed here in double precision with libm: a sweep
  * over float bit patterns (every sign and exponent; 2^20 values, 2^14 under
  * valgrind), dense sweeps around the saturation points, signed zeros,
@@ -51,6 +52,9 @@ static double ref_silu(double x) {
 static double ref_softplus(double x) {
   return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
+static double ref_mish(double x) {
+  return x * tanh(ref_softplus(x));
+}
 static double ref_hardsigmoid(double x) {
   return clamp01((double)HS_A * x + (double)HS_B);
 }
@@ -86,11 +90,12 @@ static void celu_fn(const float* x, float* y, size_t n) {
   cpu_celu_f32(x, y, n, CELU_A);
 }
 
-/* abs_rel: an absolute allowance of abs_rel |x| beside the ULP bound. SiLU:
- * below x = -87.3, sigmoid(x) is subnormal (its absolute error up to 2^-150)
- * before the product with x. HardSwish: x / 6 + 1/2 near its zero at x = -3
- * keeps only the absolute accuracy of its float rounding, whatever the path.
- * `worst` is the largest error among normal results, in ULP. */
+/* abs_rel: an absolute allowance of abs_rel |x| beside the ULP bound.
+ * SiLU and Mish: below x = -87.3, sigmoid(x) (Mish: e^x) is subnormal (its
+ * absolute error up to 2^-150) before the product with x. HardSwish:
+ * x / 6 + 1/2 near its zero at x = -3 keeps only the absolute accuracy of
+ * its float rounding, whatever the path. `worst` is the largest error among
+ * normal results, in ULP. */
 typedef struct Op {
   const char* name;
   Fn fn;
@@ -110,6 +115,7 @@ static Op ops[] = {
     {"softplus", cpu_softplus_f32, ref_softplus, 3, 0, 0, 0},
     {"hardsigmoid", hardsigmoid_fn, ref_hardsigmoid, 2, 0, 0, 0},
     {"hardswish", cpu_hardswish_f32, ref_hardswish, 2, 3e-8, 0, 0},
+    {"mish", cpu_mish_f32, ref_mish, 5, 0x1p-149, 0, 0},
     {"elu", elu_fn, ref_elu, 3, 0, 0, 0},
     {"selu", selu_fn, ref_selu, 3, 0, 0, 0},
     {"celu", celu_fn, ref_celu, 3, 0, 0, 0},
@@ -222,6 +228,9 @@ static void test_special_values(void** state) {
   cpu_softplus_f32(in, y, N);
   assert_true(y[2] == INFINITY && y[3] == 0.0f && isnan(y[4]) && y[22] == 3.4e38f);
   assert_true(fabsf(y[0] - 0.69314718f) <= 1e-7f);
+  cpu_mish_f32(in, y, N);
+  assert_true(y[0] == 0.0f && y[2] == INFINITY && isnan(y[3]) && isnan(y[4]) && y[26] == 20.0f);
+  assert_true(y[22] == 3.4e38f && y[23] == -0.0f);
   cpu_hardsigmoid_f32(in, y, N, HS_A, HS_B);
   assert_true(y[0] == 0.5f && y[2] == 1.0f && y[3] == 0.0f && isnan(y[4]));
   assert_true(y[16] == 1.0f && y[17] == 0.0f);

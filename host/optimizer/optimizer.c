@@ -299,7 +299,7 @@ char* ox_opt_stats_str(const OxOptStats* s) {
                {"FusedMatMul+residual", s->matmul_add_z},
                {"LayerNorm", s->layernorm},
                {"Gelu", s->gelu},
-               {"Silu", s->silu},
+               {"Silu/HardSwish", s->silu},
                {"MultiHeadAttention", s->attention},
                {"packed QKV", s->qkv},
                {"user", s->user}};

@@ -848,10 +848,17 @@ static const UnOp un_ops[] = {
     {"Abs", 1, {CPU_INT_TYPES(CPU_ENTRY, abs) CPU_ANYFLT_TYPES(CPU_ENTRY, abs)}},
 };
 
-/* com.onyx Silu(X) = X * Sigmoid(X), float32: what opt_fusion.c's "silu"
- * pass makes of Mul(x, Sigmoid(x)) on this provider's nodes (one pass over
- * memory instead of two, no intermediate; Y may take X's buffer). */
-static const UnOp silu_op = {"Silu", 1, {[ONYX_ELEM_FLOAT32] = silu_f32}};
+/* com.onyx Silu(X) = X * Sigmoid(X) and HardSwish(X) = X * HardSigmoid(X;
+ * 1/6, 1/2), float32: what opt_fusion.c's "silu" pass makes of those Muls
+ * on this provider's nodes (one pass over memory instead of two, no
+ * intermediate; Y may take X's buffer). */
+static void hardswish_f32(const void* px, void* py, size_t n) {
+  cpu_hardswish_f32(px, py, n);
+}
+static const UnOp gate_ops[] = {
+    {"Silu", 1, {[ONYX_ELEM_FLOAT32] = silu_f32}},
+    {"HardSwish", 1, {[ONYX_ELEM_FLOAT32] = hardswish_f32}},
+};
 
 typedef struct UnPar {
   UnFn fn;
@@ -1204,22 +1211,22 @@ OnyxStatus* cpu_register_elementwise(OnyxKernelRegistry* r) {
     st = cpu_register_specs(r, &spec, 1);
   }
   if (!st) st = cpu_register_specs(r, misc_specs, CPU_ARRAY_LEN(misc_specs));
-  if (!st) {
-    static const int32_t f32[] = {ONYX_ELEM_FLOAT32};
-    static const OnyxTypeConstraint tc[] = {{"T", f32, 1}};
-    static const OnyxAlias inplace[] = {{0, 0, ONYX_ALIAS_INPLACE}};
-    const OnyxKernelDef silu = {.struct_size = sizeof silu,
-                                .domain = "com.onyx",
-                                .op_type = silu_op.name,
-                                .since_version = 1,
-                                .end_version = ONYX_OPSET_LATEST,
-                                .type_constraints = tc,
-                                .type_constraint_count = 1,
-                                .aliases = inplace,
-                                .alias_count = 1,
-                                .compute = un_compute,
-                                .user_data = (void*)&silu_op};
-    st = cpu_host->register_kernel(r, &silu);
+  static const int32_t f32[] = {ONYX_ELEM_FLOAT32};
+  static const OnyxTypeConstraint tc[] = {{"T", f32, 1}};
+  static const OnyxAlias inplace[] = {{0, 0, ONYX_ALIAS_INPLACE}};
+  for (size_t i = 0; !st && i < CPU_ARRAY_LEN(gate_ops); i++) {
+    const OnyxKernelDef d = {.struct_size = sizeof d,
+                             .domain = "com.onyx",
+                             .op_type = gate_ops[i].name,
+                             .since_version = 1,
+                             .end_version = ONYX_OPSET_LATEST,
+                             .type_constraints = tc,
+                             .type_constraint_count = 1,
+                             .aliases = inplace,
+                             .alias_count = 1,
+                             .compute = un_compute,
+                             .user_data = (void*)&gate_ops[i]};
+    st = cpu_host->register_kernel(r, &d);
   }
   return st;
 }

@@ -1,9 +1,11 @@
 /* test_opt_silu.c — the "silu" fusion (host/optimizer/opt_fusion.c):
  * Mul(x, Sigmoid(x)), either operand order, becomes com.onyx Silu(x) on
- * the CPU provider, which `explain` shows as made by the silu pass, and the
+ * the CPU provider, and Mul(x, HardSigmoid(x; 1/6, 1/2)) com.onyx
+ * HardSwish(x); `explain` shows them as made by the silu pass, and the
  * session's outputs match a reference computed here in plain C (a direct
- * convolution and x / (1 + e^-x) in double). A Sigmoid read twice, or a
- * Mul of another value, is left alone. */
+ * convolution, then x / (1 + e^-x) or x clamp(x / 6 + 1/2, 0, 1) in
+ * double). A Sigmoid read twice, a Mul of another value, or a HardSigmoid
+ * of other parameters is left alone. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,7 +82,9 @@ static void conv_ref(const float* x, const float* wt, const float* b, double* c)
 
 /* mode 0: Mul(C, S); mode 1: Mul(S, C); mode 2: S is also an output (read
  * twice: no fusion); mode 3: Mul(C2, Sigmoid(C)) with C2 = Relu(C) (not x
- * times its own sigmoid: no fusion). */
+ * times its own sigmoid: no fusion); mode 4: S = HardSigmoid(C; 1/6, 1/2)
+ * (HardSwish); mode 5: S = HardSigmoid(C) with ONNX's defaults 0.2, 0.5
+ * (no fusion). */
 static void silu_case(int mode) {
   OxTestModel* m = otm_new(13);
   otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C_IN, H, W});
@@ -92,7 +96,9 @@ static void silu_case(int mode) {
   otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C_OUT}, b);
   OxTestNode* c = otm_node(m, "Conv", "conv", "X,Wt,B", "C");
   otm_attr_ints(c, "pads", 4, (int64_t[]){1, 1, 1, 1});
-  otm_node(m, "Sigmoid", "sig", "C", "S");
+  const bool hard = mode >= 4;
+  OxTestNode* g = otm_node(m, hard ? "HardSigmoid" : "Sigmoid", "sig", "C", "S");
+  if (mode == 4) otm_attr_float(g, "alpha", 1.0f / 6.0f);
   if (mode == 3) otm_node(m, "Relu", "relu", "C", "R");
   otm_node(m, "Mul", "mul", mode == 1 ? "S,C" : mode == 3 ? "R,S" : "C,S", "Y");
   const int64_t ydims[4] = {1, C_OUT, H, W};
@@ -104,9 +110,10 @@ static void silu_case(int mode) {
   otm_free(m);
 
   OnyxSession* s = open_at(bytes, len, ONYX_OPT_ALL);
-  const bool fused = mode < 2;
-  assert_int_equal(count_op(s, "Silu"), fused ? 1 : 0);
-  assert_int_equal(count_op(s, "Sigmoid"), fused ? 0 : 1);
+  const bool fused = mode < 2 || mode == 4;
+  const char* made = hard ? "HardSwish" : "Silu";
+  assert_int_equal(count_op(s, made), fused ? 1 : 0);
+  assert_int_equal(count_op(s, hard ? "HardSigmoid" : "Sigmoid"), fused ? 0 : 1);
   assert_int_equal(count_op(s, "Mul"), fused ? 0 : 1);
   char* text = NULL;
   assert_null(onyx_session_explain(s, &text));
@@ -114,7 +121,7 @@ static void silu_case(int mode) {
     if (!strstr(text, "made by silu")) fail_msg("explain:\n%s", text);
     for (size_t i = 0; i < s->graph->n_nodes; i++) { /* placement: the CPU provider, as Mul's */
       const OxNode* n = s->graph->nodes[i];
-      if (!strcmp(n->op_type, "Silu")) {
+      if (!strcmp(n->op_type, made)) {
         assert_string_equal(n->domain, "com.onyx");
         assert_true(n->ep >= 0);
         assert_string_equal(s->eps[n->ep].name, "cpu");
@@ -134,7 +141,9 @@ static void silu_case(int mode) {
   float yp[N];
   run(plain, x, "Y", yp, N);
   for (size_t i = 0; i < N; i++) {
-    const double cv = cref[i], sg = 1.0 / (1.0 + exp(-cv));
+    const double cv = cref[i];
+    const double hs = mode == 4 ? cv / 6.0 + 0.5 : 0.2 * cv + 0.5;
+    const double sg = hard ? (hs < 0 ? 0 : hs > 1 ? 1 : hs) : 1.0 / (1.0 + exp(-cv));
     const double want = (mode == 3 ? (cv > 0 ? cv : 0) : cv) * sg;
     if (fabs(y[i] - want) > 1e-5 * (1 + fabs(want)))
       fail_msg("mode %d, Y[%zu]: %.9g, want %.9g", mode, i, y[i], want);
@@ -156,12 +165,19 @@ static void test_silu_left_alone(void** state) {
   (void)state;
   silu_case(2);
   silu_case(3);
+  silu_case(5);
+}
+
+static void test_hardswish_fused(void** state) {
+  (void)state;
+  silu_case(4);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_silu_fused),
       cmocka_unit_test(test_silu_left_alone),
+      cmocka_unit_test(test_hardswish_fused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

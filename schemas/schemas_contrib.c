@@ -13,6 +13,8 @@
  *                                  then `activation`: "Relu", "LeakyRelu"
  *                                  (alpha) or "Clip" (clip_min, clip_max)
  *   Gelu(X) -> Y                   0.5 x (1 + erf(x / sqrt 2))
+ *   Silu(X) -> Y                   x * sigmoid(x) (kernel: cpu_elementwise.c)
+ *   HardSwish(X) -> Y              x * clamp(x / 6 + 1/2, 0, 1) (the same)
  *   LayerNormalization(X, Scale, B?) -> Y   as ONNX LayerNormalization-17,
  *                                  for models importing an older opset
  *   MultiHeadAttention(Q, K?, V?, Mask?) -> Y   Q [B, S, H*D], K and V
@@ -151,6 +153,8 @@ static const OxSchema ox_contrib_rows[] = {
     {CONTRIB, "FusedConv", 1, L(f_conv_in), L(f_y), L(t_f32), L(a_conv), ox_infer_conv, NULL, NULL,
      true},
     {CONTRIB, "Gelu", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_unary, NULL, NULL, true},
+    {CONTRIB, "Silu", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_unary, NULL, NULL, true},
+    {CONTRIB, "HardSwish", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_unary, NULL, NULL, true},
     {CONTRIB, "LayerNormalization", 1, L(f_ln_in), L(f_y), L(t_ln), L(a_ln), ox_infer_layernorm,
      NULL, NULL, true},
     {CONTRIB, "MultiHeadAttention", 1, L(f_mha_in), L(f_y), L(t_f32), L(a_mha), ox_infer_mha, NULL,

@@ -1,6 +1,7 @@
 /* opt_fusion.c — the extended level: MatMul+Add -> Gemm / com.onyx
  * FusedMatMul, Conv+BatchNormalization folding, Conv+activation ->
- * com.onyx FusedConv, LayerNormalization and Gelu from their primitives. */
+ * com.onyx FusedConv, LayerNormalization, Gelu and Silu from their
+ * primitives. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -571,6 +572,60 @@ static OnyxStatus* ox_fuse_gelu(OxOpt* o, OxNode* erf, bool* done) {
 
 OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed) {
   return ox_opt_rewrite_each(o, ox_fuse_gelu, NULL, changed);
+}
+
+/* --- SiLU --------------------------------------------------------------------------------------
+ */
+
+/* The gate g(x) that Mul(x, g(x)) multiplies x by, when it is one the CPU
+ * provider has a fused op for: Sigmoid (SiLU), or HardSigmoid with alpha
+ * 1/6 and beta 1/2 (HardSwish as exported below opset 14). */
+static const char* ox_gate_fusion(const OxNode* g) {
+  if (ox_opt_is(g, "Sigmoid")) return "Silu";
+  if (ox_opt_is(g, "HardSigmoid") &&
+      fabs(ox_node_attr_float(g, "alpha", 0.2f) - 1.0 / 6.0) <= 1e-7 &&
+      ox_node_attr_float(g, "beta", 0.5f) == 0.5f)
+    return "HardSwish";
+  return NULL;
+}
+
+/* Mul(x, Sigmoid(x)) (either order), the Sigmoid's output read only there:
+ * com.onyx Silu(x), one pass over memory instead of two and no intermediate
+ * (EfficientNet's and YOLO's Swish, exported from PyTorch's nn.SiLU); the
+ * same with HardSigmoid(x; 1/6, 1/2): com.onyx HardSwish(x). Only where
+ * the nodes' provider has the op (the CPU provider's cpu_elementwise.c);
+ * the Mul's output keeps its name. */
+static OnyxStatus* ox_fuse_silu(OxOpt* o, OxNode* mul, bool* done) {
+  *done = false;
+  if (!ox_opt_is(mul, "Mul") || mul->n_inputs != 2 || !o->cfg->contrib_available ||
+      mul->n_outputs != 1 || !ox_f32(mul->outputs[0]))
+    return NULL;
+  for (size_t side = 0; side < 2; side++) {
+    OxNode* sig = mul->inputs[side] ? mul->inputs[side]->producer : NULL;
+    const char* op = sig ? ox_gate_fusion(sig) : NULL;
+    OxValue* x = mul->inputs[1 - side];
+    if (!op || sig->n_inputs != 1 || sig->inputs[0] != x || !ox_f32(x) ||
+        !ox_opt_single_use(o, sig->outputs[0]) || !ox_may_fuse(o, mul, OX_CONTRIB_DOMAIN, op) ||
+        !ox_may_fuse(o, sig, OX_CONTRIB_DOMAIN, op))
+      continue;
+    OxValue* y = mul->outputs[0];
+    char* base = ox_strdup(sig->name);
+    if (!base) return ox_oom();
+    ox_opt_remove(o, mul);
+    ox_opt_remove(o, sig);
+    OxNode* sn = NULL;
+    OnyxStatus* st = ox_opt_add_node(o, base, op, OX_CONTRIB_DOMAIN, &x, 1, &y, 1, &sn);
+    free(base);
+    OX_TRY(st);
+    o->stats->silu++;
+    *done = true;
+    return NULL;
+  }
+  return NULL;
+}
+
+OnyxStatus* ox_pass_silu(OxOpt* o, bool* changed) {
+  return ox_opt_rewrite_each(o, ox_fuse_silu, NULL, changed);
 }
 
 /* --- Multi-head attention ------------------------------------------------------------------------

@@ -104,6 +104,7 @@ OnyxStatus* ox_pass_conv_act(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_matmul_residual(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_layernorm(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_silu(OxOpt* o, bool* changed); /* Mul(x, Sigmoid(x)) -> com.onyx Silu */
 OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_qkv(OxOpt* o, bool* changed); /* Q, K, V projections in one GEMM */
 

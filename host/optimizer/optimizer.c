@@ -22,6 +22,7 @@ static const OxBuiltin ox_builtins[] = {
     {"matmul_add", ONYX_OPT_EXTENDED, ox_pass_matmul_add},
     {"layernorm", ONYX_OPT_EXTENDED, ox_pass_layernorm},
     {"gelu", ONYX_OPT_EXTENDED, ox_pass_gelu},
+    {"silu", ONYX_OPT_EXTENDED, ox_pass_silu},
     {"attention", ONYX_OPT_EXTENDED, ox_pass_attention},
     {"qkv", ONYX_OPT_EXTENDED, ox_pass_qkv},
     /* FusedMatMul + Add(Z): the residual starts the product's C. */
@@ -298,6 +299,7 @@ char* ox_opt_stats_str(const OxOptStats* s) {
                {"FusedMatMul+residual", s->matmul_add_z},
                {"LayerNorm", s->layernorm},
                {"Gelu", s->gelu},
+               {"Silu/HardSwish", s->silu},
                {"MultiHeadAttention", s->attention},
                {"packed QKV", s->qkv},
                {"user", s->user}};

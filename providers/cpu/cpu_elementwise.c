@@ -776,19 +776,28 @@ static inline double sigmoid_d(double x) {
 #define LIBM_f32(fn) fn##f
 #define LIBM_f64(fn) fn
 #define DEF_FLOAT_UNARY(A, s, T, E)                                                                \
-  UN_DEF(sigmoid, s, T, sigmoid_d(x))                                                              \
-  UN_DEF(tanh, s, T, LIBM_##s(tanh)(x))                                                            \
-  UN_DEF(exp, s, T, LIBM_##s(exp)(x))                                                              \
-  UN_DEF(log, s, T, LIBM_##s(log)(x))                                                              \
   UN_DEF(sqrt, s, T, x >= 0 ? LIBM_##s(sqrt)(x) : (T)NAN)                                          \
   UN_DEF(neg, s, T, -x)                                                                            \
   UN_DEF(abs, s, T, LIBM_##s(fabs)(x))
 
-/* float32 Erf: SLEEF's vectorized erff where the build has it (cpu_vmath.c). */
+/* float32 Erf: SLEEF's vectorized erff where the build has it; Sigmoid,
+ * Tanh, Exp, Log: cpu_vmath.c's AVX-512/AVX2 kernels (their bounds in
+ * docs/providers/cpu.md); float64 through libm. */
 UN_DEF(erf, f64, double, erf(x))
-static void erf_f32(const void* px, void* py, size_t n) {
-  cpu_erf_f32(px, py, n);
-}
+UN_DEF(sigmoid, f64, double, sigmoid_d(x))
+UN_DEF(tanh, f64, double, tanh(x))
+UN_DEF(exp, f64, double, exp(x))
+UN_DEF(log, f64, double, log(x))
+#define VMATH_UN(name)                                                                             \
+  static void name##_f32(const void* px, void* py, size_t n) {                                     \
+    cpu_##name##_f32(px, py, n);                                                                   \
+  }
+VMATH_UN(erf)
+VMATH_UN(sigmoid)
+VMATH_UN(tanh)
+VMATH_UN(exp)
+VMATH_UN(log)
+VMATH_UN(silu)
 
 /* Erf-9 also lists the integer types: the double result truncated. */
 #define DEF_ERF_I(A, s, T, E) UN_DEF(erf, s, T, erf((double)x))
@@ -837,6 +846,18 @@ static const UnOp un_ops[] = {
     {"Erf", 9, {CPU_INT_TYPES(CPU_ENTRY, erf) CPU_ANYFLT_TYPES(CPU_ENTRY, erf)}},
     {"Neg", 1, {CPU_SINT_TYPES(CPU_ENTRY, neg) CPU_ANYFLT_TYPES(CPU_ENTRY, neg)}},
     {"Abs", 1, {CPU_INT_TYPES(CPU_ENTRY, abs) CPU_ANYFLT_TYPES(CPU_ENTRY, abs)}},
+};
+
+/* com.onyx Silu(X) = X * Sigmoid(X) and HardSwish(X) = X * HardSigmoid(X;
+ * 1/6, 1/2), float32: what opt_fusion.c's "silu" pass makes of those Muls
+ * on this provider's nodes (one pass over memory instead of two, no
+ * intermediate; Y may take X's buffer). */
+static void hardswish_f32(const void* px, void* py, size_t n) {
+  cpu_hardswish_f32(px, py, n);
+}
+static const UnOp gate_ops[] = {
+    {"Silu", 1, {[ONYX_ELEM_FLOAT32] = silu_f32}},
+    {"HardSwish", 1, {[ONYX_ELEM_FLOAT32] = hardswish_f32}},
 };
 
 typedef struct UnPar {
@@ -1189,5 +1210,23 @@ OnyxStatus* cpu_register_elementwise(OnyxKernelRegistry* r) {
                           var_compute,     NULL, (void*)&var_ops[i]};
     st = cpu_register_specs(r, &spec, 1);
   }
-  return st ? st : cpu_register_specs(r, misc_specs, CPU_ARRAY_LEN(misc_specs));
+  if (!st) st = cpu_register_specs(r, misc_specs, CPU_ARRAY_LEN(misc_specs));
+  static const int32_t f32[] = {ONYX_ELEM_FLOAT32};
+  static const OnyxTypeConstraint tc[] = {{"T", f32, 1}};
+  static const OnyxAlias inplace[] = {{0, 0, ONYX_ALIAS_INPLACE}};
+  for (size_t i = 0; !st && i < CPU_ARRAY_LEN(gate_ops); i++) {
+    const OnyxKernelDef d = {.struct_size = sizeof d,
+                             .domain = "com.onyx",
+                             .op_type = gate_ops[i].name,
+                             .since_version = 1,
+                             .end_version = ONYX_OPSET_LATEST,
+                             .type_constraints = tc,
+                             .type_constraint_count = 1,
+                             .aliases = inplace,
+                             .alias_count = 1,
+                             .compute = un_compute,
+                             .user_data = (void*)&gate_ops[i]};
+    st = cpu_host->register_kernel(r, &d);
+  }
+  return st;
 }

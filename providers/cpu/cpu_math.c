@@ -16,6 +16,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_util.h"
+#include "cpu_vmath.h"
 
 /* cpu_math_cast.c */
 OnyxStatus* cpu_register_math_cast(OnyxKernelRegistry* r);
@@ -33,7 +34,8 @@ typedef struct UParams {
 typedef void (*UF32)(const UParams* p, const float* restrict x, float* restrict y, size_t n);
 typedef void (*UF64)(const UParams* p, const double* restrict x, double* restrict y, size_t n);
 
-#define UDEF(name, EXPR)                                                                           \
+#define UDEF(name, EXPR) UDEF32(name, EXPR) UDEF64(name, EXPR)
+#define UDEF32(name, EXPR)                                                                         \
   static void name##_f32(const UParams* p, const float* restrict px, float* restrict y,            \
                          size_t n) {                                                               \
     const float a = (float)p->a, b = (float)p->b, g = (float)p->g;                                 \
@@ -43,7 +45,8 @@ typedef void (*UF64)(const UParams* p, const double* restrict x, double* restric
       const float x = px[i];                                                                       \
       y[i] = (float)(EXPR);                                                                        \
     }                                                                                              \
-  }                                                                                                \
+  }
+#define UDEF64(name, EXPR)                                                                         \
   static void name##_f64(const UParams* p, const double* restrict px, double* restrict y,          \
                          size_t n) {                                                               \
     const double a = p->a, b = p->b, g = p->g;                                                     \
@@ -90,17 +93,44 @@ UDEF(ceil, ceil(x))
 UDEF(floor, floor(x))
 UDEF(round, rint(x)) /* half to even under the default rounding mode */
 UDEF(reciprocal, 1 / x)
-UDEF(elu, x < 0 ? a * (exp((double)x) - 1) : x)
-UDEF(selu, x <= 0 ? g * (a * exp((double)x) - a) : g * x)
-UDEF(celu, (x > 0 ? x : 0) + fmin(0.0, a*(exp((double)x / a) - 1)))
 UDEF(leakyrelu, x < 0 ? a * x : x)
-UDEF(hardsigmoid, clamp01(a* x + b))
-UDEF(hardswish, x* clamp01(x / 6.0 + 0.5))
-UDEF(softplus, softplus_d(x))
+/* float32 Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus (Mish below): cpu_vmath.c's
+ * vector kernels (the wrappers below); float64 here. */
+UDEF64(elu, x < 0 ? a * expm1(x) : x)
+UDEF64(selu, x <= 0 ? g * (a * expm1(x)) : g * x)
+UDEF64(celu, x != x ? x : (x > 0 ? x : 0) + fmin(0.0, a* expm1(x / a)))
+UDEF64(hardsigmoid, clamp01(a* x + b))
+UDEF64(hardswish, x* clamp01(x / 6.0 + 0.5))
+UDEF64(softplus, softplus_d(x))
+static void hardsigmoid_f32(const UParams* p, const float* restrict x, float* restrict y,
+                            size_t n) {
+  cpu_hardsigmoid_f32(x, y, n, (float)p->a, (float)p->b);
+}
+static void hardswish_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  (void)p;
+  cpu_hardswish_f32(x, y, n);
+}
+static void softplus_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  (void)p;
+  cpu_softplus_f32(x, y, n);
+}
+static void elu_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  cpu_elu_f32(x, y, n, (float)p->a);
+}
+static void selu_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  cpu_selu_f32(x, y, n, (float)p->a, (float)p->g);
+}
+static void celu_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  cpu_celu_f32(x, y, n, (float)p->a);
+}
 UDEF(softsign, x / (1 + fabs((double)x)))
 UDEF(thresholdedrelu, x > a ? x : 0)
 UDEF(shrink, x<-a ? x + b : x> a ? x - b : 0)
-UDEF(mish, x* tanh(softplus_d(x)))
+UDEF64(mish, x* tanh(softplus_d(x)))
+static void mish_f32(const UParams* p, const float* restrict x, float* restrict y, size_t n) {
+  (void)p;
+  cpu_mish_f32(x, y, n); /* cpu_vmath.c */
+}
 UDEF(swish, x* sigmoid_m(a*(double)x))
 UDEF(gelu, gelu_d(x, mode))
 

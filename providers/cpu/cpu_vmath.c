@@ -22,6 +22,12 @@
  * compiled for it). */
 extern __attribute__((target("avx512f"))) __m512 Sleef_erff16_u10avx512f(__m512);
 extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_erff8_u10avx2(__m256);
+extern __attribute__((target("avx512f"))) __m512 Sleef_logf16_u10avx512f(__m512);
+extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_logf8_u10avx2(__m256);
+extern __attribute__((target("avx512f"))) __m512 Sleef_log1pf16_u10avx512f(__m512);
+extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_log1pf8_u10avx2(__m256);
+extern __attribute__((target("avx512f"))) __m512 Sleef_expm1f16_u10avx512f(__m512);
+extern __attribute__((target("avx2,fma,avx"))) __m256 Sleef_expm1f8_u10avx2(__m256);
 #else
 #define VMATH_X86 0
 #endif
@@ -243,4 +249,467 @@ void cpu_gelu_f32(const float* x, float* y, size_t n) {
   }
 #endif
   gelu_scalar(x, y, n);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Exp, Sigmoid, SiLU, Tanh, Log, Softplus, HardSigmoid, HardSwish.
+ *
+ * exp(x) is the provider's own: n = round(x log2 e), r = x - n ln 2 in two
+ * parts (Cody-Waite), e^r = 1 + r + r^2 P(r) with Cephes' degree-5 P on
+ * |r| <= ln2 / 2, scaled by 2^n (AVX-512 scalef; AVX2 two exponent-field
+ * multiplications, so results in the subnormal range round once). x is
+ * clamped to [-104, 89] first: below, e^x rounds to 0; above, to +inf. NaN
+ * passes through the clamps (min/max return their second operand on NaN).
+ * Sigmoid, SiLU and Tanh are built on it in registers; Log and Softplus's
+ * log1p are SLEEF's (1.0 ULP). test_vmath_act measures the bounds that
+ * docs/providers/cpu.md states. */
+
+typedef struct VParams {
+  float a, b; /* HardSigmoid alpha, beta; Elu/Celu alpha; Selu alpha, gamma */
+} VParams;
+
+static double sigmoid_ref_d(double x) {
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  const double e = exp(x);
+  return e / (1.0 + e);
+}
+
+static void exp_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++)
+    y[i] = expf(x[i]);
+}
+static void log_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++)
+    y[i] = logf(x[i]);
+}
+static void tanh_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++)
+    y[i] = tanhf(x[i]);
+}
+static void sigmoid_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++)
+    y[i] = (float)sigmoid_ref_d(x[i]);
+}
+/* x * sigmoid(x) as the unfused graph computes it: NaN at x = -inf. */
+static void silu_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++)
+    y[i] = x[i] * (float)sigmoid_ref_d(x[i]);
+}
+static void softplus_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++) {
+    const double v = x[i];
+    y[i] = (float)(v > 0 ? v + log1p(exp(-v)) : log1p(exp(v)));
+  }
+}
+static double clamp01_d(double v) {
+  return v < 0 ? 0 : v > 1 ? 1 : v;
+}
+static void hardsigmoid_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = (float)clamp01_d((double)p->a * x[i] + p->b);
+}
+static void hardswish_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++)
+    y[i] = (float)(x[i] * clamp01_d(x[i] / 6.0 + 0.5));
+}
+
+static void mish_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  (void)p;
+  for (size_t i = 0; i < n; i++) {
+    const double v = x[i], sp = v > 0 ? v + log1p(exp(-v)) : log1p(exp(v));
+    y[i] = (float)(v * tanh(sp));
+  }
+}
+
+/* Elu, Selu, Celu in double, through expm1 (e^x - 1 would round tiny x's
+ * result to 0); Celu keeps NaN. */
+static void elu_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = x[i] < 0 ? (float)(p->a * expm1((double)x[i])) : x[i];
+}
+static void selu_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  const double a = p->a, g = p->b;
+  for (size_t i = 0; i < n; i++)
+    y[i] = (float)(x[i] <= 0 ? g * (a * expm1((double)x[i])) : g * x[i]);
+}
+static void celu_scalar(const float* x, float* y, size_t n, const VParams* p) {
+  const double a = p->a;
+  for (size_t i = 0; i < n; i++) {
+    const double v = x[i], e = a * expm1(v / a);
+    y[i] = isnan(v) ? x[i] : (float)((v > 0 ? v : 0) + (e < 0 ? e : 0));
+  }
+}
+
+#if CPUID_X86
+/* Cephes expf: e^r = 1 + r + r^2 (E0 + E1 r + ... + E5 r^5) */
+#define EXP_E5 1.9875691500e-4f
+#define EXP_E4 1.3981999507e-3f
+#define EXP_E3 8.3334519073e-3f
+#define EXP_E2 4.1665795894e-2f
+#define EXP_E1 1.6666665459e-1f
+#define EXP_E0 5.0000001201e-1f
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+#define EXP_LO -104.0f
+#define EXP_HI 89.0f
+/* Cephes tanhf on |x| < 0.625: x + x^3 (T0 + T1 x^2 + ... + T4 x^8) */
+#define TANH_T4  -5.70498872745e-3f
+#define TANH_T3  2.06390887954e-2f
+#define TANH_T2  -5.37397155531e-2f
+#define TANH_T1  1.33314422036e-1f
+#define TANH_T0  -3.33332819422e-1f
+#define TANH_CUT 0.625f
+
+T512 static inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(EXP_LO), _mm512_min_ps(_mm512_set1_ps(EXP_HI), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+  __m512 p = _mm512_set1_ps(EXP_E5);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_E4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_E3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_E2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_E1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_E0));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+  return _mm512_scalef_ps(_mm512_add_ps(p, _mm512_set1_ps(1.0f)), n);
+}
+
+T256 static inline __m256 exp8(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(EXP_LO), _mm256_min_ps(_mm256_set1_ps(EXP_HI), x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+  __m256 p = _mm256_set1_ps(EXP_E5);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_E4));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_E3));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_E2));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_E1));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_E0));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+  p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+  /* 2^n as 2^n1 2^n2 with n1 = n >> 1: each factor is a normal float for
+   * n in [-150, 128]. For NaN, p is NaN and so is the product. */
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, with
+ * e = exp(-|x|) in (0, 1]: nothing overflows and nothing cancels. */
+T512 static inline __m512 sigmoid16(__m512 v) {
+  const __m512 m = _mm512_castsi512_ps(
+      _mm512_or_epi32(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u)));
+  const __m512 e = exp16(m);
+  const __m512 r = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_mul_ps(r, neg, e, r);
+}
+
+T256 static inline __m256 sigmoid8(__m256 v) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 e = exp8(_mm256_or_ps(v, sign));
+  const __m256 r = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  const __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+  return _mm256_blendv_ps(r, _mm256_mul_ps(e, r), neg);
+}
+
+/* tanh: Cephes' odd polynomial below |x| = 0.625; above, (1 - e) / (1 + e)
+ * with e = exp(-2|x|) (1 - e >= 0.71: no cancellation) and x's sign. */
+T512 static inline __m512 tanh16(__m512 v) {
+  const __m512i sbit = _mm512_set1_epi32((int)0x80000000u);
+  const __m512 a = _mm512_abs_ps(v);
+  const __m512 z = _mm512_mul_ps(a, a);
+  __m512 p = _mm512_set1_ps(TANH_T4);
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TANH_T3));
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TANH_T2));
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TANH_T1));
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(TANH_T0));
+  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(a, z), p, a);
+  const __m512 e = exp16(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 t = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  const __mmask16 lo = _mm512_cmp_ps_mask(a, _mm512_set1_ps(TANH_CUT), _CMP_LT_OQ);
+  /* |tanh| from either side, then x's sign (so tanh(-0) = -0) */
+  const __m512 mag = _mm512_mask_blend_ps(lo, t, small);
+  return _mm512_castsi512_ps(
+      _mm512_or_epi32(_mm512_castps_si512(mag), _mm512_and_epi32(_mm512_castps_si512(v), sbit)));
+}
+
+T256 static inline __m256 tanh8(__m256 v) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 a = _mm256_andnot_ps(sign, v);
+  const __m256 z = _mm256_mul_ps(a, a);
+  __m256 p = _mm256_set1_ps(TANH_T4);
+  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(TANH_T3));
+  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(TANH_T2));
+  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(TANH_T1));
+  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(TANH_T0));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(a, z), p, a);
+  const __m256 e = exp8(_mm256_mul_ps(a, _mm256_set1_ps(-2.0f)));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  const __m256 lo = _mm256_cmp_ps(a, _mm256_set1_ps(TANH_CUT), _CMP_LT_OQ);
+  return _mm256_or_ps(_mm256_blendv_ps(t, small, lo), _mm256_and_ps(v, sign));
+}
+
+/* clamp(a x + b, 0, 1); NaN stays (max and min return their second operand). */
+T512 static inline __m512 hsig16(__m512 v, __m512 a, __m512 b) {
+  const __m512 h = _mm512_fmadd_ps(v, a, b);
+  return _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), h));
+}
+T256 static inline __m256 hsig8(__m256 v, __m256 a, __m256 b) {
+  const __m256 h = _mm256_fmadd_ps(v, a, b);
+  return _mm256_min_ps(_mm256_set1_ps(1.0f), _mm256_max_ps(_mm256_setzero_ps(), h));
+}
+
+/* Mish: x tanh(log(1 + e^x)) = x t / (t + 2) with t = n (n + 2), n = e^x
+ * (no cancellation: every term is positive). From x = 20 on the ratio
+ * rounds to 1, so n's argument stops there (t would overflow later). */
+T512 static inline __m512 mish16(__m512 v) {
+  const __m512 nn = exp16(_mm512_min_ps(_mm512_set1_ps(20.0f), v));
+  const __m512 t = _mm512_mul_ps(nn, _mm512_add_ps(nn, _mm512_set1_ps(2.0f)));
+  return _mm512_mul_ps(v, _mm512_div_ps(t, _mm512_add_ps(t, _mm512_set1_ps(2.0f))));
+}
+T256 static inline __m256 mish8(__m256 v) {
+  const __m256 nn = exp8(_mm256_min_ps(_mm256_set1_ps(20.0f), v));
+  const __m256 t = _mm256_mul_ps(nn, _mm256_add_ps(nn, _mm256_set1_ps(2.0f)));
+  return _mm256_mul_ps(v, _mm256_div_ps(t, _mm256_add_ps(t, _mm256_set1_ps(2.0f))));
+}
+
+T512 static inline __m512 k16_mish(__m512 v, const VParams* p) {
+  (void)p;
+  return mish16(v);
+}
+T256 static inline __m256 k8_mish(__m256 v, const VParams* p) {
+  (void)p;
+  return mish8(v);
+}
+T512 static inline __m512 k16_exp(__m512 v, const VParams* p) {
+  (void)p;
+  return exp16(v);
+}
+T512 static inline __m512 k16_sigmoid(__m512 v, const VParams* p) {
+  (void)p;
+  return sigmoid16(v);
+}
+T512 static inline __m512 k16_silu(__m512 v, const VParams* p) {
+  (void)p;
+  return _mm512_mul_ps(v, sigmoid16(v));
+}
+T512 static inline __m512 k16_tanh(__m512 v, const VParams* p) {
+  (void)p;
+  return tanh16(v);
+}
+T512 static inline __m512 k16_hardsigmoid(__m512 v, const VParams* p) {
+  return hsig16(v, _mm512_set1_ps(p->a), _mm512_set1_ps(p->b));
+}
+T512 static inline __m512 k16_hardswish(__m512 v, const VParams* p) {
+  (void)p;
+  return _mm512_mul_ps(v, hsig16(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f)));
+}
+T256 static inline __m256 k8_exp(__m256 v, const VParams* p) {
+  (void)p;
+  return exp8(v);
+}
+T256 static inline __m256 k8_sigmoid(__m256 v, const VParams* p) {
+  (void)p;
+  return sigmoid8(v);
+}
+T256 static inline __m256 k8_silu(__m256 v, const VParams* p) {
+  (void)p;
+  return _mm256_mul_ps(v, sigmoid8(v));
+}
+T256 static inline __m256 k8_tanh(__m256 v, const VParams* p) {
+  (void)p;
+  return tanh8(v);
+}
+T256 static inline __m256 k8_hardsigmoid(__m256 v, const VParams* p) {
+  return hsig8(v, _mm256_set1_ps(p->a), _mm256_set1_ps(p->b));
+}
+T256 static inline __m256 k8_hardswish(__m256 v, const VParams* p) {
+  (void)p;
+  return _mm256_mul_ps(v, hsig8(v, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f)));
+}
+
+/* The array loops: full vectors, then the tail through a masked load and
+ * store (AVX-512) or a zero-padded copy (AVX2). */
+#define VLOOP512(op)                                                                               \
+  T512 static void op##_avx512(const float* x, float* y, size_t n, const VParams* p) {             \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16)                                                                   \
+      _mm512_storeu_ps(y + i, k16_##op(_mm512_loadu_ps(x + i), p));                                \
+    if (i < n) {                                                                                   \
+      const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                                        \
+      _mm512_mask_storeu_ps(y + i, m, k16_##op(_mm512_maskz_loadu_ps(m, x + i), p));               \
+    }                                                                                              \
+  }
+#define VLOOP256(op)                                                                               \
+  T256 static void op##_avx2(const float* x, float* y, size_t n, const VParams* p) {               \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8)                                                                     \
+      _mm256_storeu_ps(y + i, k8_##op(_mm256_loadu_ps(x + i), p));                                 \
+    if (i < n) {                                                                                   \
+      float buf[8] = {0};                                                                          \
+      memcpy(buf, x + i, (n - i) * sizeof *buf);                                                   \
+      _mm256_storeu_ps(buf, k8_##op(_mm256_loadu_ps(buf), p));                                     \
+      memcpy(y + i, buf, (n - i) * sizeof *buf);                                                   \
+    }                                                                                              \
+  }
+VLOOP512(exp)
+VLOOP512(sigmoid)
+VLOOP512(silu)
+VLOOP512(tanh)
+VLOOP512(hardsigmoid)
+VLOOP512(hardswish)
+VLOOP512(mish)
+VLOOP256(exp)
+VLOOP256(sigmoid)
+VLOOP256(silu)
+VLOOP256(tanh)
+VLOOP256(hardsigmoid)
+VLOOP256(hardswish)
+VLOOP256(mish)
+#endif
+
+#if VMATH_X86
+T512 static inline __m512 k16_log(__m512 v, const VParams* p) {
+  (void)p;
+  return Sleef_logf16_u10avx512f(v);
+}
+/* softplus(x) = max(x, 0) + log1p(exp(-|x|)): exp's argument is <= 0. */
+T512 static inline __m512 k16_softplus(__m512 v, const VParams* p) {
+  (void)p;
+  const __m512 m = _mm512_castsi512_ps(
+      _mm512_or_epi32(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u)));
+  return _mm512_add_ps(_mm512_max_ps(_mm512_setzero_ps(), v), Sleef_log1pf16_u10avx512f(exp16(m)));
+}
+T256 static inline __m256 k8_log(__m256 v, const VParams* p) {
+  (void)p;
+  return Sleef_logf8_u10avx2(v);
+}
+T256 static inline __m256 k8_softplus(__m256 v, const VParams* p) {
+  (void)p;
+  const __m256 m = _mm256_or_ps(v, _mm256_set1_ps(-0.0f));
+  return _mm256_add_ps(_mm256_max_ps(_mm256_setzero_ps(), v), Sleef_log1pf8_u10avx2(exp8(m)));
+}
+/* Elu, Selu, Celu through SLEEF's expm1f (1 ULP; no cancellation near 0). */
+T512 static inline __m512 k16_elu(__m512 v, const VParams* p) {
+  const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_mul_ps(v, neg, _mm512_set1_ps(p->a), Sleef_expm1f16_u10avx512f(v));
+}
+T512 static inline __m512 k16_selu(__m512 v, const VParams* p) {
+  const __mmask16 le = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LE_OQ);
+  const __m512 em = _mm512_mul_ps(_mm512_set1_ps(p->a), Sleef_expm1f16_u10avx512f(v));
+  return _mm512_mul_ps(_mm512_set1_ps(p->b), _mm512_mask_blend_ps(le, v, em));
+}
+T512 static inline __m512 k16_celu(__m512 v, const VParams* p) {
+  const __m512 a = _mm512_set1_ps(p->a), zero = _mm512_setzero_ps();
+  const __m512 em = _mm512_mul_ps(a, Sleef_expm1f16_u10avx512f(_mm512_div_ps(v, a)));
+  /* max(x, 0) + min(0, a expm1(x / a)); NaN from either operand stays */
+  return _mm512_add_ps(_mm512_max_ps(zero, v), _mm512_min_ps(zero, em));
+}
+T256 static inline __m256 k8_elu(__m256 v, const VParams* p) {
+  const __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 em = _mm256_mul_ps(_mm256_set1_ps(p->a), Sleef_expm1f8_u10avx2(v));
+  return _mm256_blendv_ps(v, em, neg);
+}
+T256 static inline __m256 k8_selu(__m256 v, const VParams* p) {
+  const __m256 le = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LE_OQ);
+  const __m256 em = _mm256_mul_ps(_mm256_set1_ps(p->a), Sleef_expm1f8_u10avx2(v));
+  return _mm256_mul_ps(_mm256_set1_ps(p->b), _mm256_blendv_ps(v, em, le));
+}
+T256 static inline __m256 k8_celu(__m256 v, const VParams* p) {
+  const __m256 a = _mm256_set1_ps(p->a), zero = _mm256_setzero_ps();
+  const __m256 em = _mm256_mul_ps(a, Sleef_expm1f8_u10avx2(_mm256_div_ps(v, a)));
+  return _mm256_add_ps(_mm256_max_ps(zero, v), _mm256_min_ps(zero, em));
+}
+VLOOP512(log)
+VLOOP512(softplus)
+VLOOP512(elu)
+VLOOP512(selu)
+VLOOP512(celu)
+VLOOP256(log)
+VLOOP256(softplus)
+VLOOP256(elu)
+VLOOP256(selu)
+VLOOP256(celu)
+#endif
+
+typedef void (*VFn)(const float* x, float* y, size_t n, const VParams* p);
+
+/* The path's function of an op: avx512, avx2, scalar (NULL: not built). */
+static void vrun(VFn f512, VFn f256, VFn fs, const float* x, float* y, size_t n, const VParams* p) {
+  const int pa = path();
+  if (pa == PATH_AVX512 && f512)
+    f512(x, y, n, p);
+  else if (pa >= PATH_AVX2 && f256)
+    f256(x, y, n, p);
+  else
+    fs(x, y, n, p);
+}
+
+#if CPUID_X86
+#define VFNS(op) op##_avx512, op##_avx2, op##_scalar
+#else
+#define VFNS(op) NULL, NULL, op##_scalar
+#endif
+#if VMATH_X86
+#define VFNS_SLEEF(op) op##_avx512, op##_avx2, op##_scalar
+#else
+#define VFNS_SLEEF(op) NULL, NULL, op##_scalar
+#endif
+
+void cpu_exp_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS(exp), x, y, n, NULL);
+}
+void cpu_sigmoid_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS(sigmoid), x, y, n, NULL);
+}
+void cpu_silu_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS(silu), x, y, n, NULL);
+}
+void cpu_tanh_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS(tanh), x, y, n, NULL);
+}
+void cpu_hardsigmoid_f32(const float* x, float* y, size_t n, float alpha, float beta) {
+  const VParams p = {alpha, beta};
+  vrun(VFNS(hardsigmoid), x, y, n, &p);
+}
+void cpu_hardswish_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS(hardswish), x, y, n, NULL);
+}
+void cpu_mish_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS(mish), x, y, n, NULL);
+}
+void cpu_log_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS_SLEEF(log), x, y, n, NULL);
+}
+void cpu_softplus_f32(const float* x, float* y, size_t n) {
+  vrun(VFNS_SLEEF(softplus), x, y, n, NULL);
+}
+void cpu_elu_f32(const float* x, float* y, size_t n, float alpha) {
+  const VParams p = {alpha, 0};
+  vrun(VFNS_SLEEF(elu), x, y, n, &p);
+}
+void cpu_selu_f32(const float* x, float* y, size_t n, float alpha, float gamma) {
+  const VParams p = {alpha, gamma};
+  vrun(VFNS_SLEEF(selu), x, y, n, &p);
+}
+void cpu_celu_f32(const float* x, float* y, size_t n, float alpha) {
+  const VParams p = {alpha, 0};
+  vrun(VFNS_SLEEF(celu), x, y, n, &p);
 }

@@ -9,6 +9,7 @@
 #include "cpu_util.h"
 #include "cpu_winograd.h"
 #include "cpu_conv_direct.h"
+#include "cpu_conv_depthwise.h"
 
 #include <float.h>
 #include <math.h>
@@ -923,6 +924,16 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
                                     const ConvShape* cs, const OnyxTensor* x, const OnyxTensor* wt,
                                     const OnyxTensor* b, const float* z, OnyxTensor* y) {
   const WindowAttrs* w = &cst->w;
+  /* one input channel per group: the direct depthwise kernel */
+  if (cs->g.rank == 2 && w->group > 1 && cs->cg == 1 && cpu_conv_depthwise_enabled()) {
+    const CpuDepthwiseRun dw = {conv_run(cst, cs, x, b, z, y),
+                                cpu_host->tensor_data(wt),
+                                cs->c,
+                                cs->m,
+                                (size_t)cs->g.k[0],
+                                (size_t)cs->g.k[1]};
+    return cpu_conv_depthwise_run(ctx, &dw);
+  }
   const size_t os = cs->g.out_size, kdim = cs->cg * cs->g.k_size;
   const int pointwise = conv_is_pointwise(&cs->g), direct = !pointwise && cs->g.rank == 2;
   OnyxStatus* st;

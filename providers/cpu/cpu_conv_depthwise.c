@@ -1,0 +1,550 @@
+/* cpu_conv_depthwise.c — see cpu_conv_depthwise.h. The vector bodies are
+ * compiled for their ISA with target attributes and called only after a
+ * cpuid check, so the library still runs on machines without AVX2. */
+#include "cpu_conv_depthwise.h"
+
+#include "cpu_nn.h"
+#include "cpu_util.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DW_X86 1
+#include "cpu_avx2.h"
+#include <immintrin.h>
+#else
+#define DW_X86 0
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Path choice                                                               */
+/* ------------------------------------------------------------------------ */
+
+static _Atomic int forced_path = -1;
+
+static int machine_path(void) {
+  static _Atomic int cached = -1;
+  int p = cached;
+  if (p < 0) {
+    p = CPU_DW_SCALAR;
+#if DW_X86
+    /* __builtin_cpu_supports also checks that the OS saves the registers. */
+    if (__builtin_cpu_supports("avx512f"))
+      p = CPU_DW_AVX512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      p = CPU_DW_AVX2;
+    const char* cap = getenv("ONYX_CPU_ISA");
+    if (cap && !strcmp(cap, "generic")) p = CPU_DW_SCALAR;
+    if (cap && !strcmp(cap, "avx2") && p > CPU_DW_AVX2) p = CPU_DW_AVX2;
+#endif
+    cached = p;
+  }
+  return p;
+}
+
+int cpu_conv_depthwise_path(void) {
+  const int m = machine_path(), f = forced_path;
+  return f >= 0 && f < m ? f : m;
+}
+
+void cpu_conv_depthwise_force_path(int path) {
+  forced_path = path;
+}
+
+bool cpu_conv_depthwise_enabled(void) {
+  static _Atomic int cached = -1;
+  int on = cached;
+  if (on < 0) {
+    const char* e = getenv("ONYX_CPU_CONV_DEPTHWISE");
+    on = !(e && !strcmp(e, "0"));
+    cached = on;
+  }
+  return on != 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One plane                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* One output plane (image, output channel) and the geometry, in int64 so
+ * that the bounds below cannot overflow (the host bounds pads, strides and
+ * dilations by 2^31 and the dims by what memory holds). */
+typedef struct DwPlane {
+  const float* x; /* the input plane, h x w */
+  const float* k; /* its kh x kw weights */
+  float* y;       /* the output plane, oh x ow */
+  const float* z; /* Z's plane, or NULL */
+  float bias;
+  int64_t h, w, oh, ow, sh, sw, dh, dw, pt, pl, kh, kw;
+  int act;
+  float alpha, lo, hi;
+} DwPlane;
+
+/* The kernel rows [*u0, *u1) of output row oy that fall inside the input. */
+static void dw_rows(const DwPlane* q, int64_t oy, int64_t* base, int64_t* u0, int64_t* u1) {
+  const int64_t b = oy * q->sh - q->pt;
+  int64_t lo = b >= 0 ? 0 : (-b + q->dh - 1) / q->dh;
+  int64_t hi = b > q->h - 1 ? 0 : (q->h - 1 - b) / q->dh + 1;
+  if (hi > q->kh) hi = q->kh;
+  if (lo > hi) lo = hi;
+  *base = b, *u0 = lo, *u1 = hi;
+}
+
+/* Columns [lo, hi) of `lanes` output columns from ox on whose tap at input
+ * column offset `off` (v * dw - pl) lies inside the row, for a gather-style
+ * read ((ox + l) * sw + off). */
+static void dw_lanes(const DwPlane* q, int64_t ox, int64_t off, int64_t lanes, int64_t* lo,
+                     int64_t* hi) {
+  const int64_t ix0 = ox * q->sw + off, s = q->sw;
+  int64_t a = ix0 >= 0 ? 0 : (-ix0 + s - 1) / s;
+  int64_t b = ix0 > q->w - 1 ? 0 : (q->w - 1 - ix0) / s + 1;
+  if (b > lanes) b = lanes;
+  if (a > b) a = b;
+  *lo = a, *hi = b;
+}
+
+/* Raw input columns [lo, hi) of the `raw` floats read from ix0 on that lie
+ * inside the row (the contiguous reads of strides 1 and 2). */
+static void dw_raw(const DwPlane* q, int64_t ix0, int64_t raw, int64_t* lo, int64_t* hi) {
+  int64_t a = ix0 >= 0 ? 0 : -ix0;
+  int64_t b = ix0 > q->w - 1 ? 0 : q->w - ix0;
+  if (b > raw) b = raw;
+  if (a > b) a = b;
+  *lo = a, *hi = b;
+}
+
+/* The output columns ox from which a full vector of `lanes` columns reads
+ * only inside the row for every tap (contiguous reads of strides 1 and 2
+ * span (lanes - 1) * sw + 1 floats; stride 2 loads one more): [*a, *b],
+ * empty when *a > *b. */
+static void dw_interior(const DwPlane* q, int64_t lanes, int64_t* a, int64_t* b) {
+  const int64_t s = q->sw, extra = s == 2 ? 1 : 0;
+  *a = (q->pl + s - 1) / s;
+  const int64_t r = q->w - 1 + q->pl - (q->kw - 1) * q->dw - (lanes - 1) * s - extra;
+  *b = r < 0 ? -1 : r / s;
+  if (*b > q->ow - lanes) *b = q->ow - lanes;
+}
+
+/* Pointer arithmetic in integers: a masked read's base may lie before the
+ * row (only its in-row lanes are accessed). */
+static inline const float* dw_at(const float* row, int64_t i) {
+  return (const float*)(uintptr_t)((uintptr_t)row + (uintptr_t)(i * (int64_t)sizeof(float)));
+}
+
+static void dw_plane_scalar(const DwPlane* q) {
+  for (int64_t oy = 0; oy < q->oh; oy++) {
+    int64_t base, u0, u1;
+    dw_rows(q, oy, &base, &u0, &u1);
+    float* yr = q->y + oy * q->ow;
+    const float* zr = q->z ? q->z + oy * q->ow : NULL;
+    for (int64_t ox = 0; ox < q->ow; ox++) {
+      float acc = q->bias;
+      for (int64_t u = u0; u < u1; u++) {
+        const float* xr = q->x + (base + u * q->dh) * q->w;
+        const float* kr = q->k + u * q->kw;
+        int64_t lo, hi;
+        /* taps v with 0 <= ox * sw - pl + v * dw < w */
+        const int64_t ix0 = ox * q->sw - q->pl;
+        lo = ix0 >= 0 ? 0 : (-ix0 + q->dw - 1) / q->dw;
+        hi = ix0 > q->w - 1 ? 0 : (q->w - 1 - ix0) / q->dw + 1;
+        if (hi > q->kw) hi = q->kw;
+        for (int64_t v = lo; v < hi; v++)
+          acc += xr[ix0 + v * q->dw] * kr[v];
+      }
+      if (zr) acc += zr[ox];
+      yr[ox] = cpu_act_apply(acc, q->act, q->alpha, q->lo, q->hi);
+    }
+  }
+}
+
+/* The activations the vector epilogues apply; others (the scalar rule's
+ * cases past these) are applied to the stored row by cpu_act_apply. */
+static bool dw_vector_act(int act) {
+  return act == CPU_ACT_NONE || act == CPU_ACT_RELU || act == CPU_ACT_LEAKY_RELU ||
+         act == CPU_ACT_CLIP;
+}
+
+static void dw_row_act(const DwPlane* q, float* yr) {
+  for (int64_t i = 0; i < q->ow; i++)
+    yr[i] = cpu_act_apply(yr[i], q->act, q->alpha, q->lo, q->hi);
+}
+
+#if DW_X86
+#define T512   __attribute__((target("avx512f,avx2,fma,avx")))
+#define T256   __attribute__((target("avx2,fma,avx")))
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---------------------------------- AVX-512 ----------------------------- */
+
+T512 INLINE __m512 act512(__m512 v, int act, float alpha, float lo, float hi) {
+  const __m512 zero = _mm512_setzero_ps();
+  /* max/min return their second operand on NaN: NaN is kept */
+  if (act == CPU_ACT_RELU) return _mm512_max_ps(zero, v);
+  if (act == CPU_ACT_LEAKY_RELU)
+    return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, _mm512_set1_ps(alpha));
+  if (act == CPU_ACT_CLIP)
+    return _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), v));
+  return v;
+}
+
+static inline __mmask16 mask16(int64_t lo, int64_t hi) {
+  const uint32_t below_hi = hi >= 16 ? 0xFFFFu : (1u << hi) - 1;
+  const uint32_t below_lo = lo >= 16 ? 0xFFFFu : (1u << lo) - 1;
+  return (__mmask16)(below_hi & ~below_lo);
+}
+
+static inline uint32_t mask32(int64_t lo, int64_t hi) {
+  const uint64_t below_hi = hi >= 32 ? 0xFFFFFFFFull : (1ull << hi) - 1;
+  const uint64_t below_lo = lo >= 32 ? 0xFFFFFFFFull : (1ull << lo) - 1;
+  return (uint32_t)(below_hi & ~below_lo);
+}
+
+/* The epilogue of nv vectors of output columns from ox: Z, activation,
+ * store (the last vector's first `tail` lanes only when tail < 16). */
+T512 INLINE void store512(const DwPlane* q, float* yr, const float* zr, int64_t ox, __m512* acc,
+                          int nv, int64_t tail) {
+  const bool vact = dw_vector_act(q->act);
+  for (int j = 0; j < nv; j++) {
+    const __mmask16 m = j == nv - 1 && tail < 16 ? mask16(0, tail) : (__mmask16)0xFFFF;
+    __m512 v = acc[j];
+    if (zr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, zr + ox + 16 * j));
+    if (vact) v = act512(v, q->act, q->alpha, q->lo, q->hi);
+    _mm512_mask_storeu_ps(yr + ox + 16 * j, m, v);
+  }
+}
+
+/* nv full vectors of output columns from ox, every read inside the row. */
+T512 INLINE void block512(const DwPlane* q, float* yr, const float* zr, int64_t ox, int64_t base,
+                          int64_t u0, int64_t u1, int nv) {
+  __m512 acc[4];
+  for (int j = 0; j < nv; j++)
+    acc[j] = _mm512_set1_ps(q->bias);
+  const int64_t kw = q->kw, dw = q->dw, sw = q->sw;
+  for (int64_t u = u0; u < u1; u++) {
+    const float* xr = q->x + (base + u * q->dh) * q->w + ox * sw - q->pl;
+    const float* kr = q->k + u * kw;
+    if (sw == 1) {
+      for (int64_t v = 0; v < kw; v++) {
+        const __m512 wv = _mm512_set1_ps(kr[v]);
+        const float* p = xr + v * dw;
+        for (int j = 0; j < nv; j++)
+          acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16 * j), wv, acc[j]);
+      }
+    } else if (sw == 2) {
+      const __m512i even =
+          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      for (int64_t v = 0; v < kw; v++) {
+        const __m512 wv = _mm512_set1_ps(kr[v]);
+        const float* p = xr + v * dw;
+        for (int j = 0; j < nv; j++) {
+          const __m512 e = _mm512_permutex2var_ps(_mm512_loadu_ps(p + 32 * j), even,
+                                                  _mm512_loadu_ps(p + 32 * j + 16));
+          acc[j] = _mm512_fmadd_ps(e, wv, acc[j]);
+        }
+      }
+    } else {
+      const __m512i idx = _mm512_mullo_epi32(
+          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+          _mm512_set1_epi32((int)sw));
+      for (int64_t v = 0; v < kw; v++) {
+        const __m512 wv = _mm512_set1_ps(kr[v]);
+        const float* p = xr + v * dw;
+        for (int j = 0; j < nv; j++)
+          acc[j] = _mm512_fmadd_ps(_mm512_i32gather_ps(idx, p + 16 * j * sw, 4), wv, acc[j]);
+      }
+    }
+  }
+  store512(q, yr, zr, ox, acc, nv, 16);
+}
+
+/* One vector of output columns from ox (the first `n` of them valid) with
+ * reads masked to the row: the padded borders and the row's tail. */
+T512 INLINE void masked512(const DwPlane* q, float* yr, const float* zr, int64_t ox, int64_t base,
+                           int64_t u0, int64_t u1) {
+  const int64_t n = q->ow - ox < 16 ? q->ow - ox : 16;
+  const int64_t kw = q->kw, dw = q->dw, sw = q->sw;
+  __m512 acc = _mm512_set1_ps(q->bias);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(sw > 2 ? (int)sw : 1));
+  for (int64_t u = u0; u < u1; u++) {
+    const float* row = q->x + (base + u * q->dh) * q->w;
+    const float* kr = q->k + u * kw;
+    for (int64_t v = 0; v < kw; v++) {
+      const int64_t off = v * dw - q->pl, ix0 = ox * sw + off;
+      int64_t lo, hi;
+      __m512 x;
+      if (sw <= 2) {
+        dw_raw(q, ix0, sw == 1 ? n : 2 * n - 1, &lo, &hi);
+        if (lo >= hi) continue;
+        const float* p = dw_at(row, ix0);
+        if (sw == 1) {
+          x = _mm512_maskz_loadu_ps(mask16(lo, hi), p);
+        } else {
+          const uint32_t m = mask32(lo, hi);
+          x = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps((__mmask16)(m & 0xFFFF), p), even,
+                                     _mm512_maskz_loadu_ps((__mmask16)(m >> 16), p + 16));
+        }
+      } else {
+        dw_lanes(q, ox, off, n, &lo, &hi);
+        if (lo >= hi) continue;
+        x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask16(lo, hi), idx, dw_at(row, ix0), 4);
+      }
+      acc = _mm512_fmadd_ps(x, _mm512_set1_ps(kr[v]), acc);
+    }
+  }
+  store512(q, yr, zr, ox, &acc, 1, n);
+}
+
+T512 static void dw_plane_avx512(const DwPlane* q) {
+  int64_t a, b;
+  dw_interior(q, 16, &a, &b);
+  for (int64_t oy = 0; oy < q->oh; oy++) {
+    int64_t base, u0, u1;
+    dw_rows(q, oy, &base, &u0, &u1);
+    float* yr = q->y + oy * q->ow;
+    const float* zr = q->z ? q->z + oy * q->ow : NULL;
+    for (int64_t ox = 0; ox < q->ow;) {
+      if (ox < a || ox > b) {
+        masked512(q, yr, zr, ox, base, u0, u1);
+        ox += 16;
+        continue;
+      }
+      const int64_t nv = (b - ox) / 16 + 1;
+      if (nv >= 4) {
+        block512(q, yr, zr, ox, base, u0, u1, 4);
+        ox += 64;
+      } else if (nv == 3) {
+        block512(q, yr, zr, ox, base, u0, u1, 3);
+        ox += 48;
+      } else if (nv == 2) {
+        block512(q, yr, zr, ox, base, u0, u1, 2);
+        ox += 32;
+      } else {
+        block512(q, yr, zr, ox, base, u0, u1, 1);
+        ox += 16;
+      }
+    }
+    if (!dw_vector_act(q->act)) dw_row_act(q, yr);
+  }
+}
+
+/* ---------------------------------- AVX2 -------------------------------- */
+
+T256 INLINE __m256i lanes8(int64_t lo, int64_t hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)),
+                          _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
+}
+
+/* The even lanes of the 16 floats e0, e1 in order. */
+T256 INLINE __m256 even8(__m256 e0, __m256 e1) {
+  const __m256 e = _mm256_shuffle_ps(e0, e1, _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+T256 INLINE void store256(const DwPlane* q, float* yr, const float* zr, int64_t ox, __m256* acc,
+                          int nv, int64_t tail) {
+  const bool vact = dw_vector_act(q->act);
+  for (int j = 0; j < nv; j++) {
+    const int64_t n = j == nv - 1 ? tail : 8;
+    __m256 v = acc[j];
+    if (zr)
+      v = _mm256_add_ps(v, n >= 8 ? _mm256_loadu_ps(zr + ox + 8 * j)
+                                  : _mm256_maskload_ps(zr + ox + 8 * j, lanes8(0, n)));
+    if (vact) v = cpu_act_avx2(v, q->act, q->alpha, q->lo, q->hi);
+    cpu_store_first_avx2(yr + ox + 8 * j, v, (size_t)n);
+  }
+}
+
+T256 INLINE void block256(const DwPlane* q, float* yr, const float* zr, int64_t ox, int64_t base,
+                          int64_t u0, int64_t u1, int nv) {
+  __m256 acc[4];
+  for (int j = 0; j < nv; j++)
+    acc[j] = _mm256_set1_ps(q->bias);
+  const int64_t kw = q->kw, dw = q->dw, sw = q->sw;
+  for (int64_t u = u0; u < u1; u++) {
+    const float* xr = q->x + (base + u * q->dh) * q->w + ox * sw - q->pl;
+    const float* kr = q->k + u * kw;
+    if (sw == 1) {
+      for (int64_t v = 0; v < kw; v++) {
+        const __m256 wv = _mm256_set1_ps(kr[v]);
+        const float* p = xr + v * dw;
+        for (int j = 0; j < nv; j++)
+          acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8 * j), wv, acc[j]);
+      }
+    } else if (sw == 2) {
+      for (int64_t v = 0; v < kw; v++) {
+        const __m256 wv = _mm256_set1_ps(kr[v]);
+        const float* p = xr + v * dw;
+        for (int j = 0; j < nv; j++)
+          acc[j] = _mm256_fmadd_ps(
+              even8(_mm256_loadu_ps(p + 16 * j), _mm256_loadu_ps(p + 16 * j + 8)), wv, acc[j]);
+      }
+    } else {
+      const __m256i idx =
+          _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)sw));
+      for (int64_t v = 0; v < kw; v++) {
+        const __m256 wv = _mm256_set1_ps(kr[v]);
+        const float* p = xr + v * dw;
+        for (int j = 0; j < nv; j++)
+          acc[j] = _mm256_fmadd_ps(_mm256_i32gather_ps(p + 8 * j * sw, idx, 4), wv, acc[j]);
+      }
+    }
+  }
+  store256(q, yr, zr, ox, acc, nv, 8);
+}
+
+T256 INLINE void masked256(const DwPlane* q, float* yr, const float* zr, int64_t ox, int64_t base,
+                           int64_t u0, int64_t u1) {
+  const int64_t n = q->ow - ox < 8 ? q->ow - ox : 8;
+  const int64_t kw = q->kw, dw = q->dw, sw = q->sw;
+  __m256 acc = _mm256_set1_ps(q->bias);
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                         _mm256_set1_epi32(sw > 2 ? (int)sw : 1));
+  for (int64_t u = u0; u < u1; u++) {
+    const float* row = q->x + (base + u * q->dh) * q->w;
+    const float* kr = q->k + u * kw;
+    for (int64_t v = 0; v < kw; v++) {
+      const int64_t off = v * dw - q->pl, ix0 = ox * sw + off;
+      int64_t lo, hi;
+      __m256 x;
+      if (sw <= 2) {
+        dw_raw(q, ix0, sw == 1 ? n : 2 * n - 1, &lo, &hi);
+        if (lo >= hi) continue;
+        const float* p = dw_at(row, ix0);
+        if (sw == 1) {
+          x = _mm256_maskload_ps(p, lanes8(lo, hi));
+        } else {
+          x = even8(_mm256_maskload_ps(p, lanes8(lo, hi)),
+                    _mm256_maskload_ps(dw_at(row, ix0 + 8), lanes8(lo - 8, hi - 8)));
+        }
+      } else {
+        dw_lanes(q, ox, off, n, &lo, &hi);
+        if (lo >= hi) continue;
+        x = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), dw_at(row, ix0), idx,
+                                     _mm256_castsi256_ps(lanes8(lo, hi)), 4);
+      }
+      acc = _mm256_fmadd_ps(x, _mm256_set1_ps(kr[v]), acc);
+    }
+  }
+  store256(q, yr, zr, ox, &acc, 1, n);
+}
+
+T256 static void dw_plane_avx2(const DwPlane* q) {
+  int64_t a, b;
+  dw_interior(q, 8, &a, &b);
+  for (int64_t oy = 0; oy < q->oh; oy++) {
+    int64_t base, u0, u1;
+    dw_rows(q, oy, &base, &u0, &u1);
+    float* yr = q->y + oy * q->ow;
+    const float* zr = q->z ? q->z + oy * q->ow : NULL;
+    for (int64_t ox = 0; ox < q->ow;) {
+      if (ox < a || ox > b) {
+        masked256(q, yr, zr, ox, base, u0, u1);
+        ox += 8;
+        continue;
+      }
+      const int64_t nv = (b - ox) / 8 + 1;
+      if (nv >= 4) {
+        block256(q, yr, zr, ox, base, u0, u1, 4);
+        ox += 32;
+      } else if (nv == 3) {
+        block256(q, yr, zr, ox, base, u0, u1, 3);
+        ox += 24;
+      } else if (nv == 2) {
+        block256(q, yr, zr, ox, base, u0, u1, 2);
+        ox += 16;
+      } else {
+        block256(q, yr, zr, ox, base, u0, u1, 1);
+        ox += 8;
+      }
+    }
+    if (!dw_vector_act(q->act)) dw_row_act(q, yr);
+  }
+}
+#endif /* DW_X86 */
+
+/* ------------------------------------------------------------------------ */
+/* The run                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Gathers index lanes as int32 (lane * stride): wider strides, and widths
+ * whose offsets would not fit, take the scalar loop. */
+#define DW_VECTOR_MAX_STRIDE ((int64_t)1 << 24)
+
+typedef struct DwJob {
+  const CpuDepthwiseRun* p;
+  const OnyxKernelContext* ctx;
+  int path;
+  _Atomic int stopped;
+} DwJob;
+
+static void dw_planes(void* user, size_t begin, size_t end) {
+  DwJob* j = user;
+  const CpuDepthwiseRun* p = j->p;
+  const CpuConvRun* r = &p->conv;
+  const size_t mult = p->m / p->c, in_plane = r->h * r->w, out_plane = r->oh * r->ow;
+  for (size_t i = begin; i < end; i++) {
+    if (atomic_load_explicit(&j->stopped, memory_order_relaxed)) return;
+    if (cpu_should_stop(j->ctx)) {
+      atomic_store_explicit(&j->stopped, 1, memory_order_relaxed);
+      return;
+    }
+    const size_t n = i / p->m, o = i % p->m;
+    const DwPlane q = {.x = r->x + (n * p->c + o / mult) * in_plane,
+                       .k = p->w + o * p->kh * p->kw,
+                       .y = r->y + i * out_plane,
+                       .z = r->z ? r->z + i * out_plane : NULL,
+                       .bias = r->bias ? r->bias[o] : 0.0f,
+                       .h = (int64_t)r->h,
+                       .w = (int64_t)r->w,
+                       .oh = (int64_t)r->oh,
+                       .ow = (int64_t)r->ow,
+                       .sh = (int64_t)r->sh,
+                       .sw = (int64_t)r->sw,
+                       .dh = (int64_t)r->dh,
+                       .dw = (int64_t)r->dw,
+                       .pt = (int64_t)r->pad_top,
+                       .pl = (int64_t)r->pad_left,
+                       .kh = (int64_t)p->kh,
+                       .kw = (int64_t)p->kw,
+                       .act = r->act,
+                       .alpha = r->act_alpha,
+                       .lo = r->act_min,
+                       .hi = r->act_max};
+#if DW_X86
+    if (j->path == CPU_DW_AVX512) {
+      dw_plane_avx512(&q);
+      continue;
+    }
+    if (j->path == CPU_DW_AVX2) {
+      dw_plane_avx2(&q);
+      continue;
+    }
+#endif
+    dw_plane_scalar(&q);
+  }
+}
+
+OnyxStatus* cpu_conv_depthwise_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p) {
+  const CpuConvRun* r = &p->conv;
+  if (p->c == 0 || p->m % p->c != 0)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "depthwise conv: %zu output channels are not a multiple of the %zu "
+                         "input channels",
+                         p->m, p->c);
+  const size_t planes = r->n * p->m;
+  if (planes == 0 || r->oh == 0 || r->ow == 0) return NULL;
+  DwJob j = {.p = p, .ctx = ctx, .path = cpu_conv_depthwise_path()};
+  if ((int64_t)r->sw > DW_VECTOR_MAX_STRIDE || (int64_t)r->w > INT32_MAX / 2)
+    j.path = CPU_DW_SCALAR;
+  atomic_init(&j.stopped, 0);
+  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, dw_planes, &j);
+  if (atomic_load(&j.stopped)) return cpu_cancelled(ctx, NULL);
+  return NULL;
+}

@@ -1,0 +1,58 @@
+/* cpu_conv_depthwise.h — internal to the CPU provider: direct float32 2-D
+ * depthwise convolution (cpu_conv_depthwise.c), for Conv / FusedConv whose
+ * groups hold one input channel each (W of shape (m, 1, kh, kw), m a
+ * multiple of the c input channels: output channel o reads input channel
+ * o / (m / c)). MobileNet, EfficientNet, MNASNet and ShuffleNet are built
+ * from them; through im2col + GEMM each one was m GEMMs of a single row.
+ *
+ * NCHW, any kernel size, stride, dilation and padding. One output row at a
+ * time, vectorized over the output width (16 columns per AVX-512 register,
+ * 8 per AVX2 one, up to 4 registers of accumulators per step): each kernel
+ * tap is one broadcast weight times one (unit stride) or two (stride 2,
+ * even lanes) loads of the input row, or a gather for other strides.
+ * Column blocks whose taps all lie inside the row load without masks; the
+ * blocks at the padded borders and the row's tail load through masks (no
+ * access on masked-off lanes), and kernel rows outside the input are
+ * skipped, so no padded copy of X is made. Bias, FusedConv's residual Z
+ * and its activation are applied before the row is stored. A portable
+ * scalar loop does the same where neither ISA is present.
+ *
+ * Each output is bias + sum over kernel rows, then columns, of x * w (then
+ * + z, then the activation), the same order on every path and for any
+ * pool. Planes (image, output channel) are spread over the pool; the run's
+ * cancellation is polled once per plane. */
+#ifndef CPU_CONV_DEPTHWISE_H
+#define CPU_CONV_DEPTHWISE_H
+
+#include "cpu_kernels.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One depthwise run: the geometry, bias, Z and activation of `conv`
+ * (cpu_kernels.h; X is (n, c, h, w), Y (n, m, oh, ow)) and W, (m, 1, kh,
+ * kw). m is a multiple of c. */
+typedef struct CpuDepthwiseRun {
+  CpuConvRun conv;
+  const float* w;
+  size_t c, m, kh, kw;
+} CpuDepthwiseRun;
+
+enum { CPU_DW_SCALAR = 0, CPU_DW_AVX2 = 1, CPU_DW_AVX512 = 2 };
+
+/* The path runs take: AVX-512 (avx512f) or AVX2 (avx2 + fma) by cpuid,
+ * capped by ONYX_CPU_ISA=generic|avx2 as the GEMM is; scalar elsewhere.
+ * ONYX_CPU_CONV_DEPTHWISE=0 (read once) turns the depthwise path off:
+ * cpu_conv_depthwise_enabled() is then false and Conv takes im2col + GEMM. */
+int cpu_conv_depthwise_path(void);
+bool cpu_conv_depthwise_enabled(void);
+
+/* Tests: forces the path (CPU_DW_*, capped by what the machine has), or -1
+ * to go back to cpuid. Not thread-safe against concurrent runs. */
+void cpu_conv_depthwise_force_path(int path);
+
+/* Runs the convolution on ctx's thread pool. ONYX_CANCELLED when the run
+ * was cancelled (some planes of Y then are not written). */
+OnyxStatus* cpu_conv_depthwise_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p);
+
+#endif /* CPU_CONV_DEPTHWISE_H */

@@ -69,6 +69,26 @@ bool cpu_conv_depthwise_enabled(void) {
 /* One plane                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* What every plane of a run shares, for the vector paths: a row of w zeros
+ * that kernel rows above and below the input read instead (so every block
+ * of output rows runs the same code), and the row's column segments:
+ * blocks of nv full vectors of `lanes` columns whose reads all lie inside
+ * the row, and border vectors (nv 0; their first n columns are outputs)
+ * whose kernel column v reads lanes [lo[mask + v], hi[mask + v])
+ * (dw_lohi). */
+typedef struct DwSeg {
+  int64_t ox, n;
+  int nv;
+  size_t mask;
+} DwSeg;
+
+typedef struct DwPlan {
+  const float* zero;
+  const DwSeg* seg;
+  size_t nseg;
+  const int32_t *lo, *hi;
+} DwPlan;
+
 /* One output plane (image, output channel) and the geometry, in int64 so
  * that the bounds below cannot overflow (the host bounds pads, strides and
  * dilations by 2^31 and the dims by what memory holds). */
@@ -81,6 +101,7 @@ typedef struct DwPlane {
   int64_t h, w, oh, ow, sh, sw, dh, dw, pt, pl, kh, kw;
   int act;
   float alpha, lo, hi;
+  const DwPlan* plan; /* the vector paths' */
 } DwPlane;
 
 /* The kernel rows [*u0, *u1) of output row oy that fall inside the input. */
@@ -172,10 +193,56 @@ static void dw_row_act(const DwPlane* q, float* yr) {
     yr[i] = cpu_act_apply(yr[i], q->act, q->alpha, q->lo, q->hi);
 }
 
+/* The lanes [*lo, *hi) that kernel column v reads inside the row for the
+ * vector of n output columns from ox: raw input floats for strides 1 and 2
+ * (S 1, 2), output lanes of a gather (S 0). */
+static void dw_lohi(const DwPlane* q, int S, int64_t ox, int64_t v, int64_t n, int64_t* lo,
+                    int64_t* hi) {
+  const int64_t off = v * q->dw - q->pl;
+  if (S == 0)
+    dw_lanes(q, ox, off, n, lo, hi);
+  else
+    dw_raw(q, ox * q->sw + off, S == 1 ? n : 2 * n - 1, lo, hi);
+}
+
+/* The column segments of a row for vectors of `lanes` columns, into seg
+ * (room for ow / lanes + 1) and, for border vectors, lo / hi (room for kw
+ * per border vector); the count. Interior blocks hold up to 4 vectors. */
+static size_t dw_segments(const DwPlane* q, int64_t lanes, int S, DwSeg* seg, int32_t* lo,
+                          int32_t* hi) {
+  int64_t a, b;
+  dw_interior(q, lanes, &a, &b);
+  size_t nseg = 0, mask = 0;
+  for (int64_t ox = 0; ox < q->ow;) {
+    DwSeg* sg = &seg[nseg++];
+    sg->ox = ox;
+    if (ox < a || ox > b) {
+      sg->nv = 0;
+      sg->n = q->ow - ox < lanes ? q->ow - ox : lanes;
+      sg->mask = mask;
+      for (int64_t v = 0; v < q->kw; v++, mask++) {
+        int64_t l, h;
+        dw_lohi(q, S, ox, v, sg->n, &l, &h);
+        lo[mask] = (int32_t)l, hi[mask] = (int32_t)h;
+      }
+      ox += lanes;
+    } else {
+      const int64_t nv = (b - ox) / lanes + 1;
+      sg->nv = nv > 4 ? 4 : (int)nv;
+      sg->n = sg->nv * lanes;
+      ox += sg->n;
+    }
+  }
+  return nseg;
+}
+
 #if DW_X86
 #define T512   __attribute__((target("avx512f,avx2,fma,avx")))
 #define T256   __attribute__((target("avx2,fma,avx")))
 #define INLINE static inline __attribute__((always_inline))
+/* The loops over the (at most 16) accumulators unrolled, so that they stay
+ * in registers. */
+#define DW_UNROLL _Pragma("GCC unroll 16")
 
 /* ---------------------------------- AVX-512 ----------------------------- */
 
@@ -190,15 +257,9 @@ T512 INLINE __m512 act512(__m512 v, int act, float alpha, float lo, float hi) {
   return v;
 }
 
-static inline __mmask16 mask16(int64_t lo, int64_t hi) {
-  const uint32_t below_hi = hi >= 16 ? 0xFFFFu : (1u << hi) - 1;
-  const uint32_t below_lo = lo >= 16 ? 0xFFFFu : (1u << lo) - 1;
-  return (__mmask16)(below_hi & ~below_lo);
-}
-
-static inline uint32_t mask32(int64_t lo, int64_t hi) {
-  const uint64_t below_hi = hi >= 32 ? 0xFFFFFFFFull : (1ull << hi) - 1;
-  const uint64_t below_lo = lo >= 32 ? 0xFFFFFFFFull : (1ull << lo) - 1;
+/* Bits [lo, hi) of a 32-bit mask (0 <= lo <= hi <= 32). */
+static inline uint32_t bits32(int64_t lo, int64_t hi) {
+  const uint64_t below_hi = (1ull << hi) - 1, below_lo = (1ull << lo) - 1;
   return (uint32_t)(below_hi & ~below_lo);
 }
 
@@ -207,8 +268,9 @@ static inline uint32_t mask32(int64_t lo, int64_t hi) {
 T512 INLINE void store512(const DwPlane* q, float* yr, const float* zr, int64_t ox, __m512* acc,
                           int nv, int64_t tail) {
   const bool vact = dw_vector_act(q->act);
+  DW_UNROLL
   for (int j = 0; j < nv; j++) {
-    const __mmask16 m = j == nv - 1 && tail < 16 ? mask16(0, tail) : (__mmask16)0xFFFF;
+    const __mmask16 m = j == nv - 1 && tail < 16 ? (__mmask16)bits32(0, tail) : (__mmask16)0xFFFF;
     __m512 v = acc[j];
     if (zr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, zr + ox + 16 * j));
     if (vact) v = act512(v, q->act, q->alpha, q->lo, q->hi);
@@ -216,121 +278,126 @@ T512 INLINE void store512(const DwPlane* q, float* yr, const float* zr, int64_t 
   }
 }
 
-/* nv full vectors of output columns from ox, every read inside the row. */
-T512 INLINE void block512(const DwPlane* q, float* yr, const float* zr, int64_t ox, int64_t base,
-                          int64_t u0, int64_t u1, int nv) {
-  __m512 acc[4];
-  for (int j = 0; j < nv; j++)
-    acc[j] = _mm512_set1_ps(q->bias);
-  const int64_t kw = q->kw, dw = q->dw, sw = q->sw;
-  for (int64_t u = u0; u < u1; u++) {
-    const float* xr = q->x + (base + u * q->dh) * q->w + ox * sw - q->pl;
-    const float* kr = q->k + u * kw;
-    if (sw == 1) {
-      for (int64_t v = 0; v < kw; v++) {
-        const __m512 wv = _mm512_set1_ps(kr[v]);
-        const float* p = xr + v * dw;
-        for (int j = 0; j < nv; j++)
-          acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16 * j), wv, acc[j]);
-      }
-    } else if (sw == 2) {
-      const __m512i even =
-          _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-      for (int64_t v = 0; v < kw; v++) {
-        const __m512 wv = _mm512_set1_ps(kr[v]);
-        const float* p = xr + v * dw;
-        for (int j = 0; j < nv; j++) {
-          const __m512 e = _mm512_permutex2var_ps(_mm512_loadu_ps(p + 32 * j), even,
-                                                  _mm512_loadu_ps(p + 32 * j + 16));
-          acc[j] = _mm512_fmadd_ps(e, wv, acc[j]);
-        }
-      }
-    } else {
-      const __m512i idx = _mm512_mullo_epi32(
-          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-          _mm512_set1_epi32((int)sw));
-      for (int64_t v = 0; v < kw; v++) {
-        const __m512 wv = _mm512_set1_ps(kr[v]);
-        const float* p = xr + v * dw;
-        for (int j = 0; j < nv; j++)
-          acc[j] = _mm512_fmadd_ps(_mm512_i32gather_ps(idx, p + 16 * j * sw, 4), wv, acc[j]);
-      }
-    }
-  }
-  store512(q, yr, zr, ox, acc, nv, 16);
-}
-
-/* One vector of output columns from ox (the first `n` of them valid) with
- * reads masked to the row: the padded borders and the row's tail. */
-T512 INLINE void masked512(const DwPlane* q, float* yr, const float* zr, int64_t ox, int64_t base,
-                           int64_t u0, int64_t u1) {
-  const int64_t n = q->ow - ox < 16 ? q->ow - ox : 16;
-  const int64_t kw = q->kw, dw = q->dw, sw = q->sw;
-  __m512 acc = _mm512_set1_ps(q->bias);
+/* R output rows from oy (kernel rows outside the input read the plan's
+ * zero row) x segment sg's columns, for column stride S (1, 2; 0: any, gathered): nv
+ * vectors of 16 whose reads all lie inside the rows, or (nv 0) one border
+ * vector read through masks (nothing outside the row is accessed). R
+ * independent accumulators per vector hide the FMA latency where a row
+ * holds a single vector (widths up to 16). */
+T512 INLINE void kern512(const DwPlane* q, int64_t oy, int R, const DwSeg* sg, int nv, int S) {
+  __m512 acc[16];
+  const __m512 b = _mm512_set1_ps(q->bias);
+  const int nacc = R * (nv ? nv : 1);
+  DW_UNROLL
+  for (int i = 0; i < nacc; i++)
+    acc[i] = b;
+  const int64_t kw = q->kw, dw = q->dw, sw = q->sw, w = q->w, ox = sg->ox;
+  const int32_t* mlo = q->plan->lo + sg->mask;
+  const int32_t* mhi = q->plan->hi + sg->mask;
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(sw > 2 ? (int)sw : 1));
-  for (int64_t u = u0; u < u1; u++) {
-    const float* row = q->x + (base + u * q->dh) * q->w;
+                         _mm512_set1_epi32(S == 0 ? (int)sw : 1));
+  for (int64_t u = 0; u < q->kh; u++) {
+    const float* xr[4];
+    DW_UNROLL
+    for (int r = 0; r < R; r++) {
+      const int64_t iy = (oy + r) * q->sh - q->pt + u * q->dh;
+      xr[r] = iy >= 0 && iy < q->h ? q->x + iy * w : q->plan->zero;
+    }
     const float* kr = q->k + u * kw;
     for (int64_t v = 0; v < kw; v++) {
-      const int64_t off = v * dw - q->pl, ix0 = ox * sw + off;
-      int64_t lo, hi;
-      __m512 x;
-      if (sw <= 2) {
-        dw_raw(q, ix0, sw == 1 ? n : 2 * n - 1, &lo, &hi);
-        if (lo >= hi) continue;
-        const float* p = dw_at(row, ix0);
-        if (sw == 1) {
-          x = _mm512_maskz_loadu_ps(mask16(lo, hi), p);
-        } else {
-          const uint32_t m = mask32(lo, hi);
-          x = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps((__mmask16)(m & 0xFFFF), p), even,
-                                     _mm512_maskz_loadu_ps((__mmask16)(m >> 16), p + 16));
+      const int64_t ix0 = ox * sw - q->pl + v * dw;
+      const __m512 wv = _mm512_set1_ps(kr[v]);
+      if (!nv) {
+        if (mlo[v] >= mhi[v]) continue;
+        const uint32_t m = bits32(mlo[v], mhi[v]);
+        DW_UNROLL
+        for (int r = 0; r < R; r++) {
+          const float* p = dw_at(xr[r], ix0);
+          __m512 x;
+          if (S == 1)
+            x = _mm512_maskz_loadu_ps((__mmask16)m, p);
+          else if (S == 2)
+            x = _mm512_permutex2var_ps(
+                _mm512_maskz_loadu_ps((__mmask16)(m & 0xFFFF), p), even,
+                _mm512_maskz_loadu_ps((__mmask16)(m >> 16), dw_at(xr[r], ix0 + 16)));
+          else
+            x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)m, idx, p, 4);
+          acc[r] = _mm512_fmadd_ps(x, wv, acc[r]);
         }
       } else {
-        dw_lanes(q, ox, off, n, &lo, &hi);
-        if (lo >= hi) continue;
-        x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask16(lo, hi), idx, dw_at(row, ix0), 4);
+        DW_UNROLL
+        for (int r = 0; r < R; r++) {
+          const float* p = xr[r] + ix0;
+          DW_UNROLL
+          for (int j = 0; j < nv; j++) {
+            __m512 x;
+            if (S == 1)
+              x = _mm512_loadu_ps(p + 16 * j);
+            else if (S == 2)
+              x = _mm512_permutex2var_ps(_mm512_loadu_ps(p + 32 * j), even,
+                                         _mm512_loadu_ps(p + 32 * j + 16));
+            else
+              x = _mm512_i32gather_ps(idx, p + 16 * j * sw, 4);
+            acc[r * nv + j] = _mm512_fmadd_ps(x, wv, acc[r * nv + j]);
+          }
+        }
       }
-      acc = _mm512_fmadd_ps(x, _mm512_set1_ps(kr[v]), acc);
     }
   }
-  store512(q, yr, zr, ox, &acc, 1, n);
+  const int per = nv ? nv : 1;
+  DW_UNROLL
+  for (int r = 0; r < R; r++)
+    store512(q, q->y + (oy + r) * q->ow, q->z ? q->z + (oy + r) * q->ow : NULL, ox, &acc[r * per],
+             per, nv ? 16 : sg->n);
+}
+
+/* R output rows from oy, segment by segment. */
+T512 INLINE void rows512(const DwPlane* q, int64_t oy, int R, int S) {
+  const DwPlan* pl = q->plan;
+  for (size_t i = 0; i < pl->nseg; i++) {
+    const DwSeg* sg = &pl->seg[i];
+    switch (sg->nv) {
+    case 0:
+      kern512(q, oy, R, sg, 0, S);
+      break;
+    case 1:
+      kern512(q, oy, R, sg, 1, S);
+      break;
+    case 2:
+      kern512(q, oy, R, sg, 2, S);
+      break;
+    case 3:
+      kern512(q, oy, R, sg, 3, S);
+      break;
+    default:
+      kern512(q, oy, R, sg, 4, S);
+      break;
+    }
+  }
+}
+
+/* Output rows 4 at a time, then the 1 to 3 left. */
+T512 INLINE void plane512(const DwPlane* q, int S) {
+  int64_t oy = 0;
+  for (; oy + 4 <= q->oh; oy += 4)
+    rows512(q, oy, 4, S);
+  if (q->oh - oy == 3)
+    rows512(q, oy, 3, S);
+  else if (q->oh - oy == 2)
+    rows512(q, oy, 2, S);
+  else if (q->oh - oy == 1)
+    rows512(q, oy, 1, S);
 }
 
 T512 static void dw_plane_avx512(const DwPlane* q) {
-  int64_t a, b;
-  dw_interior(q, 16, &a, &b);
-  for (int64_t oy = 0; oy < q->oh; oy++) {
-    int64_t base, u0, u1;
-    dw_rows(q, oy, &base, &u0, &u1);
-    float* yr = q->y + oy * q->ow;
-    const float* zr = q->z ? q->z + oy * q->ow : NULL;
-    for (int64_t ox = 0; ox < q->ow;) {
-      if (ox < a || ox > b) {
-        masked512(q, yr, zr, ox, base, u0, u1);
-        ox += 16;
-        continue;
-      }
-      const int64_t nv = (b - ox) / 16 + 1;
-      if (nv >= 4) {
-        block512(q, yr, zr, ox, base, u0, u1, 4);
-        ox += 64;
-      } else if (nv == 3) {
-        block512(q, yr, zr, ox, base, u0, u1, 3);
-        ox += 48;
-      } else if (nv == 2) {
-        block512(q, yr, zr, ox, base, u0, u1, 2);
-        ox += 32;
-      } else {
-        block512(q, yr, zr, ox, base, u0, u1, 1);
-        ox += 16;
-      }
-    }
-    if (!dw_vector_act(q->act)) dw_row_act(q, yr);
-  }
+  if (q->sw == 1)
+    plane512(q, 1);
+  else if (q->sw == 2)
+    plane512(q, 2);
+  else
+    plane512(q, 0);
 }
 
 /* ---------------------------------- AVX2 -------------------------------- */
@@ -350,6 +417,7 @@ T256 INLINE __m256 even8(__m256 e0, __m256 e1) {
 T256 INLINE void store256(const DwPlane* q, float* yr, const float* zr, int64_t ox, __m256* acc,
                           int nv, int64_t tail) {
   const bool vact = dw_vector_act(q->act);
+  DW_UNROLL
   for (int j = 0; j < nv; j++) {
     const int64_t n = j == nv - 1 ? tail : 8;
     __m256 v = acc[j];
@@ -361,111 +429,127 @@ T256 INLINE void store256(const DwPlane* q, float* yr, const float* zr, int64_t 
   }
 }
 
-T256 INLINE void block256(const DwPlane* q, float* yr, const float* zr, int64_t ox, int64_t base,
-                          int64_t u0, int64_t u1, int nv) {
-  __m256 acc[4];
-  for (int j = 0; j < nv; j++)
-    acc[j] = _mm256_set1_ps(q->bias);
-  const int64_t kw = q->kw, dw = q->dw, sw = q->sw;
-  for (int64_t u = u0; u < u1; u++) {
-    const float* xr = q->x + (base + u * q->dh) * q->w + ox * sw - q->pl;
-    const float* kr = q->k + u * kw;
-    if (sw == 1) {
-      for (int64_t v = 0; v < kw; v++) {
-        const __m256 wv = _mm256_set1_ps(kr[v]);
-        const float* p = xr + v * dw;
-        for (int j = 0; j < nv; j++)
-          acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8 * j), wv, acc[j]);
-      }
-    } else if (sw == 2) {
-      for (int64_t v = 0; v < kw; v++) {
-        const __m256 wv = _mm256_set1_ps(kr[v]);
-        const float* p = xr + v * dw;
-        for (int j = 0; j < nv; j++)
-          acc[j] = _mm256_fmadd_ps(
-              even8(_mm256_loadu_ps(p + 16 * j), _mm256_loadu_ps(p + 16 * j + 8)), wv, acc[j]);
-      }
-    } else {
-      const __m256i idx =
-          _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)sw));
-      for (int64_t v = 0; v < kw; v++) {
-        const __m256 wv = _mm256_set1_ps(kr[v]);
-        const float* p = xr + v * dw;
-        for (int j = 0; j < nv; j++)
-          acc[j] = _mm256_fmadd_ps(_mm256_i32gather_ps(p + 8 * j * sw, idx, 4), wv, acc[j]);
-      }
-    }
-  }
-  store256(q, yr, zr, ox, acc, nv, 8);
-}
-
-T256 INLINE void masked256(const DwPlane* q, float* yr, const float* zr, int64_t ox, int64_t base,
-                           int64_t u0, int64_t u1) {
-  const int64_t n = q->ow - ox < 8 ? q->ow - ox : 8;
-  const int64_t kw = q->kw, dw = q->dw, sw = q->sw;
-  __m256 acc = _mm256_set1_ps(q->bias);
+/* kern512 with vectors of 8 columns (R * nv <= 8 accumulators). */
+T256 INLINE void kern256(const DwPlane* q, int64_t oy, int R, const DwSeg* sg, int nv, int S) {
+  __m256 acc[8];
+  const __m256 b = _mm256_set1_ps(q->bias);
+  const int nacc = R * (nv ? nv : 1);
+  DW_UNROLL
+  for (int i = 0; i < nacc; i++)
+    acc[i] = b;
+  const int64_t kw = q->kw, dw = q->dw, sw = q->sw, w = q->w, ox = sg->ox;
+  const int32_t* mlo = q->plan->lo + sg->mask;
+  const int32_t* mhi = q->plan->hi + sg->mask;
   const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                         _mm256_set1_epi32(sw > 2 ? (int)sw : 1));
-  for (int64_t u = u0; u < u1; u++) {
-    const float* row = q->x + (base + u * q->dh) * q->w;
+                                         _mm256_set1_epi32(S == 0 ? (int)sw : 1));
+  for (int64_t u = 0; u < q->kh; u++) {
+    const float* xr[4];
+    DW_UNROLL
+    for (int r = 0; r < R; r++) {
+      const int64_t iy = (oy + r) * q->sh - q->pt + u * q->dh;
+      xr[r] = iy >= 0 && iy < q->h ? q->x + iy * w : q->plan->zero;
+    }
     const float* kr = q->k + u * kw;
     for (int64_t v = 0; v < kw; v++) {
-      const int64_t off = v * dw - q->pl, ix0 = ox * sw + off;
-      int64_t lo, hi;
-      __m256 x;
-      if (sw <= 2) {
-        dw_raw(q, ix0, sw == 1 ? n : 2 * n - 1, &lo, &hi);
-        if (lo >= hi) continue;
-        const float* p = dw_at(row, ix0);
-        if (sw == 1) {
-          x = _mm256_maskload_ps(p, lanes8(lo, hi));
-        } else {
-          x = even8(_mm256_maskload_ps(p, lanes8(lo, hi)),
-                    _mm256_maskload_ps(dw_at(row, ix0 + 8), lanes8(lo - 8, hi - 8)));
+      const int64_t ix0 = ox * sw - q->pl + v * dw;
+      const __m256 wv = _mm256_set1_ps(kr[v]);
+      if (!nv) {
+        if (mlo[v] >= mhi[v]) continue;
+        const __m256i m0 = lanes8(mlo[v], mhi[v]);
+        const __m256i m1 = lanes8(mlo[v] - 8, mhi[v] - 8);
+        DW_UNROLL
+        for (int r = 0; r < R; r++) {
+          const float* p = dw_at(xr[r], ix0);
+          __m256 x;
+          if (S == 1)
+            x = _mm256_maskload_ps(p, m0);
+          else if (S == 2)
+            x = even8(_mm256_maskload_ps(p, m0), _mm256_maskload_ps(dw_at(xr[r], ix0 + 8), m1));
+          else
+            x = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, idx, _mm256_castsi256_ps(m0), 4);
+          acc[r] = _mm256_fmadd_ps(x, wv, acc[r]);
         }
       } else {
-        dw_lanes(q, ox, off, n, &lo, &hi);
-        if (lo >= hi) continue;
-        x = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), dw_at(row, ix0), idx,
-                                     _mm256_castsi256_ps(lanes8(lo, hi)), 4);
+        DW_UNROLL
+        for (int r = 0; r < R; r++) {
+          const float* p = xr[r] + ix0;
+          DW_UNROLL
+          for (int j = 0; j < nv; j++) {
+            __m256 x;
+            if (S == 1)
+              x = _mm256_loadu_ps(p + 8 * j);
+            else if (S == 2)
+              x = even8(_mm256_loadu_ps(p + 16 * j), _mm256_loadu_ps(p + 16 * j + 8));
+            else
+              x = _mm256_i32gather_ps(p + 8 * j * sw, idx, 4);
+            acc[r * nv + j] = _mm256_fmadd_ps(x, wv, acc[r * nv + j]);
+          }
+        }
       }
-      acc = _mm256_fmadd_ps(x, _mm256_set1_ps(kr[v]), acc);
     }
   }
-  store256(q, yr, zr, ox, &acc, 1, n);
+  const int per = nv ? nv : 1;
+  DW_UNROLL
+  for (int r = 0; r < R; r++)
+    store256(q, q->y + (oy + r) * q->ow, q->z ? q->z + (oy + r) * q->ow : NULL, ox, &acc[r * per],
+             per, nv ? 8 : sg->n);
+}
+
+/* R output rows from oy, segment by segment; with R of 3 or 4 (8
+ * accumulators at most) an interior block of 3 or 4 vectors runs as two. */
+T256 INLINE void rows256(const DwPlane* q, int64_t oy, int R, int S) {
+  const DwPlan* pl = q->plan;
+  for (size_t i = 0; i < pl->nseg; i++) {
+    const DwSeg* sg = &pl->seg[i];
+    if (R > 2 && sg->nv > 2) {
+      DwSeg half = *sg;
+      kern256(q, oy, R, &half, 2, S);
+      half.ox += 16;
+      if (sg->nv == 3)
+        kern256(q, oy, R, &half, 1, S);
+      else
+        kern256(q, oy, R, &half, 2, S);
+      continue;
+    }
+    switch (sg->nv) {
+    case 0:
+      kern256(q, oy, R, sg, 0, S);
+      break;
+    case 1:
+      kern256(q, oy, R, sg, 1, S);
+      break;
+    case 2:
+      kern256(q, oy, R, sg, 2, S);
+      break;
+    case 3:
+      kern256(q, oy, R < 3 ? R : 1, sg, 3, S); /* R 1 or 2 here */
+      break;
+    default:
+      kern256(q, oy, R < 3 ? R : 1, sg, 4, S);
+      break;
+    }
+  }
+}
+
+T256 INLINE void plane256(const DwPlane* q, int S) {
+  int64_t oy = 0;
+  for (; oy + 4 <= q->oh; oy += 4)
+    rows256(q, oy, 4, S);
+  if (q->oh - oy == 3)
+    rows256(q, oy, 3, S);
+  else if (q->oh - oy == 2)
+    rows256(q, oy, 2, S);
+  else if (q->oh - oy == 1)
+    rows256(q, oy, 1, S);
 }
 
 T256 static void dw_plane_avx2(const DwPlane* q) {
-  int64_t a, b;
-  dw_interior(q, 8, &a, &b);
-  for (int64_t oy = 0; oy < q->oh; oy++) {
-    int64_t base, u0, u1;
-    dw_rows(q, oy, &base, &u0, &u1);
-    float* yr = q->y + oy * q->ow;
-    const float* zr = q->z ? q->z + oy * q->ow : NULL;
-    for (int64_t ox = 0; ox < q->ow;) {
-      if (ox < a || ox > b) {
-        masked256(q, yr, zr, ox, base, u0, u1);
-        ox += 8;
-        continue;
-      }
-      const int64_t nv = (b - ox) / 8 + 1;
-      if (nv >= 4) {
-        block256(q, yr, zr, ox, base, u0, u1, 4);
-        ox += 32;
-      } else if (nv == 3) {
-        block256(q, yr, zr, ox, base, u0, u1, 3);
-        ox += 24;
-      } else if (nv == 2) {
-        block256(q, yr, zr, ox, base, u0, u1, 2);
-        ox += 16;
-      } else {
-        block256(q, yr, zr, ox, base, u0, u1, 1);
-        ox += 8;
-      }
-    }
-    if (!dw_vector_act(q->act)) dw_row_act(q, yr);
-  }
+  if (q->sw == 1)
+    plane256(q, 1);
+  else if (q->sw == 2)
+    plane256(q, 2);
+  else
+    plane256(q, 0);
 }
 #endif /* DW_X86 */
 
@@ -473,62 +557,97 @@ T256 static void dw_plane_avx2(const DwPlane* q) {
 /* The run                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Gathers index lanes as int32 (lane * stride): wider strides, and widths
- * whose offsets would not fit, take the scalar loop. */
+/* Gathers index lanes as int32 (lane * stride): wider strides take the
+ * scalar loop, as do rows wider than int32 offsets reach. */
 #define DW_VECTOR_MAX_STRIDE ((int64_t)1 << 24)
 
 typedef struct DwJob {
   const CpuDepthwiseRun* p;
   const OnyxKernelContext* ctx;
   int path;
+  DwPlan plan;
   _Atomic int stopped;
 } DwJob;
 
-static void dw_planes(void* user, size_t begin, size_t end) {
-  DwJob* j = user;
+/* Plane i's geometry and pointers (the plan is the job's). */
+static DwPlane dw_plane(const DwJob* j, size_t i) {
   const CpuDepthwiseRun* p = j->p;
   const CpuConvRun* r = &p->conv;
   const size_t mult = p->m / p->c, in_plane = r->h * r->w, out_plane = r->oh * r->ow;
+  const size_t n = i / p->m, o = i % p->m;
+  return (DwPlane){.x = r->x + (n * p->c + o / mult) * in_plane,
+                   .k = p->w + o * p->kh * p->kw,
+                   .y = r->y + i * out_plane,
+                   .z = r->z ? r->z + i * out_plane : NULL,
+                   .bias = r->bias ? r->bias[o] : 0.0f,
+                   .h = (int64_t)r->h,
+                   .w = (int64_t)r->w,
+                   .oh = (int64_t)r->oh,
+                   .ow = (int64_t)r->ow,
+                   .sh = (int64_t)r->sh,
+                   .sw = (int64_t)r->sw,
+                   .dh = (int64_t)r->dh,
+                   .dw = (int64_t)r->dw,
+                   .pt = (int64_t)r->pad_top,
+                   .pl = (int64_t)r->pad_left,
+                   .kh = (int64_t)p->kh,
+                   .kw = (int64_t)p->kw,
+                   .act = r->act,
+                   .alpha = r->act_alpha,
+                   .lo = r->act_min,
+                   .hi = r->act_max,
+                   .plan = &j->plan};
+}
+
+static void dw_planes(void* user, size_t begin, size_t end) {
+  DwJob* j = user;
   for (size_t i = begin; i < end; i++) {
     if (atomic_load_explicit(&j->stopped, memory_order_relaxed)) return;
     if (cpu_should_stop(j->ctx)) {
       atomic_store_explicit(&j->stopped, 1, memory_order_relaxed);
       return;
     }
-    const size_t n = i / p->m, o = i % p->m;
-    const DwPlane q = {.x = r->x + (n * p->c + o / mult) * in_plane,
-                       .k = p->w + o * p->kh * p->kw,
-                       .y = r->y + i * out_plane,
-                       .z = r->z ? r->z + i * out_plane : NULL,
-                       .bias = r->bias ? r->bias[o] : 0.0f,
-                       .h = (int64_t)r->h,
-                       .w = (int64_t)r->w,
-                       .oh = (int64_t)r->oh,
-                       .ow = (int64_t)r->ow,
-                       .sh = (int64_t)r->sh,
-                       .sw = (int64_t)r->sw,
-                       .dh = (int64_t)r->dh,
-                       .dw = (int64_t)r->dw,
-                       .pt = (int64_t)r->pad_top,
-                       .pl = (int64_t)r->pad_left,
-                       .kh = (int64_t)p->kh,
-                       .kw = (int64_t)p->kw,
-                       .act = r->act,
-                       .alpha = r->act_alpha,
-                       .lo = r->act_min,
-                       .hi = r->act_max};
+    const DwPlane q = dw_plane(j, i);
 #if DW_X86
-    if (j->path == CPU_DW_AVX512) {
-      dw_plane_avx512(&q);
-      continue;
-    }
-    if (j->path == CPU_DW_AVX2) {
-      dw_plane_avx2(&q);
+    if (j->path == CPU_DW_AVX512 || j->path == CPU_DW_AVX2) {
+      if (j->path == CPU_DW_AVX512)
+        dw_plane_avx512(&q);
+      else
+        dw_plane_avx2(&q);
+      if (!dw_vector_act(q.act))
+        for (int64_t oy = 0; oy < q.oh; oy++)
+          dw_row_act(&q, q.y + oy * q.ow);
       continue;
     }
 #endif
     dw_plane_scalar(&q);
   }
+}
+
+/* The vector paths' plan in ctx's scratch memory; false when it does not
+ * fit (the scalar loop runs instead). */
+static bool dw_make_plan(OnyxKernelContext* ctx, DwJob* j) {
+  const DwPlane q = dw_plane(j, 0);
+  const int64_t lanes = j->path == CPU_DW_AVX512 ? 16 : 8;
+  const int S = q.sw == 1 ? 1 : q.sw == 2 ? 2 : 0;
+  const size_t nseg = (size_t)q.ow / (size_t)lanes + 1;
+  size_t rows_b, seg_b, mask_b, total;
+  /* the zero row, rounded up to keep what follows aligned */
+  if (!cpu_mul_size(((size_t)q.w + 3) / 4 * 4, sizeof(float), &rows_b) ||
+      !cpu_mul_size(nseg, sizeof(DwSeg), &seg_b) || !cpu_mul_size(nseg, (size_t)q.kw, &mask_b) ||
+      !cpu_mul_size(mask_b, 2 * sizeof(int32_t), &mask_b) ||
+      (total = rows_b + seg_b + mask_b) < rows_b || total < mask_b)
+    return false;
+  char* mem = cpu_host->ctx_scratch(ctx, total);
+  if (!mem) return false;
+  memset(mem, 0, rows_b);
+  DwSeg* seg = (DwSeg*)(void*)(mem + rows_b);
+  int32_t* lo = (int32_t*)(void*)(mem + rows_b + seg_b);
+  int32_t* hi = lo + mask_b / (2 * sizeof(int32_t));
+  j->plan.zero = (const float*)(void*)mem;
+  j->plan.nseg = dw_segments(&q, lanes, S, seg, lo, hi);
+  j->plan.seg = seg, j->plan.lo = lo, j->plan.hi = hi;
+  return true;
 }
 
 OnyxStatus* cpu_conv_depthwise_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p) {
@@ -541,8 +660,8 @@ OnyxStatus* cpu_conv_depthwise_run(OnyxKernelContext* ctx, const CpuDepthwiseRun
   const size_t planes = r->n * p->m;
   if (planes == 0 || r->oh == 0 || r->ow == 0) return NULL;
   DwJob j = {.p = p, .ctx = ctx, .path = cpu_conv_depthwise_path()};
-  if ((int64_t)r->sw > DW_VECTOR_MAX_STRIDE || (int64_t)r->w > INT32_MAX / 2)
-    j.path = CPU_DW_SCALAR;
+  if ((int64_t)r->sw > DW_VECTOR_MAX_STRIDE || r->w > (size_t)INT32_MAX / 2) j.path = CPU_DW_SCALAR;
+  if (j.path != CPU_DW_SCALAR && !dw_make_plan(ctx, &j)) j.path = CPU_DW_SCALAR;
   atomic_init(&j.stopped, 0);
   cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, dw_planes, &j);
   if (atomic_load(&j.stopped)) return cpu_cancelled(ctx, NULL);

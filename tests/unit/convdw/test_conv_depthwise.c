@@ -6,7 +6,8 @@
  * input), output widths 1 to 67 (around the 8- and 16-lane vectors and the
  * 4-vector blocks), channel multipliers 1 and 2, batch 2, with and without
  * bias and the residual Z, every activation, NaN kept, pool independence
- * (bitwise), and the run's cancellation; on every path the machine has
+ * (bitwise), a 35-column kernel, and
+ * the run's cancellation; on every path the machine has
  * (scalar, AVX2, AVX-512), forced in turn. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -263,10 +264,12 @@ static void epilogue_body(void) {
       /* n, c, mult, h, w, kh, kw, sh, sw, dh, dw, pads t, l, b, r */
       {2, 7, 1, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
       {1, 4, 2, 12, 45, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
-      {1, 3, 1, 4, 3, 3, 3, 1, 1, 1, 1, 9, 10, 8, 11}, /* pads past the input */
-      {1, 3, 1, 10, 40, 3, 3, 2, 3, 2, 1, 1, 0, 2, 3}, /* mixed strides */
-      {1, 2, 3, 7, 7, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},   /* no padding, mult 3 */
-      {1, 5, 1, 1, 100, 1, 7, 1, 2, 1, 3, 0, 4, 0, 1}, /* one row, dilation 3 */
+      {1, 3, 1, 4, 3, 3, 3, 1, 1, 1, 1, 9, 10, 8, 11},   /* pads past the input */
+      {1, 3, 1, 10, 40, 3, 3, 2, 3, 2, 1, 1, 0, 2, 3},   /* mixed strides */
+      {1, 2, 3, 7, 7, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},     /* no padding, mult 3 */
+      {1, 5, 1, 1, 100, 1, 7, 1, 2, 1, 3, 0, 4, 0, 1},   /* one row, dilation 3 */
+      {1, 3, 1, 9, 50, 1, 35, 1, 1, 1, 1, 0, 17, 0, 17}, /* a 35-column kernel */
+      {1, 2, 2, 41, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   /* tall: blocks of 4 rows and a rest */
   };
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
     for (size_t a = 0; a < sizeof ACTS / sizeof ACTS[0]; a++)

@@ -839,20 +839,25 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
                                   const OnyxTensor* x, const OnyxTensor* b, const float* z,
                                   OnyxTensor* y) {
   const size_t os = cs->g.out_size, kdim = cs->cg * cs->g.k_size, m = cs->mg;
+  /* a pointwise conv's im2col matrix is the image itself */
+  const int pointwise = conv_is_pointwise(&cs->g);
   float *col = NULL, *yt = NULL;
-  OnyxStatus* st = scratch(ctx, kdim * os * sizeof(float), (void**)&col);
+  OnyxStatus* st = pointwise ? NULL : scratch(ctx, kdim * os * sizeof(float), (void**)&col);
   if (!st) st = scratch(ctx, os * m * sizeof(float), (void**)&yt);
   if (st) return st;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
   const float* xd = cpu_host->tensor_data(x);
   float* yd = cpu_host->tensor_mutable_data(y);
   for (size_t n = 0; n < cs->n; n++) {
-    Im2Col ij = {&cs->g, xd + n * cs->c * cs->g.in_size, col};
-    cpu_host->parallel_for(pool, kdim, im2col_rows_float, &ij);
+    const float* xn = xd + n * cs->c * cs->g.in_size;
+    if (!pointwise) {
+      Im2Col ij = {&cs->g, xn, col};
+      cpu_host->parallel_for(pool, kdim, im2col_rows_float, &ij);
+    }
     const CpuGemm g = {.m = os,
                        .n = m,
                        .k = kdim,
-                       .a = col, /* stored kdim x os: op(A) = col^T */
+                       .a = pointwise ? xn : col, /* stored kdim x os: op(A) = col^T */
                        .lda = os,
                        .trans_a = 1,
                        .packed_b = cst->packed_wt,

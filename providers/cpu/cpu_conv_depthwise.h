@@ -5,22 +5,25 @@
  * o / (m / c)). MobileNet, EfficientNet, MNASNet and ShuffleNet are built
  * from them; through im2col + GEMM each one was m GEMMs of a single row.
  *
- * NCHW, any kernel size, stride, dilation and padding. One output row at a
- * time, vectorized over the output width (16 columns per AVX-512 register,
- * 8 per AVX2 one, up to 4 registers of accumulators per step): each kernel
- * tap is one broadcast weight times one (unit stride) or two (stride 2,
- * even lanes) loads of the input row, or a gather for other strides.
- * Column blocks whose taps all lie inside the row load without masks; the
- * blocks at the padded borders and the row's tail load through masks (no
- * access on masked-off lanes), and kernel rows outside the input are
- * skipped, so no padded copy of X is made. Bias, FusedConv's residual Z
- * and its activation are applied before the row is stored. A portable
- * scalar loop does the same where neither ISA is present.
+ * NCHW, any kernel size, stride, dilation and padding. Vectorized over
+ * the output width (16 columns per AVX-512 register, 8 per AVX2 one), 4
+ * output rows at a time (then 3, 2 or 1) with up to 4 vectors per row, so
+ * that 4 to 16 independent accumulators hide the FMA latency even on 7- and
+ * 14-wide planes: each kernel tap is one broadcast weight times one (unit
+ * stride) or two (stride 2, even lanes) loads of an input row, or a gather
+ * for other strides. Column vectors whose taps all lie inside the row load
+ * without masks; the vectors at the padded borders and the row's tail load
+ * through masks (no access on masked-off lanes), and kernel rows above or
+ * below the input read a row of zeros, so no padded copy of X is made. The
+ * column layout and the border masks are planned once per run (every plane
+ * shares them). Bias, FusedConv's residual Z and its activation are applied
+ * before the row is stored. A portable scalar loop does the same where
+ * neither ISA is present, and for column strides above 2^24.
  *
  * Each output is bias + sum over kernel rows, then columns, of x * w (then
- * + z, then the activation), the same order on every path and for any
- * pool. Planes (image, output channel) are spread over the pool; the run's
- * cancellation is polled once per plane. */
+ * + z, then the activation) on every path and for any pool; the paths
+ * differ by FMA rounding only. Planes (image, output channel) are spread
+ * over the pool; the run's cancellation is polled once per plane. */
 #ifndef CPU_CONV_DEPTHWISE_H
 #define CPU_CONV_DEPTHWISE_H
 

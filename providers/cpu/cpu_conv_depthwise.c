@@ -230,6 +230,7 @@ static size_t dw_segments(const DwPlane* q, int64_t lanes, int S, DwSeg* seg, in
       const int64_t nv = (b - ox) / lanes + 1;
       sg->nv = nv > 4 ? 4 : (int)nv;
       sg->n = sg->nv * lanes;
+      sg->mask = 0; /* no masks */
       ox += sg->n;
     }
   }

@@ -94,11 +94,12 @@ typedef struct DwPlan {
  * dilations by 2^31 and the dims by what memory holds). */
 typedef struct DwPlane {
   const float* x; /* the input plane, h x w */
-  const float* k; /* its kh x kw weights */
+  const float* k; /* its kh x kw weights (cg planes of them, in_plane and
+                   * kh * kw apart, for a group of cg channels) */
   float* y;       /* the output plane, oh x ow */
   const float* z; /* Z's plane, or NULL */
   float bias;
-  int64_t h, w, oh, ow, sh, sw, dh, dw, pt, pl, kh, kw;
+  int64_t h, w, oh, ow, sh, sw, dh, dw, pt, pl, kh, kw, cg, in_plane;
   int act;
   float alpha, lo, hi;
   const DwPlan* plan; /* the vector paths' */
@@ -163,18 +164,19 @@ static void dw_plane_scalar(const DwPlane* q) {
     const float* zr = q->z ? q->z + oy * q->ow : NULL;
     for (int64_t ox = 0; ox < q->ow; ox++) {
       float acc = q->bias;
-      for (int64_t u = u0; u < u1; u++) {
-        const float* xr = q->x + (base + u * q->dh) * q->w;
-        const float* kr = q->k + u * q->kw;
-        int64_t lo, hi;
-        /* taps v with 0 <= ox * sw - pl + v * dw < w */
-        const int64_t ix0 = ox * q->sw - q->pl;
-        lo = ix0 >= 0 ? 0 : (-ix0 + q->dw - 1) / q->dw;
-        hi = ix0 > q->w - 1 ? 0 : (q->w - 1 - ix0) / q->dw + 1;
-        if (hi > q->kw) hi = q->kw;
-        for (int64_t v = lo; v < hi; v++)
-          acc += xr[ix0 + v * q->dw] * kr[v];
-      }
+      for (int64_t ci = 0; ci < q->cg; ci++)
+        for (int64_t u = u0; u < u1; u++) {
+          const float* xr = q->x + ci * q->in_plane + (base + u * q->dh) * q->w;
+          const float* kr = q->k + (ci * q->kh + u) * q->kw;
+          int64_t lo, hi;
+          /* taps v with 0 <= ox * sw - pl + v * dw < w */
+          const int64_t ix0 = ox * q->sw - q->pl;
+          lo = ix0 >= 0 ? 0 : (-ix0 + q->dw - 1) / q->dw;
+          hi = ix0 > q->w - 1 ? 0 : (q->w - 1 - ix0) / q->dw + 1;
+          if (hi > q->kw) hi = q->kw;
+          for (int64_t v = lo; v < hi; v++)
+            acc += xr[ix0 + v * q->dw] * kr[v];
+        }
       if (zr) acc += zr[ox];
       yr[ox] = cpu_act_apply(acc, q->act, q->alpha, q->lo, q->hi);
     }
@@ -299,14 +301,16 @@ T512 INLINE void kern512(const DwPlane* q, int64_t oy, int R, const DwSeg* sg, i
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(S == 0 ? (int)sw : 1));
-  for (int64_t u = 0; u < q->kh; u++) {
+  /* (channel, kernel row) pairs in order */
+  for (int64_t ci = 0, u = 0; ci < q->cg; u = u + 1 == q->kh ? (ci++, 0) : u + 1) {
+    const int64_t cu = ci * q->kh + u;
     const float* xr[4];
     DW_UNROLL
     for (int r = 0; r < R; r++) {
       const int64_t iy = (oy + r) * q->sh - q->pt + u * q->dh;
-      xr[r] = iy >= 0 && iy < q->h ? q->x + iy * w : q->plan->zero;
+      xr[r] = iy >= 0 && iy < q->h ? q->x + ci * q->in_plane + iy * w : q->plan->zero;
     }
-    const float* kr = q->k + u * kw;
+    const float* kr = q->k + cu * kw;
     for (int64_t v = 0; v < kw; v++) {
       const int64_t ix0 = ox * sw - q->pl + v * dw;
       const __m512 wv = _mm512_set1_ps(kr[v]);
@@ -443,14 +447,16 @@ T256 INLINE void kern256(const DwPlane* q, int64_t oy, int R, const DwSeg* sg, i
   const int32_t* mhi = q->plan->hi + sg->mask;
   const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                          _mm256_set1_epi32(S == 0 ? (int)sw : 1));
-  for (int64_t u = 0; u < q->kh; u++) {
+  /* (channel, kernel row) pairs in order */
+  for (int64_t ci = 0, u = 0; ci < q->cg; u = u + 1 == q->kh ? (ci++, 0) : u + 1) {
+    const int64_t cu = ci * q->kh + u;
     const float* xr[4];
     DW_UNROLL
     for (int r = 0; r < R; r++) {
       const int64_t iy = (oy + r) * q->sh - q->pt + u * q->dh;
-      xr[r] = iy >= 0 && iy < q->h ? q->x + iy * w : q->plan->zero;
+      xr[r] = iy >= 0 && iy < q->h ? q->x + ci * q->in_plane + iy * w : q->plan->zero;
     }
-    const float* kr = q->k + u * kw;
+    const float* kr = q->k + cu * kw;
     for (int64_t v = 0; v < kw; v++) {
       const int64_t ix0 = ox * sw - q->pl + v * dw;
       const __m256 wv = _mm256_set1_ps(kr[v]);
@@ -574,10 +580,11 @@ typedef struct DwJob {
 static DwPlane dw_plane(const DwJob* j, size_t i) {
   const CpuDepthwiseRun* p = j->p;
   const CpuConvRun* r = &p->conv;
-  const size_t mult = p->m / p->c, in_plane = r->h * r->w, out_plane = r->oh * r->ow;
+  /* output channel o: group o / mg, its cg input channels from there */
+  const size_t mg = p->m / (p->c / p->cg), in_plane = r->h * r->w, out_plane = r->oh * r->ow;
   const size_t n = i / p->m, o = i % p->m;
-  return (DwPlane){.x = r->x + (n * p->c + o / mult) * in_plane,
-                   .k = p->w + o * p->kh * p->kw,
+  return (DwPlane){.x = r->x + (n * p->c + o / mg * p->cg) * in_plane,
+                   .k = p->w + o * p->cg * p->kh * p->kw,
                    .y = r->y + i * out_plane,
                    .z = r->z ? r->z + i * out_plane : NULL,
                    .bias = r->bias ? r->bias[o] : 0.0f,
@@ -593,6 +600,8 @@ static DwPlane dw_plane(const DwJob* j, size_t i) {
                    .pl = (int64_t)r->pad_left,
                    .kh = (int64_t)p->kh,
                    .kw = (int64_t)p->kw,
+                   .cg = (int64_t)p->cg,
+                   .in_plane = (int64_t)in_plane,
                    .act = r->act,
                    .alpha = r->act_alpha,
                    .lo = r->act_min,
@@ -653,11 +662,11 @@ static bool dw_make_plan(OnyxKernelContext* ctx, DwJob* j) {
 
 OnyxStatus* cpu_conv_depthwise_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p) {
   const CpuConvRun* r = &p->conv;
-  if (p->c == 0 || p->m % p->c != 0)
+  if (p->cg == 0 || p->c == 0 || p->c % p->cg != 0 || p->m % (p->c / p->cg) != 0)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
-                         "depthwise conv: %zu output channels are not a multiple of the %zu "
-                         "input channels",
-                         p->m, p->c);
+                         "grouped conv: %zu input channels in groups of %zu do not divide %zu "
+                         "output channels",
+                         p->c, p->cg, p->m);
   const size_t planes = r->n * p->m;
   if (planes == 0 || r->oh == 0 || r->ow == 0) return NULL;
   DwJob j = {.p = p, .ctx = ctx, .path = cpu_conv_depthwise_path()};

@@ -935,6 +935,7 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
                                 cpu_host->tensor_data(wt),
                                 cs->c,
                                 cs->m,
+                                cs->cg,
                                 (size_t)cs->g.k[0],
                                 (size_t)cs->g.k[1]};
     return cpu_conv_depthwise_run(ctx, &dw);

@@ -6,7 +6,7 @@
  * input), output widths 1 to 67 (around the 8- and 16-lane vectors and the
  * 4-vector blocks), channel multipliers 1 and 2, batch 2, with and without
  * bias and the residual Z, every activation, NaN kept, pool independence
- * (bitwise), a 35-column kernel, and
+ * (bitwise), a 35-column kernel, groups of 3, 5 and 8 channels, and
  * the run's cancellation; on every path the machine has
  * (scalar, AVX2, AVX-512), forced in turn. */
 #include <setjmp.h>
@@ -31,11 +31,21 @@ static float uniform(void) { /* [-1, 1) */
   return (float)((double)(rng >> 8) / (double)(1u << 23) - 1.0);
 }
 
+/* c input channels in groups of cg (0 or 1: depthwise), mult output
+ * channels per group. */
 typedef struct Case {
   size_t n, c, mult, h, w, kh, kw;
   size_t sh, sw, dh, dw;
   size_t pt, pl, pb, pr; /* pads: top, left, bottom, right */
+  size_t cg;
 } Case;
+
+static size_t group_size(const Case* c) {
+  return c->cg ? c->cg : 1;
+}
+static size_t out_channels(const Case* c) {
+  return c->c / group_size(c) * c->mult;
+}
 
 typedef struct Act {
   int act;
@@ -70,29 +80,32 @@ static size_t out_w(const Case* c) {
   return out_dim(c->w, c->pl, c->pr, c->kw, c->sw, c->dw);
 }
 
-/* Y by the definition of a grouped Conv with group = c (output channel o
- * reads input channel o / mult), in double; mag gets sum |x * w| (+ |bias|,
- * |z|) per output, the scale of its rounding error. */
+/* Y by the definition of a grouped Conv with c / cg groups (output channel
+ * o reads input channels (o / mult) * cg + ci, ci < cg), in double; mag
+ * gets sum |x * w| (+ |bias|, |z|) per output, the scale of its rounding
+ * error. */
 static void naive_dw(const Case* c, const float* x, const float* w, const float* bias,
                      const float* z, const Act* a, double* y, double* mag) {
-  const size_t oh = out_h(c), ow = out_w(c), m = c->c * c->mult;
+  const size_t oh = out_h(c), ow = out_w(c), m = out_channels(c), cg = group_size(c);
   for (size_t n = 0; n < c->n; n++)
     for (size_t o = 0; o < m; o++)
       for (size_t i = 0; i < oh; i++)
         for (size_t j = 0; j < ow; j++) {
           const size_t yi = ((n * m + o) * oh + i) * ow + j;
           double s = bias ? bias[o] : 0.0, mg = bias ? fabs(bias[o]) : 0.0;
-          for (size_t u = 0; u < c->kh; u++)
-            for (size_t v = 0; v < c->kw; v++) {
-              const long yy = (long)(i * c->sh + u * c->dh) - (long)c->pt;
-              const long xx = (long)(j * c->sw + v * c->dw) - (long)c->pl;
-              if (yy < 0 || xx < 0 || yy >= (long)c->h || xx >= (long)c->w) continue;
-              const double p =
-                  (double)x[((n * c->c + o / c->mult) * c->h + (size_t)yy) * c->w + (size_t)xx] *
-                  (double)w[(o * c->kh + u) * c->kw + v];
-              s += p;
-              mg += fabs(p);
-            }
+          for (size_t ci = 0; ci < cg; ci++)
+            for (size_t u = 0; u < c->kh; u++)
+              for (size_t v = 0; v < c->kw; v++) {
+                const long yy = (long)(i * c->sh + u * c->dh) - (long)c->pt;
+                const long xx = (long)(j * c->sw + v * c->dw) - (long)c->pl;
+                if (yy < 0 || xx < 0 || yy >= (long)c->h || xx >= (long)c->w) continue;
+                const size_t xc = o / c->mult * cg + ci;
+                const double p =
+                    (double)x[((n * c->c + xc) * c->h + (size_t)yy) * c->w + (size_t)xx] *
+                    (double)w[((o * cg + ci) * c->kh + u) * c->kw + v];
+                s += p;
+                mg += fabs(p);
+              }
           if (z) s += z[yi], mg += fabs(z[yi]);
           y[yi] = apply_act(s, a);
           mag[yi] = mg;
@@ -122,7 +135,8 @@ static CpuDepthwiseRun make_run(const Case* c, const float* x, const float* w, c
                                     .act_max = a->hi},
                            .w = w,
                            .c = c->c,
-                           .m = c->c * c->mult,
+                           .m = out_channels(c),
+                           .cg = group_size(c),
                            .kh = c->kh,
                            .kw = c->kw};
 }
@@ -134,8 +148,9 @@ static size_t checked_cases;
  * the two bitwise equal and every output against naive_dw: |y - want| <=
  * 1e-5 * (sum |x w|) + 1e-6, NaN exactly where want is NaN. */
 static void check_case(const Case* c, int with_bias, int with_z, const Act* a, size_t nan_at) {
-  const size_t oh = out_h(c), ow = out_w(c), m = c->c * c->mult;
-  const size_t xn = c->n * c->c * c->h * c->w, wn = m * c->kh * c->kw, yn = c->n * m * oh * ow;
+  const size_t oh = out_h(c), ow = out_w(c), m = out_channels(c);
+  const size_t xn = c->n * c->c * c->h * c->w, wn = m * group_size(c) * c->kh * c->kw;
+  const size_t yn = c->n * m * oh * ow;
   float* x = malloc(xn * sizeof *x);
   float* w = malloc(wn * sizeof *w);
   float* bias = malloc(m * sizeof *bias);
@@ -169,11 +184,11 @@ static void check_case(const Case* c, int with_bias, int with_z, const Act* a, s
                        ? isnan(y[i])
                        : !isnan(y[i]) && fabs((double)y[i] - want[i]) <= 1e-5 * mag[i] + 1e-6;
     if (!ok)
-      fail_msg("path %d: n=%zu c=%zu mult=%zu %zux%zu k %zux%zu s %zu,%zu d %zu,%zu pads "
+      fail_msg("path %d: n=%zu c=%zu cg=%zu mult=%zu %zux%zu k %zux%zu s %zu,%zu d %zu,%zu pads "
                "%zu,%zu,%zu,%zu (out %zux%zu) bias=%d z=%d act=%d: y[%zu] = %.9g, want %.9g",
-               cpu_conv_depthwise_path(), c->n, c->c, c->mult, c->h, c->w, c->kh, c->kw, c->sh,
-               c->sw, c->dh, c->dw, c->pt, c->pl, c->pb, c->pr, oh, ow, with_bias, with_z, a->act,
-               i, y[i], want[i]);
+               cpu_conv_depthwise_path(), c->n, c->c, group_size(c), c->mult, c->h, c->w, c->kh,
+               c->kw, c->sh, c->sw, c->dh, c->dw, c->pt, c->pl, c->pb, c->pr, oh, ow, with_bias,
+               with_z, a->act, i, y[i], want[i]);
   }
   checked_cases++;
   free(x);
@@ -219,7 +234,7 @@ static void widths_body(void) {
       const long win = (long)((ow - 1) * e[2] + e[1]) - (long)(e[4] + e[6]);
       if (win < 1) continue;
       const Case c = {1,    3, 1, 6,    (size_t)win, e[0], e[1], e[2],
-                      e[2], 1, 1, e[3], e[4],        e[5], e[6]};
+                      e[2], 1, 1, e[3], e[4],        e[5], e[6], 1};
       assert_int_equal(out_w(&c), ow);
       check_case(&c, 1, 0, &ACTS[1 + ow % 3], SIZE_MAX);
     }
@@ -243,8 +258,22 @@ static void kernels_body(void) {
           const size_t pt = (kh + sh) % 3, pb = kh / 2 + sw % 2;
           const size_t pl = (kw + sw) % 4, pr = (kw * 3 + sh) % 5;
           const size_t w = 11 + 9 * sw + kw * d, h = 3 + kh * d + sh;
-          const Case c = {
-              1 + (kw + sh) % 2, 5, 1 + (kh + kw) % 2, h, w, kh, kw, sh, sw, d, d, pt, pl, pb, pr};
+          const Case c = {1 + (kw + sh) % 2,
+                          5,
+                          1 + (kh + kw) % 2,
+                          h,
+                          w,
+                          kh,
+                          kw,
+                          sh,
+                          sw,
+                          d,
+                          d,
+                          pt,
+                          pl,
+                          pb,
+                          pr,
+                          (kh + sw) % 3 == 0 ? 5 : 1};
           check_case(&c, (kh + sw) % 2, (kw + sh) % 3 == 0, &ACTS[(kh + kw + sh + sw) % 4],
                      SIZE_MAX);
         }
@@ -262,14 +291,18 @@ static void test_kernels(void** state) {
 static void epilogue_body(void) {
   static const Case CASES[] = {
       /* n, c, mult, h, w, kh, kw, sh, sw, dh, dw, pads t, l, b, r */
-      {2, 7, 1, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
-      {1, 4, 2, 12, 45, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},
-      {1, 3, 1, 4, 3, 3, 3, 1, 1, 1, 1, 9, 10, 8, 11},   /* pads past the input */
-      {1, 3, 1, 10, 40, 3, 3, 2, 3, 2, 1, 1, 0, 2, 3},   /* mixed strides */
-      {1, 2, 3, 7, 7, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0},     /* no padding, mult 3 */
-      {1, 5, 1, 1, 100, 1, 7, 1, 2, 1, 3, 0, 4, 0, 1},   /* one row, dilation 3 */
-      {1, 3, 1, 9, 50, 1, 35, 1, 1, 1, 1, 0, 17, 0, 17}, /* a 35-column kernel */
-      {1, 2, 2, 41, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   /* tall: blocks of 4 rows and a rest */
+      {2, 7, 1, 9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 4, 2, 12, 45, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 1},
+      {1, 3, 1, 4, 3, 3, 3, 1, 1, 1, 1, 9, 10, 8, 11, 1},   /* pads past the input */
+      {1, 3, 1, 10, 40, 3, 3, 2, 3, 2, 1, 1, 0, 2, 3, 1},   /* mixed strides */
+      {1, 2, 3, 7, 7, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},     /* no padding, mult 3 */
+      {1, 5, 1, 1, 100, 1, 7, 1, 2, 1, 3, 0, 4, 0, 1, 1},   /* one row, dilation 3 */
+      {1, 3, 1, 9, 50, 1, 35, 1, 1, 1, 1, 0, 17, 0, 17, 1}, /* a 35-column kernel */
+      {1, 2, 2, 41, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   /* tall: blocks of 4 rows and a rest */
+      /* groups of several channels (RegNet: 8 in, 8 out) */
+      {1, 16, 8, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8},
+      {2, 24, 3, 15, 29, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3},
+      {1, 10, 5, 9, 20, 5, 3, 1, 3, 2, 1, 2, 0, 1, 2, 5},
   };
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
     for (size_t a = 0; a < sizeof ACTS / sizeof ACTS[0]; a++)
@@ -285,8 +318,8 @@ static void test_epilogue(void** state) {
 /* A NaN in X reaches the outputs whose windows cover it, through each
  * activation (checked against the reference's NaN pattern). */
 static void nan_body(void) {
-  const Case c = {1, 2, 1, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
-  const Case s2 = {1, 2, 1, 9, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
+  const Case c = {1, 2, 1, 9, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const Case s2 = {1, 2, 1, 9, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1};
   for (size_t a = 0; a < sizeof ACTS / sizeof ACTS[0]; a++) {
     check_case(&c, 1, 0, &ACTS[a], 4 * 40 + 20); /* interior */
     check_case(&c, 1, 0, &ACTS[a], 9 * 40 + 39); /* channel 1, right border */
@@ -320,7 +353,7 @@ static OnyxStatus* fake_status_create(OnyxStatusCode code, const char* fmt, ...)
 }
 
 static void cancel_body(void) {
-  const Case c = {1, 4, 1, 8, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+  const Case c = {1, 4, 1, 8, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   float x[4 * 8 * 20] = {0}, w[4 * 9] = {0}, y[4 * 8 * 20];
   const Act none = {CPU_ACT_NONE, 0, 0, 0};
   const CpuDepthwiseRun p = make_run(&c, x, w, NULL, NULL, &none, y);

@@ -9,6 +9,7 @@
 #include "cpu_util.h"
 #include "cpu_winograd.h"
 #include "cpu_conv_direct.h"
+#include "cpu_conv_depthwise.h"
 
 #include <float.h>
 #include <math.h>
@@ -838,20 +839,25 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
                                   const OnyxTensor* x, const OnyxTensor* b, const float* z,
                                   OnyxTensor* y) {
   const size_t os = cs->g.out_size, kdim = cs->cg * cs->g.k_size, m = cs->mg;
+  /* a pointwise conv's im2col matrix is the image itself */
+  const int pointwise = conv_is_pointwise(&cs->g);
   float *col = NULL, *yt = NULL;
-  OnyxStatus* st = scratch(ctx, kdim * os * sizeof(float), (void**)&col);
+  OnyxStatus* st = pointwise ? NULL : scratch(ctx, kdim * os * sizeof(float), (void**)&col);
   if (!st) st = scratch(ctx, os * m * sizeof(float), (void**)&yt);
   if (st) return st;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
   const float* xd = cpu_host->tensor_data(x);
   float* yd = cpu_host->tensor_mutable_data(y);
   for (size_t n = 0; n < cs->n; n++) {
-    Im2Col ij = {&cs->g, xd + n * cs->c * cs->g.in_size, col};
-    cpu_host->parallel_for(pool, kdim, im2col_rows_float, &ij);
+    const float* xn = xd + n * cs->c * cs->g.in_size;
+    if (!pointwise) {
+      Im2Col ij = {&cs->g, xn, col};
+      cpu_host->parallel_for(pool, kdim, im2col_rows_float, &ij);
+    }
     const CpuGemm g = {.m = os,
                        .n = m,
                        .k = kdim,
-                       .a = col, /* stored kdim x os: op(A) = col^T */
+                       .a = pointwise ? xn : col, /* stored kdim x os: op(A) = col^T */
                        .lda = os,
                        .trans_a = 1,
                        .packed_b = cst->packed_wt,
@@ -923,6 +929,17 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
                                     const ConvShape* cs, const OnyxTensor* x, const OnyxTensor* wt,
                                     const OnyxTensor* b, const float* z, OnyxTensor* y) {
   const WindowAttrs* w = &cst->w;
+  /* one input channel per group: the direct depthwise kernel */
+  if (cs->g.rank == 2 && w->group > 1 && cs->cg == 1 && cpu_conv_depthwise_enabled()) {
+    const CpuDepthwiseRun dw = {conv_run(cst, cs, x, b, z, y),
+                                cpu_host->tensor_data(wt),
+                                cs->c,
+                                cs->m,
+                                cs->cg,
+                                (size_t)cs->g.k[0],
+                                (size_t)cs->g.k[1]};
+    return cpu_conv_depthwise_run(ctx, &dw);
+  }
   const size_t os = cs->g.out_size, kdim = cs->cg * cs->g.k_size;
   const int pointwise = conv_is_pointwise(&cs->g), direct = !pointwise && cs->g.rank == 2;
   OnyxStatus* st;

@@ -1,0 +1,679 @@
+/* cpu_conv_depthwise.c — see cpu_conv_depthwise.h. The vector bodies are
+ * compiled for their ISA with target attributes and called only after a
+ * cpuid check, so the library still runs on machines without AVX2. */
+#include "cpu_conv_depthwise.h"
+
+#include "cpu_nn.h"
+#include "cpu_util.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DW_X86 1
+#include "cpu_avx2.h"
+#include <immintrin.h>
+#else
+#define DW_X86 0
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Path choice                                                               */
+/* ------------------------------------------------------------------------ */
+
+static _Atomic int forced_path = -1;
+
+static int machine_path(void) {
+  static _Atomic int cached = -1;
+  int p = cached;
+  if (p < 0) {
+    p = CPU_DW_SCALAR;
+#if DW_X86
+    /* __builtin_cpu_supports also checks that the OS saves the registers. */
+    if (__builtin_cpu_supports("avx512f"))
+      p = CPU_DW_AVX512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      p = CPU_DW_AVX2;
+    const char* cap = getenv("ONYX_CPU_ISA");
+    if (cap && !strcmp(cap, "generic")) p = CPU_DW_SCALAR;
+    if (cap && !strcmp(cap, "avx2") && p > CPU_DW_AVX2) p = CPU_DW_AVX2;
+#endif
+    cached = p;
+  }
+  return p;
+}
+
+int cpu_conv_depthwise_path(void) {
+  const int m = machine_path(), f = forced_path;
+  return f >= 0 && f < m ? f : m;
+}
+
+void cpu_conv_depthwise_force_path(int path) {
+  forced_path = path;
+}
+
+bool cpu_conv_depthwise_enabled(void) {
+  static _Atomic int cached = -1;
+  int on = cached;
+  if (on < 0) {
+    const char* e = getenv("ONYX_CPU_CONV_DEPTHWISE");
+    on = !(e && !strcmp(e, "0"));
+    cached = on;
+  }
+  return on != 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* One plane                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* What every plane of a run shares, for the vector paths: a row of w zeros
+ * that kernel rows above and below the input read instead (so every block
+ * of output rows runs the same code), and the row's column segments:
+ * blocks of nv full vectors of `lanes` columns whose reads all lie inside
+ * the row, and border vectors (nv 0; their first n columns are outputs)
+ * whose kernel column v reads lanes [lo[mask + v], hi[mask + v])
+ * (dw_lohi). */
+typedef struct DwSeg {
+  int64_t ox, n;
+  int nv;
+  size_t mask;
+} DwSeg;
+
+typedef struct DwPlan {
+  const float* zero;
+  const DwSeg* seg;
+  size_t nseg;
+  const int32_t *lo, *hi;
+} DwPlan;
+
+/* One output plane (image, output channel) and the geometry, in int64 so
+ * that the bounds below cannot overflow (the host bounds pads, strides and
+ * dilations by 2^31 and the dims by what memory holds). */
+typedef struct DwPlane {
+  const float* x; /* the input plane, h x w */
+  const float* k; /* its kh x kw weights (cg planes of them, in_plane and
+                   * kh * kw apart, for a group of cg channels) */
+  float* y;       /* the output plane, oh x ow */
+  const float* z; /* Z's plane, or NULL */
+  float bias;
+  int64_t h, w, oh, ow, sh, sw, dh, dw, pt, pl, kh, kw, cg, in_plane;
+  int act;
+  float alpha, lo, hi;
+  const DwPlan* plan; /* the vector paths' */
+} DwPlane;
+
+/* The kernel rows [*u0, *u1) of output row oy that fall inside the input. */
+static void dw_rows(const DwPlane* q, int64_t oy, int64_t* base, int64_t* u0, int64_t* u1) {
+  const int64_t b = oy * q->sh - q->pt;
+  int64_t lo = b >= 0 ? 0 : (-b + q->dh - 1) / q->dh;
+  int64_t hi = b > q->h - 1 ? 0 : (q->h - 1 - b) / q->dh + 1;
+  if (hi > q->kh) hi = q->kh;
+  if (lo > hi) lo = hi;
+  *base = b, *u0 = lo, *u1 = hi;
+}
+
+/* Columns [lo, hi) of `lanes` output columns from ox on whose tap at input
+ * column offset `off` (v * dw - pl) lies inside the row, for a gather-style
+ * read ((ox + l) * sw + off). */
+static void dw_lanes(const DwPlane* q, int64_t ox, int64_t off, int64_t lanes, int64_t* lo,
+                     int64_t* hi) {
+  const int64_t ix0 = ox * q->sw + off, s = q->sw;
+  int64_t a = ix0 >= 0 ? 0 : (-ix0 + s - 1) / s;
+  int64_t b = ix0 > q->w - 1 ? 0 : (q->w - 1 - ix0) / s + 1;
+  if (b > lanes) b = lanes;
+  if (a > b) a = b;
+  *lo = a, *hi = b;
+}
+
+/* Raw input columns [lo, hi) of the `raw` floats read from ix0 on that lie
+ * inside the row (the contiguous reads of strides 1 and 2). */
+static void dw_raw(const DwPlane* q, int64_t ix0, int64_t raw, int64_t* lo, int64_t* hi) {
+  int64_t a = ix0 >= 0 ? 0 : -ix0;
+  int64_t b = ix0 > q->w - 1 ? 0 : q->w - ix0;
+  if (b > raw) b = raw;
+  if (a > b) a = b;
+  *lo = a, *hi = b;
+}
+
+/* The output columns ox from which a full vector of `lanes` columns reads
+ * only inside the row for every tap (contiguous reads of strides 1 and 2
+ * span (lanes - 1) * sw + 1 floats; stride 2 loads one more): [*a, *b],
+ * empty when *a > *b. */
+static void dw_interior(const DwPlane* q, int64_t lanes, int64_t* a, int64_t* b) {
+  const int64_t s = q->sw, extra = s == 2 ? 1 : 0;
+  *a = (q->pl + s - 1) / s;
+  const int64_t r = q->w - 1 + q->pl - (q->kw - 1) * q->dw - (lanes - 1) * s - extra;
+  *b = r < 0 ? -1 : r / s;
+  if (*b > q->ow - lanes) *b = q->ow - lanes;
+}
+
+/* Pointer arithmetic in integers: a masked read's base may lie before the
+ * row (only its in-row lanes are accessed). */
+static inline const float* dw_at(const float* row, int64_t i) {
+  return (const float*)(uintptr_t)((uintptr_t)row + (uintptr_t)(i * (int64_t)sizeof(float)));
+}
+
+static void dw_plane_scalar(const DwPlane* q) {
+  for (int64_t oy = 0; oy < q->oh; oy++) {
+    int64_t base, u0, u1;
+    dw_rows(q, oy, &base, &u0, &u1);
+    float* yr = q->y + oy * q->ow;
+    const float* zr = q->z ? q->z + oy * q->ow : NULL;
+    for (int64_t ox = 0; ox < q->ow; ox++) {
+      float acc = q->bias;
+      for (int64_t ci = 0; ci < q->cg; ci++)
+        for (int64_t u = u0; u < u1; u++) {
+          const float* xr = q->x + ci * q->in_plane + (base + u * q->dh) * q->w;
+          const float* kr = q->k + (ci * q->kh + u) * q->kw;
+          int64_t lo, hi;
+          /* taps v with 0 <= ox * sw - pl + v * dw < w */
+          const int64_t ix0 = ox * q->sw - q->pl;
+          lo = ix0 >= 0 ? 0 : (-ix0 + q->dw - 1) / q->dw;
+          hi = ix0 > q->w - 1 ? 0 : (q->w - 1 - ix0) / q->dw + 1;
+          if (hi > q->kw) hi = q->kw;
+          for (int64_t v = lo; v < hi; v++)
+            acc += xr[ix0 + v * q->dw] * kr[v];
+        }
+      if (zr) acc += zr[ox];
+      yr[ox] = cpu_act_apply(acc, q->act, q->alpha, q->lo, q->hi);
+    }
+  }
+}
+
+/* The activations the vector epilogues apply; others (the scalar rule's
+ * cases past these) are applied to the stored row by cpu_act_apply. */
+static bool dw_vector_act(int act) {
+  return act == CPU_ACT_NONE || act == CPU_ACT_RELU || act == CPU_ACT_LEAKY_RELU ||
+         act == CPU_ACT_CLIP;
+}
+
+static void dw_row_act(const DwPlane* q, float* yr) {
+  for (int64_t i = 0; i < q->ow; i++)
+    yr[i] = cpu_act_apply(yr[i], q->act, q->alpha, q->lo, q->hi);
+}
+
+/* The lanes [*lo, *hi) that kernel column v reads inside the row for the
+ * vector of n output columns from ox: raw input floats for strides 1 and 2
+ * (S 1, 2), output lanes of a gather (S 0). */
+static void dw_lohi(const DwPlane* q, int S, int64_t ox, int64_t v, int64_t n, int64_t* lo,
+                    int64_t* hi) {
+  const int64_t off = v * q->dw - q->pl;
+  if (S == 0)
+    dw_lanes(q, ox, off, n, lo, hi);
+  else
+    dw_raw(q, ox * q->sw + off, S == 1 ? n : 2 * n - 1, lo, hi);
+}
+
+/* The column segments of a row for vectors of `lanes` columns, into seg
+ * (room for ow / lanes + 1) and, for border vectors, lo / hi (room for kw
+ * per border vector); the count. Interior blocks hold up to 4 vectors. */
+static size_t dw_segments(const DwPlane* q, int64_t lanes, int S, DwSeg* seg, int32_t* lo,
+                          int32_t* hi) {
+  int64_t a, b;
+  dw_interior(q, lanes, &a, &b);
+  size_t nseg = 0, mask = 0;
+  for (int64_t ox = 0; ox < q->ow;) {
+    DwSeg* sg = &seg[nseg++];
+    sg->ox = ox;
+    if (ox < a || ox > b) {
+      sg->nv = 0;
+      sg->n = q->ow - ox < lanes ? q->ow - ox : lanes;
+      sg->mask = mask;
+      for (int64_t v = 0; v < q->kw; v++, mask++) {
+        int64_t l, h;
+        dw_lohi(q, S, ox, v, sg->n, &l, &h);
+        lo[mask] = (int32_t)l, hi[mask] = (int32_t)h;
+      }
+      ox += lanes;
+    } else {
+      const int64_t nv = (b - ox) / lanes + 1;
+      sg->nv = nv > 4 ? 4 : (int)nv;
+      sg->n = sg->nv * lanes;
+      sg->mask = 0; /* no masks */
+      ox += sg->n;
+    }
+  }
+  return nseg;
+}
+
+#if DW_X86
+#define T512   __attribute__((target("avx512f,avx2,fma,avx")))
+#define T256   __attribute__((target("avx2,fma,avx")))
+#define INLINE static inline __attribute__((always_inline))
+/* The loops over the (at most 16) accumulators unrolled, so that they stay
+ * in registers. */
+#define DW_UNROLL _Pragma("GCC unroll 16")
+
+/* ---------------------------------- AVX-512 ----------------------------- */
+
+T512 INLINE __m512 act512(__m512 v, int act, float alpha, float lo, float hi) {
+  const __m512 zero = _mm512_setzero_ps();
+  /* max/min return their second operand on NaN: NaN is kept */
+  if (act == CPU_ACT_RELU) return _mm512_max_ps(zero, v);
+  if (act == CPU_ACT_LEAKY_RELU)
+    return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, _mm512_set1_ps(alpha));
+  if (act == CPU_ACT_CLIP)
+    return _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), v));
+  return v;
+}
+
+/* Bits [lo, hi) of a 32-bit mask (0 <= lo <= hi <= 32). */
+static inline uint32_t bits32(int64_t lo, int64_t hi) {
+  const uint64_t below_hi = (1ull << hi) - 1, below_lo = (1ull << lo) - 1;
+  return (uint32_t)(below_hi & ~below_lo);
+}
+
+/* The epilogue of nv vectors of output columns from ox: Z, activation,
+ * store (the last vector's first `tail` lanes only when tail < 16). */
+T512 INLINE void store512(const DwPlane* q, float* yr, const float* zr, int64_t ox, __m512* acc,
+                          int nv, int64_t tail) {
+  const bool vact = dw_vector_act(q->act);
+  DW_UNROLL
+  for (int j = 0; j < nv; j++) {
+    const __mmask16 m = j == nv - 1 && tail < 16 ? (__mmask16)bits32(0, tail) : (__mmask16)0xFFFF;
+    __m512 v = acc[j];
+    if (zr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, zr + ox + 16 * j));
+    if (vact) v = act512(v, q->act, q->alpha, q->lo, q->hi);
+    _mm512_mask_storeu_ps(yr + ox + 16 * j, m, v);
+  }
+}
+
+/* R output rows from oy (kernel rows outside the input read the plan's
+ * zero row) x segment sg's columns, for column stride S (1, 2; 0: any, gathered): nv
+ * vectors of 16 whose reads all lie inside the rows, or (nv 0) one border
+ * vector read through masks (nothing outside the row is accessed). R
+ * independent accumulators per vector hide the FMA latency where a row
+ * holds a single vector (widths up to 16). */
+T512 INLINE void kern512(const DwPlane* q, int64_t oy, int R, const DwSeg* sg, int nv, int S) {
+  __m512 acc[16];
+  const __m512 b = _mm512_set1_ps(q->bias);
+  const int nacc = R * (nv ? nv : 1);
+  DW_UNROLL
+  for (int i = 0; i < nacc; i++)
+    acc[i] = b;
+  const int64_t kw = q->kw, dw = q->dw, sw = q->sw, w = q->w, ox = sg->ox;
+  const int32_t* mlo = q->plan->lo + sg->mask;
+  const int32_t* mhi = q->plan->hi + sg->mask;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(S == 0 ? (int)sw : 1));
+  /* (channel, kernel row) pairs in order */
+  for (int64_t ci = 0, u = 0; ci < q->cg; u = u + 1 == q->kh ? (ci++, 0) : u + 1) {
+    const int64_t cu = ci * q->kh + u;
+    const float* xr[4];
+    DW_UNROLL
+    for (int r = 0; r < R; r++) {
+      const int64_t iy = (oy + r) * q->sh - q->pt + u * q->dh;
+      xr[r] = iy >= 0 && iy < q->h ? q->x + ci * q->in_plane + iy * w : q->plan->zero;
+    }
+    const float* kr = q->k + cu * kw;
+    for (int64_t v = 0; v < kw; v++) {
+      const int64_t ix0 = ox * sw - q->pl + v * dw;
+      const __m512 wv = _mm512_set1_ps(kr[v]);
+      if (!nv) {
+        if (mlo[v] >= mhi[v]) continue;
+        const uint32_t m = bits32(mlo[v], mhi[v]);
+        DW_UNROLL
+        for (int r = 0; r < R; r++) {
+          const float* p = dw_at(xr[r], ix0);
+          __m512 x;
+          if (S == 1)
+            x = _mm512_maskz_loadu_ps((__mmask16)m, p);
+          else if (S == 2)
+            x = _mm512_permutex2var_ps(
+                _mm512_maskz_loadu_ps((__mmask16)(m & 0xFFFF), p), even,
+                _mm512_maskz_loadu_ps((__mmask16)(m >> 16), dw_at(xr[r], ix0 + 16)));
+          else
+            x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)m, idx, p, 4);
+          acc[r] = _mm512_fmadd_ps(x, wv, acc[r]);
+        }
+      } else {
+        DW_UNROLL
+        for (int r = 0; r < R; r++) {
+          const float* p = xr[r] + ix0;
+          DW_UNROLL
+          for (int j = 0; j < nv; j++) {
+            __m512 x;
+            if (S == 1)
+              x = _mm512_loadu_ps(p + 16 * j);
+            else if (S == 2)
+              x = _mm512_permutex2var_ps(_mm512_loadu_ps(p + 32 * j), even,
+                                         _mm512_loadu_ps(p + 32 * j + 16));
+            else
+              x = _mm512_i32gather_ps(idx, p + 16 * j * sw, 4);
+            acc[r * nv + j] = _mm512_fmadd_ps(x, wv, acc[r * nv + j]);
+          }
+        }
+      }
+    }
+  }
+  const int per = nv ? nv : 1;
+  DW_UNROLL
+  for (int r = 0; r < R; r++)
+    store512(q, q->y + (oy + r) * q->ow, q->z ? q->z + (oy + r) * q->ow : NULL, ox, &acc[r * per],
+             per, nv ? 16 : sg->n);
+}
+
+/* R output rows from oy, segment by segment. */
+T512 INLINE void rows512(const DwPlane* q, int64_t oy, int R, int S) {
+  const DwPlan* pl = q->plan;
+  for (size_t i = 0; i < pl->nseg; i++) {
+    const DwSeg* sg = &pl->seg[i];
+    switch (sg->nv) {
+    case 0:
+      kern512(q, oy, R, sg, 0, S);
+      break;
+    case 1:
+      kern512(q, oy, R, sg, 1, S);
+      break;
+    case 2:
+      kern512(q, oy, R, sg, 2, S);
+      break;
+    case 3:
+      kern512(q, oy, R, sg, 3, S);
+      break;
+    default:
+      kern512(q, oy, R, sg, 4, S);
+      break;
+    }
+  }
+}
+
+/* Output rows 4 at a time, then the 1 to 3 left. */
+T512 INLINE void plane512(const DwPlane* q, int S) {
+  int64_t oy = 0;
+  for (; oy + 4 <= q->oh; oy += 4)
+    rows512(q, oy, 4, S);
+  if (q->oh - oy == 3)
+    rows512(q, oy, 3, S);
+  else if (q->oh - oy == 2)
+    rows512(q, oy, 2, S);
+  else if (q->oh - oy == 1)
+    rows512(q, oy, 1, S);
+}
+
+T512 static void dw_plane_avx512(const DwPlane* q) {
+  if (q->sw == 1)
+    plane512(q, 1);
+  else if (q->sw == 2)
+    plane512(q, 2);
+  else
+    plane512(q, 0);
+}
+
+/* ---------------------------------- AVX2 -------------------------------- */
+
+T256 INLINE __m256i lanes8(int64_t lo, int64_t hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)lo - 1)),
+                          _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), lane));
+}
+
+/* The even lanes of the 16 floats e0, e1 in order. */
+T256 INLINE __m256 even8(__m256 e0, __m256 e1) {
+  const __m256 e = _mm256_shuffle_ps(e0, e1, _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+T256 INLINE void store256(const DwPlane* q, float* yr, const float* zr, int64_t ox, __m256* acc,
+                          int nv, int64_t tail) {
+  const bool vact = dw_vector_act(q->act);
+  DW_UNROLL
+  for (int j = 0; j < nv; j++) {
+    const int64_t n = j == nv - 1 ? tail : 8;
+    __m256 v = acc[j];
+    if (zr)
+      v = _mm256_add_ps(v, n >= 8 ? _mm256_loadu_ps(zr + ox + 8 * j)
+                                  : _mm256_maskload_ps(zr + ox + 8 * j, lanes8(0, n)));
+    if (vact) v = cpu_act_avx2(v, q->act, q->alpha, q->lo, q->hi);
+    cpu_store_first_avx2(yr + ox + 8 * j, v, (size_t)n);
+  }
+}
+
+/* kern512 with vectors of 8 columns (R * nv <= 8 accumulators). */
+T256 INLINE void kern256(const DwPlane* q, int64_t oy, int R, const DwSeg* sg, int nv, int S) {
+  __m256 acc[8];
+  const __m256 b = _mm256_set1_ps(q->bias);
+  const int nacc = R * (nv ? nv : 1);
+  DW_UNROLL
+  for (int i = 0; i < nacc; i++)
+    acc[i] = b;
+  const int64_t kw = q->kw, dw = q->dw, sw = q->sw, w = q->w, ox = sg->ox;
+  const int32_t* mlo = q->plan->lo + sg->mask;
+  const int32_t* mhi = q->plan->hi + sg->mask;
+  const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                         _mm256_set1_epi32(S == 0 ? (int)sw : 1));
+  /* (channel, kernel row) pairs in order */
+  for (int64_t ci = 0, u = 0; ci < q->cg; u = u + 1 == q->kh ? (ci++, 0) : u + 1) {
+    const int64_t cu = ci * q->kh + u;
+    const float* xr[4];
+    DW_UNROLL
+    for (int r = 0; r < R; r++) {
+      const int64_t iy = (oy + r) * q->sh - q->pt + u * q->dh;
+      xr[r] = iy >= 0 && iy < q->h ? q->x + ci * q->in_plane + iy * w : q->plan->zero;
+    }
+    const float* kr = q->k + cu * kw;
+    for (int64_t v = 0; v < kw; v++) {
+      const int64_t ix0 = ox * sw - q->pl + v * dw;
+      const __m256 wv = _mm256_set1_ps(kr[v]);
+      if (!nv) {
+        if (mlo[v] >= mhi[v]) continue;
+        const __m256i m0 = lanes8(mlo[v], mhi[v]);
+        const __m256i m1 = lanes8(mlo[v] - 8, mhi[v] - 8);
+        DW_UNROLL
+        for (int r = 0; r < R; r++) {
+          const float* p = dw_at(xr[r], ix0);
+          __m256 x;
+          if (S == 1)
+            x = _mm256_maskload_ps(p, m0);
+          else if (S == 2)
+            x = even8(_mm256_maskload_ps(p, m0), _mm256_maskload_ps(dw_at(xr[r], ix0 + 8), m1));
+          else
+            x = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, idx, _mm256_castsi256_ps(m0), 4);
+          acc[r] = _mm256_fmadd_ps(x, wv, acc[r]);
+        }
+      } else {
+        DW_UNROLL
+        for (int r = 0; r < R; r++) {
+          const float* p = xr[r] + ix0;
+          DW_UNROLL
+          for (int j = 0; j < nv; j++) {
+            __m256 x;
+            if (S == 1)
+              x = _mm256_loadu_ps(p + 8 * j);
+            else if (S == 2)
+              x = even8(_mm256_loadu_ps(p + 16 * j), _mm256_loadu_ps(p + 16 * j + 8));
+            else
+              x = _mm256_i32gather_ps(p + 8 * j * sw, idx, 4);
+            acc[r * nv + j] = _mm256_fmadd_ps(x, wv, acc[r * nv + j]);
+          }
+        }
+      }
+    }
+  }
+  const int per = nv ? nv : 1;
+  DW_UNROLL
+  for (int r = 0; r < R; r++)
+    store256(q, q->y + (oy + r) * q->ow, q->z ? q->z + (oy + r) * q->ow : NULL, ox, &acc[r * per],
+             per, nv ? 8 : sg->n);
+}
+
+/* R output rows from oy, segment by segment; with R of 3 or 4 (8
+ * accumulators at most) an interior block of 3 or 4 vectors runs as two. */
+T256 INLINE void rows256(const DwPlane* q, int64_t oy, int R, int S) {
+  const DwPlan* pl = q->plan;
+  for (size_t i = 0; i < pl->nseg; i++) {
+    const DwSeg* sg = &pl->seg[i];
+    if (R > 2 && sg->nv > 2) {
+      DwSeg half = *sg;
+      kern256(q, oy, R, &half, 2, S);
+      half.ox += 16;
+      if (sg->nv == 3)
+        kern256(q, oy, R, &half, 1, S);
+      else
+        kern256(q, oy, R, &half, 2, S);
+      continue;
+    }
+    switch (sg->nv) {
+    case 0:
+      kern256(q, oy, R, sg, 0, S);
+      break;
+    case 1:
+      kern256(q, oy, R, sg, 1, S);
+      break;
+    case 2:
+      kern256(q, oy, R, sg, 2, S);
+      break;
+    case 3:
+      kern256(q, oy, R < 3 ? R : 1, sg, 3, S); /* R 1 or 2 here */
+      break;
+    default:
+      kern256(q, oy, R < 3 ? R : 1, sg, 4, S);
+      break;
+    }
+  }
+}
+
+T256 INLINE void plane256(const DwPlane* q, int S) {
+  int64_t oy = 0;
+  for (; oy + 4 <= q->oh; oy += 4)
+    rows256(q, oy, 4, S);
+  if (q->oh - oy == 3)
+    rows256(q, oy, 3, S);
+  else if (q->oh - oy == 2)
+    rows256(q, oy, 2, S);
+  else if (q->oh - oy == 1)
+    rows256(q, oy, 1, S);
+}
+
+T256 static void dw_plane_avx2(const DwPlane* q) {
+  if (q->sw == 1)
+    plane256(q, 1);
+  else if (q->sw == 2)
+    plane256(q, 2);
+  else
+    plane256(q, 0);
+}
+#endif /* DW_X86 */
+
+/* ------------------------------------------------------------------------ */
+/* The run                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Gathers index lanes as int32 (lane * stride): wider strides take the
+ * scalar loop, as do rows wider than int32 offsets reach. */
+#define DW_VECTOR_MAX_STRIDE ((int64_t)1 << 24)
+
+typedef struct DwJob {
+  const CpuDepthwiseRun* p;
+  const OnyxKernelContext* ctx;
+  int path;
+  DwPlan plan;
+  _Atomic int stopped;
+} DwJob;
+
+/* Plane i's geometry and pointers (the plan is the job's). */
+static DwPlane dw_plane(const DwJob* j, size_t i) {
+  const CpuDepthwiseRun* p = j->p;
+  const CpuConvRun* r = &p->conv;
+  /* output channel o: group o / mg, its cg input channels from there */
+  const size_t mg = p->m / (p->c / p->cg), in_plane = r->h * r->w, out_plane = r->oh * r->ow;
+  const size_t n = i / p->m, o = i % p->m;
+  return (DwPlane){.x = r->x + (n * p->c + o / mg * p->cg) * in_plane,
+                   .k = p->w + o * p->cg * p->kh * p->kw,
+                   .y = r->y + i * out_plane,
+                   .z = r->z ? r->z + i * out_plane : NULL,
+                   .bias = r->bias ? r->bias[o] : 0.0f,
+                   .h = (int64_t)r->h,
+                   .w = (int64_t)r->w,
+                   .oh = (int64_t)r->oh,
+                   .ow = (int64_t)r->ow,
+                   .sh = (int64_t)r->sh,
+                   .sw = (int64_t)r->sw,
+                   .dh = (int64_t)r->dh,
+                   .dw = (int64_t)r->dw,
+                   .pt = (int64_t)r->pad_top,
+                   .pl = (int64_t)r->pad_left,
+                   .kh = (int64_t)p->kh,
+                   .kw = (int64_t)p->kw,
+                   .cg = (int64_t)p->cg,
+                   .in_plane = (int64_t)in_plane,
+                   .act = r->act,
+                   .alpha = r->act_alpha,
+                   .lo = r->act_min,
+                   .hi = r->act_max,
+                   .plan = &j->plan};
+}
+
+static void dw_planes(void* user, size_t begin, size_t end) {
+  DwJob* j = user;
+  for (size_t i = begin; i < end; i++) {
+    if (atomic_load_explicit(&j->stopped, memory_order_relaxed)) return;
+    if (cpu_should_stop(j->ctx)) {
+      atomic_store_explicit(&j->stopped, 1, memory_order_relaxed);
+      return;
+    }
+    const DwPlane q = dw_plane(j, i);
+#if DW_X86
+    if (j->path == CPU_DW_AVX512 || j->path == CPU_DW_AVX2) {
+      if (j->path == CPU_DW_AVX512)
+        dw_plane_avx512(&q);
+      else
+        dw_plane_avx2(&q);
+      if (!dw_vector_act(q.act))
+        for (int64_t oy = 0; oy < q.oh; oy++)
+          dw_row_act(&q, q.y + oy * q.ow);
+      continue;
+    }
+#endif
+    dw_plane_scalar(&q);
+  }
+}
+
+/* The vector paths' plan in ctx's scratch memory; false when it does not
+ * fit (the scalar loop runs instead). */
+static bool dw_make_plan(OnyxKernelContext* ctx, DwJob* j) {
+  const DwPlane q = dw_plane(j, 0);
+  const int64_t lanes = j->path == CPU_DW_AVX512 ? 16 : 8;
+  const int S = q.sw == 1 ? 1 : q.sw == 2 ? 2 : 0;
+  const size_t nseg = (size_t)q.ow / (size_t)lanes + 1;
+  size_t rows_b, seg_b, mask_b, total;
+  /* the zero row, rounded up to keep what follows aligned */
+  if (!cpu_mul_size(((size_t)q.w + 3) / 4 * 4, sizeof(float), &rows_b) ||
+      !cpu_mul_size(nseg, sizeof(DwSeg), &seg_b) || !cpu_mul_size(nseg, (size_t)q.kw, &mask_b) ||
+      !cpu_mul_size(mask_b, 2 * sizeof(int32_t), &mask_b) ||
+      (total = rows_b + seg_b + mask_b) < rows_b || total < mask_b)
+    return false;
+  char* mem = cpu_host->ctx_scratch(ctx, total);
+  if (!mem) return false;
+  memset(mem, 0, rows_b);
+  DwSeg* seg = (DwSeg*)(void*)(mem + rows_b);
+  int32_t* lo = (int32_t*)(void*)(mem + rows_b + seg_b);
+  int32_t* hi = lo + mask_b / (2 * sizeof(int32_t));
+  j->plan.zero = (const float*)(void*)mem;
+  j->plan.nseg = dw_segments(&q, lanes, S, seg, lo, hi);
+  j->plan.seg = seg, j->plan.lo = lo, j->plan.hi = hi;
+  return true;
+}
+
+OnyxStatus* cpu_conv_depthwise_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p) {
+  const CpuConvRun* r = &p->conv;
+  if (p->cg == 0 || p->c == 0 || p->c % p->cg != 0 || p->m % (p->c / p->cg) != 0)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "grouped conv: %zu input channels in groups of %zu do not divide %zu "
+                         "output channels",
+                         p->c, p->cg, p->m);
+  const size_t planes = r->n * p->m;
+  if (planes == 0 || r->oh == 0 || r->ow == 0) return NULL;
+  DwJob j = {.p = p, .ctx = ctx, .path = cpu_conv_depthwise_path()};
+  if ((int64_t)r->sw > DW_VECTOR_MAX_STRIDE || r->w > (size_t)INT32_MAX / 2) j.path = CPU_DW_SCALAR;
+  if (j.path != CPU_DW_SCALAR && !dw_make_plan(ctx, &j)) j.path = CPU_DW_SCALAR;
+  atomic_init(&j.stopped, 0);
+  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, dw_planes, &j);
+  if (atomic_load(&j.stopped)) return cpu_cancelled(ctx, NULL);
+  return NULL;
+}

@@ -1139,6 +1139,7 @@ typedef struct MvTask {
   const F32Run* r;
   const float *h, *pk;
   float* out;
+  size_t blocks, parts;
 } MvTask;
 
 #if RNN_X86
@@ -1153,20 +1154,32 @@ typedef struct MvTask {
 #define FTZ_OFF() ((void)0)
 #endif
 
-static void mv_task(void* user, size_t q0, size_t q1) {
+/* Parts [p0, p1) of the blocks: part i is blocks [i * blocks / parts,
+ * (i + 1) * blocks / parts), the same every step, so a thread that gets
+ * the same part again finds its blocks in its cache. */
+static void mv_task(void* user, size_t p0, size_t p1) {
   const MvTask* t = user;
   const F32Run* r = t->r;
   FTZ_ON();
-  mv_blocks(r->isa, t->h, r->H, r->batch, r->H, t->pk, q0, q1, t->out, r->ldo);
+  mv_blocks(r->isa, t->h, r->H, r->batch, r->H, t->pk, p0 * t->blocks / t->parts,
+            p1 * t->blocks / t->parts, t->out, r->ldo);
   FTZ_OFF();
 }
 
-/* out = h (batch x H) times the n packed columns at pk. */
-static void step_mv(const F32Run* r, const float* h, const float* pk, size_t n, float* out) {
-  const size_t blocks = pad_rb(n) / RB;
+/* out = h (batch x H) times the n packed columns at pk. Odd steps walk the
+ * blocks last to first: the blocks the previous step read last are still
+ * in the L2 cache, where a fixed order evicts each block just before its
+ * next use whenever R is somewhat larger than the cache (1 MiB per
+ * direction at hidden 256). */
+static void step_mv(const F32Run* r, size_t step, const float* h, const float* pk, size_t n,
+                    float* out) {
+  const size_t blocks = pad_rb(n) / RB, threads = cpu_host->thread_pool_size(r->step_pool);
   if (r->step_pool && blocks > 1) {
-    MvTask t = {r, h, pk, out};
-    cpu_host->parallel_for(r->step_pool, blocks, mv_task, &t);
+    MvTask t = {r, h, pk, out, blocks, threads < blocks ? threads : blocks};
+    cpu_host->parallel_for(r->step_pool, t.parts, mv_task, &t);
+  } else if (step & 1) {
+    for (size_t q = blocks; q-- > 0;)
+      mv_blocks(r->isa, h, r->H, r->batch, r->H, pk, q, q + 1, out, r->ldo);
   } else {
     mv_blocks(r->isa, h, r->H, r->batch, r->H, pk, 0, blocks, out, r->ldo);
   }
@@ -1205,7 +1218,7 @@ static void dir_run(F32Run* r, size_t d) {
       r->stopped[d] = 1;
       break;
     }
-    step_mv(r, h, pk + r->segs.off[0], r->segs.n[0], hr);
+    step_mv(r, step, h, pk + r->segs.off[0], r->segs.n[0], hr);
     for (size_t b = 0; b < batch; b++) {
       if ((int64_t)step >= r->lens[b]) continue;
       const size_t t = rev ? (size_t)r->lens[b] - 1 - step : step;
@@ -1236,7 +1249,7 @@ static void dir_run(F32Run* r, size_t d) {
     }
     if (!split) continue;
     /* GRU: (r ⊙ H_{t-1}) R_h^T, then the h gate. */
-    step_mv(r, rh, pk + r->segs.off[1], r->segs.n[1], hr);
+    step_mv(r, step, rh, pk + r->segs.off[1], r->segs.n[1], hr);
     for (size_t b = 0; b < batch; b++) {
       if ((int64_t)step >= r->lens[b]) continue;
       const size_t t = rev ? (size_t)r->lens[b] - 1 - step : step;

@@ -25,14 +25,13 @@
  *  - Directions run in parallel on the session's pool when it has two
  *    threads or more; a single direction splits each step's product by
  *    column blocks over the pool when the product is large enough.
- *  - Cancellation is polled once per time step.
  *
  * float64, float16 and bfloat16 keep a reference path: GEMMs in fp32
  * (cpu_gemm_f32) for the halves and fp64 for float64, states and gate math
  * in double.
  *
- * A batch entry past its sequence length keeps its state and writes zeros
- * to Y. */
+ * Either path polls cancellation once per time step. A batch entry past
+ * its sequence length keeps its state and writes zeros to Y. */
 #include "cpu_nn.h"
 #include "cpu_nn_ops.h"
 
@@ -524,6 +523,7 @@ static OnyxStatus* rnn_compute_ref(const RnnState* s, OnyxKernelContext* ctx, co
         ccur[b * H + j] = c0 ? c0[(d * batch + b) * H + j] : 0;
       }
     for (size_t step = 0; step < seq; step++) {
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
       memcpy(hprev, hcur, batch * H * sizeof(double));
       if (f32) {
         for (size_t i = 0; i < batch * H; i++)

@@ -723,15 +723,14 @@ static void test_sigmoid_tanh_accuracy(void** state) {
 
 /* A long sequence under a 1 ms run limit: the kernel polls once per step
  * and stops with ONYX_CANCELLED naming the node. */
-static void test_cancelled(void** state) {
-  (void)state;
+static void check_cancelled(int elem) {
   const Case c = {.kind = RNN,
                   .direction = "forward",
                   .seq = 20000,
                   .batch = 1,
                   .in = 2,
                   .H = 256,
-                  .elem = F32};
+                  .elem = elem};
   Data d;
   data_make(&c, &d, 19);
   Feeds f = {0};
@@ -746,6 +745,12 @@ static void test_cancelled(void** state) {
   onyx_values_release(f.values, f.n);
   otm_free(m);
   data_free(&d);
+}
+
+static void test_cancelled(void** state) {
+  (void)state;
+  check_cancelled(F32);
+  check_cancelled(F64); /* the reference path */
 }
 
 /* sequence_lens past the sequence: an error naming the node and the input. */

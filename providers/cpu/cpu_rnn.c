@@ -12,16 +12,18 @@
  *    gated by r). A constant W is packed for the GEMM at kernel creation.
  *  - Each step multiplies H_{t-1} by R^T with this file's kernel, on R
  *    packed into blocks of 64 columns (per block, hidden rows of 64 floats:
- *    one pass over the block streams it linearly and keeps 4 x 64
- *    accumulators per batch row in registers; AVX-512, AVX2 or portable C,
- *    picked like the GEMM's kernel, ONYX_CPU_ISA capping it). A constant R
- *    is packed at kernel creation. GRU without linear_before_reset packs
- *    R_z|R_r and R_h apart: the h gate multiplies (r ⊙ H_{t-1}) by R_h^T.
+ *    one pass over the block streams it linearly while a batch row's 64
+ *    sums stay in registers; AVX-512, AVX2 or portable C, picked like the
+ *    GEMM's kernel, ONYX_CPU_ISA capping it; flush-to-zero as in the GEMM).
+ *    A constant R is packed at kernel creation. GRU without
+ *    linear_before_reset packs R_z|R_r and R_h apart: the h gate multiplies
+ *    (r ⊙ H_{t-1}) by R_h^T.
  *  - The gate math of a batch row runs over whole gate vectors: additions
  *    and peepholes as plain loops, Sigmoid and Tanh vectorized (exp by
  *    Cody-Waite reduction and a degree-7 Taylor polynomial, tanh below 0.5
  *    by its Taylor series to x^17; test_rnn measures under 2 ULP), the other
- *    activations element by element.
+ *    activations element by element. clip bounds the inputs of the gate
+ *    activations (not the cell state LSTM's h activation takes).
  *  - Directions run in parallel on the session's pool when it has two
  *    threads or more; a single direction splits each step's product by
  *    column blocks over the pool when the product is large enough.

@@ -19,11 +19,10 @@
  *    linear_before_reset packs R_z|R_r and R_h apart: the h gate multiplies
  *    (r ⊙ H_{t-1}) by R_h^T.
  *  - The gate math of a batch row runs over whole gate vectors: additions
- *    and peepholes as plain loops, Sigmoid and Tanh vectorized (exp by
- *    Cody-Waite reduction and a degree-7 Taylor polynomial, tanh below 0.5
- *    by its Taylor series to x^17; test_rnn measures under 2 ULP), the other
- *    activations element by element. clip bounds the inputs of the gate
- *    activations (not the cell state LSTM's h activation takes).
+ *    and peepholes as plain loops, Sigmoid and Tanh by the provider's
+ *    vector kernels (cpu_vmath.c), the other activations element by
+ *    element. clip bounds the inputs of the gate activations (not the cell
+ *    state LSTM's h activation takes).
  *  - Directions run in parallel on the session's pool when it has two
  *    threads or more; a single direction splits each step's product by
  *    column blocks over the pool when the product is large enough.
@@ -36,6 +35,7 @@
  * its sequence length keeps its state and writes zeros to Y. */
 #include "cpu_nn.h"
 #include "cpu_nn_ops.h"
+#include "cpu_vmath.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -667,198 +667,29 @@ static OnyxStatus* rnn_compute_ref(const RnnState* s, OnyxKernelContext* ctx, co
   return NULL;
 }
 
-/* --- float32: vector Sigmoid and Tanh ------------------------------------------------------ */
+/* --- float32: activations ------------------------------------------------------------------ */
 
-/* The vector paths: the GEMM's choice (cpuid, capped by ONYX_CPU_ISA). */
+/* The recurrent kernel's path: the GEMM's choice (cpuid, capped by
+ * ONYX_CPU_ISA). */
 static int rnn_isa(void) {
   return cpu_gemm_isa_level();
-}
-
-/* exp(x) = 2^n e^r with n = round(x log2 e), r = x - n ln 2 (ln 2 split in
- * two, Cody-Waite) in [-0.35, 0.35], e^r by its Taylor polynomial to r^7
- * (truncation below 6e-9 relative). x is clamped to [-87, 87], so 2^n and
- * the result stay normal floats: the callers (sigmoid, tanh) saturate there
- * anyway. */
-#define EXP_LO   (-87.0f)
-#define EXP_HI   87.0f
-#define LOG2E    1.44269504088896341f
-#define LN2_HI   0.693359375f
-#define LN2_LO   (-2.12194440e-4f)
-#define TANH_CUT 0.5f /* below: Taylor series; from here: via exp */
-#define EXP_C(i) ((float)(1.0 / (i)))
-static const float EXP_COEF[8] = {1.0f,      1.0f,       EXP_C(2),   EXP_C(6),
-                                  EXP_C(24), EXP_C(120), EXP_C(720), EXP_C(5040)};
-/* tanh x = x + x^3 (T[0] + x^2 T[1] + ...): the Taylor coefficients to x^17
- * (truncation below 1e-9 relative for |x| < 0.5). */
-static const float TANH_COEF[8] = {(float)(-1.0 / 3),
-                                   (float)(2.0 / 15),
-                                   (float)(-17.0 / 315),
-                                   (float)(62.0 / 2835),
-                                   (float)(-1382.0 / 155925),
-                                   (float)(21844.0 / 6081075),
-                                   (float)(-929569.0 / 638512875),
-                                   (float)(6404582.0 / 10854718875.0)};
-
-static void sigmoid_scalar(float* x, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    x[i] = 1.0f / (1.0f + expf(-x[i]));
-}
-
-static void tanh_scalar(float* x, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    x[i] = tanhf(x[i]);
 }
 
 #if RNN_X86
 #define T512       __attribute__((target("avx512f,avx2,fma,avx")))
 #define T256       __attribute__((target("avx2,fma,avx")))
 #define RNN_INLINE static inline __attribute__((always_inline))
-
-/* max(lo, x) then min(hi, .) keep a NaN x (the second operand is returned
- * when one is NaN), and the NaN goes through to the result. */
-T512 RNN_INLINE __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_set1_ps(EXP_HI), _mm512_max_ps(_mm512_set1_ps(EXP_LO), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-  __m512 p = _mm512_set1_ps(EXP_COEF[7]);
-  for (int i = 6; i >= 0; i--)
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_COEF[i]));
-  const __m512i e =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
-
-T512 RNN_INLINE __m512 sigmoid16(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
-  return _mm512_div_ps(one, _mm512_add_ps(one, e));
-}
-
-/* |x| < 0.5: the series; else 1 - 2 / (e^{2|x|} + 1); the sign of x. */
-T512 RNN_INLINE __m512 tanh16(__m512 x) {
-  const __m512 a = _mm512_abs_ps(x), one = _mm512_set1_ps(1.0f);
-  const __m512 e = exp16(_mm512_add_ps(a, a));
-  const __m512 big = _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
-  const __m512 a2 = _mm512_mul_ps(a, a);
-  __m512 p = _mm512_set1_ps(TANH_COEF[7]);
-  for (int i = 6; i >= 0; i--)
-    p = _mm512_fmadd_ps(p, a2, _mm512_set1_ps(TANH_COEF[i]));
-  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(a, a2), p, a);
-  const __m512 t =
-      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(TANH_CUT), _CMP_LT_OQ), big, small);
-  const __m512i sign = _mm512_and_epi32(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
-  return _mm512_castsi512_ps(_mm512_or_epi32(_mm512_castps_si512(t), sign));
-}
-
-T512 static void sigmoid_avx512(float* x, size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(x + i, sigmoid16(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(x + i, m, sigmoid16(_mm512_maskz_loadu_ps(m, x + i)));
-  }
-}
-
-T512 static void tanh_avx512(float* x, size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(x + i, tanh16(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(x + i, m, tanh16(_mm512_maskz_loadu_ps(m, x + i)));
-  }
-}
-
-T256 RNN_INLINE __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_set1_ps(EXP_HI), _mm256_max_ps(_mm256_set1_ps(EXP_LO), x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-  __m256 p = _mm256_set1_ps(EXP_COEF[7]);
-  for (int i = 6; i >= 0; i--)
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_COEF[i]));
-  const __m256i e =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-T256 RNN_INLINE __m256 sigmoid8(__m256 x) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
-  return _mm256_div_ps(one, _mm256_add_ps(one, e));
-}
-
-T256 RNN_INLINE __m256 tanh8(__m256 x) {
-  const __m256 signbit = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
-  const __m256 a = _mm256_andnot_ps(signbit, x);
-  const __m256 e = exp8(_mm256_add_ps(a, a));
-  const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
-  const __m256 a2 = _mm256_mul_ps(a, a);
-  __m256 p = _mm256_set1_ps(TANH_COEF[7]);
-  for (int i = 6; i >= 0; i--)
-    p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(TANH_COEF[i]));
-  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(a, a2), p, a);
-  const __m256 t =
-      _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(TANH_CUT), _CMP_LT_OQ));
-  return _mm256_or_ps(t, _mm256_and_ps(signbit, x));
-}
-
-/* The last n % 8 values go through a zero-padded copy. */
-T256 static void sigmoid_avx2(float* x, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(x + i, sigmoid8(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    float t[8] = {0};
-    memcpy(t, x + i, (n - i) * sizeof *t);
-    _mm256_storeu_ps(t, sigmoid8(_mm256_loadu_ps(t)));
-    memcpy(x + i, t, (n - i) * sizeof *t);
-  }
-}
-
-T256 static void tanh_avx2(float* x, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(x + i, tanh8(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    float t[8] = {0};
-    memcpy(t, x + i, (n - i) * sizeof *t);
-    _mm256_storeu_ps(t, tanh8(_mm256_loadu_ps(t)));
-    memcpy(x + i, t, (n - i) * sizeof *t);
-  }
-}
-#endif /* RNN_X86 */
-
-static void sigmoid_f32(float* x, size_t n, int isa) {
-#if RNN_X86
-  if (isa == CPU_ISA_AVX512) return sigmoid_avx512(x, n);
-  if (isa == CPU_ISA_AVX2) return sigmoid_avx2(x, n);
 #endif
-  (void)isa;
-  sigmoid_scalar(x, n);
-}
 
-static void tanh_f32(float* x, size_t n, int isa) {
-#if RNN_X86
-  if (isa == CPU_ISA_AVX512) return tanh_avx512(x, n);
-  if (isa == CPU_ISA_AVX2) return tanh_avx2(x, n);
-#endif
-  (void)isa;
-  tanh_scalar(x, n);
-}
-
-/* x[i] = f(x[i]) over n values. */
-static void act_f32(const ActFn* f, float* x, size_t n, int isa) {
+/* x[i] = f(x[i]) over n values: Sigmoid and Tanh by the provider's vector
+ * kernels (cpu_vmath.c), Relu inline, the others element by element. */
+static void act_f32(const ActFn* f, float* x, size_t n) {
   switch (f->act) {
   case ACT_SIGMOID:
-    sigmoid_f32(x, n, isa);
+    cpu_sigmoid_f32(x, x, n);
     return;
   case ACT_TANH:
-    tanh_f32(x, n, isa);
+    cpu_tanh_f32(x, x, n);
     return;
   case ACT_RELU:
     for (size_t i = 0; i < n; i++)
@@ -1043,18 +874,18 @@ static void add_f32(float* restrict g, const float* restrict xw, const float* re
 }
 
 /* H_t = f(xw + hr), clipped before f. */
-static void rnn_row(const ActFn* acts, float clip, int isa, size_t H, const float* xw,
-                    const float* hr, float* h) {
+static void rnn_row(const ActFn* acts, float clip, size_t H, const float* xw, const float* hr,
+                    float* h) {
   add_f32(h, xw, hr, H);
   clip_f32(h, H, clip);
-  act_f32(&acts[0], h, H, isa);
+  act_f32(&acts[0], h, H);
 }
 
 /* One LSTM row; gates i, o, f, c in g (4H), peepholes P = [Pi, Po, Pf];
  * c and h updated in place, t: H floats of scratch. */
-static void lstm_row(const RnnState* s, const ActFn* acts, float clip, int isa, size_t H,
-                     const float* xw, const float* hr, const float* P, float* restrict g,
-                     float* restrict h, float* restrict c, float* restrict t) {
+static void lstm_row(const RnnState* s, const ActFn* acts, float clip, size_t H, const float* xw,
+                     const float* hr, const float* P, float* restrict g, float* restrict h,
+                     float* restrict c, float* restrict t) {
   float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
   add_f32(g, xw, hr, 4 * H);
   if (P)
@@ -1069,13 +900,13 @@ static void lstm_row(const RnnState* s, const ActFn* acts, float clip, int isa, 
     if (!P) clip_f32(go, H, clip);
   }
   if (!P && !s->input_forget) {
-    act_f32(&acts[0], g, 3 * H, isa); /* i, o, f */
+    act_f32(&acts[0], g, 3 * H); /* i, o, f */
   } else {
-    act_f32(&acts[0], gi, H, isa);
-    if (!s->input_forget) act_f32(&acts[0], gf, H, isa);
-    if (!P) act_f32(&acts[0], go, H, isa);
+    act_f32(&acts[0], gi, H);
+    if (!s->input_forget) act_f32(&acts[0], gf, H);
+    if (!P) act_f32(&acts[0], go, H);
   }
-  act_f32(&acts[1], gc, H, isa);
+  act_f32(&acts[1], gc, H);
   if (s->input_forget)
     for (size_t j = 0; j < H; j++)
       gf[j] = 1.0f - gi[j];
@@ -1088,27 +919,26 @@ static void lstm_row(const RnnState* s, const ActFn* acts, float clip, int isa, 
     for (size_t j = 0; j < H; j++)
       go[j] += P[H + j] * c[j];
     clip_f32(go, H, clip);
-    act_f32(&acts[0], go, H, isa);
+    act_f32(&acts[0], go, H);
   }
-  act_f32(&acts[2], t, H, isa);
+  act_f32(&acts[2], t, H);
   for (size_t j = 0; j < H; j++)
     h[j] = go[j] * t[j];
 }
 
 /* GRU gates z, r (g[0, 2H)) = f(xw + hr). */
-static void gru_zr(const ActFn* acts, float clip, int isa, size_t H, const float* xw,
-                   const float* hr, float* g) {
+static void gru_zr(const ActFn* acts, float clip, size_t H, const float* xw, const float* hr,
+                   float* g) {
   add_f32(g, xw, hr, 2 * H);
   clip_f32(g, 2 * H, clip);
-  act_f32(&acts[0], g, 2 * H, isa);
+  act_f32(&acts[0], g, 2 * H);
 }
 
 /* GRU's new state from z (g[0, H)) and the h gate's input g[2H, 3H). */
-static void gru_out(const ActFn* acts, float clip, int isa, size_t H, float* restrict g,
-                    float* restrict h) {
+static void gru_out(const ActFn* acts, float clip, size_t H, float* restrict g, float* restrict h) {
   float *z = g, *hh = g + 2 * H;
   clip_f32(hh, H, clip);
-  act_f32(&acts[1], hh, H, isa);
+  act_f32(&acts[1], hh, H);
   for (size_t j = 0; j < H; j++)
     h[j] = (1.0f - z[j]) * hh[j] + z[j] * h[j];
 }
@@ -1213,7 +1043,6 @@ static void dir_run(F32Run* r, size_t d) {
   float* g = r->g + d * batch * gh;
   float* rh = r->rh ? r->rh + d * batch * H : NULL;
   float* tmp = r->tmp + d * H;
-  const int isa = r->isa;
   FTZ_ON();
   for (size_t step = 0; step < r->seq; step++) {
     if (cpu_should_stop(r->ctx)) {
@@ -1230,20 +1059,20 @@ static void dir_run(F32Run* r, size_t d) {
       float* gb = g + b * gh;
       switch (s->cell) {
       case CELL_RNN:
-        rnn_row(acts, clip, isa, H, xr, hrb, hb);
+        rnn_row(acts, clip, H, xr, hrb, hb);
         break;
       case CELL_LSTM:
-        lstm_row(s, acts, clip, isa, H, xr, hrb, peep, gb, hb, c + b * H, tmp);
+        lstm_row(s, acts, clip, H, xr, hrb, peep, gb, hb, c + b * H, tmp);
         break;
       case CELL_GRU:
-        gru_zr(acts, clip, isa, H, xr, hrb, gb);
+        gru_zr(acts, clip, H, xr, hrb, gb);
         if (split) {
           for (size_t j = 0; j < H; j++)
             rh[b * H + j] = gb[H + j] * hb[j];
         } else {
           for (size_t j = 0; j < H; j++)
             gb[2 * H + j] = xr[2 * H + j] + gb[H + j] * (hrb[2 * H + j] + (rbh ? rbh[j] : 0.0f));
-          gru_out(acts, clip, isa, H, gb, hb);
+          gru_out(acts, clip, H, gb, hb);
         }
         break;
       }
@@ -1258,7 +1087,7 @@ static void dir_run(F32Run* r, size_t d) {
       const float* xr = r->xw + xw_row(r, t, b) * xld + d * gh;
       float* gb = g + b * gh;
       add_f32(gb + 2 * H, xr + 2 * H, hr + b * ldo, H);
-      gru_out(acts, clip, isa, H, gb, h + b * H);
+      gru_out(acts, clip, H, gb, h + b * H);
       if (r->y) memcpy(y_row(r, t, d, b), h + b * H, H * sizeof(float));
     }
   }

@@ -3,20 +3,52 @@
  * input_forget and clip, GRU linear_before_reset, and every activation
  * function of the spec with its alpha/beta.
  *
- * The GEMMs run in fp32 (cpu_gemm_f32) for float32, float16 and bfloat16
- * and in fp64 for float64; states and gate math are kept in double. Per
- * direction, the input projection X * W^T for all time steps is one GEMM;
- * each step then adds H_{t-1} * R^T (one GEMM over the batch) and applies
- * the gates. A batch
- * entry past its sequence length keeps its state and writes zeros to Y. */
+ * float32 runs in float32 throughout:
+ *  - The input projection of every time step and both directions is one
+ *    GEMM (cpu_gemm_f32): X viewed as [seq * batch, input] (rows in the
+ *    node's layout) times W^T, W being [directions * gates * hidden, input]
+ *    as stored, with the biases Wb + Rb folded in as the GEMM's column bias
+ *    (GRU with linear_before_reset keeps Rb of its h gate apart: it is
+ *    gated by r). A constant W is packed for the GEMM at kernel creation.
+ *  - Each step multiplies H_{t-1} by R^T with this file's kernel, on R
+ *    packed into blocks of 64 columns (per block, hidden rows of 64 floats:
+ *    one pass over the block streams it linearly while a batch row's 64
+ *    sums stay in registers; AVX-512, AVX2 or portable C, picked like the
+ *    GEMM's kernel, ONYX_CPU_ISA capping it; flush-to-zero as in the GEMM).
+ *    A constant R is packed at kernel creation. GRU without
+ *    linear_before_reset packs R_z|R_r and R_h apart: the h gate multiplies
+ *    (r ⊙ H_{t-1}) by R_h^T.
+ *  - The gate math of a batch row runs over whole gate vectors: additions
+ *    and peepholes as plain loops, Sigmoid and Tanh by the provider's
+ *    vector kernels (cpu_vmath.c), the other activations element by
+ *    element. clip bounds the inputs of the gate activations (not the cell
+ *    state LSTM's h activation takes).
+ *  - Directions run in parallel on the session's pool when it has two
+ *    threads or more; a single direction splits each step's product by
+ *    column blocks over the pool when the product is large enough.
+ *
+ * float64, float16 and bfloat16 keep a reference path: GEMMs in fp32
+ * (cpu_gemm_f32) for the halves and fp64 for float64, states and gate math
+ * in double.
+ *
+ * Either path polls cancellation once per time step. A batch entry past
+ * its sequence length keeps its state and writes zeros to Y. */
 #include "cpu_nn.h"
 #include "cpu_nn_ops.h"
+#include "cpu_vmath.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#define RNN_X86 1
+#else
+#define RNN_X86 0
+#endif
 
 typedef enum Act {
   ACT_RELU,
@@ -89,6 +121,9 @@ typedef enum Cell { CELL_RNN, CELL_GRU, CELL_LSTM } Cell;
 
 #define MAX_ACTS 6
 
+/* Columns per packed block of R (see rpack). */
+#define RB 64
+
 typedef struct RnnState {
   const OnyxNode* node;
   Cell cell;
@@ -100,7 +135,112 @@ typedef struct RnnState {
   double clip; /* <= 0: none */
   bool linear_before_reset, input_forget;
   ActFn acts[MAX_ACTS];
+  /* float32: a constant W packed for cpu_gemm_f32 (B = W^T, k = input,
+   * n = directions * gates * hidden), or NULL; w_k its input size. */
+  float* w_packed;
+  size_t w_k;
+  /* float32: a constant R packed by rpack, directions one after the other
+   * (rdir_floats each), or NULL. */
+  float* r_packed;
 } RnnState;
+
+/* --- Packed R ------------------------------------------------------------------------------ */
+
+/* The recurrent weights of one direction as one or two column segments of
+ * R^T (H x gates*H): GRU without linear_before_reset multiplies R_z|R_r by
+ * H_{t-1} and R_h by r ⊙ H_{t-1}, so it packs [0, 2H) and [2H, 3H) apart;
+ * every other cell packs [0, gates*H) whole. */
+typedef struct RSegs {
+  size_t c0[2], n[2], off[2]; /* first column, width, float offset in the direction's pack */
+  size_t dir_floats;          /* floats per direction */
+} RSegs;
+
+static size_t pad_rb(size_t n) {
+  return (n + RB - 1) / RB * RB;
+}
+
+/* false on size overflow. */
+static bool rsegs_make(const RnnState* s, size_t H, RSegs* g) {
+  const size_t gh = s->gates * H;
+  const bool split = s->cell == CELL_GRU && !s->linear_before_reset;
+  g->c0[0] = 0;
+  g->n[0] = split ? 2 * H : gh;
+  g->c0[1] = 2 * H;
+  g->n[1] = split ? H : 0;
+  size_t f0, f1;
+  if (!cpu_mul_size(pad_rb(g->n[0]), H, &f0) || !cpu_mul_size(pad_rb(g->n[1]), H, &f1) ||
+      f0 > SIZE_MAX - f1)
+    return false;
+  g->off[0] = 0;
+  g->off[1] = f0;
+  g->dir_floats = f0 + f1;
+  return true;
+}
+
+/* dst[q][k][c] = R[c0 + q*RB + c][k] (R stored [columns][K], so the value is
+ * R^T's (k, c0 + q*RB + c)); columns past n are zero. Block q is K x RB
+ * floats at q * K * RB. */
+static void rpack(float* dst, const float* r, size_t c0, size_t n, size_t K) {
+  for (size_t q = 0; q * RB < n; q++) {
+    float* blk = dst + q * K * RB;
+    for (size_t c = 0; c < RB; c++) {
+      const size_t col = q * RB + c;
+      if (col < n) {
+        const float* src = r + (c0 + col) * K;
+        for (size_t k = 0; k < K; k++)
+          blk[k * RB + c] = src[k];
+      } else {
+        for (size_t k = 0; k < K; k++)
+          blk[k * RB + c] = 0.0f;
+      }
+    }
+  }
+}
+
+/* Packs every direction of R ([nd][gh][H], float32). */
+static void rpack_all(float* dst, const float* r, const RSegs* g, size_t nd, size_t gh, size_t H) {
+  for (size_t d = 0; d < nd; d++)
+    for (int sgi = 0; sgi < 2; sgi++)
+      if (g->n[sgi])
+        rpack(dst + d * g->dir_floats + g->off[sgi], r + d * gh * H, g->c0[sgi], g->n[sgi], H);
+}
+
+/* The constant float32 input `idx` of the node with dims [nd, gh, k], or NULL. */
+static const OnyxTensor* const_weight(const OnyxNode* node, size_t idx, size_t nd, size_t gh) {
+  const OnyxValueInfo* v =
+      cpu_host->node_input_count(node) > idx ? cpu_host->node_input(node, idx) : NULL;
+  const OnyxTensor* t = v ? cpu_host->value_constant(v) : NULL;
+  if (!t || cpu_host->tensor_elem_type(t) != ONYX_ELEM_FLOAT32 || cpu_host->tensor_rank(t) != 3)
+    return NULL;
+  const int64_t* d = cpu_host->tensor_dims(t);
+  return d[0] == (int64_t)nd && d[1] == (int64_t)gh ? t : NULL;
+}
+
+/* Packs a constant float32 W and R once (file comment). Without memory, or
+ * with weights of another shape, they stay unpacked: compute packs R per
+ * run and reads W as stored. */
+static void rnn_prepack(RnnState* s) {
+  const size_t nd = (size_t)s->num_dir, H = (size_t)s->hidden;
+  size_t gh;
+  if (!cpu_mul_size(s->gates, H, &gh) || gh > (size_t)INT64_MAX / 2) return;
+  const OnyxTensor* w = const_weight(s->node, 1, nd, gh);
+  if (w && cpu_host->tensor_dims(w)[2] > 0) {
+    const size_t k = (size_t)cpu_host->tensor_dims(w)[2];
+    s->w_packed = cpu_gemm_alloc_packed(cpu_gemm_packed_b_floats(k, nd * gh));
+    if (s->w_packed) {
+      cpu_gemm_pack_b(NULL, s->w_packed, cpu_host->tensor_data(w), k, 1, k, nd * gh);
+      s->w_k = k;
+    }
+  }
+  const OnyxTensor* r = const_weight(s->node, 2, nd, gh);
+  RSegs g;
+  size_t floats;
+  if (r && cpu_host->tensor_dims(r)[2] == (int64_t)H && rsegs_make(s, H, &g) &&
+      cpu_mul_size(g.dir_floats, nd, &floats)) {
+    s->r_packed = cpu_gemm_alloc_packed(floats);
+    if (s->r_packed) rpack_all(s->r_packed, cpu_host->tensor_data(r), &g, nd, gh, H);
+  }
+}
 
 static OnyxStatus* rnn_create_impl(OnyxEp* ep, const OnyxNode* node, void* user_data,
                                    void** state) {
@@ -165,16 +305,28 @@ static OnyxStatus* rnn_create_impl(OnyxEp* ep, const OnyxNode* node, void* user_
     if (ACTS[found].uses_alpha && alphas && ai < nal) f->alpha = alphas[ai++];
     if (ACTS[found].uses_beta && betas && bi < nbe) f->beta = betas[bi++];
   }
+  rnn_prepack(s);
   return NULL;
 }
 
-static double clipv(const RnnState* s, double v) {
-  if (s->clip > 0) return v < -s->clip ? -s->clip : (v > s->clip ? s->clip : v);
-  return v;
+static void rnn_release(void* state) {
+  RnnState* s = state;
+  if (!s) return;
+  free(s->w_packed);
+  free(s->r_packed);
+  free(s);
 }
 
-static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
-  const RnnState* s = state;
+/* --- Shapes -------------------------------------------------------------------------------- */
+
+typedef struct RnnDims {
+  size_t seq, batch, in, H, G, gh, nd;
+  int64_t* lens; /* batch values in [0, seq] (scratch) */
+} RnnDims;
+
+/* Checks every input's shape and sequence_lens' values; sizes the work
+ * (including the double path's scratch) without overflow. */
+static OnyxStatus* rnn_check(const RnnState* s, OnyxKernelContext* ctx, RnnDims* dm) {
   const OnyxNode* node = s->node;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* w = cpu_host->ctx_input(ctx, 1);
@@ -186,14 +338,19 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
   const size_t seq = (size_t)(s->layout ? xd[1] : xd[0]),
                batch = (size_t)(s->layout ? xd[0] : xd[1]);
   const size_t in = (size_t)xd[2], H = (size_t)s->hidden, G = s->gates, nd = (size_t)s->num_dir;
-  size_t gh_n, state_sz, bias_sz;
-  if (!cpu_mul_size(G, H, &gh_n) || gh_n > (size_t)INT64_MAX ||
-      !cpu_mul_size(gh_n, 2 * nd, &bias_sz) || !cpu_mul_size(nd * batch, H, &state_sz) ||
-      !cpu_mul_size(state_sz, sizeof(double), &state_sz))
+  /* Every buffer of either path: states and Y (double), the projection of
+   * all steps (double), W or R transposed (double). */
+  size_t gh_n, sb, nb, sz, xw_n;
+  if (!cpu_mul_size(G, H, &gh_n) || gh_n > (size_t)INT64_MAX / 2 ||
+      !cpu_mul_size(seq, batch, &sb) || !cpu_mul_size(nd, batch, &nb) ||
+      !cpu_mul_size(nb, H, &sz) || !cpu_mul_size(sz, sizeof(double), &sz) ||
+      !cpu_mul_size(seq, sz, &sz) || !cpu_mul_size(sb, gh_n * nd, &xw_n) ||
+      !cpu_mul_size(xw_n, sizeof(double), &xw_n) || !cpu_mul_size(gh_n, H > in ? H : in, &sz) ||
+      !cpu_mul_size(sz, sizeof(double), &sz))
     return cpu_error(node, ONYX_INVALID_ARGUMENT,
-                     "integer overflow: hidden_size %zu with %zu gates, %zu directions and batch "
-                     "%zu",
-                     H, G, nd, batch);
+                     "integer overflow: hidden_size %zu with %zu gates, %zu directions, batch "
+                     "%zu and sequence %zu",
+                     H, G, nd, batch, seq);
   const int64_t* wd = cpu_host->tensor_dims(w);
   const int64_t* rd = cpu_host->tensor_dims(rt);
   if (cpu_host->tensor_rank(w) != 3 || wd[0] != (int64_t)nd || wd[1] != (int64_t)(G * H) ||
@@ -202,19 +359,12 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
   if (cpu_host->tensor_rank(rt) != 3 || rd[0] != (int64_t)nd || rd[1] != (int64_t)(G * H) ||
       rd[2] != (int64_t)H)
     return cpu_error(node, ONYX_INVALID_ARGUMENT, "R must be [%zu, %zu, %zu]", nd, G * H, H);
+  if (nnop_has_input(ctx, 3) &&
+      cpu_host->tensor_elem_count(cpu_host->ctx_input(ctx, 3)) != nd * 2 * G * H)
+    return cpu_error(node, ONYX_INVALID_ARGUMENT, "B must be [%zu, %zu]", nd, 2 * G * H);
   OnyxStatus* st;
-  double *xv, *wv, *rv, *bv = NULL, *h0 = NULL, *c0 = NULL, *pv = NULL;
   int64_t* lens;
-  if ((st = nnop_load_d(ctx, x, &xv)) || (st = nnop_load_d(ctx, w, &wv)) ||
-      (st = nnop_load_d(ctx, rt, &rv)) ||
-      (st = nnop_scratch(ctx, batch * sizeof(int64_t), (void**)&lens)))
-    return st;
-  if (nnop_has_input(ctx, 3)) {
-    const OnyxTensor* b = cpu_host->ctx_input(ctx, 3);
-    if (cpu_host->tensor_elem_count(b) != nd * 2 * G * H)
-      return cpu_error(node, ONYX_INVALID_ARGUMENT, "B must be [%zu, %zu]", nd, 2 * G * H);
-    if ((st = nnop_load_d(ctx, b, &bv))) return st;
-  }
+  if ((st = nnop_scratch(ctx, (batch ? batch : 1) * sizeof(int64_t), (void**)&lens))) return st;
   for (size_t b = 0; b < batch; b++)
     lens[b] = (int64_t)seq;
   if (nnop_has_input(ctx, 4)) {
@@ -231,15 +381,47 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
                          seq);
     }
   }
+  const size_t state_n = nd * batch * H;
+  for (size_t which = 0; which < (s->cell == CELL_LSTM ? 2u : 1u); which++)
+    if (nnop_has_input(ctx, 5 + which) &&
+        cpu_host->tensor_elem_count(cpu_host->ctx_input(ctx, 5 + which)) != state_n)
+      return cpu_error(node, ONYX_INVALID_ARGUMENT, "%s must have %zu values",
+                       which ? "initial_c" : "initial_h", state_n);
+  if (s->cell == CELL_LSTM && nnop_has_input(ctx, 7) &&
+      cpu_host->tensor_elem_count(cpu_host->ctx_input(ctx, 7)) != nd * 3 * H)
+    return cpu_error(node, ONYX_INVALID_ARGUMENT, "P must be [%zu, %zu]", nd, 3 * H);
+  *dm = (RnnDims){seq, batch, in, H, G, gh_n, nd, lens};
+  return NULL;
+}
+
+/* --- Reference path ------------------------------------------------------------------------- */
+
+static double clipv(const RnnState* s, double v) {
+  if (s->clip > 0) return v < -s->clip ? -s->clip : (v > s->clip ? s->clip : v);
+  return v;
+}
+
+/* The reference path (float64, float16, bfloat16): see the file comment. */
+static OnyxStatus* rnn_compute_ref(const RnnState* s, OnyxKernelContext* ctx, const RnnDims* dm) {
+  const OnyxNode* node = s->node;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* w = cpu_host->ctx_input(ctx, 1);
+  const OnyxTensor* rt = cpu_host->ctx_input(ctx, 2);
+  const size_t seq = dm->seq, batch = dm->batch, in = dm->in, H = dm->H, G = dm->G, nd = dm->nd;
+  const int64_t* lens = dm->lens;
+  OnyxStatus* st;
+  double *xv, *wv, *rv, *bv = NULL, *h0 = NULL, *c0 = NULL, *pv = NULL;
+  if ((st = nnop_load_d(ctx, x, &xv)) || (st = nnop_load_d(ctx, w, &wv)) ||
+      (st = nnop_load_d(ctx, rt, &rv)))
+    return st;
+  if (nnop_has_input(ctx, 3) && (st = nnop_load_d(ctx, cpu_host->ctx_input(ctx, 3), &bv)))
+    return st;
   /* Initial states in [dir][batch][H] order whatever the layout. */
   const size_t state_n = nd * batch * H;
   for (size_t which = 0; which < (s->cell == CELL_LSTM ? 2u : 1u); which++) {
     const size_t idx = which == 0 ? 5 : 6;
     if (!nnop_has_input(ctx, idx)) continue;
     const OnyxTensor* t = cpu_host->ctx_input(ctx, idx);
-    if (cpu_host->tensor_elem_count(t) != state_n)
-      return cpu_error(node, ONYX_INVALID_ARGUMENT, "%s must have %zu values",
-                       which ? "initial_c" : "initial_h", state_n);
     double *raw, *dst;
     if ((st = nnop_load_d(ctx, t, &raw)) ||
         (st = nnop_scratch(ctx, state_n * sizeof(double), (void**)&dst)))
@@ -251,10 +433,7 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
     *(which ? &c0 : &h0) = dst;
   }
   if (s->cell == CELL_LSTM && nnop_has_input(ctx, 7)) {
-    const OnyxTensor* p = cpu_host->ctx_input(ctx, 7);
-    if (cpu_host->tensor_elem_count(p) != nd * 3 * H)
-      return cpu_error(node, ONYX_INVALID_ARGUMENT, "P must be [%zu, %zu]", nd, 3 * H);
-    if ((st = nnop_load_d(ctx, p, &pv))) return st;
+    if ((st = nnop_load_d(ctx, cpu_host->ctx_input(ctx, 7), &pv))) return st;
   }
   /* X as [seq][batch][in]. */
   double* xs = xv;
@@ -346,6 +525,7 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
         ccur[b * H + j] = c0 ? c0[(d * batch + b) * H + j] : 0;
       }
     for (size_t step = 0; step < seq; step++) {
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
       memcpy(hprev, hcur, batch * H * sizeof(double));
       if (f32) {
         for (size_t i = 0; i < batch * H; i++)
@@ -487,13 +667,600 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
   return NULL;
 }
 
+/* --- float32: activations ------------------------------------------------------------------ */
+
+/* The recurrent kernel's path: the GEMM's choice (cpuid, capped by
+ * ONYX_CPU_ISA). */
+static int rnn_isa(void) {
+  return cpu_gemm_isa_level();
+}
+
+#if RNN_X86
+#define T512       __attribute__((target("avx512f,avx2,fma,avx")))
+#define T256       __attribute__((target("avx2,fma,avx")))
+#define RNN_INLINE static inline __attribute__((always_inline))
+#endif
+
+/* x[i] = f(x[i]) over n values: Sigmoid and Tanh by the provider's vector
+ * kernels (cpu_vmath.c), Relu inline, the others element by element. */
+static void act_f32(const ActFn* f, float* x, size_t n) {
+  switch (f->act) {
+  case ACT_SIGMOID:
+    cpu_sigmoid_f32(x, x, n);
+    return;
+  case ACT_TANH:
+    cpu_tanh_f32(x, x, n);
+    return;
+  case ACT_RELU:
+    for (size_t i = 0; i < n; i++)
+      x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    return;
+  default:
+    for (size_t i = 0; i < n; i++)
+      x[i] = (float)act_apply(f, x[i]);
+    return;
+  }
+}
+
+/* --- float32: H_{t-1} R^T on packed R ------------------------------------------------------ */
+
+/* out[r][q*RB + c] = sum_k h[r][k] * blk_q[k][c] for the rows of h and the
+ * packed blocks [q0, q1) (all RB columns, padding included: out is at least
+ * pad_rb(n) wide). Each element is summed over k in one fixed order per
+ * ISA path. */
+static void mv_generic(const float* h, size_t ldh, size_t rows, size_t K, const float* pk,
+                       size_t q0, size_t q1, float* out, size_t ldo) {
+  for (size_t q = q0; q < q1; q++) {
+    const float* blk = pk + q * K * RB;
+    for (size_t r = 0; r < rows; r++) {
+      float acc[RB] = {0};
+      const float* hr = h + r * ldh;
+      for (size_t k = 0; k < K; k++) {
+        const float a = hr[k];
+        const float* p = blk + k * RB;
+        for (size_t c = 0; c < RB; c++)
+          acc[c] += a * p[c];
+      }
+      memcpy(out + r * ldo + q * RB, acc, sizeof acc);
+    }
+  }
+}
+
+#if RNN_X86
+/* R rows (R <= 4) of one block: 4 x 16 columns per row in registers. */
+T512 RNN_INLINE void mv512_rows(const int R, const float* h, size_t ldh, size_t K, const float* blk,
+                                float* o, size_t ldo) {
+  __m512 acc[4][4];
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < 4; v++)
+      acc[r][v] = _mm512_setzero_ps();
+  for (size_t k = 0; k < K; k++) {
+    const float* p = blk + k * RB;
+    const __m512 b0 = _mm512_loadu_ps(p), b1 = _mm512_loadu_ps(p + 16),
+                 b2 = _mm512_loadu_ps(p + 32), b3 = _mm512_loadu_ps(p + 48);
+    for (int r = 0; r < R; r++) {
+      const __m512 a = _mm512_set1_ps(h[(size_t)r * ldh + k]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < 4; v++)
+      _mm512_storeu_ps(o + (size_t)r * ldo + 16 * v, acc[r][v]);
+}
+
+/* One row: even and odd k in two sets of accumulators (eight independent
+ * FMA chains instead of four), added at the end. */
+T512 RNN_INLINE void mv512_row1(const float* h, size_t K, const float* blk, float* o) {
+  __m512 e0 = _mm512_setzero_ps(), e1 = e0, e2 = e0, e3 = e0, d0 = e0, d1 = e0, d2 = e0, d3 = e0;
+  size_t k = 0;
+  for (; k + 2 <= K; k += 2) {
+    const float* p = blk + k * RB;
+    const __m512 a = _mm512_set1_ps(h[k]), b = _mm512_set1_ps(h[k + 1]);
+    e0 = _mm512_fmadd_ps(a, _mm512_loadu_ps(p), e0);
+    e1 = _mm512_fmadd_ps(a, _mm512_loadu_ps(p + 16), e1);
+    e2 = _mm512_fmadd_ps(a, _mm512_loadu_ps(p + 32), e2);
+    e3 = _mm512_fmadd_ps(a, _mm512_loadu_ps(p + 48), e3);
+    d0 = _mm512_fmadd_ps(b, _mm512_loadu_ps(p + RB), d0);
+    d1 = _mm512_fmadd_ps(b, _mm512_loadu_ps(p + RB + 16), d1);
+    d2 = _mm512_fmadd_ps(b, _mm512_loadu_ps(p + RB + 32), d2);
+    d3 = _mm512_fmadd_ps(b, _mm512_loadu_ps(p + RB + 48), d3);
+  }
+  if (k < K) {
+    const float* p = blk + k * RB;
+    const __m512 a = _mm512_set1_ps(h[k]);
+    e0 = _mm512_fmadd_ps(a, _mm512_loadu_ps(p), e0);
+    e1 = _mm512_fmadd_ps(a, _mm512_loadu_ps(p + 16), e1);
+    e2 = _mm512_fmadd_ps(a, _mm512_loadu_ps(p + 32), e2);
+    e3 = _mm512_fmadd_ps(a, _mm512_loadu_ps(p + 48), e3);
+  }
+  _mm512_storeu_ps(o, _mm512_add_ps(e0, d0));
+  _mm512_storeu_ps(o + 16, _mm512_add_ps(e1, d1));
+  _mm512_storeu_ps(o + 32, _mm512_add_ps(e2, d2));
+  _mm512_storeu_ps(o + 48, _mm512_add_ps(e3, d3));
+}
+
+/* Blocks outer, groups of four rows inner: a block is reused by every
+ * row group while it is in the cache. */
+T512 static void mv_avx512(const float* h, size_t ldh, size_t rows, size_t K, const float* pk,
+                           size_t q0, size_t q1, float* out, size_t ldo) {
+  for (size_t q = q0; q < q1; q++) {
+    const float* blk = pk + q * K * RB;
+    float* o = out + q * RB;
+    if (rows == 1) {
+      mv512_row1(h, K, blk, o);
+      continue;
+    }
+    size_t r = 0;
+    for (; r + 4 <= rows; r += 4)
+      mv512_rows(4, h + r * ldh, ldh, K, blk, o + r * ldo, ldo);
+    switch (rows - r) {
+    case 3:
+      mv512_rows(3, h + r * ldh, ldh, K, blk, o + r * ldo, ldo);
+      break;
+    case 2:
+      mv512_rows(2, h + r * ldh, ldh, K, blk, o + r * ldo, ldo);
+      break;
+    case 1:
+      mv512_rows(1, h + r * ldh, ldh, K, blk, o + r * ldo, ldo);
+      break;
+    default:
+      break;
+    }
+  }
+}
+
+/* R rows x NV vectors of 8 columns from column 8 * v0 of the block
+ * (R * NV <= 8 accumulators). */
+T256 RNN_INLINE void mv256_rows(const int R, const int NV, const float* h, size_t ldh, size_t K,
+                                const float* blk, float* o, size_t ldo) {
+  __m256 acc[2][8];
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < NV; v++)
+      acc[r][v] = _mm256_setzero_ps();
+  for (size_t k = 0; k < K; k++) {
+    const float* p = blk + k * RB;
+    for (int r = 0; r < R; r++) {
+      const __m256 a = _mm256_set1_ps(h[(size_t)r * ldh + k]);
+      for (int v = 0; v < NV; v++)
+        acc[r][v] = _mm256_fmadd_ps(a, _mm256_loadu_ps(p + 8 * v), acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < NV; v++)
+      _mm256_storeu_ps(o + (size_t)r * ldo + 8 * v, acc[r][v]);
+}
+
+T256 static void mv_avx2(const float* h, size_t ldh, size_t rows, size_t K, const float* pk,
+                         size_t q0, size_t q1, float* out, size_t ldo) {
+  for (size_t q = q0; q < q1; q++) {
+    const float* blk = pk + q * K * RB;
+    float* o = out + q * RB;
+    size_t r = 0;
+    for (; r + 2 <= rows; r += 2) {
+      mv256_rows(2, 4, h + r * ldh, ldh, K, blk, o + r * ldo, ldo);
+      mv256_rows(2, 4, h + r * ldh, ldh, K, blk + 32, o + r * ldo + 32, ldo);
+    }
+    if (r < rows) mv256_rows(1, 8, h + r * ldh, ldh, K, blk, o + r * ldo, ldo);
+  }
+}
+#endif /* RNN_X86 */
+
+static void mv_blocks(int isa, const float* h, size_t ldh, size_t rows, size_t K, const float* pk,
+                      size_t q0, size_t q1, float* out, size_t ldo) {
+#if RNN_X86
+  if (isa == CPU_ISA_AVX512) return mv_avx512(h, ldh, rows, K, pk, q0, q1, out, ldo);
+  if (isa == CPU_ISA_AVX2) return mv_avx2(h, ldh, rows, K, pk, q0, q1, out, ldo);
+#endif
+  (void)isa;
+  mv_generic(h, ldh, rows, K, pk, q0, q1, out, ldo);
+}
+
+/* --- float32: gates ------------------------------------------------------------------------ */
+
+static void clip_f32(float* x, size_t n, float lim) {
+  if (lim <= 0.0f) return;
+  for (size_t i = 0; i < n; i++)
+    x[i] = x[i] < -lim ? -lim : (x[i] > lim ? lim : x[i]);
+}
+
+/* g = xw + hr over n values. */
+static void add_f32(float* restrict g, const float* restrict xw, const float* restrict hr,
+                    size_t n) {
+  for (size_t i = 0; i < n; i++)
+    g[i] = xw[i] + hr[i];
+}
+
+/* H_t = f(xw + hr), clipped before f. */
+static void rnn_row(const ActFn* acts, float clip, size_t H, const float* xw, const float* hr,
+                    float* h) {
+  add_f32(h, xw, hr, H);
+  clip_f32(h, H, clip);
+  act_f32(&acts[0], h, H);
+}
+
+/* One LSTM row; gates i, o, f, c in g (4H), peepholes P = [Pi, Po, Pf];
+ * c and h updated in place, t: H floats of scratch. */
+static void lstm_row(const RnnState* s, const ActFn* acts, float clip, size_t H, const float* xw,
+                     const float* hr, const float* P, float* restrict g, float* restrict h,
+                     float* restrict c, float* restrict t) {
+  float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
+  add_f32(g, xw, hr, 4 * H);
+  if (P)
+    for (size_t j = 0; j < H; j++) {
+      gi[j] += P[j] * c[j];
+      gf[j] += P[2 * H + j] * c[j];
+    }
+  if (clip > 0.0f) {
+    clip_f32(gi, H, clip);
+    clip_f32(gf, H, clip);
+    clip_f32(gc, H, clip);
+    if (!P) clip_f32(go, H, clip);
+  }
+  if (!P && !s->input_forget) {
+    act_f32(&acts[0], g, 3 * H); /* i, o, f */
+  } else {
+    act_f32(&acts[0], gi, H);
+    if (!s->input_forget) act_f32(&acts[0], gf, H);
+    if (!P) act_f32(&acts[0], go, H);
+  }
+  act_f32(&acts[1], gc, H);
+  if (s->input_forget)
+    for (size_t j = 0; j < H; j++)
+      gf[j] = 1.0f - gi[j];
+  for (size_t j = 0; j < H; j++) {
+    const float cn = gf[j] * c[j] + gi[j] * gc[j];
+    c[j] = cn;
+    t[j] = cn;
+  }
+  if (P) {
+    for (size_t j = 0; j < H; j++)
+      go[j] += P[H + j] * c[j];
+    clip_f32(go, H, clip);
+    act_f32(&acts[0], go, H);
+  }
+  act_f32(&acts[2], t, H);
+  for (size_t j = 0; j < H; j++)
+    h[j] = go[j] * t[j];
+}
+
+/* GRU gates z, r (g[0, 2H)) = f(xw + hr). */
+static void gru_zr(const ActFn* acts, float clip, size_t H, const float* xw, const float* hr,
+                   float* g) {
+  add_f32(g, xw, hr, 2 * H);
+  clip_f32(g, 2 * H, clip);
+  act_f32(&acts[0], g, 2 * H);
+}
+
+/* GRU's new state from z (g[0, H)) and the h gate's input g[2H, 3H). */
+static void gru_out(const ActFn* acts, float clip, size_t H, float* restrict g, float* restrict h) {
+  float *z = g, *hh = g + 2 * H;
+  clip_f32(hh, H, clip);
+  act_f32(&acts[1], hh, H);
+  for (size_t j = 0; j < H; j++)
+    h[j] = (1.0f - z[j]) * hh[j] + z[j] * h[j];
+}
+
+/* --- float32: the recurrence ----------------------------------------------------------------- */
+
+typedef struct F32Run {
+  const RnnState* s;
+  OnyxKernelContext* ctx;
+  OnyxThreadPool* step_pool; /* splits a step's product (one direction only), or NULL */
+  int isa;
+  size_t seq, batch, H, gh, nd;
+  const int64_t* lens;
+  const float* xw;  /* [seq * batch][nd * gh], rows in the node's layout */
+  const float* rpk; /* packed R, segs.dir_floats per direction */
+  RSegs segs;
+  const float* rb_h; /* [nd][H]: the h gate's Rb (GRU linear_before_reset), or NULL */
+  const float* peep; /* [nd][3H], or NULL */
+  float *h, *c;      /* [nd][batch][H] */
+  float* hr;         /* [nd][batch][ldo]: H_{t-1} R^T */
+  size_t ldo;
+  float* g;   /* [nd][batch][gh]: gates */
+  float* rh;  /* [nd][batch][H]: r ⊙ H_{t-1} (GRU without linear_before_reset), or NULL */
+  float* tmp; /* [nd][H] */
+  float* y;   /* Y, or NULL */
+  int stopped[2];
+} F32Run;
+
+typedef struct MvTask {
+  const F32Run* r;
+  const float *h, *pk;
+  float* out;
+  size_t blocks, parts;
+} MvTask;
+
+#if RNN_X86
+/* Flush-to-zero and denormals-are-zero, as in the GEMM (cpu_gemm.c): a
+ * subnormal state or product would cost a microcode assist per use. */
+#define FTZ_ON()                                                                                   \
+  const unsigned csr_saved = _mm_getcsr();                                                         \
+  _mm_setcsr(csr_saved | 0x8040u)
+#define FTZ_OFF() _mm_setcsr(csr_saved)
+#else
+#define FTZ_ON()  ((void)0)
+#define FTZ_OFF() ((void)0)
+#endif
+
+/* Parts [p0, p1) of the blocks: part i is blocks [i * blocks / parts,
+ * (i + 1) * blocks / parts), the same every step, so a thread that gets
+ * the same part again finds its blocks in its cache. */
+static void mv_task(void* user, size_t p0, size_t p1) {
+  const MvTask* t = user;
+  const F32Run* r = t->r;
+  FTZ_ON();
+  mv_blocks(r->isa, t->h, r->H, r->batch, r->H, t->pk, p0 * t->blocks / t->parts,
+            p1 * t->blocks / t->parts, t->out, r->ldo);
+  FTZ_OFF();
+}
+
+/* out = h (batch x H) times the n packed columns at pk. Odd steps walk the
+ * blocks last to first: the blocks the previous step read last are still
+ * in the L2 cache, where a fixed order evicts each block just before its
+ * next use whenever R is somewhat larger than the cache (1 MiB per
+ * direction at hidden 256). */
+static void step_mv(const F32Run* r, size_t step, const float* h, const float* pk, size_t n,
+                    float* out) {
+  const size_t blocks = pad_rb(n) / RB, threads = cpu_host->thread_pool_size(r->step_pool);
+  if (r->step_pool && blocks > 1) {
+    MvTask t = {r, h, pk, out, blocks, threads < blocks ? threads : blocks};
+    cpu_host->parallel_for(r->step_pool, t.parts, mv_task, &t);
+  } else if (step & 1) {
+    for (size_t q = blocks; q-- > 0;)
+      mv_blocks(r->isa, h, r->H, r->batch, r->H, pk, q, q + 1, out, r->ldo);
+  } else {
+    mv_blocks(r->isa, h, r->H, r->batch, r->H, pk, 0, blocks, out, r->ldo);
+  }
+}
+
+static size_t xw_row(const F32Run* r, size_t t, size_t b) {
+  return r->s->layout ? b * r->seq + t : t * r->batch + b;
+}
+
+static float* y_row(const F32Run* r, size_t t, size_t d, size_t b) {
+  return r->y +
+         (r->s->layout ? (b * r->seq + t) * r->nd + d : (t * r->nd + d) * r->batch + b) * r->H;
+}
+
+/* Every step of direction d; stops early (stopped[d]) when the run is
+ * cancelled. */
+static void dir_run(F32Run* r, size_t d) {
+  const RnnState* s = r->s;
+  const size_t batch = r->batch, H = r->H, gh = r->gh, xld = r->nd * gh, ldo = r->ldo;
+  const bool rev = s->reverse || d == 1, split = r->segs.n[1] != 0;
+  const ActFn* acts = s->acts + d * s->n_acts_per_dir;
+  const float* pk = r->rpk + d * r->segs.dir_floats;
+  const float clip = (float)s->clip;
+  const float* peep = r->peep ? r->peep + d * 3 * H : NULL;
+  const float* rbh = r->rb_h ? r->rb_h + d * H : NULL;
+  float* h = r->h + d * batch * H;
+  float* c = r->c + d * batch * H;
+  float* hr = r->hr + d * batch * ldo;
+  float* g = r->g + d * batch * gh;
+  float* rh = r->rh ? r->rh + d * batch * H : NULL;
+  float* tmp = r->tmp + d * H;
+  FTZ_ON();
+  for (size_t step = 0; step < r->seq; step++) {
+    if (cpu_should_stop(r->ctx)) {
+      r->stopped[d] = 1;
+      break;
+    }
+    step_mv(r, step, h, pk + r->segs.off[0], r->segs.n[0], hr);
+    for (size_t b = 0; b < batch; b++) {
+      if ((int64_t)step >= r->lens[b]) continue;
+      const size_t t = rev ? (size_t)r->lens[b] - 1 - step : step;
+      const float* xr = r->xw + xw_row(r, t, b) * xld + d * gh;
+      const float* hrb = hr + b * ldo;
+      float* hb = h + b * H;
+      float* gb = g + b * gh;
+      switch (s->cell) {
+      case CELL_RNN:
+        rnn_row(acts, clip, H, xr, hrb, hb);
+        break;
+      case CELL_LSTM:
+        lstm_row(s, acts, clip, H, xr, hrb, peep, gb, hb, c + b * H, tmp);
+        break;
+      case CELL_GRU:
+        gru_zr(acts, clip, H, xr, hrb, gb);
+        if (split) {
+          for (size_t j = 0; j < H; j++)
+            rh[b * H + j] = gb[H + j] * hb[j];
+        } else {
+          for (size_t j = 0; j < H; j++)
+            gb[2 * H + j] = xr[2 * H + j] + gb[H + j] * (hrb[2 * H + j] + (rbh ? rbh[j] : 0.0f));
+          gru_out(acts, clip, H, gb, hb);
+        }
+        break;
+      }
+      if (r->y && !split) memcpy(y_row(r, t, d, b), hb, H * sizeof *hb);
+    }
+    if (!split) continue;
+    /* GRU: (r ⊙ H_{t-1}) R_h^T, then the h gate. */
+    step_mv(r, step, rh, pk + r->segs.off[1], r->segs.n[1], hr);
+    for (size_t b = 0; b < batch; b++) {
+      if ((int64_t)step >= r->lens[b]) continue;
+      const size_t t = rev ? (size_t)r->lens[b] - 1 - step : step;
+      const float* xr = r->xw + xw_row(r, t, b) * xld + d * gh;
+      float* gb = g + b * gh;
+      add_f32(gb + 2 * H, xr + 2 * H, hr + b * ldo, H);
+      gru_out(acts, clip, H, gb, h + b * H);
+      if (r->y) memcpy(y_row(r, t, d, b), h + b * H, H * sizeof(float));
+    }
+  }
+  FTZ_OFF();
+}
+
+static void dir_task(void* user, size_t begin, size_t end) {
+  for (size_t d = begin; d < end; d++)
+    dir_run(user, d);
+}
+
+/* A step's product is split over the pool from this many multiply-adds on
+ * (one direction; smaller ones cost less than the pool's hand-off). */
+#define STEP_SPLIT_WORK ((size_t)128 * 1024)
+
+/* n floats of scratch (at least one), or an error naming the node. */
+static OnyxStatus* scratch_f(OnyxKernelContext* ctx, const OnyxNode* node, size_t a, size_t b,
+                             float** out) {
+  size_t n;
+  if (!cpu_mul_size(a, b, &n) || !cpu_mul_size(n ? n : 1, sizeof(float), &n))
+    return cpu_error(node, ONYX_INVALID_ARGUMENT, "integer overflow sizing %zu x %zu floats", a, b);
+  return nnop_scratch(ctx, n, (void**)out);
+}
+
+static OnyxStatus* rnn_compute_f32(const RnnState* s, OnyxKernelContext* ctx, const RnnDims* dm) {
+  const OnyxNode* node = s->node;
+  const size_t seq = dm->seq, batch = dm->batch, in = dm->in, H = dm->H, gh = dm->gh, nd = dm->nd;
+  const size_t state_n = nd * batch * H;
+  const float* X = cpu_host->tensor_data(cpu_host->ctx_input(ctx, 0));
+  const float* W = cpu_host->tensor_data(cpu_host->ctx_input(ctx, 1));
+  const float* R = cpu_host->tensor_data(cpu_host->ctx_input(ctx, 2));
+#define OPT_IN(i)                                                                                  \
+  (nnop_has_input(ctx, i) ? (const float*)cpu_host->tensor_data(cpu_host->ctx_input(ctx, i)) : NULL)
+  const float* B = OPT_IN(3);
+  const float* h0 = OPT_IN(5);
+  const float* c0 = s->cell == CELL_LSTM ? OPT_IN(6) : NULL;
+  const float* P = s->cell == CELL_LSTM ? OPT_IN(7) : NULL;
+#undef OPT_IN
+  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  F32Run run = {.s = s,
+                .ctx = ctx,
+                .isa = rnn_isa(),
+                .seq = seq,
+                .batch = batch,
+                .H = H,
+                .gh = gh,
+                .nd = nd,
+                .lens = dm->lens,
+                .peep = P};
+  if (!rsegs_make(s, H, &run.segs))
+    return cpu_error(node, ONYX_INVALID_ARGUMENT, "integer overflow packing R (hidden_size %zu)",
+                     H);
+  run.ldo = pad_rb(run.segs.n[0] > run.segs.n[1] ? run.segs.n[0] : run.segs.n[1]);
+  OnyxStatus* st;
+  if (nnop_has_output(node, 0)) {
+    OnyxTensor* y;
+    const int64_t dims0[4] = {(int64_t)seq, (int64_t)nd, (int64_t)batch, (int64_t)H};
+    const int64_t dims1[4] = {(int64_t)batch, (int64_t)seq, (int64_t)nd, (int64_t)H};
+    if ((st = cpu_host->ctx_output(ctx, 0, s->layout ? dims1 : dims0, 4, &y))) return st;
+    run.y = cpu_host->tensor_mutable_data(y);
+  }
+  float *xw, *bias = NULL, *rb_h = NULL, *rpk = NULL;
+  if ((st = scratch_f(ctx, node, seq * batch, nd * gh, &xw)) ||
+      (st = scratch_f(ctx, node, state_n, 1, &run.h)) ||
+      (st = scratch_f(ctx, node, state_n, 1, &run.c)) ||
+      (st = scratch_f(ctx, node, nd * batch, run.ldo, &run.hr)) ||
+      (st = scratch_f(ctx, node, nd * batch, gh, &run.g)) ||
+      (st = scratch_f(ctx, node, nd, H, &run.tmp)) ||
+      (B && (st = scratch_f(ctx, node, nd, gh, &bias))) ||
+      (!s->r_packed && (st = scratch_f(ctx, node, nd, run.segs.dir_floats, &rpk))) ||
+      (run.segs.n[1] && (st = scratch_f(ctx, node, nd * batch, H, &run.rh))))
+    return st;
+  const bool lbr_gru = s->cell == CELL_GRU && s->linear_before_reset;
+  if (B && lbr_gru && (st = scratch_f(ctx, node, nd, H, &rb_h))) return st;
+  /* Biases: Wb + Rb folded into the projection, but for the h gate of a
+   * GRU with linear_before_reset, whose Rb is gated by r (rb_h). */
+  if (B)
+    for (size_t d = 0; d < nd; d++) {
+      const float* wb = B + d * 2 * gh;
+      for (size_t i = 0; i < gh; i++)
+        bias[d * gh + i] = wb[i] + (lbr_gru && i >= 2 * H ? 0.0f : wb[gh + i]);
+      if (rb_h) memcpy(rb_h + d * H, wb + gh + 2 * H, H * sizeof(float));
+    }
+  run.rb_h = rb_h;
+  if (s->r_packed) {
+    run.rpk = s->r_packed;
+  } else {
+    rpack_all(rpk, R, &run.segs, nd, gh, H);
+    run.rpk = rpk;
+  }
+  if (run.segs.n[1]) memset(run.rh, 0, state_n * sizeof(float));
+  /* The projection of every step and direction: X (seq*batch x in) W^T. */
+  if (seq * batch > 0) {
+    CpuGemm gx = {.m = seq * batch,
+                  .n = nd * gh,
+                  .k = in,
+                  .a = X,
+                  .lda = in,
+                  .c = xw,
+                  .ldc = nd * gh,
+                  .alpha = 1,
+                  .bias_col = bias};
+    if (s->w_packed && s->w_k == in) {
+      gx.packed_b = s->w_packed;
+    } else {
+      gx.b = W;
+      gx.ldb = in;
+      gx.trans_b = 1;
+    }
+    cpu_gemm_f32(pool, &gx);
+  }
+  run.xw = xw;
+  /* Initial states, [dir][batch][H] whatever the layout. */
+  for (size_t d = 0; d < nd; d++)
+    for (size_t b = 0; b < batch; b++) {
+      const size_t src = (s->layout ? b * nd + d : d * batch + b) * H, dst = (d * batch + b) * H;
+      if (h0)
+        memcpy(run.h + dst, h0 + src, H * sizeof(float));
+      else
+        memset(run.h + dst, 0, H * sizeof(float));
+      if (c0)
+        memcpy(run.c + dst, c0 + src, H * sizeof(float));
+      else
+        memset(run.c + dst, 0, H * sizeof(float));
+    }
+  if (run.y) {
+    bool short_row = false;
+    for (size_t b = 0; b < batch; b++)
+      short_row |= dm->lens[b] < (int64_t)seq;
+    if (short_row) memset(run.y, 0, seq * state_n * sizeof(float));
+  }
+  const size_t threads = cpu_host->thread_pool_size(pool);
+  if (nd == 2 && threads >= 2 && seq > 0) {
+    cpu_host->parallel_for(pool, 2, dir_task, &run);
+  } else {
+    if (threads >= 2 && batch * gh * H >= STEP_SPLIT_WORK) run.step_pool = pool;
+    for (size_t d = 0; d < nd; d++)
+      dir_run(&run, d);
+  }
+  if (run.stopped[0] || run.stopped[1]) return cpu_cancelled(ctx, NULL);
+  for (size_t which = 1; which <= (s->cell == CELL_LSTM ? 2u : 1u); which++) {
+    if (!nnop_has_output(node, which)) continue;
+    const float* src = which == 1 ? run.h : run.c;
+    OnyxTensor* yt;
+    const int64_t dims0[3] = {(int64_t)nd, (int64_t)batch, (int64_t)H};
+    const int64_t dims1[3] = {(int64_t)batch, (int64_t)nd, (int64_t)H};
+    if ((st = cpu_host->ctx_output(ctx, which, s->layout ? dims1 : dims0, 3, &yt))) return st;
+    float* out = cpu_host->tensor_mutable_data(yt);
+    for (size_t d = 0; d < nd; d++)
+      for (size_t b = 0; b < batch; b++)
+        memcpy(out + (s->layout ? b * nd + d : d * batch + b) * H, src + (d * batch + b) * H,
+               H * sizeof(float));
+  }
+  return NULL;
+}
+
+static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
+  const RnnState* s = state;
+  RnnDims dm;
+  OnyxStatus* st = rnn_check(s, ctx, &dm);
+  if (st) return st;
+  if (cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 0)) == ONYX_ELEM_FLOAT32)
+    return rnn_compute_f32(s, ctx, &dm);
+  return rnn_compute_ref(s, ctx, &dm);
+}
+
 static const int32_t I32[] = {ONYX_ELEM_INT32};
 static const OnyxTypeConstraint TC_RNN[] = {{"T", nnop_types_f, 4}, {"T1", I32, 1}};
 
-/* A create that fails frees the (flat) state it had already handed out. */
+/* A create that fails frees the state it had already handed out. */
 static OnyxStatus* free_on_error(OnyxStatus* st, void** state) {
   if (st && *state) {
-    free(*state);
+    rnn_release(*state);
     *state = NULL;
   }
   return st;
@@ -507,9 +1274,9 @@ static OnyxStatus* rnn_create(OnyxEp* ep, const OnyxNode* node, void* user_data,
 OnyxStatus* cpu_register_rnn(OnyxKernelRegistry* r) {
   const int32_t latest = ONYX_OPSET_LATEST;
   const CpuKernelSpec specs[] = {
-      {"RNN", 1, latest, TC_RNN, 2, rnn_create, rnn_compute, cpu_free_state, (void*)CELL_RNN},
-      {"GRU", 1, latest, TC_RNN, 2, rnn_create, rnn_compute, cpu_free_state, (void*)CELL_GRU},
-      {"LSTM", 1, latest, TC_RNN, 2, rnn_create, rnn_compute, cpu_free_state, (void*)CELL_LSTM},
+      {"RNN", 1, latest, TC_RNN, 2, rnn_create, rnn_compute, rnn_release, (void*)CELL_RNN},
+      {"GRU", 1, latest, TC_RNN, 2, rnn_create, rnn_compute, rnn_release, (void*)CELL_GRU},
+      {"LSTM", 1, latest, TC_RNN, 2, rnn_create, rnn_compute, rnn_release, (void*)CELL_LSTM},
   };
   return cpu_register_specs(r, specs, CPU_ARRAY_LEN(specs));
 }

@@ -49,7 +49,9 @@ static void gemm_f64_rows(void* user, size_t begin, size_t end) {
   const CpuGemm* g = user;
   const double* a = g->a;
   const double* b = g->b;
+  size_t polled = 0;
   for (size_t i = begin; i < end; i++) {
+    if (g->stop && cpu_stop_poll(g->stop, &polled, g->n * g->k + 1)) return;
     double* restrict c = (double*)g->c + i * g->ldc;
     for (size_t j = 0; j < g->n; j++)
       c[j] = g->beta == 0.0 ? 0.0 : g->beta * c[j];

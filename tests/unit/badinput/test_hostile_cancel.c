@@ -92,7 +92,9 @@ static OnyxStatus* run(OnyxSession* s, const OnyxRunOptions* r, const OnyxValue*
 typedef struct Job {
   OnyxSession* s;
   OnyxRunOptions* r;
-  const OnyxValue* x;
+  const char* const* names;
+  const OnyxValue* const* in;
+  size_t n_in;
   OnyxStatus* st;
   double end;
 } Job;
@@ -100,8 +102,10 @@ typedef struct Job {
 static void* job_run(void* arg) {
   Job* j = arg;
   const char* out = "Y";
-  j->st = run(j->s, j->r, j->x, &out, 1, NULL);
+  OnyxValue* y = NULL;
+  j->st = onyx_session_run(j->s, j->r, j->names, j->in, j->n_in, &out, 1, &y);
   j->end = now_s();
+  onyx_value_release(y);
   return NULL;
 }
 
@@ -115,11 +119,12 @@ static void expect_cancel_status(OnyxStatus* st, const char* what, const char* w
   onyx_status_release(st);
 }
 
-/* Runs the session on x on another thread, terminates the run 50 ms after
- * it starts (inside the kernel: the model is one node) and asserts that it
- * ends cancelled within STOP_WITHIN_S of the terminate. */
-static void expect_terminated(OnyxSession* s, const OnyxValue* x, const char* what) {
-  Job j = {.s = s, .x = x};
+/* Runs the session on the named inputs on another thread, terminates the
+ * run 50 ms after it starts (inside the kernel: the model is one node) and
+ * asserts that it ends cancelled within STOP_WITHIN_S of the terminate. */
+static void expect_terminated_with(OnyxSession* s, const char* const* names,
+                                   const OnyxValue* const* in, size_t n_in, const char* what) {
+  Job j = {.s = s, .names = names, .in = in, .n_in = n_in};
   ok(onyx_run_options_create(&j.r));
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, job_run, &j), 0);
@@ -132,6 +137,11 @@ static void expect_terminated(OnyxSession* s, const OnyxValue* x, const char* wh
   if (j.end - t0 > STOP_WITHIN_S)
     fail_msg("%s: stopped %.3f s after the terminate", what, j.end - t0);
   onyx_run_options_release(j.r);
+}
+
+static void expect_terminated(OnyxSession* s, const OnyxValue* x, const char* what) {
+  const char* name = "X";
+  expect_terminated_with(s, &name, &x, 1, what);
 }
 
 /* Runs s (with max_run_ms = limit_ms) on x: cancelled for its time limit,
@@ -237,54 +247,152 @@ static OxTestModel* conv_model(bool constant_w, const float* w) {
   return m;
 }
 
-typedef struct ConvJob {
-  OnyxSession* s;
-  OnyxRunOptions* r;
-  const OnyxValue* in[2];
-  size_t n_in;
-  OnyxStatus* st;
-  double end;
-} ConvJob;
-
-static void* conv_job_run(void* arg) {
-  ConvJob* j = arg;
-  const char* names[] = {"X", "W"};
-  const char* out = "Y";
-  OnyxValue* y = NULL;
-  j->st = onyx_session_run(j->s, j->r, names, j->in, j->n_in, &out, 1, &y);
-  j->end = now_s();
-  onyx_value_release(y);
-  return NULL;
-}
-
 static void test_conv_huge_kernel_terminates(void** state) {
   (void)state;
   float* xd = ramp(512 * 512);
   float* wd = ramp(256 * 256);
   OnyxValue* x = f32_value(DIMS(1, 1, 512, 512), 4, xd);
   OnyxValue* w = f32_value(DIMS(1, 1, 256, 256), 4, wd);
+  const char* names[] = {"X", "W"};
+  const OnyxValue* in[] = {x, w};
   for (int constant_w = 0; constant_w <= 1; constant_w++) {
-    ConvJob j = {.s = session(conv_model(constant_w, wd), 2, 0), .in = {x, w}};
-    j.n_in = constant_w ? 1 : 2;
-    ok(onyx_run_options_create(&j.r));
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, conv_job_run, &j), 0);
-    const struct timespec pause = {0, 50 * 1000000};
-    nanosleep(&pause, NULL);
-    const double t0 = now_s();
-    onyx_run_options_terminate(j.r);
-    pthread_join(th, NULL);
-    const char* what = constant_w ? "Conv 256x256 constant kernel" : "Conv 256x256 kernel input";
-    expect_cancel_status(j.st, what, "cancelled");
-    if (j.end - t0 > STOP_WITHIN_S)
-      fail_msg("%s: stopped %.3f s after the terminate", what, j.end - t0);
-    onyx_run_options_release(j.r);
-    onyx_session_release(j.s);
+    OnyxSession* s = session(conv_model(constant_w, wd), 2, 0);
+    expect_terminated_with(s, names, in, constant_w ? 1 : 2,
+                           constant_w ? "Conv 256x256 constant kernel"
+                                      : "Conv 256x256 kernel input");
+    onyx_session_release(s);
   }
   onyx_value_release(x);
   onyx_value_release(w);
   free(xd);
   free(wd);
+}
+
+/* Einsum "a,b,c->" over three vectors of 2^12: 2^36 terms summed into one
+ * output; and five of 2^13, whose 2^65 terms overflow: an error. */
+static void test_einsum_terminates(void** state) {
+  (void)state;
+  float* v = ramp((size_t)1 << 13);
+  OnyxValue* a = f32_value(DIMS(4096), 1, v);
+  OxTestModel* m = otm_new(12);
+  otm_input_s(m, "A", F32, "N");
+  otm_input_s(m, "B", F32, "N2");
+  otm_input_s(m, "C", F32, "N3");
+  otm_attr_string(otm_node(m, "Einsum", "ein", "A,B,C", "Y"), "equation", "a,b,c->");
+  otm_output_s(m, "Y", F32, NULL);
+  OnyxSession* s = session(m, 2, 0);
+  const char* names[] = {"A", "B", "C", "D", "E"};
+  const OnyxValue* in3[] = {a, a, a};
+  expect_terminated_with(s, names, in3, 3, "Einsum of 2^36 terms");
+  onyx_session_release(s);
+  onyx_value_release(a);
+  a = f32_value(DIMS(8192), 1, v);
+  m = otm_new(12);
+  otm_input_s(m, "A", F32, "N");
+  otm_input_s(m, "B", F32, "N2");
+  otm_input_s(m, "C", F32, "N3");
+  otm_input_s(m, "D", F32, "N4");
+  otm_input_s(m, "E", F32, "N5");
+  otm_attr_string(otm_node(m, "Einsum", "ein", "A,B,C,D,E", "Y"), "equation", "a,b,c,d,e->");
+  otm_output_s(m, "Y", F32, NULL);
+  s = session(m, 1, 0);
+  const OnyxValue* in5[] = {a, a, a, a, a};
+  const char* out = "Y";
+  OnyxValue* y = NULL;
+  OnyxStatus* st = onyx_session_run(s, NULL, names, in5, 5, &out, 1, &y);
+  if (!st || onyx_status_code(st) != ONYX_INVALID_ARGUMENT ||
+      !strstr(onyx_status_message(st), "integer overflow"))
+    fail_msg("Einsum of 2^65 terms: %s", st ? onyx_status_message(st) : "no error");
+  onyx_status_release(st);
+  onyx_session_release(s);
+  onyx_value_release(a);
+  free(v);
+}
+
+/* NonMaxSuppression over 2^16 disjoint boxes, all kept: about 2^31 overlap
+ * tests. */
+static void test_nms_terminates(void** state) {
+  (void)state;
+  const size_t n = (size_t)1 << 16;
+  float* boxes = malloc(n * 4 * sizeof *boxes);
+  float* scores = malloc(n * sizeof *scores);
+  assert_true(boxes && scores);
+  for (size_t i = 0; i < n; i++) {
+    /* [y1, x1, y2, x2]: unit squares two apart along x */
+    boxes[4 * i] = 0, boxes[4 * i + 1] = (float)(2 * i), boxes[4 * i + 2] = 1,
+              boxes[4 * i + 3] = (float)(2 * i + 1);
+    scores[i] = (float)(n - i);
+  }
+  OnyxValue* b = f32_value(DIMS(1, (int64_t)n, 4), 3, boxes);
+  OnyxValue* sc = f32_value(DIMS(1, 1, (int64_t)n), 3, scores);
+  OnyxValue* mx = NULL;
+  ok(onyx_value_create_tensor(I64, NULL, 0, (int64_t[]){(int64_t)n}, 8, &mx));
+  OxTestModel* m = otm_new(11);
+  otm_input_s(m, "B", F32, "N,S,F");
+  otm_input_s(m, "S", F32, "N,C,S");
+  otm_input(m, "M", I64, 0, NULL);
+  otm_node(m, "NonMaxSuppression", "nms", "B,S,M", "Y");
+  otm_output_s(m, "Y", I64, NULL);
+  OnyxSession* s = session(m, 1, 0);
+  const char* names[] = {"B", "S", "M"};
+  const OnyxValue* in[] = {b, sc, mx};
+  expect_terminated_with(s, names, in, 3, "NonMaxSuppression of 2^16 boxes");
+  onyx_session_release(s);
+  onyx_value_release(b);
+  onyx_value_release(sc);
+  onyx_value_release(mx);
+  free(boxes);
+  free(scores);
+}
+
+/* Integer MatMul (a plain loop) of 2048 x 2048 matrices: 2^33 terms. */
+static void test_int_matmul_terminates(void** state) {
+  (void)state;
+  const size_t n = 2048;
+  int64_t* d = calloc(n * n, sizeof *d);
+  assert_non_null(d);
+  OnyxValue* a = NULL;
+  ok(onyx_value_create_tensor(I64, DIMS((int64_t)n, (int64_t)n), 2, d, n * n * 8, &a));
+  OxTestModel* m = otm_new(13);
+  otm_input_s(m, "A", I64, "M,K");
+  otm_input_s(m, "B", I64, "K,N");
+  otm_node(m, "MatMul", "mm", "A,B", "Y");
+  otm_output_s(m, "Y", I64, NULL);
+  OnyxSession* s = session(m, 2, 0);
+  const char* names[] = {"A", "B"};
+  const OnyxValue* in[] = {a, a};
+  expect_terminated_with(s, names, in, 2, "int64 MatMul 2048^3");
+  onyx_session_release(s);
+  onyx_value_release(a);
+  free(d);
+}
+
+/* RoiAlign with sampling_ratio 4096: 2^24 samples per bin, 64 x 64 bins. */
+static void test_roialign_terminates(void** state) {
+  (void)state;
+  float* xd = ramp(16 * 16);
+  OnyxValue* x = f32_value(DIMS(1, 1, 16, 16), 4, xd);
+  OnyxValue* rois = f32_value(DIMS(1, 4), 2, (float[]){0, 0, 15, 15});
+  OnyxValue* bi = NULL;
+  ok(onyx_value_create_tensor(I64, DIMS(1), 1, (int64_t[]){0}, 8, &bi));
+  OxTestModel* m = otm_new(16);
+  otm_input_s(m, "X", F32, "N,C,H,W");
+  otm_input_s(m, "R", F32, "K,F");
+  otm_input_s(m, "I", I64, "K");
+  OxTestNode* n = otm_node(m, "RoiAlign", "roi", "X,R,I", "Y");
+  otm_attr_int(n, "output_height", 64);
+  otm_attr_int(n, "output_width", 64);
+  otm_attr_int(n, "sampling_ratio", 4096);
+  otm_output_s(m, "Y", F32, NULL);
+  OnyxSession* s = session(m, 1, 0);
+  const char* names[] = {"X", "R", "I"};
+  const OnyxValue* in[] = {x, rois, bi};
+  expect_terminated_with(s, names, in, 3, "RoiAlign sampling_ratio 4096");
+  onyx_session_release(s);
+  onyx_value_release(x);
+  onyx_value_release(rois);
+  onyx_value_release(bi);
+  free(xd);
 }
 
 /* --- uncancelled runs give the right values ----------------------------------------------- */
@@ -485,6 +593,10 @@ int main(void) {
       cmocka_unit_test(test_pool_table_terminates),
       cmocka_unit_test(test_pool_time_limit),
       cmocka_unit_test(test_conv_huge_kernel_terminates),
+      cmocka_unit_test(test_einsum_terminates),
+      cmocka_unit_test(test_nms_terminates),
+      cmocka_unit_test(test_int_matmul_terminates),
+      cmocka_unit_test(test_roialign_terminates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,7 +88,9 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
     model_load config tensor_proto run
   # The structure-aware target runs a fixed number of inputs from the seeds
   # alone (FUZZ_STRUCTURED_RUNS; 12000 take 20 to 60 s on 2 cores), not a
-  # fixed time, so the fixed seed gives the same run each time. Its sessions
+  # fixed time, so the step does the same amount of work on any machine (with
+  # the fixed seed, the same mutations until coverage feedback first differs
+  # between two processes: about the first 2,500 inputs). Its sessions
   # stop themselves (max_run_ms, max_fold_ms) through the cancellation every
   # CPU kernel with data- or attribute-bound work polls; libFuzzer's
   # per-input timeout (20 s) is only a backstop.

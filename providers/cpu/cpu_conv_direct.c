@@ -331,8 +331,7 @@ static void items(void* user, size_t begin, size_t end) {
   const float* xb[CHUNK > CHUNK2 ? CHUNK : CHUNK2];
   size_t polled = 0;
   for (size_t it = begin; it < end; it++) {
-    /* one item: a chunk of positions x a block of channels x K */
-    if (cpu_stop_poll(j->stop, &polled, j->chunk * ocb * d->k)) return;
+    if (cpu_stop_seen(j->stop)) return; /* the k blocks below poll */
     const size_t g = wide ? it / j->chunks : it % j->blocks;
     const size_t c = wide ? it % j->chunks : it / j->blocks;
     const size_t oc0 = g * ocb, ocn = d->oc - oc0 < ocb ? d->oc - oc0 : ocb;
@@ -347,6 +346,7 @@ static void items(void* user, size_t begin, size_t end) {
     const size_t tiles = (pn + TM - 1) / TM;
     for (size_t k0 = 0; k0 < d->k; k0 += j->kc) {
       const size_t kc = d->k - k0 < j->kc ? d->k - k0 : j->kc;
+      if (cpu_stop_poll(j->stop, &polled, pn * ocb * kc)) return;
       /* the next k block's weights: its lines shared out among the tiles */
       const size_t rest = d->k - k0 - kc, next = rest < j->kc ? rest : j->kc;
       const size_t lines = next * ocb * sizeof(float) / 64, per = (lines + tiles - 1) / tiles;

@@ -164,14 +164,16 @@ static inline bool cpu_stop_seen(const CpuStop* s) {
   return s && __atomic_load_n(&s->stopped, __ATOMIC_RELAXED) != 0;
 }
 /* Adds `work` units to the worker's counter *acc; past CPU_STOP_INTERVAL
- * polls the host (and resets *acc). True when the loop should stop. Inline
+ * polls the host (and resets *acc). True when the loop should stop (at once
+ * when another worker saw the stop). Inline
  * (cpu_should_stop's test included) so the GEMM core builds on its own. */
 static inline bool cpu_stop_poll(CpuStop* s, size_t* acc, size_t work) {
   if (!s || !s->ctx) return false;
+  /* another worker's stop ends this one's loop at once (a plain load) */
+  if (cpu_stop_seen(s)) return true;
   if (__builtin_add_overflow(*acc, work, acc)) *acc = SIZE_MAX;
   if (*acc < CPU_STOP_INTERVAL) return false;
   *acc = 0;
-  if (cpu_stop_seen(s)) return true;
   if (cpu_host->struct_size <
           offsetof(OnyxHostApi, ctx_should_stop) + sizeof cpu_host->ctx_should_stop ||
       !cpu_host->ctx_should_stop || !cpu_host->ctx_should_stop(s->ctx))

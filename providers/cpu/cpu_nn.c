@@ -1236,12 +1236,14 @@ static inline float maxpool2d_one(const float* x, const Geometry* g, int64_t h0,
   pool_clip(w0, kw_n, dw, 0, iw_n, &b0, &b1);
   if (a0 == a1 || b0 == b1) return -INFINITY; /* the window misses the input */
   /* Seeded with the first valid element, which `v > best` then skips: the
-   * select compiles to maxss, which keeps `best` on unordered. */
+   * select compiles to maxss, which keeps `best` on unordered. Indices are
+   * formed in int64 and only then added to x: w0 may lie far before the
+   * row (pads of 2^61), which a pointer must never reach. */
   float best = x[(h0 + a0 * dh) * iw_n + w0 + b0 * dw];
   for (int64_t a = a0; a < a1; a++) {
-    const float* row = x + (h0 + a * dh) * iw_n + w0;
+    const float* row = x + (h0 + a * dh) * iw_n;
     for (int64_t b = b0; b < b1; b++) {
-      const float v = row[b * dw];
+      const float v = row[w0 + b * dw];
       best = v > best ? v : best;
     }
   }
@@ -1341,14 +1343,16 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
          * last vl overlapping the ones before (the same values again) */
         for (; ow < lo; ow++)
           yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
-        const float* base = x + (h0 + a0 * dh) * iw_n - pw;
+        /* the first valid row; columns from lo * sw - pw >= 0 on */
+        const float* base = x + (h0 + a0 * dh) * iw_n;
         const int64_t nv = (hi - lo) / vl * vl;
         void (*row)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, float*) =
             vl == 16 ? maxpool_row16_avx512 : maxpool_row8_avx2;
         /* one valid row needs no step (a huge dh would overflow it) */
         const int64_t step = a1 - a0 > 1 ? dh * iw_n : 0;
-        row(base + lo * sw, step, a1 - a0, kw_n, sw, nv, yr + lo);
-        if (nv < hi - lo) row(base + (hi - vl) * sw, step, a1 - a0, kw_n, sw, vl, yr + hi - vl);
+        row(base + (lo * sw - pw), step, a1 - a0, kw_n, sw, nv, yr + lo);
+        if (nv < hi - lo)
+          row(base + ((hi - vl) * sw - pw), step, a1 - a0, kw_n, sw, vl, yr + hi - vl);
         ow = hi;
         size_t work;
         if (__builtin_mul_overflow((size_t)(hi - lo), taps, &work)) work = SIZE_MAX;
@@ -1362,7 +1366,7 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
         for (; ow < lo; ow++)
           yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
         for (; ow + 8 <= hi; ow += 8) {
-          const float* base = x + h0 * iw_n + ow * sw - pw;
+          const float* base = x + (h0 * iw_n + ow * sw - pw); /* inside X: [lo, hi) */
           float best[8];
           for (int k = 0; k < 8; k++)
             best[k] = base[k * sw];

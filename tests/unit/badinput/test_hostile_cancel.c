@@ -546,6 +546,46 @@ static void test_pool_window_2_62_taps(void** state) {
   onyx_value_release(x);
 }
 
+/* MaxPool SAME_UPPER with kernel_shape [2, 2^62 - 1] over 1x1x4x2 (a
+ * fuzz_structured finding: the 2-D path formed a pointer 2^61 floats
+ * before the row). The width pads are 2^61 - 1 on each side, so every
+ * window spans the whole row; the height window is rows oh and oh + 1. A
+ * width of 3 or more would take the padded extent past INT64_MAX: an
+ * error. */
+static void test_maxpool_same_upper_kernel_2_62(void** state) {
+  (void)state;
+  const int64_t k1 = ((int64_t)1 << 62) - 1;
+  float* xd = ramp(8);
+  OnyxValue* x = f32_value(DIMS(1, 1, 4, 2), 4, xd);
+  OxTestModel* m = otm_new(19);
+  otm_input_s(m, "X", F32, "N,C,H,W");
+  OxTestNode* n = otm_node(m, "MaxPool", "pool", "X", "Y");
+  otm_attr_ints(n, "kernel_shape", 2, DIMS(2, k1));
+  otm_attr_string(n, "auto_pad", "SAME_UPPER");
+  otm_output_s(m, "Y", F32, NULL);
+  OnyxSession* s = session(m, 1, 0);
+  const char* out = "Y";
+  OnyxValue* got = NULL;
+  ok(run(s, NULL, x, &out, 1, &got));
+  const OnyxTensor* yt = onyx_value_tensor(got);
+  assert_int_equal(onyx_tensor_elem_count(yt), 8);
+  const float* y = onyx_tensor_data(yt);
+  for (int64_t oh = 0; oh < 4; oh++) {
+    float want = -INFINITY;
+    for (int64_t r = oh; r < oh + 2 && r < 4; r++)
+      for (int64_t c = 0; c < 2; c++)
+        want = xd[r * 2 + c] > want ? xd[r * 2 + c] : want;
+    for (int64_t ow = 0; ow < 2; ow++)
+      if (y[oh * 2 + ow] != want)
+        fail_msg("output (%lld, %lld) is %g, want %g", (long long)oh, (long long)ow,
+                 (double)y[oh * 2 + ow], (double)want);
+  }
+  onyx_value_release(got);
+  onyx_session_release(s);
+  onyx_value_release(x);
+  free(xd);
+}
+
 /* The plain definition of a single-channel 2-D Conv with pads, stride 1. */
 static void ref_conv(const float* x, int64_t ih, int64_t iw, const float* w, int64_t kh, int64_t kw,
                      int64_t pad, float* y, int64_t oh, int64_t ow) {
@@ -611,6 +651,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pool_values),
       cmocka_unit_test(test_pool_window_2_62_taps),
+      cmocka_unit_test(test_maxpool_same_upper_kernel_2_62),
       cmocka_unit_test(test_conv_values),
       cmocka_unit_test(test_maxpool_huge_window_terminates),
       cmocka_unit_test(test_pool_table_terminates),

@@ -506,7 +506,10 @@ static void test_explain_escapes_names(void** state) {
   OxTestModel* m = otm_new(17);
   otm_input(m, "X\x1b[2J", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
   otm_node(m, "Relu", "evil\nnode\x07", "X\x1b[2J", "A\r\\");
-  otm_node(m, "Neg", "csi\xc2\x9b" "31m", "A\r\\", "Y");
+  otm_node(m, "Neg",
+           "csi\xc2\x9b"
+           "31m",
+           "A\r\\", "Y");
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
   uint8_t* bytes;
   size_t len;

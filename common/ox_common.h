@@ -74,6 +74,12 @@ typedef struct OxStr {
   bool oom;
 } OxStr;
 void ox_str_addf(OxStr* s, const char* fmt, ...) OX_PRINTF(2, 3);
+/* Appends text (NULL: "") escaped as the `onyx` command prints names: a
+ * backslash as \\, newline, CR and tab as \n \r \t, other C0 controls,
+ * DEL and C1 controls (UTF-8 0xc2 0x80..0x9f) as \xHH per byte; then
+ * spaces up to `width` bytes. A name from a model cannot start a terminal
+ * sequence or a line of its own in a report. */
+void ox_str_add_escaped(OxStr* s, const char* text, size_t width);
 /* Takes the text (never NULL unless OOM) and resets s. */
 char* ox_str_take(OxStr* s);
 void ox_str_free(OxStr* s);

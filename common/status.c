@@ -171,6 +171,28 @@ void ox_str_addf(OxStr* s, const char* fmt, ...) {
   va_end(ap);
 }
 
+void ox_str_add_escaped(OxStr* s, const char* text, size_t width) {
+  size_t start = s->len;
+  for (const unsigned char* c = (const unsigned char*)(text ? text : ""); *c; c++) {
+    const bool c1 = c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f;
+    if (*c == '\\')
+      ox_str_addf(s, "\\\\");
+    else if (*c == '\n')
+      ox_str_addf(s, "\\n");
+    else if (*c == '\r')
+      ox_str_addf(s, "\\r");
+    else if (*c == '\t')
+      ox_str_addf(s, "\\t");
+    else if (*c < 0x20 || *c == 0x7f)
+      ox_str_addf(s, "\\x%02x", *c);
+    else if (c1)
+      ox_str_addf(s, "\\x%02x\\x%02x", c[0], c[1]), c++;
+    else
+      ox_str_addf(s, "%c", *c);
+  }
+  if (!s->oom && s->len - start < width) ox_str_addf(s, "%*s", (int)(width - (s->len - start)), "");
+}
+
 char* ox_str_take(OxStr* s) {
   char* out = s->oom ? NULL : (s->data ? s->data : ox_strdup(""));
   if (s->oom) free(s->data);

@@ -3,7 +3,9 @@
 # each for a fixed time (docs/security.md).
 #   fuzz/fuzz.sh [SECONDS] [TARGET...]      default: 30 s each, all targets
 # Environment: BUILD (default build-fuzz), JOBS (parallel fuzzing processes
-# per target, default 1), ONNX_TESTS (the ONNX node tests whose small models
+# per target, default 1), RUNS (a fixed number of inputs per target instead of
+# SECONDS: with FUZZ_SEED the run starts from the seeds alone, an emptied
+# working corpus, so it is the same run each time), ONNX_TESTS (the ONNX node tests whose small models
 # and .pb files join the seeds; default $ONYX_ONNX_TESTS/node, else
 # ../shared/onnx-tests/node beside the checkout).
 # Seeds and the working corpora live in $BUILD/fuzz-corpus and are never
@@ -65,6 +67,8 @@ status=0
 for t in "${TARGETS[@]}"; do
   corpus="$BUILD/fuzz-corpus/$t"
   art="$BUILD/fuzz-artifacts/$t"
+  # a fixed-count run starts from the seeds alone
+  [ -n "${RUNS:-}" ] && rm -rf "$corpus"
   mkdir -p "$corpus" "$art"
   log="$BUILD/fuzz-artifacts/$t.log"
   if [ "$JOBS" -gt 1 ]; then par=(-fork="$JOBS"); else par=(); fi
@@ -72,9 +76,15 @@ for t in "${TARGETS[@]}"; do
   # FUZZ_SEED fixes libFuzzer's random seed, so a short run (CI's) makes the
   # same mutations each time instead of a new sample of them.
   [ -n "${FUZZ_SEED:-}" ] && par+=(-seed="$FUZZ_SEED")
-  echo "== fuzz $t: ${SECONDS_EACH}s"
+  if [ -n "${RUNS:-}" ]; then
+    par+=(-runs="$RUNS")
+    echo "== fuzz $t: $RUNS inputs"
+  else
+    par+=(-max_total_time="$SECONDS_EACH")
+    echo "== fuzz $t: ${SECONDS_EACH}s"
+  fi
   if ! ONYX_PROVIDER_PATH="$BUILD/lib" LSAN_OPTIONS="suppressions=$ROOT/fuzz/lsan.supp" \
-      "$BUILD/bin/fuzz_$t" "$corpus" "$SEEDS/$t" "${par[@]}" -max_total_time="$SECONDS_EACH" \
+      "$BUILD/bin/fuzz_$t" "$corpus" "$SEEDS/$t" "${par[@]}" \
       -rss_limit_mb=2048 -timeout=20 -artifact_prefix="$art/" -print_final_stats=1 >"$log" 2>&1; then
     echo "fuzz $t FAILED: input saved in $art/ (log: $log)"
     grep -m1 -A12 -E "ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|runtime error|deadly signal" \

@@ -17,8 +17,8 @@ static int explain(const OnyxSession* s, CliError* e) {
   char* text = NULL;
   OnyxStatus* st = onyx_session_explain(s, &text);
   if (st) return cli_err_status(e, st, "explain failed");
-  /* The report's own lines stay; other control bytes of names are escaped. */
-  cli_fputs_escaped(stdout, text ? text : "", 1);
+  /* onyx_session_explain escapes the names in it as this command does. */
+  fputs(text ? text : "", stdout);
   onyx_free(text);
   return 0;
 }

@@ -803,8 +803,30 @@ static void ox_uncharge_slot(OxFrame* f, OxCharges* c, size_t slot) {
   c->bytes[slot] = 0;
 }
 
-/* Charges a finished step's new values; over max_session_bytes is an error
- * (the values are still charged: the frame's end releases them). */
+static const char* ox_step_op(const OxStep* st) {
+  return st->kind == OX_STEP_KERNEL || st->kind == OX_STEP_HOST ? st->node->op_type
+         : st->kind == OX_STEP_GROUP                            ? "fused group"
+                                                                : "copy";
+}
+
+OnyxStatus* ox_frame_charge_output(OxFrame* f, const OxStep* st, size_t slot, OnyxElemType type,
+                                   const int64_t* dims, size_t rank) {
+  const OnyxSession* s = f->session;
+  size_t max = s->opts->max_session_bytes;
+  if (!max || !f->live_bytes || (f->charged && f->charged[slot])) return NULL;
+  size_t b = type == ONYX_ELEM_STRING ? sizeof(char*) : ox_elem_size(type), total;
+  for (size_t i = 0; i < rank; i++)
+    if (dims[i] < 0 || !ox_mul_size(b, (size_t)dims[i], &b)) b = SIZE_MAX;
+  if (!ox_add_size(*f->live_bytes, b, &total) || total > max)
+    return ox_live_over(f, ox_step_name(s, st), ox_step_op(st), b);
+  ox_frame_charge(f, b);
+  if (f->charged) f->charged[slot] = b + 1; /* b < max: no wrap */
+  return NULL;
+}
+
+/* Charges a finished step's values that its allocation did not (views,
+ * values of host ops, copies); over max_session_bytes is an error (the
+ * values are still charged: the frame's end releases them). */
 static OnyxStatus* ox_charge_outputs(OxFrame* f, OxCharges* c, const OxStep* st,
                                      const bool* borrowed) {
   OnyxStatus* err = NULL;
@@ -814,11 +836,7 @@ static OnyxStatus* ox_charge_outputs(OxFrame* f, OxCharges* c, const OxStep* st,
     if (slot == OX_NO_SLOT || borrowed[slot] || c->bytes[slot] || !f->values[slot]) continue;
     size_t b = ox_value_bytes(f->values[slot]), live = *f->live_bytes, total;
     if (!err && (!ox_add_size(live, b, &total) || total > max)) {
-      const OnyxSession* s = f->session;
-      const char* op = st->kind == OX_STEP_KERNEL || st->kind == OX_STEP_HOST ? st->node->op_type
-                       : st->kind == OX_STEP_GROUP                            ? "fused group"
-                                                                              : "copy";
-      err = ox_live_over(f, ox_step_name(s, st), op, b);
+      err = ox_live_over(f, ox_step_name(f->session, st), ox_step_op(st), b);
     }
     ox_frame_charge(f, b);
     c->bytes[slot] = b == SIZE_MAX ? SIZE_MAX : b + 1;
@@ -871,6 +889,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
   OxCharges charges = {0};
   if (s->opts->max_session_bytes && f.live_bytes)
     charges.bytes = calloc(P->n_slots + 1, sizeof *charges.bytes);
+  f.charged = charges.bytes; /* kernels' outputs are charged as they are allocated */
   f.values = calloc(P->n_slots + 1, sizeof *f.values);
   bool* borrowed = calloc(P->n_slots + 1, sizeof *borrowed);
   OxTensor** preset = preset_outputs ? calloc(P->n_slots + 1, sizeof *preset) : NULL;

@@ -25,6 +25,7 @@ typedef struct OxFoldCtx {
   size_t max_bytes;
   bool stopped;      /* the time budget ran out */
   size_t over_bytes; /* folds skipped for their size */
+  size_t folded;     /* bytes of the folded outputs, against max_session_bytes */
 } OxFoldCtx;
 
 /* Bytes of a value whose shape is static, or SIZE_MAX when it is not known
@@ -118,12 +119,15 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
     OxFrame f = {.session = &tmp,
                  .values = vals,
                  .deadline_ns = fc->deadline_ns,
-                 .deadline_what = "constant folding"};
+                 .deadline_what = "constant folding",
+                 .live_bytes = &fc->folded};
+    const size_t folded = fc->folded;
     OnyxKernelContext kc = {.frame = &f, .step = &step};
     st = d->compute(state, &kc);
     if (st && st->code == ONYX_CANCELLED) fc->stopped = true;
     if (!st && ox_frame_should_stop(&f)) fc->stopped = true; /* finished just past it */
     if (st && st->code == ONYX_LIMIT_EXCEEDED) fc->over_bytes++;
+    if (st) fc->folded = folded; /* a fold not done holds nothing */
     for (size_t i = 0; i < kc.n_scratch; i++)
       free(kc.scratch[i]);
     free(kc.scratch);
@@ -226,7 +230,7 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
   if (fold.over_bytes)
     ox_session_log(s, ONYX_LOG_INFO,
                    "%s: constant folding left %zu node%s unfolded: %s outputs would exceed "
-                   "%zu bytes",
+                   "%zu bytes, or bring the folded constants over max_session_bytes",
                    s->source, fold.over_bytes, fold.over_bytes == 1 ? "" : "s",
                    fold.over_bytes == 1 ? "its" : "their", fold_bytes);
   char* text = ox_opt_stats_str(&stats);

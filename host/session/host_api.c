@@ -250,6 +250,7 @@ static OnyxStatus* h_ctx_output(OnyxKernelContext* c, size_t i, const int64_t* d
   bool heap = s->plan.slots[slot].is_output && st->out_mem[i].kind == ONYX_DEVICE_CPU &&
               ox_memory_equal(&st->out_mem[i], &OX_HOST_MEMORY);
   OX_TRY(ox_session_check_tensor_limit(s, type, dims, rank)); /* every path below */
+  OX_TRY(ox_frame_charge_output(c->frame, st, slot, type, dims, rank));
   OxTensor* t = ox_frame_preset_take(c->frame, slot, type, dims, rank, &st->out_mem[i]);
   if (!t && !heap && c->frame->memrun)
     t = ox_memplan_take(s, c->frame->memrun, slot, type, dims, rank);

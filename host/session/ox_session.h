@@ -267,6 +267,10 @@ typedef struct OxFrame {
   /* Feeds outside their slot's memory and outputs fetched in a device's
    * memory (IO binding; host/exec/executor.c), or NULL. */
   struct OxRunIo* io;
+  /* Per slot, or NULL: 0 while the slot's value is not charged to
+   * live_bytes, else the bytes charged plus one (executor.c). Without it
+   * (constant folding) what is charged stays charged. */
+  size_t* charged;
 } OxFrame;
 
 struct OnyxKernelContext {
@@ -279,6 +283,12 @@ struct OnyxKernelContext {
 /* 1 when the run of frame f should stop (terminated through its run
  * options, or past its time limit): host/exec/executor.c. */
 bool ox_frame_should_stop(const OxFrame* f);
+/* Charges the output a step is about to allocate in `slot` (type, dims,
+ * rank) to the run's live bytes before the memory is taken: over
+ * max_session_bytes it is ONYX_LIMIT_EXCEEDED naming the step and nothing
+ * is charged (host/exec/executor.c). */
+OnyxStatus* ox_frame_charge_output(OxFrame* f, const OxStep* st, size_t slot, OnyxElemType type,
+                                   const int64_t* dims, size_t rank);
 
 /* max_tensor_bytes against a tensor about to be allocated (any memory). */
 OnyxStatus* ox_session_check_tensor_limit(const struct OnyxSession* s, OnyxElemType type,

@@ -228,21 +228,55 @@ ONYX_API size_t onyx_session_provider_node_count(const OnyxSession* s, size_t i)
 }
 
 /* --- explain ----------------------------------------------------------------------------- */
+/* Every name in the text (of nodes, values, ops, groups, providers, files)
+ * goes through ox_str_add_escaped: a model's names may hold control bytes
+ * and newlines, which must not end a line of the report or reach a
+ * terminal raw. */
+#define ESC(t, name) ox_str_add_escaped(t, name, 0)
+
+static void ox_explain_names(OxStr* t, OxValue* const* vals, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    ox_str_addf(t, "%s'", i ? ", " : "");
+    ESC(t, vals[i]->name);
+    ox_str_addf(t, "'");
+  }
+  if (!n) ox_str_addf(t, "(none)");
+}
+
 static void ox_explain_node(OxStr* t, const OnyxSession* s, const OxNode* n) {
-  ox_str_addf(t, "  %-32s %-22s v%-3d -> %s", n->name, n->op_type, (int)n->since_version,
-              n->ep >= 0 ? s->eps[n->ep].name : "host");
-  if (n->group >= 0) ox_str_addf(t, " (group '%s')", s->part.groups[n->group].name);
+  ox_str_addf(t, "  ");
+  ox_str_add_escaped(t, n->name, 32);
+  ox_str_addf(t, " ");
+  ox_str_add_escaped(t, n->op_type, 22);
+  ox_str_addf(t, " v%-3d -> ", (int)n->since_version);
+  ESC(t, n->ep >= 0 ? s->eps[n->ep].name : "host");
+  if (n->group >= 0) {
+    ox_str_addf(t, " (group '");
+    ESC(t, s->part.groups[n->group].name);
+    ox_str_addf(t, "')");
+  }
   ox_str_addf(t, "\n");
-  if (n->origin_pass)
-    ox_str_addf(t, "      made by %s from %s\n", n->origin_pass,
-                n->origin_nodes && *n->origin_nodes ? n->origin_nodes : "(no node)");
+  if (n->origin_pass) {
+    ox_str_addf(t, "      made by ");
+    ESC(t, n->origin_pass);
+    ox_str_addf(t, " from ");
+    ESC(t, n->origin_nodes && *n->origin_nodes ? n->origin_nodes : "(no node)");
+    ox_str_addf(t, "\n");
+  }
   /* Declines of this node, or of the model's nodes a rewrite made it from. */
   for (size_t i = 0; i < s->part.n_declines; i++) {
     const OxDecline* d = &s->part.declines[i];
-    if (!strcmp(d->node_name, n->name) || ox_list_has(n->origin_nodes, ", ", d->node_name))
-      ox_str_addf(t, "      declined by %s%s%s: %s\n", s->eps[d->ep].name,
-                  strcmp(d->node_name, n->name) ? " as " : "",
-                  strcmp(d->node_name, n->name) ? d->node_name : "", d->reason);
+    if (!strcmp(d->node_name, n->name) || ox_list_has(n->origin_nodes, ", ", d->node_name)) {
+      ox_str_addf(t, "      declined by ");
+      ESC(t, s->eps[d->ep].name);
+      if (strcmp(d->node_name, n->name)) {
+        ox_str_addf(t, " as ");
+        ESC(t, d->node_name);
+      }
+      ox_str_addf(t, ": ");
+      ESC(t, d->reason);
+      ox_str_addf(t, "\n");
+    }
   }
 }
 
@@ -250,13 +284,19 @@ static void ox_explain_groups(OxStr* t, const OnyxSession* s) {
   ox_str_addf(t, "\nfused groups: %zu\n", s->part.n_groups);
   for (size_t i = 0; i < s->part.n_groups; i++) {
     const OxGroup* grp = &s->part.groups[i];
-    ox_str_addf(t, "  '%s' on %s: %zu nodes (", grp->name, s->eps[grp->ep].name, grp->view.n_nodes);
-    for (size_t k = 0; k < grp->view.n_nodes; k++)
-      ox_str_addf(t, "%s%s", k ? ", " : "", grp->view.nodes[k]->name);
+    ox_str_addf(t, "  '");
+    ESC(t, grp->name);
+    ox_str_addf(t, "' on ");
+    ESC(t, s->eps[grp->ep].name);
+    ox_str_addf(t, ": %zu nodes (", grp->view.n_nodes);
+    for (size_t k = 0; k < grp->view.n_nodes; k++) {
+      if (k) ox_str_addf(t, ", ");
+      ESC(t, grp->view.nodes[k]->name);
+    }
     ox_str_addf(t, "); inputs: ");
-    ox_list_names(t, grp->view.inputs, grp->view.n_inputs);
+    ox_explain_names(t, grp->view.inputs, grp->view.n_inputs);
     ox_str_addf(t, "; outputs: ");
-    ox_list_names(t, grp->view.outputs, grp->view.n_outputs);
+    ox_explain_names(t, grp->view.outputs, grp->view.n_outputs);
     ox_str_addf(t, "\n");
   }
 }
@@ -264,27 +304,39 @@ static void ox_explain_groups(OxStr* t, const OnyxSession* s) {
 ONYX_API OnyxStatus* onyx_session_explain(const OnyxSession* s, char** text) {
   if (!s || !text) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_explain: NULL argument");
   OxStr t = {0};
-  ox_str_addf(&t, "model: %s\nproviders (priority order):\n", s->source);
+  ox_str_addf(&t, "model: ");
+  ESC(&t, s->source);
+  ox_str_addf(&t, "\nproviders (priority order):\n");
   for (size_t i = 0; i < s->n_eps; i++) {
     const OnyxProvider* p = s->eps[i].lib->provider;
-    ox_str_addf(&t, "  %zu. %-10s %zu nodes%s  (%s %s)  [%s]\n", i + 1, s->eps[i].name,
-                s->eps[i].n_nodes, s->eps[i].implicit ? " (appended as fallback)" : "",
-                p && p->vendor ? p->vendor : "?", p && p->version ? p->version : "?",
-                s->eps[i].lib->path);
+    ox_str_addf(&t, "  %zu. ", i + 1);
+    ox_str_add_escaped(&t, s->eps[i].name, 10);
+    ox_str_addf(&t, " %zu nodes%s  (", s->eps[i].n_nodes,
+                s->eps[i].implicit ? " (appended as fallback)" : "");
+    ESC(&t, p && p->vendor ? p->vendor : "?");
+    ox_str_addf(&t, " ");
+    ESC(&t, p && p->version ? p->version : "?");
+    ox_str_addf(&t, ")  [");
+    ESC(&t, s->eps[i].lib->path);
+    ox_str_addf(&t, "]\n");
   }
   ox_str_addf(&t, "\nnodes: %zu (execution order)\n", s->graph->n_nodes);
   for (size_t i = 0; i < s->graph->n_nodes; i++)
     ox_explain_node(&t, s, s->graph->nodes[i]);
   ox_explain_groups(&t, s);
   ox_str_addf(&t, "\ncopies: %zu\n", s->plan.n_copies);
-  for (size_t i = 0; i < s->plan.n_copies; i++)
-    ox_str_addf(&t, "  %s\n", s->plan.copies[i].text);
+  for (size_t i = 0; i < s->plan.n_copies; i++) {
+    ox_str_addf(&t, "  ");
+    ESC(&t, s->plan.copies[i].text); /* one line, with value names */
+    ox_str_addf(&t, "\n");
+  }
   char* mem = ox_memplan_summary(s); /* the planned peak per device */
   if (mem) ox_str_addf(&t, "\nmemory: %s\n", mem);
   free(mem);
   *text = ox_str_take(&t);
   return *text ? NULL : ox_oom();
 }
+#undef ESC
 
 /* --- node priorities ------------------------------------------------------------------------ */
 OnyxStatus* ox_session_apply_priorities(OnyxSession* s) {

@@ -104,7 +104,8 @@ typedef struct Job {
   float* y;             /* the current image's Y */
   const float* z;       /* the current image's Z, or NULL */
   size_t hp, wp, positions, chunk, chunks, blocks;
-  size_t kc; /* k block: at most KC, K split evenly */
+  size_t kc;     /* k block: at most KC, K split evenly */
+  CpuStop* stop; /* the run's cancellation, polled per work item */
 } Job;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -328,7 +329,9 @@ static void items(void* user, size_t begin, size_t end) {
   float part[CHUNK * OCB > CHUNK2 * OCB2 ? CHUNK * OCB : CHUNK2 * OCB2]
       __attribute__((aligned(64)));
   const float* xb[CHUNK > CHUNK2 ? CHUNK : CHUNK2];
+  size_t polled = 0;
   for (size_t it = begin; it < end; it++) {
+    if (cpu_stop_seen(j->stop)) return; /* the k blocks below poll */
     const size_t g = wide ? it / j->chunks : it % j->blocks;
     const size_t c = wide ? it % j->chunks : it / j->blocks;
     const size_t oc0 = g * ocb, ocn = d->oc - oc0 < ocb ? d->oc - oc0 : ocb;
@@ -343,6 +346,7 @@ static void items(void* user, size_t begin, size_t end) {
     const size_t tiles = (pn + TM - 1) / TM;
     for (size_t k0 = 0; k0 < d->k; k0 += j->kc) {
       const size_t kc = d->k - k0 < j->kc ? d->k - k0 : j->kc;
+      if (cpu_stop_poll(j->stop, &polled, pn * ocb * kc)) return;
       /* the next k block's weights: its lines shared out among the tiles */
       const size_t rest = d->k - k0 - kc, next = rest < j->kc ? rest : j->kc;
       const size_t lines = next * ocb * sizeof(float) / 64, per = (lines + tiles - 1) / tiles;
@@ -433,6 +437,7 @@ static OnyxStatus* run_padded(const CpuConvDirect* d, OnyxKernelContext* ctx,
     j->y = p->y + n * d->oc * j->positions;
     j->z = p->z ? p->z + n * d->oc * j->positions : NULL;
     cpu_host->parallel_for(pool, items, fn, j);
+    if (cpu_stop_seen(j->stop)) return cpu_cancelled(ctx, NULL);
   }
   return NULL;
 }
@@ -524,7 +529,9 @@ AVX2 static void row_items(void* user, size_t begin, size_t end) {
   const CpuConvDirectRun* p = j->p;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256 out[RC][RV];
+  size_t polled = 0;
   for (size_t it = begin; it < end; it++) {
+    if (cpu_stop_poll(j->stop, &polled, p->ow * OCB2 * d->k)) return;
     const size_t oh = it / j->blocks, g = it % j->blocks;
     const float* wb = d->w + g * d->k * OCB2;
     const float* xrow = j->xp + oh * p->sh * 2 * j->wp;
@@ -601,7 +608,8 @@ OnyxStatus* cpu_conv_direct_run(const CpuConvDirect* d, OnyxKernelContext* ctx,
                                 const CpuConvDirectRun* p) {
   atomic_fetch_add(&runs_count, 1);
   if (p->oh == 0 || p->ow == 0 || p->n == 0) return NULL;
-  Job j = {.d = d, .p = p};
+  CpuStop stop = {.ctx = ctx};
+  Job j = {.d = d, .p = p, .stop = &stop};
   /* Xp covers every input position some window reads: rows [-pad_top,
    * (oh - 1) sh + (kh - 1) dh - pad_top], likewise columns. */
   size_t th, tw;

@@ -361,6 +361,7 @@ typedef struct Job {
   Runs* lout;                  /* avx512, segs: per 16 tiles of the block, their runs in Y */
   const float* xp;             /* segs: Xp, (n * ic) planes of xp_h x xp_w floats */
   size_t xp_h, xp_w, xp_plane; /* Xp row r, column c: X's row r - pad_top, column c - pad_left */
+  CpuStop* stop;               /* the run's cancellation, polled per block */
 } Job;
 
 /* Lane of the natural tile index i (0..7) of an 8-tile half for the AVX2
@@ -1032,15 +1033,19 @@ static void blocks_task(void* user, size_t s0, size_t s1) {
   for (size_t s = s0; s < s1; s++) {
     Job j = *b->tmpl;
     slot_init(&j, b->base + s * b->slot_bytes, b->bt);
-    for (size_t k; (k = atomic_fetch_add(&b->next, 1)) < b->blocks;)
+    size_t polled = 0;
+    for (size_t k; (k = atomic_fetch_add(&b->next, 1)) < b->blocks;) {
+      if (cpu_stop_poll(j.stop, &polled, CPU_STOP_INTERVAL)) return;
       run_block(&j, k * b->bt, b->bt, NULL);
+    }
   }
 }
 
 OnyxStatus* cpu_winograd_conv(const CpuWinograd* wg, OnyxKernelContext* ctx,
                               const CpuWinogradConv* p) {
   atomic_fetch_add(&runs_count, 1);
-  Job j = {.wg = wg, .p = p};
+  CpuStop stop = {.ctx = ctx};
+  Job j = {.wg = wg, .p = p, .stop = &stop};
   j.tiles_w = (p->ow + wg->m - 1) / wg->m;
   j.tiles_img = j.tiles_w * ((p->oh + wg->m - 1) / wg->m);
   j.tiles = p->n * j.tiles_img;
@@ -1097,8 +1102,11 @@ OnyxStatus* cpu_winograd_conv(const CpuWinograd* wg, OnyxKernelContext* ctx,
     atomic_init(&b.next, 0);
     cpu_host->parallel_for(pool, slots, blocks_task, &b);
   }
+  if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
   slot_init(&j, base, bt);
-  for (size_t k = shared; k < blocks; k++)
+  for (size_t k = shared; k < blocks; k++) {
+    if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
     run_block(&j, k * bt, bt, pool);
+  }
   return NULL;
 }

@@ -41,6 +41,7 @@
 #endif
 #include "cpu_avx2.h"
 #include "cpu_nn.h"
+#include "cpu_util.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -1062,8 +1063,10 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
   /* k blocks of equal size (at most KC): no short last block, whose C
    * update would cost as much as its arithmetic. */
   const size_t blocks = (k + job->kc - 1) / job->kc, kstep = (k + blocks - 1) / blocks;
+  size_t polled = 0;
   for (size_t k0 = 0; k0 < k; k0 += kstep) {
     const size_t kc = min_sz(kstep, k - k0);
+    if (g->stop && cpu_stop_poll(g->stop, &polled, (i1 - i0) * (j1 - j0) * kc)) return;
     const int first = k0 == 0, last = k0 + kc >= k;
     Epi e = {(float)g->alpha,
              first ? (float)g->beta : 1.0f,

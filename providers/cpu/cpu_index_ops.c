@@ -715,6 +715,7 @@ typedef struct EinRun {
   bool is_int;
   void* y;
   int32_t ytype;
+  CpuStop* stop; /* the summed labels set the work: polled per output and every 2^16 terms */
 } EinRun;
 
 /* Output elements [begin, end): each sums its products in one fixed order,
@@ -722,7 +723,9 @@ typedef struct EinRun {
 static void ein_outputs(void* user, size_t begin, size_t end) {
   const EinRun* r = user;
   int64_t pos[EIN_MAX_LABELS + CPU_MAX_RANK] = {0};
+  size_t polled = 0;
   for (size_t o = begin; o < end; o++) {
+    if (cpu_stop_poll(r->stop, &polled, 1)) return;
     int64_t off[EIN_MAX_IN] = {0};
     size_t rest = o;
     for (size_t j = r->n_out; j-- > 0;) {
@@ -737,6 +740,9 @@ static void ein_outputs(void* user, size_t begin, size_t end) {
     double acc = 0.0;
     uint64_t iacc = 0;
     for (size_t k = 0; k < r->sum_count; k++) {
+      if ((k & (CPU_STOP_INTERVAL - 1)) == CPU_STOP_INTERVAL - 1 &&
+          cpu_stop_poll(r->stop, &polled, CPU_STOP_INTERVAL))
+        return;
       if (r->is_int) {
         uint64_t p = 1;
         for (size_t i = 0; i < r->n_in; i++)
@@ -873,14 +879,19 @@ static OnyxStatus* einsum_compute(void* state, OnyxKernelContext* ctx) {
   }
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, dims, n_out, &y))) return st;
-  EinRun r = {.n_in = n_in, .n_out = n_out, .n_loop = n_loop, .sum_count = 1};
+  CpuStop stop = {.ctx = ctx};
+  EinRun r = {.n_in = n_in, .n_out = n_out, .n_loop = n_loop, .sum_count = 1, .stop = &stop};
   r.y = cpu_host->tensor_mutable_data(y);
   r.ytype = cpu_host->tensor_elem_type(y);
   for (size_t j = 0; j < n_loop; j++) {
     r.size[j] = size[loop[j]];
     for (size_t i = 0; i < n_in; i++)
       r.str[i][j] = str[i][j];
-    if (j >= n_out) r.sum_count *= (size_t)r.size[j];
+    if (j >= n_out && !cpu_mul_size(r.sum_count, (size_t)r.size[j], &r.sum_count))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "integer overflow: the summed labels of '%s' have more than 2^64 "
+                           "combinations",
+                           eq);
   }
   /* Every input widened once: floats to double, integers to 64 bits. */
   for (size_t i = 0; i < n_in; i++) {
@@ -901,10 +912,11 @@ static OnyxStatus* einsum_compute(void* state, OnyxKernelContext* ctx) {
     r.in[i] = w;
   }
   size_t out_count = cpu_host->tensor_elem_count(y);
-  size_t work = out_count * (r.sum_count ? r.sum_count : 1);
+  size_t work;
+  if (!cpu_mul_size(out_count, r.sum_count ? r.sum_count : 1, &work)) work = SIZE_MAX;
   cpu_host->parallel_for(work >= 65536 ? cpu_host->ctx_thread_pool(ctx) : NULL, out_count,
                          ein_outputs, &r);
-  return NULL;
+  return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, "Einsum") : NULL;
 }
 
 /* ========================================================================= */

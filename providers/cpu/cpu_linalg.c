@@ -49,7 +49,9 @@ static void gemm_f64_rows(void* user, size_t begin, size_t end) {
   const CpuGemm* g = user;
   const double* a = g->a;
   const double* b = g->b;
+  size_t polled = 0;
   for (size_t i = begin; i < end; i++) {
+    if (g->stop && cpu_stop_poll(g->stop, &polled, g->n * g->k + 1)) return;
     double* restrict c = (double*)g->c + i * g->ldc;
     for (size_t j = 0; j < g->n; j++)
       c[j] = g->beta == 0.0 ? 0.0 : g->beta * c[j];
@@ -75,17 +77,20 @@ void cpu_gemm_f64(OnyxThreadPool* pool, const CpuGemm* g) {
 /* is what every runtime does and keeps UBSan quiet.                          */
 /* ------------------------------------------------------------------------ */
 
+/* stop: the run's cancellation, polled per row (NULL: never). */
 typedef void (*MatMulFn)(OnyxThreadPool* pool, const void* a, const void* b, void* c, size_t m,
-                         size_t n, size_t k);
+                         size_t n, size_t k, CpuStop* stop);
 
 #define DEFINE_INT_MATMUL(T, UT)                                                                   \
   static void matmul_##T(OnyxThreadPool* pool, const void* av, const void* bv, void* cv, size_t m, \
-                         size_t n, size_t k) {                                                     \
+                         size_t n, size_t k, CpuStop* stop) {                                      \
     const T* a = av;                                                                               \
     const T* b = bv;                                                                               \
     T* c = cv;                                                                                     \
+    size_t polled = 0;                                                                             \
     for (size_t i = 0; i < m; i++)                                                                 \
       for (size_t j = 0; j < n; j++) {                                                             \
+        if (cpu_stop_poll(stop, &polled, k + 1)) return;                                           \
         UT acc = 0;                                                                                \
         for (size_t p = 0; p < k; p++)                                                             \
           acc += (UT)a[i * k + p] * (UT)b[p * n + j];                                              \
@@ -99,16 +104,34 @@ DEFINE_INT_MATMUL(uint32_t, uint32_t)
 DEFINE_INT_MATMUL(uint64_t, uint64_t)
 
 static void matmul_float(OnyxThreadPool* pool, const void* a, const void* b, void* c, size_t m,
-                         size_t n, size_t k) {
-  const CpuGemm g = {
-      .m = m, .n = n, .k = k, .a = a, .lda = k, .b = b, .ldb = n, .c = c, .ldc = n, .alpha = 1.0};
+                         size_t n, size_t k, CpuStop* stop) {
+  const CpuGemm g = {.m = m,
+                     .n = n,
+                     .k = k,
+                     .a = a,
+                     .lda = k,
+                     .b = b,
+                     .ldb = n,
+                     .c = c,
+                     .ldc = n,
+                     .alpha = 1.0,
+                     .stop = stop};
   cpu_gemm_f32(pool, &g);
 }
 
 static void matmul_double(OnyxThreadPool* pool, const void* a, const void* b, void* c, size_t m,
-                          size_t n, size_t k) {
-  const CpuGemm g = {
-      .m = m, .n = n, .k = k, .a = a, .lda = k, .b = b, .ldb = n, .c = c, .ldc = n, .alpha = 1.0};
+                          size_t n, size_t k, CpuStop* stop) {
+  const CpuGemm g = {.m = m,
+                     .n = n,
+                     .k = k,
+                     .a = a,
+                     .lda = k,
+                     .b = b,
+                     .ldb = n,
+                     .c = c,
+                     .ldc = n,
+                     .alpha = 1.0,
+                     .stop = stop};
   cpu_gemm_f64(pool, &g);
 }
 
@@ -197,16 +220,18 @@ typedef struct MatMulJob {
   const char* b;
   char* c;
   OnyxThreadPool* inner_pool; /* NULL when batches are what runs in parallel */
+  CpuStop* stop;
 } MatMulJob;
 
 static void matmul_batches(void* user, size_t begin, size_t end) {
   const MatMulJob* j = user;
   const MatMulShape* s = j->s;
   for (size_t i = begin; i < end; i++) {
+    if (cpu_stop_seen(j->stop)) return;
     const size_t ao = batch_offset(s, s->a_batch, i, s->m * s->k);
     const size_t bo = batch_offset(s, s->b_batch, i, s->k * s->n);
     j->fn(j->inner_pool, j->a + ao * j->esize, j->b + bo * j->esize,
-          j->c + i * s->m * s->n * j->esize, s->m, s->n, s->k);
+          j->c + i * s->m * s->n * j->esize, s->m, s->n, s->k, j->stop);
   }
 }
 
@@ -274,13 +299,15 @@ static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
   const size_t batches = cpu_dims_product(s.batch, 0, s.batch_rank);
   if (cpu_host->tensor_elem_count(y) == 0) return NULL;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  CpuStop stop = {.ctx = ctx};
   MatMulJob job = {&s,
                    MATMUL_TYPES[ti].fn,
                    MATMUL_TYPES[ti].size,
                    cpu_host->tensor_data(a),
                    cpu_host->tensor_data(b),
                    cpu_host->tensor_mutable_data(y),
-                   pool};
+                   pool,
+                   &stop};
   /* B shared by every batch and A not broadcast: one tall GEMM, better
    * parallelism than many short ones. */
   int a_full = 1;
@@ -297,12 +324,13 @@ static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
                          .c = job.c,
                          .ldc = s.n,
                          .alpha = 1.0,
-                         .packed_b = packed->data};
+                         .packed_b = packed->data,
+                         .stop = &stop};
       cpu_gemm_f32(pool, &g);
-      return NULL;
+      return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
     }
-    job.fn(pool, job.a, job.b, job.c, batches * s.m, s.n, s.k);
-    return NULL;
+    job.fn(pool, job.a, job.b, job.c, batches * s.m, s.n, s.k, &stop);
+    return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
   }
   if (batches >= cpu_host->thread_pool_size(pool) && batches > 1) {
     job.inner_pool = NULL;
@@ -310,7 +338,7 @@ static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
   } else {
     matmul_batches(&job, 0, batches);
   }
-  return NULL;
+  return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -409,6 +437,7 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
   if (m == 0 || n == 0) return NULL;
   const int use_c = c && s->beta != 0.0;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  CpuStop stop = {.ctx = ctx};
   if (t == ONYX_ELEM_FLOAT32) {
     /* C of n values with beta 1 (a bias) is added by the GEMM's epilogue. */
     const size_t cr = use_c ? cpu_host->tensor_rank(c) : 0;
@@ -432,9 +461,10 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
                        .c = cpu_host->tensor_mutable_data(y),
                        .ldc = n,
                        .alpha = s->alpha,
-                       .beta = use_c && !bias ? 1.0 : 0.0};
+                       .beta = use_c && !bias ? 1.0 : 0.0,
+                       .stop = &stop};
     cpu_gemm_f32(pool, &g);
-    return NULL;
+    return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
   }
   if (use_c && (st = gemm_apply_c(s, c, y, m, n))) return st;
   const void* bdata = cpu_host->tensor_data(b);
@@ -456,9 +486,10 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
                      .c = cpu_host->tensor_mutable_data(y),
                      .ldc = n,
                      .alpha = s->alpha,
-                     .beta = use_c ? 1.0 : 0.0};
+                     .beta = use_c ? 1.0 : 0.0,
+                     .stop = &stop};
   cpu_gemm_f64(pool, &g);
-  return NULL;
+  return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
 }
 
 /* ------------------------------------------------------------------------ */

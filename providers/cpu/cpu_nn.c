@@ -848,7 +848,9 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
   const float* xd = cpu_host->tensor_data(x);
   float* yd = cpu_host->tensor_mutable_data(y);
+  CpuStop stop = {.ctx = ctx};
   for (size_t n = 0; n < cs->n; n++) {
+    if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
     const float* xn = xd + n * cs->c * cs->g.in_size;
     if (!pointwise) {
       Im2Col ij = {&cs->g, xn, col};
@@ -869,8 +871,10 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
                        .act = z ? CPU_ACT_NONE : cst->act,
                        .act_alpha = cst->act_alpha,
                        .act_min = cst->act_min,
-                       .act_max = cst->act_max};
+                       .act_max = cst->act_max,
+                       .stop = &stop};
     cpu_gemm_f32(pool, &g);
+    if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
     float* yn = yd + n * m * os;
     const float* zn = z ? z + n * m * os : NULL;
     for (size_t c = 0; c < m; c++)
@@ -977,8 +981,10 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   const float* wd = cpu_host->tensor_data(wt);
   const float* bias = b ? cpu_host->tensor_data(b) : NULL;
   float* yd = cpu_host->tensor_mutable_data(y);
+  CpuStop stop = {.ctx = ctx};
   for (size_t n = 0; n < cs->n; n++)
     for (size_t grp = 0; grp < (size_t)w->group; grp++) {
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
       const float* xg = xd + (n * cs->c + grp * cs->cg) * cs->g.in_size;
       PackCol job = {&cs->g, xg, cpu_gemm_nr(), cpu_gemm_isa_level() == CPU_ISA_AVX512,
                      cpu_gemm_isa_level() == CPU_ISA_AVX2};
@@ -998,7 +1004,8 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
                    .act = cst->act,
                    .act_alpha = cst->act_alpha,
                    .act_min = cst->act_min,
-                   .act_max = cst->act_max};
+                   .act_max = cst->act_max,
+                   .stop = &stop};
       if (z) memcpy(g.c, z + (n * cs->m + grp * cs->mg) * os, cs->mg * os * sizeof(float));
       if (direct) {
         g.pack_b_fn = im2col_panel;
@@ -1008,6 +1015,7 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
         cpu_host->parallel_for(pool, kdim, im2col_rows_float, &ij);
       }
       cpu_gemm_f32(pool, &g);
+      if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
     }
   return NULL;
 }
@@ -1055,8 +1063,10 @@ OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx) {
   const char* xd = cpu_host->tensor_data(x);
   const char* wd = cpu_host->tensor_data(wt);
   char* yd = cpu_host->tensor_mutable_data(y);
+  CpuStop stop = {.ctx = ctx};
   for (size_t n = 0; n < cs.n; n++)
     for (size_t grp = 0; grp < (size_t)w->group; grp++) {
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
       const char* xg = xd + (n * cs.c + grp * cs.cg) * cs.g.in_size * es;
       char* yg = yd + (n * cs.m + grp * cs.mg) * os * es;
       if (!pointwise) {
@@ -1076,11 +1086,13 @@ OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx) {
                          .c = yg,
                          .ldc = os,
                          .alpha = 1.0,
-                         .beta = b ? 1.0 : 0.0};
+                         .beta = b ? 1.0 : 0.0,
+                         .stop = &stop};
       if (t == ONYX_ELEM_FLOAT32)
         cpu_gemm_f32(pool, &g);
       else
         cpu_gemm_f64(pool, &g);
+      if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
     }
   return NULL;
 }
@@ -1094,37 +1106,64 @@ OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx) {
  * window positions fall inside the padded input. Built once per compute and
  * shared by every (n, c) plane. */
 typedef struct PoolTable {
-  size_t* start;   /* out_size + 1: entries of output o are [start[o], start[o+1]) */
-  int64_t* offs;   /* out_size * k_size at most */
-  int64_t* padded; /* out_size */
+  size_t* start;  /* out_size + 1: entries of output o are [start[o], start[o+1]) */
+  int64_t* offs;  /* out_size * prod(min(k, in)) at most */
+  size_t* padded; /* out_size */
 } PoolTable;
 
-static void pool_table_build(const Geometry* g, PoolTable* t) {
-  size_t e = 0;
-  int64_t oc[MAX_SPATIAL], kc[MAX_SPATIAL];
+/* The kernel positions kk in [*a0, *a1) whose input position
+ * start + kk * d lies in [lo, hi): computed, never searched, so a kernel of
+ * 2^62 taps costs nothing where it misses the input. The callers'
+ * geometry keeps every value here inside int64 (geometry_dim). */
+static void pool_clip(int64_t start, int64_t k, int64_t d, int64_t lo, int64_t hi, int64_t* a0,
+                      int64_t* a1) {
+  int64_t first = start >= lo ? 0 : (lo - start) / d + ((lo - start) % d != 0);
+  int64_t end = hi - 1 - start < 0 ? 0 : (hi - 1 - start) / d + 1;
+  if (first > k) first = k;
+  if (end > k) end = k;
+  *a0 = first;
+  *a1 = end > first ? end : first;
+}
+
+/* The table, built per output from each dim's clipped tap range (only taps
+ * inside X are visited, in the window's row-major order). Polls the run's
+ * cancellation through `stop`; false when stopped. */
+static bool pool_table_build(const Geometry* g, PoolTable* t, CpuStop* stop) {
+  size_t e = 0, acc = 0;
+  int64_t oc[MAX_SPATIAL], a0[MAX_SPATIAL], a1[MAX_SPATIAL], kc[MAX_SPATIAL];
   for (size_t o = 0; o < g->out_size; o++) {
     unravel(o, g->out, g->rank, oc);
     t->start[o] = e;
-    t->padded[o] = 0;
-    for (size_t kk = 0; kk < g->k_size; kk++) {
-      unravel(kk, g->k, g->rank, kc);
-      int inside = 1, in_padded = 1;
-      int64_t off = 0;
-      for (size_t i = 0; i < g->rank; i++) {
-        const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
-        inside &= xi >= 0 && xi < g->in[i];
-        in_padded &= xi >= -g->pb[i] && xi < g->in[i] + g->pe[i];
-        off = off * g->in[i] + (inside ? xi : 0); /* xi may be far outside: not used */
-      }
-      t->padded[o] += in_padded;
-      if (inside) t->offs[e++] = off;
+    size_t padded = 1, taps = 1;
+    for (size_t i = 0; i < g->rank; i++) {
+      const int64_t start = oc[i] * g->s[i] - g->pb[i];
+      int64_t p0, p1;
+      pool_clip(start, g->k[i], g->d[i], -g->pb[i], g->in[i] + g->pe[i], &p0, &p1);
+      padded *= (size_t)(p1 - p0); /* at most k_size, which fits */
+      pool_clip(start, g->k[i], g->d[i], 0, g->in[i], &a0[i], &a1[i]);
+      taps *= (size_t)(a1[i] - a0[i]);
+      kc[i] = a0[i];
     }
+    t->padded[o] = padded;
+    for (size_t n = 0; n < taps; n++) {
+      int64_t off = 0;
+      for (size_t i = 0; i < g->rank; i++)
+        off = off * g->in[i] + oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
+      t->offs[e++] = off;
+      for (size_t i = g->rank; i-- > 0;) {
+        if (++kc[i] < a1[i]) break;
+        kc[i] = a0[i];
+      }
+    }
+    if (cpu_stop_poll(stop, &acc, taps + 1)) return false;
   }
   t->start[g->out_size] = e;
+  return true;
 }
 
 typedef struct PoolJob {
   const Geometry* g;
+  CpuStop* stop;
   PoolTable t;
   const void* x;
   void* y;
@@ -1153,10 +1192,12 @@ static int64_t pool_index(const PoolJob* j, size_t plane, int64_t off) {
   static void maxpool_planes_##T(void* user, size_t begin, size_t end) {                           \
     const PoolJob* j = user;                                                                       \
     const size_t os = j->g->out_size;                                                              \
+    size_t acc = 0;                                                                                \
     for (size_t p = begin; p < end; p++) {                                                         \
       const T* x = (const T*)j->x + p * j->g->in_size;                                             \
       T* y = (T*)j->y + p * os;                                                                    \
       for (size_t o = 0; o < os; o++) {                                                            \
+        if (cpu_stop_poll(j->stop, &acc, j->t.start[o + 1] - j->t.start[o] + 1)) return;           \
         T best = LOWEST;                                                                           \
         int64_t arg = -1;                                                                          \
         for (size_t e = j->t.start[o]; e < j->t.start[o + 1]; e++) {                               \
@@ -1181,15 +1222,17 @@ DEFINE_MAXPOOL(uint8_t, 0)
                                                               size_t end) {                        \
     const PoolJob* j = user;                                                                       \
     const size_t os = j->g->out_size;                                                              \
+    size_t acc = 0;                                                                                \
     for (size_t p = begin; p < end; p++) {                                                         \
       const T* x = (const T*)j->x + p * j->g->in_size;                                             \
       T* y = (T*)j->y + p * os;                                                                    \
       for (size_t o = 0; o < os; o++) {                                                            \
+        if (cpu_stop_poll(j->stop, &acc, j->t.start[o + 1] - j->t.start[o] + 1)) return;           \
         T sum = 0;                                                                                 \
         for (size_t e = j->t.start[o]; e < j->t.start[o + 1]; e++)                                 \
           sum += x[j->t.offs[e]];                                                                  \
-        const int64_t n =                                                                          \
-            j->count_include_pad ? j->t.padded[o] : (int64_t)(j->t.start[o + 1] - j->t.start[o]);  \
+        const size_t n =                                                                           \
+            j->count_include_pad ? j->t.padded[o] : j->t.start[o + 1] - j->t.start[o];             \
         y[o] = n > 0 ? sum / (T)n : (T)0;                                                          \
       }                                                                                            \
     }                                                                                              \
@@ -1206,19 +1249,18 @@ static inline float maxpool2d_one(const float* x, const Geometry* g, int64_t h0,
                                   int64_t a1, int64_t ow) {
   const int64_t iw_n = g->in[1], kw_n = g->k[1], dh = g->d[0], dw = g->d[1];
   const int64_t w0 = ow * g->s[1] - g->pb[1];
-  int64_t b0 = 0, b1 = kw_n;
-  while (b0 < b1 && w0 + b0 * dw < 0)
-    b0++;
-  while (b1 > b0 && w0 + (b1 - 1) * dw >= iw_n)
-    b1--;
+  int64_t b0, b1;
+  pool_clip(w0, kw_n, dw, 0, iw_n, &b0, &b1);
   if (a0 == a1 || b0 == b1) return -INFINITY; /* the window misses the input */
   /* Seeded with the first valid element, which `v > best` then skips: the
-   * select compiles to maxss, which keeps `best` on unordered. */
+   * select compiles to maxss, which keeps `best` on unordered. Indices are
+   * formed in int64 and only then added to x: w0 may lie far before the
+   * row (pads of 2^61), which a pointer must never reach. */
   float best = x[(h0 + a0 * dh) * iw_n + w0 + b0 * dw];
   for (int64_t a = a0; a < a1; a++) {
-    const float* row = x + (h0 + a * dh) * iw_n + w0;
+    const float* row = x + (h0 + a * dh) * iw_n;
     for (int64_t b = b0; b < b1; b++) {
-      const float v = row[b * dw];
+      const float v = row[w0 + b * dw];
       best = v > best ? v : best;
     }
   }
@@ -1297,17 +1339,18 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
   int64_t hi = lo;
   while (hi < ow_n && hi * sw - pw + (kw_n - 1) * dw < iw_n)
     hi++;
+  /* the taps one output reads at most (its window clipped to X) */
+  const size_t taps = (size_t)(kh_n < ih_n ? kh_n : ih_n) * (size_t)(kw_n < iw_n ? kw_n : iw_n);
+  size_t acc = 0;
   for (size_t p = begin; p < end; p++) {
     const float* x = (const float*)j->x + p * g->in_size;
     float* y = (float*)j->y + p * g->out_size;
     for (int64_t oh = 0; oh < oh_n; oh++) {
+      if (cpu_stop_poll(j->stop, &acc, 1)) return;
       const int64_t h0 = oh * sh - ph;
       /* kernel rows a in [a0, a1) land inside the input */
-      int64_t a0 = 0, a1 = kh_n;
-      while (a0 < a1 && h0 + a0 * dh < 0)
-        a0++;
-      while (a1 > a0 && h0 + (a1 - 1) * dh >= ih_n)
-        a1--;
+      int64_t a0, a1;
+      pool_clip(h0, kh_n, dh, 0, ih_n, &a0, &a1);
       float* yr = y + oh * ow_n;
       int64_t ow = 0;
 #if CPU_NN_X86
@@ -1317,15 +1360,20 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
          * last vl overlapping the ones before (the same values again) */
         for (; ow < lo; ow++)
           yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
-        const float* base = x + (h0 + a0 * dh) * iw_n - pw;
+        /* the first valid row; columns from lo * sw - pw >= 0 on */
+        const float* base = x + (h0 + a0 * dh) * iw_n;
         const int64_t nv = (hi - lo) / vl * vl;
         void (*row)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, float*) =
             vl == 16 ? maxpool_row16_avx512 : maxpool_row8_avx2;
         /* one valid row needs no step (a huge dh would overflow it) */
         const int64_t step = a1 - a0 > 1 ? dh * iw_n : 0;
-        row(base + lo * sw, step, a1 - a0, kw_n, sw, nv, yr + lo);
-        if (nv < hi - lo) row(base + (hi - vl) * sw, step, a1 - a0, kw_n, sw, vl, yr + hi - vl);
+        row(base + (lo * sw - pw), step, a1 - a0, kw_n, sw, nv, yr + lo);
+        if (nv < hi - lo)
+          row(base + ((hi - vl) * sw - pw), step, a1 - a0, kw_n, sw, vl, yr + hi - vl);
         ow = hi;
+        size_t work;
+        if (__builtin_mul_overflow((size_t)(hi - lo), taps, &work)) work = SIZE_MAX;
+        if (cpu_stop_poll(j->stop, &acc, work)) return;
       }
 #endif
       if (ow == 0 && a0 == 0 && a1 == kh_n) {
@@ -1335,7 +1383,7 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
         for (; ow < lo; ow++)
           yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
         for (; ow + 8 <= hi; ow += 8) {
-          const float* base = x + h0 * iw_n + ow * sw - pw;
+          const float* base = x + (h0 * iw_n + ow * sw - pw); /* inside X: [lo, hi) */
           float best[8];
           for (int k = 0; k < 8; k++)
             best[k] = base[k * sw];
@@ -1348,10 +1396,13 @@ static void maxpool2d_planes_f32(void* user, size_t begin, size_t end) {
               }
             }
           memcpy(yr + ow, best, sizeof best);
+          if (cpu_stop_poll(j->stop, &acc, 8 * taps)) return;
         }
       }
-      for (; ow < ow_n; ow++)
+      for (; ow < ow_n; ow++) {
         yr[ow] = maxpool2d_one(x, g, h0, a0, a1, ow);
+        if (cpu_stop_poll(j->stop, &acc, taps + 1)) return;
+      }
     }
   }
 }
@@ -1403,21 +1454,25 @@ static OnyxStatus* avgpool_create(OnyxEp* ep, const OnyxNode* node, void* user_d
   return pool_create_common(node, 0, st);
 }
 
-static OnyxStatus* pool_alloc_table(OnyxKernelContext* ctx, const Geometry* g, PoolTable* t) {
+static OnyxStatus* pool_alloc_table(OnyxKernelContext* ctx, const Geometry* g, PoolTable* t,
+                                    CpuStop* stop) {
   void *a, *b, *c;
   OnyxStatus* st;
-  size_t entries;
-  if (!cpu_mul_size(g->out_size, g->k_size, &entries) ||
+  /* a window's taps inside X: at most min(kernel, input) per dim */
+  size_t taps = 1, entries;
+  for (size_t i = 0; i < g->rank; i++)
+    taps *= (size_t)(g->k[i] < g->in[i] ? g->k[i] : g->in[i]); /* <= in_size */
+  if (!cpu_mul_size(g->out_size, taps, &entries) ||
       !cpu_mul_size(entries, sizeof(int64_t), &entries))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                          "integer overflow: %zu outputs x %zu kernel taps (kernel_shape) do "
                          "not fit in memory",
-                         g->out_size, g->k_size);
+                         g->out_size, taps);
   if ((st = scratch(ctx, (g->out_size + 1) * sizeof(size_t), &a)) ||
-      (st = scratch(ctx, entries, &b)) || (st = scratch(ctx, g->out_size * sizeof(int64_t), &c)))
+      (st = scratch(ctx, entries, &b)) || (st = scratch(ctx, g->out_size * sizeof(size_t), &c)))
     return st;
   t->start = a, t->offs = b, t->padded = c;
-  pool_table_build(g, t);
+  if (!pool_table_build(g, t, stop)) return cpu_cancelled(ctx, NULL);
   return NULL;
 }
 
@@ -1434,7 +1489,9 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   if (!fn)
     return cpu_error(w->node, ONYX_NOT_IMPLEMENTED, "element type %d not supported",
                      (int)cpu_host->tensor_elem_type(x));
+  CpuStop stop = {.ctx = ctx};
   PoolJob job = {.x = cpu_host->tensor_data(x),
+                 .stop = &stop,
                  .storage_order = w->storage_order,
                  .count_include_pad = w->count_include_pad};
   Geometry g;
@@ -1456,13 +1513,13 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
     job.avx512 = cpu_gemm_isa_level() == CPU_ISA_AVX512;
     job.avx2 = cpu_gemm_isa_level() == CPU_ISA_AVX2;
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, maxpool2d_planes_f32, &job);
-    return NULL;
+    return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
   }
-  if ((st = pool_alloc_table(ctx, &g, &job.t))) return st;
+  if ((st = pool_alloc_table(ctx, &g, &job.t, &stop))) return st;
   job.y = cpu_host->tensor_mutable_data(y);
   job.indices = ind ? cpu_host->tensor_mutable_data(ind) : NULL;
   cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, fn, &job);
-  return NULL;
+  return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
 }
 
 /* ======================================================================== */

@@ -84,6 +84,10 @@ typedef struct CpuGemm {
    * k block is stored, while the tile is still in cache: FusedMatMul's
    * Gelu. NULL: none. */
   void (*post_row)(const float* x, float* y, size_t n);
+  /* Polled once per k block of each tile (NULL: never): once stopped, the
+   * remaining tiles are skipped and C is left incomplete; the caller checks
+   * cpu_stop_seen. */
+  struct CpuStop* stop;
 } CpuGemm;
 
 /* Splits C into tiles run on `pool` (NULL: the calling thread only). Each

@@ -1093,6 +1093,9 @@ static OnyxStatus* nms_compute(void* state, OnyxKernelContext* ctx) {
       (st = nnop_scratch(ctx, cap * 3 * sizeof(int64_t), (void**)&sel)))
     return st;
   size_t count = 0;
+  /* up to ns^2 overlap tests per class: polled per candidate */
+  CpuStop stop = {.ctx = ctx};
+  size_t polled = 0;
   for (size_t b = 0; b < nb && max_out > 0; b++) {
     for (size_t i = 0; i < ns; i++)
       nms_box(bv + (b * ns + i) * 4, cpb == 1, boxes + i * 4);
@@ -1106,6 +1109,7 @@ static OnyxStatus* nms_compute(void* state, OnyxKernelContext* ctx) {
       }
       qsort(cand, nk, sizeof *cand, nms_cmp);
       for (size_t i = 0; i < nk && kept < max_out; i++) {
+        if (cpu_stop_poll(&stop, &polled, kept + 1)) return cpu_cancelled(ctx, NULL);
         const double* bx = boxes + cand[i].index * 4;
         bool ok = true;
         for (size_t k = 0; k < kept && ok; k++)

@@ -201,8 +201,10 @@ static OnyxStatus* convt_compute(void* state, OnyxKernelContext* ctx) {
       (st = nnop_scratch(ctx, m * geo.in_sz * es, &cols)))
     return st;
   memset(yv, 0, total * es);
+  CpuStop stop = {.ctx = ctx};
   for (size_t b = 0; b < n; b++)
     for (size_t gi = 0; gi < g; gi++) {
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
       CpuGemm gm = {.m = m,
                     .n = geo.in_sz,
                     .k = cin_g,
@@ -214,15 +216,18 @@ static OnyxStatus* convt_compute(void* state, OnyxKernelContext* ctx) {
                     .c = cols,
                     .ldc = geo.in_sz,
                     .alpha = 1,
-                    .beta = 0};
+                    .beta = 0,
+                    .stop = &stop};
       char* dst = (char*)yv + (b * cout + gi * cout_g) * geo.out_sz * es;
-      if (f64) {
+      if (f64)
         cpu_gemm_f64(pool, &gm);
-        col2im_double(&geo, cout_g, cols, (double*)dst);
-      } else {
+      else
         cpu_gemm_f32(pool, &gm);
+      if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
+      if (f64)
+        col2im_double(&geo, cout_g, cols, (double*)dst);
+      else
         col2im_float(&geo, cout_g, cols, (float*)dst);
-      }
     }
   if (bv)
     for (size_t b = 0; b < n; b++)
@@ -400,8 +405,10 @@ static OnyxStatus* deform_compute(void* state, OnyxKernelContext* ctx) {
       (st = nnop_scratch(ctx, (size_t)(c * ksz) * l * sizeof(double), (void**)&cols)))
     return st;
   const int64_t cpg = c / group, ocpg = oc / group, cpo = c / og;
+  CpuStop stop = {.ctx = ctx};
   for (int64_t b = 0; b < n; b++) {
     for (int64_t ch = 0; ch < c; ch++) {
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
       const int64_t g = ch / cpo;
       const double* pl = xv + (b * c + ch) * h * wi;
       for (int64_t kk = 0; kk < ksz; kk++) {
@@ -433,8 +440,10 @@ static OnyxStatus* deform_compute(void* state, OnyxKernelContext* ctx) {
                     .c = yv + (b * oc + gi * ocpg) * (int64_t)l,
                     .ldc = l,
                     .alpha = 1,
-                    .beta = 0};
+                    .beta = 0,
+                    .stop = &stop};
       cpu_gemm_f64(cpu_host->ctx_thread_pool(ctx), &gm);
+      if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
     }
     if (bv)
       for (int64_t o = 0; o < oc; o++)

@@ -904,6 +904,9 @@ static OnyxStatus* roi_compute(void* state, OnyxKernelContext* ctx) {
       (st = nnop_scratch(ctx, total * sizeof(double), (void**)&yv)))
     return st;
   const double off = s->half_pixel ? 0.5 : 0;
+  /* sampling_ratio or the rois' size set each bin's samples: polled per bin */
+  CpuStop stop = {.ctx = ctx};
+  size_t polled = 0;
   for (int64_t n = 0; n < nr; n++) {
     int64_t b;
     if (!cpu_double_to_i64(bv[n], &b) || b < 0 || b >= d[0])
@@ -931,9 +934,11 @@ static OnyxStatus* roi_compute(void* state, OnyxKernelContext* ctx) {
       const double* pl = xv + (b * c + ch) * h * w;
       for (int64_t ph = 0; ph < s->oh; ph++)
         for (int64_t pw = 0; pw < s->ow; pw++) {
+          if (cpu_stop_poll(&stop, &polled, 1)) return cpu_cancelled(ctx, NULL);
           double acc = 0;
           bool first = true;
-          for (int64_t iy = 0; iy < gh; iy++)
+          for (int64_t iy = 0; iy < gh; iy++) {
+            if (cpu_stop_poll(&stop, &polled, (size_t)gw)) return cpu_cancelled(ctx, NULL);
             for (int64_t ix = 0; ix < gw; ix++) {
               double yy = y0 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
               double xx = x0 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
@@ -967,6 +972,7 @@ static OnyxStatus* roi_compute(void* state, OnyxKernelContext* ctx) {
                 acc += v;
               first = false;
             }
+          }
           yv[((n * c + ch) * s->oh + ph) * s->ow + pw] = s->max_mode ? acc : acc / count;
         }
     }

@@ -195,6 +195,7 @@ typedef struct MmJob {
   size_t ba, bb;
   double* acc; /* n per row, per thread chunk: allocated per call */
   int failed;
+  CpuStop* stop; /* the run's cancellation, polled per row */
 } MmJob;
 
 static void mm_rows(void* user, size_t begin, size_t end) {
@@ -205,7 +206,9 @@ static void mm_rows(void* user, size_t begin, size_t end) {
     j->failed = 1;
     return;
   }
+  size_t polled = 0;
   for (size_t r = begin; r < end; r++) {
+    if (cpu_stop_poll(j->stop, &polled, k * n + 1)) break;
     for (size_t c = 0; c < n; c++)
       acc[c] = 0.0;
     for (size_t q = 0; q < k; q++) {
@@ -247,7 +250,9 @@ static OnyxStatus* mm_run(OnyxKernelContext* ctx, const OnyxTensor* a, const Ony
   if ((st = scratch(ctx, p.m * p.k * sizeof(double), (void**)&am)) ||
       (st = scratch(ctx, p.k * p.n * sizeof(double), (void**)&bm)))
     return st;
-  MmJob j = {.p = &p, .o = o, .a = am, .b = bm, .y = cpu_host->tensor_mutable_data(y)};
+  CpuStop stop = {.ctx = ctx};
+  MmJob j = {
+      .p = &p, .o = o, .a = am, .b = bm, .y = cpu_host->tensor_mutable_data(y), .stop = &stop};
   for (size_t q = 0; q < p.batch; q++) {
     load_minus_zp(am, a, p.a_idx[q], p.m, p.k, azp, true);
     load_minus_zp(bm, b, p.b_idx[q], p.k, p.n, bzp, false);
@@ -259,6 +264,7 @@ static OnyxStatus* mm_run(OnyxKernelContext* ctx, const OnyxTensor* a, const Ony
     else
       cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), p.m, mm_rows, &j);
     if (j.failed) return cpu_oom(ctx);
+    if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
   }
   return NULL;
 }
@@ -468,6 +474,7 @@ typedef struct ConvJob {
   size_t y_off; /* output element of (image, channel m0) */
   size_t m_total;
   int failed;
+  CpuStop* stop; /* the run's cancellation, polled per output channel */
 } ConvJob;
 
 static void conv_channels(void* user, size_t begin, size_t end) {
@@ -481,7 +488,9 @@ static void conv_channels(void* user, size_t begin, size_t end) {
     j->failed = 1;
     return;
   }
+  size_t polled = 0;
   for (size_t mi = begin; mi < end; mi++) {
+    if (cpu_stop_poll(j->stop, &polled, rows * os + 1)) break;
     const size_t m = j->m0 + mi;
     const double z = qp_get(j->wzp, 0, m, j->m_total);
     for (size_t p = 0; p < os; p++)
@@ -556,7 +565,9 @@ static OnyxStatus* conv_run(OnyxKernelContext* ctx, const ConvAttrs* a, const On
   double* col;
   if ((st = scratch(ctx, cg * g.k_size * g.out_size * sizeof(double), (void**)&col))) return st;
   const size_t mg = m / group;
+  CpuStop stop = {.ctx = ctx};
   ConvJob j = {.g = &g,
+               .stop = &stop,
                .col = col,
                .w = w,
                .cg = cg,
@@ -571,6 +582,7 @@ static OnyxStatus* conv_run(OnyxKernelContext* ctx, const ConvAttrs* a, const On
       j.y_off = (img * m + gi * mg) * g.out_size;
       cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), mg, conv_channels, &j);
       if (j.failed) return cpu_oom(ctx);
+      if (cpu_stop_seen(&stop) || cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
     }
   return NULL;
 }

@@ -487,6 +487,9 @@ static OnyxStatus* rnn_compute_ref(const RnnState* s, OnyxKernelContext* ctx, co
   }
   memset(yall, 0, seq * nd * batch * H * sizeof(double));
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  /* the sequence length and the hidden size set the work: polled per step */
+  CpuStop stop = {.ctx = ctx};
+  size_t polled = 0;
   for (size_t d = 0; d < nd; d++) {
     const bool rev = s->reverse || d == 1;
     const ActFn* acts = s->acts + d * s->n_acts_per_dir;
@@ -525,7 +528,7 @@ static OnyxStatus* rnn_compute_ref(const RnnState* s, OnyxKernelContext* ctx, co
         ccur[b * H + j] = c0 ? c0[(d * batch + b) * H + j] : 0;
       }
     for (size_t step = 0; step < seq; step++) {
-      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
+      if (cpu_stop_poll(&stop, &polled, batch * gh * (H + 1) + 1)) return cpu_cancelled(ctx, NULL);
       memcpy(hprev, hcur, batch * H * sizeof(double));
       if (f32) {
         for (size_t i = 0; i < batch * H; i++)

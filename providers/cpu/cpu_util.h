@@ -150,6 +150,38 @@ bool cpu_should_stop(const OnyxKernelContext* ctx);
  * names the op ("Range"; NULL: the node's op type). */
 OnyxStatus* cpu_cancelled(const OnyxKernelContext* ctx, const char* op);
 
+/* Cancellation inside a parallel_for: the workers of one loop share a
+ * CpuStop; each counts its own work and polls every CPU_STOP_INTERVAL
+ * units, and once one of them sees the stop the others stop at their next
+ * check. After the loop the kernel returns cpu_cancelled when
+ * cpu_stop_seen. */
+typedef struct CpuStop {
+  const OnyxKernelContext* ctx; /* NULL: never stops */
+  int stopped;                  /* read and written atomically */
+} CpuStop;
+/* True when a worker saw the stop. */
+static inline bool cpu_stop_seen(const CpuStop* s) {
+  return s && __atomic_load_n(&s->stopped, __ATOMIC_RELAXED) != 0;
+}
+/* Adds `work` units to the worker's counter *acc; past CPU_STOP_INTERVAL
+ * polls the host (and resets *acc). True when the loop should stop (at once
+ * when another worker saw the stop). Inline
+ * (cpu_should_stop's test included) so the GEMM core builds on its own. */
+static inline bool cpu_stop_poll(CpuStop* s, size_t* acc, size_t work) {
+  if (!s || !s->ctx) return false;
+  /* another worker's stop ends this one's loop at once (a plain load) */
+  if (cpu_stop_seen(s)) return true;
+  if (__builtin_add_overflow(*acc, work, acc)) *acc = SIZE_MAX;
+  if (*acc < CPU_STOP_INTERVAL) return false;
+  *acc = 0;
+  if (cpu_host->struct_size <
+          offsetof(OnyxHostApi, ctx_should_stop) + sizeof cpu_host->ctx_should_stop ||
+      !cpu_host->ctx_should_stop || !cpu_host->ctx_should_stop(s->ctx))
+    return false;
+  __atomic_store_n(&s->stopped, 1, __ATOMIC_RELAXED);
+  return true;
+}
+
 /* --- Reading inputs and attributes --------------------------------------------- */
 
 /* Copies the values of a 0-D or 1-D int32/int64 tensor into out (up to cap

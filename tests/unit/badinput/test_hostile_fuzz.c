@@ -465,6 +465,21 @@ static void test_averagepool_kernel_2_24_terminates(void** state) {
   replay(m, in, 1);
 }
 
+/* MaxPool SAME_UPPER with kernel_shape [2, 2^62 - 1] on a dynamic input:
+ * the float32 2-D path formed a row pointer 2^61 floats before X (UBSan:
+ * pointer index overflow); its values are checked in test_hostile_cancel. */
+static void test_maxpool_same_upper_kernel_2_62(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(12);
+  otm_input_s(m, "x", F32, "N,C,H,W");
+  OxTestNode* n = otm_node(m, "MaxPool", "pool", "x", "y");
+  otm_attr_string(n, "auto_pad", "SAME_UPPER");
+  otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){2, ((int64_t)1 << 62) - 1});
+  otm_output_s(m, "y", F32, NULL);
+  const Input x = {"x", F32, 4, {1, 2, 3, 2}, 1.5f, 0}; /* width 3: an overflow error */
+  assert_int_equal(replay(m, &x, 1), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unsqueeze_axes_declared_huge),
@@ -488,6 +503,7 @@ int main(void) {
       cmocka_unit_test(test_conv_stride_max_empty_width),
       cmocka_unit_test(test_roialign_empty_height),
       cmocka_unit_test(test_averagepool_kernel_2_24_terminates),
+      cmocka_unit_test(test_maxpool_same_upper_kernel_2_62),
   };
   /* ONYX_TEST_FILTER=test_where*: one case at a time (a UBSan finding aborts
    * the whole program) */

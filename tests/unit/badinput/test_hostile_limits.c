@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <cmocka.h>
 #include "onyx/onyx.h"
@@ -309,6 +310,74 @@ static void test_session_bytes_kernels(void** state) {
   const float* c = onyx_tensor_data(onyx_value_tensor(y));
   assert_true(c[0] == 5.0f && c[1023] == 5.0f); /* 2 + 3 */
   onyx_value_release(y);
+}
+
+static long peak_rss_kib(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+/* ConstantOfShape asked for 1 GiB with max_session_bytes = 1 MiB: refused
+ * when its output is allocated, so the process never takes the memory (its
+ * peak RSS grows by far less than the 1 GiB a charge after the kernel would
+ * have let it touch). */
+static void test_session_bytes_before_allocation(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "S", I64, 1, DIMS(1));
+  otm_node(m, "ConstantOfShape", "fill", "S", "Y");
+  otm_output(m, "Y", F32, 1, DIMS(-1));
+  OnyxSession* s = open_session(m, options(&(Limits){.session = 1 << 20}, NULL));
+  const char* names[] = {"S"};
+  OnyxValue* in[] = {tensor(I64, 1, DIMS(1), (int64_t[]){(int64_t)1 << 28})};
+  const long before = peak_rss_kib();
+  expect(run_with(s, NULL, names, in, 1, "Y", NULL), ONYX_LIMIT_EXCEEDED,
+         "node 'fill' (ConstantOfShape)", "1073741824 more bytes", "limit of 1048576 bytes",
+         "max_session_bytes", NULL);
+  const long grew = peak_rss_kib() - before;
+  if (grew > 128 * 1024) fail_msg("the refused output still took %ld KiB", grew);
+  /* a small one still runs */
+  in[0] = tensor(I64, 1, DIMS(1), (int64_t[]){1000});
+  OnyxValue* y = NULL;
+  ok(run_with(s, NULL, names, in, 1, "Y", &y));
+  assert_int_equal(onyx_tensor_elem_count(onyx_value_tensor(y)), 1000);
+  onyx_value_release(y);
+  onyx_session_release(s);
+}
+
+/* Constants folded at session creation count against max_session_bytes
+ * together: with 1 MiB, the first 768 KiB ConstantOfShape is folded, the
+ * second would bring the folded bytes to 1.5 MiB and stays a node, which
+ * the run then computes within the limit (its sum is all the run keeps). */
+static void test_session_bytes_folding(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_initializer(m, "shape", I64, 1, DIMS(1), (int64_t[]){196608});
+  otm_input(m, "X", F32, 1, DIMS(1));
+  otm_node(m, "ConstantOfShape", "c1", "shape", "C1");
+  OxTestNode* c2 = otm_node(m, "ConstantOfShape", "c2", "shape", "C2");
+  /* a value of its own, so the two are not one node after CSE */
+  otm_attr_tensor(c2, "value", otm_tensor(m, "v", F32, 1, DIMS(1), (float[]){2}));
+  otm_node(m, "ReduceSum", "r1", "C1", "R1");
+  otm_node(m, "ReduceSum", "r2", "C2", "R2");
+  otm_node(m, "Add", "y1", "R1,X", "Y1");
+  otm_node(m, "Add", "y2", "R2,X", "Y2");
+  otm_output(m, "Y1", F32, 1, DIMS(1));
+  otm_output(m, "Y2", F32, 1, DIMS(1));
+  Log log = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  OnyxSession* s = open_session(m, options(&(Limits){.session = 1 << 20}, &log));
+  /* (the optimizer tries the second node once per round) */
+  if (!strstr(log.text, "constant folding left") || !strstr(log.text, "max_session_bytes"))
+    fail_msg("no log of a node left unfolded: %s", log.text);
+  const char* names[] = {"X"};
+  OnyxValue* in[] = {ones(1)};
+  OnyxValue* y = NULL;
+  ok(run_with(s, NULL, names, in, 1, "Y2", &y));
+  /* 196608 twos, plus one */
+  assert_true(*(const float*)onyx_tensor_data(onyx_value_tensor(y)) == 393217.0f);
+  onyx_value_release(y);
+  onyx_session_release(s);
 }
 
 static void test_session_bytes_loop(void** state) {
@@ -753,6 +822,8 @@ int main(void) {
       cmocka_unit_test(test_split_sizes_that_wrap),
       cmocka_unit_test(test_sequence_insert_grows_to_limit),
       cmocka_unit_test(test_session_bytes_kernels),
+      cmocka_unit_test(test_session_bytes_before_allocation),
+      cmocka_unit_test(test_session_bytes_folding),
       cmocka_unit_test(test_session_bytes_loop),
       cmocka_unit_test(test_run_time_limit_loop),
       cmocka_unit_test(test_run_time_limit_kernel),

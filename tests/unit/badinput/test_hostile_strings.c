@@ -495,6 +495,53 @@ static void test_tfidf_index_int64_max(void** state) {
   }
 }
 
+/* --- names in onyx_session_explain ------------------------------------------------------ */
+
+/* Node and value names holding ESC, BEL, CR, a newline, a backslash and a
+ * C1 control (U+009B, CSI) come out of explain escaped as the `onyx` command
+ * prints them: no control byte but the report's own newlines, one line per
+ * node. */
+static void test_explain_escapes_names(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "X\x1b[2J", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
+  otm_node(m, "Relu", "evil\nnode\x07", "X\x1b[2J", "A\r\\");
+  otm_node(m, "Neg",
+           "csi\xc2\x9b"
+           "31m",
+           "A\r\\", "Y");
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
+  uint8_t* bytes;
+  size_t len;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  ok(onyx_session_options_set_log_severity(o, ONYX_LOG_FATAL));
+  ok(onyx_session_options_set_optimization_level(o, ONYX_OPT_DISABLED));
+  OnyxSession* s = NULL;
+  ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
+  onyx_session_options_release(o);
+  free(bytes);
+  char* text = NULL;
+  ok(onyx_session_explain(s, &text));
+  for (const unsigned char* c = (const unsigned char*)text; *c; c++) {
+    if ((*c < 0x20 && *c != '\n') || *c == 0x7f)
+      fail_msg("explain holds byte 0x%02x at %zu:\n%s", *c,
+               (size_t)(c - (const unsigned char*)text), text);
+    if (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f) fail_msg("explain holds a C1 control");
+  }
+  /* the escaped forms, each on its node's line */
+  const char* relu = strstr(text, "evil\\nnode\\x07");
+  const char* neg = strstr(text, "csi\\xc2\\x9b31m");
+  if (!relu || !neg) fail_msg("escaped node names missing:\n%s", text);
+  const char* eol = strchr(relu, '\n');
+  if (!eol || !strstr(relu, "Relu") || strstr(relu, "Relu") > eol)
+    fail_msg("the Relu node's line is broken:\n%s", text);
+  onyx_free(text);
+  onyx_session_release(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_identity_keeps_bytes),
@@ -512,6 +559,7 @@ int main(void) {
       cmocka_unit_test(test_tfidf_string_tokens_nul),
       cmocka_unit_test(test_tfidf_max_skip_int64_max),
       cmocka_unit_test(test_tfidf_index_int64_max),
+      cmocka_unit_test(test_explain_escapes_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

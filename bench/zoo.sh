@@ -13,7 +13,8 @@
 # second timed variant), SKIP_TIMING=1 (agreement only), and run.sh's ONYX, PEER,
 # ONYX_PEER_DIR, ROUNDS, ITERS, WARMUP, THREADS, RESULTS, PYTHON. The zoo is
 # exported once per folder; delete the folder (or a model's subfolder) to export
-# again. Needs Debian's python3-torch, python3-torchvision and python3-onnx, and the
+# again. Needs Debian's python3-torch, python3-torchvision and python3-onnx
+# (scripts/install-deps.sh --bench), and the
 # peer (bash ../shared/peer/setup.sh) for the reference outputs and ORT's timings.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

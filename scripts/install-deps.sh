@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what Onyx needs to build and test, from Debian's packages, if it is
 # missing. Safe to run again: it installs nothing when everything is there.
+#   scripts/install-deps.sh           build and test
+#   scripts/install-deps.sh --bench   also the model zoo's exporters
+#                                     (bench/zoo.py: python3-torch, -torchvision)
 set -euo pipefail
 
 PACKAGES=(
@@ -21,6 +24,13 @@ PACKAGES=(
   python3-onnx python3-numpy                     # test and sample model generators (never at run time)
   hipcc                                          # ROCm provider: HIP 5.2 + clang 15 (CUDA is never apt-installed)
 )
+
+if [ "${1:-}" = --bench ]; then
+  PACKAGES+=(python3-torch python3-torchvision)
+elif [ -n "${1:-}" ]; then
+  echo "install-deps: unknown argument '$1' (expected --bench or nothing)" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -240,12 +240,29 @@ static size_t dw_segments(const DwPlane* q, int64_t lanes, int S, DwSeg* seg, in
 }
 
 #if DW_X86
-#define T512   __attribute__((target("avx512f,avx2,fma,avx")))
-#define T256   __attribute__((target("avx2,fma,avx")))
-#define INLINE static inline __attribute__((always_inline))
+#define T512 __attribute__((target("avx512f,avx2,fma,avx")))
+#define T256 __attribute__((target("avx2,fma,avx")))
+/* Instrumented builds (sanitizers, the fuzz targets) neither force the
+ * specializations inline nor unroll them: with clang's instrumentation the
+ * forced copies took minutes and gigabytes to compile, and speed is not what
+ * those builds check. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DW_INSTRUMENTED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DW_INSTRUMENTED 1
+#endif
+#ifdef DW_INSTRUMENTED
+#define INLINE static inline
+#define DW_UNROLL
+#else
+#define INLINE    static inline __attribute__((always_inline))
 /* The loops over the (at most 16) accumulators unrolled, so that they stay
  * in registers. */
 #define DW_UNROLL _Pragma("GCC unroll 16")
+#endif
 
 /* ---------------------------------- AVX-512 ----------------------------- */
 

@@ -722,7 +722,9 @@ static void test_sigmoid_tanh_accuracy(void** state) {
 }
 
 /* A long sequence under a 1 ms run limit: the kernel polls once per step
- * and stops with ONYX_CANCELLED naming the node. */
+ * and stops with ONYX_CANCELLED naming the node. On a loaded machine the
+ * millisecond can pass before the run reaches the node; the executor then
+ * stops before it, which names the step instead. */
 static void check_cancelled(int elem) {
   const Case c = {.kind = RNN,
                   .direction = "forward",
@@ -740,7 +742,8 @@ static void check_cancelled(int elem) {
   assert_non_null(st);
   assert_int_equal(onyx_status_code(st), ONYX_CANCELLED);
   const char* msg = onyx_status_message(st);
-  if (!strstr(msg, "rnn0") || !strstr(msg, "max_run_ms")) fail_msg("message: %s", msg);
+  if (!strstr(msg, "max_run_ms") || (!strstr(msg, "rnn0") && !strstr(msg, "before step 0")))
+    fail_msg("message: %s", msg);
   onyx_status_release(st);
   onyx_values_release(f.values, f.n);
   otm_free(m);

@@ -207,8 +207,9 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
       const float* src = b->constant->data;
       float* dst = t->data;
       /* In 32 x 32 blocks: a plain loop strides one side by a whole row per
-       * element (16 ms for mlp's 1024 x 784 at session creation). */
-      for (int64_t i0 = 0; i0 < k; i0 += 32)
+       * element (16 ms for mlp's 1024 x 784 at session creation). An empty B
+       * copies nothing: its other dim may be as large as int64 allows. */
+      for (int64_t i0 = 0; n > 0 && i0 < k; i0 += 32)
         for (int64_t j0 = 0; j0 < n; j0 += 32)
           for (int64_t j = j0; j < j0 + 32 && j < n; j++)
             for (int64_t i = i0; i < i0 + 32 && i < k; i++)

@@ -480,6 +480,27 @@ static void test_maxpool_same_upper_kernel_2_62(void** state) {
   assert_int_equal(replay(m, &x, 1), 1);
 }
 
+/* Gemm (transB) + Relu whose constant B is empty, [0, 2^62]: the CPU
+ * provider's matmul_act fusion transposed B in 32 x 32 blocks, walking 2^57
+ * empty blocks at session creation (a fuzz_structured timeout). Creation now
+ * ends at once; the product is empty. */
+static void test_gemm_relu_empty_b_huge(void** state) {
+  (void)state;
+  const int64_t big = (int64_t)1 << 62;
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "a", F32, 2, DIMS(1, big));
+  otm_initializer(m, "b", F32, 2, DIMS(0, big), NULL);
+  otm_initializer(m, "c", F32, 1, DIMS(0), NULL);
+  OxTestNode* g = otm_node(m, "Gemm", "gemm", "a,b,c", "t");
+  otm_attr_int(g, "transB", 1);
+  otm_node(m, "Relu", "relu", "t", "y");
+  otm_output(m, "y", F32, 2, DIMS(1, 0));
+  const double t0 = (double)clock() / CLOCKS_PER_SEC;
+  const Input a = {"a", F32, 2, {1, 0}, 1.0f, 0}; /* any run: an error or an empty y */
+  replay(m, &a, 1);
+  assert_true((double)clock() / CLOCKS_PER_SEC - t0 < 5.0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unsqueeze_axes_declared_huge),
@@ -504,6 +525,7 @@ int main(void) {
       cmocka_unit_test(test_roialign_empty_height),
       cmocka_unit_test(test_averagepool_kernel_2_24_terminates),
       cmocka_unit_test(test_maxpool_same_upper_kernel_2_62),
+      cmocka_unit_test(test_gemm_relu_empty_b_huge),
   };
   /* ONYX_TEST_FILTER=test_where*: one case at a time (a UBSan finding aborts
    * the whole program) */

@@ -613,11 +613,14 @@ void cpu_free_state(void* state) {
   free(state);
 }
 
+/* A product past int64 saturates: only a tensor with a zero dim can have one
+ * (any other's element count was checked), and no element of it is ever
+ * addressed through the strides. */
 void cpu_dense_strides(const int64_t* dims, size_t rank, int64_t* strides) {
   int64_t s = 1;
   for (size_t d = rank; d-- > 0;) {
     strides[d] = s;
-    s *= dims[d];
+    if (__builtin_mul_overflow(s, dims[d], &s)) s = INT64_MAX;
   }
 }
 

@@ -417,6 +417,24 @@ static void test_concat_empty_huge_at_run(void** state) {
   replay(m, in, 2);
 }
 
+/* Transpose and Slice of an empty [0, INT64_MAX, 3] at run time: the CPU
+ * provider's dense strides multiplied 3 by INT64_MAX (UBSan; a
+ * fuzz_structured finding). They saturate now; the outputs are empty. */
+static void test_transpose_slice_empty_huge_at_run(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(13);
+  otm_input_s(m, "x", F32, "?,?,?");
+  otm_attr_ints(otm_node(m, "Transpose", "t", "x", "y"), "perm", 3, DIMS(2, 0, 1));
+  otm_initializer(m, "starts", I64, 1, DIMS(1), DIMS(1));
+  otm_initializer(m, "ends", I64, 1, DIMS(1), DIMS(2));
+  otm_initializer(m, "axes", I64, 1, DIMS(1), DIMS(2));
+  otm_node(m, "Slice", "s", "x,starts,ends,axes", "z");
+  otm_output(m, "y", F32, -1, NULL);
+  otm_output(m, "z", F32, -1, NULL);
+  Input in[] = {{"x", F32, 3, {0, BIG, 3}, 1, 0}};
+  replay(m, in, 1);
+}
+
 /* Conv with a stride of INT64_MAX over an empty width
  * (providers/cpu/cpu_nn.c:759 im2col_body: 1 + INT64_MAX). */
 static void test_conv_stride_max_empty_width(void** state) {
@@ -521,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_memplan_declared_huge),
       cmocka_unit_test(test_averagepool_kernel_2_32_scratch),
       cmocka_unit_test(test_concat_empty_huge_at_run),
+      cmocka_unit_test(test_transpose_slice_empty_huge_at_run),
       cmocka_unit_test(test_conv_stride_max_empty_width),
       cmocka_unit_test(test_roialign_empty_height),
       cmocka_unit_test(test_averagepool_kernel_2_24_terminates),

@@ -7,8 +7,11 @@
  * is no constant, a negative scale, per-channel scales on the input-channel
  * axis, a bias scale other than x_scale * w_scale, a Relu the Q's zero point
  * does not make a clamp, a Conv output read elsewhere) stays unfused and
- * still runs. QDQ Add and GlobalAveragePool become com.microsoft ops only
- * where the provider has them; either way the outputs match. */
+ * still runs. With another provider first that takes the Conv (and has no
+ * quantized kernels), nothing fuses across the two. A zero point of another
+ * type than its DequantizeLinear's input is refused at session creation,
+ * naming the node. QDQ Add and GlobalAveragePool become com.microsoft ops
+ * only where the provider has them; either way the outputs match. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -125,6 +128,90 @@ static bool explain_has(OnyxSession* s, const char* what) {
   return has;
 }
 
+/* --- another provider first ---------------------------------------------------------------------
+ * "convprov": an in-process provider with a float32 Conv kernel (never run:
+ * the test only looks at the optimized graph), standing for a GPU provider
+ * without quantized kernels. Placed first, it takes the Conv; the Q, DQ and
+ * Relu nodes go to the CPU provider, and no fusion spans the two. */
+static const OnyxHostApi* own_host;
+static const int32_t own_f32[] = {ONYX_ELEM_FLOAT32};
+static const OnyxTypeConstraint own_T[] = {{"T", own_f32, 1}};
+
+static OnyxStatus* own_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  (void)ctx;
+  return own_host->status_create(ONYX_NOT_IMPLEMENTED, "convprov: not run in these tests");
+}
+
+static OnyxStatus* own_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
+  (void)p;
+  OnyxKernelDef d = {.struct_size = sizeof d,
+                     .domain = "",
+                     .op_type = "Conv",
+                     .since_version = 1,
+                     .end_version = ONYX_OPSET_LATEST,
+                     .type_constraints = own_T,
+                     .type_constraint_count = 1,
+                     .compute = own_compute};
+  return own_host->register_kernel(r, &d);
+}
+
+static OnyxStatus* own_count(const OnyxProvider* p, size_t* n) {
+  (void)p;
+  *n = 1;
+  return NULL;
+}
+
+static void own_ep_release(OnyxEp* ep) {
+  (void)ep;
+}
+
+static OnyxStatus* own_create(const OnyxProvider* p, const OnyxEpCreateArgs* a, OnyxEp** out) {
+  (void)a;
+  static OnyxEp ep = {.struct_size = sizeof ep, .release = own_ep_release};
+  ep.provider = p;
+  *out = &ep;
+  return NULL;
+}
+
+static const OnyxProvider own_provider = {.struct_size = sizeof own_provider,
+                                          .abi_major = ONYX_ABI_VERSION_MAJOR,
+                                          .abi_minor = ONYX_ABI_VERSION_MINOR,
+                                          .name = "convprov",
+                                          .vendor = "test",
+                                          .version = "1",
+                                          .device_count = own_count,
+                                          .register_kernels = own_kernels,
+                                          .create_ep = own_create};
+
+static OnyxStatus* own_init(const OnyxHostApi* host, const OnyxProvider** out) {
+  own_host = host;
+  *out = &own_provider;
+  return NULL;
+}
+
+/* The model in bytes, with convprov first: the Conv stays there, unfused. */
+static void check_convprov(const uint8_t* bytes, size_t len) {
+  OnyxSessionOptions* o = NULL;
+  assert_null(onyx_session_options_create(&o));
+  assert_null(onyx_session_options_add_provider_init(o, "convprov", own_init, 1));
+  assert_null(onyx_session_options_add_provider(o, "cpu", NULL, 0, 1));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
+  if (st) fail_msg("session: %s", onyx_status_message(st));
+  onyx_session_options_release(o);
+  assert_int_equal(count_op(s, "QLinearConv"), 0);
+  assert_int_equal(count_op(s, "Conv"), 1);
+  assert_int_equal(count_op(s, "QuantizeLinear"), 2);
+  for (size_t i = 0; i < s->graph->n_nodes; i++) {
+    const OxNode* n = s->graph->nodes[i];
+    assert_true(n->ep >= 0);
+    assert_string_equal(s->eps[n->ep].name, !strcmp(n->op_type, "Conv") ? "convprov" : "cpu");
+  }
+  assert_false(explain_has(s, "made by qdq"));
+  onyx_session_release(s);
+}
+
 /* --- Conv ------------------------------------------------------------------------------------
  * mode 0: per-channel weights, int32 bias, Relu, y zero point 0 (fused, the
  *         Relu folded);
@@ -134,8 +221,10 @@ static bool explain_has(OnyxSession* s, const char* what) {
  * mode 4: per-channel scales along W's axis 1, the input channels (unfused);
  * mode 5: the bias scale is twice x_scale * w_scale (unfused);
  * mode 6: the Conv's float output is a graph output too (unfused);
- * mode 7: one weight scale is negative (unfused). */
-static void conv_case(int mode) {
+ * mode 7: one weight scale is negative (unfused);
+ * mode 8: the weight zero point is uint8, the weights int8: no valid
+ *         DequantizeLinear; session creation fails naming the node. */
+static void conv_case(int mode, bool convprov) {
   const bool relu = mode == 0 || mode == 2;
   const bool bias = mode != 1;
   const bool per_channel = mode != 1;
@@ -178,7 +267,8 @@ static void conv_case(int mode) {
   otm_initializer(m, "ys", ONYX_ELEM_FLOAT32, 0, NULL, &ys);
   otm_initializer(m, "yzp", ONYX_ELEM_UINT8, 0, NULL, &yzp);
   otm_initializer(m, "Wq", ONYX_ELEM_INT8, 4, (int64_t[]){C_OUT, C_IN, K, K}, wq);
-  otm_initializer(m, "wzp", ONYX_ELEM_INT8, per_channel ? 1 : 0, nd, wzp);
+  otm_initializer(m, "wzp", mode == 8 ? ONYX_ELEM_UINT8 : ONYX_ELEM_INT8, per_channel ? 1 : 0, nd,
+                  wzp);
   otm_node(m, "QuantizeLinear", "qx", "X,xs,xzp", "XQ");
   otm_node(m, "DequantizeLinear", "dqx", "XQ,xs,xzp", "XD");
   OxTestNode* dqw = otm_node(m, "DequantizeLinear", "dqw", "Wq,ws,wzp", "WD");
@@ -201,7 +291,26 @@ static void conv_case(int mode) {
   size_t len = 0;
   otm_serialize(m, &bytes, &len);
   otm_free(m);
+  if (mode == 8) {
+    OnyxSessionOptions* o = NULL;
+    assert_null(onyx_session_options_create(&o));
+    OnyxSession* bad = NULL;
+    OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &bad);
+    assert_non_null(st);
+    assert_null(bad);
+    const char* msg = onyx_status_message(st);
+    if (!strstr(msg, "dqw") || !strstr(msg, "wzp")) fail_msg("error: %s", msg);
+    onyx_status_release(st);
+    onyx_session_options_release(o);
+    free(bytes);
+    return;
+  }
 
+  if (convprov) {
+    check_convprov(bytes, len);
+    free(bytes);
+    return;
+  }
   OnyxSession* s = open_at(bytes, len, ONYX_OPT_ALL);
   const bool fused = mode <= 1;
   assert_int_equal(count_op(s, "QLinearConv"), fused ? 1 : 0);
@@ -246,14 +355,19 @@ static void conv_case(int mode) {
 
 static void test_conv_fused(void** state) {
   (void)state;
-  conv_case(0);
-  conv_case(1);
+  conv_case(0, false);
+  conv_case(1, false);
+}
+
+static void test_conv_other_provider(void** state) {
+  (void)state;
+  conv_case(0, true);
 }
 
 static void test_conv_left_alone(void** state) {
   (void)state;
-  for (int mode = 2; mode <= 7; mode++)
-    conv_case(mode);
+  for (int mode = 2; mode <= 8; mode++)
+    conv_case(mode, false);
 }
 
 /* --- MatMul and Gemm ---------------------------------------------------------------------------
@@ -435,9 +549,9 @@ static void test_add_gap(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_conv_fused),   cmocka_unit_test(test_conv_left_alone),
-      cmocka_unit_test(test_matmul_fused), cmocka_unit_test(test_gemm_bias_left_alone),
-      cmocka_unit_test(test_add_gap),
+      cmocka_unit_test(test_conv_fused),           cmocka_unit_test(test_conv_other_provider),
+      cmocka_unit_test(test_conv_left_alone),      cmocka_unit_test(test_matmul_fused),
+      cmocka_unit_test(test_gemm_bias_left_alone), cmocka_unit_test(test_add_gap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

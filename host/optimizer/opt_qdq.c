@@ -21,7 +21,9 @@
  * x_scale * w_scale[m] (to float32 rounding). The fused node reads the DQs'
  * quantized inputs; a DQ whose output is read elsewhere too stays for its
  * other readers. The op's float output must be read only by the Relu or the
- * Q (and be no graph output); the Q's output becomes the fused node's. */
+ * Q (and be no graph output); the Q's output becomes the fused node's.
+ * The next transformer, qdq_fold, folds a DequantizeLinear of constants
+ * that no fusion took into a float32 constant. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,6 +388,55 @@ static OnyxStatus* qdq_fuse(OxOpt* o, OxNode* q, bool* done) {
   return NULL;
 }
 
+/* A DequantizeLinear of constants that no fusion took (a Gemm with a bias,
+ * a node of a provider without quantized kernels): its float32 result
+ * becomes a constant, computed as the CPU kernel computes it, (q - zero
+ * point) converted to float, times the scale in float. Constant folding
+ * leaves DequantizeLinear to this pass; folded here, after the fusions, the
+ * unfused weights cost nothing per run. Results above max_fold_bytes stay
+ * nodes. */
+static OnyxStatus* qdq_fold(OxOpt* o, OxNode* dq, bool* done) {
+  *done = false;
+  if (!ox_opt_is(dq, "DequantizeLinear") || dq->n_outputs != 1 || !dq->outputs[0]) return NULL;
+  OxValue* y = dq->outputs[0];
+  QdqIn in;
+  if (ox_opt_pinned(o, y) || !y->n_consumers ||
+      !(qdq_dq(o, y, 0, &in) || qdq_dq(o, y, ONYX_ELEM_INT32, &in)) || !qdq_host_const(in.q))
+    return NULL;
+  const OxTensor* q = in.q->constant;
+  const size_t limit = o->cfg->max_fold_bytes ? o->cfg->max_fold_bytes : ((size_t)64 << 20);
+  if (q->count > limit / sizeof(float)) return NULL;
+  size_t inner = 1; /* elements after the scale's axis */
+  for (size_t d = in.axis < 0 ? q->rank : (size_t)in.axis + 1; d < q->rank; d++)
+    inner *= (size_t)q->dims[d];
+  OxTensor* t = NULL;
+  OX_TRY(ox_tensor_new_uninit(ONYX_ELEM_FLOAT32, q->dims, q->rank, &t));
+  const float* sc = in.scale->constant->data;
+  float* out = t->data;
+  for (size_t i = 0; i < q->count; i++) {
+    const size_t c = in.n > 1 ? (i / inner) % in.n : 0;
+    int64_t v;
+    if (q->type == ONYX_ELEM_UINT8)
+      v = ((const uint8_t*)q->data)[i];
+    else if (q->type == ONYX_ELEM_INT8)
+      v = ((const int8_t*)q->data)[i];
+    else
+      v = ((const int32_t*)q->data)[i];
+    const float diff = (float)(v - qdq_zp_at(in.zp, in.zp ? c : 0));
+    out[i] = diff * sc[c];
+  }
+  OxValue* c = NULL;
+  OX_TRY(ox_opt_new_constant(o, y->name, t, &c));
+  OX_TRY(ox_opt_replace_uses(y, c));
+  ox_opt_remove(o, dq);
+  *done = true;
+  return NULL;
+}
+
 OnyxStatus* ox_pass_qdq(OxOpt* o, bool* changed) {
   return ox_opt_rewrite_each(o, qdq_fuse, NULL, changed);
+}
+
+OnyxStatus* ox_pass_qdq_fold(OxOpt* o, bool* changed) {
+  return ox_opt_rewrite_each(o, qdq_fold, NULL, changed);
 }

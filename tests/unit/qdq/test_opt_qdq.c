@@ -7,11 +7,12 @@
  * is no constant, a negative scale, per-channel scales on the input-channel
  * axis, a bias scale other than x_scale * w_scale, a Relu the Q's zero point
  * does not make a clamp, a Conv output read elsewhere) stays unfused and
- * still runs. With another provider first that takes the Conv (and has no
- * quantized kernels), nothing fuses across the two. A zero point of another
- * type than its DequantizeLinear's input is refused at session creation,
- * naming the node. QDQ Add and GlobalAveragePool become com.microsoft ops
- * only where the provider has them; either way the outputs match. */
+ * still runs, its DequantizeLinear nodes of valid constants folded. With
+ * another provider first that takes the Conv (and has no quantized
+ * kernels), nothing fuses across the two. A zero point of another type than
+ * its DequantizeLinear's input is refused at session creation, naming the
+ * node. QDQ Add and GlobalAveragePool become com.microsoft ops only where
+ * the provider has them; either way the outputs match. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -203,6 +204,7 @@ static void check_convprov(const uint8_t* bytes, size_t len) {
   assert_int_equal(count_op(s, "QLinearConv"), 0);
   assert_int_equal(count_op(s, "Conv"), 1);
   assert_int_equal(count_op(s, "QuantizeLinear"), 2);
+  assert_int_equal(count_op(s, "DequantizeLinear"), 1); /* W's and B's folded */
   for (size_t i = 0; i < s->graph->n_nodes; i++) {
     const OxNode* n = s->graph->nodes[i];
     assert_true(n->ep >= 0);
@@ -316,6 +318,10 @@ static void conv_case(int mode, bool convprov) {
   assert_int_equal(count_op(s, "QLinearConv"), fused ? 1 : 0);
   assert_int_equal(count_op(s, "Conv") + count_op(s, "FusedConv"), fused ? 0 : 1);
   if (fused) assert_int_equal(count_op(s, "Relu") + count_op(s, "DequantizeLinear"), 0);
+  /* Unfused, the DequantizeLinear of constant weights and bias fold into
+   * float constants (X's stays): all but a weight scale from a graph input
+   * (mode 3) and the negative scales of mode 7 (the weight's and the bias'). */
+  if (!fused) assert_int_equal(count_op(s, "DequantizeLinear"), mode == 3 ? 2 : mode == 7 ? 3 : 1);
   assert_int_equal(count_op(s, "QuantizeLinear"), fused ? 1 : 2); /* X's stays */
   assert_int_equal(explain_has(s, "made by qdq"), fused);
   on_cpu(s, "QLinearConv");
@@ -431,6 +437,7 @@ static void matmul_case(int mode) {
   assert_int_equal(count_op(s, "MatMul") + count_op(s, "Gemm") + count_op(s, "FusedMatMul"),
                    fused ? 0 : 1);
   assert_int_equal(explain_has(s, "made by qdq"), fused);
+  assert_int_equal(count_op(s, "DequantizeLinear"), fused ? 0 : 1); /* B's folded, A's stays */
   on_cpu(s, "QLinearMatMul");
 
   enum { N = MM * MN };

@@ -167,11 +167,12 @@ class Quantizer:
         """int8 symmetric DQ of a constant, per channel along `axis` (None: per tensor)."""
         w = self.inits[name].astype(np.float32)
         if axis is None:
-            scale = np.array(np.float32(max(float(np.abs(w).max(initial=0.0)), 1e-12) / 127.0))
+            scale = np.array(np.float32((float(np.abs(w).max(initial=0.0)) or 1.0) / 127.0))
             q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
         else:
             red = tuple(i for i in range(w.ndim) if i != axis)
-            amax = np.maximum(np.abs(w).max(axis=red), 1e-12)
+            amax = np.abs(w).max(axis=red)
+            amax = np.where(amax > 0, amax, 1.0)  # an all-zero channel: any scale, and a bias stays representable
             scale = (amax / 127.0).astype(np.float32)
             shape = [1] * w.ndim
             shape[axis] = -1

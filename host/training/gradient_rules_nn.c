@@ -1,0 +1,339 @@
+/* gradient_rules_nn.c — gradient rules of the activations, losses,
+ * convolution, pooling and normalization ops. Most emit one of the gradient
+ * ops of the com.onyx.training domain (schemas/schemas_training.c, CPU
+ * kernels in the CPU provider):
+ *   Relu -> ReluGrad(dY, X)        Sigmoid -> SigmoidGrad(dY, Y)
+ *   Tanh -> TanhGrad(dY, Y)
+ *   Gelu (opset 20; com.onyx Gelu): GeluGrad(dY, X) ("none"),
+ *     FastGeluGrad(dY, X) ("tanh")
+ *   Softmax / LogSoftmax (13+): SoftmaxGrad / LogSoftmaxGrad(dY, Y, axis);
+ *     before 13 (the inputs flattened to 2-D at `axis`), composed:
+ *     Y (dY - sum(dY Y)) and dY - exp(Y) sum(dY) over the axes from `axis`
+ *   SoftmaxCrossEntropyLoss: SoftmaxCrossEntropyLossGrad(dLoss, log_prob,
+ *     labels[, weights]) (+ LogSoftmaxGrad for a gradient into log_prob)
+ *   NegativeLogLikelihoodLoss: composed: -dLoss w[t] (/ the weight sum for
+ *     "mean") at the target class, by OneHot
+ *   Conv -> ConvGrad(dY, X, W) -> dX, dW, dB (only the wanted outputs)
+ *   MaxPool -> MaxPoolGrad(dY, Indices, Shape(X)) (Indices: MaxPool's second
+ *     output, or a second MaxPool computing it)
+ *   AveragePool -> AveragePoolGrad(dY, Shape(X))
+ *   GlobalAveragePool: dY spread evenly over the spatial axes
+ *   BatchNormalization, training (batch statistics):
+ *     BatchNormalizationGrad(dY, X, scale, mean, 1/sqrt(var + eps)) with the
+ *     batch mean and variance recomputed; inference: composed (dX = dY
+ *     scale / sqrt(var + eps), dScale = sum(dY x_hat), dB = sum(dY))
+ *   LayerNormalization (17; com.onyx 1) -> LayerNormalizationGrad(dY, X,
+ *     scale, mean, inv_std_var) (mean, inv_std_var: outputs 1 and 2, or
+ *     recomputed)
+ *   Dropout, training -> DropoutGrad(dY, mask, ratio); inference: dY */
+#include <string.h>
+#include "gradient_rules.h"
+
+#define TRAIN OX_TRAINING_DOMAIN
+
+static const char* tgrad2(OxGradBuilder* b, const char* op, const char* a, const char* c) {
+  const char* ins[] = {a, c};
+  return ox_grad_op(b, op, TRAIN, ins, 2, 1, NULL, NULL);
+}
+
+static OnyxStatus* rule_relu(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, tgrad2(b, "ReluGrad", GO(0), I(0)));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_sigmoid(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, tgrad2(b, "SigmoidGrad", GO(0), O(0)));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_tanh(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, tgrad2(b, "TanhGrad", GO(0), O(0)));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_gelu(OxGradBuilder* b, const OxNode* n) {
+  bool fast = !strcmp(ox_node_attr_string(n, "approximate", "none"), "tanh");
+  ox_grad_GI(b, n, 0, tgrad2(b, fast ? "FastGeluGrad" : "GeluGrad", GO(0), I(0)));
+  return ox_grad_err(b);
+}
+
+/* Softmax and LogSoftmax: the normalized axis. */
+static int64_t softmax_axis(const OxNode* n) {
+  int64_t r = n->inputs[0]->rank;
+  int64_t axis = ox_node_attr_int(n, "axis", n->since_version >= 13 ? -1 : 1);
+  return axis < 0 ? axis + r : axis;
+}
+
+/* Before opset 13 the ops work on the input flattened to 2-D at `axis`:
+ * the sums run over every axis from `axis` on. */
+static OnyxStatus* softmax_old(OxGradBuilder* b, const OxNode* n, bool log) {
+  int64_t r = n->inputs[0]->rank, axis = softmax_axis(n);
+  if (r < 0 || axis < 0 || axis >= r || r > 64)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs a known rank and a valid axis");
+  int64_t axes[64];
+  for (int64_t i = axis; i < r; i++)
+    axes[i - axis] = i;
+  size_t na = (size_t)(r - axis);
+  const char* dy = GO(0);
+  if (log) {
+    const char* s = ox_grad_reduce_sum(b, dy, axes, na, true);
+    ox_grad_GI(b, n, 0, OP2("Sub", dy, OP2("Mul", OP1("Exp", O(0)), s)));
+  } else {
+    const char* s = ox_grad_reduce_sum(b, OP2("Mul", dy, O(0)), axes, na, true);
+    ox_grad_GI(b, n, 0, OP2("Mul", O(0), OP2("Sub", dy, s)));
+  }
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* softmax_rule(OxGradBuilder* b, const OxNode* n, bool log) {
+  if (n->since_version < 13) return softmax_old(b, n, log);
+  const char* g = tgrad2(b, log ? "LogSoftmaxGrad" : "SoftmaxGrad", GO(0), O(0));
+  ox_grad_attr_int(b, "axis", ox_node_attr_int(n, "axis", -1));
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_softmax(OxGradBuilder* b, const OxNode* n) {
+  return softmax_rule(b, n, false);
+}
+
+static OnyxStatus* rule_logsoftmax(OxGradBuilder* b, const OxNode* n) {
+  return softmax_rule(b, n, true);
+}
+
+static OnyxStatus* rule_sce(OxGradBuilder* b, const OxNode* n) {
+  if (!WANTS(0)) return NULL;
+  const char* lp = O(1);
+  if (!lp) { /* log_prob along the class axis 1 */
+    if (ox_grad_opset(b) < 13 && n->inputs[0]->rank != 2)
+      return ox_status(ONYX_NOT_IMPLEMENTED,
+                       "the gradient needs the node's log_prob output (output 1) for inputs "
+                       "of rank %d before opset 13",
+                       (int)n->inputs[0]->rank);
+    lp = OP1("LogSoftmax", I(0));
+    ox_grad_attr_int(b, "axis", 1);
+  }
+  if (GO(0)) {
+    const char* ins[] = {GO(0), lp, I(1), I(2)};
+    const char* g = ox_grad_op(b, "SoftmaxCrossEntropyLossGrad", TRAIN, ins,
+                               n->n_inputs > 2 && I(2) ? 4 : 3, 1, NULL, NULL);
+    ox_grad_attr_copy(b, n, "reduction");
+    ox_grad_attr_copy(b, n, "ignore_index");
+    ox_grad_GI(b, n, 0, g);
+  }
+  if (GO(1)) {
+    const char* g = tgrad2(b, "LogSoftmaxGrad", GO(1), lp);
+    ox_grad_attr_int(b, "axis", 1);
+    ox_grad_GI(b, n, 0, g);
+  }
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_nll(OxGradBuilder* b, const OxNode* n) {
+  if (!WANTS(0)) return NULL;
+  OnyxElemType T = TI(0), TT = TI(1);
+  const char* red = ox_node_attr_string(n, "reduction", "mean");
+  const OxAttr* ii = ox_node_attr(n, "ignore_index");
+  const char* t = I(1);
+  const char* c = NULL; /* per-position weight, shaped like the target */
+  if (ii) {
+    const char* is_ii = OP2("Equal", t, ox_grad_scalar(b, TT, (double)ii->i));
+    t = OP3("Where", is_ii, ox_grad_scalar(b, TT, 0), t);
+    c = ox_grad_cast(b, OP1("Not", is_ii), T);
+  }
+  if (n->n_inputs > 2 && I(2)) {
+    const char* w = OP2("Gather", I(2), t);
+    c = c ? OP2("Mul", c, w) : w;
+  }
+  const char* per = OP1("Neg", GO(0));
+  if (c) per = OP2("Mul", per, c);
+  per = OP2("Expand", per, OP1("Shape", I(1)));
+  if (!strcmp(red, "mean")) {
+    const char* den = c ? OP1("ReduceSum", c) : ox_grad_cast(b, OP1("Size", I(1)), T);
+    if (c) ox_grad_attr_int(b, "keepdims", 0);
+    per = OP2("Div", per, den);
+  }
+  const int64_t one[1] = {1}, vals[2] = {0, 1};
+  const char* depth = OP2("Gather", OP1("Shape", I(0)), ox_grad_i64(b, one, 1));
+  const char* values = ox_grad_cast(b, ox_grad_i64(b, vals, 2), T);
+  const char* oh = OP3("OneHot", t, depth, values);
+  ox_grad_attr_int(b, "axis", 1);
+  ox_grad_GI(b, n, 0, OP2("Mul", oh, ox_grad_unsqueeze(b, per, one, 1)));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_conv(OxGradBuilder* b, const OxNode* n) {
+  bool want[3] = {WANTS(0), WANTS(1), n->n_inputs > 2 && WANTS(2)};
+  if (!want[0] && !want[1] && !want[2]) return NULL;
+  const char* ins[] = {GO(0), I(0), I(1)};
+  const char* outs[3] = {0};
+  ox_grad_op(b, "ConvGrad", TRAIN, ins, 3, 3, want, outs);
+  ox_grad_attrs_copy(b, n, NULL);
+  for (size_t i = 0; i < 3; i++)
+    if (want[i]) ox_grad_GI(b, n, i, outs[i]);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_maxpool(OxGradBuilder* b, const OxNode* n) {
+  if (!WANTS(0)) return NULL;
+  if (ox_node_attr_int(n, "storage_order", 0) != 0)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for storage_order 0 only");
+  const char* idx = O(1);
+  if (!idx) { /* a second MaxPool for the indices */
+    const char* ins[] = {I(0)};
+    const char* outs[2] = {0};
+    ox_grad_op(b, "MaxPool", "", ins, 1, 2, NULL, outs);
+    ox_grad_attrs_copy(b, n, NULL);
+    idx = outs[1];
+  }
+  const char* ins[] = {GO(0), idx, OP1("Shape", I(0))};
+  const char* g = ox_grad_op(b, "MaxPoolGrad", TRAIN, ins, 3, 1, NULL, NULL);
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_avgpool(OxGradBuilder* b, const OxNode* n) {
+  const char* g = tgrad2(b, "AveragePoolGrad", GO(0), OP1("Shape", I(0)));
+  ox_grad_attrs_copy(b, n, NULL);
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_global_avgpool(OxGradBuilder* b, const OxNode* n) {
+  const char* ratio = OP2("Div", ox_grad_cast(b, OP1("Size", O(0)), TI(0)),
+                          ox_grad_cast(b, OP1("Size", I(0)), TI(0)));
+  ox_grad_GI(b, n, 0, OP2("Mul", ox_grad_expand_like(b, GO(0), I(0), TI(0)), ratio));
+  return ox_grad_err(b);
+}
+
+/* The axes of a rank-r NC... tensor other than 1, and 1..r-2 (to unsqueeze
+ * a [C] vector to [C, 1, ...]). */
+static size_t bn_axes(int32_t r, int64_t* red, int64_t* uns) {
+  size_t k = 0;
+  red[k++] = 0;
+  for (int32_t i = 2; i < r; i++) {
+    red[k++] = i;
+    uns[i - 2] = i - 1;
+  }
+  return k;
+}
+
+static OnyxStatus* rule_batchnorm(OxGradBuilder* b, const OxNode* n) {
+  int32_t r = n->inputs[0]->rank;
+  if (r < 2 || r > 64) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of known rank");
+  bool training = n->since_version >= 14 ? ox_node_attr_int(n, "training_mode", 0) != 0
+                                         : n->n_outputs > 1 && O(1);
+  int64_t red[64], uns[64];
+  size_t nr = bn_axes(r, red, uns), nu = (size_t)(r - 2);
+  const char* eps = K(ox_node_attr_float(n, "epsilon", 1e-5f));
+  const char* dy = GO(0);
+  if (!dy) return NULL; /* no gradient through the running statistics */
+  if (training) {
+    const char* m = ox_grad_reduce(b, "ReduceMean", I(0), red, nr, true);
+    const char* dev = OP2("Sub", I(0), m);
+    const char* var = ox_grad_reduce(b, "ReduceMean", OP2("Mul", dev, dev), red, nr, false);
+    const char* inv = OP1("Reciprocal", OP1("Sqrt", OP2("Add", var, eps)));
+    const int64_t c_shape[1] = {-1};
+    const char* mean = OP2("Reshape", m, ox_grad_i64(b, c_shape, 1));
+    const char* ins[] = {dy, I(0), I(1), mean, inv};
+    bool want[3] = {WANTS(0), WANTS(1), WANTS(2)};
+    const char* outs[3] = {0};
+    if (!want[0] && !want[1] && !want[2]) return NULL;
+    ox_grad_op(b, "BatchNormalizationGrad", TRAIN, ins, 5, 3, want, outs);
+    ox_grad_attr_float(b, "epsilon", ox_node_attr_float(n, "epsilon", 1e-5f));
+    for (size_t i = 0; i < 3; i++)
+      if (want[i]) ox_grad_GI(b, n, i, outs[i]);
+    return ox_grad_err(b);
+  }
+  const char* inv = OP1("Reciprocal", OP1("Sqrt", OP2("Add", I(4), eps)));
+  const char* inv_u = nu ? ox_grad_unsqueeze(b, inv, uns, nu) : inv;
+  if (WANTS(0)) {
+    const char* sc = OP2("Mul", I(1), inv);
+    ox_grad_GI(b, n, 0, OP2("Mul", dy, nu ? ox_grad_unsqueeze(b, sc, uns, nu) : sc));
+  }
+  if (WANTS(1)) {
+    const char* mu = nu ? ox_grad_unsqueeze(b, I(3), uns, nu) : I(3);
+    const char* xhat = OP2("Mul", OP2("Sub", I(0), mu), inv_u);
+    ox_grad_GI(b, n, 1, ox_grad_reduce_sum(b, OP2("Mul", dy, xhat), red, nr, false));
+  }
+  if (WANTS(2)) ox_grad_GI(b, n, 2, ox_grad_reduce_sum(b, dy, red, nr, false));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_layernorm(OxGradBuilder* b, const OxNode* n) {
+  const char* dy = GO(0);
+  if (!dy) return NULL;
+  int64_t r = n->inputs[0]->rank, axis = ox_node_attr_int(n, "axis", -1);
+  if (r < 1 || r > 64) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of known rank");
+  if (axis < 0) axis += r;
+  const char *mean = O(1), *inv = O(2);
+  if (!mean || !inv) { /* recomputed: over the axes from `axis` on, kept as 1s */
+    int64_t axes[64];
+    for (int64_t i = axis; i < r; i++)
+      axes[i - axis] = i;
+    size_t na = (size_t)(r - axis);
+    const char* m = ox_grad_reduce(b, "ReduceMean", I(0), axes, na, true);
+    const char* dev = OP2("Sub", I(0), m);
+    const char* var = ox_grad_reduce(b, "ReduceMean", OP2("Mul", dev, dev), axes, na, true);
+    const char* eps = K(ox_node_attr_float(n, "epsilon", 1e-5f));
+    mean = m;
+    inv = OP1("Reciprocal", OP1("Sqrt", OP2("Add", var, eps)));
+  }
+  bool want[3] = {WANTS(0), WANTS(1), n->n_inputs > 2 && WANTS(2)};
+  if (!want[0] && !want[1] && !want[2]) return ox_grad_err(b);
+  const char* ins[] = {dy, I(0), I(1), mean, inv};
+  const char* outs[3] = {0};
+  ox_grad_op(b, "LayerNormalizationGrad", TRAIN, ins, 5, 3, want, outs);
+  ox_grad_attr_int(b, "axis", axis);
+  ox_grad_attr_float(b, "epsilon", ox_node_attr_float(n, "epsilon", 1e-5f));
+  for (size_t i = 0; i < 3; i++)
+    if (want[i]) ox_grad_GI(b, n, i, outs[i]);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_dropout(OxGradBuilder* b, const OxNode* n) {
+  const char* dy = GO(0);
+  if (!dy) return NULL;
+  /* Training mode: input 2 (opset 12 on); a constant decides here, a run-time
+   * value through Where. */
+  const OxValue* tm = n->since_version >= 12 && n->n_inputs > 2 ? n->inputs[2] : NULL;
+  bool constant = !tm || tm->constant;
+  bool on = tm && tm->constant && tm->constant->count && *(const uint8_t*)tm->constant->data;
+  if (constant && !on) {
+    ox_grad_GI(b, n, 0, dy);
+    return ox_grad_err(b);
+  }
+  if (!O(1))
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "in training mode the gradient needs the node's mask output (output 1)");
+  const char* ins[] = {dy, O(1), I(1)};
+  const char* g = ox_grad_op(b, "DropoutGrad", TRAIN, ins, I(1) ? 3 : 2, 1, NULL, NULL);
+  if (!constant) g = OP3("Where", tm->name, g, dy);
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+static const OxGradRuleDef ox_rules_nn[] = {
+    {"", "Relu", 1, 0, rule_relu},
+    {"", "Sigmoid", 1, 0, rule_sigmoid},
+    {"", "Tanh", 1, 0, rule_tanh},
+    {"", "Gelu", 20, 0, rule_gelu},
+    {"com.onyx", "Gelu", 1, 0, rule_gelu},
+    {"", "Softmax", 1, 0, rule_softmax},
+    {"", "LogSoftmax", 1, 0, rule_logsoftmax},
+    {"", "SoftmaxCrossEntropyLoss", 12, 0, rule_sce},
+    {"", "NegativeLogLikelihoodLoss", 12, 0, rule_nll},
+    {"", "Conv", 1, 0, rule_conv},
+    {"", "MaxPool", 8, 0, rule_maxpool},
+    {"", "AveragePool", 1, 0, rule_avgpool},
+    {"", "GlobalAveragePool", 1, 0, rule_global_avgpool},
+    {"", "BatchNormalization", 7, 0, rule_batchnorm},
+    {"", "LayerNormalization", 17, 0, rule_layernorm},
+    {"com.onyx", "LayerNormalization", 1, 0, rule_layernorm},
+    {"", "Dropout", 7, 0, rule_dropout},
+};
+
+const OxGradRuleDef* ox_grad_rules_nn(size_t* n) {
+  *n = OX_ARRAY_LEN(ox_rules_nn);
+  return ox_rules_nn;
+}

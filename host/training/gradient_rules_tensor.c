@@ -1,0 +1,214 @@
+/* gradient_rules_tensor.c — gradient rules of the ops that move elements
+ * (dY: the gradient of output 0):
+ *   Reshape, Squeeze, Unsqueeze, Flatten: Reshape(dY, Shape(X))
+ *   Transpose: dY transposed by the inverse permutation
+ *   Concat: dY split along the axis into the inputs' sizes (Split)
+ *   Split: the outputs' gradients concatenated (zeros for an output without
+ *     one)
+ *   Slice (opset 11 on): dY scattered into zeros at the sliced positions (the
+ *     positions: the same Slice of an index tensor, Range reshaped as X)
+ *   Gather -> GatherGrad(Shape(X), indices, dY) (com.onyx.training)
+ *   GatherElements (opset 16 on): ScatterElements(zeros, indices, dY,
+ *     reduction "add")
+ *   Expand: dY summed down to X's shape
+ *   Tile: dY reshaped to (r0, d0, r1, d1, ...) and summed over the r axes
+ *   Pad (constant mode, pads >= 0): the slice of dY at X's place */
+#include <stdlib.h>
+#include <string.h>
+#include "gradient_rules.h"
+
+static OnyxStatus* rule_reshape_like(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Reshape", GO(0), OP1("Shape", I(0))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_transpose(OxGradBuilder* b, const OxNode* n) {
+  int32_t r = n->inputs[0]->rank;
+  if (r < 0 || r > 64)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs an input of known rank");
+  size_t np = 0;
+  const int64_t* perm = ox_node_attr_ints(n, "perm", &np);
+  int64_t inv[64];
+  for (int32_t i = 0; i < r; i++) {
+    int64_t p = perm && np == (size_t)r ? perm[i] : r - 1 - i;
+    if (p < 0) p += r;
+    if (p < 0 || p >= r) return ox_status(ONYX_INVALID_MODEL, "perm entry %d is out of range", i);
+    inv[p] = i;
+  }
+  const char* g = OP1("Transpose", GO(0));
+  ox_grad_attr_ints(b, "perm", inv, (size_t)r);
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_concat(OxGradBuilder* b, const OxNode* n) {
+  int32_t r = n->outputs[0]->rank;
+  int64_t axis = ox_node_attr_int(n, "axis", 0);
+  if (r < 0) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs an output of known rank");
+  if (axis < 0) axis += r;
+  size_t k = n->n_inputs;
+  if (k > 8) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for up to 8 inputs");
+  int64_t sizes[8];
+  bool known = true;
+  for (size_t i = 0; i < k; i++) {
+    const OxValue* v = n->inputs[i];
+    sizes[i] = v && v->rank == r ? v->dims[axis] : -1;
+    known &= sizes[i] >= 0;
+  }
+  const char* split;
+  if (ox_grad_opset(b) < 13) {
+    if (!known)
+      return ox_status(ONYX_NOT_IMPLEMENTED,
+                       "the gradient needs the inputs' sizes along the axis before opset 13");
+    split = NULL;
+  } else if (known) {
+    split = ox_grad_i64(b, sizes, k);
+  } else { /* the sizes at run time */
+    const char* parts[8];
+    const int64_t at[1] = {axis};
+    for (size_t i = 0; i < k; i++)
+      parts[i] = OP2("Gather", OP1("Shape", I(i)), ox_grad_i64(b, at, 1));
+    split = ox_grad_op(b, "Concat", "", parts, k, 1, NULL, NULL);
+    ox_grad_attr_int(b, "axis", 0);
+  }
+  const char* ins[2] = {GO(0), split};
+  const char* outs[8] = {0};
+  ox_grad_op(b, "Split", "", ins, split ? 2 : 1, k, NULL, outs);
+  ox_grad_attr_int(b, "axis", axis);
+  if (!split) ox_grad_attr_ints(b, "split", sizes, k);
+  for (size_t i = 0; i < k; i++)
+    ox_grad_GI(b, n, i, outs[i]);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_split(OxGradBuilder* b, const OxNode* n) {
+  size_t k = n->n_outputs;
+  const char** parts = calloc(k + 1, sizeof *parts);
+  if (!parts) return ox_oom();
+  for (size_t i = 0; i < k; i++)
+    parts[i] = GO(i) ? GO(i) : ox_grad_zeros_like(b, O(i), TO(i));
+  const char* g = ox_grad_op(b, "Concat", "", parts, k, 1, NULL, NULL);
+  free(parts);
+  ox_grad_attr_int(b, "axis", ox_node_attr_int(n, "axis", 0));
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+/* Reshape(x, [-1]). */
+static const char* flat(OxGradBuilder* b, const char* x) {
+  const int64_t m1[1] = {-1};
+  return OP2("Reshape", x, ox_grad_i64(b, m1, 1));
+}
+
+static OnyxStatus* rule_slice(OxGradBuilder* b, const OxNode* n) {
+  if (ox_grad_opset(b) < 11)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs opset 11 or later (Range)");
+  /* The flat position of every element of X, sliced as X is. */
+  const char* size = OP1("Size", I(0));
+  const char* range = OP3("Range", ox_grad_scalar(b, ONYX_ELEM_INT64, 0), size,
+                          ox_grad_scalar(b, ONYX_ELEM_INT64, 1));
+  const char* pos = OP2("Reshape", range, OP1("Shape", I(0)));
+  const char* ins[5] = {pos, I(1), I(2), I(3), I(4)};
+  const char* sl = ox_grad_op(b, "Slice", "", ins, n->n_inputs, 1, NULL, NULL);
+  ox_grad_attrs_copy(b, n, NULL);
+  const int64_t one[1] = {1};
+  const char* zeros =
+      OP2("Expand", ox_grad_scalar(b, TI(0), 0), OP2("Reshape", size, ox_grad_i64(b, one, 1)));
+  const char* sc = OP3("ScatterElements", zeros, flat(b, sl), flat(b, GO(0)));
+  ox_grad_attr_int(b, "axis", 0);
+  ox_grad_GI(b, n, 0, OP2("Reshape", sc, OP1("Shape", I(0))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_gather(OxGradBuilder* b, const OxNode* n) {
+  const char* ins[] = {OP1("Shape", I(0)), I(1), GO(0)};
+  const char* g = ox_grad_op(b, "GatherGrad", OX_TRAINING_DOMAIN, ins, 3, 1, NULL, NULL);
+  ox_grad_attr_int(b, "axis", ox_node_attr_int(n, "axis", 0));
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_gather_elements(OxGradBuilder* b, const OxNode* n) {
+  if (ox_grad_opset(b) < 16)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "the gradient needs opset 16 or later (ScatterElements with reduction)");
+  const char* g = OP3("ScatterElements", ox_grad_zeros_like(b, I(0), TI(0)), I(1), GO(0));
+  ox_grad_attr_int(b, "axis", ox_node_attr_int(n, "axis", 0));
+  ox_grad_attr_string(b, "reduction", "add");
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_expand(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI_bcast(b, n, 0, GO(0));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_tile(OxGradBuilder* b, const OxNode* n) {
+  int32_t r = n->inputs[0]->rank;
+  if (r < 1 || r > 32) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of known rank");
+  const int64_t one[1] = {1};
+  const char* pair = OP2("Concat", ox_grad_unsqueeze(b, I(1), one, 1),
+                         ox_grad_unsqueeze(b, OP1("Shape", I(0)), one, 1));
+  ox_grad_attr_int(b, "axis", 1);
+  const char* split = OP2("Reshape", GO(0), flat(b, pair));
+  int64_t axes[32];
+  for (int32_t i = 0; i < r; i++)
+    axes[i] = 2 * i;
+  ox_grad_GI(b, n, 0, ox_grad_reduce_sum(b, split, axes, (size_t)r, false));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_pad(OxGradBuilder* b, const OxNode* n) {
+  const char* mode = ox_node_attr_string(n, "mode", "constant");
+  int32_t r = n->inputs[0]->rank;
+  if (strcmp(mode, "constant"))
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for mode 'constant' (not '%s')",
+                     mode);
+  if (n->n_inputs > 3 && I(3))
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built without the axes input");
+  if (r < 0 || r > 32 || ox_grad_opset(b) < 10)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of known rank and opset 10+");
+  const char* starts;
+  const OxValue* pv = n->since_version >= 11 ? n->inputs[1] : NULL;
+  size_t np = 0;
+  const int64_t* pads = pv ? NULL : ox_node_attr_ints(n, "pads", &np);
+  if (pv && pv->constant && pv->constant->type == ONYX_ELEM_INT64 &&
+      pv->constant->count == (size_t)(2 * r))
+    pads = pv->constant->data, np = pv->constant->count;
+  if (pads) {
+    if (np != (size_t)(2 * r))
+      return ox_status(ONYX_INVALID_MODEL, "pads has %zu entries for rank %d", np, (int)r);
+    for (size_t i = 0; i < np; i++)
+      if (pads[i] < 0)
+        return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for pads >= 0");
+    starts = ox_grad_i64(b, pads, (size_t)r);
+  } else { /* pads known at run time */
+    const int64_t z[1] = {0}, e[1] = {r};
+    starts = OP3("Slice", I(1), ox_grad_i64(b, z, 1), ox_grad_i64(b, e, 1));
+  }
+  const char* ends = OP2("Add", starts, OP1("Shape", I(0)));
+  ox_grad_GI(b, n, 0, OP3("Slice", GO(0), starts, ends));
+  return ox_grad_err(b);
+}
+
+static const OxGradRuleDef ox_rules_tensor[] = {
+    {"", "Reshape", 1, 0, rule_reshape_like},
+    {"", "Squeeze", 1, 0, rule_reshape_like},
+    {"", "Unsqueeze", 1, 0, rule_reshape_like},
+    {"", "Flatten", 1, 0, rule_reshape_like},
+    {"", "Transpose", 1, 0, rule_transpose},
+    {"", "Concat", 1, 0, rule_concat},
+    {"", "Split", 1, 0, rule_split},
+    {"", "Slice", 1, 0, rule_slice},
+    {"", "Gather", 1, 0, rule_gather},
+    {"", "GatherElements", 11, 0, rule_gather_elements},
+    {"", "Expand", 8, 0, rule_expand},
+    {"", "Tile", 6, 0, rule_tile},
+    {"", "Pad", 2, 0, rule_pad},
+};
+
+const OxGradRuleDef* ox_grad_rules_tensor(size_t* n) {
+  *n = OX_ARRAY_LEN(ox_rules_tensor);
+  return ox_rules_tensor;
+}

@@ -1,0 +1,918 @@
+/* test_gradient_rules.c — every gradient rule of host/training against
+ * central finite differences.
+ *
+ * Each case builds a tiny model: its differentiable inputs (random values),
+ * the forward op(s) writing "Y", and the scalar loss L = sum(Y * R) with R a
+ * fixed random tensor of Y's shape; a Gradient node asks dL/dx for every
+ * input. The session's gradients are compared with (L(x + h) - L(x - h)) /
+ * 2h, element by element, in float64 (h = 1e-6, tolerance 1e-5 relative to
+ * max(1, |fd|)) unless the case says float32 (h = 1e-2, tolerance 2e-2).
+ * Further tests: the stop-gradient on integer paths, the error for an op
+ * without a rule (op, node and path), and broadcasting with shapes known
+ * only at run time. Cases marked `contract` use the com.onyx.training
+ * gradient kernels of the CPU provider. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onyx/onyx.h"
+#include "ox_schema.h"
+#include "ox_test_models.h"
+
+static const char* current_case = "";
+
+static void ok(OnyxStatus* st) {
+  if (st) fail_msg("%s: unexpected error: %s", current_case, onyx_status_message(st));
+}
+
+/* --- random values (a fixed LCG: the same cases every run) ------------------------- */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static double urand(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+enum { K_ANY = 0, K_POS = 1, K_AWAY = 2, K_LOW = 3, K_HIGH = 4 };
+
+static double draw(int kind) {
+  double u = urand();
+  if (kind == K_POS) return 0.5 + 1.5 * u;
+  if (kind == K_LOW) return -0.2 - 0.6 * u;
+  if (kind == K_HIGH) return 0.2 + 0.6 * u;
+  if (kind == K_AWAY) return (urand() < 0.5 ? -1 : 1) * (0.2 + 0.8 * u);
+  return 2 * u - 1;
+}
+
+static size_t count_of(int rank, const int64_t* dims) {
+  size_t c = 1;
+  for (int i = 0; i < rank; i++)
+    c *= (size_t)dims[i];
+  return c;
+}
+
+/* n doubles stored as T (float32 or float64); malloc'd. */
+static void* pack(OnyxElemType T, const double* v, size_t n) {
+  void* p = malloc((n ? n : 1) * (T == ONYX_ELEM_FLOAT32 ? 4 : 8));
+  for (size_t i = 0; i < n; i++)
+    if (T == ONYX_ELEM_FLOAT32)
+      ((float*)p)[i] = (float)v[i];
+    else
+      ((double*)p)[i] = v[i];
+  return p;
+}
+
+/* A random initializer of element type T. */
+static void init_rand(OxTestModel* m, const char* name, OnyxElemType T, int rank,
+                      const int64_t* dims, int kind) {
+  size_t n = count_of(rank, dims);
+  double* v = malloc((n ? n : 1) * sizeof *v);
+  for (size_t i = 0; i < n; i++)
+    v[i] = draw(kind);
+  void* p = pack(T, v, n);
+  otm_initializer(m, name, T, rank, dims, p);
+  free(p);
+  free(v);
+}
+
+static void init_i64(OxTestModel* m, const char* name, int rank, const int64_t* dims,
+                     const int64_t* v) {
+  otm_initializer(m, name, ONYX_ELEM_INT64, rank, dims, v);
+}
+
+static void init_f(OxTestModel* m, const char* name, OnyxElemType T, int rank, const int64_t* dims,
+                   const double* v) {
+  void* p = pack(T, v, count_of(rank, dims));
+  otm_initializer(m, name, T, rank, dims, p);
+  free(p);
+}
+
+/* --- cases ------------------------------------------------------------------------- */
+typedef struct CaseIn {
+  const char* name;
+  int rank;
+  int64_t dims[5];
+  int kind;
+} CaseIn;
+
+typedef struct Case {
+  const char* name;
+  int opset;
+  void (*build)(OxTestModel* m, OnyxElemType T);
+  int y_rank;
+  int64_t y_dims[5];
+  CaseIn in[4];
+  bool f32;      /* the op has no float64 kernel: float32, looser check */
+  bool contract; /* uses the com.onyx.training gradient kernels */
+  double h;      /* the step (0: the default of the type) */
+} Case;
+
+static double L_of(OnyxSession* s, const Case* c, OnyxElemType T, double** x, size_t n_in) {
+  OnyxValue* in[4] = {0};
+  const char* names[4] = {0};
+  for (size_t i = 0; i < n_in; i++) {
+    const CaseIn* ci = &c->in[i];
+    size_t n = count_of(ci->rank, ci->dims);
+    void* p = pack(T, x[i], n);
+    ok(onyx_value_create_tensor(T, ci->dims, (size_t)ci->rank, p, n * onyx_elem_type_size(T),
+                                &in[i]));
+    free(p);
+    names[i] = ci->name;
+  }
+  const char* outs[1] = {"L"};
+  OnyxValue* got[1] = {0};
+  ok(onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, n_in, outs, 1, got));
+  const void* d = onyx_tensor_data(onyx_value_tensor(got[0]));
+  double L = T == ONYX_ELEM_FLOAT32 ? *(const float*)d : *(const double*)d;
+  onyx_values_release(got, 1);
+  onyx_values_release(in, n_in);
+  return L;
+}
+
+static OnyxSession* open_bytes(OxTestModel* m) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
+  free(bytes);
+  ok(st);
+  return s;
+}
+
+static void check_case(const Case* c) {
+  OnyxElemType T = c->f32 ? ONYX_ELEM_FLOAT32 : ONYX_ELEM_FLOAT64;
+  current_case = c->name;
+  OxTestModel* m = otm_new(c->opset);
+  otm_add_opset(m, "ai.onnx.preview.training", 1);
+  size_t n_in = 0;
+  while (n_in < 4 && c->in[n_in].name)
+    n_in++;
+  for (size_t i = 0; i < n_in; i++)
+    otm_input(m, c->in[i].name, T, c->in[i].rank, c->in[i].dims);
+  c->build(m, T);
+  init_rand(m, "R", T, c->y_rank, c->y_dims, K_ANY);
+  otm_node(m, "Mul", "loss_mul", "Y,R", "YR");
+  OxTestNode* red = otm_node(m, "ReduceSum", "loss_sum", "YR", "L");
+  otm_attr_int(red, "keepdims", 0);
+  char outs[256] = "", xs_buf[4][32];
+  const char* xs[4];
+  for (size_t i = 0; i < n_in; i++) {
+    snprintf(xs_buf[i], sizeof xs_buf[i], "d_%s", c->in[i].name);
+    xs[i] = c->in[i].name;
+    strcat(outs, i ? "," : "");
+    strcat(outs, xs_buf[i]);
+  }
+  OxTestNode* g = otm_node(m, "Gradient", "grad", "", outs);
+  otm_node_domain(g, "ai.onnx.preview.training");
+  otm_attr_strings(g, "xs", n_in, xs);
+  otm_attr_string(g, "y", "L");
+  otm_output(m, "L", T, 0, NULL);
+  for (size_t i = 0; i < n_in; i++)
+    otm_output(m, xs_buf[i], T, c->in[i].rank, c->in[i].dims);
+  OnyxSession* s = open_bytes(m);
+
+  double* x[4] = {0};
+  for (size_t i = 0; i < n_in; i++) {
+    size_t n = count_of(c->in[i].rank, c->in[i].dims);
+    x[i] = malloc((n ? n : 1) * sizeof(double));
+    for (size_t k = 0; k < n; k++) {
+      x[i][k] = draw(c->in[i].kind);
+      if (T == ONYX_ELEM_FLOAT32) x[i][k] = (float)x[i][k];
+    }
+  }
+  /* The session's gradients. */
+  OnyxValue* in[4] = {0};
+  for (size_t i = 0; i < n_in; i++) {
+    size_t n = count_of(c->in[i].rank, c->in[i].dims);
+    void* p = pack(T, x[i], n);
+    ok(onyx_value_create_tensor(T, c->in[i].dims, (size_t)c->in[i].rank, p,
+                                n * onyx_elem_type_size(T), &in[i]));
+    free(p);
+  }
+  const char* gnames[4];
+  for (size_t i = 0; i < n_in; i++)
+    gnames[i] = xs_buf[i];
+  OnyxValue* got[4] = {0};
+  ok(onyx_session_run(s, NULL, xs, (const OnyxValue* const*)in, n_in, gnames, n_in, got));
+  double h = c->h ? c->h : T == ONYX_ELEM_FLOAT32 ? 1e-2 : 1e-6;
+  double tol = T == ONYX_ELEM_FLOAT32 ? 2e-2 : 1e-5;
+  for (size_t i = 0; i < n_in; i++) {
+    const OnyxTensor* t = onyx_value_tensor(got[i]);
+    assert_non_null(t);
+    assert_int_equal(onyx_tensor_elem_type(t), T);
+    size_t n = count_of(c->in[i].rank, c->in[i].dims);
+    const void* d = onyx_tensor_data(t);
+    for (size_t k = 0; k < n; k++) {
+      double keep = x[i][k];
+      x[i][k] = keep + h;
+      double lp = L_of(s, c, T, x, n_in);
+      x[i][k] = keep - h;
+      double lm = L_of(s, c, T, x, n_in);
+      x[i][k] = keep;
+      double fd = (lp - lm) / (2 * h);
+      double an = T == ONYX_ELEM_FLOAT32 ? ((const float*)d)[k] : ((const double*)d)[k];
+      if (!(fabs(an - fd) <= tol * fmax(1.0, fabs(fd))))
+        fail_msg("%s: d%s[%zu] = %.9g, finite difference %.9g", c->name, c->in[i].name, k, an, fd);
+    }
+  }
+  onyx_values_release(got, n_in);
+  onyx_values_release(in, n_in);
+  for (size_t i = 0; i < n_in; i++)
+    free(x[i]);
+  onyx_session_release(s);
+}
+
+/* --- forward builders -------------------------------------------------------------- */
+#define UNARY(fn, op)                                                                              \
+  static void fn(OxTestModel* m, OnyxElemType T) {                                                 \
+    (void)T;                                                                                       \
+    otm_node(m, op, "n", "A", "Y");                                                                \
+  }
+#define BINARY(fn, op)                                                                             \
+  static void fn(OxTestModel* m, OnyxElemType T) {                                                 \
+    (void)T;                                                                                       \
+    otm_node(m, op, "n", "A,B", "Y");                                                              \
+  }
+UNARY(b_neg, "Neg")
+UNARY(b_identity, "Identity")
+UNARY(b_exp, "Exp")
+UNARY(b_log, "Log")
+UNARY(b_sqrt, "Sqrt")
+UNARY(b_erf, "Erf")
+UNARY(b_abs, "Abs")
+UNARY(b_reciprocal, "Reciprocal")
+UNARY(b_relu, "Relu")
+UNARY(b_sigmoid, "Sigmoid")
+UNARY(b_tanh, "Tanh")
+UNARY(b_global_avg, "GlobalAveragePool")
+BINARY(b_add, "Add")
+BINARY(b_sub, "Sub")
+BINARY(b_mul, "Mul")
+BINARY(b_div, "Div")
+BINARY(b_pow, "Pow")
+BINARY(b_matmul, "MatMul")
+
+static void b_max3(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Max", "n", "A,B,C", "Y");
+}
+static void b_min3(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Min", "n", "A,B,C", "Y");
+}
+static void b_sum3(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Sum", "n", "A,B,C", "Y");
+}
+static void b_mean3(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Mean", "n", "A,B,C", "Y");
+}
+
+/* Fan-out: A feeds three nodes, whose gradients must add up. */
+static void b_fanout(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Mul", "sq", "A,A", "A2");
+  otm_node(m, "Exp", "e", "A", "E");
+  otm_node(m, "Add", "y", "A2,E", "Y");
+}
+
+/* The integer path stops the gradient: Y = A * float(int(A)); int(A) is a
+ * step function, so the finite difference sees the same constant factor. */
+static void b_int_path(OxTestModel* m, OnyxElemType T) {
+  OxTestNode* n = otm_node(m, "Mul", "scale", "A,S", "AS");
+  (void)n;
+  const double s = 3.0;
+  init_f(m, "S", T, 0, NULL, &s);
+  otm_attr_int(otm_node(m, "Cast", "to_int", "AS", "AI"), "to", ONYX_ELEM_INT64);
+  otm_attr_int(otm_node(m, "Cast", "to_float", "AI", "AF"), "to", T);
+  otm_node(m, "Mul", "y", "A,AF", "Y");
+}
+
+static void b_clip(OxTestModel* m, OnyxElemType T) {
+  const double lo = -0.5, hi = 0.6;
+  init_f(m, "lo", T, 0, NULL, &lo);
+  init_f(m, "hi", T, 0, NULL, &hi);
+  otm_node(m, "Clip", "n", "A,lo,hi", "Y");
+}
+
+static void b_clip_bounds(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Clip", "n", "A,B,C", "Y");
+}
+
+static void b_where(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const uint8_t c[6] = {1, 0, 0, 1, 1, 0};
+  otm_initializer(m, "cond", ONYX_ELEM_BOOL, 2, (int64_t[]){2, 3}, c);
+  otm_node(m, "Where", "n", "cond,A,B", "Y");
+}
+
+static void b_cast(OxTestModel* m, OnyxElemType T) {
+  otm_attr_int(otm_node(m, "Cast", "c1", "A", "A32"), "to", ONYX_ELEM_FLOAT32);
+  otm_attr_int(otm_node(m, "Cast", "c2", "A32", "Y"), "to", T);
+}
+
+static void b_cumsum(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t ax = 1;
+  init_i64(m, "axis", 0, NULL, &ax);
+  OxTestNode* n = otm_node(m, "CumSum", "n", "A,axis", "Y");
+  otm_attr_int(n, "reverse", 1);
+  otm_attr_int(n, "exclusive", 1);
+}
+
+static void b_gemm_t(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "Gemm", "n", "A,B,C", "Y");
+  otm_attr_int(n, "transA", 1);
+  otm_attr_int(n, "transB", 1);
+  otm_attr_float(n, "alpha", 0.75f);
+  otm_attr_float(n, "beta", 1.5f);
+}
+
+static void b_gemm(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Gemm", "n", "A,B,C", "Y");
+}
+
+static void b_reduce_sum_in(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t ax[2] = {0, -1};
+  init_i64(m, "axes", 1, (int64_t[]){2}, ax);
+  otm_attr_int(otm_node(m, "ReduceSum", "n", "A,axes", "Y"), "keepdims", 0);
+}
+
+#define REDUCE_ATTR(fn, op, keep)                                                                  \
+  static void fn(OxTestModel* m, OnyxElemType T) {                                                 \
+    (void)T;                                                                                       \
+    OxTestNode* n = otm_node(m, op, "n", "A", "Y");                                                \
+    otm_attr_ints(n, "axes", 1, (const int64_t[]){1});                                             \
+    otm_attr_int(n, "keepdims", keep);                                                             \
+  }
+REDUCE_ATTR(b_reduce_mean, "ReduceMean", 0)
+REDUCE_ATTR(b_reduce_max, "ReduceMax", 1)
+REDUCE_ATTR(b_reduce_min, "ReduceMin", 0)
+REDUCE_ATTR(b_reduce_l2, "ReduceL2", 0)
+REDUCE_ATTR(b_reduce_l1, "ReduceL1", 1)
+REDUCE_ATTR(b_reduce_ss, "ReduceSumSquare", 0)
+REDUCE_ATTR(b_reduce_lse, "ReduceLogSumExp", 0)
+
+static void b_reduce_max18(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t ax[1] = {2};
+  init_i64(m, "axes", 1, (int64_t[]){1}, ax);
+  otm_attr_int(otm_node(m, "ReduceMax", "n", "A,axes", "Y"), "keepdims", 0);
+}
+
+static void b_einsum(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_string(otm_node(m, "Einsum", "n", "A,B", "Y"), "equation", "bij,bjk->bik");
+}
+
+static void b_reshape(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t s[2] = {3, -1};
+  init_i64(m, "shape", 1, (int64_t[]){2}, s);
+  otm_node(m, "Reshape", "n", "A,shape", "Y");
+}
+
+static void b_squeeze_unsqueeze_flatten(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t a0[1] = {1}, a1[1] = {0};
+  init_i64(m, "sq_axes", 1, (int64_t[]){1}, a0);
+  init_i64(m, "un_axes", 1, (int64_t[]){1}, a1);
+  otm_node(m, "Squeeze", "sq", "A,sq_axes", "S");
+  otm_node(m, "Unsqueeze", "un", "S,un_axes", "U");
+  otm_attr_int(otm_node(m, "Flatten", "fl", "U", "Y"), "axis", 2);
+}
+
+static void b_transpose(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_ints(otm_node(m, "Transpose", "n", "A", "Y"), "perm", 3, (const int64_t[]){1, 2, 0});
+}
+
+static void b_concat(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_int(otm_node(m, "Concat", "n", "A,B,C", "Y"), "axis", -1);
+}
+
+/* Split with two of its three outputs used, one of them twice. */
+static void b_split(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t s[3] = {1, 2, 1};
+  init_i64(m, "split", 1, (int64_t[]){3}, s);
+  otm_attr_int(otm_node(m, "Split", "n", "A,split", "P,Q,Z"), "axis", 1);
+  otm_node(m, "Mul", "pq", "Q,Q", "Q2");
+  otm_attr_int(otm_node(m, "Concat", "c", "P,Q2,Q", "Y"), "axis", 1);
+}
+
+static void b_slice(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t st[2] = {-1, 1}, en[2] = {0, 100}, ax[2] = {0, 1}, sp[2] = {-1, 2};
+  init_i64(m, "starts", 1, (int64_t[]){2}, st);
+  init_i64(m, "ends", 1, (int64_t[]){2}, en);
+  init_i64(m, "axes", 1, (int64_t[]){2}, ax);
+  init_i64(m, "steps", 1, (int64_t[]){2}, sp);
+  otm_node(m, "Slice", "n", "A,starts,ends,axes,steps", "Y");
+}
+
+static void b_gather(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t idx[4] = {2, -1, 0, 2};
+  init_i64(m, "idx", 2, (int64_t[]){2, 2}, idx);
+  otm_attr_int(otm_node(m, "Gather", "n", "A,idx", "Y"), "axis", 1);
+}
+
+static void b_gather_elements(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t idx[6] = {0, 2, 2, 1, 1, 1};
+  init_i64(m, "idx", 2, (int64_t[]){2, 3}, idx);
+  otm_attr_int(otm_node(m, "GatherElements", "n", "A,idx", "Y"), "axis", 1);
+}
+
+static void b_expand(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t s[3] = {2, 3, 4};
+  init_i64(m, "shape", 1, (int64_t[]){3}, s);
+  otm_node(m, "Expand", "n", "A,shape", "Y");
+}
+
+static void b_tile(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t r[2] = {2, 3};
+  init_i64(m, "rep", 1, (int64_t[]){2}, r);
+  otm_node(m, "Tile", "n", "A,rep", "Y");
+}
+
+static void b_pad(OxTestModel* m, OnyxElemType T) {
+  const int64_t p[4] = {1, 0, 0, 2};
+  init_i64(m, "pads", 1, (int64_t[]){4}, p);
+  const double v = 0.25;
+  init_f(m, "pv", T, 0, NULL, &v);
+  otm_node(m, "Pad", "n", "A,pads,pv", "Y");
+}
+
+static void b_gelu(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Gelu", "n", "A", "Y");
+}
+
+static void b_gelu_tanh(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_string(otm_node(m, "Gelu", "n", "A", "Y"), "approximate", "tanh");
+}
+
+static void b_softmax(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_int(otm_node(m, "Softmax", "n", "A", "Y"), "axis", 1);
+}
+
+static void b_logsoftmax(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_int(otm_node(m, "LogSoftmax", "n", "A", "Y"), "axis", 1);
+}
+
+static void b_sce(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t lab[3] = {1, 3, 0};
+  init_i64(m, "lab", 1, (int64_t[]){3}, lab);
+  otm_node(m, "SoftmaxCrossEntropyLoss", "n", "A,lab", "Y");
+}
+
+static void b_sce_weighted(OxTestModel* m, OnyxElemType T) {
+  const int64_t lab[6] = {1, 3, 0, 2, 3, 1};
+  init_i64(m, "lab", 2, (int64_t[]){3, 2}, lab);
+  init_rand(m, "w", T, 1, (int64_t[]){4}, K_POS);
+  OxTestNode* n = otm_node(m, "SoftmaxCrossEntropyLoss", "n", "A,lab,w", "Y,LP");
+  otm_attr_string(n, "reduction", "sum");
+  otm_attr_int(n, "ignore_index", 3);
+}
+
+static void b_nll(OxTestModel* m, OnyxElemType T) {
+  const int64_t lab[6] = {1, 3, 0, 2, 3, 1};
+  init_i64(m, "lab", 2, (int64_t[]){3, 2}, lab);
+  init_rand(m, "w", T, 1, (int64_t[]){4}, K_POS);
+  OxTestNode* n = otm_node(m, "NegativeLogLikelihoodLoss", "n", "A,lab,w", "Y");
+  otm_attr_int(n, "ignore_index", 3);
+}
+
+static void b_nll_none(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t lab[3] = {1, 3, 0};
+  init_i64(m, "lab", 1, (int64_t[]){3}, lab);
+  otm_attr_string(otm_node(m, "NegativeLogLikelihoodLoss", "n", "A,lab", "Y"), "reduction", "none");
+}
+
+static void b_conv(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "Conv", "n", "A,B,C", "Y");
+  otm_attr_ints(n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  otm_attr_ints(n, "strides", 2, (const int64_t[]){2, 2});
+}
+
+static void b_conv1d_group(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "Conv", "n", "A,B", "Y");
+  otm_attr_int(n, "group", 2);
+  otm_attr_ints(n, "dilations", 1, (const int64_t[]){2});
+}
+
+static void b_maxpool(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "MaxPool", "n", "A", "Y");
+  otm_attr_ints(n, "kernel_shape", 2, (const int64_t[]){2, 2});
+  otm_attr_ints(n, "strides", 2, (const int64_t[]){2, 2});
+}
+
+static void b_avgpool(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "AveragePool", "n", "A", "Y");
+  otm_attr_ints(n, "kernel_shape", 2, (const int64_t[]){3, 3});
+  otm_attr_ints(n, "strides", 2, (const int64_t[]){2, 2});
+  otm_attr_ints(n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+}
+
+static void b_bn_train(OxTestModel* m, OnyxElemType T) {
+  init_rand(m, "mean", T, 1, (int64_t[]){2}, K_ANY);
+  init_rand(m, "var", T, 1, (int64_t[]){2}, K_POS);
+  OxTestNode* n = otm_node(m, "BatchNormalization", "n", "A,B,C,mean,var", "Y,rm,rv");
+  otm_attr_int(n, "training_mode", 1);
+}
+
+static void b_bn_infer(OxTestModel* m, OnyxElemType T) {
+  init_rand(m, "mean", T, 1, (int64_t[]){2}, K_ANY);
+  init_rand(m, "var", T, 1, (int64_t[]){2}, K_POS);
+  otm_node(m, "BatchNormalization", "n", "A,B,C,mean,var", "Y");
+}
+
+static void b_layernorm(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_int(otm_node(m, "LayerNormalization", "n", "A,B,C", "Y"), "axis", 1);
+}
+
+static void b_dropout_infer(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Dropout", "n", "A", "Y");
+}
+
+#define IN(n, r, ...)                                                                              \
+  { n, r, {__VA_ARGS__}, K_ANY }
+#define INK(n, k, r, ...)                                                                          \
+  { n, r, {__VA_ARGS__}, k }
+
+static const Case cases[] = {
+    {"Add", 17, b_add, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 1, 3)}, .f32 = false},
+    {"Sub", 17, b_sub, 3, {2, 4, 3}, {IN("A", 3, 2, 1, 3), IN("B", 2, 4, 1)}, .f32 = false},
+    {"Mul", 17, b_mul, 2, {3, 4}, {IN("A", 2, 3, 4), IN("B", 2, 1, 4)}, .f32 = false},
+    {"Div", 17, b_div, 2, {2, 3}, {IN("A", 2, 2, 3), INK("B", K_POS, 2, 2, 3)}, .f32 = false},
+    {"Div_opset7", 7, b_div, 2, {2, 3}, {IN("A", 2, 2, 3), INK("B", K_POS, 1, 3)}, .f32 = false},
+    {"Neg", 17, b_neg, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Identity", 17, b_identity, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Exp", 17, b_exp, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Log", 17, b_log, 2, {2, 3}, {INK("A", K_POS, 2, 2, 3)}, .f32 = false},
+    {"Sqrt", 17, b_sqrt, 2, {2, 3}, {INK("A", K_POS, 2, 2, 3)}, .f32 = false},
+    {"Erf", 17, b_erf, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Abs", 17, b_abs, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
+    {"Reciprocal", 17, b_reciprocal, 2, {2, 3}, {INK("A", K_POS, 2, 2, 3)}, .f32 = false},
+    {"Pow", 17, b_pow, 2, {2, 3}, {INK("A", K_POS, 2, 2, 3), IN("B", 1, 3)}, .f32 = false},
+    {"Max",
+     17,
+     b_max3,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 1, 3), IN("C", 2, 2, 1)},
+     .f32 = false},
+    {"Min",
+     17,
+     b_min3,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 1, 3), IN("C", 2, 2, 1)},
+     .f32 = false},
+    {"Clip", 13, b_clip, 2, {3, 4}, {IN("A", 2, 3, 4)}, .f32 = false},
+    {"Clip_bounds",
+     13,
+     b_clip_bounds,
+     2,
+     {3, 4},
+     {IN("A", 2, 3, 4), INK("B", K_LOW, 0, 0), INK("C", K_HIGH, 0, 0)},
+     .f32 = false},
+    {"Where", 17, b_where, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 1, 3)}, .f32 = false},
+    {"Cast", 17, b_cast, 2, {2, 3}, {IN("A", 2, 2, 3)}, .h = 1e-2},
+    {"Sum",
+     17,
+     b_sum3,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 1, 3), IN("C", 2, 2, 1)},
+     .f32 = false},
+    {"Mean",
+     17,
+     b_mean3,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 1, 3), IN("C", 2, 2, 1)},
+     .f32 = false},
+    {"CumSum", 17, b_cumsum, 2, {2, 4}, {IN("A", 2, 2, 4)}, .f32 = false},
+    {"MatMul_2d", 17, b_matmul, 2, {3, 2}, {IN("A", 2, 3, 4), IN("B", 2, 4, 2)}, .f32 = false},
+    {"MatMul_batch_bcast",
+     17,
+     b_matmul,
+     4,
+     {2, 3, 3, 2},
+     {IN("A", 4, 2, 1, 3, 4), IN("B", 3, 3, 4, 2)},
+     .f32 = false},
+    {"MatMul_1d_a", 17, b_matmul, 2, {2, 3}, {IN("A", 1, 4), IN("B", 3, 2, 4, 3)}, .f32 = false},
+    {"MatMul_1d_b", 17, b_matmul, 2, {2, 3}, {IN("A", 3, 2, 3, 4), IN("B", 1, 4)}, .f32 = false},
+    {"MatMul_dot", 17, b_matmul, 0, {0}, {IN("A", 1, 4), IN("B", 1, 4)}, .f32 = false},
+    {"Gemm_trans",
+     17,
+     b_gemm_t,
+     2,
+     {3, 2},
+     {IN("A", 2, 4, 3), IN("B", 2, 2, 4), IN("C", 1, 2)},
+     .f32 = false},
+    {"Gemm",
+     17,
+     b_gemm,
+     2,
+     {3, 2},
+     {IN("A", 2, 3, 4), IN("B", 2, 4, 2), IN("C", 2, 3, 2)},
+     .f32 = false},
+    {"Gemm_opset9",
+     9,
+     b_gemm,
+     2,
+     {3, 2},
+     {IN("A", 2, 3, 4), IN("B", 2, 4, 2), IN("C", 1, 2)},
+     .f32 = false},
+    {"ReduceSum_axes_input", 13, b_reduce_sum_in, 1, {3}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"ReduceMean", 17, b_reduce_mean, 2, {2, 4}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"ReduceMax", 17, b_reduce_max, 3, {2, 1, 4}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"ReduceMax_18", 18, b_reduce_max18, 2, {2, 3}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"ReduceMin", 17, b_reduce_min, 2, {2, 4}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"ReduceL2", 17, b_reduce_l2, 2, {2, 4}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"ReduceL1", 17, b_reduce_l1, 3, {2, 1, 4}, {INK("A", K_AWAY, 3, 2, 3, 4)}, .f32 = false},
+    {"ReduceSumSquare", 17, b_reduce_ss, 2, {2, 4}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"ReduceLogSumExp", 17, b_reduce_lse, 2, {2, 4}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"Einsum",
+     17,
+     b_einsum,
+     3,
+     {2, 3, 2},
+     {IN("A", 3, 2, 3, 4), IN("B", 3, 2, 4, 2)},
+     .f32 = false},
+    {"Reshape", 17, b_reshape, 2, {3, 4}, {IN("A", 3, 2, 3, 2)}, .f32 = false},
+    {"Squeeze_Unsqueeze_Flatten",
+     17,
+     b_squeeze_unsqueeze_flatten,
+     2,
+     {3, 2},
+     {IN("A", 3, 3, 1, 2)},
+     .f32 = false},
+    {"Transpose", 17, b_transpose, 3, {3, 4, 2}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"Concat",
+     17,
+     b_concat,
+     2,
+     {2, 6},
+     {IN("A", 2, 2, 1), IN("B", 2, 2, 3), IN("C", 2, 2, 2)},
+     .f32 = false},
+    {"Split", 17, b_split, 2, {2, 5}, {IN("A", 2, 2, 4)}, .f32 = false},
+    {"Slice", 17, b_slice, 2, {2, 2}, {IN("A", 2, 3, 4)}, .f32 = false},
+    {"GatherElements", 17, b_gather_elements, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Expand", 17, b_expand, 3, {2, 3, 4}, {IN("A", 2, 3, 1)}, .f32 = false},
+    {"Tile", 17, b_tile, 2, {4, 6}, {IN("A", 2, 2, 2)}, .f32 = false},
+    {"Pad", 17, b_pad, 2, {3, 5}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"GlobalAveragePool",
+     17,
+     b_global_avg,
+     4,
+     {2, 3, 1, 1},
+     {IN("A", 4, 2, 3, 2, 2)},
+     .f32 = false},
+    {"Softmax_opset11", 11, b_softmax, 3, {2, 3, 4}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
+    {"NegativeLogLikelihoodLoss", 13, b_nll, 0, {0}, {IN("A", 3, 3, 4, 2)}, .f32 = false},
+    {"NegativeLogLikelihoodLoss_none", 13, b_nll_none, 1, {3}, {IN("A", 2, 3, 4)}, .f32 = false},
+    {"BatchNormalization_inference",
+     15,
+     b_bn_infer,
+     4,
+     {3, 2, 2, 2},
+     {IN("A", 4, 3, 2, 2, 2), IN("B", 1, 2), IN("C", 1, 2)},
+     .f32 = false},
+    {"Dropout_inference", 13, b_dropout_infer, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"fan_out", 17, b_fanout, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"int_path_stops", 17, b_int_path, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    /* The com.onyx.training gradient kernels. */
+    {"Relu", 17, b_relu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .contract = true},
+    {"Sigmoid", 17, b_sigmoid, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},
+    {"Tanh", 17, b_tanh, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},
+    {"Gelu", 20, b_gelu, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},
+    {"Gelu_tanh", 20, b_gelu_tanh, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},
+    {"Softmax", 13, b_softmax, 3, {2, 3, 4}, {IN("A", 3, 2, 3, 4)}, .contract = true},
+    {"LogSoftmax", 13, b_logsoftmax, 3, {2, 3, 4}, {IN("A", 3, 2, 3, 4)}, .contract = true},
+    {"SoftmaxCrossEntropyLoss", 13, b_sce, 0, {0}, {IN("A", 2, 3, 4)}, .contract = true},
+    {"SoftmaxCrossEntropyLoss_weighted",
+     13,
+     b_sce_weighted,
+     0,
+     {0},
+     {IN("A", 3, 3, 4, 2)},
+     .contract = true},
+    {"Gather", 17, b_gather, 3, {2, 2, 2}, {IN("A", 2, 2, 3)}, .contract = true},
+    {"Conv",
+     17,
+     b_conv,
+     4,
+     {1, 3, 3, 3},
+     {IN("A", 4, 1, 2, 5, 5), IN("B", 4, 3, 2, 3, 3), IN("C", 1, 3)},
+     .contract = true},
+    {"Conv1d_group",
+     17,
+     b_conv1d_group,
+     3,
+     {2, 4, 3},
+     {IN("A", 3, 2, 4, 7), IN("B", 3, 4, 2, 3)},
+     .contract = true},
+    {"MaxPool", 17, b_maxpool, 4, {1, 2, 2, 2}, {IN("A", 4, 1, 2, 4, 4)}, .contract = true},
+    {"AveragePool", 17, b_avgpool, 4, {1, 2, 3, 3}, {IN("A", 4, 1, 2, 5, 5)}, .contract = true},
+    {"BatchNormalization_training",
+     15,
+     b_bn_train,
+     4,
+     {3, 2, 2, 2},
+     {IN("A", 4, 3, 2, 2, 2), IN("B", 1, 2), IN("C", 1, 2)},
+     .contract = true},
+    {"LayerNormalization",
+     17,
+     b_layernorm,
+     3,
+     {2, 3, 4},
+     {IN("A", 3, 2, 3, 4), IN("B", 2, 3, 4), IN("C", 2, 3, 4)},
+     .contract = true},
+};
+
+static void test_rules_composed(void** state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (!cases[i].contract) check_case(&cases[i]);
+}
+
+/* Skipped in a build without the com.onyx.training schemas. */
+static void test_rules_contract(void** state) {
+  (void)state;
+  if (!ox_schema_lookup(NULL, "com.onyx.training", "ReluGrad", 1, NULL)) skip();
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (cases[i].contract) check_case(&cases[i]);
+}
+
+/* --- errors ------------------------------------------------------------------------ */
+static void expect_create_error(OxTestModel* m, const char* const* what, size_t n) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
+  free(bytes);
+  assert_null(s);
+  assert_non_null(st);
+  const char* msg = onyx_status_message(st);
+  for (size_t i = 0; i < n; i++)
+    if (!strstr(msg, what[i])) fail_msg("the message lacks \"%s\": %s", what[i], msg);
+  onyx_status_release(st);
+}
+
+/* Sin has no rule: the message names the op, the node, and the nodes from
+ * the loss back to it. */
+static void test_missing_rule_names_path(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "ai.onnx.preview.training", 1);
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
+  otm_node(m, "Sin", "the_sin", "A", "S");
+  otm_node(m, "Exp", "the_exp", "S", "E");
+  otm_node(m, "Mul", "the_mul", "E,A", "M");
+  otm_attr_int(otm_node(m, "ReduceSum", "the_sum", "M", "L"), "keepdims", 0);
+  OxTestNode* g = otm_node(m, "Gradient", "grad", "", "dA");
+  otm_node_domain(g, "ai.onnx.preview.training");
+  otm_attr_strings(g, "xs", 1, (const char* const[]){"A"});
+  otm_attr_string(g, "y", "L");
+  otm_output(m, "dA", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
+  const char* what[] = {"'grad' (Gradient)", "node 'the_sin' (Sin",
+                        "'L' <- node 'the_sum' (ReduceSum) <- node 'the_mul' (Mul) <- node "
+                        "'the_exp' (Exp) <- node 'the_sin' (Sin)"};
+  expect_create_error(m, what, 3);
+}
+
+/* Broadcasting with shapes known only at run time: B is [K, 3] with K
+ * symbolic, added to A [N, 3]. With K = 1 the gradient of B sums over the
+ * rows of A; with K = N it is dY itself. L = sum(Y * Y) / 2: dB = sum of Y
+ * over the broadcast rows. */
+static void test_dynamic_broadcast(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "ai.onnx.preview.training", 1);
+  otm_input_s(m, "A", ONYX_ELEM_FLOAT32, "N,3");
+  otm_input_s(m, "B", ONYX_ELEM_FLOAT32, "K,3");
+  otm_node(m, "Add", "add", "A,B", "Y");
+  otm_node(m, "Mul", "sq", "Y,Y", "Y2");
+  otm_attr_int(otm_node(m, "ReduceSum", "sum", "Y2", "L"), "keepdims", 0);
+  OxTestNode* g = otm_node(m, "Gradient", "grad", "", "dA,dB");
+  otm_node_domain(g, "ai.onnx.preview.training");
+  otm_attr_strings(g, "xs", 2, (const char* const[]){"A", "B"});
+  otm_attr_string(g, "y", "L");
+  otm_output_s(m, "dA", ONYX_ELEM_FLOAT32, "N,3");
+  otm_output_s(m, "dB", ONYX_ELEM_FLOAT32, "K,3");
+  OnyxSession* s = open_bytes(m);
+  const float a[6] = {1, 2, 3, 4, 5, 6}, b1[3] = {0.5f, -1, 2}, b2[6] = {1, 1, 1, -1, -1, -1};
+  for (int k = 0; k < 2; k++) {
+    const int64_t da[2] = {2, 3}, db[2] = {k ? 2 : 1, 3};
+    const float* bv = k ? b2 : b1;
+    OnyxValue* in[2] = {0};
+    ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, da, 2, a, sizeof a, &in[0]));
+    ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, db, 2, bv, (size_t)db[0] * 3 * 4, &in[1]));
+    const char* names[] = {"A", "B"};
+    const char* outs[] = {"dA", "dB"};
+    OnyxValue* got[2] = {0};
+    ok(onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, 2, outs, 2, got));
+    /* dL/dY = 2Y; Y[r][c] = a[r][c] + b[k ? r : 0][c]. */
+    float y[6], wantb[6] = {0};
+    for (int r = 0; r < 2; r++)
+      for (int c = 0; c < 3; c++) {
+        y[r * 3 + c] = a[r * 3 + c] + bv[(k ? r : 0) * 3 + c];
+        wantb[(k ? r : 0) * 3 + c] += 2 * y[r * 3 + c];
+      }
+    const OnyxTensor* ta = onyx_value_tensor(got[0]);
+    const OnyxTensor* tb = onyx_value_tensor(got[1]);
+    assert_int_equal(onyx_tensor_rank(tb), 2);
+    assert_int_equal(onyx_tensor_dims(tb)[0], db[0]);
+    const float* ga = onyx_tensor_data(ta);
+    const float* gb = onyx_tensor_data(tb);
+    for (int i = 0; i < 6; i++)
+      assert_float_equal(ga[i], 2 * y[i], 1e-5);
+    for (int i = 0; i < (int)db[0] * 3; i++)
+      assert_float_equal(gb[i], wantb[i], 1e-5);
+    onyx_values_release(got, 2);
+    onyx_values_release(in, 2);
+  }
+  onyx_session_release(s);
+}
+
+/* Only the xs get gradients: the frozen W (a graph input not in xs) gets
+ * none, and the result for an x that y does not depend on is zeros. */
+static void test_frozen_and_unreached(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "ai.onnx.preview.training", 1);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
+  otm_input(m, "W", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
+  otm_input(m, "U", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
+  otm_node(m, "Mul", "mul", "X,W", "Y");
+  otm_attr_int(otm_node(m, "ReduceSum", "sum", "Y", "L"), "keepdims", 0);
+  OxTestNode* g = otm_node(m, "Gradient", "grad", "", "dX,dU");
+  otm_node_domain(g, "ai.onnx.preview.training");
+  otm_attr_strings(g, "xs", 2, (const char* const[]){"X", "U"});
+  otm_attr_string(g, "y", "L");
+  otm_output(m, "dX", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
+  otm_output(m, "dU", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2});
+  OnyxSession* s = open_bytes(m);
+  const float x[2] = {1, 2}, w[2] = {3, -4}, u[2] = {5, 6};
+  const int64_t d[1] = {2};
+  OnyxValue* in[3] = {0};
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, d, 1, x, 8, &in[0]));
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, d, 1, w, 8, &in[1]));
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, d, 1, u, 8, &in[2]));
+  const char* names[] = {"X", "W", "U"};
+  const char* outs[] = {"dX", "dU"};
+  OnyxValue* got[2] = {0};
+  ok(onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, 3, outs, 2, got));
+  const float* gx = onyx_tensor_data(onyx_value_tensor(got[0]));
+  const float* gu = onyx_tensor_data(onyx_value_tensor(got[1]));
+  assert_float_equal(gx[0], 3, 0);
+  assert_float_equal(gx[1], -4, 0);
+  assert_float_equal(gu[0], 0, 0);
+  assert_float_equal(gu[1], 0, 0);
+  onyx_values_release(got, 2);
+  onyx_values_release(in, 3);
+  onyx_session_release(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rules_composed),          cmocka_unit_test(test_rules_contract),
+      cmocka_unit_test(test_missing_rule_names_path), cmocka_unit_test(test_dynamic_broadcast),
+      cmocka_unit_test(test_frozen_and_unreached),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -25,7 +25,12 @@
  *   LayerNormalization (17; com.onyx 1) -> LayerNormalizationGrad(dY, X,
  *     scale, mean, inv_std_var) (mean, inv_std_var: outputs 1 and 2, or
  *     recomputed)
- *   Dropout, training -> DropoutGrad(dY, mask, ratio); inference: dY */
+ *   Dropout, training -> DropoutGrad(dY, mask, ratio); inference: dY
+ *   com.onyx FusedMatMul (A @ B + Bias + Z, then the activation): the
+ *     activation's gradient dP (from y; Gelu: recomputed without it), then
+ *     dA = dP B^T, dB = A2^T dP2 (batch axes folded into rows), dBias =
+ *     sum of dP over the rows, dZ = dP
+ *   com.onyx FusedConv: dP the same way, then ConvGrad(dP, X, W), dZ = dP */
 #include <string.h>
 #include "gradient_rules.h"
 
@@ -188,6 +193,7 @@ static OnyxStatus* rule_maxpool(OxGradBuilder* b, const OxNode* n) {
   }
   const char* ins[] = {GO(0), idx, OP1("Shape", I(0))};
   const char* g = ox_grad_op(b, "MaxPoolGrad", TRAIN, ins, 3, 1, NULL, NULL);
+  ox_grad_attrs_copy(b, n, NULL);
   ox_grad_GI(b, n, 0, g);
   return ox_grad_err(b);
 }
@@ -236,9 +242,10 @@ static OnyxStatus* rule_batchnorm(OxGradBuilder* b, const OxNode* n) {
     const int64_t c_shape[1] = {-1};
     const char* mean = OP2("Reshape", m, ox_grad_i64(b, c_shape, 1));
     const char* ins[] = {dy, I(0), I(1), mean, inv};
-    bool want[3] = {WANTS(0), WANTS(1), WANTS(2)};
+    /* dX is a required output of the gradient op. */
+    bool want[3] = {true, WANTS(1), WANTS(2)};
     const char* outs[3] = {0};
-    if (!want[0] && !want[1] && !want[2]) return NULL;
+    if (!WANTS(0) && !want[1] && !want[2]) return NULL;
     ox_grad_op(b, "BatchNormalizationGrad", TRAIN, ins, 5, 3, want, outs);
     ox_grad_attr_float(b, "epsilon", ox_node_attr_float(n, "epsilon", 1e-5f));
     for (size_t i = 0; i < 3; i++)
@@ -279,8 +286,8 @@ static OnyxStatus* rule_layernorm(OxGradBuilder* b, const OxNode* n) {
     mean = m;
     inv = OP1("Reciprocal", OP1("Sqrt", OP2("Add", var, eps)));
   }
-  bool want[3] = {WANTS(0), WANTS(1), n->n_inputs > 2 && WANTS(2)};
-  if (!want[0] && !want[1] && !want[2]) return ox_grad_err(b);
+  bool want[3] = {true, WANTS(1), n->n_inputs > 2 && WANTS(2)}; /* dX: required */
+  if (!WANTS(0) && !want[1] && !want[2]) return ox_grad_err(b);
   const char* ins[] = {dy, I(0), I(1), mean, inv};
   const char* outs[3] = {0};
   ox_grad_op(b, "LayerNormalizationGrad", TRAIN, ins, 5, 3, want, outs);
@@ -313,6 +320,79 @@ static OnyxStatus* rule_dropout(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+/* com.onyx FusedMatMul / FusedConv: the gradient of the pre-activation sum
+ * (Relu, LeakyRelu and Clip from y's sign or range; Gelu from the sum
+ * recomputed without the activation). */
+static const char* fused_act_grad(OxGradBuilder* b, const OxNode* n) {
+  const char* act = ox_node_attr_string(n, "activation", "");
+  const char *dy = GO(0), *y = O(0);
+  OnyxElemType T = TO(0);
+  if (!*act) return dy;
+  const char* z = ox_grad_scalar(b, T, 0);
+  if (!strcmp(act, "Relu")) return OP3("Where", OP2("Greater", y, z), dy, z);
+  if (!strcmp(act, "LeakyRelu")) {
+    const char* s = OP2("Mul", dy, ox_grad_scalar(b, T, ox_node_attr_float(n, "alpha", 0.01f)));
+    return OP3("Where", OP2("Greater", y, z), dy, s);
+  }
+  if (!strcmp(act, "Clip")) {
+    const char* lo = ox_grad_scalar(b, T, ox_node_attr_float(n, "clip_min", 0));
+    const char* hi = ox_grad_scalar(b, T, ox_node_attr_float(n, "clip_max", 0));
+    return OP3("Where", OP2("And", OP2("Greater", y, lo), OP2("Less", y, hi)), dy, z);
+  }
+  if (!strcmp(act, "Gelu")) {
+    const char* ins[4] = {I(0), I(1), I(2), I(3)};
+    const char* pre = ox_grad_op(b, n->op_type, n->domain, ins, n->n_inputs, 1, NULL, NULL);
+    ox_grad_attrs_copy(b, n, "activation");
+    return tgrad2(b, "GeluGrad", dy, pre);
+  }
+  ox_grad_fail(b, ox_status(ONYX_NOT_IMPLEMENTED, "no gradient for the activation '%s'", act));
+  return "";
+}
+
+static OnyxStatus* rule_fused_matmul(OxGradBuilder* b, const OxNode* n) {
+  int32_t ra = n->inputs[0]->rank;
+  if (ra < 2 || ra > 64 || n->inputs[1]->rank != 2)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs A of known rank >= 2 and a 2-D B");
+  const char* dp = fused_act_grad(b, n);
+  if (WANTS(0)) {
+    const char* bt = OP1("Transpose", I(1));
+    ox_grad_GI(b, n, 0, OP2("MatMul", dp, bt));
+  }
+  /* The batch axes of A folded into the rows: dB = A2^T dP2. */
+  const int64_t rows[2] = {-1, n->inputs[0]->dims[ra - 1]};
+  const int64_t cols[2] = {-1, n->inputs[1]->dims[1]};
+  if (WANTS(1)) {
+    const char* a2 = OP2("Reshape", I(0), ox_grad_i64(b, rows, 2));
+    const char* d2 = OP2("Reshape", dp, ox_grad_i64(b, cols, 2));
+    ox_grad_GI(b, n, 1, OP2("MatMul", OP1("Transpose", a2), d2));
+  }
+  if (WANTS(2)) {
+    const int64_t ax[1] = {0};
+    const char* d2 = OP2("Reshape", dp, ox_grad_i64(b, cols, 2));
+    ox_grad_GI(b, n, 2, ox_grad_reduce_sum(b, d2, ax, 1, false));
+  }
+  if (WANTS(3)) ox_grad_GI(b, n, 3, dp);
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_fused_conv(OxGradBuilder* b, const OxNode* n) {
+  const char* dp = fused_act_grad(b, n);
+  bool want[3] = {WANTS(0), WANTS(1), n->n_inputs > 2 && WANTS(2)};
+  if (want[0] || want[1] || want[2]) {
+    const char* ins[] = {dp, I(0), I(1)};
+    const char* outs[3] = {0};
+    ox_grad_op(b, "ConvGrad", TRAIN, ins, 3, 3, want, outs);
+    const char* conv_attrs[] = {"auto_pad",     "dilations", "group",
+                                "kernel_shape", "pads",      "strides"};
+    for (size_t i = 0; i < OX_ARRAY_LEN(conv_attrs); i++)
+      ox_grad_attr_copy(b, n, conv_attrs[i]);
+    for (size_t i = 0; i < 3; i++)
+      if (want[i]) ox_grad_GI(b, n, i, outs[i]);
+  }
+  if (WANTS(3)) ox_grad_GI(b, n, 3, dp);
+  return ox_grad_err(b);
+}
+
 static const OxGradRuleDef ox_rules_nn[] = {
     {"", "Relu", 1, 0, rule_relu},
     {"", "Sigmoid", 1, 0, rule_sigmoid},
@@ -331,6 +411,8 @@ static const OxGradRuleDef ox_rules_nn[] = {
     {"", "LayerNormalization", 17, 0, rule_layernorm},
     {"com.onyx", "LayerNormalization", 1, 0, rule_layernorm},
     {"", "Dropout", 7, 0, rule_dropout},
+    {"com.onyx", "FusedMatMul", 1, 0, rule_fused_matmul},
+    {"com.onyx", "FusedConv", 1, 0, rule_fused_conv},
 };
 
 const OxGradRuleDef* ox_grad_rules_nn(size_t* n) {

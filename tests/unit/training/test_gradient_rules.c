@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "onyx/onyx.h"
-#include "ox_schema.h"
 #include "ox_test_models.h"
 
 static const char* current_case = "";
@@ -564,6 +563,51 @@ static void b_dropout_infer(OxTestModel* m, OnyxElemType T) {
   otm_node(m, "Dropout", "n", "A", "Y");
 }
 
+static void b_layernorm_stats(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "LayerNormalization", "n", "A,B,C", "Y,mu,isd");
+}
+
+static void b_maxpool_idx(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "MaxPool", "n", "A", "Y,idx");
+  otm_attr_ints(n, "kernel_shape", 2, (const int64_t[]){3, 3});
+  otm_attr_ints(n, "strides", 2, (const int64_t[]){1, 2});
+  otm_attr_ints(n, "pads", 4, (const int64_t[]){1, 0, 1, 1});
+}
+
+static void b_onyx_gelu(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_add_opset(m, "com.onyx", 1);
+  otm_node_domain(otm_node(m, "Gelu", "n", "A", "Y"), "com.onyx");
+}
+
+static void b_fused_matmul(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_add_opset(m, "com.onyx", 1);
+  OxTestNode* n = otm_node(m, "FusedMatMul", "n", "A,B,C,D", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_string(n, "activation", "LeakyRelu");
+  otm_attr_float(n, "alpha", 0.2f);
+}
+
+static void b_fused_matmul_gelu(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_add_opset(m, "com.onyx", 1);
+  OxTestNode* n = otm_node(m, "FusedMatMul", "n", "A,B,C", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_string(n, "activation", "Gelu");
+}
+
+static void b_fused_conv(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_add_opset(m, "com.onyx", 1);
+  OxTestNode* n = otm_node(m, "FusedConv", "n", "A,B,C", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_string(n, "activation", "Relu");
+  otm_attr_ints(n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -760,6 +804,44 @@ static const Case cases[] = {
      {2, 3, 4},
      {IN("A", 3, 2, 3, 4), IN("B", 2, 3, 4), IN("C", 2, 3, 4)},
      .contract = true},
+    {"LayerNormalization_stats",
+     17,
+     b_layernorm_stats,
+     3,
+     {2, 3, 4},
+     {IN("A", 3, 2, 3, 4), IN("B", 1, 4), IN("C", 1, 4)},
+     .contract = true},
+    {"MaxPool_indices",
+     17,
+     b_maxpool_idx,
+     4,
+     {1, 2, 4, 2},
+     {IN("A", 4, 1, 2, 4, 4)},
+     .contract = true},
+    {"onyx_Gelu", 17, b_onyx_gelu, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = true, .contract = true},
+    {"FusedMatMul_leaky",
+     17,
+     b_fused_matmul,
+     3,
+     {2, 3, 2},
+     {IN("A", 3, 2, 3, 4), IN("B", 2, 4, 2), IN("C", 1, 2), IN("D", 3, 2, 3, 2)},
+     .f32 = true},
+    {"FusedMatMul_gelu",
+     17,
+     b_fused_matmul_gelu,
+     2,
+     {3, 2},
+     {IN("A", 2, 3, 4), IN("B", 2, 4, 2), IN("C", 1, 2)},
+     .f32 = true,
+     .contract = true},
+    {"FusedConv_relu",
+     17,
+     b_fused_conv,
+     4,
+     {1, 2, 4, 4},
+     {IN("A", 4, 1, 2, 4, 4), IN("B", 4, 2, 2, 3, 3), IN("C", 1, 2)},
+     .f32 = true,
+     .contract = true},
 };
 
 static void test_rules_composed(void** state) {
@@ -768,10 +850,34 @@ static void test_rules_composed(void** state) {
     if (!cases[i].contract) check_case(&cases[i]);
 }
 
-/* Skipped in a build without the com.onyx.training schemas. */
+/* Whether the CPU provider has the com.onyx.training gradient kernels (a
+ * session with one ReluGrad node opens): the contract cases are skipped in
+ * a build without them. */
+static bool contract_kernels(void) {
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "com.onyx.training", 1);
+  const int64_t d[1] = {1};
+  otm_input(m, "dY", ONYX_ELEM_FLOAT32, 1, d);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 1, d);
+  otm_node_domain(otm_node(m, "ReluGrad", "g", "dY,X", "dX"), "com.onyx.training");
+  otm_output(m, "dX", ONYX_ELEM_FLOAT32, 1, d);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
+  free(bytes);
+  bool have = s != NULL;
+  if (st) onyx_status_release(st);
+  if (s) onyx_session_release(s);
+  return have;
+}
+
+/* Skipped in a build without the com.onyx.training kernels. */
 static void test_rules_contract(void** state) {
   (void)state;
-  if (!ox_schema_lookup(NULL, "com.onyx.training", "ReluGrad", 1, NULL)) skip();
+  if (!contract_kernels()) skip();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     if (cases[i].contract) check_case(&cases[i]);
 }
@@ -908,11 +1014,61 @@ static void test_frozen_and_unreached(void** state) {
   onyx_session_release(s);
 }
 
+/* Dropout in training mode: dA = R * mask / (1 - ratio), checked against
+ * the mask the same run drew. */
+static void test_dropout_training(void** state) {
+  (void)state;
+  if (!contract_kernels()) skip();
+  current_case = "Dropout_training";
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "ai.onnx.preview.training", 1);
+  const int64_t d[1] = {64};
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, 1, d);
+  float r[64];
+  for (int i = 0; i < 64; i++)
+    r[i] = (float)(i % 7) - 3.0f;
+  otm_initializer(m, "R", ONYX_ELEM_FLOAT32, 1, d, r);
+  const float ratio = 0.25f;
+  const uint8_t on = 1;
+  otm_initializer(m, "ratio", ONYX_ELEM_FLOAT32, 0, NULL, &ratio);
+  otm_initializer(m, "train", ONYX_ELEM_BOOL, 0, NULL, &on);
+  otm_attr_int(otm_node(m, "Dropout", "drop", "A,ratio,train", "Y,mask"), "seed", 7);
+  otm_node(m, "Mul", "mul", "Y,R", "YR");
+  otm_attr_int(otm_node(m, "ReduceSum", "sum", "YR", "L"), "keepdims", 0);
+  OxTestNode* g = otm_node(m, "Gradient", "grad", "", "dA");
+  otm_node_domain(g, "ai.onnx.preview.training");
+  otm_attr_strings(g, "xs", 1, (const char* const[]){"A"});
+  otm_attr_string(g, "y", "L");
+  otm_output(m, "mask", ONYX_ELEM_BOOL, 1, d);
+  otm_output(m, "dA", ONYX_ELEM_FLOAT32, 1, d);
+  OnyxSession* s = open_bytes(m);
+  float a[64];
+  for (int i = 0; i < 64; i++)
+    a[i] = 1.0f + (float)i;
+  OnyxValue* in[1] = {0};
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, d, 1, a, sizeof a, &in[0]));
+  const char* names[] = {"A"};
+  const char* outs[] = {"mask", "dA"};
+  OnyxValue* got[2] = {0};
+  ok(onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, 1, outs, 2, got));
+  const uint8_t* mk = onyx_tensor_data(onyx_value_tensor(got[0]));
+  const float* ga = onyx_tensor_data(onyx_value_tensor(got[1]));
+  int kept = 0;
+  for (int i = 0; i < 64; i++) {
+    kept += mk[i] != 0;
+    assert_float_equal(ga[i], mk[i] ? r[i] / (1 - ratio) : 0.0f, 1e-5);
+  }
+  assert_true(kept > 0 && kept < 64); /* the mask is not trivial */
+  onyx_values_release(got, 2);
+  onyx_values_release(in, 1);
+  onyx_session_release(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rules_composed),          cmocka_unit_test(test_rules_contract),
       cmocka_unit_test(test_missing_rule_names_path), cmocka_unit_test(test_dynamic_broadcast),
-      cmocka_unit_test(test_frozen_and_unreached),
+      cmocka_unit_test(test_frozen_and_unreached),    cmocka_unit_test(test_dropout_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

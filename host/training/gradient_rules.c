@@ -6,7 +6,7 @@
  *   Mul: dA = dY B, dB = dY A         Div: dA = dY / B, dB = -dY A / B^2
  *   Neg: -dY      Identity: dY        Exp: dY y      Log: dY / x
  *   Sqrt: dY / (2 y)   Reciprocal: -dY y^2   Abs: dY sign(x)
- *   Erf: dY 2/sqrt(pi) exp(-x^2)
+ *   Erf: dY 2/sqrt(pi) exp(-x^2)      Atan: dY / (1 + x^2)
  *   Pow: dA = dY B A^(B-1), dB = dY y log(A)
  *   Min/Max: dY where the input equals y (ties: each equal input)
  *   Clip: dY where x == y; min/max inputs: dY where x is below/above them
@@ -91,6 +91,11 @@ static OnyxStatus* rule_abs(OxGradBuilder* b, const OxNode* n) {
 static OnyxStatus* rule_erf(OxGradBuilder* b, const OxNode* n) {
   const char* e = OP1("Exp", OP1("Neg", OP2("Mul", I(0), I(0))));
   ox_grad_GI(b, n, 0, OP2("Mul", OP2("Mul", GO(0), K(1.1283791670955126)), e));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_atan(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Div", GO(0), OP2("Add", K(1), OP2("Mul", I(0), I(0)))));
   return ox_grad_err(b);
 }
 
@@ -377,6 +382,7 @@ static const OxGradRuleDef ox_rules_math[] = {
     {"", "Reciprocal", 1, 0, rule_reciprocal},
     {"", "Abs", 1, 0, rule_abs},
     {"", "Erf", 9, 0, rule_erf},
+    {"", "Atan", 7, 0, rule_atan},
     {"", "Pow", 1, 0, rule_pow},
     {"", "Min", 1, 0, rule_minmax},
     {"", "Max", 1, 0, rule_minmax},

@@ -30,7 +30,11 @@
  *     activation's gradient dP (from y; Gelu: recomputed without it), then
  *     dA = dP B^T, dB = A2^T dP2 (batch axes folded into rows), dBias =
  *     sum of dP over the rows, dZ = dP
- *   com.onyx FusedConv: dP the same way, then ConvGrad(dP, X, W), dZ = dP */
+ *   com.onyx FusedConv: dP the same way, then ConvGrad(dP, X, W), dZ = dP
+ *   LeakyRelu, Elu, Selu, Celu, Softplus, Softsign, HardSigmoid,
+ *     ThresholdedRelu, HardSwish, PRelu (both inputs), com.onyx Silu and
+ *     HardSwish: composed
+ *   Round, Floor, Ceil, Sign: no gradient flows back (derivative 0) */
 #include <string.h>
 #include "gradient_rules.h"
 
@@ -393,6 +397,95 @@ static OnyxStatus* rule_fused_conv(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+/* The other activations, composed from x (and y where it is cheaper). */
+static const char* x_positive(OxGradBuilder* b, const OxNode* n) {
+  return OP2("Greater", I(0), K(0));
+}
+
+static OnyxStatus* rule_leaky_relu(OxGradBuilder* b, const OxNode* n) {
+  const char* s = OP2("Mul", GO(0), K(ox_node_attr_float(n, "alpha", 0.01f)));
+  ox_grad_GI(b, n, 0, OP3("Where", x_positive(b, n), GO(0), s));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_elu(OxGradBuilder* b, const OxNode* n) {
+  const char* neg = OP2("Mul", GO(0), OP2("Add", O(0), K(ox_node_attr_float(n, "alpha", 1.0f))));
+  ox_grad_GI(b, n, 0, OP3("Where", x_positive(b, n), GO(0), neg));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_selu(OxGradBuilder* b, const OxNode* n) {
+  double alpha = ox_node_attr_float(n, "alpha", 1.67326319217681884765625f);
+  double gamma = ox_node_attr_float(n, "gamma", 1.05070102214813232421875f);
+  const char* pos = OP2("Mul", GO(0), K(gamma));
+  const char* neg = OP2("Mul", GO(0), OP2("Add", O(0), K(alpha * gamma)));
+  ox_grad_GI(b, n, 0, OP3("Where", x_positive(b, n), pos, neg));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_celu(OxGradBuilder* b, const OxNode* n) {
+  const char* e = OP1("Exp", OP2("Div", I(0), K(ox_node_attr_float(n, "alpha", 1.0f))));
+  ox_grad_GI(b, n, 0, OP3("Where", x_positive(b, n), GO(0), OP2("Mul", GO(0), e)));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_softplus(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Mul", GO(0), OP1("Sigmoid", I(0))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_softsign(OxGradBuilder* b, const OxNode* n) {
+  const char* d = OP2("Add", K(1), OP1("Abs", I(0)));
+  ox_grad_GI(b, n, 0, OP2("Div", GO(0), OP2("Mul", d, d)));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_hard_sigmoid(OxGradBuilder* b, const OxNode* n) {
+  double alpha = ox_node_attr_float(n, "alpha", 0.2f), beta = ox_node_attr_float(n, "beta", 0.5f);
+  const char* t = OP2("Add", OP2("Mul", I(0), K(alpha)), K(beta));
+  const char* in = OP2("And", OP2("Greater", t, K(0)), OP2("Less", t, K(1)));
+  ox_grad_GI(b, n, 0, OP3("Where", in, OP2("Mul", GO(0), K(alpha)), K(0)));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_thresholded_relu(OxGradBuilder* b, const OxNode* n) {
+  const char* on = OP2("Greater", I(0), K(ox_node_attr_float(n, "alpha", 1.0f)));
+  ox_grad_GI(b, n, 0, OP3("Where", on, GO(0), K(0)));
+  return ox_grad_err(b);
+}
+
+/* HardSwish: 0 below -3, 1 above 3, (2x + 3) / 6 between. */
+static OnyxStatus* rule_hard_swish(OxGradBuilder* b, const OxNode* n) {
+  const char* x = I(0);
+  const char* mid = OP2("Div", OP2("Add", OP2("Mul", x, K(2)), K(3)), K(6));
+  const char* d = OP3("Where", OP2("Greater", x, K(3)), K(1), mid);
+  d = OP3("Where", OP2("Less", x, K(-3)), K(0), d);
+  ox_grad_GI(b, n, 0, OP2("Mul", GO(0), d));
+  return ox_grad_err(b);
+}
+
+/* Silu: y = x s(x), dy/dx = s(x) (1 + x (1 - s(x))). */
+static OnyxStatus* rule_silu(OxGradBuilder* b, const OxNode* n) {
+  const char* sg = OP1("Sigmoid", I(0));
+  const char* d = OP2("Mul", sg, OP2("Add", K(1), OP2("Mul", I(0), OP2("Sub", K(1), sg))));
+  ox_grad_GI(b, n, 0, OP2("Mul", GO(0), d));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_prelu(OxGradBuilder* b, const OxNode* n) {
+  const char* pos = x_positive(b, n);
+  if (WANTS(0)) ox_grad_GI(b, n, 0, OP3("Where", pos, GO(0), OP2("Mul", GO(0), I(1))));
+  if (WANTS(1)) ox_grad_GI_bcast(b, n, 1, OP3("Where", pos, K(0), OP2("Mul", GO(0), I(0))));
+  return ox_grad_err(b);
+}
+
+/* Round, Floor, Ceil, Sign: the derivative is 0 almost everywhere; nothing
+ * flows back (the inputs' gradients get no contribution). */
+static OnyxStatus* rule_zero(OxGradBuilder* b, const OxNode* n) {
+  (void)n;
+  return ox_grad_err(b);
+}
+
 static const OxGradRuleDef ox_rules_nn[] = {
     {"", "Relu", 1, 0, rule_relu},
     {"", "Sigmoid", 1, 0, rule_sigmoid},
@@ -413,6 +506,22 @@ static const OxGradRuleDef ox_rules_nn[] = {
     {"", "Dropout", 7, 0, rule_dropout},
     {"com.onyx", "FusedMatMul", 1, 0, rule_fused_matmul},
     {"com.onyx", "FusedConv", 1, 0, rule_fused_conv},
+    {"", "LeakyRelu", 1, 0, rule_leaky_relu},
+    {"", "Elu", 1, 0, rule_elu},
+    {"", "Selu", 1, 0, rule_selu},
+    {"", "Celu", 12, 0, rule_celu},
+    {"", "Softplus", 1, 0, rule_softplus},
+    {"", "Softsign", 1, 0, rule_softsign},
+    {"", "HardSigmoid", 1, 0, rule_hard_sigmoid},
+    {"", "ThresholdedRelu", 10, 0, rule_thresholded_relu},
+    {"", "HardSwish", 14, 0, rule_hard_swish},
+    {"com.onyx", "HardSwish", 1, 0, rule_hard_swish},
+    {"com.onyx", "Silu", 1, 0, rule_silu},
+    {"", "PRelu", 1, 0, rule_prelu},
+    {"", "Round", 11, 0, rule_zero},
+    {"", "Floor", 1, 0, rule_zero},
+    {"", "Ceil", 1, 0, rule_zero},
+    {"", "Sign", 9, 0, rule_zero},
 };
 
 const OxGradRuleDef* ox_grad_rules_nn(size_t* n) {

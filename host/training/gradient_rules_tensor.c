@@ -10,6 +10,8 @@
  *   Gather -> GatherGrad(Shape(X), indices, dY) (com.onyx.training)
  *   GatherElements (opset 16 on): ScatterElements(zeros, indices, dY,
  *     reduction "add")
+ *   GatherND (opset 16 on, batch_dims 0): ScatterND(zeros, indices, dY,
+ *     reduction "add")
  *   Expand: dY summed down to X's shape
  *   Tile: dY reshaped to (r0, d0, r1, d1, ...) and summed over the r axes
  *   Pad (constant mode, pads >= 0): the slice of dY at X's place */
@@ -139,6 +141,17 @@ static OnyxStatus* rule_gather_elements(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+static OnyxStatus* rule_gather_nd(OxGradBuilder* b, const OxNode* n) {
+  if (ox_grad_opset(b) < 16 || ox_node_attr_int(n, "batch_dims", 0) != 0)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "the gradient needs opset 16 or later (ScatterND with reduction) and "
+                     "batch_dims 0");
+  const char* g = OP3("ScatterND", ox_grad_zeros_like(b, I(0), TI(0)), I(1), GO(0));
+  ox_grad_attr_string(b, "reduction", "add");
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
 static OnyxStatus* rule_expand(OxGradBuilder* b, const OxNode* n) {
   ox_grad_GI_bcast(b, n, 0, GO(0));
   return ox_grad_err(b);
@@ -203,6 +216,7 @@ static const OxGradRuleDef ox_rules_tensor[] = {
     {"", "Slice", 1, 0, rule_slice},
     {"", "Gather", 1, 0, rule_gather},
     {"", "GatherElements", 11, 0, rule_gather_elements},
+    {"", "GatherND", 11, 0, rule_gather_nd},
     {"", "Expand", 8, 0, rule_expand},
     {"", "Tile", 6, 0, rule_tile},
     {"", "Pad", 2, 0, rule_pad},

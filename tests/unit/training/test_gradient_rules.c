@@ -38,12 +38,13 @@ static double urand(void) {
   return (double)(rng_state >> 11) / 9007199254740992.0;
 }
 
-enum { K_ANY = 0, K_POS = 1, K_AWAY = 2, K_LOW = 3, K_HIGH = 4 };
+enum { K_ANY = 0, K_POS = 1, K_AWAY = 2, K_LOW = 3, K_HIGH = 4, K_WIDE = 5 };
 
 static double draw(int kind) {
   double u = urand();
   if (kind == K_POS) return 0.5 + 1.5 * u;
   if (kind == K_LOW) return -0.2 - 0.6 * u;
+  if (kind == K_WIDE) return 10 * u - 5;
   if (kind == K_HIGH) return 0.2 + 0.6 * u;
   if (kind == K_AWAY) return (urand() < 0.5 ? -1 : 1) * (0.2 + 0.8 * u);
   return 2 * u - 1;
@@ -608,6 +609,68 @@ static void b_fused_conv(OxTestModel* m, OnyxElemType T) {
   otm_attr_ints(n, "pads", 4, (const int64_t[]){1, 1, 1, 1});
 }
 
+UNARY(b_atan, "Atan")
+UNARY(b_elu, "Elu")
+UNARY(b_selu, "Selu")
+UNARY(b_softplus, "Softplus")
+UNARY(b_softsign, "Softsign")
+UNARY(b_hard_swish, "HardSwish")
+
+static void b_leaky(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_float(otm_node(m, "LeakyRelu", "n", "A", "Y"), "alpha", 0.3f);
+}
+
+static void b_celu(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_float(otm_node(m, "Celu", "n", "A", "Y"), "alpha", 0.7f);
+}
+
+static void b_hard_sigmoid(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_float(otm_node(m, "HardSigmoid", "n", "A", "Y"), "alpha", 0.25f);
+}
+
+static void b_thresholded(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_float(otm_node(m, "ThresholdedRelu", "n", "A", "Y"), "alpha", 0.45f);
+}
+
+static void b_prelu(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "PRelu", "n", "A,B", "Y");
+}
+
+/* Floor, Round, Ceil and Sign pass nothing back: Y = A * (floor(3A) +
+ * round(2A) + ceil(A) + sign(A)), the second factor constant almost
+ * everywhere. */
+static void b_steps(OxTestModel* m, OnyxElemType T) {
+  const double k3 = 3, k2 = 2;
+  init_f(m, "k3", T, 0, NULL, &k3);
+  init_f(m, "k2", T, 0, NULL, &k2);
+  otm_node(m, "Mul", "m3", "A,k3", "A3");
+  otm_node(m, "Mul", "m2", "A,k2", "A2");
+  otm_node(m, "Floor", "fl", "A3", "F");
+  otm_node(m, "Round", "ro", "A2", "R2");
+  otm_node(m, "Ceil", "ce", "A", "C");
+  otm_node(m, "Sign", "sg", "A", "S");
+  otm_node(m, "Sum", "su", "F,R2,C,S", "FS");
+  otm_node(m, "Mul", "y", "A,FS", "Y");
+}
+
+static void b_gather_nd(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t idx[6] = {0, 1, 2, 0, 0, 1};
+  init_i64(m, "idx", 2, (int64_t[]){3, 2}, idx);
+  otm_node(m, "GatherND", "n", "A,idx", "Y");
+}
+
+static void b_onyx_silu(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_add_opset(m, "com.onyx", 1);
+  otm_node_domain(otm_node(m, "Silu", "n", "A", "Y"), "com.onyx");
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -757,6 +820,20 @@ static const Case cases[] = {
     {"Dropout_inference", 13, b_dropout_infer, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
     {"fan_out", 17, b_fanout, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
     {"int_path_stops", 17, b_int_path, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Atan", 17, b_atan, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = false},
+    {"LeakyRelu", 17, b_leaky, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
+    {"Elu", 17, b_elu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
+    {"Selu", 17, b_selu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
+    {"Celu", 17, b_celu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = true},
+    {"Softplus", 17, b_softplus, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = false},
+    {"Softsign", 17, b_softsign, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
+    {"HardSigmoid", 17, b_hard_sigmoid, 2, {3, 4}, {INK("A", K_WIDE, 2, 3, 4)}, .f32 = false},
+    {"ThresholdedRelu", 17, b_thresholded, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
+    {"HardSwish", 17, b_hard_swish, 2, {3, 4}, {INK("A", K_WIDE, 2, 3, 4)}, .f32 = false},
+    {"PRelu", 17, b_prelu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3), IN("B", 1, 3)}, .f32 = false},
+    {"Floor_Round_Ceil_Sign", 17, b_steps, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
+    {"GatherND", 17, b_gather_nd, 2, {3, 2}, {IN("A", 3, 3, 2, 2)}, .f32 = false},
+    {"onyx_Silu", 17, b_onyx_silu, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = true},
     /* The com.onyx.training gradient kernels. */
     {"Relu", 17, b_relu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .contract = true},
     {"Sigmoid", 17, b_sigmoid, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},

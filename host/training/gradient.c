@@ -107,10 +107,11 @@ static OnyxStatus* ox_grad_import(OxGraph* g, const char* domain) {
 const char* ox_grad_op(OxGradBuilder* b, const char* op, const char* domain, const char* const* ins,
                        size_t n_in, size_t n_out, const bool* want, const char** outs) {
   if (b->err) return "";
-  char* names[8] = {0};
-  const char* onames[8] = {0};
-  OnyxStatus* st = n_out > 8 || !n_out ? ox_status(ONYX_FAIL, "gradient node of %zu outputs", n_out)
-                                       : ox_grad_import(b->g, domain);
+  char* names[64] = {0};
+  const char* onames[64] = {0};
+  OnyxStatus* st = n_out > 64 || !n_out
+                       ? ox_status(ONYX_FAIL, "gradient node of %zu outputs", n_out)
+                       : ox_grad_import(b->g, domain);
   for (size_t k = 0; !st && k < n_out; k++) {
     if (want && !want[k]) continue;
     if (!(names[k] = ox_grad_name(b))) st = ox_oom();
@@ -122,7 +123,7 @@ const char* ox_grad_op(OxGradBuilder* b, const char* op, const char* domain, con
     st = nm ? ox_graph_add_node(b->g, nm, op, domain, ins, n_in, onames, n_out, &n) : ox_oom();
     free(nm);
   }
-  for (size_t k = 0; k < 8; k++)
+  for (size_t k = 0; k < n_out && k < 64; k++)
     free(names[k]);
   if (st) {
     ox_grad_fail(b, st);

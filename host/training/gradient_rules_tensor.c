@@ -49,8 +49,8 @@ static OnyxStatus* rule_concat(OxGradBuilder* b, const OxNode* n) {
   if (r < 0) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs an output of known rank");
   if (axis < 0) axis += r;
   size_t k = n->n_inputs;
-  if (k > 8) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for up to 8 inputs");
-  int64_t sizes[8];
+  if (k > 64) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for up to 64 inputs");
+  int64_t sizes[64];
   bool known = true;
   for (size_t i = 0; i < k; i++) {
     const OxValue* v = n->inputs[i];
@@ -66,7 +66,7 @@ static OnyxStatus* rule_concat(OxGradBuilder* b, const OxNode* n) {
   } else if (known) {
     split = ox_grad_i64(b, sizes, k);
   } else { /* the sizes at run time */
-    const char* parts[8];
+    const char* parts[64];
     const int64_t at[1] = {axis};
     for (size_t i = 0; i < k; i++)
       parts[i] = OP2("Gather", OP1("Shape", I(i)), ox_grad_i64(b, at, 1));
@@ -74,7 +74,7 @@ static OnyxStatus* rule_concat(OxGradBuilder* b, const OxNode* n) {
     ox_grad_attr_int(b, "axis", 0);
   }
   const char* ins[2] = {GO(0), split};
-  const char* outs[8] = {0};
+  const char* outs[64] = {0};
   ox_grad_op(b, "Split", "", ins, split ? 2 : 1, k, NULL, outs);
   ox_grad_attr_int(b, "axis", axis);
   if (!split) ox_grad_attr_ints(b, "split", sizes, k);

@@ -278,6 +278,10 @@ static OnyxStatus* rule_layernorm(OxGradBuilder* b, const OxNode* n) {
   if (r < 1 || r > 64) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of known rank");
   if (axis < 0) axis += r;
   const char *mean = O(1), *inv = O(2);
+  if (mean && inv && TO(1) != TI(0)) { /* stash_type: the statistics' own type */
+    mean = ox_grad_cast(b, mean, TI(0));
+    inv = ox_grad_cast(b, inv, TI(0));
+  }
   if (!mean || !inv) { /* recomputed: over the axes from `axis` on, kept as 1s */
     int64_t axes[64];
     for (int64_t i = axis; i < r; i++)

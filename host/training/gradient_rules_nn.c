@@ -367,16 +367,15 @@ static OnyxStatus* rule_fused_matmul(OxGradBuilder* b, const OxNode* n) {
     ox_grad_GI(b, n, 0, OP2("MatMul", dp, bt));
   }
   /* The batch axes of A folded into the rows: dB = A2^T dP2. */
-  const int64_t rows[2] = {-1, n->inputs[0]->dims[ra - 1]};
-  const int64_t cols[2] = {-1, n->inputs[1]->dims[1]};
+  const char* d2 = WANTS(1) || WANTS(2) ? OP1("Flatten", dp) : NULL;
+  if (d2) ox_grad_attr_int(b, "axis", ra - 1);
   if (WANTS(1)) {
-    const char* a2 = OP2("Reshape", I(0), ox_grad_i64(b, rows, 2));
-    const char* d2 = OP2("Reshape", dp, ox_grad_i64(b, cols, 2));
+    const char* a2 = OP1("Flatten", I(0));
+    ox_grad_attr_int(b, "axis", ra - 1);
     ox_grad_GI(b, n, 1, OP2("MatMul", OP1("Transpose", a2), d2));
   }
   if (WANTS(2)) {
     const int64_t ax[1] = {0};
-    const char* d2 = OP2("Reshape", dp, ox_grad_i64(b, cols, 2));
     ox_grad_GI(b, n, 2, ox_grad_reduce_sum(b, d2, ax, 1, false));
   }
   if (WANTS(3)) ox_grad_GI(b, n, 3, dp);

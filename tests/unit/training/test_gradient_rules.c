@@ -147,16 +147,21 @@ static OnyxSession* open_bytes(OxTestModel* m) {
   return s;
 }
 
-static void check_case(const Case* c) {
+/* dynamic: the inputs' dims are symbolic (only ranks are known before
+ * run time), so every shape-dependent rule takes its run-time path. */
+static void check_case(const Case* c, bool dynamic) {
   OnyxElemType T = c->f32 ? ONYX_ELEM_FLOAT32 : ONYX_ELEM_FLOAT64;
-  current_case = c->name;
+  static char label[96];
+  snprintf(label, sizeof label, "%s%s", c->name, dynamic ? " (symbolic dims)" : "");
+  current_case = label;
   OxTestModel* m = otm_new(c->opset);
   otm_add_opset(m, "ai.onnx.preview.training", 1);
   size_t n_in = 0;
   while (n_in < 4 && c->in[n_in].name)
     n_in++;
+  const int64_t sym[5] = {-1, -1, -1, -1, -1};
   for (size_t i = 0; i < n_in; i++)
-    otm_input(m, c->in[i].name, T, c->in[i].rank, c->in[i].dims);
+    otm_input(m, c->in[i].name, T, c->in[i].rank, dynamic ? sym : c->in[i].dims);
   c->build(m, T);
   init_rand(m, "R", T, c->y_rank, c->y_dims, K_ANY);
   otm_node(m, "Mul", "loss_mul", "Y,R", "YR");
@@ -176,7 +181,7 @@ static void check_case(const Case* c) {
   otm_attr_string(g, "y", "L");
   otm_output(m, "L", T, 0, NULL);
   for (size_t i = 0; i < n_in; i++)
-    otm_output(m, xs_buf[i], T, c->in[i].rank, c->in[i].dims);
+    otm_output(m, xs_buf[i], T, c->in[i].rank, dynamic ? sym : c->in[i].dims);
   OnyxSession* s = open_bytes(m);
 
   double* x[4] = {0};
@@ -220,7 +225,7 @@ static void check_case(const Case* c) {
       double fd = (lp - lm) / (2 * h);
       double an = T == ONYX_ELEM_FLOAT32 ? ((const float*)d)[k] : ((const double*)d)[k];
       if (!(fabs(an - fd) <= tol * fmax(1.0, fabs(fd))))
-        fail_msg("%s: d%s[%zu] = %.9g, finite difference %.9g", c->name, c->in[i].name, k, an, fd);
+        fail_msg("%s: d%s[%zu] = %.9g, finite difference %.9g", label, c->in[i].name, k, an, fd);
     }
   }
   onyx_values_release(got, n_in);
@@ -924,7 +929,7 @@ static const Case cases[] = {
 static void test_rules_composed(void** state) {
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    if (!cases[i].contract) check_case(&cases[i]);
+    if (!cases[i].contract) check_case(&cases[i], false);
 }
 
 /* Whether the CPU provider has the com.onyx.training gradient kernels (a
@@ -956,7 +961,16 @@ static void test_rules_contract(void** state) {
   (void)state;
   if (!contract_kernels()) skip();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    if (cases[i].contract) check_case(&cases[i]);
+    if (cases[i].contract) check_case(&cases[i], false);
+}
+
+/* Every case again with symbolic input dims (opset 13 or later: undoing a
+ * broadcast at run time needs ReduceSum's axes input). */
+static void test_rules_dynamic_shapes(void** state) {
+  (void)state;
+  bool contract = contract_kernels();
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (cases[i].opset >= 13 && (contract || !cases[i].contract)) check_case(&cases[i], true);
 }
 
 /* --- errors ------------------------------------------------------------------------ */
@@ -1155,9 +1169,10 @@ static void test_dropout_training(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rules_composed),          cmocka_unit_test(test_rules_contract),
-      cmocka_unit_test(test_missing_rule_names_path), cmocka_unit_test(test_dynamic_broadcast),
-      cmocka_unit_test(test_frozen_and_unreached),    cmocka_unit_test(test_dropout_training),
+      cmocka_unit_test(test_rules_composed),       cmocka_unit_test(test_rules_contract),
+      cmocka_unit_test(test_rules_dynamic_shapes), cmocka_unit_test(test_missing_rule_names_path),
+      cmocka_unit_test(test_dynamic_broadcast),    cmocka_unit_test(test_frozen_and_unreached),
+      cmocka_unit_test(test_dropout_training),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,8 @@
  *   NegativeLogLikelihoodLoss: composed: -dLoss w[t] (/ the weight sum for
  *     "mean") at the target class, by OneHot
  *   Conv -> ConvGrad(dY, X, W) -> dX, dW, dB (only the wanted outputs)
+ *   ConvTranspose (explicit pads): dX = Conv(dY, W), dW = ConvGrad(X, dY,
+ *     W)'s dW (Conv's weight gradient with dY and X swapped), dB = sum(dY)
  *   MaxPool -> MaxPoolGrad(dY, Indices, Shape(X)) (Indices: MaxPool's second
  *     output, or a second MaxPool computing it)
  *   AveragePool -> AveragePoolGrad(dY, Shape(X))
@@ -400,6 +402,42 @@ static OnyxStatus* rule_fused_conv(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+/* ConvTranspose(X, W) is the data gradient of Conv(., W) applied to X:
+ * dX = Conv(dY, W) with the same strides, pads, dilations and group; dW is
+ * ConvGrad's weight gradient with the roles of its dY and X swapped
+ * (ConvGrad(X, dY, W).dW); dB = dY summed over N and the spatial axes. */
+static OnyxStatus* rule_conv_transpose(OxGradBuilder* b, const OxNode* n) {
+  if (ox_node_attr(n, "output_shape") ||
+      strcmp(ox_node_attr_string(n, "auto_pad", "NOTSET"), "NOTSET"))
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "the gradient is built for explicit pads (no output_shape or auto_pad)");
+  const char* conv_attrs[] = {"dilations", "group", "kernel_shape", "pads", "strides"};
+  if (WANTS(0)) {
+    const char* g = OP2("Conv", GO(0), I(1));
+    for (size_t i = 0; i < OX_ARRAY_LEN(conv_attrs); i++)
+      ox_grad_attr_copy(b, n, conv_attrs[i]);
+    ox_grad_GI(b, n, 0, g);
+  }
+  if (WANTS(1)) {
+    const char* ins[] = {I(0), GO(0), I(1)};
+    const char* outs[3] = {0};
+    const bool want[3] = {false, true, false};
+    ox_grad_op(b, "ConvGrad", TRAIN, ins, 3, 3, want, outs);
+    for (size_t i = 0; i < OX_ARRAY_LEN(conv_attrs); i++)
+      ox_grad_attr_copy(b, n, conv_attrs[i]);
+    ox_grad_GI(b, n, 1, outs[1]);
+  }
+  if (n->n_inputs > 2 && WANTS(2)) {
+    int32_t r = n->outputs[0]->rank;
+    if (r < 2 || r > 64)
+      return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs Y of known rank");
+    int64_t red[64], uns[64];
+    size_t nr = bn_axes(r, red, uns);
+    ox_grad_GI(b, n, 2, ox_grad_reduce_sum(b, GO(0), red, nr, false));
+  }
+  return ox_grad_err(b);
+}
+
 /* The other activations, composed from x (and y where it is cheaper). */
 static const char* x_positive(OxGradBuilder* b, const OxNode* n) {
   return OP2("Greater", I(0), K(0));
@@ -500,6 +538,7 @@ static const OxGradRuleDef ox_rules_nn[] = {
     {"", "SoftmaxCrossEntropyLoss", 12, 0, rule_sce},
     {"", "NegativeLogLikelihoodLoss", 12, 0, rule_nll},
     {"", "Conv", 1, 0, rule_conv},
+    {"", "ConvTranspose", 1, 0, rule_conv_transpose},
     {"", "MaxPool", 8, 0, rule_maxpool},
     {"", "AveragePool", 1, 0, rule_avgpool},
     {"", "GlobalAveragePool", 1, 0, rule_global_avgpool},

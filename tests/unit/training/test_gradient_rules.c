@@ -676,6 +676,15 @@ static void b_onyx_silu(OxTestModel* m, OnyxElemType T) {
   otm_node_domain(otm_node(m, "Silu", "n", "A", "Y"), "com.onyx");
 }
 
+static void b_conv_transpose(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "ConvTranspose", "n", "A,B,C", "Y");
+  otm_attr_ints(n, "strides", 2, (const int64_t[]){2, 1});
+  otm_attr_ints(n, "pads", 4, (const int64_t[]){1, 0, 0, 1});
+  otm_attr_ints(n, "output_padding", 2, (const int64_t[]){1, 0});
+  otm_attr_int(n, "group", 2);
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -923,6 +932,13 @@ static const Case cases[] = {
      {1, 2, 4, 4},
      {IN("A", 4, 1, 2, 4, 4), IN("B", 4, 2, 2, 3, 3), IN("C", 1, 2)},
      .f32 = true,
+     .contract = true},
+    {"ConvTranspose",
+     17,
+     b_conv_transpose,
+     4,
+     {2, 4, 7, 3},
+     {IN("A", 4, 2, 4, 3, 3), IN("B", 4, 4, 2, 3, 2), IN("C", 1, 4)},
      .contract = true},
 };
 

@@ -279,6 +279,7 @@ static OnyxStatus* rule_layernorm(OxGradBuilder* b, const OxNode* n) {
   int64_t r = n->inputs[0]->rank, axis = ox_node_attr_int(n, "axis", -1);
   if (r < 1 || r > 64) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of known rank");
   if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return ox_status(ONYX_INVALID_MODEL, "axis is out of range");
   const char *mean = O(1), *inv = O(2);
   if (mean && inv && TO(1) != TI(0)) { /* stash_type: the statistics' own type */
     mean = ox_grad_cast(b, mean, TI(0));
@@ -315,7 +316,8 @@ static OnyxStatus* rule_dropout(OxGradBuilder* b, const OxNode* n) {
    * value through Where. */
   const OxValue* tm = n->since_version >= 12 && n->n_inputs > 2 ? n->inputs[2] : NULL;
   bool constant = !tm || tm->constant;
-  bool on = tm && tm->constant && tm->constant->count && *(const uint8_t*)tm->constant->data;
+  bool on = tm && tm->constant && tm->constant->type == ONYX_ELEM_BOOL && tm->constant->count &&
+            *(const uint8_t*)tm->constant->data;
   if (constant && !on) {
     ox_grad_GI(b, n, 0, dy);
     return ox_grad_err(b);

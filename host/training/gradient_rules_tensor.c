@@ -15,6 +15,7 @@
  *   Expand: dY summed down to X's shape
  *   Tile: dY reshaped to (r0, d0, r1, d1, ...) and summed over the r axes
  *   Pad (constant mode, pads >= 0): the slice of dY at X's place */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gradient_rules.h"
@@ -31,10 +32,13 @@ static OnyxStatus* rule_transpose(OxGradBuilder* b, const OxNode* n) {
   size_t np = 0;
   const int64_t* perm = ox_node_attr_ints(n, "perm", &np);
   int64_t inv[64];
+  for (int32_t i = 0; i < r; i++)
+    inv[i] = -1;
   for (int32_t i = 0; i < r; i++) {
     int64_t p = perm && np == (size_t)r ? perm[i] : r - 1 - i;
     if (p < 0) p += r;
-    if (p < 0 || p >= r) return ox_status(ONYX_INVALID_MODEL, "perm entry %d is out of range", i);
+    if (p < 0 || p >= r || inv[p] >= 0)
+      return ox_status(ONYX_INVALID_MODEL, "perm entry %d is out of range or repeated", i);
     inv[p] = i;
   }
   const char* g = OP1("Transpose", GO(0));
@@ -48,6 +52,9 @@ static OnyxStatus* rule_concat(OxGradBuilder* b, const OxNode* n) {
   int64_t axis = ox_node_attr_int(n, "axis", 0);
   if (r < 0) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs an output of known rank");
   if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r)
+    return ox_status(ONYX_INVALID_MODEL, "axis %" PRId64 " is out of range for rank %d",
+                     ox_node_attr_int(n, "axis", 0), (int)r);
   size_t k = n->n_inputs;
   if (k > 64) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for up to 64 inputs");
   int64_t sizes[64];

@@ -1183,12 +1183,31 @@ static void test_dropout_training(void** state) {
   onyx_session_release(s);
 }
 
+/* A rule that cannot handle its node: the message names the Gradient node,
+ * the forward node and op, and the reason. */
+static void test_rule_refuses_names_node(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "ai.onnx.preview.training", 1);
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 3});
+  otm_attr_string(otm_node(m, "Einsum", "trace", "A", "T"), "equation", "ii->i");
+  otm_attr_int(otm_node(m, "ReduceSum", "sum", "T", "L"), "keepdims", 0);
+  OxTestNode* g = otm_node(m, "Gradient", "grad", "", "dA");
+  otm_node_domain(g, "ai.onnx.preview.training");
+  otm_attr_strings(g, "xs", 1, (const char* const[]){"A"});
+  otm_attr_string(g, "y", "L");
+  otm_output(m, "dA", ONYX_ELEM_FLOAT32, 2, (int64_t[]){3, 3});
+  const char* what[] = {"'grad' (Gradient)", "node 'trace' (Einsum)", "'ii->i'",
+                        "no letter repeated"};
+  expect_create_error(m, what, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rules_composed),       cmocka_unit_test(test_rules_contract),
       cmocka_unit_test(test_rules_dynamic_shapes), cmocka_unit_test(test_missing_rule_names_path),
       cmocka_unit_test(test_dynamic_broadcast),    cmocka_unit_test(test_frozen_and_unreached),
-      cmocka_unit_test(test_dropout_training),
+      cmocka_unit_test(test_dropout_training),     cmocka_unit_test(test_rule_refuses_names_node),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

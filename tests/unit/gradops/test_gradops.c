@@ -377,7 +377,7 @@ static double sce_objective(const SceCase* c, const double* z, const int64_t* la
       const double l = -wt * lp[label[s]];
       num += l;
       den += wt;
-      none += dy[s] * l;
+      if (!strcmp(c->reduction, "none")) none += dy[s] * l;
     }
   free(lp);
   if (!strcmp(c->reduction, "none")) return none;

@@ -377,7 +377,7 @@ static double sce_objective(const SceCase* c, const double* z, const int64_t* la
       const double l = -wt * lp[label[s]];
       num += l;
       den += wt;
-      none += dy[s] * l;
+      if (!strcmp(c->reduction, "none")) none += dy[s] * l;
     }
   free(lp);
   if (!strcmp(c->reduction, "none")) return none;
@@ -1145,6 +1145,113 @@ static void test_dropout_grad(void** state) {
     }
 }
 
+/* --- Loading: shape inference and errors at session creation ------------------------------ */
+
+/* The session's output i has shape dims (rank). */
+static void expect_output_shape(const OnyxSession* s, size_t i, const int64_t* dims, int32_t rank) {
+  OnyxElemType t;
+  int32_t r;
+  const int64_t* d;
+  ok(onyx_session_output_info(s, i, &t, &r, &d));
+  assert_int_equal(r, rank);
+  if (rank) assert_memory_equal(d, dims, (size_t)rank * sizeof *d);
+}
+
+static OnyxSession* load(OxTestModel* m) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSession* s = NULL;
+  ok(onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s));
+  free(bytes);
+  return s;
+}
+
+static void test_shape_inference(void** state) {
+  (void)state;
+  /* ConvGrad: dX like X, dW like W, dB (M) */
+  In conv[3] = {{.name = "dY", .elem = F32, .rank = 4, .dims = {2, 6, 3, 3}},
+                {.name = "X", .elem = F32, .rank = 4, .dims = {2, 4, 5, 5}},
+                {.name = "W", .elem = F32, .rank = 4, .dims = {6, 2, 3, 3}}};
+  OxTestNode* node;
+  OxTestModel* m = grad_model(conv, 3, "ConvGrad", "cg", "dY,X,W", "dX,dW,dB", &node);
+  otm_attr_int(node, "group", 2);
+  otm_output(m, "dX", F32, -1, NULL);
+  otm_output(m, "dW", F32, -1, NULL);
+  otm_output(m, "dB", F32, -1, NULL);
+  OnyxSession* s = load(m);
+  expect_output_shape(s, 0, (int64_t[]){2, 4, 5, 5}, 4);
+  expect_output_shape(s, 1, (int64_t[]){6, 2, 3, 3}, 4);
+  expect_output_shape(s, 2, (int64_t[]){6}, 1);
+  onyx_session_release(s);
+  /* GatherGrad: dX takes a constant X_shape's value */
+  const int64_t shape[2] = {6, 2}, idx[3] = {0, 5, -1};
+  In gg[3] = {{.name = "X_shape",
+               .elem = ONYX_ELEM_INT64,
+               .rank = 1,
+               .dims = {2},
+               .i = shape,
+               .initializer = true},
+              {.name = "indices", .elem = ONYX_ELEM_INT64, .rank = 1, .dims = {3}, .i = idx},
+              {.name = "dY", .elem = F64, .rank = 2, .dims = {3, 2}}};
+  m = grad_model(gg, 3, "GatherGrad", "gg", "X_shape,indices,dY", "dX", &node);
+  otm_output(m, "dX", F64, -1, NULL);
+  s = load(m);
+  expect_output_shape(s, 0, shape, 2);
+  onyx_session_release(s);
+  /* LayerNormalizationGrad: dScale and dBias like scale */
+  In ln[5] = {{.name = "dY", .elem = F32, .rank = 3, .dims = {2, 3, 4}},
+              {.name = "X", .elem = F32, .rank = 3, .dims = {2, 3, 4}},
+              {.name = "scale", .elem = F32, .rank = 2, .dims = {3, 4}},
+              {.name = "mean", .elem = F32, .rank = 3, .dims = {2, 1, 1}},
+              {.name = "inv_std_var", .elem = F32, .rank = 3, .dims = {2, 1, 1}}};
+  m = grad_model(ln, 5, "LayerNormalizationGrad", "lng", "dY,X,scale,mean,inv_std_var", "dX,dS,dB",
+                 &node);
+  otm_attr_int(node, "axis", 1);
+  otm_output(m, "dX", F32, -1, NULL);
+  otm_output(m, "dS", F32, -1, NULL);
+  otm_output(m, "dB", F32, -1, NULL);
+  s = load(m);
+  expect_output_shape(s, 0, (int64_t[]){2, 3, 4}, 3);
+  expect_output_shape(s, 1, (int64_t[]){3, 4}, 2);
+  expect_output_shape(s, 2, (int64_t[]){3, 4}, 2);
+  onyx_session_release(s);
+}
+
+static void test_load_errors(void** state) {
+  (void)state;
+  In sm[2] = {{.name = "dY", .elem = F32, .rank = 2, .dims = {2, 3}},
+              {.name = "Y", .elem = F32, .rank = 2, .dims = {2, 3}}};
+  OxTestNode* node;
+  OxTestModel* m = grad_model(sm, 2, "SoftmaxGrad", "sm_bad", "dY,Y", "dX", &node);
+  otm_attr_int(node, "axis", 2);
+  otm_output(m, "dX", F32, -1, NULL);
+  expect_error(m, sm, 2, "dX", "sm_bad", "axis");
+  In conv[3] = {{.name = "dY", .elem = F32, .rank = 2, .dims = {2, 3}},
+                {.name = "X", .elem = F32, .rank = 2, .dims = {2, 3}},
+                {.name = "W", .elem = F32, .rank = 2, .dims = {3, 3}}};
+  m = grad_model(conv, 3, "ConvGrad", "conv2d_bad", "dY,X,W", "dX", &node);
+  otm_output(m, "dX", F32, -1, NULL);
+  expect_error(m, conv, 3, "dX", "conv2d_bad", "3-D to 5-D");
+  In sce[3] = {{.name = "dY", .elem = F32, .rank = 0},
+               {.name = "log_prob", .elem = F32, .rank = 2, .dims = {2, 3}},
+               {.name = "label", .elem = ONYX_ELEM_INT64, .rank = 1, .dims = {2}}};
+  m = grad_model(sce, 3, "SoftmaxCrossEntropyLossGrad", "sce_red", "dY,log_prob,label", "dZ",
+                 &node);
+  otm_attr_string(node, "reduction", "average");
+  otm_output(m, "dZ", F32, -1, NULL);
+  expect_error(m, sce, 3, "dZ", "sce_red", "reduction");
+  const double dy[4] = {0}, ratio[1] = {1.0};
+  const uint8_t mask[4] = {1, 0, 1, 1};
+  In drop[3] = {{.name = "dY", .elem = F32, .rank = 1, .dims = {4}, .f = dy},
+                {.name = "mask", .elem = ONYX_ELEM_BOOL, .rank = 1, .dims = {4}, .b = mask},
+                {.name = "ratio", .elem = F32, .rank = 0, .f = ratio}};
+  m = grad_model(drop, 3, "DropoutGrad", "drop_bad", "dY,mask,ratio", "dX", &node);
+  otm_output(m, "dX", F32, -1, NULL);
+  expect_error(m, drop, 3, "dX", "drop_bad", "ratio");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_elementwise_grads),
@@ -1160,6 +1267,8 @@ int main(void) {
       cmocka_unit_test(test_gather_grad),
       cmocka_unit_test(test_gather_grad_index_out_of_range),
       cmocka_unit_test(test_dropout_grad),
+      cmocka_unit_test(test_shape_inference),
+      cmocka_unit_test(test_load_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,10 +33,14 @@
  *     dA = dP B^T, dB = A2^T dP2 (batch axes folded into rows), dBias =
  *     sum of dP over the rows, dZ = dP
  *   com.onyx FusedConv: dP the same way, then ConvGrad(dP, X, W), dZ = dP
+ *   com.onyx MultiHeadAttention: the forward pass recomputed per head, then
+ *     dV = P^T dO, dS = SoftmaxGrad(dO V^T, P) scale, dQ = dS K,
+ *     dK = dS^T Q, dMask = dS (summed to the mask's shape)
  *   LeakyRelu, Elu, Selu, Celu, Softplus, Softsign, HardSigmoid,
  *     ThresholdedRelu, HardSwish, PRelu (both inputs), com.onyx Silu and
  *     HardSwish: composed
  *   Round, Floor, Ceil, Sign: no gradient flows back (derivative 0) */
+#include <math.h>
 #include <string.h>
 #include "gradient_rules.h"
 
@@ -440,6 +444,77 @@ static OnyxStatus* rule_conv_transpose(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+static const char* mha_perm(OxGradBuilder* b, const char* x, const int64_t* perm) {
+  const char* t = OP1("Transpose", x);
+  ox_grad_attr_ints(b, "perm", perm, 4);
+  return t;
+}
+
+/* com.onyx MultiHeadAttention: the forward pass again in ONNX ops (heads
+ * split out: [B, H, S, D]), then dV = P^T dO, dP = dO V^T, dS =
+ * SoftmaxGrad(dP, P) scale, dQ = dS K, dK = dS^T Q, dMask = dS summed down
+ * to the mask's shape; packed QKV: the three concatenated. */
+static OnyxStatus* rule_mha(OxGradBuilder* b, const OxNode* n) {
+  int64_t h = ox_node_attr_int(n, "num_heads", 0);
+  double scale = ox_node_attr_float(n, "scale", 1.0f);
+  const OxValue* q = n->inputs[0];
+  bool packed = !I(1) && !I(2);
+  if (h <= 0 || q->rank != 3 || (!packed && (!I(1) || !I(2))))
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "the gradient needs num_heads > 0, Q of rank 3, and K and V both given or "
+                     "both absent");
+  int64_t hd = q->dims[2] < 0 ? -1 : packed ? q->dims[2] / 3 : q->dims[2];
+  if (scale == 0) { /* 1/sqrt(head size) */
+    if (hd < 0) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs Q's last dim");
+    scale = 1.0 / sqrt((double)(hd / h));
+  }
+  const char *Q = I(0), *Kv = I(1), *Vv = I(2);
+  if (packed) {
+    const char* parts[3] = {0};
+    const char* ins[] = {Q};
+    ox_grad_op(b, "Split", "", ins, 1, 3, NULL, parts);
+    ox_grad_attr_int(b, "axis", 2);
+    if (ox_grad_opset(b) >= 18) ox_grad_attr_int(b, "num_outputs", 3);
+    Q = parts[0], Kv = parts[1], Vv = parts[2];
+  }
+  const int64_t heads[4] = {0, 0, h, -1}, merged[3] = {0, 0, -1};
+  const int64_t p0213[4] = {0, 2, 1, 3}, p0132[4] = {0, 1, 3, 2};
+  const char* hs = ox_grad_i64(b, heads, 4);
+  const char* Qh = mha_perm(b, OP2("Reshape", Q, hs), p0213);
+  const char* Kh = mha_perm(b, OP2("Reshape", Kv, hs), p0213);
+  const char* Vh = mha_perm(b, OP2("Reshape", Vv, hs), p0213);
+  const char* sc = OP2("Mul", OP2("MatMul", Qh, mha_perm(b, Kh, p0132)), K(scale));
+  if (n->n_inputs > 3 && I(3)) sc = OP2("Add", sc, I(3));
+  const char* P = OP1("Softmax", sc);
+  ox_grad_attr_int(b, "axis", -1);
+  const char* dO = mha_perm(b, OP2("Reshape", GO(0), hs), p0213);
+  const char* dV = OP2("MatMul", mha_perm(b, P, p0132), dO);
+  const char* dP = OP2("MatMul", dO, mha_perm(b, Vh, p0132));
+  const char* dS = tgrad2(b, "SoftmaxGrad", dP, P);
+  ox_grad_attr_int(b, "axis", -1);
+  if (n->n_inputs > 3 && WANTS(3)) {
+    const OxValue* kv = packed ? q : n->inputs[1];
+    int64_t dims[4] = {q->dims[0], h, q->dims[1], kv->rank == 3 ? kv->dims[1] : -1};
+    ox_grad_GI_from(b, n, 3, dS, dims, 4);
+  }
+  const char* dSs = OP2("Mul", dS, K(scale));
+  const char* ms = ox_grad_i64(b, merged, 3);
+  const char* dQ = OP2("Reshape", mha_perm(b, OP2("MatMul", dSs, Kh), p0213), ms);
+  const char* dK =
+      OP2("Reshape", mha_perm(b, OP2("MatMul", mha_perm(b, dSs, p0132), Qh), p0213), ms);
+  const char* dVm = OP2("Reshape", mha_perm(b, dV, p0213), ms);
+  if (packed) {
+    const char* g = OP3("Concat", dQ, dK, dVm);
+    ox_grad_attr_int(b, "axis", 2);
+    ox_grad_GI(b, n, 0, g);
+  } else {
+    ox_grad_GI(b, n, 0, dQ);
+    ox_grad_GI(b, n, 1, dK);
+    ox_grad_GI(b, n, 2, dVm);
+  }
+  return ox_grad_err(b);
+}
+
 /* The other activations, composed from x (and y where it is cheaper). */
 static const char* x_positive(OxGradBuilder* b, const OxNode* n) {
   return OP2("Greater", I(0), K(0));
@@ -550,6 +625,7 @@ static const OxGradRuleDef ox_rules_nn[] = {
     {"", "Dropout", 7, 0, rule_dropout},
     {"com.onyx", "FusedMatMul", 1, 0, rule_fused_matmul},
     {"com.onyx", "FusedConv", 1, 0, rule_fused_conv},
+    {"com.onyx", "MultiHeadAttention", 1, 0, rule_mha},
     {"", "LeakyRelu", 1, 0, rule_leaky_relu},
     {"", "Elu", 1, 0, rule_elu},
     {"", "Selu", 1, 0, rule_selu},

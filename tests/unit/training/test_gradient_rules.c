@@ -740,6 +740,24 @@ static void b_attention(OxTestModel* m, OnyxElemType T) {
   otm_node(m, "Gelu", "gelu", "RS", "Y");
 }
 
+static void b_mha(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_add_opset(m, "com.onyx", 1);
+  OxTestNode* n = otm_node(m, "MultiHeadAttention", "n", "A,B,C,D", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_int(n, "num_heads", 2);
+  otm_attr_float(n, "scale", 0.5f);
+}
+
+static void b_mha_packed(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_add_opset(m, "com.onyx", 1);
+  OxTestNode* n = otm_node(m, "MultiHeadAttention", "n", "A", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_int(n, "num_heads", 2);
+  otm_attr_float(n, "scale", 0.7f);
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -1015,6 +1033,22 @@ static const Case cases[] = {
      3,
      {2, 3, 4},
      {IN("A", 3, 2, 3, 4), IN("B", 2, 4, 4), IN("C", 2, 4, 4), IN("D", 2, 4, 4)},
+     .contract = true},
+    {"MultiHeadAttention",
+     17,
+     b_mha,
+     3,
+     {2, 3, 4},
+     {IN("A", 3, 2, 3, 4), IN("B", 3, 2, 5, 4), IN("C", 3, 2, 5, 4), IN("D", 2, 3, 5)},
+     .f32 = true,
+     .contract = true},
+    {"MultiHeadAttention_packed",
+     17,
+     b_mha_packed,
+     3,
+     {2, 3, 4},
+     {IN("A", 3, 2, 3, 12)},
+     .f32 = true,
      .contract = true},
 };
 

@@ -477,7 +477,7 @@ static void ox_grad_reach(const OxGraph* g, const OxNode* gn, bool* from_x, bool
   }
 }
 
-/* "node 'a' (Add) -> node 'b' (Relu)": the nodes from y back to n, along the
+/* "'y' <- node 'a' (Add) <- node 'b' (Relu)": the nodes from y back to n, along the
  * nodes whose rules fed each value first. */
 static char* ox_grad_path(const OxGradBuilder* b, const OxNode* n, const OxValue* y) {
   const OxNode* chain[64];

@@ -758,6 +758,18 @@ static void b_mha_packed(OxTestModel* m, OnyxElemType T) {
   otm_attr_float(n, "scale", 0.7f);
 }
 
+/* Both outputs of SoftmaxCrossEntropyLoss carry a gradient. */
+static void b_sce_both(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t lab[3] = {1, 3, 0}, ax[1] = {1};
+  init_i64(m, "lab", 1, (int64_t[]){3}, lab);
+  init_i64(m, "ax", 1, (int64_t[]){1}, ax);
+  OxTestNode* n = otm_node(m, "SoftmaxCrossEntropyLoss", "n", "A,lab", "L0,LP");
+  otm_attr_string(n, "reduction", "none");
+  otm_node(m, "Unsqueeze", "u", "L0,ax", "L1");
+  otm_attr_int(otm_node(m, "Concat", "c", "L1,LP", "Y"), "axis", 1);
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -1049,6 +1061,13 @@ static const Case cases[] = {
      {2, 3, 4},
      {IN("A", 3, 2, 3, 12)},
      .f32 = true,
+     .contract = true},
+    {"SoftmaxCrossEntropyLoss_both_outputs",
+     17,
+     b_sce_both,
+     2,
+     {3, 5},
+     {IN("A", 2, 3, 4)},
      .contract = true},
 };
 

@@ -5,13 +5,10 @@
  *   Concat: dY split along the axis into the inputs' sizes (Split)
  *   Split: the outputs' gradients concatenated (zeros for an output without
  *     one)
- *   Slice (opset 11 on): dY scattered into zeros at the sliced positions (the
- *     positions: the same Slice of an index tensor, Range reshaped as X)
  *   Gather -> GatherGrad(Shape(X), indices, dY) (com.onyx.training)
- *   GatherElements (opset 16 on): ScatterElements(zeros, indices, dY,
- *     reduction "add")
- *   GatherND (opset 16 on, batch_dims 0): ScatterND(zeros, indices, dY,
- *     reduction "add")
+ *   Slice, GatherElements, GatherND (any batch_dims), Resize in nearest
+ *     mode (opset 11 on): the op applied to X's flat positions gives where each element
+ *     of Y came from; GatherGrad adds dY back there
  *   Expand: dY summed down to X's shape
  *   Tile: dY reshaped to (r0, d0, r1, d1, ...) and summed over the r axes
  *   Pad (constant mode, pads >= 0): the slice of dY at X's place */
@@ -109,26 +106,6 @@ static const char* flat(OxGradBuilder* b, const char* x) {
   return OP2("Reshape", x, ox_grad_i64(b, m1, 1));
 }
 
-static OnyxStatus* rule_slice(OxGradBuilder* b, const OxNode* n) {
-  if (ox_grad_opset(b) < 11)
-    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs opset 11 or later (Range)");
-  /* The flat position of every element of X, sliced as X is. */
-  const char* size = OP1("Size", I(0));
-  const char* range = OP3("Range", ox_grad_scalar(b, ONYX_ELEM_INT64, 0), size,
-                          ox_grad_scalar(b, ONYX_ELEM_INT64, 1));
-  const char* pos = OP2("Reshape", range, OP1("Shape", I(0)));
-  const char* ins[5] = {pos, I(1), I(2), I(3), I(4)};
-  const char* sl = ox_grad_op(b, "Slice", "", ins, n->n_inputs, 1, NULL, NULL);
-  ox_grad_attrs_copy(b, n, NULL);
-  const int64_t one[1] = {1};
-  const char* zeros =
-      OP2("Expand", ox_grad_scalar(b, TI(0), 0), OP2("Reshape", size, ox_grad_i64(b, one, 1)));
-  const char* sc = OP3("ScatterElements", zeros, flat(b, sl), flat(b, GO(0)));
-  ox_grad_attr_int(b, "axis", 0);
-  ox_grad_GI(b, n, 0, OP2("Reshape", sc, OP1("Shape", I(0))));
-  return ox_grad_err(b);
-}
-
 static OnyxStatus* rule_gather(OxGradBuilder* b, const OxNode* n) {
   const char* ins[] = {OP1("Shape", I(0)), I(1), GO(0)};
   const char* g = ox_grad_op(b, "GatherGrad", OX_TRAINING_DOMAIN, ins, 3, 1, NULL, NULL);
@@ -137,26 +114,50 @@ static OnyxStatus* rule_gather(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
-static OnyxStatus* rule_gather_elements(OxGradBuilder* b, const OxNode* n) {
-  if (ox_grad_opset(b) < 16)
-    return ox_status(ONYX_NOT_IMPLEMENTED,
-                     "the gradient needs opset 16 or later (ScatterElements with reduction)");
-  const char* g = OP3("ScatterElements", ox_grad_zeros_like(b, I(0), TI(0)), I(1), GO(0));
-  ox_grad_attr_int(b, "axis", ox_node_attr_int(n, "axis", 0));
-  ox_grad_attr_string(b, "reduction", "add");
-  ox_grad_GI(b, n, 0, g);
+/* Ops that only pick elements of X (GatherElements, GatherND, Resize in
+ * nearest mode): the same op applied to X's flat positions (Range reshaped
+ * as X) says which element of X each output element came from; dX is dY
+ * scattered back there, adding repeats (GatherGrad along axis 0 of the
+ * flattened X: deterministic). */
+static const char* positions(OxGradBuilder* b, const OxNode* n) {
+  if (ox_grad_opset(b) < 11) {
+    ox_grad_fail(b,
+                 ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs opset 11 or later (Range)"));
+    return "";
+  }
+  const char* range = OP3("Range", ox_grad_scalar(b, ONYX_ELEM_INT64, 0), OP1("Size", I(0)),
+                          ox_grad_scalar(b, ONYX_ELEM_INT64, 1));
+  return OP2("Reshape", range, OP1("Shape", I(0)));
+}
+
+/* The forward node again on X's positions instead of X. */
+static const char* picked_positions(OxGradBuilder* b, const OxNode* n) {
+  const char* ins[8] = {positions(b, n)};
+  for (size_t i = 1; i < n->n_inputs && i < 8; i++)
+    ins[i] = I(i);
+  const char* p =
+      ox_grad_op(b, n->op_type, n->domain, ins, n->n_inputs < 8 ? n->n_inputs : 8, 1, NULL, NULL);
+  ox_grad_attrs_copy(b, n, NULL);
+  return p;
+}
+
+static OnyxStatus* rule_picking(OxGradBuilder* b, const OxNode* n) {
+  if (!WANTS(0)) return NULL;
+  const int64_t one[1] = {1};
+  const char* size = OP2("Reshape", OP1("Size", I(0)), ox_grad_i64(b, one, 1));
+  const char* ins[] = {size, flat(b, picked_positions(b, n)), flat(b, GO(0))};
+  const char* g = ox_grad_op(b, "GatherGrad", OX_TRAINING_DOMAIN, ins, 3, 1, NULL, NULL);
+  ox_grad_attr_int(b, "axis", 0);
+  ox_grad_GI(b, n, 0, OP2("Reshape", g, OP1("Shape", I(0))));
   return ox_grad_err(b);
 }
 
-static OnyxStatus* rule_gather_nd(OxGradBuilder* b, const OxNode* n) {
-  if (ox_grad_opset(b) < 16 || ox_node_attr_int(n, "batch_dims", 0) != 0)
-    return ox_status(ONYX_NOT_IMPLEMENTED,
-                     "the gradient needs opset 16 or later (ScatterND with reduction) and "
-                     "batch_dims 0");
-  const char* g = OP3("ScatterND", ox_grad_zeros_like(b, I(0), TI(0)), I(1), GO(0));
-  ox_grad_attr_string(b, "reduction", "add");
-  ox_grad_GI(b, n, 0, g);
-  return ox_grad_err(b);
+static OnyxStatus* rule_resize(OxGradBuilder* b, const OxNode* n) {
+  const char* mode = ox_node_attr_string(n, "mode", "nearest");
+  if (strcmp(mode, "nearest"))
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for mode 'nearest' (not '%s')",
+                     mode);
+  return rule_picking(b, n);
 }
 
 static OnyxStatus* rule_expand(OxGradBuilder* b, const OxNode* n) {
@@ -220,10 +221,11 @@ static const OxGradRuleDef ox_rules_tensor[] = {
     {"", "Transpose", 1, 0, rule_transpose},
     {"", "Concat", 1, 0, rule_concat},
     {"", "Split", 1, 0, rule_split},
-    {"", "Slice", 1, 0, rule_slice},
+    {"", "Slice", 1, 0, rule_picking},
     {"", "Gather", 1, 0, rule_gather},
-    {"", "GatherElements", 11, 0, rule_gather_elements},
-    {"", "GatherND", 11, 0, rule_gather_nd},
+    {"", "GatherElements", 11, 0, rule_picking},
+    {"", "GatherND", 11, 0, rule_picking},
+    {"", "Resize", 11, 0, rule_resize},
     {"", "Expand", 8, 0, rule_expand},
     {"", "Tile", 6, 0, rule_tile},
     {"", "Pad", 2, 0, rule_pad},

@@ -770,6 +770,22 @@ static void b_sce_both(OxTestModel* m, OnyxElemType T) {
   otm_attr_int(otm_node(m, "Concat", "c", "L1,LP", "Y"), "axis", 1);
 }
 
+static void b_resize_nearest(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const float sc[4] = {1, 1, 2, 0.75f};
+  otm_initializer(m, "scales", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4}, sc);
+  OxTestNode* n = otm_node(m, "Resize", "n", "A,,scales", "Y");
+  otm_attr_string(n, "coordinate_transformation_mode", "half_pixel");
+  otm_attr_string(n, "nearest_mode", "round_prefer_ceil");
+}
+
+static void b_gather_nd_batch(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t idx[4] = {1, 1, 0, 1};
+  init_i64(m, "idx", 3, (int64_t[]){2, 2, 1}, idx);
+  otm_attr_int(otm_node(m, "GatherND", "n", "A,idx", "Y"), "batch_dims", 1);
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -894,8 +910,8 @@ static const Case cases[] = {
      {IN("A", 2, 2, 1), IN("B", 2, 2, 3), IN("C", 2, 2, 2)},
      .f32 = false},
     {"Split", 17, b_split, 2, {2, 5}, {IN("A", 2, 2, 4)}, .f32 = false},
-    {"Slice", 17, b_slice, 2, {2, 2}, {IN("A", 2, 3, 4)}, .f32 = false},
-    {"GatherElements", 17, b_gather_elements, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Slice", 17, b_slice, 2, {2, 2}, {IN("A", 2, 3, 4)}, .contract = true},
+    {"GatherElements", 17, b_gather_elements, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},
     {"Expand", 17, b_expand, 3, {2, 3, 4}, {IN("A", 2, 3, 1)}, .f32 = false},
     {"Tile", 17, b_tile, 2, {4, 6}, {IN("A", 2, 2, 2)}, .f32 = false},
     {"Pad", 17, b_pad, 2, {3, 5}, {IN("A", 2, 2, 3)}, .f32 = false},
@@ -931,7 +947,7 @@ static const Case cases[] = {
     {"HardSwish", 17, b_hard_swish, 2, {3, 4}, {INK("A", K_WIDE, 2, 3, 4)}, .f32 = false},
     {"PRelu", 17, b_prelu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3), IN("B", 1, 3)}, .f32 = false},
     {"Floor_Round_Ceil_Sign", 17, b_steps, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
-    {"GatherND", 17, b_gather_nd, 2, {3, 2}, {IN("A", 3, 3, 2, 2)}, .f32 = false},
+    {"GatherND", 17, b_gather_nd, 2, {3, 2}, {IN("A", 3, 3, 2, 2)}, .contract = true},
     {"onyx_Silu", 17, b_onyx_silu, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = true},
     /* The com.onyx.training gradient kernels. */
     {"Relu", 17, b_relu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .contract = true},
@@ -1068,6 +1084,27 @@ static const Case cases[] = {
      2,
      {3, 5},
      {IN("A", 2, 3, 4)},
+     .contract = true},
+    {"Resize_nearest",
+     13,
+     b_resize_nearest,
+     4,
+     {1, 2, 6, 3},
+     {IN("A", 4, 1, 2, 3, 4)},
+     .contract = true},
+    {"GatherND_batch_dims",
+     13,
+     b_gather_nd_batch,
+     3,
+     {2, 2, 3},
+     {IN("A", 3, 2, 2, 3)},
+     .contract = true},
+    {"GatherElements_opset13",
+     13,
+     b_gather_elements,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3)},
      .contract = true},
 };
 

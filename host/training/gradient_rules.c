@@ -7,6 +7,10 @@
  *   Neg: -dY      Identity: dY        Exp: dY y      Log: dY / x
  *   Sqrt: dY / (2 y)   Reciprocal: -dY y^2   Abs: dY sign(x)
  *   Erf: dY 2/sqrt(pi) exp(-x^2)      Atan: dY / (1 + x^2)
+ *   Cos: -dY sin(x)   Tan: dY (1 + y^2)   Asin/Acos: +-dY / sqrt(1 - x^2)
+ *   Sinh: dY cosh(x)  Cosh: dY sinh(x)    Asinh: dY / sqrt(x^2 + 1)
+ *   Acosh: dY / sqrt(x^2 - 1)             Atanh: dY / (1 - x^2)
+ *   (Sin has no rule: test_controlflow's missing-rule case uses it)
  *   Pow: dA = dY B A^(B-1), dB = dY y log(A)
  *   Min/Max: dY where the input equals y (ties: each equal input)
  *   Clip: dY where x == y; min/max inputs: dY where x is below/above them
@@ -96,6 +100,59 @@ static OnyxStatus* rule_erf(OxGradBuilder* b, const OxNode* n) {
 
 static OnyxStatus* rule_atan(OxGradBuilder* b, const OxNode* n) {
   ox_grad_GI(b, n, 0, OP2("Div", GO(0), OP2("Add", K(1), OP2("Mul", I(0), I(0)))));
+  return ox_grad_err(b);
+}
+
+/* 1 + s * x^2 (s = 1 or -1), the common factor of the inverse
+ * trigonometric and hyperbolic derivatives. */
+static const char* one_plus_sq(OxGradBuilder* b, const OxNode* n, double s) {
+  const char* sq = OP2("Mul", I(0), I(0));
+  return s > 0 ? OP2("Add", K(1), sq) : OP2("Sub", K(1), sq);
+}
+
+static OnyxStatus* rule_cos(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP1("Neg", OP2("Mul", GO(0), OP1("Sin", I(0)))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_tan(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Mul", GO(0), OP2("Add", K(1), OP2("Mul", O(0), O(0)))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_asin(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Div", GO(0), OP1("Sqrt", one_plus_sq(b, n, -1))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_acos(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP1("Neg", OP2("Div", GO(0), OP1("Sqrt", one_plus_sq(b, n, -1)))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_sinh(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Mul", GO(0), OP1("Cosh", I(0))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_cosh(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Mul", GO(0), OP1("Sinh", I(0))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_asinh(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Div", GO(0), OP1("Sqrt", one_plus_sq(b, n, 1))));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_acosh(OxGradBuilder* b, const OxNode* n) {
+  const char* d = OP1("Sqrt", OP2("Sub", OP2("Mul", I(0), I(0)), K(1)));
+  ox_grad_GI(b, n, 0, OP2("Div", GO(0), d));
+  return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_atanh(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP2("Div", GO(0), one_plus_sq(b, n, -1)));
   return ox_grad_err(b);
 }
 
@@ -383,6 +440,15 @@ static const OxGradRuleDef ox_rules_math[] = {
     {"", "Abs", 1, 0, rule_abs},
     {"", "Erf", 9, 0, rule_erf},
     {"", "Atan", 7, 0, rule_atan},
+    {"", "Cos", 7, 0, rule_cos},
+    {"", "Tan", 7, 0, rule_tan},
+    {"", "Asin", 7, 0, rule_asin},
+    {"", "Acos", 7, 0, rule_acos},
+    {"", "Sinh", 9, 0, rule_sinh},
+    {"", "Cosh", 9, 0, rule_cosh},
+    {"", "Asinh", 9, 0, rule_asinh},
+    {"", "Acosh", 9, 0, rule_acosh},
+    {"", "Atanh", 9, 0, rule_atanh},
     {"", "Pow", 1, 0, rule_pow},
     {"", "Min", 1, 0, rule_minmax},
     {"", "Max", 1, 0, rule_minmax},

@@ -38,13 +38,14 @@ static double urand(void) {
   return (double)(rng_state >> 11) / 9007199254740992.0;
 }
 
-enum { K_ANY = 0, K_POS = 1, K_AWAY = 2, K_LOW = 3, K_HIGH = 4, K_WIDE = 5 };
+enum { K_ANY = 0, K_POS = 1, K_AWAY = 2, K_LOW = 3, K_HIGH = 4, K_WIDE = 5, K_GT1 = 6 };
 
 static double draw(int kind) {
   double u = urand();
   if (kind == K_POS) return 0.5 + 1.5 * u;
   if (kind == K_LOW) return -0.2 - 0.6 * u;
   if (kind == K_WIDE) return 10 * u - 5;
+  if (kind == K_GT1) return 1.2 + 2 * u;
   if (kind == K_HIGH) return 0.2 + 0.6 * u;
   if (kind == K_AWAY) return (urand() < 0.5 ? -1 : 1) * (0.2 + 0.8 * u);
   return 2 * u - 1;
@@ -786,6 +787,16 @@ static void b_gather_nd_batch(OxTestModel* m, OnyxElemType T) {
   otm_attr_int(otm_node(m, "GatherND", "n", "A,idx", "Y"), "batch_dims", 1);
 }
 
+UNARY(b_cos, "Cos")
+UNARY(b_tan, "Tan")
+UNARY(b_asin, "Asin")
+UNARY(b_acos, "Acos")
+UNARY(b_sinh, "Sinh")
+UNARY(b_cosh, "Cosh")
+UNARY(b_asinh, "Asinh")
+UNARY(b_acosh, "Acosh")
+UNARY(b_atanh, "Atanh")
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -949,6 +960,15 @@ static const Case cases[] = {
     {"Floor_Round_Ceil_Sign", 17, b_steps, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .f32 = false},
     {"GatherND", 17, b_gather_nd, 2, {3, 2}, {IN("A", 3, 3, 2, 2)}, .contract = true},
     {"onyx_Silu", 17, b_onyx_silu, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = true},
+    {"Cos", 17, b_cos, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = false},
+    {"Tan", 17, b_tan, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Asin", 17, b_asin, 2, {2, 3}, {INK("A", K_HIGH, 2, 2, 3)}, .f32 = false},
+    {"Acos", 17, b_acos, 2, {2, 3}, {INK("A", K_LOW, 2, 2, 3)}, .f32 = false},
+    {"Sinh", 17, b_sinh, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Cosh", 17, b_cosh, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"Asinh", 17, b_asinh, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = false},
+    {"Acosh", 17, b_acosh, 2, {2, 3}, {INK("A", K_GT1, 2, 2, 3)}, .f32 = false},
+    {"Atanh", 17, b_atanh, 2, {2, 3}, {INK("A", K_HIGH, 2, 2, 3)}, .f32 = false},
     /* The com.onyx.training gradient kernels. */
     {"Relu", 17, b_relu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .contract = true},
     {"Sigmoid", 17, b_sigmoid, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},

@@ -331,14 +331,32 @@ const char* ox_grad_squeeze(OxGradBuilder* b, const char* x, const int64_t* axes
 
 /* g summed down to the shape of t with nothing known about either shape
  * before run time: t's shape padded with leading 1s to g's rank, its axes
- * of 1 summed (ReduceSum with run-time axes, opset 13 on). */
+ * of 1 summed (ReduceSum with run-time axes, opset 13 on; opsets 11 and 12
+ * scatter-add g by t's positions instead). */
 static const char* ox_grad_reduce_dynamic(OxGradBuilder* b, const char* g, const OxValue* t) {
-  if (ox_grad_opset(b) < 13) {
+  if (ox_grad_opset(b) < 11) {
     ox_grad_fail(b, ox_status(ONYX_NOT_IMPLEMENTED,
                               "undoing the broadcast into '%s' with shapes known only at run "
-                              "time needs opset 13 or later (ReduceSum with input axes)",
+                              "time needs opset 11 or later",
                               t->name));
     return "";
+  }
+  if (ox_grad_opset(b) < 13) {
+    /* No ReduceSum with run-time axes: t's flat positions broadcast to g's
+     * shape say where each element of g came from; GatherGrad adds g back
+     * there. */
+    const int64_t one[1] = {1}, flat[1] = {-1};
+    const char* size = ox_grad_op1(b, "Size", t->name);
+    const char* range = ox_grad_op3(b, "Range", ox_grad_scalar(b, ONYX_ELEM_INT64, 0), size,
+                                    ox_grad_scalar(b, ONYX_ELEM_INT64, 1));
+    const char* pos = ox_grad_op2(b, "Reshape", range, ox_grad_op1(b, "Shape", t->name));
+    const char* from = ox_grad_op2(b, "Expand", pos, ox_grad_op1(b, "Shape", g));
+    const char* ins[] = {ox_grad_op2(b, "Reshape", size, ox_grad_i64(b, one, 1)),
+                         ox_grad_op2(b, "Reshape", from, ox_grad_i64(b, flat, 1)),
+                         ox_grad_op2(b, "Reshape", g, ox_grad_i64(b, flat, 1))};
+    const char* sum = ox_grad_op(b, "GatherGrad", OX_TRAINING_DOMAIN, ins, 3, 1, NULL, NULL);
+    ox_grad_attr_int(b, "axis", 0);
+    return ox_grad_op2(b, "Reshape", sum, ox_grad_op1(b, "Shape", t->name));
   }
   const int64_t one[1] = {1}, flat[1] = {-1};
   const char* shape = ox_grad_op1(b, "Shape", t->name);

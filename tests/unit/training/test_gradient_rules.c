@@ -1126,6 +1126,13 @@ static const Case cases[] = {
      {2, 3},
      {IN("A", 2, 2, 3)},
      .contract = true},
+    {"LogSoftmax_opset11_unknown_shape",
+     11,
+     b_logsoftmax,
+     3,
+     {2, 3, 4},
+     {IN("A", 3, 2, 3, 4)},
+     .contract = true},
 };
 
 static void test_rules_composed(void** state) {

@@ -23,6 +23,7 @@
 
 #include "onyx/onyx.h"
 #include "ox_test_models.h"
+#include "ox_training.h"
 
 static const char* current_case = "";
 
@@ -1395,12 +1396,27 @@ static void test_rule_refuses_names_node(void** state) {
   expect_create_error(m, what, 4);
 }
 
+/* The registry answers by domain, op and schema version. */
+static void test_registry_versions(void** state) {
+  (void)state;
+  assert_null(ox_grad_rule_find("", "Gelu", 19)); /* ai.onnx Gelu is from 20 */
+  assert_non_null(ox_grad_rule_find("", "Gelu", 20));
+  assert_non_null(ox_grad_rule_find("com.onyx", "Gelu", 1));
+  assert_null(ox_grad_rule_find("", "MaxPool", 1)); /* no Indices output before 8 */
+  assert_non_null(ox_grad_rule_find("", "MaxPool", 8));
+  assert_ptr_equal(ox_grad_rule_find("ai.onnx", "Relu", 14), ox_grad_rule_find("", "Relu", 14));
+  assert_null(ox_grad_rule_find("", "Sin", 7));
+  assert_null(ox_grad_rule_find("com.example", "Relu", 14));
+  assert_null(ox_grad_rule_find("", "NoSuchOp", 1));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rules_composed),       cmocka_unit_test(test_rules_contract),
-      cmocka_unit_test(test_rules_dynamic_shapes), cmocka_unit_test(test_missing_rule_names_path),
-      cmocka_unit_test(test_dynamic_broadcast),    cmocka_unit_test(test_frozen_and_unreached),
-      cmocka_unit_test(test_dropout_training),     cmocka_unit_test(test_rule_refuses_names_node),
+      cmocka_unit_test(test_registry_versions),       cmocka_unit_test(test_rules_composed),
+      cmocka_unit_test(test_rules_contract),          cmocka_unit_test(test_rules_dynamic_shapes),
+      cmocka_unit_test(test_missing_rule_names_path), cmocka_unit_test(test_dynamic_broadcast),
+      cmocka_unit_test(test_frozen_and_unreached),    cmocka_unit_test(test_dropout_training),
+      cmocka_unit_test(test_rule_refuses_names_node),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
  *     one)
  *   Gather -> GatherGrad(Shape(X), indices, dY) (com.onyx.training)
  *   Slice, GatherElements, GatherND (any batch_dims), Resize in nearest
- *     mode (opset 11 on): the op applied to X's flat positions gives where each element
+ *     mode, DepthToSpace, SpaceToDepth, ReverseSequence, Compress (opset 11
+ *     on): the op applied to X's flat positions gives where each element
  *     of Y came from; GatherGrad adds dY back there
  *   Expand: dY summed down to X's shape
  *   Tile: dY reshaped to (r0, d0, r1, d1, ...) and summed over the r axes
@@ -226,6 +227,10 @@ static const OxGradRuleDef ox_rules_tensor[] = {
     {"", "GatherElements", 11, 0, rule_picking},
     {"", "GatherND", 11, 0, rule_picking},
     {"", "Resize", 11, 0, rule_resize},
+    {"", "DepthToSpace", 1, 0, rule_picking},
+    {"", "SpaceToDepth", 1, 0, rule_picking},
+    {"", "ReverseSequence", 10, 0, rule_picking},
+    {"", "Compress", 9, 0, rule_picking},
     {"", "Expand", 8, 0, rule_expand},
     {"", "Tile", 6, 0, rule_tile},
     {"", "Pad", 2, 0, rule_pad},

@@ -798,6 +798,27 @@ UNARY(b_asinh, "Asinh")
 UNARY(b_acosh, "Acosh")
 UNARY(b_atanh, "Atanh")
 
+static void b_depth_space(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* d = otm_node(m, "DepthToSpace", "d2s", "A", "D");
+  otm_attr_int(d, "blocksize", 2);
+  otm_attr_string(d, "mode", "CRD");
+  otm_node(m, "Mul", "sq", "D,D", "D2");
+  otm_attr_int(otm_node(m, "SpaceToDepth", "s2d", "D2", "Y"), "blocksize", 2);
+}
+
+static void b_reverse_compress(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t lens[2] = {3, 1};
+  init_i64(m, "lens", 1, (int64_t[]){2}, lens);
+  const uint8_t keep[4] = {1, 0, 1, 1};
+  otm_initializer(m, "keep", ONYX_ELEM_BOOL, 1, (int64_t[]){4}, keep);
+  OxTestNode* r = otm_node(m, "ReverseSequence", "rev", "A,lens", "RV");
+  otm_attr_int(r, "batch_axis", 1);
+  otm_attr_int(r, "time_axis", 0);
+  otm_attr_int(otm_node(m, "Compress", "cmp", "RV,keep", "Y"), "axis", 0);
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -1133,6 +1154,20 @@ static const Case cases[] = {
      3,
      {2, 3, 4},
      {IN("A", 3, 2, 3, 4)},
+     .contract = true},
+    {"DepthToSpace_SpaceToDepth",
+     17,
+     b_depth_space,
+     4,
+     {1, 8, 2, 2},
+     {IN("A", 4, 1, 8, 2, 2)},
+     .contract = true},
+    {"ReverseSequence_Compress",
+     17,
+     b_reverse_compress,
+     3,
+     {3, 2, 2},
+     {IN("A", 3, 4, 2, 2)},
      .contract = true},
 };
 

@@ -12,8 +12,10 @@
  *     of Y came from; GatherGrad adds dY back there
  *   Expand: dY summed down to X's shape
  *   Tile: dY reshaped to (r0, d0, r1, d1, ...) and summed over the r axes
- *   Pad (constant mode, pads >= 0): the slice of dY at X's place */
+ *   Pad: constant mode (pads >= 0): the slice of dY at X's place; the other
+ *     modes through the positions rule */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gradient_rules.h"
@@ -131,26 +133,31 @@ static const char* positions(OxGradBuilder* b, const OxNode* n) {
   return OP2("Reshape", range, OP1("Shape", I(0)));
 }
 
-/* The forward node again on X's positions instead of X. */
-static const char* picked_positions(OxGradBuilder* b, const OxNode* n) {
+/* The forward node again on X's positions instead of X (input `drop`, if
+ * any, left out: Pad's constant value). */
+static const char* picked_positions(OxGradBuilder* b, const OxNode* n, size_t drop) {
   const char* ins[8] = {positions(b, n)};
   for (size_t i = 1; i < n->n_inputs && i < 8; i++)
-    ins[i] = I(i);
+    ins[i] = i == drop ? NULL : I(i);
   const char* p =
       ox_grad_op(b, n->op_type, n->domain, ins, n->n_inputs < 8 ? n->n_inputs : 8, 1, NULL, NULL);
   ox_grad_attrs_copy(b, n, NULL);
   return p;
 }
 
-static OnyxStatus* rule_picking(OxGradBuilder* b, const OxNode* n) {
+static OnyxStatus* picking(OxGradBuilder* b, const OxNode* n, size_t drop) {
   if (!WANTS(0)) return NULL;
   const int64_t one[1] = {1};
   const char* size = OP2("Reshape", OP1("Size", I(0)), ox_grad_i64(b, one, 1));
-  const char* ins[] = {size, flat(b, picked_positions(b, n)), flat(b, GO(0))};
+  const char* ins[] = {size, flat(b, picked_positions(b, n, drop)), flat(b, GO(0))};
   const char* g = ox_grad_op(b, "GatherGrad", OX_TRAINING_DOMAIN, ins, 3, 1, NULL, NULL);
   ox_grad_attr_int(b, "axis", 0);
   ox_grad_GI(b, n, 0, OP2("Reshape", g, OP1("Shape", I(0))));
   return ox_grad_err(b);
+}
+
+static OnyxStatus* rule_picking(OxGradBuilder* b, const OxNode* n) {
+  return picking(b, n, SIZE_MAX);
 }
 
 static OnyxStatus* rule_resize(OxGradBuilder* b, const OxNode* n) {
@@ -184,9 +191,8 @@ static OnyxStatus* rule_tile(OxGradBuilder* b, const OxNode* n) {
 static OnyxStatus* rule_pad(OxGradBuilder* b, const OxNode* n) {
   const char* mode = ox_node_attr_string(n, "mode", "constant");
   int32_t r = n->inputs[0]->rank;
-  if (strcmp(mode, "constant"))
-    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for mode 'constant' (not '%s')",
-                     mode);
+  if (strcmp(mode, "constant")) /* reflect, edge, wrap: every element comes from X */
+    return picking(b, n, 2);
   if (n->n_inputs > 3 && I(3))
     return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built without the axes input");
   if (r < 0 || r > 32 || ox_grad_opset(b) < 10)

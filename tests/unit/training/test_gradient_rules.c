@@ -819,6 +819,15 @@ static void b_reverse_compress(OxTestModel* m, OnyxElemType T) {
   otm_attr_int(otm_node(m, "Compress", "cmp", "RV,keep", "Y"), "axis", 0);
 }
 
+static void b_pad_reflect_edge(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t p1[4] = {1, 2, 1, 0}, p2[4] = {0, 1, 2, 1};
+  init_i64(m, "p1", 1, (int64_t[]){4}, p1);
+  init_i64(m, "p2", 1, (int64_t[]){4}, p2);
+  otm_attr_string(otm_node(m, "Pad", "reflect", "A,p1", "R1"), "mode", "reflect");
+  otm_attr_string(otm_node(m, "Pad", "edge", "R1,p2", "Y"), "mode", "edge");
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -1169,6 +1178,7 @@ static const Case cases[] = {
      {3, 2, 2},
      {IN("A", 3, 4, 2, 2)},
      .contract = true},
+    {"Pad_reflect_edge", 17, b_pad_reflect_edge, 2, {7, 8}, {IN("A", 2, 3, 4)}, .contract = true},
 };
 
 static void test_rules_composed(void** state) {

@@ -20,6 +20,8 @@
  *     output, or a second MaxPool computing it)
  *   AveragePool -> AveragePoolGrad(dY, Shape(X))
  *   GlobalAveragePool: dY spread evenly over the spatial axes
+ *   GlobalMaxPool: dY where x equals the maximum
+ *   InstanceNormalization: composed over the spatial axes
  *   BatchNormalization, training (batch statistics):
  *     BatchNormalizationGrad(dY, X, scale, mean, 1/sqrt(var + eps)) with the
  *     batch mean and variance recomputed; inference: composed (dX = dY
@@ -515,6 +517,41 @@ static OnyxStatus* rule_mha(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+/* InstanceNormalization: per (n, c), x_hat = (x - mean) / sqrt(var + eps)
+ * over the spatial axes; with g = dY scale: dX = inv (g - mean(g) - x_hat
+ * mean(g x_hat)), dScale = sum(dY x_hat), dB = sum(dY) over N and space. */
+static OnyxStatus* rule_instance_norm(OxGradBuilder* b, const OxNode* n) {
+  int32_t r = n->inputs[0]->rank;
+  if (r < 3 || r > 64) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of rank >= 3");
+  int64_t red[64], uns[64], sp[64];
+  size_t nr = bn_axes(r, red, uns), nu = (size_t)(r - 2);
+  for (size_t i = 0; i < nu; i++)
+    sp[i] = (int64_t)i + 2;
+  const char* dy = GO(0);
+  const char* m = ox_grad_reduce(b, "ReduceMean", I(0), sp, nu, true);
+  const char* dev = OP2("Sub", I(0), m);
+  const char* var = ox_grad_reduce(b, "ReduceMean", OP2("Mul", dev, dev), sp, nu, true);
+  const char* inv =
+      OP1("Reciprocal", OP1("Sqrt", OP2("Add", var, K(ox_node_attr_float(n, "epsilon", 1e-5f)))));
+  const char* xhat = OP2("Mul", dev, inv);
+  if (WANTS(0)) {
+    const char* g = OP2("Mul", dy, ox_grad_unsqueeze(b, I(1), uns, nu));
+    const char* mg = ox_grad_reduce(b, "ReduceMean", g, sp, nu, true);
+    const char* mgx = ox_grad_reduce(b, "ReduceMean", OP2("Mul", g, xhat), sp, nu, true);
+    const char* in = OP2("Sub", OP2("Sub", g, mg), OP2("Mul", xhat, mgx));
+    ox_grad_GI(b, n, 0, OP2("Mul", inv, in));
+  }
+  if (WANTS(1)) ox_grad_GI(b, n, 1, ox_grad_reduce_sum(b, OP2("Mul", dy, xhat), red, nr, false));
+  if (WANTS(2)) ox_grad_GI(b, n, 2, ox_grad_reduce_sum(b, dy, red, nr, false));
+  return ox_grad_err(b);
+}
+
+/* GlobalMaxPool: dY where x equals the maximum (ties: each). */
+static OnyxStatus* rule_global_maxpool(OxGradBuilder* b, const OxNode* n) {
+  ox_grad_GI(b, n, 0, OP3("Where", OP2("Equal", I(0), O(0)), GO(0), K(0)));
+  return ox_grad_err(b);
+}
+
 /* The other activations, composed from x (and y where it is cheaper). */
 static const char* x_positive(OxGradBuilder* b, const OxNode* n) {
   return OP2("Greater", I(0), K(0));
@@ -619,6 +656,8 @@ static const OxGradRuleDef ox_rules_nn[] = {
     {"", "MaxPool", 8, 0, rule_maxpool},
     {"", "AveragePool", 1, 0, rule_avgpool},
     {"", "GlobalAveragePool", 1, 0, rule_global_avgpool},
+    {"", "GlobalMaxPool", 1, 0, rule_global_maxpool},
+    {"", "InstanceNormalization", 1, 0, rule_instance_norm},
     {"", "BatchNormalization", 7, 0, rule_batchnorm},
     {"", "LayerNormalization", 17, 0, rule_layernorm},
     {"com.onyx", "LayerNormalization", 1, 0, rule_layernorm},

@@ -828,6 +828,13 @@ static void b_pad_reflect_edge(OxTestModel* m, OnyxElemType T) {
   otm_attr_string(otm_node(m, "Pad", "edge", "R1,p2", "Y"), "mode", "edge");
 }
 
+UNARY(b_global_max, "GlobalMaxPool")
+
+static void b_instance_norm(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_float(otm_node(m, "InstanceNormalization", "n", "A,B,C", "Y"), "epsilon", 1e-3f);
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -1000,6 +1007,14 @@ static const Case cases[] = {
     {"Asinh", 17, b_asinh, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = false},
     {"Acosh", 17, b_acosh, 2, {2, 3}, {INK("A", K_GT1, 2, 2, 3)}, .f32 = false},
     {"Atanh", 17, b_atanh, 2, {2, 3}, {INK("A", K_HIGH, 2, 2, 3)}, .f32 = false},
+    {"GlobalMaxPool", 17, b_global_max, 4, {2, 3, 1, 1}, {IN("A", 4, 2, 3, 2, 2)}, .f32 = false},
+    {"InstanceNormalization",
+     17,
+     b_instance_norm,
+     4,
+     {2, 3, 2, 2},
+     {IN("A", 4, 2, 3, 2, 2), INK("B", K_POS, 1, 3), IN("C", 1, 3)},
+     .f32 = false},
     /* The com.onyx.training gradient kernels. */
     {"Relu", 17, b_relu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .contract = true},
     {"Sigmoid", 17, b_sigmoid, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},

@@ -22,6 +22,7 @@
  *   GlobalAveragePool: dY spread evenly over the spatial axes
  *   GlobalMaxPool: dY where x equals the maximum
  *   InstanceNormalization: composed over the spatial axes
+ *   LpNormalization (p 1 or 2), Shrink: composed
  *   BatchNormalization, training (batch statistics):
  *     BatchNormalizationGrad(dY, X, scale, mean, 1/sqrt(var + eps)) with the
  *     batch mean and variance recomputed; inference: composed (dX = dY
@@ -552,6 +553,31 @@ static OnyxStatus* rule_global_maxpool(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+/* Shrink: dY where |x| > lambd (the output moves with x there), else 0. */
+static OnyxStatus* rule_shrink(OxGradBuilder* b, const OxNode* n) {
+  const char* on = OP2("Greater", OP1("Abs", I(0)), K(ox_node_attr_float(n, "lambd", 0.5f)));
+  ox_grad_GI(b, n, 0, OP3("Where", on, GO(0), K(0)));
+  return ox_grad_err(b);
+}
+
+/* LpNormalization along `axis`, y = x / |x|_p: with s = sum(dY y) along the
+ * axis, dX = (dY - y s) / |x|_2 for p = 2 and (dY - sign(x) s) / |x|_1 for
+ * p = 1. */
+static OnyxStatus* rule_lp_norm(OxGradBuilder* b, const OxNode* n) {
+  int64_t r = n->inputs[0]->rank, axis = ox_node_attr_int(n, "axis", -1);
+  int64_t p = ox_node_attr_int(n, "p", 2);
+  if (axis < 0) axis += r;
+  if (r < 1 || axis < 0 || axis >= r || (p != 1 && p != 2))
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "the gradient needs a known rank, a valid axis, p 1 or 2");
+  const int64_t ax[1] = {axis};
+  const char* norm = ox_grad_reduce(b, p == 2 ? "ReduceL2" : "ReduceL1", I(0), ax, 1, true);
+  const char* sdy = ox_grad_reduce_sum(b, OP2("Mul", GO(0), O(0)), ax, 1, true);
+  const char* dir = p == 2 ? O(0) : OP1("Sign", I(0));
+  ox_grad_GI(b, n, 0, OP2("Div", OP2("Sub", GO(0), OP2("Mul", dir, sdy)), norm));
+  return ox_grad_err(b);
+}
+
 /* The other activations, composed from x (and y where it is cheaper). */
 static const char* x_positive(OxGradBuilder* b, const OxNode* n) {
   return OP2("Greater", I(0), K(0));
@@ -658,6 +684,8 @@ static const OxGradRuleDef ox_rules_nn[] = {
     {"", "GlobalAveragePool", 1, 0, rule_global_avgpool},
     {"", "GlobalMaxPool", 1, 0, rule_global_maxpool},
     {"", "InstanceNormalization", 1, 0, rule_instance_norm},
+    {"", "LpNormalization", 1, 0, rule_lp_norm},
+    {"", "Shrink", 9, 0, rule_shrink},
     {"", "BatchNormalization", 7, 0, rule_batchnorm},
     {"", "LayerNormalization", 17, 0, rule_layernorm},
     {"com.onyx", "LayerNormalization", 1, 0, rule_layernorm},

@@ -12,6 +12,7 @@
  *     of Y came from; GatherGrad adds dY back there
  *   Expand: dY summed down to X's shape
  *   Tile: dY reshaped to (r0, d0, r1, d1, ...) and summed over the r axes
+ *   TopK: dY scattered back to the positions its Indices output names
  *   Pad: constant mode (pads >= 0): the slice of dY at X's place; the other
  *     modes through the positions rule */
 #include <inttypes.h>
@@ -160,6 +161,21 @@ static OnyxStatus* rule_picking(OxGradBuilder* b, const OxNode* n) {
   return picking(b, n, SIZE_MAX);
 }
 
+/* TopK: the values came from the positions its Indices output names. */
+static OnyxStatus* rule_topk(OxGradBuilder* b, const OxNode* n) {
+  if (!WANTS(0) || !GO(0)) return NULL;
+  if (!O(1)) return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs the node's Indices output");
+  const int64_t one[1] = {1};
+  const char* from = OP2("GatherElements", positions(b, n), O(1));
+  ox_grad_attr_int(b, "axis", ox_node_attr_int(n, "axis", -1));
+  const char* size = OP2("Reshape", OP1("Size", I(0)), ox_grad_i64(b, one, 1));
+  const char* ins[] = {size, flat(b, from), flat(b, GO(0))};
+  const char* g = ox_grad_op(b, "GatherGrad", OX_TRAINING_DOMAIN, ins, 3, 1, NULL, NULL);
+  ox_grad_attr_int(b, "axis", 0);
+  ox_grad_GI(b, n, 0, OP2("Reshape", g, OP1("Shape", I(0))));
+  return ox_grad_err(b);
+}
+
 static OnyxStatus* rule_resize(OxGradBuilder* b, const OxNode* n) {
   const char* mode = ox_node_attr_string(n, "mode", "nearest");
   if (strcmp(mode, "nearest"))
@@ -233,6 +249,7 @@ static const OxGradRuleDef ox_rules_tensor[] = {
     {"", "GatherElements", 11, 0, rule_picking},
     {"", "GatherND", 11, 0, rule_picking},
     {"", "Resize", 11, 0, rule_resize},
+    {"", "TopK", 1, 0, rule_topk},
     {"", "DepthToSpace", 1, 0, rule_picking},
     {"", "SpaceToDepth", 1, 0, rule_picking},
     {"", "ReverseSequence", 10, 0, rule_picking},

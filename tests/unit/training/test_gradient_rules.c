@@ -835,6 +835,30 @@ static void b_instance_norm(OxTestModel* m, OnyxElemType T) {
   otm_attr_float(otm_node(m, "InstanceNormalization", "n", "A,B,C", "Y"), "epsilon", 1e-3f);
 }
 
+static void b_shrink(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "Shrink", "n", "A", "Y");
+  otm_attr_float(n, "lambd", 0.4f);
+  otm_attr_float(n, "bias", 0.1f);
+}
+
+static void b_lp_norm(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n2 = otm_node(m, "LpNormalization", "l2", "A", "N2");
+  otm_attr_int(n2, "axis", 1);
+  OxTestNode* n1 = otm_node(m, "LpNormalization", "l1", "A", "N1");
+  otm_attr_int(n1, "axis", 0);
+  otm_attr_int(n1, "p", 1);
+  otm_node(m, "Add", "y", "N1,N2", "Y");
+}
+
+static void b_topk(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t k[1] = {2};
+  init_i64(m, "k", 1, (int64_t[]){1}, k);
+  otm_attr_int(otm_node(m, "TopK", "n", "A,k", "Y,I"), "axis", 1);
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -1015,6 +1039,8 @@ static const Case cases[] = {
      {2, 3, 2, 2},
      {IN("A", 4, 2, 3, 2, 2), INK("B", K_POS, 1, 3), IN("C", 1, 3)},
      .f32 = false},
+    {"Shrink", 17, b_shrink, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = false},
+    {"LpNormalization", 17, b_lp_norm, 2, {3, 4}, {INK("A", K_AWAY, 2, 3, 4)}, .f32 = false},
     /* The com.onyx.training gradient kernels. */
     {"Relu", 17, b_relu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .contract = true},
     {"Sigmoid", 17, b_sigmoid, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},
@@ -1194,6 +1220,7 @@ static const Case cases[] = {
      {IN("A", 3, 4, 2, 2)},
      .contract = true},
     {"Pad_reflect_edge", 17, b_pad_reflect_edge, 2, {7, 8}, {IN("A", 2, 3, 4)}, .contract = true},
+    {"TopK", 17, b_topk, 2, {3, 2}, {IN("A", 2, 3, 4)}, .contract = true},
 };
 
 static void test_rules_composed(void** state) {

@@ -22,7 +22,8 @@
  *   GlobalAveragePool: dY spread evenly over the spatial axes
  *   GlobalMaxPool: dY where x equals the maximum
  *   InstanceNormalization: composed over the spatial axes
- *   LpNormalization (p 1 or 2), Shrink: composed
+ *   LpNormalization (p 1 or 2), Shrink, GroupNormalization (scale per group
+ *     at 18, per channel at 21), RMSNormalization, Mish: composed
  *   BatchNormalization, training (batch statistics):
  *     BatchNormalizationGrad(dY, X, scale, mean, 1/sqrt(var + eps)) with the
  *     batch mean and variance recomputed; inference: composed (dX = dY
@@ -42,7 +43,7 @@
  *   LeakyRelu, Elu, Selu, Celu, Softplus, Softsign, HardSigmoid,
  *     ThresholdedRelu, HardSwish, PRelu (both inputs), com.onyx Silu and
  *     HardSwish: composed
- *   Round, Floor, Ceil, Sign: no gradient flows back (derivative 0) */
+ *   Round, Floor, Ceil, Sign, Hardmax: no gradient flows back (derivative 0) */
 #include <math.h>
 #include <string.h>
 #include "gradient_rules.h"
@@ -578,6 +579,88 @@ static OnyxStatus* rule_lp_norm(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+/* GroupNormalization: X viewed as [N, G, rest], normalized per (n, g); the
+ * scale and bias are per group (opset 18) or per channel (21). */
+static OnyxStatus* rule_group_norm(OxGradBuilder* b, const OxNode* n) {
+  int32_t r = n->inputs[0]->rank;
+  int64_t groups = ox_node_attr_int(n, "num_groups", 0);
+  if (r < 2 || r > 64 || groups <= 0)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of rank >= 2 and num_groups");
+  bool per_channel = n->since_version >= 21;
+  int64_t red[64], uns[64];
+  size_t nr = bn_axes(r, red, uns), nu = (size_t)(r - 2);
+  const int64_t gshape[3] = {0, groups, -1}, a2[1] = {2}, a02[2] = {0, 2}, g1[3] = {1, groups, 1};
+  const char* gs = ox_grad_i64(b, gshape, 3);
+  const char* xs = OP1("Shape", I(0));
+  const char* xg = OP2("Reshape", I(0), gs);
+  const char* m = ox_grad_reduce(b, "ReduceMean", xg, a2, 1, true);
+  const char* dev = OP2("Sub", xg, m);
+  const char* var = ox_grad_reduce(b, "ReduceMean", OP2("Mul", dev, dev), a2, 1, true);
+  const char* inv =
+      OP1("Reciprocal", OP1("Sqrt", OP2("Add", var, K(ox_node_attr_float(n, "epsilon", 1e-5f)))));
+  const char* xhat_g = OP2("Mul", dev, inv);
+  const char* dy = GO(0);
+  if (WANTS(0)) {
+    const char* gg; /* dY * scale, viewed as [N, G, rest] */
+    if (per_channel) {
+      gg = OP2("Reshape", OP2("Mul", dy, ox_grad_unsqueeze(b, I(1), uns, nu)), gs);
+    } else {
+      const char* sg = OP2("Reshape", I(1), ox_grad_i64(b, g1, 3));
+      gg = OP2("Mul", OP2("Reshape", dy, gs), sg);
+    }
+    const char* mg = ox_grad_reduce(b, "ReduceMean", gg, a2, 1, true);
+    const char* mgx = ox_grad_reduce(b, "ReduceMean", OP2("Mul", gg, xhat_g), a2, 1, true);
+    const char* in = OP2("Sub", OP2("Sub", gg, mg), OP2("Mul", xhat_g, mgx));
+    ox_grad_GI(b, n, 0, OP2("Reshape", OP2("Mul", inv, in), xs));
+  }
+  for (size_t k = 1; k <= 2; k++) {
+    if (!WANTS(k)) continue;
+    const char* t = k == 1 ? OP2("Mul", dy, OP2("Reshape", xhat_g, xs)) : dy;
+    ox_grad_GI(b, n, k,
+               per_channel ? ox_grad_reduce_sum(b, t, red, nr, false)
+                           : ox_grad_reduce_sum(b, OP2("Reshape", t, gs), a02, 2, false));
+  }
+  return ox_grad_err(b);
+}
+
+/* RMSNormalization: r = 1 / sqrt(mean(x^2) + eps) over the axes from `axis`,
+ * x_hat = x r, y = x_hat scale; with g = dY scale: dX = r (g - x_hat
+ * mean(g x_hat)), dScale = dY x_hat summed down to scale's shape. */
+static OnyxStatus* rule_rms_norm(OxGradBuilder* b, const OxNode* n) {
+  int64_t r = n->inputs[0]->rank, axis = ox_node_attr_int(n, "axis", -1);
+  if (axis < 0) axis += r;
+  if (r < 1 || r > 64 || axis < 0 || axis >= r)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient needs X of known rank and a valid axis");
+  int64_t axes[64];
+  for (int64_t i = axis; i < r; i++)
+    axes[i - axis] = i;
+  size_t na = (size_t)(r - axis);
+  const char* ms = ox_grad_reduce(b, "ReduceMean", OP2("Mul", I(0), I(0)), axes, na, true);
+  const char* rs =
+      OP1("Reciprocal", OP1("Sqrt", OP2("Add", ms, K(ox_node_attr_float(n, "epsilon", 1e-5f)))));
+  const char* xhat = OP2("Mul", I(0), rs);
+  if (WANTS(0)) {
+    const char* g = OP2("Mul", GO(0), I(1));
+    const char* mgx = ox_grad_reduce(b, "ReduceMean", OP2("Mul", g, xhat), axes, na, true);
+    ox_grad_GI(b, n, 0, OP2("Mul", rs, OP2("Sub", g, OP2("Mul", xhat, mgx))));
+  }
+  if (WANTS(1)) {
+    const OxValue* x = n->inputs[0];
+    ox_grad_GI_from(b, n, 1, OP2("Mul", GO(0), xhat), x->dims, x->rank);
+  }
+  return ox_grad_err(b);
+}
+
+/* Mish: y = x tanh(softplus(x)); dy/dx = tanh(sp) + x sigmoid(x) (1 -
+ * tanh(sp)^2). */
+static OnyxStatus* rule_mish(OxGradBuilder* b, const OxNode* n) {
+  const char* t = OP1("Tanh", OP1("Softplus", I(0)));
+  const char* sech2 = OP2("Sub", K(1), OP2("Mul", t, t));
+  const char* d = OP2("Add", t, OP2("Mul", OP2("Mul", I(0), OP1("Sigmoid", I(0))), sech2));
+  ox_grad_GI(b, n, 0, OP2("Mul", GO(0), d));
+  return ox_grad_err(b);
+}
+
 /* The other activations, composed from x (and y where it is cheaper). */
 static const char* x_positive(OxGradBuilder* b, const OxNode* n) {
   return OP2("Greater", I(0), K(0));
@@ -686,6 +769,10 @@ static const OxGradRuleDef ox_rules_nn[] = {
     {"", "InstanceNormalization", 1, 0, rule_instance_norm},
     {"", "LpNormalization", 1, 0, rule_lp_norm},
     {"", "Shrink", 9, 0, rule_shrink},
+    {"", "GroupNormalization", 18, 0, rule_group_norm},
+    {"", "RMSNormalization", 23, 0, rule_rms_norm},
+    {"", "Mish", 18, 0, rule_mish},
+    {"", "Hardmax", 1, 0, rule_zero},
     {"", "BatchNormalization", 7, 0, rule_batchnorm},
     {"", "LayerNormalization", 17, 0, rule_layernorm},
     {"com.onyx", "LayerNormalization", 1, 0, rule_layernorm},

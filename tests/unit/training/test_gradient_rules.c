@@ -859,6 +859,27 @@ static void b_topk(OxTestModel* m, OnyxElemType T) {
   otm_attr_int(otm_node(m, "TopK", "n", "A,k", "Y,I"), "axis", 1);
 }
 
+UNARY(b_mish, "Mish")
+
+static void b_group_norm(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  OxTestNode* n = otm_node(m, "GroupNormalization", "n", "A,B,C", "Y");
+  otm_attr_int(n, "num_groups", 2);
+  otm_attr_float(n, "epsilon", 1e-3f);
+}
+
+static void b_rms_norm(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_attr_int(otm_node(m, "RMSNormalization", "n", "A,B", "Y"), "axis", 1);
+}
+
+/* Hardmax passes nothing back: Y = A * Hardmax(A). */
+static void b_hardmax(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  otm_node(m, "Hardmax", "h", "A", "H");
+  otm_node(m, "Mul", "y", "A,H", "Y");
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -1041,6 +1062,29 @@ static const Case cases[] = {
      .f32 = false},
     {"Shrink", 17, b_shrink, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = false},
     {"LpNormalization", 17, b_lp_norm, 2, {3, 4}, {INK("A", K_AWAY, 2, 3, 4)}, .f32 = false},
+    {"Mish", 18, b_mish, 2, {2, 3}, {INK("A", K_WIDE, 2, 2, 3)}, .f32 = false},
+    {"Hardmax", 17, b_hardmax, 2, {2, 3}, {IN("A", 2, 2, 3)}, .f32 = false},
+    {"GroupNormalization_18",
+     18,
+     b_group_norm,
+     4,
+     {2, 4, 2, 1},
+     {IN("A", 4, 2, 4, 2, 1), INK("B", K_POS, 1, 2), IN("C", 1, 2)},
+     .f32 = false},
+    {"GroupNormalization_21",
+     21,
+     b_group_norm,
+     4,
+     {2, 4, 2, 1},
+     {IN("A", 4, 2, 4, 2, 1), INK("B", K_POS, 1, 4), IN("C", 1, 4)},
+     .f32 = false},
+    {"RMSNormalization",
+     23,
+     b_rms_norm,
+     3,
+     {2, 3, 4},
+     {IN("A", 3, 2, 3, 4), INK("B", K_POS, 1, 4)},
+     .f32 = false},
     /* The com.onyx.training gradient kernels. */
     {"Relu", 17, b_relu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .contract = true},
     {"Sigmoid", 17, b_sigmoid, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},

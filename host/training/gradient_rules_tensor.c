@@ -12,6 +12,9 @@
  *     of Y came from; GatherGrad adds dY back there
  *   Expand: dY summed down to X's shape
  *   Tile: dY reshaped to (r0, d0, r1, d1, ...) and summed over the r axes
+ *   Trilu: the same triangle of dY
+ *   ScatterElements, ScatterND (reduction none): dData = dY with zeros
+ *     scattered in, dUpdates = GatherElements / GatherND of dY
  *   TopK: dY scattered back to the positions its Indices output names
  *   Pad: constant mode (pads >= 0): the slice of dY at X's place; the other
  *     modes through the positions rule */
@@ -176,6 +179,35 @@ static OnyxStatus* rule_topk(OxGradBuilder* b, const OxNode* n) {
   return ox_grad_err(b);
 }
 
+/* Trilu keeps a triangle: dX is the same triangle of dY. */
+static OnyxStatus* rule_trilu(OxGradBuilder* b, const OxNode* n) {
+  const char* ins[] = {GO(0), I(1)};
+  const char* g = ox_grad_op(b, "Trilu", "", ins, n->n_inputs > 1 ? 2 : 1, 1, NULL, NULL);
+  ox_grad_attr_copy(b, n, "upper");
+  ox_grad_GI(b, n, 0, g);
+  return ox_grad_err(b);
+}
+
+/* ScatterElements / ScatterND without reduction: the data keeps dY where
+ * nothing was written (dY with zeros scattered in), the updates get dY at
+ * the positions they were written to (GatherElements / GatherND). */
+static OnyxStatus* rule_scatter(OxGradBuilder* b, const OxNode* n) {
+  bool nd = !strcmp(n->op_type, "ScatterND");
+  if (strcmp(ox_node_attr_string(n, "reduction", "none"), "none"))
+    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for reduction 'none'");
+  if (WANTS(0)) {
+    const char* g = OP3(n->op_type, GO(0), I(1), ox_grad_zeros_like(b, I(2), TI(2)));
+    if (!nd) ox_grad_attr_int(b, "axis", ox_node_attr_int(n, "axis", 0));
+    ox_grad_GI(b, n, 0, g);
+  }
+  if (WANTS(2)) {
+    const char* g = OP2(nd ? "GatherND" : "GatherElements", GO(0), I(1));
+    if (!nd) ox_grad_attr_int(b, "axis", ox_node_attr_int(n, "axis", 0));
+    ox_grad_GI(b, n, 2, g);
+  }
+  return ox_grad_err(b);
+}
+
 static OnyxStatus* rule_resize(OxGradBuilder* b, const OxNode* n) {
   const char* mode = ox_node_attr_string(n, "mode", "nearest");
   if (strcmp(mode, "nearest"))
@@ -250,6 +282,9 @@ static const OxGradRuleDef ox_rules_tensor[] = {
     {"", "GatherND", 11, 0, rule_picking},
     {"", "Resize", 11, 0, rule_resize},
     {"", "TopK", 1, 0, rule_topk},
+    {"", "Trilu", 14, 0, rule_trilu},
+    {"", "ScatterElements", 11, 0, rule_scatter},
+    {"", "ScatterND", 11, 0, rule_scatter},
     {"", "DepthToSpace", 1, 0, rule_picking},
     {"", "SpaceToDepth", 1, 0, rule_picking},
     {"", "ReverseSequence", 10, 0, rule_picking},

@@ -880,6 +880,27 @@ static void b_hardmax(OxTestModel* m, OnyxElemType T) {
   otm_node(m, "Mul", "y", "A,H", "Y");
 }
 
+static void b_trilu(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t k = 1;
+  init_i64(m, "k", 0, NULL, &k);
+  otm_attr_int(otm_node(m, "Trilu", "n", "A,k", "Y"), "upper", 0);
+}
+
+static void b_scatter_elements(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t idx[4] = {2, 0, 1, 3};
+  init_i64(m, "idx", 2, (int64_t[]){2, 2}, idx);
+  otm_attr_int(otm_node(m, "ScatterElements", "n", "A,idx,B", "Y"), "axis", 1);
+}
+
+static void b_scatter_nd(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t idx[2] = {2, 0};
+  init_i64(m, "idx", 2, (int64_t[]){2, 1}, idx);
+  otm_node(m, "ScatterND", "n", "A,idx,B", "Y");
+}
+
 #define IN(n, r, ...)                                                                              \
   { n, r, {__VA_ARGS__}, K_ANY }
 #define INK(n, k, r, ...)                                                                          \
@@ -1085,6 +1106,15 @@ static const Case cases[] = {
      {2, 3, 4},
      {IN("A", 3, 2, 3, 4), INK("B", K_POS, 1, 4)},
      .f32 = false},
+    {"Trilu", 17, b_trilu, 2, {3, 4}, {IN("A", 2, 3, 4)}, .f32 = false},
+    {"ScatterElements",
+     17,
+     b_scatter_elements,
+     2,
+     {2, 4},
+     {IN("A", 2, 2, 4), IN("B", 2, 2, 2)},
+     .f32 = false},
+    {"ScatterND", 17, b_scatter_nd, 2, {3, 4}, {IN("A", 2, 3, 4), IN("B", 2, 2, 4)}, .f32 = false},
     /* The com.onyx.training gradient kernels. */
     {"Relu", 17, b_relu, 2, {2, 3}, {INK("A", K_AWAY, 2, 2, 3)}, .contract = true},
     {"Sigmoid", 17, b_sigmoid, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},

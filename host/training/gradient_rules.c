@@ -15,7 +15,7 @@
  *   Min/Max: dY where the input equals y (ties: each equal input)
  *   Clip: dY where x == y; min/max inputs: dY where x is below/above them
  *   Where: dX = dY where cond, dY' = dY elsewhere
- *   Cast (float to float): dY cast back
+ *   Cast, CastLike (float to float): dY cast back
  *   Sum: dY to each input; Mean: dY / n to each
  *   CumSum: the cumulative sum of dY in the other direction
  *   MatMul (any rank, broadcast batch dims; 1-D operands as numpy does):
@@ -455,6 +455,7 @@ static const OxGradRuleDef ox_rules_math[] = {
     {"", "Clip", 1, 0, rule_clip},
     {"", "Where", 9, 0, rule_where},
     {"", "Cast", 1, 0, rule_cast},
+    {"", "CastLike", 15, 0, rule_cast},
     {"", "Sum", 1, 0, rule_sum},
     {"", "Mean", 1, 0, rule_mean},
     {"", "CumSum", 11, 0, rule_cumsum},

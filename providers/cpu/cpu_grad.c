@@ -22,6 +22,7 @@ static const int32_t T_FLOAT[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64};
 static const int32_t T_IND[] = {ONYX_ELEM_INT32, ONYX_ELEM_INT64};
 static const OnyxTypeConstraint TC_T[] = {{"T", T_FLOAT, 2}};
 static const OnyxTypeConstraint TC_T_IND[] = {{"T", T_FLOAT, 2}, {"Tind", T_IND, 2}};
+static const OnyxTypeConstraint TC_T_T1[] = {{"T", T_FLOAT, 2}, {"T1", T_FLOAT, 2}};
 
 /* Elements per parallel task of the elementwise loops, and below which a
  * loop runs on the calling thread. */
@@ -899,7 +900,7 @@ OnyxStatus* cpu_register_grad(OnyxKernelRegistry* r) {
       GDEF("BatchNormalizationGrad", TC_T, bn_compute, NULL),
       GDEF("LayerNormalizationGrad", TC_T, ln_compute, NULL),
       GDEF("GatherGrad", TC_T_IND, gg_compute, NULL),
-      GDEF("DropoutGrad", TC_T, do_compute, NULL),
+      GDEF("DropoutGrad", TC_T_T1, do_compute, NULL),
   };
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
     OnyxStatus* st = cpu_host->register_kernel(r, &defs[i]);

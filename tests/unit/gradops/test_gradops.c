@@ -1126,10 +1126,11 @@ static void test_dropout_grad(void** state) {
         want[i] = mask[i] ? dy[i] / (1.0 - ratio) : 0.0;
       }
       const double r[1] = {ratio};
+      /* ratio in the other float type: its own constraint T1 */
       In in[3] = {
           {.name = "dY", .elem = elem, .rank = 2, .dims = {200, 200}, .f = dy},
           {.name = "mask", .elem = ONYX_ELEM_BOOL, .rank = 2, .dims = {200, 200}, .b = mask},
-          {.name = "ratio", .elem = elem, .rank = 0, .dims = {0}, .f = r}};
+          {.name = "ratio", .elem = e ? F32 : F64, .rank = 0, .dims = {0}, .f = r}};
       OxTestNode* node;
       OxTestModel* m = grad_model(in, with_ratio ? 3 : 2, "DropoutGrad", "dg",
                                   with_ratio ? "dY,mask,ratio" : "dY,mask", "dX", &node);

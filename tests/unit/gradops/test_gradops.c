@@ -126,16 +126,22 @@ static OxTestModel* grad_model(const In* ins, size_t n, const char* op, const ch
   return m;
 }
 
-/* Creates a session, feeds the non-constant inputs, runs, returns the
- * named outputs or the create/run error. Frees m. */
-static OnyxStatus* run(OxTestModel* m, const In* ins, size_t n, const char* const* outs,
-                       size_t n_out, OnyxValue** got) {
+/* Creates a session (threads > 0: that many; max_ms > 0: a run time
+ * limit), feeds the non-constant inputs, runs, returns the named outputs or
+ * the create/run error. Frees m. */
+static OnyxStatus* run_opts(OxTestModel* m, const In* ins, size_t n, const char* const* outs,
+                            size_t n_out, OnyxValue** got, int threads, uint64_t max_ms) {
   uint8_t* bytes = NULL;
   size_t len = 0;
   otm_serialize(m, &bytes, &len);
   otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o));
+  if (threads > 0) ok(onyx_session_options_set_threads(o, threads));
+  if (max_ms) ok(onyx_session_options_set_max_run_ms(o, max_ms));
   OnyxSession* s = NULL;
-  OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
+  OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
+  onyx_session_options_release(o);
   free(bytes);
   if (st) return st;
   OnyxValue* in[8] = {0};
@@ -155,6 +161,11 @@ static OnyxStatus* run(OxTestModel* m, const In* ins, size_t n, const char* cons
   onyx_values_release(in, fed);
   onyx_session_release(s);
   return st;
+}
+
+static OnyxStatus* run(OxTestModel* m, const In* ins, size_t n, const char* const* outs,
+                       size_t n_out, OnyxValue** got) {
+  return run_opts(m, ins, n, outs, n_out, got, 0, 0);
 }
 
 /* Output v must have shape dims and values within tol (relative to
@@ -1253,6 +1264,106 @@ static void test_load_errors(void** state) {
   expect_error(m, drop, 3, "dX", "drop_bad", "ratio");
 }
 
+/* --- Determinism and cancellation ----------------------------------------------------------- */
+
+/* The model from make() run with 1 and with 4 threads: bit-identical outputs. */
+static void expect_same_across_threads(OxTestModel* (*make)(void), const In* ins, size_t n,
+                                       const char* const* outs, size_t n_out) {
+  OnyxValue* a[3] = {0};
+  OnyxValue* b[3] = {0};
+  ok(run_opts(make(), ins, n, outs, n_out, a, 1, 0));
+  ok(run_opts(make(), ins, n, outs, n_out, b, 4, 0));
+  for (size_t k = 0; k < n_out; k++) {
+    const OnyxTensor *x = onyx_value_tensor(a[k]), *y = onyx_value_tensor(b[k]);
+    const size_t bytes = onyx_tensor_elem_count(x) * onyx_elem_type_size(onyx_tensor_elem_type(x));
+    assert_int_equal(onyx_tensor_elem_count(x), onyx_tensor_elem_count(y));
+    assert_memory_equal(onyx_tensor_data(x), onyx_tensor_data(y), bytes);
+  }
+  onyx_values_release(a, n_out);
+  onyx_values_release(b, n_out);
+}
+
+static In det_gather[3], det_conv[3];
+
+static OxTestModel* make_det_gather(void) {
+  OxTestNode* node;
+  OxTestModel* m = grad_model(det_gather, 3, "GatherGrad", "gg", "X_shape,indices,dY", "dX", &node);
+  otm_output(m, "dX", F32, -1, NULL);
+  return m;
+}
+
+static OxTestModel* make_det_conv(void) {
+  OxTestNode* node;
+  OxTestModel* m = grad_model(det_conv, 3, "ConvGrad", "cg", "dY,X,W", "dX,dW,dB", &node);
+  otm_attr_ints(node, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  otm_attr_int(node, "group", 2);
+  otm_output(m, "dX", F32, -1, NULL);
+  otm_output(m, "dW", F32, -1, NULL);
+  otm_output(m, "dB", F32, -1, NULL);
+  return m;
+}
+
+static void test_deterministic_across_threads(void** state) {
+  (void)state;
+  /* GatherGrad: 3000 indices into 7 rows (long sums per row) */
+  const int64_t shape[2] = {7, 300};
+  int64_t* idx = malloc(3000 * sizeof *idx);
+  for (size_t k = 0; k < 3000; k++)
+    idx[k] = rnd_int(-7, 6);
+  double* dy = rnd_vec(3000 * 300, -1, 1);
+  det_gather[0] = (In){.name = "X_shape",
+                       .elem = ONYX_ELEM_INT64,
+                       .rank = 1,
+                       .dims = {2},
+                       .i = shape,
+                       .initializer = true};
+  det_gather[1] =
+      (In){.name = "indices", .elem = ONYX_ELEM_INT64, .rank = 1, .dims = {3000}, .i = idx};
+  det_gather[2] = (In){.name = "dY", .elem = F32, .rank = 2, .dims = {3000, 300}, .f = dy};
+  expect_same_across_threads(make_det_gather, det_gather, 3, (const char*[]){"dX"}, 1);
+  free(idx);
+  free(dy);
+  /* ConvGrad: dW sums over images and positions */
+  double* x = rnd_vec(4 * 8 * 20 * 20, -1, 1);
+  double* w = rnd_vec(16 * 4 * 9, -1, 1);
+  double* g = rnd_vec(4 * 16 * 20 * 20, -1, 1);
+  det_conv[0] = (In){.name = "dY", .elem = F32, .rank = 4, .dims = {4, 16, 20, 20}, .f = g};
+  det_conv[1] = (In){.name = "X", .elem = F32, .rank = 4, .dims = {4, 8, 20, 20}, .f = x};
+  det_conv[2] = (In){.name = "W", .elem = F32, .rank = 4, .dims = {16, 4, 3, 3}, .f = w};
+  expect_same_across_threads(make_det_conv, det_conv, 3, (const char*[]){"dX", "dW", "dB"}, 3);
+  free(x);
+  free(w);
+  free(g);
+}
+
+/* A ConvGrad of about 10 GFLOP under a 5 ms run limit stops with
+ * ONYX_CANCELLED, well before it would finish. */
+static void test_conv_grad_cancelled(void** state) {
+  (void)state;
+  const int64_t xd[4] = {16, 64, 64, 64}, wd[4] = {64, 64, 3, 3};
+  const size_t nx = count_of(xd, 4), nw = count_of(wd, 4);
+  double* x = calloc(nx, sizeof *x);
+  double* w = calloc(nw, sizeof *w);
+  In in[3] = {{.name = "dY", .elem = F32, .rank = 4, .dims = {16, 64, 64, 64}, .f = x},
+              {.name = "X", .elem = F32, .rank = 4, .dims = {16, 64, 64, 64}, .f = x},
+              {.name = "W", .elem = F32, .rank = 4, .dims = {64, 64, 3, 3}, .f = w}};
+  OxTestNode* node;
+  OxTestModel* m = grad_model(in, 3, "ConvGrad", "cg_slow", "dY,X,W", "dX,dW", &node);
+  otm_attr_ints(node, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  otm_output(m, "dX", F32, -1, NULL);
+  otm_output(m, "dW", F32, -1, NULL);
+  OnyxValue* got[2] = {0};
+  OnyxStatus* st = run_opts(m, in, 3, (const char*[]){"dX", "dW"}, 2, got, 0, 5);
+  if (!st) {
+    onyx_values_release(got, 2);
+    fail_msg("the run should have been cancelled");
+  }
+  assert_int_equal(onyx_status_code(st), ONYX_CANCELLED);
+  onyx_status_release(st);
+  free(x);
+  free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_elementwise_grads),
@@ -1270,6 +1381,8 @@ int main(void) {
       cmocka_unit_test(test_dropout_grad),
       cmocka_unit_test(test_shape_inference),
       cmocka_unit_test(test_load_errors),
+      cmocka_unit_test(test_deterministic_across_threads),
+      cmocka_unit_test(test_conv_grad_cancelled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -169,7 +169,7 @@ static OnyxStatus* run(OxTestModel* m, const In* ins, size_t n, const char* cons
 }
 
 /* Output v must have shape dims and values within tol (relative to
- * 1 + |want|) of want. */
+ * 1 + |want|) of want; a NaN in want is not compared. */
 static void expect_close(const OnyxValue* v, const double* want, const int64_t* dims, int rank,
                          double tol, const char* what) {
   const OnyxTensor* t = onyx_value_tensor(v);
@@ -182,7 +182,7 @@ static void expect_close(const OnyxValue* v, const double* want, const int64_t* 
   for (size_t i = 0; i < n; i++) {
     const double g = elem == F32 ? ((const float*)onyx_tensor_data(t))[i]
                                  : ((const double*)onyx_tensor_data(t))[i];
-    if (!(fabs(g - want[i]) <= tol * (1.0 + fabs(want[i]))))
+    if (!isnan(want[i]) && !(fabs(g - want[i]) <= tol * (1.0 + fabs(want[i]))))
       fail_msg("%s: element %zu: got %.9g, want %.9g", what, i, g, want[i]);
   }
 }
@@ -309,6 +309,13 @@ static void run_softmax(bool log_form, int elem, const int64_t* dims, int rank, 
     softmax_line(x + base, len, inner, log_form, lp);
     for (size_t k = 0; k < len; k++)
       y[base + k * inner] = lp[k];
+    /* long tensors: the finite differences of every 16th line only (the
+     * others are not compared) */
+    if (n > 4096 && line % 16) {
+      for (size_t i = 0; i < len; i++)
+        want[base + i * inner] = NAN;
+      continue;
+    }
     for (size_t i = 0; i < len; i++) { /* d(sum_j dY_j Y_j) / dx_i */
       double* xi = &x[base + i * inner];
       const double keep = *xi;
@@ -347,7 +354,7 @@ static void run_softmax(bool log_form, int elem, const int64_t* dims, int rank, 
 
 static void test_softmax_grads(void** state) {
   (void)state;
-  const int64_t d3[3] = {2, 4, 3}, d2[2] = {5, 9}, big[2] = {20, 500};
+  const int64_t d3[3] = {2, 4, 3}, d2[2] = {5, 9}, big[2] = {80, 500};
   for (int e = 0; e < 2; e++) {
     const int elem = e ? F64 : F32;
     for (int lg = 0; lg < 2; lg++) {

@@ -1371,6 +1371,76 @@ static void test_conv_grad_cancelled(void** state) {
   free(w);
 }
 
+/* --- Empty tensors ------------------------------------------------------------------------- */
+
+static void test_empty_inputs(void** state) {
+  (void)state;
+  static const double none[1] = {0};
+  /* ConvGrad over no images: dW and dB are zeros, dX empty */
+  const double w[2 * 1 * 2 * 2] = {1, 2, 3, 4, 5, 6, 7, 8};
+  In conv[3] = {{.name = "dY", .elem = F32, .rank = 4, .dims = {0, 2, 2, 2}, .f = none},
+                {.name = "X", .elem = F32, .rank = 4, .dims = {0, 1, 3, 3}, .f = none},
+                {.name = "W", .elem = F32, .rank = 4, .dims = {2, 1, 2, 2}, .f = w}};
+  OxTestNode* node;
+  OxTestModel* m = grad_model(conv, 3, "ConvGrad", "cg0", "dY,X,W", "dX,dW,dB", &node);
+  otm_output(m, "dX", F32, -1, NULL);
+  otm_output(m, "dW", F32, -1, NULL);
+  otm_output(m, "dB", F32, -1, NULL);
+  OnyxValue* got[3] = {0};
+  ok(run(m, conv, 3, (const char*[]){"dX", "dW", "dB"}, 3, got));
+  const double zeros[8] = {0};
+  expect_close(got[0], zeros, (int64_t[]){0, 1, 3, 3}, 4, 0, "dX");
+  expect_close(got[1], zeros, (int64_t[]){2, 1, 2, 2}, 4, 0, "dW");
+  expect_close(got[2], zeros, (int64_t[]){2}, 1, 0, "dB");
+  onyx_values_release(got, 3);
+  /* GatherGrad with no indices: dX is zeros */
+  const int64_t shape[2] = {3, 2};
+  In gg[3] = {{.name = "X_shape", .elem = ONYX_ELEM_INT64, .rank = 1, .dims = {2}, .i = shape},
+              {.name = "indices", .elem = ONYX_ELEM_INT64, .rank = 1, .dims = {0}, .i = shape},
+              {.name = "dY", .elem = F64, .rank = 2, .dims = {0, 2}, .f = none}};
+  m = grad_model(gg, 3, "GatherGrad", "gg0", "X_shape,indices,dY", "dX", &node);
+  otm_output(m, "dX", F64, -1, NULL);
+  ok(run(m, gg, 3, (const char*[]){"dX"}, 1, got));
+  expect_close(got[0], zeros, shape, 2, 0, "GatherGrad");
+  onyx_values_release(got, 1);
+  /* BatchNormalizationGrad over no values: dScale and dBias zeros */
+  const double one[2] = {1, 1};
+  In bn[5] = {{.name = "dY", .elem = F32, .rank = 3, .dims = {0, 2, 4}, .f = none},
+              {.name = "X", .elem = F32, .rank = 3, .dims = {0, 2, 4}, .f = none},
+              {.name = "scale", .elem = F32, .rank = 1, .dims = {2}, .f = one},
+              {.name = "mean", .elem = F32, .rank = 1, .dims = {2}, .f = one},
+              {.name = "inv_std_var", .elem = F32, .rank = 1, .dims = {2}, .f = one}};
+  m = grad_model(bn, 5, "BatchNormalizationGrad", "bn0", "dY,X,scale,mean,inv_std_var", "dX,dS,dB",
+                 &node);
+  otm_output(m, "dX", F32, -1, NULL);
+  otm_output(m, "dS", F32, -1, NULL);
+  otm_output(m, "dB", F32, -1, NULL);
+  ok(run(m, bn, 5, (const char*[]){"dX", "dS", "dB"}, 3, got));
+  expect_close(got[1], zeros, (int64_t[]){2}, 1, 0, "dScale");
+  expect_close(got[2], zeros, (int64_t[]){2}, 1, 0, "dBias");
+  onyx_values_release(got, 3);
+  /* SoftmaxCrossEntropyLossGrad over no samples, and the elementwise and
+   * softmax grads of empty tensors: empty outputs */
+  In sce[3] = {{.name = "dY", .elem = F32, .rank = 0, .f = one},
+               {.name = "log_prob", .elem = F32, .rank = 2, .dims = {0, 3}, .f = none},
+               {.name = "label", .elem = ONYX_ELEM_INT64, .rank = 1, .dims = {0}, .i = shape}};
+  m = grad_model(sce, 3, "SoftmaxCrossEntropyLossGrad", "sce0", "dY,log_prob,label", "dZ", &node);
+  otm_output(m, "dZ", F32, -1, NULL);
+  ok(run(m, sce, 3, (const char*[]){"dZ"}, 1, got));
+  expect_close(got[0], zeros, (int64_t[]){0, 3}, 2, 0, "SCE");
+  onyx_values_release(got, 1);
+  static const char* const ops[] = {"TanhGrad", "SoftmaxGrad", "LogSoftmaxGrad"};
+  for (size_t k = 0; k < 3; k++) {
+    In ew[2] = {{.name = "dY", .elem = F64, .rank = 2, .dims = {4, 0}, .f = none},
+                {.name = "Y", .elem = F64, .rank = 2, .dims = {4, 0}, .f = none}};
+    m = grad_model(ew, 2, ops[k], "e0", "dY,Y", "dX", &node);
+    otm_output(m, "dX", F64, -1, NULL);
+    ok(run(m, ew, 2, (const char*[]){"dX"}, 1, got));
+    expect_close(got[0], zeros, (int64_t[]){4, 0}, 2, 0, ops[k]);
+    onyx_values_release(got, 1);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_elementwise_grads),
@@ -1390,6 +1460,7 @@ int main(void) {
       cmocka_unit_test(test_load_errors),
       cmocka_unit_test(test_deterministic_across_threads),
       cmocka_unit_test(test_conv_grad_cancelled),
+      cmocka_unit_test(test_empty_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,8 @@
 static const OxTypeConstr t_f[] = {{"T", TF}};
 static const OxTypeConstr t_sce[] = {{"T", TF},
                                      {"Tind", OX_T(ONYX_ELEM_INT32) | OX_T(ONYX_ELEM_INT64)}};
+/* DropoutGrad's ratio: any float type, as Dropout's own ratio input. */
+static const OxTypeConstr t_dropout[] = {{"T", TF}, {"T1", TF}};
 static const OxTypeConstr t_gather[] = {{"T", TF},
                                         {"Tind", OX_T(ONYX_ELEM_INT32) | OX_T(ONYX_ELEM_INT64)}};
 
@@ -55,7 +57,7 @@ static const OxFormal f_norm_out[] = {REQ("dX", "T"), OPT("dScale", "T"), OPT("d
 static const OxFormal f_gather_in[] = {REQ("X_shape", "tensor(int64)"), REQ("indices", "Tind"),
                                        REQ("dY", "T")};
 static const OxFormal f_dropout_in[] = {REQ("dY", "T"), REQ("mask", "tensor(bool)"),
-                                        OPT("ratio", "T")};
+                                        OPT("ratio", "T1")};
 
 static const OxAttrSpec a_axis[] = {
     {.name = "axis", .type = ONYX_ATTR_INT, .has_default = true, .def_i = -1},
@@ -261,7 +263,7 @@ static const OxSchema ox_training_rows[] = {
     ROW("BatchNormalizationGrad", f_norm_in, f_norm_out, t_f, L(a_bn), infer_norm_grad),
     ROW("LayerNormalizationGrad", f_norm_in, f_norm_out, t_f, L(a_ln), infer_norm_grad),
     ROW("GatherGrad", f_gather_in, f_dx, t_gather, L(a_gather), infer_gather_grad),
-    ROW("DropoutGrad", f_dropout_in, f_dx, t_f, NOATTR, infer_dropout_grad),
+    ROW("DropoutGrad", f_dropout_in, f_dx, t_dropout, NOATTR, infer_dropout_grad),
 };
 
 const OxSchemaFamily ox_family_training = {"training", L(ox_training_rows), NULL, 0};

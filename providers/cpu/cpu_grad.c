@@ -22,6 +22,7 @@ static const int32_t T_FLOAT[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64};
 static const int32_t T_IND[] = {ONYX_ELEM_INT32, ONYX_ELEM_INT64};
 static const OnyxTypeConstraint TC_T[] = {{"T", T_FLOAT, 2}};
 static const OnyxTypeConstraint TC_T_IND[] = {{"T", T_FLOAT, 2}, {"Tind", T_IND, 2}};
+static const OnyxTypeConstraint TC_T_T1[] = {{"T", T_FLOAT, 2}, {"T1", T_FLOAT, 2}};
 
 /* Elements per parallel task of the elementwise loops, and below which a
  * loop runs on the calling thread. */
@@ -682,16 +683,30 @@ static OnyxStatus* ln_compute(void* state, OnyxKernelContext* ctx) {
 /* GatherGrad: dX (X_shape) = 0, dX[o, idx[j], i] += dY[o, j, i]            */
 /* ======================================================================== */
 
-/* Tasks over (outer, block of inner columns); each adds the indices in
- * order j = 0, 1, ..., so the sums do not depend on the threads. */
+/* The indices sorted by (row, j) and cut into groups of one destination
+ * row: tasks over (outer, group, block of inner columns), each adding its
+ * group's dY rows in order j = 0, 1, ..., so the sums do not depend on the
+ * threads, and no two tasks write one element. */
 #define GG_BLOCK 1024
+
+typedef struct GgPair {
+  int64_t row; /* wrapped into [0, axis_len) */
+  size_t j;    /* position in indices */
+} GgPair;
+
+static int gg_pair_cmp(const void* a, const void* b) {
+  const GgPair *x = a, *y = b;
+  if (x->row != y->row) return x->row < y->row ? -1 : 1;
+  return x->j < y->j ? -1 : x->j > y->j;
+}
 
 typedef struct GgJob {
   int32_t type;
   const void* dy;
   void* dx;
-  const int64_t* idx; /* wrapped into [0, axis_len) */
-  size_t n_idx, axis_len, inner, blocks;
+  const GgPair* pairs;
+  const size_t* group; /* n_groups + 1 starts into pairs */
+  size_t n_idx, n_groups, axis_len, inner, blocks;
   CpuStop* stop;
 } GgJob;
 
@@ -699,22 +714,24 @@ static void gg_tasks(void* user, size_t begin, size_t end) {
   const GgJob* j = user;
   size_t acc = 0;
   for (size_t t = begin; t < end; t++) {
-    const size_t o = t / j->blocks, c0 = (t % j->blocks) * GG_BLOCK;
-    const size_t c1 = j->inner - c0 < GG_BLOCK ? j->inner : c0 + GG_BLOCK;
-    if (cpu_stop_poll(j->stop, &acc, j->n_idx * (c1 - c0) + 1)) return;
-    for (size_t k = 0; k < j->n_idx; k++) {
-      const size_t src = (o * j->n_idx + k) * j->inner,
-                   dst = (o * j->axis_len + (size_t)j->idx[k]) * j->inner;
+    const size_t b = t % j->blocks, gi = t / j->blocks % j->n_groups,
+                 o = t / j->blocks / j->n_groups;
+    const size_t c0 = b * GG_BLOCK, c1 = j->inner - c0 < GG_BLOCK ? j->inner : c0 + GG_BLOCK;
+    const size_t p0 = j->group[gi], p1 = j->group[gi + 1];
+    if (cpu_stop_poll(j->stop, &acc, (p1 - p0) * (c1 - c0) + 1)) return;
+    const size_t dst = (o * j->axis_len + (size_t)j->pairs[p0].row) * j->inner;
+    for (size_t p = p0; p < p1; p++) {
+      const size_t src = (o * j->n_idx + j->pairs[p].j) * j->inner;
       if (j->type == ONYX_ELEM_FLOAT32) {
-        const float* s = (const float*)j->dy + src;
+        const float* sv = (const float*)j->dy + src;
         float* dd = (float*)j->dx + dst;
         for (size_t c = c0; c < c1; c++)
-          dd[c] += s[c];
+          dd[c] += sv[c];
       } else {
-        const double* s = (const double*)j->dy + src;
+        const double* sv = (const double*)j->dy + src;
         double* dd = (double*)j->dx + dst;
         for (size_t c = c0; c < c1; c++)
-          dd[c] += s[c];
+          dd[c] += sv[c];
       }
     }
   }
@@ -769,8 +786,13 @@ static OnyxStatus* gg_compute(void* state, OnyxKernelContext* ctx) {
   const size_t axis_len = (size_t)xd[axis], outer = cpu_dims_product(xd, 0, axis),
                inner = cpu_dims_product(xd, axis + 1, xr);
   if (!n_idx || !inner || !outer) return NULL;
-  int64_t* idx = cpu_host->ctx_scratch(ctx, n_idx * sizeof(int64_t));
-  if (!idx) return cpu_oom(ctx);
+  size_t bytes;
+  if (!cpu_mul_size(n_idx, sizeof(GgPair) + sizeof(size_t), &bytes) ||
+      !cpu_add_size(bytes, sizeof(size_t), &bytes))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "indices has too many elements");
+  GgPair* pairs = cpu_host->ctx_scratch(ctx, bytes);
+  if (!pairs) return cpu_oom(ctx);
+  size_t* group = (size_t*)(pairs + n_idx);
   const int32_t it = cpu_host->tensor_elem_type(indices);
   const void* iraw = cpu_host->tensor_data(indices);
   for (size_t k = 0; k < n_idx; k++) {
@@ -781,20 +803,29 @@ static OnyxStatus* gg_compute(void* state, OnyxKernelContext* ctx) {
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                            "indices[%zu] = %lld is out of range for axis %zu of size %zu", k,
                            (long long)orig, axis, axis_len);
-    idx[k] = v;
+    pairs[k] = (GgPair){v, k};
   }
+  qsort(pairs, n_idx, sizeof *pairs, gg_pair_cmp);
+  size_t n_groups = 0;
+  for (size_t k = 0; k < n_idx; k++)
+    if (!k || pairs[k].row != pairs[k - 1].row) group[n_groups++] = k;
+  group[n_groups] = n_idx;
   CpuStop stop = {.ctx = ctx};
   GgJob j = {type,
              cpu_host->tensor_data(dy),
              cpu_host->tensor_mutable_data(dx),
-             idx,
+             pairs,
+             group,
              n_idx,
+             n_groups,
              axis_len,
              inner,
              (inner + GG_BLOCK - 1) / GG_BLOCK,
              &stop};
-  cpu_host->parallel_for(pool_for(ctx, cpu_host->tensor_elem_count(dy)), outer * j.blocks, gg_tasks,
-                         &j);
+  size_t tasks;
+  if (!cpu_mul_size(outer, n_groups, &tasks) || !cpu_mul_size(tasks, j.blocks, &tasks))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "dY has too many elements");
+  cpu_host->parallel_for(pool_for(ctx, cpu_host->tensor_elem_count(dy)), tasks, gg_tasks, &j);
   return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
 }
 
@@ -899,7 +930,7 @@ OnyxStatus* cpu_register_grad(OnyxKernelRegistry* r) {
       GDEF("BatchNormalizationGrad", TC_T, bn_compute, NULL),
       GDEF("LayerNormalizationGrad", TC_T, ln_compute, NULL),
       GDEF("GatherGrad", TC_T_IND, gg_compute, NULL),
-      GDEF("DropoutGrad", TC_T, do_compute, NULL),
+      GDEF("DropoutGrad", TC_T_T1, do_compute, NULL),
   };
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
     OnyxStatus* st = cpu_host->register_kernel(r, &defs[i]);

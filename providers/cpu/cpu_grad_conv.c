@@ -38,7 +38,7 @@ static const OnyxTypeConstraint TC_T[] = {{"T", T_FLOAT, 2}};
 /* ======================================================================== */
 
 typedef struct Geo {
-  size_t nsp; /* the op's spatial rank; dims nsp..SP-1 are 1 */
+  size_t nsp; /* the op's spatial rank: dims SP-nsp..SP-1; the others are 1 */
   int64_t in[SP], k[SP], s[SP], d[SP], pb[SP], pe[SP], out[SP];
   size_t in_size, out_size, k_size;
 } Geo;
@@ -142,6 +142,17 @@ static OnyxStatus* geo_init(OnyxKernelContext* ctx, size_t nsp, const int64_t* i
         !cpu_mul_size(g->k_size, (size_t)g->k[i], &g->k_size))
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "spatial sizes overflow");
   }
+  /* The real dims last, the padding 1s first: the innermost loops then
+   * run along X's last dim. */
+  const size_t off = SP - nsp;
+  if (off) {
+    int64_t* arrs[] = {g->in, g->k, g->s, g->d, g->out, g->pb, g->pe};
+    for (size_t a = 0; a < CPU_ARRAY_LEN(arrs); a++) {
+      memmove(arrs[a] + off, arrs[a], nsp * sizeof(int64_t));
+      for (size_t i = 0; i < off; i++)
+        arrs[a][i] = a < 5 ? 1 : 0;
+    }
+  }
   return NULL;
 }
 
@@ -152,12 +163,13 @@ static OnyxStatus* check_dy(OnyxKernelContext* ctx, const OnyxTensor* dy, int64_
   const int64_t* d = cpu_host->tensor_dims(dy);
   bool ok = r == g->nsp + 2 && d[0] == n && d[1] == c;
   for (size_t i = 0; ok && i < g->nsp; i++)
-    ok = d[i + 2] == g->out[i];
+    ok = d[i + 2] == g->out[SP - g->nsp + i];
   if (ok) return NULL;
   char want[160];
   int at = snprintf(want, sizeof want, "(%lld, %lld", (long long)n, (long long)c);
   for (size_t i = 0; i < g->nsp && at > 0 && (size_t)at < sizeof want; i++)
-    at += snprintf(want + at, sizeof want - (size_t)at, ", %lld", (long long)g->out[i]);
+    at +=
+        snprintf(want + at, sizeof want - (size_t)at, ", %lld", (long long)g->out[SP - g->nsp + i]);
   return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                        "dY's shape does not match the forward op's output %s)", want);
 }
@@ -180,6 +192,18 @@ typedef struct ColJob {
   CpuStop* stop;
 } ColJob;
 
+/* The outputs o in [*lo, *hi) of a row whose input position o s + base
+ * lies in [0, in); computed, not searched. */
+static inline void valid_range(int64_t base, int64_t s, int64_t in, int64_t out, int64_t* lo,
+                               int64_t* hi) {
+  int64_t l = base >= 0 ? 0 : (-base + s - 1) / s;
+  int64_t h = in - 1 - base < 0 ? 0 : (in - 1 - base) / s + 1;
+  if (h > out) h = out;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
 /* Row r = c * K + tap of col: X[c] at each output's input position for the
  * tap, 0 in the padding. */
 #define IM2COL_ROW(T)                                                                              \
@@ -199,11 +223,20 @@ typedef struct ColJob {
         const T* xrow =                                                                            \
             x + ((size_t)(in01 ? i0 : 0) * (size_t)g->in[1] + (size_t)(in01 ? i1 : 0)) *           \
                     (size_t)g->in[2];                                                              \
-        const int64_t base = k2 * g->d[2] - g->pb[2];                                              \
-        for (int64_t o2 = 0; o2 < g->out[2]; o2++) {                                               \
-          const int64_t i2 = o2 * g->s[2] + base;                                                  \
-          *out++ = in01 && i2 >= 0 && i2 < g->in[2] ? xrow[i2] : (T)0;                             \
-        }                                                                                          \
+        const int64_t base = k2 * g->d[2] - g->pb[2], s2 = g->s[2];                                \
+        int64_t lo = 0, hi = 0;                                                                    \
+        if (in01) valid_range(base, s2, g->in[2], g->out[2], &lo, &hi);                            \
+        for (int64_t o2 = 0; o2 < lo; o2++)                                                        \
+          out[o2] = (T)0;                                                                          \
+        if (s2 == 1)                                                                               \
+          for (int64_t o2 = lo; o2 < hi; o2++)                                                     \
+            out[o2] = xrow[o2 + base];                                                             \
+        else                                                                                       \
+          for (int64_t o2 = lo; o2 < hi; o2++)                                                     \
+            out[o2] = xrow[o2 * s2 + base];                                                        \
+        for (int64_t o2 = hi; o2 < g->out[2]; o2++)                                                \
+          out[o2] = (T)0;                                                                          \
+        out += g->out[2];                                                                          \
       }                                                                                            \
     }                                                                                              \
   }
@@ -239,11 +272,15 @@ static void im2col_rows(void* user, size_t begin, size_t end) {
               const int64_t i1 = o1 * g->s[1] - g->pb[1] + k1 * g->d[1];                           \
               if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) continue;                  \
               T* xrow = x + ((size_t)i0 * (size_t)g->in[1] + (size_t)i1) * (size_t)g->in[2];       \
-              const int64_t base = k2 * g->d[2] - g->pb[2];                                        \
-              for (int64_t o2 = 0; o2 < g->out[2]; o2++) {                                         \
-                const int64_t i2 = o2 * g->s[2] + base;                                            \
-                if (i2 >= 0 && i2 < g->in[2]) xrow[i2] += col[o2];                                 \
-              }                                                                                    \
+              const int64_t base = k2 * g->d[2] - g->pb[2], s2 = g->s[2];                          \
+              int64_t lo, hi;                                                                      \
+              valid_range(base, s2, g->in[2], g->out[2], &lo, &hi);                                \
+              if (s2 == 1)                                                                         \
+                for (int64_t o2 = lo; o2 < hi; o2++)                                               \
+                  xrow[o2 + base] += col[o2];                                                      \
+              else                                                                                 \
+                for (int64_t o2 = lo; o2 < hi; o2++)                                               \
+                  xrow[o2 * s2 + base] += col[o2];                                                 \
             }                                                                                      \
           }                                                                                        \
   }

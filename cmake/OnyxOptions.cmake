@@ -14,9 +14,10 @@
 #       written for a plain boolean option still configures.
 #   onyx_dependency_wanted(NAME out_var)
 #       out_var is TRUE unless the switch is OFF.
-#   onyx_dependency_found(NAME "details")
-#       records and prints "<what>: building (<details>)".
-#   onyx_dependency_missing(NAME "reason")
+#   onyx_dependency_found(NAME "details" ["more details"...])
+#       records and prints "<what>: building (<details>)"; the strings are
+#       joined.
+#   onyx_dependency_missing(NAME "reason" ["more reason"...])
 #       with ON, fails the configure with the reason; with AUTO, records and
 #       prints "<what>: skipped (<reason>)".
 #   onyx_dependency_summary()
@@ -81,12 +82,26 @@ function(onyx_dependency_wanted name out)
 endfunction()
 
 function(onyx_dependency_found name details)
+  # The text arguments joined as written (ARGN would split a value such as
+  # "80;90" at its semicolons; ARGVn keeps it whole).
+  set(details "")
+  math(EXPR last "${ARGC} - 1")
+  foreach(i RANGE 1 ${last})
+    string(APPEND details "${ARGV${i}}")
+  endforeach()
   get_property(doc GLOBAL PROPERTY ONYX_DEP_${name}_DOC)
   set_property(GLOBAL PROPERTY ONYX_DEP_${name}_STATE "building (${details})")
   message(STATUS "${doc}: building (${details})")
 endfunction()
 
 function(onyx_dependency_missing name reason)
+  # The text arguments joined as written (ARGN would split a value such as
+  # "80;90" at its semicolons; ARGVn keeps it whole).
+  set(reason "")
+  math(EXPR last "${ARGC} - 1")
+  foreach(i RANGE 1 ${last})
+    string(APPEND reason "${ARGV${i}}")
+  endforeach()
   get_property(mode GLOBAL PROPERTY ONYX_DEP_${name}_MODE)
   get_property(doc GLOBAL PROPERTY ONYX_DEP_${name}_DOC)
   if(mode STREQUAL "ON")

@@ -1,5 +1,5 @@
 /* test_gemm_core.c — the CPU provider's fp32 GEMM core (cpu_gemm.c) beyond
- * the arithmetic that tests/unit/cpu/test_gemm.c covers: the per-thread A
+ * the arithmetic that tests/unit/cpu/gemm/test_gemm.c covers: the per-thread A
  * packing buffer (grown, reused, used by several threads at once, freed at
  * thread exit: LeakSanitizer checks that), a nested GEMM on a thread whose
  * buffer is in use, the packed-A transpose path with k not a multiple of 8,

@@ -27,9 +27,9 @@ static void test_string_split_whitespace_maxsplit(void** state) {
   OxTestNode* n = otm_node(m, "StringSplit", "split", "x", "y,z");
   otm_attr_int(n, "maxsplit", 1);
   const char* x[3] = {"  a b  c ", "x", "   "};
-  Feed f[] = {{"x", ONYX_ELEM_STRING, 1, {3}, x}};
+  OtsFeed f[] = {{"x", ONYX_ELEM_STRING, 1, {3}, x}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 1, (const char*[]){"y", "z"}, 2, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"y", "z"}, 2, got));
   const char* y[6] = {"a", "b  c ", "x", "", "", ""};
   expect_strings(got[0], y, 6, (int64_t[]){3, 2}, 2);
   const int64_t* z = onyx_tensor_data(onyx_value_tensor(got[1]));
@@ -46,8 +46,8 @@ static OnyxStatus* regex_run(const char* pattern, const char* const* x, size_t n
   otm_output(m, "y", ONYX_ELEM_BOOL, 1, (int64_t[]){(int64_t)n});
   OxTestNode* node = otm_node(m, "RegexFullMatch", "re", "x", "y");
   otm_attr_string(node, "pattern", pattern);
-  Feed f[] = {{"x", ONYX_ELEM_STRING, 1, {(int64_t)n}, x}};
-  OnyxStatus* st = run(m, f, 1, (const char*[]){"y"}, 1, got);
+  OtsFeed f[] = {{"x", ONYX_ELEM_STRING, 1, {(int64_t)n}, x}};
+  OnyxStatus* st = ots_run(m, f, 1, (const char*[]){"y"}, 1, got);
   otm_free(m);
   return st;
 }
@@ -58,7 +58,7 @@ static void test_regex_full_match_translation(void** state) {
   (void)state;
   const char* x[4] = {"a-b.c@x.com", "a-b.c@x.comm", "12", "12a"};
   OnyxValue* got = NULL;
-  ok(regex_run("[\\w.\\-]+@x\\.com|\\d+", x, 4, &got));
+  ots_ok(regex_run("[\\w.\\-]+@x\\.com|\\d+", x, 4, &got));
   const uint8_t* y = onyx_tensor_data(onyx_value_tensor(got));
   assert_int_equal(y[0], 1);
   assert_int_equal(y[1], 0);
@@ -85,9 +85,9 @@ static void test_label_encoder_default(void** state) {
   otm_attr_strings(n, "keys_strings", 2, (const char*[]){"b", "a"});
   otm_attr_ints(n, "values_int64s", 2, (const int64_t[]){7, 5});
   const char* x[4] = {"a", "zz", "b", ""};
-  Feed f[] = {{"x", ONYX_ELEM_STRING, 1, {4}, x}};
+  OtsFeed f[] = {{"x", ONYX_ELEM_STRING, 1, {4}, x}};
   OnyxValue* got = NULL;
-  ok(run(m, f, 1, (const char*[]){"y"}, 1, &got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"y"}, 1, &got));
   const int64_t* y = onyx_tensor_data(onyx_value_tensor(got));
   assert_int_equal(y[0], 5);
   assert_int_equal(y[1], -1);
@@ -114,9 +114,9 @@ static void test_tfidf_counts(void** state) {
   otm_attr_ints(n, "ngram_indexes", 2, (const int64_t[]){0, 1});
   otm_attr_ints(n, "pool_int64s", 3, (const int64_t[]){1, 1, 2});
   static const int64_t x[4] = {1, 2, 1, 2};
-  Feed f[] = {{"x", ONYX_ELEM_INT64, 1, {4}, x}};
+  OtsFeed f[] = {{"x", ONYX_ELEM_INT64, 1, {4}, x}};
   OnyxValue* got = NULL;
-  ok(run(m, f, 1, (const char*[]){"y"}, 1, &got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"y"}, 1, &got));
   static const float y[2] = {2, 3};
   expect_floats(got, y, 2, (int64_t[]){2}, 1);
   onyx_value_release(got);

@@ -17,12 +17,12 @@ static void test_causal_conv_with_state(void** state) {
   otm_output(m, "s", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 1, 2});
   otm_node(m, "CausalConvWithState", "conv", "x,w,b,p", "y,s");
   static const float x[2] = {3, 4}, w[3] = {1, 10, 100}, b[1] = {0.5f}, p[2] = {1, 2};
-  Feed f[] = {{"x", ONYX_ELEM_FLOAT32, 3, {1, 1, 2}, x},
-              {"w", ONYX_ELEM_FLOAT32, 3, {1, 1, 3}, w},
-              {"b", ONYX_ELEM_FLOAT32, 1, {1}, b},
-              {"p", ONYX_ELEM_FLOAT32, 3, {1, 1, 2}, p}};
+  OtsFeed f[] = {{"x", ONYX_ELEM_FLOAT32, 3, {1, 1, 2}, x},
+                 {"w", ONYX_ELEM_FLOAT32, 3, {1, 1, 3}, w},
+                 {"b", ONYX_ELEM_FLOAT32, 1, {1}, b},
+                 {"p", ONYX_ELEM_FLOAT32, 3, {1, 1, 2}, p}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 4, (const char*[]){"y", "s"}, 2, got));
+  ots_ok(ots_run(m, f, 4, (const char*[]){"y", "s"}, 2, got));
   expect_floats(got[0], (const float[]){321.5f, 432.5f}, 2, (int64_t[]){1, 1, 2}, 3);
   expect_floats(got[1], (const float[]){3, 4}, 2, (int64_t[]){1, 1, 2}, 3);
   onyx_values_release(got, 2);
@@ -46,11 +46,11 @@ static void test_linear_attention_linear_rule(void** state) {
   otm_attr_float(n, "scale", 1.0f);
   otm_attr_string(n, "update_rule", "linear");
   static const float q[4] = {1, 1, 1, 2}, k[4] = {1, 0, 0, 1}, v[4] = {2, 3, 5, 7};
-  Feed f[] = {{"q", ONYX_ELEM_FLOAT32, 3, {1, 2, 2}, q},
-              {"k", ONYX_ELEM_FLOAT32, 3, {1, 2, 2}, k},
-              {"v", ONYX_ELEM_FLOAT32, 3, {1, 2, 2}, v}};
+  OtsFeed f[] = {{"q", ONYX_ELEM_FLOAT32, 3, {1, 2, 2}, q},
+                 {"k", ONYX_ELEM_FLOAT32, 3, {1, 2, 2}, k},
+                 {"v", ONYX_ELEM_FLOAT32, 3, {1, 2, 2}, v}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 3, (const char*[]){"o", "s"}, 2, got));
+  ots_ok(ots_run(m, f, 3, (const char*[]){"o", "s"}, 2, got));
   expect_floats(got[0], (const float[]){2, 3, 12, 17}, 4, (int64_t[]){1, 2, 2}, 3);
   expect_floats(got[1], (const float[]){2, 3, 5, 7}, 4, (int64_t[]){1, 1, 2, 2}, 4);
   onyx_values_release(got, 2);
@@ -64,7 +64,7 @@ static void test_linear_attention_linear_rule(void** state) {
   otm_attr_int(g, "q_num_heads", 1);
   otm_attr_int(g, "kv_num_heads", 1);
   otm_attr_string(g, "update_rule", "gated");
-  OnyxStatus* st = run(bad, f, 3, (const char*[]){"o"}, 1, got);
+  OnyxStatus* st = ots_run(bad, f, 3, (const char*[]){"o"}, 1, got);
   assert_non_null(st);
   assert_non_null(strstr(onyx_status_message(st), "gated_la"));
   assert_non_null(strstr(onyx_status_message(st), "needs decay"));
@@ -84,9 +84,9 @@ static void test_swiglu(void** state) {
   OxTestNode* n = otm_node(m, "SwiGLU", "sg", "a,b", "y");
   otm_attr_float(n, "alpha", 0.5f);
   static const float a[2] = {0, 2}, b[1] = {3};
-  Feed f[] = {{"a", ONYX_ELEM_FLOAT32, 1, {2}, a}, {"b", ONYX_ELEM_FLOAT32, 1, {1}, b}};
+  OtsFeed f[] = {{"a", ONYX_ELEM_FLOAT32, 1, {2}, a}, {"b", ONYX_ELEM_FLOAT32, 1, {1}, b}};
   OnyxValue* got = NULL;
-  ok(run(m, f, 2, (const char*[]){"y"}, 1, &got));
+  ots_ok(ots_run(m, f, 2, (const char*[]){"y"}, 1, &got));
   expect_floats(got, (const float[]){0, 6 * 0.7310585786f}, 2, (int64_t[]){2}, 1);
   onyx_value_release(got);
   otm_free(m);

@@ -38,11 +38,11 @@ static OxTestModel* attention_model(bool causal, bool mask) {
 static void test_attention_causal_mqa(void** state) {
   (void)state;
   OxTestModel* m = attention_model(true, false);
-  Feed f[] = {{"Q", ONYX_ELEM_FLOAT32, 4, {1, 2, 2, 2}, kQ},
-              {"K", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 2}, kK},
-              {"V", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 2}, kV}};
+  OtsFeed f[] = {{"Q", ONYX_ELEM_FLOAT32, 4, {1, 2, 2, 2}, kQ},
+                 {"K", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 2}, kK},
+                 {"V", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 2}, kV}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 3, (const char*[]){"Y", "P"}, 2, got));
+  ots_ok(ots_run(m, f, 3, (const char*[]){"Y", "P"}, 2, got));
   /* Query 0 of each head sees key 0 only: its output is V[0] = (1, 2). */
   static const float y[8] = {1.0f, 2.0f, 2.014141321f, 0.478788257f,
                              1.0f, 2.0f, 2.028276682f, 0.457584918f};
@@ -58,12 +58,12 @@ static void test_attention_bool_mask_fully_masked_row(void** state) {
   (void)state;
   OxTestModel* m = attention_model(false, true);
   static const uint8_t mask[6] = {1, 0, 1, 0, 0, 0}; /* query row 1: every key masked */
-  Feed f[] = {{"Q", ONYX_ELEM_FLOAT32, 4, {1, 2, 2, 2}, kQ},
-              {"K", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 2}, kK},
-              {"V", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 2}, kV},
-              {"M", ONYX_ELEM_BOOL, 2, {2, 3}, mask}};
+  OtsFeed f[] = {{"Q", ONYX_ELEM_FLOAT32, 4, {1, 2, 2, 2}, kQ},
+                 {"K", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 2}, kK},
+                 {"V", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 2}, kV},
+                 {"M", ONYX_ELEM_BOOL, 2, {2, 3}, mask}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 4, (const char*[]){"Y", "P"}, 2, got));
+  ots_ok(ots_run(m, f, 4, (const char*[]){"Y", "P"}, 2, got));
   /* A fully masked row gives zeros, not NaN. */
   static const float y[8] = {0.466462859f, 1.199694289f, 0, 0, 0.501767760f, 1.252651639f, 0, 0};
   static const float p[12] = {0.466462859f, 0, 0.533537141f, 0, 0, 0,
@@ -86,11 +86,11 @@ static void test_attention_bad_heads(void** state) {
   otm_attr_int(n, "q_num_heads", 3);
   otm_attr_int(n, "kv_num_heads", 2);
   float zeros[6] = {0};
-  Feed f[] = {{"Q", ONYX_ELEM_FLOAT32, 3, {1, 1, 6}, zeros},
-              {"K", ONYX_ELEM_FLOAT32, 3, {1, 1, 4}, zeros},
-              {"V", ONYX_ELEM_FLOAT32, 3, {1, 1, 4}, zeros}};
+  OtsFeed f[] = {{"Q", ONYX_ELEM_FLOAT32, 3, {1, 1, 6}, zeros},
+                 {"K", ONYX_ELEM_FLOAT32, 3, {1, 1, 4}, zeros},
+                 {"V", ONYX_ELEM_FLOAT32, 3, {1, 1, 4}, zeros}};
   OnyxValue* got[1] = {0};
-  OnyxStatus* st = run(m, f, 3, (const char*[]){"Y"}, 1, got);
+  OnyxStatus* st = ots_run(m, f, 3, (const char*[]){"Y"}, 1, got);
   assert_non_null(st);
   assert_non_null(strstr(onyx_status_message(st), "bad_attn"));
   assert_non_null(strstr(onyx_status_message(st), "3 query heads are not a multiple of 2"));
@@ -110,19 +110,19 @@ static void test_rotary_embedding_position_ids(void** state) {
   static const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   static const float c[4] = {1, 0.5f, 0.8f, 0.6f}, sn[4] = {0, 0.5f, 0.6f, -0.8f};
   static const int64_t pos[2] = {1, 0};
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 4}, x},
-              {"C", ONYX_ELEM_FLOAT32, 2, {2, 2}, c},
-              {"S", ONYX_ELEM_FLOAT32, 2, {2, 2}, sn},
-              {"P", ONYX_ELEM_INT64, 2, {1, 2}, pos}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 4}, x},
+                 {"C", ONYX_ELEM_FLOAT32, 2, {2, 2}, c},
+                 {"S", ONYX_ELEM_FLOAT32, 2, {2, 2}, sn},
+                 {"P", ONYX_ELEM_INT64, 2, {1, 2}, pos}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 4, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 4, (const char*[]){"Y"}, 1, got));
   static const float y[8] = {-1.0f, 4.4f, 3.0f, 0.8f, 5.0f, -1.0f, 7.0f, 7.0f};
   expect_floats(got[0], y, 8, (int64_t[]){1, 1, 2, 4}, 4);
   onyx_values_release(got, 1);
   /* A position beyond the cache is an error naming the node. */
   static const int64_t far[2] = {0, 9};
-  Feed g[] = {f[0], f[1], f[2], {"P", ONYX_ELEM_INT64, 2, {1, 2}, far}};
-  OnyxStatus* st = run(m, g, 4, (const char*[]){"Y"}, 1, got);
+  OtsFeed g[] = {f[0], f[1], f[2], {"P", ONYX_ELEM_INT64, 2, {1, 2}, far}};
+  OnyxStatus* st = ots_run(m, g, 4, (const char*[]){"Y"}, 1, got);
   assert_non_null(st);
   assert_non_null(strstr(onyx_status_message(st), "rope"));
   assert_non_null(strstr(onyx_status_message(st), "position_ids[1] = 9"));

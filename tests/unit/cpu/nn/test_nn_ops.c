@@ -17,46 +17,7 @@
 
 #include "onyx/onyx.h"
 #include "ox_test_models.h"
-
-static void ok(OnyxStatus* st) {
-  if (st) fail_msg("unexpected error: %s", onyx_status_message(st));
-}
-
-typedef struct Feed {
-  const char* name;
-  int elem;
-  int rank;
-  int64_t dims[4];
-  const void* data;
-} Feed;
-
-/* Creates a session from the model, runs it with the feeds and returns the
- * named outputs, or the create/run error. */
-static OnyxStatus* run(OxTestModel* m, const Feed* feeds, size_t n, const char* const* outs,
-                       size_t n_out, OnyxValue** got) {
-  uint8_t* bytes = NULL;
-  size_t len = 0;
-  otm_serialize(m, &bytes, &len);
-  OnyxSession* s = NULL;
-  OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
-  free(bytes);
-  if (st) return st;
-  OnyxValue* in[8] = {0};
-  const char* names[8];
-  for (size_t i = 0; i < n; i++) {
-    names[i] = feeds[i].name;
-    size_t count = 1;
-    for (int d = 0; d < feeds[i].rank; d++)
-      count *= (size_t)feeds[i].dims[d];
-    const size_t nb = count * onyx_elem_type_size((OnyxElemType)feeds[i].elem);
-    ok(onyx_value_create_tensor((OnyxElemType)feeds[i].elem, feeds[i].dims, (size_t)feeds[i].rank,
-                                feeds[i].data, nb, &in[i]));
-  }
-  st = onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, n, outs, n_out, got);
-  onyx_values_release(in, n);
-  onyx_session_release(s);
-  return st;
-}
+#include "ox_test_session.h"
 
 static void check_shape(const OnyxTensor* t, const int64_t* dims, size_t rank) {
   assert_non_null(t);
@@ -76,10 +37,10 @@ static void expect_floats(const OnyxValue* v, const float* want, size_t n, const
 }
 
 /* Runs a model expected to fail; the message must name the node and `what`. */
-static void expect_error(OxTestModel* m, const Feed* f, size_t n, const char* out, const char* node,
-                         const char* what) {
+static void expect_error(OxTestModel* m, const OtsFeed* f, size_t n, const char* out,
+                         const char* node, const char* what) {
   OnyxValue* got[1] = {0};
-  OnyxStatus* st = run(m, f, n, (const char*[]){out}, 1, got);
+  OnyxStatus* st = ots_run(m, f, n, (const char*[]){out}, 1, got);
   if (!st) {
     onyx_values_release(got, 1);
     fail_msg("expected an error mentioning '%s'", what);
@@ -110,9 +71,9 @@ static void test_lstm_two_steps(void** state) {
   otm_output(m, "Yc", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 1, 2});
   OxTestNode* n = otm_node(m, "LSTM", "lstm0", "X,W,R,B", "Y,,Yc");
   otm_attr_int(n, "hidden_size", 2);
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {2, 1, 2}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {2, 1, 2}, x}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y", "Yc"}, 2, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y", "Yc"}, 2, got));
   static const float y[4] = {-0.0532591154f, 0.0677821983f, 0.185270066f, 0.0961187818f};
   static const float c[2] = {0.283145872f, 0.172560144f};
   expect_floats(got[0], y, 4, (int64_t[]){2, 1, 1, 2}, 4, 1e-5f);
@@ -136,9 +97,9 @@ static void test_gru_reverse_sequence_lens(void** state) {
   OxTestNode* n = otm_node(m, "GRU", "gru0", "X,W,R,,L", "Y,Yh");
   otm_attr_int(n, "hidden_size", 1);
   otm_attr_string(n, "direction", "reverse");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {2, 2, 1}, x}, {"L", ONYX_ELEM_INT32, 1, {2}, lens}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {2, 2, 1}, x}, {"L", ONYX_ELEM_INT32, 1, {2}, lens}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 2, (const char*[]){"Y", "Yh"}, 2, got));
+  ots_ok(ots_run(m, f, 2, (const char*[]){"Y", "Yh"}, 2, got));
   /* Batch 1 has length 1: its step 1 output is zero. */
   static const float y[4] = {0.0344619887f, 0.166350584f, -0.413335884f, 0.0f};
   static const float h[2] = {0.0344619887f, 0.166350584f};
@@ -158,7 +119,7 @@ static void test_lstm_bad_weight_shape(void** state) {
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 1, 1, 2});
   OxTestNode* n = otm_node(m, "LSTM", "bad_lstm", "X,W,R", "Y");
   otm_attr_int(n, "hidden_size", 2);
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 1, 2}, zeros}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 1, 2}, zeros}};
   expect_error(m, f, 1, "Y", "bad_lstm", "W must be [1, 8, 2]");
   otm_free(m);
 }
@@ -174,9 +135,9 @@ static void test_resize_linear_half_pixel(void** state) {
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 1, 4, 4});
   OxTestNode* n = otm_node(m, "Resize", "rs", "X,,S", "Y");
   otm_attr_string(n, "mode", "linear");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   static const float y[16] = {1,    1.25f, 1.75f, 2,    1.5f, 1.75f, 2.25f, 2.5f,
                               2.5f, 2.75f, 3.25f, 3.5f, 3,    3.25f, 3.75f, 4};
   expect_floats(got[0], y, 16, (int64_t[]){1, 1, 4, 4}, 4, 1e-6f);
@@ -196,9 +157,9 @@ static void test_resize_nearest_sizes_axes(void** state) {
   otm_attr_string(n, "coordinate_transformation_mode", "asymmetric");
   otm_attr_string(n, "nearest_mode", "floor");
   otm_attr_ints(n, "axes", 2, (int64_t[]){-2, -1});
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 2, {3, 3}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 2, {3, 3}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   static const float y[10] = {0, 0, 1, 1, 2, 3, 3, 4, 4, 5};
   expect_floats(got[0], y, 10, (int64_t[]){2, 5}, 2, 0);
   onyx_values_release(got, 1);
@@ -215,7 +176,7 @@ static void test_resize_scales_and_sizes_both_given(void** state) {
   otm_initializer(m, "Z", ONYX_ELEM_INT64, 1, (int64_t[]){2}, sizes);
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){4, 4});
   otm_node(m, "Resize", "both_rs", "X,,S,Z", "Y");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 2, {2, 2}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 2, {2, 2}, x}};
   expect_error(m, f, 1, "Y", "both_rs", "exactly one of scales and sizes");
   otm_free(m);
 }
@@ -237,10 +198,10 @@ static void test_nms_suppression(void** state) {
   otm_initializer(m, "T", ONYX_ELEM_FLOAT32, 1, (int64_t[]){1}, &score_th);
   otm_output(m, "Y", ONYX_ELEM_INT64, 2, (int64_t[]){-1, 3});
   otm_node(m, "NonMaxSuppression", "nms", "B,S,M,I,T", "Y");
-  Feed f[] = {{"B", ONYX_ELEM_FLOAT32, 3, {1, 6, 4}, boxes},
-              {"S", ONYX_ELEM_FLOAT32, 3, {1, 1, 6}, scores}};
+  OtsFeed f[] = {{"B", ONYX_ELEM_FLOAT32, 3, {1, 6, 4}, boxes},
+                 {"S", ONYX_ELEM_FLOAT32, 3, {1, 1, 6}, scores}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 2, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 2, (const char*[]){"Y"}, 1, got));
   const OnyxTensor* t = onyx_value_tensor(got[0]);
   check_shape(t, (int64_t[]){2, 3}, 2);
   static const int64_t want[6] = {0, 0, 3, 0, 0, 0};
@@ -260,9 +221,9 @@ static void test_instancenorm_double(void** state) {
   otm_initializer(m, "B", ONYX_ELEM_FLOAT64, 1, (int64_t[]){2}, b);
   otm_output(m, "Y", ONYX_ELEM_FLOAT64, 3, (int64_t[]){1, 2, 3});
   otm_node(m, "InstanceNormalization", "in0", "X,S,B", "Y");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT64, 3, {1, 2, 3}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT64, 3, {1, 2, 3}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   static const double want[6] = {-2.0380830629005953, -0.43452076572514908, 2.7726038286257437,
                                  -1.2540000696455587, -1.4445001218797275,  -0.30149980847471369};
   const OnyxTensor* t = onyx_value_tensor(got[0]);
@@ -284,7 +245,7 @@ static void test_instancenorm_channel_mismatch(void** state) {
   otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3}, b);
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 2, 3});
   otm_node(m, "InstanceNormalization", "bad_in", "X,S,B", "Y");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 2, 3}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 2, 3}, x}};
   expect_error(m, f, 1, "Y", "bad_in", "scale has 3 elements, expected 2");
   otm_free(m);
 }
@@ -300,9 +261,9 @@ static void test_groupnorm21_per_channel(void** state) {
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 4, 2});
   OxTestNode* n = otm_node(m, "GroupNormalization", "gn", "X,S,B", "Y");
   otm_attr_int(n, "num_groups", 2);
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 4, 2}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 4, 2}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   static const float y[8] = {-1.18321325f,  -0.507091394f, 1.33806093f, 4.04254836f,
                              -0.655276442f, -0.305795673f, 1.21366827f, 0.864187501f};
   expect_floats(got[0], y, 8, (int64_t[]){1, 4, 2}, 3, 1e-5f);
@@ -347,9 +308,9 @@ static void test_rmsnorm_float16(void** state) {
   otm_initializer(m, "S", ONYX_ELEM_FLOAT16, 1, (int64_t[]){3}, sc);
   otm_output(m, "Y", ONYX_ELEM_FLOAT16, 2, (int64_t[]){2, 3});
   otm_node(m, "RMSNormalization", "rms", "X,S", "Y");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT16, 2, {2, 3}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT16, 2, {2, 3}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   const OnyxTensor* t = onyx_value_tensor(got[0]);
   check_shape(t, (int64_t[]){2, 3}, 2);
   static const float want[6] = {0.462890625f,  0.462890625f,  2.77734375f,
@@ -376,15 +337,15 @@ static void test_nll_mean_weight_ignore(void** state) {
   otm_output(m, "L", ONYX_ELEM_FLOAT32, 0, NULL);
   OxTestNode* n = otm_node(m, "NegativeLogLikelihoodLoss", "nll", "X,T,W", "L");
   otm_attr_int(n, "ignore_index", 1);
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 2, {3, 3}, x}, {"T", ONYX_ELEM_INT64, 1, {3}, tgt}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 2, {3, 3}, x}, {"T", ONYX_ELEM_INT64, 1, {3}, tgt}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 2, (const char*[]){"L"}, 1, got));
+  ots_ok(ots_run(m, f, 2, (const char*[]){"L"}, 1, got));
   static const float want[1] = {0.475f};
   expect_floats(got[0], want, 1, NULL, 0, 1e-6f);
   onyx_values_release(got, 1);
   /* A class index outside [0, C) that is not ignore_index is an error. */
   static const int64_t bad[3] = {0, 3, 2};
-  Feed g[] = {f[0], {"T", ONYX_ELEM_INT64, 1, {3}, bad}};
+  OtsFeed g[] = {f[0], {"T", ONYX_ELEM_INT64, 1, {3}, bad}};
   expect_error(m, g, 2, "L", "nll", "target value 3");
   otm_free(m);
 }
@@ -399,8 +360,8 @@ static void test_gridsample_wrong_rank(void** state) {
   otm_input(m, "G", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 2, 2});
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
   otm_node(m, "GridSample", "gs", "X,G", "Y");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x},
-              {"G", ONYX_ELEM_FLOAT32, 3, {1, 2, 2}, grid}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x},
+                 {"G", ONYX_ELEM_FLOAT32, 3, {1, 2, 2}, grid}};
   expect_error(m, f, 2, "Y", "gs", "grid must be");
   otm_free(m);
 }
@@ -426,10 +387,10 @@ static void test_rnn_bidirectional_layout1(void** state) {
   otm_attr_string(n, "direction", "bidirectional");
   otm_attr_strings(n, "activations", 2, (const char*[]){"LeakyRelu", "Tanh"});
   otm_attr_floats(n, "activation_alpha", 1, (float[]){0.1f});
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {2, 3, 1}, x},
-              {"H0", ONYX_ELEM_FLOAT32, 3, {2, 2, 2}, h0}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {2, 3, 1}, x},
+                 {"H0", ONYX_ELEM_FLOAT32, 3, {2, 2, 2}, h0}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 2, (const char*[]){"Y", "Yh"}, 2, got));
+  ots_ok(ots_run(m, f, 2, (const char*[]){"Y", "Yh"}, 2, got));
   static const float y[24] = {
       0.47f,         -0.111f,       0.301064422f, 0.694151939f, 0.2748f,       -0.06854f,
       0.0517609944f, 0.15190787f,   -0.0486228f,  0.890144f,    -0.318520777f, -0.610676833f,
@@ -454,9 +415,9 @@ static void test_convtranspose_double_group(void** state) {
   otm_attr_int(n, "group", 2);
   otm_attr_ints(n, "strides", 1, (int64_t[]){2});
   otm_attr_ints(n, "pads", 2, (int64_t[]){0, 1});
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT64, 3, {1, 2, 2}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT64, 3, {1, 2, 2}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   const OnyxTensor* t = onyx_value_tensor(got[0]);
   check_shape(t, (int64_t[]){1, 2, 3}, 3);
   static const double want[6] = {1, 0.5, 2, 6, -3, -2};
@@ -473,7 +434,7 @@ static void test_convtranspose_channel_mismatch(void** state) {
   otm_initializer(m, "W", ONYX_ELEM_FLOAT32, 3, (int64_t[]){2, 1, 2}, w);
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
   otm_node(m, "ConvTranspose", "bad_ct", "X,W", "Y");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 3, 2}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 3, 2}, x}};
   expect_error(m, f, 1, "Y", "bad_ct", "X has 3 channels but W has 2 input channels");
   otm_free(m);
 }
@@ -490,9 +451,9 @@ static void test_maxroipool_and_global_lppool(void** state) {
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 1, 2, 2});
   OxTestNode* n = otm_node(m, "MaxRoiPool", "mrp", "X,R", "Y");
   otm_attr_ints(n, "pooled_shape", 2, (int64_t[]){2, 2});
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 4, 4}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 4, 4}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   static const float y[4] = {5, 7, 13, 15};
   expect_floats(got[0], y, 4, (int64_t[]){1, 1, 2, 2}, 4, 0);
   onyx_values_release(got, 1);
@@ -504,8 +465,8 @@ static void test_maxroipool_and_global_lppool(void** state) {
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 2, 1});
   n = otm_node(m, "GlobalLpPool", "glp", "X", "Y");
   otm_attr_int(n, "p", 1);
-  Feed g[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 2, 3}, xl}};
-  ok(run(m, g, 1, (const char*[]){"Y"}, 1, got));
+  OtsFeed g[] = {{"X", ONYX_ELEM_FLOAT32, 3, {1, 2, 3}, xl}};
+  ots_ok(ots_run(m, g, 1, (const char*[]){"Y"}, 1, got));
   static const float yl[2] = {6, 5};
   expect_floats(got[0], yl, 2, (int64_t[]){1, 2, 1}, 3, 1e-6f);
   onyx_values_release(got, 1);
@@ -520,9 +481,9 @@ static void test_upsample7_scales_attribute(void** state) {
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 1, 4, 6});
   OxTestNode* n = otm_node(m, "Upsample", "up", "X", "Y");
   otm_attr_floats(n, "scales", 4, (float[]){1, 1, 2, 3});
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   static const float y[24] = {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2,
                               3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4};
   expect_floats(got[0], y, 24, (int64_t[]){1, 1, 4, 6}, 4, 0);
@@ -541,8 +502,8 @@ static void test_maxunpool_bad_index(void** state) {
   OxTestNode* n = otm_node(m, "MaxUnpool", "unpool", "X,I", "Y");
   otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){2, 2});
   otm_attr_ints(n, "strides", 2, (int64_t[]){2, 2});
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x},
-              {"I", ONYX_ELEM_INT64, 4, {1, 1, 2, 2}, idx}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x},
+                 {"I", ONYX_ELEM_INT64, 4, {1, 1, 2, 2}, idx}};
   expect_error(m, f, 2, "Y", "unpool", "index 99 in I");
   otm_free(m);
 }
@@ -557,10 +518,10 @@ static void test_gridsample16_bilinear_center(void** state) {
   otm_input(m, "G", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 1, 2, 2});
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 1, 1, 2});
   otm_node(m, "GridSample", "gs16", "X,G", "Y");
-  Feed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x},
-              {"G", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, grid}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, x},
+                 {"G", ONYX_ELEM_FLOAT32, 4, {1, 1, 2, 2}, grid}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 2, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 2, (const char*[]){"Y"}, 1, got));
   /* (-1, -1) is pixel (-0.5, -0.5): a quarter of pixel (0, 0), zeros padding. */
   static const float y[2] = {2.5f, 0.25f};
   expect_floats(got[0], y, 2, (int64_t[]){1, 1, 1, 2}, 4, 1e-6f);
@@ -577,10 +538,10 @@ static void test_empty_inputs(void** state) {
   otm_output(m, "Y", ONYX_ELEM_INT64, 2, (int64_t[]){-1, 3});
   otm_node(m, "NonMaxSuppression", "nms_empty", "B,S", "Y");
   float none[1] = {0};
-  Feed f[] = {{"B", ONYX_ELEM_FLOAT32, 3, {1, 0, 4}, none},
-              {"S", ONYX_ELEM_FLOAT32, 3, {1, 1, 0}, none}};
+  OtsFeed f[] = {{"B", ONYX_ELEM_FLOAT32, 3, {1, 0, 4}, none},
+                 {"S", ONYX_ELEM_FLOAT32, 3, {1, 1, 0}, none}};
   OnyxValue* got[2] = {0};
-  ok(run(m, f, 2, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 2, (const char*[]){"Y"}, 1, got));
   check_shape(onyx_value_tensor(got[0]), (int64_t[]){0, 3}, 2);
   onyx_values_release(got, 1);
   otm_free(m);
@@ -595,8 +556,8 @@ static void test_empty_inputs(void** state) {
   otm_output(m, "Yh", ONYX_ELEM_FLOAT32, 3, (int64_t[]){1, 1, 2});
   OxTestNode* n = otm_node(m, "LSTM", "lstm_empty", "X,W,R", "Y,Yh");
   otm_attr_int(n, "hidden_size", 2);
-  Feed g[] = {{"X", ONYX_ELEM_FLOAT32, 3, {0, 1, 1}, none}};
-  ok(run(m, g, 1, (const char*[]){"Y", "Yh"}, 2, got));
+  OtsFeed g[] = {{"X", ONYX_ELEM_FLOAT32, 3, {0, 1, 1}, none}};
+  ots_ok(ots_run(m, g, 1, (const char*[]){"Y", "Yh"}, 2, got));
   check_shape(onyx_value_tensor(got[0]), (int64_t[]){0, 1, 1, 2}, 4);
   static const float zeros[2] = {0, 0};
   expect_floats(got[1], zeros, 2, (int64_t[]){1, 1, 2}, 3, 0);
@@ -610,8 +571,8 @@ static void test_empty_inputs(void** state) {
   otm_initializer(m, "S", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4}, scales);
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){0, 1, 4, 4});
   otm_node(m, "Resize", "rs_empty", "X,,S", "Y");
-  Feed h[] = {{"X", ONYX_ELEM_FLOAT32, 4, {0, 1, 2, 2}, none}};
-  ok(run(m, h, 1, (const char*[]){"Y"}, 1, got));
+  OtsFeed h[] = {{"X", ONYX_ELEM_FLOAT32, 4, {0, 1, 2, 2}, none}};
+  ots_ok(ots_run(m, h, 1, (const char*[]){"Y"}, 1, got));
   check_shape(onyx_value_tensor(got[0]), (int64_t[]){0, 1, 4, 4}, 4);
   onyx_values_release(got, 1);
   otm_free(m);
@@ -629,9 +590,9 @@ static void test_resize_nearest_int64_exact(void** state) {
   OxTestNode* n = otm_node(m, "Resize", "rs_i64", "X,,S", "Y");
   otm_attr_string(n, "coordinate_transformation_mode", "asymmetric");
   otm_attr_string(n, "nearest_mode", "floor");
-  Feed f[] = {{"X", ONYX_ELEM_INT64, 2, {1, 2}, x}};
+  OtsFeed f[] = {{"X", ONYX_ELEM_INT64, 2, {1, 2}, x}};
   OnyxValue* got[1] = {0};
-  ok(run(m, f, 1, (const char*[]){"Y"}, 1, got));
+  ots_ok(ots_run(m, f, 1, (const char*[]){"Y"}, 1, got));
   const OnyxTensor* t = onyx_value_tensor(got[0]);
   check_shape(t, (int64_t[]){1, 4}, 2);
   const int64_t want[4] = {x[0], x[0], x[1], x[1]};

@@ -33,8 +33,9 @@ LAYERS = [
     ["cli"],  # the `onyx` command, over the public API only
     ["lib"],  # libonyx.c: the shared library's entry
     ["session"],  # sessions and runs: orchestrates the phases below
-    ["exec"],  # the plan, the frame, the executor, host ops, streams, thread pool
-    ["memory"],  # the memory plan and the arena
+    ["exec"],  # the frame, the executor, host ops, streams, thread pool
+    ["plan"],  # steps, slots, the memory plan
+    ["memory"],  # the arena
     ["partition"],  # placement: which provider runs each node
     ["optimizer"],  # graph transformers and fusions
     ["training"],  # the Gradient op's expansion (a graph rewrite)
@@ -56,6 +57,8 @@ KNOWN_BACK_ARROWS = {
     ("optimizer", "session"),
     ("partition", "exec"),
     ("partition", "session"),
+    ("plan", "exec"),
+    ("plan", "session"),
     ("profile", "session"),
     ("providers", "session"),
 }

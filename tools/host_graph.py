@@ -35,12 +35,12 @@ LAYERS = [
     ["session"],  # sessions and runs: orchestrates the phases below
     ["exec"],  # the frame, the executor, host ops, streams, thread pool
     ["plan"],  # steps, slots, the memory plan
-    ["memory"],  # the arena
     ["partition"],  # placement: which provider runs each node
     ["optimizer"],  # graph transformers and fusions
     ["training"],  # the Gradient op's expansion (a graph rewrite)
     ["graph", "model"],  # the IR graph; ModelProto <-> IR
-    ["profile"],  # services: the session profile, NVTX ranges, log scopes
+    ["profile"],  # services: the profiler, NVTX ranges
+    ["memory"],  # the arena over any provider allocator
     ["providers"],  # provider libraries, the device list
 ]
 # Back-arrows the host still has, each to be removed by moving the code to

@@ -15,8 +15,6 @@
 #include "ox_control.h"
 #include "ox_session.h"
 
-#define OX_NO_SLOT SIZE_MAX
-
 static const char* const ox_flow_ops[] = {"If", "Loop", "Scan", "SequenceMap", NULL};
 
 static bool ox_is_flex(const OxNode* n) {

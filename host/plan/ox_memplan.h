@@ -3,7 +3,7 @@
  * a kernel declares ONYX_ALIAS_INPLACE, and for values with static shapes a
  * memory pattern: every such intermediate value gets an offset in one block
  * per memory device, so a run can take one block instead of one allocation
- * per value. Built by host/exec/plan.c at the end of ox_plan_build. */
+ * per value. Built by host/plan/plan.c at the end of ox_plan_build. */
 #ifndef OX_MEMPLAN_H
 #define OX_MEMPLAN_H
 

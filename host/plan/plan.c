@@ -17,8 +17,6 @@
 #include "ox_session.h"
 #include "ox_streams.h"
 
-#define OX_NO_SLOT SIZE_MAX
-
 static const char* ox_slot_ep_name(const OnyxSession* s, int32_t ep) {
   return ep >= 0 ? s->eps[ep].name : "host";
 }

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_compile_cache.h"
 #include "ox_memplan.h"
+#include "ox_optimizer.h"
 #include "ox_session.h"
 
 /* --- status, logging ------------------------------------------------------------------ */
@@ -204,7 +206,6 @@ static OnyxStatus* h_tensor_set_string(OnyxTensor* t, size_t i, const char* s, s
 }
 
 /* --- kernel context ----------------------------------------------------------------------- */
-#define OX_NO_SLOT SIZE_MAX
 static const OnyxNode* h_ctx_node(const OnyxKernelContext* c) {
   return c->step->node;
 }

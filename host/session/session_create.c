@@ -176,7 +176,7 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_plan_build(s));
   ox_session_phase_end(s, "plan", t);
   ox_nvtx_phase_pop(s);
-  char* mem = ox_memplan_summary(s); /* host/memory/ox_memplan.h: the planned peak */
+  char* mem = ox_memplan_summary(s); /* host/plan/ox_memplan.h: the planned peak */
   size_t mem_len = mem ? strlen(mem) : 0;
   if (mem_len && mem[mem_len - 1] == '\n') mem[mem_len - 1] = '\0';
   if (mem) ox_session_log(s, ONYX_LOG_INFO, "%s: %s", s->source, mem);

@@ -54,7 +54,7 @@ OnyxStatus* ox_memplan_assign(const OxMemRequest* req, size_t n, size_t* offsets
 void ox_memplan_free(OxMemPlan* p);
 
 struct OnyxSession;
-/* The memory plan of a session's current plan (NULL before ox_plan_build). */
+/* The memory plan of a session's plan (s->plan.memplan; NULL before ox_plan_build). */
 const OxMemPlan* ox_session_memplan(const struct OnyxSession* s);
 /* "planned peak on <mem> (<provider>): ..." lines, one per device; malloc'd. */
 char* ox_memplan_summary(const struct OnyxSession* s);

@@ -64,6 +64,10 @@ typedef struct OxPlan {
   size_t n_copies, cap_copies;
   /* Agents, crossings with their events, deferred frees (host/exec/ox_streams.h). */
   struct OxStreamPlan* streams;
+  /* The memory plan (host/plan/ox_memplan.h), NULL before ox_plan_build;
+   * read by runs without a lock: it is written only while the session is
+   * created and freed with the plan. */
+  struct OxMemPlan* memplan;
 } OxPlan;
 
 OnyxStatus* ox_plan_build(struct OnyxSession* s);

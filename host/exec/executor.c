@@ -16,22 +16,6 @@
 #include "ox_session.h"
 #include "ox_streams.h"
 
-/* --- preallocated outputs (IO binding) ------------------------------------------------ */
-OxTensor* ox_frame_preset_take(OxFrame* f, size_t slot, OnyxElemType type, const int64_t* dims,
-                               size_t rank, const OnyxMemoryDevice* mem) {
-  const OxTensor* p = f->preset ? f->preset[slot] : NULL;
-  if (!p || p->type != type || p->rank != rank || type == ONYX_ELEM_STRING) return NULL;
-  if (!ox_memory_equal(&p->device, mem)) return NULL;
-  /* Kernels may rely on their memory's alignment (a DLPack import may not have it). */
-  if (mem->alignment > 1 && (uintptr_t)p->data % mem->alignment) return NULL;
-  for (size_t i = 0; i < rank; i++)
-    if (p->dims[i] != dims[i]) return NULL;
-  OxTensor* t = NULL;
-  OnyxStatus* st = ox_tensor_wrap(type, dims, rank, p->data, &p->device, &t);
-  ox_status_free(st); /* out of memory: the caller allocates as usual */
-  return t;
-}
-
 int32_t ox_session_ep_for_memory(OnyxSession* s, const OnyxMemoryDevice* mem) {
   for (size_t e = 0; e < s->n_eps; e++)
     for (int m = ONYX_MEM_DEFAULT; m <= ONYX_MEM_READ_ONLY; m++) {
@@ -461,12 +445,7 @@ static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path, 
     if (!err && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
       err = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
   } else {
-    bool host = st->out_ep[0] < 0;
-    dst = ox_frame_preset_take(f, out, src->type, src->dims, src->rank, &st->out_mem[0]);
-    err = dst    ? NULL
-          : host ? ox_tensor_new(src->type, src->dims, src->rank, &dst)
-                 : ox_session_alloc_tensor(s, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
-                                           src->type, src->dims, src->rank, &dst);
+    err = ox_frame_alloc_copy(f, st, src, &dst);
     if (!err) err = ox_copy_by_path(s, st, path, src, dst);
   }
   if (err) {

@@ -72,6 +72,17 @@ OnyxStatus* ox_execute_ex(struct OnyxSession* s, const OnyxRunOptions* run, OxTe
 OnyxStatus* ox_execute_io(struct OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs,
                           const OnyxMemoryDevice* const* fetch_mem);
+/* Allocates output o of step st (slot st->out[o]) with these dims, in order:
+ * the tensor bound for the slot (IO binding), the slot's place in the run's
+ * memory-pattern block, the heap (a graph output in host memory), the
+ * producing provider's arena. max_tensor_bytes and the run's live bytes are
+ * checked first (host/exec/frame_alloc.c). */
+OnyxStatus* ox_frame_alloc_output(OxFrame* f, const OxStep* st, size_t o, const int64_t* dims,
+                                  size_t rank, OxTensor** out);
+/* The destination of copy step st for a copy of src: the tensor bound for
+ * its slot, else a new host tensor (out_ep -1), else one in the destination
+ * provider's arena (host/exec/frame_alloc.c). */
+OnyxStatus* ox_frame_alloc_copy(OxFrame* f, const OxStep* st, const OxTensor* src, OxTensor** out);
 /* A preset tensor usable for a slot produced with this type/shape/memory:
  * a new borrowed header over its data, or NULL. */
 OxTensor* ox_frame_preset_take(OxFrame* f, size_t slot, OnyxElemType type, const int64_t* dims,

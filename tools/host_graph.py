@@ -53,7 +53,6 @@ KNOWN_BACK_ARROWS = {
     ("graph", "exec"),
     ("graph", "training"),
     ("optimizer", "exec"),
-    ("optimizer", "partition"),
     ("optimizer", "session"),
     ("partition", "exec"),
     ("partition", "session"),

@@ -440,3 +440,27 @@ OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs,
   }
   return NULL;
 }
+
+/* --- views and convexity (ox_graph.h) ------------------------------------------------------ */
+void ox_view_clear(OnyxGraphView* v) {
+  free(v->nodes);
+  free(v->inputs);
+  free(v->outputs);
+  *v = (OnyxGraphView){0};
+}
+
+const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group, bool* downstream) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const OxNode* n = g->nodes[i];
+    bool from_group = false, from_down = false;
+    for (size_t k = 0; k < n->n_inputs; k++) {
+      const OxValue* v = n->inputs[k];
+      if (!v || !v->producer) continue;
+      from_group |= in_group[v->producer->index];
+      from_down |= downstream[v->producer->index];
+    }
+    if (in_group[i] && from_down) return n;
+    if (!in_group[i]) downstream[i] = from_group || from_down;
+  }
+  return NULL;
+}

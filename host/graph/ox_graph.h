@@ -4,6 +4,7 @@
 
 #include "ox_ir.h"
 #include "ox_schema.h"
+#include "onyx/onyx_ep.h"
 
 OnyxStatus* ox_graph_new(const char* name, OxGraph** out);
 /* Frees nodes, values, initializers, attributes, subgraphs and mappings. */
@@ -52,5 +53,21 @@ OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs,
 
 /* Unmaps external-data mappings (host/model owns mapping; graph frees). */
 void ox_graph_unmap_all(OxGraph* g);
+
+/* --- Graph views: what get_capability, compile and transform see ------------------ */
+struct OnyxGraphView {
+  OxNode** nodes;
+  size_t n_nodes;
+  OxValue** inputs;
+  size_t n_inputs;
+  OxValue** outputs;
+  size_t n_outputs;
+};
+void ox_view_clear(OnyxGraphView* v);
+
+/* A node of a set (in_group, per node index) that a path leaving the set
+ * re-enters, or NULL when the set is convex; `downstream` is scratch of
+ * g->n_nodes zeroed entries. */
+const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group, bool* downstream);
 
 #endif

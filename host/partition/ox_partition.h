@@ -24,17 +24,6 @@ typedef struct OxEpSlot {
   size_t n_nodes;     /* nodes placed here */
 } OxEpSlot;
 
-/* --- Graph views: what get_capability and compile see ------------------------ */
-struct OnyxGraphView {
-  OxNode** nodes;
-  size_t n_nodes;
-  OxValue** inputs;
-  size_t n_inputs;
-  OxValue** outputs;
-  size_t n_outputs;
-};
-void ox_view_clear(OnyxGraphView* v);
-
 /* A slot of OnyxEp that a provider built against an older minor may not have:
  * read only when the EP's struct_size covers it (NULL otherwise). */
 #define OX_EP_SLOT(ep, field)                                                                      \
@@ -94,10 +83,6 @@ OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts);
 struct OnyxSession;
 OnyxStatus* ox_partition_check_pins(const struct OnyxSession* s);
 void ox_partition_clear(OxPartition* p);
-/* A node of a set (in_group, per node index) that a path leaving the set
- * re-enters, or NULL when the set is convex; `downstream` is scratch of
- * g->n_nodes zeroed entries. */
-const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group, bool* downstream);
 /* Recounts the nodes placed on each provider (after the graph changed). */
 void ox_partition_count(OxPartition* p);
 

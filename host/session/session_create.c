@@ -150,7 +150,8 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_session_resolve(s));
   ox_nvtx_phase_push(s, "optimize");
   double t = ox_session_phase_begin(s);
-  OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
+  OX_TRY(ox_partition_check_pins(s)); /* before rewrites rename or remove nodes */
+  OX_TRY(ox_session_optimize(s));     /* host/optimizer: the graph stays resolved */
   ox_session_phase_end(s, "optimize", t);
   ox_nvtx_phase_pop(s);
   /* Before partitioning: node indices are fixed from here on. */

@@ -54,7 +54,6 @@ KNOWN_BACK_ARROWS = {
     ("graph", "training"),
     ("optimizer", "exec"),
     ("optimizer", "session"),
-    ("partition", "exec"),
     ("partition", "session"),
     ("plan", "exec"),
     ("plan", "session"),

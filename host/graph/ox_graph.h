@@ -32,6 +32,14 @@ OnyxStatus* ox_node_link_subgraphs(OxGraph* g, OxNode* n);
 /* Whether a node reads or writes a non-tensor value or has a subgraph: only
  * the host runs such nodes. */
 bool ox_node_needs_host(const OxNode* n);
+/* Whether the host runs this node (host/exec/control.c, sequence.c): a flow
+ * op (If, Loop, Scan, SequenceMap, FlexAttention: ox_flow_op), a sequence
+ * or optional op (ox_seq_op, by op type in the default domain), or a node
+ * ox_node_needs_host names. */
+bool ox_host_op(const OxNode* n);
+bool ox_flow_op(const OxNode* n);
+bool ox_flex_op(const OxNode* n); /* ai.onnx.preview FlexAttention */
+bool ox_seq_op(const char* op_type);
 
 /* Removes a node (used by the partitioner when fusing); unlinks consumers. */
 void ox_graph_remove_node(OxGraph* g, OxNode* n);

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ox_control.h"
 #include "ox_function_body.h"
 #include "ox_model.h"
 #include "ox_schema.h"

@@ -57,7 +57,6 @@ KNOWN_BACK_ARROWS = {
     ("partition", "session"),
     ("plan", "exec"),
     ("plan", "session"),
-    ("profile", "session"),
     ("providers", "session"),
 }
 # What the host builds on; each is below every host module.

@@ -772,7 +772,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
   }
   f.preset = preset;
   OxLogScope scope = ox_log_scope_enter(s, run);
-  bool nvtx = ox_nvtx_run_push(rt, run); /* NVTX ranges: host/profile/ox_nvtx.h */
+  bool nvtx = ox_nvtx_run_push(rt, run); /* NVTX ranges: host/exec/ox_nvtx.h */
   for (size_t i = 0; i < P->n_slots; i++)
     if (P->slots[i].constant) {
       f.values[i] = P->slots[i].constant;
@@ -842,7 +842,7 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
   OxProfiler* prof = rt ? rt->profiler : NULL;
   uint64_t run_id = rt ? __atomic_add_fetch(&rt->runs, 1, __ATOMIC_RELAXED) : 0;
   double run_t0 = ox_profiler_now(prof);
-  bool nvtx = rt && rt->nvtx; /* NVTX ranges: host/profile/ox_nvtx.h */
+  bool nvtx = rt && rt->nvtx; /* NVTX ranges: host/exec/ox_nvtx.h */
   ox_run_log(s, run, ONYX_LOG_VERBOSE, "run %llu: %zu steps", (unsigned long long)run_id,
              P->n_steps);
   OnyxStatus* err = NULL;

@@ -49,7 +49,7 @@ struct OnyxSessionOptions {
   bool deterministic;
   bool memory_pattern;
   char* profile_path;
-  /* NVTX ranges (host/profile/ox_nvtx.h); ONYX_NVTX=1 turns them on too. */
+  /* NVTX ranges (host/exec/ox_nvtx.h); ONYX_NVTX=1 turns them on too. */
   bool nvtx;
   /* Folder of the compiled-group cache (host/exec/ox_compile_cache.h); NULL: off. */
   char* cache_dir;
@@ -85,7 +85,7 @@ struct OnyxSession;
 struct OxProfiler;
 typedef struct OxSessionRt {
   struct OxProfiler* profiler; /* NULL: profiling off */
-  bool nvtx;                   /* NVTX ranges on (host/profile/ox_nvtx.h) */
+  bool nvtx;                   /* NVTX ranges on (host/exec/ox_nvtx.h) */
   /* Debug dumps (docs/debugging.md), read from the environment once. */
   int dump_nodes;         /* bit 1: inputs, bit 2: outputs */
   char* dump_node_filter; /* comma-separated node names, NULL: all */

@@ -230,7 +230,7 @@ ONYX_API OnyxStatus* onyx_session_create(const OnyxSessionOptions* opts, const c
   *out = NULL;
   OnyxSession* s;
   OnyxStatus* st = ox_session_start(opts, model_path, &s);
-  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/profile/ox_nvtx.h */
+  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/exec/ox_nvtx.h */
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
     ox_nvtx_phase_push(s, "load");
@@ -252,7 +252,7 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
   *out = NULL;
   OnyxSession* s;
   OnyxStatus* st = ox_session_start(opts, "<memory>", &s);
-  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/profile/ox_nvtx.h */
+  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/exec/ox_nvtx.h */
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
     ox_nvtx_phase_push(s, "load");

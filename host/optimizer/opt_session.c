@@ -247,7 +247,6 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
 }
 
 OnyxStatus* ox_session_optimize(OnyxSession* s) {
-  OX_TRY(ox_partition_check_pins(s)); /* before rewrites rename or remove nodes */
   return ox_session_run_optimizer(s, OX_OPT_PHASE_PLACEMENT);
 }
 

@@ -3,7 +3,7 @@
  * a kernel declares ONYX_ALIAS_INPLACE, and for values with static shapes a
  * memory pattern: every such intermediate value gets an offset in one block
  * per memory device, so a run can take one block instead of one allocation
- * per value. Built by host/exec/plan.c at the end of ox_plan_build. */
+ * per value. Built by host/plan/plan.c at the end of ox_plan_build. */
 #ifndef OX_MEMPLAN_H
 #define OX_MEMPLAN_H
 
@@ -54,7 +54,7 @@ OnyxStatus* ox_memplan_assign(const OxMemRequest* req, size_t n, size_t* offsets
 void ox_memplan_free(OxMemPlan* p);
 
 struct OnyxSession;
-/* The memory plan of a session's current plan (NULL before ox_plan_build). */
+/* The memory plan of a session's plan (s->plan.memplan; NULL before ox_plan_build). */
 const OxMemPlan* ox_session_memplan(const struct OnyxSession* s);
 /* "planned peak on <mem> (<provider>): ..." lines, one per device; malloc'd. */
 char* ox_memplan_summary(const struct OnyxSession* s);

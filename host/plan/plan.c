@@ -7,7 +7,6 @@
  * copied once here, at session creation. Graph outputs always end in host
  * memory. Each slot is freed after its last use, or once the streams that
  * touched it are known to be past it (host/exec/ox_streams.h). */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +15,6 @@
 #include "ox_memplan.h"
 #include "ox_session.h"
 #include "ox_streams.h"
-
-#define OX_NO_SLOT SIZE_MAX
 
 static const char* ox_slot_ep_name(const OnyxSession* s, int32_t ep) {
   return ep >= 0 ? s->eps[ep].name : "host";
@@ -293,52 +290,10 @@ static OnyxStatus* ox_plan_kernels(OnyxSession* s) {
   return NULL;
 }
 
-/* --- memory plan (ox_memplan.h) -------------------------------------------------------
- * Kept beside the session in a small table until the plan's own struct can
- * hold it: ox_plan_clear forgets it. */
-
-typedef struct OxMemPlanEntry {
-  const OnyxSession* s;
-  OxMemPlan* plan;
-} OxMemPlanEntry;
-
-static pthread_mutex_t ox_memplans_mu = PTHREAD_MUTEX_INITIALIZER;
-static OxMemPlanEntry* ox_memplans;
-static size_t ox_n_memplans, ox_cap_memplans;
+/* --- memory plan (ox_memplan.h): held by the plan (OxPlan.memplan) -------------------- */
 
 const OxMemPlan* ox_session_memplan(const OnyxSession* s) {
-  const OxMemPlan* p = NULL;
-  pthread_mutex_lock(&ox_memplans_mu);
-  for (size_t i = 0; i < ox_n_memplans && !p; i++)
-    if (ox_memplans[i].s == s) p = ox_memplans[i].plan;
-  pthread_mutex_unlock(&ox_memplans_mu);
-  return p;
-}
-
-static void ox_memplan_forget(const OnyxSession* s) {
-  OxMemPlan* p = NULL;
-  pthread_mutex_lock(&ox_memplans_mu);
-  for (size_t i = 0; i < ox_n_memplans && !p; i++)
-    if (ox_memplans[i].s == s) {
-      p = ox_memplans[i].plan;
-      ox_memplans[i] = ox_memplans[--ox_n_memplans];
-    }
-  if (!ox_n_memplans) {
-    free(ox_memplans);
-    ox_memplans = NULL;
-    ox_cap_memplans = 0;
-  }
-  pthread_mutex_unlock(&ox_memplans_mu);
-  ox_memplan_free(p);
-}
-
-static OnyxStatus* ox_memplan_remember(const OnyxSession* s, OxMemPlan* p) {
-  pthread_mutex_lock(&ox_memplans_mu);
-  bool ok = ox_grow((void**)&ox_memplans, &ox_cap_memplans, ox_n_memplans + 1, sizeof *ox_memplans);
-  if (ok) ox_memplans[ox_n_memplans++] = (OxMemPlanEntry){s, p};
-  pthread_mutex_unlock(&ox_memplans_mu);
-  if (!ok) ox_memplan_free(p);
-  return ok ? NULL : ox_oom();
+  return s->plan.memplan;
 }
 
 /* Bytes of a slot whose value has a static shape and fixed-size elements. */
@@ -522,8 +477,9 @@ static OnyxStatus* ox_plan_memory(OnyxSession* s) {
     ox_memplan_free(p);
     return err;
   }
-  ox_memplan_forget(s);
-  return ox_memplan_remember(s, p);
+  ox_memplan_free(s->plan.memplan);
+  s->plan.memplan = p;
+  return NULL;
 }
 
 OnyxStatus* ox_memplan_run_begin(OnyxSession* s, OxMemRun* r) {
@@ -725,7 +681,7 @@ OnyxStatus* ox_plan_output_memory(const OnyxSession* s, size_t i, OnyxMemoryDevi
 
 void ox_plan_clear(OnyxSession* s) {
   OxPlan* P = &s->plan;
-  ox_memplan_forget(s);
+  ox_memplan_free(P->memplan);
   ox_plan_streams_clear(s);
   for (size_t i = 0; i < P->n_steps; i++) {
     OxStep* st = &P->steps[i];

@@ -81,7 +81,7 @@ def main():
                          -np.logspace(-8, 1, 20001)]).astype(f32)
     xd = xs.astype(np.float64)
     ref = np.where(xd < 0, 0.5 * xd * erfc(-xd / math.sqrt(2)), 0.5 * xd * (1 + erf(xd / math.sqrt(2))))
-    tol = 4e-7 * np.abs(ref) + 1e-7  # tests/unit/vmath's bound
+    tol = 4e-7 * np.abs(ref) + 1e-7  # tests/unit/cpu/vmath's bound
     for name, first in (("AVX-512 (small path below 0.5)", 1), ("AVX2 (interval 0)", 0)):
         err = np.abs(gelu(xs, small, table, first).astype(np.float64) - ref)
         print("/* %s: worst |error| / (4e-7 |gelu| + 1e-7) over [-9, 9]: %.3f */"

@@ -373,7 +373,7 @@ static void test_where_bcast_empty_huge(void** state) {
 }
 
 /* A graph input declared [INT64_MAX-1] feeding Less and Where: the memory
- * planner's static sizes (host/memory/memplan.c:108: 0 - INT64_MIN). */
+ * planner's static sizes (host/plan/memplan.c: 0 - INT64_MIN). */
 static void test_memplan_declared_huge(void** state) {
   (void)state;
   OxTestModel* m = otm_new(13);

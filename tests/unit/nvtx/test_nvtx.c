@@ -1,4 +1,4 @@
-/* test_nvtx.c — the NVTX ranges of sessions and runs (host/profile/ox_nvtx.h),
+/* test_nvtx.c — the NVTX ranges of sessions and runs (host/exec/ox_nvtx.h),
  * seen by a real NVTX tool: nvtx_inject.c, loaded by NVTX itself through
  * NVTX_INJECTION64_PATH (set in main before Onyx makes any NVTX call).
  *

@@ -1064,6 +1064,8 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
    * update would cost as much as its arithmetic. */
   const size_t blocks = (k + job->kc - 1) / job->kc, kstep = (k + blocks - 1) / blocks;
   size_t polled = 0;
+  /* the row activations run over the tile once its last k block is stored */
+  const int row_act = cpu_act_is_row(g->act);
   for (size_t k0 = 0; k0 < k; k0 += kstep) {
     const size_t kc = min_sz(kstep, k - k0);
     if (g->stop && cpu_stop_poll(g->stop, &polled, (i1 - i0) * (j1 - j0) * kc)) return;
@@ -1072,7 +1074,7 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
              first ? (float)g->beta : 1.0f,
              NULL,
              NULL,
-             last ? g->act : 0,
+             last && !row_act ? g->act : 0,
              g->act_alpha,
              g->act_min,
              g->act_max,
@@ -1118,6 +1120,10 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
       }
     }
   }
+  if (row_act)
+    for (size_t i = i0; i < i1; i++)
+      cpu_act_row(c + i * g->ldc + j0, c + i * g->ldc + j0, j1 - j0, g->act, g->act_alpha,
+                  g->act_min, g->act_max);
   if (g->post_row)
     for (size_t i = i0; i < i1; i++)
       g->post_row(c + i * g->ldc + j0, c + i * g->ldc + j0, j1 - j0);

@@ -473,9 +473,23 @@ OnyxStatus* cpu_read_activation(const OnyxNode* node, CpuActivation* out) {
     out->act = CPU_ACT_CLIP;
     out->min = cpu_host->node_attr_float(node, "clip_min", -INFINITY);
     out->max = cpu_host->node_attr_float(node, "clip_max", INFINITY);
+  } else if (len == 11 && memcmp(a, "HardSigmoid", 11) == 0) {
+    out->act = CPU_ACT_HARD_SIGMOID;
+    out->alpha = cpu_host->node_attr_float(node, "alpha", 0.2f);
+    out->min = cpu_host->node_attr_float(node, "beta", 0.5f); /* beta rides in min */
+  } else if (len == 9 && memcmp(a, "HardSwish", 9) == 0) {
+    out->act = CPU_ACT_HARD_SWISH;
+  } else if (len == 7 && memcmp(a, "Sigmoid", 7) == 0) {
+    out->act = CPU_ACT_SIGMOID;
+  } else if (len == 4 && memcmp(a, "Silu", 4) == 0) {
+    out->act = CPU_ACT_SILU;
+  } else if (len == 4 && memcmp(a, "Tanh", 4) == 0) {
+    out->act = CPU_ACT_TANH;
   } else {
     return cpu_error(node, ONYX_NOT_IMPLEMENTED,
-                     "activation '%.*s' not supported (Relu, LeakyRelu or Clip)", (int)len, a);
+                     "activation '%.*s' not supported (Relu, LeakyRelu, Clip, HardSigmoid, "
+                     "HardSwish, Sigmoid, Silu or Tanh)",
+                     (int)len, a);
   }
   return NULL;
 }
@@ -909,6 +923,30 @@ static CpuConvRun conv_run(const ConvState* cst, const ConvShape* cs, const Onyx
                       .act_max = cst->act_max};
 }
 
+typedef struct ConvRowAct {
+  const ConvState* s;
+  float* y;
+  size_t plane;
+} ConvRowAct;
+
+static void conv_row_act_planes(void* user, size_t begin, size_t end) {
+  const ConvRowAct* j = user;
+  for (size_t i = begin; i < end; i++)
+    cpu_act_row(j->y + i * j->plane, j->y + i * j->plane, j->plane, j->s->act, j->s->act_alpha,
+                j->s->act_min, j->s->act_max);
+}
+
+/* A row activation (cpu_act_is_row) over all of Y, plane by plane, for the
+ * Winograd and direct paths, whose vector epilogues have only the
+ * piecewise-linear ones: they store Y (with Z added) without it. */
+static OnyxStatus* conv_row_act(const ConvState* cst, OnyxKernelContext* ctx, const ConvShape* cs,
+                                OnyxTensor* y) {
+  if (!cpu_act_is_row(cst->act)) return NULL;
+  ConvRowAct j = {cst, cpu_host->tensor_mutable_data(y), cs->g.out_size};
+  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), cs->n * cs->m, conv_row_act_planes, &j);
+  return NULL;
+}
+
 /* The direct path copies each image zero-padded to the extent its windows
  * cover; with pads or dilations far beyond the input that copy would dwarf
  * it, and the im2col path, whose memory follows the output, runs instead. */
@@ -965,15 +1003,19 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   if (dc && ge->rank == 2 && w->group == 1 && cs->m == dc->oc && cs->cg == dc->ic &&
       conv_direct_padding_fits(ge) && (size_t)ge->k[0] == dc->kh && (size_t)ge->k[1] == dc->kw &&
       !(wino && conv_winograd_over_direct(cs->n, oh, ow))) {
-    const CpuConvRun run = conv_run(cst, cs, x, b, z, y);
-    return cpu_conv_direct_run(dc, ctx, &run);
+    CpuConvRun run = conv_run(cst, cs, x, b, z, y);
+    if (cpu_act_is_row(run.act)) run.act = CPU_ACT_NONE; /* conv_row_act below */
+    OnyxStatus* dst = cpu_conv_direct_run(dc, ctx, &run);
+    return dst ? dst : conv_row_act(cst, ctx, cs, y);
   }
   if (cst->packed_wt && ge->rank == 2 && w->group == 1 && cs->mg == cst->packed_wt_m &&
       kdim == cst->packed_wt_k && os <= CONV_SMALL_OUT)
     return conv_small_f32(cst, ctx, cs, x, b, z, y);
   if (wino) {
-    const CpuConvRun run = conv_run(cst, cs, x, b, z, y);
-    return cpu_winograd_conv(cst->wino, ctx, &run);
+    CpuConvRun run = conv_run(cst, cs, x, b, z, y);
+    if (cpu_act_is_row(run.act)) run.act = CPU_ACT_NONE; /* conv_row_act below */
+    OnyxStatus* wst = cpu_winograd_conv(cst->wino, ctx, &run);
+    return wst ? wst : conv_row_act(cst, ctx, cs, y);
   }
   const int packed = cst->packed_w && cst->packed_m == cs->mg && cst->packed_k == kdim;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);

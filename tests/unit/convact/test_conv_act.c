@@ -7,12 +7,12 @@
  * checked against a float64 reference computed here (a direct convolution
  * loop, then the activation's formula), and against the same model run
  * unoptimized; `explain` names the fused node and the pass, and the node
- * stays on the CPU provider. The ctest runs once per ISA path the machine
- * has (ONYX_CPU_ISA caps it: test_conv_act_generic, test_conv_act_avx2). A
- * Conv whose output is read twice keeps its activation apart; a FusedConv
- * with an activation the kernel lacks fails at session creation naming it;
- * with the oneDNN provider first, no node that provider runs gets a smooth
- * activation. */
+ * stays on the CPU provider. Grouped convs (groups of 2 to 16 channels)
+ * against the same reference, with and without an activation. The ctest runs once per ISA path the
+ * machine has (ONYX_CPU_ISA caps it: test_conv_act_generic, test_conv_act_avx2). A Conv whose
+ * output is read twice keeps its activation apart; a FusedConv with an activation the kernel lacks
+ * fails at session creation naming it; with the oneDNN provider first, no node that provider runs
+ * gets a smooth activation. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,7 +49,7 @@ static const Shape SHAPES[] = {
     {"grouped, 8 channels a group", 1, 32, 9, 9, 32, 3, 1, 1, 4},
 };
 
-typedef enum ActKind { A_HARD_SWISH, A_HARD_SIGMOID, A_SIGMOID, A_TANH, A_SILU } ActKind;
+typedef enum ActKind { A_HARD_SWISH, A_HARD_SIGMOID, A_SIGMOID, A_TANH, A_SILU, A_NONE } ActKind;
 
 typedef struct Act {
   ActKind kind;
@@ -82,6 +82,8 @@ static double act_ref(const Act* a, double v) {
     return tanh(v);
   case A_SILU:
     return v / (1.0 + exp(-v));
+  case A_NONE:
+    return v;
   }
   return v;
 }
@@ -167,12 +169,14 @@ static void build(const Shape* sh, const Act* a, const float* wt, const float* b
   otm_initializer(m, "Wt", ONYX_ELEM_FLOAT32, 4,
                   (int64_t[]){sh->m, sh->c / sh->group, sh->k, sh->k}, wt);
   otm_initializer(m, "B", ONYX_ELEM_FLOAT32, 1, (int64_t[]){sh->m}, b);
-  OxTestNode* c = otm_node(m, "Conv", "conv", "X,Wt,B", "C");
+  OxTestNode* c = otm_node(m, "Conv", "conv", "X,Wt,B", a->kind == A_NONE ? "Y" : "C");
   otm_attr_ints(c, "pads", 4, (int64_t[]){sh->p, sh->p, sh->p, sh->p});
   otm_attr_ints(c, "strides", 2, (int64_t[]){sh->s, sh->s});
   otm_attr_ints(c, "kernel_shape", 2, (int64_t[]){sh->k, sh->k});
   otm_attr_int(c, "group", sh->group);
-  if (a->kind == A_SILU) {
+  if (a->kind == A_NONE) {
+    /* the Conv alone */
+  } else if (a->kind == A_SILU) {
     otm_node(m, "Sigmoid", "sig", "C", "S");
     otm_node(m, "Mul", "mul", "C,S", "Y");
   } else {
@@ -213,10 +217,11 @@ static void conv_act_case(const Shape* sh, const Act* a, bool also_c) {
   build(sh, a, wt, b, also_c, &bytes, &len);
 
   OnyxSession* s = open_at(bytes, len, ONYX_OPT_ALL, NULL);
-  const bool fused = !also_c;
+  const bool fused = !also_c && a->kind != A_NONE;
   assert_int_equal(count_op(s, "FusedConv"), fused ? 1 : 0);
   assert_int_equal(count_op(s, "Conv"), fused ? 0 : 1);
-  assert_int_equal(count_op(s, "Mul") + count_op(s, a->op) + count_op(s, "Silu"), fused ? 0 : 1);
+  if (a->kind != A_NONE)
+    assert_int_equal(count_op(s, "Mul") + count_op(s, a->op) + count_op(s, "Silu"), fused ? 0 : 1);
   if (fused) {
     const OxNode* f = find_op(s, "FusedConv");
     assert_string_equal(f->domain, "com.onyx");
@@ -256,6 +261,26 @@ static void test_every_path_every_act(void** state) {
   for (size_t i = 0; i < sizeof SHAPES / sizeof *SHAPES; i++)
     for (size_t j = 0; j < sizeof ACTS / sizeof *ACTS; j++)
       conv_act_case(&SHAPES[i], &ACTS[j], false);
+}
+
+/* Grouped convs (groups of 2 to 16 input channels, 1 to 8 output channels
+ * a group, strides 1 and 2, 3x3 and 5x5, batch 2), with and without an
+ * activation: the GEMM per group, or the depthwise kernel's grouped planes
+ * on the AVX2 path (conv_grouped_direct). */
+static void test_grouped(void** state) {
+  (void)state;
+  static const Shape G[] = {
+      {"groups of 2, 4 out", 1, 16, 11, 13, 32, 3, 1, 1, 8},
+      {"groups of 4, 1 out", 2, 16, 9, 9, 4, 3, 2, 1, 4},
+      {"groups of 8, 8 out, stride 2", 1, 48, 15, 15, 48, 3, 2, 1, 6},
+      {"groups of 8, 5x5", 1, 24, 10, 17, 24, 5, 1, 2, 3},
+      {"groups of 16", 1, 64, 7, 7, 32, 3, 1, 1, 4},
+  };
+  static const Act none = {A_NONE, NULL, "", 0, 0};
+  for (size_t i = 0; i < sizeof G / sizeof *G; i++) {
+    conv_act_case(&G[i], &none, false);
+    conv_act_case(&G[i], &ACTS[4], false);
+  }
 }
 
 /* Conv -> HardSwish and Conv -> Sigmoid -> Mul (SiLU) with the Conv's
@@ -346,9 +371,8 @@ static void test_onednn_never_gets_smooth(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_every_path_every_act),
-      cmocka_unit_test(test_read_twice_not_fused),
-      cmocka_unit_test(test_unknown_activation),
+      cmocka_unit_test(test_every_path_every_act),     cmocka_unit_test(test_grouped),
+      cmocka_unit_test(test_read_twice_not_fused),     cmocka_unit_test(test_unknown_activation),
       cmocka_unit_test(test_onednn_never_gets_smooth),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -891,9 +891,13 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
     if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
     float* yn = yd + n * m * os;
     const float* zn = z ? z + n * m * os : NULL;
+    if (!zn) { /* blocked: a column of Y^T at a time read m floats apart */
+      cpu_nn_transpose(yn, yt, os, m, sizeof(float));
+      continue;
+    }
     for (size_t c = 0; c < m; c++)
       for (size_t p = 0; p < os; p++)
-        yn[c * os + p] = zn ? conv_act(yt[p * m + c] + zn[c * os + p], cst) : yt[p * m + c];
+        yn[c * os + p] = conv_act(yt[p * m + c] + zn[c * os + p], cst);
   }
   return NULL;
 }

@@ -1604,8 +1604,28 @@ typedef struct PlaneJob {
       ((T*)j->y)[p] = j->size ? (T)(sum / (double)j->size) : (T)0;                                 \
     }                                                                                              \
   }
-DEFINE_GLOBAL_AVG(float)
 DEFINE_GLOBAL_AVG(double)
+
+/* float32 planes summed in double as the loop above, in 8 independent
+ * partial sums (lane l takes elements l, l + 8, ...; combined pairwise at
+ * the end): one serial chain of double adds ran at the adder's latency, a
+ * tenth of efficientnet_b0's run in its 17 GlobalAveragePools. The order is
+ * fixed, so results do not depend on the thread count. */
+static void global_avg_float(void* user, size_t begin, size_t end) {
+  const PlaneJob* j = user;
+  for (size_t p = begin; p < end; p++) {
+    const float* x = (const float*)j->x + p * j->size;
+    double s[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= j->size; i += 8)
+      for (size_t l = 0; l < 8; l++)
+        s[l] += (double)x[i + l];
+    double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < j->size; i++)
+      sum += x[i];
+    ((float*)j->y)[p] = j->size ? (float)(sum / (double)j->size) : 0.0f;
+  }
+}
 
 static OnyxStatus* global_avg_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;

@@ -12,7 +12,8 @@
  * machine has (ONYX_CPU_ISA caps it: test_conv_act_generic, test_conv_act_avx2). A Conv whose
  * output is read twice keeps its activation apart; a FusedConv with an activation the kernel lacks
  * fails at session creation naming it; with the oneDNN provider first, no node that provider runs
- * gets a smooth activation. */
+ * gets a smooth activation. GlobalAveragePool, the squeeze-excite blocks'
+ * other CPU kernel, against a long double mean. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -369,11 +370,51 @@ static void test_onednn_never_gets_smooth(void** state) {
   free(bytes), free(wt), free(x), free(y), free(ref);
 }
 
+/* GlobalAveragePool (the squeeze of the mobile networks' squeeze-excite
+ * blocks) over planes of 1 to 3139 floats, around its 8 partial sums,
+ * against a mean in long double written here. */
+static void test_global_average_pool(void** state) {
+  (void)state;
+  static const int64_t HW[][2] = {{1, 1}, {1, 7}, {2, 4}, {3, 3}, {7, 7}, {56, 56}, {43, 73}};
+  for (size_t t = 0; t < sizeof HW / sizeof *HW; t++) {
+    const int64_t n = 2, c = 5, h = HW[t][0], w = HW[t][1];
+    OxTestModel* m = otm_new(14);
+    otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){n, c, h, w});
+    otm_node(m, "GlobalAveragePool", "gap", "X", "Y");
+    otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){n, c, 1, 1});
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    otm_serialize(m, &bytes, &len);
+    otm_free(m);
+    const size_t plane = (size_t)(h * w), nx = (size_t)(n * c) * plane;
+    float* x = malloc(nx * sizeof(float));
+    assert_non_null(x);
+    fill(x, nx, 17 + (unsigned)t, 3.0f);
+    for (size_t i = 0; i < nx; i += 5)
+      x[i] += 1000.0f; /* large and small terms together */
+    OnyxSession* s = open_at(bytes, len, ONYX_OPT_ALL, NULL);
+    const Shape sh = {"gap", (int)n, (int)c, (int)h, (int)w, 0, 1, 1, 0, 1};
+    float y[10];
+    run(s, &sh, x, y, (size_t)(n * c));
+    for (size_t p = 0; p < (size_t)(n * c); p++) {
+      long double sum = 0;
+      for (size_t i = 0; i < plane; i++)
+        sum += x[p * plane + i];
+      const double want = (double)(sum / (long double)plane);
+      if (!(fabs(y[p] - want) <= 1e-7 * fabs(want) + 1e-7))
+        fail_msg("%lldx%lld plane %zu: %.9g, want %.9g", (long long)h, (long long)w, p, y[p], want);
+    }
+    onyx_session_release(s);
+    free(x);
+    free(bytes);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_path_every_act),     cmocka_unit_test(test_grouped),
       cmocka_unit_test(test_read_twice_not_fused),     cmocka_unit_test(test_unknown_activation),
-      cmocka_unit_test(test_onednn_never_gets_smooth),
+      cmocka_unit_test(test_onednn_never_gets_smooth), cmocka_unit_test(test_global_average_pool),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

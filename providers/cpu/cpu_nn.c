@@ -352,7 +352,9 @@ static bool conv_prepare_small(ConvState* s, const OnyxNode* node) {
     return false;
   const int64_t* yd = cpu_host->value_dims(yv);
   const int64_t* d = cpu_host->tensor_dims(wt);
-  if (yd[2] <= 0 || yd[3] <= 0 || yd[2] * yd[3] > CONV_SMALL_OUT || d[0] < CONV_SMALL_M)
+  /* one output position: the GEMM's one-column path (W x X) instead */
+  if (yd[2] <= 0 || yd[3] <= 0 || yd[2] * yd[3] > CONV_SMALL_OUT || yd[2] * yd[3] == 1 ||
+      d[0] < CONV_SMALL_M)
     return false;
   const size_t m = (size_t)d[0], kdim = cpu_dims_product(d, 1, 4);
   if (kdim == 0) return false;
@@ -1028,7 +1030,7 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
     return dst ? dst : conv_row_act(cst, ctx, cs, y);
   }
   if (cst->packed_wt && ge->rank == 2 && w->group == 1 && cs->mg == cst->packed_wt_m &&
-      kdim == cst->packed_wt_k && os <= CONV_SMALL_OUT)
+      kdim == cst->packed_wt_k && os <= CONV_SMALL_OUT && os > 1)
     return conv_small_f32(cst, ctx, cs, x, b, z, y);
   if (wino) {
     CpuConvRun run = conv_run(cst, cs, x, b, z, y);

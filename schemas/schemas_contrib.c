@@ -11,7 +11,9 @@
  *   FusedConv(X, W, B?, Z?) -> Y   Conv (same attributes), plus Z (a tensor
  *                                  of Y's shape: a residual sum) when given,
  *                                  then `activation`: "Relu", "LeakyRelu"
- *                                  (alpha) or "Clip" (clip_min, clip_max)
+ *                                  (alpha), "Clip" (clip_min, clip_max),
+ *                                  "HardSigmoid" (alpha, beta),
+ *                                  "HardSwish", "Sigmoid", "Silu" or "Tanh"
  *   Gelu(X) -> Y                   0.5 x (1 + erf(x / sqrt 2))
  *   Silu(X) -> Y                   x * sigmoid(x) (kernel: cpu_elementwise.c)
  *   HardSwish(X) -> Y              x * clamp(x / 6 + 1/2, 0, 1) (the same)
@@ -66,6 +68,7 @@ static const OxAttrSpec a_conv[] = {
     {.name = "alpha", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.01f},
     {.name = "clip_min", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = -INFINITY},
     {.name = "clip_max", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = INFINITY},
+    {.name = "beta", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.5f},
 };
 static const OxAttrSpec a_mha[] = {
     {.name = "num_heads", .type = ONYX_ATTR_INT, .required = true},

@@ -293,11 +293,26 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
     if (!ox_opt_on_cpu(o) || !(fmm || ox_opt_is(mm, "Gemm"))) return NULL;
     return ox_fuse_matmul_act(o, act, "Gelu", 0, 0, 0, done);
   }
-  if (*act->domain) return NULL;
+  /* com.onyx Silu and HardSwish come from ox_pass_silu's Mul(x, gate(x)) */
+  const bool contrib = !strcmp(act->domain, OX_CONTRIB_DOMAIN);
+  if (*act->domain && !contrib) return NULL;
   char kind[16]; /* copied: act is removed before the attribute is written */
   snprintf(kind, sizeof kind, "%s", act->op_type);
-  float lo = -INFINITY, hi = INFINITY, alpha = 0;
-  if (!strcmp(kind, "Relu")) {
+  float lo = -INFINITY, hi = INFINITY, alpha = 0, beta = 0;
+  /* The smooth activations (the CPU provider's row activations): only on
+   * the CPU provider, the one FusedConv kernel that applies them (oneDNN's
+   * and CUDA's take Relu, LeakyRelu and Clip), and onto a Conv only. */
+  bool smooth = false;
+  if (contrib) {
+    if (strcmp(kind, "Silu") && strcmp(kind, "HardSwish")) return NULL;
+    smooth = true;
+  } else if (!strcmp(kind, "HardSwish") || !strcmp(kind, "Sigmoid") || !strcmp(kind, "Tanh")) {
+    smooth = true;
+  } else if (!strcmp(kind, "HardSigmoid")) {
+    alpha = ox_node_attr_float(act, "alpha", 0.2f);
+    beta = ox_node_attr_float(act, "beta", 0.5f);
+    smooth = true;
+  } else if (!strcmp(kind, "Relu")) {
     lo = 0;
   } else if (!strcmp(kind, "Clip")) {
     if (act->since_version < 11) {
@@ -323,7 +338,8 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   OxValue* z = NULL;
   OxNode* conv = ox_opt_producer(act, 0, "Conv");
   if (!conv && ox_opt_on_cpu(o)) conv = ox_residual_conv(o, act, &add, &z);
-  if (!conv) return ox_fuse_matmul_act(o, act, kind, lo, hi, alpha, done);
+  if (smooth && (act->n_inputs != 1 || !ox_opt_on_cpu(o))) return NULL;
+  if (!conv) return smooth ? NULL : ox_fuse_matmul_act(o, act, kind, lo, hi, alpha, done);
   if (!ox_opt_single_use(o, conv->outputs[0]) ||
       !ox_may_fuse(o, conv, OX_CONTRIB_DOMAIN, "FusedConv"))
     return NULL;
@@ -348,6 +364,10 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
   if (!strcmp(kind, "Clip")) {
     OX_TRY(ox_opt_attr_float(fc, "clip_min", lo));
     OX_TRY(ox_opt_attr_float(fc, "clip_max", hi));
+  }
+  if (!strcmp(kind, "HardSigmoid")) {
+    OX_TRY(ox_opt_attr_float(fc, "alpha", alpha));
+    OX_TRY(ox_opt_attr_float(fc, "beta", beta));
   }
   ox_opt_remove(o, conv);
   if (z)

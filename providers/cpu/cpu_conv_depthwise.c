@@ -184,15 +184,16 @@ static void dw_plane_scalar(const DwPlane* q) {
 }
 
 /* The activations the vector epilogues apply; others (the scalar rule's
- * cases past these) are applied to the stored row by cpu_act_apply. */
+ * cases past these) are applied to the stored plane by cpu_act_row. */
 static bool dw_vector_act(int act) {
   return act == CPU_ACT_NONE || act == CPU_ACT_RELU || act == CPU_ACT_LEAKY_RELU ||
          act == CPU_ACT_CLIP;
 }
 
-static void dw_row_act(const DwPlane* q, float* yr) {
-  for (int64_t i = 0; i < q->ow; i++)
-    yr[i] = cpu_act_apply(yr[i], q->act, q->alpha, q->lo, q->hi);
+/* The stored plane through cpu_act_row (the row activations vectorized). */
+static void dw_plane_act(const DwPlane* q) {
+  const size_t n = (size_t)q->oh * (size_t)q->ow;
+  cpu_act_row(q->y, q->y, n, q->act, q->alpha, q->lo, q->hi);
 }
 
 /* The lanes [*lo, *hi) that kernel column v reads inside the row for the
@@ -641,9 +642,7 @@ static void dw_planes(void* user, size_t begin, size_t end) {
         dw_plane_avx512(&q);
       else
         dw_plane_avx2(&q);
-      if (!dw_vector_act(q.act))
-        for (int64_t oy = 0; oy < q.oh; oy++)
-          dw_row_act(&q, q.y + oy * q.ow);
+      if (!dw_vector_act(q.act)) dw_plane_act(&q);
       continue;
     }
 #endif

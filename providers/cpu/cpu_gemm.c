@@ -1064,6 +1064,8 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
    * update would cost as much as its arithmetic. */
   const size_t blocks = (k + job->kc - 1) / job->kc, kstep = (k + blocks - 1) / blocks;
   size_t polled = 0;
+  /* the row activations run over the tile once its last k block is stored */
+  const int row_act = cpu_act_is_row(g->act);
   for (size_t k0 = 0; k0 < k; k0 += kstep) {
     const size_t kc = min_sz(kstep, k - k0);
     if (g->stop && cpu_stop_poll(g->stop, &polled, (i1 - i0) * (j1 - j0) * kc)) return;
@@ -1072,7 +1074,7 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
              first ? (float)g->beta : 1.0f,
              NULL,
              NULL,
-             last ? g->act : 0,
+             last && !row_act ? g->act : 0,
              g->act_alpha,
              g->act_min,
              g->act_max,
@@ -1118,6 +1120,10 @@ static void run_tile(const GemmJob* job, size_t i0, size_t i1, size_t j0, size_t
       }
     }
   }
+  if (row_act)
+    for (size_t i = i0; i < i1; i++)
+      cpu_act_row(c + i * g->ldc + j0, c + i * g->ldc + j0, j1 - j0, g->act, g->act_alpha,
+                  g->act_min, g->act_max);
   if (g->post_row)
     for (size_t i = i0; i < i1; i++)
       g->post_row(c + i * g->ldc + j0, c + i * g->ldc + j0, j1 - j0);
@@ -1140,6 +1146,114 @@ static void gemm_tasks(void* user, size_t begin, size_t end) {
 #endif
 }
 
+/* ------------------------------------------------------------------------ */
+/* One column: C (m x 1) = alpha * A b, a dot product per row                 */
+/* ------------------------------------------------------------------------ */
+
+/* A B of one column (a squeeze-excite block's 1x1 conv on a 1x1 plane, a
+ * matrix-vector product) would fill one column of each 16- or 32-wide
+ * packed B panel and waste the rest of every FMA: here each row of A (row
+ * major) is one dot product with the contiguous b, in a fixed order (lanes
+ * of partial sums, combined pairwise), so results do not depend on the
+ * thread count. */
+static float dot_generic(const float* a, const float* b, size_t k) {
+  float s[8] = {0};
+  size_t p = 0;
+  for (; p + 8 <= k; p += 8)
+    for (size_t l = 0; l < 8; l++)
+      s[l] += a[p + l] * b[p + l];
+  float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; p < k; p++)
+    sum += a[p] * b[p];
+  return sum;
+}
+
+#if GEMM_X86
+AVX512 static float dot_avx512(const float* a, const float* b, size_t k) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+  size_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p), _mm512_loadu_ps(b + p), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p + 16), _mm512_loadu_ps(b + p + 16), s1);
+  }
+  for (; p + 16 <= k; p += 16)
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p), _mm512_loadu_ps(b + p), s0);
+  if (p < k) {
+    const __mmask16 m = (__mmask16)((1u << (k - p)) - 1);
+    s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + p), _mm512_maskz_loadu_ps(m, b + p), s1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+AVX2 static float dot_avx2(const float* a, const float* b, size_t k) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+  size_t p = 0;
+  for (; p + 16 <= k; p += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 8), _mm256_loadu_ps(b + p + 8), s1);
+  }
+  for (; p + 8 <= k; p += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), s0);
+  const __m256 s = _mm256_add_ps(s0, s1);
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  float sum = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+  for (; p < k; p++)
+    sum += a[p] * b[p];
+  return sum;
+}
+#endif
+
+typedef struct GemvJob {
+  const CpuGemm* g;
+  float (*dot)(const float* a, const float* b, size_t k);
+} GemvJob;
+
+static void gemv_rows(void* user, size_t begin, size_t end) {
+  const GemvJob* j = user;
+  const CpuGemm* g = j->g;
+  const float* a = g->a;
+  const float* b = g->b;
+  float* c = g->c;
+#if GEMM_X86
+  const unsigned csr = _mm_getcsr(); /* flush-to-zero as the tiles (file comment) */
+  _mm_setcsr(csr | 0x8040u);
+#endif
+  size_t polled = 0;
+  for (size_t i = begin; i < end; i++) {
+    if (g->stop && cpu_stop_poll(g->stop, &polled, g->k)) break;
+    float v = (float)g->alpha * j->dot(a + i * g->lda, b, g->k);
+    float* ci = c + i * g->ldc;
+    if (g->beta != 0.0) v += (float)g->beta * *ci;
+    if (g->bias_row) v += g->bias_row[i];
+    if (g->bias_col) v += g->bias_col[0];
+    *ci = cpu_act_apply(v, g->act, g->act_alpha, g->act_min, g->act_max);
+  }
+#if GEMM_X86
+  _mm_setcsr(csr);
+#endif
+}
+
+/* The column path's conditions: one column of B, contiguous; A row major
+ * and given (a packed A alone is not read here). */
+static int gemv_applies(const CpuGemm* g) {
+  return g->n == 1 && g->a && !g->trans_a && g->b && !g->packed_b && !g->pack_b_fn &&
+         !g->post_row && (g->trans_b || g->ldb == 1 || g->k == 1);
+}
+
+static void gemv_f32(OnyxThreadPool* pool, const CpuGemm* g) {
+  GemvJob j = {g, dot_generic};
+#if GEMM_X86
+  const int level = cpu_gemm_isa_level();
+  if (level == CPU_ISA_AVX512) j.dot = dot_avx512;
+  if (level == CPU_ISA_AVX2) j.dot = dot_avx2;
+#endif
+  if (pool && (double)g->m * (double)g->k >= 64.0 * 1024.0)
+    cpu_host->parallel_for(pool, g->m, gemv_rows, &j);
+  else
+    gemv_rows(&j, 0, g->m);
+}
+
 /* k == 0: C = beta * C + biases, then the activation and post_row. */
 static void gemm_no_k(const CpuGemm* g) {
   const Epi e = {1, 0, NULL, NULL, g->act, g->act_alpha, g->act_min, g->act_max, NULL, 0};
@@ -1159,6 +1273,10 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   if (g->m == 0 || g->n == 0) return;
   if (g->k == 0) {
     gemm_no_k(g);
+    return;
+  }
+  if (gemv_applies(g)) {
+    gemv_f32(pool, g);
     return;
   }
   /* A packed by the caller is in the base kernel's row panels: it keeps the

@@ -352,7 +352,9 @@ static bool conv_prepare_small(ConvState* s, const OnyxNode* node) {
     return false;
   const int64_t* yd = cpu_host->value_dims(yv);
   const int64_t* d = cpu_host->tensor_dims(wt);
-  if (yd[2] <= 0 || yd[3] <= 0 || yd[2] * yd[3] > CONV_SMALL_OUT || d[0] < CONV_SMALL_M)
+  /* one output position: the GEMM's one-column path (W x X) instead */
+  if (yd[2] <= 0 || yd[3] <= 0 || yd[2] * yd[3] > CONV_SMALL_OUT || yd[2] * yd[3] == 1 ||
+      d[0] < CONV_SMALL_M)
     return false;
   const size_t m = (size_t)d[0], kdim = cpu_dims_product(d, 1, 4);
   if (kdim == 0) return false;
@@ -473,9 +475,23 @@ OnyxStatus* cpu_read_activation(const OnyxNode* node, CpuActivation* out) {
     out->act = CPU_ACT_CLIP;
     out->min = cpu_host->node_attr_float(node, "clip_min", -INFINITY);
     out->max = cpu_host->node_attr_float(node, "clip_max", INFINITY);
+  } else if (len == 11 && memcmp(a, "HardSigmoid", 11) == 0) {
+    out->act = CPU_ACT_HARD_SIGMOID;
+    out->alpha = cpu_host->node_attr_float(node, "alpha", 0.2f);
+    out->min = cpu_host->node_attr_float(node, "beta", 0.5f); /* beta rides in min */
+  } else if (len == 9 && memcmp(a, "HardSwish", 9) == 0) {
+    out->act = CPU_ACT_HARD_SWISH;
+  } else if (len == 7 && memcmp(a, "Sigmoid", 7) == 0) {
+    out->act = CPU_ACT_SIGMOID;
+  } else if (len == 4 && memcmp(a, "Silu", 4) == 0) {
+    out->act = CPU_ACT_SILU;
+  } else if (len == 4 && memcmp(a, "Tanh", 4) == 0) {
+    out->act = CPU_ACT_TANH;
   } else {
     return cpu_error(node, ONYX_NOT_IMPLEMENTED,
-                     "activation '%.*s' not supported (Relu, LeakyRelu or Clip)", (int)len, a);
+                     "activation '%.*s' not supported (Relu, LeakyRelu, Clip, HardSigmoid, "
+                     "HardSwish, Sigmoid, Silu or Tanh)",
+                     (int)len, a);
   }
   return NULL;
 }
@@ -877,9 +893,13 @@ static OnyxStatus* conv_small_f32(const ConvState* cst, OnyxKernelContext* ctx, 
     if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
     float* yn = yd + n * m * os;
     const float* zn = z ? z + n * m * os : NULL;
+    if (!zn) { /* blocked: a column of Y^T at a time read m floats apart */
+      cpu_nn_transpose(yn, yt, os, m, sizeof(float));
+      continue;
+    }
     for (size_t c = 0; c < m; c++)
       for (size_t p = 0; p < os; p++)
-        yn[c * os + p] = zn ? conv_act(yt[p * m + c] + zn[c * os + p], cst) : yt[p * m + c];
+        yn[c * os + p] = conv_act(yt[p * m + c] + zn[c * os + p], cst);
   }
   return NULL;
 }
@@ -909,6 +929,30 @@ static CpuConvRun conv_run(const ConvState* cst, const ConvShape* cs, const Onyx
                       .act_max = cst->act_max};
 }
 
+typedef struct ConvRowAct {
+  const ConvState* s;
+  float* y;
+  size_t plane;
+} ConvRowAct;
+
+static void conv_row_act_planes(void* user, size_t begin, size_t end) {
+  const ConvRowAct* j = user;
+  for (size_t i = begin; i < end; i++)
+    cpu_act_row(j->y + i * j->plane, j->y + i * j->plane, j->plane, j->s->act, j->s->act_alpha,
+                j->s->act_min, j->s->act_max);
+}
+
+/* A row activation (cpu_act_is_row) over all of Y, plane by plane, for the
+ * Winograd and direct paths, whose vector epilogues have only the
+ * piecewise-linear ones: they store Y (with Z added) without it. */
+static OnyxStatus* conv_row_act(const ConvState* cst, OnyxKernelContext* ctx, const ConvShape* cs,
+                                OnyxTensor* y) {
+  if (!cpu_act_is_row(cst->act)) return NULL;
+  ConvRowAct j = {cst, cpu_host->tensor_mutable_data(y), cs->g.out_size};
+  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), cs->n * cs->m, conv_row_act_planes, &j);
+  return NULL;
+}
+
 /* The direct path copies each image zero-padded to the extent its windows
  * cover; with pads or dilations far beyond the input that copy would dwarf
  * it, and the im2col path, whose memory follows the output, runs instead. */
@@ -924,6 +968,19 @@ static bool conv_direct_padding_fits(const Geometry* g) {
   return plane <= 4 * g->in_size + 65536;
 }
 
+/* Groups of at most this many input channels run on the direct depthwise
+ * kernel (cpu_conv_depthwise.c, which sums a group's cg channels per output
+ * plane) where its path is AVX2, instead of one im2col GEMM of mg rows per
+ * group, whose im2col costs about as much as its few rows of FMAs. The
+ * per-node minimum over 30 runs of regnet_y_400mf's 3x3 convs in groups of
+ * 8 (1 thread): AVX2 7.86 -> 6.11 ms; on the AVX-512 path the GEMM stays
+ * (5.14 ms there, against 5.43 for the depthwise kernel). */
+#define CONV_GROUPED_DW_MAX_CG 8
+
+static bool conv_grouped_direct(size_t cg) {
+  return cg == 1 || (cg <= CONV_GROUPED_DW_MAX_CG && cpu_conv_depthwise_path() == CPU_DW_AVX2);
+}
+
 /* float32 Conv: one GEMM per (image, group) with W as the packed A operand
  * (packed at creation when constant), the im2col matrix as B (packed slice
  * by slice from X for 2-D windows; X itself for pointwise ones; stored
@@ -933,8 +990,10 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
                                     const ConvShape* cs, const OnyxTensor* x, const OnyxTensor* wt,
                                     const OnyxTensor* b, const float* z, OnyxTensor* y) {
   const WindowAttrs* w = &cst->w;
-  /* one input channel per group: the direct depthwise kernel */
-  if (cs->g.rank == 2 && w->group > 1 && cs->cg == 1 && cpu_conv_depthwise_enabled()) {
+  /* one input channel per group: the direct depthwise kernel; also small
+   * groups (RegNet's 8 channels) on AVX2 machines */
+  if (cs->g.rank == 2 && w->group > 1 && conv_grouped_direct(cs->cg) &&
+      cpu_conv_depthwise_enabled()) {
     const CpuDepthwiseRun dw = {conv_run(cst, cs, x, b, z, y),
                                 cpu_host->tensor_data(wt),
                                 cs->c,
@@ -965,15 +1024,19 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
   if (dc && ge->rank == 2 && w->group == 1 && cs->m == dc->oc && cs->cg == dc->ic &&
       conv_direct_padding_fits(ge) && (size_t)ge->k[0] == dc->kh && (size_t)ge->k[1] == dc->kw &&
       !(wino && conv_winograd_over_direct(cs->n, oh, ow))) {
-    const CpuConvRun run = conv_run(cst, cs, x, b, z, y);
-    return cpu_conv_direct_run(dc, ctx, &run);
+    CpuConvRun run = conv_run(cst, cs, x, b, z, y);
+    if (cpu_act_is_row(run.act)) run.act = CPU_ACT_NONE; /* conv_row_act below */
+    OnyxStatus* dst = cpu_conv_direct_run(dc, ctx, &run);
+    return dst ? dst : conv_row_act(cst, ctx, cs, y);
   }
   if (cst->packed_wt && ge->rank == 2 && w->group == 1 && cs->mg == cst->packed_wt_m &&
-      kdim == cst->packed_wt_k && os <= CONV_SMALL_OUT)
+      kdim == cst->packed_wt_k && os <= CONV_SMALL_OUT && os > 1)
     return conv_small_f32(cst, ctx, cs, x, b, z, y);
   if (wino) {
-    const CpuConvRun run = conv_run(cst, cs, x, b, z, y);
-    return cpu_winograd_conv(cst->wino, ctx, &run);
+    CpuConvRun run = conv_run(cst, cs, x, b, z, y);
+    if (cpu_act_is_row(run.act)) run.act = CPU_ACT_NONE; /* conv_row_act below */
+    OnyxStatus* wst = cpu_winograd_conv(cst->wino, ctx, &run);
+    return wst ? wst : conv_row_act(cst, ctx, cs, y);
   }
   const int packed = cst->packed_w && cst->packed_m == cs->mg && cst->packed_k == kdim;
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
@@ -1543,8 +1606,28 @@ typedef struct PlaneJob {
       ((T*)j->y)[p] = j->size ? (T)(sum / (double)j->size) : (T)0;                                 \
     }                                                                                              \
   }
-DEFINE_GLOBAL_AVG(float)
 DEFINE_GLOBAL_AVG(double)
+
+/* float32 planes summed in double as the loop above, in 8 independent
+ * partial sums (lane l takes elements l, l + 8, ...; combined pairwise at
+ * the end): one serial chain of double adds ran at the adder's latency, a
+ * tenth of efficientnet_b0's run in its 17 GlobalAveragePools. The order is
+ * fixed, so results do not depend on the thread count. */
+static void global_avg_float(void* user, size_t begin, size_t end) {
+  const PlaneJob* j = user;
+  for (size_t p = begin; p < end; p++) {
+    const float* x = (const float*)j->x + p * j->size;
+    double s[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= j->size; i += 8)
+      for (size_t l = 0; l < 8; l++)
+        s[l] += (double)x[i + l];
+    double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < j->size; i++)
+      sum += x[i];
+    ((float*)j->y)[p] = j->size ? (float)(sum / (double)j->size) : 0.0f;
+  }
+}
 
 static OnyxStatus* global_avg_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;

@@ -4,7 +4,9 @@
 #ifndef CPU_NN_H
 #define CPU_NN_H
 
+#include <math.h>
 #include "cpu_kernels.h"
+#include "cpu_vmath.h"
 
 /* C (m x n) = alpha * op(A) (m x k) * op(B) (k x n) + beta * C, row-major
  * with leading dimensions in elements. op(A) is A, or A stored k x m when
@@ -23,11 +25,37 @@ typedef enum CpuAct {
   CPU_ACT_NONE = 0,
   CPU_ACT_RELU,       /* max(x, 0) */
   CPU_ACT_LEAKY_RELU, /* x < 0 ? act_alpha * x : x */
-  CPU_ACT_CLIP        /* min(max(x, act_min), act_max) */
+  CPU_ACT_CLIP,       /* min(max(x, act_min), act_max) */
+  /* The row activations (cpu_act_is_row): the vector epilogues store the
+   * tile or row first, then cpu_act_row runs the provider's vector
+   * polynomials (cpu_vmath.c) over it while it is still in cache. */
+  CPU_ACT_HARD_SIGMOID, /* clamp(act_alpha * x + beta, 0, 1), beta carried in act_min */
+  CPU_ACT_HARD_SWISH,   /* x * clamp(x / 6 + 1 / 2, 0, 1) */
+  CPU_ACT_SIGMOID,      /* 1 / (1 + exp(-x)) */
+  CPU_ACT_SILU,         /* x * sigmoid(x) */
+  CPU_ACT_TANH          /* tanh(x) */
 } CpuAct;
 
+/* act is applied by cpu_act_row after the store, not inside an epilogue's
+ * vector registers. */
+static inline int cpu_act_is_row(int act) {
+  return act >= CPU_ACT_HARD_SIGMOID && act <= CPU_ACT_TANH;
+}
+
+/* sigmoid in double without overflow: cpu_vmath.c's scalar rule. */
+static inline double cpu_act_sigmoid_d(double x) {
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  const double e = exp(x);
+  return e / (1.0 + e);
+}
+
+static inline double cpu_act_clamp01_d(double v) {
+  return v < 0 ? 0 : v > 1 ? 1 : v;
+}
+
 /* The activation act (a CpuAct) of one value; NaN is kept. The scalar form of
- * every epilogue (GEMM, Winograd, Conv with a residual Z). */
+ * every epilogue (GEMM, Winograd, Conv with a residual Z); the row
+ * activations as cpu_vmath.c's scalar paths compute them. */
 static inline float cpu_act_apply(float x, int act, float alpha, float lo, float hi) {
   switch (act) {
   case CPU_ACT_RELU:
@@ -36,14 +64,52 @@ static inline float cpu_act_apply(float x, int act, float alpha, float lo, float
     return x < 0.0f ? x * alpha : x;
   case CPU_ACT_CLIP:
     return x < lo ? lo : x > hi ? hi : x;
+  case CPU_ACT_HARD_SIGMOID:
+    return (float)cpu_act_clamp01_d((double)alpha * x + lo);
+  case CPU_ACT_HARD_SWISH:
+    return (float)(x * cpu_act_clamp01_d(x / 6.0 + 0.5));
+  case CPU_ACT_SIGMOID:
+    return (float)cpu_act_sigmoid_d(x);
+  case CPU_ACT_SILU:
+    return x * (float)cpu_act_sigmoid_d(x);
+  case CPU_ACT_TANH:
+    return tanhf(x);
   default:
     return x;
   }
 }
 
+/* y[i] = act(x[i]) for n values (x and y may alias): the row activations
+ * through cpu_vmath.c's AVX-512 / AVX2 / scalar paths (ONYX_CPU_ISA caps
+ * them), the others through cpu_act_apply. */
+static inline void cpu_act_row(const float* x, float* y, size_t n, int act, float alpha, float lo,
+                               float hi) {
+  switch (act) {
+  case CPU_ACT_HARD_SIGMOID:
+    cpu_hardsigmoid_f32(x, y, n, alpha, lo);
+    return;
+  case CPU_ACT_HARD_SWISH:
+    cpu_hardswish_f32(x, y, n);
+    return;
+  case CPU_ACT_SIGMOID:
+    cpu_sigmoid_f32(x, y, n);
+    return;
+  case CPU_ACT_SILU:
+    cpu_silu_f32(x, y, n);
+    return;
+  case CPU_ACT_TANH:
+    cpu_tanh_f32(x, y, n);
+    return;
+  default:
+    for (size_t i = 0; i < n; i++)
+      y[i] = cpu_act_apply(x[i], act, alpha, lo, hi);
+  }
+}
+
 /* The `activation` attribute of com.onyx FusedConv / FusedMatMul ("Relu",
- * "LeakyRelu" with `alpha`, "Clip" with `clip_min`/`clip_max`; absent or
- * empty: none), for the GEMM epilogue. */
+ * "LeakyRelu" with `alpha`, "Clip" with `clip_min`/`clip_max`,
+ * "HardSigmoid" with `alpha`/`beta`, "HardSwish", "Sigmoid", "Silu",
+ * "Tanh"; absent or empty: none), for the GEMM epilogue. */
 typedef struct CpuActivation {
   int act; /* CpuAct */
   float alpha, min, max;
@@ -93,7 +159,8 @@ typedef struct CpuGemm {
 /* Splits C into tiles run on `pool` (NULL: the calling thread only). Each
  * element of C is summed over k in a fixed order, so results do not depend
  * on the number of threads. Picks the AVX-512, AVX2 or portable micro-kernel
- * at run time. */
+ * at run time. One column (n == 1, op(B) contiguous, A given row major, no
+ * post_row) runs as a dot product per row of A instead. */
 void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g);
 /* A plain loop for float64: correct, not fast. */
 void cpu_gemm_f64(OnyxThreadPool* pool, const CpuGemm* g);
@@ -134,9 +201,8 @@ void cpu_gemm_test_fail_alloc(int on);
 void cpu_nn_transpose(void* dst, const void* src, size_t rows, size_t cols, size_t elem_size);
 
 /* The Conv kernel (cpu_nn.c), also for com.onyx FusedConv: create reads the
- * optional `activation` attribute ("Relu", "LeakyRelu" with `alpha`,
- * "Clip" with `clip_min`/`clip_max`), applied by the GEMM epilogue (float32
- * only); a constant W is packed at create. */
+ * optional `activation` attribute (cpu_read_activation), applied by the
+ * GEMM epilogue (float32 only); a constant W is packed at create. */
 OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state);
 OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx);
 void cpu_conv_release(void* state);

@@ -799,6 +799,126 @@ static void test_artifacts_errors(void** state) {
   free(model);
 }
 
+/* --- BatchNormalization and Dropout in training mode ----------------------------------------- */
+
+/* x[4,3] -> MatMul W[3,2] -> BatchNormalization (momentum 0.9) -> Dropout
+ * (ratio 0) -> y[4,2]; MSE against TARGET[:, :2]. */
+static const float BN_W[6] = {0.5f, -0.3f, 0.8f, 0.1f, -0.6f, 0.9f};
+static const float BN_SCALE[2] = {1.5f, 0.7f}, BN_BIAS[2] = {0.1f, -0.2f};
+static const float BN_MEAN[2] = {0.3f, -0.1f}, BN_VAR[2] = {1.2f, 0.8f};
+
+static void write_bn(const char* path) {
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){N, D});
+  otm_initializer(m, "W", ONYX_ELEM_FLOAT32, 2, (int64_t[]){D, 2}, BN_W);
+  otm_initializer(m, "scale", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2}, BN_SCALE);
+  otm_initializer(m, "bias", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2}, BN_BIAS);
+  otm_initializer(m, "mean", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2}, BN_MEAN);
+  otm_initializer(m, "var", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2}, BN_VAR);
+  const float zero = 0.0f;
+  otm_initializer(m, "ratio", ONYX_ELEM_FLOAT32, 0, NULL, &zero);
+  otm_node(m, "MatMul", "mm", "x,W", "h");
+  otm_attr_float(otm_node(m, "BatchNormalization", "bn", "h,scale,bias,mean,var", "z"), "momentum",
+                 0.9f);
+  otm_node(m, "Dropout", "drop", "z,ratio", "y");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){N, 2});
+  assert_true(otm_write(m, path));
+  otm_free(m);
+}
+
+/* The MSE of the model with batch statistics (train) or the given running
+ * ones; the batch mean and population variance go to bm, bv. */
+static double bn_loss(const double* w, bool train, const double* rm, const double* rv, double* bm,
+                      double* bv) {
+  double h[N][2];
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < 2; c++) {
+      h[n][c] = 0;
+      for (int d = 0; d < D; d++)
+        h[n][c] += (double)X[n * D + d] * w[d * 2 + c];
+    }
+  double sum = 0;
+  for (int c = 0; c < 2; c++) {
+    double mu = 0, var = 0;
+    for (int n = 0; n < N; n++)
+      mu += h[n][c] / N;
+    for (int n = 0; n < N; n++)
+      var += (h[n][c] - mu) * (h[n][c] - mu) / N;
+    if (bm) bm[c] = mu;
+    if (bv) bv[c] = var;
+    double m = train ? mu : rm[c], v = train ? var : rv[c];
+    for (int n = 0; n < N; n++) {
+      double y = (h[n][c] - m) / sqrt(v + 1e-5) * BN_SCALE[c] + BN_BIAS[c];
+      double t = TARGET[n * C + c];
+      sum += (y - t) * (y - t);
+    }
+  }
+  return sum / (N * 2);
+}
+
+static void test_batchnorm_dropout_training(void** state) {
+  (void)state;
+  char* model = path_in("bn.onnx");
+  write_bn(model);
+  char* dir = path_in("art_bn");
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.loss = ONYX_LOSS_MSE;
+  ots_ok(onyx_training_artifacts_generate(model, &o, dir));
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  /* W, scale and bias train; mean and var are buffers; ratio is a setting. */
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "W"), 1);
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "scale"), 1);
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "mean"), 0);
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "var"), 0);
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "ratio"), -1);
+  float t2[N * 2];
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < 2; c++)
+      t2[n * 2 + c] = TARGET[n * C + c];
+  OnyxValue* in[2] = {tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, D}, 2, X, sizeof X),
+                      tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, 2}, 2, t2, sizeof t2)};
+  double w[6], bm[2], bv[2];
+  for (int i = 0; i < 6; i++)
+    w[i] = BN_W[i];
+  const double rm0[2] = {BN_MEAN[0], BN_MEAN[1]}, rv0[2] = {BN_VAR[0], BN_VAR[1]};
+  /* Eval before training: the running statistics. */
+  OnyxValue* loss = NULL;
+  ots_ok(onyx_training_session_eval_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_float_equal(scalar(loss), bn_loss(w, false, rm0, rv0, NULL, NULL), 1e-5);
+  onyx_value_release(loss);
+  /* A train step: batch statistics, and the running ones move by momentum. */
+  ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_float_equal(scalar(loss), bn_loss(w, true, NULL, NULL, bm, bv), 1e-5);
+  onyx_value_release(loss);
+  double rm[2], rv[2];
+  OnyxValue* v = NULL;
+  ots_ok(onyx_checkpoint_get_parameter(ck, "mean", &v));
+  const float* got = onyx_tensor_data(onyx_value_tensor(v));
+  for (int c = 0; c < 2; c++) {
+    rm[c] = 0.9 * rm0[c] + 0.1 * bm[c];
+    assert_float_equal(got[c], rm[c], 1e-5);
+  }
+  onyx_value_release(v);
+  ots_ok(onyx_checkpoint_get_parameter(ck, "var", &v));
+  got = onyx_tensor_data(onyx_value_tensor(v));
+  for (int c = 0; c < 2; c++) {
+    rv[c] = 0.9 * rv0[c] + 0.1 * bv[c];
+    assert_float_equal(got[c], rv[c], 1e-5);
+  }
+  onyx_value_release(v);
+  /* Eval now reads the updated statistics. */
+  ots_ok(onyx_training_session_eval_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_float_equal(scalar(loss), bn_loss(w, false, rm, rv, NULL, NULL), 1e-5);
+  onyx_value_release(loss);
+  onyx_values_release(in, 2);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+  free(model);
+}
+
 int main(void) {
   init_batch();
   const struct CMUnitTest tests[] = {
@@ -815,6 +935,7 @@ int main(void) {
       cmocka_unit_test(test_export_for_inference),
       cmocka_unit_test(test_nonfinite_loss),
       cmocka_unit_test(test_artifacts_errors),
+      cmocka_unit_test(test_batchnorm_dropout_training),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,6 @@
-/* cpu_cf.c — the CPU provider's cf kernel family: the optimizers of
+/* cpu_optim.c — the CPU provider's optimizer kernels: the optimizers of
  * ai.onnx.preview.training (Adagrad, Momentum, Adam, opset 1), float and
- * double, computed in double. Control flow, sequences and optionals are run
- * by the host itself (host/exec/control.c), never by a provider.
+ * double, computed in double.
  *
  * Inputs: R (learning rate, scalar), T (update count, int64 scalar), then n
  * tensors X, n gradients G and n (Adagrad, Momentum) or 2n (Adam) state
@@ -140,7 +139,7 @@ static const int32_t cf_t2[] = {ONYX_ELEM_INT64};
 static const OnyxTypeConstraint cf_opt_tc[] = {
     {"T1", cf_t1, 2}, {"T2", cf_t2, 1}, {"T3", cf_t1, 2}};
 
-OnyxStatus* cpu_register_cf(OnyxKernelRegistry* r) {
+OnyxStatus* cpu_register_optim(OnyxKernelRegistry* r) {
   static const char* const ops[] = {"Adagrad", "Momentum", "Adam"};
   for (size_t i = 0; i < CPU_ARRAY_LEN(ops); i++) {
     OnyxKernelDef d = {.struct_size = sizeof d,

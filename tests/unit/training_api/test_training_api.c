@@ -488,6 +488,81 @@ static void test_adamw(void** state) {
   check_optimizer(ONYX_OPTIMIZER_ADAMW);
 }
 
+/* ClipGradNorm before SGD (lr 1): p - g * max_norm / (||g|| + 1e-6) when the
+ * global norm is above max_norm (torch.nn.utils.clip_grad_norm_). */
+static void test_grad_clip(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.optimizer = ONYX_OPTIMIZER_SGD;
+  o.learning_rate = 1.0f;
+  o.clip_grad_norm = 1;
+  char* dir = make_artifacts("art_clip", &P, ONYX_LOSS_MSE, &o);
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  Params G;
+  model_grads(dir, ONYX_LOSS_MSE, &P, &G);
+  double norm = 0;
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      norm += (double)G.p[k][i] * G.p[k][i];
+  norm = sqrt(norm);
+  const double max_norm = norm / 4;
+  ots_ok(onyx_training_session_set_grad_clip_norm(ts, (float)max_norm));
+  OnyxValue* in[2];
+  batch_values(ONYX_LOSS_MSE, in);
+  ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, NULL));
+  onyx_values_release(in, 2);
+  ots_ok(onyx_training_session_optimizer_step(ts));
+  assert_float_equal(onyx_training_session_last_grad_norm(ts), norm, 1e-5 * norm);
+  Params Q;
+  read_params(ck, &Q);
+  const double scale = (float)max_norm / (norm + 1e-6);
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      assert_float_equal(Q.p[k][i], P.p[k][i] - scale * G.p[k][i], 1e-5);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+}
+
+/* LAMB: a few steps decrease the loss, and the state holds both moments. */
+static void test_lamb_decreases_loss(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.optimizer = ONYX_OPTIMIZER_LAMB;
+  o.learning_rate = 0.02f;
+  char* dir = make_artifacts("art_lamb", &P, ONYX_LOSS_CROSS_ENTROPY, &o);
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  double first = 0, last = 0;
+  for (int step = 0; step < 8; step++) {
+    OnyxValue* in[2];
+    batch_values(ONYX_LOSS_CROSS_ENTROPY, in);
+    OnyxValue* loss = NULL;
+    ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, &loss));
+    onyx_values_release(in, 2);
+    if (step == 0) first = scalar(loss);
+    last = scalar(loss);
+    onyx_value_release(loss);
+    ots_ok(onyx_training_session_optimizer_step(ts));
+    ots_ok(onyx_training_session_lazy_reset_grad(ts));
+  }
+  assert_true(last < first);
+  assert_int_equal(onyx_checkpoint_state_count(ck), 2 * NP);
+  OnyxValue* v = NULL;
+  ots_ok(onyx_checkpoint_get_state(ck, "W1.exp_avg_sq", &v));
+  onyx_value_release(v);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+}
+
 /* --- schedulers ---------------------------------------------------------------------------- */
 
 static void test_lr_scheduler(void** state) {
@@ -502,6 +577,19 @@ static void test_lr_scheduler(void** state) {
   /* Linear: warmup 0 -> 0.5 over 4 steps; at step 0 the rate is 0. */
   ots_ok(onyx_training_session_set_lr_scheduler(ts, ONYX_LR_LINEAR, 4, 12, 0.0f));
   assert_float_equal(onyx_training_session_get_learning_rate(ts), 0.0f, 0);
+  /* The rate of each step, from the formulas: warmup t/4, then 1 - (t-4)/8. */
+  for (int t = 0; t <= 14; t++) {
+    double want = t < 4 ? 0.5 * t / 4 : 0.5 * fmax(0, 1 - (t - 4) / 8.0);
+    assert_float_equal(onyx_training_session_get_learning_rate(ts), want, 1e-6);
+    ots_ok(onyx_training_session_optimizer_step(ts));
+  }
+  /* Cosine from step 15 of warmup 5, total 25, floor 0.1. */
+  ots_ok(onyx_training_session_set_lr_scheduler(ts, ONYX_LR_COSINE, 5, 25, 0.1f));
+  for (int t = 15; t <= 26; t++) {
+    double want = 0.1 + 0.4 * 0.5 * (1 + cos(M_PI * fmin(1, (t - 5) / 20.0)));
+    assert_float_equal(onyx_training_session_get_learning_rate(ts), want, 1e-6);
+    ots_ok(onyx_training_session_optimizer_step(ts));
+  }
   ots_expect_error(onyx_training_session_set_lr_scheduler(ts, ONYX_LR_COSINE, 5, 4, 0.0f),
                    ONYX_INVALID_ARGUMENT, "warmup_steps 5");
   ots_expect_error(onyx_training_session_set_grad_clip_norm(ts, 1.0f), ONYX_INVALID_ARGUMENT,
@@ -929,6 +1017,8 @@ int main(void) {
       cmocka_unit_test(test_accumulation),
       cmocka_unit_test(test_sgd_nesterov_weight_decay),
       cmocka_unit_test(test_adamw),
+      cmocka_unit_test(test_grad_clip),
+      cmocka_unit_test(test_lamb_decreases_loss),
       cmocka_unit_test(test_lr_scheduler),
       cmocka_unit_test(test_checkpoint_roundtrip),
       cmocka_unit_test(test_checkpoint_wrong_model),

@@ -105,14 +105,18 @@ static OnyxStatus* ox_share(const OxTensor* t, OnyxValue** out) {
   return ox_value_of(v, out);
 }
 
-static char** ox_json_strs(json_t* a, size_t* n) {
+/* The strings of a JSON array (absent: none); *bad set when an entry is no
+ * string. NULL on OOM or a bad entry. */
+static char** ox_json_strs(json_t* a, size_t* n, bool* bad) {
   *n = json_array_size(a);
   char** s = calloc(*n + 1, sizeof *s);
   for (size_t i = 0; s && i < *n; i++) {
     const char* v = json_string_value(json_array_get(a, i));
+    if (!v) *bad = true;
     s[i] = v ? ox_strdup(v) : NULL;
     if (!s[i]) {
       ox_free_strs(s, i);
+      *n = 0;
       return NULL;
     }
   }
@@ -159,9 +163,14 @@ static OnyxStatus* ox_ts_meta(OnyxTrainingSession* ts, const char* dir, char*** 
                    j ? "no inputs or parameters" : jerr.text);
   free(p);
   size_t n_in = 0;
-  char** ins = st ? NULL : ox_json_strs(json_object_get(j, "inputs"), &n_in);
+  bool bad = false;
+  char** ins = st ? NULL : ox_json_strs(json_object_get(j, "inputs"), &n_in, &bad);
   const char* labels = st ? NULL : json_string_value(json_object_get(j, "labels"));
-  if (!st && !ins) st = ox_oom();
+  if (!st && !ins)
+    st = bad ? ox_status(ONYX_INVALID_ARGUMENT,
+                         "training session: %s/%s: an input name is no string", dir,
+                         OX_ARTIFACTS_META)
+             : ox_oom();
   if (!st) {
     ts->n_inputs = n_in + (labels ? 1 : 0);
     ts->input_names = calloc(ts->n_inputs + 1, sizeof *ts->input_names);
@@ -174,11 +183,17 @@ static OnyxStatus* ox_ts_meta(OnyxTrainingSession* ts, const char* dir, char*** 
   }
   ox_free_strs(ins, n_in);
   if (!st) {
-    *params = ox_json_strs(json_object_get(j, "parameters"), n_params);
-    ts->slots = ox_json_strs(json_object_get(j, "state_slots"), &ts->n_slots);
-    *buffers = ox_json_strs(json_object_get(j, "buffers"), n_buffers);
+    *params = ox_json_strs(json_object_get(j, "parameters"), n_params, &bad);
+    ts->slots = ox_json_strs(json_object_get(j, "state_slots"), &ts->n_slots, &bad);
+    *buffers = ox_json_strs(json_object_get(j, "buffers"), n_buffers, &bad);
     ts->has_clip = json_is_true(json_object_get(j, "clip_grad_norm"));
-    if (!*params || !ts->slots || !*buffers) st = ox_oom();
+    if (bad)
+      st = ox_status(ONYX_INVALID_ARGUMENT,
+                     "training session: %s/%s: parameters, buffers and state_slots must be "
+                     "arrays of strings",
+                     dir, OX_ARTIFACTS_META);
+    else if (!*params || !ts->slots || !*buffers)
+      st = ox_oom();
   }
   json_decref(j);
   return st;

@@ -887,6 +887,110 @@ static void test_artifacts_errors(void** state) {
   free(model);
 }
 
+/* ONYX_LOSS_MODEL_OUTPUT: the model's first output is the loss (here the
+ * mean of y², no labels). */
+static void test_loss_model_output(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){N, D});
+  otm_initializer(m, "W1", ONYX_ELEM_FLOAT32, 2, (int64_t[]){D, H}, P.p[0]);
+  otm_initializer(m, "b1", ONYX_ELEM_FLOAT32, 1, (int64_t[]){H}, P.p[1]);
+  otm_initializer(m, "W2", ONYX_ELEM_FLOAT32, 2, (int64_t[]){H, C}, P.p[2]);
+  otm_initializer(m, "b2", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C}, P.p[3]);
+  otm_node(m, "MatMul", "mm", "x,W1", "xw");
+  otm_node(m, "Add", "add", "xw,b1", "pre");
+  otm_node(m, "Relu", "relu", "pre", "hid");
+  otm_node(m, "Gemm", "gemm", "hid,W2,b2", "y");
+  otm_node(m, "Mul", "sq", "y,y", "y2");
+  otm_attr_int(otm_node(m, "ReduceMean", "mean", "y2", "L"), "keepdims", 0);
+  otm_output(m, "L", ONYX_ELEM_FLOAT32, 0, NULL);
+  char* model = path_in("mlp_loss.onnx");
+  assert_true(otm_write(m, model));
+  otm_free(m);
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.loss = ONYX_LOSS_MODEL_OUTPUT;
+  char* dir = path_in("art_model_loss");
+  ots_ok(onyx_training_artifacts_generate(model, &o, dir));
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  assert_int_equal(onyx_training_session_input_count(ts), 1);
+  OnyxValue* x = tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, D}, 2, X, sizeof X);
+  OnyxValue* loss = NULL;
+  ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)&x, 1, &loss));
+  /* MSE against zero targets, computed in C. */
+  double buf[NP][D * H > H * C ? D * H : H * C];
+  const double* p[NP];
+  for (int k = 0; k < NP; k++) {
+    for (size_t i = 0; i < psizes[k]; i++)
+      buf[k][i] = P.p[k][i];
+    p[k] = buf[k];
+  }
+  double y[N * C], want = 0;
+  forward(p, y);
+  for (int i = 0; i < N * C; i++)
+    want += y[i] * y[i] / (N * C);
+  assert_float_equal(scalar(loss), want, 1e-5 * fmax(1, want));
+  onyx_value_release(loss);
+  onyx_value_release(x);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+  free(model);
+}
+
+/* Damaged safetensors files: each an error naming the file or the tensor. */
+static void test_safetensors_bad_files(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  char* dir = make_artifacts("art_st", &P, ONYX_LOSS_MSE, NULL);
+  size_t n = strlen(dir) + 64;
+  char* cdir = malloc(n);
+  char* pf = malloc(n);
+  snprintf(cdir, n, "%s/checkpoint", dir);
+  snprintf(pf, n, "%s/checkpoint/parameters.safetensors", dir);
+  static const struct {
+    const char* header;
+    const char* needle;
+  } cases[] = {
+      {"{\"W1\":{\"dtype\":\"F32\",\"shape\":[3,5],\"data_offsets\":[0,64]}}",
+       "'W1' has data_offsets"},
+      {"{\"W1\":{\"dtype\":\"Q7\",\"shape\":[1],\"data_offsets\":[0,4]}}", "dtype 'Q7'"},
+      {"{\"W1\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}",
+       "'W1' has a bad shape"},
+      {"{\"W1\":{\"dtype\":\"F32\",\"shape\":[1]}}", "'W1' needs dtype, shape and data_offsets"},
+      {"[1,2]", "no JSON object"},
+      {"{\"W1\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,0]}}",
+       "'W1' has data_offsets"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    size_t hl = strlen(cases[c].header);
+    unsigned char file[256] = {0};
+    for (int b = 0; b < 8; b++)
+      file[b] = (unsigned char)((uint64_t)hl >> (8 * b));
+    memcpy(file + 8, cases[c].header, hl);
+    assert_true(otm_write_file(pf, file, 8 + hl + 8)); /* 8 bytes of data */
+    OnyxCheckpoint* ck = NULL;
+    ots_expect_error(onyx_checkpoint_load(cdir, &ck), ONYX_INVALID_ARGUMENT, cases[c].needle);
+    assert_null(ck);
+  }
+  /* Shorter than its length field. */
+  assert_true(otm_write_file(pf, "\x02\0\0\0", 4));
+  OnyxCheckpoint* ck = NULL;
+  ots_expect_error(onyx_checkpoint_load(cdir, &ck), ONYX_INVALID_ARGUMENT,
+                   "parameters.safetensors");
+  /* No sidecar. */
+  snprintf(pf, n, "%s/checkpoint/checkpoint.json", dir);
+  remove(pf);
+  ots_expect_error(onyx_checkpoint_load(cdir, &ck), ONYX_NOT_FOUND, "checkpoint.json");
+  free(pf);
+  free(cdir);
+  free(dir);
+}
+
 /* --- BatchNormalization and Dropout in training mode ----------------------------------------- */
 
 /* x[4,3] -> MatMul W[3,2] -> BatchNormalization (momentum 0.9) -> Dropout
@@ -1026,6 +1130,8 @@ int main(void) {
       cmocka_unit_test(test_nonfinite_loss),
       cmocka_unit_test(test_artifacts_errors),
       cmocka_unit_test(test_batchnorm_dropout_training),
+      cmocka_unit_test(test_loss_model_output),
+      cmocka_unit_test(test_safetensors_bad_files),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

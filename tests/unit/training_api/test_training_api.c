@@ -749,6 +749,45 @@ static void test_checkpoint_wrong_model(void** state) {
   ots_expect_error(onyx_training_session_create(NULL, ck, dir, &ts), ONYX_INVALID_ARGUMENT,
                    "no parameter 'W1' (missing)");
   onyx_checkpoint_release(ck);
+  /* Extra: the full checkpoint into artifacts that froze b2. */
+  OnyxTrainingArtifactsOptions fo;
+  onyx_training_artifacts_options_init(&fo);
+  fo.loss = ONYX_LOSS_MSE;
+  const char* frozen[] = {"b2"};
+  fo.frozen = frozen;
+  fo.frozen_count = 1;
+  char* model = path_in("mlp.onnx");
+  ots_ok(onyx_training_artifacts_generate(model, &fo, odir));
+  free(model);
+  snprintf(cdir, n, "%s/checkpoint", dir);
+  ots_ok(onyx_checkpoint_load(cdir, &ck));
+  ots_expect_error(onyx_training_session_create(NULL, ck, odir, &ts), ONYX_INVALID_ARGUMENT,
+                   "checkpoint parameter 'b2' (extra)");
+  onyx_checkpoint_release(ck);
+  /* Dtype: W1 as float64 in a file written here. */
+  {
+    char hdr[512];
+    int hl = snprintf(hdr, sizeof hdr,
+                      "{\"W1\":{\"dtype\":\"F64\",\"shape\":[3,5],\"data_offsets\":[0,120]},"
+                      "\"b1\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[120,140]},"
+                      "\"W2\":{\"dtype\":\"F32\",\"shape\":[5,3],\"data_offsets\":[140,200]},"
+                      "\"b2\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[200,212]}}");
+    size_t total = 8 + (size_t)hl + 212;
+    unsigned char* file = calloc(1, total);
+    for (int b = 0; b < 8; b++)
+      file[b] = (unsigned char)((uint64_t)hl >> (8 * b));
+    memcpy(file + 8, hdr, (size_t)hl);
+    size_t pn = strlen(cdir) + 32;
+    char* pf = malloc(pn);
+    snprintf(pf, pn, "%s/parameters.safetensors", cdir);
+    assert_true(otm_write_file(pf, file, total));
+    free(file);
+    free(pf);
+    ots_ok(onyx_checkpoint_load(cdir, &ck));
+    ots_expect_error(onyx_training_session_create(NULL, ck, dir, &ts), ONYX_INVALID_ARGUMENT,
+                     "'W1' is float64[3,5], the training model takes float32[3,5]");
+    onyx_checkpoint_release(ck);
+  }
   /* A damaged safetensors file is an error naming the file. */
   snprintf(cdir, n, "%s/checkpoint", dir);
   size_t pn = strlen(cdir) + 32;

@@ -8,6 +8,7 @@
  * by a_scale * b_scale / y_scale (each step rounded to the scale type, as
  * the reference computes it), round half to even, add the output zero point
  * and saturate. */
+#include "cpu_qgemm.h"
 #include "cpu_quant.h"
 #include "cpu_util.h"
 
@@ -269,12 +270,210 @@ static OnyxStatus* mm_run(OnyxKernelContext* ctx, const OnyxTensor* a, const Ony
   return NULL;
 }
 
+/* --- the int8 GEMM path (cpu_qgemm.c) ---------------------------------------------- */
+
+/* QLinear* sums exact in int32 for every 8-bit operand and zero point:
+ * k * 255 * 255 < 2^31. Longer sums take the double path. */
+#define FAST_MAX_K 32768
+
+static bool is_8bit(int32_t t) {
+  return t == ONYX_ELEM_UINT8 || t == ONYX_ELEM_INT8;
+}
+
+/* Turns the GEMM's raw sums into outputs: the zero-point corrections (see
+ * cpu_qgemm.h), the optional bias, and for QLinear* the requantization in
+ * float32 (sum * (a_scale * b_scale / y_scale), rounded half to even, plus
+ * the output zero point, saturated). Output element of GEMM row r, column
+ * c: y_off + r * rstride + c * cstride. */
+typedef struct QEpi {
+  bool quantized, y_signed;
+  uint32_t k;
+  const int32_t* za;   /* per GEMM row, shifted (za') */
+  const int32_t* zb;   /* per GEMM column, shifted (zb') */
+  const int32_t* bias; /* per GEMM column, or NULL */
+  const float* mult;   /* per GEMM column */
+  float lo, hi;        /* the output range minus its zero point */
+  int32_t yzp;
+  void* y;
+  size_t y_off, rstride, cstride;
+} QEpi;
+
+static inline void q_put(const QEpi* e, size_t at, uint32_t v, size_t col) {
+  if (!e->quantized) {
+    ((int32_t*)e->y)[at] = (int32_t)v;
+    return;
+  }
+  if (e->bias) v += (uint32_t)e->bias[col];
+  float t = (float)(int32_t)v * e->mult[col];
+  if (!(t >= e->lo)) t = t < e->lo ? e->lo : 0.0f; /* NaN: the zero point */
+  if (t > e->hi) t = e->hi;
+  /* round half to even: |t| < 2^22, so adding 1.5 * 2^23 leaves no fraction */
+  t = (t + 12582912.0f) - 12582912.0f;
+  const int32_t q = (int32_t)t + e->yzp;
+  if (e->y_signed)
+    ((int8_t*)e->y)[at] = (int8_t)q;
+  else
+    ((uint8_t*)e->y)[at] = (uint8_t)q;
+}
+
+static void q_epi(void* user, const int32_t* c, size_t ldc, size_t row0, size_t rows, size_t col0,
+                  size_t cols, const int32_t* rowsum, const int32_t* colsum) {
+  const QEpi* e = user;
+  const uint32_t k = e->k;
+  if (e->cstride == 1) {
+    for (size_t i = 0; i < rows; i++) {
+      const uint32_t za = (uint32_t)e->za[row0 + i], rs = (uint32_t)rowsum[i];
+      const size_t base = e->y_off + (row0 + i) * e->rstride + col0;
+      for (size_t j = 0; j < cols; j++) {
+        const uint32_t zb = (uint32_t)e->zb[col0 + j];
+        const uint32_t v =
+            (uint32_t)c[i * ldc + j] - zb * rs - za * (uint32_t)colsum[j] + k * za * zb;
+        q_put(e, base + j, v, col0 + j);
+      }
+    }
+    return;
+  }
+  for (size_t j = 0; j < cols; j++) {
+    const uint32_t zb = (uint32_t)e->zb[col0 + j], cs = (uint32_t)colsum[j];
+    const size_t base = e->y_off + (col0 + j) * e->cstride + row0 * e->rstride;
+    for (size_t i = 0; i < rows; i++) {
+      const uint32_t za = (uint32_t)e->za[row0 + i];
+      const uint32_t v =
+          (uint32_t)c[i * ldc + j] - zb * (uint32_t)rowsum[i] - za * cs + k * za * zb;
+      q_put(e, base + i * e->rstride, v, col0 + j);
+    }
+  }
+}
+
+/* The output side of QEpi from MmOut: range and zero point. */
+static void q_epi_out(QEpi* e, const MmOut* o) {
+  e->quantized = o->quantized != 0;
+  if (!e->quantized) return;
+  e->y_signed = o->y_type == ONYX_ELEM_INT8;
+  e->yzp = (int32_t)qp_get(&o->y_zp, 0, 0, 1);
+  e->lo = (float)(o->lo - e->yzp);
+  e->hi = (float)(o->hi - e->yzp);
+}
+
+/* a_scale * b_scale / y_scale rounded to float32 at each step, as the
+ * double path computes it. */
+static float q_mult(double as, double bs, double ys) {
+  return (float)((float)(as * bs) / (float)ys);
+}
+
+static OnyxStatus* qgemm_status(OnyxKernelContext* ctx, CpuQgemmResult r) {
+  if (r == CPU_QGEMM_OOM) return cpu_oom(ctx);
+  if (r == CPU_QGEMM_STOPPED) return cpu_cancelled(ctx, NULL);
+  return NULL;
+}
+
+/* A constant 2-D B of MatMulInteger / QLinearMatMul, packed at creation. */
+typedef struct MmState {
+  bool packed;
+  CpuQgemmB b;
+} MmState;
+
+static OnyxStatus* mm_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  (void)ep;
+  MmState* s = calloc(1, sizeof *s);
+  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  const size_t bi = user_data ? 3 : 1; /* QLinearMatMul's B is input 3 */
+  const OnyxValueInfo* bv =
+      cpu_host->node_input_count(node) > bi ? cpu_host->node_input(node, bi) : NULL;
+  const OnyxTensor* b = bv ? cpu_host->value_constant(bv) : NULL;
+  if (b && cpu_host->tensor_rank(b) == 2 && is_8bit(cpu_host->tensor_elem_type(b))) {
+    const int64_t* d = cpu_host->tensor_dims(b);
+    /* left unpacked when memory is short: the run packs it */
+    s->packed = cpu_qgemm_pack_b(&s->b, cpu_host->tensor_data(b),
+                                 cpu_host->tensor_elem_type(b) == ONYX_ELEM_INT8, (size_t)d[0],
+                                 (size_t)d[1], (size_t)d[1], 1);
+  }
+  *state = s;
+  return NULL;
+}
+
+static void mm_release(void* state) {
+  MmState* s = state;
+  if (!s) return;
+  cpu_qgemm_free_b(&s->b);
+  free(s);
+}
+
+/* The product on the int8 GEMM; *taken false (and nothing done) when the
+ * operands need the double path: other types, a per-row a_scale, scales
+ * not float32, or a QLinear sum longer than FAST_MAX_K. */
+static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxTensor* a,
+                           const OnyxTensor* b, const QParam* azp, const QParam* bzp,
+                           const MmOut* o, bool* taken) {
+  *taken = false;
+  const int32_t at = cpu_host->tensor_elem_type(a), bt = cpu_host->tensor_elem_type(b);
+  if (!is_8bit(at) || !is_8bit(bt)) return NULL;
+  if (o->quantized &&
+      (!is_8bit(o->y_type) || o->scale_type != ONYX_ELEM_FLOAT32 || o->a_scale.mode != QP_SCALAR ||
+       o->b_scale.type != ONYX_ELEM_FLOAT32 || o->y_scale.type != ONYX_ELEM_FLOAT32))
+    return NULL;
+  MmPlan p;
+  OnyxStatus* st = mm_plan(ctx, a, b, &p);
+  if (st) return st;
+  if (o->quantized && p.k > FAST_MAX_K) return NULL;
+  *taken = true;
+  OnyxTensor* y;
+  st = cpu_host->ctx_output(ctx, 0, p.out, p.out_rank, &y);
+  if (st) return st;
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return NULL;
+  const bool a_signed = at == ONYX_ELEM_INT8, b_signed = bt == ONYX_ELEM_INT8;
+  /* B of rank <= 2 is shared by every batch: one GEMM over batch * m rows */
+  const bool flat = cpu_host->tensor_rank(b) <= 2;
+  const size_t gemms = flat ? 1 : p.batch, rows = flat ? p.batch * p.m : p.m;
+  int32_t *za, *zb;
+  float* mult;
+  if ((st = scratch(ctx, rows * sizeof *za, (void**)&za)) ||
+      (st = scratch(ctx, p.n * sizeof *zb, (void**)&zb)) ||
+      (st = scratch(ctx, p.n * sizeof *mult, (void**)&mult)))
+    return st;
+  const uint8_t* ad = cpu_host->tensor_data(a);
+  const uint8_t* bd = cpu_host->tensor_data(b);
+  QEpi e = {.k = (uint32_t)p.k,
+            .za = za,
+            .zb = zb,
+            .mult = mult,
+            .y = cpu_host->tensor_mutable_data(y),
+            .rstride = p.n,
+            .cstride = 1};
+  q_epi_out(&e, o);
+  const double as = o->quantized ? qp_get(&o->a_scale, 0, 0, 1) : 0.0;
+  const double ys = o->quantized ? qp_get(&o->y_scale, 0, 0, 1) : 1.0;
+  CpuStop stop = {.ctx = ctx};
+  for (size_t q = 0; q < gemms; q++) {
+    const size_t ai = flat ? 0 : p.a_idx[q], bi = flat ? 0 : p.b_idx[q];
+    for (size_t r = 0; r < rows; r++) /* flat: row r is row r % m of batch r / m */
+      za[r] = (int32_t)qp_get(azp, flat ? r / p.m : ai, r % p.m, p.m) + (a_signed ? 128 : 0);
+    for (size_t c = 0; c < p.n; c++) {
+      zb[c] = (int32_t)qp_get(bzp, bi, c, p.n) - (b_signed ? 0 : 128);
+      if (o->quantized) mult[c] = q_mult(as, qp_get(&o->b_scale, bi, c, p.n), ys);
+    }
+    CpuQgemmB local;
+    const CpuQgemmB* pb = &s->b;
+    const bool own = !(s && s->packed && s->b.k == p.k && s->b.n == p.n && flat);
+    if (own) {
+      if (!cpu_qgemm_pack_b(&local, bd + bi * p.k * p.n, b_signed, p.k, p.n, p.n, 1))
+        return cpu_oom(ctx);
+      pb = &local;
+    }
+    e.y_off = q * p.m * p.n;
+    const CpuQgemmResult r = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, ad + ai * p.m * p.k,
+                                       a_signed, rows, p.k, 1, pb, q_epi, &e);
+    if (own) cpu_qgemm_free_b(&local);
+    if ((st = qgemm_status(ctx, r))) return st;
+  }
+  return NULL;
+}
+
 static const OnyxTensor* opt_input(OnyxKernelContext* ctx, size_t i) {
   return i < cpu_host->ctx_input_count(ctx) ? cpu_host->ctx_input(ctx, i) : NULL;
 }
 
 static OnyxStatus* matmul_integer_compute(void* state, OnyxKernelContext* ctx) {
-  (void)state;
   const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* b = cpu_host->ctx_input(ctx, 1);
   QParam azp, bzp;
@@ -285,6 +484,9 @@ static OnyxStatus* matmul_integer_compute(void* state, OnyxKernelContext* ctx) {
                  cpu_host->tensor_rank(b), false, &bzp);
   if (st) return st;
   MmOut o = {.quantized = 0, .y_type = ONYX_ELEM_INT32};
+  bool taken;
+  st = mm_fast(ctx, state, a, b, &azp, &bzp, &o, &taken);
+  if (st || taken) return st;
   return mm_run(ctx, a, b, &azp, &bzp, &o);
 }
 
@@ -310,7 +512,6 @@ static void out_params(MmOut* o, int32_t y_type, int32_t scale_type) {
 }
 
 static OnyxStatus* qlinear_matmul_compute(void* state, OnyxKernelContext* ctx) {
-  (void)state;
   const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* b = cpu_host->ctx_input(ctx, 3);
   const int64_t* da = cpu_host->tensor_dims(a);
@@ -328,6 +529,9 @@ static OnyxStatus* qlinear_matmul_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   const int32_t yt = cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 7));
   out_params(&o, yt, cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 1)));
+  bool taken;
+  st = mm_fast(ctx, state, a, b, &azp, &bzp, &o, &taken);
+  if (st || taken) return st;
   return mm_run(ctx, a, b, &azp, &bzp, &o);
 }
 
@@ -342,6 +546,53 @@ typedef struct ConvAttrs {
   int64_t group;
   int quantized;
 } ConvAttrs;
+
+/* The attributes, and w packed per group for the int8 GEMM at creation
+ * when it is a constant (packed NULL: packed per run). */
+typedef struct ConvState {
+  ConvAttrs a;
+  size_t groups;
+  CpuQgemmB* packed;
+} ConvState;
+
+static void conv_release(void* state) {
+  ConvState* s = state;
+  if (!s) return;
+  for (size_t i = 0; s->packed && i < s->groups; i++)
+    cpu_qgemm_free_b(&s->packed[i]);
+  free(s->packed);
+  free(s);
+}
+
+/* Packs a constant 8-bit w per group; leaves s->packed NULL when w is not
+ * one, its shape does not fit the groups, or memory is short. */
+static void conv_prepack(const OnyxNode* node, ConvState* s) {
+  const size_t wi = s->a.quantized ? 3 : 1;
+  const OnyxValueInfo* wv =
+      cpu_host->node_input_count(node) > wi ? cpu_host->node_input(node, wi) : NULL;
+  const OnyxTensor* w = wv ? cpu_host->value_constant(wv) : NULL;
+  if (!w || cpu_host->tensor_rank(w) < 3 || !is_8bit(cpu_host->tensor_elem_type(w))) return;
+  const int64_t* d = cpu_host->tensor_dims(w);
+  const size_t m = (size_t)d[0], groups = (size_t)s->a.group;
+  size_t rows = 1;
+  for (size_t i = 1; i < cpu_host->tensor_rank(w); i++)
+    if (!cpu_mul_size(rows, (size_t)d[i], &rows)) return;
+  if (m == 0 || rows == 0 || m % groups != 0) return;
+  const size_t mg = m / groups;
+  CpuQgemmB* p = calloc(groups, sizeof *p);
+  if (!p) return;
+  const uint8_t* wd = cpu_host->tensor_data(w);
+  const bool sgn = cpu_host->tensor_elem_type(w) == ONYX_ELEM_INT8;
+  for (size_t gi = 0; gi < groups; gi++)
+    if (!cpu_qgemm_pack_b(&p[gi], wd + gi * mg * rows, sgn, rows, mg, 1, rows)) {
+      for (size_t i = 0; i < gi; i++)
+        cpu_qgemm_free_b(&p[i]);
+      free(p);
+      return;
+    }
+  s->packed = p;
+  s->groups = groups;
+}
 
 static OnyxStatus* read_list(const OnyxNode* node, const char* name, int64_t* out, size_t cap,
                              size_t* n, int64_t min) {
@@ -362,8 +613,9 @@ static OnyxStatus* read_list(const OnyxNode* node, const char* name, int64_t* ou
 
 static OnyxStatus* conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
   (void)ep;
-  ConvAttrs* a = calloc(1, sizeof *a);
-  if (!a) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  ConvState* cs = calloc(1, sizeof *cs);
+  if (!cs) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  ConvAttrs* a = &cs->a;
   a->quantized = user_data != NULL;
   OnyxStatus* st = read_list(node, "kernel_shape", a->kernel, MAXS, &a->n_kernel, 1);
   if (!st) st = read_list(node, "strides", a->strides, MAXS, &a->n_strides, 1);
@@ -384,10 +636,11 @@ static OnyxStatus* conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data
       st = cpu_error(node, ONYX_INVALID_ARGUMENT, "unknown auto_pad '%.*s'", (int)len, ap);
   }
   if (st) {
-    free(a);
+    free(cs);
     return st;
   }
-  *state = a;
+  conv_prepack(node, cs);
+  *state = cs;
   return NULL;
 }
 
@@ -587,6 +840,167 @@ static OnyxStatus* conv_run(OnyxKernelContext* ctx, const ConvAttrs* a, const On
   return NULL;
 }
 
+/* --- convolution on the int8 GEMM ------------------------------------------------ */
+
+/* One image and group as a GEMM: rows are the output positions, columns
+ * the group's output channels, k runs over (input channel, kernel offset)
+ * of the group. A is the uint8/int8 im2col of x (positions x k, the
+ * padding holding x's zero point so that it adds nothing), or x itself for
+ * a 1x1 kernel with unit strides and no padding (position p, channel c at
+ * x[c * in_size + p]). B is w's group slice read transposed, packed once at
+ * creation when w is a constant. */
+
+/* Group gi of w (m x rows) as B (rows x mg): B[r][j] = w[gi * mg + j][r]. */
+static bool conv_pack_w(CpuQgemmB* dst, const OnyxTensor* w, size_t gi, size_t mg, size_t rows) {
+  const uint8_t* wd = cpu_host->tensor_data(w);
+  return cpu_qgemm_pack_b(dst, wd + gi * mg * rows, cpu_host->tensor_elem_type(w) == ONYX_ELEM_INT8,
+                          rows, mg, 1, rows);
+}
+
+/* im2col of one image and group of x into col (out_size x cg * k_size). */
+static void conv_im2col_u8(uint8_t* col, const ConvGeo* g, const uint8_t* x, size_t cg,
+                           uint8_t pad) {
+  const size_t rows = cg * g->k_size;
+  if (g->ns == 2) {
+    const int64_t ih_n = g->in[0], iw_n = g->in[1];
+    for (int64_t oh = 0; oh < g->out[0]; oh++)
+      for (int64_t ow = 0; ow < g->out[1]; ow++) {
+        uint8_t* dst = col + (size_t)(oh * g->out[1] + ow) * rows;
+        for (size_t c = 0; c < cg; c++)
+          for (int64_t kh = 0; kh < g->k[0]; kh++) {
+            const int64_t ih = oh * g->s[0] - g->pb[0] + kh * g->d[0];
+            if (ih < 0 || ih >= ih_n) {
+              memset(dst, pad, (size_t)g->k[1]);
+              dst += g->k[1];
+              continue;
+            }
+            const uint8_t* src = x + c * g->in_size + (size_t)(ih * iw_n);
+            for (int64_t kw = 0; kw < g->k[1]; kw++) {
+              const int64_t iw = ow * g->s[1] - g->pb[1] + kw * g->d[1];
+              *dst++ = iw >= 0 && iw < iw_n ? src[iw] : pad;
+            }
+          }
+      }
+    return;
+  }
+  for (size_t p = 0; p < g->out_size; p++) {
+    int64_t oc[MAXS];
+    size_t prem = p;
+    for (size_t i = g->ns; i-- > 0;) {
+      oc[i] = (int64_t)(prem % (size_t)g->out[i]);
+      prem /= (size_t)g->out[i];
+    }
+    for (size_t r = 0; r < rows; r++) {
+      size_t rem = r % g->k_size, off = 0, mul = 1;
+      bool ok = true;
+      for (size_t i = g->ns; i-- > 0;) {
+        const int64_t kc = (int64_t)(rem % (size_t)g->k[i]);
+        rem /= (size_t)g->k[i];
+        const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc * g->d[i];
+        ok = ok && xi >= 0 && xi < g->in[i];
+        off += (size_t)(ok ? xi : 0) * mul;
+        mul *= (size_t)g->in[i];
+      }
+      col[p * rows + r] = ok ? x[(r / g->k_size) * g->in_size + off] : pad;
+    }
+  }
+}
+
+/* 1x1 kernel, unit strides and dilations, no padding: x is A as it is. */
+static bool conv_is_pointwise(const ConvGeo* g) {
+  for (size_t i = 0; i < g->ns; i++)
+    if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] != 0 || g->out[i] != g->in[i]) return false;
+  return true;
+}
+
+static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const OnyxTensor* x,
+                             const OnyxTensor* w, const QParam* xzp, const QParam* wzp,
+                             const MmOut* o, bool* taken) {
+  *taken = false;
+  const int32_t xt = cpu_host->tensor_elem_type(x), wt = cpu_host->tensor_elem_type(w);
+  if (!is_8bit(xt) || !is_8bit(wt)) return NULL;
+  if (o->quantized &&
+      (o->a_scale.type != ONYX_ELEM_FLOAT32 || o->b_scale.type != ONYX_ELEM_FLOAT32 ||
+       o->y_scale.type != ONYX_ELEM_FLOAT32 || !is_8bit(o->y_type)))
+    return NULL;
+  const ConvAttrs* a = &s->a;
+  const size_t r = cpu_host->tensor_rank(x);
+  const int64_t* xd = cpu_host->tensor_dims(x);
+  const int64_t* wd = cpu_host->tensor_dims(w);
+  if (r < 3 || cpu_host->tensor_rank(w) != r) return NULL; /* the double path reports it */
+  const size_t n = (size_t)xd[0], c = (size_t)xd[1], m = (size_t)wd[0], cg = (size_t)wd[1];
+  const size_t group = (size_t)a->group;
+  if (c != cg * group || m % group != 0) return NULL;
+  ConvGeo g;
+  OnyxStatus* st = conv_geo(ctx, a, xd + 2, wd + 2, r - 2, &g);
+  if (st) return st;
+  size_t rows, col_bytes;
+  if (!cpu_mul_size(cg, g.k_size, &rows) || !cpu_mul_size(rows, g.out_size, &col_bytes))
+    return NULL;
+  if (o->quantized && rows > FAST_MAX_K) return NULL;
+  *taken = true;
+  int64_t out[MAXS + 2] = {(int64_t)n, (int64_t)m};
+  memcpy(out + 2, g.out, (r - 2) * sizeof(int64_t));
+  OnyxTensor* y;
+  st = cpu_host->ctx_output(ctx, 0, out, r, &y);
+  if (st) return st;
+  if (n == 0 || m == 0 || g.out_size == 0) return NULL;
+  const size_t mg = m / group;
+  const bool x_signed = xt == ONYX_ELEM_INT8, w_signed = wt == ONYX_ELEM_INT8;
+  const bool pointwise = conv_is_pointwise(&g);
+  uint8_t* col = NULL;
+  int32_t *za, *zb;
+  float* mult;
+  if ((!pointwise && (st = scratch(ctx, col_bytes, (void**)&col))) ||
+      (st = scratch(ctx, g.out_size * sizeof *za, (void**)&za)) ||
+      (st = scratch(ctx, m * sizeof *zb, (void**)&zb)) ||
+      (st = scratch(ctx, m * sizeof *mult, (void**)&mult)))
+    return st;
+  const int32_t xz = (int32_t)qp_get(xzp, 0, 0, 1);
+  for (size_t p = 0; p < g.out_size; p++)
+    za[p] = xz + (x_signed ? 128 : 0);
+  const double as = o->quantized ? qp_get(&o->a_scale, 0, 0, 1) : 0.0;
+  const double ys = o->quantized ? qp_get(&o->y_scale, 0, 0, 1) : 1.0;
+  for (size_t j = 0; j < m; j++) {
+    zb[j] = (int32_t)qp_get(wzp, 0, j, m) - (w_signed ? 0 : 128);
+    if (o->quantized) mult[j] = q_mult(as, qp_get(&o->b_scale, 0, j, m), ys);
+  }
+  const uint8_t* xdata = cpu_host->tensor_data(x);
+  QEpi e = {.k = (uint32_t)rows,
+            .za = za,
+            .y = cpu_host->tensor_mutable_data(y),
+            .rstride = 1,
+            .cstride = g.out_size};
+  q_epi_out(&e, o);
+  const bool prepacked =
+      s->packed && s->packed[0].k == rows && s->packed[0].n == mg && s->groups == group;
+  CpuStop stop = {.ctx = ctx};
+  for (size_t gi = 0; gi < group; gi++) {
+    CpuQgemmB local;
+    const CpuQgemmB* pb = prepacked ? &s->packed[gi] : &local;
+    if (!prepacked && !conv_pack_w(&local, w, gi, mg, rows)) return cpu_oom(ctx);
+    e.zb = zb + gi * mg;
+    e.mult = mult + gi * mg;
+    e.bias = o->bias ? o->bias + gi * mg : NULL;
+    CpuQgemmResult res = CPU_QGEMM_OK;
+    for (size_t img = 0; img < n && res == CPU_QGEMM_OK; img++) {
+      const uint8_t* xi = xdata + (img * c + gi * cg) * g.in_size;
+      e.y_off = (img * m + gi * mg) * g.out_size;
+      if (pointwise) {
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xi, x_signed, g.out_size, 1,
+                        g.in_size, pb, q_epi, &e);
+      } else {
+        conv_im2col_u8(col, &g, xi, cg, (uint8_t)xz);
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, rows, 1,
+                        pb, q_epi, &e);
+      }
+    }
+    if (!prepacked) cpu_qgemm_free_b(&local);
+    if ((st = qgemm_status(ctx, res))) return st;
+  }
+  return NULL;
+}
+
 /* w's zero point or scale: one value or one per output channel. */
 static OnyxStatus* channel_param(OnyxKernelContext* ctx, const char* what, const OnyxTensor* t,
                                  size_t m, QParam* p) {
@@ -622,6 +1036,9 @@ static OnyxStatus* conv_integer_compute(void* state, OnyxKernelContext* ctx) {
                        &wzp);
   if (st) return st;
   MmOut o = {.quantized = 0, .y_type = ONYX_ELEM_INT32};
+  bool taken;
+  st = conv_fast(ctx, state, x, w, &xzp, &wzp, &o, &taken);
+  if (st || taken) return st;
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
 }
 
@@ -651,6 +1068,9 @@ static OnyxStatus* qlinear_conv_compute(void* state, OnyxKernelContext* ctx) {
     o.bias = cpu_host->tensor_data(bias);
   }
   out_params(&o, cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 7)), ONYX_ELEM_FLOAT32);
+  bool taken;
+  st = conv_fast(ctx, state, x, w, &xzp, &wzp, &o, &taken);
+  if (st || taken) return st;
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
 }
 
@@ -681,19 +1101,27 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .end_version = latest,
        .type_constraints = TC_INT,
        .type_constraint_count = CPU_ARRAY_LEN(TC_INT),
-       .compute = matmul_integer_compute},
+       .create = mm_create,
+       .compute = matmul_integer_compute,
+       .release = mm_release},
       {.op_type = "QLinearMatMul",
        .since_version = 10,
        .end_version = 20,
        .type_constraints = TC_QLMM10,
        .type_constraint_count = CPU_ARRAY_LEN(TC_QLMM10),
-       .compute = qlinear_matmul_compute},
+       .create = mm_create,
+       .compute = qlinear_matmul_compute,
+       .release = mm_release,
+       .user_data = &quantized_flag},
       {.op_type = "QLinearMatMul",
        .since_version = 21,
        .end_version = latest,
        .type_constraints = TC_QLMM21,
        .type_constraint_count = CPU_ARRAY_LEN(TC_QLMM21),
-       .compute = qlinear_matmul_compute},
+       .create = mm_create,
+       .compute = qlinear_matmul_compute,
+       .release = mm_release,
+       .user_data = &quantized_flag},
       {.op_type = "ConvInteger",
        .since_version = 10,
        .end_version = latest,
@@ -701,7 +1129,7 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .type_constraint_count = CPU_ARRAY_LEN(TC_INT),
        .create = conv_create,
        .compute = conv_integer_compute,
-       .release = cpu_free_state},
+       .release = conv_release},
       {.op_type = "QLinearConv",
        .since_version = 10,
        .end_version = latest,
@@ -709,7 +1137,7 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .type_constraint_count = CPU_ARRAY_LEN(TC_QLCONV),
        .create = conv_create,
        .compute = qlinear_conv_compute,
-       .release = cpu_free_state,
+       .release = conv_release,
        .user_data = &quantized_flag},
   };
   return cpu_q_register_defs(r, defs, CPU_ARRAY_LEN(defs));

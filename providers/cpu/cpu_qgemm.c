@@ -37,6 +37,8 @@
 /* A panels per C block (rows = MR * MC_PANELS), B panels per C block. */
 #define MC_PANELS 12
 #define NC_PANELS 8
+_Static_assert(MC_PANELS * 8 <= CPU_QGEMM_MAX_BLOCK && NC_PANELS * 32 <= CPU_QGEMM_MAX_BLOCK,
+               "C blocks within CPU_QGEMM_MAX_BLOCK");
 
 typedef void (*QKernel)(const uint8_t* ap, const uint8_t* bp, size_t kg, int32_t* c, size_t ldc,
                         int accumulate);
@@ -313,31 +315,72 @@ typedef struct QJob {
   int oom; /* read and written atomically */
 } QJob;
 
+/* Row `row` of A into slot r of a panel: element (g, t) of the slot at
+ * g * MR * G + r * G + t; returns the row's sum. A row past m is zeros. */
+static uint32_t pack_a_row(const QJob* j, uint8_t* dst, size_t row, size_t r) {
+  const QIsa* s = j->s;
+  const size_t k = j->b->k, kg = j->kg, mr = s->mr;
+  const uint8_t flip = j->a_signed ? 0x80 : 0; /* int8 + 128 as a byte */
+  uint32_t sum = 0;
+  if (row >= j->m) {
+    for (size_t g = 0; g < kg; g++)
+      memset(dst + (g * mr + r) * 4, 0, 4);
+    return 0;
+  }
+  const uint8_t* src = j->a + row * j->rs;
+  if (j->cs == 1) { /* contiguous row: whole groups as words */
+    for (size_t c = 0; c < k; c++)
+      sum += (uint8_t)(src[c] ^ flip);
+    const size_t full = k / s->g;
+    if (s->g == 4) {
+      const uint32_t flip4 = flip * 0x01010101u;
+      for (size_t g = 0; g < full; g++) {
+        uint32_t w;
+        memcpy(&w, src + g * 4, 4);
+        w ^= flip4;
+        memcpy(dst + (g * mr + r) * 4, &w, 4);
+      }
+    } else {
+      for (size_t g = 0; g < full; g++) {
+        const uint16_t pair[2] = {(uint8_t)(src[2 * g] ^ flip), (uint8_t)(src[2 * g + 1] ^ flip)};
+        memcpy(dst + (g * mr + r) * 4, pair, 4);
+      }
+    }
+    if (full < kg) { /* the last, partial group */
+      uint8_t* d = dst + (full * mr + r) * 4;
+      memset(d, 0, 4);
+      for (size_t t = 0; full * s->g + t < k; t++) {
+        const uint8_t v = (uint8_t)(src[full * s->g + t] ^ flip);
+        if (s->g == 4)
+          d[t] = v;
+        else
+          ((uint16_t*)(void*)d)[t] = v;
+      }
+    }
+    return sum;
+  }
+  for (size_t g = 0; g < kg; g++)
+    for (size_t t = 0; t < s->g; t++) {
+      const size_t col = g * s->g + t;
+      const uint8_t v = col < k ? (uint8_t)(src[col * j->cs] ^ flip) : 0;
+      sum += v;
+      const size_t at = g * mr * s->g + r * s->g + t;
+      if (s->g == 4)
+        dst[at] = v;
+      else
+        ((uint16_t*)(void*)dst)[at] = v;
+    }
+  return sum;
+}
+
 /* Packs A panels [begin, end) with their row sums. */
 static void pack_a(void* user, size_t begin, size_t end) {
   QJob* j = user;
   const QIsa* s = j->s;
-  const size_t k = j->b->k;
-  const uint8_t flip = j->a_signed ? 0x80 : 0; /* int8 + 128 as a byte */
   for (size_t q = begin; q < end; q++) {
     uint8_t* dst = j->apack + q * j->kg * s->mr * 4;
-    for (size_t r = 0; r < s->mr; r++) {
-      const size_t row = q * s->mr + r;
-      uint32_t sum = 0;
-      const uint8_t* src = j->a + (row < j->m ? row * j->rs : 0);
-      for (size_t g = 0; g < j->kg; g++)
-        for (size_t t = 0; t < s->g; t++) {
-          const size_t col = g * s->g + t;
-          const uint8_t v = row < j->m && col < k ? (uint8_t)(src[col * j->cs] ^ flip) : 0;
-          sum += v;
-          const size_t at = g * s->mr * s->g + r * s->g + t;
-          if (s->g == 4)
-            dst[at] = v;
-          else
-            ((uint16_t*)(void*)dst)[at] = v;
-        }
-      j->rowsum[row] = (int32_t)sum;
-    }
+    for (size_t r = 0; r < s->mr; r++)
+      j->rowsum[q * s->mr + r] = (int32_t)pack_a_row(j, dst, q * s->mr + r, r);
   }
 }
 

@@ -59,6 +59,9 @@ bool cpu_qgemm_pack_b(CpuQgemmB* p, const void* b, bool b_signed, size_t k, size
                       size_t cs);
 void cpu_qgemm_free_b(CpuQgemmB* p);
 
+/* Rows and columns of a block of C: at most this many each. */
+#define CPU_QGEMM_MAX_BLOCK 256
+
 /* Called on each finished block of C: c[i * ldc + j] is the raw sum S of
  * row row0 + i, column col0 + j (i < rows, j < cols); rowsum[i] and
  * colsum[j] are those rows' and columns' sums. Blocks never overlap, and

@@ -287,6 +287,7 @@ static bool is_8bit(int32_t t) {
  * c: y_off + r * rstride + c * cstride. */
 typedef struct QEpi {
   bool quantized, y_signed;
+  bool nonfinite; /* some multiplier is NaN or infinite */
   uint32_t k;
   const int32_t* za;   /* per GEMM row, shifted (za') */
   const int32_t* zb;   /* per GEMM column, shifted (zb') */
@@ -298,50 +299,80 @@ typedef struct QEpi {
   size_t y_off, rstride, cstride;
 } QEpi;
 
-static inline void q_put(const QEpi* e, size_t at, uint32_t v, size_t col) {
+/* Stores the corrected sums v[0..cnt) at y[at + i]; per-column multiplier
+ * and bias from mult[i * mstep], bias[i * mstep] (mstep 0: one column).
+ * v is modified. */
+static void q_store(const QEpi* e, int32_t* v, size_t cnt, size_t at, const float* mult,
+                    const int32_t* bias, size_t mstep) {
   if (!e->quantized) {
-    ((int32_t*)e->y)[at] = (int32_t)v;
+    memcpy((int32_t*)e->y + at, v, cnt * sizeof *v);
     return;
   }
-  if (e->bias) v += (uint32_t)e->bias[col];
-  float t = (float)(int32_t)v * e->mult[col];
-  if (!(t >= e->lo)) t = t < e->lo ? e->lo : 0.0f; /* NaN: the zero point */
-  if (t > e->hi) t = e->hi;
-  /* round half to even: |t| < 2^22, so adding 1.5 * 2^23 leaves no fraction */
-  t = (t + 12582912.0f) - 12582912.0f;
-  const int32_t q = (int32_t)t + e->yzp;
-  if (e->y_signed)
-    ((int8_t*)e->y)[at] = (int8_t)q;
-  else
-    ((uint8_t*)e->y)[at] = (uint8_t)q;
+  if (bias)
+    for (size_t i = 0; i < cnt; i++)
+      v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)bias[i * mstep]);
+  const float lo = e->lo, hi = e->hi;
+  const int32_t zp = e->yzp;
+  if (e->nonfinite) { /* a NaN or infinite multiplier: NaN gives the zero point */
+    for (size_t i = 0; i < cnt; i++) {
+      float t = (float)v[i] * mult[i * mstep];
+      t = isnan(t) ? 0.0f : t < lo ? lo : t > hi ? hi : rintf(t);
+      if (e->y_signed)
+        ((int8_t*)e->y)[at + i] = (int8_t)((int32_t)t + zp);
+      else
+        ((uint8_t*)e->y)[at + i] = (uint8_t)((int32_t)t + zp);
+    }
+    return;
+  }
+  if (e->y_signed) {
+    int8_t* y = (int8_t*)e->y + at;
+    for (size_t i = 0; i < cnt; i++) {
+      float t = (float)v[i] * mult[i * mstep];
+      t = t < lo ? lo : t;
+      t = t > hi ? hi : t;
+      /* round half to even: |t| < 2^22, so adding 1.5 * 2^23 leaves no
+       * fraction bits */
+      t = (t + 12582912.0f) - 12582912.0f;
+      y[i] = (int8_t)((int32_t)t + zp);
+    }
+  } else {
+    uint8_t* y = (uint8_t*)e->y + at;
+    for (size_t i = 0; i < cnt; i++) {
+      float t = (float)v[i] * mult[i * mstep];
+      t = t < lo ? lo : t;
+      t = t > hi ? hi : t;
+      t = (t + 12582912.0f) - 12582912.0f;
+      y[i] = (uint8_t)((int32_t)t + zp);
+    }
+  }
 }
 
 static void q_epi(void* user, const int32_t* c, size_t ldc, size_t row0, size_t rows, size_t col0,
                   size_t cols, const int32_t* rowsum, const int32_t* colsum) {
   const QEpi* e = user;
   const uint32_t k = e->k;
-  if (e->cstride == 1) {
+  int32_t v[CPU_QGEMM_MAX_BLOCK];
+  if (e->cstride == 1) { /* MatMul: a row of the block is a run of y */
     for (size_t i = 0; i < rows; i++) {
       const uint32_t za = (uint32_t)e->za[row0 + i], rs = (uint32_t)rowsum[i];
-      const size_t base = e->y_off + (row0 + i) * e->rstride + col0;
-      for (size_t j = 0; j < cols; j++) {
-        const uint32_t zb = (uint32_t)e->zb[col0 + j];
-        const uint32_t v =
-            (uint32_t)c[i * ldc + j] - zb * rs - za * (uint32_t)colsum[j] + k * za * zb;
-        q_put(e, base + j, v, col0 + j);
-      }
+      const int32_t* zb = e->zb + col0;
+      for (size_t j = 0; j < cols; j++)
+        v[j] = (int32_t)((uint32_t)c[i * ldc + j] - (uint32_t)zb[j] * rs -
+                         za * (uint32_t)colsum[j] + k * za * (uint32_t)zb[j]);
+      q_store(e, v, cols, e->y_off + (row0 + i) * e->rstride + col0, e->mult + col0,
+              e->bias ? e->bias + col0 : NULL, 1);
     }
     return;
   }
+  /* Conv: a column of the block (one channel) is a run of y */
   for (size_t j = 0; j < cols; j++) {
     const uint32_t zb = (uint32_t)e->zb[col0 + j], cs = (uint32_t)colsum[j];
-    const size_t base = e->y_off + (col0 + j) * e->cstride + row0 * e->rstride;
-    for (size_t i = 0; i < rows; i++) {
-      const uint32_t za = (uint32_t)e->za[row0 + i];
-      const uint32_t v =
-          (uint32_t)c[i * ldc + j] - zb * (uint32_t)rowsum[i] - za * cs + k * za * zb;
-      q_put(e, base + i * e->rstride, v, col0 + j);
-    }
+    const int32_t* za = e->za + row0;
+    for (size_t i = 0; i < rows; i++)
+      v[i] = (int32_t)((uint32_t)c[i * ldc + j] - zb * (uint32_t)rowsum[i] - (uint32_t)za[i] * cs +
+                       k * (uint32_t)za[i] * zb);
+    q_store(e, v, rows, e->y_off + (col0 + j) * e->cstride + row0, e->mult + col0 + j,
+            e->bias ? e->bias + col0 + j : NULL, 0);
   }
 }
 
@@ -451,6 +482,7 @@ static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxT
     for (size_t c = 0; c < p.n; c++) {
       zb[c] = (int32_t)qp_get(bzp, bi, c, p.n) - (b_signed ? 0 : 128);
       if (o->quantized) mult[c] = q_mult(as, qp_get(&o->b_scale, bi, c, p.n), ys);
+      if (o->quantized && !isfinite(mult[c])) e.nonfinite = true;
     }
     CpuQgemmB local;
     const CpuQgemmB* pb = &s->b;
@@ -564,6 +596,29 @@ static void conv_release(void* state) {
   free(s);
 }
 
+/* Group gi of w (m x cg x k_size) as the GEMM's B: row r = kk * cg + c
+ * (kernel offset kk, input channel c: the im2col order, in which one
+ * kernel offset of every channel is one run of x's channels-last copy),
+ * column j = output channel gi * mg + j. */
+static bool conv_pack_group(CpuQgemmB* dst, const uint8_t* w, bool sgn, size_t gi, size_t mg,
+                            size_t cg, size_t ks) {
+  const size_t rows = cg * ks;
+  const uint8_t* src = w + gi * mg * rows;
+  if (cg == 1 || ks == 1) /* the orders agree */
+    return cpu_qgemm_pack_b(dst, src, sgn, rows, mg, 1, rows);
+  size_t bytes;
+  if (!cpu_mul_size(rows, mg, &bytes)) return false;
+  uint8_t* t = malloc(bytes ? bytes : 1);
+  if (!t) return false;
+  for (size_t j = 0; j < mg; j++)
+    for (size_t c = 0; c < cg; c++)
+      for (size_t kk = 0; kk < ks; kk++)
+        t[j * rows + kk * cg + c] = src[j * rows + c * ks + kk];
+  const bool ok = cpu_qgemm_pack_b(dst, t, sgn, rows, mg, 1, rows);
+  free(t);
+  return ok;
+}
+
 /* Packs a constant 8-bit w per group; leaves s->packed NULL when w is not
  * one, its shape does not fit the groups, or memory is short. */
 static void conv_prepack(const OnyxNode* node, ConvState* s) {
@@ -573,18 +628,19 @@ static void conv_prepack(const OnyxNode* node, ConvState* s) {
   const OnyxTensor* w = wv ? cpu_host->value_constant(wv) : NULL;
   if (!w || cpu_host->tensor_rank(w) < 3 || !is_8bit(cpu_host->tensor_elem_type(w))) return;
   const int64_t* d = cpu_host->tensor_dims(w);
-  const size_t m = (size_t)d[0], groups = (size_t)s->a.group;
-  size_t rows = 1;
-  for (size_t i = 1; i < cpu_host->tensor_rank(w); i++)
-    if (!cpu_mul_size(rows, (size_t)d[i], &rows)) return;
-  if (m == 0 || rows == 0 || m % groups != 0) return;
+  const size_t m = (size_t)d[0], cg = (size_t)d[1], groups = (size_t)s->a.group;
+  size_t ks = 1;
+  for (size_t i = 2; i < cpu_host->tensor_rank(w); i++)
+    if (!cpu_mul_size(ks, (size_t)d[i], &ks)) return;
+  if (m == 0 || cg == 0 || ks == 0 || m % groups != 0 || cg > SIZE_MAX / ks) return;
   const size_t mg = m / groups;
+  if (cg == 1 && mg == 1) return; /* depthwise: the direct loop, no GEMM */
   CpuQgemmB* p = calloc(groups, sizeof *p);
   if (!p) return;
   const uint8_t* wd = cpu_host->tensor_data(w);
   const bool sgn = cpu_host->tensor_elem_type(w) == ONYX_ELEM_INT8;
   for (size_t gi = 0; gi < groups; gi++)
-    if (!cpu_qgemm_pack_b(&p[gi], wd + gi * mg * rows, sgn, rows, mg, 1, rows)) {
+    if (!conv_pack_group(&p[gi], wd, sgn, gi, mg, cg, ks)) {
       for (size_t i = 0; i < gi; i++)
         cpu_qgemm_free_b(&p[i]);
       free(p);
@@ -843,82 +899,164 @@ static OnyxStatus* conv_run(OnyxKernelContext* ctx, const ConvAttrs* a, const On
 /* --- convolution on the int8 GEMM ------------------------------------------------ */
 
 /* One image and group as a GEMM: rows are the output positions, columns
- * the group's output channels, k runs over (input channel, kernel offset)
- * of the group. A is the uint8/int8 im2col of x (positions x k, the
- * padding holding x's zero point so that it adds nothing), or x itself for
- * a 1x1 kernel with unit strides and no padding (position p, channel c at
- * x[c * in_size + p]). B is w's group slice read transposed, packed once at
- * creation when w is a constant. */
+ * the group's output channels, k runs over (kernel offset, input channel).
+ * x's group is first copied channels-last (position-major, xt[p * cg + c]);
+ * A is then xt itself for a 1x1 kernel with unit strides and no padding,
+ * else its im2col (positions x k), where each kernel offset of a position
+ * is one run of cg bytes of xt, or of x's zero point in the padding (which
+ * then adds nothing). B is w's group in the same k order, packed once at
+ * creation when w is a constant. Depthwise (one input and one output
+ * channel per group) runs a direct loop instead. */
 
-/* Group gi of w (m x rows) as B (rows x mg): B[r][j] = w[gi * mg + j][r]. */
-static bool conv_pack_w(CpuQgemmB* dst, const OnyxTensor* w, size_t gi, size_t mg, size_t rows) {
-  const uint8_t* wd = cpu_host->tensor_data(w);
-  return cpu_qgemm_pack_b(dst, wd + gi * mg * rows, cpu_host->tensor_elem_type(w) == ONYX_ELEM_INT8,
-                          rows, mg, 1, rows);
-}
-
-/* im2col of one image and group of x into col (out_size x cg * k_size). */
-static void conv_im2col_u8(uint8_t* col, const ConvGeo* g, const uint8_t* x, size_t cg,
-                           uint8_t pad) {
-  const size_t rows = cg * g->k_size;
-  if (g->ns == 2) {
-    const int64_t ih_n = g->in[0], iw_n = g->in[1];
-    for (int64_t oh = 0; oh < g->out[0]; oh++)
-      for (int64_t ow = 0; ow < g->out[1]; ow++) {
-        uint8_t* dst = col + (size_t)(oh * g->out[1] + ow) * rows;
-        for (size_t c = 0; c < cg; c++)
-          for (int64_t kh = 0; kh < g->k[0]; kh++) {
-            const int64_t ih = oh * g->s[0] - g->pb[0] + kh * g->d[0];
-            if (ih < 0 || ih >= ih_n) {
-              memset(dst, pad, (size_t)g->k[1]);
-              dst += g->k[1];
-              continue;
-            }
-            const uint8_t* src = x + c * g->in_size + (size_t)(ih * iw_n);
-            for (int64_t kw = 0; kw < g->k[1]; kw++) {
-              const int64_t iw = ow * g->s[1] - g->pb[1] + kw * g->d[1];
-              *dst++ = iw >= 0 && iw < iw_n ? src[iw] : pad;
-            }
-          }
-      }
-    return;
-  }
-  for (size_t p = 0; p < g->out_size; p++) {
-    int64_t oc[MAXS];
-    size_t prem = p;
-    for (size_t i = g->ns; i-- > 0;) {
-      oc[i] = (int64_t)(prem % (size_t)g->out[i]);
-      prem /= (size_t)g->out[i];
-    }
-    for (size_t r = 0; r < rows; r++) {
-      size_t rem = r % g->k_size, off = 0, mul = 1;
-      bool ok = true;
-      for (size_t i = g->ns; i-- > 0;) {
-        const int64_t kc = (int64_t)(rem % (size_t)g->k[i]);
-        rem /= (size_t)g->k[i];
-        const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc * g->d[i];
-        ok = ok && xi >= 0 && xi < g->in[i];
-        off += (size_t)(ok ? xi : 0) * mul;
-        mul *= (size_t)g->in[i];
-      }
-      col[p * rows + r] = ok ? x[(r / g->k_size) * g->in_size + off] : pad;
-    }
-  }
-}
-
-/* 1x1 kernel, unit strides and dilations, no padding: x is A as it is. */
+/* 1x1 kernel, unit strides and dilations, no padding. */
 static bool conv_is_pointwise(const ConvGeo* g) {
   for (size_t i = 0; i < g->ns; i++)
     if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] != 0 || g->out[i] != g->in[i]) return false;
   return true;
 }
 
+/* xt[p * cg + c] = x[c * in_size + p]. */
+static void conv_to_hwc(uint8_t* xt, const uint8_t* x, size_t cg, size_t in_size) {
+  for (size_t c = 0; c < cg; c++)
+    for (size_t p = 0; p < in_size; p++)
+      xt[p * cg + c] = x[c * in_size + p];
+}
+
+/* im2col of the channels-last xt into col (out_size x k_size * cg). */
+static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, size_t cg,
+                            uint8_t pad) {
+  int64_t oc[MAXS] = {0};
+  uint8_t* dst = col;
+  for (size_t p = 0; p < g->out_size; p++) {
+    int64_t kc[MAXS] = {0};
+    for (size_t kk = 0; kk < g->k_size; kk++) {
+      size_t off = 0;
+      bool ok = true;
+      for (size_t i = 0; i < g->ns; i++) {
+        const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
+        ok = ok && xi >= 0 && xi < g->in[i];
+        off = off * (size_t)g->in[i] + (size_t)(ok ? xi : 0);
+      }
+      if (ok)
+        memcpy(dst, xt + off * cg, cg);
+      else
+        memset(dst, pad, cg);
+      dst += cg;
+      for (size_t i = g->ns; i-- > 0;) /* next kernel offset, last dim fastest */
+        if (++kc[i] < g->k[i])
+          break;
+        else
+          kc[i] = 0;
+    }
+    for (size_t i = g->ns; i-- > 0;) /* next output position */
+      if (++oc[i] < g->out[i])
+        break;
+      else
+        oc[i] = 0;
+  }
+}
+
+/* Depthwise planes: plane q is channel q % c of image q / c. */
+typedef struct DwJob {
+  const ConvGeo* g;
+  const uint8_t* x;
+  const uint8_t* w;
+  bool x_signed, w_signed;
+  int32_t xz;
+  const QParam* wzp;
+  const QEpi* e;
+  size_t c;
+  CpuStop* stop;
+  int failed;
+} DwJob;
+
+static void dw_planes(void* user, size_t begin, size_t end) {
+  DwJob* j = user;
+  const ConvGeo* g = j->g;
+  const size_t ks = g->k_size, os = g->out_size;
+  int32_t* acc = malloc(os * sizeof *acc + ks * sizeof(int32_t));
+  if (!acc) {
+    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  int32_t* wv = acc + os;
+  size_t polled = 0;
+  for (size_t q = begin; q < end; q++) {
+    if (cpu_stop_poll(j->stop, &polled, os * ks + 1)) break;
+    const size_t ch = q % j->c;
+    const int32_t wz = (int32_t)qp_get(j->wzp, 0, ch, j->c);
+    for (size_t kk = 0; kk < ks; kk++) {
+      const uint8_t raw = j->w[ch * ks + kk];
+      wv[kk] = (j->w_signed ? (int32_t)(int8_t)raw : (int32_t)raw) - wz;
+    }
+    const uint8_t* x = j->x + q * g->in_size;
+    memset(acc, 0, os * sizeof *acc);
+    if (g->ns == 2) { /* rows of outputs: the inner loop runs along a row of x */
+      const int64_t W = g->in[1], OW = g->out[1], sw = g->s[1];
+      for (int64_t oh = 0; oh < g->out[0]; oh++) {
+        int32_t* a = acc + oh * OW;
+        for (int64_t kh = 0; kh < g->k[0]; kh++) {
+          const int64_t ih = oh * g->s[0] - g->pb[0] + kh * g->d[0];
+          if (ih < 0 || ih >= g->in[0]) continue;
+          const uint8_t* row = x + ih * W;
+          for (int64_t kw = 0; kw < g->k[1]; kw++) {
+            const int32_t wk = wv[kh * g->k[1] + kw];
+            const int64_t off = kw * g->d[1] - g->pb[1]; /* iw = ow * sw + off */
+            int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+            int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
+            if (hi > OW) hi = OW;
+            if (j->x_signed)
+              for (int64_t ow = lo; ow < hi; ow++)
+                a[ow] = (int32_t)((uint32_t)a[ow] +
+                                  (uint32_t)(((int32_t)(int8_t)row[ow * sw + off] - j->xz) * wk));
+            else
+              for (int64_t ow = lo; ow < hi; ow++)
+                a[ow] = (int32_t)((uint32_t)a[ow] +
+                                  (uint32_t)(((int32_t)row[ow * sw + off] - j->xz) * wk));
+          }
+        }
+      }
+    } else {
+      int64_t oc[MAXS] = {0};
+      for (size_t p = 0; p < os; p++) {
+        int64_t kc[MAXS] = {0};
+        uint32_t sum = 0; /* wraps modulo 2^32, as the GEMM's sums do */
+        for (size_t kk = 0; kk < ks; kk++) {
+          size_t off = 0;
+          bool ok = true;
+          for (size_t i = 0; i < g->ns; i++) {
+            const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
+            ok = ok && xi >= 0 && xi < g->in[i];
+            off = off * (size_t)g->in[i] + (size_t)(ok ? xi : 0);
+          }
+          if (ok)
+            sum += (uint32_t)(((j->x_signed ? (int32_t)(int8_t)x[off] : (int32_t)x[off]) - j->xz) *
+                              wv[kk]);
+          for (size_t i = g->ns; i-- > 0;)
+            if (++kc[i] < g->k[i])
+              break;
+            else
+              kc[i] = 0;
+        }
+        acc[p] = (int32_t)sum;
+        for (size_t i = g->ns; i-- > 0;)
+          if (++oc[i] < g->out[i])
+            break;
+          else
+            oc[i] = 0;
+      }
+    }
+    q_store(j->e, acc, os, q * os, j->e->mult + ch, j->e->bias ? j->e->bias + ch : NULL, 0);
+  }
+  free(acc);
+}
+
 static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const OnyxTensor* x,
                              const OnyxTensor* w, const QParam* xzp, const QParam* wzp,
                              const MmOut* o, bool* taken) {
   *taken = false;
-  const int32_t xt = cpu_host->tensor_elem_type(x), wt = cpu_host->tensor_elem_type(w);
-  if (!is_8bit(xt) || !is_8bit(wt)) return NULL;
+  const int32_t xt_type = cpu_host->tensor_elem_type(x), wt = cpu_host->tensor_elem_type(w);
+  if (!is_8bit(xt_type) || !is_8bit(wt)) return NULL;
   if (o->quantized &&
       (o->a_scale.type != ONYX_ELEM_FLOAT32 || o->b_scale.type != ONYX_ELEM_FLOAT32 ||
        o->y_scale.type != ONYX_ELEM_FLOAT32 || !is_8bit(o->y_type)))
@@ -934,8 +1072,9 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   ConvGeo g;
   OnyxStatus* st = conv_geo(ctx, a, xd + 2, wd + 2, r - 2, &g);
   if (st) return st;
-  size_t rows, col_bytes;
-  if (!cpu_mul_size(cg, g.k_size, &rows) || !cpu_mul_size(rows, g.out_size, &col_bytes))
+  size_t rows, col_bytes, xt_bytes;
+  if (!cpu_mul_size(cg, g.k_size, &rows) || !cpu_mul_size(rows, g.out_size, &col_bytes) ||
+      !cpu_mul_size(cg, g.in_size, &xt_bytes))
     return NULL;
   if (o->quantized && rows > FAST_MAX_K) return NULL;
   *taken = true;
@@ -946,51 +1085,73 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   if (st) return st;
   if (n == 0 || m == 0 || g.out_size == 0) return NULL;
   const size_t mg = m / group;
-  const bool x_signed = xt == ONYX_ELEM_INT8, w_signed = wt == ONYX_ELEM_INT8;
-  const bool pointwise = conv_is_pointwise(&g);
-  uint8_t* col = NULL;
-  int32_t *za, *zb;
+  const bool x_signed = xt_type == ONYX_ELEM_INT8, w_signed = wt == ONYX_ELEM_INT8;
+  const bool depthwise = cg == 1 && mg == 1, pointwise = conv_is_pointwise(&g);
+  int32_t *za = NULL, *zb;
   float* mult;
-  if ((!pointwise && (st = scratch(ctx, col_bytes, (void**)&col))) ||
-      (st = scratch(ctx, g.out_size * sizeof *za, (void**)&za)) ||
+  uint8_t *xt = NULL, *col = NULL;
+  if ((!depthwise && (st = scratch(ctx, xt_bytes, (void**)&xt))) ||
+      (!depthwise && !pointwise && (st = scratch(ctx, col_bytes, (void**)&col))) ||
+      (!depthwise && (st = scratch(ctx, g.out_size * sizeof *za, (void**)&za))) ||
       (st = scratch(ctx, m * sizeof *zb, (void**)&zb)) ||
       (st = scratch(ctx, m * sizeof *mult, (void**)&mult)))
     return st;
   const int32_t xz = (int32_t)qp_get(xzp, 0, 0, 1);
-  for (size_t p = 0; p < g.out_size; p++)
+  for (size_t p = 0; za && p < g.out_size; p++)
     za[p] = xz + (x_signed ? 128 : 0);
   const double as = o->quantized ? qp_get(&o->a_scale, 0, 0, 1) : 0.0;
   const double ys = o->quantized ? qp_get(&o->y_scale, 0, 0, 1) : 1.0;
-  for (size_t j = 0; j < m; j++) {
-    zb[j] = (int32_t)qp_get(wzp, 0, j, m) - (w_signed ? 0 : 128);
-    if (o->quantized) mult[j] = q_mult(as, qp_get(&o->b_scale, 0, j, m), ys);
-  }
-  const uint8_t* xdata = cpu_host->tensor_data(x);
   QEpi e = {.k = (uint32_t)rows,
             .za = za,
+            .mult = mult,
+            .bias = o->bias,
             .y = cpu_host->tensor_mutable_data(y),
             .rstride = 1,
             .cstride = g.out_size};
   q_epi_out(&e, o);
+  for (size_t j = 0; j < m; j++) {
+    zb[j] = (int32_t)qp_get(wzp, 0, j, m) - (w_signed ? 0 : 128);
+    if (o->quantized) mult[j] = q_mult(as, qp_get(&o->b_scale, 0, j, m), ys);
+    if (o->quantized && !isfinite(mult[j])) e.nonfinite = true;
+  }
+  const uint8_t* xdata = cpu_host->tensor_data(x);
+  const uint8_t* wdata = cpu_host->tensor_data(w);
+  CpuStop stop = {.ctx = ctx};
+  if (depthwise) {
+    DwJob dj = {.g = &g,
+                .x = xdata,
+                .w = wdata,
+                .x_signed = x_signed,
+                .w_signed = w_signed,
+                .xz = xz,
+                .wzp = wzp,
+                .e = &e,
+                .c = c,
+                .stop = &stop};
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), n * c, dw_planes, &dj);
+    if (dj.failed) return cpu_oom(ctx);
+    if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
+    return NULL;
+  }
   const bool prepacked =
       s->packed && s->packed[0].k == rows && s->packed[0].n == mg && s->groups == group;
-  CpuStop stop = {.ctx = ctx};
   for (size_t gi = 0; gi < group; gi++) {
     CpuQgemmB local;
     const CpuQgemmB* pb = prepacked ? &s->packed[gi] : &local;
-    if (!prepacked && !conv_pack_w(&local, w, gi, mg, rows)) return cpu_oom(ctx);
+    if (!prepacked && !conv_pack_group(&local, wdata, w_signed, gi, mg, cg, g.k_size))
+      return cpu_oom(ctx);
     e.zb = zb + gi * mg;
     e.mult = mult + gi * mg;
     e.bias = o->bias ? o->bias + gi * mg : NULL;
     CpuQgemmResult res = CPU_QGEMM_OK;
     for (size_t img = 0; img < n && res == CPU_QGEMM_OK; img++) {
-      const uint8_t* xi = xdata + (img * c + gi * cg) * g.in_size;
+      conv_to_hwc(xt, xdata + (img * c + gi * cg) * g.in_size, cg, g.in_size);
       e.y_off = (img * m + gi * mg) * g.out_size;
       if (pointwise) {
-        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xi, x_signed, g.out_size, 1,
-                        g.in_size, pb, q_epi, &e);
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
+                        q_epi, &e);
       } else {
-        conv_im2col_u8(col, &g, xi, cg, (uint8_t)xz);
+        conv_im2col_hwc(col, &g, xt, cg, (uint8_t)xz);
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, rows, 1,
                         pb, q_epi, &e);
       }

@@ -1235,6 +1235,168 @@ static OnyxStatus* qlinear_conv_compute(void* state, OnyxKernelContext* ctx) {
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
 }
 
+/* --- com.microsoft QLinearAdd / QLinearGlobalAveragePool ----------------------------- */
+
+/* ONNX Runtime's contrib signatures, the targets of the QDQ fusions
+ * (Dequantize -> Add -> Quantize, Dequantize -> GlobalAveragePool ->
+ * Quantize). Scales and zero points are one value each (per-tensor). */
+
+/* A scale: one float32 value. */
+static OnyxStatus* qc_scale(OnyxKernelContext* ctx, const char* what, size_t i, float* out) {
+  const OnyxTensor* t = cpu_host->ctx_input(ctx, i);
+  if (cpu_host->tensor_elem_count(t) != 1 || cpu_host->tensor_elem_type(t) != ONYX_ELEM_FLOAT32)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s must be one float32 value", what);
+  *out = *(const float*)cpu_host->tensor_data(t);
+  return NULL;
+}
+
+/* A zero point: absent (0) or one value of the data's type. */
+static OnyxStatus* qc_zp(OnyxKernelContext* ctx, const char* what, size_t i, int32_t type,
+                         int32_t* out) {
+  const OnyxTensor* t = opt_input(ctx, i);
+  *out = 0;
+  if (!t) return NULL;
+  if (cpu_host->tensor_elem_count(t) != 1 || (int32_t)cpu_host->tensor_elem_type(t) != type)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s must be one %s value", what,
+                         cpu_elem_name(type));
+  *out = (int32_t)cpu_q_load_int(type, cpu_host->tensor_data(t), 0);
+  return NULL;
+}
+
+/* v rounded half to even, plus zp, saturated to the 8-bit type; NaN gives
+ * zp. */
+static int32_t qc_quant(double v, int32_t zp, bool is_signed) {
+  const double lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
+  const double r = isnan(v) ? (double)zp : rint(v) + zp;
+  return (int32_t)(r < lo ? lo : r > hi ? hi : r);
+}
+
+typedef struct QAdd {
+  const uint8_t *a, *b;
+  uint8_t* c;
+  bool is_signed;
+  int32_t za, zb, zc;
+  float ra, rb; /* A_scale / C_scale, B_scale / C_scale */
+} QAdd;
+
+static void qadd_row(void* user, const int64_t* in_off, const int64_t* in_step, size_t out_off,
+                     size_t len) {
+  const QAdd* q = user;
+  const uint8_t* a = q->a + in_off[0];
+  const uint8_t* b = q->b + in_off[1];
+  for (size_t i = 0; i < len; i++) {
+    const uint8_t x = a[(int64_t)i * in_step[0]], y = b[(int64_t)i * in_step[1]];
+    const int32_t xv = q->is_signed ? (int8_t)x : x, yv = q->is_signed ? (int8_t)y : y;
+    /* float32, as ONNX Runtime's kernel: (a - za) * ra + (b - zb) * rb */
+    const float v = (float)(xv - q->za) * q->ra + (float)(yv - q->zb) * q->rb;
+    q->c[out_off + i] = (uint8_t)qc_quant((double)v, q->zc, q->is_signed);
+  }
+}
+
+static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* b = cpu_host->ctx_input(ctx, 3);
+  const int32_t t = cpu_host->tensor_elem_type(a);
+  if ((int32_t)cpu_host->tensor_elem_type(b) != t)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "A is %s but B is %s", cpu_elem_name(t),
+                         cpu_elem_name(cpu_host->tensor_elem_type(b)));
+  QAdd q = {.is_signed = t == ONYX_ELEM_INT8};
+  float as, bs, cs;
+  OnyxStatus* st = qc_scale(ctx, "A_scale", 1, &as);
+  if (!st) st = qc_zp(ctx, "A_zero_point", 2, t, &q.za);
+  if (!st) st = qc_scale(ctx, "B_scale", 4, &bs);
+  if (!st) st = qc_zp(ctx, "B_zero_point", 5, t, &q.zb);
+  if (!st) st = qc_scale(ctx, "C_scale", 6, &cs);
+  if (!st) st = qc_zp(ctx, "C_zero_point", 7, t, &q.zc);
+  if (st) return st;
+  q.ra = as / cs;
+  q.rb = bs / cs;
+  const int64_t* dims[2] = {cpu_host->tensor_dims(a), cpu_host->tensor_dims(b)};
+  const size_t ranks[2] = {cpu_host->tensor_rank(a), cpu_host->tensor_rank(b)};
+  int64_t out[CPU_MAX_RANK];
+  size_t out_rank;
+  if ((st = cpu_check_rank(ctx, ranks[0])) || (st = cpu_check_rank(ctx, ranks[1])) ||
+      (st = cpu_bcast_shape(ctx, 2, dims, ranks, out, &out_rank)))
+    return st;
+  OnyxTensor* c;
+  if ((st = cpu_host->ctx_output(ctx, 0, out, out_rank, &c))) return st;
+  if (cpu_host->tensor_elem_count(c) == 0) return NULL;
+  q.a = cpu_host->tensor_data(a);
+  q.b = cpu_host->tensor_data(b);
+  q.c = cpu_host->tensor_mutable_data(c);
+  CpuBcast plan;
+  cpu_bcast_plan(&plan, out, out_rank, 2, dims, ranks);
+  cpu_bcast_run(&plan, qadd_row, &q);
+  return NULL;
+}
+
+typedef struct QGap {
+  int channels_last;
+} QGap;
+
+static OnyxStatus* qgap_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  (void)ep;
+  (void)user_data;
+  QGap* g = calloc(1, sizeof *g);
+  if (!g) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  g->channels_last = cpu_host->node_attr_int(node, "channels_last", 0) != 0;
+  *state = g;
+  return NULL;
+}
+
+static OnyxStatus* qgap_compute(void* state, OnyxKernelContext* ctx) {
+  const QGap* g = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const int32_t t = cpu_host->tensor_elem_type(x);
+  const size_t r = cpu_host->tensor_rank(x);
+  if (r < 3 || r > CPU_MAX_RANK)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X must have rank 3..%d, it has %zu",
+                         CPU_MAX_RANK, r);
+  float xs, ys;
+  int32_t zx, zy;
+  OnyxStatus* st = qc_scale(ctx, "x_scale", 1, &xs);
+  if (!st) st = qc_zp(ctx, "x_zero_point", 2, t, &zx);
+  if (!st) st = qc_scale(ctx, "y_scale", 3, &ys);
+  if (!st) st = qc_zp(ctx, "y_zero_point", 4, t, &zy);
+  if (st) return st;
+  const int64_t* d = cpu_host->tensor_dims(x);
+  int64_t out[CPU_MAX_RANK];
+  const size_t cdim = g->channels_last ? r - 1 : 1;
+  for (size_t i = 0; i < r; i++)
+    out[i] = i == 0 || i == cdim ? d[i] : 1;
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, out, r, &y))) return st;
+  const size_t n = (size_t)d[0], c = (size_t)d[cdim];
+  const size_t spatial =
+      cpu_dims_product(d, g->channels_last ? 1 : 2, g->channels_last ? r - 1 : r);
+  if (n == 0 || c == 0) return NULL;
+  const uint8_t* xd = cpu_host->tensor_data(x);
+  uint8_t* yd = cpu_host->tensor_mutable_data(y);
+  const bool sgn = t == ONYX_ELEM_INT8;
+  /* mean(dequantized) / y_scale = (sum - S * zx) * x_scale / (S * y_scale) */
+  const double f = spatial ? (double)xs / ((double)spatial * (double)ys) : 0.0;
+  size_t polled = 0;
+  CpuStop stop = {.ctx = ctx};
+  for (size_t img = 0; img < n; img++)
+    for (size_t ch = 0; ch < c; ch++) {
+      if (cpu_stop_poll(&stop, &polled, spatial + 1)) return cpu_cancelled(ctx, NULL);
+      int64_t sum = 0;
+      if (g->channels_last) {
+        const uint8_t* p = xd + img * spatial * c + ch;
+        for (size_t i = 0; i < spatial; i++)
+          sum += sgn ? (int8_t)p[i * c] : p[i * c];
+      } else {
+        const uint8_t* p = xd + (img * c + ch) * spatial;
+        for (size_t i = 0; i < spatial; i++)
+          sum += sgn ? (int8_t)p[i] : p[i];
+      }
+      const double v = spatial ? (double)(sum - (int64_t)spatial * zx) * f : 0.0;
+      yd[img * c + ch] = (uint8_t)qc_quant(v, zy, sgn);
+    }
+  return NULL;
+}
+
 /* --- Registration ----------------------------------------------------------------- */
 
 #define ELEM(x) ONYX_ELEM_##x
@@ -1251,6 +1413,8 @@ static const OnyxTypeConstraint TC_QLMM21[] = {TC("TS", TS21), TC("T1", QL21), T
                                                TC("T3", QL21)};
 static const OnyxTypeConstraint TC_QLCONV[] = {TC("T1", I8U8), TC("T2", I8U8), TC("T3", I8U8),
                                                TC("T4", I32)};
+
+static const OnyxTypeConstraint TC_MS[] = {TC("T", I8U8)};
 
 static int quantized_flag = 1;
 
@@ -1301,5 +1465,28 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .release = conv_release,
        .user_data = &quantized_flag},
   };
-  return cpu_q_register_defs(r, defs, CPU_ARRAY_LEN(defs));
+  OnyxStatus* st = cpu_q_register_defs(r, defs, CPU_ARRAY_LEN(defs));
+  const OnyxKernelDef ms[] = {
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.microsoft",
+       .op_type = "QLinearAdd",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_MS,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
+       .compute = qlinear_add_compute},
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.microsoft",
+       .op_type = "QLinearGlobalAveragePool",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_MS,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
+       .create = qgap_create,
+       .compute = qgap_compute,
+       .release = cpu_free_state},
+  };
+  for (size_t i = 0; !st && i < CPU_ARRAY_LEN(ms); i++)
+    st = cpu_host->register_kernel(r, &ms[i]);
+  return st;
 }

@@ -331,13 +331,47 @@ static void test_conv(void** state) {
                                                                                                  pad
                                                                                                  1
                                                                                                */
-      {2, 6, 8, 1, 2, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 0, 0, 0, 0, 0, 0, 0}, /* pointwise
-                                                                                             */
+      {2,
+       6,
+       8,
+       1,
+       2,
+       {7, 5},
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       {0, 0},
+       {0, 0},
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0}, /* pointwise
+            */
       {1, 5, 7, 1, 2, {8, 9}, {2, 3}, {2, 1}, {1, 2}, {1, 0}, {0, 2}, 0, 0, 0, 0, 0, 0, 0}, /* odd
                                                                                                all
                                                                                              */
-      {2, 6, 4, 2, 2, {6, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 1}, 0, 0, 0, 0, 0, 0, 0}, /* groups
-                                                                                             */
+      {2,
+       6,
+       4,
+       2,
+       2,
+       {6, 6},
+       {3, 3},
+       {2, 2},
+       {1, 1},
+       {1, 1},
+       {0, 1},
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0}, /* groups
+            */
       {1,
        12,
        12,
@@ -356,12 +390,29 @@ static void test_conv(void** state) {
        0,
        0,
        0}, /* depthwise */
-      {2, 4, 4, 4, 2, {9, 9}, {3, 3}, {2, 2}, {2, 1}, {2, 1}, {1, 0}, 0, 0, 0, 0, 0, 0, 0},  /* dw,
-                                                                                                s2 */
-      {1, 6, 12, 6, 2, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0, 0, 0, 0, 0, 0, 0}, /* 2
-                                                                                                per
-                                                                                                group
-                                                                                              */
+      {2, 4, 4, 4, 2, {9, 9}, {3, 3}, {2, 2}, {2, 1}, {2, 1}, {1, 0}, 0, 0, 0, 0, 0, 0, 0}, /* dw,
+                                                                                               s2 */
+      {1,
+       6,
+       12,
+       6,
+       2,
+       {5, 5},
+       {3, 3},
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       {1, 1},
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0},                                                                 /* 2
+                                                                              per
+                                                                              group
+                                                                            */
       {1, 3, 5, 1, 1, {17}, {4}, {3}, {1}, {2}, {1}, 0, 0, 0, 0, 0, 0, 0}, /* 1-D */
       {1, 4, 4, 4, 1, {13}, {5}, {1}, {2}, {3}, {3}, 0, 0, 0, 0, 0, 0, 0}, /* 1-D dw */
       {1,
@@ -436,6 +487,112 @@ static void test_conv_saturates(void** state) {
   onyx_value_release(y);
 }
 
+/* --- com.microsoft QLinearAdd / QLinearGlobalAveragePool ------------------------------- */
+
+/* Requantized double reference v; ties within 1e-3 may round either way
+ * (the kernel computes in float32). */
+static void check_ref(const char* what, size_t i, int64_t got, double v, int64_t zp,
+                      bool is_signed) {
+  const double f = v - floor(v);
+  const double lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
+  double r = rint(v) + (double)zp;
+  r = r < lo ? lo : r > hi ? hi : r;
+  check_q(what, i, got, (int64_t)r, fabs(f - 0.5) < 1e-3);
+}
+
+static void run_qadd(bool is_signed, const int64_t* bd, size_t br) {
+  uint8_t a[24], b[24];
+  for (int i = 0; i < 24; i++) {
+    a[i] = rand_byte();
+    b[i] = rand_byte();
+  }
+  const uint8_t za = rand_byte(), zb = rand_byte(), zc = rand_byte();
+  const float as = 0.03f, bs = 0.07f, cs = 0.05f;
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.microsoft", 1);
+  otm_initializer(m, "A", t8(is_signed), 3, (int64_t[]){2, 3, 4}, a);
+  otm_initializer(m, "B", t8(is_signed), (int)br, bd, b);
+  otm_initializer(m, "as", ONYX_ELEM_FLOAT32, 0, NULL, &as);
+  otm_initializer(m, "bs", ONYX_ELEM_FLOAT32, 0, NULL, &bs);
+  otm_initializer(m, "cs", ONYX_ELEM_FLOAT32, 0, NULL, &cs);
+  otm_initializer(m, "za", t8(is_signed), 0, NULL, &za);
+  otm_initializer(m, "zb", t8(is_signed), 0, NULL, &zb);
+  otm_initializer(m, "zc", t8(is_signed), 0, NULL, &zc);
+  otm_node_domain(otm_node(m, "QLinearAdd", "q", "A,as,za,B,bs,zb,cs,zc", "Y"), "com.microsoft");
+  otm_output(m, "Y", t8(is_signed), 3, (int64_t[]){2, 3, 4});
+  OnyxValue* y = run_model(m);
+  const OnyxTensor* t = onyx_value_tensor(y);
+  assert_int_equal(onyx_tensor_elem_count(t), 24);
+  const uint8_t* got = onyx_tensor_data(t);
+  for (size_t i = 0; i < 24; i++) {
+    /* B's element for A's [i0, i1, i2] under numpy broadcasting */
+    const size_t i0 = i / 12, i1 = (i / 4) % 3, i2 = i % 4;
+    size_t bi = 0;
+    if (br == 1) bi = i2;                    /* [4] */
+    if (br == 2) bi = i1;                    /* [3, 1] */
+    if (br == 3) bi = i0 * 12 + i1 * 4 + i2; /* [2, 3, 4] */
+    const double v = ((double)(as_int(is_signed, a[i]) - as_int(is_signed, za)) * as +
+                      (double)(as_int(is_signed, b[bi]) - as_int(is_signed, zb)) * bs) /
+                     cs;
+    check_ref("QLinearAdd", i, as_int(is_signed, got[i]), v, as_int(is_signed, zc), is_signed);
+  }
+  onyx_value_release(y);
+}
+
+static void test_qlinear_add(void** state) {
+  (void)state;
+  for (int sgn = 0; sgn < 2; sgn++) {
+    run_qadd(sgn, (int64_t[]){4}, 1);
+    run_qadd(sgn, (int64_t[]){3, 1}, 2);
+    run_qadd(sgn, (int64_t[]){2, 3, 4}, 3);
+  }
+}
+
+static void run_qgap(bool is_signed, bool channels_last) {
+  /* N 2, C 3, spatial 4 x 5 */
+  uint8_t x[120];
+  for (int i = 0; i < 120; i++)
+    x[i] = rand_byte();
+  const uint8_t zx = rand_byte(), zy = rand_byte();
+  const float xs = 0.04f, ys = 0.02f;
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.microsoft", 1);
+  otm_initializer(m, "X", t8(is_signed), 4,
+                  channels_last ? (int64_t[]){2, 4, 5, 3} : (int64_t[]){2, 3, 4, 5}, x);
+  otm_initializer(m, "xs", ONYX_ELEM_FLOAT32, 0, NULL, &xs);
+  otm_initializer(m, "ys", ONYX_ELEM_FLOAT32, 0, NULL, &ys);
+  otm_initializer(m, "zx", t8(is_signed), 0, NULL, &zx);
+  otm_initializer(m, "zy", t8(is_signed), 0, NULL, &zy);
+  OxTestNode* n = otm_node(m, "QLinearGlobalAveragePool", "q", "X,xs,zx,ys,zy", "Y");
+  otm_node_domain(n, "com.microsoft");
+  otm_attr_int(n, "channels_last", channels_last);
+  const int64_t yd_first[4] = {2, 3, 1, 1}, yd_last[4] = {2, 1, 1, 3};
+  otm_output(m, "Y", t8(is_signed), 4, channels_last ? yd_last : yd_first);
+  OnyxValue* y = run_model(m);
+  const OnyxTensor* t = onyx_value_tensor(y);
+  for (size_t i = 0; i < 4; i++)
+    assert_int_equal(onyx_tensor_dims(t)[i], channels_last ? yd_last[i] : yd_first[i]);
+  const uint8_t* got = onyx_tensor_data(t);
+  for (size_t img = 0; img < 2; img++)
+    for (size_t c = 0; c < 3; c++) {
+      double sum = 0;
+      for (size_t p = 0; p < 20; p++) {
+        const size_t at = channels_last ? (img * 20 + p) * 3 + c : (img * 3 + c) * 20 + p;
+        sum += (double)(as_int(is_signed, x[at]) - as_int(is_signed, zx)) * xs;
+      }
+      check_ref("QLinearGlobalAveragePool", img * 3 + c, as_int(is_signed, got[img * 3 + c]),
+                sum / 20 / ys, as_int(is_signed, zy), is_signed);
+    }
+  onyx_value_release(y);
+}
+
+static void test_qlinear_gap(void** state) {
+  (void)state;
+  for (int sgn = 0; sgn < 2; sgn++)
+    for (int last = 0; last < 2; last++)
+      run_qgap(sgn, last);
+}
+
 static void test_count(void** state) {
   (void)state;
   printf("checked %zu quantized products (ONYX_CPU_ISA=%s)\n", products,
@@ -443,8 +600,9 @@ static void test_count(void** state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul), cmocka_unit_test(test_conv),
-                                     cmocka_unit_test(test_conv_saturates),
-                                     cmocka_unit_test(test_count)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_matmul),         cmocka_unit_test(test_conv),
+      cmocka_unit_test(test_conv_saturates), cmocka_unit_test(test_qlinear_add),
+      cmocka_unit_test(test_qlinear_gap),    cmocka_unit_test(test_count)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@
  * count, so results do not depend on the pool size. */
 #include "cpu_qgemm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,6 +298,115 @@ void cpu_qgemm_free_b(CpuQgemmB* p) {
   p->colsum = NULL;
 }
 
+/* --- per-thread buffers ------------------------------------------------------------- */
+
+/* Each thread keeps its buffers for its next call: a fresh large
+ * allocation per call is mmap'ed and costs a page fault per 4 KiB touched
+ * (a third of a 56 x 56 x 64 int8 convolution's time). A nested call that
+ * finds its slot in use allocates its own. Every set is on a global list,
+ * freed when its thread exits (the key's destructor) or, for threads still
+ * alive (the host's pool workers outlive the provider), at unload. */
+#define QBUF_KEEP_BYTES ((size_t)256 << 20)
+
+typedef struct QBufSet {
+  struct CpuQBuf {
+    void* buf;
+    size_t bytes;
+    int busy;
+  } slot[CPU_QGEMM_BUF_SLOTS];
+  struct QBufSet* next; /* the global list, under qbuf_mu */
+} QBufSet;
+
+static pthread_key_t qbuf_key;
+static pthread_once_t qbuf_once = PTHREAD_ONCE_INIT;
+static int qbuf_key_ok;
+static pthread_mutex_t qbuf_mu = PTHREAD_MUTEX_INITIALIZER;
+static QBufSet* qbuf_all;
+
+static void qbuf_free(QBufSet* s) {
+  for (int i = 0; i < CPU_QGEMM_BUF_SLOTS; i++)
+    free(s->slot[i].buf);
+  free(s);
+}
+
+static void qbuf_destroy(void* p) {
+  QBufSet* s = p;
+  if (!s) return;
+  pthread_mutex_lock(&qbuf_mu);
+  for (QBufSet** at = &qbuf_all; *at; at = &(*at)->next)
+    if (*at == s) {
+      *at = s->next;
+      break;
+    }
+  pthread_mutex_unlock(&qbuf_mu);
+  qbuf_free(s);
+}
+
+static void qbuf_key_init(void) {
+  qbuf_key_ok = pthread_key_create(&qbuf_key, qbuf_destroy) == 0;
+}
+
+/* At unload: drop the key (no destructor may run unmapped code later) and
+ * free every set none of whose slots is in use. */
+__attribute__((destructor)) static void qbuf_unload(void) {
+  if (!qbuf_key_ok) return;
+  pthread_key_delete(qbuf_key);
+  qbuf_key_ok = 0;
+  pthread_mutex_lock(&qbuf_mu);
+  for (QBufSet** at = &qbuf_all; *at;) {
+    QBufSet* s = *at;
+    bool busy = false;
+    for (int i = 0; i < CPU_QGEMM_BUF_SLOTS; i++)
+      busy = busy || s->slot[i].busy;
+    if (busy) {
+      at = &s->next;
+    } else {
+      *at = s->next;
+      qbuf_free(s);
+    }
+  }
+  pthread_mutex_unlock(&qbuf_mu);
+}
+
+void* cpu_qgemm_buf_acquire(int slot, size_t bytes, CpuQBuf** owner) {
+  *owner = NULL;
+  if (!bytes) bytes = 1;
+  pthread_once(&qbuf_once, qbuf_key_init);
+  QBufSet* s = NULL;
+  if (qbuf_key_ok && bytes <= QBUF_KEEP_BYTES && slot >= 0 && slot < CPU_QGEMM_BUF_SLOTS) {
+    s = pthread_getspecific(qbuf_key);
+    if (!s && (s = calloc(1, sizeof *s))) {
+      if (pthread_setspecific(qbuf_key, s) != 0) {
+        free(s);
+        s = NULL;
+      } else {
+        pthread_mutex_lock(&qbuf_mu);
+        s->next = qbuf_all;
+        qbuf_all = s;
+        pthread_mutex_unlock(&qbuf_mu);
+      }
+    }
+  }
+  if (!s || s->slot[slot].busy) return malloc(bytes);
+  CpuQBuf* b = &s->slot[slot];
+  if (b->bytes < bytes) {
+    free(b->buf);
+    b->buf = malloc(bytes);
+    b->bytes = b->buf ? bytes : 0;
+    if (!b->buf) return malloc(bytes);
+  }
+  b->busy = 1;
+  *owner = b;
+  return b->buf;
+}
+
+void cpu_qgemm_buf_release(void* p, CpuQBuf* owner) {
+  if (owner)
+    owner->busy = 0;
+  else
+    free(p);
+}
+
 /* --- the product ------------------------------------------------------------------- */
 
 typedef struct QJob {
@@ -450,8 +560,9 @@ CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, boo
   if (!cpu_mul_size(j.a_panels, j.kg, &bytes) || !cpu_mul_size(bytes, s->mr * 4, &bytes) ||
       !cpu_mul_size(j.a_panels, s->mr, &rows) || rows > SIZE_MAX / sizeof(int32_t))
     return CPU_QGEMM_OOM;
-  j.apack = malloc(bytes ? bytes : 1);
-  j.rowsum = malloc(rows * sizeof(int32_t));
+  CpuQBuf *own_a, *own_r;
+  j.apack = cpu_qgemm_buf_acquire(0, bytes, &own_a);
+  j.rowsum = cpu_qgemm_buf_acquire(1, rows * sizeof(int32_t), &own_r);
   CpuQgemmResult res = CPU_QGEMM_OK;
   if (!j.apack || !j.rowsum) {
     res = CPU_QGEMM_OOM;
@@ -470,7 +581,7 @@ CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, boo
   else if (cpu_stop_seen(stop))
     res = CPU_QGEMM_STOPPED;
 done:
-  free(j.apack);
-  free(j.rowsum);
+  cpu_qgemm_buf_release(j.apack, own_a);
+  cpu_qgemm_buf_release(j.rowsum, own_r);
   return res;
 }

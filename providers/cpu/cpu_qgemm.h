@@ -64,9 +64,10 @@ void cpu_qgemm_free_b(CpuQgemmB* p);
 
 /* Called on each finished block of C: c[i * ldc + j] is the raw sum S of
  * row row0 + i, column col0 + j (i < rows, j < cols); rowsum[i] and
- * colsum[j] are those rows' and columns' sums. Blocks never overlap, and
- * run on the pool's threads concurrently. */
-typedef void (*CpuQgemmEpilogue)(void* user, const int32_t* c, size_t ldc, size_t row0, size_t rows,
+ * colsum[j] are those rows' and columns' sums. The epilogue may overwrite
+ * the block (scratch of the GEMM). Blocks never overlap, and run on the
+ * pool's threads concurrently. */
+typedef void (*CpuQgemmEpilogue)(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows,
                                  size_t col0, size_t cols, const int32_t* rowsum,
                                  const int32_t* colsum);
 
@@ -78,5 +79,15 @@ typedef enum { CPU_QGEMM_OK = 0, CPU_QGEMM_OOM = 1, CPU_QGEMM_STOPPED = 2 } CpuQ
 CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, bool a_signed,
                          size_t m, size_t rs, size_t cs, const CpuQgemmB* b, CpuQgemmEpilogue epi,
                          void* user);
+
+/* Buffers kept per thread between calls (a fresh large allocation per
+ * call costs a page fault per 4 KiB). Slots 0 and 1 are the GEMM's own;
+ * callers use 2 and up. The calling thread's slot, grown to `bytes`, or a
+ * fresh allocation when the slot is in use (a nested call) or too large;
+ * *owner says which, for cpu_qgemm_buf_release. NULL without memory. */
+#define CPU_QGEMM_BUF_SLOTS 4
+typedef struct CpuQBuf CpuQBuf;
+void* cpu_qgemm_buf_acquire(int slot, size_t bytes, CpuQBuf** owner);
+void cpu_qgemm_buf_release(void* p, CpuQBuf* owner);
 
 #endif /* CPU_QGEMM_H */

@@ -347,30 +347,30 @@ static void q_store(const QEpi* e, int32_t* v, size_t cnt, size_t at, const floa
   }
 }
 
-static void q_epi(void* user, const int32_t* c, size_t ldc, size_t row0, size_t rows, size_t col0,
+static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows, size_t col0,
                   size_t cols, const int32_t* rowsum, const int32_t* colsum) {
   const QEpi* e = user;
   const uint32_t k = e->k;
-  int32_t v[CPU_QGEMM_MAX_BLOCK];
+  /* the zero-point corrections in place, row by row (vectorizable) */
+  for (size_t i = 0; i < rows; i++) {
+    const uint32_t za = (uint32_t)e->za[row0 + i], rs = (uint32_t)rowsum[i];
+    const int32_t* zb = e->zb + col0;
+    int32_t* ci = c + i * ldc;
+    for (size_t j = 0; j < cols; j++)
+      ci[j] = (int32_t)((uint32_t)ci[j] - (uint32_t)zb[j] * rs - za * (uint32_t)colsum[j] +
+                        k * za * (uint32_t)zb[j]);
+  }
   if (e->cstride == 1) { /* MatMul: a row of the block is a run of y */
-    for (size_t i = 0; i < rows; i++) {
-      const uint32_t za = (uint32_t)e->za[row0 + i], rs = (uint32_t)rowsum[i];
-      const int32_t* zb = e->zb + col0;
-      for (size_t j = 0; j < cols; j++)
-        v[j] = (int32_t)((uint32_t)c[i * ldc + j] - (uint32_t)zb[j] * rs -
-                         za * (uint32_t)colsum[j] + k * za * (uint32_t)zb[j]);
-      q_store(e, v, cols, e->y_off + (row0 + i) * e->rstride + col0, e->mult + col0,
+    for (size_t i = 0; i < rows; i++)
+      q_store(e, c + i * ldc, cols, e->y_off + (row0 + i) * e->rstride + col0, e->mult + col0,
               e->bias ? e->bias + col0 : NULL, 1);
-    }
     return;
   }
   /* Conv: a column of the block (one channel) is a run of y */
+  int32_t v[CPU_QGEMM_MAX_BLOCK];
   for (size_t j = 0; j < cols; j++) {
-    const uint32_t zb = (uint32_t)e->zb[col0 + j], cs = (uint32_t)colsum[j];
-    const int32_t* za = e->za + row0;
     for (size_t i = 0; i < rows; i++)
-      v[i] = (int32_t)((uint32_t)c[i * ldc + j] - zb * (uint32_t)rowsum[i] - (uint32_t)za[i] * cs +
-                       k * (uint32_t)za[i] * zb);
+      v[i] = c[i * ldc + j];
     q_store(e, v, rows, e->y_off + (col0 + j) * e->cstride + row0, e->mult + col0 + j,
             e->bias ? e->bias + col0 + j : NULL, 0);
   }
@@ -1090,9 +1090,7 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   int32_t *za = NULL, *zb;
   float* mult;
   uint8_t *xt = NULL, *col = NULL;
-  if ((!depthwise && (st = scratch(ctx, xt_bytes, (void**)&xt))) ||
-      (!depthwise && !pointwise && (st = scratch(ctx, col_bytes, (void**)&col))) ||
-      (!depthwise && (st = scratch(ctx, g.out_size * sizeof *za, (void**)&za))) ||
+  if ((!depthwise && (st = scratch(ctx, g.out_size * sizeof *za, (void**)&za))) ||
       (st = scratch(ctx, m * sizeof *zb, (void**)&zb)) ||
       (st = scratch(ctx, m * sizeof *mult, (void**)&mult)))
     return st;
@@ -1135,11 +1133,21 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   }
   const bool prepacked =
       s->packed && s->packed[0].k == rows && s->packed[0].n == mg && s->groups == group;
-  for (size_t gi = 0; gi < group; gi++) {
+  /* x's channels-last copy and its im2col: buffers kept per thread */
+  CpuQBuf *own_xt = NULL, *own_col = NULL;
+  xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
+  if (!pointwise) col = cpu_qgemm_buf_acquire(3, col_bytes, &own_col);
+  for (size_t gi = 0; gi < group && !st; gi++) {
+    if (!xt || (!pointwise && !col)) {
+      st = cpu_oom(ctx);
+      break;
+    }
     CpuQgemmB local;
     const CpuQgemmB* pb = prepacked ? &s->packed[gi] : &local;
-    if (!prepacked && !conv_pack_group(&local, wdata, w_signed, gi, mg, cg, g.k_size))
-      return cpu_oom(ctx);
+    if (!prepacked && !conv_pack_group(&local, wdata, w_signed, gi, mg, cg, g.k_size)) {
+      st = cpu_oom(ctx);
+      break;
+    }
     e.zb = zb + gi * mg;
     e.mult = mult + gi * mg;
     e.bias = o->bias ? o->bias + gi * mg : NULL;
@@ -1157,9 +1165,11 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
       }
     }
     if (!prepacked) cpu_qgemm_free_b(&local);
-    if ((st = qgemm_status(ctx, res))) return st;
+    st = qgemm_status(ctx, res);
   }
-  return NULL;
+  cpu_qgemm_buf_release(xt, own_xt);
+  if (!pointwise) cpu_qgemm_buf_release(col, own_col);
+  return st;
 }
 
 /* w's zero point or scale: one value or one per output channel. */

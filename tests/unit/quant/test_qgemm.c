@@ -37,7 +37,7 @@ typedef struct Check {
   int* seen;     /* m x n, times written */
 } Check;
 
-static void epi(void* user, const int32_t* c, size_t ldc, size_t row0, size_t rows, size_t col0,
+static void epi(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows, size_t col0,
                 size_t cols, const int32_t* rowsum, const int32_t* colsum) {
   Check* ck = user;
   for (size_t i = 0; i < rows; i++)

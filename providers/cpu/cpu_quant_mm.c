@@ -287,7 +287,8 @@ static bool is_8bit(int32_t t) {
  * c: y_off + r * rstride + c * cstride. */
 typedef struct QEpi {
   bool quantized, y_signed;
-  bool nonfinite; /* some multiplier is NaN or infinite */
+  bool nonfinite;  /* some multiplier is NaN or infinite */
+  bool za_uniform; /* every row has the same za (za[row0] stands for all) */
   uint32_t k;
   const int32_t* za;   /* per GEMM row, shifted (za') */
   const int32_t* zb;   /* per GEMM column, shifted (zb') */
@@ -299,15 +300,19 @@ typedef struct QEpi {
   size_t y_off, rstride, cstride;
 } QEpi;
 
-/* Stores the corrected sums v[0..cnt) at y[at + i]; per-column multiplier
- * and bias from mult[i * mstep], bias[i * mstep] (mstep 0: one column).
- * v is modified. */
-static void q_store(const QEpi* e, int32_t* v, size_t cnt, size_t at, const float* mult,
-                    const int32_t* bias, size_t mstep) {
-  if (!e->quantized) {
-    memcpy((int32_t*)e->y + at, v, cnt * sizeof *v);
-    return;
-  }
+/* The epilogue's loops compiled for AVX2 too, picked at load (ifunc): the
+ * baseline SSE2 has no 32-bit vector multiply. Same results either way. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define QEPI_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define QEPI_CLONES
+#endif
+
+/* Requantizes the corrected sums v[0..cnt) into dst[0..cnt) (the byte of
+ * the int8 or uint8 result); per-column multiplier and bias from
+ * mult[i * mstep], bias[i * mstep] (mstep 0: one column). v is modified. */
+QEPI_CLONES static void q_requant(const QEpi* e, int32_t* v, size_t cnt, uint8_t* dst,
+                                  const float* mult, const int32_t* bias, size_t mstep) {
   if (bias)
     for (size_t i = 0; i < cnt; i++)
       v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)bias[i * mstep]);
@@ -317,48 +322,63 @@ static void q_store(const QEpi* e, int32_t* v, size_t cnt, size_t at, const floa
     for (size_t i = 0; i < cnt; i++) {
       float t = (float)v[i] * mult[i * mstep];
       t = isnan(t) ? 0.0f : t < lo ? lo : t > hi ? hi : rintf(t);
-      if (e->y_signed)
-        ((int8_t*)e->y)[at + i] = (int8_t)((int32_t)t + zp);
-      else
-        ((uint8_t*)e->y)[at + i] = (uint8_t)((int32_t)t + zp);
+      dst[i] = (uint8_t)((int32_t)t + zp);
     }
     return;
   }
-  if (e->y_signed) {
-    int8_t* y = (int8_t*)e->y + at;
-    for (size_t i = 0; i < cnt; i++) {
-      float t = (float)v[i] * mult[i * mstep];
-      t = t < lo ? lo : t;
-      t = t > hi ? hi : t;
-      /* round half to even: |t| < 2^22, so adding 1.5 * 2^23 leaves no
-       * fraction bits */
-      t = (t + 12582912.0f) - 12582912.0f;
-      y[i] = (int8_t)((int32_t)t + zp);
-    }
-  } else {
-    uint8_t* y = (uint8_t*)e->y + at;
-    for (size_t i = 0; i < cnt; i++) {
-      float t = (float)v[i] * mult[i * mstep];
-      t = t < lo ? lo : t;
-      t = t > hi ? hi : t;
-      t = (t + 12582912.0f) - 12582912.0f;
-      y[i] = (uint8_t)((int32_t)t + zp);
-    }
+  for (size_t i = 0; i < cnt; i++) {
+    float t = (float)v[i] * mult[i * mstep];
+    t = t < lo ? lo : t;
+    t = t > hi ? hi : t;
+    /* round half to even: |t| < 2^22, so adding 1.5 * 2^23 leaves no
+     * fraction bits */
+    t = (t + 12582912.0f) - 12582912.0f;
+    dst[i] = (uint8_t)((int32_t)t + zp);
   }
 }
 
-static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows, size_t col0,
-                  size_t cols, const int32_t* rowsum, const int32_t* colsum) {
+/* Stores the corrected sums v[0..cnt) at y[at + i]: int32, or requantized. */
+static void q_store(const QEpi* e, int32_t* v, size_t cnt, size_t at, const float* mult,
+                    const int32_t* bias, size_t mstep) {
+  if (!e->quantized)
+    memcpy((int32_t*)e->y + at, v, cnt * sizeof *v);
+  else
+    q_requant(e, v, cnt, (uint8_t*)e->y + at, mult, bias, mstep);
+}
+
+QEPI_CLONES static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows,
+                              size_t col0, size_t cols, const int32_t* rowsum,
+                              const int32_t* colsum) {
   const QEpi* e = user;
   const uint32_t k = e->k;
   /* the zero-point corrections in place, row by row (vectorizable) */
-  for (size_t i = 0; i < rows; i++) {
-    const uint32_t za = (uint32_t)e->za[row0 + i], rs = (uint32_t)rowsum[i];
-    const int32_t* zb = e->zb + col0;
-    int32_t* ci = c + i * ldc;
-    for (size_t j = 0; j < cols; j++)
-      ci[j] = (int32_t)((uint32_t)ci[j] - (uint32_t)zb[j] * rs - za * (uint32_t)colsum[j] +
-                        k * za * (uint32_t)zb[j]);
+  const int32_t* zb = e->zb + col0;
+  if (e->za_uniform) { /* one za: its terms are per column */
+    const uint32_t za = (uint32_t)e->za[row0];
+    uint32_t ct[CPU_QGEMM_MAX_BLOCK];
+    bool zb_zero = true;
+    for (size_t j = 0; j < cols; j++) {
+      ct[j] = k * za * (uint32_t)zb[j] - za * (uint32_t)colsum[j];
+      zb_zero = zb_zero && zb[j] == 0;
+    }
+    for (size_t i = 0; i < rows; i++) {
+      const uint32_t rs = (uint32_t)rowsum[i];
+      int32_t* ci = c + i * ldc;
+      if (zb_zero) /* int8 weights with zero point 0: no product at all */
+        for (size_t j = 0; j < cols; j++)
+          ci[j] = (int32_t)((uint32_t)ci[j] + ct[j]);
+      else
+        for (size_t j = 0; j < cols; j++)
+          ci[j] = (int32_t)((uint32_t)ci[j] - (uint32_t)zb[j] * rs + ct[j]);
+    }
+  } else {
+    for (size_t i = 0; i < rows; i++) {
+      const uint32_t za = (uint32_t)e->za[row0 + i], rs = (uint32_t)rowsum[i];
+      int32_t* ci = c + i * ldc;
+      for (size_t j = 0; j < cols; j++)
+        ci[j] = (int32_t)((uint32_t)ci[j] - (uint32_t)zb[j] * rs - za * (uint32_t)colsum[j] +
+                          k * za * (uint32_t)zb[j]);
+    }
   }
   if (e->cstride == 1) { /* MatMul: a row of the block is a run of y */
     for (size_t i = 0; i < rows; i++)
@@ -366,7 +386,24 @@ static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows, 
               e->bias ? e->bias + col0 : NULL, 1);
     return;
   }
-  /* Conv: a column of the block (one channel) is a run of y */
+  /* Conv: a column of the block (one channel) is a run of y. Quantized:
+   * strips of 16 rows requantized row by row into bytes, then written out
+   * a channel at a time. */
+  if (e->quantized) {
+    uint8_t t8[16 * CPU_QGEMM_MAX_BLOCK];
+    for (size_t i0 = 0; i0 < rows; i0 += 16) {
+      const size_t ni = rows - i0 < 16 ? rows - i0 : 16;
+      for (size_t i = 0; i < ni; i++)
+        q_requant(e, c + (i0 + i) * ldc, cols, t8 + i * cols, e->mult + col0,
+                  e->bias ? e->bias + col0 : NULL, 1);
+      for (size_t j = 0; j < cols; j++) {
+        uint8_t* y = (uint8_t*)e->y + e->y_off + (col0 + j) * e->cstride + row0 + i0;
+        for (size_t i = 0; i < ni; i++)
+          y[i] = t8[i * cols + j];
+      }
+    }
+    return;
+  }
   int32_t v[CPU_QGEMM_MAX_BLOCK];
   for (size_t j = 0; j < cols; j++) {
     for (size_t i = 0; i < rows; i++)
@@ -466,6 +503,7 @@ static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxT
   const uint8_t* bd = cpu_host->tensor_data(b);
   QEpi e = {.k = (uint32_t)p.k,
             .za = za,
+            .za_uniform = azp->mode == QP_NONE || azp->mode == QP_SCALAR,
             .zb = zb,
             .mult = mult,
             .y = cpu_host->tensor_mutable_data(y),
@@ -1101,6 +1139,7 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   const double ys = o->quantized ? qp_get(&o->y_scale, 0, 0, 1) : 1.0;
   QEpi e = {.k = (uint32_t)rows,
             .za = za,
+            .za_uniform = true,
             .mult = mult,
             .bias = o->bias,
             .y = cpu_host->tensor_mutable_data(y),

@@ -90,6 +90,7 @@ typedef struct MmCase {
   bool b_computed; /* B through an Identity: not a constant at creation */
   bool per_column; /* b scale / zero point per column */
   bool qlinear;
+  bool bz_zero; /* every b zero point 0 */
 } MmCase;
 
 static void run_mm(const MmCase* c) {
@@ -105,7 +106,7 @@ static void run_mm(const MmCase* c) {
     b[i] = rand_byte();
   const uint8_t az = rand_byte();
   for (size_t j = 0; j < c->n; j++) {
-    bz[j] = c->per_column || j == 0 ? rand_byte() : bz[0];
+    bz[j] = c->bz_zero ? 0 : c->per_column || j == 0 ? rand_byte() : bz[0];
     bs[j] = c->per_column || j == 0 ? 0.001f + (float)(next() % 1000) * 1e-5f : bs[0];
   }
   const float as = 0.02f, ys = 0.75f + (float)(next() % 100) * 0.01f;
@@ -186,7 +187,9 @@ static void test_matmul(void** state) {
                   (v + (int)s) % 3 == 0,
                   (v + (int)s) % 4 == 1,
                   (v >> 3) & 1,
-                  true};
+                  true,
+                  false};
+      c.bz_zero = (v + (int)s) % 5 == 2;
       run_mm(&c);
       c.qlinear = false;
       run_mm(&c);
@@ -199,6 +202,7 @@ typedef struct ConvCase {
   size_t n, c, m, group, ns;
   size_t in[3], k[3], s[3], d[3], pb[3], pe[3];
   bool x_signed, w_signed, y_signed, per_channel, bias, w_computed, qlinear;
+  bool wz_zero; /* every weight zero point 0 (the common symmetric int8 weights) */
 } ConvCase;
 
 static void run_conv(const ConvCase* c) {
@@ -221,7 +225,7 @@ static void run_conv(const ConvCase* c) {
   for (size_t i = 0; i < c->m * cg * ks; i++)
     w[i] = rand_byte();
   for (size_t j = 0; j < c->m; j++) {
-    wz[j] = c->per_channel || j == 0 ? rand_byte() : wz[0];
+    wz[j] = c->wz_zero ? 0 : c->per_channel || j == 0 ? rand_byte() : wz[0];
     ws[j] = c->per_channel || j == 0 ? 0.0005f + (float)(next() % 1000) * 1e-5f : ws[0];
     bias[j] = (int32_t)(next() % 20001) - 10000;
   }
@@ -326,117 +330,25 @@ static void run_conv(const ConvCase* c) {
 static void test_conv(void** state) {
   (void)state;
   /* n, c, m, group, ns, in, k, s, d, pb, pe */
+  /* the geometry; the flags are set per variant below */
+#define GEO(...)                                                                                   \
+  { __VA_ARGS__, 0, 0, 0, 0, 0, 0, 0, 0 }
   static const ConvCase BASE[] = {
-      {1, 8, 16, 1, 2, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0, 0, 0, 0, 0, 0, 0}, /* 3x3
-                                                                                                 pad
-                                                                                                 1
-                                                                                               */
-      {2,
-       6,
-       8,
-       1,
-       2,
-       {7, 5},
-       {1, 1},
-       {1, 1},
-       {1, 1},
-       {0, 0},
-       {0, 0},
-       0,
-       0,
-       0,
-       0,
-       0,
-       0,
-       0}, /* pointwise
-            */
-      {1, 5, 7, 1, 2, {8, 9}, {2, 3}, {2, 1}, {1, 2}, {1, 0}, {0, 2}, 0, 0, 0, 0, 0, 0, 0}, /* odd
-                                                                                               all
-                                                                                             */
-      {2,
-       6,
-       4,
-       2,
-       2,
-       {6, 6},
-       {3, 3},
-       {2, 2},
-       {1, 1},
-       {1, 1},
-       {0, 1},
-       0,
-       0,
-       0,
-       0,
-       0,
-       0,
-       0}, /* groups
-            */
-      {1,
-       12,
-       12,
-       12,
-       2,
-       {10, 7},
-       {3, 3},
-       {1, 1},
-       {1, 1},
-       {1, 1},
-       {1, 1},
-       0,
-       0,
-       0,
-       0,
-       0,
-       0,
-       0}, /* depthwise */
-      {2, 4, 4, 4, 2, {9, 9}, {3, 3}, {2, 2}, {2, 1}, {2, 1}, {1, 0}, 0, 0, 0, 0, 0, 0, 0}, /* dw,
-                                                                                               s2 */
-      {1,
-       6,
-       12,
-       6,
-       2,
-       {5, 5},
-       {3, 3},
-       {1, 1},
-       {1, 1},
-       {1, 1},
-       {1, 1},
-       0,
-       0,
-       0,
-       0,
-       0,
-       0,
-       0},                                                                 /* 2
-                                                                              per
-                                                                              group
-                                                                            */
-      {1, 3, 5, 1, 1, {17}, {4}, {3}, {1}, {2}, {1}, 0, 0, 0, 0, 0, 0, 0}, /* 1-D */
-      {1, 4, 4, 4, 1, {13}, {5}, {1}, {2}, {3}, {3}, 0, 0, 0, 0, 0, 0, 0}, /* 1-D dw */
-      {1,
-       3,
-       4,
-       1,
-       3,
-       {4, 5, 3},
-       {2, 3, 2},
-       {1, 2, 1},
-       {1, 1, 1},
-       {1, 0, 1},
-       {0, 1, 1},
-       0,
-       0,
-       0,
-       0,
-       0,
-       0,
-       0},
-      {1, 64, 3, 1, 2, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 0, 0, 0, 0, 0, 0, 0}, /* k =
-                                                                                                576
-                                                                                              */
+      GEO(1, 8, 16, 1, 2, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),   /* 3x3, pad 1 */
+      GEO(2, 6, 8, 1, 2, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}),     /* pointwise */
+      GEO(1, 5, 7, 1, 2, {8, 9}, {2, 3}, {2, 1}, {1, 2}, {1, 0}, {0, 2}),     /* odd all */
+      GEO(2, 6, 4, 2, 2, {6, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {0, 1}),     /* groups */
+      GEO(1, 12, 12, 12, 2, {10, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}), /* depthwise */
+      GEO(2, 4, 4, 4, 2, {9, 9}, {3, 3}, {2, 2}, {2, 1}, {2, 1}, {1, 0}),     /* dw, strided */
+      GEO(1, 6, 12, 6, 2, {5, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),    /* 2 per group */
+      GEO(1, 3, 5, 1, 1, {17}, {4}, {3}, {1}, {2}, {1}),                      /* 1-D */
+      GEO(1, 4, 4, 4, 1, {13}, {5}, {1}, {2}, {3}, {3}),                      /* 1-D dw */
+      GEO(1, 3, 4, 1, 3, {4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {1, 0, 1}, {0, 1, 1}),
+      GEO(1, 64, 3, 1, 2, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),    /* k = 576 */
+      GEO(1, 16, 40, 1, 2, {20, 20}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}), /* 400 rows */
   };
+#undef GEO
+
   for (size_t b = 0; b < sizeof BASE / sizeof BASE[0]; b++)
     for (int v = 0; v < 8; v++) {
       ConvCase c = BASE[b];
@@ -446,6 +358,7 @@ static void test_conv(void** state) {
       c.per_channel = (v + (int)b) % 2 == 0;
       c.bias = (v + (int)b) % 3 != 0;
       c.w_computed = (v + (int)b) % 4 == 3;
+      c.wz_zero = (v + (int)b) % 3 == 1;
       c.qlinear = true;
       run_conv(&c);
       c.qlinear = false;

@@ -173,6 +173,39 @@ kern_vnni(const uint8_t* ap, const uint8_t* bp, size_t kg, int32_t* c, size_t ld
     _mm512_storeu_si512(p + 16, s[r][1]);
   }
 }
+
+/* kern_vnni reading A where it lies (rows lda bytes apart, k a multiple of
+ * 4) instead of from a packed panel: each row is one sequential stream.
+ * flip4 turns int8 bytes into uint8 (+128). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
+kern_vnni_direct(const uint8_t* a, size_t lda, uint32_t flip4, const uint8_t* bp, size_t kg,
+                 int32_t* c, size_t ldc, int accumulate) {
+  __m512i s[8][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; r++)
+    s[r][0] = s[r][1] = _mm512_setzero_si512();
+  for (size_t g = 0; g < kg; g++) {
+    const __m512i b0 = _mm512_loadu_si512(bp + g * 128);
+    const __m512i b1 = _mm512_loadu_si512(bp + g * 128 + 64);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {
+      const __m512i av =
+          _mm512_set1_epi32((int32_t)((uint32_t)load_word(a + r * lda + g * 4) ^ flip4));
+      s[r][0] = _mm512_dpbusd_epi32(s[r][0], av, b0);
+      s[r][1] = _mm512_dpbusd_epi32(s[r][1], av, b1);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; r++) {
+    int32_t* p = c + r * ldc;
+    if (accumulate) {
+      s[r][0] = _mm512_add_epi32(s[r][0], _mm512_loadu_si512(p));
+      s[r][1] = _mm512_add_epi32(s[r][1], _mm512_loadu_si512(p + 16));
+    }
+    _mm512_storeu_si512(p, s[r][0]);
+    _mm512_storeu_si512(p + 16, s[r][1]);
+  }
+}
 #endif
 
 static const QIsa ISAS[] = {
@@ -416,7 +449,9 @@ typedef struct QJob {
   size_t m, rs, cs;
   const CpuQgemmB* b;
   size_t kg, a_panels, b_panels;
-  uint8_t* apack;  /* a_panels x kg x MR words */
+  uint8_t* apack;  /* a_panels x kg x MR words; direct: the last partial panel only */
+  bool direct;     /* VNNI reads A's full panels where they lie (kern_vnni_direct) */
+  size_t full;     /* direct: panels of MR rows that A fills */
   int32_t* rowsum; /* a_panels * MR */
   size_t mb, nb;   /* C blocks down, across */
   CpuQgemmEpilogue epi;
@@ -487,8 +522,19 @@ static uint32_t pack_a_row(const QJob* j, uint8_t* dst, size_t row, size_t r) {
 static void pack_a(void* user, size_t begin, size_t end) {
   QJob* j = user;
   const QIsa* s = j->s;
+  const uint8_t flip = j->a_signed ? 0x80 : 0;
   for (size_t q = begin; q < end; q++) {
-    uint8_t* dst = j->apack + q * j->kg * s->mr * 4;
+    if (j->direct && q < j->full) { /* read in place: the row sums only */
+      for (size_t r = 0; r < s->mr; r++) {
+        const uint8_t* src = j->a + (q * s->mr + r) * j->rs;
+        uint32_t sum = 0;
+        for (size_t c = 0; c < j->b->k; c++)
+          sum += (uint8_t)(src[c] ^ flip);
+        j->rowsum[q * s->mr + r] = (int32_t)sum;
+      }
+      continue;
+    }
+    uint8_t* dst = j->apack + (j->direct ? 0 : q) * j->kg * s->mr * 4;
     for (size_t r = 0; r < s->mr; r++)
       j->rowsum[q * s->mr + r] = (int32_t)pack_a_row(j, dst, q * s->mr + r, r);
   }
@@ -522,9 +568,18 @@ static void blocks(void* user, size_t begin, size_t end) {
       }
       for (size_t jp = jp0; jp < jp1; jp++) {
         const uint8_t* bp = bdata + (jp * j->kg + g0) * s->nr * 4;
-        for (size_t ip = ip0; ip < ip1; ip++)
-          s->kernel(j->apack + (ip * j->kg + g0) * s->mr * 4, bp, kc,
-                    tile + (ip - ip0) * s->mr * ldc + (jp - jp0) * s->nr, ldc, g0 > 0);
+        for (size_t ip = ip0; ip < ip1; ip++) {
+          int32_t* t = tile + (ip - ip0) * s->mr * ldc + (jp - jp0) * s->nr;
+#if QGEMM_X86
+          if (j->direct && ip < j->full) {
+            kern_vnni_direct(j->a + ip * s->mr * j->rs + g0 * 4, j->rs,
+                             j->a_signed ? 0x80808080u : 0, bp, kc, t, ldc, g0 > 0);
+            continue;
+          }
+#endif
+          s->kernel(j->apack + ((j->direct ? 0 : ip) * j->kg + g0) * s->mr * 4, bp, kc, t, ldc,
+                    g0 > 0);
+        }
       }
       g0 += kc;
     } while (g0 < j->kg);
@@ -556,9 +611,14 @@ CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, boo
             .epi = epi,
             .user = user,
             .stop = stop};
+#if QGEMM_X86
+  j.direct = b->isa == CPU_QGEMM_VNNI && cs == 1 && b->k % 4 == 0;
+#endif
+  j.full = j.direct ? m / s->mr : 0;
   size_t bytes, rows;
-  if (!cpu_mul_size(j.a_panels, j.kg, &bytes) || !cpu_mul_size(bytes, s->mr * 4, &bytes) ||
-      !cpu_mul_size(j.a_panels, s->mr, &rows) || rows > SIZE_MAX / sizeof(int32_t))
+  if (!cpu_mul_size(j.direct ? 1 : j.a_panels, j.kg, &bytes) ||
+      !cpu_mul_size(bytes, s->mr * 4, &bytes) || !cpu_mul_size(j.a_panels, s->mr, &rows) ||
+      rows > SIZE_MAX / sizeof(int32_t))
     return CPU_QGEMM_OOM;
   CpuQBuf *own_a, *own_r;
   j.apack = cpu_qgemm_buf_acquire(0, bytes, &own_a);

@@ -4,9 +4,11 @@
  * combination of A and B, scalar and per-row / per-column zero points,
  * random shapes (1, odd sizes, k not a multiple of 4, k past one k block),
  * the extreme values 0 / 255 and -128 / 127 (where vpmaddubsw would
- * saturate), wrap-around modulo 2^32 past int32, and cancellation; on every
- * path the machine has (cpu_qgemm_force_isa), and under ONYX_CPU_ISA caps
- * through the ctest variants. */
+ * saturate), wrap-around modulo 2^32 past int32, and cancellation; A
+ * row-major (read in place by the VNNI path when k is a multiple of 4) and
+ * transposed (packed); on every path the machine has
+ * (cpu_qgemm_force_isa), and under ONYX_CPU_ISA caps through the ctest
+ * variants. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,9 +138,10 @@ static void for_each_path(void (*body)(void)) {
 }
 
 static void shapes_body(void) {
-  static const size_t SH[][3] = {{1, 1, 1},    {1, 17, 5},  {3, 1, 7},      {7, 33, 3},
-                                 {9, 31, 4},   {13, 65, 9}, {2, 2, 1030},   {64, 64, 64},
-                                 {97, 70, 43}, {1, 300, 2}, {100, 257, 19}, {17, 9, 600}};
+  static const size_t SH[][3] = {{1, 1, 1},     {1, 17, 5},  {3, 1, 7},      {7, 33, 3},
+                                 {9, 31, 4},    {13, 65, 9}, {2, 2, 1030},   {64, 64, 64},
+                                 {97, 70, 43},  {1, 300, 2}, {100, 257, 19}, {17, 9, 600},
+                                 {20, 40, 1100}};
   for (size_t s = 0; s < CPU_ARRAY_LEN(SH); s++)
     for (int signs = 0; signs < 4; signs++) {
       const size_t zm = (s + (size_t)signs) % 4;

@@ -300,8 +300,9 @@ typedef struct QEpi {
   size_t y_off, rstride, cstride;
 } QEpi;
 
-/* The epilogue's loops compiled for AVX2 too, picked at load (ifunc): the
- * baseline SSE2 has no 32-bit vector multiply. Same results either way. */
+/* The epilogue's loops (and the depthwise loop) compiled for AVX2 too,
+ * picked at load (ifunc): the baseline SSE2 has no 32-bit vector multiply.
+ * Same results either way. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define QEPI_CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -1008,7 +1009,7 @@ typedef struct DwJob {
   int failed;
 } DwJob;
 
-static void dw_planes(void* user, size_t begin, size_t end) {
+QEPI_CLONES static void dw_planes(void* user, size_t begin, size_t end) {
   DwJob* j = user;
   const ConvGeo* g = j->g;
   const size_t ks = g->k_size, os = g->out_size;

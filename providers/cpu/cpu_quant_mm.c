@@ -523,14 +523,12 @@ static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxT
       if (o->quantized) mult[c] = q_mult(as, qp_get(&o->b_scale, bi, c, p.n), ys);
       if (o->quantized && !isfinite(mult[c])) e.nonfinite = true;
     }
+    /* B packed at creation, or packed here for this product */
     CpuQgemmB local;
-    const CpuQgemmB* pb = &s->b;
     const bool own = !(s && s->packed && s->b.k == p.k && s->b.n == p.n && flat);
-    if (own) {
-      if (!cpu_qgemm_pack_b(&local, bd + bi * p.k * p.n, b_signed, p.k, p.n, p.n, 1))
-        return cpu_oom(ctx);
-      pb = &local;
-    }
+    if (own && !cpu_qgemm_pack_b(&local, bd + bi * p.k * p.n, b_signed, p.k, p.n, p.n, 1))
+      return cpu_oom(ctx);
+    const CpuQgemmB* pb = own ? &local : &s->b;
     e.y_off = q * p.m * p.n;
     const CpuQgemmResult r = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, ad + ai * p.m * p.k,
                                        a_signed, rows, p.k, 1, pb, q_epi, &e);

@@ -3,11 +3,19 @@
  * and scales), ConvInteger and QLinearConv (N-D, groups, pads / auto_pad,
  * strides, dilations; per-output-channel weight zero points and scales).
  *
- * Operands minus their zero points are accumulated in double, which is
- * exact for 8/16-bit operands up to 2^37 terms; QLinear* then scale the sum
- * by a_scale * b_scale / y_scale (each step rounded to the scale type, as
- * the reference computes it), round half to even, add the output zero point
- * and saturate. */
+ * Plus com.microsoft QLinearAdd and QLinearGlobalAveragePool (ONNX
+ * Runtime's signatures).
+ *
+ * Two paths. uint8/int8 operands with float32 scales (and for QLinear*
+ * sums of at most FAST_MAX_K terms) run on the int8 GEMM (cpu_qgemm.c):
+ * int32 sums, zero points applied through row and column sums in the
+ * epilogue, QLinear* requantized in float32 (sum * m, m = a_scale *
+ * b_scale / y_scale rounded to float32 at each step, half to even, plus
+ * the output zero point, saturated); depthwise convolutions run a direct
+ * int32 loop. Everything else (float8, float16/bfloat16 scales, a per-row
+ * a_scale, longer QLinear sums) accumulates operands minus their zero
+ * points in double, exact for 8/16-bit operands up to 2^37 terms, and
+ * scales the sum the same way in double. */
 #include "cpu_qgemm.h"
 #include "cpu_quant.h"
 #include "cpu_util.h"

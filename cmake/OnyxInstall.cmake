@@ -16,7 +16,7 @@ include(CMakePackageConfigHelpers)
 set(ONYX_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/onyx")
 
 # The provider ABI version, read from the header that defines it.
-file(STRINGS ${CMAKE_SOURCE_DIR}/sdk/include/onyx/onyx_types.h ONYX_ABI_LINES
+file(STRINGS ${PROJECT_SOURCE_DIR}/sdk/include/onyx/onyx_types.h ONYX_ABI_LINES
   REGEX "^#define ONYX_ABI_VERSION_(MAJOR|MINOR) ")
 string(REGEX REPLACE ".*MAJOR ([0-9]+).*" "\\1" ONYX_ABI_MAJOR "${ONYX_ABI_LINES}")
 string(REGEX REPLACE ".*MINOR ([0-9]+).*" "\\1" ONYX_ABI_MINOR "${ONYX_ABI_LINES}")
@@ -32,26 +32,26 @@ install(TARGETS onyx_sdk onyx_lib EXPORT onyxTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS onyx_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS onyx_ep_cpu LIBRARY DESTINATION ${ONYX_PROVIDER_INSTALL_DIR})
-install(DIRECTORY ${CMAKE_SOURCE_DIR}/sdk/include/onyx DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/sdk/include/onyx DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h")
 
 install(EXPORT onyxTargets NAMESPACE onyx:: DESTINATION ${ONYX_CMAKE_INSTALL_DIR})
-configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/onyxConfig.cmake.in
-  ${CMAKE_BINARY_DIR}/cmake/onyxConfig.cmake
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/onyxConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cmake/onyxConfig.cmake
   INSTALL_DESTINATION ${ONYX_CMAKE_INSTALL_DIR}
   PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR ONYX_PROVIDER_INSTALL_DIR
             CMAKE_INSTALL_BINDIR)
 # The package version is the library's; 0.x promises nothing across minors,
 # so a request for 0.1 takes 0.1.x only. (The provider ABI has its own
 # version, checked at load: docs/abi.md.)
-write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/onyxConfigVersion.cmake
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/onyxConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
-install(FILES ${CMAKE_BINARY_DIR}/cmake/onyxConfig.cmake
-  ${CMAKE_BINARY_DIR}/cmake/onyxConfigVersion.cmake DESTINATION ${ONYX_CMAKE_INSTALL_DIR})
+install(FILES ${PROJECT_BINARY_DIR}/cmake/onyxConfig.cmake
+  ${PROJECT_BINARY_DIR}/cmake/onyxConfigVersion.cmake DESTINATION ${ONYX_CMAKE_INSTALL_DIR})
 
 # onyx.pc: the prefix is computed from the file's own folder (${pcfiledir}).
 set(ONYX_PC_DIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 file(RELATIVE_PATH ONYX_PC_TO_PREFIX "/onyx-prefix/${ONYX_PC_DIR}" "/onyx-prefix")
 string(REGEX REPLACE "/$" "" ONYX_PC_TO_PREFIX "${ONYX_PC_TO_PREFIX}")
-configure_file(${CMAKE_SOURCE_DIR}/onyx.pc.in ${CMAKE_BINARY_DIR}/onyx.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/onyx.pc DESTINATION ${ONYX_PC_DIR})
+configure_file(${PROJECT_SOURCE_DIR}/onyx.pc.in ${PROJECT_BINARY_DIR}/onyx.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/onyx.pc DESTINATION ${ONYX_PC_DIR})

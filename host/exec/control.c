@@ -15,27 +15,6 @@
 #include "ox_control.h"
 #include "ox_session.h"
 
-#define OX_NO_SLOT SIZE_MAX
-
-static const char* const ox_flow_ops[] = {"If", "Loop", "Scan", "SequenceMap", NULL};
-
-static bool ox_is_flex(const OxNode* n) {
-  return !strcmp(n->domain, "ai.onnx.preview") && !strcmp(n->op_type, "FlexAttention");
-}
-
-static bool ox_flow_op(const OxNode* n) {
-  if (ox_is_flex(n)) return true;
-  if (*n->domain) return false;
-  for (size_t i = 0; ox_flow_ops[i]; i++)
-    if (!strcmp(n->op_type, ox_flow_ops[i])) return true;
-  return false;
-}
-
-bool ox_host_op(const OxNode* n) {
-  if (ox_flow_op(n) || (!*n->domain && ox_seq_op(n->op_type))) return true;
-  return ox_node_needs_host(n);
-}
-
 static OnyxStatus* ox_node_error(const OxNode* n, const char* fmt, ...) OX_PRINTF(2, 3);
 static OnyxStatus* ox_node_error(const OxNode* n, const char* fmt, ...) {
   va_list ap;
@@ -334,7 +313,7 @@ static OnyxStatus* ox_infer_flex(OxGraph* g, OxNode* n, const OxSchemaRegistry* 
 
 OnyxStatus* ox_host_infer(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
                           size_t n_customs) {
-  if (ox_is_flex(n)) return ox_infer_flex(g, n, customs, n_customs);
+  if (ox_flex_op(n)) return ox_infer_flex(g, n, customs, n_customs);
   if (!*n->domain && !strcmp(n->op_type, "If")) return ox_infer_if(g, n, customs, n_customs);
   if (!*n->domain && !strcmp(n->op_type, "Loop")) return ox_infer_loop(g, n, customs, n_customs);
   if (!*n->domain && !strcmp(n->op_type, "Scan")) return ox_infer_scan(g, n, customs, n_customs);
@@ -420,7 +399,7 @@ OnyxStatus* ox_host_prepare(OnyxSession* s, OxStep* st) {
   if (!hs) return ox_oom();
   st->state = hs;
   st->state_created = true;
-  bool is_if = !strcmp(n->op_type, "If"), flex = ox_is_flex(n);
+  bool is_if = !strcmp(n->op_type, "If"), flex = ox_flex_op(n);
   const char* names[2] = {is_if  ? "then_branch"
                           : flex ? "score_mod"
                                  : "body",
@@ -1097,7 +1076,7 @@ OnyxStatus* ox_host_run(OxFrame* f, const OxStep* st) {
     err = ox_seq_run(f, n, ins, outs);
   else if (!hs)
     err = ox_status(ONYX_FAIL, "internal: no nested plan");
-  else if (ox_is_flex(n))
+  else if (ox_flex_op(n))
     err = ox_run_flex(f, st, hs, outs);
   else if (!strcmp(n->op_type, "If"))
     err = ox_run_if(f, st, hs, outs);

@@ -16,24 +16,6 @@
 #include "ox_session.h"
 #include "ox_streams.h"
 
-#define OX_NO_SLOT SIZE_MAX
-
-/* --- preallocated outputs (IO binding) ------------------------------------------------ */
-OxTensor* ox_frame_preset_take(OxFrame* f, size_t slot, OnyxElemType type, const int64_t* dims,
-                               size_t rank, const OnyxMemoryDevice* mem) {
-  const OxTensor* p = f->preset ? f->preset[slot] : NULL;
-  if (!p || p->type != type || p->rank != rank || type == ONYX_ELEM_STRING) return NULL;
-  if (!ox_memory_equal(&p->device, mem)) return NULL;
-  /* Kernels may rely on their memory's alignment (a DLPack import may not have it). */
-  if (mem->alignment > 1 && (uintptr_t)p->data % mem->alignment) return NULL;
-  for (size_t i = 0; i < rank; i++)
-    if (p->dims[i] != dims[i]) return NULL;
-  OxTensor* t = NULL;
-  OnyxStatus* st = ox_tensor_wrap(type, dims, rank, p->data, &p->device, &t);
-  ox_status_free(st); /* out of memory: the caller allocates as usual */
-  return t;
-}
-
 int32_t ox_session_ep_for_memory(OnyxSession* s, const OnyxMemoryDevice* mem) {
   for (size_t e = 0; e < s->n_eps; e++)
     for (int m = ONYX_MEM_DEFAULT; m <= ONYX_MEM_READ_ONLY; m++) {
@@ -134,114 +116,6 @@ static void ox_dump_node(const OxFrame* f, const OxSessionRt* rt, const OxStep* 
   free(text);
 }
 
-static const char* ox_step_name(const OnyxSession* s, const OxStep* st) {
-  if (st->kind == OX_STEP_KERNEL || st->kind == OX_STEP_HOST) return st->node->name;
-  if (st->kind == OX_STEP_GROUP) return s->part.groups[st->group].name;
-  return s->plan.slots[st->in[0]].value->name;
-}
-
-static const char* ox_ep_name(const OnyxSession* s, int32_t ep) {
-  return ep >= 0 ? s->eps[ep].name : "host";
-}
-
-static void ox_mem_text(const OnyxMemoryDevice* m, char* buf, size_t len) {
-  static const char* const kinds[] = {"cpu", "gpu", "npu", "other"};
-  if (ox_memory_equal(m, &OX_HOST_MEMORY)) {
-    snprintf(buf, len, "host");
-    return;
-  }
-  snprintf(buf, len, "%s:%x:%d/mem%d", (unsigned)m->kind < 4 ? kinds[m->kind] : "?", m->vendor_id,
-           m->device_id, m->mem_type);
-}
-
-static void ox_slot_list(OxStr* t, const OnyxSession* s, const size_t* slots, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    if (slots[i] == OX_NO_SLOT)
-      ox_str_addf(t, "%s-", i ? ", " : "");
-    else
-      ox_str_addf(t, "%s#%zu '%s'", i ? ", " : "", slots[i], s->plan.slots[slots[i]].value->name);
-  }
-}
-
-/* The execution plan: every step in order with its provider and slots. */
-char* ox_plan_text(const OnyxSession* s) {
-  const OxPlan* P = &s->plan;
-  OxStr t = {0};
-  ox_str_addf(&t, "execution plan of %s: %zu steps, %zu slots\n", s->source, P->n_steps,
-              P->n_slots);
-  for (size_t i = 0; i < P->n_steps; i++) {
-    const OxStep* st = &P->steps[i];
-    const OxStreamPlan* sp = P->streams;
-    const OxStepSync* ss = sp && i < sp->n_steps ? &sp->steps[i] : NULL;
-    if (st->kind == OX_STEP_COPY) {
-      /* Who copies: the provider whose copy_tensors runs it, or the host. */
-      int32_t path = ss ? ss->copy_path : OX_COPY_STAGED;
-      const char* by = path == OX_COPY_HOST     ? "host memcpy"
-                       : path == OX_COPY_BY_DST ? ox_ep_name(s, st->copy_dst_ep)
-                       : path == OX_COPY_BY_SRC ? ox_ep_name(s, st->copy_src_ep)
-                                                : "staging through host";
-      ox_str_addf(&t, "  %3zu copy   '%s' %s -> %s by %s: ", i, ox_step_name(s, st),
-                  ox_ep_name(s, st->copy_src_ep), ox_ep_name(s, st->copy_dst_ep), by);
-    } else {
-      ox_str_addf(&t, "  %3zu %-6s '%s' (%s) on %s: ", i,
-                  st->kind == OX_STEP_KERNEL ? "kernel"
-                  : st->kind == OX_STEP_HOST ? "host"
-                                             : "group",
-                  ox_step_name(s, st), st->kind != OX_STEP_GROUP ? st->node->op_type : "fused",
-                  ox_ep_name(s, st->ep));
-    }
-    ox_slot_list(&t, s, st->in, st->n_in);
-    ox_str_addf(&t, " -> ");
-    ox_slot_list(&t, s, st->out, st->n_out);
-    if (st->n_free_after) {
-      ox_str_addf(&t, "; frees ");
-      ox_slot_list(&t, s, st->free_after, st->n_free_after);
-    }
-    for (size_t w = 0; ss && w < ss->n_waits; w++) {
-      const OxCrossing* c = &sp->crossings[ss->waits[w]];
-      ox_str_addf(&t, "; %s step %zu on %s", c->has_event ? "waits for" : "syncs for", c->step,
-                  ox_ep_name(s, c->ep));
-    }
-    if (ss && ss->record != OX_NO_EVENT && sp->crossings[ss->record].has_event)
-      ox_str_addf(&t, "; records an event");
-    ox_str_addf(&t, "\n");
-  }
-  return ox_str_take(&t);
-}
-
-/* The memory plan: every slot with its memory, producer and last use. */
-char* ox_memory_plan_text(const OnyxSession* s) {
-  const OxPlan* P = &s->plan;
-  OxStr t = {0};
-  ox_str_addf(&t, "memory plan of %s: %zu slots\n", s->source, P->n_slots);
-  for (size_t k = 0; k < P->n_slots; k++) {
-    const OxSlot* sl = &P->slots[k];
-    long made = -1, last = -1;
-    for (size_t i = 0; i < P->n_steps; i++) {
-      const OxStep* st = &P->steps[i];
-      for (size_t o = 0; o < st->n_out; o++)
-        if (st->out[o] == k) made = (long)i;
-      for (size_t o = 0; o < st->n_in; o++)
-        if (st->in[o] == k) last = (long)i;
-    }
-    const char* kind = sl->constant ? "constant" : sl->is_output ? "graph output" : "";
-    for (size_t i = 0; i < s->graph->n_inputs; i++)
-      if (P->input_slots[i] == k) kind = "graph input";
-    char mem[96], shape[160];
-    ox_mem_text(&sl->mem, mem, sizeof mem);
-    ox_shape_str(sl->value->type, sl->value->dims, sl->value->rank, shape, sizeof shape);
-    ox_str_addf(&t, "  #%-4zu %-28s %-24s %-18s", k, sl->value->name, shape, mem);
-    if (made >= 0)
-      ox_str_addf(&t, " made by step %ld", made);
-    else
-      ox_str_addf(&t, " (%s)", *kind ? kind : "unused");
-    if (last >= 0) ox_str_addf(&t, ", last read by step %ld", last);
-    if (*kind && made >= 0) ox_str_addf(&t, " (%s)", kind);
-    ox_str_addf(&t, "\n");
-  }
-  return ox_str_take(&t);
-}
-
 static void ox_dump_plans_once(OnyxSession* s, OxSessionRt* rt) {
   if (!rt || (!rt->dump_plan && !rt->dump_memory)) return;
   if (__atomic_exchange_n(&rt->plans_dumped, 1, __ATOMIC_ACQ_REL)) return;
@@ -277,7 +151,7 @@ static void ox_profile_step(const OxFrame* f, OxProfiler* prof, const OxStep* st
                                                                           : "Copy";
   if (args) {
     json_object_set_new(args, "op", json_string(op));
-    json_object_set_new(args, "provider", json_string(ox_ep_name(s, st->ep)));
+    json_object_set_new(args, "provider", json_string(ox_plan_ep_name(s, st->ep)));
     json_object_set_new(args, "input_shapes", in_shapes ? in_shapes : json_array());
     in_shapes = NULL;
     json_object_set_new(args, "output_shapes", ox_shapes_json(f, st->out, st->n_out));
@@ -285,8 +159,8 @@ static void ox_profile_step(const OxFrame* f, OxProfiler* prof, const OxStep* st
     if (f->run && f->run->tag) json_object_set_new(args, "run_tag", json_string(f->run->tag));
   }
   json_decref(in_shapes);
-  ox_profiler_complete(prof, st->kind == OX_STEP_COPY ? "copy" : "node", ox_step_name(s, st), t0,
-                       t1 - t0, args);
+  ox_profiler_complete(prof, st->kind == OX_STEP_COPY ? "copy" : "node", ox_plan_step_name(s, st),
+                       t0, t1 - t0, args);
 }
 
 static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
@@ -571,12 +445,7 @@ static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path, 
     if (!err && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
       err = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
   } else {
-    bool host = st->out_ep[0] < 0;
-    dst = ox_frame_preset_take(f, out, src->type, src->dims, src->rank, &st->out_mem[0]);
-    err = dst    ? NULL
-          : host ? ox_tensor_new(src->type, src->dims, src->rank, &dst)
-                 : ox_session_alloc_tensor(s, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
-                                           src->type, src->dims, src->rank, &dst);
+    err = ox_frame_alloc_copy(f, st, src, &dst);
     if (!err) err = ox_copy_by_path(s, st, path, src, dst);
   }
   if (err) {
@@ -753,7 +622,7 @@ static OnyxStatus* ox_wait_crossings(OxFrame* f, OxRunSync* r, size_t i) {
     if (err)
       return ox_status_wrap(err,
                             "provider '%s': the work of step %zu ('%s'), waited for by step %zu",
-                            e->name, c->step, ox_step_name(s, &s->plan.steps[c->step]), i);
+                            e->name, c->step, ox_plan_step_name(s, &s->plan.steps[c->step]), i);
     ox_run_done(r, c->ep, upto);
   }
   if (ss->n_waits && r->n_pending) ox_free_ready(f, r);
@@ -818,7 +687,7 @@ OnyxStatus* ox_frame_charge_output(OxFrame* f, const OxStep* st, size_t slot, On
   for (size_t i = 0; i < rank; i++)
     if (dims[i] < 0 || !ox_mul_size(b, (size_t)dims[i], &b)) b = SIZE_MAX;
   if (!ox_add_size(*f->live_bytes, b, &total) || total > max)
-    return ox_live_over(f, ox_step_name(s, st), ox_step_op(st), b);
+    return ox_live_over(f, ox_plan_step_name(s, st), ox_step_op(st), b);
   ox_frame_charge(f, b);
   if (f->charged) f->charged[slot] = b + 1; /* b < max: no wrap */
   return NULL;
@@ -836,7 +705,7 @@ static OnyxStatus* ox_charge_outputs(OxFrame* f, OxCharges* c, const OxStep* st,
     if (slot == OX_NO_SLOT || borrowed[slot] || c->bytes[slot] || !f->values[slot]) continue;
     size_t b = ox_value_bytes(f->values[slot]), live = *f->live_bytes, total;
     if (!err && (!ox_add_size(live, b, &total) || total > max)) {
-      err = ox_live_over(f, ox_step_name(f->session, st), ox_step_op(st), b);
+      err = ox_live_over(f, ox_plan_step_name(f->session, st), ox_step_op(st), b);
     }
     ox_frame_charge(f, b);
     c->bytes[slot] = b == SIZE_MAX ? SIZE_MAX : b + 1;
@@ -903,7 +772,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
   }
   f.preset = preset;
   OxLogScope scope = ox_log_scope_enter(s, run);
-  bool nvtx = ox_nvtx_run_push(rt, run); /* NVTX ranges: host/profile/ox_nvtx.h */
+  bool nvtx = ox_nvtx_run_push(rt, run); /* NVTX ranges: host/exec/ox_nvtx.h */
   for (size_t i = 0; i < P->n_slots; i++)
     if (P->slots[i].constant) {
       f.values[i] = P->slots[i].constant;
@@ -973,7 +842,7 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
   OxProfiler* prof = rt ? rt->profiler : NULL;
   uint64_t run_id = rt ? __atomic_add_fetch(&rt->runs, 1, __ATOMIC_RELAXED) : 0;
   double run_t0 = ox_profiler_now(prof);
-  bool nvtx = rt && rt->nvtx; /* NVTX ranges: host/profile/ox_nvtx.h */
+  bool nvtx = rt && rt->nvtx; /* NVTX ranges: host/exec/ox_nvtx.h */
   ox_run_log(s, run, ONYX_LOG_VERBOSE, "run %llu: %zu steps", (unsigned long long)run_id,
              P->n_steps);
   OnyxStatus* err = NULL;

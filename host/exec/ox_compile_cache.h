@@ -19,6 +19,13 @@
 #include <stdint.h>
 #include "ox_session.h"
 
+/* --- Compiled-group cache entries being written (OnyxEp.save_compiled) --------- */
+struct OnyxBlobWriter {
+  uint8_t* data;
+  size_t len, cap;
+};
+OnyxStatus* ox_blob_write(OnyxBlobWriter* w, const void* data, size_t bytes);
+
 /* The entry header, all integers little-endian. */
 #define OX_CC_MAGIC          "ONYXCGC\0" /* 8 bytes at offset 0 */
 #define OX_CC_FORMAT         1u          /* u32 at offset 8 */

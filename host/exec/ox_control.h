@@ -14,10 +14,6 @@ struct OnyxSession;
 struct OxStep;
 struct OxFrame;
 
-/* Whether the host runs this node (its op is a host op, or it reads or
- * writes a sequence/optional value, or it has a subgraph). */
-bool ox_host_op(const OxNode* n);
-
 /* Resolve-time inference of a host op: types (and kinds) of its outputs;
  * for ops with subgraphs, types the subgraphs' inputs and outer-scope reads
  * and resolves them first. Errors name the node. */
@@ -34,7 +30,6 @@ OnyxStatus* ox_host_run(struct OxFrame* f, const struct OxStep* st);
 /* sequence.c: the container ops (no subgraph). ins[i] may be NULL (absent);
  * outs[i] receive new values the caller owns. f bounds what they allocate
  * (its limits, deadline and live bytes). */
-bool ox_seq_op(const char* op_type);
 OnyxStatus* ox_seq_infer(OxNode* n);
 OnyxStatus* ox_seq_run(struct OxFrame* f, const OxNode* n, OxTensor* const* ins, OxTensor** outs);
 

@@ -10,17 +10,6 @@
 #include "ox_checked.h"
 #include "ox_control.h"
 
-static const char* const ox_seq_ops[] = {
-    "SequenceEmpty", "SequenceConstruct",  "SequenceAt",         "SequenceInsert",
-    "SequenceErase", "SequenceLength",     "SplitToSequence",    "ConcatFromSequence",
-    "Optional",      "OptionalHasElement", "OptionalGetElement", NULL};
-
-bool ox_seq_op(const char* op) {
-  for (size_t i = 0; ox_seq_ops[i]; i++)
-    if (!strcmp(op, ox_seq_ops[i])) return true;
-  return false;
-}
-
 static OnyxStatus* ox_err(const OxNode* n, const char* fmt, ...) OX_PRINTF(2, 3);
 static OnyxStatus* ox_err(const OxNode* n, const char* fmt, ...) {
   va_list ap;

@@ -5,7 +5,6 @@
 #include <string.h>
 #include "ox_streams.h"
 
-#define OX_NO_SLOT       SIZE_MAX
 #define OX_WRITERS_NONE  (-2) /* no step writes the memory */
 #define OX_WRITERS_MIXED (-3) /* steps of several agents write it */
 #define OX_MEM_TYPES     3    /* OnyxMemType values: one arena each per EP */

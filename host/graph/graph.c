@@ -228,6 +228,37 @@ bool ox_node_needs_host(const OxNode* n) {
   return false;
 }
 
+/* --- which nodes the host runs (ox_graph.h) -------------------------------------------------- */
+static const char* const ox_flow_ops[] = {"If", "Loop", "Scan", "SequenceMap", NULL};
+
+static const char* const ox_seq_ops[] = {
+    "SequenceEmpty", "SequenceConstruct",  "SequenceAt",         "SequenceInsert",
+    "SequenceErase", "SequenceLength",     "SplitToSequence",    "ConcatFromSequence",
+    "Optional",      "OptionalHasElement", "OptionalGetElement", NULL};
+
+bool ox_seq_op(const char* op) {
+  for (size_t i = 0; ox_seq_ops[i]; i++)
+    if (!strcmp(op, ox_seq_ops[i])) return true;
+  return false;
+}
+
+bool ox_flex_op(const OxNode* n) {
+  return !strcmp(n->domain, "ai.onnx.preview") && !strcmp(n->op_type, "FlexAttention");
+}
+
+bool ox_flow_op(const OxNode* n) {
+  if (ox_flex_op(n)) return true;
+  if (*n->domain) return false;
+  for (size_t i = 0; ox_flow_ops[i]; i++)
+    if (!strcmp(n->op_type, ox_flow_ops[i])) return true;
+  return false;
+}
+
+bool ox_host_op(const OxNode* n) {
+  if (ox_flow_op(n) || (!*n->domain && ox_seq_op(n->op_type))) return true;
+  return ox_node_needs_host(n);
+}
+
 void ox_graph_remove_node(OxGraph* g, OxNode* n) {
   for (size_t i = 0; i < n->n_inputs; i++) {
     OxValue* v = n->inputs[i];
@@ -437,6 +468,30 @@ OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs,
     const OxValue* v = g->outputs[i];
     if (!v->producer && !ox_value_is_source(v))
       return ox_status(ONYX_INVALID_MODEL, "graph output '%s' is produced by no node", v->name);
+  }
+  return NULL;
+}
+
+/* --- views and convexity (ox_graph.h) ------------------------------------------------------ */
+void ox_view_clear(OnyxGraphView* v) {
+  free(v->nodes);
+  free(v->inputs);
+  free(v->outputs);
+  *v = (OnyxGraphView){0};
+}
+
+const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group, bool* downstream) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const OxNode* n = g->nodes[i];
+    bool from_group = false, from_down = false;
+    for (size_t k = 0; k < n->n_inputs; k++) {
+      const OxValue* v = n->inputs[k];
+      if (!v || !v->producer) continue;
+      from_group |= in_group[v->producer->index];
+      from_down |= downstream[v->producer->index];
+    }
+    if (in_group[i] && from_down) return n;
+    if (!in_group[i]) downstream[i] = from_group || from_down;
   }
   return NULL;
 }

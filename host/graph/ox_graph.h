@@ -4,6 +4,7 @@
 
 #include "ox_ir.h"
 #include "ox_schema.h"
+#include "onyx/onyx_ep.h"
 
 OnyxStatus* ox_graph_new(const char* name, OxGraph** out);
 /* Frees nodes, values, initializers, attributes, subgraphs and mappings. */
@@ -31,6 +32,14 @@ OnyxStatus* ox_node_link_subgraphs(OxGraph* g, OxNode* n);
 /* Whether a node reads or writes a non-tensor value or has a subgraph: only
  * the host runs such nodes. */
 bool ox_node_needs_host(const OxNode* n);
+/* Whether the host runs this node (host/exec/control.c, sequence.c): a flow
+ * op (If, Loop, Scan, SequenceMap, FlexAttention: ox_flow_op), a sequence
+ * or optional op (ox_seq_op, by op type in the default domain), or a node
+ * ox_node_needs_host names. */
+bool ox_host_op(const OxNode* n);
+bool ox_flow_op(const OxNode* n);
+bool ox_flex_op(const OxNode* n); /* ai.onnx.preview FlexAttention */
+bool ox_seq_op(const char* op_type);
 
 /* Removes a node (used by the partitioner when fusing); unlinks consumers. */
 void ox_graph_remove_node(OxGraph* g, OxNode* n);
@@ -52,5 +61,21 @@ OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs,
 
 /* Unmaps external-data mappings (host/model owns mapping; graph frees). */
 void ox_graph_unmap_all(OxGraph* g);
+
+/* --- Graph views: what get_capability, compile and transform see ------------------ */
+struct OnyxGraphView {
+  OxNode** nodes;
+  size_t n_nodes;
+  OxValue** inputs;
+  size_t n_inputs;
+  OxValue** outputs;
+  size_t n_outputs;
+};
+void ox_view_clear(OnyxGraphView* v);
+
+/* A node of a set (in_group, per node index) that a path leaving the set
+ * re-enters, or NULL when the set is convex; `downstream` is scratch of
+ * g->n_nodes zeroed entries. */
+const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group, bool* downstream);
 
 #endif

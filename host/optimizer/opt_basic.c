@@ -180,6 +180,11 @@ OnyxStatus* ox_pass_shapes(OxOpt* o, bool* changed) {
 static bool ox_foldable(const OxOpt* o, const OxNode* n) {
   if (ox_nondeterministic(n) || ox_has_subgraph(n) || !ox_tensor_only(n) || !n->n_outputs)
     return false;
+  /* From the extended level on, a DequantizeLinear of constant weights
+   * stays: opt_qdq.c fuses it with its Conv or MatMul into a quantized
+   * kernel after placement, and folds the ones it leaves (qdq_fold). */
+  if (o->cfg->level >= ONYX_OPT_EXTENDED && !*n->domain && !strcmp(n->op_type, "DequantizeLinear"))
+    return false;
   size_t present = 0;
   for (size_t i = 0; i < n->n_inputs; i++) {
     const OxValue* v = n->inputs[i];

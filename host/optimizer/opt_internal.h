@@ -107,5 +107,8 @@ OnyxStatus* ox_pass_gelu(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_silu(OxOpt* o, bool* changed); /* Mul(x, Sigmoid(x)) -> com.onyx Silu */
 OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_qkv(OxOpt* o, bool* changed); /* Q, K, V projections in one GEMM */
+/* opt_qdq.c: QDQ into QLinear ops; then DequantizeLinear of constants folded */
+OnyxStatus* ox_pass_qdq(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_qdq_fold(OxOpt* o, bool* changed);
 
 #endif

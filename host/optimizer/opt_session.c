@@ -154,8 +154,9 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
 
 /* r registers a kernel for `op` of `domain` ("" for ONNX) that covers the
  * opset `version` and takes float32 for its first type constraint (the
- * fused ops are float32). The node the fusion makes is matched exactly
- * afterwards (ox_session_check_fused). */
+ * fused ops are float32; the quantized ones of opt_qdq.c, QLinear*, int8
+ * or uint8). The node the fusion makes is matched exactly afterwards
+ * (ox_session_check_fused). */
 static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const char* op,
                            int64_t version) {
   for (size_t i = 0; r && i < ox_kreg_count(r); i++) {
@@ -164,7 +165,10 @@ static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const 
     const char* kd = d->domain && strcmp(d->domain, "ai.onnx") ? d->domain : "";
     if (strcmp(d->op_type, op) || strcmp(kd, domain)) continue;
     if (version < d->since_version || version > d->end_version) continue;
-    if (d->type_constraint_count && !(k->allowed[0] & OX_T(ONYX_ELEM_FLOAT32))) continue;
+    const uint64_t want =
+        OX_T(ONYX_ELEM_FLOAT32) |
+        (strncmp(op, "QLinear", 7) ? 0 : OX_T(ONYX_ELEM_UINT8) | OX_T(ONYX_ELEM_INT8));
+    if (d->type_constraint_count && !(k->allowed[0] & want)) continue;
     return true;
   }
   return false;
@@ -243,7 +247,6 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
 }
 
 OnyxStatus* ox_session_optimize(OnyxSession* s) {
-  OX_TRY(ox_partition_check_pins(s)); /* before rewrites rename or remove nodes */
   return ox_session_run_optimizer(s, OX_OPT_PHASE_PLACEMENT);
 }
 

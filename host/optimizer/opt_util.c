@@ -192,9 +192,9 @@ OnyxStatus* ox_opt_add_node(OxOpt* o, const char* name, const char* op, const ch
                             OxValue* const* ins, size_t n_in, OxValue* const* outs, size_t n_out,
                             OxNode** out) {
   if (domain && *domain) OX_TRY(ox_opt_import_contrib(o->g));
-  const char* in_names[8];
+  const char* in_names[9];
   const char* out_names[4];
-  if (n_in > 8 || n_out > 4) return ox_status(ONYX_FAIL, "internal: too many node values");
+  if (n_in > 9 || n_out > 4) return ox_status(ONYX_FAIL, "internal: too many node values");
   for (size_t i = 0; i < n_in; i++)
     in_names[i] = ins[i] ? ins[i]->name : "";
   for (size_t i = 0; i < n_out; i++)

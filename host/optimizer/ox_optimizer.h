@@ -15,6 +15,7 @@
 
 #include "ox_graph.h"
 #include "onyx/onyx.h"
+#include "onyx/onyx_ep.h"
 
 /* The domain of the fused ops the optimizer inserts (schemas_contrib.c,
  * providers/cpu/cpu_contrib.c). */
@@ -85,5 +86,18 @@ char* ox_opt_stats_str(const OxOptStats* st);
 
 /* The level's name ("disabled", "basic", ...). */
 const char* ox_opt_level_name(OnyxOptimizationLevel level);
+
+/* --- Provider transforms (OnyxEp.transform): host/optimizer/opt_provider.c ------ */
+OnyxStatus* ox_edit_replace(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n_nodes,
+                            const char* domain, const char* op_type, const char* name,
+                            const OnyxValueInfo* const* inputs, size_t n_inputs,
+                            const OnyxValueInfo* const* outputs, size_t n_outputs,
+                            const OnyxNode** out);
+OnyxStatus* ox_edit_set_attr_int(OnyxGraphEdit* e, const OnyxNode* n, const char* name, int64_t v);
+OnyxStatus* ox_edit_set_attr_float(OnyxGraphEdit* e, const OnyxNode* n, const char* name, float v);
+OnyxStatus* ox_edit_set_attr_ints(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                  const int64_t* v, size_t count);
+OnyxStatus* ox_edit_set_attr_string(OnyxGraphEdit* e, const OnyxNode* n, const char* name,
+                                    const char* v);
 
 #endif

@@ -8,18 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ox_control.h"
 #include "ox_function_body.h"
 #include "ox_model.h"
 #include "ox_schema.h"
 #include "ox_session.h"
-
-void ox_view_clear(OnyxGraphView* v) {
-  free(v->nodes);
-  free(v->inputs);
-  free(v->outputs);
-  *v = (OnyxGraphView){0};
-}
 
 static const char* ox_ep_name(const OxPartition* p, int32_t ep) {
   return ep >= 0 && (size_t)ep < p->n_eps ? p->eps[ep].name : "(none)";
@@ -90,22 +82,6 @@ static OnyxStatus* ox_claim_node(OnyxCapabilityBuilder* b, const OnyxNode* cn) {
  * node outside the group is "downstream" if it reads a group node's or a
  * downstream node's output; a group node reading a downstream value closes
  * such a path. */
-const OxNode* ox_nonconvex_witness(const OxGraph* g, const bool* in_group, bool* downstream) {
-  for (size_t i = 0; i < g->n_nodes; i++) {
-    const OxNode* n = g->nodes[i];
-    bool from_group = false, from_down = false;
-    for (size_t k = 0; k < n->n_inputs; k++) {
-      const OxValue* v = n->inputs[k];
-      if (!v || !v->producer) continue;
-      from_group |= in_group[v->producer->index];
-      from_down |= downstream[v->producer->index];
-    }
-    if (in_group[i] && from_down) return n;
-    if (!in_group[i]) downstream[i] = from_group || from_down;
-  }
-  return NULL;
-}
-
 static bool ox_view_has_value(OxValue* const* list, size_t n, const OxValue* v) {
   for (size_t i = 0; i < n; i++)
     if (list[i] == v) return true;

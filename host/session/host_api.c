@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ox_memplan.h"
+#include "ox_compile_cache.h"
+#include "ox_optimizer.h"
 #include "ox_session.h"
 
 /* --- status, logging ------------------------------------------------------------------ */
@@ -204,7 +205,6 @@ static OnyxStatus* h_tensor_set_string(OnyxTensor* t, size_t i, const char* s, s
 }
 
 /* --- kernel context ----------------------------------------------------------------------- */
-#define OX_NO_SLOT SIZE_MAX
 static const OnyxNode* h_ctx_node(const OnyxKernelContext* c) {
   return c->step->node;
 }
@@ -236,38 +236,15 @@ static OnyxStatus* ox_ctx_output_slot(OnyxKernelContext* c, size_t i, size_t* sl
 static OnyxStatus* h_ctx_output(OnyxKernelContext* c, size_t i, const int64_t* dims, size_t rank,
                                 OnyxTensor** out) {
   *out = NULL;
-  size_t slot;
+  size_t slot = OX_NO_SLOT;
   OX_TRY(ox_ctx_output_slot(c, i, &slot));
   if (slot == OX_NO_SLOT)
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "ctx_output: output %zu is absent from the graph; check "
                      "host->node_output(node, i) before allocating it",
                      i);
-  const OxStep* st = c->step;
-  OnyxSession* s = c->frame->session;
-  OnyxElemType type = s->plan.slots[slot].value->type;
-  /* Graph outputs in host memory go to the heap so they outlive the session. */
-  bool heap = s->plan.slots[slot].is_output && st->out_mem[i].kind == ONYX_DEVICE_CPU &&
-              ox_memory_equal(&st->out_mem[i], &OX_HOST_MEMORY);
-  OX_TRY(ox_session_check_tensor_limit(s, type, dims, rank)); /* every path below */
-  OX_TRY(ox_frame_charge_output(c->frame, st, slot, type, dims, rank));
-  OxTensor* t = ox_frame_preset_take(c->frame, slot, type, dims, rank, &st->out_mem[i]);
-  if (!t && !heap && c->frame->memrun)
-    t = ox_memplan_take(s, c->frame->memrun, slot, type, dims, rank);
-  if (!t && heap) {
-    /* Not zeroed, as the arena's tensors are not: a kernel writes all of
-     * its output (the memset and the page faults under it were 3.4% of a
-     * matmul_1024 run by perf). Debug builds fill it with 0xff bytes (NaN
-     * floats) so that a kernel which leaves part of it unwritten fails its
-     * tests. */
-    OX_TRY(ox_tensor_new_uninit(type, dims, rank, &t));
-#ifndef NDEBUG
-    if (type != ONYX_ELEM_STRING) memset(t->data, 0xff, t->bytes);
-#endif
-  }
-  if (!t)
-    OX_TRY(ox_session_alloc_tensor(s, st->out_ep[i], (OnyxMemType)st->out_mem[i].mem_type, type,
-                                   dims, rank, &t));
+  OxTensor* t = NULL;
+  OX_TRY(ox_frame_alloc_output(c->frame, c->step, i, dims, rank, &t));
   c->frame->values[slot] = t;
   *out = t;
   return NULL;
@@ -289,7 +266,7 @@ static OnyxStatus* h_ctx_output_view(OnyxKernelContext* c, size_t oi, size_t ii,
                      ii);
   const OnyxTensor* in = h_ctx_input(c, ii);
   if (!in) return ox_status(ONYX_INVALID_ARGUMENT, "ctx_output_view: input %zu is absent", ii);
-  size_t slot;
+  size_t slot = OX_NO_SLOT;
   OX_TRY(ox_ctx_output_slot(c, oi, &slot));
   if (slot == OX_NO_SLOT)
     return ox_status(ONYX_INVALID_ARGUMENT, "ctx_output_view: output %zu is not used", oi);

@@ -1,6 +1,6 @@
 /* options.c — provider options (OnyxOptions), session options and their
  * onyx_session_options_* setters. The JSON config that fills the same struct
- * lives in host/providers/config.c. */
+ * lives in host/session/config.c. */
 #include <stdlib.h>
 #include <string.h>
 #include "ox_model.h" /* OX_DEFAULT_MAX_* */

@@ -49,7 +49,7 @@ struct OnyxSessionOptions {
   bool deterministic;
   bool memory_pattern;
   char* profile_path;
-  /* NVTX ranges (host/profile/ox_nvtx.h); ONYX_NVTX=1 turns them on too. */
+  /* NVTX ranges (host/exec/ox_nvtx.h); ONYX_NVTX=1 turns them on too. */
   bool nvtx;
   /* Folder of the compiled-group cache (host/exec/ox_compile_cache.h); NULL: off. */
   char* cache_dir;
@@ -69,6 +69,47 @@ struct OnyxSessionOptions {
    * the default, OX_DEFAULT_MAX_FOLD_MS). */
   size_t max_session_bytes, max_run_ms, max_fold_ms;
 };
+
+/* --- Run options ----------------------------------------------------------------------- */
+struct OnyxRunOptions {
+  char* tag;
+  OnyxLogSeverity log_severity;
+  bool log_severity_set; /* false: the session's severity applies */
+  int terminate;         /* atomic */
+};
+
+/* --- Per-session run-time state (profiler, debug dumps) ---------------------------
+ * Created on first use and owned by the session's private copy of its options
+ * (OnyxSessionOptions.rt), so it is released with the session. */
+struct OnyxSession;
+struct OxProfiler;
+typedef struct OxSessionRt {
+  struct OxProfiler* profiler; /* NULL: profiling off */
+  bool nvtx;                   /* NVTX ranges on (host/exec/ox_nvtx.h) */
+  /* Debug dumps (docs/debugging.md), read from the environment once. */
+  int dump_nodes;         /* bit 1: inputs, bit 2: outputs */
+  char* dump_node_filter; /* comma-separated node names, NULL: all */
+  char* dump_op_filter;   /* comma-separated op types, NULL: all */
+  size_t dump_max_values;
+  bool dump_plan, dump_memory;
+  int plans_dumped; /* atomic: the plan dumps are written once */
+  uint64_t runs;    /* atomic: run counter, for traces */
+  /* atomic: the data copies runs made (copy steps that moved data, feeds
+   * staged into host memory); a copy step that aliased its source is not
+   * counted. Read by tests. */
+  uint64_t copies;
+  /* When constant folding at session creation must end (max_fold_ms, from
+   * the first fold; 0: not started). Creation runs on one thread. */
+  uint64_t fold_deadline_ns;
+} OxSessionRt;
+/* The session's run-time state, created on first call (thread-safe). NULL
+ * only when out of memory. */
+OxSessionRt* ox_session_rt(struct OnyxSession* s);
+void ox_session_rt_free(OxSessionRt* rt);
+/* Session phases for the profile (load, optimize, partition, plan):
+ * ox_session_phase_begin returns a timestamp for ox_session_phase_end. */
+double ox_session_phase_begin(struct OnyxSession* s);
+void ox_session_phase_end(struct OnyxSession* s, const char* phase, double begin_us);
 
 #define OX_DEFAULT_MAX_FOLD_MS ((size_t)10000)
 

@@ -150,7 +150,8 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_session_resolve(s));
   ox_nvtx_phase_push(s, "optimize");
   double t = ox_session_phase_begin(s);
-  OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
+  OX_TRY(ox_partition_check_pins(s)); /* before rewrites rename or remove nodes */
+  OX_TRY(ox_session_optimize(s));     /* host/optimizer: the graph stays resolved */
   ox_session_phase_end(s, "optimize", t);
   ox_nvtx_phase_pop(s);
   /* Before partitioning: node indices are fixed from here on. */
@@ -176,7 +177,7 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_plan_build(s));
   ox_session_phase_end(s, "plan", t);
   ox_nvtx_phase_pop(s);
-  char* mem = ox_memplan_summary(s); /* host/memory/ox_memplan.h: the planned peak */
+  char* mem = ox_memplan_summary(s); /* host/plan/ox_memplan.h: the planned peak */
   size_t mem_len = mem ? strlen(mem) : 0;
   if (mem_len && mem[mem_len - 1] == '\n') mem[mem_len - 1] = '\0';
   if (mem) ox_session_log(s, ONYX_LOG_INFO, "%s: %s", s->source, mem);
@@ -229,7 +230,7 @@ ONYX_API OnyxStatus* onyx_session_create(const OnyxSessionOptions* opts, const c
   *out = NULL;
   OnyxSession* s;
   OnyxStatus* st = ox_session_start(opts, model_path, &s);
-  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/profile/ox_nvtx.h */
+  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/exec/ox_nvtx.h */
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
     ox_nvtx_phase_push(s, "load");
@@ -251,7 +252,7 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
   *out = NULL;
   OnyxSession* s;
   OnyxStatus* st = ox_session_start(opts, "<memory>", &s);
-  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/profile/ox_nvtx.h */
+  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/exec/ox_nvtx.h */
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
     ox_nvtx_phase_push(s, "load");

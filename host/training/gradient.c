@@ -1,13 +1,16 @@
 /* gradient.c — ai.onnx.preview.training Gradient: reverse-mode
  * differentiation of the forward graph into ordinary nodes.
  *
- * For a Gradient node with xs = [x1..xn] and y: the forward nodes on a path
- * from some xi to y are visited in reverse topological order; dy/dy is ones
- * (ConstantOfShape of Shape(y)); each node's rule (gradient_rules.c) turns
- * the gradient of its output into gradients of its inputs; several
- * contributions to one value are added (Sum). The Gradient node is then
- * replaced: output i is Identity(dy/dxi), or zeros when y does not depend
- * on xi. */
+ * For a Gradient node with xs = [x1..xn] and y: a forward value takes part
+ * when it is floating point, depends on some xi through floating-point
+ * values only (integer and bool values, and values not depending on any
+ * xi, stop the gradient), and y depends on it. The forward nodes that write
+ * such values are visited in reverse topological order; dy/dy is ones
+ * (ConstantOfShape of Shape(y)); the contributions to each output of a node
+ * are summed (Sum, at fan-out), and the node's rule (the registry of
+ * gradient_rules*.c, by domain, op and schema version) turns them into
+ * contributions to its inputs. The Gradient node is then replaced: output i
+ * is Identity(dy/dxi), or zeros when y does not depend on xi. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +27,30 @@ struct OxGradBuilder {
   size_t counter;
   size_t n_fwd;         /* forward values (indices below) */
   OxContribs* contribs; /* per forward value */
-  OxNode* last;
+  const char** totals;  /* per forward value: its summed gradient, once known */
+  const OxNode** via;   /* per forward value: the node whose rule first fed it */
+  bool* from_x;         /* per forward value: depends on an x (floating point) */
+  bool* to_y;           /* per forward value: y depends on it */
+  const OxNode* cur;    /* the node whose rule runs */
+  OxNode* last;         /* the node added last */
+  OnyxStatus* err;      /* the first error of a helper */
 };
+
+/* --- errors and names ------------------------------------------------------------------ */
+
+OnyxStatus* ox_grad_err(OxGradBuilder* b) {
+  OnyxStatus* st = b->err;
+  b->err = NULL;
+  return st;
+}
+
+void ox_grad_fail(OxGradBuilder* b, OnyxStatus* st) {
+  if (!st) return;
+  if (b->err)
+    ox_status_free(st);
+  else
+    b->err = st;
+}
 
 static char* ox_grad_name(OxGradBuilder* b) {
   char* s = NULL;
@@ -36,129 +61,418 @@ static char* ox_grad_name(OxGradBuilder* b) {
   }
 }
 
-OnyxStatus* ox_grad_node(OxGradBuilder* b, const char* op, const char* const* ins, size_t n_in,
-                         const char** out) {
-  char* name = ox_grad_name(b);
-  if (!name) return ox_oom();
-  const char* outs[] = {name};
-  OxNode* n = NULL;
-  OnyxStatus* st = ox_graph_add_node(b->g, name, op, "", ins, n_in, outs, 1, &n);
-  free(name);
-  if (st) return st;
-  b->last = n;
-  *out = n->outputs[0]->name; /* owned by the graph */
-  return NULL;
+const char* ox_grad_I(const OxNode* n, size_t i) {
+  return i < n->n_inputs && n->inputs[i] ? n->inputs[i]->name : NULL;
 }
 
-OxNode* ox_grad_last_node(const OxGradBuilder* b) {
-  return b->last;
+const char* ox_grad_O(const OxNode* n, size_t i) {
+  return i < n->n_outputs && n->outputs[i] ? n->outputs[i]->name : NULL;
+}
+
+static bool ox_is_float(OnyxElemType t) {
+  return t == ONYX_ELEM_FLOAT32 || t == ONYX_ELEM_FLOAT64 || t == ONYX_ELEM_FLOAT16 ||
+         t == ONYX_ELEM_BFLOAT16;
+}
+
+const char* ox_grad_GO(const OxGradBuilder* b, const OxNode* n, size_t i) {
+  if (i >= n->n_outputs || !n->outputs[i] || n->outputs[i]->index >= b->n_fwd) return NULL;
+  return b->totals[n->outputs[i]->index];
+}
+
+static bool ox_grad_value_wants(const OxGradBuilder* b, const OxValue* v) {
+  return v && v->index < b->n_fwd && b->from_x[v->index] && b->to_y[v->index] &&
+         ox_is_float(v->type);
+}
+
+bool ox_grad_wants(const OxGradBuilder* b, const OxNode* n, size_t i) {
+  return i < n->n_inputs && ox_grad_value_wants(b, n->inputs[i]);
 }
 
 int64_t ox_grad_opset(const OxGradBuilder* b) {
   return ox_graph_opset(b->g, "");
 }
 
-OnyxStatus* ox_grad_const_i64(OxGradBuilder* b, const int64_t* v, size_t n, const char** out) {
-  char* name = ox_grad_name(b);
-  if (!name) return ox_oom();
-  OxValue* val = NULL;
-  OxTensor* t = NULL;
-  int64_t dims[1] = {(int64_t)n};
-  OnyxStatus* st = ox_graph_value(b->g, name, &val);
-  free(name);
-  if (!st) st = ox_tensor_new(ONYX_ELEM_INT64, dims, 1, &t);
-  if (!st) {
-    if (n) memcpy(t->data, v, n * sizeof *v);
-    st = ox_value_set(val, ONYX_ELEM_INT64, 1, dims);
-  }
-  if (st) {
-    ox_tensor_free(t);
-    return st;
-  }
-  val->constant = t;
-  *out = val->name;
+/* --- nodes, attributes, constants ------------------------------------------------------ */
+
+static OnyxStatus* ox_grad_import(OxGraph* g, const char* domain) {
+  if (!*domain || ox_graph_opset(g, domain) >= 0) return NULL;
+  size_t cap = g->n_opsets;
+  if (!ox_grow((void**)&g->opsets, &cap, g->n_opsets + 1, sizeof *g->opsets)) return ox_oom();
+  char* d = ox_strdup(domain);
+  if (!d) return ox_oom();
+  g->opsets[g->n_opsets++] = (OxOpsetImport){.domain = d, .version = 1};
   return NULL;
 }
 
-static bool ox_static(const OxValue* v) {
-  if (v->rank < 0) return false;
-  for (int32_t i = 0; i < v->rank; i++)
-    if (v->dims[i] < 0) return false;
-  return true;
+const char* ox_grad_op(OxGradBuilder* b, const char* op, const char* domain, const char* const* ins,
+                       size_t n_in, size_t n_out, const bool* want, const char** outs) {
+  if (b->err) return "";
+  char* names[64] = {0};
+  const char* onames[64] = {0};
+  OnyxStatus* st = n_out > 64 || !n_out
+                       ? ox_status(ONYX_FAIL, "gradient node of %zu outputs", n_out)
+                       : ox_grad_import(b->g, domain);
+  for (size_t k = 0; !st && k < n_out; k++) {
+    if (want && !want[k]) continue;
+    if (!(names[k] = ox_grad_name(b))) st = ox_oom();
+    onames[k] = names[k];
+  }
+  OxNode* n = NULL;
+  if (!st) {
+    char* nm = ox_grad_name(b);
+    st = nm ? ox_graph_add_node(b->g, nm, op, domain, ins, n_in, onames, n_out, &n) : ox_oom();
+    free(nm);
+  }
+  for (size_t k = 0; k < n_out && k < 64; k++)
+    free(names[k]);
+  if (st) {
+    ox_grad_fail(b, st);
+    return "";
+  }
+  b->last = n;
+  for (size_t k = 0; outs && k < n_out; k++)
+    outs[k] = n->outputs[k] ? n->outputs[k]->name : NULL;
+  return n->outputs[0] ? n->outputs[0]->name : "";
 }
 
-OnyxStatus* ox_grad_reduce_to(OxGradBuilder* b, const char* dy, const OxValue* y,
-                              const OxValue* target, const char** out) {
-  bool same = y->rank >= 0 && y->rank == target->rank;
-  for (int32_t i = 0; same && i < y->rank; i++)
-    same = y->dims[i] == target->dims[i] && y->dims[i] >= 0;
-  if (same) {
-    *out = dy;
-    return NULL;
+const char* ox_grad_op1(OxGradBuilder* b, const char* op, const char* a) {
+  const char* ins[] = {a};
+  return ox_grad_op(b, op, "", ins, 1, 1, NULL, NULL);
+}
+
+const char* ox_grad_op2(OxGradBuilder* b, const char* op, const char* a, const char* c) {
+  const char* ins[] = {a, c};
+  return ox_grad_op(b, op, "", ins, 2, 1, NULL, NULL);
+}
+
+const char* ox_grad_op3(OxGradBuilder* b, const char* op, const char* a, const char* c,
+                        const char* d) {
+  const char* ins[] = {a, c, d};
+  return ox_grad_op(b, op, "", ins, 3, 1, NULL, NULL);
+}
+
+static void ox_grad_attr(OxGradBuilder* b, OxAttr* a, bool ok) {
+  if (!b->err && (!ok || !a->name)) ox_grad_fail(b, ox_oom());
+  if (!b->err) ox_grad_fail(b, ox_node_add_attr(b->last, a));
+  ox_attr_clear(a);
+}
+
+void ox_grad_attr_int(OxGradBuilder* b, const char* name, int64_t v) {
+  if (b->err) return;
+  OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_INT, .i = v};
+  ox_grad_attr(b, &a, true);
+}
+
+void ox_grad_attr_float(OxGradBuilder* b, const char* name, float v) {
+  if (b->err) return;
+  OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_FLOAT, .f = v};
+  ox_grad_attr(b, &a, true);
+}
+
+void ox_grad_attr_string(OxGradBuilder* b, const char* name, const char* v) {
+  if (b->err) return;
+  OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_STRING, .s = ox_strdup(v)};
+  a.s_len = a.s ? strlen(a.s) : 0;
+  ox_grad_attr(b, &a, a.s != NULL);
+}
+
+void ox_grad_attr_ints(OxGradBuilder* b, const char* name, const int64_t* v, size_t n) {
+  if (b->err) return;
+  OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_INTS, .count = n};
+  a.ints = malloc((n ? n : 1) * sizeof *a.ints);
+  if (a.ints && n) memcpy(a.ints, v, n * sizeof *v);
+  ox_grad_attr(b, &a, a.ints != NULL);
+}
+
+void ox_grad_attr_copy(OxGradBuilder* b, const OxNode* n, const char* name) {
+  if (b->err) return;
+  const OxAttr* s = ox_node_attr(n, name);
+  if (!s) return;
+  switch (s->type) {
+  case ONYX_ATTR_INT:
+    ox_grad_attr_int(b, name, s->i);
+    break;
+  case ONYX_ATTR_FLOAT:
+    ox_grad_attr_float(b, name, s->f);
+    break;
+  case ONYX_ATTR_STRING:
+    ox_grad_attr_string(b, name, s->s ? s->s : "");
+    break;
+  case ONYX_ATTR_INTS:
+    ox_grad_attr_ints(b, name, s->ints, s->count);
+    break;
+  case ONYX_ATTR_FLOATS: {
+    OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_FLOATS, .count = s->count};
+    a.floats = malloc((s->count ? s->count : 1) * sizeof *a.floats);
+    if (a.floats && s->count) memcpy(a.floats, s->floats, s->count * sizeof *a.floats);
+    ox_grad_attr(b, &a, a.floats != NULL);
+    break;
   }
-  if (!ox_static(y) || !ox_static(target) || target->rank > y->rank)
-    return ox_status(ONYX_NOT_IMPLEMENTED,
-                     "the gradient of '%s' for '%s' needs static shapes to undo broadcasting",
-                     y->name, target->name);
+  default:
+    ox_grad_fail(b, ox_status(ONYX_NOT_IMPLEMENTED,
+                              "the gradient of node '%s' (%s) cannot copy its attribute '%s'",
+                              n->name, n->op_type, name));
+  }
+}
+
+void ox_grad_attrs_copy(OxGradBuilder* b, const OxNode* n, const char* skip) {
+  for (size_t k = 0; k < n->n_attrs && !b->err; k++)
+    if (!skip || strcmp(n->attrs[k].name, skip)) ox_grad_attr_copy(b, n, n->attrs[k].name);
+}
+
+static const char* ox_grad_const(OxGradBuilder* b, OxTensor* t) {
+  if (b->err) {
+    ox_tensor_free(t);
+    return "";
+  }
+  char* name = ox_grad_name(b);
+  OxValue* val = NULL;
+  OnyxStatus* st = name ? ox_graph_value(b->g, name, &val) : ox_oom();
+  free(name);
+  if (!st) st = ox_value_set(val, t->type, (int32_t)t->rank, t->dims);
+  if (st) {
+    ox_tensor_free(t);
+    ox_grad_fail(b, st);
+    return "";
+  }
+  val->constant = t;
+  return val->name;
+}
+
+const char* ox_grad_i64(OxGradBuilder* b, const int64_t* v, size_t n) {
+  if (b->err) return "";
+  OxTensor* t = NULL;
+  int64_t dims[1] = {(int64_t)n};
+  OnyxStatus* st = ox_tensor_new(ONYX_ELEM_INT64, dims, 1, &t);
+  if (st) {
+    ox_grad_fail(b, st);
+    return "";
+  }
+  if (n) memcpy(t->data, v, n * sizeof *v);
+  return ox_grad_const(b, t);
+}
+
+const char* ox_grad_scalar(OxGradBuilder* b, OnyxElemType type, double v) {
+  if (b->err) return "";
+  OnyxElemType direct = type == ONYX_ELEM_FLOAT64 || type == ONYX_ELEM_INT64 ||
+                                type == ONYX_ELEM_INT32 || type == ONYX_ELEM_FLOAT32
+                            ? type
+                            : ONYX_ELEM_FLOAT32;
+  OxTensor* t = NULL;
+  OnyxStatus* st = ox_tensor_new(direct, NULL, 0, &t);
+  if (st) {
+    ox_grad_fail(b, st);
+    return "";
+  }
+  if (direct == ONYX_ELEM_FLOAT64)
+    memcpy(t->data, &v, sizeof v);
+  else if (direct == ONYX_ELEM_INT64)
+    *(int64_t*)t->data = (int64_t)v;
+  else if (direct == ONYX_ELEM_INT32)
+    *(int32_t*)t->data = (int32_t)v;
+  else
+    *(float*)t->data = (float)v;
+  const char* c = ox_grad_const(b, t);
+  return direct == type ? c : ox_grad_cast(b, c, type);
+}
+
+const char* ox_grad_cast(OxGradBuilder* b, const char* x, OnyxElemType to) {
+  const char* r = ox_grad_op1(b, "Cast", x);
+  ox_grad_attr_int(b, "to", (int64_t)to);
+  return r;
+}
+
+const char* ox_grad_zeros_like(OxGradBuilder* b, const char* x, OnyxElemType type) {
+  if (ox_grad_opset(b) < 8) /* no Expand: x * 0 */
+    return ox_grad_op2(b, "Mul", x, ox_grad_scalar(b, type, 0.0));
+  const char* shape = ox_grad_op1(b, "Shape", x);
+  const char* z = ox_grad_scalar(b, type, 0.0);
+  return ox_grad_op2(b, "Expand", z, shape);
+}
+
+const char* ox_grad_expand_like(OxGradBuilder* b, const char* g, const char* x, OnyxElemType type) {
+  if (ox_grad_opset(b) < 8) return ox_grad_op2(b, "Add", ox_grad_zeros_like(b, x, type), g);
+  return ox_grad_op2(b, "Expand", g, ox_grad_op1(b, "Shape", x));
+}
+
+/* ReduceSum, Unsqueeze, Squeeze: axes as an attribute before opset 13, as an
+ * input from 13. */
+static const char* ox_grad_axes_op(OxGradBuilder* b, const char* op, const char* x,
+                                   const int64_t* axes, size_t n) {
+  bool as_input = !strncmp(op, "Reduce", 6) && strcmp(op, "ReduceSum") ? ox_grad_opset(b) >= 18
+                                                                       : ox_grad_opset(b) >= 13;
+  if (as_input) return ox_grad_op2(b, op, x, ox_grad_i64(b, axes, n));
+  const char* r = ox_grad_op1(b, op, x);
+  ox_grad_attr_ints(b, "axes", axes, n);
+  return r;
+}
+
+const char* ox_grad_reduce(OxGradBuilder* b, const char* op, const char* x, const int64_t* axes,
+                           size_t n, bool keepdims) {
+  const char* r = ox_grad_axes_op(b, op, x, axes, n);
+  ox_grad_attr_int(b, "keepdims", keepdims);
+  return r;
+}
+
+const char* ox_grad_reduce_sum(OxGradBuilder* b, const char* x, const int64_t* axes, size_t n,
+                               bool keepdims) {
+  return ox_grad_reduce(b, "ReduceSum", x, axes, n, keepdims);
+}
+
+const char* ox_grad_unsqueeze(OxGradBuilder* b, const char* x, const int64_t* axes, size_t n) {
+  return ox_grad_axes_op(b, "Unsqueeze", x, axes, n);
+}
+
+const char* ox_grad_squeeze(OxGradBuilder* b, const char* x, const int64_t* axes, size_t n) {
+  return ox_grad_axes_op(b, "Squeeze", x, axes, n);
+}
+
+/* --- broadcasting ---------------------------------------------------------------------- */
+
+/* g summed down to the shape of t with nothing known about either shape
+ * before run time: t's shape padded with leading 1s to g's rank, its axes
+ * of 1 summed (ReduceSum with run-time axes, opset 13 on; opsets 11 and 12
+ * scatter-add g by t's positions instead). */
+static const char* ox_grad_reduce_dynamic(OxGradBuilder* b, const char* g, const OxValue* t) {
+  if (ox_grad_opset(b) < 11) {
+    ox_grad_fail(b, ox_status(ONYX_NOT_IMPLEMENTED,
+                              "undoing the broadcast into '%s' with shapes known only at run "
+                              "time needs opset 11 or later",
+                              t->name));
+    return "";
+  }
+  if (ox_grad_opset(b) < 13) {
+    /* No ReduceSum with run-time axes: t's flat positions broadcast to g's
+     * shape say where each element of g came from; GatherGrad adds g back
+     * there. */
+    const int64_t one[1] = {1}, flat[1] = {-1};
+    const char* size = ox_grad_op1(b, "Size", t->name);
+    const char* range = ox_grad_op3(b, "Range", ox_grad_scalar(b, ONYX_ELEM_INT64, 0), size,
+                                    ox_grad_scalar(b, ONYX_ELEM_INT64, 1));
+    const char* pos = ox_grad_op2(b, "Reshape", range, ox_grad_op1(b, "Shape", t->name));
+    const char* from = ox_grad_op2(b, "Expand", pos, ox_grad_op1(b, "Shape", g));
+    const char* ins[] = {ox_grad_op2(b, "Reshape", size, ox_grad_i64(b, one, 1)),
+                         ox_grad_op2(b, "Reshape", from, ox_grad_i64(b, flat, 1)),
+                         ox_grad_op2(b, "Reshape", g, ox_grad_i64(b, flat, 1))};
+    const char* sum = ox_grad_op(b, "GatherGrad", OX_TRAINING_DOMAIN, ins, 3, 1, NULL, NULL);
+    ox_grad_attr_int(b, "axis", 0);
+    return ox_grad_op2(b, "Reshape", sum, ox_grad_op1(b, "Shape", t->name));
+  }
+  const int64_t one[1] = {1}, flat[1] = {-1};
+  const char* shape = ox_grad_op1(b, "Shape", t->name);
+  const char* lead = ox_grad_op2(b, "Sub", ox_grad_op1(b, "Size", ox_grad_op1(b, "Shape", g)),
+                                 ox_grad_op1(b, "Size", shape));
+  const char* ones = ox_grad_op2(b, "Expand", ox_grad_scalar(b, ONYX_ELEM_INT64, 1),
+                                 ox_grad_op2(b, "Reshape", lead, ox_grad_i64(b, one, 1)));
+  const char* padded = ox_grad_op2(b, "Concat", ones, shape);
+  ox_grad_attr_int(b, "axis", 0);
+  const char* mask = ox_grad_op2(b, "Equal", padded, ox_grad_scalar(b, ONYX_ELEM_INT64, 1));
+  const char* nz = ox_grad_op1(b, "NonZero", mask);
+  const char* ax = ox_grad_op2(b, "Reshape", nz, ox_grad_i64(b, flat, 1));
+  const char* s = ox_grad_op2(b, "ReduceSum", g, ax);
+  ox_grad_attr_int(b, "keepdims", 1);
+  ox_grad_attr_int(b, "noop_with_empty_axes", 1);
+  return ox_grad_op2(b, "Reshape", s, shape);
+}
+
+/* g (shaped dims[0..rank)) summed down to the shape of t. */
+static const char* ox_grad_reduce_to(OxGradBuilder* b, const char* g, const int64_t* dims,
+                                     int32_t rank, const OxValue* t) {
+  if (b->err) return "";
+  bool same = rank >= 0 && rank == t->rank;
+  for (int32_t i = 0; same && i < rank; i++)
+    same = dims[i] == t->dims[i] && dims[i] >= 0;
+  if (same) return g;
+  if (rank < 0 || t->rank < 0 || rank > 64) return ox_grad_reduce_dynamic(b, g, t);
+  if (t->rank > rank) {
+    ox_grad_fail(b, ox_status(ONYX_INVALID_MODEL,
+                              "the gradient of rank %d cannot flow into '%s' of rank %d", (int)rank,
+                              t->name, (int)t->rank));
+    return "";
+  }
+  int32_t lead = rank - t->rank;
   int64_t axes[64];
   size_t n_axes = 0;
-  int32_t lead = y->rank - target->rank;
-  for (int32_t i = 0; i < y->rank && n_axes < 64; i++)
-    if (i < lead || (target->dims[i - lead] == 1 && y->dims[i] != 1)) axes[n_axes++] = i;
-  const char* summed = dy;
-  if (n_axes) {
-    const char* axes_v;
-    if (ox_grad_opset(b) >= 13) {
-      OX_TRY(ox_grad_const_i64(b, axes, n_axes, &axes_v));
-      const char* ins[] = {dy, axes_v};
-      OX_TRY(ox_grad_node(b, "ReduceSum", ins, 2, &summed));
-    } else {
-      const char* ins[] = {dy};
-      OX_TRY(ox_grad_node(b, "ReduceSum", ins, 1, &summed));
-      OxAttr a = {.name = ox_strdup("axes"), .type = ONYX_ATTR_INTS, .count = n_axes};
-      a.ints = malloc(n_axes * sizeof *a.ints);
-      if (!a.name || !a.ints) {
-        ox_attr_clear(&a);
-        return ox_oom();
-      }
-      memcpy(a.ints, axes, n_axes * sizeof *axes);
-      OnyxStatus* st = ox_node_add_attr(b->last, &a);
-      ox_attr_clear(&a);
-      OX_TRY(st);
+  bool dynamic = false, t_static = true;
+  for (int32_t i = 0; i < rank; i++) {
+    if (i < lead) {
+      axes[n_axes++] = i;
+      continue;
     }
+    int64_t td = t->dims[i - lead], yd = dims[i];
+    t_static &= td >= 0;
+    if (td == 1 && yd != 1)
+      axes[n_axes++] = i;
+    else if (td < 0 && yd != 1)
+      dynamic = true; /* td is 1 or yd: known at run time only */
   }
-  const char* shape;
-  OX_TRY(ox_grad_const_i64(b, target->dims, (size_t)target->rank, &shape));
-  const char* ins[] = {summed, shape};
-  return ox_grad_node(b, "Reshape", ins, 2, out);
+  if (!dynamic) {
+    const char* shape =
+        t_static ? ox_grad_i64(b, t->dims, (size_t)t->rank) : ox_grad_op1(b, "Shape", t->name);
+    const char* s = n_axes ? ox_grad_reduce_sum(b, g, axes, n_axes, true) : g;
+    return ox_grad_op2(b, "Reshape", s, shape);
+  }
+  /* An axis where t's dim is 1 or g's, known at run time only. */
+  return ox_grad_reduce_dynamic(b, g, t);
 }
 
-OnyxStatus* ox_grad_add(OxGradBuilder* b, const OxValue* v, const char* grad) {
-  if (v->index >= b->n_fwd) return NULL;
+static void ox_grad_add(OxGradBuilder* b, const OxValue* v, const char* grad) {
+  if (b->err || !ox_grad_value_wants(b, v)) return;
   OxContribs* c = &b->contribs[v->index];
   char* copy = ox_strdup(grad);
   if (!copy || !ox_grow((void**)&c->names, &c->cap, c->n + 1, sizeof *c->names)) {
     free(copy);
-    return ox_oom();
+    ox_grad_fail(b, ox_oom());
+    return;
   }
   c->names[c->n++] = copy;
+  if (!b->via[v->index]) b->via[v->index] = b->cur;
+}
+
+void ox_grad_GI(OxGradBuilder* b, const OxNode* n, size_t i, const char* g) {
+  if (ox_grad_wants(b, n, i)) ox_grad_add(b, n->inputs[i], g);
+}
+
+void ox_grad_GI_from(OxGradBuilder* b, const OxNode* n, size_t i, const char* g,
+                     const int64_t* dims, int32_t rank) {
+  if (!ox_grad_wants(b, n, i)) return;
+  ox_grad_add(b, n->inputs[i], ox_grad_reduce_to(b, g, dims, rank, n->inputs[i]));
+}
+
+void ox_grad_GI_bcast(OxGradBuilder* b, const OxNode* n, size_t i, const char* g) {
+  const OxValue* y = n->outputs[0];
+  ox_grad_GI_from(b, n, i, g, y->dims, y->rank);
+}
+
+/* --- the registry ---------------------------------------------------------------------- */
+
+OxGradRule ox_grad_rule_find(const char* domain, const char* op, int32_t version) {
+  const OxGradRuleDef* (*tables[])(size_t*) = {ox_grad_rules_math, ox_grad_rules_nn,
+                                               ox_grad_rules_tensor};
+  const char* d = ox_domain_is_onnx(domain) ? "" : domain;
+  for (size_t t = 0; t < OX_ARRAY_LEN(tables); t++) {
+    size_t n = 0;
+    const OxGradRuleDef* r = tables[t](&n);
+    for (size_t i = 0; i < n; i++)
+      if (!strcmp(r[i].domain, d) && !strcmp(r[i].op, op) && version >= r[i].since &&
+          (!r[i].until || version <= r[i].until))
+        return r[i].rule;
+  }
   return NULL;
 }
 
+/* --- the backward pass ----------------------------------------------------------------- */
+
 /* The summed gradient of forward value v, or NULL when nothing reached it. */
-static OnyxStatus* ox_grad_total(OxGradBuilder* b, const OxValue* v, const char** out) {
+static const char* ox_grad_total(OxGradBuilder* b, const OxValue* v) {
   OxContribs* c = &b->contribs[v->index];
-  *out = NULL;
   if (!c->n) return NULL;
-  if (c->n == 1) {
-    *out = c->names[0];
-    return NULL;
-  }
-  return ox_grad_node(b, "Sum", (const char* const*)c->names, c->n, out);
+  if (c->n == 1) return c->names[0];
+  return ox_grad_op(b, "Sum", "", (const char* const*)c->names, c->n, 1, NULL, NULL);
 }
 
-/* Marks forward values that depend on some x (from_x) and that y depends
- * on (to_y); nodes are in topological order. */
+/* Marks forward values that depend on some x through floating-point values
+ * (from_x) and that y depends on (to_y); nodes are in topological order. */
 static void ox_grad_reach(const OxGraph* g, const OxNode* gn, bool* from_x, bool* to_y,
                           const OxValue* y) {
   for (size_t i = 0; i < g->n_nodes; i++) {
@@ -168,7 +482,7 @@ static void ox_grad_reach(const OxGraph* g, const OxNode* gn, bool* from_x, bool
     for (size_t k = 0; k < n->n_inputs; k++)
       any |= n->inputs[k] && from_x[n->inputs[k]->index];
     for (size_t k = 0; any && k < n->n_outputs; k++)
-      if (n->outputs[k]) from_x[n->outputs[k]->index] = true;
+      if (n->outputs[k] && ox_is_float(n->outputs[k]->type)) from_x[n->outputs[k]->index] = true;
   }
   to_y[y->index] = true;
   for (size_t i = g->n_nodes; i-- > 0;) {
@@ -181,59 +495,86 @@ static void ox_grad_reach(const OxGraph* g, const OxNode* gn, bool* from_x, bool
   }
 }
 
-static OnyxStatus* ox_grad_backward(OxGradBuilder* b, const OxNode* gn, const bool* from_x,
-                                    const bool* to_y, const OxValue* y) {
-  OxGraph* g = b->g;
-  /* dy/dy: ones of y's shape and type. */
-  OxTensor* one = NULL;
-  OX_TRY(ox_tensor_new(y->type, (const int64_t[]){1}, 1, &one));
-  double d1 = 1.0;
-  switch (y->type) {
-  case ONYX_ELEM_FLOAT32:
-    *(float*)one->data = 1.0f;
-    break;
-  case ONYX_ELEM_FLOAT64:
-    memcpy(one->data, &d1, sizeof d1);
-    break;
-  default:
-    ox_tensor_free(one);
-    return ox_status(ONYX_NOT_IMPLEMENTED,
-                     "node '%s' (Gradient): y '%s' is %s (float32 or "
-                     "float64 only)",
-                     gn->name, y->name, ox_elem_name(y->type));
+/* "'y' <- node 'a' (Add) <- node 'b' (Relu)": the nodes from y back to n, along the
+ * nodes whose rules fed each value first. */
+static char* ox_grad_path(const OxGradBuilder* b, const OxNode* n, const OxValue* y) {
+  const OxNode* chain[64];
+  size_t len = 0;
+  const OxNode* cur = n;
+  while (cur && len < OX_ARRAY_LEN(chain)) {
+    chain[len++] = cur;
+    const OxNode* next = NULL;
+    for (size_t k = 0; k < cur->n_outputs && !next; k++) {
+      const OxValue* o = cur->outputs[k];
+      if (!o || o->index >= b->n_fwd || o == y) continue;
+      next = b->via[o->index];
+    }
+    cur = next;
   }
-  const char *shape, *seed;
-  const char* sin[1] = {y->name};
-  OnyxStatus* st = ox_grad_node(b, "Shape", sin, 1, &shape);
-  const char* cin[1] = {shape};
-  if (!st) st = ox_grad_node(b, "ConstantOfShape", cin, 1, &seed);
-  OxAttr a = {.name = ox_strdup("value"), .type = ONYX_ATTR_TENSOR, .t = one};
-  if (!st && !a.name) st = ox_oom();
-  if (!st) st = ox_node_add_attr(b->last, &a);
-  ox_attr_clear(&a); /* frees `one` unless the node took it */
-  if (!st) st = ox_grad_add(b, y, seed);
+  size_t cap = 64;
+  for (size_t i = 0; i < len; i++)
+    cap += strlen(chain[i]->name) + strlen(chain[i]->op_type) + 24;
+  char* s = malloc(cap);
+  if (!s) return NULL;
+  size_t at = (size_t)snprintf(s, cap, "'%s'", y->name);
+  for (size_t i = len; i-- > 0 && at < cap;)
+    at +=
+        (size_t)snprintf(s + at, cap - at, " <- node '%s' (%s)", chain[i]->name, chain[i]->op_type);
+  if (len == OX_ARRAY_LEN(chain) && at < cap) snprintf(s + at, cap - at, " <- ...");
+  return s;
+}
+
+static OnyxStatus* ox_grad_backward(OxGradBuilder* b, const OxNode* gn, const OxValue* y) {
+  OxGraph* g = b->g;
+  if (!ox_is_float(y->type))
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "node '%s' (Gradient): y '%s' is %s (a floating-point type is needed)",
+                     gn->name, y->name, ox_elem_name(y->type));
+  /* dy/dy: ones of y's shape and type. */
+  const char* one = ox_grad_scalar(b, y->type, 1.0);
+  const char* seed = ox_grad_opset(b) >= 8
+                         ? ox_grad_op2(b, "Expand", one, ox_grad_op1(b, "Shape", y->name))
+                         : ox_grad_op2(b, "Add", ox_grad_zeros_like(b, y->name, y->type), one);
+  OX_TRY(ox_grad_err(b));
+  b->contribs[y->index].names = calloc(1, sizeof(char*));
+  if (!b->contribs[y->index].names || !(b->contribs[y->index].names[0] = ox_strdup(seed)))
+    return ox_oom();
+  b->contribs[y->index].n = b->contribs[y->index].cap = 1;
   size_t n_nodes = g->n_nodes; /* the forward nodes: new ones are appended */
   OxNode** fwd = malloc((n_nodes + 1) * sizeof *fwd);
-  if (!st && !fwd) st = ox_oom();
-  if (fwd && n_nodes) memcpy(fwd, g->nodes, n_nodes * sizeof *fwd);
+  if (!fwd) return ox_oom();
+  if (n_nodes) memcpy(fwd, g->nodes, n_nodes * sizeof *fwd);
+  OnyxStatus* st = NULL;
   for (size_t i = n_nodes; !st && i-- > 0;) {
     const OxNode* n = fwd[i];
-    if (n == gn || !n->n_outputs || !n->outputs[0]) continue;
-    const OxValue* out = n->outputs[0];
-    if (out->index >= b->n_fwd || !from_x[out->index] || !to_y[out->index]) continue;
-    const char* dy;
-    st = ox_grad_total(b, out, &dy);
-    if (st || !dy) continue;
-    OxGradRule rule = ox_grad_rule(n->domain, n->op_type);
+    if (n == gn) continue;
+    bool any = false;
+    for (size_t k = 0; k < n->n_outputs; k++) {
+      const OxValue* o = n->outputs[k];
+      if (!o || o->index >= b->n_fwd) continue;
+      b->totals[o->index] = ox_grad_value_wants(b, o) ? ox_grad_total(b, o) : NULL;
+      any |= b->totals[o->index] != NULL;
+    }
+    if ((st = ox_grad_err(b)) || !any) continue;
+    int32_t version =
+        n->since_version > 0 ? n->since_version : (int32_t)ox_graph_opset(g, n->domain);
+    OxGradRule rule = ox_grad_rule_find(n->domain, n->op_type, version);
     if (!rule) {
+      char* path = ox_grad_path(b, n, y);
       st = ox_status(ONYX_NOT_IMPLEMENTED,
-                     "node '%s' (Gradient): no gradient rule for node '%s' (%s) on the path to "
-                     "'%s'",
-                     gn->name, n->name, n->op_type, y->name);
+                     "node '%s' (Gradient): no gradient rule for node '%s' (%s, domain %s, "
+                     "version %d); path from the loss: %s",
+                     gn->name, n->name, n->op_type, *n->domain ? n->domain : "ai.onnx",
+                     (int)version, path ? path : "(out of memory)");
+      free(path);
       break;
     }
-    st = rule(b, n, dy);
-    if (st) st = ox_status_wrap(st, "node '%s' (Gradient)", gn->name);
+    b->cur = n;
+    st = rule(b, n);
+    if (!st) st = ox_grad_err(b);
+    if (st)
+      st = ox_status_wrap(st, "node '%s' (Gradient), the gradient of node '%s' (%s)", gn->name,
+                          n->name, n->op_type);
   }
   free(fwd);
   return st;
@@ -257,35 +598,40 @@ static OnyxStatus* ox_grad_one(OxGraph* g, OxNode* gn) {
   char* prefix = ox_strdup(gn->name);
   OxGradBuilder b = {.g = g, .prefix = prefix, .n_fwd = g->n_values};
   b.contribs = calloc(b.n_fwd + 1, sizeof *b.contribs);
-  bool* from_x = calloc(b.n_fwd + 1, sizeof *from_x);
-  bool* to_y = calloc(b.n_fwd + 1, sizeof *to_y);
+  b.totals = calloc(b.n_fwd + 1, sizeof *b.totals);
+  b.via = calloc(b.n_fwd + 1, sizeof *b.via);
+  b.from_x = calloc(b.n_fwd + 1, sizeof *b.from_x);
+  b.to_y = calloc(b.n_fwd + 1, sizeof *b.to_y);
   char** outs = calloc(n_xs + 1, sizeof *outs);
   OxValue** xv = calloc(n_xs + 1, sizeof *xv);
-  OnyxStatus* st = (!prefix || !b.contribs || !from_x || !to_y || !outs || !xv) ? ox_oom() : NULL;
+  OnyxStatus* st =
+      (!prefix || !b.contribs || !b.totals || !b.via || !b.from_x || !b.to_y || !outs || !xv)
+          ? ox_oom()
+          : NULL;
   for (size_t i = 0; !st && i < n_xs; i++) {
     xv[i] = ox_graph_find(g, xs->strings[i]);
     if (!xv[i])
       st = ox_status(ONYX_INVALID_MODEL, "node '%s' (Gradient): x '%s' is not a value of the graph",
                      gn->name, xs->strings[i]);
-    else
-      from_x[xv[i]->index] = true;
+    else if (ox_is_float(xv[i]->type))
+      b.from_x[xv[i]->index] = true;
     if (!st && gn->outputs[i] && !(outs[i] = ox_strdup(gn->outputs[i]->name))) st = ox_oom();
   }
-  if (!st) ox_grad_reach(g, gn, from_x, to_y, y);
-  if (!st) st = ox_grad_backward(&b, gn, from_x, to_y, y);
+  if (!st) ox_grad_reach(g, gn, b.from_x, b.to_y, y);
+  if (!st) st = ox_grad_backward(&b, gn, y);
   if (!st) ox_graph_remove_node(g, gn); /* frees its outputs for the results */
   for (size_t i = 0; !st && i < n_xs; i++) {
     if (!outs[i]) continue;
-    const char* total = NULL;
-    st = ox_grad_total(&b, xv[i], &total);
-    if (!st && !total) { /* y does not depend on x: zeros */
-      const char* ins[] = {xv[i]->name, xv[i]->name};
-      st = ox_grad_node(&b, "Sub", ins, 2, &total);
-    }
+    const char* total = ox_grad_value_wants(&b, xv[i]) ? ox_grad_total(&b, xv[i]) : NULL;
+    if (!total) /* y does not depend on x: zeros */
+      total = ox_grad_zeros_like(&b, xv[i]->name,
+                                 ox_is_float(xv[i]->type) ? xv[i]->type : ONYX_ELEM_FLOAT32);
+    st = ox_grad_err(&b);
     const char* ins[] = {total};
     const char* res[] = {outs[i]};
     if (!st) st = ox_graph_add_node(g, NULL, "Identity", "", ins, 1, res, 1, NULL);
   }
+  if (b.err) ox_status_free(b.err);
   for (size_t i = 0; b.contribs && i < b.n_fwd; i++) {
     for (size_t k = 0; k < b.contribs[i].n; k++)
       free(b.contribs[i].names[k]);
@@ -296,8 +642,10 @@ static OnyxStatus* ox_grad_one(OxGraph* g, OxNode* gn) {
   free(outs);
   free(xv);
   free(b.contribs);
-  free(from_x);
-  free(to_y);
+  free(b.totals);
+  free(b.via);
+  free(b.from_x);
+  free(b.to_y);
   free(prefix);
   return st;
 }

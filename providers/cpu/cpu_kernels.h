@@ -46,5 +46,8 @@ OnyxStatus* cpu_register_cf(OnyxKernelRegistry* r); /* cpu_cf.c: sequences, opti
 OnyxStatus* cpu_register_image(OnyxKernelRegistry* r); /* cpu_image.c: ImageDecoder */
 OnyxStatus*
 cpu_register_half(OnyxKernelRegistry* r); /* cpu_half.c: float16 MatMul, Conv, Softmax */
+/* com.onyx.training gradient ops: cpu_grad.c (calls cpu_register_grad_conv) */
+OnyxStatus* cpu_register_grad(OnyxKernelRegistry* r);
+OnyxStatus* cpu_register_grad_conv(OnyxKernelRegistry* r); /* cpu_grad_conv.c: conv, pools */
 
 #endif

@@ -28,14 +28,3 @@ set(ONYX_GPU_COMMON_HEADERS
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels.h
   ${ONYX_GPU_COMMON_DIR}/gpu_vendor.h)
 
-# The project's add_compile_options (-Wall ..., -Werror, -fsanitize=...) are
-# for the C compiler; nvcc and hipcc take other flags. Re-applies this
-# folder's inherited options to C sources only.
-function(onyx_gpu_c_only_options)
-  get_directory_property(opts COMPILE_OPTIONS)
-  set(c_opts)
-  foreach(o ${opts})
-    list(APPEND c_opts "$<$<COMPILE_LANGUAGE:C>:${o}>")
-  endforeach()
-  set_directory_properties(PROPERTIES COMPILE_OPTIONS "${c_opts}")
-endfunction()

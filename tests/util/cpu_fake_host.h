@@ -1,11 +1,9 @@
-/* cpu_fake_host.h — the host table for tests that compile CPU provider
- * kernel sources in (tests/unit/winograd, tests/unit/convdirect): a pool
- * stand-in that runs a range in chunks of 3 on the calling thread (so the
- * split across "workers" is exercised deterministically; pool NULL runs it
- * whole), and kernel-context scratch blocks kept until scratch_free().
- * Include it once per test program, after the provider's headers: it
- * defines the provider's `cpu_host`. Set `ctx_pool` to what the kernel
- * context's pool should be (NULL, or any non-NULL pointer such as &host). */
+/* cpu_fake_host.h — the host table for tests that link CPU provider
+ * kernels (onyx_ep_cpu_static; tests/unit/cpu/conv): a pool stand-in that runs a range in chunks of
+ * 3 on the calling thread (so the split across "workers" is exercised deterministically; pool NULL
+ * runs it whole), and kernel-context scratch blocks kept until scratch_free(). Include it once per
+ * test program, after the provider's headers: it defines the provider's `cpu_host`. Set `ctx_pool`
+ * to what the kernel context's pool should be (NULL, or any non-NULL pointer such as &host). */
 #ifndef CPU_FAKE_HOST_H
 #define CPU_FAKE_HOST_H
 

@@ -26,6 +26,7 @@
 #include "ox_model.h"
 #include "ox_providers.h" /* ox_host_api */
 #include "ox_test_models.h"
+#include "ox_test_session.h"
 
 #include "hostile_bytes.h"
 
@@ -41,26 +42,11 @@ static Onnx__AttributeProto* nul_attr(Onnx__AttributeProto* a) {
   return a;
 }
 
-/* Runs model m with the string inputs named in `ins` and returns outputs. */
-static OnyxStatus* run_model_in(OxTestModel* m, const char* const* ins, const OnyxValue* const* xs,
-                                size_t n_in, const char* const* outs, size_t n_out,
-                                OnyxValue** got) {
-  uint8_t* bytes = NULL;
-  size_t len = 0;
-  otm_serialize(m, &bytes, &len);
-  OnyxSession* s = NULL;
-  OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
-  free(bytes);
-  if (st) return st;
-  st = onyx_session_run(s, NULL, ins, xs, n_in, outs, n_out, got);
-  onyx_session_release(s);
-  return st;
-}
-
+/* Runs model m with string input "x" (none when x is NULL) and returns outputs. */
 static OnyxStatus* run_model(OxTestModel* m, const OnyxValue* x, const char* const* outs,
                              size_t n_out, OnyxValue** got) {
   const char* in_name = "x";
-  return run_model_in(m, x ? &in_name : NULL, x ? &x : NULL, x ? 1 : 0, outs, n_out, got);
+  return ots_run_values(m, x ? &in_name : NULL, x ? &x : NULL, x ? 1 : 0, outs, n_out, got);
 }
 
 /* Asserts that creating a session for m fails with `code` and a message
@@ -327,8 +313,8 @@ static void test_equal_strings_nul(void** state) {
   otm_output(m, "y", ONYX_ELEM_BOOL, 1, (int64_t[]){2});
   otm_node(m, "Equal", "eq", "a,b", "y");
   OnyxValue* y = NULL;
-  ok(run_model_in(m, (const char*[]){"a", "b"}, (const OnyxValue* const*)xs, 2,
-                  (const char*[]){"y"}, 1, &y));
+  ok(ots_run_values(m, (const char*[]){"a", "b"}, (const OnyxValue* const*)xs, 2,
+                    (const char*[]){"y"}, 1, &y));
   const uint8_t* r = onyx_tensor_data(onyx_value_tensor(y));
   assert_int_equal(r[0], 1);
   assert_int_equal(r[1], 0);
@@ -336,8 +322,8 @@ static void test_equal_strings_nul(void** state) {
   onyx_value_release(xs[1]);
 
   xs[1] = strings_value(c, 1);
-  ok(run_model_in(m, (const char*[]){"a", "b"}, (const OnyxValue* const*)xs, 2,
-                  (const char*[]){"y"}, 1, &y));
+  ok(ots_run_values(m, (const char*[]){"a", "b"}, (const OnyxValue* const*)xs, 2,
+                    (const char*[]){"y"}, 1, &y));
   r = onyx_tensor_data(onyx_value_tensor(y));
   assert_int_equal(r[0], 0);
   assert_int_equal(r[1], 1);
@@ -347,8 +333,8 @@ static void test_equal_strings_nul(void** state) {
   const Bytes d[2] = {B("a"), B("")}, e[2] = {B("a\0"), B("")};
   xs[0] = strings_value(d, 2);
   xs[1] = strings_value(e, 2);
-  ok(run_model_in(m, (const char*[]){"a", "b"}, (const OnyxValue* const*)xs, 2,
-                  (const char*[]){"y"}, 1, &y));
+  ok(ots_run_values(m, (const char*[]){"a", "b"}, (const OnyxValue* const*)xs, 2,
+                    (const char*[]){"y"}, 1, &y));
   r = onyx_tensor_data(onyx_value_tensor(y));
   assert_int_equal(r[0], 0);
   assert_int_equal(r[1], 1);

@@ -26,23 +26,15 @@
 #include "ox_ir.h"
 #include "ox_providers.h" /* ox_host_api */
 #include "ox_test_models.h"
+#include "ox_test_session.h"
 
 #include "hostile_bytes.h"
 
 /* Runs model m with string input "x" and returns its n_out outputs. */
 static OnyxStatus* run_model(OxTestModel* m, const OnyxValue* x, const char* const* outs,
                              size_t n_out, OnyxValue** got) {
-  uint8_t* bytes = NULL;
-  size_t len = 0;
-  otm_serialize(m, &bytes, &len);
-  OnyxSession* s = NULL;
-  OnyxStatus* st = onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s);
-  free(bytes);
-  if (st) return st;
   const char* in_name = "x";
-  st = onyx_session_run(s, NULL, x ? &in_name : NULL, x ? &x : NULL, x ? 1 : 0, outs, n_out, got);
-  onyx_session_release(s);
-  return st;
+  return ots_run_values(m, x ? &in_name : NULL, x ? &x : NULL, x ? 1 : 0, outs, n_out, got);
 }
 
 /* A TensorProto of strings with NULs: otm_tensor copies C strings, so the

@@ -1,5 +1,6 @@
 /* test_concurrency.c — one session run from 8 threads at once, 1000 runs
- * each, every output checked; and bindings and cancellation racing with runs.
+ * each, every output checked; bindings and cancellation racing with runs;
+ * and sessions created and run in parallel threads, each with its own plan.
  * Built and run under ThreadSanitizer in CI (scripts/test.sh). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -206,11 +207,138 @@ static void test_terminate_from_another_thread(void** state) {
   onyx_session_release(s);
 }
 
+/* Sessions created, run and released in parallel threads, each over its own
+ * model size: every session's memory plan is its own. The plan of a session
+ * is announced in its creation log ("planned peak on ... : <bytes> for <n>
+ * static values"): y = Neg(Relu(x)) over float[n] has one planned value, the
+ * Relu output, of n * 4 bytes (a multiple of the 64-byte alignment here).
+ * Each run's output is checked against y = -max(x, 0). */
+enum { kPlanThreads = 8, kPlanRounds = 12, kPlanRuns = 40 };
+
+typedef struct PlanWorker {
+  int n;          /* floats in x, y and the planned value */
+  int plans_seen; /* creation logs that announced a plan */
+  int wrong_plan; /* of those, plans of another size or value count */
+  int bad, errors, checked;
+  char msg[256];
+  char log[512]; /* the last "planned peak" line */
+} PlanWorker;
+
+static void plan_log(void* user, OnyxLogSeverity sev, const char* message) {
+  (void)sev;
+  PlanWorker* w = user;
+  const char* at = strstr(message, "planned peak on ");
+  if (!at) return;
+  const char* colon = strstr(at, "): ");
+  size_t bytes = 0, values = 0;
+  w->plans_seen++;
+  snprintf(w->log, sizeof w->log, "%s", message);
+  if (!colon || sscanf(colon + 3, "%zu B for %zu static values", &bytes, &values) != 2 ||
+      bytes != (size_t)w->n * 4 || values != 1)
+    w->wrong_plan++;
+}
+
+static OnyxSession* make_chain_session(PlanWorker* w) {
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 1, (int64_t[]){w->n});
+  otm_node(m, "Relu", "relu", "x", "a");
+  otm_node(m, "Neg", "neg", "a", "y");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 1, (int64_t[]){w->n});
+  uint8_t* bytes;
+  size_t len;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  OnyxStatus* st = onyx_session_options_create(&o);
+  if (!st) st = onyx_session_options_set_threads(o, 1);
+  if (!st) st = onyx_session_options_set_optimization_level(o, ONYX_OPT_DISABLED);
+  if (!st) st = onyx_session_options_set_memory_pattern(o, 1);
+  if (!st) st = onyx_session_options_set_log_severity(o, ONYX_LOG_INFO);
+  if (!st) st = onyx_session_options_set_log_callback(o, plan_log, w);
+  OnyxSession* s = NULL;
+  if (!st) st = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
+  free(bytes);
+  onyx_session_options_release(o);
+  if (st) {
+    snprintf(w->msg, sizeof w->msg, "create: %s", onyx_status_message(st));
+    w->errors++;
+    onyx_status_release(st);
+  }
+  return s;
+}
+
+static void* plan_worker_main(void* arg) {
+  PlanWorker* w = arg;
+  const char* in = "x";
+  const char* out = "y";
+  float* x = malloc((size_t)w->n * sizeof *x);
+  if (!x) {
+    w->errors++;
+    return NULL;
+  }
+  for (int round = 0; round < kPlanRounds; round++) {
+    OnyxSession* s = make_chain_session(w);
+    if (!s) break;
+    for (int r = 0; r < kPlanRuns; r++) {
+      for (int i = 0; i < w->n; i++)
+        x[i] = (float)((i * 7 + r * 3 + w->n) % 11) - 5.0f;
+      OnyxValue* xv = NULL;
+      OnyxValue* yv = NULL;
+      OnyxStatus* st = onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){w->n}, 1, x,
+                                                (size_t)w->n * sizeof *x, &xv);
+      if (!st) st = onyx_session_run(s, NULL, &in, (const OnyxValue* const*)&xv, 1, &out, 1, &yv);
+      if (st) {
+        if (!w->errors++) snprintf(w->msg, sizeof w->msg, "run: %s", onyx_status_message(st));
+        onyx_status_release(st);
+      } else {
+        const float* y = onyx_tensor_data(onyx_value_tensor(yv));
+        bool ok = true;
+        for (int i = 0; i < w->n && ok; i++) {
+          float want = x[i] > 0 ? -x[i] : -0.0f;
+          if (y[i] != want) {
+            ok = false;
+            if (!w->bad) snprintf(w->msg, sizeof w->msg, "y[%d] = %g, want %g", i, y[i], want);
+          }
+        }
+        if (ok)
+          w->checked++;
+        else
+          w->bad++;
+      }
+      onyx_value_release(xv);
+      onyx_value_release(yv);
+    }
+    onyx_session_release(s);
+  }
+  free(x);
+  return NULL;
+}
+
+static void test_parallel_sessions_own_their_plans(void** state) {
+  (void)state;
+  pthread_t th[kPlanThreads];
+  PlanWorker w[kPlanThreads];
+  for (int i = 0; i < kPlanThreads; i++) {
+    w[i] = (PlanWorker){.n = 16 * (i + 1)};
+    assert_int_equal(pthread_create(&th[i], NULL, plan_worker_main, &w[i]), 0);
+  }
+  for (int i = 0; i < kPlanThreads; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < kPlanThreads; i++) {
+    if (w[i].bad || w[i].errors || w[i].wrong_plan)
+      fail_msg("thread %d (n = %d): %d wrong outputs, %d errors, %d wrong plans; %s; last plan: %s",
+               i, w[i].n, w[i].bad, w[i].errors, w[i].wrong_plan, w[i].msg, w[i].log);
+    assert_int_equal(w[i].plans_seen, kPlanRounds);
+    assert_int_equal(w[i].checked, kPlanRounds * kPlanRuns);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_8_threads_1000_runs),
       cmocka_unit_test(test_8_threads_bindings_and_runs),
       cmocka_unit_test(test_terminate_from_another_thread),
+      cmocka_unit_test(test_parallel_sessions_own_their_plans),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

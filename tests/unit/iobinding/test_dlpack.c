@@ -11,20 +11,7 @@
 #include <string.h>
 #include "onyx/onyx.h"
 #include "ox_test_models.h"
-
-static void ok(OnyxStatus* st) {
-  if (st) fail_msg("unexpected error: %s", onyx_status_message(st));
-}
-
-static void expect_error(OnyxStatus* st, OnyxStatusCode code, const char* needle) {
-  if (!st) fail_msg("expected an error containing '%s', got success", needle);
-  if (onyx_status_code(st) != code)
-    fail_msg("expected code %s, got %s: %s", onyx_status_code_name(code),
-             onyx_status_code_name(onyx_status_code(st)), onyx_status_message(st));
-  if (!strstr(onyx_status_message(st), needle))
-    fail_msg("'%s' not in '%s'", needle, onyx_status_message(st));
-  onyx_status_release(st);
-}
+#include "ox_test_session.h"
 
 /* A producer's tensor: counts its deleter calls. */
 typedef struct Producer {
@@ -61,7 +48,7 @@ static void test_import_zero_copy_and_deleter(void** state) {
   Producer p;
   producer_init(&p);
   OnyxValue* v = NULL;
-  ok(onyx_value_from_dlpack(&p.m, &v));
+  ots_ok(onyx_value_from_dlpack(&p.m, &v));
   const OnyxTensor* t = onyx_value_tensor(v);
   assert_ptr_equal(onyx_tensor_data(t), p.data); /* no copy */
   assert_int_equal(onyx_tensor_elem_type(t), ONYX_ELEM_FLOAT32);
@@ -77,18 +64,18 @@ static void test_import_zero_copy_and_deleter(void** state) {
   size_t len;
   otm_serialize(m, &bytes, &len);
   OnyxSession* s = NULL;
-  ok(onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s));
+  ots_ok(onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s));
   free(bytes);
   otm_free(m);
   OnyxIoBinding* b = NULL;
-  ok(onyx_io_binding_create(s, &b));
-  ok(onyx_io_binding_bind_input(b, "x", v));
-  ok(onyx_io_binding_bind_output_to_device(b, "y", NULL));
+  ots_ok(onyx_io_binding_create(s, &b));
+  ots_ok(onyx_io_binding_bind_input(b, "x", v));
+  ots_ok(onyx_io_binding_bind_output_to_device(b, "y", NULL));
   onyx_value_release(v); /* the binding still holds the producer's memory */
   assert_int_equal(p.deleted, 0);
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   OnyxValue* y = NULL;
-  ok(onyx_io_binding_get_outputs(b, &y, 1));
+  ots_ok(onyx_io_binding_get_outputs(b, &y, 1));
   const float want[6] = {0, 0, 0, 1, 2, 3};
   for (int i = 0; i < 6; i++)
     assert_float_equal(((const float*)onyx_tensor_data(onyx_value_tensor(y)))[i], want[i], 0);
@@ -104,18 +91,19 @@ static void test_import_refusals_keep_ownership(void** state) {
   producer_init(&p);
   OnyxValue* v = NULL;
   p.m.dl_tensor.dtype = (DLDataType){kDLFloat, 32, 4};
-  expect_error(onyx_value_from_dlpack(&p.m, &v), ONYX_NOT_IMPLEMENTED, "4 lanes");
+  ots_expect_error(onyx_value_from_dlpack(&p.m, &v), ONYX_NOT_IMPLEMENTED, "4 lanes");
   p.m.dl_tensor.dtype = (DLDataType){kDLOpaqueHandle, 64, 1};
-  expect_error(onyx_value_from_dlpack(&p.m, &v), ONYX_NOT_IMPLEMENTED, "type code 3 with 64 bits");
+  ots_expect_error(onyx_value_from_dlpack(&p.m, &v), ONYX_NOT_IMPLEMENTED,
+                   "type code 3 with 64 bits");
   p.m.dl_tensor.dtype = (DLDataType){kDLFloat, 32, 1};
   p.m.dl_tensor.device = (DLDevice){kDLVulkan, 0};
-  expect_error(onyx_value_from_dlpack(&p.m, &v), ONYX_NOT_IMPLEMENTED, "device type 7");
+  ots_expect_error(onyx_value_from_dlpack(&p.m, &v), ONYX_NOT_IMPLEMENTED, "device type 7");
   p.m.dl_tensor.device = (DLDevice){kDLCPU, 0};
   /* A transposed view: strides (1, 2) over shape (2, 3) is not compact. */
   p.strides[0] = 1;
   p.strides[1] = 2;
   p.m.dl_tensor.strides = p.strides;
-  expect_error(onyx_value_from_dlpack(&p.m, &v), ONYX_NOT_IMPLEMENTED, "non-contiguous");
+  ots_expect_error(onyx_value_from_dlpack(&p.m, &v), ONYX_NOT_IMPLEMENTED, "non-contiguous");
   assert_null(v);
   assert_int_equal(p.deleted, 0);
   /* Compact strides (3, 1) and a byte offset are fine. */
@@ -123,7 +111,7 @@ static void test_import_refusals_keep_ownership(void** state) {
   p.strides[1] = 1;
   p.shape[0] = 1;
   p.m.dl_tensor.byte_offset = 3 * sizeof(float);
-  ok(onyx_value_from_dlpack(&p.m, &v));
+  ots_ok(onyx_value_from_dlpack(&p.m, &v));
   assert_ptr_equal(onyx_tensor_data(onyx_value_tensor(v)), &p.data[3]);
   assert_int_equal(onyx_tensor_elem_count(onyx_value_tensor(v)), 3);
   onyx_value_release(v);
@@ -135,9 +123,9 @@ static void test_export_zero_copy(void** state) {
   int64_t dims[2] = {3, 2};
   const int32_t src[6] = {5, -6, 7, -8, 9, -10};
   OnyxValue* v = NULL;
-  ok(onyx_value_create_tensor(ONYX_ELEM_INT32, dims, 2, src, sizeof src, &v));
+  ots_ok(onyx_value_create_tensor(ONYX_ELEM_INT32, dims, 2, src, sizeof src, &v));
   DLManagedTensor* m = NULL;
-  ok(onyx_value_to_dlpack(v, &m));
+  ots_ok(onyx_value_to_dlpack(v, &m));
   assert_ptr_equal(m->dl_tensor.data, onyx_tensor_data(onyx_value_tensor(v)));
   assert_int_equal(m->dl_tensor.device.device_type, kDLCPU);
   assert_int_equal(m->dl_tensor.ndim, 2);
@@ -155,7 +143,7 @@ static void test_export_zero_copy(void** state) {
   /* Round trip: importing it back is zero-copy too, and the deleter chain
    * frees everything once (checked by ASan/LSan). */
   OnyxValue* back = NULL;
-  ok(onyx_value_from_dlpack(m, &back));
+  ots_ok(onyx_value_from_dlpack(m, &back));
   assert_ptr_equal(onyx_tensor_data(onyx_value_tensor(back)), d);
   assert_int_equal(onyx_tensor_elem_type(onyx_value_tensor(back)), ONYX_ELEM_INT32);
   onyx_value_release(back);
@@ -164,14 +152,14 @@ static void test_export_zero_copy(void** state) {
 static void test_export_refusals(void** state) {
   (void)state;
   OnyxValue* v = NULL;
-  ok(onyx_value_create_tensor(ONYX_ELEM_BOOL, (int64_t[]){2}, 1, (uint8_t[]){1, 0}, 2, &v));
+  ots_ok(onyx_value_create_tensor(ONYX_ELEM_BOOL, (int64_t[]){2}, 1, (uint8_t[]){1, 0}, 2, &v));
   DLManagedTensor* m = NULL;
-  expect_error(onyx_value_to_dlpack(v, &m), ONYX_NOT_IMPLEMENTED, "bool has no DLPack");
+  ots_expect_error(onyx_value_to_dlpack(v, &m), ONYX_NOT_IMPLEMENTED, "bool has no DLPack");
   assert_null(m);
   onyx_value_release(v);
   const char* strs[1] = {"a"};
-  ok(onyx_value_create_tensor(ONYX_ELEM_STRING, (int64_t[]){1}, 1, strs, sizeof strs, &v));
-  expect_error(onyx_value_to_dlpack(v, &m), ONYX_NOT_IMPLEMENTED, "string has no DLPack");
+  ots_ok(onyx_value_create_tensor(ONYX_ELEM_STRING, (int64_t[]){1}, 1, strs, sizeof strs, &v));
+  ots_expect_error(onyx_value_to_dlpack(v, &m), ONYX_NOT_IMPLEMENTED, "string has no DLPack");
   onyx_value_release(v);
 }
 

@@ -12,20 +12,7 @@
 #include "onyx/onyx.h"
 #include "onyx/onyx_ep.h"
 #include "ox_test_models.h"
-
-static void ok(OnyxStatus* st) {
-  if (st) fail_msg("unexpected error: %s", onyx_status_message(st));
-}
-
-static void expect_error(OnyxStatus* st, OnyxStatusCode code, const char* needle) {
-  if (!st) fail_msg("expected an error containing '%s', got success", needle);
-  if (onyx_status_code(st) != code)
-    fail_msg("expected code %s, got %s: %s", onyx_status_code_name(code),
-             onyx_status_code_name(onyx_status_code(st)), onyx_status_message(st));
-  if (!strstr(onyx_status_message(st), needle))
-    fail_msg("'%s' not in '%s'", needle, onyx_status_message(st));
-  onyx_status_release(st);
-}
+#include "ox_test_session.h"
 
 /* y = Relu(x + b), b = [1, -2, 0.5]; z = x * 2 (Add x,x). */
 static OnyxSession* make_session(const OnyxSessionOptions* o) {
@@ -41,7 +28,7 @@ static OnyxSession* make_session(const OnyxSessionOptions* o) {
   size_t len;
   otm_serialize(m, &bytes, &len);
   OnyxSession* s = NULL;
-  ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
+  ots_ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
   free(bytes);
   otm_free(m);
   return s;
@@ -50,8 +37,8 @@ static OnyxSession* make_session(const OnyxSessionOptions* o) {
 static OnyxValue* f32(const float* data, int64_t d0, int64_t d1) {
   OnyxValue* v = NULL;
   int64_t dims[2] = {d0, d1};
-  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, dims, 2, data,
-                              data ? (size_t)(d0 * d1) * sizeof(float) : 0, &v));
+  ots_ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, dims, 2, data,
+                                  data ? (size_t)(d0 * d1) * sizeof(float) : 0, &v));
   return v;
 }
 
@@ -74,13 +61,13 @@ static void test_preallocated_outputs_in_place(void** state) {
   OnyxValue* z = f32(NULL, 2, 3);
   float* yd = data_of(y);
   OnyxIoBinding* b = NULL;
-  ok(onyx_io_binding_create(s, &b));
-  ok(onyx_io_binding_bind_input(b, "x", x));
-  ok(onyx_io_binding_bind_output(b, "y", y));
-  ok(onyx_io_binding_bind_output(b, "z", z));
+  ots_ok(onyx_io_binding_create(s, &b));
+  ots_ok(onyx_io_binding_bind_input(b, "x", x));
+  ots_ok(onyx_io_binding_bind_output(b, "y", y));
+  ots_ok(onyx_io_binding_bind_output(b, "z", z));
   assert_int_equal(onyx_io_binding_output_count(b), 2);
   assert_string_equal(onyx_io_binding_output_name(b, 0), "y");
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   /* relu([0,1,2,-3,4,-5] + [1,-2,.5,1,-2,.5]) = [1,0,2.5,0,2,0] */
   check6(data_of(y), (float[]){1, 0, 2.5f, 0, 2, 0});
   check6(data_of(z), (float[]){0, 2, 4, -6, 8, -10});
@@ -88,21 +75,21 @@ static void test_preallocated_outputs_in_place(void** state) {
   float* xd = data_of(x);
   for (int i = 0; i < 6; i++)
     xd[i] = (float)(i - 2); /* [-2,-1,0,1,2,3] */
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   assert_ptr_equal(data_of(y), yd);
   /* relu([-1,-3,.5,2,0,3.5]) */
   check6(data_of(y), (float[]){0, 0, 0.5f, 2, 0, 3.5f});
   check6(data_of(z), (float[]){-4, -2, 0, 2, 4, 6});
   /* get_outputs shares the bound memory. */
   OnyxValue* got[2] = {0};
-  ok(onyx_io_binding_get_outputs(b, got, 2));
+  ots_ok(onyx_io_binding_get_outputs(b, got, 2));
   assert_ptr_equal(data_of(got[0]), yd);
   assert_ptr_equal(data_of(got[1]), data_of(z));
   onyx_values_release(got, 2);
   /* The binding holds references: the caller's values may go first. */
   onyx_value_release(x);
   onyx_value_release(z);
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   check6(yd, (float[]){0, 0, 0.5f, 2, 0, 3.5f});
   onyx_io_binding_release(b);
   onyx_value_release(y);
@@ -116,28 +103,28 @@ static void test_session_allocated_outputs_reused(void** state) {
   OnyxSession* s = make_session(NULL);
   OnyxValue* x = f32((float[]){0, 1, 2, -3, 4, -5}, 2, 3);
   OnyxIoBinding* b = NULL;
-  ok(onyx_io_binding_create(s, &b));
-  ok(onyx_io_binding_bind_input(b, "x", x));
-  ok(onyx_io_binding_bind_output_to_device(b, "z", NULL));
-  expect_error(onyx_io_binding_get_outputs(b, (OnyxValue* [1]){0}, 1), ONYX_INVALID_ARGUMENT,
-               "has not run");
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_ok(onyx_io_binding_create(s, &b));
+  ots_ok(onyx_io_binding_bind_input(b, "x", x));
+  ots_ok(onyx_io_binding_bind_output_to_device(b, "z", NULL));
+  ots_expect_error(onyx_io_binding_get_outputs(b, (OnyxValue* [1]){0}, 1), ONYX_INVALID_ARGUMENT,
+                   "has not run");
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   OnyxValue* first = NULL;
-  ok(onyx_io_binding_get_outputs(b, &first, 1));
+  ots_ok(onyx_io_binding_get_outputs(b, &first, 1));
   const float* p1 = data_of(first);
   check6(p1, (float[]){0, 2, 4, -6, 8, -10});
   onyx_value_release(first);
   data_of(x)[0] = 10; /* z[0] = 20 */
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   OnyxValue* second = NULL;
-  ok(onyx_io_binding_get_outputs(b, &second, 1));
+  ots_ok(onyx_io_binding_get_outputs(b, &second, 1));
   assert_ptr_equal(data_of(second), p1); /* reused */
   assert_float_equal(data_of(second)[0], 20, 0);
   /* Held across a run: the run writes elsewhere, the held value is intact. */
   data_of(x)[0] = 7;
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   OnyxValue* third = NULL;
-  ok(onyx_io_binding_get_outputs(b, &third, 1));
+  ots_ok(onyx_io_binding_get_outputs(b, &third, 1));
   assert_ptr_not_equal(data_of(third), data_of(second));
   assert_float_equal(data_of(second)[0], 20, 0);
   assert_float_equal(data_of(third)[0], 14, 0);
@@ -152,33 +139,34 @@ static void test_binding_errors(void** state) {
   (void)state;
   OnyxSession* s = make_session(NULL);
   OnyxIoBinding* b = NULL;
-  ok(onyx_io_binding_create(s, &b));
+  ots_ok(onyx_io_binding_create(s, &b));
   OnyxValue* x = f32((float[]){0, 1, 2, -3, 4, -5}, 2, 3);
   OnyxValue* wrong = f32(NULL, 3, 2);
-  expect_error(onyx_io_binding_bind_input(b, "nope", x), ONYX_INVALID_ARGUMENT,
-               "unknown input 'nope'");
-  expect_error(onyx_io_binding_bind_input(b, "x", wrong), ONYX_INVALID_ARGUMENT,
-               "expected shape float32[2,3]");
-  expect_error(onyx_io_binding_bind_output(b, "w", x), ONYX_INVALID_ARGUMENT, "unknown output 'w'");
-  expect_error(onyx_session_run_with_binding(s, NULL, b), ONYX_INVALID_ARGUMENT,
-               "no output is bound");
-  ok(onyx_io_binding_bind_output_to_device(b, "y", NULL));
-  expect_error(onyx_session_run_with_binding(s, NULL, b), ONYX_INVALID_ARGUMENT,
-               "input 'x' is not bound");
+  ots_expect_error(onyx_io_binding_bind_input(b, "nope", x), ONYX_INVALID_ARGUMENT,
+                   "unknown input 'nope'");
+  ots_expect_error(onyx_io_binding_bind_input(b, "x", wrong), ONYX_INVALID_ARGUMENT,
+                   "expected shape float32[2,3]");
+  ots_expect_error(onyx_io_binding_bind_output(b, "w", x), ONYX_INVALID_ARGUMENT,
+                   "unknown output 'w'");
+  ots_expect_error(onyx_session_run_with_binding(s, NULL, b), ONYX_INVALID_ARGUMENT,
+                   "no output is bound");
+  ots_ok(onyx_io_binding_bind_output_to_device(b, "y", NULL));
+  ots_expect_error(onyx_session_run_with_binding(s, NULL, b), ONYX_INVALID_ARGUMENT,
+                   "input 'x' is not bound");
   OnyxMemoryDevice gpu = {.kind = ONYX_DEVICE_GPU, .vendor_id = 0x10de, .alignment = 256};
-  expect_error(onyx_io_binding_bind_output_to_device(b, "z", &gpu), ONYX_INVALID_ARGUMENT,
-               "no provider of the session serves");
-  ok(onyx_io_binding_bind_input(b, "x", x));
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_expect_error(onyx_io_binding_bind_output_to_device(b, "z", &gpu), ONYX_INVALID_ARGUMENT,
+                   "no provider of the session serves");
+  ots_ok(onyx_io_binding_bind_input(b, "x", x));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   /* Clearing drops the bindings. */
   onyx_io_binding_clear(b);
   assert_int_equal(onyx_io_binding_output_count(b), 0);
-  expect_error(onyx_session_run_with_binding(s, NULL, b), ONYX_INVALID_ARGUMENT,
-               "no output is bound");
+  ots_expect_error(onyx_session_run_with_binding(s, NULL, b), ONYX_INVALID_ARGUMENT,
+                   "no output is bound");
   /* A binding of another session. */
   OnyxSession* s2 = make_session(NULL);
-  expect_error(onyx_session_run_with_binding(s2, NULL, b), ONYX_INVALID_ARGUMENT,
-               "another session");
+  ots_expect_error(onyx_session_run_with_binding(s2, NULL, b), ONYX_INVALID_ARGUMENT,
+                   "another session");
   onyx_session_release(s2);
   onyx_io_binding_release(b);
   onyx_value_release(x);
@@ -265,32 +253,32 @@ static OnyxStatus* dev_init(const OnyxHostApi* host, const OnyxProvider** out) {
 static void test_outputs_and_inputs_on_another_memory(void** state) {
   (void)state;
   OnyxSessionOptions* o = NULL;
-  ok(onyx_session_options_create(&o));
-  ok(onyx_session_options_add_provider_init(o, "fakedev", dev_init, 1));
-  ok(onyx_session_options_add_provider(o, "cpu", NULL, 0, 1));
+  ots_ok(onyx_session_options_create(&o));
+  ots_ok(onyx_session_options_add_provider_init(o, "fakedev", dev_init, 1));
+  ots_ok(onyx_session_options_add_provider(o, "cpu", NULL, 0, 1));
   OnyxSession* s = make_session(o);
   onyx_session_options_release(o);
   OnyxValue* x = f32((float[]){0, 1, 2, -3, 4, -5}, 2, 3);
   OnyxIoBinding* b = NULL;
-  ok(onyx_io_binding_create(s, &b));
-  ok(onyx_io_binding_bind_input(b, "x", x));
-  ok(onyx_io_binding_bind_output_to_device(b, "y", &dev_allocator.device));
+  ots_ok(onyx_io_binding_create(s, &b));
+  ots_ok(onyx_io_binding_bind_input(b, "x", x));
+  ots_ok(onyx_io_binding_bind_output_to_device(b, "y", &dev_allocator.device));
   dev_copies = 0;
-  ok(onyx_session_run_with_binding(s, NULL, b));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b));
   assert_int_equal(dev_copies, 1); /* host result -> device */
   OnyxValue* y = NULL;
-  ok(onyx_io_binding_get_outputs(b, &y, 1));
+  ots_ok(onyx_io_binding_get_outputs(b, &y, 1));
   const OnyxMemoryDevice* m = onyx_tensor_memory(onyx_value_tensor(y));
   assert_int_equal(m->kind, ONYX_DEVICE_OTHER);
   assert_int_equal(m->vendor_id, DEV_VENDOR);
   check6(onyx_tensor_data(onyx_value_tensor(y)), (float[]){1, 0, 2.5f, 0, 2, 0});
   /* Feed the device value back: staged to host, then y = relu(y + b). */
   OnyxIoBinding* b2 = NULL;
-  ok(onyx_io_binding_create(s, &b2));
-  ok(onyx_io_binding_bind_input(b2, "x", y));
+  ots_ok(onyx_io_binding_create(s, &b2));
+  ots_ok(onyx_io_binding_bind_input(b2, "x", y));
   OnyxValue* out = f32(NULL, 2, 3);
-  ok(onyx_io_binding_bind_output(b2, "y", out));
-  ok(onyx_session_run_with_binding(s, NULL, b2));
+  ots_ok(onyx_io_binding_bind_output(b2, "y", out));
+  ots_ok(onyx_session_run_with_binding(s, NULL, b2));
   assert_int_equal(dev_copies, 2); /* device input -> host */
   /* relu([1,0,2.5,0,2,0] + [1,-2,.5,1,-2,.5]) = [2,0,3,1,0,.5] */
   check6(data_of(out), (float[]){2, 0, 3, 1, 0, 0.5f});
@@ -314,19 +302,19 @@ static void test_preallocated_shape_mismatch(void** state) {
   size_t len;
   otm_serialize(m, &bytes, &len);
   OnyxSession* s = NULL;
-  ok(onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s));
+  ots_ok(onyx_session_create_from_bytes(NULL, bytes, len, NULL, &s));
   free(bytes);
   otm_free(m);
   OnyxValue *x = NULL, *y = NULL;
-  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){3}, 1, (float[]){-1, 2, -3},
-                              3 * sizeof(float), &x));
-  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){4}, 1, NULL, 0, &y));
+  ots_ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){3}, 1, (float[]){-1, 2, -3},
+                                  3 * sizeof(float), &x));
+  ots_ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){4}, 1, NULL, 0, &y));
   OnyxIoBinding* b = NULL;
-  ok(onyx_io_binding_create(s, &b));
-  ok(onyx_io_binding_bind_input(b, "x", x));
-  ok(onyx_io_binding_bind_output(b, "y", y));
-  expect_error(onyx_session_run_with_binding(s, NULL, b), ONYX_INVALID_ARGUMENT,
-               "output 'y': the bound tensor is float32[4] but the run produced float32[3]");
+  ots_ok(onyx_io_binding_create(s, &b));
+  ots_ok(onyx_io_binding_bind_input(b, "x", x));
+  ots_ok(onyx_io_binding_bind_output(b, "y", y));
+  ots_expect_error(onyx_session_run_with_binding(s, NULL, b), ONYX_INVALID_ARGUMENT,
+                   "output 'y': the bound tensor is float32[4] but the run produced float32[3]");
   onyx_io_binding_release(b);
   onyx_value_release(x);
   onyx_value_release(y);

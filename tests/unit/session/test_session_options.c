@@ -16,20 +16,7 @@
 #include "onyx/onyx.h"
 #include "onyx/onyx_ep.h"
 #include "ox_test_models.h"
-
-static void ok(OnyxStatus* st) {
-  if (st) fail_msg("unexpected error: %s", onyx_status_message(st));
-}
-
-static void expect_error(OnyxStatus* st, OnyxStatusCode code, const char* needle) {
-  if (!st) fail_msg("expected an error containing '%s', got success", needle);
-  if (onyx_status_code(st) != code)
-    fail_msg("expected code %s, got %s: %s", onyx_status_code_name(code),
-             onyx_status_code_name(onyx_status_code(st)), onyx_status_message(st));
-  if (!strstr(onyx_status_message(st), needle))
-    fail_msg("'%s' not in '%s'", needle, onyx_status_message(st));
-  onyx_status_release(st);
-}
+#include "ox_test_session.h"
 
 /* --- the application's provider: com.example.Shout (logs, Y = X) and
  *     com.example.Gate (waits until the test opens it, Y = X) ------------------- */
@@ -159,17 +146,17 @@ static OnyxSession* session_with_op(const char* op, OnyxSessionOptions* o) {
   size_t len;
   otm_serialize(m, &bytes, &len);
   otm_free(m);
-  ok(onyx_session_options_add_provider_init(o, "app", app_init, 1));
+  ots_ok(onyx_session_options_add_provider_init(o, "app", app_init, 1));
   OnyxSession* s = NULL;
-  ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
+  ots_ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
   free(bytes);
   return s;
 }
 
 static OnyxStatus* run3(OnyxSession* s, const OnyxRunOptions* r, OnyxValue** y) {
   OnyxValue* x = NULL;
-  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){3}, 1, (float[]){3, -1, 2},
-                              3 * sizeof(float), &x));
+  ots_ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){3}, 1, (float[]){3, -1, 2},
+                                  3 * sizeof(float), &x));
   const char* in = "x";
   const char* out = "y";
   OnyxStatus* st = onyx_session_run(s, r, &in, (const OnyxValue* const*)&x, 1, &out, 1, y);
@@ -202,19 +189,19 @@ static void test_provider_logs_reach_the_session_callback(void** state) {
   (void)state;
   Log log = {0};
   OnyxSessionOptions* o = NULL;
-  ok(onyx_session_options_create(&o));
-  ok(onyx_session_options_set_log_severity(o, ONYX_LOG_INFO));
-  ok(onyx_session_options_set_log_callback(o, collect, &log));
+  ots_ok(onyx_session_options_create(&o));
+  ots_ok(onyx_session_options_set_log_severity(o, ONYX_LOG_INFO));
+  ots_ok(onyx_session_options_set_log_callback(o, collect, &log));
   OnyxSession* s = session_with_op("Shout", o);
   onyx_session_options_release(o);
   log.n = 0;
   /* A tagged run: the provider's warning arrives with the tag; its verbose
    * line is below the session's INFO. */
   OnyxRunOptions* r = NULL;
-  ok(onyx_run_options_create(&r));
-  ok(onyx_run_options_set_tag(r, "job-9"));
+  ots_ok(onyx_run_options_create(&r));
+  ots_ok(onyx_run_options_set_tag(r, "job-9"));
   OnyxValue* y = NULL;
-  ok(run3(s, r, &y));
+  ots_ok(run3(s, r, &y));
   onyx_value_release(y);
   int at = find_line(&log, "provider 'app': shout 3");
   if (at < 0) fail_msg("the provider's log line did not reach the callback (%d lines)", log.n);
@@ -223,13 +210,13 @@ static void test_provider_logs_reach_the_session_callback(void** state) {
   assert_int_equal(find_line(&log, "whisper"), -1);
   /* The run's own severity replaces the session's for that run. */
   log.n = 0;
-  ok(onyx_run_options_set_log_severity(r, ONYX_LOG_ERROR));
-  ok(run3(s, r, &y));
+  ots_ok(onyx_run_options_set_log_severity(r, ONYX_LOG_ERROR));
+  ots_ok(run3(s, r, &y));
   onyx_value_release(y);
   assert_int_equal(find_line(&log, "shout"), -1);
   log.n = 0;
-  ok(onyx_run_options_set_log_severity(r, ONYX_LOG_VERBOSE));
-  ok(run3(s, r, &y));
+  ots_ok(onyx_run_options_set_log_severity(r, ONYX_LOG_VERBOSE));
+  ots_ok(run3(s, r, &y));
   onyx_value_release(y);
   assert_true(find_line(&log, "[run 'job-9'] provider 'app': whisper") >= 0);
   onyx_run_options_release(r);
@@ -239,16 +226,16 @@ static void test_provider_logs_reach_the_session_callback(void** state) {
 static void test_deterministic_and_severity_reach_the_provider(void** state) {
   (void)state;
   OnyxSessionOptions* o = NULL;
-  ok(onyx_session_options_create(&o));
+  ots_ok(onyx_session_options_create(&o));
   OnyxSession* s = session_with_op("Shout", o);
   assert_int_equal(seen_deterministic, 0);
   assert_int_equal(seen_severity, ONYX_LOG_WARNING);
   onyx_session_release(s);
   onyx_session_options_release(o);
-  ok(onyx_session_options_create(&o));
-  ok(onyx_session_options_set_deterministic(o, 1));
-  ok(onyx_session_options_set_log_severity(o, ONYX_LOG_ERROR));
-  ok(onyx_session_options_set_threads(o, 3));
+  ots_ok(onyx_session_options_create(&o));
+  ots_ok(onyx_session_options_set_deterministic(o, 1));
+  ots_ok(onyx_session_options_set_log_severity(o, ONYX_LOG_ERROR));
+  ots_ok(onyx_session_options_set_threads(o, 3));
   s = session_with_op("Shout", o);
   assert_int_equal(seen_deterministic, 1);
   assert_int_equal(seen_severity, ONYX_LOG_ERROR);
@@ -274,12 +261,12 @@ static void* gated_run(void* arg) {
 static void test_terminate_mid_run_from_another_thread(void** state) {
   (void)state;
   OnyxSessionOptions* o = NULL;
-  ok(onyx_session_options_create(&o));
+  ots_ok(onyx_session_options_create(&o));
   OnyxSession* s = session_with_op("Gate", o);
   onyx_session_options_release(o);
   Gated g = {.s = s};
-  ok(onyx_run_options_create(&g.r));
-  ok(onyx_run_options_set_tag(g.r, "long-job"));
+  ots_ok(onyx_run_options_create(&g.r));
+  ots_ok(onyx_run_options_set_tag(g.r, "long-job"));
   __atomic_store_n(&gate_entered, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&gate_open, 0, __ATOMIC_RELEASE);
   pthread_t th;
@@ -292,7 +279,7 @@ static void test_terminate_mid_run_from_another_thread(void** state) {
   pthread_join(th, NULL);
   /* Cancelled at the boundary before Relu (step 1 of 2); no output, and the
    * Gate's output is freed (LSan checks). */
-  expect_error(g.st, ONYX_CANCELLED, "the run 'long-job' was cancelled before step 1 of 2");
+  ots_expect_error(g.st, ONYX_CANCELLED, "the run 'long-job' was cancelled before step 1 of 2");
   assert_null(g.y);
   onyx_run_options_release(g.r);
   onyx_session_release(s);
@@ -322,7 +309,7 @@ static OnyxSession* branches(OnyxSessionOptions* o, OnyxStatus** err) {
 /* The node names in execution order, from the explain report. */
 static void execution_order(OnyxSession* s, char* buf, size_t len) {
   char* text = NULL;
-  ok(onyx_session_explain(s, &text));
+  ots_ok(onyx_session_explain(s, &text));
   const char* p = strstr(text, "(execution order)\n");
   assert_non_null(p);
   p = strchr(p, '\n') + 1;
@@ -341,18 +328,18 @@ static void test_priority_order(void** state) {
   char order[128];
   OnyxStatus* st;
   OnyxSession* s = branches(NULL, &st);
-  ok(st);
+  ots_ok(st);
   execution_order(s, order, sizeof order);
   assert_string_equal(order, "a1,a2,b1,b2"); /* default: model order among ready nodes */
   onyx_session_release(s);
   OnyxSessionOptions* o = NULL;
-  ok(onyx_session_options_create(&o));
-  ok(onyx_session_options_set_execution_order(o, ONYX_ORDER_PRIORITY));
-  ok(onyx_session_options_set_node_priority(o, "b1", -5));
-  ok(onyx_session_options_set_node_priority(o, "b2", -5));
-  ok(onyx_session_options_set_node_priority(o, "a2", -9)); /* not ready before a1 */
+  ots_ok(onyx_session_options_create(&o));
+  ots_ok(onyx_session_options_set_execution_order(o, ONYX_ORDER_PRIORITY));
+  ots_ok(onyx_session_options_set_node_priority(o, "b1", -5));
+  ots_ok(onyx_session_options_set_node_priority(o, "b2", -5));
+  ots_ok(onyx_session_options_set_node_priority(o, "a2", -9)); /* not ready before a1 */
   s = branches(o, &st);
-  ok(st);
+  ots_ok(st);
   execution_order(s, order, sizeof order);
   onyx_session_release(s);
   if (!strcmp(order, "a1,a2,b1,b2")) {
@@ -362,9 +349,9 @@ static void test_priority_order(void** state) {
   /* Ready {a1(0), b1(-5)}: b1; then {a1(0), b2(-5)}: b2; then a1, a2. */
   assert_string_equal(order, "b1,b2,a1,a2");
   /* A priority for a node the model lacks. */
-  ok(onyx_session_options_set_node_priority(o, "zz", 1));
+  ots_ok(onyx_session_options_set_node_priority(o, "zz", 1));
   assert_null(branches(o, &st));
-  expect_error(st, ONYX_INVALID_CONFIG, "no node named 'zz'");
+  ots_expect_error(st, ONYX_INVALID_CONFIG, "no node named 'zz'");
   onyx_session_options_release(o);
 }
 
@@ -372,28 +359,28 @@ static void test_priority_order(void** state) {
 static void test_config_session_keys(void** state) {
   (void)state;
   OnyxSessionOptions* o = NULL;
-  ok(onyx_session_options_create(&o));
+  ots_ok(onyx_session_options_create(&o));
   const char* good = "{\"session\": {\"execution_order\": \"priority\", \"deterministic\": true,"
                      " \"log_severity\": \"error\", \"threads\": 2,"
                      " \"node_priorities\": {\"b1\": -5, \"b2\": -5}}}";
-  ok(onyx_session_options_load_config_text(o, good, strlen(good), "inline"));
-  ok(onyx_session_options_add_provider_init(o, "app", app_init, 1));
+  ots_ok(onyx_session_options_load_config_text(o, good, strlen(good), "inline"));
+  ots_ok(onyx_session_options_add_provider_init(o, "app", app_init, 1));
   OnyxStatus* st;
   OnyxSession* s = branches(o, &st);
-  ok(st);
+  ots_ok(st);
   assert_int_equal(seen_deterministic, 1);
   assert_int_equal(seen_severity, ONYX_LOG_ERROR);
   assert_int_equal(seen_threads, 2);
   onyx_session_release(s);
   const char* bad = "{\"session\": {\"node_priorities\": {\"b1\": \"high\"}}}";
-  expect_error(onyx_session_options_load_config_text(o, bad, strlen(bad), "inline"),
-               ONYX_INVALID_CONFIG, "inline: session.node_priorities.b1: expected an integer");
+  ots_expect_error(onyx_session_options_load_config_text(o, bad, strlen(bad), "inline"),
+                   ONYX_INVALID_CONFIG, "inline: session.node_priorities.b1: expected an integer");
   const char* bad2 = "{\"session\": {\"node_priorities\": [1]}}";
-  expect_error(onyx_session_options_load_config_text(o, bad2, strlen(bad2), "inline"),
-               ONYX_INVALID_CONFIG, "session.node_priorities: expected an object");
+  ots_expect_error(onyx_session_options_load_config_text(o, bad2, strlen(bad2), "inline"),
+                   ONYX_INVALID_CONFIG, "session.node_priorities: expected an object");
   onyx_session_options_release(o);
-  expect_error(onyx_session_options_set_node_priority(NULL, "a", 1), ONYX_INVALID_ARGUMENT,
-               "options is NULL");
+  ots_expect_error(onyx_session_options_set_node_priority(NULL, "a", 1), ONYX_INVALID_ARGUMENT,
+                   "options is NULL");
 }
 
 int main(void) {

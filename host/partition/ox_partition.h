@@ -1,0 +1,89 @@
+/* ox_partition.h — placement: the session's provider instances, the graph
+ * views providers see, the capability builder behind get_capability, and the
+ * partition the partitioner decides (which provider runs each node, the
+ * fused groups). */
+#ifndef OX_PARTITION_H
+#define OX_PARTITION_H
+
+#include <pthread.h>
+#include "ox_arena.h"
+#include "ox_graph.h"
+#include "ox_kreg.h"
+#include "ox_providers.h"
+#include "onyx/onyx.h"
+
+/* One provider instance in a session, in priority order. */
+typedef struct OxEpSlot {
+  char* name;
+  OxProviderLib* lib;
+  OnyxEp* ep;
+  bool implicit;      /* the CPU appended because the user did not list it */
+  OxArena* arenas[3]; /* per OnyxMemType, created on first use */
+  pthread_mutex_t arena_lock;
+  OnyxStream* stream; /* NULL: synchronous */
+  size_t n_nodes;     /* nodes placed here */
+} OxEpSlot;
+
+/* A slot of OnyxEp that a provider built against an older minor may not have:
+ * read only when the EP's struct_size covers it (NULL otherwise). */
+#define OX_EP_SLOT(ep, field)                                                                      \
+  ((ep)->struct_size >= offsetof(OnyxEp, field) + sizeof((ep)->field) ? (ep)->field : NULL)
+
+/* --- Placement -------------------------------------------------------------------- */
+typedef struct OxDecline {
+  size_t node;     /* graph node index at partitioning */
+  char* node_name; /* the node's name: indices change when fusions rewrite the graph */
+  int32_t ep;
+  char* reason;
+} OxDecline;
+
+typedef struct OxGroup {
+  char* name;
+  int32_t ep;
+  OnyxGraphView view; /* nodes in topological order, boundary inputs/outputs */
+  OnyxCompiledKernel kernel;
+  bool compiled;
+} OxGroup;
+
+struct OnyxCapabilityBuilder {
+  struct OxPartition* part;
+  int32_t ep;
+  OxKernelRegistry* kernels;
+  char reason[512];
+  OnyxStatus* refused; /* first claim the host refused */
+};
+/* The builder functions behind the host API (partition.c). */
+int ox_builder_has_kernel(OnyxCapabilityBuilder* b, const OnyxNode* n, const char** reason);
+OnyxStatus* ox_builder_claim_node(OnyxCapabilityBuilder* b, const OnyxNode* n);
+OnyxStatus* ox_builder_claim_group(OnyxCapabilityBuilder* b, const OnyxNode* const* nodes,
+                                   size_t count, const char* name);
+void ox_builder_decline(OnyxCapabilityBuilder* b, const OnyxNode* n, const char* reason);
+void ox_builder_mark_cheap(OnyxCapabilityBuilder* b, const OnyxNode* n);
+OnyxStatus* ox_builder_take_error(OnyxCapabilityBuilder* b);
+
+typedef struct OxPartition {
+  OxGraph* graph;
+  OxEpSlot* eps;
+  size_t n_eps;
+  bool* cheap; /* per node */
+  OxDecline* declines;
+  size_t n_declines, cap_declines;
+  OxGroup* groups;
+  size_t n_groups, cap_groups;
+} OxPartition;
+
+/* Places every node: pins first, then each provider in order; validates
+ * claims (convex groups, kernels exist), applies fallback rules. Errors name
+ * the node, op and provider. */
+OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts);
+/* The session's pins against its graph as loaded (before the optimizer
+ * rewrites it), subgraphs included: a node name no node has, or an op type
+ * that neither the model nor any schema has, is ONYX_INVALID_CONFIG naming
+ * the pin; a known op type the model lacks is a warning. */
+struct OnyxSession;
+OnyxStatus* ox_partition_check_pins(const struct OnyxSession* s);
+void ox_partition_clear(OxPartition* p);
+/* Recounts the nodes placed on each provider (after the graph changed). */
+void ox_partition_count(OxPartition* p);
+
+#endif

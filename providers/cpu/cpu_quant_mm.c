@@ -1011,6 +1011,7 @@ typedef struct DwJob {
   const QParam* wzp;
   const QEpi* e;
   size_t c;
+  size_t hp, wp; /* 2-D: the padded plane's size */
   CpuStop* stop;
   int failed;
 } DwJob;
@@ -1019,7 +1020,7 @@ QEPI_CLONES static void dw_planes(void* user, size_t begin, size_t end) {
   DwJob* j = user;
   const ConvGeo* g = j->g;
   const size_t ks = g->k_size, os = g->out_size;
-  int32_t* acc = malloc(os * sizeof *acc + ks * sizeof(int32_t));
+  int32_t* acc = malloc(os * sizeof *acc + ks * sizeof(int32_t) + j->hp * j->wp);
   if (!acc) {
     __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
     return;
@@ -1036,28 +1037,42 @@ QEPI_CLONES static void dw_planes(void* user, size_t begin, size_t end) {
     }
     const uint8_t* x = j->x + q * g->in_size;
     memset(acc, 0, os * sizeof *acc);
-    if (g->ns == 2) { /* rows of outputs: the inner loop runs along a row of x */
-      const int64_t W = g->in[1], OW = g->out[1], sw = g->s[1];
-      for (int64_t oh = 0; oh < g->out[0]; oh++) {
-        int32_t* a = acc + oh * OW;
-        for (int64_t kh = 0; kh < g->k[0]; kh++) {
-          const int64_t ih = oh * g->s[0] - g->pb[0] + kh * g->d[0];
-          if (ih < 0 || ih >= g->in[0]) continue;
-          const uint8_t* row = x + ih * W;
-          for (int64_t kw = 0; kw < g->k[1]; kw++) {
-            const int32_t wk = wv[kh * g->k[1] + kw];
-            const int64_t off = kw * g->d[1] - g->pb[1]; /* iw = ow * sw + off */
-            int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-            int64_t hi = W - 1 - off < 0 ? 0 : (W - 1 - off) / sw + 1;
-            if (hi > OW) hi = OW;
+    if (g->ns == 2) {
+      /* The plane padded with x's zero point into hp x wp (every tap then
+       * lands inside, the padding adding (zx - zx) * w = 0): rows of
+       * outputs accumulate sum x * w along rows of the padded plane with no
+       * edge cases, and zx * sum(w) comes off at the end. */
+      uint8_t* pad = (uint8_t*)(wv + ks);
+      const size_t hp = j->hp, wp = j->wp, W = (size_t)g->in[1];
+      memset(pad, (uint8_t)j->xz, hp * wp);
+      for (size_t ih = 0; ih < (size_t)g->in[0] && ih + (size_t)g->pb[0] < hp; ih++) {
+        const size_t at = (size_t)g->pb[1];
+        if (at < wp)
+          memcpy(pad + (ih + (size_t)g->pb[0]) * wp + at, x + ih * W, W < wp - at ? W : wp - at);
+      }
+      uint32_t wsum = 0;
+      for (size_t kk = 0; kk < ks; kk++)
+        wsum += (uint32_t)wv[kk];
+      const uint32_t zterm = (uint32_t)j->xz * wsum;
+      const size_t OW = (size_t)g->out[1], sw = (size_t)g->s[1];
+      for (size_t oh = 0; oh < (size_t)g->out[0]; oh++) {
+        uint32_t* a = (uint32_t*)(acc + oh * OW);
+        for (size_t ow = 0; ow < OW; ow++)
+          a[ow] = 0u - zterm;
+        for (size_t kh = 0; kh < (size_t)g->k[0]; kh++) {
+          const uint8_t* row = pad + (oh * (size_t)g->s[0] + kh * (size_t)g->d[0]) * wp;
+          for (size_t kw = 0; kw < (size_t)g->k[1]; kw++) {
+            const uint8_t* r = row + kw * (size_t)g->d[1];
+            const int32_t wk = wv[kh * (size_t)g->k[1] + kw];
             if (j->x_signed)
-              for (int64_t ow = lo; ow < hi; ow++)
-                a[ow] = (int32_t)((uint32_t)a[ow] +
-                                  (uint32_t)(((int32_t)(int8_t)row[ow * sw + off] - j->xz) * wk));
+              for (size_t ow = 0; ow < OW; ow++)
+                a[ow] += (uint32_t)((int32_t)(int8_t)r[ow * sw] * wk);
+            else if (sw == 1)
+              for (size_t ow = 0; ow < OW; ow++)
+                a[ow] += (uint32_t)((int32_t)r[ow] * wk);
             else
-              for (int64_t ow = lo; ow < hi; ow++)
-                a[ow] = (int32_t)((uint32_t)a[ow] +
-                                  (uint32_t)(((int32_t)row[ow * sw + off] - j->xz) * wk));
+              for (size_t ow = 0; ow < OW; ow++)
+                a[ow] += (uint32_t)((int32_t)r[ow * sw] * wk);
           }
         }
       }
@@ -1162,7 +1177,17 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   const uint8_t* wdata = cpu_host->tensor_data(w);
   CpuStop stop = {.ctx = ctx};
   if (depthwise) {
+    /* 2-D: the padded plane covers every tap of every output */
+    size_t hp = 0, wp = 0;
+    if (g.ns == 2) {
+      hp = (size_t)((g.out[0] - 1) * g.s[0] + (g.k[0] - 1) * g.d[0] + 1);
+      wp = (size_t)((g.out[1] - 1) * g.s[1] + (g.k[1] - 1) * g.d[1] + 1);
+      if (hp > SIZE_MAX / (wp ? wp : 1) || hp * wp > SIZE_MAX / 2 - g.out_size * 8 - g.k_size * 8)
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "the padded plane does not fit in memory");
+    }
     DwJob dj = {.g = &g,
+                .hp = hp,
+                .wp = wp,
                 .x = xdata,
                 .w = wdata,
                 .x_signed = x_signed,

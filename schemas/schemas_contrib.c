@@ -27,7 +27,18 @@
  *                                  attributes num_heads, scale. Without K
  *                                  and V, Q is packed: [B, S, 3*H*D], the
  *                                  queries, keys and values side by side
- *                                  along the last axis (T = S) */
+ *                                  along the last axis (T = S)
+ *
+ * And two com.microsoft ops with ONNX Runtime's signatures, which the QDQ
+ * fusion produces (T uint8 or int8; scales float32, one value each; zero
+ * points optional, one value each):
+ *   QLinearAdd(A, A_scale, A_zero_point?, B, B_scale, B_zero_point?,
+ *              C_scale, C_zero_point?) -> C   quantize(dequantize(A) +
+ *                                  dequantize(B)), numpy broadcasting
+ *   QLinearGlobalAveragePool(X, x_scale, x_zero_point?, y_scale,
+ *              y_zero_point?) -> Y   quantize(GlobalAveragePool(
+ *                                  dequantize(X))); attribute channels_last
+ *                                  (0: X is [N, C, ...], 1: [N, ..., C]) */
 #include <math.h>
 #include "infer_util.h"
 #include "schema_internal.h"
@@ -38,6 +49,22 @@
 
 static const OxTypeConstr t_f32[] = {{"T", F32}};
 static const OxTypeConstr t_ln[] = {{"T", F32}, {"U", F32}};
+#define MS "com.microsoft"
+static const OxTypeConstr t_q8[] = {{"T", OX_T(ONYX_ELEM_UINT8) | OX_T(ONYX_ELEM_INT8)}};
+static const OxFormal f_qadd_in[] = {{"A", "T", ONYX_PARAM_SINGLE, 1},
+                                     {"A_scale", "tensor(float)", ONYX_PARAM_SINGLE, 1},
+                                     {"A_zero_point", "T", ONYX_PARAM_OPTIONAL, 1},
+                                     {"B", "T", ONYX_PARAM_SINGLE, 1},
+                                     {"B_scale", "tensor(float)", ONYX_PARAM_SINGLE, 1},
+                                     {"B_zero_point", "T", ONYX_PARAM_OPTIONAL, 1},
+                                     {"C_scale", "tensor(float)", ONYX_PARAM_SINGLE, 1},
+                                     {"C_zero_point", "T", ONYX_PARAM_OPTIONAL, 1}};
+static const OxFormal f_c[] = {{"C", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal f_qgap_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
+                                     {"x_scale", "tensor(float)", ONYX_PARAM_SINGLE, 1},
+                                     {"x_zero_point", "T", ONYX_PARAM_OPTIONAL, 1},
+                                     {"y_scale", "tensor(float)", ONYX_PARAM_SINGLE, 1},
+                                     {"y_zero_point", "T", ONYX_PARAM_OPTIONAL, 1}};
 
 static const OxFormal f_mm_in[] = {{"A", "T", ONYX_PARAM_SINGLE, 1},
                                    {"B", "T", ONYX_PARAM_SINGLE, 1},
@@ -150,7 +177,35 @@ static OnyxStatus* ox_infer_mha(OxNode* n) {
   return ox_out_set(n, 0, ox_in_type(n, 0), q.rank == 3 ? &q : NULL);
 }
 
+/* QLinearAdd: A and B broadcast. */
+static OnyxStatus* ox_infer_qlinear_add(OxNode* n) {
+  OxDims a, b;
+  ox_in_dims(n, 0, &a);
+  ox_in_dims(n, 3, &b);
+  OnyxStatus* st = ox_bcast_into(n, &a, &b);
+  if (st) return st;
+  return ox_out_set(n, 0, ox_in_type(n, 0), &a);
+}
+
+/* QLinearGlobalAveragePool: the spatial dims become 1. */
+static OnyxStatus* ox_infer_qlinear_gap(OxNode* n) {
+  OxDims x;
+  ox_in_dims(n, 0, &x);
+  if (x.rank >= 0 && x.rank < 3) return ox_node_err(n, "X must have rank >= 3, not %d", x.rank);
+  const bool last = ox_attr_i(n, "channels_last", 0) != 0;
+  for (int32_t i = 1; i < x.rank; i++)
+    if (i != (last ? x.rank - 1 : 1)) x.d[i] = 1;
+  return ox_out_set(n, 0, ox_in_type(n, 0), x.rank >= 0 ? &x : NULL);
+}
+
+static const OxAttrSpec a_qgap[] = {
+    {.name = "channels_last", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0}};
+
 static const OxSchema ox_contrib_rows[] = {
+    {MS, "QLinearAdd", 1, L(f_qadd_in), L(f_c), L(t_q8), NULL, 0, ox_infer_qlinear_add, NULL, NULL,
+     true},
+    {MS, "QLinearGlobalAveragePool", 1, L(f_qgap_in), L(f_y), L(t_q8), L(a_qgap),
+     ox_infer_qlinear_gap, NULL, NULL, true},
     {CONTRIB, "FusedMatMul", 1, L(f_mm_in), L(f_y), L(t_f32), L(a_mm), ox_infer_fused_matmul, NULL,
      NULL, true},
     {CONTRIB, "FusedConv", 1, L(f_conv_in), L(f_y), L(t_f32), L(a_conv), ox_infer_conv, NULL, NULL,

@@ -3,11 +3,20 @@
  * and scales), ConvInteger and QLinearConv (N-D, groups, pads / auto_pad,
  * strides, dilations; per-output-channel weight zero points and scales).
  *
- * Operands minus their zero points are accumulated in double, which is
- * exact for 8/16-bit operands up to 2^37 terms; QLinear* then scale the sum
- * by a_scale * b_scale / y_scale (each step rounded to the scale type, as
- * the reference computes it), round half to even, add the output zero point
- * and saturate. */
+ * Plus com.microsoft QLinearAdd and QLinearGlobalAveragePool (ONNX
+ * Runtime's signatures).
+ *
+ * Two paths. uint8/int8 operands with float32 scales (and for QLinear*
+ * sums of at most FAST_MAX_K terms) run on the int8 GEMM (cpu_qgemm.c):
+ * int32 sums, zero points applied through row and column sums in the
+ * epilogue, QLinear* requantized in float32 (sum * m, m = a_scale *
+ * b_scale / y_scale rounded to float32 at each step, half to even, plus
+ * the output zero point, saturated); depthwise convolutions run a direct
+ * int32 loop. Everything else (float8, float16/bfloat16 scales, a per-row
+ * a_scale, longer QLinear sums) accumulates operands minus their zero
+ * points in double, exact for 8/16-bit operands up to 2^37 terms, and
+ * scales the sum the same way in double. */
+#include "cpu_qgemm.h"
 #include "cpu_quant.h"
 #include "cpu_util.h"
 
@@ -269,12 +278,279 @@ static OnyxStatus* mm_run(OnyxKernelContext* ctx, const OnyxTensor* a, const Ony
   return NULL;
 }
 
+/* --- the int8 GEMM path (cpu_qgemm.c) ---------------------------------------------- */
+
+/* QLinear* sums exact in int32 for every 8-bit operand and zero point:
+ * k * 255 * 255 < 2^31. Longer sums take the double path. */
+#define FAST_MAX_K 32768
+
+static bool is_8bit(int32_t t) {
+  return t == ONYX_ELEM_UINT8 || t == ONYX_ELEM_INT8;
+}
+
+/* Turns the GEMM's raw sums into outputs: the zero-point corrections (see
+ * cpu_qgemm.h), the optional bias, and for QLinear* the requantization in
+ * float32 (sum * (a_scale * b_scale / y_scale), rounded half to even, plus
+ * the output zero point, saturated). Output element of GEMM row r, column
+ * c: y_off + r * rstride + c * cstride. */
+typedef struct QEpi {
+  bool quantized, y_signed;
+  bool nonfinite;  /* some multiplier is NaN or infinite */
+  bool za_uniform; /* every row has the same za (za[row0] stands for all) */
+  uint32_t k;
+  const int32_t* za;   /* per GEMM row, shifted (za') */
+  const int32_t* zb;   /* per GEMM column, shifted (zb') */
+  const int32_t* bias; /* per GEMM column, or NULL */
+  const float* mult;   /* per GEMM column */
+  float lo, hi;        /* the output range minus its zero point */
+  int32_t yzp;
+  void* y;
+  size_t y_off, rstride, cstride;
+} QEpi;
+
+/* The epilogue's loops (and the depthwise loop) compiled for AVX2 too,
+ * picked at load (ifunc): the baseline SSE2 has no 32-bit vector multiply.
+ * Same results either way. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define QEPI_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define QEPI_CLONES
+#endif
+
+/* Requantizes the corrected sums v[0..cnt) into dst[0..cnt) (the byte of
+ * the int8 or uint8 result); per-column multiplier and bias from
+ * mult[i * mstep], bias[i * mstep] (mstep 0: one column). v is modified. */
+QEPI_CLONES static void q_requant(const QEpi* e, int32_t* v, size_t cnt, uint8_t* dst,
+                                  const float* mult, const int32_t* bias, size_t mstep) {
+  if (bias)
+    for (size_t i = 0; i < cnt; i++)
+      v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)bias[i * mstep]);
+  const float lo = e->lo, hi = e->hi;
+  const int32_t zp = e->yzp;
+  if (e->nonfinite) { /* a NaN or infinite multiplier: NaN gives the zero point */
+    for (size_t i = 0; i < cnt; i++) {
+      float t = (float)v[i] * mult[i * mstep];
+      t = isnan(t) ? 0.0f : t < lo ? lo : t > hi ? hi : rintf(t);
+      dst[i] = (uint8_t)((int32_t)t + zp);
+    }
+    return;
+  }
+  for (size_t i = 0; i < cnt; i++) {
+    float t = (float)v[i] * mult[i * mstep];
+    t = t < lo ? lo : t;
+    t = t > hi ? hi : t;
+    /* round half to even: |t| < 2^22, so adding 1.5 * 2^23 leaves no
+     * fraction bits */
+    t = (t + 12582912.0f) - 12582912.0f;
+    dst[i] = (uint8_t)((int32_t)t + zp);
+  }
+}
+
+/* Stores the corrected sums v[0..cnt) at y[at + i]: int32, or requantized. */
+static void q_store(const QEpi* e, int32_t* v, size_t cnt, size_t at, const float* mult,
+                    const int32_t* bias, size_t mstep) {
+  if (!e->quantized)
+    memcpy((int32_t*)e->y + at, v, cnt * sizeof *v);
+  else
+    q_requant(e, v, cnt, (uint8_t*)e->y + at, mult, bias, mstep);
+}
+
+QEPI_CLONES static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows,
+                              size_t col0, size_t cols, const int32_t* rowsum,
+                              const int32_t* colsum) {
+  const QEpi* e = user;
+  const uint32_t k = e->k;
+  /* the zero-point corrections in place, row by row (vectorizable) */
+  const int32_t* zb = e->zb + col0;
+  if (e->za_uniform) { /* one za: its terms are per column */
+    const uint32_t za = (uint32_t)e->za[row0];
+    uint32_t ct[CPU_QGEMM_MAX_BLOCK];
+    bool zb_zero = true;
+    for (size_t j = 0; j < cols; j++) {
+      ct[j] = k * za * (uint32_t)zb[j] - za * (uint32_t)colsum[j];
+      zb_zero = zb_zero && zb[j] == 0;
+    }
+    for (size_t i = 0; i < rows; i++) {
+      const uint32_t rs = (uint32_t)rowsum[i];
+      int32_t* ci = c + i * ldc;
+      if (zb_zero) /* int8 weights with zero point 0: no product at all */
+        for (size_t j = 0; j < cols; j++)
+          ci[j] = (int32_t)((uint32_t)ci[j] + ct[j]);
+      else
+        for (size_t j = 0; j < cols; j++)
+          ci[j] = (int32_t)((uint32_t)ci[j] - (uint32_t)zb[j] * rs + ct[j]);
+    }
+  } else {
+    for (size_t i = 0; i < rows; i++) {
+      const uint32_t za = (uint32_t)e->za[row0 + i], rs = (uint32_t)rowsum[i];
+      int32_t* ci = c + i * ldc;
+      for (size_t j = 0; j < cols; j++)
+        ci[j] = (int32_t)((uint32_t)ci[j] - (uint32_t)zb[j] * rs - za * (uint32_t)colsum[j] +
+                          k * za * (uint32_t)zb[j]);
+    }
+  }
+  if (e->cstride == 1) { /* MatMul: a row of the block is a run of y */
+    for (size_t i = 0; i < rows; i++)
+      q_store(e, c + i * ldc, cols, e->y_off + (row0 + i) * e->rstride + col0, e->mult + col0,
+              e->bias ? e->bias + col0 : NULL, 1);
+    return;
+  }
+  /* Conv: a column of the block (one channel) is a run of y. Quantized:
+   * strips of 16 rows requantized row by row into bytes, then written out
+   * a channel at a time. */
+  if (e->quantized) {
+    uint8_t t8[16 * CPU_QGEMM_MAX_BLOCK];
+    for (size_t i0 = 0; i0 < rows; i0 += 16) {
+      const size_t ni = rows - i0 < 16 ? rows - i0 : 16;
+      for (size_t i = 0; i < ni; i++)
+        q_requant(e, c + (i0 + i) * ldc, cols, t8 + i * cols, e->mult + col0,
+                  e->bias ? e->bias + col0 : NULL, 1);
+      for (size_t j = 0; j < cols; j++) {
+        uint8_t* y = (uint8_t*)e->y + e->y_off + (col0 + j) * e->cstride + row0 + i0;
+        for (size_t i = 0; i < ni; i++)
+          y[i] = t8[i * cols + j];
+      }
+    }
+    return;
+  }
+  int32_t v[CPU_QGEMM_MAX_BLOCK];
+  for (size_t j = 0; j < cols; j++) {
+    for (size_t i = 0; i < rows; i++)
+      v[i] = c[i * ldc + j];
+    q_store(e, v, rows, e->y_off + (col0 + j) * e->cstride + row0, e->mult + col0 + j,
+            e->bias ? e->bias + col0 + j : NULL, 0);
+  }
+}
+
+/* The output side of QEpi from MmOut: range and zero point. */
+static void q_epi_out(QEpi* e, const MmOut* o) {
+  e->quantized = o->quantized != 0;
+  if (!e->quantized) return;
+  e->y_signed = o->y_type == ONYX_ELEM_INT8;
+  e->yzp = (int32_t)qp_get(&o->y_zp, 0, 0, 1);
+  e->lo = (float)(o->lo - e->yzp);
+  e->hi = (float)(o->hi - e->yzp);
+}
+
+/* a_scale * b_scale / y_scale rounded to float32 at each step, as the
+ * double path computes it. */
+static float q_mult(double as, double bs, double ys) {
+  return (float)((float)(as * bs) / (float)ys);
+}
+
+static OnyxStatus* qgemm_status(OnyxKernelContext* ctx, CpuQgemmResult r) {
+  if (r == CPU_QGEMM_OOM) return cpu_oom(ctx);
+  if (r == CPU_QGEMM_STOPPED) return cpu_cancelled(ctx, NULL);
+  return NULL;
+}
+
+/* A constant 2-D B of MatMulInteger / QLinearMatMul, packed at creation. */
+typedef struct MmState {
+  bool packed;
+  CpuQgemmB b;
+} MmState;
+
+static OnyxStatus* mm_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  (void)ep;
+  MmState* s = calloc(1, sizeof *s);
+  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  const size_t bi = user_data ? 3 : 1; /* QLinearMatMul's B is input 3 */
+  const OnyxValueInfo* bv =
+      cpu_host->node_input_count(node) > bi ? cpu_host->node_input(node, bi) : NULL;
+  const OnyxTensor* b = bv ? cpu_host->value_constant(bv) : NULL;
+  if (b && cpu_host->tensor_rank(b) == 2 && is_8bit(cpu_host->tensor_elem_type(b))) {
+    const int64_t* d = cpu_host->tensor_dims(b);
+    /* left unpacked when memory is short: the run packs it */
+    s->packed = cpu_qgemm_pack_b(&s->b, cpu_host->tensor_data(b),
+                                 cpu_host->tensor_elem_type(b) == ONYX_ELEM_INT8, (size_t)d[0],
+                                 (size_t)d[1], (size_t)d[1], 1);
+  }
+  *state = s;
+  return NULL;
+}
+
+static void mm_release(void* state) {
+  MmState* s = state;
+  if (!s) return;
+  cpu_qgemm_free_b(&s->b);
+  free(s);
+}
+
+/* The product on the int8 GEMM; *taken false (and nothing done) when the
+ * operands need the double path: other types, a per-row a_scale, scales
+ * not float32, or a QLinear sum longer than FAST_MAX_K. */
+static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxTensor* a,
+                           const OnyxTensor* b, const QParam* azp, const QParam* bzp,
+                           const MmOut* o, bool* taken) {
+  *taken = false;
+  const int32_t at = cpu_host->tensor_elem_type(a), bt = cpu_host->tensor_elem_type(b);
+  if (!is_8bit(at) || !is_8bit(bt)) return NULL;
+  if (o->quantized &&
+      (!is_8bit(o->y_type) || o->scale_type != ONYX_ELEM_FLOAT32 || o->a_scale.mode != QP_SCALAR ||
+       o->b_scale.type != ONYX_ELEM_FLOAT32 || o->y_scale.type != ONYX_ELEM_FLOAT32))
+    return NULL;
+  MmPlan p;
+  OnyxStatus* st = mm_plan(ctx, a, b, &p);
+  if (st) return st;
+  if (o->quantized && p.k > FAST_MAX_K) return NULL;
+  *taken = true;
+  OnyxTensor* y;
+  st = cpu_host->ctx_output(ctx, 0, p.out, p.out_rank, &y);
+  if (st) return st;
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return NULL;
+  const bool a_signed = at == ONYX_ELEM_INT8, b_signed = bt == ONYX_ELEM_INT8;
+  /* B of rank <= 2 is shared by every batch: one GEMM over batch * m rows */
+  const bool flat = cpu_host->tensor_rank(b) <= 2;
+  const size_t gemms = flat ? 1 : p.batch, rows = flat ? p.batch * p.m : p.m;
+  int32_t *za, *zb;
+  float* mult;
+  if ((st = scratch(ctx, rows * sizeof *za, (void**)&za)) ||
+      (st = scratch(ctx, p.n * sizeof *zb, (void**)&zb)) ||
+      (st = scratch(ctx, p.n * sizeof *mult, (void**)&mult)))
+    return st;
+  const uint8_t* ad = cpu_host->tensor_data(a);
+  const uint8_t* bd = cpu_host->tensor_data(b);
+  QEpi e = {.k = (uint32_t)p.k,
+            .za = za,
+            .za_uniform = azp->mode == QP_NONE || azp->mode == QP_SCALAR,
+            .zb = zb,
+            .mult = mult,
+            .y = cpu_host->tensor_mutable_data(y),
+            .rstride = p.n,
+            .cstride = 1};
+  q_epi_out(&e, o);
+  const double as = o->quantized ? qp_get(&o->a_scale, 0, 0, 1) : 0.0;
+  const double ys = o->quantized ? qp_get(&o->y_scale, 0, 0, 1) : 1.0;
+  CpuStop stop = {.ctx = ctx};
+  for (size_t q = 0; q < gemms; q++) {
+    const size_t ai = flat ? 0 : p.a_idx[q], bi = flat ? 0 : p.b_idx[q];
+    for (size_t r = 0; r < rows; r++) /* flat: row r is row r % m of batch r / m */
+      za[r] = (int32_t)qp_get(azp, flat ? r / p.m : ai, r % p.m, p.m) + (a_signed ? 128 : 0);
+    for (size_t c = 0; c < p.n; c++) {
+      zb[c] = (int32_t)qp_get(bzp, bi, c, p.n) - (b_signed ? 0 : 128);
+      if (o->quantized) mult[c] = q_mult(as, qp_get(&o->b_scale, bi, c, p.n), ys);
+      if (o->quantized && !isfinite(mult[c])) e.nonfinite = true;
+    }
+    /* B packed at creation, or packed here for this product */
+    CpuQgemmB local;
+    const bool own = !(s && s->packed && s->b.k == p.k && s->b.n == p.n && flat);
+    if (own && !cpu_qgemm_pack_b(&local, bd + bi * p.k * p.n, b_signed, p.k, p.n, p.n, 1))
+      return cpu_oom(ctx);
+    const CpuQgemmB* pb = own ? &local : &s->b;
+    e.y_off = q * p.m * p.n;
+    const CpuQgemmResult r = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, ad + ai * p.m * p.k,
+                                       a_signed, rows, p.k, 1, pb, q_epi, &e);
+    if (own) cpu_qgemm_free_b(&local);
+    if ((st = qgemm_status(ctx, r))) return st;
+  }
+  return NULL;
+}
+
 static const OnyxTensor* opt_input(OnyxKernelContext* ctx, size_t i) {
   return i < cpu_host->ctx_input_count(ctx) ? cpu_host->ctx_input(ctx, i) : NULL;
 }
 
 static OnyxStatus* matmul_integer_compute(void* state, OnyxKernelContext* ctx) {
-  (void)state;
   const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* b = cpu_host->ctx_input(ctx, 1);
   QParam azp, bzp;
@@ -285,6 +561,9 @@ static OnyxStatus* matmul_integer_compute(void* state, OnyxKernelContext* ctx) {
                  cpu_host->tensor_rank(b), false, &bzp);
   if (st) return st;
   MmOut o = {.quantized = 0, .y_type = ONYX_ELEM_INT32};
+  bool taken;
+  st = mm_fast(ctx, state, a, b, &azp, &bzp, &o, &taken);
+  if (st || taken) return st;
   return mm_run(ctx, a, b, &azp, &bzp, &o);
 }
 
@@ -310,7 +589,6 @@ static void out_params(MmOut* o, int32_t y_type, int32_t scale_type) {
 }
 
 static OnyxStatus* qlinear_matmul_compute(void* state, OnyxKernelContext* ctx) {
-  (void)state;
   const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* b = cpu_host->ctx_input(ctx, 3);
   const int64_t* da = cpu_host->tensor_dims(a);
@@ -328,6 +606,9 @@ static OnyxStatus* qlinear_matmul_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   const int32_t yt = cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 7));
   out_params(&o, yt, cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 1)));
+  bool taken;
+  st = mm_fast(ctx, state, a, b, &azp, &bzp, &o, &taken);
+  if (st || taken) return st;
   return mm_run(ctx, a, b, &azp, &bzp, &o);
 }
 
@@ -342,6 +623,77 @@ typedef struct ConvAttrs {
   int64_t group;
   int quantized;
 } ConvAttrs;
+
+/* The attributes, and w packed per group for the int8 GEMM at creation
+ * when it is a constant (packed NULL: packed per run). */
+typedef struct ConvState {
+  ConvAttrs a;
+  size_t groups;
+  CpuQgemmB* packed;
+} ConvState;
+
+static void conv_release(void* state) {
+  ConvState* s = state;
+  if (!s) return;
+  for (size_t i = 0; s->packed && i < s->groups; i++)
+    cpu_qgemm_free_b(&s->packed[i]);
+  free(s->packed);
+  free(s);
+}
+
+/* Group gi of w (m x cg x k_size) as the GEMM's B: row r = kk * cg + c
+ * (kernel offset kk, input channel c: the im2col order, in which one
+ * kernel offset of every channel is one run of x's channels-last copy),
+ * column j = output channel gi * mg + j. */
+static bool conv_pack_group(CpuQgemmB* dst, const uint8_t* w, bool sgn, size_t gi, size_t mg,
+                            size_t cg, size_t ks) {
+  const size_t rows = cg * ks;
+  const uint8_t* src = w + gi * mg * rows;
+  if (cg == 1 || ks == 1) /* the orders agree */
+    return cpu_qgemm_pack_b(dst, src, sgn, rows, mg, 1, rows);
+  size_t bytes;
+  if (!cpu_mul_size(rows, mg, &bytes)) return false;
+  uint8_t* t = malloc(bytes ? bytes : 1);
+  if (!t) return false;
+  for (size_t j = 0; j < mg; j++)
+    for (size_t c = 0; c < cg; c++)
+      for (size_t kk = 0; kk < ks; kk++)
+        t[j * rows + kk * cg + c] = src[j * rows + c * ks + kk];
+  const bool ok = cpu_qgemm_pack_b(dst, t, sgn, rows, mg, 1, rows);
+  free(t);
+  return ok;
+}
+
+/* Packs a constant 8-bit w per group; leaves s->packed NULL when w is not
+ * one, its shape does not fit the groups, or memory is short. */
+static void conv_prepack(const OnyxNode* node, ConvState* s) {
+  const size_t wi = s->a.quantized ? 3 : 1;
+  const OnyxValueInfo* wv =
+      cpu_host->node_input_count(node) > wi ? cpu_host->node_input(node, wi) : NULL;
+  const OnyxTensor* w = wv ? cpu_host->value_constant(wv) : NULL;
+  if (!w || cpu_host->tensor_rank(w) < 3 || !is_8bit(cpu_host->tensor_elem_type(w))) return;
+  const int64_t* d = cpu_host->tensor_dims(w);
+  const size_t m = (size_t)d[0], cg = (size_t)d[1], groups = (size_t)s->a.group;
+  size_t ks = 1;
+  for (size_t i = 2; i < cpu_host->tensor_rank(w); i++)
+    if (!cpu_mul_size(ks, (size_t)d[i], &ks)) return;
+  if (m == 0 || cg == 0 || ks == 0 || m % groups != 0 || cg > SIZE_MAX / ks) return;
+  const size_t mg = m / groups;
+  if (cg == 1 && mg == 1) return; /* depthwise: the direct loop, no GEMM */
+  CpuQgemmB* p = calloc(groups, sizeof *p);
+  if (!p) return;
+  const uint8_t* wd = cpu_host->tensor_data(w);
+  const bool sgn = cpu_host->tensor_elem_type(w) == ONYX_ELEM_INT8;
+  for (size_t gi = 0; gi < groups; gi++)
+    if (!conv_pack_group(&p[gi], wd, sgn, gi, mg, cg, ks)) {
+      for (size_t i = 0; i < gi; i++)
+        cpu_qgemm_free_b(&p[i]);
+      free(p);
+      return;
+    }
+  s->packed = p;
+  s->groups = groups;
+}
 
 static OnyxStatus* read_list(const OnyxNode* node, const char* name, int64_t* out, size_t cap,
                              size_t* n, int64_t min) {
@@ -362,8 +714,9 @@ static OnyxStatus* read_list(const OnyxNode* node, const char* name, int64_t* ou
 
 static OnyxStatus* conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
   (void)ep;
-  ConvAttrs* a = calloc(1, sizeof *a);
-  if (!a) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  ConvState* cs = calloc(1, sizeof *cs);
+  if (!cs) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  ConvAttrs* a = &cs->a;
   a->quantized = user_data != NULL;
   OnyxStatus* st = read_list(node, "kernel_shape", a->kernel, MAXS, &a->n_kernel, 1);
   if (!st) st = read_list(node, "strides", a->strides, MAXS, &a->n_strides, 1);
@@ -384,10 +737,11 @@ static OnyxStatus* conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data
       st = cpu_error(node, ONYX_INVALID_ARGUMENT, "unknown auto_pad '%.*s'", (int)len, ap);
   }
   if (st) {
-    free(a);
+    free(cs);
     return st;
   }
-  *state = a;
+  conv_prepack(node, cs);
+  *state = cs;
   return NULL;
 }
 
@@ -587,6 +941,308 @@ static OnyxStatus* conv_run(OnyxKernelContext* ctx, const ConvAttrs* a, const On
   return NULL;
 }
 
+/* --- convolution on the int8 GEMM ------------------------------------------------ */
+
+/* One image and group as a GEMM: rows are the output positions, columns
+ * the group's output channels, k runs over (kernel offset, input channel).
+ * x's group is first copied channels-last (position-major, xt[p * cg + c]);
+ * A is then xt itself for a 1x1 kernel with unit strides and no padding,
+ * else its im2col (positions x k), where each kernel offset of a position
+ * is one run of cg bytes of xt, or of x's zero point in the padding (which
+ * then adds nothing). B is w's group in the same k order, packed once at
+ * creation when w is a constant. Depthwise (one input and one output
+ * channel per group) runs a direct loop instead. */
+
+/* 1x1 kernel, unit strides and dilations, no padding. */
+static bool conv_is_pointwise(const ConvGeo* g) {
+  for (size_t i = 0; i < g->ns; i++)
+    if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] != 0 || g->out[i] != g->in[i]) return false;
+  return true;
+}
+
+/* xt[p * cg + c] = x[c * in_size + p]. */
+static void conv_to_hwc(uint8_t* xt, const uint8_t* x, size_t cg, size_t in_size) {
+  for (size_t c = 0; c < cg; c++)
+    for (size_t p = 0; p < in_size; p++)
+      xt[p * cg + c] = x[c * in_size + p];
+}
+
+/* im2col of the channels-last xt into col (out_size x k_size * cg). */
+static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, size_t cg,
+                            uint8_t pad) {
+  int64_t oc[MAXS] = {0};
+  uint8_t* dst = col;
+  for (size_t p = 0; p < g->out_size; p++) {
+    int64_t kc[MAXS] = {0};
+    for (size_t kk = 0; kk < g->k_size; kk++) {
+      size_t off = 0;
+      bool ok = true;
+      for (size_t i = 0; i < g->ns; i++) {
+        const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
+        ok = ok && xi >= 0 && xi < g->in[i];
+        off = off * (size_t)g->in[i] + (size_t)(ok ? xi : 0);
+      }
+      if (ok)
+        memcpy(dst, xt + off * cg, cg);
+      else
+        memset(dst, pad, cg);
+      dst += cg;
+      for (size_t i = g->ns; i-- > 0;) /* next kernel offset, last dim fastest */
+        if (++kc[i] < g->k[i])
+          break;
+        else
+          kc[i] = 0;
+    }
+    for (size_t i = g->ns; i-- > 0;) /* next output position */
+      if (++oc[i] < g->out[i])
+        break;
+      else
+        oc[i] = 0;
+  }
+}
+
+/* Depthwise planes: plane q is channel q % c of image q / c. */
+typedef struct DwJob {
+  const ConvGeo* g;
+  const uint8_t* x;
+  const uint8_t* w;
+  bool x_signed, w_signed;
+  int32_t xz;
+  const QParam* wzp;
+  const QEpi* e;
+  size_t c;
+  size_t hp, wp; /* 2-D: the padded plane's size */
+  CpuStop* stop;
+  int failed;
+} DwJob;
+
+QEPI_CLONES static void dw_planes(void* user, size_t begin, size_t end) {
+  DwJob* j = user;
+  const ConvGeo* g = j->g;
+  const size_t ks = g->k_size, os = g->out_size;
+  int32_t* acc = malloc(os * sizeof *acc + ks * sizeof(int32_t) + j->hp * j->wp);
+  if (!acc) {
+    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  int32_t* wv = acc + os;
+  size_t polled = 0;
+  for (size_t q = begin; q < end; q++) {
+    if (cpu_stop_poll(j->stop, &polled, os * ks + 1)) break;
+    const size_t ch = q % j->c;
+    const int32_t wz = (int32_t)qp_get(j->wzp, 0, ch, j->c);
+    for (size_t kk = 0; kk < ks; kk++) {
+      const uint8_t raw = j->w[ch * ks + kk];
+      wv[kk] = (j->w_signed ? (int32_t)(int8_t)raw : (int32_t)raw) - wz;
+    }
+    const uint8_t* x = j->x + q * g->in_size;
+    memset(acc, 0, os * sizeof *acc);
+    if (g->ns == 2) {
+      /* The plane padded with x's zero point into hp x wp (every tap then
+       * lands inside, the padding adding (zx - zx) * w = 0): rows of
+       * outputs accumulate sum x * w along rows of the padded plane with no
+       * edge cases, and zx * sum(w) comes off at the end. */
+      uint8_t* pad = (uint8_t*)(wv + ks);
+      const size_t hp = j->hp, wp = j->wp, W = (size_t)g->in[1];
+      memset(pad, (uint8_t)j->xz, hp * wp);
+      for (size_t ih = 0; ih < (size_t)g->in[0] && ih + (size_t)g->pb[0] < hp; ih++) {
+        const size_t at = (size_t)g->pb[1];
+        if (at < wp)
+          memcpy(pad + (ih + (size_t)g->pb[0]) * wp + at, x + ih * W, W < wp - at ? W : wp - at);
+      }
+      uint32_t wsum = 0;
+      for (size_t kk = 0; kk < ks; kk++)
+        wsum += (uint32_t)wv[kk];
+      const uint32_t zterm = (uint32_t)j->xz * wsum;
+      const size_t OW = (size_t)g->out[1], sw = (size_t)g->s[1];
+      for (size_t oh = 0; oh < (size_t)g->out[0]; oh++) {
+        uint32_t* a = (uint32_t*)(acc + oh * OW);
+        for (size_t ow = 0; ow < OW; ow++)
+          a[ow] = 0u - zterm;
+        for (size_t kh = 0; kh < (size_t)g->k[0]; kh++) {
+          const uint8_t* row = pad + (oh * (size_t)g->s[0] + kh * (size_t)g->d[0]) * wp;
+          for (size_t kw = 0; kw < (size_t)g->k[1]; kw++) {
+            const uint8_t* r = row + kw * (size_t)g->d[1];
+            const int32_t wk = wv[kh * (size_t)g->k[1] + kw];
+            if (j->x_signed)
+              for (size_t ow = 0; ow < OW; ow++)
+                a[ow] += (uint32_t)((int32_t)(int8_t)r[ow * sw] * wk);
+            else if (sw == 1)
+              for (size_t ow = 0; ow < OW; ow++)
+                a[ow] += (uint32_t)((int32_t)r[ow] * wk);
+            else
+              for (size_t ow = 0; ow < OW; ow++)
+                a[ow] += (uint32_t)((int32_t)r[ow * sw] * wk);
+          }
+        }
+      }
+    } else {
+      int64_t oc[MAXS] = {0};
+      for (size_t p = 0; p < os; p++) {
+        int64_t kc[MAXS] = {0};
+        uint32_t sum = 0; /* wraps modulo 2^32, as the GEMM's sums do */
+        for (size_t kk = 0; kk < ks; kk++) {
+          size_t off = 0;
+          bool ok = true;
+          for (size_t i = 0; i < g->ns; i++) {
+            const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
+            ok = ok && xi >= 0 && xi < g->in[i];
+            off = off * (size_t)g->in[i] + (size_t)(ok ? xi : 0);
+          }
+          if (ok)
+            sum += (uint32_t)(((j->x_signed ? (int32_t)(int8_t)x[off] : (int32_t)x[off]) - j->xz) *
+                              wv[kk]);
+          for (size_t i = g->ns; i-- > 0;)
+            if (++kc[i] < g->k[i])
+              break;
+            else
+              kc[i] = 0;
+        }
+        acc[p] = (int32_t)sum;
+        for (size_t i = g->ns; i-- > 0;)
+          if (++oc[i] < g->out[i])
+            break;
+          else
+            oc[i] = 0;
+      }
+    }
+    q_store(j->e, acc, os, q * os, j->e->mult + ch, j->e->bias ? j->e->bias + ch : NULL, 0);
+  }
+  free(acc);
+}
+
+static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const OnyxTensor* x,
+                             const OnyxTensor* w, const QParam* xzp, const QParam* wzp,
+                             const MmOut* o, bool* taken) {
+  *taken = false;
+  const int32_t xt_type = cpu_host->tensor_elem_type(x), wt = cpu_host->tensor_elem_type(w);
+  if (!is_8bit(xt_type) || !is_8bit(wt)) return NULL;
+  if (o->quantized &&
+      (o->a_scale.type != ONYX_ELEM_FLOAT32 || o->b_scale.type != ONYX_ELEM_FLOAT32 ||
+       o->y_scale.type != ONYX_ELEM_FLOAT32 || !is_8bit(o->y_type)))
+    return NULL;
+  const ConvAttrs* a = &s->a;
+  const size_t r = cpu_host->tensor_rank(x);
+  const int64_t* xd = cpu_host->tensor_dims(x);
+  const int64_t* wd = cpu_host->tensor_dims(w);
+  if (r < 3 || cpu_host->tensor_rank(w) != r) return NULL; /* the double path reports it */
+  const size_t n = (size_t)xd[0], c = (size_t)xd[1], m = (size_t)wd[0], cg = (size_t)wd[1];
+  const size_t group = (size_t)a->group;
+  if (c != cg * group || m % group != 0) return NULL;
+  ConvGeo g;
+  OnyxStatus* st = conv_geo(ctx, a, xd + 2, wd + 2, r - 2, &g);
+  if (st) return st;
+  size_t rows, col_bytes, xt_bytes;
+  if (!cpu_mul_size(cg, g.k_size, &rows) || !cpu_mul_size(rows, g.out_size, &col_bytes) ||
+      !cpu_mul_size(cg, g.in_size, &xt_bytes))
+    return NULL;
+  if (o->quantized && rows > FAST_MAX_K) return NULL;
+  *taken = true;
+  int64_t out[MAXS + 2] = {(int64_t)n, (int64_t)m};
+  memcpy(out + 2, g.out, (r - 2) * sizeof(int64_t));
+  OnyxTensor* y;
+  st = cpu_host->ctx_output(ctx, 0, out, r, &y);
+  if (st) return st;
+  if (n == 0 || m == 0 || g.out_size == 0) return NULL;
+  const size_t mg = m / group;
+  const bool x_signed = xt_type == ONYX_ELEM_INT8, w_signed = wt == ONYX_ELEM_INT8;
+  const bool depthwise = cg == 1 && mg == 1, pointwise = conv_is_pointwise(&g);
+  int32_t *za = NULL, *zb;
+  float* mult;
+  uint8_t *xt = NULL, *col = NULL;
+  if ((!depthwise && (st = scratch(ctx, g.out_size * sizeof *za, (void**)&za))) ||
+      (st = scratch(ctx, m * sizeof *zb, (void**)&zb)) ||
+      (st = scratch(ctx, m * sizeof *mult, (void**)&mult)))
+    return st;
+  const int32_t xz = (int32_t)qp_get(xzp, 0, 0, 1);
+  for (size_t p = 0; za && p < g.out_size; p++)
+    za[p] = xz + (x_signed ? 128 : 0);
+  const double as = o->quantized ? qp_get(&o->a_scale, 0, 0, 1) : 0.0;
+  const double ys = o->quantized ? qp_get(&o->y_scale, 0, 0, 1) : 1.0;
+  QEpi e = {.k = (uint32_t)rows,
+            .za = za,
+            .za_uniform = true,
+            .mult = mult,
+            .bias = o->bias,
+            .y = cpu_host->tensor_mutable_data(y),
+            .rstride = 1,
+            .cstride = g.out_size};
+  q_epi_out(&e, o);
+  for (size_t j = 0; j < m; j++) {
+    zb[j] = (int32_t)qp_get(wzp, 0, j, m) - (w_signed ? 0 : 128);
+    if (o->quantized) mult[j] = q_mult(as, qp_get(&o->b_scale, 0, j, m), ys);
+    if (o->quantized && !isfinite(mult[j])) e.nonfinite = true;
+  }
+  const uint8_t* xdata = cpu_host->tensor_data(x);
+  const uint8_t* wdata = cpu_host->tensor_data(w);
+  CpuStop stop = {.ctx = ctx};
+  if (depthwise) {
+    /* 2-D: the padded plane covers every tap of every output */
+    size_t hp = 0, wp = 0;
+    if (g.ns == 2) {
+      hp = (size_t)((g.out[0] - 1) * g.s[0] + (g.k[0] - 1) * g.d[0] + 1);
+      wp = (size_t)((g.out[1] - 1) * g.s[1] + (g.k[1] - 1) * g.d[1] + 1);
+      if (hp > SIZE_MAX / (wp ? wp : 1) || hp * wp > SIZE_MAX / 2 - g.out_size * 8 - g.k_size * 8)
+        return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "the padded plane does not fit in memory");
+    }
+    DwJob dj = {.g = &g,
+                .hp = hp,
+                .wp = wp,
+                .x = xdata,
+                .w = wdata,
+                .x_signed = x_signed,
+                .w_signed = w_signed,
+                .xz = xz,
+                .wzp = wzp,
+                .e = &e,
+                .c = c,
+                .stop = &stop};
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), n * c, dw_planes, &dj);
+    if (dj.failed) return cpu_oom(ctx);
+    if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
+    return NULL;
+  }
+  const bool prepacked =
+      s->packed && s->packed[0].k == rows && s->packed[0].n == mg && s->groups == group;
+  /* x's channels-last copy and its im2col: buffers kept per thread */
+  CpuQBuf *own_xt = NULL, *own_col = NULL;
+  xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
+  if (!pointwise) col = cpu_qgemm_buf_acquire(3, col_bytes, &own_col);
+  for (size_t gi = 0; gi < group && !st; gi++) {
+    if (!xt || (!pointwise && !col)) {
+      st = cpu_oom(ctx);
+      break;
+    }
+    CpuQgemmB local;
+    const CpuQgemmB* pb = prepacked ? &s->packed[gi] : &local;
+    if (!prepacked && !conv_pack_group(&local, wdata, w_signed, gi, mg, cg, g.k_size)) {
+      st = cpu_oom(ctx);
+      break;
+    }
+    e.zb = zb + gi * mg;
+    e.mult = mult + gi * mg;
+    e.bias = o->bias ? o->bias + gi * mg : NULL;
+    CpuQgemmResult res = CPU_QGEMM_OK;
+    for (size_t img = 0; img < n && res == CPU_QGEMM_OK; img++) {
+      conv_to_hwc(xt, xdata + (img * c + gi * cg) * g.in_size, cg, g.in_size);
+      e.y_off = (img * m + gi * mg) * g.out_size;
+      if (pointwise) {
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
+                        q_epi, &e);
+      } else {
+        conv_im2col_hwc(col, &g, xt, cg, (uint8_t)xz);
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, rows, 1,
+                        pb, q_epi, &e);
+      }
+    }
+    if (!prepacked) cpu_qgemm_free_b(&local);
+    st = qgemm_status(ctx, res);
+  }
+  cpu_qgemm_buf_release(xt, own_xt);
+  if (!pointwise) cpu_qgemm_buf_release(col, own_col);
+  return st;
+}
+
 /* w's zero point or scale: one value or one per output channel. */
 static OnyxStatus* channel_param(OnyxKernelContext* ctx, const char* what, const OnyxTensor* t,
                                  size_t m, QParam* p) {
@@ -622,6 +1278,9 @@ static OnyxStatus* conv_integer_compute(void* state, OnyxKernelContext* ctx) {
                        &wzp);
   if (st) return st;
   MmOut o = {.quantized = 0, .y_type = ONYX_ELEM_INT32};
+  bool taken;
+  st = conv_fast(ctx, state, x, w, &xzp, &wzp, &o, &taken);
+  if (st || taken) return st;
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
 }
 
@@ -651,7 +1310,172 @@ static OnyxStatus* qlinear_conv_compute(void* state, OnyxKernelContext* ctx) {
     o.bias = cpu_host->tensor_data(bias);
   }
   out_params(&o, cpu_host->tensor_elem_type(cpu_host->ctx_input(ctx, 7)), ONYX_ELEM_FLOAT32);
+  bool taken;
+  st = conv_fast(ctx, state, x, w, &xzp, &wzp, &o, &taken);
+  if (st || taken) return st;
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
+}
+
+/* --- com.microsoft QLinearAdd / QLinearGlobalAveragePool ----------------------------- */
+
+/* ONNX Runtime's contrib signatures, the targets of the QDQ fusions
+ * (Dequantize -> Add -> Quantize, Dequantize -> GlobalAveragePool ->
+ * Quantize). Scales and zero points are one value each (per-tensor). */
+
+/* A scale: one float32 value. */
+static OnyxStatus* qc_scale(OnyxKernelContext* ctx, const char* what, size_t i, float* out) {
+  const OnyxTensor* t = cpu_host->ctx_input(ctx, i);
+  if (cpu_host->tensor_elem_count(t) != 1 || cpu_host->tensor_elem_type(t) != ONYX_ELEM_FLOAT32)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s must be one float32 value", what);
+  *out = *(const float*)cpu_host->tensor_data(t);
+  return NULL;
+}
+
+/* A zero point: absent (0) or one value of the data's type. */
+static OnyxStatus* qc_zp(OnyxKernelContext* ctx, const char* what, size_t i, int32_t type,
+                         int32_t* out) {
+  const OnyxTensor* t = opt_input(ctx, i);
+  *out = 0;
+  if (!t) return NULL;
+  if (cpu_host->tensor_elem_count(t) != 1 || (int32_t)cpu_host->tensor_elem_type(t) != type)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s must be one %s value", what,
+                         cpu_elem_name(type));
+  *out = (int32_t)cpu_q_load_int(type, cpu_host->tensor_data(t), 0);
+  return NULL;
+}
+
+/* v rounded half to even, plus zp, saturated to the 8-bit type; NaN gives
+ * zp. */
+static int32_t qc_quant(double v, int32_t zp, bool is_signed) {
+  const double lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
+  const double r = isnan(v) ? (double)zp : rint(v) + zp;
+  return (int32_t)(r < lo ? lo : r > hi ? hi : r);
+}
+
+typedef struct QAdd {
+  const uint8_t *a, *b;
+  uint8_t* c;
+  bool is_signed;
+  int32_t za, zb, zc;
+  float ra, rb; /* A_scale / C_scale, B_scale / C_scale */
+} QAdd;
+
+static void qadd_row(void* user, const int64_t* in_off, const int64_t* in_step, size_t out_off,
+                     size_t len) {
+  const QAdd* q = user;
+  const uint8_t* a = q->a + in_off[0];
+  const uint8_t* b = q->b + in_off[1];
+  for (size_t i = 0; i < len; i++) {
+    const uint8_t x = a[(int64_t)i * in_step[0]], y = b[(int64_t)i * in_step[1]];
+    const int32_t xv = q->is_signed ? (int8_t)x : x, yv = q->is_signed ? (int8_t)y : y;
+    /* float32, as ONNX Runtime's kernel: (a - za) * ra + (b - zb) * rb */
+    const float v = (float)(xv - q->za) * q->ra + (float)(yv - q->zb) * q->rb;
+    q->c[out_off + i] = (uint8_t)qc_quant((double)v, q->zc, q->is_signed);
+  }
+}
+
+static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* b = cpu_host->ctx_input(ctx, 3);
+  const int32_t t = cpu_host->tensor_elem_type(a);
+  if ((int32_t)cpu_host->tensor_elem_type(b) != t)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "A is %s but B is %s", cpu_elem_name(t),
+                         cpu_elem_name(cpu_host->tensor_elem_type(b)));
+  QAdd q = {.is_signed = t == ONYX_ELEM_INT8};
+  float as, bs, cs;
+  OnyxStatus* st = qc_scale(ctx, "A_scale", 1, &as);
+  if (!st) st = qc_zp(ctx, "A_zero_point", 2, t, &q.za);
+  if (!st) st = qc_scale(ctx, "B_scale", 4, &bs);
+  if (!st) st = qc_zp(ctx, "B_zero_point", 5, t, &q.zb);
+  if (!st) st = qc_scale(ctx, "C_scale", 6, &cs);
+  if (!st) st = qc_zp(ctx, "C_zero_point", 7, t, &q.zc);
+  if (st) return st;
+  q.ra = as / cs;
+  q.rb = bs / cs;
+  const int64_t* dims[2] = {cpu_host->tensor_dims(a), cpu_host->tensor_dims(b)};
+  const size_t ranks[2] = {cpu_host->tensor_rank(a), cpu_host->tensor_rank(b)};
+  int64_t out[CPU_MAX_RANK];
+  size_t out_rank;
+  if ((st = cpu_check_rank(ctx, ranks[0])) || (st = cpu_check_rank(ctx, ranks[1])) ||
+      (st = cpu_bcast_shape(ctx, 2, dims, ranks, out, &out_rank)))
+    return st;
+  OnyxTensor* c;
+  if ((st = cpu_host->ctx_output(ctx, 0, out, out_rank, &c))) return st;
+  if (cpu_host->tensor_elem_count(c) == 0) return NULL;
+  q.a = cpu_host->tensor_data(a);
+  q.b = cpu_host->tensor_data(b);
+  q.c = cpu_host->tensor_mutable_data(c);
+  CpuBcast plan;
+  cpu_bcast_plan(&plan, out, out_rank, 2, dims, ranks);
+  cpu_bcast_run(&plan, qadd_row, &q);
+  return NULL;
+}
+
+typedef struct QGap {
+  int channels_last;
+} QGap;
+
+static OnyxStatus* qgap_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state) {
+  (void)ep;
+  (void)user_data;
+  QGap* g = calloc(1, sizeof *g);
+  if (!g) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  g->channels_last = cpu_host->node_attr_int(node, "channels_last", 0) != 0;
+  *state = g;
+  return NULL;
+}
+
+static OnyxStatus* qgap_compute(void* state, OnyxKernelContext* ctx) {
+  const QGap* g = state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const int32_t t = cpu_host->tensor_elem_type(x);
+  const size_t r = cpu_host->tensor_rank(x);
+  if (r < 3 || r > CPU_MAX_RANK)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X must have rank 3..%d, it has %zu",
+                         CPU_MAX_RANK, r);
+  float xs, ys;
+  int32_t zx, zy;
+  OnyxStatus* st = qc_scale(ctx, "x_scale", 1, &xs);
+  if (!st) st = qc_zp(ctx, "x_zero_point", 2, t, &zx);
+  if (!st) st = qc_scale(ctx, "y_scale", 3, &ys);
+  if (!st) st = qc_zp(ctx, "y_zero_point", 4, t, &zy);
+  if (st) return st;
+  const int64_t* d = cpu_host->tensor_dims(x);
+  int64_t out[CPU_MAX_RANK];
+  const size_t cdim = g->channels_last ? r - 1 : 1;
+  for (size_t i = 0; i < r; i++)
+    out[i] = i == 0 || i == cdim ? d[i] : 1;
+  OnyxTensor* y;
+  if ((st = cpu_host->ctx_output(ctx, 0, out, r, &y))) return st;
+  const size_t n = (size_t)d[0], c = (size_t)d[cdim];
+  const size_t spatial =
+      cpu_dims_product(d, g->channels_last ? 1 : 2, g->channels_last ? r - 1 : r);
+  if (n == 0 || c == 0) return NULL;
+  const uint8_t* xd = cpu_host->tensor_data(x);
+  uint8_t* yd = cpu_host->tensor_mutable_data(y);
+  const bool sgn = t == ONYX_ELEM_INT8;
+  /* mean(dequantized) / y_scale = (sum - S * zx) * x_scale / (S * y_scale) */
+  const double f = spatial ? (double)xs / ((double)spatial * (double)ys) : 0.0;
+  size_t polled = 0;
+  CpuStop stop = {.ctx = ctx};
+  for (size_t img = 0; img < n; img++)
+    for (size_t ch = 0; ch < c; ch++) {
+      if (cpu_stop_poll(&stop, &polled, spatial + 1)) return cpu_cancelled(ctx, NULL);
+      int64_t sum = 0;
+      if (g->channels_last) {
+        const uint8_t* p = xd + img * spatial * c + ch;
+        for (size_t i = 0; i < spatial; i++)
+          sum += sgn ? (int8_t)p[i * c] : p[i * c];
+      } else {
+        const uint8_t* p = xd + (img * c + ch) * spatial;
+        for (size_t i = 0; i < spatial; i++)
+          sum += sgn ? (int8_t)p[i] : p[i];
+      }
+      const double v = spatial ? (double)(sum - (int64_t)spatial * zx) * f : 0.0;
+      yd[img * c + ch] = (uint8_t)qc_quant(v, zy, sgn);
+    }
+  return NULL;
 }
 
 /* --- Registration ----------------------------------------------------------------- */
@@ -671,6 +1495,8 @@ static const OnyxTypeConstraint TC_QLMM21[] = {TC("TS", TS21), TC("T1", QL21), T
 static const OnyxTypeConstraint TC_QLCONV[] = {TC("T1", I8U8), TC("T2", I8U8), TC("T3", I8U8),
                                                TC("T4", I32)};
 
+static const OnyxTypeConstraint TC_MS[] = {TC("T", I8U8)};
+
 static int quantized_flag = 1;
 
 OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
@@ -681,19 +1507,27 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .end_version = latest,
        .type_constraints = TC_INT,
        .type_constraint_count = CPU_ARRAY_LEN(TC_INT),
-       .compute = matmul_integer_compute},
+       .create = mm_create,
+       .compute = matmul_integer_compute,
+       .release = mm_release},
       {.op_type = "QLinearMatMul",
        .since_version = 10,
        .end_version = 20,
        .type_constraints = TC_QLMM10,
        .type_constraint_count = CPU_ARRAY_LEN(TC_QLMM10),
-       .compute = qlinear_matmul_compute},
+       .create = mm_create,
+       .compute = qlinear_matmul_compute,
+       .release = mm_release,
+       .user_data = &quantized_flag},
       {.op_type = "QLinearMatMul",
        .since_version = 21,
        .end_version = latest,
        .type_constraints = TC_QLMM21,
        .type_constraint_count = CPU_ARRAY_LEN(TC_QLMM21),
-       .compute = qlinear_matmul_compute},
+       .create = mm_create,
+       .compute = qlinear_matmul_compute,
+       .release = mm_release,
+       .user_data = &quantized_flag},
       {.op_type = "ConvInteger",
        .since_version = 10,
        .end_version = latest,
@@ -701,7 +1535,7 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .type_constraint_count = CPU_ARRAY_LEN(TC_INT),
        .create = conv_create,
        .compute = conv_integer_compute,
-       .release = cpu_free_state},
+       .release = conv_release},
       {.op_type = "QLinearConv",
        .since_version = 10,
        .end_version = latest,
@@ -709,8 +1543,31 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .type_constraint_count = CPU_ARRAY_LEN(TC_QLCONV),
        .create = conv_create,
        .compute = qlinear_conv_compute,
-       .release = cpu_free_state,
+       .release = conv_release,
        .user_data = &quantized_flag},
   };
-  return cpu_q_register_defs(r, defs, CPU_ARRAY_LEN(defs));
+  OnyxStatus* st = cpu_q_register_defs(r, defs, CPU_ARRAY_LEN(defs));
+  const OnyxKernelDef ms[] = {
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.microsoft",
+       .op_type = "QLinearAdd",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_MS,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
+       .compute = qlinear_add_compute},
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.microsoft",
+       .op_type = "QLinearGlobalAveragePool",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_MS,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
+       .create = qgap_create,
+       .compute = qgap_compute,
+       .release = cpu_free_state},
+  };
+  for (size_t i = 0; !st && i < CPU_ARRAY_LEN(ms); i++)
+    st = cpu_host->register_kernel(r, &ms[i]);
+  return st;
 }

@@ -1,0 +1,260 @@
+/* onyx_training.h — the training API of Onyx (docs/training.md, "Training API").
+ *
+ * Three steps, modelled on ONNX Runtime's training API:
+ *
+ * 1. Artifacts, once per model: from an inference model, write into a folder
+ *    training_model.onnx (forward + loss + gradients of the trainable
+ *    parameters), eval_model.onnx (forward + loss), optimizer_model.onnx (one
+ *    com.onyx.training optimizer node over every parameter, after an optional
+ *    ClipGradNorm) and checkpoint/ (the initial parameters).
+ *
+ *      OnyxTrainingArtifactsOptions ao;
+ *      onyx_training_artifacts_options_init(&ao);
+ *      ao.loss = ONYX_LOSS_CROSS_ENTROPY;
+ *      ao.optimizer = ONYX_OPTIMIZER_ADAMW;
+ *      st = onyx_training_artifacts_generate("mlp.onnx", &ao, "art");
+ *
+ * 2. Training: load the checkpoint, make a session over the artifacts, then
+ *    per batch train_step (forward + backward; gradients accumulate),
+ *    optimizer_step (updates the parameters) and lazy_reset_grad.
+ *
+ *      OnyxCheckpoint* ck = NULL;
+ *      OnyxTrainingSession* ts = NULL;
+ *      st = onyx_checkpoint_load("art/checkpoint", &ck);
+ *      if (!st) st = onyx_training_session_create(NULL, ck, "art", &ts);
+ *      for (...) {
+ *        const OnyxValue* in[2] = {x, labels};  // the model's inputs, then the labels
+ *        OnyxValue* loss = NULL;
+ *        st = onyx_training_session_train_step(ts, in, 2, &loss);
+ *        if (!st) st = onyx_training_session_optimizer_step(ts);
+ *        if (!st) st = onyx_training_session_lazy_reset_grad(ts);
+ *        onyx_value_release(loss);
+ *      }
+ *      if (!st) st = onyx_checkpoint_save(ck, "out/checkpoint", 1);
+ *      if (!st) st = onyx_training_session_export_for_inference(ts, "trained.onnx");
+ *      onyx_training_session_release(ts);
+ *      onyx_checkpoint_release(ck);
+ *
+ * 3. Inference: the exported model is the original inference model with the
+ *    trained parameters as its initializers.
+ *
+ * The session works on the checkpoint's tensors: the checkpoint holds the
+ * parameters and the optimizer state, the training session updates them in
+ * place, and saving the checkpoint at any time saves the current state. The
+ * checkpoint must outlive the sessions made on it.
+ *
+ * Conventions are those of onyx.h: NULL status on success, out-parameters
+ * NULL on failure, every release accepts NULL, `char**` strings are freed
+ * with onyx_free. One training session is used from one thread at a time.
+ */
+#ifndef ONYX_TRAINING_H
+#define ONYX_TRAINING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "onyx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct OnyxCheckpoint OnyxCheckpoint;
+typedef struct OnyxTrainingSession OnyxTrainingSession;
+
+/* --- Artifacts ------------------------------------------------------------------ */
+typedef enum OnyxLossKind {
+  /* SoftmaxCrossEntropyLoss (mean) of the prediction [N, C] (or [N, C, d...])
+   * against int64 class indices [N] ([N, d...]). */
+  ONYX_LOSS_CROSS_ENTROPY = 0,
+  /* mean((pred - target)^2); target has the prediction's shape and type. */
+  ONYX_LOSS_MSE = 1,
+  /* mean(max(x,0) - x*y + log(1 + exp(-|x|))), the stable form of the binary
+   * cross-entropy of logits x against targets y in [0, 1]. */
+  ONYX_LOSS_BCE_WITH_LOGITS = 2,
+  /* mean(|pred - target|). */
+  ONYX_LOSS_L1 = 3,
+  /* The model's first output is already the loss (a scalar): no labels. */
+  ONYX_LOSS_MODEL_OUTPUT = 4,
+} OnyxLossKind;
+
+typedef enum OnyxOptimizerKind {
+  ONYX_OPTIMIZER_SGD = 0,   /* torch.optim.SGD */
+  ONYX_OPTIMIZER_ADAMW = 1, /* torch.optim.AdamW */
+  ONYX_OPTIMIZER_LAMB = 2,  /* LAMB (trust ratio per tensor, no clipping) */
+} OnyxOptimizerKind;
+
+/* Options of onyx_training_artifacts_generate. Fill with
+ * onyx_training_artifacts_options_init, then change fields. The name lists
+ * are borrowed for the call only. */
+typedef struct OnyxTrainingArtifactsOptions {
+  size_t struct_size;          /* sizeof(OnyxTrainingArtifactsOptions) */
+  OnyxLossKind loss;           /* default ONYX_LOSS_CROSS_ENTROPY */
+  OnyxOptimizerKind optimizer; /* default ONYX_OPTIMIZER_ADAMW */
+  float learning_rate;         /* initial learning rate, in the checkpoint; default 1e-3 */
+  /* SGD: momentum (0), dampening (0), nesterov (0), weight_decay (0).
+   * AdamW: beta1 (0.9), beta2 (0.999), epsilon (1e-8), weight_decay (0.01).
+   * LAMB: beta1 (0.9), beta2 (0.999), epsilon (1e-6), weight_decay (0).
+   * init sets the AdamW defaults; a field set to a negative value (NAN for
+   * epsilon) takes the default of the chosen optimizer. */
+  float momentum, dampening;
+  int32_t nesterov;
+  float weight_decay;
+  float beta1, beta2, epsilon;
+  /* Trainable parameters by initializer name (NULL/0: every floating-point
+   * initializer that is not frozen). */
+  const char* const* trainable;
+  size_t trainable_count;
+  /* Initializers kept constant (they stay in the models as initializers). */
+  const char* const* frozen;
+  size_t frozen_count;
+  /* 1: the optimizer model takes a max_norm input and clips the gradients'
+   * global L2 norm first (ClipGradNorm); the session's clip norm then
+   * applies (onyx_training_session_set_grad_clip_norm, default off). */
+  int32_t clip_grad_norm;
+} OnyxTrainingArtifactsOptions;
+
+/* The defaults above; struct_size set. */
+ONYX_API void onyx_training_artifacts_options_init(OnyxTrainingArtifactsOptions* o);
+
+/* Writes training_model.onnx, eval_model.onnx, optimizer_model.onnx,
+ * inference_model.onnx (a copy of the model, for export) and checkpoint/
+ * into out_dir (created if missing; existing files replaced).
+ * opts NULL: the defaults. The model's first output is the prediction given
+ * to the loss. The training and eval models take the model's inputs, then
+ * "labels" (absent for ONYX_LOSS_MODEL_OUTPUT), then the parameters; the
+ * training model's outputs are "loss" and the gradients "<param>_grad" in
+ * parameter order. BatchNormalization and Dropout run in training mode in
+ * the training model (BatchNormalization's running statistics are outputs
+ * the session writes back) and in inference mode in the eval model. Errors
+ * name the model, the parameter or the node at fault (an op without a
+ * gradient rule names the op and the path from the loss). */
+ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
+                                                      const OnyxTrainingArtifactsOptions* opts,
+                                                      const char* out_dir);
+
+/* --- Checkpoints (docs/training.md, "Checkpoints") -------------------------------- *
+ * A checkpoint folder holds parameters.safetensors (every parameter, frozen
+ * ones and BatchNormalization statistics included), optimizer.safetensors
+ * (the optimizer state, when saved with it) and checkpoint.json (format
+ * version, step count, learning rate, scheduler, seed, optimizer kind and
+ * hyperparameters, the trainable and frozen names). */
+ONYX_API OnyxStatus* onyx_checkpoint_load(const char* dir, OnyxCheckpoint** out);
+/* Writes the folder (created if missing); each file is written to a
+ * temporary name and renamed into place. include_optimizer_state 0: no
+ * optimizer.safetensors (a training session made on the loaded checkpoint
+ * starts the optimizer state from zero). */
+ONYX_API OnyxStatus* onyx_checkpoint_save(const OnyxCheckpoint* ck, const char* dir,
+                                          int include_optimizer_state);
+ONYX_API void onyx_checkpoint_release(OnyxCheckpoint* ck);
+
+/* Parameters by name: count, names in checkpoint order, and a value that
+ * shares the parameter's memory (no copy; release it; it sees later
+ * updates). */
+ONYX_API size_t onyx_checkpoint_parameter_count(const OnyxCheckpoint* ck);
+ONYX_API const char* onyx_checkpoint_parameter_name(const OnyxCheckpoint* ck, size_t i);
+ONYX_API OnyxStatus* onyx_checkpoint_get_parameter(const OnyxCheckpoint* ck, const char* name,
+                                                   OnyxValue** out);
+/* Copies `value` into the parameter; its element type and shape must match
+ * (an error names the parameter and both). */
+ONYX_API OnyxStatus* onyx_checkpoint_set_parameter(OnyxCheckpoint* ck, const char* name,
+                                                   const OnyxValue* value);
+/* Whether the parameter is trained (1) or frozen (0); -1 for an unknown name. */
+ONYX_API int onyx_checkpoint_parameter_trainable(const OnyxCheckpoint* ck, const char* name);
+/* Optimizer state tensors, named "<param>.<slot>" ("w.momentum", "w.exp_avg",
+ * "w.exp_avg_sq"); empty before the first optimizer step. */
+ONYX_API size_t onyx_checkpoint_state_count(const OnyxCheckpoint* ck);
+ONYX_API const char* onyx_checkpoint_state_name(const OnyxCheckpoint* ck, size_t i);
+ONYX_API OnyxStatus* onyx_checkpoint_get_state(const OnyxCheckpoint* ck, const char* name,
+                                               OnyxValue** out);
+/* Optimizer steps taken so far. */
+ONYX_API int64_t onyx_checkpoint_step(const OnyxCheckpoint* ck);
+
+/* --- Training session ------------------------------------------------------------- */
+/* Creates sessions for the three models of `artifacts_dir` with `opts` (NULL:
+ * defaults) over the checkpoint's parameters. The checkpoint must hold every
+ * parameter the models take, of the same type and shape (an error names the
+ * tensor: missing, extra, shape or dtype mismatch). */
+ONYX_API OnyxStatus* onyx_training_session_create(const OnyxSessionOptions* opts,
+                                                  OnyxCheckpoint* ck, const char* artifacts_dir,
+                                                  OnyxTrainingSession** out);
+ONYX_API void onyx_training_session_release(OnyxTrainingSession* ts);
+
+/* The inputs train_step and eval_step take: the model's inputs, then the
+ * labels (if the loss has them). Names owned by the session. */
+ONYX_API size_t onyx_training_session_input_count(const OnyxTrainingSession* ts);
+ONYX_API const char* onyx_training_session_input_name(const OnyxTrainingSession* ts, size_t i);
+
+/* Forward and backward on one batch: adds the gradients to the accumulated
+ * ones and updates BatchNormalization running statistics. *loss_out (may be
+ * NULL: not wanted) receives the loss, a float32 scalar. A loss that is NaN
+ * or infinite is an error (ONYX_RUNTIME_ERROR) under ONYX_NONFINITE_ERROR,
+ * and leaves the accumulated gradients unchanged; under
+ * ONYX_NONFINITE_SKIP_STEP it is returned and the batch's gradients are
+ * dropped (onyx_training_session_skipped_steps counts them). */
+ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
+                                                      const OnyxValue* const* inputs, size_t n,
+                                                      OnyxValue** loss_out);
+/* Forward + loss of the eval model (inference-mode BatchNormalization and
+ * Dropout); no gradients. */
+ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
+                                                     const OnyxValue* const* inputs, size_t n,
+                                                     OnyxValue** loss_out);
+/* Sets the accumulated gradients to zero (before the next train step). */
+ONYX_API OnyxStatus* onyx_training_session_lazy_reset_grad(OnyxTrainingSession* ts);
+/* One optimizer step over every trainable parameter with the accumulated
+ * gradients, at the scheduler's learning rate; then advances the step count
+ * and the scheduler. A step whose accumulated gradients hold NaN or Inf is
+ * an error under ONYX_NONFINITE_ERROR and skipped under _SKIP_STEP. */
+ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* ts);
+
+/* The learning rate of the next optimizer step. Setting it replaces the
+ * base rate (the scheduler, if any, scales it). */
+ONYX_API OnyxStatus* onyx_training_session_set_learning_rate(OnyxTrainingSession* ts, float lr);
+ONYX_API float onyx_training_session_get_learning_rate(const OnyxTrainingSession* ts);
+
+typedef enum OnyxLrSchedulerKind {
+  ONYX_LR_CONSTANT = 0,
+  /* Linear warmup from 0 to the base rate over warmup_steps, then linear
+   * decay to min_lr at total_steps (ORT's LinearLRScheduler with min_lr 0). */
+  ONYX_LR_LINEAR = 1,
+  /* Linear warmup, then half a cosine from the base rate to min_lr at total_steps. */
+  ONYX_LR_COSINE = 2,
+} OnyxLrSchedulerKind;
+/* The rate of step t (0-based, the checkpoint's step count) from the base
+ * rate; warmup_steps <= total_steps. */
+ONYX_API OnyxStatus* onyx_training_session_set_lr_scheduler(OnyxTrainingSession* ts,
+                                                            OnyxLrSchedulerKind kind,
+                                                            int64_t warmup_steps,
+                                                            int64_t total_steps, float min_lr);
+
+/* Clips the accumulated gradients' global L2 norm to max_norm before each
+ * optimizer step (torch.nn.utils.clip_grad_norm_); 0 or less: off. The
+ * artifacts must have been made with clip_grad_norm = 1. */
+ONYX_API OnyxStatus* onyx_training_session_set_grad_clip_norm(OnyxTrainingSession* ts,
+                                                              float max_norm);
+/* The global L2 norm of the gradients before clipping at the last optimizer
+ * step (0 before any, or without clipping). */
+ONYX_API float onyx_training_session_last_grad_norm(const OnyxTrainingSession* ts);
+
+/* Seed of the training model's random ops (Dropout); each train step uses
+ * seed + the number of train steps taken. */
+ONYX_API OnyxStatus* onyx_training_session_set_seed(OnyxTrainingSession* ts, uint64_t seed);
+
+typedef enum OnyxNonfinitePolicy {
+  ONYX_NONFINITE_ERROR = 0,     /* the default */
+  ONYX_NONFINITE_SKIP_STEP = 1, /* drop the batch / skip the optimizer step */
+} OnyxNonfinitePolicy;
+ONYX_API OnyxStatus* onyx_training_session_set_nonfinite_policy(OnyxTrainingSession* ts,
+                                                                OnyxNonfinitePolicy policy);
+/* Train or optimizer steps skipped for a non-finite loss or gradient. */
+ONYX_API int64_t onyx_training_session_skipped_steps(const OnyxTrainingSession* ts);
+
+/* Writes the original inference model (the artifacts' inference_model.onnx)
+ * with the current parameters as its initializers: no training nodes. */
+ONYX_API OnyxStatus* onyx_training_session_export_for_inference(const OnyxTrainingSession* ts,
+                                                                const char* out_path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ONYX_TRAINING_H */

@@ -294,18 +294,19 @@ int npy_save(const char* path, NpyType type, const int64_t* dims, size_t rank, c
   int hn =
       snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
                npy_descr(type), shape);
-  /* Pad with spaces and a final '\n' so that the data starts on a multiple of 64. */
-  size_t prefix = (size_t)hn + 1 + 10 > 65535 ? 12 : 10;
-  size_t total = ((prefix + (size_t)hn + 1 + 63) / 64) * 64;
-  size_t hlen = total - prefix;
+  /* Version 1.0 (the header is under 1 KiB: a 2-byte length suffices), padded
+   * with spaces and a final '\n' so that the data starts on a multiple of 64. */
+  if (hn < 0 || (size_t)hn + 64 > sizeof header) return fail(err, cap, path, "header too long");
+  size_t total = ((10 + (size_t)hn + 1 + 63) / 64) * 64, hlen = total - 10;
   memset(header + hn, ' ', hlen - (size_t)hn - 1);
   header[hlen - 1] = '\n';
-  unsigned char pre[12];
+  unsigned char pre[10];
   memcpy(pre, kMagic, sizeof kMagic);
-  pre[6] = prefix == 10 ? 1 : 2;
+  pre[6] = 1;
   pre[7] = 0;
-  for (size_t i = 0; i < prefix - 8; i++)
-    pre[8 + i] = (unsigned char)(hlen >> (8 * i));
+  pre[8] = (unsigned char)(hlen & 0xff);
+  pre[9] = (unsigned char)(hlen >> 8);
+  const size_t prefix = sizeof pre;
   FILE* f = fopen(path, "wb");
   if (!f) return fail(err, cap, path, "cannot create: %s", strerror(errno));
   int ok = fwrite(pre, 1, prefix, f) == prefix && fwrite(header, 1, hlen, f) == hlen &&

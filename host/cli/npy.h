@@ -1,5 +1,5 @@
 /* npy.h — NumPy .npy files: reading (format versions 1.0, 2.0 and 3.0) and
- * writing (version 1.0, or 2.0 when the header needs it).
+ * writing (version 1.0).
  *
  * Only C-order arrays of little-endian float32 ('<f4'), float64 ('<f8'),
  * int64 ('<i8'), int32 ('<i4'), uint8 ('|u1') and bool ('|b1') are read;

@@ -104,6 +104,28 @@ OPTIMIZERS = {
 }
 
 
+def export(model, example, path):
+    """Exports in training mode (an eval-mode export folds BatchNormalization
+    into the convolutions), then turns each BatchNormalization back into its
+    inference form (training_mode 0, one output): the model Onyx's artifacts
+    expect, whose training model runs it in training mode again."""
+    import onnx
+
+    model.train()
+    torch.onnx.export(model, example, path, opset_version=17, input_names=["x"],
+                      output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
+                      do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE)
+    m = onnx.load(path)
+    for n in m.graph.node:
+        if n.op_type == "BatchNormalization":
+            keep = [a for a in n.attribute if a.name != "training_mode"]
+            del n.attribute[:]
+            n.attribute.extend(keep)
+            del n.output[1:]
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 def torch_run(model, x, y, opt, batch, steps):
     model.train()
     losses, times = [], []
@@ -149,12 +171,8 @@ def main():
         torch.manual_seed(0)
         base = cls()
         onnx_path = os.path.join(work, f"{name}.onnx")
-        base.eval()
-        torch.onnx.export(base, torch.from_numpy(x[:a.batch]), onnx_path, opset_version=17,
-                          input_names=["x"], output_names=["logits"],
-                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
-                          do_constant_folding=False)
         state = {k: v.clone() for k, v in base.state_dict().items()}
+        export(base, torch.from_numpy(x[:a.batch]), onnx_path)
         for opt_name, (make_opt, extra, lr) in OPTIMIZERS.items():
             model = cls()
             model.load_state_dict(state)

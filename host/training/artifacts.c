@@ -1,0 +1,591 @@
+/* artifacts.c — onyx_training_artifacts_generate: from an inference model,
+ * the training model (forward + loss + a Gradient node over the trainable
+ * parameters, expanded by the gradient builder when a session loads it),
+ * the eval model (forward + loss), the optimizer model (one
+ * com.onyx.training optimizer node over every parameter, after an optional
+ * ClipGradNorm), a copy of the inference model, the initial checkpoint and
+ * artifacts.json, which tells the training session how they fit together. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "ox_graph.h"
+#include "ox_model.h"
+#include "ox_train_api.h"
+#include "ox_training.h"
+
+#define OX_PREVIEW_TRAINING "ai.onnx.preview.training"
+
+ONYX_API void onyx_training_artifacts_options_init(OnyxTrainingArtifactsOptions* o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->loss = ONYX_LOSS_CROSS_ENTROPY;
+  o->optimizer = ONYX_OPTIMIZER_ADAMW;
+  o->learning_rate = 1e-3f;
+  o->momentum = 0.0f;
+  o->dampening = 0.0f;
+  o->nesterov = 0;
+  o->weight_decay = -1.0f; /* the optimizer's default */
+  o->beta1 = 0.9f;
+  o->beta2 = 0.999f;
+  o->epsilon = NAN; /* the optimizer's default */
+}
+
+/* --- graph helpers ---------------------------------------------------------------------- */
+
+static OnyxStatus* ox_art_attr(OxNode* n, OxAttr a) {
+  if (!a.name) {
+    ox_attr_clear(&a);
+    return ox_oom();
+  }
+  OnyxStatus* st = ox_node_add_attr(n, &a);
+  ox_attr_clear(&a);
+  return st;
+}
+
+static OnyxStatus* ox_art_attr_int(OxNode* n, const char* name, int64_t v) {
+  return ox_art_attr(n, (OxAttr){.name = ox_strdup(name), .type = ONYX_ATTR_INT, .i = v});
+}
+
+static OnyxStatus* ox_art_attr_float(OxNode* n, const char* name, float v) {
+  return ox_art_attr(n, (OxAttr){.name = ox_strdup(name), .type = ONYX_ATTR_FLOAT, .f = v});
+}
+
+static OnyxStatus* ox_art_attr_string(OxNode* n, const char* name, const char* v) {
+  char* s = ox_strdup(v);
+  OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_STRING, .s = s, .s_len = strlen(v)};
+  if (!s) free(a.name), a.name = NULL;
+  return ox_art_attr(n, a);
+}
+
+static OnyxStatus* ox_art_attr_strings(OxNode* n, const char* name, char* const* v, size_t count) {
+  OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_STRINGS, .count = count};
+  a.strings = calloc(count ? count : 1, sizeof *a.strings);
+  a.strings_len = calloc(count ? count : 1, sizeof *a.strings_len);
+  bool ok = a.name && a.strings && a.strings_len;
+  for (size_t i = 0; ok && i < count; i++) {
+    a.strings[i] = ox_strdup(v[i]);
+    a.strings_len[i] = strlen(v[i]);
+    ok = a.strings[i] != NULL;
+  }
+  if (!ok) free(a.name), a.name = NULL;
+  return ox_art_attr(n, a);
+}
+
+static OnyxStatus* ox_art_node(OxGraph* g, const char* name, const char* op, const char* domain,
+                               const char* const* ins, size_t n_in, const char* const* outs,
+                               size_t n_out, OxNode** out) {
+  OxNode* n = NULL;
+  OnyxStatus* st = ox_graph_add_node(g, name, op, domain, ins, n_in, outs, n_out, &n);
+  if (st) return ox_status_wrap(st, "training artifacts: adding node '%s' (%s)", name, op);
+  if (out) *out = n;
+  return NULL;
+}
+
+static OnyxStatus* ox_art_input(OxGraph* g, const char* name, OnyxElemType type, int32_t rank,
+                                const int64_t* dims) {
+  OxValue* v = NULL;
+  OX_TRY(ox_graph_value(g, name, &v));
+  if (v->is_graph_input || v->producer || v->constant)
+    return ox_status(ONYX_INVALID_MODEL, "training artifacts: the model already has a value '%s'",
+                     name);
+  OX_TRY(ox_value_set(v, type, rank, dims));
+  return ox_graph_add_input(g, v);
+}
+
+static OnyxStatus* ox_art_output(OxGraph* g, const char* name, OnyxElemType type, int32_t rank,
+                                 const int64_t* dims) {
+  OxValue* v = ox_graph_find(g, name);
+  if (!v) return ox_status(ONYX_FAIL, "training artifacts: no value '%s'", name);
+  if (type != ONYX_ELEM_UNDEFINED) OX_TRY(ox_value_set(v, type, rank, dims));
+  return ox_graph_add_output(g, v);
+}
+
+static OnyxStatus* ox_art_opset(OxGraph* g, const char* domain, int64_t version) {
+  for (size_t i = 0; i < g->n_opsets; i++)
+    if (!strcmp(g->opsets[i].domain, domain)) {
+      if (g->opsets[i].version < version) g->opsets[i].version = version;
+      return NULL;
+    }
+  OxOpsetImport* o = realloc(g->opsets, (g->n_opsets + 1) * sizeof *o);
+  if (!o) return ox_oom();
+  g->opsets = o;
+  o[g->n_opsets].domain = ox_strdup(domain);
+  if (!o[g->n_opsets].domain) return ox_oom();
+  o[g->n_opsets++].version = version;
+  return NULL;
+}
+
+/* --- the parameters ---------------------------------------------------------------------- */
+
+static bool ox_in_list(const char* const* list, size_t n, const char* name) {
+  for (size_t i = 0; i < n; i++)
+    if (list[i] && !strcmp(list[i], name)) return true;
+  return false;
+}
+
+static bool ox_art_float(OnyxElemType t) {
+  return t == ONYX_ELEM_FLOAT32 || t == ONYX_ELEM_FLOAT64;
+}
+
+/* The trainable parameters of g, in the order of the model's values. */
+static OnyxStatus* ox_art_params(const OxGraph* g, const OnyxTrainingArtifactsOptions* o,
+                                 char*** out, size_t* n_out) {
+  for (size_t i = 0; i < o->frozen_count; i++) {
+    const OxValue* v = ox_graph_find(g, o->frozen[i] ? o->frozen[i] : "");
+    if (!v || !v->constant)
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "training artifacts: frozen parameter '%s' is no initializer of the model",
+                       o->frozen[i] ? o->frozen[i] : "(null)");
+  }
+  for (size_t i = 0; i < o->trainable_count; i++) {
+    const char* name = o->trainable[i] ? o->trainable[i] : "(null)";
+    const OxValue* v = ox_graph_find(g, name);
+    if (!v || !v->constant)
+      return ox_status(
+          ONYX_INVALID_ARGUMENT,
+          "training artifacts: trainable parameter '%s' is no initializer of the model", name);
+    if (!ox_art_float(v->constant->type))
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "training artifacts: trainable parameter '%s' is %s, not float32 or float64",
+                       name, ox_elem_name(v->constant->type));
+    if (ox_in_list(o->frozen, o->frozen_count, name))
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "training artifacts: parameter '%s' is both trainable and frozen", name);
+  }
+  char** names = calloc(g->n_values + 1, sizeof *names);
+  if (!names) return ox_oom();
+  size_t n = 0;
+  for (size_t i = 0; i < g->n_values; i++) {
+    const OxValue* v = g->values[i];
+    if (!v->constant || v->n_consumers == 0 || !ox_art_float(v->constant->type)) continue;
+    if (ox_in_list(o->frozen, o->frozen_count, v->name)) continue;
+    if (o->trainable_count && !ox_in_list(o->trainable, o->trainable_count, v->name)) continue;
+    names[n++] = v->name;
+  }
+  if (n == 0) {
+    free(names);
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "training artifacts: the model '%s' has no trainable "
+                     "parameter (no floating-point initializer)",
+                     g->source ? g->source : "?");
+  }
+  *out = names;
+  *n_out = n;
+  return NULL;
+}
+
+/* Turns each parameter's initializer into a graph input. take: the tensors
+ * go to ts[] (the caller's); otherwise they are freed. */
+static OnyxStatus* ox_art_params_to_inputs(OxGraph* g, char* const* names, size_t n,
+                                           OxTensor** ts) {
+  for (size_t i = 0; i < n; i++) {
+    OxValue* v = ox_graph_find(g, names[i]);
+    OxTensor* t = v ? v->constant : NULL;
+    if (!t) return ox_status(ONYX_FAIL, "training artifacts: parameter '%s' vanished", names[i]);
+    v->constant = NULL;
+    OnyxStatus* st = ox_value_set(v, t->type, (int32_t)t->rank, t->dims);
+    if (ts)
+      ts[i] = t;
+    else
+      ox_tensor_free(t);
+    OX_TRY(st);
+    OX_TRY(ox_graph_add_input(g, v));
+  }
+  return NULL;
+}
+
+/* --- the loss ---------------------------------------------------------------------------- */
+
+/* Adds the labels input and the nodes computing "loss" from the model's
+ * first output. */
+static OnyxStatus* ox_art_loss(OxGraph* g, OnyxLossKind kind) {
+  if (g->n_outputs == 0)
+    return ox_status(ONYX_INVALID_MODEL, "training artifacts: the model has no output");
+  const OxValue* pred = g->outputs[0];
+  const char* p = pred->name;
+  OnyxElemType pt = pred->type;
+  if (kind == ONYX_LOSS_MODEL_OUTPUT)
+    return ox_art_node(g, "onyx_loss", "Identity", "", &p, 1, (const char*[]){"loss"}, 1, NULL);
+  if (!ox_art_float(pt))
+    return ox_status(ONYX_INVALID_MODEL,
+                     "training artifacts: the model's first output '%s' is %s, not float32 or "
+                     "float64 (the prediction the loss takes)",
+                     p, ox_elem_name(pt));
+  int64_t opset = ox_graph_opset(g, "");
+  OxNode* n = NULL;
+  if (kind == ONYX_LOSS_CROSS_ENTROPY) {
+    if (opset < 13)
+      return ox_status(ONYX_INVALID_MODEL,
+                       "training artifacts: the cross-entropy loss needs ai.onnx opset 13 or "
+                       "later (SoftmaxCrossEntropyLoss); the model imports %lld",
+                       (long long)opset);
+    int64_t dims[16];
+    int32_t rank = pred->rank >= 1 && pred->rank <= 16 ? pred->rank - 1 : -1;
+    for (int32_t d = 0; d < rank; d++)
+      dims[d] = pred->dims[d == 0 ? 0 : d + 1];
+    OX_TRY(ox_art_input(g, "labels", ONYX_ELEM_INT64, rank, dims));
+    OX_TRY(ox_art_node(g, "onyx_loss", "SoftmaxCrossEntropyLoss", "", (const char*[]){p, "labels"},
+                       2, (const char*[]){"loss"}, 1, &n));
+    return ox_art_attr_string(n, "reduction", "mean");
+  }
+  OX_TRY(ox_art_input(g, "labels", pt, pred->rank, pred->dims));
+  const char* per = NULL; /* the per-element loss */
+  if (kind == ONYX_LOSS_MSE || kind == ONYX_LOSS_L1) {
+    OX_TRY(ox_art_node(g, "onyx_loss_diff", "Sub", "", (const char*[]){p, "labels"}, 2,
+                       (const char*[]){"onyx_loss_diff"}, 1, NULL));
+    if (kind == ONYX_LOSS_MSE)
+      OX_TRY(ox_art_node(g, "onyx_loss_sq", "Mul", "",
+                         (const char*[]){"onyx_loss_diff", "onyx_loss_diff"}, 2,
+                         (const char*[]){"onyx_loss_elem"}, 1, NULL));
+    else
+      OX_TRY(ox_art_node(g, "onyx_loss_abs", "Abs", "", (const char*[]){"onyx_loss_diff"}, 1,
+                         (const char*[]){"onyx_loss_elem"}, 1, NULL));
+    per = "onyx_loss_elem";
+  } else if (kind == ONYX_LOSS_BCE_WITH_LOGITS) {
+    /* max(x, 0) - x*y + log(1 + exp(-|x|)): no exp of a positive number. */
+    OX_TRY(ox_art_node(g, "onyx_bce_relu", "Relu", "", &p, 1, (const char*[]){"onyx_bce_relu"}, 1,
+                       NULL));
+    OX_TRY(ox_art_node(g, "onyx_bce_xy", "Mul", "", (const char*[]){p, "labels"}, 2,
+                       (const char*[]){"onyx_bce_xy"}, 1, NULL));
+    OX_TRY(
+        ox_art_node(g, "onyx_bce_abs", "Abs", "", &p, 1, (const char*[]){"onyx_bce_abs"}, 1, NULL));
+    OX_TRY(ox_art_node(g, "onyx_bce_neg", "Neg", "", (const char*[]){"onyx_bce_abs"}, 1,
+                       (const char*[]){"onyx_bce_neg"}, 1, NULL));
+    OX_TRY(ox_art_node(g, "onyx_bce_softplus", "Softplus", "", (const char*[]){"onyx_bce_neg"}, 1,
+                       (const char*[]){"onyx_bce_log1p"}, 1, NULL));
+    OX_TRY(ox_art_node(g, "onyx_bce_sub", "Sub", "",
+                       (const char*[]){"onyx_bce_relu", "onyx_bce_xy"}, 2,
+                       (const char*[]){"onyx_bce_d"}, 1, NULL));
+    OX_TRY(ox_art_node(g, "onyx_bce_add", "Add", "",
+                       (const char*[]){"onyx_bce_d", "onyx_bce_log1p"}, 2,
+                       (const char*[]){"onyx_loss_elem"}, 1, NULL));
+    per = "onyx_loss_elem";
+  } else {
+    return ox_status(ONYX_INVALID_ARGUMENT, "training artifacts: unknown loss kind %d", (int)kind);
+  }
+  OX_TRY(ox_art_node(g, "onyx_loss", "ReduceMean", "", &per, 1, (const char*[]){"loss"}, 1, &n));
+  return ox_art_attr_int(n, "keepdims", 0);
+}
+
+/* Replaces the graph's outputs by "loss" (then, keep_outputs, the model's). */
+static OnyxStatus* ox_art_outputs_loss(OxGraph* g, bool keep_outputs) {
+  size_t n = g->n_outputs;
+  OxValue** old = malloc((n ? n : 1) * sizeof *old);
+  if (!old) return ox_oom();
+  memcpy(old, g->outputs, n * sizeof *old);
+  for (size_t i = 0; i < n; i++)
+    old[i]->is_graph_output = false;
+  g->n_outputs = 0;
+  OnyxElemType lt = old[0]->type;
+  OnyxStatus* st = ox_art_output(g, "loss", ox_art_float(lt) ? lt : ONYX_ELEM_UNDEFINED, 0, NULL);
+  for (size_t i = 0; !st && keep_outputs && i < n; i++)
+    st = ox_graph_add_output(g, old[i]);
+  free(old);
+  return st;
+}
+
+/* --- the optimizer model ----------------------------------------------------------------- */
+
+static const char* const ox_slots_sgd[] = {"momentum"};
+static const char* const ox_slots_adam[] = {"exp_avg", "exp_avg_sq"};
+
+/* The state slots of an optimizer (0 for SGD without momentum). */
+static size_t ox_art_slots(const OnyxTrainingArtifactsOptions* o, const char* const** slots) {
+  if (o->optimizer == ONYX_OPTIMIZER_SGD) {
+    *slots = ox_slots_sgd;
+    return o->momentum != 0.0f ? 1 : 0;
+  }
+  *slots = ox_slots_adam;
+  return 2;
+}
+
+static OnyxStatus* ox_art_optimizer(const OnyxTrainingArtifactsOptions* o, char* const* params,
+                                    OxTensor* const* ts, size_t n, const char* path) {
+  OxGraph* g = NULL;
+  OX_TRY(ox_graph_new("optimizer", &g));
+  g->ir_version = 8;
+  const char* const* slots = NULL;
+  size_t n_slots = ox_art_slots(o, &slots);
+  size_t n_in = 2 + (size_t)n * (2 + n_slots), n_out = n * (1 + n_slots);
+  char** ins = calloc(n_in + 1, sizeof *ins);
+  char** outs = calloc(n_out + 1, sizeof *outs);
+  char** gnames = calloc(n + 1, sizeof *gnames);
+  OnyxStatus* st = ins && outs && gnames ? NULL : ox_oom();
+  if (!st) st = ox_art_opset(g, "", 17);
+  if (!st) st = ox_art_opset(g, OX_TRAINING_DOMAIN, 1);
+  if (!st) st = ox_art_input(g, "lr", ONYX_ELEM_FLOAT32, 0, NULL);
+  if (!st) st = ox_art_input(g, "step", ONYX_ELEM_INT64, 0, NULL);
+  if (!st && o->clip_grad_norm) st = ox_art_input(g, "max_norm", ONYX_ELEM_FLOAT32, 0, NULL);
+  for (size_t i = 0; !st && i < n; i++) {
+    ins[2 + i] = ox_strdup(params[i]);
+    ins[2 + n + i] = ox_asprintf("%s_grad", params[i]);
+    outs[i] = ox_asprintf("%s.new", params[i]);
+    gnames[i] = ox_asprintf("%s_grad.clipped", params[i]);
+    for (size_t s = 0; s < n_slots; s++) {
+      ins[2 + (2 + s) * n + i] = ox_asprintf("%s.%s", params[i], slots[s]);
+      outs[(1 + s) * n + i] = ox_asprintf("%s.%s.new", params[i], slots[s]);
+    }
+  }
+  for (size_t i = 2; !st && i < n_in; i++)
+    if (!ins[i]) st = ox_oom();
+  for (size_t i = 0; !st && i < n_out; i++)
+    if (!outs[i] || (i < n && !gnames[i])) st = ox_oom();
+  /* Parameters and their gradients, then each slot. */
+  for (size_t i = 0; !st && i < n; i++) {
+    const OxTensor* t = ts[i];
+    st = ox_art_input(g, ins[2 + i], t->type, (int32_t)t->rank, t->dims);
+    if (!st) st = ox_art_input(g, ins[2 + n + i], t->type, (int32_t)t->rank, t->dims);
+  }
+  for (size_t s = 0; !st && s < n_slots; s++)
+    for (size_t i = 0; !st && i < n; i++)
+      st =
+          ox_art_input(g, ins[2 + (2 + s) * n + i], ts[i]->type, (int32_t)ts[i]->rank, ts[i]->dims);
+  OxNode* node = NULL;
+  if (!st && o->clip_grad_norm) {
+    const char** cin = calloc(n + 1, sizeof *cin);
+    const char** cout = calloc(n + 1, sizeof *cout);
+    if (!cin || !cout) st = ox_oom();
+    for (size_t i = 0; !st && i < n; i++) {
+      cin[i + 1] = ins[2 + n + i];
+      cout[i] = gnames[i];
+    }
+    if (!st) {
+      cin[0] = "max_norm";
+      cout[n] = "total_norm";
+      st = ox_art_node(g, "onyx_clip", "ClipGradNorm", OX_TRAINING_DOMAIN, cin, n + 1, cout, n + 1,
+                       &node);
+    }
+    if (!st) st = ox_art_attr_int(node, "n", (int64_t)n);
+    for (size_t i = 0; !st && i < n; i++) {
+      /* The optimizer reads the clipped gradients. */
+      free(ins[2 + n + i]);
+      ins[2 + n + i] = gnames[i];
+      gnames[i] = NULL;
+    }
+    free(cin);
+    free(cout);
+  }
+  static const char* const ops[] = {"SGDOptimizer", "AdamWOptimizer", "LambOptimizer"};
+  if (!st) {
+    ins[0] = "lr";
+    ins[1] = "step";
+    st = ox_art_node(g, "onyx_optimizer", ops[o->optimizer], OX_TRAINING_DOMAIN,
+                     (const char* const*)ins, n_in, (const char* const*)outs, n_out, &node);
+    ins[0] = ins[1] = NULL;
+  }
+  if (!st) st = ox_art_attr_int(node, "n", (int64_t)n);
+  if (!st && o->optimizer == ONYX_OPTIMIZER_SGD) {
+    st = ox_art_attr_float(node, "momentum", o->momentum);
+    if (!st) st = ox_art_attr_float(node, "dampening", o->dampening);
+    if (!st) st = ox_art_attr_int(node, "nesterov", o->nesterov ? 1 : 0);
+    if (!st) st = ox_art_attr_float(node, "weight_decay", o->weight_decay);
+  } else if (!st) {
+    st = ox_art_attr_float(node, "beta1", o->beta1);
+    if (!st) st = ox_art_attr_float(node, "beta2", o->beta2);
+    if (!st) st = ox_art_attr_float(node, "epsilon", o->epsilon);
+    if (!st) st = ox_art_attr_float(node, "weight_decay", o->weight_decay);
+  }
+  for (size_t k = 0; !st && k < n_out; k++) {
+    const OxTensor* t = ts[k % n];
+    st = ox_art_output(g, outs[k], t->type, (int32_t)t->rank, t->dims);
+  }
+  if (!st && o->clip_grad_norm) st = ox_art_output(g, "total_norm", ONYX_ELEM_FLOAT32, 0, NULL);
+  if (!st) st = ox_model_save(g, path);
+  for (size_t i = 0; ins && i < n_in; i++)
+    free(ins[i]);
+  for (size_t i = 0; outs && i < n_out; i++)
+    free(outs[i]);
+  for (size_t i = 0; gnames && i < n; i++)
+    free(gnames[i]);
+  free(ins);
+  free(outs);
+  free(gnames);
+  ox_graph_free(g);
+  return st;
+}
+
+/* --- artifacts.json ---------------------------------------------------------------------- */
+
+static const char* const ox_opt_names[] = {"sgd", "adamw", "lamb"};
+
+static OnyxStatus* ox_art_meta(const OxGraph* g, const OnyxTrainingArtifactsOptions* o,
+                               char* const* params, size_t n, size_t n_model_inputs,
+                               const char* path) {
+  json_t* j = json_object();
+  json_t* ins = json_array();
+  json_t* ps = json_array();
+  json_t* sl = json_array();
+  const char* const* slots = NULL;
+  size_t n_slots = ox_art_slots(o, &slots);
+  for (size_t i = 0; ins && i < n_model_inputs; i++)
+    json_array_append_new(ins, json_string(g->inputs[i]->name));
+  for (size_t i = 0; ps && i < n; i++)
+    json_array_append_new(ps, json_string(params[i]));
+  for (size_t i = 0; sl && i < n_slots; i++)
+    json_array_append_new(sl, json_string(slots[i]));
+  if (!j || !ins || !ps || !sl) {
+    json_decref(j);
+    json_decref(ins);
+    json_decref(ps);
+    json_decref(sl);
+    return ox_oom();
+  }
+  json_object_set_new(j, "format", json_string("onyx-training-artifacts"));
+  json_object_set_new(j, "version", json_integer(1));
+  json_object_set_new(j, "inputs", ins);
+  json_object_set_new(j, "labels",
+                      o->loss == ONYX_LOSS_MODEL_OUTPUT ? json_null() : json_string("labels"));
+  json_object_set_new(j, "parameters", ps);
+  json_object_set_new(j, "optimizer", json_string(ox_opt_names[o->optimizer]));
+  json_object_set_new(j, "state_slots", sl);
+  json_object_set_new(j, "clip_grad_norm", json_boolean(o->clip_grad_norm));
+  char* text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  json_decref(j);
+  if (!text) return ox_oom();
+  OnyxStatus* st = ox_write_atomic(path, text, strlen(text));
+  free(text);
+  return st;
+}
+
+/* --- the entry point --------------------------------------------------------------------- */
+
+static OnyxStatus* ox_art_options(const OnyxTrainingArtifactsOptions* in,
+                                  OnyxTrainingArtifactsOptions* o) {
+  onyx_training_artifacts_options_init(o);
+  if (in) {
+    if (in->struct_size < sizeof *o)
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "training artifacts: options.struct_size %zu, expected %zu (call "
+                       "onyx_training_artifacts_options_init)",
+                       in->struct_size, sizeof *o);
+    *o = *in;
+  }
+  if ((int)o->loss < 0 || o->loss > ONYX_LOSS_MODEL_OUTPUT)
+    return ox_status(ONYX_INVALID_ARGUMENT, "training artifacts: unknown loss kind %d",
+                     (int)o->loss);
+  if ((int)o->optimizer < 0 || o->optimizer > ONYX_OPTIMIZER_LAMB)
+    return ox_status(ONYX_INVALID_ARGUMENT, "training artifacts: unknown optimizer kind %d",
+                     (int)o->optimizer);
+  bool sgd = o->optimizer == ONYX_OPTIMIZER_SGD, lamb = o->optimizer == ONYX_OPTIMIZER_LAMB;
+  if (!(o->weight_decay >= 0)) o->weight_decay = sgd || lamb ? 0.0f : 0.01f;
+  if (!(o->epsilon >= 0)) o->epsilon = lamb ? 1e-6f : 1e-8f;
+  if (!(o->momentum >= 0)) o->momentum = 0.0f;
+  if (!(o->dampening >= 0)) o->dampening = 0.0f;
+  if (!(o->beta1 >= 0)) o->beta1 = 0.9f;
+  if (!(o->beta2 >= 0)) o->beta2 = 0.999f;
+  if (!(o->learning_rate >= 0) || !isfinite(o->learning_rate))
+    return ox_status(ONYX_INVALID_ARGUMENT, "training artifacts: learning_rate %g",
+                     (double)o->learning_rate);
+  if (o->beta1 >= 1 || o->beta2 >= 1)
+    return ox_status(ONYX_INVALID_ARGUMENT, "training artifacts: beta1 %g and beta2 %g must be < 1",
+                     (double)o->beta1, (double)o->beta2);
+  if (sgd && o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "training artifacts: nesterov needs a momentum and zero dampening");
+  if ((o->trainable_count && !o->trainable) || (o->frozen_count && !o->frozen))
+    return ox_status(ONYX_INVALID_ARGUMENT, "training artifacts: a name list is NULL");
+  return NULL;
+}
+
+static char* ox_join(const char* dir, const char* file) {
+  return ox_asprintf("%s/%s", dir, file);
+}
+
+ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
+                                                      const OnyxTrainingArtifactsOptions* opts,
+                                                      const char* out_dir) {
+  if (!model_path || !out_dir)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_artifacts_generate: NULL argument");
+  OnyxTrainingArtifactsOptions o;
+  OX_TRY(ox_art_options(opts, &o));
+  if (mkdir(out_dir, 0777) != 0 && errno != EEXIST)
+    return ox_status(ONYX_FAIL, "training artifacts: cannot create the folder '%s': %s", out_dir,
+                     strerror(errno));
+  OxGraph* gt = NULL;
+  OxGraph* ge = NULL;
+  char** params = NULL;
+  size_t n = 0;
+  OxTensor** ts = NULL;
+  OnyxCheckpoint* ck = NULL;
+  char* p_train = ox_join(out_dir, "training_model.onnx");
+  char* p_eval = ox_join(out_dir, "eval_model.onnx");
+  char* p_opt = ox_join(out_dir, "optimizer_model.onnx");
+  char* p_inf = ox_join(out_dir, "inference_model.onnx");
+  char* p_meta = ox_join(out_dir, OX_ARTIFACTS_META);
+  char* p_ck = ox_join(out_dir, "checkpoint");
+  OnyxStatus* st = p_train && p_eval && p_opt && p_inf && p_meta && p_ck ? NULL : ox_oom();
+  if (!st) st = ox_model_load_file(model_path, NULL, &gt);
+  if (!st) st = ox_model_load_file(model_path, NULL, &ge);
+  if (!st) st = ox_art_params(gt, &o, &params, &n);
+  if (!st) ts = calloc(n, sizeof *ts);
+  if (!st && !ts) st = ox_oom();
+  size_t n_model_inputs = gt ? gt->n_inputs : 0;
+  /* The training model: inputs, labels, parameters -> loss, gradients. */
+  if (!st) st = ox_art_loss(gt, o.loss);
+  if (!st) st = ox_art_params_to_inputs(gt, params, n, ts);
+  if (!st) st = ox_art_outputs_loss(gt, false);
+  char** grads = st ? NULL : calloc(n, sizeof *grads);
+  if (!st && !grads) st = ox_oom();
+  for (size_t i = 0; !st && i < n; i++)
+    if (!(grads[i] = ox_asprintf("%s_grad", params[i]))) st = ox_oom();
+  OxNode* gn = NULL;
+  if (!st) st = ox_art_opset(gt, OX_PREVIEW_TRAINING, 1);
+  if (!st)
+    st = ox_art_node(gt, "onyx_gradient", "Gradient", OX_PREVIEW_TRAINING, NULL, 0,
+                     (const char* const*)grads, n, &gn);
+  if (!st) st = ox_art_attr_strings(gn, "xs", params, n);
+  if (!st) st = ox_art_attr_string(gn, "y", "loss");
+  for (size_t i = 0; !st && i < n; i++)
+    st = ox_art_output(gt, grads[i], ts[i]->type, (int32_t)ts[i]->rank, ts[i]->dims);
+  for (size_t i = 0; grads && i < n; i++)
+    free(grads[i]);
+  free(grads);
+  if (!st) st = ox_model_save(gt, p_train);
+  /* The eval model: inputs, labels, parameters -> loss, the model's outputs. */
+  if (!st) st = ox_art_loss(ge, o.loss);
+  if (!st) st = ox_art_params_to_inputs(ge, params, n, NULL);
+  if (!st) st = ox_art_outputs_loss(ge, true);
+  if (!st) st = ox_model_save(ge, p_eval);
+  if (!st) st = ox_art_optimizer(&o, params, ts, n, p_opt);
+  if (!st) st = ox_art_meta(gt, &o, params, n, n_model_inputs, p_meta);
+  /* The inference model, copied as it is. */
+  void* bytes = NULL;
+  size_t len = 0;
+  if (!st) st = ox_read_file(model_path, SIZE_MAX, &bytes, &len);
+  if (!st) st = ox_write_atomic(p_inf, bytes, len);
+  free(bytes);
+  /* The checkpoint: the initial parameters and the frozen names. */
+  if (!st) st = ox_ckpt_new(&ck);
+  if (!st) ck->lr = o.learning_rate;
+  for (size_t i = 0; !st && i < n; i++) {
+    st = ox_ckpt_add_param(ck, params[i], ts[i], true);
+    ts[i] = NULL;
+  }
+  for (size_t i = 0; !st && i < o.frozen_count; i++) {
+    char** f = realloc(ck->frozen, (ck->n_frozen + 1) * sizeof *f);
+    if (f) ck->frozen = f;
+    char* c = f ? ox_strdup(o.frozen[i]) : NULL;
+    if (!c) st = ox_oom();
+    if (!st) ck->frozen[ck->n_frozen++] = c;
+  }
+  if (!st) st = onyx_checkpoint_save(ck, p_ck, 0);
+  onyx_checkpoint_release(ck);
+  for (size_t i = 0; ts && i < n; i++)
+    ox_tensor_free(ts[i]);
+  free(ts);
+  free(params); /* names borrowed from gt */
+  ox_graph_free(gt);
+  ox_graph_free(ge);
+  free(p_train);
+  free(p_eval);
+  free(p_opt);
+  free(p_inf);
+  free(p_meta);
+  free(p_ck);
+  return st;
+}

@@ -17,7 +17,18 @@
  *   BatchNormalizationGrad(dY, X, scale, mean, inv_std_var) -> dX, dScale?, dBias?
  *   LayerNormalizationGrad(dY, X, scale, mean, inv_std_var) -> dX, dScale?, dBias?
  *   GatherGrad(X_shape, indices, dY) -> dX  axis
- *   DropoutGrad(dY, mask, ratio?) -> dX */
+ *   DropoutGrad(dY, mask, ratio?) -> dX
+ *
+ * and the fused multi-tensor optimizer ops that a training artifact's
+ * optimizer model runs (docs/training.md, "Optimizer ops"; kernels:
+ * providers/cpu/cpu_optim.c). Each updates all n parameters in one node;
+ * attribute n (required) gives the tensor count:
+ *
+ *   SGDOptimizer(lr, step, P_1..P_n, G_1..G_n[, M_1..M_n]) -> P'_1..P'_n[, M'_1..M'_n]
+ *                                         M present iff momentum != 0
+ *   AdamWOptimizer(lr, step, P.., G.., M.., V..) -> P'.., M'.., V'..
+ *   LambOptimizer(lr, step, P.., G.., M.., V..) -> P'.., M'.., V'..
+ *   ClipGradNorm(max_norm, G_1..G_n) -> G'_1..G'_n, total_norm */
 #include <stdlib.h>
 #include <string.h>
 #include "infer_util.h"
@@ -58,6 +69,16 @@ static const OxFormal f_gather_in[] = {REQ("X_shape", "tensor(int64)"), REQ("ind
                                        REQ("dY", "T")};
 static const OxFormal f_dropout_in[] = {REQ("dY", "T"), REQ("mask", "tensor(bool)"),
                                         OPT("ratio", "T1")};
+
+/* The optimizers: lr (scalar, T1), step (int64 scalar), then the variadic
+ * tensors of type T, all of one type. */
+static const OxTypeConstr t_optim[] = {{"T1", TF}, {"T", TF}};
+static const OxFormal f_optim_in[] = {
+    REQ("lr", "T1"), REQ("step", "tensor(int64)"), {"tensors", "T", ONYX_PARAM_VARIADIC, 1}};
+static const OxFormal f_optim_out[] = {{"outputs", "T", ONYX_PARAM_VARIADIC, 1}};
+static const OxFormal f_clip_in[] = {REQ("max_norm", "T1"),
+                                     {"gradients", "T", ONYX_PARAM_VARIADIC, 1}};
+static const OxFormal f_clip_out[] = {{"outputs", "T", ONYX_PARAM_VARIADIC, 1}};
 
 static const OxAttrSpec a_axis[] = {
     {.name = "axis", .type = ONYX_ATTR_INT, .has_default = true, .def_i = -1},
@@ -101,6 +122,31 @@ static const OxAttrSpec a_bn[] = {
 static const OxAttrSpec a_ln[] = {
     {.name = "axis", .type = ONYX_ATTR_INT, .has_default = true, .def_i = -1},
     {.name = "epsilon", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1e-5f},
+};
+
+static const OxAttrSpec a_sgd[] = {
+    {.name = "dampening", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.0f},
+    {.name = "momentum", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.0f},
+    {.name = "n", .type = ONYX_ATTR_INT, .required = true},
+    {.name = "nesterov", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
+    {.name = "weight_decay", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.0f},
+};
+static const OxAttrSpec a_adamw[] = {
+    {.name = "beta1", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.9f},
+    {.name = "beta2", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.999f},
+    {.name = "epsilon", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1e-8f},
+    {.name = "n", .type = ONYX_ATTR_INT, .required = true},
+    {.name = "weight_decay", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.01f},
+};
+static const OxAttrSpec a_lamb[] = {
+    {.name = "beta1", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.9f},
+    {.name = "beta2", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.999f},
+    {.name = "epsilon", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1e-6f},
+    {.name = "n", .type = ONYX_ATTR_INT, .required = true},
+    {.name = "weight_decay", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 0.0f},
+};
+static const OxAttrSpec a_clip[] = {
+    {.name = "n", .type = ONYX_ATTR_INT, .required = true},
 };
 
 /* Two inputs that must agree in shape where both are known. */
@@ -245,6 +291,71 @@ static OnyxStatus* infer_dropout_grad(OxNode* n) {
   return st ? st : ox_out_like_input(n, 0, 0);
 }
 
+/* The optimizer ops' layout: `lead` scalar inputs, then `groups` groups of
+ * n tensors shaped like group 0 (P or G); outputs are `out_groups` groups
+ * of n shaped like group 0, then `extra_scalar` scalar outputs of T. */
+static OnyxStatus* infer_multi_tensor(OxNode* n, size_t lead, size_t groups, size_t out_groups,
+                                      size_t extra_scalar) {
+  const int64_t cnt = ox_attr_i(n, "n", -1);
+  if (cnt < 1 || (uint64_t)cnt > SIZE_MAX / 8)
+    return ox_node_err(n, "attribute n is %lld; it must be at least 1", (long long)cnt);
+  const size_t k = (size_t)cnt;
+  if (n->n_inputs != lead + groups * k)
+    return ox_node_err(n, "has %zu inputs; n = %zu needs %zu (%zu scalars and %zu groups of n)",
+                       n->n_inputs, k, lead + groups * k, lead, groups);
+  if (n->n_outputs > out_groups * k + extra_scalar)
+    return ox_node_err(n, "has %zu outputs; n = %zu allows at most %zu", n->n_outputs, k,
+                       out_groups * k + extra_scalar);
+  for (size_t i = 0; i < lead; i++) {
+    OxDims d;
+    ox_in_dims(n, i, &d);
+    for (int32_t j = 0; j < d.rank; j++)
+      if (d.d[j] == 0) return ox_node_err(n, "input %zu must be a scalar (it is empty)", i);
+  }
+  static const char* const names[] = {"P", "G", "M", "V"};
+  const size_t first = groups == 1 ? 1 : 0; /* ClipGradNorm's one group is G */
+  for (size_t t = 0; t < k; t++) {
+    OxDims p;
+    ox_in_dims(n, lead + t, &p);
+    for (size_t g = 1; g < groups; g++) {
+      OxDims q;
+      ox_in_dims(n, lead + g * k + t, &q);
+      if (p.rank < 0 || q.rank < 0) continue;
+      bool same = p.rank == q.rank;
+      for (int32_t i = 0; same && i < p.rank; i++)
+        same = p.d[i] < 0 || q.d[i] < 0 || p.d[i] == q.d[i];
+      if (!same)
+        return ox_node_err(n, "%s_%zu must have %s_%zu's shape", names[first + g], t + 1,
+                           names[first], t + 1);
+    }
+    const OnyxElemType ty = ox_in_type(n, lead + t);
+    for (size_t g = 0; g < out_groups; g++) {
+      OnyxStatus* st = ox_out_set(n, g * k + t, ty, &p);
+      if (st) return st;
+    }
+  }
+  const OxDims scalar = {.rank = 0};
+  for (size_t e = 0; e < extra_scalar; e++) {
+    OnyxStatus* st = ox_out_set(n, out_groups * k + e, ox_in_type(n, lead), &scalar);
+    if (st) return st;
+  }
+  return NULL;
+}
+
+/* SGDOptimizer: the M group only when momentum != 0. */
+static OnyxStatus* infer_sgd(OxNode* n) {
+  const bool mom = ox_attr_f(n, "momentum", 0.0f) != 0.0f;
+  return infer_multi_tensor(n, 2, mom ? 3 : 2, mom ? 2 : 1, 0);
+}
+
+static OnyxStatus* infer_adam_like(OxNode* n) {
+  return infer_multi_tensor(n, 2, 4, 3, 0);
+}
+
+static OnyxStatus* infer_clip(OxNode* n) {
+  return infer_multi_tensor(n, 1, 1, 1, 1);
+}
+
 #define ROW(op, in, out, tc, attrs, fn)                                                            \
   { TRAINING, op, 1, L(in), L(out), L(tc), attrs, fn, NULL, NULL, true }
 
@@ -264,6 +375,10 @@ static const OxSchema ox_training_rows[] = {
     ROW("LayerNormalizationGrad", f_norm_in, f_norm_out, t_f, L(a_ln), infer_norm_grad),
     ROW("GatherGrad", f_gather_in, f_dx, t_gather, L(a_gather), infer_gather_grad),
     ROW("DropoutGrad", f_dropout_in, f_dx, t_dropout, NOATTR, infer_dropout_grad),
+    ROW("SGDOptimizer", f_optim_in, f_optim_out, t_optim, L(a_sgd), infer_sgd),
+    ROW("AdamWOptimizer", f_optim_in, f_optim_out, t_optim, L(a_adamw), infer_adam_like),
+    ROW("LambOptimizer", f_optim_in, f_optim_out, t_optim, L(a_lamb), infer_adam_like),
+    ROW("ClipGradNorm", f_clip_in, f_clip_out, t_optim, L(a_clip), infer_clip),
 };
 
 const OxSchemaFamily ox_family_training = {"training", L(ox_training_rows), NULL, 0};

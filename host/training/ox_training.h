@@ -2,7 +2,7 @@
  * ai.onnx.preview.training Gradient (gradient.c), with per-op rules in a
  * registry versioned by opset range (gradient_rules*.c; docs/training.md,
  * "Gradient rules"). The optimizers (Adagrad, Momentum, Adam) are ordinary
- * CPU kernels (providers/cpu/cpu_cf.c). */
+ * CPU kernels (providers/cpu/cpu_optim.c). */
 #ifndef OX_TRAINING_H
 #define OX_TRAINING_H
 

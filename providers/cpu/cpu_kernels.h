@@ -42,8 +42,8 @@ OnyxStatus*
 cpu_register_quant(OnyxKernelRegistry* r);            /* cpu_quant*.c, cpu_signal.c, cpu_random.c */
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r); /* cpu_text.c, cpu_ml.c, cpu_attention.c */
 OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r); /* cpu_contrib.c: com.onyx fused ops */
-OnyxStatus* cpu_register_cf(OnyxKernelRegistry* r); /* cpu_cf.c: sequences, optionals, training */
-OnyxStatus* cpu_register_image(OnyxKernelRegistry* r); /* cpu_image.c: ImageDecoder */
+OnyxStatus* cpu_register_optim(OnyxKernelRegistry* r);   /* cpu_optim.c: optimizers */
+OnyxStatus* cpu_register_image(OnyxKernelRegistry* r);   /* cpu_image.c: ImageDecoder */
 OnyxStatus*
 cpu_register_half(OnyxKernelRegistry* r); /* cpu_half.c: float16 MatMul, Conv, Softmax */
 /* com.onyx.training gradient ops: cpu_grad.c (calls cpu_register_grad_conv) */

@@ -141,7 +141,7 @@ open(sys.argv[2], 'wb').write(nh.from_array(np.load(sys.argv[1]), 'x').Serialize
   fail "onyx run on the exported model"
 "$PY" - "$R/pred/pred.pb" "$R/t.npy" "$R/resumed.jsonl" <<'PYEOF' || fail "the eval line is not the MSE of the exported model's predictions"
 import json, sys
-import numpy as np, onnx
+import numpy as np, onnx, onnx.numpy_helper
 t = onnx.TensorProto()
 t.ParseFromString(open(sys.argv[1], "rb").read())
 pred = onnx.numpy_helper.to_array(t).astype(np.float64)

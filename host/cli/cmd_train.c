@@ -446,7 +446,9 @@ static int run_eval(Trainer* t, long epoch, long step, double* loss, double* acc
     fprintf(t->log, "}\n");
     fflush(t->log);
   }
-  fprintf(stderr, "eval after epoch %ld (step %ld): loss %.6g", epoch, step, *loss);
+  /* On a terminal, clear the progress bar's line first; the bar redraws below. */
+  fprintf(stderr, "%seval after epoch %ld (step %ld): loss %.6g", isatty(2) ? "\r\033[K" : "",
+          epoch, step, *loss);
   if (!isnan(*acc)) fprintf(stderr, ", accuracy %.4f", *acc);
   fputc('\n', stderr);
   return 0;
@@ -461,9 +463,20 @@ static int train(Trainer* t, CliError* e) {
   if (a->epochs) total = (long)a->epochs * per_epoch;
 
   size_t nin = t->train.ncols;
-  if (onyx_training_session_input_count(t->ts) != nin)
+  /* Every --data names a model input (the labels are the session's last input). */
+  size_t n_sess = onyx_training_session_input_count(t->ts);
+  for (size_t j = 0; j + 1 < nin; j++) {
+    const char* have = t->train.cols[j].name;
+    size_t len = (size_t)(strchr(have, '=') - have), i = 0;
+    while (i + 1 < n_sess && (strlen(onyx_training_session_input_name(t->ts, i)) != len ||
+                              strncmp(onyx_training_session_input_name(t->ts, i), have, len)))
+      i++;
+    if (i + 1 >= n_sess)
+      return cli_err(e, "--data %.*s: the model has no input of that name", (int)len, have);
+  }
+  if (n_sess != nin)
     return cli_err(e, "the training model takes %zu inputs (the model's, then labels); %zu given",
-                   onyx_training_session_input_count(t->ts), nin);
+                   n_sess, nin);
   /* Order the columns as the session's inputs: --data by name, the labels last. */
   Column* ordered = calloc(nin, sizeof *ordered);
   if (!ordered) return cli_err(e, "out of memory");

@@ -123,6 +123,13 @@ compare "$R/mom.jsonl" sgd_momentum
   --log "$R/adamw.jsonl" >"$OUT" 2>"$ERR" || fail "adamw run"
 compare "$R/adamw.jsonl" adamw
 
+# The other losses, one step each (with LAMB): the loss at the initial weights.
+for loss in l1 bce_with_logits; do
+  "$ONYX" train "$R/model.onnx" "${T[@]/mse/$loss}" --steps 1 --optimizer lamb --lr 0.01 \
+    --log "$R/$loss.jsonl" >"$OUT" 2>"$ERR" || fail "$loss run"
+  compare "$R/$loss.jsonl" "$loss"
+done
+
 # --resume: 3 steps, save, 3 more from the checkpoint = steps 4-6 of the 6-step run.
 "$ONYX" train "$R/model.onnx" "${T[@]}" --steps 3 --optimizer adamw --lr 0.05 \
   --save-checkpoint "$R/ck3" >"$OUT" 2>"$ERR" || fail "adamw 3 steps"

@@ -7,7 +7,9 @@ OUT_DIR gets: model.onnx (pred = x W^T + b: Gemm, W [2, 3], b [2], a free
 batch dimension), x.npy (float32 [10, 3]), t.npy (float32 [10, 2]), and
 expected.json: {"sgd": [losses...], "sgd_momentum": [...], "adamw": [...]},
 six steps each of batch 4 with --no-shuffle, so the batches are rows 0-3,
-4-7, then (rows 8-9 dropped) 0-3 again: three epochs of two batches.
+4-7, then (rows 8-9 dropped) 0-3 again: three epochs of two batches; and
+"l1", "bce_with_logits": the first step's loss (initial weights, rows 0-3)
+of those losses, the targets taken as given (bce: not 0/1, still defined).
 
 usage: train_reference.py OUT_DIR"""
 import json
@@ -81,6 +83,12 @@ def main(out):
         "sgd_momentum": losses(x64, t64, w0, b0, {"kind": "sgd", "lr": 0.1, "momentum": 0.9}),
         "adamw": losses(x64, t64, w0, b0, {"kind": "adamw", "lr": 0.05, "weight_decay": 0.01}),
     }
+    # First-step losses (the initial weights) of the other losses, on rows 0-3.
+    p0 = x64[:BATCH] @ w0.astype(np.float64).T + b0.astype(np.float64)
+    t0 = t64[:BATCH]
+    expected["l1"] = [float(np.mean(np.abs(p0 - t0)))]
+    expected["bce_with_logits"] = [
+        float(np.mean(np.maximum(p0, 0) - p0 * t0 + np.log1p(np.exp(-np.abs(p0)))))]
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f)
 

@@ -134,7 +134,8 @@ static bool ox_art_float(OnyxElemType t) {
 
 /* The trainable parameters of g, in the order of the model's values. */
 static OnyxStatus* ox_art_params(const OxGraph* g, const OnyxTrainingArtifactsOptions* o,
-                                 char*** out, size_t* n_out) {
+                                 char* const* buffers, size_t n_buffers, char*** out,
+                                 size_t* n_out) {
   for (size_t i = 0; i < o->frozen_count; i++) {
     const OxValue* v = ox_graph_find(g, o->frozen[i] ? o->frozen[i] : "");
     if (!v || !v->constant)
@@ -156,6 +157,11 @@ static OnyxStatus* ox_art_params(const OxGraph* g, const OnyxTrainingArtifactsOp
     if (ox_in_list(o->frozen, o->frozen_count, name))
       return ox_status(ONYX_INVALID_ARGUMENT,
                        "training artifacts: parameter '%s' is both trainable and frozen", name);
+    if (ox_in_list((const char* const*)buffers, n_buffers, name))
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "training artifacts: parameter '%s' is a BatchNormalization running "
+                       "statistic, not trainable",
+                       name);
   }
   char** names = calloc(g->n_values + 1, sizeof *names);
   if (!names) return ox_oom();
@@ -164,6 +170,14 @@ static OnyxStatus* ox_art_params(const OxGraph* g, const OnyxTrainingArtifactsOp
     const OxValue* v = g->values[i];
     if (!v->constant || v->n_consumers == 0 || !ox_art_float(v->constant->type)) continue;
     if (ox_in_list(o->frozen, o->frozen_count, v->name)) continue;
+    if (ox_in_list((const char* const*)buffers, n_buffers, v->name)) continue;
+    /* A Dropout ratio is a setting, not a weight. */
+    bool ratio = false;
+    for (size_t k = 0; k < v->n_consumers; k++) {
+      const OxNode* c = v->consumers[k];
+      ratio = ratio || (!strcmp(c->op_type, "Dropout") && c->n_inputs > 1 && c->inputs[1] == v);
+    }
+    if (ratio) continue;
     if (o->trainable_count && !ox_in_list(o->trainable, o->trainable_count, v->name)) continue;
     names[n++] = v->name;
   }
@@ -197,6 +211,123 @@ static OnyxStatus* ox_art_params_to_inputs(OxGraph* g, char* const* names, size_
     OX_TRY(ox_graph_add_input(g, v));
   }
   return NULL;
+}
+
+/* The running statistics of BatchNormalization nodes (inputs 3 and 4 when
+ * they are initializers): never trained; the training model updates them. */
+static OnyxStatus* ox_art_buffers(const OxGraph* g, char*** out, size_t* n_out) {
+  char** names = calloc(2 * g->n_nodes + 1, sizeof *names);
+  if (!names) return ox_oom();
+  size_t n = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const OxNode* node = g->nodes[i];
+    if (strcmp(node->op_type, "BatchNormalization") || node->domain[0] || node->n_inputs < 5)
+      continue;
+    for (size_t k = 3; k < 5; k++) {
+      const OxValue* v = node->inputs[k];
+      if (v && v->constant && !ox_in_list((const char* const*)names, n, v->name))
+        names[n++] = v->name;
+    }
+  }
+  *out = names;
+  *n_out = n;
+  return NULL;
+}
+
+/* Replaces node n by one of the same name, op and attributes reading `ins`
+ * and writing `outs`. */
+static OnyxStatus* ox_art_rewire(OxGraph* g, OxNode* n, const char* const* ins, size_t n_in,
+                                 const char* const* outs, size_t n_out, OxNode** out) {
+  OxAttr* attrs = n->attrs;
+  size_t na = n->n_attrs;
+  n->attrs = NULL;
+  n->n_attrs = n->cap_attrs = 0;
+  char* name = ox_strdup(n->name);
+  char* op = ox_strdup(n->op_type);
+  char* domain = ox_strdup(n->domain);
+  ox_graph_remove_node(g, n);
+  OnyxStatus* st = name && op && domain ? NULL : ox_oom();
+  if (!st) st = ox_art_node(g, name, op, domain, ins, n_in, outs, n_out, out);
+  for (size_t i = 0; i < na; i++) {
+    if (!st) st = ox_node_add_attr(*out, &attrs[i]);
+    ox_attr_clear(&attrs[i]);
+  }
+  free(attrs);
+  free(name);
+  free(op);
+  free(domain);
+  return st;
+}
+
+#define OX_TRAINING_MODE "onyx_training_mode"
+
+/* Dropout (opset 12 on: the training_mode input) and, with bn_buffers,
+ * BatchNormalization (opset 14 on: the training_mode attribute, running
+ * statistics as outputs "<stat>.updated") in training mode. */
+static OnyxStatus* ox_art_training_mode(OxGraph* g, bool bn_buffers) {
+  int64_t opset = ox_graph_opset(g, "");
+  size_t count = g->n_nodes;
+  OxNode** nodes = malloc((count ? count : 1) * sizeof *nodes);
+  if (!nodes) return ox_oom();
+  memcpy(nodes, g->nodes, count * sizeof *nodes);
+  OnyxStatus* st = NULL;
+  bool have_flag = false;
+  for (size_t i = 0; !st && i < count; i++) {
+    OxNode* n = nodes[i];
+    if (n->domain[0]) continue;
+    const char* in[5] = {0};
+    const char* out[3] = {0};
+    for (size_t k = 0; k < n->n_inputs && k < 5; k++)
+      in[k] = n->inputs[k] ? n->inputs[k]->name : NULL;
+    for (size_t k = 0; k < n->n_outputs && k < 3; k++)
+      out[k] = n->outputs[k] ? n->outputs[k]->name : NULL;
+    char* mask = NULL;
+    char* upd[2] = {0};
+    OxNode* nn = NULL;
+    if (!strcmp(n->op_type, "Dropout") && opset >= 12) {
+      if (!have_flag) {
+        OxTensor* t = NULL;
+        OxValue* v = NULL;
+        st = ox_tensor_new(ONYX_ELEM_BOOL, NULL, 0, &t);
+        if (!st) st = ox_graph_value(g, OX_TRAINING_MODE, &v);
+        if (!st && (v->constant || v->producer || v->is_graph_input))
+          st =
+              ox_status(ONYX_INVALID_MODEL,
+                        "training artifacts: the model already has a value '%s'", OX_TRAINING_MODE);
+        if (!st) st = ox_value_set(v, ONYX_ELEM_BOOL, 0, NULL);
+        if (st) {
+          ox_tensor_free(t);
+          break;
+        }
+        *(uint8_t*)t->data = 1;
+        v->constant = t;
+        have_flag = true;
+      }
+      in[2] = OX_TRAINING_MODE;
+      if (!out[1]) out[1] = mask = ox_asprintf("%s_mask", n->name);
+      st = out[1] ? ox_art_rewire(g, n, in, 3, out, 2, &nn) : ox_oom();
+    } else if (!strcmp(n->op_type, "BatchNormalization") && opset >= 14 && bn_buffers &&
+               n->n_inputs >= 5 && in[3] && in[4]) {
+      upd[0] = ox_asprintf("%s.updated", in[3]);
+      upd[1] = ox_asprintf("%s.updated", in[4]);
+      out[1] = upd[0];
+      out[2] = upd[1];
+      st = upd[0] && upd[1] ? ox_art_rewire(g, n, in, 5, out, 3, &nn) : ox_oom();
+      OxAttr* a = NULL;
+      for (size_t k = 0; !st && k < nn->n_attrs; k++)
+        if (!strcmp(nn->attrs[k].name, "training_mode")) a = &nn->attrs[k];
+      if (!st && a)
+        a->i = 1;
+      else if (!st)
+        st = ox_art_attr_int(nn, "training_mode", 1);
+    }
+    free(mask);
+    free(upd[0]);
+    free(upd[1]);
+  }
+  free(nodes);
+  if (!st) st = ox_graph_toposort(g);
+  return st;
 }
 
 /* --- the loss ---------------------------------------------------------------------------- */
@@ -414,8 +545,12 @@ static OnyxStatus* ox_art_optimizer(const OnyxTrainingArtifactsOptions* o, char*
 static const char* const ox_opt_names[] = {"sgd", "adamw", "lamb"};
 
 static OnyxStatus* ox_art_meta(const OxGraph* g, const OnyxTrainingArtifactsOptions* o,
-                               char* const* params, size_t n, size_t n_model_inputs,
-                               const char* path) {
+                               char* const* params, size_t n, char* const* buffers,
+                               size_t n_buffers, size_t n_model_inputs, const char* path) {
+  json_t* bs = json_array();
+  for (size_t i = 0; bs && i < n_buffers; i++)
+    json_array_append_new(bs, json_string(buffers[i]));
+  if (!bs) return ox_oom();
   json_t* j = json_object();
   json_t* ins = json_array();
   json_t* ps = json_array();
@@ -433,6 +568,7 @@ static OnyxStatus* ox_art_meta(const OxGraph* g, const OnyxTrainingArtifactsOpti
     json_decref(ins);
     json_decref(ps);
     json_decref(sl);
+    json_decref(bs);
     return ox_oom();
   }
   json_object_set_new(j, "format", json_string("onyx-training-artifacts"));
@@ -441,6 +577,7 @@ static OnyxStatus* ox_art_meta(const OxGraph* g, const OnyxTrainingArtifactsOpti
   json_object_set_new(j, "labels",
                       o->loss == ONYX_LOSS_MODEL_OUTPUT ? json_null() : json_string("labels"));
   json_object_set_new(j, "parameters", ps);
+  json_object_set_new(j, "buffers", bs);
   json_object_set_new(j, "optimizer", json_string(ox_opt_names[o->optimizer]));
   json_object_set_new(j, "state_slots", sl);
   json_object_set_new(j, "clip_grad_norm", json_boolean(o->clip_grad_norm));
@@ -521,13 +658,25 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   OnyxStatus* st = p_train && p_eval && p_opt && p_inf && p_meta && p_ck ? NULL : ox_oom();
   if (!st) st = ox_model_load_file(model_path, NULL, &gt);
   if (!st) st = ox_model_load_file(model_path, NULL, &ge);
-  if (!st) st = ox_art_params(gt, &o, &params, &n);
+  /* Running statistics: graph inputs and checkpoint buffers where the
+   * opset has BatchNormalization's training_mode (14); before, they stay
+   * initializers and BatchNormalization stays in inference mode. */
+  char** buffers = NULL;
+  size_t nb = 0;
+  if (!st) st = ox_art_buffers(gt, &buffers, &nb);
+  if (!st) st = ox_art_params(gt, &o, buffers, nb, &params, &n);
+  bool bn_buffers = gt && ox_graph_opset(gt, "") >= 14;
+  size_t nbuf = bn_buffers ? nb : 0; /* the buffers the models take as inputs */
+  OxTensor** bts = st ? NULL : calloc(nb + 1, sizeof *bts);
   if (!st) ts = calloc(n, sizeof *ts);
-  if (!st && !ts) st = ox_oom();
+  if (!st && (!ts || !bts)) st = ox_oom();
   size_t n_model_inputs = gt ? gt->n_inputs : 0;
-  /* The training model: inputs, labels, parameters -> loss, gradients. */
+  /* The training model: inputs, labels, parameters, buffers -> loss,
+   * gradients, updated buffers. */
+  if (!st) st = ox_art_training_mode(gt, bn_buffers);
   if (!st) st = ox_art_loss(gt, o.loss);
   if (!st) st = ox_art_params_to_inputs(gt, params, n, ts);
+  if (!st) st = ox_art_params_to_inputs(gt, buffers, nbuf, bts);
   if (!st) st = ox_art_outputs_loss(gt, false);
   char** grads = st ? NULL : calloc(n, sizeof *grads);
   if (!st && !grads) st = ox_oom();
@@ -542,6 +691,11 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   if (!st) st = ox_art_attr_string(gn, "y", "loss");
   for (size_t i = 0; !st && i < n; i++)
     st = ox_art_output(gt, grads[i], ts[i]->type, (int32_t)ts[i]->rank, ts[i]->dims);
+  for (size_t i = 0; !st && i < nbuf; i++) {
+    char* u = ox_asprintf("%s.updated", buffers[i]);
+    st = u ? ox_art_output(gt, u, bts[i]->type, (int32_t)bts[i]->rank, bts[i]->dims) : ox_oom();
+    free(u);
+  }
   for (size_t i = 0; grads && i < n; i++)
     free(grads[i]);
   free(grads);
@@ -549,10 +703,11 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   /* The eval model: inputs, labels, parameters -> loss, the model's outputs. */
   if (!st) st = ox_art_loss(ge, o.loss);
   if (!st) st = ox_art_params_to_inputs(ge, params, n, NULL);
+  if (!st) st = ox_art_params_to_inputs(ge, buffers, nbuf, NULL);
   if (!st) st = ox_art_outputs_loss(ge, true);
   if (!st) st = ox_model_save(ge, p_eval);
   if (!st) st = ox_art_optimizer(&o, params, ts, n, p_opt);
-  if (!st) st = ox_art_meta(gt, &o, params, n, n_model_inputs, p_meta);
+  if (!st) st = ox_art_meta(gt, &o, params, n, buffers, nbuf, n_model_inputs, p_meta);
   /* The inference model, copied as it is. */
   void* bytes = NULL;
   size_t len = 0;
@@ -566,6 +721,10 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
     st = ox_ckpt_add_param(ck, params[i], ts[i], true);
     ts[i] = NULL;
   }
+  for (size_t i = 0; !st && i < nbuf; i++) {
+    st = ox_ckpt_add_param(ck, buffers[i], bts[i], false);
+    bts[i] = NULL;
+  }
   for (size_t i = 0; !st && i < o.frozen_count; i++) {
     char** f = realloc(ck->frozen, (ck->n_frozen + 1) * sizeof *f);
     if (f) ck->frozen = f;
@@ -578,7 +737,11 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   for (size_t i = 0; ts && i < n; i++)
     ox_tensor_free(ts[i]);
   free(ts);
+  for (size_t i = 0; bts && i < nb; i++)
+    ox_tensor_free(bts[i]);
+  free(bts);
   free(params); /* names borrowed from gt */
+  free(buffers);
   ox_graph_free(gt);
   ox_graph_free(ge);
   free(p_train);

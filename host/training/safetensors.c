@@ -164,7 +164,7 @@ static OnyxStatus* ox_st_entry(const char* path, OxStEntry* en, size_t data_len,
         what);
   OnyxElemType type = ox_st_type(json_string_value(dt));
   if (type == ONYX_ELEM_UNDEFINED)
-    return ox_status(ONYX_NOT_IMPLEMENTED, "safetensors '%s': tensor '%s' has dtype '%s'", path,
+    return ox_status(ONYX_INVALID_ARGUMENT, "safetensors '%s': tensor '%s' has dtype '%s'", path,
                      what, json_string_value(dt));
   size_t rank = json_array_size(shape);
   if (rank > 64)

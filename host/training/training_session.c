@@ -23,6 +23,9 @@ struct OnyxTrainingSession {
   size_t* pidx;      /* checkpoint index of each parameter */
   OnyxValue** pvals; /* share the checkpoint's parameter buffers */
   OnyxValue** gvals; /* the gradient accumulators */
+  size_t n_buffers;  /* BatchNormalization running statistics */
+  size_t* bidx;      /* their checkpoint indices */
+  OnyxValue** bvals; /* share the checkpoint's buffers */
   size_t n_slots;    /* optimizer state tensors per parameter */
   char** slots;      /* their names ("exp_avg") */
   size_t* sidx;      /* checkpoint state index, [slot * n_params + param] */
@@ -68,12 +71,14 @@ ONYX_API void onyx_training_session_release(OnyxTrainingSession* ts) {
   free(ts->pidx);
   ox_release_vals(ts->pvals, ts->n_params);
   ox_release_vals(ts->gvals, ts->n_params);
+  free(ts->bidx);
+  ox_release_vals(ts->bvals, ts->n_buffers);
   ox_free_strs(ts->slots, ts->n_slots);
   free(ts->sidx);
   ox_release_vals(ts->svals, ts->n_params * ts->n_slots);
   free(ts->feed_names);
   free(ts->feeds);
-  ox_free_strs(ts->train_outs, ts->n_params + 1);
+  ox_free_strs(ts->train_outs, 1 + ts->n_params + ts->n_buffers);
   free(ts->opt_in_names);
   free(ts->opt_feeds);
   ox_free_strs(ts->opt_outs, ts->n_opt_out);
@@ -100,14 +105,18 @@ static OnyxStatus* ox_share(const OxTensor* t, OnyxValue** out) {
   return ox_value_of(v, out);
 }
 
-static char** ox_json_strs(json_t* a, size_t* n) {
+/* The strings of a JSON array (absent: none); *bad set when an entry is no
+ * string. NULL on OOM or a bad entry. */
+static char** ox_json_strs(json_t* a, size_t* n, bool* bad) {
   *n = json_array_size(a);
   char** s = calloc(*n + 1, sizeof *s);
   for (size_t i = 0; s && i < *n; i++) {
     const char* v = json_string_value(json_array_get(a, i));
+    if (!v) *bad = true;
     s[i] = v ? ox_strdup(v) : NULL;
     if (!s[i]) {
       ox_free_strs(s, i);
+      *n = 0;
       return NULL;
     }
   }
@@ -142,7 +151,7 @@ static OnyxStatus* ox_check_input(OnyxSession* s, const char* what, const char* 
 }
 
 static OnyxStatus* ox_ts_meta(OnyxTrainingSession* ts, const char* dir, char*** params,
-                              size_t* n_params) {
+                              size_t* n_params, char*** buffers, size_t* n_buffers) {
   char* p = ox_asprintf("%s/%s", dir, OX_ARTIFACTS_META);
   if (!p) return ox_oom();
   json_error_t jerr;
@@ -154,9 +163,14 @@ static OnyxStatus* ox_ts_meta(OnyxTrainingSession* ts, const char* dir, char*** 
                    j ? "no inputs or parameters" : jerr.text);
   free(p);
   size_t n_in = 0;
-  char** ins = st ? NULL : ox_json_strs(json_object_get(j, "inputs"), &n_in);
+  bool bad = false;
+  char** ins = st ? NULL : ox_json_strs(json_object_get(j, "inputs"), &n_in, &bad);
   const char* labels = st ? NULL : json_string_value(json_object_get(j, "labels"));
-  if (!st && !ins) st = ox_oom();
+  if (!st && !ins)
+    st = bad ? ox_status(ONYX_INVALID_ARGUMENT,
+                         "training session: %s/%s: an input name is no string", dir,
+                         OX_ARTIFACTS_META)
+             : ox_oom();
   if (!st) {
     ts->n_inputs = n_in + (labels ? 1 : 0);
     ts->input_names = calloc(ts->n_inputs + 1, sizeof *ts->input_names);
@@ -169,19 +183,42 @@ static OnyxStatus* ox_ts_meta(OnyxTrainingSession* ts, const char* dir, char*** 
   }
   ox_free_strs(ins, n_in);
   if (!st) {
-    *params = ox_json_strs(json_object_get(j, "parameters"), n_params);
-    ts->slots = ox_json_strs(json_object_get(j, "state_slots"), &ts->n_slots);
+    *params = ox_json_strs(json_object_get(j, "parameters"), n_params, &bad);
+    ts->slots = ox_json_strs(json_object_get(j, "state_slots"), &ts->n_slots, &bad);
+    *buffers = ox_json_strs(json_object_get(j, "buffers"), n_buffers, &bad);
     ts->has_clip = json_is_true(json_object_get(j, "clip_grad_norm"));
-    if (!*params || !ts->slots) st = ox_oom();
+    if (bad)
+      st = ox_status(ONYX_INVALID_ARGUMENT,
+                     "training session: %s/%s: parameters, buffers and state_slots must be "
+                     "arrays of strings",
+                     dir, OX_ARTIFACTS_META);
+    else if (!*params || !ts->slots || !*buffers)
+      st = ox_oom();
   }
   json_decref(j);
   return st;
 }
 
 /* Wires the checkpoint to the models: parameters, accumulators, state. */
-static OnyxStatus* ox_ts_bind(OnyxTrainingSession* ts, char** params, size_t n) {
+static OnyxStatus* ox_ts_bind(OnyxTrainingSession* ts, char** params, size_t n, char** buffers,
+                              size_t nb) {
   OnyxCheckpoint* ck = ts->ck;
   ts->n_params = n;
+  ts->n_buffers = nb;
+  ts->bidx = calloc(nb + 1, sizeof *ts->bidx);
+  ts->bvals = calloc(nb + 1, sizeof *ts->bvals);
+  if (!ts->bidx || !ts->bvals) return ox_oom();
+  for (size_t i = 0; i < nb; i++) {
+    size_t k = ox_ckpt_find_param(ck, buffers[i]);
+    if (k == SIZE_MAX)
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "training session: the checkpoint has no buffer '%s' (missing), which the "
+                       "training model takes",
+                       buffers[i]);
+    OX_TRY(ox_check_input(ts->train, "buffer", buffers[i], ck->params[k]));
+    ts->bidx[i] = k;
+    OX_TRY(ox_share(ck->params[k], &ts->bvals[i]));
+  }
   ts->pidx = calloc(n + 1, sizeof *ts->pidx);
   ts->pvals = calloc(n + 1, sizeof *ts->pvals);
   ts->gvals = calloc(n + 1, sizeof *ts->gvals);
@@ -206,7 +243,9 @@ static OnyxStatus* ox_ts_bind(OnyxTrainingSession* ts, char** params, size_t n) 
     bool used = false;
     for (size_t i = 0; !used && i < n; i++)
       used = ts->pidx[i] == k;
-    if (!used && ck->trainable[k])
+    for (size_t i = 0; !used && i < nb; i++)
+      used = ts->bidx[i] == k;
+    if (!used)
       return ox_status(ONYX_INVALID_ARGUMENT,
                        "training session: checkpoint parameter '%s' (extra) is no parameter of "
                        "the training model",
@@ -262,10 +301,10 @@ static OnyxStatus* ox_ts_bind(OnyxTrainingSession* ts, char** params, size_t n) 
 
 /* The name arrays of the runs. */
 static OnyxStatus* ox_ts_names(OnyxTrainingSession* ts, char* const* params) {
-  size_t n = ts->n_params, ni = ts->n_inputs, ns = ts->n_slots;
-  ts->feed_names = calloc(ni + n + 1, sizeof *ts->feed_names);
-  ts->feeds = calloc(ni + n + 1, sizeof *ts->feeds);
-  ts->train_outs = calloc(n + 2, sizeof *ts->train_outs);
+  size_t n = ts->n_params, ni = ts->n_inputs, ns = ts->n_slots, nb = ts->n_buffers;
+  ts->feed_names = calloc(ni + n + nb + 1, sizeof *ts->feed_names);
+  ts->feeds = calloc(ni + n + nb + 1, sizeof *ts->feeds);
+  ts->train_outs = calloc(n + nb + 2, sizeof *ts->train_outs);
   ts->n_opt_in = 2 + (ts->has_clip ? 1 : 0) + n * (2 + ns);
   ts->n_opt_out = n * (1 + ns) + (ts->has_clip ? 1 : 0);
   ts->opt_in_names = calloc(ts->n_opt_in + 1, sizeof *ts->opt_in_names);
@@ -280,9 +319,16 @@ static OnyxStatus* ox_ts_names(OnyxTrainingSession* ts, char* const* params) {
     ts->feed_names[ni + i] = ts->ck->names[ts->pidx[i]];
     ts->feeds[ni + i] = ts->pvals[i];
   }
+  for (size_t i = 0; i < nb; i++) {
+    ts->feed_names[ni + n + i] = ts->ck->names[ts->bidx[i]];
+    ts->feeds[ni + n + i] = ts->bvals[i];
+  }
   if (!(ts->train_outs[0] = ox_strdup("loss"))) return ox_oom();
   for (size_t i = 0; i < n; i++)
     if (!(ts->train_outs[1 + i] = ox_asprintf("%s_grad", params[i]))) return ox_oom();
+  for (size_t i = 0; i < nb; i++)
+    if (!(ts->train_outs[1 + n + i] = ox_asprintf("%s.updated", ts->ck->names[ts->bidx[i]])))
+      return ox_oom();
   size_t k = 0;
   ts->opt_in_names[k++] = "lr";
   ts->opt_in_names[k++] = "step";
@@ -317,19 +363,21 @@ ONYX_API OnyxStatus* onyx_training_session_create(const OnyxSessionOptions* opts
   if (!ts) return ox_oom();
   ts->ck = ck;
   char** params = NULL;
-  size_t n = 0;
+  char** buffers = NULL;
+  size_t n = 0, nb = 0;
   char* p_train = ox_asprintf("%s/training_model.onnx", artifacts_dir);
   char* p_eval = ox_asprintf("%s/eval_model.onnx", artifacts_dir);
   ts->opt_path = ox_asprintf("%s/optimizer_model.onnx", artifacts_dir);
   ts->inference_path = ox_asprintf("%s/inference_model.onnx", artifacts_dir);
   OnyxStatus* st = p_train && p_eval && ts->opt_path && ts->inference_path ? NULL : ox_oom();
-  if (!st) st = ox_ts_meta(ts, artifacts_dir, &params, &n);
+  if (!st) st = ox_ts_meta(ts, artifacts_dir, &params, &n, &buffers, &nb);
   if (!st) st = onyx_session_create(opts, p_train, &ts->train);
   if (!st) st = onyx_session_create(opts, p_eval, &ts->eval);
   if (!st && opts) st = ox_session_options_clone(opts, &ts->opts);
-  if (!st) st = ox_ts_bind(ts, params, n);
+  if (!st) st = ox_ts_bind(ts, params, n, buffers, nb);
   if (!st) st = ox_ts_names(ts, params);
   ox_free_strs(params, n);
+  ox_free_strs(buffers, nb);
   free(p_train);
   free(p_eval);
   if (st) {
@@ -382,11 +430,11 @@ ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
                                                       OnyxValue** loss_out) {
   if (loss_out) *loss_out = NULL;
   OX_TRY(ox_ts_feed(ts, "train_step", inputs, n));
-  size_t np = ts->n_params;
-  OnyxValue** outs = calloc(np + 1, sizeof *outs);
+  size_t np = ts->n_params, nb = ts->n_buffers, n_out = 1 + np + nb;
+  OnyxValue** outs = calloc(n_out, sizeof *outs);
   if (!outs) return ox_oom();
-  OnyxStatus* st = onyx_session_run(ts->train, NULL, ts->feed_names, ts->feeds, n + np,
-                                    (const char* const*)ts->train_outs, np + 1, outs);
+  OnyxStatus* st = onyx_session_run(ts->train, NULL, ts->feed_names, ts->feeds, n + np + nb,
+                                    (const char* const*)ts->train_outs, n_out, outs);
   if (st) {
     free(outs);
     return ox_status_wrap(st, "training session: train step");
@@ -427,11 +475,23 @@ ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
       }
     }
   }
+  /* The running statistics of a counted batch replace the buffers. */
+  for (size_t i = 0; !st && finite && i < nb; i++) {
+    OxTensor* dst = ts->ck->params[ts->bidx[i]];
+    const OxTensor* src = outs[1 + np + i]->tensor;
+    if (src->type != dst->type || src->bytes != dst->bytes)
+      st = ox_status(ONYX_RUNTIME_ERROR,
+                     "training session: buffer output '%s' is %zu bytes, "
+                     "the buffer %zu",
+                     ts->train_outs[1 + np + i], src->bytes, dst->bytes);
+    else if (dst->bytes)
+      memcpy(dst->data, src->data, dst->bytes);
+  }
   if (!st && loss_out) {
     *loss_out = outs[0];
     outs[0] = NULL;
   }
-  onyx_values_release(outs, np + 1);
+  onyx_values_release(outs, n_out);
   free(outs);
   return st;
 }
@@ -443,8 +503,8 @@ ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
   OX_TRY(ox_ts_feed(ts, "eval_step", inputs, n));
   const char* name = "loss";
   OnyxValue* loss = NULL;
-  OnyxStatus* st = onyx_session_run(ts->eval, NULL, ts->feed_names, ts->feeds, n + ts->n_params,
-                                    &name, 1, &loss);
+  OnyxStatus* st = onyx_session_run(ts->eval, NULL, ts->feed_names, ts->feeds,
+                                    n + ts->n_params + ts->n_buffers, &name, 1, &loss);
   if (st) return ox_status_wrap(st, "training session: eval step");
   if (loss_out)
     *loss_out = loss;

@@ -101,7 +101,8 @@ typedef struct OnyxTrainingArtifactsOptions {
   float weight_decay;
   float beta1, beta2, epsilon;
   /* Trainable parameters by initializer name (NULL/0: every floating-point
-   * initializer that is not frozen). */
+   * initializer that is not frozen, a BatchNormalization running statistic
+   * or a Dropout ratio). */
   const char* const* trainable;
   size_t trainable_count;
   /* Initializers kept constant (they stay in the models as initializers). */
@@ -121,11 +122,13 @@ ONYX_API void onyx_training_artifacts_options_init(OnyxTrainingArtifactsOptions*
  * into out_dir (created if missing; existing files replaced).
  * opts NULL: the defaults. The model's first output is the prediction given
  * to the loss. The training and eval models take the model's inputs, then
- * "labels" (absent for ONYX_LOSS_MODEL_OUTPUT), then the parameters; the
- * training model's outputs are "loss" and the gradients "<param>_grad" in
- * parameter order. BatchNormalization and Dropout run in training mode in
- * the training model (BatchNormalization's running statistics are outputs
- * the session writes back) and in inference mode in the eval model. Errors
+ * "labels" (absent for ONYX_LOSS_MODEL_OUTPUT), then the parameters, then
+ * the BatchNormalization running statistics ("buffers"); the training
+ * model's outputs are "loss", the gradients "<param>_grad" in parameter
+ * order and the updated statistics "<buffer>.updated". Dropout (opset 12
+ * on) and BatchNormalization (opset 14 on; before, it stays in inference
+ * mode) run in training mode in the training model and in inference mode
+ * in the eval model. Errors
  * name the model, the parameter or the node at fault (an op without a
  * gradient rule names the op and the path from the loss). */
 ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
@@ -133,8 +136,9 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
                                                       const char* out_dir);
 
 /* --- Checkpoints (docs/training.md, "Checkpoints") -------------------------------- *
- * A checkpoint folder holds parameters.safetensors (every parameter, frozen
- * ones and BatchNormalization statistics included), optimizer.safetensors
+ * A checkpoint folder holds parameters.safetensors (the trainable parameters
+ * and the BatchNormalization running statistics; frozen initializers stay
+ * in the models), optimizer.safetensors
  * (the optimizer state, when saved with it) and checkpoint.json (format
  * version, step count, learning rate, scheduler, seed, optimizer kind and
  * hyperparameters, the trainable and frozen names). */
@@ -236,8 +240,10 @@ ONYX_API OnyxStatus* onyx_training_session_set_grad_clip_norm(OnyxTrainingSessio
  * step (0 before any, or without clipping). */
 ONYX_API float onyx_training_session_last_grad_norm(const OnyxTrainingSession* ts);
 
-/* Seed of the training model's random ops (Dropout); each train step uses
- * seed + the number of train steps taken. */
+/* The seed recorded in the checkpoint (its sidecar's "seed"), for the
+ * application's own data shuffling and for reproducing a run. Dropout masks
+ * come from the provider's generator, seeded by the node's `seed`
+ * attribute when the model gives one. */
 ONYX_API OnyxStatus* onyx_training_session_set_seed(OnyxTrainingSession* ts, uint64_t seed);
 
 typedef enum OnyxNonfinitePolicy {

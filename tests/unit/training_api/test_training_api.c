@@ -488,6 +488,81 @@ static void test_adamw(void** state) {
   check_optimizer(ONYX_OPTIMIZER_ADAMW);
 }
 
+/* ClipGradNorm before SGD (lr 1): p - g * max_norm / (||g|| + 1e-6) when the
+ * global norm is above max_norm (torch.nn.utils.clip_grad_norm_). */
+static void test_grad_clip(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.optimizer = ONYX_OPTIMIZER_SGD;
+  o.learning_rate = 1.0f;
+  o.clip_grad_norm = 1;
+  char* dir = make_artifacts("art_clip", &P, ONYX_LOSS_MSE, &o);
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  Params G;
+  model_grads(dir, ONYX_LOSS_MSE, &P, &G);
+  double norm = 0;
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      norm += (double)G.p[k][i] * G.p[k][i];
+  norm = sqrt(norm);
+  const double max_norm = norm / 4;
+  ots_ok(onyx_training_session_set_grad_clip_norm(ts, (float)max_norm));
+  OnyxValue* in[2];
+  batch_values(ONYX_LOSS_MSE, in);
+  ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, NULL));
+  onyx_values_release(in, 2);
+  ots_ok(onyx_training_session_optimizer_step(ts));
+  assert_float_equal(onyx_training_session_last_grad_norm(ts), norm, 1e-5 * norm);
+  Params Q;
+  read_params(ck, &Q);
+  const double scale = (float)max_norm / (norm + 1e-6);
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      assert_float_equal(Q.p[k][i], P.p[k][i] - scale * G.p[k][i], 1e-5);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+}
+
+/* LAMB: a few steps decrease the loss, and the state holds both moments. */
+static void test_lamb_decreases_loss(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.optimizer = ONYX_OPTIMIZER_LAMB;
+  o.learning_rate = 0.02f;
+  char* dir = make_artifacts("art_lamb", &P, ONYX_LOSS_CROSS_ENTROPY, &o);
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  double first = 0, last = 0;
+  for (int step = 0; step < 8; step++) {
+    OnyxValue* in[2];
+    batch_values(ONYX_LOSS_CROSS_ENTROPY, in);
+    OnyxValue* loss = NULL;
+    ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, &loss));
+    onyx_values_release(in, 2);
+    if (step == 0) first = scalar(loss);
+    last = scalar(loss);
+    onyx_value_release(loss);
+    ots_ok(onyx_training_session_optimizer_step(ts));
+    ots_ok(onyx_training_session_lazy_reset_grad(ts));
+  }
+  assert_true(last < first);
+  assert_int_equal(onyx_checkpoint_state_count(ck), 2 * NP);
+  OnyxValue* v = NULL;
+  ots_ok(onyx_checkpoint_get_state(ck, "W1.exp_avg_sq", &v));
+  onyx_value_release(v);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+}
+
 /* --- schedulers ---------------------------------------------------------------------------- */
 
 static void test_lr_scheduler(void** state) {
@@ -502,6 +577,19 @@ static void test_lr_scheduler(void** state) {
   /* Linear: warmup 0 -> 0.5 over 4 steps; at step 0 the rate is 0. */
   ots_ok(onyx_training_session_set_lr_scheduler(ts, ONYX_LR_LINEAR, 4, 12, 0.0f));
   assert_float_equal(onyx_training_session_get_learning_rate(ts), 0.0f, 0);
+  /* The rate of each step, from the formulas: warmup t/4, then 1 - (t-4)/8. */
+  for (int t = 0; t <= 14; t++) {
+    double want = t < 4 ? 0.5 * t / 4 : 0.5 * fmax(0, 1 - (t - 4) / 8.0);
+    assert_float_equal(onyx_training_session_get_learning_rate(ts), want, 1e-6);
+    ots_ok(onyx_training_session_optimizer_step(ts));
+  }
+  /* Cosine from step 15 of warmup 5, total 25, floor 0.1. */
+  ots_ok(onyx_training_session_set_lr_scheduler(ts, ONYX_LR_COSINE, 5, 25, 0.1f));
+  for (int t = 15; t <= 26; t++) {
+    double want = 0.1 + 0.4 * 0.5 * (1 + cos(M_PI * fmin(1, (t - 5) / 20.0)));
+    assert_float_equal(onyx_training_session_get_learning_rate(ts), want, 1e-6);
+    ots_ok(onyx_training_session_optimizer_step(ts));
+  }
   ots_expect_error(onyx_training_session_set_lr_scheduler(ts, ONYX_LR_COSINE, 5, 4, 0.0f),
                    ONYX_INVALID_ARGUMENT, "warmup_steps 5");
   ots_expect_error(onyx_training_session_set_grad_clip_norm(ts, 1.0f), ONYX_INVALID_ARGUMENT,
@@ -661,6 +749,45 @@ static void test_checkpoint_wrong_model(void** state) {
   ots_expect_error(onyx_training_session_create(NULL, ck, dir, &ts), ONYX_INVALID_ARGUMENT,
                    "no parameter 'W1' (missing)");
   onyx_checkpoint_release(ck);
+  /* Extra: the full checkpoint into artifacts that froze b2. */
+  OnyxTrainingArtifactsOptions fo;
+  onyx_training_artifacts_options_init(&fo);
+  fo.loss = ONYX_LOSS_MSE;
+  const char* frozen[] = {"b2"};
+  fo.frozen = frozen;
+  fo.frozen_count = 1;
+  char* model = path_in("mlp.onnx");
+  ots_ok(onyx_training_artifacts_generate(model, &fo, odir));
+  free(model);
+  snprintf(cdir, n, "%s/checkpoint", dir);
+  ots_ok(onyx_checkpoint_load(cdir, &ck));
+  ots_expect_error(onyx_training_session_create(NULL, ck, odir, &ts), ONYX_INVALID_ARGUMENT,
+                   "checkpoint parameter 'b2' (extra)");
+  onyx_checkpoint_release(ck);
+  /* Dtype: W1 as float64 in a file written here. */
+  {
+    char hdr[512];
+    int hl = snprintf(hdr, sizeof hdr,
+                      "{\"W1\":{\"dtype\":\"F64\",\"shape\":[3,5],\"data_offsets\":[0,120]},"
+                      "\"b1\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[120,140]},"
+                      "\"W2\":{\"dtype\":\"F32\",\"shape\":[5,3],\"data_offsets\":[140,200]},"
+                      "\"b2\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[200,212]}}");
+    size_t total = 8 + (size_t)hl + 212;
+    unsigned char* file = calloc(1, total);
+    for (int b = 0; b < 8; b++)
+      file[b] = (unsigned char)((uint64_t)hl >> (8 * b));
+    memcpy(file + 8, hdr, (size_t)hl);
+    size_t pn = strlen(cdir) + 32;
+    char* pf = malloc(pn);
+    snprintf(pf, pn, "%s/parameters.safetensors", cdir);
+    assert_true(otm_write_file(pf, file, total));
+    free(file);
+    free(pf);
+    ots_ok(onyx_checkpoint_load(cdir, &ck));
+    ots_expect_error(onyx_training_session_create(NULL, ck, dir, &ts), ONYX_INVALID_ARGUMENT,
+                     "'W1' is float64[3,5], the training model takes float32[3,5]");
+    onyx_checkpoint_release(ck);
+  }
   /* A damaged safetensors file is an error naming the file. */
   snprintf(cdir, n, "%s/checkpoint", dir);
   size_t pn = strlen(cdir) + 32;
@@ -799,6 +926,230 @@ static void test_artifacts_errors(void** state) {
   free(model);
 }
 
+/* ONYX_LOSS_MODEL_OUTPUT: the model's first output is the loss (here the
+ * mean of y², no labels). */
+static void test_loss_model_output(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){N, D});
+  otm_initializer(m, "W1", ONYX_ELEM_FLOAT32, 2, (int64_t[]){D, H}, P.p[0]);
+  otm_initializer(m, "b1", ONYX_ELEM_FLOAT32, 1, (int64_t[]){H}, P.p[1]);
+  otm_initializer(m, "W2", ONYX_ELEM_FLOAT32, 2, (int64_t[]){H, C}, P.p[2]);
+  otm_initializer(m, "b2", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C}, P.p[3]);
+  otm_node(m, "MatMul", "mm", "x,W1", "xw");
+  otm_node(m, "Add", "add", "xw,b1", "pre");
+  otm_node(m, "Relu", "relu", "pre", "hid");
+  otm_node(m, "Gemm", "gemm", "hid,W2,b2", "y");
+  otm_node(m, "Mul", "sq", "y,y", "y2");
+  otm_attr_int(otm_node(m, "ReduceMean", "mean", "y2", "L"), "keepdims", 0);
+  otm_output(m, "L", ONYX_ELEM_FLOAT32, 0, NULL);
+  char* model = path_in("mlp_loss.onnx");
+  assert_true(otm_write(m, model));
+  otm_free(m);
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.loss = ONYX_LOSS_MODEL_OUTPUT;
+  char* dir = path_in("art_model_loss");
+  ots_ok(onyx_training_artifacts_generate(model, &o, dir));
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  assert_int_equal(onyx_training_session_input_count(ts), 1);
+  OnyxValue* x = tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, D}, 2, X, sizeof X);
+  OnyxValue* loss = NULL;
+  ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)&x, 1, &loss));
+  /* MSE against zero targets, computed in C. */
+  double buf[NP][D * H > H * C ? D * H : H * C];
+  const double* p[NP];
+  for (int k = 0; k < NP; k++) {
+    for (size_t i = 0; i < psizes[k]; i++)
+      buf[k][i] = P.p[k][i];
+    p[k] = buf[k];
+  }
+  double y[N * C], want = 0;
+  forward(p, y);
+  for (int i = 0; i < N * C; i++)
+    want += y[i] * y[i] / (N * C);
+  assert_float_equal(scalar(loss), want, 1e-5 * fmax(1, want));
+  onyx_value_release(loss);
+  onyx_value_release(x);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+  free(model);
+}
+
+/* Damaged safetensors files: each an error naming the file or the tensor. */
+static void test_safetensors_bad_files(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  char* dir = make_artifacts("art_st", &P, ONYX_LOSS_MSE, NULL);
+  size_t n = strlen(dir) + 64;
+  char* cdir = malloc(n);
+  char* pf = malloc(n);
+  snprintf(cdir, n, "%s/checkpoint", dir);
+  snprintf(pf, n, "%s/checkpoint/parameters.safetensors", dir);
+  static const struct {
+    const char* header;
+    const char* needle;
+  } cases[] = {
+      {"{\"W1\":{\"dtype\":\"F32\",\"shape\":[3,5],\"data_offsets\":[0,64]}}",
+       "'W1' has data_offsets"},
+      {"{\"W1\":{\"dtype\":\"Q7\",\"shape\":[1],\"data_offsets\":[0,4]}}", "dtype 'Q7'"},
+      {"{\"W1\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}",
+       "'W1' has a bad shape"},
+      {"{\"W1\":{\"dtype\":\"F32\",\"shape\":[1]}}", "'W1' needs dtype, shape and data_offsets"},
+      {"[1,2]", "no JSON object"},
+      {"{\"W1\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,0]}}",
+       "'W1' has data_offsets"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    size_t hl = strlen(cases[c].header);
+    unsigned char file[256] = {0};
+    for (int b = 0; b < 8; b++)
+      file[b] = (unsigned char)((uint64_t)hl >> (8 * b));
+    memcpy(file + 8, cases[c].header, hl);
+    assert_true(otm_write_file(pf, file, 8 + hl + 8)); /* 8 bytes of data */
+    OnyxCheckpoint* ck = NULL;
+    ots_expect_error(onyx_checkpoint_load(cdir, &ck), ONYX_INVALID_ARGUMENT, cases[c].needle);
+    assert_null(ck);
+  }
+  /* Shorter than its length field. */
+  assert_true(otm_write_file(pf, "\x02\0\0\0", 4));
+  OnyxCheckpoint* ck = NULL;
+  ots_expect_error(onyx_checkpoint_load(cdir, &ck), ONYX_INVALID_ARGUMENT,
+                   "parameters.safetensors");
+  /* No sidecar. */
+  snprintf(pf, n, "%s/checkpoint/checkpoint.json", dir);
+  remove(pf);
+  ots_expect_error(onyx_checkpoint_load(cdir, &ck), ONYX_NOT_FOUND, "checkpoint.json");
+  free(pf);
+  free(cdir);
+  free(dir);
+}
+
+/* --- BatchNormalization and Dropout in training mode ----------------------------------------- */
+
+/* x[4,3] -> MatMul W[3,2] -> BatchNormalization (momentum 0.9) -> Dropout
+ * (ratio 0) -> y[4,2]; MSE against TARGET[:, :2]. */
+static const float BN_W[6] = {0.5f, -0.3f, 0.8f, 0.1f, -0.6f, 0.9f};
+static const float BN_SCALE[2] = {1.5f, 0.7f}, BN_BIAS[2] = {0.1f, -0.2f};
+static const float BN_MEAN[2] = {0.3f, -0.1f}, BN_VAR[2] = {1.2f, 0.8f};
+
+static void write_bn(const char* path) {
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 2, (int64_t[]){N, D});
+  otm_initializer(m, "W", ONYX_ELEM_FLOAT32, 2, (int64_t[]){D, 2}, BN_W);
+  otm_initializer(m, "scale", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2}, BN_SCALE);
+  otm_initializer(m, "bias", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2}, BN_BIAS);
+  otm_initializer(m, "mean", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2}, BN_MEAN);
+  otm_initializer(m, "var", ONYX_ELEM_FLOAT32, 1, (int64_t[]){2}, BN_VAR);
+  const float zero = 0.0f;
+  otm_initializer(m, "ratio", ONYX_ELEM_FLOAT32, 0, NULL, &zero);
+  otm_node(m, "MatMul", "mm", "x,W", "h");
+  otm_attr_float(otm_node(m, "BatchNormalization", "bn", "h,scale,bias,mean,var", "z"), "momentum",
+                 0.9f);
+  otm_node(m, "Dropout", "drop", "z,ratio", "y");
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){N, 2});
+  assert_true(otm_write(m, path));
+  otm_free(m);
+}
+
+/* The MSE of the model with batch statistics (train) or the given running
+ * ones; the batch mean and population variance go to bm, bv. */
+static double bn_loss(const double* w, bool train, const double* rm, const double* rv, double* bm,
+                      double* bv) {
+  double h[N][2];
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < 2; c++) {
+      h[n][c] = 0;
+      for (int d = 0; d < D; d++)
+        h[n][c] += (double)X[n * D + d] * w[d * 2 + c];
+    }
+  double sum = 0;
+  for (int c = 0; c < 2; c++) {
+    double mu = 0, var = 0;
+    for (int n = 0; n < N; n++)
+      mu += h[n][c] / N;
+    for (int n = 0; n < N; n++)
+      var += (h[n][c] - mu) * (h[n][c] - mu) / N;
+    if (bm) bm[c] = mu;
+    if (bv) bv[c] = var;
+    double m = train ? mu : rm[c], v = train ? var : rv[c];
+    for (int n = 0; n < N; n++) {
+      double y = (h[n][c] - m) / sqrt(v + 1e-5) * BN_SCALE[c] + BN_BIAS[c];
+      double t = TARGET[n * C + c];
+      sum += (y - t) * (y - t);
+    }
+  }
+  return sum / (N * 2);
+}
+
+static void test_batchnorm_dropout_training(void** state) {
+  (void)state;
+  char* model = path_in("bn.onnx");
+  write_bn(model);
+  char* dir = path_in("art_bn");
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.loss = ONYX_LOSS_MSE;
+  ots_ok(onyx_training_artifacts_generate(model, &o, dir));
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  /* W, scale and bias train; mean and var are buffers; ratio is a setting. */
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "W"), 1);
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "scale"), 1);
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "mean"), 0);
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "var"), 0);
+  assert_int_equal(onyx_checkpoint_parameter_trainable(ck, "ratio"), -1);
+  float t2[N * 2];
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < 2; c++)
+      t2[n * 2 + c] = TARGET[n * C + c];
+  OnyxValue* in[2] = {tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, D}, 2, X, sizeof X),
+                      tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, 2}, 2, t2, sizeof t2)};
+  double w[6], bm[2], bv[2];
+  for (int i = 0; i < 6; i++)
+    w[i] = BN_W[i];
+  const double rm0[2] = {BN_MEAN[0], BN_MEAN[1]}, rv0[2] = {BN_VAR[0], BN_VAR[1]};
+  /* Eval before training: the running statistics. */
+  OnyxValue* loss = NULL;
+  ots_ok(onyx_training_session_eval_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_float_equal(scalar(loss), bn_loss(w, false, rm0, rv0, NULL, NULL), 1e-5);
+  onyx_value_release(loss);
+  /* A train step: batch statistics, and the running ones move by momentum. */
+  ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_float_equal(scalar(loss), bn_loss(w, true, NULL, NULL, bm, bv), 1e-5);
+  onyx_value_release(loss);
+  double rm[2], rv[2];
+  OnyxValue* v = NULL;
+  ots_ok(onyx_checkpoint_get_parameter(ck, "mean", &v));
+  const float* got = onyx_tensor_data(onyx_value_tensor(v));
+  for (int c = 0; c < 2; c++) {
+    rm[c] = 0.9 * rm0[c] + 0.1 * bm[c];
+    assert_float_equal(got[c], rm[c], 1e-5);
+  }
+  onyx_value_release(v);
+  ots_ok(onyx_checkpoint_get_parameter(ck, "var", &v));
+  got = onyx_tensor_data(onyx_value_tensor(v));
+  for (int c = 0; c < 2; c++) {
+    rv[c] = 0.9 * rv0[c] + 0.1 * bv[c];
+    assert_float_equal(got[c], rv[c], 1e-5);
+  }
+  onyx_value_release(v);
+  /* Eval now reads the updated statistics. */
+  ots_ok(onyx_training_session_eval_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_float_equal(scalar(loss), bn_loss(w, false, rm, rv, NULL, NULL), 1e-5);
+  onyx_value_release(loss);
+  onyx_values_release(in, 2);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+  free(model);
+}
+
 int main(void) {
   init_batch();
   const struct CMUnitTest tests[] = {
@@ -809,12 +1160,17 @@ int main(void) {
       cmocka_unit_test(test_accumulation),
       cmocka_unit_test(test_sgd_nesterov_weight_decay),
       cmocka_unit_test(test_adamw),
+      cmocka_unit_test(test_grad_clip),
+      cmocka_unit_test(test_lamb_decreases_loss),
       cmocka_unit_test(test_lr_scheduler),
       cmocka_unit_test(test_checkpoint_roundtrip),
       cmocka_unit_test(test_checkpoint_wrong_model),
       cmocka_unit_test(test_export_for_inference),
       cmocka_unit_test(test_nonfinite_loss),
       cmocka_unit_test(test_artifacts_errors),
+      cmocka_unit_test(test_batchnorm_dropout_training),
+      cmocka_unit_test(test_loss_model_output),
+      cmocka_unit_test(test_safetensors_bad_files),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -21,7 +21,8 @@ PACKAGES=(
   clang-format git                               # formatting check in CI
   clang libclang-rt-14-dev                       # fuzz targets: libFuzzer + ASan/UBSan (fuzz/)
   valgrind                                       # unit tests under memcheck in CI
-  python3-onnx python3-numpy                     # test and sample model generators (never at run time)
+  python3-onnx python3-numpy python3-sklearn     # test and sample model generators (never at run time;
+                                                 #   sklearn: the digits of samples/train-mlp, -cnn)
   hipcc                                          # ROCm provider: HIP 5.2 + clang 15 (CUDA is never apt-installed)
 )
 

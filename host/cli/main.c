@@ -5,6 +5,8 @@
 
 /* cmd_devices.c (cli_util.h declares the other commands). */
 int cli_cmd_devices(int argc, char** argv);
+/* cmd_train.c. */
+int cli_cmd_train(int argc, char** argv);
 
 typedef struct Subcommand {
   const char* name;
@@ -17,6 +19,7 @@ static const Subcommand kSubcommands[] = {
     {"partition", cli_cmd_partition, "show which provider runs which nodes"},
     {"test", cli_cmd_test, "run ONNX backend test folders and compare outputs"},
     {"bench", cli_cmd_bench, "time a model's runs (one JSON line)"},
+    {"train", cli_cmd_train, "train a model on .npy data (training API)"},
     {"devices", cli_cmd_devices, "list provider libraries and the devices they see"},
 };
 enum { kSubcommandCount = sizeof kSubcommands / sizeof kSubcommands[0] };

@@ -32,12 +32,13 @@ import sys
 LAYERS = [
     ["cli"],  # the `onyx` command, over the public API only
     ["lib"],  # libonyx.c: the shared library's entry
+    ["trainer"],  # the training API: artifacts, checkpoints, training sessions
     ["session"],  # sessions and runs: orchestrates the phases below
     ["exec"],  # the frame, the executor, host ops, streams, thread pool
     ["plan"],  # steps, slots, the memory plan
     ["partition"],  # placement: which provider runs each node
     ["optimizer"],  # graph transformers and fusions
-    ["training"],  # the Gradient op's expansion (a graph rewrite)
+    ["training"],  # the gradient builder: the Gradient op's expansion (a graph rewrite)
     ["graph", "model"],  # the IR graph; ModelProto <-> IR
     ["profile"],  # services: the profiler, NVTX ranges
     ["memory"],  # the arena over any provider allocator

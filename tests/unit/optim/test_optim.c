@@ -165,7 +165,7 @@ static void run_step(OnyxSession* s, const Case* c, double scalar, int64_t step,
   static const char* const gname[] = {"P", "G", "M", "V"};
   static const char* const oname[] = {"Po", "Mo", "Vo"};
   OnyxValue* vals[2 + 4 * MAXT];
-  char names_buf[2 + 4 * MAXT][16];
+  char names_buf[2 + 4 * MAXT][32];
   const char* names[2 + 4 * MAXT];
   size_t nv = 0;
   const Shape scalar_shape = {0, {0}};
@@ -178,16 +178,16 @@ static void run_step(OnyxSession* s, const Case* c, double scalar, int64_t step,
   for (size_t g = 0; g < c->groups; g++)
     for (size_t k = 0; k < c->n; k++) {
       const size_t gi = clip ? 1 : g;
-      snprintf(names_buf[nv], 16, "%s%zu", gname[gi], k + 1);
+      snprintf(names_buf[nv], sizeof names_buf[nv], "%s%zu", gname[gi], k + 1);
       names[nv] = names_buf[nv];
       vals[nv++] = make_value(c->elem, &c->shapes[k], in->t[gi][k]);
     }
-  char onames_buf[3 * MAXT + 1][16];
+  char onames_buf[3 * MAXT + 1][32];
   const char* onames[3 * MAXT + 1];
   size_t no = 0;
   for (size_t g = 0; g < c->out_groups; g++)
     for (size_t k = 0; k < c->n; k++) {
-      snprintf(onames_buf[no], 16, "%s%zu", clip ? "Go" : oname[g], k + 1);
+      snprintf(onames_buf[no], sizeof onames_buf[no], "%s%zu", clip ? "Go" : oname[g], k + 1);
       onames[no] = onames_buf[no];
       no++;
     }

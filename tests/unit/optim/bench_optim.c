@@ -3,9 +3,14 @@
  * AdamWOptimizer nodes of one tensor each, and 100
  * ai.onnx.preview.training Adam nodes (the per-tensor ONNX op). Prints the
  * median ms per step of `runs` runs (outputs allocated by the session in
- * each run, inputs made once). Not a ctest: a measurement tool.
+ * each run, inputs made once). Not a ctest: a measurement tool. With
+ * BENCH_PROFILE=prefix each way also writes a profile (prefix0.json for the
+ * fused node, 1, 2), whose node events give the kernels' own time;
+ * BENCH_BIND=1 binds the outputs to buffers made once; BENCH_ONLY=k runs
+ * way k alone.
  *
  *   bench_optim [threads (default 0: the session's default)] [runs (default 7)]
+ *               [tensors (100)] [elements per tensor (100000)]
  *   (ONYX_PROVIDER_PATH=<build>/lib) */
 #include <stdint.h>
 #include <stdio.h>
@@ -16,8 +21,8 @@
 #include "onyx/onyx.h"
 #include "ox_test_models.h"
 
-#define NT  100
-#define PER 100000
+static int NT = 100;         /* tensors */
+static int64_t PER = 100000; /* elements per tensor */
 
 static void ok(OnyxStatus* st) {
   if (st) {
@@ -29,6 +34,14 @@ static void ok(OnyxStatus* st) {
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* CPU time of the whole process: with 1 thread, the step's work without
+ * the time other processes took the core away (a loaded machine). */
+static double cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
@@ -59,7 +72,7 @@ static OnyxSession* build(Mode mode, int threads) {
       snprintf(nm, sizeof nm, "%s%d", o[k], t);
       otm_output(m, nm, ONYX_ELEM_FLOAT32, 1, d);
     }
-  const size_t cap = 16 * 4 * NT + 64;
+  const size_t cap = 16 * 4 * (size_t)NT + 64;
   char* ins = malloc(cap);
   char* outs = malloc(cap);
   if (mode == FUSED) {
@@ -97,6 +110,14 @@ static OnyxSession* build(Mode mode, int threads) {
   OnyxSessionOptions* so = NULL;
   ok(onyx_session_options_create(&so));
   if (threads > 0) ok(onyx_session_options_set_threads(so, threads));
+  /* BENCH_PROFILE=prefix: a profile per way (prefix0.json, ...), whose node
+   * events time the optimizer kernels without the run's own overhead. */
+  const char* prof = getenv("BENCH_PROFILE");
+  char path[512];
+  if (prof) {
+    snprintf(path, sizeof path, "%s%d.json", prof, (int)mode);
+    ok(onyx_session_options_set_profile(so, path));
+  }
   OnyxSession* s = NULL;
   ok(onyx_session_create_from_bytes(so, bytes, len, NULL, &s));
   onyx_session_options_release(so);
@@ -107,6 +128,12 @@ static OnyxSession* build(Mode mode, int threads) {
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? atoi(argv[1]) : 0;
   const int runs = argc > 2 ? atoi(argv[2]) : 7;
+  if (argc > 3) NT = atoi(argv[3]);
+  if (argc > 4) PER = atoll(argv[4]);
+  if (runs < 1 || NT < 1 || NT > 100000 || PER < 1) {
+    fprintf(stderr, "bad arguments\n");
+    return 2;
+  }
   const size_t n_in = 2 + 4 * NT, n_out = 3 * NT;
   OnyxValue** in = calloc(n_in, sizeof *in);
   char(*names)[16] = calloc(n_in + n_out, 16);
@@ -118,19 +145,19 @@ int main(int argc, char** argv) {
   ok(onyx_value_create_tensor(ONYX_ELEM_INT64, NULL, 0, &step, sizeof step, &in[1]));
   in_names[0] = "lr";
   in_names[1] = "step";
-  float* buf = malloc(PER * sizeof *buf);
+  float* buf = malloc((size_t)PER * sizeof *buf);
   static const char* const g[] = {"P", "G", "M", "V"};
   uint32_t r = 12345;
   for (int k = 0; k < 4; k++)
     for (int t = 0; t < NT; t++) {
-      for (size_t i = 0; i < PER; i++) {
+      for (int64_t i = 0; i < PER; i++) {
         r = r * 1664525u + 1013904223u;
         buf[i] = (float)(r >> 8) / 16777216.0f * (k == 3 ? 0.1f : 2.0f) - (k == 3 ? 0 : 1.0f);
       }
       const size_t j = 2 + (size_t)k * NT + (size_t)t;
       snprintf(names[j], 16, "%s%d", g[k], t);
       in_names[j] = names[j];
-      ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, d, 1, buf, PER * sizeof *buf, &in[j]));
+      ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, d, 1, buf, (size_t)PER * sizeof *buf, &in[j]));
     }
   free(buf);
   static const char* const o[] = {"Po", "Mo", "Vo"};
@@ -140,24 +167,56 @@ int main(int argc, char** argv) {
       snprintf(names[n_in + j], 16, "%s%d", o[k], t);
       out_names[j] = names[n_in + j];
     }
-  static const char* const label[] = {"fused AdamWOptimizer, n = 100",
-                                      "100 AdamWOptimizer nodes, n = 1",
-                                      "100 preview.training Adam nodes"};
+  static const char* const label[] = {"one fused AdamWOptimizer node", "AdamWOptimizer per tensor",
+                                      "preview.training Adam per tensor"};
+  printf("%d tensors of %lld float32 elements\n", NT, (long long)PER);
   OnyxValue** got = calloc(n_out, sizeof *got);
   double* t_ms = calloc((size_t)runs, sizeof *t_ms);
+  double* c_ms = calloc((size_t)runs, sizeof *c_ms);
+  const char* only = getenv("BENCH_ONLY"); /* 0, 1 or 2: that way alone (for perf) */
   for (int mode = 0; mode < 3; mode++) {
+    if (only && atoi(only) != mode) continue;
     OnyxSession* s = build((Mode)mode, threads);
+    /* BENCH_BIND=1: outputs bound to buffers made once (an I/O binding), so
+     * that a step does not page in fresh output memory. */
+    OnyxIoBinding* b = NULL;
+    OnyxValue** bound = NULL;
+    if (getenv("BENCH_BIND")) {
+      ok(onyx_io_binding_create(s, &b));
+      for (size_t i = 0; i < n_in; i++)
+        ok(onyx_io_binding_bind_input(b, in_names[i], in[i]));
+      bound = calloc(n_out, sizeof *bound);
+      float* zero = calloc((size_t)PER, sizeof *zero);
+      for (size_t i = 0; i < n_out; i++) {
+        ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, d, 1, zero, (size_t)PER * sizeof *zero,
+                                    &bound[i]));
+        ok(onyx_io_binding_bind_output(b, out_names[i], bound[i]));
+      }
+      free(zero);
+    }
     for (int it = -1; it < runs; it++) { /* run -1: warm-up */
-      const double t0 = now_ms();
-      ok(onyx_session_run(s, NULL, in_names, (const OnyxValue* const*)in, n_in, out_names, n_out,
-                          got));
-      const double t1 = now_ms();
-      onyx_values_release(got, n_out);
-      if (it >= 0) t_ms[it] = t1 - t0;
+      const double t0 = now_ms(), c0 = cpu_ms();
+      if (b)
+        ok(onyx_session_run_with_binding(s, NULL, b));
+      else
+        ok(onyx_session_run(s, NULL, in_names, (const OnyxValue* const*)in, n_in, out_names, n_out,
+                            got));
+      const double t1 = now_ms(), c1 = cpu_ms();
+      if (!b) onyx_values_release(got, n_out);
+      if (it >= 0) {
+        t_ms[it] = t1 - t0;
+        c_ms[it] = c1 - c0;
+      }
     }
     qsort(t_ms, (size_t)runs, sizeof *t_ms, cmp_d);
-    printf("%-34s %8.2f ms/step (median of %d; min %.2f)\n", label[mode], t_ms[runs / 2], runs,
-           t_ms[0]);
+    qsort(c_ms, (size_t)runs, sizeof *c_ms, cmp_d);
+    printf("%-34s %8.2f ms/step wall (median of %d; min %.2f), %8.2f ms CPU (min %.2f)\n",
+           label[mode], t_ms[runs / 2], runs, t_ms[0], c_ms[runs / 2], c_ms[0]);
+    if (b) {
+      onyx_io_binding_release(b);
+      onyx_values_release(bound, n_out);
+      free(bound);
+    }
     onyx_session_release(s);
   }
   onyx_values_release(in, n_in);
@@ -167,5 +226,6 @@ int main(int argc, char** argv) {
   free(out_names);
   free(got);
   free(t_ms);
+  free(c_ms);
   return 0;
 }

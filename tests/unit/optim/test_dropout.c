@@ -227,12 +227,55 @@ static void test_bad_ratio(void** unused) {
   }
 }
 
+/* float16 and bfloat16 with ratio 0.5: the factor is 2, so a kept normal
+ * value's bits are x's with the exponent field one higher (exact), and a
+ * dropped one is +0. */
+static void test_half_types(void** unused) {
+  const int types[] = {ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16};
+  for (size_t k = 0; k < 2; k++) {
+    const bool f16 = types[k] == ONYX_ELEM_FLOAT16;
+    const uint16_t exp_one = f16 ? 1u << 10 : 1u << 7;
+    OnyxSession* s = dropout_session(types[k], 11, 0, false);
+    uint16_t* x = malloc(N * sizeof *x);
+    for (size_t i = 0; i < N; i++) {
+      /* sign, an exponent in the middle of the range, any mantissa */
+      const uint16_t mant = (uint16_t)(i * 7919u) & (uint16_t)(exp_one - 1);
+      const uint16_t e = (uint16_t)(f16 ? 10 + i % 8 : 120 + i % 8);
+      x[i] = (uint16_t)((i & 1 ? 0x8000u : 0) | (uint16_t)(e * exp_one) | mant);
+    }
+    const int64_t d[] = {N};
+    const float ratio = 0.5f;
+    const uint8_t tm = 1;
+    OnyxValue* in[3] = {0};
+    ok(onyx_value_create_tensor((OnyxElemType)types[k], d, 1, x, N * sizeof *x, &in[0]));
+    ok(onyx_value_create_tensor(F32, NULL, 0, &ratio, sizeof ratio, &in[1]));
+    ok(onyx_value_create_tensor(ONYX_ELEM_BOOL, NULL, 0, &tm, 1, &in[2]));
+    const char* names[] = {"X", "ratio", "training_mode"};
+    const char* outs[] = {"Y", "mask"};
+    OnyxValue* got[2] = {0};
+    ok(onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, 3, outs, 2, got));
+    const uint16_t* y = onyx_tensor_data(onyx_value_tensor(got[0]));
+    const uint8_t* mk = mask_of(got[1]);
+    size_t kept = 0;
+    for (size_t i = 0; i < N; i++) {
+      kept += mk[i];
+      const uint16_t want = mk[i] ? (uint16_t)(x[i] + exp_one) : 0;
+      if (y[i] != want) fail_msg("type %d: Y[%zu] = 0x%04x, want 0x%04x", types[k], i, y[i], want);
+    }
+    const double sigma = sqrt(0.25 / N);
+    if (fabs((double)kept / N - 0.5) > 5 * sigma) fail_msg("kept fraction %.5f", (double)kept / N);
+    onyx_values_release(got, 2);
+    onyx_values_release(in, 3);
+    free(x);
+    onyx_session_release(s);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_training_values),
-      cmocka_unit_test(test_determinism),
-      cmocka_unit_test(test_identity),
-      cmocka_unit_test(test_bad_ratio),
+      cmocka_unit_test(test_training_values), cmocka_unit_test(test_determinism),
+      cmocka_unit_test(test_identity),        cmocka_unit_test(test_bad_ratio),
+      cmocka_unit_test(test_half_types),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -159,13 +159,13 @@ static double value_at(const OnyxValue* v, size_t i) {
 
 /* One run: feeds scalar (lr or max_norm), step and the state's groups;
  * returns the outputs (out_groups * n, then total_norm for ClipGradNorm). */
-static void run_step(OnyxSession* s, const Case* c, double scalar, int64_t step, const State* in,
-                     OnyxValue** got) {
+static OnyxStatus* run_step_status(OnyxSession* s, const Case* c, double scalar, int64_t step,
+                                   const State* in, OnyxValue** got) {
   const bool clip = !strcmp(c->op, "ClipGradNorm");
   static const char* const gname[] = {"P", "G", "M", "V"};
   static const char* const oname[] = {"Po", "Mo", "Vo"};
   OnyxValue* vals[2 + 4 * MAXT];
-  char names_buf[2 + 4 * MAXT][16];
+  char names_buf[2 + 4 * MAXT][32];
   const char* names[2 + 4 * MAXT];
   size_t nv = 0;
   const Shape scalar_shape = {0, {0}};
@@ -178,22 +178,29 @@ static void run_step(OnyxSession* s, const Case* c, double scalar, int64_t step,
   for (size_t g = 0; g < c->groups; g++)
     for (size_t k = 0; k < c->n; k++) {
       const size_t gi = clip ? 1 : g;
-      snprintf(names_buf[nv], 16, "%s%zu", gname[gi], k + 1);
+      snprintf(names_buf[nv], sizeof names_buf[nv], "%s%zu", gname[gi], k + 1);
       names[nv] = names_buf[nv];
       vals[nv++] = make_value(c->elem, &c->shapes[k], in->t[gi][k]);
     }
-  char onames_buf[3 * MAXT + 1][16];
+  char onames_buf[3 * MAXT + 1][32];
   const char* onames[3 * MAXT + 1];
   size_t no = 0;
   for (size_t g = 0; g < c->out_groups; g++)
     for (size_t k = 0; k < c->n; k++) {
-      snprintf(onames_buf[no], 16, "%s%zu", clip ? "Go" : oname[g], k + 1);
+      snprintf(onames_buf[no], sizeof onames_buf[no], "%s%zu", clip ? "Go" : oname[g], k + 1);
       onames[no] = onames_buf[no];
       no++;
     }
   if (clip) onames[no++] = "total_norm";
-  ok(onyx_session_run(s, NULL, names, (const OnyxValue* const*)vals, nv, onames, no, got));
+  OnyxStatus* st =
+      onyx_session_run(s, NULL, names, (const OnyxValue* const*)vals, nv, onames, no, got);
   onyx_values_release(vals, nv);
+  return st;
+}
+
+static void run_step(OnyxSession* s, const Case* c, double scalar, int64_t step, const State* in,
+                     OnyxValue** got) {
+  ok(run_step_status(s, c, scalar, step, in, got));
 }
 
 static State new_state(const Case* c, bool zero_p0) {
@@ -563,12 +570,47 @@ static void test_bad_input(void** unused) {
                       "nesterov");
 }
 
+/* Run-time scalars out of range: errors naming the node and the input. */
+static void test_bad_scalars(void** unused) {
+  Case c = {"AdamWOptimizer", F32, 4, shapes4, 4, 3, {{"n", 4, true}}, 0};
+  OnyxSession* s = make_session(&c, "bad_step");
+  State st = new_state(&c, false);
+  const struct {
+    double lr;
+    int64_t step;
+    const char* what;
+  } bad[] = {{1e-3, -1, "step"}, {1e-3, INT64_MAX, "step"}, {-1e-3, 0, "lr"}, {NAN, 0, "lr"}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    OnyxValue* got[3 * MAXT] = {0};
+    OnyxStatus* e = run_step_status(s, &c, bad[k].lr, bad[k].step, &st, got);
+    assert_non_null(e);
+    const char* msg = onyx_status_message(e);
+    if (!strstr(msg, "bad_step") || !strstr(msg, bad[k].what))
+      fail_msg("error '%s' should name node 'bad_step' and mention '%s'", msg, bad[k].what);
+    onyx_status_release(e);
+  }
+  free_state(&c, &st);
+  onyx_session_release(s);
+  Case clip = {"ClipGradNorm", F32, 4, shapes4, 1, 1, {{"n", 4, true}}, 0};
+  s = make_session(&clip, "bad_clip");
+  st = new_state(&clip, false);
+  OnyxValue* got[MAXT + 1] = {0};
+  OnyxStatus* e = run_step_status(s, &clip, -1.0, 0, &st, got);
+  assert_non_null(e);
+  if (!strstr(onyx_status_message(e), "bad_clip") || !strstr(onyx_status_message(e), "max_norm"))
+    fail_msg("error '%s' should name node 'bad_clip' and max_norm", onyx_status_message(e));
+  onyx_status_release(e);
+  free_state(&clip, &st);
+  onyx_session_release(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sgd_plain),    cmocka_unit_test(test_sgd_momentum),
       cmocka_unit_test(test_sgd_nesterov), cmocka_unit_test(test_adamw),
       cmocka_unit_test(test_lamb),         cmocka_unit_test(test_clip),
       cmocka_unit_test(test_threads),      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_bad_scalars),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

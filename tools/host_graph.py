@@ -50,12 +50,7 @@ LAYERS = [
 # only shrinks.
 KNOWN_BACK_ARROWS = {
     ("exec", "session"),
-    ("graph", "exec"),
     ("graph", "training"),
-    ("optimizer", "exec"),
-    ("optimizer", "session"),
-    ("partition", "session"),
-    ("plan", "exec"),
     ("plan", "session"),
     ("providers", "session"),
 }

@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ox_control.h"
 #include "ox_graph.h"
 
 OnyxStatus* ox_graph_new(const char* name, OxGraph** out) {

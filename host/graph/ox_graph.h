@@ -40,6 +40,21 @@ bool ox_host_op(const OxNode* n);
 bool ox_flow_op(const OxNode* n);
 bool ox_flex_op(const OxNode* n); /* ai.onnx.preview FlexAttention */
 bool ox_seq_op(const char* op_type);
+/* Resolve-time inference of a host op (host/graph/host_infer.c): types (and
+ * kinds) of its outputs; for ops with subgraphs, types the subgraphs' inputs
+ * and outer-scope reads and resolves them first. Errors name the node. */
+OnyxStatus* ox_host_infer(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
+                          size_t n_customs);
+/* Scan's layout (opset 8 has sequence_lens first and a batch axis), from
+ * node n and its body; body_inputs: the body's formal inputs (a nested plan
+ * adds outer values). Errors name the node (host/graph/host_infer.c). */
+typedef struct OxScanShape {
+  bool v8;
+  size_t first; /* index of the first state input */
+  size_t n_state, n_scan_in, n_scan_out;
+} OxScanShape;
+OnyxStatus* ox_scan_shape(const OxNode* n, const OxGraph* body, size_t body_inputs,
+                          OxScanShape* sh);
 
 /* Removes a node (used by the partitioner when fusing); unlinks consumers. */
 void ox_graph_remove_node(OxGraph* g, OxNode* n);

@@ -6,12 +6,12 @@
  * right before the first consumer there. Constants needed on a device are
  * copied once here, at session creation. Graph outputs always end in host
  * memory. Each slot is freed after its last use, or once the streams that
- * touched it are known to be past it (host/exec/ox_streams.h). */
+ * touched it are known to be past it (host/plan/ox_streams.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ox_compile_cache.h"
-#include "ox_control.h"
+#include "ox_nested.h"
 #include "ox_memplan.h"
 #include "ox_session.h"
 #include "ox_streams.h"

@@ -85,4 +85,9 @@ const OnyxHostApi* ox_host_api(void);
 /* Folder containing libonyx.so (for the search path), or NULL. */
 const char* ox_self_dir(void);
 
+/* A slot of OnyxEp that a provider built against an older minor may not have:
+ * read only when the EP's struct_size covers it (NULL otherwise). */
+#define OX_EP_SLOT(ep, field)                                                                      \
+  ((ep)->struct_size >= offsetof(OnyxEp, field) + sizeof((ep)->field) ? (ep)->field : NULL)
+
 #endif

@@ -143,6 +143,21 @@ static void ox_session_dump_placement(const OnyxSession* s) {
   free(text);
 }
 
+/* The session's graph and providers with its placement rules, unplaced. */
+static OxPartition ox_session_placement(const OnyxSession* s) {
+  return (OxPartition){.graph = s->graph,
+                       .eps = s->eps,
+                       .n_eps = s->n_eps,
+                       .pins = s->opts->pins,
+                       .n_pins = s->opts->n_pins,
+                       .fallback_deny = s->opts->fallback_deny};
+}
+
+static void ox_session_pin_warning(void* ctx, const char* msg) {
+  const OnyxSession* s = ctx;
+  ox_session_log(s, ONYX_LOG_WARNING, "%s: %s", s->source, msg);
+}
+
 /* Everything after loading. */
 static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_threadpool_create(s->opts->threads, &s->pool));
@@ -150,8 +165,9 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_session_resolve(s));
   ox_nvtx_phase_push(s, "optimize");
   double t = ox_session_phase_begin(s);
-  OX_TRY(ox_partition_check_pins(s)); /* before rewrites rename or remove nodes */
-  OX_TRY(ox_session_optimize(s));     /* host/optimizer: the graph stays resolved */
+  OxPartition pins = ox_session_placement(s); /* before rewrites rename or remove nodes */
+  OX_TRY(ox_partition_check_pins(&pins, ox_session_pin_warning, s));
+  OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
   ox_session_phase_end(s, "optimize", t);
   ox_nvtx_phase_pop(s);
   /* Before partitioning: node indices are fixed from here on. */
@@ -159,10 +175,10 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
     OX_TRY(ox_session_apply_priorities(s));
     OX_TRY(ox_graph_order(s->graph, true));
   }
-  s->part = (OxPartition){.graph = s->graph, .eps = s->eps, .n_eps = s->n_eps};
+  s->part = ox_session_placement(s);
   ox_nvtx_phase_push(s, "partition");
   t = ox_session_phase_begin(s);
-  OX_TRY(ox_partition_run(&s->part, s->opts));
+  OX_TRY(ox_partition_run(&s->part));
   ox_session_phase_end(s, "partition", t);
   ox_nvtx_phase_pop(s);
   ox_nvtx_phase_push(s, "fuse");

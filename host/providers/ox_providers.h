@@ -7,6 +7,7 @@
 #include "ox_common.h"
 #include "ox_kreg.h"
 #include "ox_schema.h"
+#include "onyx/onyx.h"
 #include "onyx/onyx_ep.h"
 
 typedef struct OxProviderLib {
@@ -67,6 +68,14 @@ OnyxStatus* ox_provider_lib_device_info(const OxProviderLib* lib, size_t index,
 int32_t ox_provider_lib_score(const OxProviderLib* lib);
 OnyxStatus* ox_provider_lib_create_ep(const OxProviderLib* lib, const OnyxEpCreateArgs* args,
                                       OnyxEp** out);
+
+/* Building the list of onyx_session_options_list_providers (devices.c): an
+ * empty list, then one entry per provider a session would load (by name, a
+ * library path, or an in-process init), loaded and described as a session
+ * loads it; a provider that fails to load is an entry saying why. */
+OnyxStatus* ox_provider_list_new(OnyxProviderList** out);
+OnyxStatus* ox_provider_list_add_spec(OnyxProviderList* l, const char* name, const char* library,
+                                      OnyxProviderInitFn init);
 
 /* A provider library on the search path. */
 typedef struct OxProviderFile {

@@ -50,7 +50,6 @@ LAYERS = [
 # only shrinks.
 KNOWN_BACK_ARROWS = {
     ("exec", "session"),
-    ("graph", "training"),
     ("plan", "session"),
     ("providers", "session"),
 }

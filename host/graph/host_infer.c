@@ -141,9 +141,10 @@ static OnyxStatus* ox_type_formal(OxGraph* sub, size_t i, const OxValue* src, On
 }
 
 static OnyxStatus* ox_resolve_sub(const OxNode* n, const char* attr, OxGraph* g, OxGraph* sub,
-                                  const OxSchemaRegistry* const* customs, size_t n_customs) {
+                                  const OxSchemaRegistry* const* customs, size_t n_customs,
+                                  OxGraphExpandFn expand) {
   OnyxStatus* st = ox_type_outer(g, sub);
-  if (!st) st = ox_graph_resolve(sub, customs, n_customs);
+  if (!st) st = ox_graph_resolve_expanding(sub, customs, n_customs, expand);
   if (st) return ox_status_wrap(st, "node '%s' (%s): subgraph '%s'", n->name, n->op_type, attr);
   return NULL;
 }
@@ -188,7 +189,7 @@ static OnyxStatus* ox_check_declared(const OxNode* n, const char* attr, const Ox
 }
 
 static OnyxStatus* ox_infer_if(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
-                               size_t n_customs) {
+                               size_t n_customs, OxGraphExpandFn expand) {
   OxGraph* br[2] = {ox_node_graph(n, "then_branch"), ox_node_graph(n, "else_branch")};
   const char* names[2] = {"then_branch", "else_branch"};
   for (int b = 0; b < 2; b++) {
@@ -196,7 +197,7 @@ static OnyxStatus* ox_infer_if(OxGraph* g, OxNode* n, const OxSchemaRegistry* co
     if (br[b]->n_outputs != n->n_outputs)
       return ox_node_fail(ONYX_INVALID_MODEL, n, "'%s' has %zu outputs but the node has %zu",
                           names[b], br[b]->n_outputs, n->n_outputs);
-    OX_TRY(ox_resolve_sub(n, names[b], g, br[b], customs, n_customs));
+    OX_TRY(ox_resolve_sub(n, names[b], g, br[b], customs, n_customs, expand));
     OX_TRY(ox_check_declared(n, names[b], br[b], 0));
   }
   for (size_t i = 0; i < n->n_outputs; i++) {
@@ -220,7 +221,7 @@ static OnyxStatus* ox_infer_if(OxGraph* g, OxNode* n, const OxSchemaRegistry* co
 }
 
 static OnyxStatus* ox_infer_loop(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
-                                 size_t n_customs) {
+                                 size_t n_customs, OxGraphExpandFn expand) {
   OxGraph* body = ox_node_graph(n, "body");
   if (!body) return ox_node_fail(ONYX_INVALID_MODEL, n, "has no 'body' graph");
   size_t n_formal = n->n_inputs - n->n_implicit;
@@ -245,7 +246,7 @@ static OnyxStatus* ox_infer_loop(OxGraph* g, OxNode* n, const OxSchemaRegistry* 
     if (!src) return ox_node_fail(ONYX_INVALID_MODEL, n, "loop-carried input %zu is missing", i);
     OX_TRY(ox_type_formal(body, 2 + i, src, src->type, src->kind, -1));
   }
-  OX_TRY(ox_resolve_sub(n, "body", g, body, customs, n_customs));
+  OX_TRY(ox_resolve_sub(n, "body", g, body, customs, n_customs, expand));
   const OxValue* c = body->outputs[0];
   if (c && (ox_seq_kind(c->kind) || (c->type != ONYX_ELEM_UNDEFINED && c->type != ONYX_ELEM_BOOL)))
     return ox_node_fail(ONYX_INVALID_MODEL, n,
@@ -295,7 +296,7 @@ OnyxStatus* ox_scan_shape(const OxNode* n, const OxGraph* body, size_t body_inpu
 }
 
 static OnyxStatus* ox_infer_scan(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
-                                 size_t n_customs) {
+                                 size_t n_customs, OxGraphExpandFn expand) {
   OxGraph* body = ox_node_graph(n, "body");
   if (!body) return ox_node_fail(ONYX_INVALID_MODEL, n, "has no 'body' graph");
   OxScanShape sh;
@@ -305,7 +306,7 @@ static OnyxStatus* ox_infer_scan(OxGraph* g, OxNode* n, const OxSchemaRegistry* 
     if (!src) return ox_node_fail(ONYX_INVALID_MODEL, n, "input %zu is missing", sh.first + i);
     OX_TRY(ox_type_formal(body, i, NULL, src->type, OX_VK_TENSOR, -1));
   }
-  OX_TRY(ox_resolve_sub(n, "body", g, body, customs, n_customs));
+  OX_TRY(ox_resolve_sub(n, "body", g, body, customs, n_customs, expand));
   for (size_t i = 0; i < sh.n_state; i++) {
     char what[64];
     snprintf(what, sizeof what, "state input %zu", i);
@@ -323,7 +324,7 @@ static OnyxStatus* ox_infer_scan(OxGraph* g, OxNode* n, const OxSchemaRegistry* 
 }
 
 static OnyxStatus* ox_infer_seqmap(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
-                                   size_t n_customs) {
+                                   size_t n_customs, OxGraphExpandFn expand) {
   OxGraph* body = ox_node_graph(n, "body");
   if (!body) return ox_node_fail(ONYX_INVALID_MODEL, n, "has no 'body' graph");
   size_t n_formal = n->n_inputs - n->n_implicit;
@@ -338,7 +339,7 @@ static OnyxStatus* ox_infer_seqmap(OxGraph* g, OxNode* n, const OxSchemaRegistry
     if (!src) return ox_node_fail(ONYX_INVALID_MODEL, n, "input %zu is missing", i);
     OX_TRY(ox_type_formal(body, i, NULL, src->type, OX_VK_TENSOR, -1));
   }
-  OX_TRY(ox_resolve_sub(n, "body", g, body, customs, n_customs));
+  OX_TRY(ox_resolve_sub(n, "body", g, body, customs, n_customs, expand));
   for (size_t i = 0; i < n->n_outputs; i++)
     if (n->outputs[i]) {
       OX_TRY(ox_value_set(n->outputs[i], body->outputs[i]->type, -1, NULL));
@@ -350,7 +351,7 @@ static OnyxStatus* ox_infer_seqmap(OxGraph* g, OxNode* n, const OxSchemaRegistry
 /* FlexAttention (ai.onnx.preview): attention whose scores and probabilities
  * pass through the optional score_mod / prob_mod subgraphs. */
 static OnyxStatus* ox_infer_flex(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
-                                 size_t n_customs) {
+                                 size_t n_customs, OxGraphExpandFn expand) {
   if (n->n_inputs - n->n_implicit < 3 || !n->inputs[0] || !n->inputs[1] || !n->inputs[2])
     return ox_node_fail(ONYX_INVALID_MODEL, n, "needs the inputs Q, K and V");
   const OxValue *q = n->inputs[0], *v = n->inputs[2];
@@ -363,7 +364,7 @@ static OnyxStatus* ox_infer_flex(OxGraph* g, OxNode* n, const OxSchemaRegistry* 
       return ox_node_fail(ONYX_INVALID_MODEL, n, "'%s' must have one input and one output",
                           names[b]);
     OX_TRY(ox_type_formal(sub, 0, NULL, st, OX_VK_TENSOR, 4));
-    OX_TRY(ox_resolve_sub(n, names[b], g, sub, customs, n_customs));
+    OX_TRY(ox_resolve_sub(n, names[b], g, sub, customs, n_customs, expand));
   }
   if (!n->n_outputs || !n->outputs[0]) return NULL;
   if (q->rank == 4 && v->rank == 4) {
@@ -374,13 +375,16 @@ static OnyxStatus* ox_infer_flex(OxGraph* g, OxNode* n, const OxSchemaRegistry* 
 }
 
 OnyxStatus* ox_host_infer(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
-                          size_t n_customs) {
-  if (ox_flex_op(n)) return ox_infer_flex(g, n, customs, n_customs);
-  if (!*n->domain && !strcmp(n->op_type, "If")) return ox_infer_if(g, n, customs, n_customs);
-  if (!*n->domain && !strcmp(n->op_type, "Loop")) return ox_infer_loop(g, n, customs, n_customs);
-  if (!*n->domain && !strcmp(n->op_type, "Scan")) return ox_infer_scan(g, n, customs, n_customs);
+                          size_t n_customs, OxGraphExpandFn expand) {
+  if (ox_flex_op(n)) return ox_infer_flex(g, n, customs, n_customs, expand);
+  if (!*n->domain && !strcmp(n->op_type, "If"))
+    return ox_infer_if(g, n, customs, n_customs, expand);
+  if (!*n->domain && !strcmp(n->op_type, "Loop"))
+    return ox_infer_loop(g, n, customs, n_customs, expand);
+  if (!*n->domain && !strcmp(n->op_type, "Scan"))
+    return ox_infer_scan(g, n, customs, n_customs, expand);
   if (!*n->domain && !strcmp(n->op_type, "SequenceMap"))
-    return ox_infer_seqmap(g, n, customs, n_customs);
+    return ox_infer_seqmap(g, n, customs, n_customs, expand);
   for (size_t a = 0; a < n->n_attrs; a++)
     if (n->attrs[a].g || n->attrs[a].graphs)
       return ox_node_fail(ONYX_INVALID_MODEL, n,

@@ -8,6 +8,7 @@
 #include "ox_model.h"
 #include "ox_nvtx.h"
 #include "ox_session.h"
+#include "ox_training.h"
 
 static OnyxStatus* ox_provider_unavailable(OnyxSession* s, const OxProviderSpec* spec,
                                            OnyxStatus* why) {
@@ -117,7 +118,8 @@ static OnyxStatus* ox_session_resolve(OnyxSession* s) {
   if (!customs) return ox_oom();
   for (size_t i = 0; i < s->n_eps; i++)
     customs[i] = s->eps[i].lib->schemas;
-  OnyxStatus* st = ox_graph_resolve(s->graph, customs, s->n_eps);
+  /* Gradient nodes are built into their backward ops here (host/training). */
+  OnyxStatus* st = ox_graph_resolve_expanding(s->graph, customs, s->n_eps, ox_gradient_expand);
   free(customs);
   return st;
 }

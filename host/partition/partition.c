@@ -239,12 +239,12 @@ static bool ox_graph_has_node(const OxGraph* g, const char* name, const char* op
 
 /* Whether an op type is one some schema knows, in the ONNX domains or a
  * domain the model imports, built in or from the session's providers. */
-static bool ox_known_op(const OxPartition* s, const char* op_type) {
-  const OxGraph* g = s->graph;
+static bool ox_known_op(const OxPartition* p, const char* op_type) {
+  const OxGraph* g = p->graph;
   for (size_t d = 0; d <= g->n_opsets; d++) {
     const char* domain = d < g->n_opsets ? g->opsets[d].domain : "";
-    for (size_t e = 0; e <= s->n_eps; e++) {
-      const OxSchemaRegistry* r = e < s->n_eps ? s->eps[e].lib->schemas : NULL;
+    for (size_t e = 0; e <= p->n_eps; e++) {
+      const OxSchemaRegistry* r = e < p->n_eps ? p->eps[e].lib->schemas : NULL;
       if (ox_schema_lookup(r, domain ? domain : "", op_type, INT64_MAX, NULL)) return true;
     }
   }
@@ -266,7 +266,7 @@ OnyxStatus* ox_partition_check_pins(const OxPartition* p, void (*warn)(void* ctx
                        "and no schema knows that op type",
                        i, pin->op_type, pin->provider);
     /* A known op type the model lacks: one config may serve many models. */
-    char msg[512];
+    char msg[1024];
     snprintf(msg, sizeof msg,
              "pin %zu: the model has no node of op type '%s'; the pin to provider '%s' has no "
              "effect",

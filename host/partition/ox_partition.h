@@ -78,6 +78,12 @@ typedef struct OxPartition {
   size_t n_declines, cap_declines;
   OxGroup* groups;
   size_t n_groups, cap_groups;
+  /* Per node index (n_kernels entries), recorded by ox_partition_kernels
+   * once the graph is final: the kernel of a node placed alone on a
+   * provider, which the plan's step runs; NULL for host ops and the nodes of
+   * groups. */
+  const OxKernel** kernels;
+  size_t n_kernels;
 } OxPartition;
 
 /* Places every node of p->graph: pins first, then each provider in order;
@@ -94,5 +100,11 @@ OnyxStatus* ox_partition_check_pins(const OxPartition* p, void (*warn)(void* ctx
 void ox_partition_clear(OxPartition* p);
 /* Recounts the nodes placed on each provider (after the graph changed). */
 void ox_partition_count(OxPartition* p);
+/* Records the kernel of every node placed alone on a provider in p->kernels,
+ * by node index: called once the graph and its order are final (after the
+ * fusions and the priority order for a session, after ox_partition_run for
+ * a nested plan), right before the plan is built from it. A node its
+ * provider has no kernel for is an error naming the node and provider. */
+OnyxStatus* ox_partition_kernels(OxPartition* p);
 
 #endif

@@ -472,6 +472,28 @@ void ox_partition_count(OxPartition* p) {
     if (p->graph->nodes[i]->ep >= 0) p->eps[p->graph->nodes[i]->ep].n_nodes++;
 }
 
+OnyxStatus* ox_partition_kernels(OxPartition* p) {
+  const OxGraph* g = p->graph;
+  free(p->kernels);
+  p->n_kernels = 0;
+  p->kernels = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->kernels);
+  if (!p->kernels) return ox_oom();
+  p->n_kernels = g->n_nodes;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const OxNode* n = g->nodes[i];
+    if (n->ep < 0 || n->group >= 0) continue; /* a host op, unplaced, or in a group */
+    if ((size_t)n->ep >= p->n_eps)
+      return ox_status(ONYX_FAIL, "internal: node '%s' (%s) is placed on provider %d of %zu",
+                       n->name, n->op_type, (int)n->ep, p->n_eps);
+    const char* why = NULL;
+    p->kernels[i] = ox_kreg_match(p->eps[n->ep].lib->kernels, n, &why);
+    if (!p->kernels[i])
+      return ox_status(ONYX_FAIL, "internal: node '%s' lost its kernel on '%s': %s", n->name,
+                       p->eps[n->ep].name, why ? why : "");
+  }
+  return NULL;
+}
+
 void ox_partition_clear(OxPartition* p) {
   for (size_t i = 0; i < p->n_declines; i++) {
     free(p->declines[i].reason);
@@ -485,8 +507,11 @@ void ox_partition_clear(OxPartition* p) {
   free(p->declines);
   free(p->groups);
   free(p->cheap);
+  free(p->kernels);
   p->declines = NULL;
   p->groups = NULL;
   p->cheap = NULL;
+  p->kernels = NULL;
+  p->n_kernels = 0;
   p->n_declines = p->n_groups = p->cap_declines = p->cap_groups = 0;
 }

@@ -81,6 +81,7 @@ static OnyxStatus* ox_sub_create(OnyxSession* parent, const OxNode* n, OxGraph* 
   OnyxStatus* st = ox_partition_run(&s->part);
   for (size_t e = 0; e < s->n_eps && e < 64; e++)
     s->eps[e].n_nodes = counts[e];
+  if (!st) st = ox_partition_kernels(&s->part);
   if (!st) st = ox_plan_build(s);
   return st;
 }

@@ -188,6 +188,7 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_session_fuse(s)); /* host/optimizer: inside each provider's nodes */
   ox_partition_count(&s->part);
   if (s->opts->order == ONYX_ORDER_PRIORITY) OX_TRY(ox_graph_order(s->graph, true));
+  OX_TRY(ox_partition_kernels(&s->part)); /* the graph and its order are final */
   ox_session_phase_end(s, "fuse", t);
   ox_nvtx_phase_pop(s);
   ox_nvtx_phase_push(s, "plan");

@@ -33,12 +33,12 @@ LAYERS = [
     ["cli"],  # the `onyx` command, over the public API only
     ["lib"],  # libonyx.c: the shared library's entry
     ["session"],  # sessions and runs: orchestrates the phases below
-    ["exec"],  # the frame, the executor, host ops, streams, thread pool
-    ["plan"],  # steps, slots, the memory plan
+    ["exec"],  # the frame, the executor, running host ops, thread pool, NVTX
+    ["plan"],  # steps, slots, the memory plan, streams, compile cache, nested plans
     ["partition"],  # placement: which provider runs each node
     ["optimizer"],  # graph transformers and fusions
     ["training"],  # the Gradient op's expansion (a graph rewrite)
-    ["graph", "model"],  # the IR graph; ModelProto <-> IR
+    ["graph", "model"],  # the IR graph, host-op inference; ModelProto <-> IR
     ["profile"],  # services: the profiler, NVTX ranges
     ["memory"],  # the arena over any provider allocator
     ["providers"],  # provider libraries, the device list

@@ -39,7 +39,7 @@ LAYERS = [
     ["optimizer"],  # graph transformers and fusions
     ["training"],  # the Gradient op's expansion (a graph rewrite)
     ["graph", "model"],  # the IR graph, host-op inference; ModelProto <-> IR
-    ["profile"],  # services: the profiler, NVTX ranges
+    ["profile"],  # services: the profiler
     ["memory"],  # the arena over any provider allocator
     ["providers"],  # provider libraries, the device list
 ]

@@ -34,13 +34,13 @@ LAYERS = [
     ["lib"],  # libonyx.c: the shared library's entry
     ["trainer"],  # the training API: artifacts, checkpoints, training sessions
     ["session"],  # sessions and runs: orchestrates the phases below
-    ["exec"],  # the frame, the executor, host ops, streams, thread pool
-    ["plan"],  # steps, slots, the memory plan
+    ["exec"],  # the frame, the executor, running host ops, thread pool, NVTX
+    ["plan"],  # steps, slots, the memory plan, streams, compile cache, nested plans
     ["partition"],  # placement: which provider runs each node
     ["optimizer"],  # graph transformers and fusions
     ["training"],  # the gradient builder: the Gradient op's expansion (a graph rewrite)
-    ["graph", "model"],  # the IR graph; ModelProto <-> IR
-    ["profile"],  # services: the profiler, NVTX ranges
+    ["graph", "model"],  # the IR graph, host-op inference; ModelProto <-> IR
+    ["profile"],  # services: the profiler
     ["memory"],  # the arena over any provider allocator
     ["providers"],  # provider libraries, the device list
 ]
@@ -51,12 +51,6 @@ LAYERS = [
 # only shrinks.
 KNOWN_BACK_ARROWS = {
     ("exec", "session"),
-    ("graph", "exec"),
-    ("graph", "training"),
-    ("optimizer", "exec"),
-    ("optimizer", "session"),
-    ("partition", "session"),
-    ("plan", "exec"),
     ("plan", "session"),
     ("providers", "session"),
 }

@@ -1,7 +1,9 @@
 /* ox_control.h — host ops: the nodes the host runs itself because no provider
  * may see them (ARCHITECTURE: the ABI is tensor-only). Control flow with
  * subgraphs (If, Loop, Scan, SequenceMap: control.c) and the sequence and
- * optional ops (sequence.c). The partitioner places them on the "host"
+ * optional ops (sequence.c); their resolve-time inference is graph code
+ * (host/graph/host_infer.c) and the nested plans of control flow plan code
+ * (host/plan/ox_nested.h). The partitioner places them on the "host"
  * pseudo-provider (OX_EP_HOST); the plan makes them OX_STEP_HOST steps. */
 #ifndef OX_CONTROL_H
 #define OX_CONTROL_H
@@ -14,23 +16,12 @@ struct OnyxSession;
 struct OxStep;
 struct OxFrame;
 
-/* Resolve-time inference of a host op: types (and kinds) of its outputs;
- * for ops with subgraphs, types the subgraphs' inputs and outer-scope reads
- * and resolves them first. Errors name the node. */
-OnyxStatus* ox_host_infer(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
-                          size_t n_customs);
-
-/* Plan time: nested plans of the step's subgraphs (st->state). */
-OnyxStatus* ox_host_prepare(struct OnyxSession* s, struct OxStep* st);
-void ox_host_release(struct OxStep* st);
-
 /* Runs one host step over the frame; sets its outputs (owned by the frame). */
 OnyxStatus* ox_host_run(struct OxFrame* f, const struct OxStep* st);
 
 /* sequence.c: the container ops (no subgraph). ins[i] may be NULL (absent);
  * outs[i] receive new values the caller owns. f bounds what they allocate
  * (its limits, deadline and live bytes). */
-OnyxStatus* ox_seq_infer(OxNode* n);
 OnyxStatus* ox_seq_run(struct OxFrame* f, const OxNode* n, OxTensor* const* ins, OxTensor** outs);
 
 /* --- Limits and cancellation of a run (executor.c) --------------------------------------

@@ -29,63 +29,6 @@ static OnyxStatus* ox_wrap_node(OnyxStatus* st, const OxNode* n) {
   return ox_status_wrap(st, "node '%s' (%s)", n->name, n->op_type);
 }
 
-static OnyxStatus* ox_out(OxValue* v, uint8_t kind, OnyxElemType type, int32_t rank,
-                          const int64_t* dims) {
-  if (!v) return NULL;
-  OX_TRY(ox_value_set(v, type, rank, dims));
-  v->kind = kind;
-  return NULL;
-}
-
-static bool ox_is_seq(uint8_t k) {
-  return k == OX_VK_SEQUENCE || k == OX_VK_OPT_SEQUENCE;
-}
-
-OnyxStatus* ox_seq_infer(OxNode* n) {
-  const char* op = n->op_type;
-  OxValue* in0 = n->n_inputs ? n->inputs[0] : NULL;
-  OxValue* out0 = n->n_outputs ? n->outputs[0] : NULL;
-  if (!strcmp(op, "SequenceEmpty")) {
-    OnyxElemType t = (OnyxElemType)ox_node_attr_int(n, "dtype", ONYX_ELEM_FLOAT32);
-    return ox_out(out0, OX_VK_SEQUENCE, t, -1, NULL);
-  }
-  if (!in0 && strcmp(op, "Optional") && strcmp(op, "OptionalHasElement"))
-    return ox_err(n, "its first input is missing");
-  if (!strcmp(op, "SequenceConstruct") || !strcmp(op, "SplitToSequence"))
-    return ox_out(out0, OX_VK_SEQUENCE, in0->type, -1, NULL);
-  if (!strcmp(op, "SequenceInsert") || !strcmp(op, "SequenceErase")) {
-    if (in0->kind != OX_VK_SEQUENCE) return ox_err(n, "input 0 '%s' is not a sequence", in0->name);
-    return ox_out(out0, OX_VK_SEQUENCE, in0->type, -1, NULL);
-  }
-  if (!strcmp(op, "SequenceAt") || !strcmp(op, "ConcatFromSequence")) {
-    if (in0->kind != OX_VK_SEQUENCE) return ox_err(n, "input 0 '%s' is not a sequence", in0->name);
-    return ox_out(out0, OX_VK_TENSOR, in0->type, -1, NULL);
-  }
-  if (!strcmp(op, "SequenceLength")) return ox_out(out0, OX_VK_TENSOR, ONYX_ELEM_INT64, 0, NULL);
-  if (!strcmp(op, "OptionalHasElement")) return ox_out(out0, OX_VK_TENSOR, ONYX_ELEM_BOOL, 0, NULL);
-  if (!strcmp(op, "Optional")) {
-    if (in0)
-      return ox_out(out0, ox_is_seq(in0->kind) ? OX_VK_OPT_SEQUENCE : OX_VK_OPT_TENSOR, in0->type,
-                    -1, NULL);
-    const OxAttr* a = ox_node_attr(n, "type");
-    if (!a || a->type != ONYX_ATTR_TYPE_PROTO)
-      return ox_err(n, "has neither an input nor a 'type' attribute");
-    return ox_out(out0, ox_is_seq(a->tp_kind) ? OX_VK_OPT_SEQUENCE : OX_VK_OPT_TENSOR, a->tp_elem,
-                  -1, NULL);
-  }
-  if (!strcmp(op, "OptionalGetElement")) {
-    if (ox_is_seq(in0->kind)) return ox_out(out0, OX_VK_SEQUENCE, in0->type, -1, NULL);
-    bool plain = in0->kind == OX_VK_TENSOR;
-    return ox_out(out0, OX_VK_TENSOR, in0->type, plain ? in0->rank : -1, plain ? in0->dims : NULL);
-  }
-  /* Identity and other pass-through ops over a container. */
-  if (!strcmp(op, "Identity"))
-    return ox_out(out0, in0->kind, in0->type, in0->kind == OX_VK_TENSOR ? in0->rank : -1,
-                  in0->kind == OX_VK_TENSOR ? in0->dims : NULL);
-  return ox_err(n, "reads or writes a sequence or optional value, which only the control-flow, "
-                   "sequence and optional ops accept");
-}
-
 /* --- tensor helpers --------------------------------------------------------------------- */
 
 OnyxStatus* ox_cf_copy(OxTensor* dst, size_t doff, const OxTensor* src, size_t soff, size_t n) {

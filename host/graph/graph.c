@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ox_control.h"
 #include "ox_graph.h"
 
 OnyxStatus* ox_graph_new(const char* name, OxGraph** out) {
@@ -384,7 +383,7 @@ OnyxStatus* ox_graph_order(OxGraph* g, bool by_priority) {
 /* --- resolve ------------------------------------------------------------------------ */
 
 static OnyxStatus* ox_resolve_node(OxGraph* g, OxNode* nd, const OxSchemaRegistry* const* customs,
-                                   size_t n_customs) {
+                                   size_t n_customs, OxGraphExpandFn expand) {
   int64_t opset = ox_graph_opset(g, nd->domain);
   if (opset < 0)
     return ox_status(ONYX_INVALID_MODEL,
@@ -409,7 +408,7 @@ static OnyxStatus* ox_resolve_node(OxGraph* g, OxNode* nd, const OxSchemaRegistr
                        nd->name, nd->op_type, i, v->name);
   }
   if (ox_host_op(nd))
-    OX_TRY(ox_host_infer(g, nd, customs, n_customs));
+    OX_TRY(ox_host_infer(g, nd, customs, n_customs, expand));
   else
     OX_TRY(ox_schema_infer(s, nd));
   for (size_t i = 0; i < nd->n_outputs; i++) {
@@ -423,17 +422,15 @@ static OnyxStatus* ox_resolve_node(OxGraph* g, OxNode* nd, const OxSchemaRegistr
   return NULL;
 }
 
-/* The gradient builder: host/training/gradient.c. */
-OnyxStatus* ox_gradient_expand(OxGraph* g, bool* changed);
-
 static bool ox_is_gradient(const OxNode* n) {
   return !strcmp(n->domain, "ai.onnx.preview.training") && !strcmp(n->op_type, "Gradient");
 }
 
 /* Gradient nodes read the forward graph's types and shapes: resolve what
- * they do not feed, let the builder replace them, and order again. */
+ * they do not feed, let the builder (expand) replace them, and order again. */
 static OnyxStatus* ox_expand_gradients(OxGraph* g, const OxSchemaRegistry* const* customs,
-                                       size_t n_customs) {
+                                       size_t n_customs, OxGraphExpandFn expand) {
+  if (!expand) return NULL;
   bool any = false;
   for (size_t i = 0; i < g->n_nodes; i++)
     any |= ox_is_gradient(g->nodes[i]);
@@ -443,14 +440,19 @@ static OnyxStatus* ox_expand_gradients(OxGraph* g, const OxSchemaRegistry* const
     bool typed = !ox_is_gradient(nd);
     for (size_t k = 0; typed && k < nd->n_inputs; k++)
       typed = !nd->inputs[k] || nd->inputs[k]->type != ONYX_ELEM_UNDEFINED;
-    if (typed) OX_TRY(ox_resolve_node(g, nd, customs, n_customs));
+    if (typed) OX_TRY(ox_resolve_node(g, nd, customs, n_customs, expand));
   }
   bool changed = false;
-  OX_TRY(ox_gradient_expand(g, &changed));
+  OX_TRY(expand(g, &changed));
   return changed ? ox_graph_toposort(g) : NULL;
 }
 
 OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs, size_t n_customs) {
+  return ox_graph_resolve_expanding(g, customs, n_customs, NULL);
+}
+
+OnyxStatus* ox_graph_resolve_expanding(OxGraph* g, const OxSchemaRegistry* const* customs,
+                                       size_t n_customs, OxGraphExpandFn expand) {
   for (size_t i = 0; i < g->n_values; i++) {
     OxValue* v = g->values[i];
     if (v->constant && v->type == ONYX_ELEM_UNDEFINED)
@@ -461,9 +463,9 @@ OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs,
       return ox_status(ONYX_INVALID_MODEL, "graph input '%s' has no element type",
                        g->inputs[i]->name);
   OX_TRY(ox_graph_toposort(g));
-  OX_TRY(ox_expand_gradients(g, customs, n_customs));
+  OX_TRY(ox_expand_gradients(g, customs, n_customs, expand));
   for (size_t i = 0; i < g->n_nodes; i++)
-    OX_TRY(ox_resolve_node(g, g->nodes[i], customs, n_customs));
+    OX_TRY(ox_resolve_node(g, g->nodes[i], customs, n_customs, expand));
   for (size_t i = 0; i < g->n_outputs; i++) {
     const OxValue* v = g->outputs[i];
     if (!v->producer && !ox_value_is_source(v))

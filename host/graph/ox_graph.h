@@ -32,6 +32,11 @@ OnyxStatus* ox_node_link_subgraphs(OxGraph* g, OxNode* n);
 /* Whether a node reads or writes a non-tensor value or has a subgraph: only
  * the host runs such nodes. */
 bool ox_node_needs_host(const OxNode* n);
+/* Replaces the nodes of an op that a phase above the graph builds out of
+ * other ops (the Gradient op of ai.onnx.preview.training:
+ * host/training/gradient.c), once the values they read are typed; *changed
+ * when it rewrote the graph. */
+typedef OnyxStatus* (*OxGraphExpandFn)(OxGraph* g, bool* changed);
 /* Whether the host runs this node (host/exec/control.c, sequence.c): a flow
  * op (If, Loop, Scan, SequenceMap, FlexAttention: ox_flow_op), a sequence
  * or optional op (ox_seq_op, by op type in the default domain), or a node
@@ -40,6 +45,21 @@ bool ox_host_op(const OxNode* n);
 bool ox_flow_op(const OxNode* n);
 bool ox_flex_op(const OxNode* n); /* ai.onnx.preview FlexAttention */
 bool ox_seq_op(const char* op_type);
+/* Resolve-time inference of a host op (host/graph/host_infer.c): types (and
+ * kinds) of its outputs; for ops with subgraphs, types the subgraphs' inputs
+ * and outer-scope reads and resolves them first. Errors name the node. */
+OnyxStatus* ox_host_infer(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* customs,
+                          size_t n_customs, OxGraphExpandFn expand);
+/* Scan's layout (opset 8 has sequence_lens first and a batch axis), from
+ * node n and its body; body_inputs: the body's formal inputs (a nested plan
+ * adds outer values). Errors name the node (host/graph/host_infer.c). */
+typedef struct OxScanShape {
+  bool v8;
+  size_t first; /* index of the first state input */
+  size_t n_state, n_scan_in, n_scan_out;
+} OxScanShape;
+OnyxStatus* ox_scan_shape(const OxNode* n, const OxGraph* body, size_t body_inputs,
+                          OxScanShape* sh);
 
 /* Removes a node (used by the partitioner when fusing); unlinks consumers. */
 void ox_graph_remove_node(OxGraph* g, OxNode* n);
@@ -58,6 +78,10 @@ OnyxStatus* ox_graph_order(OxGraph* g, bool by_priority);
  * infer output types and shapes. Every error names the source file, node and
  * op. `customs` may hold NULL entries. */
 OnyxStatus* ox_graph_resolve(OxGraph* g, const OxSchemaRegistry* const* customs, size_t n_customs);
+/* ox_graph_resolve that first lets `expand` (NULL: none) replace the
+ * Gradient nodes of g and of its subgraphs, as the session's resolve does. */
+OnyxStatus* ox_graph_resolve_expanding(OxGraph* g, const OxSchemaRegistry* const* customs,
+                                       size_t n_customs, OxGraphExpandFn expand);
 
 /* Unmaps external-data mappings (host/model owns mapping; graph frees). */
 void ox_graph_unmap_all(OxGraph* g);

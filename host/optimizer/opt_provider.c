@@ -8,11 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "opt_internal.h"
-#include "opt_session.h"
+#include "ox_providers.h"
 
 struct OnyxGraphEdit {
-  OnyxSession* session;
+  OxGraph* graph;
   int32_t ep;
+  const char* ep_name;
+  /* Every provider's schema registry (may hold NULLs), for imports. */
+  const OxSchemaRegistry* const* schemas;
+  size_t n_schemas;
   OnyxGraphView* view; /* the transform's view, kept current after each edit */
   OxNode** made;       /* nodes edit_replace made during this transform */
   size_t n_made, cap_made;
@@ -20,16 +24,16 @@ struct OnyxGraphEdit {
 };
 
 static const char* ox_edit_ep_name(const OnyxGraphEdit* e) {
-  return e->session->eps[e->ep].name;
+  return e->ep_name;
 }
 
 static bool ox_edit_owns_node(const OnyxGraphEdit* e, const OxNode* n) {
-  const OxGraph* g = e->session->graph;
+  const OxGraph* g = e->graph;
   return n && n->index < g->n_nodes && g->nodes[n->index] == n;
 }
 
 static bool ox_edit_owns_value(const OnyxGraphEdit* e, const OxValue* v) {
-  const OxGraph* g = e->session->graph;
+  const OxGraph* g = e->graph;
   return v && v->index < g->n_values && g->values[v->index] == v;
 }
 
@@ -104,11 +108,11 @@ static OnyxStatus* ox_edit_check_values(OnyxGraphEdit* e, const bool* in_set,
 /* The domain is imported by the model (or imported here at the version of
  * the newest schema the host knows for the op). */
 static OnyxStatus* ox_edit_import(OnyxGraphEdit* e, const char* domain, const char* op) {
-  OxGraph* g = e->session->graph;
+  OxGraph* g = e->graph;
   if (!*domain || ox_graph_opset(g, domain) >= 0) return NULL;
   const OxSchema* best = NULL;
-  for (size_t i = 0; i <= e->session->n_eps; i++) {
-    const OxSchemaRegistry* r = i < e->session->n_eps ? e->session->eps[i].lib->schemas : NULL;
+  for (size_t i = 0; i <= e->n_schemas; i++) {
+    const OxSchemaRegistry* r = i < e->n_schemas ? e->schemas[i] : NULL;
     const OxSchema* sc = ox_schema_lookup(r, domain, op, INT32_MAX, NULL);
     if (sc && (!best || sc->since_version > best->since_version)) best = sc;
   }
@@ -143,7 +147,7 @@ static OnyxStatus* ox_edit_apply(OnyxGraphEdit* e, const OnyxNode* const* nodes,
                                  const char* domain, const char* op, const char* name,
                                  const OnyxValueInfo* const* ins, size_t n_in,
                                  const OnyxValueInfo* const* outs, size_t n_out, OxNode** made) {
-  OxGraph* g = e->session->graph;
+  OxGraph* g = e->graph;
   OxStr origin = {0};
   for (size_t i = 0; i < n_nodes; i++)
     ox_str_addf(&origin, "%s%s", i ? ", " : "",
@@ -208,7 +212,7 @@ OnyxStatus* ox_edit_replace(OnyxGraphEdit* e, const OnyxNode* const* nodes, size
       !n_outputs)
     return ox_status(ONYX_INVALID_ARGUMENT, "edit_replace: NULL or empty argument");
   if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
-  OxGraph* g = e->session->graph;
+  OxGraph* g = e->graph;
   bool* in_set = calloc(g->n_nodes + 1, sizeof *in_set);
   bool* down = calloc(g->n_nodes + 1, sizeof *down);
   OnyxStatus* st = (!in_set || !down) ? ox_oom() : NULL;
@@ -309,22 +313,25 @@ static OnyxStatus* ox_edit_view(const OxGraph* g, int32_t ep, OnyxGraphView* v) 
   return NULL;
 }
 
-OnyxStatus* ox_session_provider_transforms(OnyxSession* s, bool* changed) {
+OnyxStatus* ox_provider_transform(OxGraph* g, OnyxEp* ep, int32_t ep_index, const char* ep_name,
+                                  const OxSchemaRegistry* const* schemas, size_t n_schemas,
+                                  bool* changed) {
   *changed = false;
-  for (size_t i = 0; i < s->n_eps; i++) {
-    OnyxEp* ep = s->eps[i].ep;
-    OnyxStatus* (*transform)(OnyxEp*, const OnyxGraphView*, OnyxGraphEdit*) =
-        OX_EP_SLOT(ep, transform);
-    if (!transform) continue;
-    OnyxGraphView view;
-    OnyxGraphEdit edit = {.session = s, .ep = (int32_t)i, .view = &view};
-    OnyxStatus* st = ox_edit_view(s->graph, (int32_t)i, &view);
-    if (!st && view.n_nodes) st = transform(ep, &view, &edit);
-    if (st) st = ox_status_wrap(st, "provider '%s': transform failed", s->eps[i].name);
-    ox_view_clear(&view);
-    free(edit.made);
-    *changed = *changed || edit.changed;
-    if (st) return st;
-  }
-  return NULL;
+  OnyxStatus* (*transform)(OnyxEp*, const OnyxGraphView*, OnyxGraphEdit*) =
+      OX_EP_SLOT(ep, transform);
+  if (!transform) return NULL;
+  OnyxGraphView view;
+  OnyxGraphEdit edit = {.graph = g,
+                        .ep = ep_index,
+                        .ep_name = ep_name,
+                        .schemas = schemas,
+                        .n_schemas = n_schemas,
+                        .view = &view};
+  OnyxStatus* st = ox_edit_view(g, ep_index, &view);
+  if (!st && view.n_nodes) st = transform(ep, &view, &edit);
+  if (st) st = ox_status_wrap(st, "provider '%s': transform failed", ep_name);
+  ox_view_clear(&view);
+  free(edit.made);
+  *changed = edit.changed;
+  return st;
 }

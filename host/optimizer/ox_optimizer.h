@@ -88,6 +88,14 @@ char* ox_opt_stats_str(const OxOptStats* st);
 const char* ox_opt_level_name(OnyxOptimizationLevel level);
 
 /* --- Provider transforms (OnyxEp.transform): host/optimizer/opt_provider.c ------ */
+/* Runs provider ep's transform (if it has one) over its single-node
+ * placements (OxNode.ep == ep_index, no group) in g; each edit is checked and
+ * applied at once. schemas: every provider's schema registry (may hold
+ * NULLs), searched when an edit brings in a domain the model does not import.
+ * *changed when the transform edited the graph (then not yet resolved). */
+OnyxStatus* ox_provider_transform(OxGraph* g, OnyxEp* ep, int32_t ep_index, const char* ep_name,
+                                  const OxSchemaRegistry* const* schemas, size_t n_schemas,
+                                  bool* changed);
 OnyxStatus* ox_edit_replace(OnyxGraphEdit* e, const OnyxNode* const* nodes, size_t n_nodes,
                             const char* domain, const char* op_type, const char* name,
                             const OnyxValueInfo* const* inputs, size_t n_inputs,

@@ -24,12 +24,15 @@ typedef struct OxEpSlot {
   size_t n_nodes;     /* nodes placed here */
 } OxEpSlot;
 
-/* A slot of OnyxEp that a provider built against an older minor may not have:
- * read only when the EP's struct_size covers it (NULL otherwise). */
-#define OX_EP_SLOT(ep, field)                                                                      \
-  ((ep)->struct_size >= offsetof(OnyxEp, field) + sizeof((ep)->field) ? (ep)->field : NULL)
-
 /* --- Placement -------------------------------------------------------------------- */
+/* A pin of the session's options (OnyxSessionOptions.pins): the nodes of a
+ * name, or of an op type, go to a named provider. */
+typedef struct OxPin {
+  char* node_name; /* exactly one of node_name / op_type is set */
+  char* op_type;
+  char* provider;
+} OxPin;
+
 typedef struct OxDecline {
   size_t node;     /* graph node index at partitioning */
   char* node_name; /* the node's name: indices change when fusions rewrite the graph */
@@ -65,25 +68,43 @@ typedef struct OxPartition {
   OxGraph* graph;
   OxEpSlot* eps;
   size_t n_eps;
+  /* The session's placement rules: pins (a node-name pin before an op-type
+   * pin) and fallback "deny" (no node left to the implicit CPU provider). */
+  const OxPin* pins;
+  size_t n_pins;
+  bool fallback_deny;
   bool* cheap; /* per node */
   OxDecline* declines;
   size_t n_declines, cap_declines;
   OxGroup* groups;
   size_t n_groups, cap_groups;
+  /* Per node index (n_kernels entries), recorded by ox_partition_kernels
+   * once the graph is final: the kernel of a node placed alone on a
+   * provider, which the plan's step runs; NULL for host ops and the nodes of
+   * groups. */
+  const OxKernel** kernels;
+  size_t n_kernels;
 } OxPartition;
 
-/* Places every node: pins first, then each provider in order; validates
- * claims (convex groups, kernels exist), applies fallback rules. Errors name
- * the node, op and provider. */
-OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts);
-/* The session's pins against its graph as loaded (before the optimizer
- * rewrites it), subgraphs included: a node name no node has, or an op type
- * that neither the model nor any schema has, is ONYX_INVALID_CONFIG naming
- * the pin; a known op type the model lacks is a warning. */
-struct OnyxSession;
-OnyxStatus* ox_partition_check_pins(const struct OnyxSession* s);
+/* Places every node of p->graph: pins first, then each provider in order;
+ * validates claims (convex groups, kernels exist), applies fallback rules.
+ * Errors name the node, op and provider. */
+OnyxStatus* ox_partition_run(OxPartition* p);
+/* The pins of p against its graph as loaded (before the optimizer rewrites
+ * it), subgraphs included: a node name no node has, or an op type that
+ * neither the model nor any schema (built in, or of p's providers) has, is
+ * ONYX_INVALID_CONFIG naming the pin; a known op type the model lacks is
+ * passed to warn (with ctx) as a message. */
+OnyxStatus* ox_partition_check_pins(const OxPartition* p, void (*warn)(void* ctx, const char* msg),
+                                    void* ctx);
 void ox_partition_clear(OxPartition* p);
 /* Recounts the nodes placed on each provider (after the graph changed). */
 void ox_partition_count(OxPartition* p);
+/* Records the kernel of every node placed alone on a provider in p->kernels,
+ * by node index: called once the graph and its order are final (after the
+ * fusions and the priority order for a session, after ox_partition_run for
+ * a nested plan), right before the plan is built from it. A node its
+ * provider has no kernel for is an error naming the node and provider. */
+OnyxStatus* ox_partition_kernels(OxPartition* p);
 
 #endif

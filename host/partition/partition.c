@@ -11,7 +11,7 @@
 #include "ox_function_body.h"
 #include "ox_model.h"
 #include "ox_schema.h"
-#include "ox_session.h"
+#include "ox_partition.h"
 
 static const char* ox_ep_name(const OxPartition* p, int32_t ep) {
   return ep >= 0 && (size_t)ep < p->n_eps ? p->eps[ep].name : "(none)";
@@ -213,11 +213,11 @@ static int32_t ox_find_ep(const OxPartition* p, const char* name) {
   return -1;
 }
 
-static const OxPin* ox_pin_for(const OnyxSessionOptions* o, const OxNode* n) {
-  for (size_t i = 0; i < o->n_pins; i++)
-    if (o->pins[i].node_name && !strcmp(o->pins[i].node_name, n->name)) return &o->pins[i];
-  for (size_t i = 0; i < o->n_pins; i++)
-    if (o->pins[i].op_type && !strcmp(o->pins[i].op_type, n->op_type)) return &o->pins[i];
+static const OxPin* ox_pin_for(const OxPartition* p, const OxNode* n) {
+  for (size_t i = 0; i < p->n_pins; i++)
+    if (p->pins[i].node_name && !strcmp(p->pins[i].node_name, n->name)) return &p->pins[i];
+  for (size_t i = 0; i < p->n_pins; i++)
+    if (p->pins[i].op_type && !strcmp(p->pins[i].op_type, n->op_type)) return &p->pins[i];
   return NULL;
 }
 
@@ -239,45 +239,47 @@ static bool ox_graph_has_node(const OxGraph* g, const char* name, const char* op
 
 /* Whether an op type is one some schema knows, in the ONNX domains or a
  * domain the model imports, built in or from the session's providers. */
-static bool ox_known_op(const OnyxSession* s, const char* op_type) {
-  const OxGraph* g = s->graph;
+static bool ox_known_op(const OxPartition* p, const char* op_type) {
+  const OxGraph* g = p->graph;
   for (size_t d = 0; d <= g->n_opsets; d++) {
     const char* domain = d < g->n_opsets ? g->opsets[d].domain : "";
-    for (size_t e = 0; e <= s->n_eps; e++) {
-      const OxSchemaRegistry* r = e < s->n_eps ? s->eps[e].lib->schemas : NULL;
+    for (size_t e = 0; e <= p->n_eps; e++) {
+      const OxSchemaRegistry* r = e < p->n_eps ? p->eps[e].lib->schemas : NULL;
       if (ox_schema_lookup(r, domain ? domain : "", op_type, INT64_MAX, NULL)) return true;
     }
   }
   return false;
 }
 
-OnyxStatus* ox_partition_check_pins(const OnyxSession* s) {
-  const OnyxSessionOptions* o = s->opts;
-  for (size_t i = 0; o && i < o->n_pins; i++) {
-    const OxPin* pin = &o->pins[i];
-    if (ox_graph_has_node(s->graph, pin->node_name, pin->op_type)) continue;
+OnyxStatus* ox_partition_check_pins(const OxPartition* p, void (*warn)(void* ctx, const char* msg),
+                                    void* ctx) {
+  for (size_t i = 0; i < p->n_pins; i++) {
+    const OxPin* pin = &p->pins[i];
+    if (ox_graph_has_node(p->graph, pin->node_name, pin->op_type)) continue;
     if (pin->node_name)
       return ox_status(ONYX_INVALID_CONFIG,
                        "pin %zu: the model has no node named '%s' (pinned to provider '%s')", i,
                        pin->node_name, pin->provider);
-    if (!ox_known_op(s, pin->op_type))
+    if (!ox_known_op(p, pin->op_type))
       return ox_status(ONYX_INVALID_CONFIG,
                        "pin %zu: the model has no node of op type '%s' (pinned to provider '%s'), "
                        "and no schema knows that op type",
                        i, pin->op_type, pin->provider);
     /* A known op type the model lacks: one config may serve many models. */
-    ox_session_log(s, ONYX_LOG_WARNING,
-                   "%s: pin %zu: the model has no node of op type '%s'; the pin to provider '%s' "
-                   "has no effect",
-                   s->source, i, pin->op_type, pin->provider);
+    char msg[1024];
+    snprintf(msg, sizeof msg,
+             "pin %zu: the model has no node of op type '%s'; the pin to provider '%s' has no "
+             "effect",
+             i, pin->op_type, pin->provider);
+    if (warn) warn(ctx, msg);
   }
   return NULL;
 }
 
-static OnyxStatus* ox_apply_pins(OxPartition* p, const OnyxSessionOptions* o) {
-  for (size_t i = 0; o && i < p->graph->n_nodes; i++) {
+static OnyxStatus* ox_apply_pins(OxPartition* p) {
+  for (size_t i = 0; p->n_pins && i < p->graph->n_nodes; i++) {
     OxNode* n = p->graph->nodes[i];
-    const OxPin* pin = ox_pin_for(o, n);
+    const OxPin* pin = ox_pin_for(p, n);
     if (!pin || n->ep == OX_EP_HOST) continue;
     int32_t e = ox_find_ep(p, pin->provider);
     if (e < 0)
@@ -426,34 +428,34 @@ static OnyxStatus* ox_expand_unplaced(OxPartition* p, bool* expanded) {
   return st;
 }
 
-static OnyxStatus* ox_partition_pass(OxPartition* p, const OnyxSessionOptions* opts, int round);
+static OnyxStatus* ox_partition_pass(OxPartition* p, int round);
 
-OnyxStatus* ox_partition_run(OxPartition* p, const OnyxSessionOptions* opts) {
-  return ox_partition_pass(p, opts, 0);
+OnyxStatus* ox_partition_run(OxPartition* p) {
+  return ox_partition_pass(p, 0);
 }
 
-static OnyxStatus* ox_partition_pass(OxPartition* p, const OnyxSessionOptions* opts, int round) {
+static OnyxStatus* ox_partition_pass(OxPartition* p, int round) {
   OxGraph* g = p->graph;
   p->cheap = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->cheap);
   if (!p->cheap) return ox_oom();
   /* Control flow and container ops run on the host: no provider sees them. */
   for (size_t i = 0; i < g->n_nodes; i++)
     if (ox_host_op(g->nodes[i])) g->nodes[i]->ep = OX_EP_HOST;
-  OX_TRY(ox_apply_pins(p, opts));
+  OX_TRY(ox_apply_pins(p));
   for (size_t e = 0; e < p->n_eps; e++)
     OX_TRY(ox_ask_provider(p, (int32_t)e));
   if (round < 8) { /* function bodies may hold function ops themselves */
     bool expanded = false;
     OX_TRY(ox_expand_unplaced(p, &expanded));
-    if (expanded) return ox_partition_pass(p, opts, round + 1);
+    if (expanded) return ox_partition_pass(p, round + 1);
   }
   for (size_t i = 0; i < g->n_nodes; i++)
     if (g->nodes[i]->ep == -1) return ox_unplaced_error(p, g->nodes[i]);
-  for (size_t i = 0; opts && opts->fallback_deny && i < g->n_nodes; i++) {
+  for (size_t i = 0; p->fallback_deny && i < g->n_nodes; i++) {
     const OxNode* n = g->nodes[i];
     if (n->ep == OX_EP_HOST) continue;
     const OxEpSlot* slot = &p->eps[n->ep];
-    if (slot->implicit && p->n_eps > 1 && !ox_pin_for(opts, n))
+    if (slot->implicit && p->n_eps > 1 && !ox_pin_for(p, n))
       return ox_status(ONYX_PLACEMENT_ERROR,
                        "fallback is \"deny\" but node '%s' (%s) was left to the CPU provider "
                        "(no earlier provider took it)",
@@ -470,6 +472,28 @@ void ox_partition_count(OxPartition* p) {
     if (p->graph->nodes[i]->ep >= 0) p->eps[p->graph->nodes[i]->ep].n_nodes++;
 }
 
+OnyxStatus* ox_partition_kernels(OxPartition* p) {
+  const OxGraph* g = p->graph;
+  free(p->kernels);
+  p->n_kernels = 0;
+  p->kernels = calloc(g->n_nodes ? g->n_nodes : 1, sizeof *p->kernels);
+  if (!p->kernels) return ox_oom();
+  p->n_kernels = g->n_nodes;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const OxNode* n = g->nodes[i];
+    if (n->ep < 0 || n->group >= 0) continue; /* a host op, unplaced, or in a group */
+    if ((size_t)n->ep >= p->n_eps)
+      return ox_status(ONYX_FAIL, "internal: node '%s' (%s) is placed on provider %d of %zu",
+                       n->name, n->op_type, (int)n->ep, p->n_eps);
+    const char* why = NULL;
+    p->kernels[i] = ox_kreg_match(p->eps[n->ep].lib->kernels, n, &why);
+    if (!p->kernels[i])
+      return ox_status(ONYX_FAIL, "internal: node '%s' lost its kernel on '%s': %s", n->name,
+                       p->eps[n->ep].name, why ? why : "");
+  }
+  return NULL;
+}
+
 void ox_partition_clear(OxPartition* p) {
   for (size_t i = 0; i < p->n_declines; i++) {
     free(p->declines[i].reason);
@@ -483,8 +507,11 @@ void ox_partition_clear(OxPartition* p) {
   free(p->declines);
   free(p->groups);
   free(p->cheap);
+  free(p->kernels);
   p->declines = NULL;
   p->groups = NULL;
   p->cheap = NULL;
+  p->kernels = NULL;
+  p->n_kernels = 0;
   p->n_declines = p->n_groups = p->cap_declines = p->cap_groups = 0;
 }

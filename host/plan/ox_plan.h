@@ -62,7 +62,7 @@ typedef struct OxPlan {
   size_t* output_slots; /* per graph output (host memory) */
   OxCopyNote* copies;
   size_t n_copies, cap_copies;
-  /* Agents, crossings with their events, deferred frees (host/exec/ox_streams.h). */
+  /* Agents, crossings with their events, deferred frees (host/plan/ox_streams.h). */
   struct OxStreamPlan* streams;
   /* The memory plan (host/plan/ox_memplan.h), NULL before ox_plan_build;
    * read by runs without a lock: it is written only while the session is

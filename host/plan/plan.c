@@ -6,12 +6,12 @@
  * right before the first consumer there. Constants needed on a device are
  * copied once here, at session creation. Graph outputs always end in host
  * memory. Each slot is freed after its last use, or once the streams that
- * touched it are known to be past it (host/exec/ox_streams.h). */
+ * touched it are known to be past it (host/plan/ox_streams.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ox_compile_cache.h"
-#include "ox_control.h"
+#include "ox_nested.h"
 #include "ox_memplan.h"
 #include "ox_session.h"
 #include "ox_streams.h"
@@ -150,11 +150,11 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
   size_t n_out = grp ? grp->view.n_outputs : n->n_outputs;
   const OxKernel* k = NULL;
   if (!grp && !host) {
-    const char* why = NULL;
-    k = ox_kreg_match(s->eps[e].lib->kernels, n, &why);
+    /* The kernel placement matched (ox_partition_kernels). */
+    k = n->index < s->part.n_kernels ? s->part.kernels[n->index] : NULL;
     if (!k)
-      return ox_status(ONYX_FAIL, "internal: node '%s' lost its kernel on '%s': %s", n->name,
-                       s->eps[e].name, why ? why : "");
+      return ox_status(ONYX_FAIL, "internal: node '%s' (%s) on '%s' has no kernel recorded",
+                       n->name, n->op_type, s->eps[e].name);
   }
   char for_what[256];
   snprintf(for_what, sizeof for_what, "%s '%s'", grp ? "group" : "node", grp ? grp->name : n->name);

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ox_ir.h"
-#include "ox_options.h"
 #include "ox_providers.h"
 
 /* A provider that reports more devices, or a device with more properties,
@@ -267,44 +266,23 @@ OnyxStatus* onyx_provider_list_create(OnyxProviderList** out) {
   return NULL;
 }
 
-/* The entry of one provider of the options, loaded as a session loads it. */
-static OnyxStatus* ox_list_spec(OnyxProviderList* l, const OxProviderSpec* spec) {
-  OxListed* e = ox_list_add(l, spec->name);
+OnyxStatus* ox_provider_list_new(OnyxProviderList** out) {
+  *out = calloc(1, sizeof **out);
+  return *out ? NULL : ox_oom();
+}
+
+OnyxStatus* ox_provider_list_add_spec(OnyxProviderList* l, const char* name, const char* library,
+                                      OnyxProviderInitFn init) {
+  OxListed* e = ox_list_add(l, name);
   if (!e) return ox_oom();
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = spec->init ? ox_provider_lib_acquire_init(spec->name, spec->init, &lib)
-                              : ox_provider_lib_acquire(spec->name, spec->library, &lib);
+  OnyxStatus* st = init ? ox_provider_lib_acquire_init(name, init, &lib)
+                        : ox_provider_lib_acquire(name, library, &lib);
   if (st) return ox_load_failed(e, st);
   e->selected = true;
   st = ox_describe(e, lib);
   ox_provider_lib_release(lib);
   return st;
-}
-
-OnyxStatus* onyx_session_options_list_providers(const OnyxSessionOptions* o,
-                                                OnyxProviderList** out) {
-  if (!out)
-    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_options_list_providers: out is NULL");
-  *out = NULL;
-  OnyxProviderList* l = calloc(1, sizeof *l);
-  if (!l) return ox_oom();
-  OnyxStatus* st = NULL;
-  bool lists_cpu = false;
-  for (size_t i = 0; o && !st && i < o->n_providers; i++) {
-    lists_cpu = lists_cpu || strcmp(o->providers[i].name, "cpu") == 0;
-    st = ox_list_spec(l, &o->providers[i]);
-  }
-  /* As session creation does: the CPU provider last, unless listed or off. */
-  if (!st && !lists_cpu && !(o && o->no_implicit_cpu)) {
-    OxProviderSpec cpu = {.name = (char*)"cpu", .required = true};
-    st = ox_list_spec(l, &cpu);
-  }
-  if (st) {
-    onyx_provider_list_release(l);
-    return st;
-  }
-  *out = l;
-  return NULL;
 }
 
 /* --- Reading -------------------------------------------------------------------------- */

@@ -7,6 +7,7 @@
 #include "ox_common.h"
 #include "ox_kreg.h"
 #include "ox_schema.h"
+#include "onyx/onyx.h"
 #include "onyx/onyx_ep.h"
 
 typedef struct OxProviderLib {
@@ -68,6 +69,14 @@ int32_t ox_provider_lib_score(const OxProviderLib* lib);
 OnyxStatus* ox_provider_lib_create_ep(const OxProviderLib* lib, const OnyxEpCreateArgs* args,
                                       OnyxEp** out);
 
+/* Building the list of onyx_session_options_list_providers (devices.c): an
+ * empty list, then one entry per provider a session would load (by name, a
+ * library path, or an in-process init), loaded and described as a session
+ * loads it; a provider that fails to load is an entry saying why. */
+OnyxStatus* ox_provider_list_new(OnyxProviderList** out);
+OnyxStatus* ox_provider_list_add_spec(OnyxProviderList* l, const char* name, const char* library,
+                                      OnyxProviderInitFn init);
+
 /* A provider library on the search path. */
 typedef struct OxProviderFile {
   char* name; /* <name> of its file name libonyx_ep_<name>.so */
@@ -84,5 +93,10 @@ const OnyxHostApi* ox_host_api(void);
 
 /* Folder containing libonyx.so (for the search path), or NULL. */
 const char* ox_self_dir(void);
+
+/* A slot of OnyxEp that a provider built against an older minor may not have:
+ * read only when the EP's struct_size covers it (NULL otherwise). */
+#define OX_EP_SLOT(ep, field)                                                                      \
+  ((ep)->struct_size >= offsetof(OnyxEp, field) + sizeof((ep)->field) ? (ep)->field : NULL)
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "ox_model.h" /* OX_DEFAULT_MAX_* */
 #include "ox_options.h"
+#include "ox_providers.h"
 #include "ox_session.h"
 
 /* --- OnyxOptions: ordered key/value strings ----------------------------------- */
@@ -509,5 +510,31 @@ OnyxStatus* onyx_session_options_add_pin(OnyxSessionOptions* o, const char* node
       .node_name = (char*)node_name, .op_type = (char*)op_type, .provider = (char*)provider};
   if (!ox_pin_copy(&o->pins[o->n_pins], &src)) return ox_oom();
   o->n_pins++;
+  return NULL;
+}
+
+/* --- The providers the options name (onyx.h, "Providers and devices") ----------------- */
+
+OnyxStatus* onyx_session_options_list_providers(const OnyxSessionOptions* o,
+                                                OnyxProviderList** out) {
+  if (!out)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_options_list_providers: out is NULL");
+  *out = NULL;
+  OnyxProviderList* l = NULL;
+  OnyxStatus* st = ox_provider_list_new(&l);
+  bool lists_cpu = false;
+  for (size_t i = 0; o && !st && i < o->n_providers; i++) {
+    const OxProviderSpec* spec = &o->providers[i];
+    lists_cpu = lists_cpu || strcmp(spec->name, "cpu") == 0;
+    st = ox_provider_list_add_spec(l, spec->name, spec->library, spec->init);
+  }
+  /* As session creation does: the CPU provider last, unless listed or off. */
+  if (!st && !lists_cpu && !(o && o->no_implicit_cpu))
+    st = ox_provider_list_add_spec(l, "cpu", NULL, NULL);
+  if (st) {
+    onyx_provider_list_release(l);
+    return st;
+  }
+  *out = l;
   return NULL;
 }

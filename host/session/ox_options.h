@@ -4,6 +4,7 @@
 #define OX_OPTIONS_H
 
 #include "ox_common.h"
+#include "ox_partition.h" /* OxPin */
 #include "onyx/onyx.h"
 #include "onyx/onyx_ep.h"
 
@@ -27,12 +28,6 @@ typedef struct OxProviderSpec {
   OnyxOptions options;
 } OxProviderSpec;
 
-typedef struct OxPin {
-  char* node_name; /* exactly one of node_name / op_type is set */
-  char* op_type;
-  char* provider;
-} OxPin;
-
 struct OnyxSessionOptions {
   OxProviderSpec* providers;
   size_t n_providers, cap_providers;
@@ -51,7 +46,7 @@ struct OnyxSessionOptions {
   char* profile_path;
   /* NVTX ranges (host/exec/ox_nvtx.h); ONYX_NVTX=1 turns them on too. */
   bool nvtx;
-  /* Folder of the compiled-group cache (host/exec/ox_compile_cache.h); NULL: off. */
+  /* Folder of the compiled-group cache (host/plan/ox_compile_cache.h); NULL: off. */
   char* cache_dir;
   /* Per-node priorities for the "priority" execution order (lower first). */
   char** prio_nodes;

@@ -8,6 +8,7 @@
 #include "ox_model.h"
 #include "ox_nvtx.h"
 #include "ox_session.h"
+#include "ox_training.h"
 
 static OnyxStatus* ox_provider_unavailable(OnyxSession* s, const OxProviderSpec* spec,
                                            OnyxStatus* why) {
@@ -117,7 +118,8 @@ static OnyxStatus* ox_session_resolve(OnyxSession* s) {
   if (!customs) return ox_oom();
   for (size_t i = 0; i < s->n_eps; i++)
     customs[i] = s->eps[i].lib->schemas;
-  OnyxStatus* st = ox_graph_resolve(s->graph, customs, s->n_eps);
+  /* Gradient nodes are built into their backward ops here (host/training). */
+  OnyxStatus* st = ox_graph_resolve_expanding(s->graph, customs, s->n_eps, ox_gradient_expand);
   free(customs);
   return st;
 }
@@ -143,6 +145,21 @@ static void ox_session_dump_placement(const OnyxSession* s) {
   free(text);
 }
 
+/* The session's graph and providers with its placement rules, unplaced. */
+static OxPartition ox_session_placement(const OnyxSession* s) {
+  return (OxPartition){.graph = s->graph,
+                       .eps = s->eps,
+                       .n_eps = s->n_eps,
+                       .pins = s->opts->pins,
+                       .n_pins = s->opts->n_pins,
+                       .fallback_deny = s->opts->fallback_deny};
+}
+
+static void ox_session_pin_warning(void* ctx, const char* msg) {
+  const OnyxSession* s = ctx;
+  ox_session_log(s, ONYX_LOG_WARNING, "%s: %s", s->source, msg);
+}
+
 /* Everything after loading. */
 static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_threadpool_create(s->opts->threads, &s->pool));
@@ -150,8 +167,9 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_session_resolve(s));
   ox_nvtx_phase_push(s, "optimize");
   double t = ox_session_phase_begin(s);
-  OX_TRY(ox_partition_check_pins(s)); /* before rewrites rename or remove nodes */
-  OX_TRY(ox_session_optimize(s));     /* host/optimizer: the graph stays resolved */
+  OxPartition pins = ox_session_placement(s); /* before rewrites rename or remove nodes */
+  OX_TRY(ox_partition_check_pins(&pins, ox_session_pin_warning, s));
+  OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
   ox_session_phase_end(s, "optimize", t);
   ox_nvtx_phase_pop(s);
   /* Before partitioning: node indices are fixed from here on. */
@@ -159,10 +177,10 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
     OX_TRY(ox_session_apply_priorities(s));
     OX_TRY(ox_graph_order(s->graph, true));
   }
-  s->part = (OxPartition){.graph = s->graph, .eps = s->eps, .n_eps = s->n_eps};
+  s->part = ox_session_placement(s);
   ox_nvtx_phase_push(s, "partition");
   t = ox_session_phase_begin(s);
-  OX_TRY(ox_partition_run(&s->part, s->opts));
+  OX_TRY(ox_partition_run(&s->part));
   ox_session_phase_end(s, "partition", t);
   ox_nvtx_phase_pop(s);
   ox_nvtx_phase_push(s, "fuse");
@@ -170,6 +188,7 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_session_fuse(s)); /* host/optimizer: inside each provider's nodes */
   ox_partition_count(&s->part);
   if (s->opts->order == ONYX_ORDER_PRIORITY) OX_TRY(ox_graph_order(s->graph, true));
+  OX_TRY(ox_partition_kernels(&s->part)); /* the graph and its order are final */
   ox_session_phase_end(s, "fuse", t);
   ox_nvtx_phase_pop(s);
   ox_nvtx_phase_push(s, "plan");

@@ -12,7 +12,7 @@
  * work is done rather than everything queued on that stream (sync_stream).
  * A provider without event slots is synchronized with sync_stream instead.
  *
- * Built by host/exec/streams.c at plan time (events are created once per
+ * Built by host/plan/streams.c at plan time (events are created once per
  * crossing and reused: each run takes a set from a pool owned by the plan, so
  * concurrent runs never share an event); applied by host/exec/executor.c. */
 #ifndef OX_STREAMS_H

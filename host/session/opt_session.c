@@ -1,4 +1,5 @@
-/* opt_session.c — the optimizer inside a session: constant folding runs the
+/* opt_session.c — the optimizer inside a session (before placement, and the
+ * fusions and provider transforms after it): constant folding runs the
  * CPU provider's own kernels on constant inputs (so a folded value is
  * exactly what the node would have computed), and the public entry points
  * that need the session (saving the optimized model). */
@@ -271,6 +272,23 @@ static OnyxStatus* ox_session_check_fused(const OnyxSession* s) {
                        why ? why : "no kernel registry");
   }
   return NULL;
+}
+
+/* The providers' OnyxEp.transform slots, in priority order; *changed when
+ * any edited the graph (then not yet resolved). */
+static OnyxStatus* ox_session_provider_transforms(OnyxSession* s, bool* changed) {
+  *changed = false;
+  const OxSchemaRegistry** schemas = ox_session_customs(s);
+  if (!schemas) return ox_oom();
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; !st && i < s->n_eps; i++) {
+    bool edited = false;
+    st = ox_provider_transform(s->graph, s->eps[i].ep, (int32_t)i, s->eps[i].name, schemas,
+                               s->n_eps, &edited);
+    *changed = *changed || edited;
+  }
+  free(schemas);
+  return st;
 }
 
 OnyxStatus* ox_session_fuse(OnyxSession* s) {

@@ -1,4 +1,5 @@
-/* opt_session.h — the optimizer's entry point for session creation. */
+/* opt_session.h — the optimizer's entry points for session creation
+ * (host/session/opt_session.c). */
 #ifndef OX_OPT_SESSION_H
 #define OX_OPT_SESSION_H
 
@@ -18,9 +19,5 @@ OnyxStatus* ox_session_optimize(OnyxSession* s);
  * naming the transformer, the node, its original nodes and the provider.
  * Decline records and per-provider counts follow the rewritten graph. */
 OnyxStatus* ox_session_fuse(OnyxSession* s);
-
-/* The providers' OnyxEp.transform slots, in priority order (opt_provider.c);
- * *changed when any edited the graph (then not yet resolved). */
-OnyxStatus* ox_session_provider_transforms(OnyxSession* s, bool* changed);
 
 #endif

@@ -87,8 +87,14 @@ static void ew_chunk_f32(EwOp op, const float* restrict dy, const float* restric
                          float* restrict dx, size_t n) {
   switch (op) {
   case EW_RELU:
-    for (size_t i = 0; i < n; i++)
-      dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    /* dY's bits under an all-ones mask where x > 0: no branch to mispredict
+     * on mixed signs, and dY passes through unchanged (inf, NaN too). */
+    for (size_t i = 0; i < n; i++) {
+      uint32_t b;
+      memcpy(&b, &dy[i], sizeof b);
+      b &= 0u - (uint32_t)(x[i] > 0.0f);
+      memcpy(&dx[i], &b, sizeof b);
+    }
     return;
   case EW_SIGMOID:
     for (size_t i = 0; i < n; i++)
@@ -131,6 +137,15 @@ static void ew_chunk_f32(EwOp op, const float* restrict dy, const float* restric
 
 static void ew_chunk_f64(EwOp op, const double* restrict dy, const double* restrict x,
                          double* restrict dx, size_t n) {
+  if (op == EW_RELU) { /* as float32: a mask, no branch */
+    for (size_t i = 0; i < n; i++) {
+      uint64_t b;
+      memcpy(&b, &dy[i], sizeof b);
+      b &= UINT64_C(0) - (uint64_t)(x[i] > 0.0);
+      memcpy(&dx[i], &b, sizeof b);
+    }
+    return;
+  }
   for (size_t i = 0; i < n; i++) {
     const double v = x[i];
     switch (op) {
@@ -486,8 +501,90 @@ typedef struct BnJob {
       }                                                                                            \
     }                                                                                              \
   }
-BN_CHANNEL(float)
 BN_CHANNEL(double)
+
+/* float32: each (n, c) plane summed in float over 8 lanes (independent
+ * chains the compiler can keep in one vector register), the plane sums
+ * added in double; dX in float. The lane split is fixed, so results do
+ * not depend on the thread count. */
+enum { BN_LANES = 8 };
+
+static double bn_lanes_sum(const float* acc) {
+  double s = 0;
+  for (int l = 0; l < BN_LANES; l++)
+    s += acc[l];
+  return s;
+}
+
+/* sum p[i] - m and sum (p[i] - m)^2 over one plane. */
+static void bn_plane_moments(const float* p, size_t len, float m, double* s1, double* s2) {
+  float a1[BN_LANES] = {0}, a2[BN_LANES] = {0};
+  size_t i = 0;
+  for (; i + BN_LANES <= len; i += BN_LANES)
+    for (int l = 0; l < BN_LANES; l++) {
+      const float d = p[i + (size_t)l] - m;
+      a1[l] += d;
+      a2[l] += d * d;
+    }
+  for (; i < len; i++) {
+    const float d = p[i] - m;
+    a1[0] += d;
+    a2[0] += d * d;
+  }
+  *s1 += bn_lanes_sum(a1);
+  *s2 += bn_lanes_sum(a2);
+}
+
+static void bn_channel_float(const BnJob* j, size_t c) {
+  const float *dy = j->dy, *x = j->x;
+  const double cnt = (double)(j->n * j->sp);
+  double mu, inv;
+  if (j->mean) {
+    mu = ((const float*)j->mean)[c];
+    inv = ((const float*)j->inv)[c];
+  } else {
+    /* the mean, then the second moment about it (two passes) */
+    double s = 0, q = 0, unused = 0;
+    for (size_t n = 0; n < j->n; n++)
+      bn_plane_moments(x + (n * j->c + c) * j->sp, j->sp, 0.0f, &s, &unused);
+    mu = s / cnt;
+    s = 0;
+    for (size_t n = 0; n < j->n; n++)
+      bn_plane_moments(x + (n * j->c + c) * j->sp, j->sp, (float)mu, &s, &q);
+    /* s: the rounding residue of mu, removed from the variance */
+    inv = 1.0 / sqrt((q - s * s / cnt) / cnt + j->eps);
+  }
+  const float muf = (float)mu;
+  double sb = 0, ss = 0;
+  for (size_t n = 0; n < j->n; n++) {
+    const size_t base = (n * j->c + c) * j->sp;
+    float ab[BN_LANES] = {0}, as[BN_LANES] = {0};
+    size_t i = 0;
+    for (; i + BN_LANES <= j->sp; i += BN_LANES)
+      for (int l = 0; l < BN_LANES; l++) {
+        const float g = dy[base + i + (size_t)l];
+        ab[l] += g;
+        as[l] += g * (x[base + i + (size_t)l] - muf);
+      }
+    for (; i < j->sp; i++) {
+      ab[0] += dy[base + i];
+      as[0] += dy[base + i] * (x[base + i] - muf);
+    }
+    sb += bn_lanes_sum(ab);
+    ss += bn_lanes_sum(as);
+  }
+  ss *= inv;
+  if (j->dbias) ((float*)j->dbias)[c] = (float)sb;
+  if (j->dscale) ((float*)j->dscale)[c] = (float)ss;
+  const float a = (float)(((const float*)j->scale)[c] * inv), mb = (float)(sb / cnt),
+              k = (float)(ss / cnt * inv);
+  float* dx = j->dx;
+  for (size_t n = 0; n < j->n; n++) {
+    const size_t base = (n * j->c + c) * j->sp;
+    for (size_t i = 0; i < j->sp; i++)
+      dx[base + i] = a * (dy[base + i] - mb - (x[base + i] - muf) * k);
+  }
+}
 
 static void bn_channels(void* user, size_t begin, size_t end) {
   const BnJob* j = user;

@@ -14,7 +14,7 @@
  *   ConvGrad(dY, X, W) -> dX?, dW?, dB?   Conv's attributes
  *   MaxPoolGrad(dY, Indices, X_shape) -> dX
  *   AveragePoolGrad(dY, X_shape) -> dX    AveragePool's attributes
- *   BatchNormalizationGrad(dY, X, scale, mean, inv_std_var) -> dX, dScale?, dBias?
+ *   BatchNormalizationGrad(dY, X, scale, mean?, inv_std_var?) -> dX, dScale?, dBias?
  *   LayerNormalizationGrad(dY, X, scale, mean, inv_std_var) -> dX, dScale?, dBias?
  *   GatherGrad(X_shape, indices, dY) -> dX  axis
  *   DropoutGrad(dY, mask, ratio?) -> dX
@@ -64,6 +64,10 @@ static const OxFormal f_maxpool_in[] = {REQ("dY", "T"), REQ("Indices", "tensor(i
 static const OxFormal f_avgpool_in[] = {REQ("dY", "T"), REQ("X_shape", "tensor(int64)")};
 static const OxFormal f_norm_in[] = {REQ("dY", "T"), REQ("X", "T"), REQ("scale", "T"),
                                      REQ("mean", "T"), REQ("inv_std_var", "T")};
+/* BatchNormalizationGrad without mean and inv_std_var computes them from X
+ * (the batch statistics, with the epsilon attribute). */
+static const OxFormal f_bn_in[] = {REQ("dY", "T"), REQ("X", "T"), REQ("scale", "T"),
+                                   OPT("mean", "T"), OPT("inv_std_var", "T")};
 static const OxFormal f_norm_out[] = {REQ("dX", "T"), OPT("dScale", "T"), OPT("dBias", "T")};
 static const OxFormal f_gather_in[] = {REQ("X_shape", "tensor(int64)"), REQ("indices", "Tind"),
                                        REQ("dY", "T")};
@@ -371,7 +375,7 @@ static const OxSchema ox_training_rows[] = {
     ROW("ConvGrad", f_conv_in, f_conv_out, t_f, L(a_conv), infer_conv_grad),
     ROW("MaxPoolGrad", f_maxpool_in, f_dx, t_f, L(a_maxpool), infer_maxpool_grad),
     ROW("AveragePoolGrad", f_avgpool_in, f_dx, t_f, L(a_avgpool), infer_avgpool_grad),
-    ROW("BatchNormalizationGrad", f_norm_in, f_norm_out, t_f, L(a_bn), infer_norm_grad),
+    ROW("BatchNormalizationGrad", f_bn_in, f_norm_out, t_f, L(a_bn), infer_norm_grad),
     ROW("LayerNormalizationGrad", f_norm_in, f_norm_out, t_f, L(a_ln), infer_norm_grad),
     ROW("GatherGrad", f_gather_in, f_dx, t_gather, L(a_gather), infer_gather_grad),
     ROW("DropoutGrad", f_dropout_in, f_dx, t_dropout, NOATTR, infer_dropout_grad),

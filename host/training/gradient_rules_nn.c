@@ -25,8 +25,8 @@
  *   LpNormalization (p 1 or 2), Shrink, GroupNormalization (scale per group
  *     at 18, per channel at 21), RMSNormalization, Mish: composed
  *   BatchNormalization, training (batch statistics):
- *     BatchNormalizationGrad(dY, X, scale, mean, 1/sqrt(var + eps)) with the
- *     batch mean and variance recomputed; inference: composed (dX = dY
+ *     BatchNormalizationGrad(dY, X, scale), which recomputes the batch mean
+ *     and 1/sqrt(var + eps) from X; inference: composed (dX = dY
  *     scale / sqrt(var + eps), dScale = sum(dY x_hat), dB = sum(dY))
  *   LayerNormalization (17; com.onyx 1) -> LayerNormalizationGrad(dY, X,
  *     scale, mean, inv_std_var) (mean, inv_std_var: outputs 1 and 2, or
@@ -245,27 +245,23 @@ static OnyxStatus* rule_batchnorm(OxGradBuilder* b, const OxNode* n) {
                                          : n->n_outputs > 1 && O(1);
   int64_t red[64], uns[64];
   size_t nr = bn_axes(r, red, uns), nu = (size_t)(r - 2);
-  const char* eps = K(ox_node_attr_float(n, "epsilon", 1e-5f));
   const char* dy = GO(0);
   if (!dy) return NULL; /* no gradient through the running statistics */
   if (training) {
-    const char* m = ox_grad_reduce(b, "ReduceMean", I(0), red, nr, true);
-    const char* dev = OP2("Sub", I(0), m);
-    const char* var = ox_grad_reduce(b, "ReduceMean", OP2("Mul", dev, dev), red, nr, false);
-    const char* inv = OP1("Reciprocal", OP1("Sqrt", OP2("Add", var, eps)));
-    const int64_t c_shape[1] = {-1};
-    const char* mean = OP2("Reshape", m, ox_grad_i64(b, c_shape, 1));
-    const char* ins[] = {dy, I(0), I(1), mean, inv};
+    /* Without mean and inv_std_var the gradient op computes the batch
+     * statistics itself, in the pass over X it makes anyway. */
+    const char* ins[] = {dy, I(0), I(1)};
     /* dX is a required output of the gradient op. */
     bool want[3] = {true, WANTS(1), WANTS(2)};
     const char* outs[3] = {0};
     if (!WANTS(0) && !want[1] && !want[2]) return NULL;
-    ox_grad_op(b, "BatchNormalizationGrad", TRAIN, ins, 5, 3, want, outs);
+    ox_grad_op(b, "BatchNormalizationGrad", TRAIN, ins, 3, 3, want, outs);
     ox_grad_attr_float(b, "epsilon", ox_node_attr_float(n, "epsilon", 1e-5f));
     for (size_t i = 0; i < 3; i++)
       if (want[i]) ox_grad_GI(b, n, i, outs[i]);
     return ox_grad_err(b);
   }
+  const char* eps = K(ox_node_attr_float(n, "epsilon", 1e-5f));
   const char* inv = OP1("Reciprocal", OP1("Sqrt", OP2("Add", I(4), eps)));
   const char* inv_u = nu ? ox_grad_unsqueeze(b, inv, uns, nu) : inv;
   if (WANTS(0)) {

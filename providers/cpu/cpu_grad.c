@@ -87,8 +87,14 @@ static void ew_chunk_f32(EwOp op, const float* restrict dy, const float* restric
                          float* restrict dx, size_t n) {
   switch (op) {
   case EW_RELU:
-    for (size_t i = 0; i < n; i++)
-      dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    /* dY's bits under an all-ones mask where x > 0: no branch to mispredict
+     * on mixed signs, and dY passes through unchanged (inf, NaN too). */
+    for (size_t i = 0; i < n; i++) {
+      uint32_t b;
+      memcpy(&b, &dy[i], sizeof b);
+      b &= 0u - (uint32_t)(x[i] > 0.0f);
+      memcpy(&dx[i], &b, sizeof b);
+    }
     return;
   case EW_SIGMOID:
     for (size_t i = 0; i < n; i++)
@@ -131,6 +137,15 @@ static void ew_chunk_f32(EwOp op, const float* restrict dy, const float* restric
 
 static void ew_chunk_f64(EwOp op, const double* restrict dy, const double* restrict x,
                          double* restrict dx, size_t n) {
+  if (op == EW_RELU) { /* as float32: a mask, no branch */
+    for (size_t i = 0; i < n; i++) {
+      uint64_t b;
+      memcpy(&b, &dy[i], sizeof b);
+      b &= UINT64_C(0) - (uint64_t)(x[i] > 0.0);
+      memcpy(&dx[i], &b, sizeof b);
+    }
+    return;
+  }
   for (size_t i = 0; i < n; i++) {
     const double v = x[i];
     switch (op) {
@@ -425,19 +440,46 @@ static OnyxStatus* sce_compute(void* state, OnyxKernelContext* ctx) {
  * N * spatial values, xhat = (x - mean[c]) inv[c]:
  *   dBias = sum dY, dScale = sum dY xhat,
  *   dX = scale[c] inv[c] (dY - dBias / M - xhat dScale / M).
- * One task per channel. */
+ * Without the mean and inv_std_var inputs, the channel's batch statistics
+ * come first, in double: mean = sum x / M, var = sum (x - mean)^2 / M (two
+ * passes), inv = 1 / sqrt(var + epsilon). One task per channel. */
 typedef struct BnJob {
   int32_t type;
-  const void *dy, *x, *scale, *mean, *inv;
+  const void *dy, *x, *scale, *mean, *inv; /* mean, inv: NULL to compute */
   void *dx, *dscale, *dbias;
   size_t n, c, sp;
+  double eps;
   CpuStop* stop;
 } BnJob;
 
 #define BN_CHANNEL(T)                                                                              \
+  static void bn_stats_##T(const BnJob* j, size_t c, double* mu, double* inv) {                    \
+    const T* x = j->x;                                                                             \
+    double s = 0, q = 0;                                                                           \
+    for (size_t n = 0; n < j->n; n++) {                                                            \
+      const T* p = x + (n * j->c + c) * j->sp;                                                     \
+      for (size_t i = 0; i < j->sp; i++)                                                           \
+        s += p[i];                                                                                 \
+    }                                                                                              \
+    const double m = s / (double)(j->n * j->sp);                                                   \
+    for (size_t n = 0; n < j->n; n++) {                                                            \
+      const T* p = x + (n * j->c + c) * j->sp;                                                     \
+      for (size_t i = 0; i < j->sp; i++) {                                                         \
+        const double d = (double)p[i] - m;                                                         \
+        q += d * d;                                                                                \
+      }                                                                                            \
+    }                                                                                              \
+    *mu = m;                                                                                       \
+    *inv = 1.0 / sqrt(q / (double)(j->n * j->sp) + j->eps);                                        \
+  }                                                                                                \
   static void bn_channel_##T(const BnJob* j, size_t c) {                                           \
     const T *dy = j->dy, *x = j->x;                                                                \
-    const double mu = ((const T*)j->mean)[c], inv = ((const T*)j->inv)[c];                         \
+    double mu, inv;                                                                                \
+    if (j->mean) {                                                                                 \
+      mu = ((const T*)j->mean)[c];                                                                 \
+      inv = ((const T*)j->inv)[c];                                                                 \
+    } else                                                                                         \
+      bn_stats_##T(j, c, &mu, &inv);                                                               \
     double sb = 0, ss = 0;                                                                         \
     for (size_t n = 0; n < j->n; n++) {                                                            \
       const size_t base = (n * j->c + c) * j->sp;                                                  \
@@ -459,14 +501,96 @@ typedef struct BnJob {
       }                                                                                            \
     }                                                                                              \
   }
-BN_CHANNEL(float)
 BN_CHANNEL(double)
+
+/* float32: each (n, c) plane summed in float over 8 lanes (independent
+ * chains the compiler can keep in one vector register), the plane sums
+ * added in double; dX in float. The lane split is fixed, so results do
+ * not depend on the thread count. */
+enum { BN_LANES = 8 };
+
+static double bn_lanes_sum(const float* acc) {
+  double s = 0;
+  for (int l = 0; l < BN_LANES; l++)
+    s += acc[l];
+  return s;
+}
+
+/* sum p[i] - m and sum (p[i] - m)^2 over one plane. */
+static void bn_plane_moments(const float* p, size_t len, float m, double* s1, double* s2) {
+  float a1[BN_LANES] = {0}, a2[BN_LANES] = {0};
+  size_t i = 0;
+  for (; i + BN_LANES <= len; i += BN_LANES)
+    for (int l = 0; l < BN_LANES; l++) {
+      const float d = p[i + (size_t)l] - m;
+      a1[l] += d;
+      a2[l] += d * d;
+    }
+  for (; i < len; i++) {
+    const float d = p[i] - m;
+    a1[0] += d;
+    a2[0] += d * d;
+  }
+  *s1 += bn_lanes_sum(a1);
+  *s2 += bn_lanes_sum(a2);
+}
+
+static void bn_channel_float(const BnJob* j, size_t c) {
+  const float *dy = j->dy, *x = j->x;
+  const double cnt = (double)(j->n * j->sp);
+  double mu, inv;
+  if (j->mean) {
+    mu = ((const float*)j->mean)[c];
+    inv = ((const float*)j->inv)[c];
+  } else {
+    /* the mean, then the second moment about it (two passes) */
+    double s = 0, q = 0, unused = 0;
+    for (size_t n = 0; n < j->n; n++)
+      bn_plane_moments(x + (n * j->c + c) * j->sp, j->sp, 0.0f, &s, &unused);
+    mu = s / cnt;
+    s = 0;
+    for (size_t n = 0; n < j->n; n++)
+      bn_plane_moments(x + (n * j->c + c) * j->sp, j->sp, (float)mu, &s, &q);
+    /* s: the rounding residue of mu, removed from the variance */
+    inv = 1.0 / sqrt((q - s * s / cnt) / cnt + j->eps);
+  }
+  const float muf = (float)mu;
+  double sb = 0, ss = 0;
+  for (size_t n = 0; n < j->n; n++) {
+    const size_t base = (n * j->c + c) * j->sp;
+    float ab[BN_LANES] = {0}, as[BN_LANES] = {0};
+    size_t i = 0;
+    for (; i + BN_LANES <= j->sp; i += BN_LANES)
+      for (int l = 0; l < BN_LANES; l++) {
+        const float g = dy[base + i + (size_t)l];
+        ab[l] += g;
+        as[l] += g * (x[base + i + (size_t)l] - muf);
+      }
+    for (; i < j->sp; i++) {
+      ab[0] += dy[base + i];
+      as[0] += dy[base + i] * (x[base + i] - muf);
+    }
+    sb += bn_lanes_sum(ab);
+    ss += bn_lanes_sum(as);
+  }
+  ss *= inv;
+  if (j->dbias) ((float*)j->dbias)[c] = (float)sb;
+  if (j->dscale) ((float*)j->dscale)[c] = (float)ss;
+  const float a = (float)(((const float*)j->scale)[c] * inv), mb = (float)(sb / cnt),
+              k = (float)(ss / cnt * inv);
+  float* dx = j->dx;
+  for (size_t n = 0; n < j->n; n++) {
+    const size_t base = (n * j->c + c) * j->sp;
+    for (size_t i = 0; i < j->sp; i++)
+      dx[base + i] = a * (dy[base + i] - mb - (x[base + i] - muf) * k);
+  }
+}
 
 static void bn_channels(void* user, size_t begin, size_t end) {
   const BnJob* j = user;
   size_t acc = 0;
   for (size_t c = begin; c < end; c++) {
-    if (cpu_stop_poll(j->stop, &acc, 2 * j->n * j->sp + 1)) return;
+    if (cpu_stop_poll(j->stop, &acc, 4 * j->n * j->sp + 1)) return;
     if (j->type == ONYX_ELEM_FLOAT32)
       bn_channel_float(j, c);
     else
@@ -499,9 +623,16 @@ static OnyxStatus* norm_outputs(OnyxKernelContext* ctx, const OnyxTensor* x,
 static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;
   const OnyxTensor* in[5];
+  const size_t n_in = cpu_host->ctx_input_count(ctx);
   for (size_t i = 0; i < 5; i++)
-    in[i] = cpu_host->ctx_input(ctx, i);
+    in[i] = i < n_in ? cpu_host->ctx_input(ctx, i) : NULL;
   const char* names[] = {"dY", "X", "scale", "mean", "inv_std_var"};
+  if (!in[0] || !in[1] || !in[2])
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "dY, X and scale are required");
+  if (!in[3] != !in[4])
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "mean and inv_std_var must be given together or both left out");
+  const bool stats = in[3] != NULL;
   int32_t type = ONYX_ELEM_FLOAT32;
   OnyxStatus* st = float_type(ctx, in, names, 5, &type);
   if (st) return st;
@@ -512,7 +643,10 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
   if (r < 2)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X must be (N, C, ...), not %zu-D", r);
   const size_t c = (size_t)d[1];
-  for (size_t i = 2; i < 5; i++)
+  const double eps = cpu_host->node_attr_float(cpu_host->ctx_node(ctx), "epsilon", 1e-5f);
+  if (!stats && !(eps >= 0.0))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "epsilon is %g; it must be >= 0", eps);
+  for (size_t i = 2; i < (stats ? 5u : 3u); i++)
     if (cpu_host->tensor_rank(in[i]) != 1 || cpu_host->tensor_elem_count(in[i]) != c)
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s must be 1-D with %zu (C) values",
                            names[i], c);
@@ -531,14 +665,15 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
              cpu_host->tensor_data(in[0]),
              cpu_host->tensor_data(in[1]),
              cpu_host->tensor_data(in[2]),
-             cpu_host->tensor_data(in[3]),
-             cpu_host->tensor_data(in[4]),
+             stats ? cpu_host->tensor_data(in[3]) : NULL,
+             stats ? cpu_host->tensor_data(in[4]) : NULL,
              dx,
              ds,
              db,
              n,
              c,
              sp,
+             eps,
              &stop};
   cpu_host->parallel_for(pool_for(ctx, cpu_host->tensor_elem_count(in[1])), c, bn_channels, &j);
   return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;

@@ -215,6 +215,10 @@ static inline void valid_range(int64_t base, int64_t s, int64_t in, int64_t out,
     const int64_t k0 = (int64_t)(tap / (size_t)g->k[2] / (size_t)g->k[1]);                         \
     const T* x = (const T*)j->x + c * g->in_size;                                                  \
     T* out = (T*)j->col + r * g->out_size;                                                         \
+    /* the tap's valid outputs along the last dim: the same on every row */                        \
+    const int64_t base = k2 * g->d[2] - g->pb[2], s2 = g->s[2];                                    \
+    int64_t vlo, vhi;                                                                              \
+    valid_range(base, s2, g->in[2], g->out[2], &vlo, &vhi);                                        \
     for (int64_t o0 = 0; o0 < g->out[0]; o0++) {                                                   \
       const int64_t i0 = o0 * g->s[0] - g->pb[0] + k0 * g->d[0];                                   \
       for (int64_t o1 = 0; o1 < g->out[1]; o1++) {                                                 \
@@ -223,9 +227,7 @@ static inline void valid_range(int64_t base, int64_t s, int64_t in, int64_t out,
         const T* xrow =                                                                            \
             x + ((size_t)(in01 ? i0 : 0) * (size_t)g->in[1] + (size_t)(in01 ? i1 : 0)) *           \
                     (size_t)g->in[2];                                                              \
-        const int64_t base = k2 * g->d[2] - g->pb[2], s2 = g->s[2];                                \
-        int64_t lo = 0, hi = 0;                                                                    \
-        if (in01) valid_range(base, s2, g->in[2], g->out[2], &lo, &hi);                            \
+        const int64_t lo = in01 ? vlo : 0, hi = in01 ? vhi : 0;                                    \
         for (int64_t o2 = 0; o2 < lo; o2++)                                                        \
           out[o2] = (T)0;                                                                          \
         if (s2 == 1)                                                                               \
@@ -265,24 +267,29 @@ static void im2col_rows(void* user, size_t begin, size_t end) {
     const T* col = (const T*)j->col + c * j->kk * g->out_size;                                     \
     for (int64_t k0 = 0; k0 < g->k[0]; k0++)                                                       \
       for (int64_t k1 = 0; k1 < g->k[1]; k1++)                                                     \
-        for (int64_t k2 = 0; k2 < g->k[2]; k2++)                                                   \
+        for (int64_t k2 = 0; k2 < g->k[2]; k2++) {                                                 \
+          /* the tap's valid outputs along the last dim: the same on every row */                  \
+          const int64_t base = k2 * g->d[2] - g->pb[2], s2 = g->s[2];                              \
+          int64_t lo, hi;                                                                          \
+          valid_range(base, s2, g->in[2], g->out[2], &lo, &hi);                                    \
           for (int64_t o0 = 0; o0 < g->out[0]; o0++) {                                             \
             const int64_t i0 = o0 * g->s[0] - g->pb[0] + k0 * g->d[0];                             \
             for (int64_t o1 = 0; o1 < g->out[1]; o1++, col += g->out[2]) {                         \
               const int64_t i1 = o1 * g->s[1] - g->pb[1] + k1 * g->d[1];                           \
               if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) continue;                  \
-              T* xrow = x + ((size_t)i0 * (size_t)g->in[1] + (size_t)i1) * (size_t)g->in[2];       \
-              const int64_t base = k2 * g->d[2] - g->pb[2], s2 = g->s[2];                          \
-              int64_t lo, hi;                                                                      \
-              valid_range(base, s2, g->in[2], g->out[2], &lo, &hi);                                \
+              /* dX and col never overlap (separate buffers) */                                    \
+              T* restrict xrow =                                                                   \
+                  x + ((size_t)i0 * (size_t)g->in[1] + (size_t)i1) * (size_t)g->in[2];             \
+              const T* restrict crow = col;                                                        \
               if (s2 == 1)                                                                         \
                 for (int64_t o2 = lo; o2 < hi; o2++)                                               \
-                  xrow[o2 + base] += col[o2];                                                      \
+                  xrow[o2 + base] += crow[o2];                                                     \
               else                                                                                 \
                 for (int64_t o2 = lo; o2 < hi; o2++)                                               \
-                  xrow[o2 * s2 + base] += col[o2];                                                 \
+                  xrow[o2 * s2 + base] += crow[o2];                                                \
             }                                                                                      \
           }                                                                                        \
+        }                                                                                          \
   }
 COL2IM_CH(float)
 COL2IM_CH(double)

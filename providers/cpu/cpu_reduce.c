@@ -370,7 +370,14 @@ static OnyxStatus* reduce_compute(void* state, OnyxKernelContext* ctx) {
   int32_t type = cpu_host->tensor_elem_type(x);
   CpuNumKind k = kind_of(type);
   ReduceOp op = s->mode.op;
-  if (type == ONYX_ELEM_FLOAT32 && trailing_axes(mark, rank)) {
+  if (noop && (op == R_SUM || op == R_MEAN || op == R_PROD || op == R_MAX || op == R_MIN)) {
+    /* each output the one input value it reduces: a copy */
+    memcpy(cpu_host->tensor_mutable_data(y), cpu_host->tensor_data(x),
+           out_count * cpu_elem_size(type));
+    return NULL;
+  }
+  /* Trailing axes, or none (noop: rows of one value), in one pass over X. */
+  if (type == ONYX_ELEM_FLOAT32 && (noop || trailing_axes(mark, rank))) {
     FastRed f = {op, cpu_host->tensor_data(x), cpu_host->tensor_mutable_data(y), n};
     OnyxThreadPool* pool = out_count * n >= 32768 ? cpu_host->ctx_thread_pool(ctx) : NULL;
     cpu_host->parallel_for(pool, out_count, fast_rows, &f);

@@ -40,7 +40,7 @@
 #define _GNU_SOURCE /* madvise's MADV_HUGEPAGE */
 #endif
 #include "cpu_avx2.h"
-#include "cpu_nn.h"
+#include "cpu_gemm.h"
 #include "cpu_util.h"
 
 #include <pthread.h>

@@ -6,7 +6,7 @@
 OnyxStatus* cpu_register_attention(OnyxKernelRegistry* r); /* cpu_attention.c */
 OnyxStatus* cpu_register_text(OnyxKernelRegistry* r);      /* cpu_text.c */
 OnyxStatus* cpu_register_ml(OnyxKernelRegistry* r);        /* cpu_ml.c */
-OnyxStatus* cpu_register_recurrent(OnyxKernelRegistry* r); /* cpu_recurrent.c */
+OnyxStatus* cpu_register_recurrent(OnyxKernelRegistry* r); /* cpu_stateful_seq.c */
 
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r) {
   OnyxStatus* st = cpu_register_attention(r);

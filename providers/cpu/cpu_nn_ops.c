@@ -3,8 +3,8 @@
  * RMSNormalization, LpNormalization, MeanVarianceNormalization, LRN),
  * pooling (LpPool, GlobalMaxPool, GlobalLpPool, MaxUnpool, MaxRoiPool), the
  * losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and
- * NonMaxSuppression. Resize and the samplers live in cpu_nn_ops_resize.c,
- * ConvTranspose / Col2Im / DeformConv in cpu_nn_ops_conv.c, the RNNs in
+ * NonMaxSuppression. Resize and the samplers live in cpu_resize.c,
+ * ConvTranspose / Col2Im / DeformConv in cpu_conv_transpose.c, the RNNs in
  * cpu_rnn.c.
  *
  * Most kernels here compute in double: inputs of any floating type are

@@ -42,8 +42,8 @@ OnyxStatus* nnop_node_create(OnyxEp* ep, const OnyxNode* node, void* user_data, 
 /* A scalar input read as double (first element); false when absent or empty. */
 bool nnop_scalar_d(const OnyxKernelContext* ctx, size_t i, double* out);
 
-OnyxStatus* cpu_register_nn_ops_resize(OnyxKernelRegistry* r); /* cpu_nn_ops_resize.c */
-OnyxStatus* cpu_register_nn_ops_conv(OnyxKernelRegistry* r);   /* cpu_nn_ops_conv.c */
+OnyxStatus* cpu_register_nn_ops_resize(OnyxKernelRegistry* r); /* cpu_resize.c */
+OnyxStatus* cpu_register_nn_ops_conv(OnyxKernelRegistry* r);   /* cpu_conv_transpose.c */
 OnyxStatus* cpu_register_rnn(OnyxKernelRegistry* r);           /* cpu_rnn.c */
 
 #endif /* CPU_NN_OPS_H */

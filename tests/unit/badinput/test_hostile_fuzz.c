@@ -450,7 +450,7 @@ static void test_conv_stride_max_empty_width(void** state) {
   replay(m, in, 2);
 }
 
-/* RoiAlign over a feature map of height 0 (providers/cpu/cpu_nn_ops_resize.c
+/* RoiAlign over a feature map of height 0 (providers/cpu/cpu_resize.c
  * roi_compute read row -1): every bin samples nothing and is 0. */
 static void test_roialign_empty_height(void** state) {
   (void)state;

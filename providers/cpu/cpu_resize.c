@@ -1,4 +1,4 @@
-/* cpu_nn_ops_resize.c — Resize (10..19), Upsample (7, 9), GridSample
+/* cpu_resize.c — Resize (10..19), Upsample (7, 9), GridSample
  * (16, 20, 22), AffineGrid (20) and RoiAlign (10, 16, 22).
  *
  * Resize runs one separable pass per resized axis, innermost axis first: each

@@ -1,4 +1,4 @@
-/* cpu_recurrent.c — the state-carrying sequence ops of opsets 27/28:
+/* cpu_stateful_seq.c — the state-carrying sequence ops of opsets 27/28:
  * LinearAttention, CausalConvWithState (27) and SwiGLU (28).
  *
  * LinearAttention keeps a state S of [B, Hkv, Dk, Dv] (zeros, or past_state)

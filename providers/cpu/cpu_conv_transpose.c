@@ -1,4 +1,4 @@
-/* cpu_nn_ops_conv.c — ConvTranspose (1..22), Col2Im (18) and DeformConv
+/* cpu_conv_transpose.c — ConvTranspose (1..22), Col2Im (18) and DeformConv
  * (19, 22).
  *
  * ConvTranspose is a GEMM per image and group (W^T x X gives, for every

@@ -38,7 +38,10 @@ static PyObject* error_class(OnyxStatusCode code) {
 static PyObject* raise_status(OnyxStatus* st) {
   OnyxStatusCode code = onyx_status_code(st);
   PyObject* cls = error_class(code);
-  PyObject* exc = PyObject_CallFunction(cls, "s", onyx_status_message(st));
+  const char* msg = onyx_status_message(st);
+  PyObject* text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+  PyObject* exc = text ? PyObject_CallFunctionObjArgs(cls, text, NULL) : NULL;
+  Py_XDECREF(text);
   if (exc) {
     PyObject* name = PyUnicode_FromString(onyx_status_code_name(code));
     if (name) {
@@ -60,7 +63,9 @@ static PyObject* raise_code(OnyxStatusCode code, const char* fmt, ...) {
   PyOS_vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   PyObject* cls = error_class(code);
-  PyObject* exc = PyObject_CallFunction(cls, "s", msg);
+  PyObject* text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+  PyObject* exc = text ? PyObject_CallFunctionObjArgs(cls, text, NULL) : NULL;
+  Py_XDECREF(text);
   if (exc) {
     PyObject* name = PyUnicode_FromString(onyx_status_code_name(code));
     if (name) {

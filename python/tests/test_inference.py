@@ -448,3 +448,16 @@ def test_run_overhead(tmp_path, capsys):
               "overhead %s us" % (py_us, "%.2f" % c_us if c_us is not None else "n/a",
                                   "%.2f" % (py_us - c_us) if c_us is not None else "n/a"))
     assert py_us < 1000
+
+
+def test_sequence_output(tmp_path):
+    seq_type = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
+    path = save(tmp_path, [helper.make_node("Neg", ["a"], ["n"]),
+                           helper.make_node("SequenceConstruct", ["a", "n"], ["s"])],
+                [vi("a", TensorProto.FLOAT, [2])], [seq_type], opset=15)
+    sess = onyx.InferenceSession(path)
+    assert sess.get_outputs()[0].type == "seq(tensor(float))"
+    (s,) = sess.run(None, {"a": np.array([1.5, -2], np.float32)})
+    assert isinstance(s, list) and len(s) == 2
+    np.testing.assert_array_equal(s[0], [1.5, -2])
+    np.testing.assert_array_equal(s[1], [-1.5, 2])

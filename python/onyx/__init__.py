@@ -112,10 +112,10 @@ _ERRORS = {
 _onyx.set_error_classes(OnyxError, _ERRORS)
 
 
-def _raise(cls, message):
-    exc = cls(message)
-    exc.code = {v: k for k, v in _ERRORS.items()}.get(cls, 1)
-    exc.code = _onyx.status_code_name(exc.code)
+def _invalid_argument(message):
+    """Raises InvalidArgument for a mistake found on the Python side."""
+    exc = InvalidArgument(message)
+    exc.code = _onyx.status_code_name(2)  # ONYX_INVALID_ARGUMENT
     raise exc
 
 
@@ -490,14 +490,14 @@ def _apply_providers(opts, providers, provider_options):
     if provider_options is not None:
         provider_options = list(provider_options)
         if len(provider_options) != len(providers):
-            _raise(InvalidArgument, "provider_options has %d entries for %d providers"
-                   % (len(provider_options), len(providers)))
+            _invalid_argument("provider_options has %d entries for %d providers"
+                              % (len(provider_options), len(providers)))
     for i, p in enumerate(providers):
         options = {}
         if isinstance(p, (tuple, list)):
             if len(p) != 2 or not isinstance(p[1], dict):
-                _raise(InvalidArgument,
-                       "providers[%d]: expected a name or a (name, options dict) pair" % i)
+                _invalid_argument(
+                    "providers[%d]: expected a name or a (name, options dict) pair" % i)
             p, options = p
         if provider_options is not None and provider_options[i]:
             options = dict(options, **provider_options[i])

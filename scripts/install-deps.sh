@@ -23,6 +23,7 @@ PACKAGES=(
   valgrind                                       # unit tests under memcheck in CI
   python3-onnx python3-numpy python3-sklearn     # test and sample model generators (never at run time;
                                                  #   sklearn: the digits of samples/train-mlp, -cnn)
+  python3-dev python3-pytest                     # the Python package (python/): CPython headers, its tests
   hipcc                                          # ROCm provider: HIP 5.2 + clang 15 (CUDA is never apt-installed)
 )
 

@@ -25,6 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 static OnyxStatus* scratch(OnyxKernelContext* ctx, size_t bytes, void** out) {
   *out = cpu_host->ctx_scratch(ctx, bytes ? bytes : 1);
   return *out ? NULL : cpu_oom(ctx);
@@ -1360,12 +1364,87 @@ typedef struct QAdd {
   float ra, rb; /* A_scale / C_scale, B_scale / C_scale */
 } QAdd;
 
+/* c[i] = quantized (a - za) * ra + (b - zb) * rb over a span, with A and B
+ * each contiguous (step 1) or one value (step 0); the same float32
+ * arithmetic as the scalar loop (a multiply and an add, never fused), vector
+ * paths by the int8 GEMM's ISA choice. Returns how many leading elements it
+ * did (a multiple of the vector width); the caller finishes the rest. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static size_t qadd_span_avx512(const QAdd* q, const uint8_t* a,
+                                                                  bool a1, const uint8_t* b,
+                                                                  bool b1, uint8_t* c, size_t len) {
+  const __m512 ra = _mm512_set1_ps(q->ra), rb = _mm512_set1_ps(q->rb);
+  const __m512i za = _mm512_set1_epi32(q->za), zb = _mm512_set1_epi32(q->zb);
+  const __m512 zc = _mm512_set1_ps((float)q->zc);
+  const __m512 lo = _mm512_set1_ps(q->is_signed ? -128.0f : 0.0f);
+  const __m512 hi = _mm512_set1_ps(q->is_signed ? 127.0f : 255.0f);
+  size_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    const __m128i xa = a1 ? _mm_loadu_si128((const __m128i*)(a + i)) : _mm_set1_epi8((char)a[0]);
+    const __m128i xb = b1 ? _mm_loadu_si128((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
+    const __m512i va = q->is_signed ? _mm512_cvtepi8_epi32(xa) : _mm512_cvtepu8_epi32(xa);
+    const __m512i vb = q->is_signed ? _mm512_cvtepi8_epi32(xb) : _mm512_cvtepu8_epi32(xb);
+    const __m512 pa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(va, za)), ra);
+    const __m512 pb = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(vb, zb)), rb);
+    __m512 v =
+        _mm512_roundscale_ps(_mm512_add_ps(pa, pb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> zc */
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, zc), lo), hi);
+    _mm_storeu_si128((__m128i*)(c + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+  }
+  return i;
+}
+
+__attribute__((target("avx2"))) static size_t qadd_span_avx2(const QAdd* q, const uint8_t* a,
+                                                             bool a1, const uint8_t* b, bool b1,
+                                                             uint8_t* c, size_t len) {
+  const __m256 ra = _mm256_set1_ps(q->ra), rb = _mm256_set1_ps(q->rb);
+  const __m256i za = _mm256_set1_epi32(q->za), zb = _mm256_set1_epi32(q->zb);
+  const __m256 zc = _mm256_set1_ps((float)q->zc);
+  const __m256 lo = _mm256_set1_ps(q->is_signed ? -128.0f : 0.0f);
+  const __m256 hi = _mm256_set1_ps(q->is_signed ? 127.0f : 255.0f);
+  /* Byte 0 of each int32 to the low 4 bytes of its 128-bit lane, then the
+   * two lanes' dwords together. */
+  const __m256i pick =
+      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i join = _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1);
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    const __m128i xa = a1 ? _mm_loadl_epi64((const __m128i*)(a + i)) : _mm_set1_epi8((char)a[0]);
+    const __m128i xb = b1 ? _mm_loadl_epi64((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
+    const __m256i va = q->is_signed ? _mm256_cvtepi8_epi32(xa) : _mm256_cvtepu8_epi32(xa);
+    const __m256i vb = q->is_signed ? _mm256_cvtepi8_epi32(xb) : _mm256_cvtepu8_epi32(xb);
+    const __m256 pa = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(va, za)), ra);
+    const __m256 pb = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(vb, zb)), rb);
+    __m256 v =
+        _mm256_round_ps(_mm256_add_ps(pa, pb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); /* NaN -> zc */
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zc), lo), hi);
+    __m256i w = _mm256_shuffle_epi8(_mm256_cvtps_epi32(v), pick);
+    w = _mm256_permutevar8x32_epi32(w, join);
+    _mm_storel_epi64((__m128i*)(c + i), _mm256_castsi256_si128(w));
+  }
+  return i;
+}
+#endif
+
 static void qadd_row(void* user, const int64_t* in_off, const int64_t* in_step, size_t out_off,
                      size_t len) {
   const QAdd* q = user;
   const uint8_t* a = q->a + in_off[0];
   const uint8_t* b = q->b + in_off[1];
-  for (size_t i = 0; i < len; i++) {
+  size_t done = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if ((in_step[0] == 0 || in_step[0] == 1) && (in_step[1] == 0 || in_step[1] == 1)) {
+    const CpuQgemmIsa isa = cpu_qgemm_isa();
+    if (isa >= CPU_QGEMM_AVX512BW)
+      done = qadd_span_avx512(q, a, in_step[0] == 1, b, in_step[1] == 1, q->c + out_off, len);
+    else if (isa == CPU_QGEMM_AVX2)
+      done = qadd_span_avx2(q, a, in_step[0] == 1, b, in_step[1] == 1, q->c + out_off, len);
+  }
+#endif
+  for (size_t i = done; i < len; i++) {
     const uint8_t x = a[(int64_t)i * in_step[0]], y = b[(int64_t)i * in_step[1]];
     const int32_t xv = q->is_signed ? (int8_t)x : x, yv = q->is_signed ? (int8_t)y : y;
     /* float32, as ONNX Runtime's kernel: (a - za) * ra + (b - zb) * rb */

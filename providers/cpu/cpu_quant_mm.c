@@ -971,27 +971,52 @@ static void conv_to_hwc(uint8_t* xt, const uint8_t* x, size_t cg, size_t in_size
       xt[p * cg + c] = x[c * in_size + p];
 }
 
-/* im2col of the channels-last xt into col (out_size x k_size * cg). */
+/* im2col of the channels-last xt into col (out_size x k_size * cg). With
+ * the last spatial dim's dilation 1, the kernel offsets along it read
+ * neighbouring positions of xt, so each row of the kernel is one run of up
+ * to k_last * cg bytes (a 7x7 kernel over 3 channels: 21 bytes, not seven
+ * runs of 3), the part in the padding the zero point. */
 static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, size_t cg,
                             uint8_t pad) {
+  const size_t last = g->ns - 1;
+  const int64_t kl = g->k[last], il = g->in[last], sl = g->s[last], dl = g->d[last];
+  const size_t rows = g->k_size / (size_t)kl; /* kernel offsets of the other dims */
   int64_t oc[MAXS] = {0};
   uint8_t* dst = col;
   for (size_t p = 0; p < g->out_size; p++) {
     int64_t kc[MAXS] = {0};
-    for (size_t kk = 0; kk < g->k_size; kk++) {
-      size_t off = 0;
+    const int64_t x0 = oc[last] * sl - g->pb[last]; /* last dim's input at kernel offset 0 */
+    for (size_t kr = 0; kr < rows; kr++) {
+      size_t off = 0; /* the other dims' position in xt, in units of il */
       bool ok = true;
-      for (size_t i = 0; i < g->ns; i++) {
+      for (size_t i = 0; i < last; i++) {
         const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
         ok = ok && xi >= 0 && xi < g->in[i];
         off = off * (size_t)g->in[i] + (size_t)(ok ? xi : 0);
       }
-      if (ok)
-        memcpy(dst, xt + off * cg, cg);
-      else
-        memset(dst, pad, cg);
-      dst += cg;
-      for (size_t i = g->ns; i-- > 0;) /* next kernel offset, last dim fastest */
+      if (!ok) {
+        memset(dst, pad, (size_t)kl * cg);
+      } else if (dl == 1) {
+        /* kernel offsets [a, b) fall inside the row */
+        int64_t a = x0 < 0 ? -x0 : 0, b = il - x0 < kl ? il - x0 : kl;
+        if (a > kl) a = kl;
+        if (b < a) b = a;
+        memset(dst, pad, (size_t)a * cg);
+        if (b > a)
+          memcpy(dst + (size_t)a * cg, xt + (off * (size_t)il + (size_t)(x0 + a)) * cg,
+                 (size_t)(b - a) * cg);
+        memset(dst + (size_t)b * cg, pad, (size_t)(kl - b) * cg);
+      } else {
+        for (int64_t t = 0; t < kl; t++) {
+          const int64_t xi = x0 + t * dl;
+          if (xi >= 0 && xi < il)
+            memcpy(dst + (size_t)t * cg, xt + (off * (size_t)il + (size_t)xi) * cg, cg);
+          else
+            memset(dst + (size_t)t * cg, pad, cg);
+        }
+      }
+      dst += (size_t)kl * cg;
+      for (size_t i = last; i-- > 0;) /* next kernel row, the last of the other dims fastest */
         if (++kc[i] < g->k[i])
           break;
         else

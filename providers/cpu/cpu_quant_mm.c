@@ -312,6 +312,29 @@ typedef struct QEpi {
   size_t y_off, rstride, cstride;
 } QEpi;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define QMM_TR16 1
+/* dst[j * ds + i] = src[i * ss + j] for a 16 x 16 byte tile, in SSE2
+ * registers: four rounds of byte interleaves pairing rows i and i + 8
+ * transpose the tile. */
+static inline void tr16x16(const uint8_t* src, size_t ss, uint8_t* dst, size_t ds) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; i++)
+    a[i] = _mm_loadu_si128((const __m128i*)(src + (size_t)i * ss));
+  for (int round = 0; round < 4; round++) {
+    for (int i = 0; i < 8; i++) {
+      b[2 * i] = _mm_unpacklo_epi8(a[i], a[i + 8]);
+      b[2 * i + 1] = _mm_unpackhi_epi8(a[i], a[i + 8]);
+    }
+    memcpy(a, b, sizeof a);
+  }
+  for (int i = 0; i < 16; i++)
+    _mm_storeu_si128((__m128i*)(dst + (size_t)i * ds), a[i]);
+}
+#else
+#define QMM_TR16 0
+#endif
+
 /* The epilogue's loops (and the depthwise loop) compiled for AVX2 too,
  * picked at load (ifunc): the baseline SSE2 has no 32-bit vector multiply.
  * Same results either way. */
@@ -409,8 +432,15 @@ QEPI_CLONES static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, s
       for (size_t i = 0; i < ni; i++)
         q_requant(e, c + (i0 + i) * ldc, cols, t8 + i * cols, e->mult + col0,
                   e->bias ? e->bias + col0 : NULL, 1);
-      for (size_t j = 0; j < cols; j++) {
-        uint8_t* y = (uint8_t*)e->y + e->y_off + (col0 + j) * e->cstride + row0 + i0;
+      uint8_t* y0 = (uint8_t*)e->y + e->y_off + col0 * e->cstride + row0 + i0;
+      size_t j = 0;
+#if QMM_TR16
+      if (ni == 16) /* 16 channels' runs of 16 outputs at a time */
+        for (; j + 16 <= cols; j += 16)
+          tr16x16(t8 + j, cols, y0 + j * e->cstride, e->cstride);
+#endif
+      for (; j < cols; j++) {
+        uint8_t* y = y0 + j * e->cstride;
         for (size_t i = 0; i < ni; i++)
           y[i] = t8[i * cols + j];
       }
@@ -965,30 +995,16 @@ static bool conv_is_pointwise(const ConvGeo* g) {
 }
 
 /* xt[p * cg + c] = x[c * in_size + p]. On x86-64, tiles of 16 channels x
- * 16 positions are transposed in SSE2 registers (four rounds of byte
- * interleaves pairing rows i and i + 8 transpose a 16 x 16 byte tile), the
- * rest byte by byte: one scattered byte store per element cost as much as
- * a fifth of a 3x3 convolution's GEMM. */
+ * 16 positions go through tr16x16, the rest byte by byte: one scattered byte store per element cost
+ * as much as a fifth of a 3x3 convolution's GEMM. */
 static void conv_to_hwc(uint8_t* xt, const uint8_t* x, size_t cg, size_t in_size) {
   size_t c0 = 0, p_full = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if QMM_TR16
   p_full = in_size / 16 * 16;
   for (; c0 + 16 <= cg; c0 += 16)
-    for (size_t p0 = 0; p0 < p_full; p0 += 16) {
-      __m128i a[16], b[16];
-      for (int i = 0; i < 16; i++)
-        a[i] = _mm_loadu_si128((const __m128i*)(x + (c0 + (size_t)i) * in_size + p0));
-      for (int round = 0; round < 4; round++) {
-        for (int i = 0; i < 8; i++) {
-          b[2 * i] = _mm_unpacklo_epi8(a[i], a[i + 8]);
-          b[2 * i + 1] = _mm_unpackhi_epi8(a[i], a[i + 8]);
-        }
-        memcpy(a, b, sizeof a);
-      }
-      for (int i = 0; i < 16; i++)
-        _mm_storeu_si128((__m128i*)(xt + (p0 + (size_t)i) * cg + c0), a[i]);
-    }
-    /* channels [0, c0) are done for positions [0, p_full) */
+    for (size_t p0 = 0; p0 < p_full; p0 += 16)
+      tr16x16(x + c0 * in_size + p0, in_size, xt + p0 * cg + c0, cg);
+      /* channels [0, c0) are done for positions [0, p_full) */
 #endif
   for (size_t c = 0; c < cg; c++)
     for (size_t p = c < c0 ? p_full : 0; p < in_size; p++)

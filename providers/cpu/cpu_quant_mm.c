@@ -679,21 +679,33 @@ static void conv_release(void* state) {
  * (kernel offset kk, input channel c: the im2col order, in which one
  * kernel offset of every channel is one run of x's channels-last copy),
  * column j = output channel gi * mg + j. */
+/* The GEMM's k for a group of cg channels and ks kernel offsets: cg * ks,
+ * rounded up to a multiple of 4 when ks > 1 (never the pointwise case, whose
+ * A is x's channels-last copy itself). The extra k entries are x's zero
+ * point in A (im2col pads each row with it), so (a - za)(b - zb) adds 0
+ * whatever B holds there, and on the VNNI path the GEMM reads A in place
+ * (k a multiple of 4) instead of packing it: ResNet's 7x7 stem over 3
+ * channels has k = 147. */
+static size_t conv_k_padded(size_t cg, size_t ks) {
+  const size_t rows = cg * ks;
+  return ks > 1 && rows <= SIZE_MAX - 3 ? (rows + 3) / 4 * 4 : rows;
+}
+
 static bool conv_pack_group(CpuQgemmB* dst, const uint8_t* w, bool sgn, size_t gi, size_t mg,
                             size_t cg, size_t ks) {
-  const size_t rows = cg * ks;
+  const size_t rows = cg * ks, kp = conv_k_padded(cg, ks);
   const uint8_t* src = w + gi * mg * rows;
-  if (cg == 1 || ks == 1) /* the orders agree */
+  if ((cg == 1 || ks == 1) && kp == rows) /* the orders agree */
     return cpu_qgemm_pack_b(dst, src, sgn, rows, mg, 1, rows);
   size_t bytes;
-  if (!cpu_mul_size(rows, mg, &bytes)) return false;
-  uint8_t* t = malloc(bytes ? bytes : 1);
+  if (!cpu_mul_size(kp, mg, &bytes)) return false;
+  uint8_t* t = calloc(bytes ? bytes : 1, 1); /* the padding k entries 0 */
   if (!t) return false;
   for (size_t j = 0; j < mg; j++)
     for (size_t c = 0; c < cg; c++)
       for (size_t kk = 0; kk < ks; kk++)
-        t[j * rows + kk * cg + c] = src[j * rows + c * ks + kk];
-  const bool ok = cpu_qgemm_pack_b(dst, t, sgn, rows, mg, 1, rows);
+        t[j * kp + kk * cg + c] = src[j * rows + c * ks + kk];
+  const bool ok = cpu_qgemm_pack_b(dst, t, sgn, kp, mg, 1, kp);
   free(t);
   return ok;
 }
@@ -1011,13 +1023,14 @@ static void conv_to_hwc(uint8_t* xt, const uint8_t* x, size_t cg, size_t in_size
       xt[p * cg + c] = x[c * in_size + p];
 }
 
-/* im2col of the channels-last xt into col (out_size x k_size * cg). With
+/* im2col of the channels-last xt into col (out_size rows of k_size * cg
+ * bytes, then `extra` more of the pad value, conv_k_padded). With
  * the last spatial dim's dilation 1, the kernel offsets along it read
  * neighbouring positions of xt, so each row of the kernel is one run of up
  * to k_last * cg bytes (a 7x7 kernel over 3 channels: 21 bytes, not seven
  * runs of 3), the part in the padding the zero point. */
 static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, size_t cg,
-                            uint8_t pad) {
+                            size_t extra, uint8_t pad) {
   const size_t last = g->ns - 1;
   const int64_t kl = g->k[last], il = g->in[last], sl = g->s[last], dl = g->d[last];
   const size_t rows = g->k_size / (size_t)kl; /* kernel offsets of the other dims */
@@ -1062,6 +1075,8 @@ static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, s
         else
           kc[i] = 0;
     }
+    memset(dst, pad, extra);
+    dst += extra;
     for (size_t i = g->ns; i-- > 0;) /* next output position */
       if (++oc[i] < g->out[i])
         break;
@@ -1202,10 +1217,11 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   OnyxStatus* st = conv_geo(ctx, a, xd + 2, wd + 2, r - 2, &g);
   if (st) return st;
   size_t rows, col_bytes, xt_bytes;
-  if (!cpu_mul_size(cg, g.k_size, &rows) || !cpu_mul_size(rows, g.out_size, &col_bytes) ||
-      !cpu_mul_size(cg, g.in_size, &xt_bytes))
+  if (!cpu_mul_size(cg, g.k_size, &rows)) return NULL;
+  const size_t kp = conv_k_padded(cg, g.k_size); /* the GEMM's k: rows padded */
+  if (!cpu_mul_size(kp, g.out_size, &col_bytes) || !cpu_mul_size(cg, g.in_size, &xt_bytes))
     return NULL;
-  if (o->quantized && rows > FAST_MAX_K) return NULL;
+  if (o->quantized && kp > FAST_MAX_K) return NULL;
   *taken = true;
   int64_t out[MAXS + 2] = {(int64_t)n, (int64_t)m};
   memcpy(out + 2, g.out, (r - 2) * sizeof(int64_t));
@@ -1228,7 +1244,7 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
     za[p] = xz + (x_signed ? 128 : 0);
   const double as = o->quantized ? qp_get(&o->a_scale, 0, 0, 1) : 0.0;
   const double ys = o->quantized ? qp_get(&o->y_scale, 0, 0, 1) : 1.0;
-  QEpi e = {.k = (uint32_t)rows,
+  QEpi e = {.k = (uint32_t)kp,
             .za = za,
             .za_uniform = true,
             .mult = mult,
@@ -1272,7 +1288,7 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
     return NULL;
   }
   const bool prepacked =
-      s->packed && s->packed[0].k == rows && s->packed[0].n == mg && s->groups == group;
+      s->packed && s->packed[0].k == kp && s->packed[0].n == mg && s->groups == group;
   /* x's channels-last copy and its im2col: buffers kept per thread */
   CpuQBuf *own_xt = NULL, *own_col = NULL;
   xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
@@ -1299,9 +1315,9 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
                         q_epi, &e);
       } else {
-        conv_im2col_hwc(col, &g, xt, cg, (uint8_t)xz);
-        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, rows, 1,
-                        pb, q_epi, &e);
+        conv_im2col_hwc(col, &g, xt, cg, kp - rows, (uint8_t)xz);
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, kp, 1, pb,
+                        q_epi, &e);
       }
     }
     if (!prepacked) cpu_qgemm_free_b(&local);

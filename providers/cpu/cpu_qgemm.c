@@ -278,6 +278,56 @@ static size_t div_up(size_t a, size_t b) {
   return a / b + (a % b != 0);
 }
 
+#if QGEMM_X86
+/* The VNNI packing of a B with unit column stride (a row-major MatMul B):
+ * each full group of 4 rows of a full panel is interleaved 16 columns at a
+ * time in SSE2 registers (bytes of rows 0..3 of a column together), the
+ * panel's edges element by element; the column sums run over B's rows
+ * (contiguous, vectorized by the compiler). Same layout and sums as the
+ * general loop. */
+static void pack_b_vnni_rows(CpuQgemmB* p, const QIsa* s, const uint8_t* src, bool b_signed,
+                             size_t k, size_t n, size_t rs) {
+  const uint8_t flip = b_signed ? 0 : 0x80; /* b' = (int8)(b ^ 0x80) = b - 128 for uint8 */
+  const __m128i vf = _mm_set1_epi8((char)flip);
+  const size_t nr = s->nr, kg = div_up(k, 4), panels = div_up(n, nr), kfull = k / 4;
+  for (size_t q = 0; q < panels; q++) {
+    uint8_t* dst = (uint8_t*)p->data + q * kg * nr * 4;
+    const bool full = (q + 1) * nr <= n;
+    for (size_t g = 0; g < kg; g++) {
+      uint8_t* d = dst + g * nr * 4;
+      if (full && g < kfull) {
+        const uint8_t* r0 = src + g * 4 * rs + q * nr;
+        for (size_t j0 = 0; j0 < nr; j0 += 16) {
+          const __m128i x0 = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(r0 + j0)), vf);
+          const __m128i x1 = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(r0 + rs + j0)), vf);
+          const __m128i x2 = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(r0 + 2 * rs + j0)), vf);
+          const __m128i x3 = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(r0 + 3 * rs + j0)), vf);
+          const __m128i lo01 = _mm_unpacklo_epi8(x0, x1), lo23 = _mm_unpacklo_epi8(x2, x3);
+          const __m128i hi01 = _mm_unpackhi_epi8(x0, x1), hi23 = _mm_unpackhi_epi8(x2, x3);
+          uint8_t* o = d + j0 * 4;
+          _mm_storeu_si128((__m128i*)o, _mm_unpacklo_epi16(lo01, lo23));
+          _mm_storeu_si128((__m128i*)(o + 16), _mm_unpackhi_epi16(lo01, lo23));
+          _mm_storeu_si128((__m128i*)(o + 32), _mm_unpacklo_epi16(hi01, hi23));
+          _mm_storeu_si128((__m128i*)(o + 48), _mm_unpackhi_epi16(hi01, hi23));
+        }
+        continue;
+      }
+      for (size_t j = 0; j < nr; j++)
+        for (size_t t = 0; t < 4; t++) {
+          const size_t r = g * 4 + t, col = q * nr + j;
+          d[j * 4 + t] = col < n && r < k ? (uint8_t)(src[r * rs + col] ^ flip) : 0;
+        }
+    }
+  }
+  uint32_t* sum = (uint32_t*)p->colsum; /* zeroed by calloc; wraps as the general loop's */
+  for (size_t r = 0; r < k; r++) {
+    const uint8_t* row = src + r * rs;
+    for (size_t j = 0; j < n; j++)
+      sum[j] += (uint32_t)(int32_t)(int8_t)(row[j] ^ flip);
+  }
+}
+#endif
+
 bool cpu_qgemm_pack_b(CpuQgemmB* p, const void* b, bool b_signed, size_t k, size_t n, size_t rs,
                       size_t cs) {
   memset(p, 0, sizeof *p);
@@ -297,6 +347,12 @@ bool cpu_qgemm_pack_b(CpuQgemmB* p, const void* b, bool b_signed, size_t k, size
   p->k = k;
   p->n = n;
   const uint8_t* src = b;
+#if QGEMM_X86
+  if (s->g == 4 && cs == 1 && s->nr % 16 == 0) {
+    pack_b_vnni_rows(p, s, src, b_signed, k, n, rs);
+    return true;
+  }
+#endif
   const int shift = b_signed ? 0 : -128;
   for (size_t q = 0; q < panels; q++) {
     uint8_t* dst = (uint8_t*)p->data + q * kg * s->nr * 4;

@@ -9,11 +9,19 @@
  * the `precision` attribute), rounds half to even, adds the zero point and
  * saturates to the output type; NaN quantizes to the zero point. */
 #include "cpu_quant.h"
+#include "cpu_qgemm.h"
 #include "cpu_util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QUANT_X86 1
+#else
+#define QUANT_X86 0
+#endif
 
 /* --- Element access -------------------------------------------------------------- */
 
@@ -429,6 +437,199 @@ typedef struct QJob {
   int64_t lo, hi;
 } QJob;
 
+/* --- float32 <-> int8 / uint8 spans ------------------------------------------------- */
+
+/* The common case of the QDQ models: float32 x and scale, int8 / uint8 y, one
+ * scale and zero point over a contiguous span. Each path computes exactly
+ * what the general loop does: x / scale divided in float32 (correctly
+ * rounded, as the double quotient rounded to float32 is), rounded half to
+ * even, NaN to 0, the zero point added, saturated to [lo, hi]; and for
+ * DequantizeLinear (float)(x - zero point) * scale in float32. The ISA path
+ * is the int8 GEMM's (cpu_qgemm_isa: cpuid capped by ONYX_CPU_ISA). */
+static void q_span_scalar(const float* x, size_t n, float sc, float z, float lo, float hi, bool s8,
+                          void* y) {
+  for (size_t i = 0; i < n; i++) {
+    float q = rintf(x[i] / sc);
+    if (isnan(q)) q = 0.0f;
+    q += z;
+    q = q < lo ? lo : q > hi ? hi : q;
+    if (s8)
+      ((int8_t*)y)[i] = (int8_t)(int32_t)q;
+    else
+      ((uint8_t*)y)[i] = (uint8_t)(int32_t)q;
+  }
+}
+
+static void dq_span_scalar(const void* x, size_t n, float sc, int32_t z, bool s8, float* y) {
+  for (size_t i = 0; i < n; i++) {
+    const int32_t v = s8 ? ((const int8_t*)x)[i] : ((const uint8_t*)x)[i];
+    y[i] = (float)(v - z) * sc;
+  }
+}
+
+#if QUANT_X86
+__attribute__((target("avx512f"))) static void q_span_avx512(const float* x, size_t n, float sc,
+                                                             float z, float lo, float hi, void* y) {
+  const __m512 vs = _mm512_set1_ps(sc), vz = _mm512_set1_ps(z);
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  int8_t* out = y;
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    __m512 q = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
+    q = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q, q, _CMP_ORD_Q), q); /* NaN -> 0 */
+    q = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(q, vz), vlo), vhi);
+    /* In range now: the low byte of each int32 is the result, signed or not. */
+    _mm512_mask_cvtepi32_storeu_epi8(out + i, m, _mm512_cvtps_epi32(q));
+  }
+}
+
+__attribute__((target("avx512f"))) static void dq_span_avx512(const void* x, size_t n, float sc,
+                                                              int32_t z, bool s8, float* y) {
+  const __m512 vs = _mm512_set1_ps(sc);
+  const __m512i vz = _mm512_set1_epi32(z);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i b = _mm_loadu_si128((const __m128i*)((const uint8_t*)x + i));
+    const __m512i v = s8 ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v, vz)), vs));
+  }
+  dq_span_scalar((const uint8_t*)x + i, n - i, sc, z, s8, y + i);
+}
+
+__attribute__((target("avx2"))) static void q_span_avx2(const float* x, size_t n, float sc, float z,
+                                                        float lo, float hi, bool s8, void* y) {
+  const __m256 vs = _mm256_set1_ps(sc), vz = _mm256_set1_ps(z);
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  /* Byte 0 of each int32 to the low 4 bytes of its 128-bit lane, then the
+   * two lanes' dwords together. */
+  const __m256i pick =
+      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i join = _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1);
+  uint8_t* out = y;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 q = _mm256_div_ps(_mm256_loadu_ps(x + i), vs);
+    q = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q)); /* NaN -> 0 */
+    q = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(q, vz), vlo), vhi);
+    __m256i v = _mm256_shuffle_epi8(_mm256_cvtps_epi32(q), pick);
+    v = _mm256_permutevar8x32_epi32(v, join);
+    _mm_storel_epi64((__m128i*)(out + i), _mm256_castsi256_si128(v));
+  }
+  q_span_scalar(x + i, n - i, sc, z, lo, hi, s8, out + i);
+}
+
+__attribute__((target("avx2"))) static void dq_span_avx2(const void* x, size_t n, float sc,
+                                                         int32_t z, bool s8, float* y) {
+  const __m256 vs = _mm256_set1_ps(sc);
+  const __m256i vz = _mm256_set1_epi32(z);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadl_epi64((const __m128i*)((const uint8_t*)x + i));
+    const __m256i v = s8 ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, vz)), vs));
+  }
+  dq_span_scalar((const uint8_t*)x + i, n - i, sc, z, s8, y + i);
+}
+#endif
+
+static void q_span(CpuQgemmIsa isa, const float* x, size_t n, float sc, int32_t z, bool s8,
+                   void* y) {
+  const float lo = s8 ? -128.0f : 0.0f, hi = s8 ? 127.0f : 255.0f;
+#if QUANT_X86
+  if (isa >= CPU_QGEMM_AVX512BW) {
+    q_span_avx512(x, n, sc, (float)z, lo, hi, y);
+    return;
+  }
+  if (isa == CPU_QGEMM_AVX2) {
+    q_span_avx2(x, n, sc, (float)z, lo, hi, s8, y);
+    return;
+  }
+#endif
+  (void)isa;
+  q_span_scalar(x, n, sc, (float)z, lo, hi, s8, y);
+}
+
+static void dq_span(CpuQgemmIsa isa, const void* x, size_t n, float sc, int32_t z, bool s8,
+                    float* y) {
+#if QUANT_X86
+  if (isa >= CPU_QGEMM_AVX512BW) {
+    dq_span_avx512(x, n, sc, z, s8, y);
+    return;
+  }
+  if (isa == CPU_QGEMM_AVX2) {
+    dq_span_avx2(x, n, sc, z, s8, y);
+    return;
+  }
+#endif
+  (void)isa;
+  dq_span_scalar(x, n, sc, z, s8, y);
+}
+
+/* Elements per parallel chunk of a per-tensor span. */
+#define Q_CHUNK 4096
+
+typedef struct QFastJob {
+  CpuQgemmIsa isa;
+  bool quantize, s8;
+  const QPlan* p;
+  const void* x;
+  void* y;
+  const float* scale;
+  const void* zp; /* int8 / uint8 as s8, or NULL */
+  size_t count;   /* per tensor: elements; else 0 and rows of p->inner */
+} QFastJob;
+
+/* Units are Q_CHUNK-element chunks (per tensor) or rows of the plan (per
+ * axis: one scale over p->inner contiguous elements). */
+static void qdq_fast_units(void* user, size_t begin, size_t end) {
+  const QFastJob* j = user;
+  for (size_t u = begin; u < end; u++) {
+    size_t off, n, si;
+    if (j->count) {
+      off = u * Q_CHUNK;
+      n = j->count - off < Q_CHUNK ? j->count - off : Q_CHUNK;
+      si = 0;
+    } else {
+      off = u * j->p->inner;
+      n = j->p->inner;
+      si = (u / j->p->d) * j->p->so + (u % j->p->d) * j->p->sa;
+    }
+    const int32_t z = !j->zp ? 0 : j->s8 ? ((const int8_t*)j->zp)[si] : ((const uint8_t*)j->zp)[si];
+    if (j->quantize)
+      q_span(j->isa, (const float*)j->x + off, n, j->scale[si], z, j->s8, (uint8_t*)j->y + off);
+    else
+      dq_span(j->isa, (const uint8_t*)j->x + off, n, j->scale[si], z, j->s8, (float*)j->y + off);
+  }
+}
+
+/* Runs the span kernels when the types and the plan allow (true), else
+ * leaves it to the general loop. */
+static bool qdq_fast(OnyxKernelContext* ctx, bool quantize, const QPlan* p, int32_t xt, int32_t st,
+                     int32_t zt, int32_t yt, int32_t prec, const void* x, const void* scale,
+                     const void* zp, void* y) {
+  const int32_t qt = quantize ? yt : xt, ft = quantize ? xt : yt;
+  if (ft != ONYX_ELEM_FLOAT32 || st != ONYX_ELEM_FLOAT32 || p->block != 1 ||
+      (qt != ONYX_ELEM_INT8 && qt != ONYX_ELEM_UINT8) || (zp && zt != qt) ||
+      (quantize && prec != ONYX_ELEM_FLOAT32))
+    return false;
+  const size_t total = p->outer * p->d * p->inner;
+  QFastJob j = {.isa = cpu_qgemm_isa(),
+                .quantize = quantize,
+                .s8 = qt == ONYX_ELEM_INT8,
+                .p = p,
+                .x = x,
+                .y = y,
+                .scale = scale,
+                .zp = zp,
+                .count = p->so == 0 && p->sa == 0 ? total : 0};
+  const size_t units = j.count ? (total + Q_CHUNK - 1) / Q_CHUNK : p->outer * p->d;
+  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), units, qdq_fast_units, &j);
+  return true;
+}
+
 /* Rows r in [begin, end) are (o, a) pairs of the plan. */
 static void quantize_rows(void* user, size_t begin, size_t end) {
   const QJob* j = user;
@@ -489,6 +690,7 @@ static OnyxStatus* quantize_compute(void* state, OnyxKernelContext* ctx) {
   cpu_q_int_range(yt, &j.lo, &j.hi);
   const size_t rows = p.outer * p.d;
   if (rows == 0 || p.inner == 0) return NULL;
+  if (qdq_fast(ctx, true, &p, j.xt, j.st, j.zt, yt, j.prec, j.x, j.scale, j.zp, j.y)) return NULL;
   if (cpu_q_packed_bits(yt)) {
     /* Neighbours share bytes: one thread, and the padding bits stay 0. */
     memset(j.y, 0, cpu_host->tensor_byte_size(y));
@@ -548,6 +750,7 @@ static OnyxStatus* dequantize_compute(void* state, OnyxKernelContext* ctx) {
             .y = cpu_host->tensor_mutable_data(y)};
   const size_t rows = p.outer * p.d;
   if (rows == 0 || p.inner == 0) return NULL;
+  if (qdq_fast(ctx, false, &p, j.xt, j.st, j.zt, j.yt, 0, j.x, j.scale, j.zp, j.y)) return NULL;
   cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), rows, dequantize_rows, &j);
   return NULL;
 }

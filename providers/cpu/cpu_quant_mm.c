@@ -25,6 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 static OnyxStatus* scratch(OnyxKernelContext* ctx, size_t bytes, void** out) {
   *out = cpu_host->ctx_scratch(ctx, bytes ? bytes : 1);
   return *out ? NULL : cpu_oom(ctx);
@@ -308,6 +312,29 @@ typedef struct QEpi {
   size_t y_off, rstride, cstride;
 } QEpi;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define QMM_TR16 1
+/* dst[j * ds + i] = src[i * ss + j] for a 16 x 16 byte tile, in SSE2
+ * registers: four rounds of byte interleaves pairing rows i and i + 8
+ * transpose the tile. */
+static inline void tr16x16(const uint8_t* src, size_t ss, uint8_t* dst, size_t ds) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; i++)
+    a[i] = _mm_loadu_si128((const __m128i*)(src + (size_t)i * ss));
+  for (int round = 0; round < 4; round++) {
+    for (int i = 0; i < 8; i++) {
+      b[2 * i] = _mm_unpacklo_epi8(a[i], a[i + 8]);
+      b[2 * i + 1] = _mm_unpackhi_epi8(a[i], a[i + 8]);
+    }
+    memcpy(a, b, sizeof a);
+  }
+  for (int i = 0; i < 16; i++)
+    _mm_storeu_si128((__m128i*)(dst + (size_t)i * ds), a[i]);
+}
+#else
+#define QMM_TR16 0
+#endif
+
 /* The epilogue's loops (and the depthwise loop) compiled for AVX2 too,
  * picked at load (ifunc): the baseline SSE2 has no 32-bit vector multiply.
  * Same results either way. */
@@ -405,8 +432,15 @@ QEPI_CLONES static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, s
       for (size_t i = 0; i < ni; i++)
         q_requant(e, c + (i0 + i) * ldc, cols, t8 + i * cols, e->mult + col0,
                   e->bias ? e->bias + col0 : NULL, 1);
-      for (size_t j = 0; j < cols; j++) {
-        uint8_t* y = (uint8_t*)e->y + e->y_off + (col0 + j) * e->cstride + row0 + i0;
+      uint8_t* y0 = (uint8_t*)e->y + e->y_off + col0 * e->cstride + row0 + i0;
+      size_t j = 0;
+#if QMM_TR16
+      if (ni == 16) /* 16 channels' runs of 16 outputs at a time */
+        for (; j + 16 <= cols; j += 16)
+          tr16x16(t8 + j, cols, y0 + j * e->cstride, e->cstride);
+#endif
+      for (; j < cols; j++) {
+        uint8_t* y = y0 + j * e->cstride;
         for (size_t i = 0; i < ni; i++)
           y[i] = t8[i * cols + j];
       }
@@ -645,21 +679,33 @@ static void conv_release(void* state) {
  * (kernel offset kk, input channel c: the im2col order, in which one
  * kernel offset of every channel is one run of x's channels-last copy),
  * column j = output channel gi * mg + j. */
+/* The GEMM's k for a group of cg channels and ks kernel offsets: cg * ks,
+ * rounded up to a multiple of 4 when ks > 1 (never the pointwise case, whose
+ * A is x's channels-last copy itself). The extra k entries are x's zero
+ * point in A (im2col pads each row with it), so (a - za)(b - zb) adds 0
+ * whatever B holds there, and on the VNNI path the GEMM reads A in place
+ * (k a multiple of 4) instead of packing it: ResNet's 7x7 stem over 3
+ * channels has k = 147. */
+static size_t conv_k_padded(size_t cg, size_t ks) {
+  const size_t rows = cg * ks;
+  return ks > 1 && rows <= SIZE_MAX - 3 ? (rows + 3) / 4 * 4 : rows;
+}
+
 static bool conv_pack_group(CpuQgemmB* dst, const uint8_t* w, bool sgn, size_t gi, size_t mg,
                             size_t cg, size_t ks) {
-  const size_t rows = cg * ks;
+  const size_t rows = cg * ks, kp = conv_k_padded(cg, ks);
   const uint8_t* src = w + gi * mg * rows;
-  if (cg == 1 || ks == 1) /* the orders agree */
+  if ((cg == 1 || ks == 1) && kp == rows) /* the orders agree */
     return cpu_qgemm_pack_b(dst, src, sgn, rows, mg, 1, rows);
   size_t bytes;
-  if (!cpu_mul_size(rows, mg, &bytes)) return false;
-  uint8_t* t = malloc(bytes ? bytes : 1);
+  if (!cpu_mul_size(kp, mg, &bytes)) return false;
+  uint8_t* t = calloc(bytes ? bytes : 1, 1); /* the padding k entries 0 */
   if (!t) return false;
   for (size_t j = 0; j < mg; j++)
     for (size_t c = 0; c < cg; c++)
       for (size_t kk = 0; kk < ks; kk++)
-        t[j * rows + kk * cg + c] = src[j * rows + c * ks + kk];
-  const bool ok = cpu_qgemm_pack_b(dst, t, sgn, rows, mg, 1, rows);
+        t[j * kp + kk * cg + c] = src[j * rows + c * ks + kk];
+  const bool ok = cpu_qgemm_pack_b(dst, t, sgn, kp, mg, 1, kp);
   free(t);
   return ok;
 }
@@ -960,39 +1006,77 @@ static bool conv_is_pointwise(const ConvGeo* g) {
   return true;
 }
 
-/* xt[p * cg + c] = x[c * in_size + p]. */
+/* xt[p * cg + c] = x[c * in_size + p]. On x86-64, tiles of 16 channels x
+ * 16 positions go through tr16x16, the rest byte by byte: one scattered byte store per element cost
+ * as much as a fifth of a 3x3 convolution's GEMM. */
 static void conv_to_hwc(uint8_t* xt, const uint8_t* x, size_t cg, size_t in_size) {
+  size_t c0 = 0, p_full = 0;
+#if QMM_TR16
+  p_full = in_size / 16 * 16;
+  for (; c0 + 16 <= cg; c0 += 16)
+    for (size_t p0 = 0; p0 < p_full; p0 += 16)
+      tr16x16(x + c0 * in_size + p0, in_size, xt + p0 * cg + c0, cg);
+      /* channels [0, c0) are done for positions [0, p_full) */
+#endif
   for (size_t c = 0; c < cg; c++)
-    for (size_t p = 0; p < in_size; p++)
+    for (size_t p = c < c0 ? p_full : 0; p < in_size; p++)
       xt[p * cg + c] = x[c * in_size + p];
 }
 
-/* im2col of the channels-last xt into col (out_size x k_size * cg). */
+/* im2col of the channels-last xt into col (out_size rows of k_size * cg
+ * bytes, then `extra` more of the pad value, conv_k_padded). With
+ * the last spatial dim's dilation 1, the kernel offsets along it read
+ * neighbouring positions of xt, so each row of the kernel is one run of up
+ * to k_last * cg bytes (a 7x7 kernel over 3 channels: 21 bytes, not seven
+ * runs of 3), the part in the padding the zero point. */
 static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, size_t cg,
-                            uint8_t pad) {
+                            size_t extra, uint8_t pad) {
+  const size_t last = g->ns - 1;
+  const int64_t kl = g->k[last], il = g->in[last], sl = g->s[last], dl = g->d[last];
+  const size_t rows = g->k_size / (size_t)kl; /* kernel offsets of the other dims */
   int64_t oc[MAXS] = {0};
   uint8_t* dst = col;
   for (size_t p = 0; p < g->out_size; p++) {
     int64_t kc[MAXS] = {0};
-    for (size_t kk = 0; kk < g->k_size; kk++) {
-      size_t off = 0;
+    const int64_t x0 = oc[last] * sl - g->pb[last]; /* last dim's input at kernel offset 0 */
+    for (size_t kr = 0; kr < rows; kr++) {
+      size_t off = 0; /* the other dims' position in xt, in units of il */
       bool ok = true;
-      for (size_t i = 0; i < g->ns; i++) {
+      for (size_t i = 0; i < last; i++) {
         const int64_t xi = oc[i] * g->s[i] - g->pb[i] + kc[i] * g->d[i];
         ok = ok && xi >= 0 && xi < g->in[i];
         off = off * (size_t)g->in[i] + (size_t)(ok ? xi : 0);
       }
-      if (ok)
-        memcpy(dst, xt + off * cg, cg);
-      else
-        memset(dst, pad, cg);
-      dst += cg;
-      for (size_t i = g->ns; i-- > 0;) /* next kernel offset, last dim fastest */
+      if (!ok) {
+        memset(dst, pad, (size_t)kl * cg);
+      } else if (dl == 1) {
+        /* kernel offsets [a, b) fall inside the row */
+        int64_t a = x0 < 0 ? -x0 : 0, b = il - x0 < kl ? il - x0 : kl;
+        if (a > kl) a = kl;
+        if (b < a) b = a;
+        memset(dst, pad, (size_t)a * cg);
+        if (b > a)
+          memcpy(dst + (size_t)a * cg, xt + (off * (size_t)il + (size_t)(x0 + a)) * cg,
+                 (size_t)(b - a) * cg);
+        memset(dst + (size_t)b * cg, pad, (size_t)(kl - b) * cg);
+      } else {
+        for (int64_t t = 0; t < kl; t++) {
+          const int64_t xi = x0 + t * dl;
+          if (xi >= 0 && xi < il)
+            memcpy(dst + (size_t)t * cg, xt + (off * (size_t)il + (size_t)xi) * cg, cg);
+          else
+            memset(dst + (size_t)t * cg, pad, cg);
+        }
+      }
+      dst += (size_t)kl * cg;
+      for (size_t i = last; i-- > 0;) /* next kernel row, the last of the other dims fastest */
         if (++kc[i] < g->k[i])
           break;
         else
           kc[i] = 0;
     }
+    memset(dst, pad, extra);
+    dst += extra;
     for (size_t i = g->ns; i-- > 0;) /* next output position */
       if (++oc[i] < g->out[i])
         break;
@@ -1133,10 +1217,11 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   OnyxStatus* st = conv_geo(ctx, a, xd + 2, wd + 2, r - 2, &g);
   if (st) return st;
   size_t rows, col_bytes, xt_bytes;
-  if (!cpu_mul_size(cg, g.k_size, &rows) || !cpu_mul_size(rows, g.out_size, &col_bytes) ||
-      !cpu_mul_size(cg, g.in_size, &xt_bytes))
+  if (!cpu_mul_size(cg, g.k_size, &rows)) return NULL;
+  const size_t kp = conv_k_padded(cg, g.k_size); /* the GEMM's k: rows padded */
+  if (!cpu_mul_size(kp, g.out_size, &col_bytes) || !cpu_mul_size(cg, g.in_size, &xt_bytes))
     return NULL;
-  if (o->quantized && rows > FAST_MAX_K) return NULL;
+  if (o->quantized && kp > FAST_MAX_K) return NULL;
   *taken = true;
   int64_t out[MAXS + 2] = {(int64_t)n, (int64_t)m};
   memcpy(out + 2, g.out, (r - 2) * sizeof(int64_t));
@@ -1159,7 +1244,7 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
     za[p] = xz + (x_signed ? 128 : 0);
   const double as = o->quantized ? qp_get(&o->a_scale, 0, 0, 1) : 0.0;
   const double ys = o->quantized ? qp_get(&o->y_scale, 0, 0, 1) : 1.0;
-  QEpi e = {.k = (uint32_t)rows,
+  QEpi e = {.k = (uint32_t)kp,
             .za = za,
             .za_uniform = true,
             .mult = mult,
@@ -1203,7 +1288,7 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
     return NULL;
   }
   const bool prepacked =
-      s->packed && s->packed[0].k == rows && s->packed[0].n == mg && s->groups == group;
+      s->packed && s->packed[0].k == kp && s->packed[0].n == mg && s->groups == group;
   /* x's channels-last copy and its im2col: buffers kept per thread */
   CpuQBuf *own_xt = NULL, *own_col = NULL;
   xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
@@ -1230,9 +1315,9 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
                         q_epi, &e);
       } else {
-        conv_im2col_hwc(col, &g, xt, cg, (uint8_t)xz);
-        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, rows, 1,
-                        pb, q_epi, &e);
+        conv_im2col_hwc(col, &g, xt, cg, kp - rows, (uint8_t)xz);
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, kp, 1, pb,
+                        q_epi, &e);
       }
     }
     if (!prepacked) cpu_qgemm_free_b(&local);
@@ -1360,12 +1445,87 @@ typedef struct QAdd {
   float ra, rb; /* A_scale / C_scale, B_scale / C_scale */
 } QAdd;
 
+/* c[i] = quantized (a - za) * ra + (b - zb) * rb over a span, with A and B
+ * each contiguous (step 1) or one value (step 0); the same float32
+ * arithmetic as the scalar loop (a multiply and an add, never fused), vector
+ * paths by the int8 GEMM's ISA choice. Returns how many leading elements it
+ * did (a multiple of the vector width); the caller finishes the rest. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static size_t qadd_span_avx512(const QAdd* q, const uint8_t* a,
+                                                                  bool a1, const uint8_t* b,
+                                                                  bool b1, uint8_t* c, size_t len) {
+  const __m512 ra = _mm512_set1_ps(q->ra), rb = _mm512_set1_ps(q->rb);
+  const __m512i za = _mm512_set1_epi32(q->za), zb = _mm512_set1_epi32(q->zb);
+  const __m512 zc = _mm512_set1_ps((float)q->zc);
+  const __m512 lo = _mm512_set1_ps(q->is_signed ? -128.0f : 0.0f);
+  const __m512 hi = _mm512_set1_ps(q->is_signed ? 127.0f : 255.0f);
+  size_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    const __m128i xa = a1 ? _mm_loadu_si128((const __m128i*)(a + i)) : _mm_set1_epi8((char)a[0]);
+    const __m128i xb = b1 ? _mm_loadu_si128((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
+    const __m512i va = q->is_signed ? _mm512_cvtepi8_epi32(xa) : _mm512_cvtepu8_epi32(xa);
+    const __m512i vb = q->is_signed ? _mm512_cvtepi8_epi32(xb) : _mm512_cvtepu8_epi32(xb);
+    const __m512 pa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(va, za)), ra);
+    const __m512 pb = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(vb, zb)), rb);
+    __m512 v =
+        _mm512_roundscale_ps(_mm512_add_ps(pa, pb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> zc */
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, zc), lo), hi);
+    _mm_storeu_si128((__m128i*)(c + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+  }
+  return i;
+}
+
+__attribute__((target("avx2"))) static size_t qadd_span_avx2(const QAdd* q, const uint8_t* a,
+                                                             bool a1, const uint8_t* b, bool b1,
+                                                             uint8_t* c, size_t len) {
+  const __m256 ra = _mm256_set1_ps(q->ra), rb = _mm256_set1_ps(q->rb);
+  const __m256i za = _mm256_set1_epi32(q->za), zb = _mm256_set1_epi32(q->zb);
+  const __m256 zc = _mm256_set1_ps((float)q->zc);
+  const __m256 lo = _mm256_set1_ps(q->is_signed ? -128.0f : 0.0f);
+  const __m256 hi = _mm256_set1_ps(q->is_signed ? 127.0f : 255.0f);
+  /* Byte 0 of each int32 to the low 4 bytes of its 128-bit lane, then the
+   * two lanes' dwords together. */
+  const __m256i pick =
+      _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12, -1,
+                       -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  const __m256i join = _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1);
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    const __m128i xa = a1 ? _mm_loadl_epi64((const __m128i*)(a + i)) : _mm_set1_epi8((char)a[0]);
+    const __m128i xb = b1 ? _mm_loadl_epi64((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
+    const __m256i va = q->is_signed ? _mm256_cvtepi8_epi32(xa) : _mm256_cvtepu8_epi32(xa);
+    const __m256i vb = q->is_signed ? _mm256_cvtepi8_epi32(xb) : _mm256_cvtepu8_epi32(xb);
+    const __m256 pa = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(va, za)), ra);
+    const __m256 pb = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(vb, zb)), rb);
+    __m256 v =
+        _mm256_round_ps(_mm256_add_ps(pa, pb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); /* NaN -> zc */
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zc), lo), hi);
+    __m256i w = _mm256_shuffle_epi8(_mm256_cvtps_epi32(v), pick);
+    w = _mm256_permutevar8x32_epi32(w, join);
+    _mm_storel_epi64((__m128i*)(c + i), _mm256_castsi256_si128(w));
+  }
+  return i;
+}
+#endif
+
 static void qadd_row(void* user, const int64_t* in_off, const int64_t* in_step, size_t out_off,
                      size_t len) {
   const QAdd* q = user;
   const uint8_t* a = q->a + in_off[0];
   const uint8_t* b = q->b + in_off[1];
-  for (size_t i = 0; i < len; i++) {
+  size_t done = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if ((in_step[0] == 0 || in_step[0] == 1) && (in_step[1] == 0 || in_step[1] == 1)) {
+    const CpuQgemmIsa isa = cpu_qgemm_isa();
+    if (isa >= CPU_QGEMM_AVX512BW)
+      done = qadd_span_avx512(q, a, in_step[0] == 1, b, in_step[1] == 1, q->c + out_off, len);
+    else if (isa == CPU_QGEMM_AVX2)
+      done = qadd_span_avx2(q, a, in_step[0] == 1, b, in_step[1] == 1, q->c + out_off, len);
+  }
+#endif
+  for (size_t i = done; i < len; i++) {
     const uint8_t x = a[(int64_t)i * in_step[0]], y = b[(int64_t)i * in_step[1]];
     const int32_t xv = q->is_signed ? (int8_t)x : x, yv = q->is_signed ? (int8_t)y : y;
     /* float32, as ONNX Runtime's kernel: (a - za) * ra + (b - zb) * rb */

@@ -39,10 +39,12 @@ cpu_register_index(OnyxKernelRegistry* r); /* cpu_index*.c: gather/scatter, topk
 OnyxStatus*
 cpu_register_nn_ops(OnyxKernelRegistry* r); /* cpu_nn_ops*.c, cpu_rnn.c: resize, norms, RNN */
 OnyxStatus*
-cpu_register_quant(OnyxKernelRegistry* r);            /* cpu_quant*.c, cpu_signal.c, cpu_random.c */
+cpu_register_quant(OnyxKernelRegistry* r);            /* cpu_quant*.c: Q/DQ and the quantized ops */
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r); /* cpu_text.c, cpu_ml.c, cpu_attention.c */
 OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r); /* cpu_contrib.c: com.onyx fused ops */
 OnyxStatus* cpu_register_optim(OnyxKernelRegistry* r);   /* cpu_optim.c: optimizers */
+OnyxStatus* cpu_register_signal(OnyxKernelRegistry* r);  /* cpu_signal.c: DFT, STFT, windows */
+OnyxStatus* cpu_register_random(OnyxKernelRegistry* r);  /* cpu_random.c: the random ops */
 OnyxStatus* cpu_register_image(OnyxKernelRegistry* r);   /* cpu_image.c: ImageDecoder */
 OnyxStatus*
 cpu_register_half(OnyxKernelRegistry* r); /* cpu_half.c: float16 MatMul, Conv, Softmax */

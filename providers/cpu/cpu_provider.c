@@ -67,7 +67,7 @@ static OnyxStatus* cpu_register_kernels(const OnyxProvider* p, OnyxKernelRegistr
       cpu_register_elementwise, cpu_register_shape,   cpu_register_reduce, cpu_register_nn,
       cpu_register_math,        cpu_register_index,   cpu_register_nn_ops, cpu_register_quant,
       cpu_register_misc,        cpu_register_contrib, cpu_register_optim,  cpu_register_image,
-      cpu_register_half,        cpu_register_grad,
+      cpu_register_half,        cpu_register_grad,    cpu_register_signal, cpu_register_random,
   };
   for (size_t i = 0; i < CPU_ARRAY_LEN(families); i++) {
     OnyxStatus* st = families[i](r);

@@ -2,8 +2,7 @@
  * quantized types, QuantizeLinear / DequantizeLinear (per-tensor, per-axis
  * and blocked; integer, packed 4/2-bit, float8 and float4e2m1 types) and
  * DynamicQuantizeLinear. cpu_register_quant also registers the kernels of
- * cpu_quant_mm.c (QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger),
- * cpu_signal.c (DFT, STFT, windows, MelWeightMatrix) and cpu_random.c.
+ * cpu_quant_mm.c (QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger).
  *
  * Rounding: QuantizeLinear divides in the precision of the scale (or of
  * the `precision` attribute), rounds half to even, adds the zero point and
@@ -884,7 +883,5 @@ OnyxStatus* cpu_register_quant(OnyxKernelRegistry* r) {
   };
   OnyxStatus* st = cpu_q_register_defs(r, defs, CPU_ARRAY_LEN(defs));
   if (!st) st = cpu_register_quant_mm(r);
-  if (!st) st = cpu_register_signal(r);
-  if (!st) st = cpu_register_random(r);
   return st;
 }

@@ -46,8 +46,6 @@ double cpu_q_round_to(int32_t type, double x);
 
 /* Registration hooks called by cpu_register_quant (cpu_quant.c). */
 OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r); /* cpu_quant_mm.c */
-OnyxStatus* cpu_register_signal(OnyxKernelRegistry* r);   /* cpu_signal.c */
-OnyxStatus* cpu_register_random(OnyxKernelRegistry* r);   /* cpu_random.c */
 
 /* Registers an array of kernel definitions in the ai.onnx domain. */
 OnyxStatus* cpu_q_register_defs(OnyxKernelRegistry* r, OnyxKernelDef* defs, size_t n);

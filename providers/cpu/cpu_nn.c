@@ -971,10 +971,11 @@ static bool conv_direct_padding_fits(const Geometry* g) {
 /* Groups of at most this many input channels run on the direct depthwise
  * kernel (cpu_conv_depthwise.c, which sums a group's cg channels per output
  * plane) where its path is AVX2, instead of one im2col GEMM of mg rows per
- * group, whose im2col costs about as much as its few rows of FMAs. The
- * per-node minimum over 30 runs of regnet_y_400mf's 3x3 convs in groups of
- * 8 (1 thread): AVX2 7.86 -> 6.11 ms; on the AVX-512 path the GEMM stays
- * (5.14 ms there, against 5.43 for the depthwise kernel). */
+ * group, whose im2col costs about as much as its few rows of FMAs. On
+ * regnet_y_400mf's 3x3 convs in groups of 8 (1 thread, sum of per-node
+ * minima) the depthwise kernel takes 6.1 ms on the AVX2 path against the
+ * GEMM's 7.9; on the AVX-512 path the GEMM is the faster (5.1 against 5.4
+ * ms), so it keeps those convs. */
 #define CONV_GROUPED_DW_MAX_CG 8
 
 static bool conv_grouped_direct(size_t cg) {

@@ -3,7 +3,7 @@
 # missing. Safe to run again: it installs nothing when everything is there.
 #   scripts/install-deps.sh           build and test
 #   scripts/install-deps.sh --bench   also the model zoo's exporters
-#                                     (bench/zoo.py: python3-torch, -torchvision)
+#                                     (bench/zoo.py: python3-torchvision)
 set -euo pipefail
 
 PACKAGES=(
@@ -24,11 +24,14 @@ PACKAGES=(
   python3-onnx python3-numpy python3-sklearn     # test and sample model generators (never at run time;
                                                  #   sklearn: the digits of samples/train-mlp, -cnn)
   python3-dev python3-pytest                     # the Python package (python/): CPython headers, its tests
+  python3-torch                                  #   its PyTorch front end's tests (onyx.torch), never at run time
+  libopenmpi-dev openmpi-bin                     # CPU collectives (MPI, loaded only when a session asks),
+                                                 #   mpirun for the distributed tests
   hipcc                                          # ROCm provider: HIP 5.2 + clang 15 (CUDA is never apt-installed)
 )
 
 if [ "${1:-}" = --bench ]; then
-  PACKAGES+=(python3-torch python3-torchvision)
+  PACKAGES+=(python3-torchvision)
 elif [ -n "${1:-}" ]; then
   echo "install-deps: unknown argument '$1' (expected --bench or nothing)" >&2
   exit 2

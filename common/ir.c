@@ -356,6 +356,8 @@ OnyxStatus* ox_value_share(const OxTensor* t, OxTensor** out) {
     return ox_tensor_clone(t, out);
   }
   OX_TRY(ox_value_new_sequence(t->type, out));
+  (*out)->vkind = t->vkind; /* a sequence, a map or a sequence of maps */
+  (*out)->key_type = t->key_type;
   for (size_t i = 0; i < t->n_items; i++) {
     OxTensor* item = NULL;
     OnyxStatus* st = ox_value_share(t->items[i], &item);
@@ -371,8 +373,10 @@ OnyxStatus* ox_value_share(const OxTensor* t, OxTensor** out) {
 
 OnyxStatus* ox_tensor_clone(const OxTensor* src, OxTensor** out) {
   if (src->vkind == OX_RT_NONE) return ox_value_new_none(src->type, out);
-  if (src->vkind == OX_RT_SEQUENCE) {
+  if (src->vkind == OX_RT_SEQUENCE || src->vkind == OX_RT_MAP || src->vkind == OX_RT_SEQ_MAP) {
     OX_TRY(ox_value_new_sequence(src->type, out));
+    (*out)->vkind = src->vkind;
+    (*out)->key_type = src->key_type;
     for (size_t i = 0; i < src->n_items; i++) {
       OxTensor* item = NULL;
       OnyxStatus* st = ox_tensor_clone(src->items[i], &item);

@@ -65,9 +65,14 @@ typedef struct OnyxTensor {
   uint8_t vkind;
   struct OnyxTensor** items;
   size_t n_items;
+  /* OX_RT_MAP: items[0] the keys (1-D, int64 or string, distinct), items[1]
+   * the values (1-D, element type `type`), n_items 2. OX_RT_SEQ_MAP: a
+   * sequence whose items are maps. key_type: their key type (UNDEFINED for
+   * every other kind); a sequence of maps keeps it while empty. */
+  OnyxElemType key_type;
 } OxTensor;
 
-enum { OX_RT_TENSOR = 0, OX_RT_SEQUENCE = 1, OX_RT_NONE = 2 };
+enum { OX_RT_TENSOR = 0, OX_RT_SEQUENCE = 1, OX_RT_NONE = 2, OX_RT_MAP = 3, OX_RT_SEQ_MAP = 4 };
 
 /* A new empty sequence of element type `type`, or a "none" optional value. */
 OnyxStatus* ox_value_new_sequence(OnyxElemType type, OxTensor** out);
@@ -179,6 +184,10 @@ typedef enum OxValueKind {
   OX_VK_SEQUENCE = 1,
   OX_VK_OPT_TENSOR = 2,
   OX_VK_OPT_SEQUENCE = 3,
+  /* ONNX-ML map(K, V) and seq(map(K, V)): OxValue.type is V, map_key K
+   * (int64 or string). Only the host runs ops that read or write them. */
+  OX_VK_MAP = 4,
+  OX_VK_SEQ_MAP = 5,
 } OxValueKind;
 
 /* The placement of nodes the host itself runs (control flow, containers). */
@@ -198,8 +207,9 @@ struct OnyxValueInfo {
   size_t n_consumers, cap_consumers;
   bool is_graph_input;
   bool is_graph_output;
-  bool is_outer_scope; /* a subgraph reading a value of its parent */
-  size_t index;        /* position in graph->values */
+  bool is_outer_scope;  /* a subgraph reading a value of its parent */
+  size_t index;         /* position in graph->values */
+  OnyxElemType map_key; /* OX_VK_MAP, OX_VK_SEQ_MAP: the key type */
 };
 
 struct OnyxNode {

@@ -194,6 +194,15 @@ uint64_t cli_get_uint(OnyxElemType t, const void* data, size_t i);
 void cli_format_scalar(const OnyxTensor* t, size_t i, int digits, char* buf, size_t cap);
 /* "[1,3,224,224]" ("[]" for scalars). */
 void cli_format_dims(const int64_t* dims, size_t rank, char* buf, size_t cap);
+/* A map or sequence of maps on one line (cli_values.c):
+ * "seq(map(int64, float32)) of 2: [{0: 0.25, 1: 0.75}, {...}]", at most
+ * max_items maps and entries per map shown. */
+void cli_print_map_value(FILE* f, const OnyxValue* v, size_t max_items);
+/* Compares maps as dictionaries (keys in any order, values as cli_compare
+ * does) and sequences of maps map by map; 0 when they match, else 1 with a
+ * reason. */
+int cli_compare_map_values(const OnyxValue* expected, const OnyxValue* got, double rtol,
+                           double atol, char* reason, size_t cap);
 
 float cli_half_to_float(uint16_t h);
 uint16_t cli_float_to_half(float f);

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* How each element type is read; indexed by OnyxElemType. */
@@ -230,4 +231,177 @@ uint16_t cli_float_to_bf16(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
   x += 0x7fffu + ((x >> 16) & 1); /* round to nearest even */
   return (uint16_t)(x >> 16);
+}
+
+/* --- maps and sequences of maps (ONNX-ML: ZipMap's output, DictVectorizer's input) ------------ */
+
+static void print_one_map(FILE* f, const OnyxValue* m, size_t max_entries) {
+  const OnyxTensor* k = onyx_value_map_keys(m);
+  const OnyxTensor* v = onyx_value_map_values(m);
+  size_t n = onyx_value_map_size(m);
+  char kb[128], vb[128];
+  fputc('{', f);
+  for (size_t i = 0; i < n && i < max_entries; i++) {
+    cli_format_scalar(k, i, 6, kb, sizeof kb);
+    cli_format_scalar(v, i, 6, vb, sizeof vb);
+    fprintf(f, "%s%s: %s", i ? ", " : "", kb, vb);
+  }
+  if (n > max_entries) fprintf(f, ", ... (%zu entries)", n);
+  fputc('}', f);
+}
+
+void cli_print_map_value(FILE* f, const OnyxValue* v, size_t max_items) {
+  OnyxValueKind kind = onyx_value_kind(v);
+  const char* kt = onyx_elem_type_name(onyx_value_map_key_type(v));
+  const char* vt = onyx_elem_type_name(onyx_value_map_value_type(v));
+  if (kind == ONYX_VALUE_MAP) {
+    fprintf(f, "map(%s, %s) of %zu: ", kt, vt, onyx_value_map_size(v));
+    print_one_map(f, v, max_items);
+    return;
+  }
+  if (kind != ONYX_VALUE_SEQUENCE_MAP) {
+    fputs("(not a map)", f);
+    return;
+  }
+  size_t n = onyx_value_map_sequence_length(v);
+  fprintf(f, "seq(map(%s, %s)) of %zu: [", kt, vt, n);
+  for (size_t i = 0; i < n && i < max_items; i++) {
+    OnyxValue* m = NULL;
+    OnyxStatus* st = onyx_value_map_sequence_at(v, i, &m);
+    if (i) fputs(", ", f);
+    if (st) {
+      fputs("?", f);
+      onyx_status_release(st);
+      continue;
+    }
+    print_one_map(f, m, max_items);
+    onyx_value_release(m);
+  }
+  if (n > max_items) fprintf(f, ", ... (%zu maps)", n);
+  fputc(']', f);
+}
+
+/* Whether key i of map a equals key j of map b (same key type). */
+static int same_key(const OnyxTensor* a, size_t i, const OnyxTensor* b, size_t j) {
+  if (onyx_tensor_elem_type(a) == ONYX_ELEM_INT64)
+    return ((const int64_t*)onyx_tensor_data(a))[i] == ((const int64_t*)onyx_tensor_data(b))[j];
+  size_t la = onyx_tensor_string_len(a, i), lb = onyx_tensor_string_len(b, j);
+  const char* sa = ((const char* const*)onyx_tensor_data(a))[i];
+  const char* sb = ((const char* const*)onyx_tensor_data(b))[j];
+  return la == lb && (!la || !memcmp(sa, sb, la));
+}
+
+/* Two maps as dictionaries: the same keys, in any order, and values that
+ * cli_compare accepts (got's values are put in expected's key order). */
+static int compare_one_map(const OnyxValue* ev, const OnyxValue* gv, double rtol, double atol,
+                           char* reason, size_t cap) {
+  size_t n = onyx_value_map_size(ev);
+  if (n != onyx_value_map_size(gv)) {
+    snprintf(reason, cap, "expected %zu map entries, got %zu", n, onyx_value_map_size(gv));
+    return 1;
+  }
+  const OnyxTensor *ek = onyx_value_map_keys(ev), *gk = onyx_value_map_keys(gv);
+  const OnyxTensor *evals = onyx_value_map_values(ev), *gvals = onyx_value_map_values(gv);
+  OnyxElemType vt = onyx_tensor_elem_type(gvals);
+  size_t esz = onyx_elem_type_size(vt);
+  if (vt != ONYX_ELEM_STRING && !esz) {
+    snprintf(reason, cap, "map values of type %s cannot be compared", onyx_elem_type_name(vt));
+    return 1;
+  }
+  /* got's values in expected's key order */
+  size_t* at = malloc((n ? n : 1) * sizeof *at);
+  if (!at) {
+    snprintf(reason, cap, "out of memory");
+    return 1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < n && !same_key(ek, i, gk, j))
+      j++;
+    if (j == n) {
+      char kb[128];
+      cli_format_scalar(ek, i, 6, kb, sizeof kb);
+      snprintf(reason, cap, "key %s is missing", kb);
+      free(at);
+      return 1;
+    }
+    at[i] = j;
+  }
+  int64_t dim = (int64_t)n;
+  OnyxValue* ordered = NULL;
+  OnyxStatus* st = NULL;
+  if (vt == ONYX_ELEM_STRING) {
+    const char** s = malloc((n ? n : 1) * sizeof *s);
+    size_t* lens = malloc((n ? n : 1) * sizeof *lens);
+    if (s && lens)
+      for (size_t i = 0; i < n; i++) {
+        s[i] = ((const char* const*)onyx_tensor_data(gvals))[at[i]];
+        lens[i] = onyx_tensor_string_len(gvals, at[i]);
+      }
+    st = s && lens ? onyx_value_create_string_tensor(&dim, 1, s, lens, &ordered) : NULL;
+    if (!s || !lens) snprintf(reason, cap, "out of memory");
+    free(s);
+    free(lens);
+  } else {
+    unsigned char* buf = malloc(n * esz + 1);
+    if (buf)
+      for (size_t i = 0; i < n; i++)
+        memcpy(buf + i * esz, (const unsigned char*)onyx_tensor_data(gvals) + at[i] * esz, esz);
+    st = buf ? onyx_value_create_tensor(vt, &dim, 1, buf, n * esz, &ordered) : NULL;
+    if (!buf) snprintf(reason, cap, "out of memory");
+    free(buf);
+  }
+  free(at);
+  int rc = 1;
+  if (st) {
+    snprintf(reason, cap, "%.400s", onyx_status_message(st));
+    onyx_status_release(st);
+  } else if (ordered) {
+    rc = cli_compare(evals, onyx_value_tensor(ordered), rtol, atol, reason, cap);
+  }
+  onyx_value_release(ordered);
+  return rc;
+}
+
+int cli_compare_map_values(const OnyxValue* ev, const OnyxValue* gv, double rtol, double atol,
+                           char* reason, size_t cap) {
+  OnyxValueKind ek = onyx_value_kind(ev), gk = onyx_value_kind(gv);
+  if (ek != gk || (ek != ONYX_VALUE_MAP && ek != ONYX_VALUE_SEQUENCE_MAP)) {
+    snprintf(reason, cap, "expected a %s, got another kind of value",
+             ek == ONYX_VALUE_MAP ? "map" : "sequence of maps");
+    return 1;
+  }
+  if (onyx_value_map_key_type(ev) != onyx_value_map_key_type(gv) ||
+      onyx_value_map_value_type(ev) != onyx_value_map_value_type(gv)) {
+    snprintf(reason, cap, "expected map(%s, %s), got map(%s, %s)",
+             onyx_elem_type_name(onyx_value_map_key_type(ev)),
+             onyx_elem_type_name(onyx_value_map_value_type(ev)),
+             onyx_elem_type_name(onyx_value_map_key_type(gv)),
+             onyx_elem_type_name(onyx_value_map_value_type(gv)));
+    return 1;
+  }
+  if (ek == ONYX_VALUE_MAP) return compare_one_map(ev, gv, rtol, atol, reason, cap);
+  size_t n = onyx_value_map_sequence_length(ev);
+  if (n != onyx_value_map_sequence_length(gv)) {
+    snprintf(reason, cap, "expected %zu maps, got %zu", n, onyx_value_map_sequence_length(gv));
+    return 1;
+  }
+  int rc = 0;
+  for (size_t i = 0; !rc && i < n; i++) {
+    OnyxValue *e = NULL, *g = NULL;
+    OnyxStatus* st = onyx_value_map_sequence_at(ev, i, &e);
+    if (!st) st = onyx_value_map_sequence_at(gv, i, &g);
+    char why[512];
+    if (st) {
+      snprintf(reason, cap, "%.400s", onyx_status_message(st));
+      onyx_status_release(st);
+      rc = 1;
+    } else if (compare_one_map(e, g, rtol, atol, why, sizeof why)) {
+      snprintf(reason, cap, "map %zu: %s", i, why);
+      rc = 1;
+    }
+    onyx_value_release(e);
+    onyx_value_release(g);
+  }
+  return rc;
 }

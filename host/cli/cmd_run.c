@@ -53,6 +53,13 @@ static void print_output(const char* name, const OnyxValue* v) {
   const OnyxTensor* t = onyx_value_tensor(v);
   printf("output ");
   cli_fputs_escaped(stdout, name, 0);
+  OnyxValueKind kind = onyx_value_kind(v);
+  if (!t && (kind == ONYX_VALUE_MAP || kind == ONYX_VALUE_SEQUENCE_MAP)) {
+    printf(": ");
+    cli_print_map_value(stdout, v, kShownValues);
+    printf("\n");
+    return;
+  }
   if (!t) {
     printf(": (not a tensor)\n");
     return;
@@ -77,14 +84,16 @@ static int load_named_inputs(CliFeeds* f, const OnyxSession* s, const CliList* i
     const char* eq = strchr(arg, '=');
     size_t len = (size_t)(eq - arg), n = onyx_session_input_count(s);
     const char* name = NULL;
+    size_t at = 0;
     for (size_t k = 0; k < n && !name; k++) {
       const char* in = onyx_session_input_name(s, k);
-      if (strlen(in) == len && !strncmp(in, arg, len)) name = in;
+      if (strlen(in) == len && !strncmp(in, arg, len)) name = in, at = k;
     }
     if (!name)
       return cli_err(e, "--input %s: the model has no input named '%.*s'", arg, (int)len, arg);
     OnyxValue* v = NULL;
-    OnyxStatus* st = onyx_value_load_tensor_proto(eq + 1, &v, NULL);
+    /* a MapProto / SequenceProto where the input is a map or a container */
+    OnyxStatus* st = onyx_value_load_proto(eq + 1, onyx_session_input_kind(s, at), &v, NULL);
     if (st) return cli_err_status(e, st, "--input %s", arg);
     if (cli_feeds_add(f, name, v, e)) return -1;
   }

@@ -132,6 +132,9 @@ static int load_expected(const OnyxSession* s, const char* set_dir, Expected* x,
 static int compare_containers(const OnyxValue* ev, const OnyxValue* gv, const TestArgs* a,
                               char* reason, size_t cap) {
   OnyxValueKind ek = onyx_value_kind(ev), gk = onyx_value_kind(gv);
+  if (ek == ONYX_VALUE_MAP || ek == ONYX_VALUE_SEQUENCE_MAP || gk == ONYX_VALUE_MAP ||
+      gk == ONYX_VALUE_SEQUENCE_MAP)
+    return cli_compare_map_values(ev, gv, a->rtol, a->atol, reason, cap);
   static const char* const kinds[] = {"tensor", "sequence", "none"};
   if (ek != gk) {
     snprintf(reason, cap, "expected a %s, got a %s", kinds[ek], kinds[gk]);

@@ -23,6 +23,10 @@ OnyxStatus* ox_host_run(struct OxFrame* f, const struct OxStep* st);
  * outs[i] receive new values the caller owns. f bounds what they allocate
  * (its limits, deadline and live bytes). */
 OnyxStatus* ox_seq_run(struct OxFrame* f, const OxNode* n, OxTensor* const* ins, OxTensor** outs);
+/* ml_map.c: ai.onnx.ml ZipMap, DictVectorizer and CastMap (ox_ml_map_op), the
+ * ops over map values; ox_seq_run hands them over. */
+OnyxStatus* ox_ml_map_run(struct OxFrame* f, const OxNode* n, OxTensor* const* ins,
+                          OxTensor** outs);
 
 /* --- Limits and cancellation of a run (executor.c) --------------------------------------
  * Host ops check every tensor they make before allocating it: its bytes

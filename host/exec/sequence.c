@@ -345,5 +345,6 @@ static OnyxStatus* ox_run_seq_op(struct OxFrame* f, const OxNode* n, OxTensor* c
 }
 
 OnyxStatus* ox_seq_run(struct OxFrame* f, const OxNode* n, OxTensor* const* ins, OxTensor** outs) {
+  if (ox_ml_map_op(n)) return ox_wrap_node(ox_ml_map_run(f, n, ins, outs), n);
   return ox_wrap_node(ox_run_seq_op(f, n, ins, outs), n);
 }

@@ -254,7 +254,7 @@ bool ox_flow_op(const OxNode* n) {
 }
 
 bool ox_host_op(const OxNode* n) {
-  if (ox_flow_op(n) || (!*n->domain && ox_seq_op(n->op_type))) return true;
+  if (ox_flow_op(n) || (!*n->domain && ox_seq_op(n->op_type)) || ox_ml_map_op(n)) return true;
   return ox_node_needs_host(n);
 }
 

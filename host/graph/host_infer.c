@@ -89,6 +89,168 @@ static OnyxStatus* ox_seq_infer(OxNode* n) {
                       "sequence and optional ops accept");
 }
 
+/* --- ai.onnx.ml ops over maps: ZipMap, DictVectorizer, CastMap ---------------------------------
+ * Their attributes are checked here, once, at resolve time; host/exec/ml_map.c
+ * runs them trusting what passed. */
+
+bool ox_ml_map_op(const OxNode* n) {
+  return !strcmp(n->domain, "ai.onnx.ml") &&
+         (!strcmp(n->op_type, "ZipMap") || !strcmp(n->op_type, "DictVectorizer") ||
+          !strcmp(n->op_type, "CastMap"));
+}
+
+static int ox_cmp_i64(const void* a, const void* b) {
+  int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
+  return (x > y) - (x < y);
+}
+
+/* A strings attribute's entry as bytes. */
+typedef struct OxLabelRef {
+  const char* s;
+  size_t len;
+} OxLabelRef;
+
+static int ox_cmp_label(const void* a, const void* b) {
+  const OxLabelRef *x = a, *y = b;
+  size_t m = x->len < y->len ? x->len : y->len;
+  int c = m ? memcmp(x->s, y->s, m) : 0;
+  return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* One of two list attributes (int64s or strings) naming labels or a
+ * vocabulary: exactly one present and not empty, no entry twice. *key: the
+ * key type it gives (INT64 or STRING); *count: its length. */
+static OnyxStatus* ox_labels_check(const OxNode* n, const char* ints_name, const char* strs_name,
+                                   OnyxElemType* key, size_t* count) {
+  const OxAttr* ai = ox_node_attr(n, ints_name);
+  const OxAttr* as = ox_node_attr(n, strs_name);
+  if (ai && ai->type != ONYX_ATTR_INTS)
+    return ox_node_fail(ONYX_INVALID_MODEL, n, "attribute '%s' must be a list of ints", ints_name);
+  if (as && as->type != ONYX_ATTR_STRINGS)
+    return ox_node_fail(ONYX_INVALID_MODEL, n, "attribute '%s' must be a list of strings",
+                        strs_name);
+  if (ai && !ai->count) ai = NULL;
+  if (as && !as->count) as = NULL;
+  if (!ai == !as)
+    return ox_node_fail(ONYX_INVALID_MODEL, n, "needs exactly one of '%s' and '%s' (not empty)",
+                        ints_name, strs_name);
+  *key = ai ? ONYX_ELEM_INT64 : ONYX_ELEM_STRING;
+  *count = ai ? ai->count : as->count;
+  OnyxStatus* st = NULL;
+  if (ai) {
+    int64_t* v = malloc(ai->count * sizeof *v);
+    if (!v) return ox_oom();
+    memcpy(v, ai->ints, ai->count * sizeof *v);
+    qsort(v, ai->count, sizeof *v, ox_cmp_i64);
+    for (size_t i = 1; i < ai->count && !st; i++)
+      if (v[i] == v[i - 1])
+        st = ox_node_fail(ONYX_INVALID_MODEL, n, "attribute '%s' holds %lld twice", ints_name,
+                          (long long)v[i]);
+    free(v);
+    return st;
+  }
+  OxLabelRef* v = malloc(as->count * sizeof *v);
+  if (!v) return ox_oom();
+  for (size_t i = 0; i < as->count; i++)
+    v[i] =
+        (OxLabelRef){as->strings[i], as->strings_len ? as->strings_len[i] : strlen(as->strings[i])};
+  qsort(v, as->count, sizeof *v, ox_cmp_label);
+  for (size_t i = 1; i < as->count && !st; i++)
+    if (!ox_cmp_label(&v[i], &v[i - 1]))
+      st = ox_node_fail(ONYX_INVALID_MODEL, n, "attribute '%s' holds \"%.200s\" twice", strs_name,
+                        v[i].s);
+  free(v);
+  return st;
+}
+
+static OnyxStatus* ox_out_map(OxValue* v, uint8_t kind, OnyxElemType key, OnyxElemType type) {
+  if (!v) return NULL;
+  OX_TRY(ox_out(v, kind, type, -1, NULL));
+  v->map_key = key;
+  return NULL;
+}
+
+static const char* ox_vk_word(uint8_t k) {
+  return k == OX_VK_TENSOR     ? "a tensor"
+         : k == OX_VK_MAP      ? "a map"
+         : k == OX_VK_SEQ_MAP  ? "a sequence of maps"
+         : k == OX_VK_SEQUENCE ? "a sequence"
+                               : "an optional";
+}
+
+static OnyxStatus* ox_ml_map_infer(OxNode* n) {
+  OxValue* in0 = n->n_inputs ? n->inputs[0] : NULL;
+  OxValue* out0 = n->n_outputs ? n->outputs[0] : NULL;
+  if (!in0) return ox_node_fail(ONYX_INVALID_MODEL, n, "input 0 is missing");
+  const char* op = n->op_type;
+  if (!strcmp(op, "ZipMap")) {
+    OnyxElemType key;
+    size_t count;
+    OX_TRY(ox_labels_check(n, "classlabels_int64s", "classlabels_strings", &key, &count));
+    if (in0->kind != OX_VK_TENSOR || in0->type != ONYX_ELEM_FLOAT32)
+      return ox_node_fail(ONYX_INVALID_ARGUMENT, n, "input 0 '%s' must be a float tensor",
+                          in0->name);
+    if (in0->rank == 0 || in0->rank > 2)
+      return ox_node_fail(ONYX_INVALID_ARGUMENT, n,
+                          "input 0 '%s' must be [N, C] or [C], not of rank %d", in0->name,
+                          (int)in0->rank);
+    if (in0->rank > 0 && in0->dims[in0->rank - 1] >= 0 &&
+        (uint64_t)in0->dims[in0->rank - 1] != (uint64_t)count)
+      return ox_node_fail(ONYX_INVALID_ARGUMENT, n,
+                          "input 0 '%s' has %lld columns but the node has %zu class labels",
+                          in0->name, (long long)in0->dims[in0->rank - 1], count);
+    return ox_out_map(out0, OX_VK_SEQ_MAP, key, ONYX_ELEM_FLOAT32);
+  }
+  if (in0->kind != OX_VK_MAP)
+    return ox_node_fail(ONYX_INVALID_ARGUMENT, n, "input 0 '%s' must be a map, not %s", in0->name,
+                        ox_vk_word(in0->kind));
+  if (!strcmp(op, "DictVectorizer")) {
+    OnyxElemType key;
+    size_t count;
+    OX_TRY(ox_labels_check(n, "int64_vocabulary", "string_vocabulary", &key, &count));
+    if (key != in0->map_key)
+      return ox_node_fail(ONYX_INVALID_ARGUMENT, n,
+                          "input 0 '%s' has %s keys but the node has a %s", in0->name,
+                          ox_elem_name(in0->map_key),
+                          key == ONYX_ELEM_INT64 ? "int64_vocabulary" : "string_vocabulary");
+    if (count > (size_t)INT64_MAX) return ox_oom();
+    int64_t dims[2] = {1, (int64_t)count};
+    return ox_out(out0, OX_VK_TENSOR, in0->type, 2, dims);
+  }
+  /* CastMap */
+  if (in0->map_key != ONYX_ELEM_INT64 ||
+      (in0->type != ONYX_ELEM_FLOAT32 && in0->type != ONYX_ELEM_STRING))
+    return ox_node_fail(ONYX_INVALID_ARGUMENT, n,
+                        "input 0 '%s' must be map(int64, float) or map(int64, string), not "
+                        "map(%s, %s)",
+                        in0->name, ox_elem_name(in0->map_key), ox_elem_name(in0->type));
+  OnyxElemType t = ox_castmap_to(n);
+  if (t == ONYX_ELEM_UNDEFINED)
+    return ox_node_fail(ONYX_INVALID_MODEL, n,
+                        "attribute 'cast_to' is \"%.100s\" (TO_FLOAT, TO_STRING or TO_INT64)",
+                        ox_node_attr_string(n, "cast_to", "TO_FLOAT"));
+  const char* form = ox_node_attr_string(n, "map_form", "DENSE");
+  bool sparse = !strcmp(form, "SPARSE");
+  if (!sparse && strcmp(form, "DENSE"))
+    return ox_node_fail(ONYX_INVALID_MODEL, n,
+                        "attribute 'map_form' is \"%.100s\" (DENSE or SPARSE)", form);
+  int64_t max_map = ox_node_attr_int(n, "max_map", 1);
+  if (sparse && max_map <= 0)
+    return ox_node_fail(ONYX_INVALID_MODEL, n,
+                        "attribute 'max_map' is %lld: SPARSE needs a positive one",
+                        (long long)max_map);
+  int64_t dims[2] = {1, sparse ? max_map : ONYX_DIM_UNKNOWN};
+  return ox_out(out0, OX_VK_TENSOR, t, 2, dims);
+}
+
+OnyxElemType ox_castmap_to(const OxNode* n) {
+  const char* to = ox_node_attr_string(n, "cast_to", "TO_FLOAT");
+  return !strcmp(to, "TO_FLOAT")    ? ONYX_ELEM_FLOAT32
+         : !strcmp(to, "TO_STRING") ? ONYX_ELEM_STRING
+         : !strcmp(to, "TO_INT64")  ? ONYX_ELEM_INT64
+                                    : ONYX_ELEM_UNDEFINED;
+}
+
 /* --- control flow --------------------------------------------------------------------- */
 
 static OxGraph* ox_node_graph(const OxNode* n, const char* name) {
@@ -101,6 +263,7 @@ static OxGraph* ox_node_graph(const OxNode* n, const char* name) {
 static OnyxStatus* ox_copy_type(OxValue* dst, const OxValue* src, bool with_shape) {
   OX_TRY(ox_value_set(dst, src->type, with_shape ? src->rank : -1, with_shape ? src->dims : NULL));
   dst->kind = src->kind;
+  dst->map_key = src->map_key;
   return NULL;
 }
 
@@ -389,5 +552,6 @@ OnyxStatus* ox_host_infer(OxGraph* g, OxNode* n, const OxSchemaRegistry* const* 
     if (n->attrs[a].g || n->attrs[a].graphs)
       return ox_node_fail(ONYX_INVALID_MODEL, n,
                           "has a subgraph, which only If, Loop, Scan and SequenceMap may have");
+  if (ox_ml_map_op(n)) return ox_ml_map_infer(n);
   return ox_seq_infer(n);
 }

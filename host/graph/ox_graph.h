@@ -45,6 +45,11 @@ bool ox_host_op(const OxNode* n);
 bool ox_flow_op(const OxNode* n);
 bool ox_flex_op(const OxNode* n); /* ai.onnx.preview FlexAttention */
 bool ox_seq_op(const char* op_type);
+/* ai.onnx.ml ZipMap, DictVectorizer and CastMap: ops over map values, which
+ * the host runs (host/exec/ml_map.c; inference in host_infer.c). */
+bool ox_ml_map_op(const OxNode* n);
+/* CastMap's output element type from its cast_to (UNDEFINED: not valid). */
+OnyxElemType ox_castmap_to(const OxNode* n);
 /* Resolve-time inference of a host op (host/graph/host_infer.c): types (and
  * kinds) of its outputs; for ops with subgraphs, types the subgraphs' inputs
  * and outer-scope reads and resolves them first. Errors name the node. */

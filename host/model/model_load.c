@@ -5,6 +5,8 @@
 #include "onnx.pb-c.h"
 #include "ox_graph.h"
 #include "model_internal.h"
+#include "ox_checked.h"
+#include "ox_map.h"
 
 #define OX_IR_VERSION_MIN 3
 #define OX_IR_VERSION_MAX 13 /* IR 12 brought float8e8m0, IR 13 int2/uint2 (opset 25+) */
@@ -90,8 +92,45 @@ static const Onnx__TypeProto__Tensor* ox_type_kind(const Onnx__TypeProto* tp, ui
   return NULL;
 }
 
+/* ONNX-ML map(K, V) and seq(map(K, V)) (ZipMap, DictVectorizer, CastMap):
+ * *applies false when tp is neither. K must be int64 or string, V a tensor
+ * element type; both must be present. */
+static OnyxStatus* ox_apply_map_type(OxValue* v, const Onnx__TypeProto* tp, bool* applies) {
+  uint8_t kind = OX_VK_MAP;
+  *applies = false;
+  if (tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE && tp->sequence_type &&
+      tp->sequence_type->elem_type &&
+      tp->sequence_type->elem_type->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE) {
+    kind = OX_VK_SEQ_MAP;
+    tp = tp->sequence_type->elem_type;
+  }
+  if (tp->value_case != ONNX__TYPE_PROTO__VALUE_MAP_TYPE) return NULL;
+  *applies = true;
+  const Onnx__TypeProto__Map* m = tp->map_type;
+  if (!m || !m->has_key_type || !m->value_type)
+    return ox_status(ONYX_INVALID_MODEL, "map type without a key type or a value type");
+  if (m->key_type != ONYX_ELEM_INT64 && m->key_type != ONYX_ELEM_STRING)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "map key type %d is not supported (int64 (7) or string (8) keys)",
+                     (int)m->key_type);
+  const Onnx__TypeProto* vt = m->value_type;
+  if (vt->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vt->tensor_type ||
+      !vt->tensor_type->has_elem_type)
+    return ox_status(ONYX_NOT_IMPLEMENTED, "map values must be of a tensor element type");
+  int32_t et = vt->tensor_type->elem_type;
+  if (et <= 0 || et >= ONYX_ELEM_TYPE_COUNT)
+    return ox_status(ONYX_INVALID_MODEL, "unknown map value element type %d", (int)et);
+  OX_TRY(ox_value_set(v, (OnyxElemType)et, -1, NULL));
+  v->kind = kind;
+  v->map_key = (OnyxElemType)m->key_type;
+  return NULL;
+}
+
 static OnyxStatus* ox_apply_type(OxValue* v, const Onnx__TypeProto* tp) {
   uint8_t kind = OX_VK_TENSOR;
+  bool is_map = false;
+  if (tp) OX_TRY(ox_apply_map_type(v, tp, &is_map));
+  if (is_map) return NULL;
   const Onnx__TypeProto__Tensor* tt = tp ? ox_type_kind(tp, &kind) : NULL;
   if (!tt) return NULL;
   v->kind = kind;
@@ -907,6 +946,148 @@ static bool ox_wire_next(const uint8_t** p, const uint8_t* end, OxWireField* f) 
 static OnyxStatus* ox_container_from_bytes(const uint8_t* p, size_t len, bool optional, int depth,
                                            OxTensor** out, char** name);
 
+/* --- MapProto: 1 name, 2 key_type, 3 keys (int64, packed or not), 4 string_keys,
+ * 5 values (a SequenceProto of tensors). */
+
+static OnyxStatus* ox_seq_from_bytes(const uint8_t* p, size_t len, int depth, OxTensor** out,
+                                     char** name);
+
+static OnyxStatus* ox_map_add_int_key(int64_t** keys, size_t* n, size_t* cap, uint64_t v) {
+  if (*n == *cap) {
+    size_t c = *cap ? 2 * *cap : 16;
+    int64_t* grown = realloc(*keys, c * sizeof *grown);
+    if (!grown) return ox_oom();
+    *keys = grown;
+    *cap = c;
+  }
+  (*keys)[(*n)++] = (int64_t)v;
+  return NULL;
+}
+
+/* The values of a MapProto: every element of every tensor of the sequence, in
+ * order, as one 1-D tensor. */
+static OnyxStatus* ox_map_values(const OxTensor* seq, OxTensor** out) {
+  *out = NULL;
+  size_t total = 0;
+  for (size_t i = 0; i < seq->n_items; i++)
+    if (!ox_add_size(total, seq->items[i]->count, &total)) return ox_oom();
+  if (total > (size_t)INT64_MAX) return ox_oom();
+  int64_t dim = (int64_t)total;
+  OX_TRY(ox_tensor_new(seq->type, &dim, 1, out));
+  size_t esz = seq->type == ONYX_ELEM_STRING ? 0 : ox_elem_size(seq->type), at = 0;
+  OnyxStatus* st = NULL;
+  if (seq->type != ONYX_ELEM_STRING && !esz)
+    st = ox_status(ONYX_NOT_IMPLEMENTED, "map values of element type %s", ox_elem_name(seq->type));
+  for (size_t i = 0; !st && i < seq->n_items; i++) {
+    const OxTensor* t = seq->items[i];
+    if (seq->type == ONYX_ELEM_STRING)
+      st = ox_tensor_copy_strings(*out, at, t, 0, t->count);
+    else if (t->count)
+      memcpy((char*)(*out)->data + at * esz, t->data, t->count * esz);
+    at += t->count;
+  }
+  if (st) {
+    ox_tensor_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
+static OnyxStatus* ox_map_from_bytes(const uint8_t* p, size_t len, int depth, OxTensor** out,
+                                     char** name) {
+  *out = NULL;
+  if (depth > 4) return ox_status(ONYX_LIMIT_EXCEEDED, "containers nested too deep");
+  const uint8_t* end = p + len;
+  OxWireField f;
+  int64_t key_type = 0;
+  int64_t* ikeys = NULL;
+  size_t n_ikeys = 0, cap = 0, n_skeys = 0;
+  OxTensor *vals = NULL, *keys = NULL, *values = NULL;
+  OnyxStatus* st = NULL;
+  /* String keys: counted first, then copied (a second pass). */
+  const uint8_t* start = p;
+  while (!st && p < end) {
+    if (!ox_wire_next(&p, end, &f)) {
+      st = ox_status(ONYX_INVALID_ARGUMENT, "not a valid MapProto");
+    } else if (f.num == 1 && f.wire == 2 && name && !*name) {
+      if (!(*name = ox_strndup((const char*)f.data, f.len))) st = ox_oom();
+    } else if (f.num == 2 && f.wire == 0) {
+      key_type = (int64_t)f.varint;
+    } else if (f.num == 3 && f.wire == 0) {
+      st = ox_map_add_int_key(&ikeys, &n_ikeys, &cap, f.varint);
+    } else if (f.num == 3 && f.wire == 2) {
+      const uint8_t *q = f.data, *qe = f.data + f.len;
+      uint64_t v;
+      while (!st && q < qe)
+        st = ox_varint(&q, qe, &v) ? ox_map_add_int_key(&ikeys, &n_ikeys, &cap, v)
+                                   : ox_status(ONYX_INVALID_ARGUMENT, "bad MapProto keys");
+    } else if (f.num == 4 && f.wire == 2) {
+      n_skeys++;
+    } else if (f.num == 5 && f.wire == 2 && !vals) {
+      st = ox_seq_from_bytes(f.data, f.len, depth + 1, &vals, NULL);
+      if (!st && vals->vkind != OX_RT_SEQUENCE)
+        st = ox_status(ONYX_NOT_IMPLEMENTED, "MapProto values must be tensors");
+    }
+  }
+  if (!st && key_type != ONYX_ELEM_INT64 && key_type != ONYX_ELEM_STRING)
+    st = ox_status(ONYX_NOT_IMPLEMENTED,
+                   "MapProto key type %lld (only int64 (7) and string (8) keys)",
+                   (long long)key_type);
+  if (!st &&
+      ((key_type == ONYX_ELEM_INT64 && n_skeys) || (key_type == ONYX_ELEM_STRING && n_ikeys)))
+    st = ox_status(ONYX_INVALID_ARGUMENT, "MapProto keys do not match its key type");
+  if (!st && !vals) st = ox_status(ONYX_INVALID_ARGUMENT, "MapProto without values");
+  size_t n_keys = key_type == ONYX_ELEM_INT64 ? n_ikeys : n_skeys;
+  if (!st && n_keys > (size_t)INT64_MAX) st = ox_oom();
+  int64_t dim = (int64_t)n_keys;
+  if (!st) st = ox_tensor_new((OnyxElemType)key_type, &dim, 1, &keys);
+  if (!st && key_type == ONYX_ELEM_INT64 && n_keys)
+    memcpy(keys->data, ikeys, n_keys * sizeof *ikeys);
+  for (size_t k = 0, q = 0; !st && key_type == ONYX_ELEM_STRING && q < len;) {
+    const uint8_t* pp = start + q;
+    if (!ox_wire_next(&pp, end, &f)) break;
+    q = (size_t)(pp - start);
+    if (f.num == 4 && f.wire == 2) st = ox_tensor_set_string(keys, k++, (const char*)f.data, f.len);
+  }
+  if (!st) st = ox_map_values(vals, &values);
+  free(ikeys);
+  ox_tensor_free(vals);
+  if (!st) {
+    OxTensor* k = keys;
+    keys = NULL;
+    OxTensor* v = values;
+    values = NULL;
+    st = ox_map_new(k, v, true, out);
+  }
+  ox_tensor_free(keys);
+  ox_tensor_free(values);
+  if (st && name) {
+    free(*name);
+    *name = NULL;
+  }
+  return st;
+}
+
+/* Item f (a MapProto) of a SequenceProto: the sequence becomes one of maps
+ * (an empty one stays a sequence of tensors: its types are unknown). */
+static OnyxStatus* ox_seq_add_map(OxTensor* seq, const uint8_t* p, size_t len) {
+  if (seq->vkind == OX_RT_SEQUENCE && seq->n_items)
+    return ox_status(ONYX_INVALID_ARGUMENT, "SequenceProto mixes maps and tensors");
+  OxTensor* m;
+  OX_TRY(ox_map_from_bytes(p, len, 1, &m, NULL));
+  if (seq->vkind == OX_RT_SEQUENCE) {
+    seq->vkind = OX_RT_SEQ_MAP;
+    seq->key_type = m->key_type;
+    seq->type = m->type;
+  }
+  return ox_seq_map_append(seq, m);
+}
+
+OnyxStatus* ox_map_from_proto_bytes(const void* bytes, size_t len, OxTensor** out, char** name) {
+  if (name) *name = NULL;
+  return ox_map_from_bytes(bytes, len, 0, out, name);
+}
+
 static OnyxStatus* ox_seq_from_bytes(const uint8_t* p, size_t len, int depth, OxTensor** out,
                                      char** name) {
   const uint8_t* end = p + len;
@@ -920,9 +1101,14 @@ static OnyxStatus* ox_seq_from_bytes(const uint8_t* p, size_t len, int depth, Ox
     }
     if (f.num == 1 && f.wire == 2 && name && !*name) {
       if (!(*name = ox_strndup((const char*)f.data, f.len))) st = ox_oom();
-    } else if (f.num == 2 && f.wire == 0 && f.varint != 1) {
-      st = ox_status(ONYX_NOT_IMPLEMENTED, "SequenceProto of element kind %llu (only tensors)",
+    } else if (f.num == 2 && f.wire == 0 && f.varint != 1 && f.varint != 4) {
+      st = ox_status(ONYX_NOT_IMPLEMENTED,
+                     "SequenceProto of element kind %llu (only tensors and maps)",
                      (unsigned long long)f.varint);
+    } else if (f.num == 6 && f.wire == 2) {
+      st = ox_seq_add_map(seq, f.data, f.len);
+    } else if (f.num == 3 && f.wire == 2 && seq->vkind == OX_RT_SEQ_MAP) {
+      st = ox_status(ONYX_INVALID_ARGUMENT, "SequenceProto mixes maps and tensors");
     } else if (f.num == 3 && f.wire == 2) {
       OxTensor* t = NULL;
       st = ox_tensor_from_proto_bytes(f.data, f.len, &t, NULL);
@@ -931,8 +1117,9 @@ static OnyxStatus* ox_seq_from_bytes(const uint8_t* p, size_t len, int depth, Ox
       if (!st) seq->type = t->type;
       if (!st) st = ox_sequence_insert(seq, SIZE_MAX, t);
       if (st) ox_tensor_free(t);
-    } else if (f.num >= 4 && f.num <= 7) {
-      st = ox_status(ONYX_NOT_IMPLEMENTED, "SequenceProto of non-tensor items");
+    } else if (f.num == 4 || f.num == 5 || f.num == 7) {
+      st = ox_status(ONYX_NOT_IMPLEMENTED,
+                     "SequenceProto of sparse tensors, sequences or optionals");
     }
   }
   (void)depth;
@@ -982,6 +1169,10 @@ OnyxStatus* ox_value_from_proto_bytes(const void* bytes, size_t len, uint8_t kin
   OnyxStatus* st;
   if (kind == OX_VK_TENSOR)
     st = ox_tensor_from_proto_bytes(bytes, len, out, name);
+  else if (kind == OX_VK_MAP)
+    st = ox_map_from_bytes(bytes, len, 0, out, name);
+  else if (kind == OX_VK_SEQ_MAP)
+    st = ox_container_from_bytes(bytes, len, false, 0, out, name);
   else
     st = ox_container_from_bytes(bytes, len, kind != OX_VK_SEQUENCE, 0, out, name);
   if (st && name) {

@@ -75,12 +75,48 @@ static Onnx__TensorShapeProto* ox_save_shape(OxSaver* s, const OxValue* v) {
   return sp;
 }
 
+/* map(K, V), or seq(map(K, V)) for OX_VK_SEQ_MAP; NULL without memory. */
+static Onnx__TypeProto* ox_save_map_type(OxSaver* s, const OxValue* v) {
+  Onnx__TypeProto* vt = ox_save_alloc(s, 1, sizeof *vt);
+  Onnx__TypeProto__Tensor* tt = ox_save_alloc(s, 1, sizeof *tt);
+  Onnx__TypeProto* mt = ox_save_alloc(s, 1, sizeof *mt);
+  Onnx__TypeProto__Map* m = ox_save_alloc(s, 1, sizeof *m);
+  if (!vt || !tt || !mt || !m) return NULL;
+  onnx__type_proto__init(vt);
+  onnx__type_proto__tensor__init(tt);
+  tt->has_elem_type = true;
+  tt->elem_type = (int32_t)v->type;
+  vt->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  vt->tensor_type = tt;
+  onnx__type_proto__map__init(m);
+  m->has_key_type = true;
+  m->key_type = (int32_t)v->map_key;
+  m->value_type = vt;
+  onnx__type_proto__init(mt);
+  mt->value_case = ONNX__TYPE_PROTO__VALUE_MAP_TYPE;
+  mt->map_type = m;
+  if (v->kind == OX_VK_MAP) return mt;
+  Onnx__TypeProto* st = ox_save_alloc(s, 1, sizeof *st);
+  Onnx__TypeProto__Sequence* sq = ox_save_alloc(s, 1, sizeof *sq);
+  if (!st || !sq) return NULL;
+  onnx__type_proto__sequence__init(sq);
+  sq->elem_type = mt;
+  onnx__type_proto__init(st);
+  st->value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+  st->sequence_type = sq;
+  return st;
+}
+
 static Onnx__ValueInfoProto* ox_save_value_info(OxSaver* s, const OxValue* v) {
   Onnx__ValueInfoProto* vi = ox_save_alloc(s, 1, sizeof *vi);
   if (!vi) return NULL;
   onnx__value_info_proto__init(vi);
   vi->name = v->name;
   if (v->type == ONYX_ELEM_UNDEFINED && v->rank < 0) return vi;
+  if (v->kind == OX_VK_MAP || v->kind == OX_VK_SEQ_MAP) {
+    vi->type = ox_save_map_type(s, v);
+    return vi->type ? vi : NULL;
+  }
   Onnx__TypeProto* tp = ox_save_alloc(s, 1, sizeof *tp);
   Onnx__TypeProto__Tensor* tt = ox_save_alloc(s, 1, sizeof *tt);
   if (!tp || !tt) return NULL;

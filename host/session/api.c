@@ -209,9 +209,11 @@ ONYX_API OnyxStatus* onyx_value_save_tensor_proto(const OnyxValue* v, const char
 /* --- sequences and optionals (host/exec/sequence.c runs the ops) --------------------------- */
 ONYX_API OnyxValueKind onyx_value_kind(const OnyxValue* v) {
   if (!v || !v->tensor) return ONYX_VALUE_NONE;
-  return v->tensor->vkind == OX_RT_SEQUENCE ? ONYX_VALUE_SEQUENCE
-         : v->tensor->vkind == OX_RT_NONE   ? ONYX_VALUE_NONE
-                                            : ONYX_VALUE_TENSOR;
+  return v->tensor->vkind == OX_RT_SEQUENCE  ? ONYX_VALUE_SEQUENCE
+         : v->tensor->vkind == OX_RT_NONE    ? ONYX_VALUE_NONE
+         : v->tensor->vkind == OX_RT_MAP     ? ONYX_VALUE_MAP
+         : v->tensor->vkind == OX_RT_SEQ_MAP ? ONYX_VALUE_SEQUENCE_MAP
+                                             : ONYX_VALUE_TENSOR;
 }
 
 ONYX_API size_t onyx_value_sequence_length(const OnyxValue* v) {
@@ -275,7 +277,7 @@ ONYX_API OnyxStatus* onyx_value_load_proto(const char* path, OnyxTypeKind kind, 
   if (!path || !out) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_value_load_proto: NULL");
   *out = NULL;
   if (name) *name = NULL;
-  if ((unsigned)kind > ONYX_TYPE_OPTIONAL_SEQUENCE)
+  if ((unsigned)kind > ONYX_TYPE_SEQUENCE_MAP)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_value_load_proto: unknown kind %d", (int)kind);
   void* data;
   size_t len;

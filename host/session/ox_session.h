@@ -70,7 +70,11 @@ OnyxStatus* ox_copy_tensor(struct OnyxSession* s, const OxTensor* src, OxTensor*
 
 /* The public value type. */
 struct OnyxValue {
-  OxTensor* tensor;
+  OxTensor* tensor; /* a tensor, sequence, none, map or sequence of maps (vkind) */
 };
+
+/* Checks a fed map or sequence of maps (t) against the declared input
+ * (value_map.c): kind, key and value types, and each map's layout. */
+OnyxStatus* ox_check_map_feed(const OxValue* decl, const OxTensor* t);
 
 #endif

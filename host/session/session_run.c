@@ -29,6 +29,9 @@ static OnyxStatus* ox_check_decl(const OxValue* decl, const OxTensor* t, const c
 /* Sequences and optionals: the kind must fit; a sequence's items and a none
  * take the declared element type (an empty one may have none). */
 static OnyxStatus* ox_check_container_feed(const OxValue* decl, const OxTensor* t) {
+  if (decl->kind == OX_VK_MAP || decl->kind == OX_VK_SEQ_MAP || t->vkind == OX_RT_MAP ||
+      t->vkind == OX_RT_SEQ_MAP)
+    return ox_check_map_feed(decl, t);
   bool opt = decl->kind == OX_VK_OPT_TENSOR || decl->kind == OX_VK_OPT_SEQUENCE;
   bool seq = decl->kind == OX_VK_SEQUENCE || decl->kind == OX_VK_OPT_SEQUENCE;
   if (t->vkind == OX_RT_NONE ? !opt : (t->vkind == OX_RT_SEQUENCE) != seq)

@@ -684,6 +684,160 @@ static OnyxValue* feed_value(PyObject* obj, const char* name) {
   return v;
 }
 
+/* --- maps: dict feeds and dict / list-of-dict outputs (ONNX-ML ZipMap, DictVectorizer,
+ * CastMap) --------------------------------------------------------------------------------
+ * A map output becomes a dict and a sequence of maps a list of dicts, as
+ * onnxruntime returns them (keys int or str, values Python scalars); a dict
+ * fed to a map input becomes a map of the input's declared key and value
+ * types. */
+
+/* Element i of a 1-D host tensor as a Python scalar. */
+static PyObject* map_scalar(const OnyxTensor* t, size_t i) {
+  const void* d = onyx_tensor_data(t);
+  switch (onyx_tensor_elem_type(t)) {
+  case ONYX_ELEM_FLOAT32:
+    return PyFloat_FromDouble((double)((const float*)d)[i]);
+  case ONYX_ELEM_FLOAT64:
+    return PyFloat_FromDouble(((const double*)d)[i]);
+  case ONYX_ELEM_INT64:
+    return PyLong_FromLongLong((long long)((const int64_t*)d)[i]);
+  case ONYX_ELEM_INT32:
+    return PyLong_FromLong((long)((const int32_t*)d)[i]);
+  case ONYX_ELEM_BOOL:
+    return PyBool_FromLong(((const uint8_t*)d)[i]);
+  case ONYX_ELEM_STRING: {
+    const char* s = ((const char* const*)d)[i];
+    size_t len = onyx_tensor_string_len(t, i);
+    PyObject* u = PyUnicode_DecodeUTF8(s ? s : "", (Py_ssize_t)len, NULL);
+    if (u) return u;
+    PyErr_Clear(); /* not UTF-8: the bytes as they are */
+    return PyBytes_FromStringAndSize(s ? s : "", (Py_ssize_t)len);
+  }
+  default:
+    return raise_code(ONYX_NOT_IMPLEMENTED, "map values of element type %s",
+                      onyx_elem_type_name(onyx_tensor_elem_type(t)));
+  }
+}
+
+static PyObject* map_dict(const OnyxValue* m) {
+  const OnyxTensor* k = onyx_value_map_keys(m);
+  const OnyxTensor* v = onyx_value_map_values(m);
+  size_t n = onyx_value_map_size(m);
+  PyObject* d = PyDict_New();
+  for (size_t i = 0; d && i < n; i++) {
+    PyObject* key = map_scalar(k, i);
+    PyObject* val = key ? map_scalar(v, i) : NULL;
+    if (!val || PyDict_SetItem(d, key, val) < 0) Py_CLEAR(d);
+    Py_XDECREF(key);
+    Py_XDECREF(val);
+  }
+  return d;
+}
+
+/* A map output as a dict, a sequence of maps as a list of dicts; takes v. */
+static PyObject* map_output(OnyxValue* v) {
+  PyObject* r = NULL;
+  if (onyx_value_kind(v) == ONYX_VALUE_MAP) {
+    r = map_dict(v);
+  } else {
+    size_t n = onyx_value_map_sequence_length(v);
+    r = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; r && i < n; i++) {
+      OnyxValue* m = NULL;
+      OnyxStatus* st = onyx_value_map_sequence_at(v, i, &m);
+      PyObject* d = st ? raise_status(st) : map_dict(m);
+      onyx_value_release(m);
+      if (!d) {
+        Py_CLEAR(r);
+        break;
+      }
+      PyList_SET_ITEM(r, (Py_ssize_t)i, d);
+    }
+  }
+  onyx_value_release(v);
+  return r;
+}
+
+/* A dict fed to input `name` of s, a map input: the keys must be all int or
+ * all str (the declared key type), the values convert to the declared value
+ * type as NumPy converts them. NULL with a Python error set. */
+static OnyxValue* map_feed(OnyxSession* s, PyObject* dict, const char* name) {
+  size_t idx = SIZE_MAX;
+  for (size_t i = 0; i < onyx_session_input_count(s) && idx == SIZE_MAX; i++)
+    if (!strcmp(onyx_session_input_name(s, i), name)) idx = i;
+  if (idx == SIZE_MAX || onyx_session_input_kind(s, idx) != ONYX_TYPE_MAP) {
+    raise_code(ONYX_INVALID_ARGUMENT, "input '%s': a dict is fed only to a map input", name);
+    return NULL;
+  }
+  OnyxElemType kt = onyx_session_input_map_key(s, idx), vt = ONYX_ELEM_UNDEFINED;
+  OnyxStatus* st = onyx_session_input_info(s, idx, &vt, NULL, NULL);
+  if (st) {
+    raise_status(st);
+    return NULL;
+  }
+  int npy = npy_type_of(vt);
+  if (npy < 0 || vt == ONYX_ELEM_STRING) npy = vt == ONYX_ELEM_STRING ? NPY_OBJECT : -1;
+  if (npy < 0) {
+    raise_code(ONYX_NOT_IMPLEMENTED, "input '%s': map values of type %s", name,
+               onyx_elem_type_name(vt));
+    return NULL;
+  }
+  Py_ssize_t n = PyDict_Size(dict);
+  PyObject* keys = PyDict_Keys(dict);
+  PyObject* vals = PyDict_Values(dict);
+  int64_t* ik = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *ik);
+  const char** sk = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *sk);
+  size_t* sl = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof *sl);
+  PyArrayObject* arr = NULL;
+  OnyxValue *values = NULL, *out = NULL;
+  int64_t dim = (int64_t)n;
+  if (!keys || !vals || !ik || !sk || !sl) {
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject* k = PyList_GET_ITEM(keys, i);
+    if (kt == ONYX_ELEM_INT64 && PyLong_Check(k)) {
+      ik[i] = (int64_t)PyLong_AsLongLong(k);
+      if (PyErr_Occurred()) goto done;
+    } else if (kt == ONYX_ELEM_STRING && PyUnicode_Check(k)) {
+      Py_ssize_t len = 0;
+      if (!(sk[i] = PyUnicode_AsUTF8AndSize(k, &len))) goto done;
+      sl[i] = (size_t)len;
+    } else {
+      raise_code(ONYX_INVALID_ARGUMENT, "input '%s': key %zd is %s; the map's keys are %s", name, i,
+                 Py_TYPE(k)->tp_name, kt == ONYX_ELEM_INT64 ? "int" : "str");
+      goto done;
+    }
+  }
+  arr = (PyArrayObject*)PyArray_FROM_OTF(vals, npy, NPY_ARRAY_IN_ARRAY);
+  if (!arr) goto done;
+  if (PyArray_NDIM(arr) != 1 || PyArray_DIM(arr, 0) != n) {
+    raise_code(ONYX_INVALID_ARGUMENT, "input '%s': map values must be scalars", name);
+    goto done;
+  }
+  if (vt == ONYX_ELEM_STRING) {
+    st = string_value(arr, name, &values);
+    if (!st && !values) goto done;
+  } else {
+    st = onyx_value_create_tensor(vt, &dim, 1, PyArray_DATA(arr), (size_t)PyArray_NBYTES(arr),
+                                  &values);
+  }
+  if (!st)
+    st = kt == ONYX_ELEM_INT64 ? onyx_value_create_map_int64(ik, (size_t)n, values, &out)
+                               : onyx_value_create_map_string(sk, sl, (size_t)n, values, &out);
+  if (st) raise_status(st);
+done:
+  onyx_value_release(values);
+  Py_XDECREF((PyObject*)arr);
+  Py_XDECREF(keys);
+  Py_XDECREF(vals);
+  PyMem_Free(ik);
+  PyMem_Free(sk);
+  PyMem_Free(sl);
+  return out;
+}
+
 static void value_capsule_free(PyObject* cap) {
   onyx_value_release(PyCapsule_GetPointer(cap, "onyx.value"));
 }
@@ -698,6 +852,7 @@ static PyObject* output_array(OnyxValue* v, const char* name) {
       onyx_value_release(v);
       Py_RETURN_NONE;
     }
+    if (kind == ONYX_VALUE_MAP || kind == ONYX_VALUE_SEQUENCE_MAP) return map_output(v);
     if (kind == ONYX_VALUE_SEQUENCE) {
       /* A list of arrays, each a copy of the item. */
       size_t n = onyx_value_sequence_length(v);
@@ -854,7 +1009,8 @@ static PyObject* session_run(SessionObject* self, PyObject* args) {
     }
     inn[i] = PyUnicode_AsUTF8(n);
     if (!inn[i]) goto done;
-    inv[i] = feed_value(PyList_GET_ITEM(in_values, i), inn[i]);
+    PyObject* feed = PyList_GET_ITEM(in_values, i);
+    inv[i] = PyDict_Check(feed) ? map_feed(s, feed, inn[i]) : feed_value(feed, inn[i]);
     if (!inv[i]) goto done;
   }
   for (Py_ssize_t i = 0; i < nout; i++) {

@@ -490,6 +490,8 @@ typedef enum OnyxValueKind {
   ONYX_VALUE_TENSOR = 0,
   ONYX_VALUE_SEQUENCE = 1,
   ONYX_VALUE_NONE = 2,
+  ONYX_VALUE_MAP = 3,          /* see "Maps" below */
+  ONYX_VALUE_SEQUENCE_MAP = 4, /* a sequence of maps */
 } OnyxValueKind;
 ONYX_API OnyxValueKind onyx_value_kind(const OnyxValue* v);
 ONYX_API size_t onyx_value_sequence_length(const OnyxValue* v);
@@ -507,6 +509,8 @@ typedef enum OnyxTypeKind {
   ONYX_TYPE_SEQUENCE = 1,
   ONYX_TYPE_OPTIONAL_TENSOR = 2,
   ONYX_TYPE_OPTIONAL_SEQUENCE = 3,
+  ONYX_TYPE_MAP = 4,          /* map(K, V): see "Maps" below */
+  ONYX_TYPE_SEQUENCE_MAP = 5, /* seq(map(K, V)) */
 } OnyxTypeKind;
 ONYX_API OnyxTypeKind onyx_session_input_kind(const OnyxSession* s, size_t i);
 ONYX_API OnyxTypeKind onyx_session_output_kind(const OnyxSession* s, size_t i);
@@ -516,6 +520,47 @@ ONYX_API OnyxTypeKind onyx_session_output_kind(const OnyxSession* s, size_t i);
  * them. `name` as for onyx_value_load_tensor_proto. */
 ONYX_API OnyxStatus* onyx_value_load_proto(const char* path, OnyxTypeKind kind, OnyxValue** out,
                                            char** name);
+
+/* --- Maps --------------------------------------------------------------------------
+ * ONNX-ML's map(K, V) and seq(map(K, V)): what ZipMap returns (one map of
+ * class label -> probability per row), DictVectorizer and CastMap read. Keys
+ * are int64 or string and distinct; values are of one element type. A map
+ * holds its keys and values as two 1-D host tensors of equal length, in the
+ * order they were given (ZipMap: the order of its class labels). Only the
+ * host runs the ops over maps; providers never see them.
+ *
+ * onyx_value_create_map_int64 / _string: a map of `count` keys and the
+ * elements of `values` (a 1-D tensor of `count` elements), all copied; a
+ * key given twice is refused. String keys: lens NULL means each is
+ * NUL-terminated, else lens[i] bytes (NULs included).
+ * onyx_value_map_key_type / _value_type: of a map or a sequence of maps
+ * (UNDEFINED for other values). onyx_value_map_size: its entries (0 for
+ * other values). onyx_value_map_keys / _values: the 1-D tensors, borrowed
+ * from the map (valid while it lives), NULL for other values.
+ * onyx_value_create_map_sequence copies `count` maps of the given key and
+ * value types (each must have them) into a new sequence of maps.
+ * onyx_value_map_sequence_at: a new value (released by the caller) sharing
+ * map i of a sequence of maps; an error when i is out of range or v is no
+ * sequence of maps. onyx_session_input_kind / _output_kind say
+ * ONYX_TYPE_MAP or ONYX_TYPE_SEQUENCE_MAP for such inputs and outputs, and
+ * onyx_session_input_map_key / _output_map_key their key type. */
+ONYX_API OnyxStatus* onyx_value_create_map_int64(const int64_t* keys, size_t count,
+                                                 const OnyxValue* values, OnyxValue** out);
+ONYX_API OnyxStatus* onyx_value_create_map_string(const char* const* keys, const size_t* lens,
+                                                  size_t count, const OnyxValue* values,
+                                                  OnyxValue** out);
+ONYX_API OnyxElemType onyx_value_map_key_type(const OnyxValue* v);
+ONYX_API OnyxElemType onyx_value_map_value_type(const OnyxValue* v);
+ONYX_API size_t onyx_value_map_size(const OnyxValue* v);
+ONYX_API const OnyxTensor* onyx_value_map_keys(const OnyxValue* v);
+ONYX_API const OnyxTensor* onyx_value_map_values(const OnyxValue* v);
+ONYX_API OnyxStatus* onyx_value_create_map_sequence(OnyxElemType key_type, OnyxElemType value_type,
+                                                    const OnyxValue* const* maps, size_t count,
+                                                    OnyxValue** out);
+ONYX_API size_t onyx_value_map_sequence_length(const OnyxValue* v);
+ONYX_API OnyxStatus* onyx_value_map_sequence_at(const OnyxValue* v, size_t i, OnyxValue** out);
+ONYX_API OnyxElemType onyx_session_input_map_key(const OnyxSession* s, size_t i);
+ONYX_API OnyxElemType onyx_session_output_map_key(const OnyxSession* s, size_t i);
 
 /* --- Providers and devices ------------------------------------------------------------
  * Which provider libraries there are and which devices they see, without a

@@ -102,7 +102,13 @@ char* ox_memory_plan_text(const OnyxSession* s) {
       if (P->input_slots[i] == k) kind = "graph input";
     char mem[96], shape[160];
     ox_mem_text(&sl->mem, mem, sizeof mem);
-    ox_shape_str(sl->value->type, sl->value->dims, sl->value->rank, shape, sizeof shape);
+    const OxValue* v = sl->value;
+    bool seq_map = v->kind == OX_VK_SEQ_MAP;
+    if (seq_map || v->kind == OX_VK_MAP) /* ONNX-ML maps: key and value types */
+      snprintf(shape, sizeof shape, "%smap(%s,%s)%s", seq_map ? "seq(" : "",
+               ox_elem_name(v->map_key), ox_elem_name(v->type), seq_map ? ")" : "");
+    else
+      ox_shape_str(v->type, v->dims, v->rank, shape, sizeof shape);
     ox_str_addf(&t, "  #%-4zu %-28s %-24s %-18s", k, sl->value->name, shape, mem);
     if (made >= 0)
       ox_str_addf(&t, " made by step %ld", made);

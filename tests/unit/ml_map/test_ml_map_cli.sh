@@ -35,6 +35,11 @@ run 0 run "$M/suite/test_zip/model.onnx" --input "X=$M/suite/test_zip/test_data_
 grep -qxF 'output Z: seq(map(int64, float32)) of 2: [{7: 0.25, 9: 0.75}, {7: 1, 9: 0}]' "$OUT" ||
   fail "onyx run: the seq(map) output line"
 
+# The memory plan names the map type of the slot ZipMap writes.
+ONYX_DUMP_MEMORY_PLAN=1 run 0 run "$M/suite/test_zip/model.onnx" \
+  --input "X=$M/suite/test_zip/test_data_set_0/input_0.pb"
+grep -q "^  #1 *Z *seq(map(int64,float32)) " "$OUT" "$ERR" || fail "memory plan: the seq(map) slot"
+
 # The MapProto {2: 4.5} through DictVectorizer [1, 2]: [[0, 4.5]].
 run 0 run "$M/dv/model.onnx" --input "M=$M/dv/m.pb"
 grep -qxF 'output Y: float32 [1,2]: 0 4.5' "$OUT" || fail "onyx run: DictVectorizer of a MapProto"

@@ -1070,11 +1070,11 @@ static OnyxStatus* ox_map_from_bytes(const uint8_t* p, size_t len, int depth, Ox
 
 /* Item f (a MapProto) of a SequenceProto: the sequence becomes one of maps
  * (an empty one stays a sequence of tensors: its types are unknown). */
-static OnyxStatus* ox_seq_add_map(OxTensor* seq, const uint8_t* p, size_t len) {
+static OnyxStatus* ox_seq_add_map(OxTensor* seq, const uint8_t* p, size_t len, int depth) {
   if (seq->vkind == OX_RT_SEQUENCE && seq->n_items)
     return ox_status(ONYX_INVALID_ARGUMENT, "SequenceProto mixes maps and tensors");
   OxTensor* m;
-  OX_TRY(ox_map_from_bytes(p, len, 1, &m, NULL));
+  OX_TRY(ox_map_from_bytes(p, len, depth + 1, &m, NULL));
   if (seq->vkind == OX_RT_SEQUENCE) {
     seq->vkind = OX_RT_SEQ_MAP;
     seq->key_type = m->key_type;
@@ -1106,7 +1106,7 @@ static OnyxStatus* ox_seq_from_bytes(const uint8_t* p, size_t len, int depth, Ox
                      "SequenceProto of element kind %llu (only tensors and maps)",
                      (unsigned long long)f.varint);
     } else if (f.num == 6 && f.wire == 2) {
-      st = ox_seq_add_map(seq, f.data, f.len);
+      st = ox_seq_add_map(seq, f.data, f.len, depth);
     } else if (f.num == 3 && f.wire == 2 && seq->vkind == OX_RT_SEQ_MAP) {
       st = ox_status(ONYX_INVALID_ARGUMENT, "SequenceProto mixes maps and tensors");
     } else if (f.num == 3 && f.wire == 2) {
@@ -1122,7 +1122,6 @@ static OnyxStatus* ox_seq_from_bytes(const uint8_t* p, size_t len, int depth, Ox
                      "SequenceProto of sparse tensors, sequences or optionals");
     }
   }
-  (void)depth;
   if (st) {
     ox_tensor_free(seq);
     return st;

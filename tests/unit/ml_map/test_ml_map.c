@@ -628,6 +628,29 @@ static void test_map_proto_files(void** state) {
   free(t.p);
   free(vs.p);
   free(shortv.p);
+  /* maps whose values hold maps, 40 levels deep: refused, not a deep recursion */
+  PbBuf deep = {0};
+  pb_map_f32(&deep, NULL, (const int64_t[]){1}, NULL, 1, (const float[]){1});
+  for (int level = 0; level < 40; level++) {
+    PbBuf vseq = {0}, outer = {0};
+    pb_key(&vseq, 2, 0);
+    pb_varint(&vseq, 4);
+    pb_bytes(&vseq, 6, deep.p, deep.len);
+    pb_key(&outer, 2, 0);
+    pb_varint(&outer, 7);
+    pb_key(&outer, 3, 0);
+    pb_varint(&outer, 1);
+    pb_bytes(&outer, 5, vseq.p, vseq.len);
+    free(vseq.p);
+    free(deep.p);
+    deep = outer;
+  }
+  fd = open(path, O_WRONLY | O_TRUNC);
+  assert_int_equal(write(fd, deep.p, deep.len), (ssize_t)deep.len);
+  close(fd);
+  ots_expect_error(onyx_value_load_proto(path, ONYX_TYPE_MAP, &v, NULL), ONYX_LIMIT_EXCEEDED,
+                   "nested too deep");
+  free(deep.p);
   /* truncated bytes */
   fd = open(path, O_WRONLY | O_TRUNC);
   assert_int_equal(write(fd, "\x1a\x05\x01", 3), 3);

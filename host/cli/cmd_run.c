@@ -26,7 +26,8 @@ static const char kRunHelp[] =
     "                       Inputs not given are generated: fixed-seed xorshift, floats\n"
     "                       in [-1,1), ints in [0,10), bools alternate, symbolic dims 1\n"
     "  --threads N          intra-op threads (default: the session's default)\n"
-    "  --output-dir DIR     also write each output as DIR/NAME.pb (TensorProto)\n"
+    "  --output-dir DIR     also write each output as DIR/NAME.pb (TensorProto; a map\n"
+    "                       or sequence of maps as MapProto / SequenceProto)\n"
     "  --profile FILE       write a Chrome-trace / Perfetto profile of the session's\n"
     "                       phases and the run's nodes to FILE (docs/debugging.md)\n"
     "  --save-optimized FILE  write the graph after optimization as an ONNX model\n"
@@ -106,7 +107,10 @@ static int save_outputs(const char* dir, const char* const* names, OnyxValue** o
   for (size_t i = 0; i < n; i++) {
     char* path = output_file(dir, names[i]);
     if (!path) return cli_err(e, "out of memory");
-    OnyxStatus* st = onyx_value_save_tensor_proto(outs[i], names[i], path);
+    OnyxValueKind kind = onyx_value_kind(outs[i]);
+    OnyxStatus* st = kind == ONYX_VALUE_MAP || kind == ONYX_VALUE_SEQUENCE_MAP
+                         ? onyx_value_save_map_proto(outs[i], names[i], path)
+                         : onyx_value_save_tensor_proto(outs[i], names[i], path);
     int rc = st ? cli_err_status(e, st, "cannot write %s", path) : 0;
     if (!rc) {
       fputs("note: wrote ", stderr);

@@ -28,4 +28,9 @@ OnyxStatus* ox_map_check(const OxTensor* t);
  * (model_load.c, with the other containers.) */
 OnyxStatus* ox_map_from_proto_bytes(const void* bytes, size_t len, OxTensor** out, char** name);
 
+/* A map as a MapProto, a sequence of maps as a SequenceProto of MapProto
+ * (the layout ox_map_from_proto_bytes reads: values as scalar tensors);
+ * *bytes is malloc'd. name may be NULL. */
+OnyxStatus* ox_map_to_proto_bytes(const OxTensor* v, const char* name, void** bytes, size_t* len);
+
 #endif

@@ -1,5 +1,6 @@
 /* value_map.c — the public API over map and sequence-of-map values (onyx.h
  * "Maps"); the values are laid out as ox_map.h says. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ox_map.h"
@@ -170,6 +171,21 @@ ONYX_API OnyxElemType onyx_session_input_map_key(const OnyxSession* s, size_t i)
 
 ONYX_API OnyxElemType onyx_session_output_map_key(const OnyxSession* s, size_t i) {
   return s && i < s->graph->n_outputs ? ox_decl_map_key(s->graph->outputs[i]) : ONYX_ELEM_UNDEFINED;
+}
+
+ONYX_API OnyxStatus* onyx_value_save_map_proto(const OnyxValue* v, const char* name,
+                                               const char* path) {
+  if (!v || !v->tensor || !path)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_value_save_map_proto: NULL argument");
+  void* bytes = NULL;
+  size_t len = 0;
+  OnyxStatus* st = ox_map_to_proto_bytes(v->tensor, name, &bytes, &len);
+  if (st) return ox_status_wrap(st, "onyx_value_save_map_proto");
+  FILE* f = fopen(path, "wb");
+  bool ok = f && fwrite(bytes, 1, len, f) == len;
+  if (f && fclose(f)) ok = false;
+  free(bytes);
+  return ok ? NULL : ox_status(ONYX_FAIL, "%s: cannot write the file", path);
 }
 
 OnyxStatus* ox_check_map_feed(const OxValue* decl, const OxTensor* t) {

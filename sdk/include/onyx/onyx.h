@@ -543,7 +543,10 @@ ONYX_API OnyxStatus* onyx_value_load_proto(const char* path, OnyxTypeKind kind, 
  * map i of a sequence of maps; an error when i is out of range or v is no
  * sequence of maps. onyx_session_input_kind / _output_kind say
  * ONYX_TYPE_MAP or ONYX_TYPE_SEQUENCE_MAP for such inputs and outputs, and
- * onyx_session_input_map_key / _output_map_key their key type. */
+ * onyx_session_input_map_key / _output_map_key their key type.
+ * onyx_value_save_map_proto writes a map as a MapProto, a sequence of maps
+ * as a SequenceProto of MapProto (each value a scalar TensorProto), the
+ * files onyx_value_load_proto reads back; name may be NULL. */
 ONYX_API OnyxStatus* onyx_value_create_map_int64(const int64_t* keys, size_t count,
                                                  const OnyxValue* values, OnyxValue** out);
 ONYX_API OnyxStatus* onyx_value_create_map_string(const char* const* keys, const size_t* lens,
@@ -561,6 +564,8 @@ ONYX_API size_t onyx_value_map_sequence_length(const OnyxValue* v);
 ONYX_API OnyxStatus* onyx_value_map_sequence_at(const OnyxValue* v, size_t i, OnyxValue** out);
 ONYX_API OnyxElemType onyx_session_input_map_key(const OnyxSession* s, size_t i);
 ONYX_API OnyxElemType onyx_session_output_map_key(const OnyxSession* s, size_t i);
+ONYX_API OnyxStatus* onyx_value_save_map_proto(const OnyxValue* v, const char* name,
+                                               const char* path);
 
 /* --- Providers and devices ------------------------------------------------------------
  * Which provider libraries there are and which devices they see, without a

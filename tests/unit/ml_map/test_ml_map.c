@@ -660,6 +660,48 @@ static void test_map_proto_files(void** state) {
   unlink(path);
 }
 
+/* onyx_value_save_map_proto writes what onyx_value_load_proto reads back:
+ * string keys with a NUL byte, int64 values, a sequence of two maps. */
+static void test_map_proto_write(void** state) {
+  (void)state;
+  OnyxValue* vals = NULL;
+  ots_ok(onyx_value_create_tensor(ONYX_ELEM_INT64, (int64_t[]){2}, 1,
+                                  (const int64_t[]){-5, 1LL << 40}, 2 * sizeof(int64_t), &vals));
+  OnyxValue* m = NULL;
+  ots_ok(onyx_value_create_map_string((const char*[]){"k\0x", "j"}, (const size_t[]){3, 1}, 2, vals,
+                                      &m));
+  OnyxValue* seq = NULL;
+  ots_ok(onyx_value_create_map_sequence(ONYX_ELEM_STRING, ONYX_ELEM_INT64,
+                                        (const OnyxValue*[]){m, m}, 2, &seq));
+  char path[] = "/tmp/onyx_map_w_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  ots_ok(onyx_value_save_map_proto(m, "mm", path));
+  OnyxValue* back = NULL;
+  char* name = NULL;
+  ots_ok(onyx_value_load_proto(path, ONYX_TYPE_MAP, &back, &name));
+  assert_string_equal(name, "mm");
+  onyx_free(name);
+  const OnyxTensor* k = onyx_value_map_keys(back);
+  assert_int_equal(onyx_value_map_size(back), 2);
+  assert_int_equal(onyx_tensor_string_len(k, 0), 3);
+  assert_memory_equal(((const char* const*)onyx_tensor_data(k))[0], "k\0x", 3);
+  assert_memory_equal(onyx_tensor_data(onyx_value_map_values(back)),
+                      ((const int64_t[]){-5, 1LL << 40}), 2 * sizeof(int64_t));
+  onyx_value_release(back);
+  ots_ok(onyx_value_save_map_proto(seq, NULL, path));
+  ots_ok(onyx_value_load_proto(path, ONYX_TYPE_SEQUENCE_MAP, &back, NULL));
+  assert_int_equal(onyx_value_map_sequence_length(back), 2);
+  assert_int_equal(onyx_value_map_value_type(back), ONYX_ELEM_INT64);
+  onyx_value_release(back);
+  ots_expect_error(onyx_value_save_map_proto(vals, NULL, path), ONYX_INVALID_ARGUMENT, "not a map");
+  unlink(path);
+  onyx_value_release(seq);
+  onyx_value_release(m);
+  onyx_value_release(vals);
+}
+
 /* A ZipMap output fed to DictVectorizer is not possible (seq vs map); the
  * host refuses a seq(map) input where a map is declared. */
 static void test_seq_map_feed(void** state) {
@@ -696,6 +738,7 @@ int main(void) {
       cmocka_unit_test(test_bad_attributes),
       cmocka_unit_test(test_save_round_trip),
       cmocka_unit_test(test_map_proto_files),
+      cmocka_unit_test(test_map_proto_write),
       cmocka_unit_test(test_seq_map_feed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -50,5 +50,16 @@ grep -qxF "$(printf 'test_zip\tpass')" "$OUT" || fail "onyx test: test_zip passe
 run 1 test "$M/suite_wrong"
 grep -q "^test_zip_wrong.fail: .*map 1" "$OUT" || fail "onyx test: the failing map is named"
 
+# --output-dir writes the seq(map) output as a SequenceProto of MapProto; read
+# back by `onyx test` as the expected output of the same model, it passes.
+run 0 run "$M/suite/test_zip/model.onnx" --input "X=$M/suite/test_zip/test_data_set_0/input_0.pb" \
+  --output-dir "$WORK/out"
+mkdir -p "$WORK/saved/test_saved/test_data_set_0"
+cp "$M/suite/test_zip/model.onnx" "$WORK/saved/test_saved/model.onnx"
+cp "$M/suite/test_zip/test_data_set_0/input_0.pb" "$WORK/saved/test_saved/test_data_set_0/"
+cp "$WORK/out/Z.pb" "$WORK/saved/test_saved/test_data_set_0/output_0.pb" || fail "no Z.pb"
+run 0 test "$WORK/saved"
+grep -qxF "$(printf 'test_saved\tpass')" "$OUT" || fail "onyx test: the saved seq(map) output"
+
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "ok"

@@ -285,7 +285,9 @@ static OnyxStatus* castmap_run(const char* cast_to, const char* form, int64_t ma
   otm_attr_string(n, "map_form", form);
   otm_attr_int(n, "max_map", max_map);
   otm_output(m, "Y", out_type, 2, (int64_t[]){1, -1});
-  return ots_run_values(m, (const char*[]){"M"}, &in, 1, (const char*[]){"Y"}, 1, y);
+  OnyxStatus* st = ots_run_values(m, (const char*[]){"M"}, &in, 1, (const char*[]){"Y"}, 1, y);
+  otm_free(m);
+  return st;
 }
 
 /* {3: 1.5, 0: 2.5, 1: -7.9}: in key order 0, 1, 3 the values are 2.5, -7.9,

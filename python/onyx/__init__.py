@@ -131,8 +131,11 @@ _TYPE_NAMES = {
 }
 
 
-def _type_string(elem, kind):
+def _type_string(elem, kind, key=0):
     t = "tensor(%s)" % _TYPE_NAMES.get(elem, "undefined")
+    if kind in (4, 5):  # map(K, V) and seq(map(K, V)) of ONNX-ML, as onnxruntime names them
+        t = "map(%s,%s)" % (_TYPE_NAMES.get(key, "undefined"), t)
+        return "seq(%s)" % t if kind == 5 else t
     if kind == 1:
         return "seq(%s)" % t
     if kind == 2:
@@ -595,7 +598,7 @@ class InferenceSession:
     def _node_args(self, raw):
         out = []
         names = None
-        for name, elem, kind, dims in raw:
+        for name, elem, kind, dims, key in raw:
             shape = None
             if dims is not None:
                 shape = list(dims)
@@ -607,7 +610,7 @@ class InferenceSession:
                         if d < 0:
                             sym = declared[k] if declared and k < len(declared) else None
                             shape[k] = sym if isinstance(sym, str) and sym else None
-            out.append(NodeArg(name, shape, _type_string(elem, kind)))
+            out.append(NodeArg(name, shape, _type_string(elem, kind, key)))
         return out
 
     def get_inputs(self):

@@ -508,7 +508,9 @@ static PyObject* value_info(OnyxSession* s, size_t i, int output) {
       PyTuple_SET_ITEM(shape, d, v);
     }
   }
-  return Py_BuildValue("(siiN)", name ? name : "", (int)type, kind, shape);
+  /* the key type of a map or sequence-of-maps value (0 otherwise) */
+  int key = (int)(output ? onyx_session_output_map_key(s, i) : onyx_session_input_map_key(s, i));
+  return Py_BuildValue("(siiNi)", name ? name : "", (int)type, kind, shape, key);
 }
 
 static PyObject* session_infos(SessionObject* self, int output) {

@@ -36,6 +36,7 @@ def test_zipmap_list_of_dicts(tmp_path):
                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
                 [map_vi("z", TensorProto.INT64, TensorProto.FLOAT, seq=True)], "zip")
     sess = onyx.InferenceSession(path)
+    assert sess.get_outputs()[0].type == "seq(map(int64,tensor(float)))"
     x = np.array([[0.5, 0.25, 0.25], [0.0, 1.0, 0.0]], dtype=np.float32)
     (z,) = sess.run(None, {"x": x})
     assert z == [{3: 0.5, 1: 0.25, 2: 0.25}, {3: 0.0, 1: 1.0, 2: 0.0}]
@@ -60,6 +61,7 @@ def test_dict_input(tmp_path):
                 [map_vi("m", TensorProto.STRING, TensorProto.DOUBLE)],
                 [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [1, 3])], "dv")
     sess = onyx.InferenceSession(path)
+    assert sess.get_inputs()[0].type == "map(string,tensor(double))"
     (y,) = sess.run(None, {"m": {"b": 2, "q": 7, "a": 1}})
     assert y.dtype == np.float64
     np.testing.assert_array_equal(y, [[1.0, 2.0, 0.0]])

@@ -366,13 +366,17 @@ static int compare_one_map(const OnyxValue* ev, const OnyxValue* gv, double rtol
 int cli_compare_map_values(const OnyxValue* ev, const OnyxValue* gv, double rtol, double atol,
                            char* reason, size_t cap) {
   OnyxValueKind ek = onyx_value_kind(ev), gk = onyx_value_kind(gv);
-  if (ek != gk || (ek != ONYX_VALUE_MAP && ek != ONYX_VALUE_SEQUENCE_MAP)) {
-    snprintf(reason, cap, "expected a %s, got another kind of value",
-             ek == ONYX_VALUE_MAP ? "map" : "sequence of maps");
+  static const char* const kinds[] = {"tensor", "sequence", "none", "map", "sequence of maps"};
+  if (ek != gk) {
+    snprintf(reason, cap, "expected a %s, got a %s", (unsigned)ek < 5 ? kinds[ek] : "?",
+             (unsigned)gk < 5 ? kinds[gk] : "?");
     return 1;
   }
-  if (onyx_value_map_key_type(ev) != onyx_value_map_key_type(gv) ||
-      onyx_value_map_value_type(ev) != onyx_value_map_value_type(gv)) {
+  /* An empty expected sequence of maps may not say its types (an empty
+   * SequenceProto): then only the length is compared. */
+  int typed = onyx_value_map_key_type(ev) != ONYX_ELEM_UNDEFINED;
+  if (typed && (onyx_value_map_key_type(ev) != onyx_value_map_key_type(gv) ||
+                onyx_value_map_value_type(ev) != onyx_value_map_value_type(gv))) {
     snprintf(reason, cap, "expected map(%s, %s), got map(%s, %s)",
              onyx_elem_type_name(onyx_value_map_key_type(ev)),
              onyx_elem_type_name(onyx_value_map_value_type(ev)),

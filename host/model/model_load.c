@@ -1174,6 +1174,17 @@ OnyxStatus* ox_value_from_proto_bytes(const void* bytes, size_t len, uint8_t kin
     st = ox_container_from_bytes(bytes, len, false, 0, out, name);
   else
     st = ox_container_from_bytes(bytes, len, kind != OX_VK_SEQUENCE, 0, out, name);
+  /* An empty SequenceProto read as a sequence of maps is one (of types it
+   * does not say); a sequence of tensors is refused. */
+  if (!st && kind == OX_VK_SEQ_MAP && (*out)->vkind == OX_RT_SEQUENCE) {
+    if ((*out)->n_items) {
+      st = ox_status(ONYX_INVALID_ARGUMENT, "a SequenceProto of tensors, not of maps");
+      ox_tensor_free(*out);
+      *out = NULL;
+    } else {
+      (*out)->vkind = OX_RT_SEQ_MAP;
+    }
+  }
   if (st && name) {
     free(*name);
     *name = NULL;

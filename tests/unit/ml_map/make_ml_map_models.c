@@ -7,6 +7,8 @@
  *     dicts)
  *   DIR/suite_wrong/test_zip_wrong: the same with 0.5 for key 7 of map 1
  *     (must fail)
+ *   DIR/suite/test_zip_empty: the same ZipMap over X [N, 2] fed [0, 2]: no
+ *     rows, no maps; the expected output an empty SequenceProto
  *   DIR/dv/model.onnx + dv/m.pb: DictVectorizer over int64 vocabulary
  *     [1, 2] of a map(int64, float) input; m.pb is the MapProto {2: 4.5}
  * Expected values by hand: ZipMap copies row r, column c to label c. */
@@ -99,6 +101,36 @@ static void zip_folder(const char* root, const char* name, float second_key7) {
   otm_free(m);
 }
 
+static void zip_empty_folder(const char* root) {
+  char dir[4096], set[4096], path[4096];
+  join(dir, sizeof dir, root, "test_zip_empty");
+  join(set, sizeof set, dir, "test_data_set_0");
+  mkdir(dir, 0755);
+  mkdir(set, 0755);
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "ai.onnx.ml", 1);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 2, (int64_t[]){-1, 2});
+  OxTestNode* n = otm_node(m, "ZipMap", "zip", "X", "Z");
+  otm_node_domain(n, "ai.onnx.ml");
+  otm_attr_ints(n, "classlabels_int64s", 2, (int64_t[]){7, 9});
+  wrap_map(otm_output(m, "Z", ONYX_ELEM_FLOAT32, -1, NULL), ONYX_ELEM_INT64, 1);
+  join(path, sizeof path, dir, "model.onnx");
+  otm_write(m, path);
+  Onnx__TensorProto* t = otm_tensor(m, "X", ONYX_ELEM_FLOAT32, 2, (int64_t[]){0, 2}, NULL);
+  size_t len = onnx__tensor_proto__get_packed_size(t);
+  uint8_t* buf = malloc(len ? len : 1);
+  if (!buf) abort();
+  onnx__tensor_proto__pack(t, buf);
+  write_file(set, "input_0.pb", buf, len);
+  free(buf);
+  PbBuf seq = {0};
+  pb_key(&seq, 2, 0);
+  pb_varint(&seq, 4);
+  write_file(set, "output_0.pb", seq.p, seq.len);
+  free(seq.p);
+  otm_free(m);
+}
+
 static void dv_folder(const char* root) {
   char dir[4096];
   join(dir, sizeof dir, root, "dv");
@@ -132,6 +164,7 @@ int main(int argc, char** argv) {
   mkdir(suite, 0755);
   mkdir(wrong, 0755);
   zip_folder(suite, "test_zip", 1);
+  zip_empty_folder(suite);
   zip_folder(wrong, "test_zip_wrong", 0.5f);
   dv_folder(argv[1]);
   return 0;

@@ -601,6 +601,30 @@ static void test_map_proto_files(void** state) {
   onyx_value_release(m1);
   onyx_value_release(v);
   free(seq.p);
+  /* an empty SequenceProto read as a sequence of maps: no maps, no types; a
+   * SequenceProto of tensors is no sequence of maps */
+  PbBuf empty = {0};
+  pb_key(&empty, 2, 0);
+  pb_varint(&empty, 4);
+  fd = open(path, O_WRONLY | O_TRUNC);
+  assert_int_equal(write(fd, empty.p, empty.len), (ssize_t)empty.len);
+  close(fd);
+  ots_ok(onyx_value_load_proto(path, ONYX_TYPE_SEQUENCE_MAP, &v, NULL));
+  assert_int_equal(onyx_value_kind(v), ONYX_VALUE_SEQUENCE_MAP);
+  assert_int_equal(onyx_value_map_sequence_length(v), 0);
+  assert_int_equal(onyx_value_map_key_type(v), ONYX_ELEM_UNDEFINED);
+  onyx_value_release(v);
+  free(empty.p);
+  PbBuf tseq = {0}, tt = {0};
+  pb_scalar_tensor(&tt, ONYX_ELEM_FLOAT32, &(float){2});
+  pb_bytes(&tseq, 3, tt.p, tt.len);
+  fd = open(path, O_WRONLY | O_TRUNC);
+  assert_int_equal(write(fd, tseq.p, tseq.len), (ssize_t)tseq.len);
+  close(fd);
+  ots_expect_error(onyx_value_load_proto(path, ONYX_TYPE_SEQUENCE_MAP, &v, NULL),
+                   ONYX_INVALID_ARGUMENT, "not of maps");
+  free(tt.p);
+  free(tseq.p);
   /* a MapProto whose keys repeat, or with fewer values than keys */
   PbBuf dup = {0};
   pb_map_f32(&dup, NULL, (const int64_t[]){1, 1}, NULL, 2, (const float[]){0, 1});

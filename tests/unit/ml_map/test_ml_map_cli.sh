@@ -47,6 +47,7 @@ grep -qxF 'output Y: float32 [1,2]: 0 4.5' "$OUT" || fail "onyx run: DictVectori
 # Expected seq(map) outputs: keys in another order pass; a wrong value fails.
 run 0 test "$M/suite"
 grep -qxF "$(printf 'test_zip\tpass')" "$OUT" || fail "onyx test: test_zip passes"
+grep -qxF "$(printf 'test_zip_empty\tpass')" "$OUT" || fail "onyx test: no rows, no maps"
 run 1 test "$M/suite_wrong"
 grep -q "^test_zip_wrong.fail: .*map 1" "$OUT" || fail "onyx test: the failing map is named"
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "opt_session.h"
+#include "ox_dist.h"
 #include "ox_memplan.h"
 #include "ox_model.h"
 #include "ox_nvtx.h"
@@ -52,6 +53,7 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
       .thread_pool = s->pool,
       .deterministic = s->opts->deterministic,
       .log_severity = (int32_t)s->opts->log_severity,
+      .next = ox_process_group_extension(s->opts->process_group),
   };
   OnyxEp* ep = NULL;
   st = ox_provider_lib_create_ep(lib, &args, &ep);

@@ -1,0 +1,465 @@
+/* dist_mpi.c — libonyx_mpi.so, the MPI backend of Onyx's process groups
+ * (ox_dist_backend.h).
+ *
+ * Every collective is one nonblocking MPI call (MPI_Iallreduce, ...) on a
+ * duplicate of MPI_COMM_WORLD whose error handler is MPI_ERRORS_RETURN,
+ * polled with MPI_Test against the caller's timeout and stop flag. MPI
+ * works on staging buffers the backend owns, so a call that gives up (timeout,
+ * cancellation) leaves MPI writing only into memory the backend keeps: the
+ * request and its buffer go onto a pending list, and the backend is broken
+ * from then on. MPI is initialized (MPI_THREAD_SERIALIZED) by the first
+ * backend of the process unless the application did it, and then finalized
+ * at exit (once, for all the process's groups: MPI cannot start again after
+ * MPI_Finalize); the host loads this library with RTLD_NODELETE, so the exit
+ * handler's code stays mapped. */
+#include <limits.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "../ox_dist_backend.h"
+#include "onyx/onyx_distributed.h"
+
+#define OX_EXPORT __attribute__((visibility("default")))
+
+typedef struct OxPending {
+  MPI_Request req;
+  void* buf; /* staging memory MPI may still write */
+} OxPending;
+
+typedef struct OxMpi {
+  MPI_Comm comm;
+  int rank, size;
+  bool broken;
+  OxPending* pending;
+  size_t n_pending, cap_pending;
+  uint32_t timeout_ms;
+} OxMpi;
+
+/* MPI started by this library: finalized at exit, unless work is left pending. */
+static bool ox_mpi_started;
+static bool ox_mpi_unfinished;
+
+static void ox_mpi_at_exit(void) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && !ox_mpi_unfinished) MPI_Finalize();
+}
+
+static int ox_fail(char* err, size_t n, int code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+static int ox_mpi_error(char* err, size_t n, const char* call, int rc) {
+  char text[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "code %d", rc);
+  return ox_fail(err, n, ONYX_RUNTIME_ERROR, "%s failed: %s", call, text);
+}
+
+static uint64_t ox_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Keeps a request MPI may still complete, with its staging buffer. */
+static void ox_keep_pending(OxMpi* m, MPI_Request req, void* buf) {
+  if (m->n_pending == m->cap_pending) {
+    size_t cap = m->cap_pending ? 2 * m->cap_pending : 4;
+    OxPending* p = realloc(m->pending, cap * sizeof *p);
+    if (!p) {
+      /* Without room to track it the buffer must stay allocated for good. */
+      ox_mpi_unfinished = true;
+      return;
+    }
+    m->pending = p;
+    m->cap_pending = cap;
+  }
+  m->pending[m->n_pending++] = (OxPending){.req = req, .buf = buf};
+}
+
+/* Polls `req` until it completes, the timeout passes or the caller stops.
+ * On success frees nothing; otherwise keeps (req, buf) pending, breaks the
+ * backend and writes why. */
+static int ox_wait(OxMpi* m, MPI_Request* req, void* buf, const char* call, const OxDistWait* w,
+                   char* err, size_t n) {
+  uint64_t start = ox_now_ms();
+  long sleep_ns = 1000;
+  for (unsigned spins = 0;; spins++) {
+    int done = 0;
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      m->broken = true;
+      if (*req != MPI_REQUEST_NULL)
+        ox_keep_pending(m, *req, buf);
+      else
+        free(buf);
+      return ox_mpi_error(err, n, call, rc);
+    }
+    if (done) return 0;
+    if (w && w->stop && w->stop(w->stop_arg)) {
+      m->broken = true;
+      ox_keep_pending(m, *req, buf);
+      return ox_fail(err, n, ONYX_CANCELLED,
+                     "%s: cancelled while waiting for the other ranks; the process group cannot "
+                     "be used after this",
+                     call);
+    }
+    uint64_t waited = ox_now_ms() - start;
+    uint32_t limit = w ? w->timeout_ms : m->timeout_ms;
+    if (waited >= limit) {
+      m->broken = true;
+      ox_keep_pending(m, *req, buf);
+      return ox_fail(err, n, ONYX_RUNTIME_ERROR,
+                     "%s: timed out after %u ms waiting for the other %d rank%s of the group (a "
+                     "rank stalled, died, or called another collective); the process group "
+                     "cannot be used after this",
+                     call, (unsigned)limit, m->size - 1, m->size == 2 ? "" : "s");
+    }
+    /* Spin briefly for short collectives, then back off to at most 1 ms. */
+    if (spins > 200) {
+      struct timespec ts = {0, sleep_ns};
+      nanosleep(&ts, NULL);
+      if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+  }
+}
+
+static int ox_check_usable(const OxMpi* m, const char* call, char* err, size_t n) {
+  if (m->broken)
+    return ox_fail(err, n, ONYX_RUNTIME_ERROR,
+                   "%s: the MPI backend is broken by an earlier failure", call);
+  return 0;
+}
+
+static bool ox_mpi_type(int32_t t, MPI_Datatype* out) {
+  switch (t) {
+  case ONYX_ELEM_FLOAT32:
+    *out = MPI_FLOAT;
+    return true;
+  case ONYX_ELEM_FLOAT64:
+    *out = MPI_DOUBLE;
+    return true;
+  case ONYX_ELEM_INT8:
+    *out = MPI_INT8_T;
+    return true;
+  case ONYX_ELEM_INT16:
+    *out = MPI_INT16_T;
+    return true;
+  case ONYX_ELEM_INT32:
+    *out = MPI_INT32_T;
+    return true;
+  case ONYX_ELEM_INT64:
+    *out = MPI_INT64_T;
+    return true;
+  case ONYX_ELEM_UINT8:
+    *out = MPI_UINT8_T;
+    return true;
+  case ONYX_ELEM_UINT16:
+    *out = MPI_UINT16_T;
+    return true;
+  case ONYX_ELEM_UINT32:
+    *out = MPI_UINT32_T;
+    return true;
+  case ONYX_ELEM_UINT64:
+    *out = MPI_UINT64_T;
+    return true;
+  default:
+    return false;
+  }
+}
+
+static bool ox_mpi_op(int32_t op, MPI_Op* out) {
+  switch (op) {
+  case ONYX_REDUCE_SUM:
+    *out = MPI_SUM;
+    return true;
+  case ONYX_REDUCE_MAX:
+    *out = MPI_MAX;
+    return true;
+  case ONYX_REDUCE_MIN:
+    *out = MPI_MIN;
+    return true;
+  default:
+    return false;
+  }
+}
+
+static size_t ox_type_size(MPI_Datatype t) {
+  int s = 0;
+  MPI_Type_size(t, &s);
+  return (size_t)s;
+}
+
+/* The int count MPI takes; fails for counts past INT_MAX. */
+static int ox_count(size_t count, const char* call, int* out, char* err, size_t n) {
+  if (count > (size_t)INT_MAX)
+    return ox_fail(err, n, ONYX_INVALID_ARGUMENT,
+                   "%s: %zu elements exceed MPI's int count (%d); split the call", call, count,
+                   INT_MAX);
+  *out = (int)count;
+  return 0;
+}
+
+static int ox_all_reduce(void* ctx, void* buf, size_t count, int32_t type, int32_t op,
+                         const OxDistWait* w, char* err, size_t n) {
+  OxMpi* m = ctx;
+  const char* call = "MPI_Iallreduce";
+  int rc = ox_check_usable(m, call, err, n);
+  if (rc) return rc;
+  MPI_Datatype dt;
+  MPI_Op mop;
+  if (!ox_mpi_type(type, &dt) || !ox_mpi_op(op, &mop))
+    return ox_fail(err, n, ONYX_NOT_IMPLEMENTED, "%s: type %d or op %d unsupported", call,
+                   (int)type, (int)op);
+  int c = 0;
+  if ((rc = ox_count(count, call, &c, err, n))) return rc;
+  size_t bytes = count * ox_type_size(dt);
+  void* tmp = malloc(bytes ? bytes : 1);
+  if (!tmp) return ox_fail(err, n, ONYX_OUT_OF_MEMORY, "%s: out of memory", call);
+  memcpy(tmp, buf, bytes);
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Iallreduce(MPI_IN_PLACE, tmp, c, dt, mop, m->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(tmp);
+    m->broken = true;
+    return ox_mpi_error(err, n, call, rc);
+  }
+  if ((rc = ox_wait(m, &req, tmp, call, w, err, n))) return rc;
+  memcpy(buf, tmp, bytes);
+  free(tmp);
+  return 0;
+}
+
+/* Staging for the byte-moving collectives: `in` bytes of input (copied from
+ * send) followed by `out` bytes of output. */
+static int ox_stage(const void* send, size_t in, size_t out, const char* call, void** tmp,
+                    char* err, size_t n) {
+  size_t total = in + out;
+  if (total < in) return ox_fail(err, n, ONYX_INVALID_ARGUMENT, "%s: size overflows", call);
+  *tmp = malloc(total ? total : 1);
+  if (!*tmp) return ox_fail(err, n, ONYX_OUT_OF_MEMORY, "%s: out of memory", call);
+  if (in) memcpy(*tmp, send, in);
+  return 0;
+}
+
+static int ox_all_gather(void* ctx, const void* send, void* recv, size_t count, size_t elem,
+                         const OxDistWait* w, char* err, size_t n) {
+  OxMpi* m = ctx;
+  const char* call = "MPI_Iallgather";
+  int rc = ox_check_usable(m, call, err, n);
+  if (rc) return rc;
+  int c = 0;
+  size_t bytes = count * elem; /* the host checked the products */
+  if ((rc = ox_count(bytes, call, &c, err, n))) return rc;
+  size_t all = bytes * (size_t)m->size;
+  void* tmp = NULL;
+  if ((rc = ox_stage(send, bytes, all, call, &tmp, err, n))) return rc;
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Iallgather(tmp, c, MPI_BYTE, (char*)tmp + bytes, c, MPI_BYTE, m->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(tmp);
+    m->broken = true;
+    return ox_mpi_error(err, n, call, rc);
+  }
+  if ((rc = ox_wait(m, &req, tmp, call, w, err, n))) return rc;
+  memcpy(recv, (char*)tmp + bytes, all);
+  free(tmp);
+  return 0;
+}
+
+static int ox_reduce_scatter(void* ctx, const void* send, void* recv, size_t count, int32_t type,
+                             int32_t op, const OxDistWait* w, char* err, size_t n) {
+  OxMpi* m = ctx;
+  const char* call = "MPI_Ireduce_scatter_block";
+  int rc = ox_check_usable(m, call, err, n);
+  if (rc) return rc;
+  MPI_Datatype dt;
+  MPI_Op mop;
+  if (!ox_mpi_type(type, &dt) || !ox_mpi_op(op, &mop))
+    return ox_fail(err, n, ONYX_NOT_IMPLEMENTED, "%s: type %d or op %d unsupported", call,
+                   (int)type, (int)op);
+  int c = 0;
+  if ((rc = ox_count(count, call, &c, err, n))) return rc;
+  size_t bytes = count * ox_type_size(dt);
+  void* tmp = NULL;
+  if ((rc = ox_stage(send, bytes * (size_t)m->size, bytes, call, &tmp, err, n))) return rc;
+  char* out = (char*)tmp + bytes * (size_t)m->size;
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Ireduce_scatter_block(tmp, out, c, dt, mop, m->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(tmp);
+    m->broken = true;
+    return ox_mpi_error(err, n, call, rc);
+  }
+  if ((rc = ox_wait(m, &req, tmp, call, w, err, n))) return rc;
+  memcpy(recv, out, bytes);
+  free(tmp);
+  return 0;
+}
+
+static int ox_broadcast(void* ctx, void* buf, size_t bytes, int32_t root, const OxDistWait* w,
+                        char* err, size_t n) {
+  OxMpi* m = ctx;
+  const char* call = "MPI_Ibcast";
+  int rc = ox_check_usable(m, call, err, n);
+  if (rc) return rc;
+  int c = 0;
+  if ((rc = ox_count(bytes, call, &c, err, n))) return rc;
+  void* tmp = NULL;
+  if ((rc = ox_stage(buf, bytes, 0, call, &tmp, err, n))) return rc;
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Ibcast(tmp, c, MPI_BYTE, root, m->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(tmp);
+    m->broken = true;
+    return ox_mpi_error(err, n, call, rc);
+  }
+  if ((rc = ox_wait(m, &req, tmp, call, w, err, n))) return rc;
+  memcpy(buf, tmp, bytes);
+  free(tmp);
+  return 0;
+}
+
+static int ox_all_to_all(void* ctx, const void* send, void* recv, size_t count, size_t elem,
+                         const OxDistWait* w, char* err, size_t n) {
+  OxMpi* m = ctx;
+  const char* call = "MPI_Ialltoall";
+  int rc = ox_check_usable(m, call, err, n);
+  if (rc) return rc;
+  int c = 0;
+  size_t bytes = count * elem;
+  if ((rc = ox_count(bytes, call, &c, err, n))) return rc;
+  size_t all = bytes * (size_t)m->size;
+  void* tmp = NULL;
+  if ((rc = ox_stage(send, all, all, call, &tmp, err, n))) return rc;
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Ialltoall(tmp, c, MPI_BYTE, (char*)tmp + all, c, MPI_BYTE, m->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(tmp);
+    m->broken = true;
+    return ox_mpi_error(err, n, call, rc);
+  }
+  if ((rc = ox_wait(m, &req, tmp, call, w, err, n))) return rc;
+  memcpy(recv, (char*)tmp + all, all);
+  free(tmp);
+  return 0;
+}
+
+static int ox_barrier(void* ctx, const OxDistWait* w, char* err, size_t n) {
+  OxMpi* m = ctx;
+  const char* call = "MPI_Ibarrier";
+  int rc = ox_check_usable(m, call, err, n);
+  if (rc) return rc;
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Ibarrier(m->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    m->broken = true;
+    return ox_mpi_error(err, n, call, rc);
+  }
+  return ox_wait(m, &req, NULL, call, w, err, n);
+}
+
+static void ox_release(void* ctx) {
+  OxMpi* m = ctx;
+  if (!m) return;
+  /* Work a broken call left: give the other ranks one more timeout to match
+   * it, so that its buffers can be freed and MPI finalized cleanly. */
+  uint64_t start = ox_now_ms();
+  size_t left = 0;
+  for (size_t i = 0; i < m->n_pending; i++) {
+    OxPending* p = &m->pending[i];
+    int done = 0;
+    while (!done) {
+      if (MPI_Test(&p->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+      if (done || ox_now_ms() - start >= m->timeout_ms) break;
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    if (done)
+      free(p->buf);
+    else
+      left++; /* MPI may still write it: kept for the process's lifetime */
+  }
+  free(m->pending);
+  if (left) {
+    ox_mpi_unfinished = true;
+  } else if (m->comm != MPI_COMM_NULL) {
+    MPI_Comm_free(&m->comm);
+  }
+  free(m);
+}
+
+OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBackend* out, char* err,
+                                     size_t n);
+
+OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBackend* out, char* err,
+                                     size_t n) {
+  if (!args || !out || args->version != OX_DIST_BACKEND_VERSION)
+    return ox_fail(err, n, ONYX_ABI_MISMATCH, "backend interface version %u, expected %u",
+                   args ? (unsigned)args->version : 0u, (unsigned)OX_DIST_BACKEND_VERSION);
+  int inited = 0, finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return ox_fail(err, n, ONYX_FAIL,
+                   "MPI was finalized already in this process, and MPI cannot start twice");
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) return ox_mpi_error(err, n, "MPI_Init_thread", rc);
+    if (!ox_mpi_started) {
+      ox_mpi_started = true;
+      atexit(ox_mpi_at_exit);
+    }
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  OxMpi* m = calloc(1, sizeof *m);
+  if (!m) return ox_fail(err, n, ONYX_OUT_OF_MEMORY, "out of memory");
+  m->comm = MPI_COMM_NULL;
+  m->timeout_ms = args->timeout_ms ? args->timeout_ms : ONYX_PROCESS_GROUP_DEFAULT_TIMEOUT_MS;
+  MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+  /* The group's own communicator, so the application's MPI traffic never
+   * matches ours; duplicated without blocking, bounded like a collective. */
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Comm_idup(MPI_COMM_WORLD, &m->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(m);
+    return ox_mpi_error(err, n, "MPI_Comm_idup", rc);
+  }
+  OxDistWait w = {.timeout_ms = m->timeout_ms};
+  if ((rc = ox_wait(m, &req, NULL, "MPI_Comm_idup", &w, err, n))) {
+    free(m->pending);
+    free(m);
+    ox_mpi_unfinished = true;
+    return rc;
+  }
+  MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+  const char* local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  *out = (OxDistBackend){
+      .version = OX_DIST_BACKEND_VERSION,
+      .ctx = m,
+      .rank = m->rank,
+      .size = m->size,
+      .local_rank = local ? atoi(local) : 0,
+      .name = "mpi",
+      .all_reduce = ox_all_reduce,
+      .all_gather = ox_all_gather,
+      .reduce_scatter = ox_reduce_scatter,
+      .broadcast = ox_broadcast,
+      .all_to_all = ox_all_to_all,
+      .barrier = ox_barrier,
+      .release = ox_release,
+  };
+  return 0;
+}

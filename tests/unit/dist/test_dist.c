@@ -8,7 +8,8 @@
  *   mpirun -np 2 test_dist mpi     every collective and every op in a session,
  *                          shape inference, group_size and mismatched worlds
  *   mpirun -np 2 test_dist fault   a stalled rank: the other errors within
- *                          the timeout, and the group is broken after it
+ *                          the timeout, and the group is broken after it;
+ *                          the same in a session run
  *
  * Every expected value is computed here from the rank's inputs by the
  * formula of the collective. A failed check prints the rank and exits 1. */
@@ -462,6 +463,43 @@ static void test_fault(void) {
     for (int i = 0; i < 4; i++)
       CHECK(v[i] == 2.0f * (float)(i + 1));
   }
+  onyx_process_group_release(pg);
+
+  /* The same in a session: a new group (MPI stays initialized), an AllReduce
+   * node, rank 1 late by 1.5 s. Rank 0's run fails naming the node. */
+  ok(onyx_process_group_create(&po, &pg), "second group");
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "com.onyx.collective", 1);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4});
+  OxTestNode* n = otm_node(m, "AllReduce", "ar_late", "X", "Y");
+  otm_node_domain(n, "com.onyx.collective");
+  otm_attr_int(n, "group_size", 2);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  OnyxSession* sess = NULL;
+  ok(make_session(m, pg, &sess), "session");
+  otm_free(m);
+  float x[4] = {1, 2, 3, 4};
+  OnyxValue* in = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){4}, 1, x, sizeof x, &in), "x");
+  const char* in_name = "X";
+  const char* out_name = "Y";
+  OnyxValue* out = NULL;
+  if (rank == 1) usleep(1500 * 1000);
+  double t0 = now_ms();
+  OnyxStatus* st =
+      onyx_session_run(sess, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
+  if (rank == 0) {
+    CHECK(now_ms() - t0 < 1450);
+    expect_error(st, ONYX_RUNTIME_ERROR, "stalled peer in a run", "ar_late", "timed out", NULL);
+  } else {
+    ok(st, "late run");
+    const float* y = onyx_tensor_data(onyx_value_tensor(out));
+    for (int i = 0; i < 4; i++)
+      CHECK(y[i] == 2.0f * (float)(i + 1));
+  }
+  onyx_value_release(out);
+  onyx_value_release(in);
+  onyx_session_release(sess);
   onyx_process_group_release(pg);
 }
 

@@ -228,9 +228,9 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
     if (!st && (g->be.size != launch.size || g->be.rank != launch.rank)) {
       st = ox_status(ONYX_INVALID_ARGUMENT,
                      "onyx_process_group_create: rank %d of %d (%s) disagrees with MPI's rank "
-                     "%d of %d",
+                     "%d of %d; start the %d processes with `mpirun -np %d ...`",
                      (int)launch.rank, (int)launch.size, launch.source, (int)g->be.rank,
-                     (int)g->be.size);
+                     (int)g->be.size, (int)launch.size, (int)launch.size);
     }
     if (st) {
       onyx_process_group_release(g);

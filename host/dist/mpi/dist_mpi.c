@@ -26,6 +26,9 @@
 
 #define OX_EXPORT __attribute__((visibility("default")))
 
+/* The least time a release waits for calls a broken group left pending. */
+#define OX_RELEASE_GRACE_MS 5000u
+
 typedef struct OxPending {
   MPI_Request req;
   void* buf; /* staging memory MPI may still write */
@@ -372,16 +375,19 @@ static int ox_barrier(void* ctx, const OxDistWait* w, char* err, size_t n) {
 static void ox_release(void* ctx) {
   OxMpi* m = ctx;
   if (!m) return;
-  /* Work a broken call left: give the other ranks one more timeout to match
-   * it, so that its buffers can be freed and MPI finalized cleanly. */
+  /* Work a broken call left: give the other ranks one more timeout (at least
+   * OX_RELEASE_GRACE_MS) to match it, so that its buffers can be freed and
+   * MPI finalized cleanly. */
   uint64_t start = ox_now_ms();
+  const uint64_t grace =
+      m->timeout_ms > OX_RELEASE_GRACE_MS ? m->timeout_ms : (uint64_t)OX_RELEASE_GRACE_MS;
   size_t left = 0;
   for (size_t i = 0; i < m->n_pending; i++) {
     OxPending* p = &m->pending[i];
     int done = 0;
     while (!done) {
       if (MPI_Test(&p->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-      if (done || ox_now_ms() - start >= m->timeout_ms) break;
+      if (done || ox_now_ms() - start >= grace) break;
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }

@@ -468,7 +468,7 @@ static void late_run(const OnyxProcessGroupOptions* po, uint64_t max_run_ms) {
       onyx_session_run(sess, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
   const double took = now_ms() - t0;
   if (rank == 0 && !max_run_ms) {
-    CHECK(took < 1450);
+    CHECK(took < 1750);
     expect_error(st, ONYX_RUNTIME_ERROR, "stalled peer in a run", "ar_late", "timed out", NULL);
   } else if (rank == 0) {
     CHECK(took >= 250 && took < 1000);
@@ -501,9 +501,10 @@ static void test_fault(void) {
     double t0 = now_ms();
     expect_error(onyx_process_group_all_reduce(pg, v, 4, ONYX_ELEM_FLOAT32, ONYX_REDUCE_SUM),
                  ONYX_RUNTIME_ERROR, "stalled peer", "all_reduce", "timed out", "1000 ms",
-                 "rank 0 of 2", NULL);
+                 "rank 0 of 2", "rank 1 did not answer", NULL);
+    /* The timeout, then at most the 300 ms the ranks are asked where they are. */
     double took = now_ms() - t0;
-    CHECK(took >= 950 && took < 1450);
+    CHECK(took >= 950 && took < 1750);
     /* The group is broken from then on: later calls fail at once. */
     t0 = now_ms();
     expect_error(onyx_process_group_barrier(pg), ONYX_RUNTIME_ERROR, "broken group", "broken",

@@ -10,6 +10,8 @@
  *   mpirun -np 2 test_dist fault   a stalled rank: the other errors within
  *                          the timeout, and the group is broken after it;
  *                          the same in a session run
+ *   test_dist cuda         the ops on the CUDA provider (NCCL, one rank);
+ *                          skipped (77) without a CUDA device
  *
  * Every expected value is computed here from the rank's inputs by the
  * formula of the collective. A failed check prints the rank and exits 1. */
@@ -528,6 +530,38 @@ static void test_fault(void) {
   late_run(&po, 300);
 }
 
+/* --- NCCL in the CUDA provider, one rank -------------------------------------------------- */
+
+/* The five ops on the CUDA provider with group_size 1 (a one-rank NCCL
+ * communicator; the inner-axis layouts go through the pack and unpack
+ * copies). Returns 77 (skip) without a CUDA device or provider. */
+static int test_cuda(void) {
+  OxTestModel* m = all_ops_model(1, "sum");
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o), "options");
+  ok(onyx_session_options_add_provider(o, "cuda", NULL, 0, 1), "add cuda");
+  OnyxSession* sess = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &sess);
+  onyx_session_options_release(o);
+  free(bytes);
+  if (st && (onyx_status_code(st) == ONYX_NO_DEVICE || onyx_status_code(st) == ONYX_NOT_FOUND)) {
+    printf("SKIP: no CUDA device or provider: %s\n", onyx_status_message(st));
+    onyx_status_release(st);
+    return 77;
+  }
+  ok(st, "cuda session");
+  for (size_t i = 0; i < onyx_session_provider_count(sess); i++)
+    if (!strcmp(onyx_session_provider_name(sess, i), "cuda"))
+      CHECK(onyx_session_provider_node_count(sess, i) == 5);
+  run_all_ops(sess, 0, 1);
+  onyx_session_release(sess);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "local";
   if (!strcmp(what, "local"))
@@ -536,8 +570,11 @@ int main(int argc, char** argv) {
     test_mpi();
   else if (!strcmp(what, "fault"))
     test_fault();
-  else {
-    fprintf(stderr, "usage: test_dist local|mpi|fault\n");
+  else if (!strcmp(what, "cuda")) {
+    int rc = test_cuda();
+    if (rc) return rc;
+  } else {
+    fprintf(stderr, "usage: test_dist local|mpi|fault|cuda\n");
     return 2;
   }
   if (g_failures) fprintf(stderr, "rank %d: %d check(s) failed\n", g_rank, g_failures);

@@ -41,7 +41,7 @@ LAYERS = [
     ["training"],  # the gradient builder: the Gradient op's expansion (a graph rewrite)
     ["graph", "model"],  # the IR graph, host-op inference; ModelProto <-> IR
     ["profile"],  # services: the profiler
-    ["memory"],  # the arena over any provider allocator
+    ["memory", "dist"],  # the arena over any provider allocator; process groups, collectives
     ["providers"],  # provider libraries, the device list
 ]
 # Back-arrows the host still has, each to be removed by moving the code to

@@ -118,8 +118,9 @@ done:
 
 typedef struct {
   PyObject_HEAD OnyxCheckpoint* ck;
-  /* Training sessions made on it: its tensors must not change under a step. */
-  Py_ssize_t sessions;
+  /* Steps in flight (GIL released) of training sessions made on it: its
+   * tensors must not be written or saved under them. */
+  Py_ssize_t busy;
 } CheckpointObject;
 
 static int checkpoint_init(CheckpointObject* self, PyObject* args, PyObject* kw) {
@@ -160,11 +161,24 @@ static OnyxCheckpoint* checkpoint_get(CheckpointObject* self) {
   return self->ck;
 }
 
+/* The checkpoint for a write or a save: none while a step runs on it. */
+static OnyxCheckpoint* checkpoint_get_idle(CheckpointObject* self, const char* what) {
+  OnyxCheckpoint* ck = checkpoint_get(self);
+  if (ck && self->busy) {
+    char msg[200];
+    PyOS_snprintf(msg, sizeof msg,
+                  "%s: a training step on this checkpoint is running in another thread", what);
+    oxpy_raise_message(ONYX_INVALID_ARGUMENT, msg);
+    return NULL;
+  }
+  return ck;
+}
+
 static PyObject* checkpoint_save(CheckpointObject* self, PyObject* args) {
   PyObject* path = NULL;
   int with_state = 0;
   if (!PyArg_ParseTuple(args, "O&p", PyUnicode_FSConverter, &path, &with_state)) return NULL;
-  OnyxCheckpoint* ck = checkpoint_get(self);
+  OnyxCheckpoint* ck = checkpoint_get_idle(self, "save_checkpoint");
   if (!ck) {
     Py_DECREF(path);
     return NULL;
@@ -245,7 +259,7 @@ static PyObject* checkpoint_set_parameter(CheckpointObject* self, PyObject* args
   const char* name = NULL;
   PyObject* value = NULL;
   if (!PyArg_ParseTuple(args, "sO", &name, &value)) return NULL;
-  OnyxCheckpoint* ck = checkpoint_get(self);
+  OnyxCheckpoint* ck = checkpoint_get_idle(self, "set_parameter");
   if (!ck) return NULL;
   OnyxValue* v = oxpy_feed_value(value, name);
   if (!v) return NULL;
@@ -337,13 +351,11 @@ static int training_session_init(TrainingSessionObject* self, PyObject* args, Py
   }
   self->ts = ts;
   self->checkpoint = Py_NewRef(ck);
-  ((CheckpointObject*)ck)->sessions++;
   return 0;
 }
 
 static void training_session_dealloc(TrainingSessionObject* self) {
   onyx_training_session_release(self->ts);
-  if (self->checkpoint) ((CheckpointObject*)self->checkpoint)->sessions--;
   Py_XDECREF(self->checkpoint);
   Py_TYPE(self)->tp_free((PyObject*)self);
 }
@@ -354,10 +366,10 @@ static OnyxTrainingSession* ts_get(TrainingSessionObject* self) {
     PyErr_SetString(PyExc_RuntimeError, "TrainingSession not initialized");
     return NULL;
   }
-  if (self->busy) {
+  if (self->busy || ((CheckpointObject*)self->checkpoint)->busy) {
     oxpy_raise_message(ONYX_INVALID_ARGUMENT,
-                       "the training session is running a step in another thread "
-                       "(one thread at a time)");
+                       "a training step on this session's checkpoint is running in another "
+                       "thread (one thread at a time)");
     return NULL;
   }
   return self->ts;
@@ -408,12 +420,14 @@ static PyObject* ts_step(TrainingSessionObject* self, PyObject* args, int train)
   OnyxValue* loss = NULL;
   OnyxStatus* st = NULL;
   self->busy = 1;
+  ((CheckpointObject*)self->checkpoint)->busy++;
   Py_INCREF(self);
   Py_BEGIN_ALLOW_THREADS;
   st = train ? onyx_training_session_train_step(ts, (const OnyxValue* const*)vals, (size_t)n, &loss)
              : onyx_training_session_eval_step(ts, (const OnyxValue* const*)vals, (size_t)n, &loss);
   Py_END_ALLOW_THREADS;
   self->busy = 0;
+  ((CheckpointObject*)self->checkpoint)->busy--;
   Py_DECREF(self);
   if (st) {
     oxpy_raise_status(st);
@@ -441,11 +455,13 @@ static PyObject* ts_optimizer_step(TrainingSessionObject* self, PyObject* noargs
   if (!ts) return NULL;
   OnyxStatus* st = NULL;
   self->busy = 1;
+  ((CheckpointObject*)self->checkpoint)->busy++;
   Py_INCREF(self);
   Py_BEGIN_ALLOW_THREADS;
   st = onyx_training_session_optimizer_step(ts);
   Py_END_ALLOW_THREADS;
   self->busy = 0;
+  ((CheckpointObject*)self->checkpoint)->busy--;
   Py_DECREF(self);
   if (st) return oxpy_raise_status(st);
   Py_RETURN_NONE;

@@ -135,6 +135,9 @@ def test_mse_loss_and_sgd_step(tmp_path):
     w2 = state.parameters["w"].data
     pred2 = x @ w2 + state.parameters["b"].data
     assert abs(float(module(x, t)) - np.mean((pred2 - t) ** 2)) < 1e-5
+    # OrtValues are accepted as inputs too.
+    loss = module(onyx.OrtValue.ortvalue_from_numpy(x), onyx.OrtValue.ortvalue_from_numpy(t))
+    assert abs(float(loss) - np.mean((pred2 - t) ** 2)) < 1e-5
     assert module.train() is module and module.training
 
 

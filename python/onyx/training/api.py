@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from .. import _onyx, _invalid_argument, _make_options
+from .. import OrtValue, _invalid_argument, _make_options, _onyx
 
 __all__ = ["CheckpointState", "Parameter", "Module", "Optimizer", "LinearLRScheduler"]
 
@@ -213,6 +213,7 @@ class Module:
         self.training = True
 
     def __call__(self, *user_inputs):
+        user_inputs = [x.numpy() if isinstance(x, OrtValue) else x for x in user_inputs]
         if self.training:
             return self._ts.train_step(list(user_inputs))
         return self._ts.eval_step(list(user_inputs))

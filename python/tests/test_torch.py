@@ -149,3 +149,38 @@ def test_save_onnx(monkeypatch, tmp_path):
     saved = sorted(os.listdir(tmp_path / "graphs"))
     assert "exported_0.onnx" in saved and "forward_0.onnx" in saved
     assert os.path.exists(tmp_path / "graphs" / "vjp_0" / "training_model.onnx")
+
+
+class TwoHeads(torch.nn.Module):
+    """An integer input (embedding indices) beside a float one, and two
+    outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(7, 4)
+        self.lin = torch.nn.Linear(3, 4)
+
+    def forward(self, x, idx):
+        h = self.lin(x)
+        return self.emb(idx).sum(1) + h, torch.sigmoid(h) * 2
+
+
+def test_integer_input_and_two_outputs():
+    import copy
+    torch.manual_seed(5)
+    net = TwoHeads()
+    ref = copy.deepcopy(net)
+    model = OnyxModule(net)
+    x1 = torch.randn(2, 3, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_(True)
+    idx = torch.tensor([[1, 6, 6], [0, 2, 3]])
+    a1, b1 = model(x1, idx)
+    a2, b2 = ref(x2, idx)
+    torch.testing.assert_close(a1, a2, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(b1, b2, atol=1e-5, rtol=1e-5)
+    # Only the first output takes part: the second's gradient is zeros.
+    (a1 ** 2).sum().backward()
+    (a2 ** 2).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad, atol=1e-5, rtol=1e-5)
+    for (n, p1), (_, p2) in zip(net.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p1.grad, p2.grad, atol=1e-5, rtol=1e-5, msg=n)

@@ -226,3 +226,29 @@ def test_errors(tmp_path):
         LinearLRScheduler(opt, 5, 2, 0.1)
     with pytest.raises(onyx.InvalidArgument, match="'zz'"):
         module.export_model_for_inferencing(str(tmp_path / "e.onnx"), ["zz"])
+
+
+@pytest.mark.parametrize("loss_type", list(artifacts.LossType))
+def test_each_loss_against_numpy(tmp_path, loss_type):
+    path, w, b = linear_model(tmp_path)
+    art = str(tmp_path / "art")
+    artifacts.generate_artifacts(path, loss=loss_type, artifact_directory=art)
+    state = CheckpointState.load_checkpoint(os.path.join(art, "checkpoint"))
+    module = Module(os.path.join(art, "training_model.onnx"), state)
+    x = np.array([[1, 2, 3], [-1, 0, 2], [0.5, -0.5, 1]], np.float32)
+    p = (x @ w + b).astype(np.float64)
+    if loss_type is artifacts.LossType.CrossEntropyLoss:
+        labels = np.array([1, 0, 1], np.int64)
+        m = p.max(axis=1, keepdims=True)
+        logp = p - m - np.log(np.exp(p - m).sum(axis=1, keepdims=True))
+        want = -logp[np.arange(3), labels].mean()
+    else:
+        labels = np.array([[0, 1], [1, 0], [0.25, 0.75]], np.float32)
+        if loss_type is artifacts.LossType.MSELoss:
+            want = np.mean((p - labels) ** 2)
+        elif loss_type is artifacts.LossType.L1Loss:
+            want = np.mean(np.abs(p - labels))
+        else:  # BCEWithLogitsLoss: -(y log s(p) + (1 - y) log(1 - s(p)))
+            s = 1 / (1 + np.exp(-p))
+            want = -np.mean(labels * np.log(s) + (1 - labels) * np.log(1 - s))
+    assert abs(float(module(x, labels)) - want) < 1e-5

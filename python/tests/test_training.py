@@ -252,3 +252,62 @@ def test_each_loss_against_numpy(tmp_path, loss_type):
             s = 1 / (1 + np.exp(-p))
             want = -np.mean(labels * np.log(s) + (1 - labels) * np.log(1 - s))
     assert abs(float(module(x, labels)) - want) < 1e-5
+
+
+def test_steps_release_the_gil_and_guard_the_checkpoint(tmp_path):
+    """While one thread is inside a long train step, another keeps executing
+    Python (its longest pause stays well under a step), and a write to the
+    checkpoint from it is refused rather than racing the step."""
+    import threading
+    import time
+    n = 640
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((n, n)) / n).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "big",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    art = str(tmp_path / "art")
+    artifacts.generate_artifacts(model, loss=artifacts.LossType.MSELoss,
+                                 optimizer=artifacts.OptimType.SGD, artifact_directory=art)
+    state = CheckpointState.load_checkpoint(os.path.join(art, "checkpoint"))
+    so = onyx.SessionOptions()
+    so.intra_op_num_threads = 1
+    module = Module(os.path.join(art, "training_model.onnx"), state, session_options=so)
+    x = np.ones((n, n), np.float32)
+    t = np.zeros((n, n), np.float32)
+    t0 = time.perf_counter()
+    module(x, t)
+    one_step = time.perf_counter() - t0
+    best = None
+    refused = 0
+    for _ in range(3):  # a busy machine may pause the main thread by itself
+        done = threading.Event()
+
+        def worker():
+            for _ in range(2):
+                module(x, t)
+            done.set()
+
+        th = threading.Thread(target=worker)
+        th.start()
+        last = time.perf_counter()
+        max_gap = 0.0
+        while not done.is_set():
+            now = time.perf_counter()
+            max_gap = max(max_gap, now - last)
+            last = now
+            try:
+                state.parameters["w"] = w
+            except onyx.InvalidArgument as e:
+                assert "another thread" in str(e)
+                refused += 1
+        th.join()
+        best = max_gap if best is None else min(best, max_gap)
+        if best < one_step / 2 and refused:
+            break
+    assert best < one_step / 2, (best, one_step)
+    assert refused > 0

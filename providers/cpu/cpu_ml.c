@@ -12,15 +12,179 @@
  * tensor_string_len, the list attributes (keys_strings, values_strings,
  * classes_strings) through node_attr_strings_lens, default_string with the
  * length node_attr_string gives. Normalizer's norm compares with its
- * length: a NUL in it makes it unknown and refused. */
+ * length: a NUL in it makes it unknown and refused.
+ *
+ * Normalizer (output float): MAX divides each row (the last axis) by its
+ * largest value, L1 by the sum of magnitudes, L2 by the Euclidean norm; a
+ * row whose norm is 0 is copied. Scaler (output float): (x - offset) *
+ * scale, offset and scale one value or one per column. Binarizer: 1 where
+ * x > threshold, else 0 (NaN gives 0).
+ *
+ * This file also holds what the ml kernel files share (cpu_ml.h). */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_util.h"
+#include "cpu_ml.h"
 
 static const char* ml_domain = "ai.onnx.ml";
+
+/* --- Shared by the ai.onnx.ml kernels (cpu_ml.h) ------------------------------------------- */
+
+const char* const* ml_attr_strings(const OnyxNode* node, const char* name, size_t* count,
+                                   const size_t** lens) {
+  const OnyxHostApi* H = cpu_host;
+  const char* const* s = H->node_attr_strings(node, name, count);
+  *lens = NULL;
+  if (!s || !*count) return s;
+  size_t n_lens = 0;
+  if (H->struct_size >=
+          offsetof(OnyxHostApi, node_attr_strings_lens) + sizeof H->node_attr_strings_lens &&
+      H->node_attr_strings_lens) {
+    const size_t* l = H->node_attr_strings_lens(node, name, &n_lens);
+    if (l && n_lens == *count) *lens = l;
+  }
+  return s;
+}
+
+OnyxStatus* ml_post_attr(const OnyxNode* node, int* out) {
+  static const char* const names[] = {"NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"};
+  size_t len = 0;
+  const char* p = cpu_host->node_attr_string(node, "post_transform", &len);
+  *out = ML_POST_NONE;
+  if (!p) return NULL;
+  for (int i = 0; i < 5; i++)
+    if (len == strlen(names[i]) && !memcmp(p, names[i], len)) {
+      *out = i;
+      return NULL;
+    }
+  return cpu_error(node, ONYX_INVALID_MODEL,
+                   "attribute 'post_transform' is '%.*s'; it must be NONE, LOGISTIC, SOFTMAX, "
+                   "SOFTMAX_ZERO or PROBIT",
+                   (int)(len > 64 ? 64 : len), p);
+}
+
+float ml_logistic(float x) {
+  float v = 1.0f / (1.0f + expf(-fabsf(x)));
+  return x < 0 ? 1.0f - v : v;
+}
+
+float ml_probit(float x) {
+  float v = 2.0f * x - 1.0f;
+  float sgn = v < 0 ? -1.0f : 1.0f;
+  float w = logf((1.0f - v) * (1.0f + v));
+  float a = 2.0f / (3.14159f * 0.147f) + 0.5f * w;
+  float b = 1.0f / 0.147f * w;
+  return 1.41421356f * sgn * sqrtf(sqrtf(a * a - b) - a);
+}
+
+void ml_post_row(float* s, size_t n, int post) {
+  switch (post) {
+  case ML_POST_LOGISTIC:
+    for (size_t i = 0; i < n; i++)
+      s[i] = ml_logistic(s[i]);
+    break;
+  case ML_POST_PROBIT:
+    for (size_t i = 0; i < n; i++)
+      s[i] = ml_probit(s[i]);
+    break;
+  case ML_POST_SOFTMAX:
+  case ML_POST_SOFTMAX_ZERO: {
+    /* SOFTMAX_ZERO leaves scores within 1e-7 of zero out of the sum (each
+     * becomes itself times exp(-max), about zero). */
+    float mx = -3.402823466e38f, sum = 0.0f;
+    for (size_t i = 0; i < n; i++)
+      mx = s[i] > mx ? s[i] : mx;
+    for (size_t i = 0; i < n; i++) {
+      if (post == ML_POST_SOFTMAX_ZERO && s[i] <= 1e-7f && s[i] >= -1e-7f) {
+        s[i] *= expf(-mx);
+      } else {
+        s[i] = expf(s[i] - mx);
+        sum += s[i];
+      }
+    }
+    for (size_t i = 0; i < n; i++)
+      s[i] /= sum;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+OnyxStatus* ml_labels_attr(const OnyxNode* node, MlLabels* out) {
+  memset(out, 0, sizeof *out);
+  size_t ni = 0, ns = 0;
+  const int64_t* li = cpu_host->node_attr_ints(node, "classlabels_ints", &ni);
+  const char* const* ls = ml_attr_strings(node, "classlabels_strings", &ns, &out->s_len);
+  if (li && ni && ls && ns)
+    return cpu_error(node, ONYX_INVALID_MODEL,
+                     "has both 'classlabels_ints' and 'classlabels_strings'; give one");
+  if (ls && ns) {
+    out->strings = true;
+    out->s = ls;
+    out->n = ns;
+  } else {
+    out->s_len = NULL;
+    out->i = li;
+    out->n = li ? ni : 0;
+  }
+  return NULL;
+}
+
+OnyxStatus* ml_check_label_output(OnyxKernelContext* ctx, const OnyxTensor* y, const MlLabels* l) {
+  int32_t t = cpu_host->tensor_elem_type(y);
+  int32_t want = l->strings ? ONYX_ELEM_STRING : ONYX_ELEM_INT64;
+  if (t != want)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "output Y is %s; the class labels are %s",
+                         cpu_elem_name(t), cpu_elem_name(want));
+  return NULL;
+}
+
+OnyxStatus* ml_put_label(OnyxTensor* y, size_t i, const MlLabels* l, size_t k) {
+  if (l->strings)
+    return cpu_host->tensor_set_string(y, i, l->s[k], l->s_len ? l->s_len[k] : strlen(l->s[k]));
+  ((int64_t*)cpu_host->tensor_mutable_data(y))[i] = l->i[k];
+  return NULL;
+}
+
+OnyxStatus* ml_put_binary(OnyxTensor* y, size_t i, bool strings, bool positive) {
+  if (strings) return cpu_host->tensor_set_string(y, i, positive ? "1" : "0", 1);
+  ((int64_t*)cpu_host->tensor_mutable_data(y))[i] = positive ? 1 : 0;
+  return NULL;
+}
+
+OnyxStatus* ml_rows_f32(OnyxKernelContext* ctx, const OnyxTensor* x, const float** out,
+                        size_t* rows, size_t* cols) {
+  const OnyxHostApi* H = cpu_host;
+  size_t rank = H->tensor_rank(x);
+  const int64_t* d = H->tensor_dims(x);
+  if (rank != 1 && rank != 2)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X has rank %zu; it must be [F] or [N, F]",
+                         rank);
+  *rows = rank == 1 ? 1 : (size_t)d[0];
+  *cols = (size_t)d[rank - 1];
+  int32_t t = H->tensor_elem_type(x);
+  if (t == ONYX_ELEM_FLOAT32) {
+    *out = H->tensor_data(x);
+    return NULL;
+  }
+  size_t n = H->tensor_elem_count(x), bytes = 0;
+  if (!cpu_mul_size(n ? n : 1, sizeof(float), &bytes))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X is too large");
+  float* f = H->ctx_scratch(ctx, bytes);
+  if (!f) return cpu_oom(ctx);
+  for (size_t i = 0; i < n; i++) {
+    CpuNum v;
+    if (!cpu_num_load(t, H->tensor_data(x), i, &v))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X of type %s is not supported",
+                           cpu_elem_name(t));
+    f[i] = (float)cpu_num_as_double(v);
+  }
+  *out = f;
+  return NULL;
+}
 
 /* --- LabelEncoder -------------------------------------------------------------------------- */
 
@@ -88,25 +252,6 @@ typedef struct LeList {
   const float* f;
   const OnyxTensor* t;
 } LeList;
-
-/* A list-of-strings attribute (NULL, *count 0 when absent); *lens gets the
- * entries' byte lengths, NUL bytes included, or NULL from a host without
- * node_attr_strings_lens (then each entry ends at its first NUL). */
-static const char* const* ml_attr_strings(const OnyxNode* node, const char* name, size_t* count,
-                                          const size_t** lens) {
-  const OnyxHostApi* H = cpu_host;
-  const char* const* s = H->node_attr_strings(node, name, count);
-  *lens = NULL;
-  if (!s || !*count) return s;
-  size_t n_lens = 0;
-  if (H->struct_size >=
-          offsetof(OnyxHostApi, node_attr_strings_lens) + sizeof H->node_attr_strings_lens &&
-      H->node_attr_strings_lens) {
-    const size_t* l = H->node_attr_strings_lens(node, name, &n_lens);
-    if (l && n_lens == *count) *lens = l;
-  }
-  return s;
-}
 
 static bool le_list(const OnyxNode* node, const char* strs, const char* ints, const char* floats,
                     const char* tensor, LeList* out) {
@@ -605,6 +750,14 @@ static OnyxStatus* affine_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   int32_t it = H->tensor_elem_type(x), ot = H->tensor_elem_type(y);
   size_t c = rank ? (size_t)d[rank - 1] : 1;
+  /* Scaler: offset and scale hold one value (for every column) or one per
+   * column of X's last axis; absent, they are 0 and 1. */
+  if (s->kind == 1 &&
+      ((s->n_offset > 1 && s->n_offset != c) || (s->n_scale > 1 && s->n_scale != c)))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "attribute '%s' has %zu values; X has %zu columns (want 1 or %zu)",
+                         s->n_offset > 1 && s->n_offset != c ? "offset" : "scale",
+                         s->n_offset > 1 && s->n_offset != c ? s->n_offset : s->n_scale, c, c);
   double* row = H->ctx_scratch(ctx, (c ? c : 1) * sizeof *row);
   if (!row) return cpu_oom(ctx);
   for (size_t base = 0; c && base < n; base += c) {
@@ -618,18 +771,20 @@ static OnyxStatus* affine_compute(void* state, OnyxKernelContext* ctx) {
         row[j] = row[j] > s->threshold ? 1.0 : 0.0;
     } else if (s->kind == 1) {
       for (size_t j = 0; j < c; j++) {
-        double off = s->n_offset == 1 ? s->offset[0] : j < s->n_offset ? s->offset[j] : 0.0;
-        double sc = s->n_scale == 1 ? s->scale[0] : j < s->n_scale ? s->scale[j] : 1.0;
+        double off = s->n_offset == 1 ? s->offset[0] : s->n_offset ? s->offset[j] : 0.0;
+        double sc = s->n_scale == 1 ? s->scale[0] : s->n_scale ? s->scale[j] : 1.0;
         row[j] = (row[j] - off) * sc;
       }
     } else {
-      double norm = 0;
+      /* MAX divides by the largest value (not magnitude), as ONNX Runtime
+       * does; a zero norm leaves the row as it is. */
+      double norm = s->norm == 0 ? -INFINITY : 0.0;
       for (size_t j = 0; j < c; j++)
-        norm = s->norm == 0   ? fmax(norm, fabs(row[j]))
+        norm = s->norm == 0   ? fmax(norm, row[j])
                : s->norm == 1 ? norm + fabs(row[j])
                               : norm + row[j] * row[j];
       if (s->norm == 2) norm = sqrt(norm);
-      for (size_t j = 0; j < c && norm > 0; j++)
+      for (size_t j = 0; j < c && norm != 0; j++)
         row[j] /= norm;
     }
     for (size_t j = 0; j < c; j++)
@@ -676,7 +831,13 @@ static const MlSpec ml_specs[] = {
      (void*)2},
 };
 
+OnyxStatus* cpu_register_ml_models(OnyxKernelRegistry* r); /* cpu_ml_models.c */
+OnyxStatus* cpu_register_ml_prep(OnyxKernelRegistry* r);   /* cpu_ml_prep.c */
+
 OnyxStatus* cpu_register_ml(OnyxKernelRegistry* r) {
+  OnyxStatus* st = cpu_register_ml_models(r);
+  if (!st) st = cpu_register_ml_prep(r);
+  if (st) return st;
   for (size_t i = 0; i < CPU_ARRAY_LEN(ml_specs); i++) {
     const MlSpec* m = &ml_specs[i];
     OnyxKernelDef def = {
@@ -692,8 +853,7 @@ OnyxStatus* cpu_register_ml(OnyxKernelRegistry* r) {
         .release = m->release,
         .user_data = m->user,
     };
-    OnyxStatus* st = cpu_host->register_kernel(r, &def);
-    if (st) return st;
+    if ((st = cpu_host->register_kernel(r, &def))) return st;
   }
   return NULL;
 }

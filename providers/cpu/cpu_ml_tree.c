@@ -331,7 +331,10 @@ static OnyxStatus* te_build(const OnyxNode* node, const TeSrc* s, size_t n_targe
   free(newidx);
   free(order);
   free(stack);
-  if (st) te_model_free(m);
+  if (st) {
+    te_model_free(m);
+    memset(m, 0, sizeof *m);
+  }
   return st;
 }
 

@@ -232,6 +232,36 @@ static OnyxStatus* infer_ml_feature_vectorizer(OxNode* n) {
   return ox_out_set(n, 0, ONYX_ELEM_FLOAT32, &y);
 }
 
+/* TreeEnsembleClassifier (1, 3): Y [N] of int64 or string (whichever
+ * classlabels_* list is given), Z float [N, classes]. TreeEnsembleRegressor
+ * (1, 3): Y float [N, n_targets]. X is [N, F] or one row [F]. */
+static int64_t infer_tree_rows(const OxNode* n) {
+  OxDims x;
+  ox_in_dims(n, 0, &x);
+  if (x.rank == 1) return 1;
+  return x.rank == 2 ? x.d[0] : ONYX_DIM_UNKNOWN;
+}
+
+static OnyxStatus* infer_tree_classifier(OxNode* n) {
+  const OxAttr* s = ox_node_attr(n, "classlabels_strings");
+  const OxAttr* i = ox_node_attr(n, "classlabels_int64s");
+  size_t ns = s && !s->from_default ? s->count : 0;
+  size_t ni = i && !i->from_default ? i->count : 0;
+  if ((ns > 0) == (ni > 0))
+    return ox_node_err(n,
+                       "exactly one of classlabels_int64s and classlabels_strings must be given");
+  OxDims y = {1, {infer_tree_rows(n)}};
+  OxDims z = {2, {infer_tree_rows(n), (int64_t)(ns + ni)}};
+  OnyxStatus* st = ox_out_set(n, 0, ns ? ONYX_ELEM_STRING : ONYX_ELEM_INT64, &y);
+  return st ? st : ox_out_set(n, 1, ONYX_ELEM_FLOAT32, &z);
+}
+
+static OnyxStatus* infer_tree_regressor(OxNode* n) {
+  int64_t t = ox_attr_i(n, "n_targets", 1);
+  OxDims y = {2, {infer_tree_rows(n), t >= 1 ? t : ONYX_DIM_UNKNOWN}};
+  return ox_out_set(n, 0, ONYX_ELEM_FLOAT32, &y);
+}
+
 static const OxInferOverride misc_overrides[] = {
     {"ai.onnx.ml", "LabelEncoder", 1, 4, infer_label_encoder},
     {"ai.onnx.ml", "LinearClassifier", 1, 1, infer_ml_classifier},
@@ -243,6 +273,8 @@ static const OxInferOverride misc_overrides[] = {
     {"ai.onnx.ml", "OneHotEncoder", 1, 1, infer_ml_onehot},
     {"ai.onnx.ml", "CategoryMapper", 1, 1, infer_ml_category_mapper},
     {"ai.onnx.ml", "FeatureVectorizer", 1, 1, infer_ml_feature_vectorizer},
+    {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 3, infer_tree_classifier},
+    {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 3, infer_tree_regressor},
 };
 
 /* --- LinearAttention, CausalConvWithState (27), SwiGLU (28)

@@ -1,4 +1,4 @@
-/* cpu_ml.c — ai.onnx.ml ops: LabelEncoder (1, 2, 4), TreeEnsemble (5),
+/* cpu_ml.c — ai.onnx.ml ops: LabelEncoder (1, 2, 4),
  * ArrayFeatureExtractor (1), Binarizer (1), Scaler (1) and Normalizer (1).
  *
  * LabelEncoder keys and values come from the typed list attributes
@@ -427,245 +427,6 @@ static OnyxStatus* le_compute(void* state, OnyxKernelContext* ctx) {
   return st;
 }
 
-/* --- TreeEnsemble (ai.onnx.ml 5) ------------------------------------------------------------ */
-
-enum { TE_LEQ, TE_LT, TE_GTE, TE_GT, TE_EQ, TE_NEQ, TE_MEMBER };
-
-typedef struct TeState {
-  size_t n_nodes, n_leaves, n_trees;
-  int64_t n_targets, aggregate, post;
-  const int64_t *feat, *tnode, *fnode, *tleaf, *fleaf, *roots, *leaf_target;
-  const int64_t* missing_true; /* may be NULL */
-  size_t n_missing;
-  double* splits;
-  uint8_t* modes;
-  double* leaf_w;
-  /* BRANCH_MEMBER sets: for node k, members [mbeg[k], mend[k]) of members[]. */
-  double* members;
-  size_t* mbeg;
-  size_t* mend;
-} TeState;
-
-static void te_release(void* state) {
-  TeState* s = state;
-  if (!s) return;
-  free(s->splits);
-  free(s->modes);
-  free(s->leaf_w);
-  free(s->members);
-  free(s->mbeg);
-  free(s->mend);
-  free(s);
-}
-
-/* A tensor attribute as doubles (malloc'ed), checking its length. */
-static OnyxStatus* te_doubles(const OnyxNode* node, const char* name, size_t want, bool required,
-                              double** out, size_t* count) {
-  const OnyxHostApi* H = cpu_host;
-  const OnyxTensor* t = H->node_attr_tensor(node, name);
-  *out = NULL;
-  if (count) *count = 0;
-  if (!t)
-    return required ? cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' is missing", name) : NULL;
-  size_t n = H->tensor_elem_count(t);
-  if (want != SIZE_MAX && n != want)
-    return cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' has %zu values; want %zu", name, n,
-                     want);
-  double* d = malloc((n ? n : 1) * sizeof *d);
-  if (!d) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
-  for (size_t i = 0; i < n; i++) {
-    CpuNum v;
-    if (!cpu_num_load(H->tensor_elem_type(t), H->tensor_data(t), i, &v)) {
-      free(d);
-      return cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' is not numeric", name);
-    }
-    d[i] = cpu_num_as_double(v);
-  }
-  *out = d;
-  if (count) *count = n;
-  return NULL;
-}
-
-static OnyxStatus* te_create(OnyxEp* ep, const OnyxNode* node, void* user, void** out) {
-  (void)ep;
-  (void)user;
-  const OnyxHostApi* H = cpu_host;
-  TeState* s = calloc(1, sizeof *s);
-  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
-  size_t n[6];
-  s->feat = H->node_attr_ints(node, "nodes_featureids", &n[0]);
-  s->tnode = H->node_attr_ints(node, "nodes_truenodeids", &n[1]);
-  s->fnode = H->node_attr_ints(node, "nodes_falsenodeids", &n[2]);
-  s->tleaf = H->node_attr_ints(node, "nodes_trueleafs", &n[3]);
-  s->fleaf = H->node_attr_ints(node, "nodes_falseleafs", &n[4]);
-  s->leaf_target = H->node_attr_ints(node, "leaf_targetids", &s->n_leaves);
-  s->roots = H->node_attr_ints(node, "tree_roots", &s->n_trees);
-  s->missing_true = H->node_attr_ints(node, "nodes_missing_value_tracks_true", &s->n_missing);
-  s->n_targets = H->node_attr_int(node, "n_targets", 0);
-  s->aggregate = H->node_attr_int(node, "aggregate_function", 1);
-  s->post = H->node_attr_int(node, "post_transform", 0);
-  s->n_nodes = n[0];
-  OnyxStatus* st = NULL;
-  for (int k = 1; k < 5 && !st; k++)
-    if (n[k] != s->n_nodes)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "the nodes_* attributes differ in length (%zu, %zu)",
-                     s->n_nodes, n[k]);
-  if (!st) st = te_doubles(node, "nodes_splits", s->n_nodes, true, &s->splits, NULL);
-  if (!st) st = te_doubles(node, "leaf_weights", s->n_leaves, true, &s->leaf_w, NULL);
-  double* modes = NULL;
-  if (!st) st = te_doubles(node, "nodes_modes", s->n_nodes, false, &modes, NULL);
-  s->modes = calloc(s->n_nodes ? s->n_nodes : 1, 1);
-  s->mbeg = calloc(s->n_nodes ? s->n_nodes : 1, sizeof *s->mbeg);
-  s->mend = calloc(s->n_nodes ? s->n_nodes : 1, sizeof *s->mend);
-  if (!st && (!s->modes || !s->mbeg || !s->mend))
-    st = cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
-  for (size_t i = 0; !st && modes && i < s->n_nodes; i++) {
-    if (modes[i] < 0 || modes[i] > TE_MEMBER)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "nodes_modes[%zu] = %g is not 0..6", i, modes[i]);
-    else
-      s->modes[i] = (uint8_t)modes[i];
-  }
-  free(modes);
-  size_t n_members = 0;
-  if (!st) st = te_doubles(node, "membership_values", SIZE_MAX, false, &s->members, &n_members);
-  /* Member sets, in node order, separated by NaN. */
-  size_t pos = 0;
-  for (size_t i = 0; !st && i < s->n_nodes; i++) {
-    if (s->modes[i] != TE_MEMBER) continue;
-    s->mbeg[i] = pos;
-    while (pos < n_members && !isnan(s->members[pos]))
-      pos++;
-    s->mend[i] = pos;
-    if (pos < n_members) pos++; /* the separator */
-  }
-  for (size_t i = 0; !st && i < s->n_nodes; i++) {
-    int64_t tmax = s->tleaf[i] ? (int64_t)s->n_leaves : (int64_t)s->n_nodes;
-    int64_t fmax = s->fleaf[i] ? (int64_t)s->n_leaves : (int64_t)s->n_nodes;
-    if (s->tnode[i] < 0 || s->tnode[i] >= tmax || s->fnode[i] < 0 || s->fnode[i] >= fmax ||
-        s->feat[i] < 0)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "tree node %zu points outside the tree", i);
-  }
-  for (size_t i = 0; !st && i < s->n_leaves; i++)
-    if (s->leaf_target[i] < 0 || s->leaf_target[i] >= s->n_targets)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "leaf %zu targets %lld; n_targets is %lld", i,
-                     (long long)s->leaf_target[i], (long long)s->n_targets);
-  if (!st && (s->post < 0 || s->post > 3))
-    st = cpu_error(node, s->post == 4 ? ONYX_NOT_IMPLEMENTED : ONYX_INVALID_MODEL,
-                   "post_transform %lld is not supported (NONE, SOFTMAX, SOFTMAX_ZERO, LOGISTIC "
-                   "are)",
-                   (long long)s->post);
-  if (!st && (s->aggregate < 0 || s->aggregate > 3))
-    st = cpu_error(node, ONYX_INVALID_MODEL, "aggregate_function %lld is not 0..3",
-                   (long long)s->aggregate);
-  for (size_t i = 0; !st && i < s->n_trees; i++)
-    if (s->roots[i] < 0 || (size_t)s->roots[i] >= s->n_nodes)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "tree_roots[%zu] = %lld is not a node", i,
-                     (long long)s->roots[i]);
-  if (st) {
-    te_release(s);
-    return st;
-  }
-  *out = s;
-  return NULL;
-}
-
-static bool te_branch(const TeState* s, size_t k, double x) {
-  if (isnan(x) && s->missing_true && k < s->n_missing) return s->missing_true[k] != 0;
-  double v = s->splits[k];
-  switch (s->modes[k]) {
-  case TE_LEQ:
-    return x <= v;
-  case TE_LT:
-    return x < v;
-  case TE_GTE:
-    return x >= v;
-  case TE_GT:
-    return x > v;
-  case TE_EQ:
-    return x == v;
-  case TE_NEQ:
-    return x != v;
-  default:
-    for (size_t m = s->mbeg[k]; m < s->mend[k]; m++)
-      if (s->members[m] == x) return true;
-    return false;
-  }
-}
-
-static OnyxStatus* te_compute(void* state, OnyxKernelContext* ctx) {
-  const OnyxHostApi* H = cpu_host;
-  const TeState* s = state;
-  const OnyxTensor* x = H->ctx_input(ctx, 0);
-  size_t rank = H->tensor_rank(x);
-  if (rank != 2) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X must be [N, F]");
-  const int64_t* d = H->tensor_dims(x);
-  size_t rows = (size_t)d[0], feats = (size_t)d[1];
-  for (size_t k = 0; k < s->n_nodes; k++)
-    if ((size_t)s->feat[k] >= feats)
-      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "tree node %zu reads feature %lld of %zu", k,
-                           (long long)s->feat[k], feats);
-  int64_t od[2] = {(int64_t)rows, s->n_targets};
-  OnyxTensor* y = NULL;
-  OnyxStatus* st = H->ctx_output(ctx, 0, od, 2, &y);
-  if (st) return st;
-  int32_t type = H->tensor_elem_type(x);
-  const void* xd = H->tensor_data(x);
-  void* yd = H->tensor_mutable_data(y);
-  double* acc = H->ctx_scratch(ctx, ((size_t)s->n_targets + 1) * sizeof *acc);
-  bool* hit = H->ctx_scratch(ctx, (size_t)s->n_targets + 1);
-  if (!acc || !hit) return cpu_oom(ctx);
-  for (size_t r = 0; r < rows; r++) {
-    for (int64_t t = 0; t < s->n_targets; t++) {
-      acc[t] = 0;
-      hit[t] = false;
-    }
-    for (size_t tr = 0; tr < s->n_trees; tr++) {
-      size_t k = (size_t)s->roots[tr];
-      for (size_t steps = 0; steps <= s->n_nodes; steps++) {
-        CpuNum v;
-        cpu_num_load(type, xd, r * feats + (size_t)s->feat[k], &v);
-        bool go = te_branch(s, k, cpu_num_as_double(v));
-        int64_t next = go ? s->tnode[k] : s->fnode[k];
-        if (!(go ? s->tleaf[k] : s->fleaf[k])) {
-          k = (size_t)next;
-          continue;
-        }
-        int64_t t = s->leaf_target[next];
-        double w = s->leaf_w[next];
-        if (s->aggregate == 2)
-          acc[t] = hit[t] ? fmin(acc[t], w) : w;
-        else if (s->aggregate == 3)
-          acc[t] = hit[t] ? fmax(acc[t], w) : w;
-        else
-          acc[t] += w;
-        hit[t] = true;
-        break;
-      }
-    }
-    if (s->aggregate == 0 && s->n_trees)
-      for (int64_t t = 0; t < s->n_targets; t++)
-        acc[t] /= (double)s->n_trees;
-    if (s->post == 1 || s->post == 2) { /* softmax (2: zeros stay zero) */
-      double mx = -INFINITY, sum = 0;
-      for (int64_t t = 0; t < s->n_targets; t++)
-        mx = fmax(mx, acc[t]);
-      for (int64_t t = 0; t < s->n_targets; t++) {
-        acc[t] = (s->post == 2 && acc[t] == 0) ? 0 : exp(acc[t] - mx);
-        sum += acc[t];
-      }
-      for (int64_t t = 0; t < s->n_targets && sum > 0; t++)
-        acc[t] /= sum;
-    } else if (s->post == 3) {
-      for (int64_t t = 0; t < s->n_targets; t++)
-        acc[t] = 1.0 / (1.0 + exp(-acc[t]));
-    }
-    for (int64_t t = 0; t < s->n_targets; t++)
-      cpu_num_store(type, yd, r * (size_t)s->n_targets + (size_t)t,
-                    (CpuNum){.kind = CPU_NUM_FLT, .v.f = acc[t]});
-  }
-  return NULL;
-}
-
 /* --- ArrayFeatureExtractor, Binarizer, Scaler, Normalizer ----------------------------------- */
 
 static OnyxStatus* afe_compute(void* state, OnyxKernelContext* ctx) {
@@ -798,13 +559,11 @@ static OnyxStatus* affine_compute(void* state, OnyxKernelContext* ctx) {
 
 static const int32_t le_types[] = {ONYX_ELEM_STRING, ONYX_ELEM_INT64,   ONYX_ELEM_FLOAT32,
                                    ONYX_ELEM_INT16,  ONYX_ELEM_FLOAT64, ONYX_ELEM_INT32};
-static const int32_t te_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16};
 static const int32_t num_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_INT64,
                                     ONYX_ELEM_INT32};
 static const int32_t any_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_INT64,
                                     ONYX_ELEM_INT32, ONYX_ELEM_STRING};
 static const OnyxTypeConstraint le_tc[] = {{"T1", le_types, 6}, {"T2", le_types, 6}};
-static const OnyxTypeConstraint te_tc[] = {{"T", te_types, 3}};
 static const OnyxTypeConstraint afe_tc[] = {{"T", any_types, 5}};
 static const OnyxTypeConstraint num_tc[] = {{"T", num_types, 4}};
 
@@ -821,7 +580,6 @@ typedef struct MlSpec {
 
 static const MlSpec ml_specs[] = {
     {"LabelEncoder", 1, ONYX_OPSET_LATEST, le_tc, 2, le_create, le_compute, le_release, NULL},
-    {"TreeEnsemble", 5, ONYX_OPSET_LATEST, te_tc, 1, te_create, te_compute, te_release, NULL},
     {"ArrayFeatureExtractor", 1, ONYX_OPSET_LATEST, afe_tc, 1, NULL, afe_compute, NULL, NULL},
     {"Binarizer", 1, ONYX_OPSET_LATEST, num_tc, 1, affine_create, affine_compute, cpu_free_state,
      (void*)0},

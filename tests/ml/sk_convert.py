@@ -145,6 +145,8 @@ def _final(g, est, x, n_features, zipmap):
         )
         return [helper.make_tensor_value_info("variable", TensorProto.FLOAT, [N, 1])]
 
+    if not hasattr(est, "classes_") or _is(est, *_TREES):
+        return _trees(g, est, x, n_features, zipmap)
     classes = est.classes_
     lab, lab_type = _labels(classes)
     nc = len(classes)
@@ -211,22 +213,41 @@ def _final(g, est, x, n_features, zipmap):
             **lab,
         )
     else:
-        from sk_trees import convert_tree_model
-
-        nodes, inits, outs = convert_tree_model(est, x, n_features)
-        g.nodes += nodes
-        g.inits += inits
-        if not zipmap or not any(o.name == "probabilities" for o in outs):
-            return outs
-        for n in nodes:
-            n.output[:] = [scores if o == "probabilities" else o for o in n.output]
-        outs = [o for o in outs if o.name != "probabilities"]
-        return outs + _zipmap(g, scores, lab)
+        raise ValueError("no ONNX form for %s" % type(est).__name__)
     label = helper.make_tensor_value_info("label", lab_type, [N])
     if zipmap:
         return [label] + _zipmap(g, scores, lab)
     n_scores = None
     return [label, helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [N, n_scores])]
+
+
+_TREES = (
+    "DecisionTreeClassifier",
+    "DecisionTreeRegressor",
+    "RandomForestClassifier",
+    "RandomForestRegressor",
+    "ExtraTreesClassifier",
+    "ExtraTreesRegressor",
+    "GradientBoostingClassifier",
+    "GradientBoostingRegressor",
+)
+
+
+def _trees(g, est, x, n_features, zipmap):
+    """A tree model through tests/ml/sk_trees.py (its outputs "label" and
+    "probabilities", or "variable")."""
+    from sk_trees import convert_tree_model
+
+    nodes, inits, outs = convert_tree_model(est, x, n_features)
+    g.nodes += nodes
+    g.inits += inits
+    if not zipmap or not any(o.name == "probabilities" for o in outs):
+        return outs
+    scores = g.name("scores")
+    for n in nodes:
+        n.output[:] = [scores if o == "probabilities" else o for o in n.output]
+    lab, _ = _labels(est.classes_)
+    return [o for o in outs if o.name != "probabilities"] + _zipmap(g, scores, lab)
 
 
 def _zipmap(g, scores, lab):

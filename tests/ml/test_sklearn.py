@@ -260,6 +260,13 @@ def test_linear_regressors(tmp_path, make):
     _check(tmp_path, m, X, {"variable": m.predict(X).reshape(-1, 1)})
 
 
+def test_linear_regression_two_targets(tmp_path):
+    X, y = _data("diabetes")
+    Y = np.stack([y, 0.5 * y - 3.0 * X[:, 0]], axis=1)
+    m = _fit(linear_model.LinearRegression(), X, Y)
+    _check(tmp_path, m, X, {"variable": m.predict(X)})
+
+
 @pytest.mark.parametrize("kernel", ["linear", "poly", "rbf", "sigmoid"])
 def test_svr(tmp_path, kernel):
     X, y = _scaled("diabetes")
@@ -347,6 +354,21 @@ def test_svc_probability(tmp_path, dataset, kernel):
         X, y = X[::3], y[::3]
     m = _fit(svm.SVC(kernel=kernel, C=1.0, degree=2, coef0=0.1, probability=True, random_state=0),
              X, y)
+    _check(tmp_path, m, X, {"label": m.predict(X), "probabilities": m.predict_proba(X)})
+
+
+def test_svc_digits_decision(tmp_path):
+    """Ten classes: 45 one-vs-one scores per row."""
+    X, y = _scaled("digits")
+    X, y = X[::2], y[::2]
+    m = _fit(svm.SVC(kernel="rbf", C=0.5, decision_function_shape="ovo"), X, y)
+    _check(tmp_path, m, X, {"label": m.predict(X), "probabilities": m.decision_function(X)})
+
+
+def test_svc_string_labels_binary(tmp_path):
+    X, y = _scaled("breast_cancer")
+    names = np.array(["malignant", "benign"])[y]
+    m = _fit(svm.SVC(kernel="rbf", C=0.5, probability=True, random_state=0), X, names)
     _check(tmp_path, m, X, {"label": m.predict(X), "probabilities": m.predict_proba(X)})
 
 
@@ -478,6 +500,22 @@ def test_pipeline_scaler_forest(tmp_path, dataset):
     sc = m.steps[0][1]
     sc.mean_ = sc.mean_.astype(np.float32).astype(np.float64)
     sc.scale_ = 1.0 / (1.0 / sc.scale_).astype(np.float32).astype(np.float64)
+    _check(tmp_path, m, X, {"label": m.predict(X), "probabilities": m.predict_proba(X)})
+
+
+def test_pipeline_imputer_gradient_boosting(tmp_path):
+    _trees()
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    X, y = _data("breast_cancer")
+    X = _with_holes(X, 2)
+    m = _fit(
+        pipeline.make_pipeline(SimpleImputer(strategy="median"),
+                               GradientBoostingClassifier(n_estimators=15, max_depth=3,
+                                                          random_state=0)),
+        X,
+        y,
+    )
     _check(tmp_path, m, X, {"label": m.predict(X), "probabilities": m.predict_proba(X)})
 
 

@@ -12,13 +12,15 @@
  * out-of-range class or target id are refused at creation with the node
  * and attribute named; the feature ids against the input's width at run.
  *
- * Evaluation. Rows are cut into blocks of TE_BLOCK; the pool's threads take
- * blocks. In a block each tree runs over all rows before the next tree, so
- * the tree stays in cache. When every branch node has the same mode and no
- * node sends missing values to the true side (what converters emit), the
- * walk is one comparison per step and four rows walk together, their loads
- * overlapping; a leaf stays where it is, so rows that finish early wait.
- * Otherwise each step looks up the node's mode.
+ * Evaluation. Rows are cut into as few blocks as the pool's threads allow
+ * (at most TE_BLOCK rows each); the threads take blocks. In a block each
+ * tree runs over all rows before the next tree, so the tree stays in cache
+ * and the ensemble is read once per block. When every branch node has the
+ * same mode and no node sends missing values to the true side (what
+ * converters emit), the walk is one comparison per step and TE_LANES rows
+ * walk together, their loads overlapping; a leaf's children are itself, so
+ * rows that finish early wait in place. Otherwise each step looks up the
+ * node's mode.
  *
  * Arithmetic follows ONNX Runtime: thresholds and scores are float for
  * float, int32 and int64 inputs (integers compared as floats) and double for
@@ -57,7 +59,11 @@ enum { TM_LEQ, TM_LT, TM_GTE, TM_GT, TM_EQ, TM_NEQ, TM_MEMBER, TM_LEAF };
 enum { TA_AVERAGE, TA_SUM, TA_MIN, TA_MAX };
 enum { TP_NONE, TP_SOFTMAX, TP_SOFTMAX_ZERO, TP_LOGISTIC, TP_PROBIT };
 
-#define TE_BLOCK     128        /* rows per block */
+/* Rows per block: at most TE_BLOCK (accumulators block * targets * 8
+ * bytes), at least TE_BLOCK_MIN when the rows are split between threads. */
+#define TE_BLOCK     16384
+#define TE_BLOCK_MIN 64
+#define TE_LANES     8          /* rows walking one tree together */
 #define TE_MAX_NODES 0x3fffffff /* nodes and leaves an ensemble may have */
 
 typedef struct TeNode { /* float thresholds */
@@ -395,22 +401,22 @@ static inline bool te_test_d(uint8_t flags, double x, double t, const TeModel* m
       if (!m->flags && ld > 0) {                                                                   \
         switch (m->uniform) {                                                                      \
         case TM_LEQ:                                                                               \
-          TE_WALK4(SUF, T, NT, <=, THR, LEAF);                                                     \
+          TE_WALK(SUF, T, NT, <=, THR, LEAF);                                                      \
           break;                                                                                   \
         case TM_LT:                                                                                \
-          TE_WALK4(SUF, T, NT, <, THR, LEAF);                                                      \
+          TE_WALK(SUF, T, NT, <, THR, LEAF);                                                       \
           break;                                                                                   \
         case TM_GTE:                                                                               \
-          TE_WALK4(SUF, T, NT, >=, THR, LEAF);                                                     \
+          TE_WALK(SUF, T, NT, >=, THR, LEAF);                                                      \
           break;                                                                                   \
         case TM_GT:                                                                                \
-          TE_WALK4(SUF, T, NT, >, THR, LEAF);                                                      \
+          TE_WALK(SUF, T, NT, >, THR, LEAF);                                                       \
           break;                                                                                   \
         case TM_EQ:                                                                                \
-          TE_WALK4(SUF, T, NT, ==, THR, LEAF);                                                     \
+          TE_WALK(SUF, T, NT, ==, THR, LEAF);                                                      \
           break;                                                                                   \
         default:                                                                                   \
-          TE_WALK4(SUF, T, NT, !=, THR, LEAF);                                                     \
+          TE_WALK(SUF, T, NT, !=, THR, LEAF);                                                      \
           break;                                                                                   \
         }                                                                                          \
       }                                                                                            \
@@ -427,32 +433,34 @@ static inline bool te_test_d(uint8_t flags, double x, double t, const TeModel* m
     }                                                                                              \
   }
 
-/* Four rows at once through one tree with one comparison: every step moves
- * each row to child[x OP thr]; a leaf's children are itself, so the loop
- * runs until all four stand on leaves. */
-#define TE_WALK4(SUF, T, NT, OP, THR, LEAF)                                                        \
-  for (; r + 4 <= nr; r += 4) {                                                                    \
-    const T* x0 = X + r * ld;                                                                      \
-    const T* x1 = x0 + ld;                                                                         \
-    const T* x2 = x1 + ld;                                                                         \
-    const T* x3 = x2 + ld;                                                                         \
-    uint32_t i0 = root, i1 = root, i2 = root, i3 = root;                                           \
+/* TE_LANES rows at once through one tree with one comparison: every step
+ * moves each row to child[x OP thr] (no branch to mispredict); a leaf's
+ * children are itself, so the loop runs until all rows stand on leaves.
+ * The rows left over walk alone the same way. */
+#define TE_WALK(SUF, T, NT, OP, THR, LEAF)                                                         \
+  for (; r + TE_LANES <= nr; r += TE_LANES) {                                                      \
+    const T* xr = X + r * ld;                                                                      \
+    uint32_t ix[TE_LANES];                                                                         \
+    for (int j = 0; j < TE_LANES; j++)                                                             \
+      ix[j] = root;                                                                                \
     for (;;) {                                                                                     \
-      const NT* n0 = b + i0;                                                                       \
-      const NT* n1 = b + i1;                                                                       \
-      const NT* n2 = b + i2;                                                                       \
-      const NT* n3 = b + i3;                                                                       \
-      if (n0->child[0] == i0 && n1->child[0] == i1 && n2->child[0] == i2 && n3->child[0] == i3)    \
-        break;                                                                                     \
-      i0 = n0->child[x0[n0->feat] OP n0->THR];                                                     \
-      i1 = n1->child[x1[n1->feat] OP n1->THR];                                                     \
-      i2 = n2->child[x2[n2->feat] OP n2->THR];                                                     \
-      i3 = n3->child[x3[n3->feat] OP n3->THR];                                                     \
+      unsigned done = 1;                                                                           \
+      for (int j = 0; j < TE_LANES; j++) {                                                         \
+        const NT* n = b + ix[j];                                                                   \
+        done &= n->child[0] == ix[j];                                                              \
+        ix[j] = n->child[xr[(size_t)j * ld + (size_t)n->feat] OP n->THR];                          \
+      }                                                                                            \
+      if (done) break;                                                                             \
     }                                                                                              \
-    te_add_##SUF(m, b[i0].LEAF, acc + r * nt, has + r * nt);                                       \
-    te_add_##SUF(m, b[i1].LEAF, acc + (r + 1) * nt, has + (r + 1) * nt);                           \
-    te_add_##SUF(m, b[i2].LEAF, acc + (r + 2) * nt, has + (r + 2) * nt);                           \
-    te_add_##SUF(m, b[i3].LEAF, acc + (r + 3) * nt, has + (r + 3) * nt);                           \
+    for (int j = 0; j < TE_LANES; j++)                                                             \
+      te_add_##SUF(m, b[ix[j]].LEAF, acc + (r + (size_t)j) * nt, has + (r + (size_t)j) * nt);      \
+  }                                                                                                \
+  for (; r < nr; r++) {                                                                            \
+    const T* x = X + r * ld;                                                                       \
+    uint32_t i = root;                                                                             \
+    while (b[i].child[0] != i)                                                                     \
+      i = b[i].child[x[b[i].feat] OP b[i].THR];                                                    \
+    te_add_##SUF(m, b[i].LEAF, acc + r * nt, has + r * nt);                                        \
   }
 
 TE_DEFINE_EVAL(f, float, TeNode, nodes, u.thr, u.leaf)
@@ -1053,8 +1061,7 @@ typedef struct TeRun {
   void* y5;        /* v5 output */
   int32_t y5_type; /* its element type */
   uint32_t* label; /* classifier: class index per row */
-  uint8_t* work;   /* per block: TE_BLOCK * n_out accumulators + flags, per thread slot */
-  size_t work_stride;
+  size_t block;    /* rows per block, <= TE_BLOCK */
   CpuStop stop;
 } TeRun;
 
@@ -1211,21 +1218,21 @@ static void te_task(void* user, size_t begin, size_t end) {
   const size_t T = s->n_out;
   /* Per-call buffers: accumulators (double covers both types), flags, and
    * a double copy of one row's scores. */
-  size_t acc_bytes = TE_BLOCK * T * sizeof(double);
-  uint8_t* buf = malloc(acc_bytes + TE_BLOCK * T + T * sizeof(double) + T);
+  size_t acc_bytes = R->block * T * sizeof(double);
+  uint8_t* buf = malloc(acc_bytes + R->block * T + T * sizeof(double) + T);
   if (!buf) {
     __atomic_store_n(&R->stop.stopped, 2, __ATOMIC_RELAXED);
     return;
   }
   void* acc = buf;
   uint8_t* has = buf + acc_bytes;
-  double* sc = (double*)(buf + acc_bytes + TE_BLOCK * T);
+  double* sc = (double*)(buf + acc_bytes + R->block * T);
   uint8_t* h = (uint8_t*)(sc + T);
   size_t work = 0;
   for (size_t blk = begin; blk < end; blk++) {
-    if (cpu_stop_poll(&R->stop, &work, TE_BLOCK * s->m.n_trees)) break;
-    size_t r0 = blk * TE_BLOCK;
-    size_t nr = R->rows - r0 < TE_BLOCK ? R->rows - r0 : TE_BLOCK;
+    if (cpu_stop_poll(&R->stop, &work, R->block * s->m.n_trees)) break;
+    size_t r0 = blk * R->block;
+    size_t nr = R->rows - r0 < R->block ? R->rows - r0 : R->block;
     memset(has, 0, nr * T);
     if (R->dbl) {
       memset(acc, 0, nr * T * sizeof(double));
@@ -1315,7 +1322,16 @@ static OnyxStatus* te_compute(void* state, OnyxKernelContext* ctx) {
     R.y5 = H->tensor_mutable_data(z);
     R.y5_type = H->tensor_elem_type(z);
   }
+  /* As few blocks as the threads allow: each block walks every tree once,
+   * so each extra block reads the whole ensemble again. */
+  size_t threads = H->thread_pool_size(H->ctx_thread_pool(ctx));
   size_t blocks = (rows + TE_BLOCK - 1) / TE_BLOCK;
+  if (blocks < threads) {
+    size_t most = (rows + TE_BLOCK_MIN - 1) / TE_BLOCK_MIN;
+    blocks = threads < most ? threads : most;
+  }
+  R.block = blocks ? (rows + blocks - 1) / blocks : 1;
+  blocks = (rows + R.block - 1) / R.block;
   if (blocks > 1)
     H->parallel_for(H->ctx_thread_pool(ctx), blocks, te_task, &R);
   else if (blocks)

@@ -252,24 +252,39 @@ static OnyxStatus* svm_kernel_attrs(const OnyxNode* node, SvmKernel* k) {
   return NULL;
 }
 
+/* RBF rows [b, e) of K: exp(-gamma |x - v|^2) by direct differences
+ * (|x|^2 + |v|^2 - 2 x.v cancels badly near a vector). */
+typedef struct RbfJob {
+  const float *x, *v;
+  size_t nv, nf;
+  float gamma;
+  float* out;
+} RbfJob;
+
+static void rbf_rows(void* user, size_t b, size_t e) {
+  const RbfJob* J = user;
+  for (size_t r = b; r < e; r++)
+    for (size_t j = 0; j < J->nv; j++) {
+      const float* a = J->x + r * J->nf;
+      const float* c = J->v + j * J->nf;
+      float sum = 0.0f;
+      for (size_t f = 0; f < J->nf; f++) {
+        float d = a[f] - c[f];
+        sum += d * d;
+      }
+      J->out[r * J->nv + j] = expf(-J->gamma * sum);
+    }
+}
+
 /* K (rows x nv) = kernel(X rows, the nv vectors of v, each nf long), plus
- * c0 for the LINEAR kernel. */
+ * c0 for the LINEAR kernel. The dot products run on the float32 GEMM, RBF
+ * row blocks on the thread pool. */
 static void svm_kernel_dot(OnyxKernelContext* ctx, const SvmKernel* k, const float* x, size_t rows,
                            const float* v, size_t nv, size_t nf, float c0, float* out) {
   if (!rows || !nv) return;
   if (k->type == SVM_RBF) {
-    /* Direct differences: |x|^2 + |v|^2 - 2 x.v cancels badly near a vector. */
-    for (size_t r = 0; r < rows; r++)
-      for (size_t j = 0; j < nv; j++) {
-        const float* a = x + r * nf;
-        const float* b = v + j * nf;
-        float sum = 0.0f;
-        for (size_t f = 0; f < nf; f++) {
-          float d = a[f] - b[f];
-          sum += d * d;
-        }
-        out[r * nv + j] = expf(-k->gamma * sum);
-      }
+    RbfJob job = {x, v, nv, nf, k->gamma, out};
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), rows, rbf_rows, &job);
     return;
   }
   bool lin = k->type == SVM_LINEAR;

@@ -198,7 +198,7 @@ def _labels_equal(got, want, what):
     want = np.asarray(want)
     if want.dtype.kind in "OUS":
         got = np.array([g.decode() if isinstance(g, bytes) else str(g) for g in got.ravel()])
-        want = np.array([str(w) for w in want.ravel()])
+        want = np.array([w.decode() if isinstance(w, bytes) else str(w) for w in want.ravel()])
     else:
         got = got.astype(np.int64).ravel()
         want = want.astype(np.int64).ravel()

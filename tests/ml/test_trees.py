@@ -24,14 +24,16 @@ ONYX = os.environ.get("ONYX_BIN") or os.path.join(ROOT, "build", "bin", "onyx")
 ML = "ai.onnx.ml"
 
 
-def run_model(model, feeds):
-    """Runs model with feeds {name: array}; returns ({name: array}, None)
-    or (None, stderr) when onyx fails."""
+def run_model(model, feeds, threads=None):
+    """Runs model with feeds {name: array} (on `threads` intra-op threads);
+    returns ({name: array}, None) or (None, stderr) when onyx fails."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "m.onnx")
         with open(path, "wb") as f:
             f.write(model.SerializeToString())
         args = [ONYX, "run", path, "--output-dir", os.path.join(d, "out")]
+        if threads:
+            args += ["--threads", str(threads)]
         for name, a in feeds.items():
             p = os.path.join(d, name + ".pb")
             with open(p, "wb") as f:
@@ -47,8 +49,8 @@ def run_model(model, feeds):
         return out, None
 
 
-def run_ok(model, feeds):
-    out, err = run_model(model, feeds)
+def run_ok(model, feeds, threads=None):
+    out, err = run_model(model, feeds, threads)
     assert err is None, err
     return out
 
@@ -92,8 +94,8 @@ def data(name):
     return X.astype(np.float32), y
 
 
-def check_classifier(model, X):
-    out = run_ok(sk_trees.make_model(model, X.shape[1]), {"X": X})
+def check_classifier(model, X, threads=None):
+    out = run_ok(sk_trees.make_model(model, X.shape[1]), {"X": X}, threads)
     proba = model.predict_proba(X)
     np.testing.assert_allclose(out["probabilities"], proba, atol=1e-5, rtol=0)
     want = model.predict(X)
@@ -178,12 +180,14 @@ def test_sklearn_multi_target_regressor():
 
 
 def test_sklearn_large_batch_threads():
-    """Many rows (several row blocks) through 4-row walks and the remainder."""
+    """Many rows, split between 2 and 3 threads' blocks, through 8-row walks
+    and the rows left over."""
     from sklearn.ensemble import RandomForestClassifier
     X, y = data("digits")
     Xs = np.concatenate([X, X[:7]])
     m = RandomForestClassifier(n_estimators=5, random_state=1).fit(X, y)
-    check_classifier(m, Xs)
+    check_classifier(m, Xs, threads=2)
+    check_classifier(m, Xs, threads=3)
 
 
 # --- Hand-built trees ------------------------------------------------------------------------
@@ -521,6 +525,43 @@ def test_shared_child_dag():
     rows = np.array([[1, 0], [0, 2], [0, 0], [3, 3], [1, 2]], dtype=np.float32)
     out = run_ok(graph_model(node, TensorProto.FLOAT, 2, reg_outputs(1)), {"X": rows})
     np.testing.assert_array_equal(out["Y"][:, 0], [1, 1, 7, 7, 1])
+
+
+def test_tree_ensemble_v5_shares_the_evaluator():
+    """TreeEnsemble 5, double input, 2 targets, SUM: tree 0 tests x0 <= 1
+    (true: leaf 0 -> target 0 += 1; false: node 1, x1 in {2, 5} -> leaf 1
+    (target 1 += 10) else leaf 2 (target 0 += 100)); tree 1 is node 2,
+    x1 > 0 -> leaf 3 (target 1 += 0.5) else leaf 4 (target 1 += -0.5)."""
+    d = lambda v: numpy_helper.from_array(np.array(v, dtype=np.float64))  # noqa: E731
+    node = helper.make_node(
+        "TreeEnsemble", ["X"], ["Y"], domain=ML,
+        nodes_featureids=[0, 1, 1], nodes_splits=d([1.0, 0.0, 0.0]),
+        nodes_modes=numpy_helper.from_array(np.array([0, 6, 3], dtype=np.uint8)),
+        membership_values=d([2.0, 5.0, np.nan]),
+        nodes_truenodeids=[0, 1, 3], nodes_trueleafs=[1, 1, 1],
+        nodes_falsenodeids=[1, 2, 4], nodes_falseleafs=[0, 1, 1],
+        tree_roots=[0, 2], leaf_targetids=[0, 1, 0, 1, 1],
+        leaf_weights=d([1.0, 10.0, 100.0, 0.5, -0.5]), n_targets=2, aggregate_function=1)
+    x = helper.make_tensor_value_info("X", TensorProto.DOUBLE, [None, 2])
+    y = helper.make_tensor_value_info("Y", TensorProto.DOUBLE, [None, 2])
+    g = helper.make_graph([node], "t", [x], [y])
+    model = helper.make_model(g, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid(ML, 5)])
+    rows = np.array([[0, 2], [2, 2], [2, 5], [2, 3], [1, -1], [3, 0], [9, 5], [0, 0], [4, 4]],
+                    dtype=np.float64)
+    want = []
+    for x0, x1 in rows:
+        t = [0.0, 0.0]
+        if x0 <= 1:
+            t[0] += 1
+        elif x1 in (2.0, 5.0):
+            t[1] += 10
+        else:
+            t[0] += 100
+        t[1] += 0.5 if x1 > 0 else -0.5
+        want.append(t)
+    out = run_ok(model, {"X": rows})
+    np.testing.assert_array_equal(out["Y"], np.array(want))
 
 
 # --- Hostile models ---------------------------------------------------------------------------

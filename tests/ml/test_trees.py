@@ -648,3 +648,132 @@ def test_hostile_class_id():
                          {"X": ROWS})
     assert out is None and "class_ids[1] = 5" in err
     assert "Sanitizer" not in err and "runtime error:" not in err, err
+
+
+# --- Random ensembles -------------------------------------------------------------------------
+
+def random_tree(rng, tree_id, n_features, modes, depth):
+    """A random full binary tree as attribute lists (node ids in creation
+    order, children listed after their parent)."""
+    nodes = []
+
+    def make(d):
+        i = len(nodes)
+        nodes.append(None)
+        if d == 0 or rng.random() < 0.2:
+            nodes[i] = ("LEAF", 0, 0.0, 0, 0, 0)
+            return i
+        t = make(d - 1)
+        f = make(d - 1)
+        mode = modes[rng.integers(len(modes))]
+        nodes[i] = (mode, int(rng.integers(n_features)), float(rng.integers(-4, 5)) / 2,
+                    t, f, int(rng.random() < 0.3))
+        return i
+
+    make(depth)
+    return nodes
+
+
+def reference_regressor(trees, weights, X, n_targets, agg, base):
+    """Plain-Python evaluation with ONNX Runtime's rules for several
+    targets (see cpu_ml_tree.c): per target a score and whether a leaf gave
+    one; base values added when there is one per target."""
+    out = []
+    for x in X.astype(np.float64):
+        s = [0.0] * n_targets
+        h = [False] * n_targets
+        for tid, nodes in enumerate(trees):
+            i = 0
+            while nodes[i][0] != "LEAF":
+                mode, f, t, ti, fi, miss = nodes[i]
+                v = x[f]
+                go = MODES[mode](v, t) or (miss and np.isnan(v))
+                i = ti if go else fi
+            for k, w in weights.get((tid, i), []):
+                if agg in ("SUM", "AVERAGE"):
+                    s[k] += w
+                elif not h[k]:
+                    s[k] = w
+                else:
+                    s[k] = min(s[k], w) if agg == "MIN" else max(s[k], w)
+                h[k] = True
+        row = []
+        for k in range(n_targets):
+            b = base[k] if base is not None else 0.0
+            v = s[k] / len(trees) if agg == "AVERAGE" else s[k]
+            v = v + b if agg in ("SUM", "AVERAGE") else b + (s[k] if h[k] else 0.0)
+            row.append(v if h[k] else 0.0)
+        out.append(row)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_ensembles(seed):
+    """Random trees (uniform or mixed modes, missing-value flags, several
+    weights per leaf, 3 targets) on 37 rows with NaNs, against the Python
+    evaluation above."""
+    rng = np.random.default_rng(seed)
+    n_features, n_targets = 4, 3
+    uniform = seed % 2 == 0
+    modes = [sorted(MODES)[seed % 6]] if uniform else sorted(MODES)
+    agg = ["SUM", "AVERAGE", "MIN", "MAX"][seed % 4]
+    trees = [random_tree(rng, t, n_features, modes, int(rng.integers(1, 7)))
+             for t in range(int(rng.integers(1, 6)))]
+    attrs = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                             "nodes_values", "nodes_truenodeids", "nodes_falsenodeids",
+                             "nodes_missing_value_tracks_true", "target_treeids",
+                             "target_nodeids", "target_ids", "target_weights")}
+    weights = {}
+    for tid, nodes in enumerate(trees):
+        for i, (mode, f, t, ti, fi, miss) in enumerate(nodes):
+            for k, v in zip(["nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                             "nodes_values", "nodes_truenodeids", "nodes_falsenodeids",
+                             "nodes_missing_value_tracks_true"],
+                            [tid, i, f, mode, t, ti, fi, miss if not uniform else 0]):
+                attrs[k].append(v)
+            if mode == "LEAF":
+                for k in rng.choice(n_targets, size=int(rng.integers(0, 3)), replace=False):
+                    w = float(rng.integers(-8, 9)) / 4
+                    weights.setdefault((tid, i), []).append((int(k), w))
+                    attrs["target_treeids"].append(tid)
+                    attrs["target_nodeids"].append(i)
+                    attrs["target_ids"].append(int(k))
+                    attrs["target_weights"].append(w)
+        if uniform:
+            trees[tid] = [n[:5] + (0,) if n[0] != "LEAF" else n for n in nodes]
+    base = [0.5, -1.0, 2.0] if seed % 3 == 0 else None
+    if base is not None:
+        attrs["base_values"] = base
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=n_targets,
+                            aggregate_function=agg, **attrs)
+    X = rng.integers(-6, 7, size=(37, n_features)).astype(np.float32) / 2
+    X[rng.random(X.shape) < 0.1] = np.nan
+    out = run_ok(graph_model(node, TensorProto.FLOAT, n_features, reg_outputs(n_targets)),
+                 {"X": X})
+    want = reference_regressor(trees, weights, X, n_targets, agg, base)
+    np.testing.assert_allclose(out["Y"], want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_hostile_structure(seed):
+    """Random child ids, modes and feature ids, valid or not: the model runs
+    or is refused with an error; never a crash or a sanitizer report."""
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(1, 8))
+    names = sorted(MODES) + ["LEAF", "LEAF"]
+    attrs = dict(
+        nodes_treeids=[int(v) for v in rng.integers(0, 2, n)], nodes_nodeids=list(range(n)),
+        nodes_featureids=[int(v) for v in rng.integers(-1, 4, n)],
+        nodes_modes=[names[int(v)] for v in rng.integers(0, len(names), n)],
+        nodes_values=[float(v) for v in rng.normal(size=n)],
+        nodes_truenodeids=[int(v) for v in rng.integers(-1, n + 1, n)],
+        nodes_falsenodeids=[int(v) for v in rng.integers(-1, n + 1, n)],
+        target_treeids=[0, 1], target_nodeids=[int(v) for v in rng.integers(0, n + 1, 2)],
+        target_ids=[int(v) for v in rng.integers(0, 3, 2)], target_weights=[1.0, 2.0],
+        n_targets=2)
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, **attrs)
+    X = rng.normal(size=(11, 3)).astype(np.float32)
+    out, err = run_model(graph_model(node, TensorProto.FLOAT, 3, reg_outputs(2)), {"X": X})
+    if out is None:
+        assert "Sanitizer" not in err and "runtime error:" not in err, err
+        assert "TreeEnsembleRegressor" in err or "tree" in err, err

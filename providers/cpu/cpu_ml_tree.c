@@ -1057,11 +1057,13 @@ typedef struct TeRun {
   const void* x; /* float or double rows */
   bool dbl;
   size_t rows, ld;
-  float* z;        /* v1/v3 scores */
-  void* y5;        /* v5 output */
-  int32_t y5_type; /* its element type */
-  uint32_t* label; /* classifier: class index per row */
-  size_t block;    /* rows per block, <= TE_BLOCK */
+  float* z;          /* v1/v3 scores */
+  void* y5;          /* v5 output */
+  int32_t y5_type;   /* its element type */
+  uint32_t* label;   /* classifier: class index per row */
+  size_t block;      /* rows per block, <= TE_BLOCK */
+  size_t acc_bytes;  /* block * T doubles */
+  size_t task_bytes; /* te_task's buffer: accumulators, a row of scores, flags */
   CpuStop stop;
 } TeRun;
 
@@ -1216,18 +1218,18 @@ static void te_task(void* user, size_t begin, size_t end) {
   TeRun* R = user;
   const TeState* s = R->s;
   const size_t T = s->n_out;
-  /* Per-call buffers: accumulators (double covers both types), flags, and
-   * a double copy of one row's scores. */
-  size_t acc_bytes = R->block * T * sizeof(double);
-  uint8_t* buf = malloc(acc_bytes + R->block * T + T * sizeof(double) + T);
+  /* Per-call buffers (sizes checked in te_compute): the block's
+   * accumulators (doubles, room for either type), one row's scores as
+   * doubles, then the block's flags and the row's. */
+  uint8_t* buf = malloc(R->task_bytes);
   if (!buf) {
     __atomic_store_n(&R->stop.stopped, 2, __ATOMIC_RELAXED);
     return;
   }
   void* acc = buf;
-  uint8_t* has = buf + acc_bytes;
-  double* sc = (double*)(buf + acc_bytes + R->block * T);
-  uint8_t* h = (uint8_t*)(sc + T);
+  double* sc = (double*)(buf + R->acc_bytes);
+  uint8_t* has = (uint8_t*)(sc + T);
+  uint8_t* h = has + R->acc_bytes / sizeof(double);
   size_t work = 0;
   for (size_t blk = begin; blk < end; blk++) {
     if (cpu_stop_poll(&R->stop, &work, R->block * s->m.n_trees)) break;
@@ -1332,6 +1334,14 @@ static OnyxStatus* te_compute(void* state, OnyxKernelContext* ctx) {
   }
   R.block = blocks ? (rows + blocks - 1) / blocks : 1;
   blocks = (rows + R.block - 1) / R.block;
+  /* block * T accumulators (8 bytes) and flags (1), T scores and flags. */
+  size_t bt, rowb;
+  if (!cpu_mul_size(R.block, T, &bt) || !cpu_mul_size(bt, sizeof(double), &R.acc_bytes) ||
+      !cpu_mul_size(T, sizeof(double) + 1, &rowb) ||
+      !cpu_add_size(R.acc_bytes, bt, &R.task_bytes) ||
+      !cpu_add_size(R.task_bytes, rowb, &R.task_bytes))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%zu targets are too many for %zu rows", T,
+                         rows);
   if (blocks > 1)
     H->parallel_for(H->ctx_thread_pool(ctx), blocks, te_task, &R);
   else if (blocks)

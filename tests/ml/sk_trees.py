@@ -115,6 +115,8 @@ def _class_label_attrs(classes):
 
 
 def _classifier(model, input_name, n_features, trees, kind):
+    if getattr(model, "n_outputs_", 1) != 1:
+        raise TypeError("convert_tree_model: multi-output classifiers are not supported")
     classes = model.classes_
     n_classes = len(classes)
     label_attrs, label_type = _class_label_attrs(classes)

@@ -24,14 +24,16 @@ ONYX = os.environ.get("ONYX_BIN") or os.path.join(ROOT, "build", "bin", "onyx")
 ML = "ai.onnx.ml"
 
 
-def run_model(model, feeds):
-    """Runs model with feeds {name: array}; returns ({name: array}, None)
-    or (None, stderr) when onyx fails."""
+def run_model(model, feeds, threads=None):
+    """Runs model with feeds {name: array} (on `threads` intra-op threads);
+    returns ({name: array}, None) or (None, stderr) when onyx fails."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "m.onnx")
         with open(path, "wb") as f:
             f.write(model.SerializeToString())
         args = [ONYX, "run", path, "--output-dir", os.path.join(d, "out")]
+        if threads:
+            args += ["--threads", str(threads)]
         for name, a in feeds.items():
             p = os.path.join(d, name + ".pb")
             with open(p, "wb") as f:
@@ -47,8 +49,8 @@ def run_model(model, feeds):
         return out, None
 
 
-def run_ok(model, feeds):
-    out, err = run_model(model, feeds)
+def run_ok(model, feeds, threads=None):
+    out, err = run_model(model, feeds, threads)
     assert err is None, err
     return out
 
@@ -92,8 +94,8 @@ def data(name):
     return X.astype(np.float32), y
 
 
-def check_classifier(model, X):
-    out = run_ok(sk_trees.make_model(model, X.shape[1]), {"X": X})
+def check_classifier(model, X, threads=None):
+    out = run_ok(sk_trees.make_model(model, X.shape[1]), {"X": X}, threads)
     proba = model.predict_proba(X)
     np.testing.assert_allclose(out["probabilities"], proba, atol=1e-5, rtol=0)
     want = model.predict(X)
@@ -178,12 +180,14 @@ def test_sklearn_multi_target_regressor():
 
 
 def test_sklearn_large_batch_threads():
-    """Many rows (several row blocks) through 4-row walks and the remainder."""
+    """Many rows, split between 2 and 3 threads' blocks, through 8-row walks
+    and the rows left over."""
     from sklearn.ensemble import RandomForestClassifier
     X, y = data("digits")
     Xs = np.concatenate([X, X[:7]])
     m = RandomForestClassifier(n_estimators=5, random_state=1).fit(X, y)
-    check_classifier(m, Xs)
+    check_classifier(m, Xs, threads=2)
+    check_classifier(m, Xs, threads=3)
 
 
 # --- Hand-built trees ------------------------------------------------------------------------
@@ -523,6 +527,43 @@ def test_shared_child_dag():
     np.testing.assert_array_equal(out["Y"][:, 0], [1, 1, 7, 7, 1])
 
 
+def test_tree_ensemble_v5_shares_the_evaluator():
+    """TreeEnsemble 5, double input, 2 targets, SUM: tree 0 tests x0 <= 1
+    (true: leaf 0 -> target 0 += 1; false: node 1, x1 in {2, 5} -> leaf 1
+    (target 1 += 10) else leaf 2 (target 0 += 100)); tree 1 is node 2,
+    x1 > 0 -> leaf 3 (target 1 += 0.5) else leaf 4 (target 1 += -0.5)."""
+    d = lambda v: numpy_helper.from_array(np.array(v, dtype=np.float64))  # noqa: E731
+    node = helper.make_node(
+        "TreeEnsemble", ["X"], ["Y"], domain=ML,
+        nodes_featureids=[0, 1, 1], nodes_splits=d([1.0, 0.0, 0.0]),
+        nodes_modes=numpy_helper.from_array(np.array([0, 6, 3], dtype=np.uint8)),
+        membership_values=d([2.0, 5.0, np.nan]),
+        nodes_truenodeids=[0, 1, 3], nodes_trueleafs=[1, 1, 1],
+        nodes_falsenodeids=[1, 2, 4], nodes_falseleafs=[0, 1, 1],
+        tree_roots=[0, 2], leaf_targetids=[0, 1, 0, 1, 1],
+        leaf_weights=d([1.0, 10.0, 100.0, 0.5, -0.5]), n_targets=2, aggregate_function=1)
+    x = helper.make_tensor_value_info("X", TensorProto.DOUBLE, [None, 2])
+    y = helper.make_tensor_value_info("Y", TensorProto.DOUBLE, [None, 2])
+    g = helper.make_graph([node], "t", [x], [y])
+    model = helper.make_model(g, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid(ML, 5)])
+    rows = np.array([[0, 2], [2, 2], [2, 5], [2, 3], [1, -1], [3, 0], [9, 5], [0, 0], [4, 4]],
+                    dtype=np.float64)
+    want = []
+    for x0, x1 in rows:
+        t = [0.0, 0.0]
+        if x0 <= 1:
+            t[0] += 1
+        elif x1 in (2.0, 5.0):
+            t[1] += 10
+        else:
+            t[0] += 100
+        t[1] += 0.5 if x1 > 0 else -0.5
+        want.append(t)
+    out = run_ok(model, {"X": rows})
+    np.testing.assert_array_equal(out["Y"], np.array(want))
+
+
 # --- Hostile models ---------------------------------------------------------------------------
 
 def hostile(mutate, width=2, rows=None):
@@ -533,6 +574,7 @@ def hostile(mutate, width=2, rows=None):
     rows = ROWS[:, :width] if rows is None else rows
     out, err = run_model(graph_model(node, TensorProto.FLOAT, width, reg_outputs(1)), {"X": rows})
     assert out is None, "a hostile model ran"
+    assert "Sanitizer" not in err and "runtime error:" not in err, err
     return err
 
 
@@ -605,3 +647,133 @@ def test_hostile_class_id():
     out, err = run_model(graph_model(node, TensorProto.FLOAT, 2, cls_outputs(3)),
                          {"X": ROWS})
     assert out is None and "class_ids[1] = 5" in err
+    assert "Sanitizer" not in err and "runtime error:" not in err, err
+
+
+# --- Random ensembles -------------------------------------------------------------------------
+
+def random_tree(rng, tree_id, n_features, modes, depth):
+    """A random full binary tree as attribute lists (node ids in creation
+    order, children listed after their parent)."""
+    nodes = []
+
+    def make(d):
+        i = len(nodes)
+        nodes.append(None)
+        if d == 0 or rng.random() < 0.2:
+            nodes[i] = ("LEAF", 0, 0.0, 0, 0, 0)
+            return i
+        t = make(d - 1)
+        f = make(d - 1)
+        mode = modes[rng.integers(len(modes))]
+        nodes[i] = (mode, int(rng.integers(n_features)), float(rng.integers(-4, 5)) / 2,
+                    t, f, int(rng.random() < 0.3))
+        return i
+
+    make(depth)
+    return nodes
+
+
+def reference_regressor(trees, weights, X, n_targets, agg, base):
+    """Plain-Python evaluation with ONNX Runtime's rules for several
+    targets (see cpu_ml_tree.c): per target a score and whether a leaf gave
+    one; base values added when there is one per target."""
+    out = []
+    for x in X.astype(np.float64):
+        s = [0.0] * n_targets
+        h = [False] * n_targets
+        for tid, nodes in enumerate(trees):
+            i = 0
+            while nodes[i][0] != "LEAF":
+                mode, f, t, ti, fi, miss = nodes[i]
+                v = x[f]
+                go = MODES[mode](v, t) or (miss and np.isnan(v))
+                i = ti if go else fi
+            for k, w in weights.get((tid, i), []):
+                if agg in ("SUM", "AVERAGE"):
+                    s[k] += w
+                elif not h[k]:
+                    s[k] = w
+                else:
+                    s[k] = min(s[k], w) if agg == "MIN" else max(s[k], w)
+                h[k] = True
+        row = []
+        for k in range(n_targets):
+            b = base[k] if base is not None else 0.0
+            v = s[k] / len(trees) if agg == "AVERAGE" else s[k]
+            v = v + b if agg in ("SUM", "AVERAGE") else b + (s[k] if h[k] else 0.0)
+            row.append(v if h[k] else 0.0)
+        out.append(row)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_ensembles(seed):
+    """Random trees (uniform or mixed modes, missing-value flags, several
+    weights per leaf, 3 targets) on 37 rows with NaNs, against the Python
+    evaluation above."""
+    rng = np.random.default_rng(seed)
+    n_features, n_targets = 4, 3
+    uniform = seed % 2 == 0
+    modes = [sorted(MODES)[seed % 6]] if uniform else sorted(MODES)
+    agg = ["SUM", "AVERAGE", "MIN", "MAX"][seed % 4]
+    trees = [random_tree(rng, t, n_features, modes, int(rng.integers(1, 7)))
+             for t in range(int(rng.integers(1, 6)))]
+    attrs = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                             "nodes_values", "nodes_truenodeids", "nodes_falsenodeids",
+                             "nodes_missing_value_tracks_true", "target_treeids",
+                             "target_nodeids", "target_ids", "target_weights")}
+    weights = {}
+    for tid, nodes in enumerate(trees):
+        for i, (mode, f, t, ti, fi, miss) in enumerate(nodes):
+            for k, v in zip(["nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                             "nodes_values", "nodes_truenodeids", "nodes_falsenodeids",
+                             "nodes_missing_value_tracks_true"],
+                            [tid, i, f, mode, t, ti, fi, miss if not uniform else 0]):
+                attrs[k].append(v)
+            if mode == "LEAF":
+                for k in rng.choice(n_targets, size=int(rng.integers(0, 3)), replace=False):
+                    w = float(rng.integers(-8, 9)) / 4
+                    weights.setdefault((tid, i), []).append((int(k), w))
+                    attrs["target_treeids"].append(tid)
+                    attrs["target_nodeids"].append(i)
+                    attrs["target_ids"].append(int(k))
+                    attrs["target_weights"].append(w)
+        if uniform:
+            trees[tid] = [n[:5] + (0,) if n[0] != "LEAF" else n for n in nodes]
+    base = [0.5, -1.0, 2.0] if seed % 3 == 0 else None
+    if base is not None:
+        attrs["base_values"] = base
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, n_targets=n_targets,
+                            aggregate_function=agg, **attrs)
+    X = rng.integers(-6, 7, size=(37, n_features)).astype(np.float32) / 2
+    X[rng.random(X.shape) < 0.1] = np.nan
+    out = run_ok(graph_model(node, TensorProto.FLOAT, n_features, reg_outputs(n_targets)),
+                 {"X": X})
+    want = reference_regressor(trees, weights, X, n_targets, agg, base)
+    np.testing.assert_allclose(out["Y"], want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_hostile_structure(seed):
+    """Random child ids, modes and feature ids, valid or not: the model runs
+    or is refused with an error; never a crash or a sanitizer report."""
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(1, 8))
+    names = sorted(MODES) + ["LEAF", "LEAF"]
+    attrs = dict(
+        nodes_treeids=[int(v) for v in rng.integers(0, 2, n)], nodes_nodeids=list(range(n)),
+        nodes_featureids=[int(v) for v in rng.integers(-1, 4, n)],
+        nodes_modes=[names[int(v)] for v in rng.integers(0, len(names), n)],
+        nodes_values=[float(v) for v in rng.normal(size=n)],
+        nodes_truenodeids=[int(v) for v in rng.integers(-1, n + 1, n)],
+        nodes_falsenodeids=[int(v) for v in rng.integers(-1, n + 1, n)],
+        target_treeids=[0, 1], target_nodeids=[int(v) for v in rng.integers(0, n + 1, 2)],
+        target_ids=[int(v) for v in rng.integers(0, 3, 2)], target_weights=[1.0, 2.0],
+        n_targets=2)
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML, **attrs)
+    X = rng.normal(size=(11, 3)).astype(np.float32)
+    out, err = run_model(graph_model(node, TensorProto.FLOAT, 3, reg_outputs(2)), {"X": X})
+    if out is None:
+        assert "Sanitizer" not in err and "runtime error:" not in err, err
+        assert "TreeEnsembleRegressor" in err or "tree" in err, err

@@ -193,7 +193,7 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
                      "onyx_process_group_create: backend '%s' (expected \"auto\", \"mpi\" or "
                      "\"none\")",
                      backend);
-  OxLaunch launch;
+  OxLaunch launch = {.size = 1, .source = "none"};
   OX_TRY(ox_detect_launch(&o, &launch));
   bool want_mpi = !strcmp(backend, "mpi") || (!strcmp(backend, "auto") && launch.size > 1);
   if (launch.size > 1 && !strcmp(backend, "none"))

@@ -217,6 +217,37 @@ static OnyxStatus* ox_session_build(OnyxSession* s) {
   return st;
 }
 
+/* A model with com.onyx.collective ops runs only when every rank of the
+ * process group loaded the same model bytes with the same options that
+ * decide what the ranks' collectives are (placement, rewrites, order): the
+ * ranks compare a hash of them (ox_process_group_check_world). */
+static OnyxStatus* ox_session_check_world(OnyxSession* s, const void* bytes, size_t len) {
+  OnyxProcessGroup* pg = s->opts->process_group;
+  if (!pg || onyx_process_group_size(pg) == 1 || !s->graph) return NULL;
+  bool collective = false;
+  for (size_t i = 0; i < s->graph->n_nodes && !collective; i++)
+    collective = !strcmp(s->graph->nodes[i]->domain, "com.onyx.collective");
+  if (!collective) return NULL;
+  const OnyxSessionOptions* o = s->opts;
+  uint64_t h = ox_fnv1a(OX_FNV_OFFSET, bytes, len);
+  const int32_t flags[3] = {(int32_t)o->opt_level, (int32_t)o->order, o->deterministic};
+  h = ox_fnv1a(h, flags, sizeof flags);
+  for (size_t i = 0; i < o->n_providers; i++)
+    h = ox_fnv1a(h, o->providers[i].name, strlen(o->providers[i].name) + 1);
+  return ox_process_group_check_world(pg, h, s->source);
+}
+
+static OnyxStatus* ox_session_check_world_file(OnyxSession* s, const char* path) {
+  if (!s->opts->process_group || onyx_process_group_size(s->opts->process_group) == 1) return NULL;
+  void* bytes;
+  size_t len;
+  bool mapped;
+  OX_TRY(ox_map_file(path, s->opts->max_model_bytes, &bytes, &len, &mapped));
+  OnyxStatus* st = ox_session_check_world(s, bytes, len);
+  ox_unmap_file(bytes, len, mapped);
+  return st;
+}
+
 static OxModelLimits ox_limits(const OnyxSessionOptions* o) {
   return (OxModelLimits){o->max_model_bytes, o->max_tensor_bytes, o->max_nodes, o->max_graph_depth};
 }
@@ -259,6 +290,7 @@ ONYX_API OnyxStatus* onyx_session_create(const OnyxSessionOptions* opts, const c
     st = ox_model_load_file(model_path, &lim, &s->graph);
     if (!st) ox_session_phase_end(s, "load", t);
     ox_nvtx_phase_pop(s);
+    if (!st) st = ox_session_check_world_file(s, model_path);
   }
   st = ox_session_finish(s, st, out);
   ox_nvtx_unwind(nvtx_depth); /* the phases an error left open, and the creation's range */
@@ -281,6 +313,7 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
     st = ox_model_load_bytes(bytes, len, base_dir, "<memory>", &lim, &s->graph);
     if (!st) ox_session_phase_end(s, "load", t);
     ox_nvtx_phase_pop(s);
+    if (!st) st = ox_session_check_world(s, bytes, len);
   }
   st = ox_session_finish(s, st, out);
   ox_nvtx_unwind(nvtx_depth); /* the phases an error left open, and the creation's range */

@@ -61,14 +61,7 @@ extern "C" {
 
 typedef struct OnyxProcessGroup OnyxProcessGroup;
 
-/* Reductions. AVG is SUM divided by the group size (integers: truncated
- * toward zero). Values match ONYX_EXT_COLLECTIVES (onyx_ep.h). */
-typedef enum OnyxReduceOp {
-  ONYX_REDUCE_SUM = 0,
-  ONYX_REDUCE_AVG = 1,
-  ONYX_REDUCE_MAX = 2,
-  ONYX_REDUCE_MIN = 3,
-} OnyxReduceOp;
+/* Reductions: OnyxReduceOp (onyx_types.h, shared with the provider ABI). */
 
 /* Default collective timeout when timeout_ms is 0: five minutes. */
 #define ONYX_PROCESS_GROUP_DEFAULT_TIMEOUT_MS 300000u

@@ -241,12 +241,12 @@ static OnyxStatus* ox_dp_zero_session(OxDataParallel* dp, char* const* slot_name
   OnyxStatus* st = NULL;
   if (!op || src->n_nodes != 1)
     st = ox_status(ONYX_INVALID_MODEL,
-                   "data-parallel training: ZeRO-1 needs an optimizer model of one optimizer "
+                   "ZeRO-1 needs an optimizer model of one optimizer "
                    "node (%s has %zu nodes)",
                    dp->b.opt_path, src->n_nodes);
   else if (strcmp(op->op_type, "SGDOptimizer") && strcmp(op->op_type, "AdamWOptimizer"))
     st = ox_status(ONYX_NOT_IMPLEMENTED,
-                   "data-parallel training: ZeRO-1 supports the SGD and AdamW optimizers, whose "
+                   "ZeRO-1 supports the SGD and AdamW optimizers, whose "
                    "update is per element; %s's per-tensor trust ratio needs whole tensors",
                    op->op_type);
   OxGraph* g = NULL;
@@ -309,7 +309,7 @@ static OnyxStatus* ox_dp_zero_session(OxDataParallel* dp, char* const* slot_name
              tmp && *tmp && strlen(tmp) < 60 ? tmp : "/tmp");
     int fd = mkstemps(path, 5);
     if (fd < 0) {
-      st = ox_status(ONYX_FAIL, "data-parallel training: cannot create a temporary file %s", path);
+      st = ox_status(ONYX_FAIL, "cannot create a temporary file %s", path);
       path[0] = '\0';
     } else {
       close(fd);

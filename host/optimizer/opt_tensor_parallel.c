@@ -412,6 +412,18 @@ static OnyxStatus* tp_mark(OxNode* n, const char* from) {
   return n->origin_pass && n->origin_nodes ? NULL : ox_oom();
 }
 
+/* Makes input i of n read v; the constant it read before, when nothing reads
+ * it any more, is freed (the rank's memory holds its slice only). */
+static OnyxStatus* tp_replace_const(OxNode* n, size_t i, OxValue* v) {
+  OxValue* old = n->inputs[i];
+  OX_TRY(ox_opt_set_input(n, i, v));
+  if (old && old->constant && !old->n_consumers && !old->is_graph_output && !old->is_graph_input) {
+    ox_tensor_free(old->constant);
+    old->constant = NULL;
+  }
+  return NULL;
+}
+
 static OnyxStatus* tp_ints_const(OxOpt* o, OxNode* n, size_t input, const int64_t* v, size_t k) {
   int64_t dims[1] = {(int64_t)k};
   OxTensor* c = NULL;
@@ -419,7 +431,7 @@ static OnyxStatus* tp_ints_const(OxOpt* o, OxNode* n, size_t input, const int64_
   if (k) memcpy(c->data, v, k * sizeof *v);
   OxValue* nv = NULL;
   OX_TRY(ox_opt_new_constant(o, n->inputs[input]->name, c, &nv));
-  return ox_opt_set_input(n, input, nv);
+  return tp_replace_const(n, input, nv);
 }
 
 static OnyxStatus* tp_apply(Tp* t, OxOpt* o, const TpAction* a) {
@@ -430,7 +442,7 @@ static OnyxStatus* tp_apply(Tp* t, OxOpt* o, const TpAction* a) {
     OX_TRY(tp_slice(t, n->inputs[a->input]->constant, a->axis, a->blocks, &s));
     OxValue* v = NULL;
     OX_TRY(ox_opt_new_constant(o, n->inputs[a->input]->name, s, &v));
-    return ox_opt_set_input(n, a->input, v);
+    return tp_replace_const(n, a->input, v);
   }
   case TP_SHAPE:
   case TP_SPLIT_INPUT: {

@@ -34,7 +34,8 @@ typedef struct TrainArgs {
   CliList data, eval_data;
   int batch, steps, epochs, no_shuffle, seed, threads;
   double lr, momentum, weight_decay;
-  int data_parallel, zero_stage, bucket_mb;
+  int data_parallel, zero_stage, host_allreduce;
+  double bucket_mb;
 } TrainArgs;
 
 static const char kTrainHelp[] =
@@ -78,7 +79,11 @@ static const char kTrainHelp[] =
     "                    the checkpoint, the exported model and the summary\n"
     "  --zero-stage Z    0 (default) or 1: ZeRO stage 1 shards the optimizer state\n"
     "                    across the ranks (sgd, adamw)\n"
-    "  --bucket-mb M     gradient all-reduce bucket in MiB (default 25)\n"
+    "  --bucket-mb M     gradient all-reduce bucket in MiB (default 25; a fraction\n"
+    "                    is allowed)\n"
+    "  --host-allreduce  average the gradients by host all-reduces before each\n"
+    "                    optimizer step instead of AllReduce nodes in the training\n"
+    "                    graph\n"
     "\nA summary JSON line goes to stdout; progress to stderr (a bar on a terminal).\n"
     "exit status: 0 ok, 1 runtime error, 2 usage error\n";
 
@@ -617,7 +622,8 @@ static int run_training(Trainer* t, CliError* e) {
     onyx_data_parallel_options_init(&dpo);
     dpo.process_group = t->pg;
     dpo.zero_stage = a->zero_stage;
-    if (a->bucket_mb > 0) dpo.bucket_bytes = (size_t)a->bucket_mb << 20;
+    if (!isnan(a->bucket_mb)) dpo.bucket_bytes = (size_t)(a->bucket_mb * 1048576.0);
+    if (a->host_allreduce) dpo.allreduce_in_graph = 0;
     if ((st = onyx_training_session_set_data_parallel(t->ts, &dpo)))
       return cli_err_status(e, st, "--data-parallel");
   }
@@ -640,7 +646,7 @@ static int run_training(Trainer* t, CliError* e) {
 }
 
 int cli_cmd_train(int argc, char** argv) {
-  TrainArgs a = {.seed = -1, .lr = NAN, .momentum = NAN, .weight_decay = NAN};
+  TrainArgs a = {.seed = -1, .lr = NAN, .momentum = NAN, .weight_decay = NAN, .bucket_mb = NAN};
   const CliOpt opts[] = {
       {"--loss", CLI_OPT_STRING, &a.loss, 0},
       {"--data", CLI_OPT_LIST, &a.data, 0},
@@ -664,7 +670,8 @@ int cli_cmd_train(int argc, char** argv) {
       {"--eval-labels", CLI_OPT_STRING, &a.eval_labels, 0},
       {"--data-parallel", CLI_OPT_FLAG, &a.data_parallel, 0},
       {"--zero-stage", CLI_OPT_INT, &a.zero_stage, 0},
-      {"--bucket-mb", CLI_OPT_INT, &a.bucket_mb, 1},
+      {"--bucket-mb", CLI_OPT_DOUBLE, &a.bucket_mb, 0},
+      {"--host-allreduce", CLI_OPT_FLAG, &a.host_allreduce, 0},
   };
   const CliCommand cmd = {
       .name = "train",
@@ -675,7 +682,7 @@ int cli_cmd_train(int argc, char** argv) {
           "[--weight-decay W] [--no-shuffle | --seed S] [--threads N] "
           "[--config providers.json] [--log FILE.jsonl] [--save-checkpoint DIR] "
           "[--resume DIR] [--export-inference OUT.onnx] [--eval-data ... --eval-labels ...] "
-          "[--data-parallel [--zero-stage 0|1] [--bucket-mb M]]",
+          "[--data-parallel [--zero-stage 0|1] [--bucket-mb M] [--host-allreduce]]",
       .help = kTrainHelp,
       .opts = opts,
       .opt_count = sizeof opts / sizeof opts[0],
@@ -717,8 +724,14 @@ int cli_cmd_train(int argc, char** argv) {
     rc = cli_usage_error(&cmd, "--eval-data and --eval-labels go together");
   } else if (a.zero_stage != 0 && a.zero_stage != 1) {
     rc = cli_usage_error(&cmd, "--zero-stage: expected 0 or 1, got %d", a.zero_stage);
-  } else if ((a.zero_stage || a.bucket_mb) && !a.data_parallel) {
-    rc = cli_usage_error(&cmd, "--zero-stage and --bucket-mb need --data-parallel");
+  } else if ((a.zero_stage || !isnan(a.bucket_mb) || a.host_allreduce) && !a.data_parallel) {
+    rc = cli_usage_error(&cmd, "--zero-stage, --bucket-mb and --host-allreduce need "
+                               "--data-parallel");
+  } else if (!isnan(a.bucket_mb) && !(a.bucket_mb * 1048576.0 >= 8 && a.bucket_mb <= 1e6)) {
+    rc = cli_usage_error(&cmd,
+                         "--bucket-mb: expected at least 8 bytes' worth and at most 1e6, "
+                         "got %g",
+                         a.bucket_mb);
   }
   if (p == CLI_PARSED && rc == CLI_EXIT_OK) {
     CliError e = CLI_ERROR_INIT;

@@ -2,10 +2,18 @@
  * docs/distributed.md): averages of the loss and gradients across the ranks
  * of a process group (onyx_distributed.h), and ZeRO stage 1.
  *
- * Gradients are averaged on the host between the train step and the
- * optimizer step: the accumulators, flattened in parameter order, are cut
- * into buckets of bucket_bytes; each bucket is summed over the ranks with
- * one all-reduce and scaled by 1/N.
+ * Gradients are averaged in one of two places:
+ * - in the training graph (the default): the gradient outputs, in reverse
+ *   parameter order (about the order the backward pass completes them),
+ *   are grouped into buckets of bucket_bytes; each bucket is flattened
+ *   (Reshape to 1-D, Concat), averaged by one com.onyx.collective
+ *   AllReduce(avg) and cut back (Split, Reshape) into the gradient outputs,
+ *   so every train step returns averaged gradients (and accumulation sums
+ *   averages);
+ * - on the host (allreduce_in_graph 0): between the train step and the
+ *   optimizer step the accumulators, flattened in parameter order, are cut
+ *   into buckets of bucket_bytes, each summed over the ranks with one
+ *   all-reduce and scaled by 1/N.
  *
  * ZeRO-1 flattens the T trainable elements into a vector padded to N*S
  * (S = ceil(T/N)); rank r owns elements [rS, (r+1)S). A step reduce-scatters
@@ -28,6 +36,7 @@
 
 /* The default bucket: 25 MiB, as PyTorch's DistributedDataParallel. */
 #define OX_DP_BUCKET_DEFAULT ((size_t)25 << 20)
+#define OX_DP_COLLECTIVE     "com.onyx.collective"
 
 struct OxDataParallel {
   OxDpBind b;
@@ -35,6 +44,7 @@ struct OxDataParallel {
   int rank, size;
   int32_t zero;
   size_t bucket_bytes;
+  bool in_graph;     /* the gradients are averaged in the training graph */
   OnyxElemType type; /* of every trainable parameter */
   size_t esize;      /* its element size */
   size_t total;      /* trainable elements */
@@ -57,6 +67,7 @@ ONYX_API void onyx_data_parallel_options_init(OnyxDataParallelOptions* o) {
   memset(o, 0, sizeof *o);
   o->struct_size = sizeof *o;
   o->bucket_bytes = OX_DP_BUCKET_DEFAULT;
+  o->allreduce_in_graph = 1;
 }
 
 static void ox_dp_free_strs(char** s, size_t n) {
@@ -204,6 +215,20 @@ static OnyxStatus* ox_dp_output(OxGraph* g, const char* name, OnyxElemType type,
   return ox_graph_add_output(g, v);
 }
 
+/* A new empty temporary file "<TMPDIR>/<stem>-XXXXXX.onnx"; path "" on error. */
+static OnyxStatus* ox_dp_temp_path(char* path, size_t len, const char* stem) {
+  const char* tmp = getenv("TMPDIR");
+  snprintf(path, len, "%s/%s-XXXXXX.onnx", tmp && *tmp && strlen(tmp) < 60 ? tmp : "/tmp", stem);
+  int fd = mkstemps(path, 5);
+  if (fd < 0) {
+    OnyxStatus* st = ox_status(ONYX_FAIL, "cannot create a temporary file %s", path);
+    path[0] = '\0';
+    return st;
+  }
+  close(fd);
+  return NULL;
+}
+
 /* Deep copy of an attribute of a scalar or list kind (the optimizer's). */
 static OnyxStatus* ox_dp_attr_copy(OxNode* n, const OxAttr* a) {
   OxAttr c = {.name = ox_strdup(a->name), .type = a->type, .i = a->i, .f = a->f};
@@ -303,18 +328,7 @@ static OnyxStatus* ox_dp_zero_session(OxDataParallel* dp, char* const* slot_name
   for (size_t i = 0; !st && i < dp->n_out; i++)
     st = ox_dp_output(g, dp->out_names[i], dp->type, dims);
   char path[96] = "";
-  if (!st) {
-    const char* tmp = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/onyx-zero1-XXXXXX.onnx",
-             tmp && *tmp && strlen(tmp) < 60 ? tmp : "/tmp");
-    int fd = mkstemps(path, 5);
-    if (fd < 0) {
-      st = ox_status(ONYX_FAIL, "cannot create a temporary file %s", path);
-      path[0] = '\0';
-    } else {
-      close(fd);
-    }
-  }
+  if (!st) st = ox_dp_temp_path(path, sizeof path, "onyx-zero1");
   if (!st) st = ox_model_save(g, path);
   if (!st) st = onyx_session_create(dp->b.opts, path, &dp->opt);
   if (path[0]) remove(path);
@@ -392,6 +406,198 @@ static OnyxStatus* ox_dp_zero_init(OxDataParallel* dp) {
   return NULL;
 }
 
+/* --- the gradient all-reduce in the training graph ------------------------------------------ */
+
+/* A new value `base` + suffix, created empty. */
+static OnyxStatus* ox_dp_value(OxGraph* g, const char* base, const char* suffix, OxValue** out) {
+  char* name = ox_asprintf("%s%s", base, suffix);
+  if (!name) return ox_oom();
+  OnyxStatus* st = ox_graph_find(g, name)
+                       ? ox_status(ONYX_INVALID_MODEL,
+                                   "data-parallel training: the training model already has a "
+                                   "value '%s'",
+                                   name)
+                       : ox_graph_value(g, name, out);
+  free(name);
+  return st;
+}
+
+static OnyxStatus* ox_dp_ints(OxGraph* g, const char* base, const char* suffix, const int64_t* v,
+                              size_t n, OxValue** out) {
+  OX_TRY(ox_dp_value(g, base, suffix, out));
+  int64_t dims[1] = {(int64_t)n};
+  OxTensor* t = NULL;
+  OX_TRY(ox_tensor_new(ONYX_ELEM_INT64, dims, 1, &t));
+  if (n) memcpy(t->data, v, n * sizeof *v);
+  (*out)->constant = t;
+  return ox_value_set(*out, ONYX_ELEM_INT64, 1, dims);
+}
+
+static OnyxStatus* ox_dp_add(OxGraph* g, const char* op, const char* domain, const char* const* ins,
+                             size_t n_in, const char* const* outs, size_t n_out, OxNode** out) {
+  OxNode* n = NULL;
+  OnyxStatus* st = ox_graph_add_node(g, NULL, op, domain, ins, n_in, outs, n_out, &n);
+  if (st) return ox_status_wrap(st, "data-parallel training: adding %s", op);
+  if (out) *out = n;
+  return NULL;
+}
+
+/* Bucket k of gradients i in [lo, hi) (reverse parameter order, so hi > lo
+ * means parameters hi-1 down to lo): their Gradient outputs are renamed
+ * "<grad>/local" and the outputs "<grad>" become the averaged ones. */
+static OnyxStatus* ox_dp_bucket(OxDataParallel* dp, OxGraph* g, size_t k, size_t lo, size_t hi) {
+  size_t n = hi - lo;
+  char** flat = calloc(n, sizeof *flat);
+  char** avg = calloc(n, sizeof *avg);
+  int64_t* sizes = calloc(n, sizeof *sizes);
+  char* bname = ox_asprintf("onyx_dp_bucket%zu", k);
+  OnyxStatus* st = flat && avg && sizes && bname ? NULL : ox_oom();
+  int64_t opset = ox_graph_opset(g, "");
+  const int64_t minus1[1] = {-1};
+  OxValue* v_flat_shape = NULL;
+  if (!st) st = ox_dp_ints(g, bname, "/flat_shape", minus1, 1, &v_flat_shape);
+  for (size_t j = 0; !st && j < n; j++) {
+    size_t i = hi - 1 - j;
+    const OxTensor* p = ox_dp_param(dp, i);
+    const char* gname = dp->b.grad_names[i];
+    OxValue* out = ox_graph_find(g, gname);
+    if (!out || !out->producer || !out->is_graph_output) {
+      st = ox_status(ONYX_INVALID_MODEL,
+                     "data-parallel training: the training model has no gradient output '%s'",
+                     gname);
+      break;
+    }
+    OxValue* local = NULL;
+    st = ox_dp_value(g, gname, "/local", &local);
+    if (st) break;
+    /* The Gradient node now writes "<grad>/local"; "<grad>" is made below. */
+    OxNode* prod = out->producer;
+    int32_t slot = out->producer_slot;
+    prod->outputs[slot] = local;
+    local->producer = prod;
+    local->producer_slot = slot;
+    out->producer = NULL;
+    flat[j] = ox_asprintf("%s/flat", gname);
+    avg[j] = ox_asprintf("%s/avg", gname);
+    if (!flat[j] || !avg[j]) {
+      st = ox_oom();
+      break;
+    }
+    sizes[j] = (int64_t)p->count;
+    const char* ins[2] = {local->name, v_flat_shape->name};
+    const char* outs[1] = {flat[j]};
+    st = ox_dp_add(g, "Reshape", "", ins, 2, outs, 1, NULL);
+    OxValue* shape = NULL;
+    if (!st) st = ox_dp_ints(g, gname, "/shape", p->dims, p->rank, &shape);
+    const char* ins2[2] = {avg[j], shape ? shape->name : ""};
+    const char* outs2[1] = {gname};
+    if (!st) st = ox_dp_add(g, "Reshape", "", ins2, 2, outs2, 1, NULL);
+  }
+  char* cat = bname ? ox_asprintf("%s/concat", bname) : NULL;
+  char* red = bname ? ox_asprintf("%s/avg", bname) : NULL;
+  if (!st && (!cat || !red)) st = ox_oom();
+  OxNode* node = NULL;
+  if (!st)
+    st = ox_dp_add(g, "Concat", "", (const char* const*)flat, n, (const char**)&cat, 1, &node);
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("axis"), .type = ONYX_ATTR_INT, .i = 0};
+    st = a.name ? ox_node_add_attr(node, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  const char* ar_in[1] = {cat};
+  if (!st) st = ox_dp_add(g, "AllReduce", OX_DP_COLLECTIVE, ar_in, 1, (const char**)&red, 1, &node);
+  if (!st) {
+    OxAttr a = {
+        .name = ox_strdup("reduce"), .type = ONYX_ATTR_STRING, .s = ox_strdup("avg"), .s_len = 3};
+    st = a.name && a.s ? ox_node_add_attr(node, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("group_size"), .type = ONYX_ATTR_INT, .i = dp->size};
+    st = a.name ? ox_node_add_attr(node, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  /* Split back: sizes as an input from opset 13, as an attribute before. */
+  OxValue* v_sizes = NULL;
+  if (!st && opset >= 13) st = ox_dp_ints(g, bname, "/sizes", sizes, n, &v_sizes);
+  const char* sp_in[2] = {red, v_sizes ? v_sizes->name : ""};
+  if (!st)
+    st = ox_dp_add(g, "Split", "", sp_in, v_sizes ? 2 : 1, (const char* const*)avg, n, &node);
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("axis"), .type = ONYX_ATTR_INT, .i = 0};
+    st = a.name ? ox_node_add_attr(node, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  if (!st && opset < 13) {
+    OxAttr a = {.name = ox_strdup("split"), .type = ONYX_ATTR_INTS, .count = n};
+    a.ints = malloc(n * sizeof *a.ints);
+    if (a.ints) memcpy(a.ints, sizes, n * sizeof *sizes);
+    st = a.name && a.ints ? ox_node_add_attr(node, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  ox_dp_free_strs(flat, n);
+  ox_dp_free_strs(avg, n);
+  free(sizes);
+  free(bname);
+  free(cat);
+  free(red);
+  return st;
+}
+
+/* Rewrites the training model with the bucketed AllReduce nodes and
+ * replaces the session's training session by one over it, made with the
+ * process group. */
+static OnyxStatus* ox_dp_graph_grads(OxDataParallel* dp) {
+  const char* slash = strrchr(dp->b.opt_path, '/');
+  char* train_path =
+      ox_asprintf("%.*s/training_model.onnx", slash ? (int)(slash - dp->b.opt_path) : 1,
+                  slash ? dp->b.opt_path : ".");
+  if (!train_path) return ox_oom();
+  OxGraph* g = NULL;
+  OnyxStatus* st = ox_model_load_file(train_path, NULL, &g);
+  free(train_path);
+  if (st) return ox_dp_err(st, "reading the training model");
+  if (ox_graph_opset(g, OX_DP_COLLECTIVE) < 0) {
+    OxOpsetImport* ops = realloc(g->opsets, (g->n_opsets + 1) * sizeof *ops);
+    if (!ops)
+      st = ox_oom();
+    else {
+      g->opsets = ops;
+      ops[g->n_opsets].version = 1;
+      if (!(ops[g->n_opsets].domain = ox_strdup(OX_DP_COLLECTIVE)))
+        st = ox_oom();
+      else
+        g->n_opsets++;
+    }
+  }
+  /* Buckets in reverse parameter order, each up to bucket_bytes (at least
+   * one gradient). */
+  size_t hi = dp->b.n_params, k = 0;
+  while (!st && hi > 0) {
+    size_t lo = hi - 1, bytes = ox_dp_param(dp, lo)->bytes;
+    while (lo > 0 && bytes + ox_dp_param(dp, lo - 1)->bytes <= dp->bucket_bytes)
+      bytes += ox_dp_param(dp, --lo)->bytes;
+    st = ox_dp_bucket(dp, g, k++, lo, hi);
+    hi = lo;
+  }
+  char path[96] = "";
+  if (!st) st = ox_dp_temp_path(path, sizeof path, "onyx-dp-train");
+  if (!st) st = ox_model_save(g, path);
+  ox_graph_free(g);
+  OnyxSessionOptions* so = NULL;
+  if (!st)
+    st = dp->b.opts ? ox_session_options_clone(dp->b.opts, &so) : onyx_session_options_create(&so);
+  if (!st) st = onyx_session_options_set_process_group(so, dp->pg);
+  OnyxSession* train = NULL;
+  if (!st) st = onyx_session_create(so, path, &train);
+  if (path[0]) remove(path);
+  onyx_session_options_release(so);
+  if (st) return ox_dp_err(st, "the training model with the gradient all-reduce");
+  onyx_session_release(*dp->b.train);
+  *dp->b.train = train;
+  return NULL;
+}
+
 OnyxStatus* ox_dp_create(const OnyxDataParallelOptions* o, const OxDpBind* b,
                          OxDataParallel** out) {
   *out = NULL;
@@ -443,7 +649,8 @@ OnyxStatus* ox_dp_create(const OnyxDataParallelOptions* o, const OxDpBind* b,
                    "data-parallel training: bucket_bytes %zu is less than one element",
                    dp->bucket_bytes);
   dp->bucket_bytes -= dp->bucket_bytes % dp->esize;
-  if (!st && dp->zero == 0) {
+  dp->in_graph = dp->zero == 0 && o->allreduce_in_graph && dp->size > 1;
+  if (!st && dp->zero == 0 && !dp->in_graph) {
     size_t need = dp->total * dp->esize;
     if (dp->bucket_bytes > need) dp->bucket_bytes = need ? need : dp->esize;
     if (!(dp->bucket = malloc(dp->bucket_bytes))) st = ox_oom();
@@ -451,6 +658,7 @@ OnyxStatus* ox_dp_create(const OnyxDataParallelOptions* o, const OxDpBind* b,
   if (!st) st = ox_dp_check_world(dp);
   if (!st) st = ox_dp_broadcast(dp);
   if (!st && dp->zero == 1) st = ox_dp_zero_init(dp);
+  if (!st && dp->in_graph) st = ox_dp_graph_grads(dp);
   if (st) {
     ox_dp_free(dp);
     return st;
@@ -476,7 +684,7 @@ OnyxStatus* ox_dp_loss(OxDataParallel* dp, OxTensor* loss) {
 }
 
 OnyxStatus* ox_dp_average_grads(OxDataParallel* dp) {
-  if (dp->size == 1) return NULL;
+  if (dp->size == 1 || dp->in_graph) return NULL;
   size_t per = dp->bucket_bytes / dp->esize;
   for (size_t off = 0; off < dp->total; off += per) {
     size_t n = dp->total - off < per ? dp->total - off : per;

@@ -21,7 +21,10 @@ typedef struct OxDpBind {
   OnyxValue* const* gvals; /* the gradient accumulators, in parameter order */
   size_t n_slots;          /* optimizer state tensors per parameter */
   const size_t* sidx;      /* checkpoint state index, [slot * n_params + param] */
-  const char* opt_path;    /* the artifacts' optimizer_model.onnx */
+  const char* opt_path;    /* the artifacts' optimizer_model.onnx (training_model.onnx
+                              is in the same folder) */
+  char* const* grad_names; /* the training model's gradient outputs, in parameter order */
+  OnyxSession** train;     /* the training session, replaced for the in-graph all-reduce */
   const OnyxSessionOptions* opts;
   bool has_clip; /* the optimizer model clips the global gradient norm */
 } OxDpBind;
@@ -29,7 +32,9 @@ typedef struct OxDpBind {
 /* Checks the options, broadcasts the checkpoint's parameters, buffers,
  * optimizer state and step count from rank 0 (so every rank starts equal)
  * and, for ZeRO-1, makes this rank's shard of the optimizer state and its
- * optimizer session. Collective: every rank calls it. */
+ * optimizer session; with allreduce_in_graph, replaces *b->train by a
+ * session over the training model with the gradient AllReduce nodes.
+ * Collective: every rank calls it. */
 OnyxStatus* ox_dp_create(const OnyxDataParallelOptions* o, const OxDpBind* b, OxDataParallel** out);
 void ox_dp_free(OxDataParallel* dp);
 /* Replaces a scalar loss by its average over the ranks. Collective. */
@@ -37,7 +42,8 @@ OnyxStatus* ox_dp_loss(OxDataParallel* dp, OxTensor* loss);
 /* Whether the optimizer state is sharded (zero_stage 1). */
 bool ox_dp_zero(const OxDataParallel* dp);
 /* Averages the accumulated gradients over the ranks in place, in buckets of
- * the options' bucket_bytes (the gradients flattened in parameter order).
+ * the options' bucket_bytes (the gradients flattened in parameter order);
+ * nothing to do when the training graph averages them (allreduce_in_graph).
  * Collective. */
 OnyxStatus* ox_dp_average_grads(OxDataParallel* dp);
 /* ZeRO-1's optimizer step at rate lr: reduce-scatter of the flattened

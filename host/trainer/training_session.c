@@ -723,6 +723,8 @@ ONYX_API OnyxStatus* onyx_training_session_set_data_parallel(OnyxTrainingSession
                 .n_slots = ts->n_slots,
                 .sidx = ts->sidx,
                 .opt_path = ts->opt_path,
+                .grad_names = ts->train_outs + 1,
+                .train = &ts->train,
                 .opts = ts->opts,
                 .has_clip = ts->has_clip};
   return ox_dp_create(o, &b, &ts->dp);

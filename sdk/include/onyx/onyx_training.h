@@ -279,6 +279,11 @@ typedef struct OnyxDataParallelOptions {
                                       a 1/N shard of it (SGD and AdamW, no gradient
                                       clipping) */
   size_t bucket_bytes;             /* gradient all-reduce bucket (default 25 MiB) */
+  /* With zero_stage 0: 1 (default): the gradients are averaged in the
+   * training graph (com.onyx.collective AllReduce nodes on the buckets, run
+   * by the training session); 0: by host all-reduces before the optimizer
+   * step. */
+  int32_t allreduce_in_graph;
 } OnyxDataParallelOptions;
 
 /* The defaults above; struct_size set. */

@@ -2,7 +2,8 @@
 # test_disttrain.sh — data-parallel `onyx train` (docs/distributed.md): with
 # 2 ranks of per-rank batch B under mpirun, rank 0's per-step losses and the
 # final weights equal a 1-process run with batch 2B (float32 tolerance), for
-# SGD with momentum and AdamW, with and without --zero-stage 1, with the
+# SGD with momentum and AdamW, with and without --zero-stage 1, the gradients
+# averaged in the training graph (the default) and on the host, with the
 # --no-shuffle row split and with the seeded shuffle; a checkpoint saved by
 # a ZeRO-1 run resumes in 1 process as the uninterrupted run goes on.
 #
@@ -97,9 +98,13 @@ run() {
 SGD=(--optimizer sgd --lr 0.2 --momentum 0.9)
 ADAMW=(--optimizer adamw --lr 0.02)
 run sgd1 1 8 --steps 8 --no-shuffle "${SGD[@]}"
-run sgd2 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel
+# Buckets of 416 bytes: in the graph, (b2, w2, b1) then w1; on the host,
+# 104 of the 180 flattened gradient elements, then 76 (b1 spans the two).
+run sgd2 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel --bucket-mb 0.0004
 same "$WORK/sgd2" "$WORK/sgd1"
-run sgd2z 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel --zero-stage 1 --bucket-mb 1
+run sgd2h 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel --bucket-mb 0.0004 --host-allreduce
+same "$WORK/sgd2h" "$WORK/sgd1"
+run sgd2z 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel --zero-stage 1
 same "$WORK/sgd2z" "$WORK/sgd1"
 run adamw1 1 8 --steps 8 --seed 5 "${ADAMW[@]}" --save-checkpoint "$WORK/ck_adamw1"
 run adamw2 2 4 --steps 8 --seed 5 "${ADAMW[@]}" --data-parallel

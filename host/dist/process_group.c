@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,9 @@ struct OnyxProcessGroup {
   OxDistBackend be; /* valid when lib is set */
   char* broken;     /* first failure that broke the group; NULL: healthy */
   OnyxCollectivesExt ext;
+  /* One collective at a time: MPI runs at MPI_THREAD_SERIALIZED, and two
+   * sessions sharing the group may run from two threads. */
+  pthread_mutex_t lock;
 };
 
 uint64_t ox_fnv1a(uint64_t h, const void* data, size_t bytes) {
@@ -214,6 +218,7 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
   }
   OnyxProcessGroup* g = calloc(1, sizeof *g);
   if (!g) return ox_oom();
+  pthread_mutex_init(&g->lock, NULL);
   g->rank = launch.rank;
   g->size = launch.size;
   g->local_rank = o.local_rank >= 0 ? o.local_rank : launch.local_rank;
@@ -223,9 +228,9 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
     if (!st && (g->be.size != launch.size || g->be.rank != launch.rank)) {
       st = ox_status(ONYX_INVALID_ARGUMENT,
                      "onyx_process_group_create: rank %d of %d (%s) disagrees with MPI's rank "
-                     "%d of %d",
+                     "%d of %d; start the %d processes with `mpirun -np %d ...`",
                      (int)launch.rank, (int)launch.size, launch.source, (int)g->be.rank,
-                     (int)g->be.size);
+                     (int)g->be.size, (int)launch.size, (int)launch.size);
     }
     if (st) {
       onyx_process_group_release(g);
@@ -250,6 +255,7 @@ void onyx_process_group_release(OnyxProcessGroup* g) {
     dlclose(g->lib);
   }
   free(g->broken);
+  pthread_mutex_destroy(&g->lock);
   free(g);
 }
 
@@ -485,36 +491,60 @@ static OnyxStatus* ox_barrier(OnyxProcessGroup* g, const OxCall* c) {
 OnyxStatus* onyx_process_group_all_reduce(OnyxProcessGroup* g, void* buf, size_t count,
                                           OnyxElemType type, OnyxReduceOp op) {
   OxCall c = {.op = "onyx_process_group_all_reduce"};
-  return ox_all_reduce(g, &c, buf, count, (int32_t)type, (int32_t)op);
+  OnyxProcessGroup* locked = g;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_all_reduce(g, &c, buf, count, (int32_t)type, (int32_t)op);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 
 OnyxStatus* onyx_process_group_all_gather(OnyxProcessGroup* g, const void* send, void* recv,
                                           size_t count_per_rank, OnyxElemType type) {
   OxCall c = {.op = "onyx_process_group_all_gather"};
-  return ox_all_gather(g, &c, send, recv, count_per_rank, (int32_t)type);
+  OnyxProcessGroup* locked = g;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_all_gather(g, &c, send, recv, count_per_rank, (int32_t)type);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 
 OnyxStatus* onyx_process_group_reduce_scatter(OnyxProcessGroup* g, const void* send, void* recv,
                                               size_t count_per_rank, OnyxElemType type,
                                               OnyxReduceOp op) {
   OxCall c = {.op = "onyx_process_group_reduce_scatter"};
-  return ox_reduce_scatter(g, &c, send, recv, count_per_rank, (int32_t)type, (int32_t)op);
+  OnyxProcessGroup* locked = g;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_reduce_scatter(g, &c, send, recv, count_per_rank, (int32_t)type, (int32_t)op);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 
 OnyxStatus* onyx_process_group_broadcast(OnyxProcessGroup* g, void* buf, size_t bytes, int root) {
   OxCall c = {.op = "onyx_process_group_broadcast"};
-  return ox_broadcast(g, &c, buf, bytes, root);
+  OnyxProcessGroup* locked = g;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_broadcast(g, &c, buf, bytes, root);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 
 OnyxStatus* onyx_process_group_all_to_all(OnyxProcessGroup* g, const void* send, void* recv,
                                           size_t count_per_rank, OnyxElemType type) {
   OxCall c = {.op = "onyx_process_group_all_to_all"};
-  return ox_all_to_all(g, &c, send, recv, count_per_rank, (int32_t)type);
+  OnyxProcessGroup* locked = g;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_all_to_all(g, &c, send, recv, count_per_rank, (int32_t)type);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 
 OnyxStatus* onyx_process_group_barrier(OnyxProcessGroup* g) {
   OxCall c = {.op = "onyx_process_group_barrier"};
-  return ox_barrier(g, &c);
+  OnyxProcessGroup* locked = g;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_barrier(g, &c);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 
 /* --- The provider extension (ONYX_EXT_COLLECTIVES) --------------------------------------- */
@@ -522,32 +552,56 @@ OnyxStatus* onyx_process_group_barrier(OnyxProcessGroup* g) {
 static OnyxStatus* ox_ext_all_reduce(void* group, void* buf, size_t count, int32_t type, int32_t op,
                                      OnyxStopFn stop, const OnyxKernelContext* ctx) {
   OxCall c = {.op = "AllReduce", .stop = stop, .ctx = ctx};
-  return ox_all_reduce(group, &c, buf, count, type, op);
+  OnyxProcessGroup* locked = group;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_all_reduce(group, &c, buf, count, type, op);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 static OnyxStatus* ox_ext_all_gather(void* group, const void* send, void* recv, size_t count,
                                      int32_t type, OnyxStopFn stop, const OnyxKernelContext* ctx) {
   OxCall c = {.op = "AllGather", .stop = stop, .ctx = ctx};
-  return ox_all_gather(group, &c, send, recv, count, type);
+  OnyxProcessGroup* locked = group;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_all_gather(group, &c, send, recv, count, type);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 static OnyxStatus* ox_ext_reduce_scatter(void* group, const void* send, void* recv, size_t count,
                                          int32_t type, int32_t op, OnyxStopFn stop,
                                          const OnyxKernelContext* ctx) {
   OxCall c = {.op = "ReduceScatter", .stop = stop, .ctx = ctx};
-  return ox_reduce_scatter(group, &c, send, recv, count, type, op);
+  OnyxProcessGroup* locked = group;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_reduce_scatter(group, &c, send, recv, count, type, op);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 static OnyxStatus* ox_ext_broadcast(void* group, void* buf, size_t bytes, int32_t root,
                                     OnyxStopFn stop, const OnyxKernelContext* ctx) {
   OxCall c = {.op = "Broadcast", .stop = stop, .ctx = ctx};
-  return ox_broadcast(group, &c, buf, bytes, root);
+  OnyxProcessGroup* locked = group;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_broadcast(group, &c, buf, bytes, root);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 static OnyxStatus* ox_ext_all_to_all(void* group, const void* send, void* recv, size_t count,
                                      int32_t type, OnyxStopFn stop, const OnyxKernelContext* ctx) {
   OxCall c = {.op = "AllToAll", .stop = stop, .ctx = ctx};
-  return ox_all_to_all(group, &c, send, recv, count, type);
+  OnyxProcessGroup* locked = group;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_all_to_all(group, &c, send, recv, count, type);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 static OnyxStatus* ox_ext_barrier(void* group, OnyxStopFn stop, const OnyxKernelContext* ctx) {
   OxCall c = {.op = "Barrier", .stop = stop, .ctx = ctx};
-  return ox_barrier(group, &c);
+  OnyxProcessGroup* locked = group;
+  if (locked) pthread_mutex_lock(&locked->lock);
+  OnyxStatus* st = ox_barrier(group, &c);
+  if (locked) pthread_mutex_unlock(&locked->lock);
+  return st;
 }
 
 static const OnyxCollectivesExt ox_collectives_template = {
@@ -567,7 +621,9 @@ OnyxStatus* ox_process_group_check_world(OnyxProcessGroup* g, uint64_t hash, con
   uint64_t* all = calloc((size_t)g->size, sizeof *all);
   if (!all) return ox_oom();
   OxCall c = {.op = "the world check at session creation"};
+  pthread_mutex_lock(&g->lock);
   OnyxStatus* st = ox_all_gather(g, &c, &hash, all, 1, ONYX_ELEM_UINT64);
+  pthread_mutex_unlock(&g->lock);
   if (!st) {
     OxStr differ = {0};
     int n = 0;

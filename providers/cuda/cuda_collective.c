@@ -378,16 +378,22 @@ static int dev_transpose(char* dst, const char* src, size_t a, size_t b, size_t 
   return 0;
 }
 
-/* Waits for the work queued on `stream` since `ev` was recorded, bounded by
- * the timeout, watching the communicator's async error. */
+/* The host's cancellation poll, when its table has one (ABI 1.1). */
+static OnyxStopFn coll_stop_fn(void) {
+  const OnyxHostApi* h = gpu_host;
+  if (h->struct_size < offsetof(OnyxHostApi, ctx_should_stop) + sizeof h->ctx_should_stop)
+    return NULL;
+  return h->ctx_should_stop;
+}
+
+/* Waits, bounded by the timeout and watching the communicator's async
+ * error, until the call left ncclInProgress and the work queued on `stream`
+ * so far has completed (an event recorded behind it). */
 static OnyxStatus* coll_wait(CudaColl* s, OnyxKernelContext* ctx, cudaStream_t stream,
                              uint64_t start, const char* what) {
   NcclComm* c = s->comm;
   const OnyxNode* node = s->k.node;
-  OnyxStopFn stop = gpu_host->struct_size >= offsetof(OnyxHostApi, ctx_should_stop) +
-                                                 sizeof gpu_host->ctx_should_stop
-                        ? gpu_host->ctx_should_stop
-                        : NULL;
+  OnyxStopFn stop = coll_stop_fn();
   OnyxStatus* st = nccl_settle(node, c, start, stop, ctx, what);
   if (st) return st;
   cudaEvent_t ev;
@@ -496,7 +502,12 @@ static OnyxStatus* coll_run(CudaColl* s, OnyxKernelContext* ctx, cudaStream_t st
       recv = *scratch;
     }
     r = g_nccl.all_gather(xp, recv, count * unit, dt, c->comm, stream);
-    if (!coll_nccl(node, r, what) && outer > 1) {
+    if (outer > 1) {
+      /* A non-blocking communicator's call is on the stream only once it
+       * left ncclInProgress: settle before queuing the copies behind it. */
+      st = coll_nccl(node, r, what);
+      if (!st) st = nccl_settle(node, c, start, coll_stop_fn(), ctx, what);
+      if (st) return st;
       int e = dev_transpose(yp, recv, n, outer, (size_t)x_axis * rest * es, stream);
       if (e) return gpu_launch_status(node, e, "interleaving the gathered blocks");
     }
@@ -532,7 +543,10 @@ static OnyxStatus* coll_run(CudaColl* s, OnyxKernelContext* ctx, cudaStream_t st
     }
     ncclResult_t end = g_nccl.group_end();
     if (r == ncclSuccess || r == ncclInProgress) r = end;
-    if (!coll_nccl(node, r, what) && outer > 1) {
+    if (outer > 1) {
+      st = coll_nccl(node, r, what);
+      if (!st) st = nccl_settle(node, c, start, coll_stop_fn(), ctx, what);
+      if (st) return st;
       int e = dev_transpose(yp, recv, n, outer, block, stream);
       if (e) return gpu_launch_status(node, e, "unpacking the received blocks");
     }

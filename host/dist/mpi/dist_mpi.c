@@ -26,6 +26,9 @@
 
 #define OX_EXPORT __attribute__((visibility("default")))
 
+/* The least time a release waits for calls a broken group left pending. */
+#define OX_RELEASE_GRACE_MS 5000u
+
 typedef struct OxPending {
   MPI_Request req;
   void* buf; /* staging memory MPI may still write */
@@ -33,6 +36,11 @@ typedef struct OxPending {
 
 typedef struct OxMpi {
   MPI_Comm comm;
+  /* A second duplicate for the who-is-missing exchange after a timeout
+   * (ox_missing); MPI_COMM_NULL until made. */
+  MPI_Comm side;
+  int64_t seq;      /* collectives this rank has entered on comm */
+  int64_t query_no; /* who-is-missing queries this rank has sent */
   int rank, size;
   bool broken;
   OxPending* pending;
@@ -87,6 +95,107 @@ static void ox_keep_pending(OxMpi* m, MPI_Request req, void* buf) {
   m->pending[m->n_pending++] = (OxPending){.req = req, .buf = buf};
 }
 
+/* The who-is-missing exchange. While a rank waits in a collective it answers
+ * queries on the side communicator with the number of collectives it has
+ * entered; a rank that times out asks every other rank and, for a short
+ * window, collects the answers: a rank that does not answer is stalled
+ * outside a collective (or dead), one with a smaller count is behind, and
+ * when every rank has reached the collective they disagree on what they
+ * called. Messages are two int64: a query {query number, sender's count}, an
+ * answer {the query's number, the answerer's count}. */
+#define OX_TAG_QUERY       7101
+#define OX_TAG_ANSWER      7102
+#define OX_QUERY_WINDOW_MS 300u
+
+/* Sends two int64 without blocking; the buffer stays with the request. */
+static void ox_send_pair(OxMpi* m, int to, int tag, int64_t a, int64_t b) {
+  int64_t* buf = malloc(2 * sizeof *buf);
+  if (!buf) return;
+  buf[0] = a;
+  buf[1] = b;
+  MPI_Request r = MPI_REQUEST_NULL;
+  if (MPI_Isend(buf, 2, MPI_INT64_T, to, tag, m->side, &r) != MPI_SUCCESS) {
+    free(buf);
+    return;
+  }
+  ox_keep_pending(m, r, buf);
+}
+
+/* Receives one waiting message of `tag`, if any: false when none. */
+static bool ox_recv_pair(OxMpi* m, int tag, int* from, int64_t* pair) {
+  int flag = 0;
+  MPI_Status st;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, tag, m->side, &flag, &st) != MPI_SUCCESS || !flag) return false;
+  if (MPI_Recv(pair, 2, MPI_INT64_T, st.MPI_SOURCE, tag, m->side, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    return false;
+  *from = st.MPI_SOURCE;
+  return true;
+}
+
+static void ox_serve_queries(OxMpi* m) {
+  if (m->side == MPI_COMM_NULL) return;
+  int from;
+  int64_t q[2];
+  while (ox_recv_pair(m, OX_TAG_QUERY, &from, q))
+    ox_send_pair(m, from, OX_TAG_ANSWER, q[0], m->seq);
+}
+
+/* Appends "rank a, b <one | many>" to out, for the ranks where state[r] == want. */
+static void ox_list_ranks(char* out, size_t n, const int8_t* state, int size, int8_t want,
+                          const char* one, const char* many) {
+  size_t len = strlen(out);
+  int count = 0;
+  for (int r = 0; r < size; r++)
+    if (state[r] == want) count++;
+  if (!count) return;
+  len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%srank%s", len ? "; " : "",
+                          count > 1 ? "s" : "");
+  for (int r = 0, shown = 0; r < size && len < n; r++)
+    if (state[r] == want)
+      len += (size_t)snprintf(out + len, n - len, "%s %d", shown++ ? "," : "", r);
+  if (len < n) snprintf(out + len, n - len, " %s", count > 1 ? many : one);
+}
+
+/* Asks the other ranks where they are; writes what it learned into out. */
+static void ox_missing(OxMpi* m, char* out, size_t n) {
+  out[0] = '\0';
+  if (m->side == MPI_COMM_NULL || m->size < 2) return;
+  int8_t* state = calloc((size_t)m->size, 1); /* 0 silent, 1 behind, 2 here, 3 self */
+  if (!state) return;
+  state[m->rank] = 3;
+  /* Answers to older queries are dropped. */
+  int from;
+  int64_t pair[2];
+  while (ox_recv_pair(m, OX_TAG_ANSWER, &from, pair)) {
+  }
+  const int64_t qno = ++m->query_no;
+  for (int r = 0; r < m->size; r++)
+    if (r != m->rank) ox_send_pair(m, r, OX_TAG_QUERY, qno, m->seq);
+  int answered = 0;
+  const uint64_t start = ox_now_ms();
+  while (answered < m->size - 1 && ox_now_ms() - start < OX_QUERY_WINDOW_MS) {
+    ox_serve_queries(m);
+    if (ox_recv_pair(m, OX_TAG_ANSWER, &from, pair)) {
+      if (pair[0] == qno && from >= 0 && from < m->size && !state[from]) {
+        state[from] = pair[1] >= m->seq ? 2 : 1;
+        answered++;
+      }
+      continue;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  ox_list_ranks(out, n, state, m->size, 0, "did not answer: stalled outside a collective, or dead",
+                "did not answer: stalled outside a collective, or dead");
+  ox_list_ranks(out, n, state, m->size, 1, "is at an earlier collective",
+                "are at an earlier collective");
+  if (!out[0] && answered == m->size - 1)
+    snprintf(out, n,
+             "every rank has reached this collective: they called different collectives or "
+             "passed different counts");
+  free(state);
+}
+
 /* Polls `req` until it completes, the timeout passes or the caller stops.
  * On success frees nothing; otherwise keeps (req, buf) pending, breaks the
  * backend and writes why. */
@@ -114,16 +223,19 @@ static int ox_wait(OxMpi* m, MPI_Request* req, void* buf, const char* call, cons
                      "be used after this",
                      call);
     }
+    ox_serve_queries(m);
     uint64_t waited = ox_now_ms() - start;
     uint32_t limit = w ? w->timeout_ms : m->timeout_ms;
     if (waited >= limit) {
       m->broken = true;
       ox_keep_pending(m, *req, buf);
+      char who[256];
+      ox_missing(m, who, sizeof who);
       return ox_fail(err, n, ONYX_RUNTIME_ERROR,
-                     "%s: timed out after %u ms waiting for the other %d rank%s of the group (a "
-                     "rank stalled, died, or called another collective); the process group "
-                     "cannot be used after this",
-                     call, (unsigned)limit, m->size - 1, m->size == 2 ? "" : "s");
+                     "%s: timed out after %u ms waiting for the other %d rank%s of the group "
+                     "(%s); the process group cannot be used after this",
+                     call, (unsigned)limit, m->size - 1, m->size == 2 ? "" : "s",
+                     who[0] ? who : "a rank stalled, died, or called another collective");
     }
     /* Spin briefly for short collectives, then back off to at most 1 ms. */
     if (spins > 200) {
@@ -134,10 +246,12 @@ static int ox_wait(OxMpi* m, MPI_Request* req, void* buf, const char* call, cons
   }
 }
 
-static int ox_check_usable(const OxMpi* m, const char* call, char* err, size_t n) {
+/* Fails when broken; otherwise counts the collective being entered. */
+static int ox_check_usable(OxMpi* m, const char* call, char* err, size_t n) {
   if (m->broken)
     return ox_fail(err, n, ONYX_RUNTIME_ERROR,
                    "%s: the MPI backend is broken by an earlier failure", call);
+  m->seq++;
   return 0;
 }
 
@@ -372,16 +486,19 @@ static int ox_barrier(void* ctx, const OxDistWait* w, char* err, size_t n) {
 static void ox_release(void* ctx) {
   OxMpi* m = ctx;
   if (!m) return;
-  /* Work a broken call left: give the other ranks one more timeout to match
-   * it, so that its buffers can be freed and MPI finalized cleanly. */
+  /* Work a broken call left: give the other ranks one more timeout (at least
+   * OX_RELEASE_GRACE_MS) to match it, so that its buffers can be freed and
+   * MPI finalized cleanly. */
   uint64_t start = ox_now_ms();
+  const uint64_t grace =
+      m->timeout_ms > OX_RELEASE_GRACE_MS ? m->timeout_ms : (uint64_t)OX_RELEASE_GRACE_MS;
   size_t left = 0;
   for (size_t i = 0; i < m->n_pending; i++) {
     OxPending* p = &m->pending[i];
     int done = 0;
     while (!done) {
       if (MPI_Test(&p->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-      if (done || ox_now_ms() - start >= m->timeout_ms) break;
+      if (done || ox_now_ms() - start >= grace) break;
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
@@ -393,8 +510,9 @@ static void ox_release(void* ctx) {
   free(m->pending);
   if (left) {
     ox_mpi_unfinished = true;
-  } else if (m->comm != MPI_COMM_NULL) {
-    MPI_Comm_free(&m->comm);
+  } else {
+    if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
+    if (m->side != MPI_COMM_NULL) MPI_Comm_free(&m->side);
   }
   free(m);
 }
@@ -426,6 +544,7 @@ OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBacken
   OxMpi* m = calloc(1, sizeof *m);
   if (!m) return ox_fail(err, n, ONYX_OUT_OF_MEMORY, "out of memory");
   m->comm = MPI_COMM_NULL;
+  m->side = MPI_COMM_NULL;
   m->timeout_ms = args->timeout_ms ? args->timeout_ms : ONYX_PROCESS_GROUP_DEFAULT_TIMEOUT_MS;
   MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &m->size);
@@ -445,6 +564,20 @@ OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBacken
     return rc;
   }
   MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+  /* The side communicator is stored only once made: the wait below answers
+   * queries on m->side when it is set. */
+  MPI_Comm side = MPI_COMM_NULL;
+  rc = MPI_Comm_idup(MPI_COMM_WORLD, &side, &req);
+  if (rc != MPI_SUCCESS) rc = ox_mpi_error(err, n, "MPI_Comm_idup", rc);
+  if (!rc) rc = ox_wait(m, &req, NULL, "MPI_Comm_idup", &w, err, n);
+  if (rc) {
+    free(m->pending);
+    free(m);
+    ox_mpi_unfinished = true;
+    return rc;
+  }
+  m->side = side;
+  MPI_Comm_set_errhandler(m->side, MPI_ERRORS_RETURN);
   const char* local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   *out = (OxDistBackend){
       .version = OX_DIST_BACKEND_VERSION,

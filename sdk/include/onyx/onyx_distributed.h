@@ -44,9 +44,11 @@
  * group is broken: every later collective fails at once.
  *
  * Conventions are those of onyx.h: NULL status on success, out-parameters
- * NULL on failure, release accepts NULL. A process group is used from one
- * thread at a time (sessions that share one must not run collectives
- * concurrently).
+ * NULL on failure, release accepts NULL. The collectives of one group may be
+ * called from several threads: a lock runs them one at a time. Every rank
+ * must still issue them in the same order, so sessions that share a group
+ * and run concurrently can mismatch their collectives across ranks; run
+ * them in one agreed order.
  */
 #ifndef ONYX_DISTRIBUTED_H
 #define ONYX_DISTRIBUTED_H

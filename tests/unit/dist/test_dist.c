@@ -10,6 +10,8 @@
  *   mpirun -np 2 test_dist fault   a stalled rank: the other errors within
  *                          the timeout, and the group is broken after it;
  *                          the same in a session run
+ *   test_dist cuda         the ops on the CUDA provider (NCCL, one rank);
+ *                          skipped (77) without a CUDA device
  *
  * Every expected value is computed here from the rank's inputs by the
  * formula of the collective. A failed check prints the rank and exits 1. */
@@ -109,17 +111,24 @@ static OxTestModel* all_ops_model(int64_t g, const char* reduce) {
   return m;
 }
 
-static OnyxStatus* make_session(OxTestModel* m, OnyxProcessGroup* pg, OnyxSession** out) {
+/* A session of m on pg; max_run_ms 0: no run time limit. */
+static OnyxStatus* make_session_limited(OxTestModel* m, OnyxProcessGroup* pg, uint64_t max_run_ms,
+                                        OnyxSession** out) {
   uint8_t* bytes = NULL;
   size_t len = 0;
   otm_serialize(m, &bytes, &len);
   OnyxSessionOptions* o = NULL;
   ok(onyx_session_options_create(&o), "options");
   ok(onyx_session_options_set_process_group(o, pg), "set_process_group");
+  if (max_run_ms) ok(onyx_session_options_set_max_run_ms(o, max_run_ms), "max_run_ms");
   OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, out);
   onyx_session_options_release(o);
   free(bytes);
   return st;
+}
+
+static OnyxStatus* make_session(OxTestModel* m, OnyxProcessGroup* pg, OnyxSession** out) {
+  return make_session_limited(m, pg, 0, out);
 }
 
 /* X of rank r: x[i][j] = 100 r + 10 i + j. */
@@ -431,6 +440,53 @@ static void test_mpi(void) {
 
 /* --- A stalled rank ------------------------------------------------------------------------- */
 
+/* Both ranks run an AllReduce node on a new group made with po, rank 1 1.5 s
+ * late: rank 0 fails after the group's timeout (max_run_ms 0) or when its
+ * run's time limit cancels the wait; rank 1's late run still completes with
+ * the sum, as rank 0's abandoned call matches it. */
+static void late_run(const OnyxProcessGroupOptions* po, uint64_t max_run_ms) {
+  OnyxProcessGroup* pg = NULL;
+  ok(onyx_process_group_create(po, &pg), "group");
+  const int rank = onyx_process_group_rank(pg);
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "com.onyx.collective", 1);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4});
+  OxTestNode* n = otm_node(m, "AllReduce", "ar_late", "X", "Y");
+  otm_node_domain(n, "com.onyx.collective");
+  otm_attr_int(n, "group_size", 2);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  OnyxSession* sess = NULL;
+  ok(make_session_limited(m, pg, rank == 0 ? max_run_ms : 0, &sess), "session");
+  otm_free(m);
+  float x[4] = {1, 2, 3, 4};
+  OnyxValue* in = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){4}, 1, x, sizeof x, &in), "x");
+  const char* in_name = "X";
+  const char* out_name = "Y";
+  OnyxValue* out = NULL;
+  if (rank == 1) usleep(1500 * 1000);
+  double t0 = now_ms();
+  OnyxStatus* st =
+      onyx_session_run(sess, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
+  const double took = now_ms() - t0;
+  if (rank == 0 && !max_run_ms) {
+    CHECK(took < 1750);
+    expect_error(st, ONYX_RUNTIME_ERROR, "stalled peer in a run", "ar_late", "timed out", NULL);
+  } else if (rank == 0) {
+    CHECK(took >= 250 && took < 1000);
+    expect_error(st, ONYX_CANCELLED, "run time limit", "ar_late", NULL);
+  } else {
+    ok(st, "late run");
+    const float* y = onyx_tensor_data(onyx_value_tensor(out));
+    for (int i = 0; i < 4; i++)
+      CHECK(y[i] == 2.0f * (float)(i + 1));
+  }
+  onyx_value_release(out);
+  onyx_value_release(in);
+  onyx_session_release(sess);
+  onyx_process_group_release(pg);
+}
+
 static void test_fault(void) {
   OnyxProcessGroupOptions po;
   onyx_process_group_options_init(&po);
@@ -447,9 +503,10 @@ static void test_fault(void) {
     double t0 = now_ms();
     expect_error(onyx_process_group_all_reduce(pg, v, 4, ONYX_ELEM_FLOAT32, ONYX_REDUCE_SUM),
                  ONYX_RUNTIME_ERROR, "stalled peer", "all_reduce", "timed out", "1000 ms",
-                 "rank 0 of 2", NULL);
+                 "rank 0 of 2", "rank 1 did not answer", NULL);
+    /* The timeout, then at most the 300 ms the ranks are asked where they are. */
     double took = now_ms() - t0;
-    CHECK(took >= 950 && took < 1450);
+    CHECK(took >= 950 && took < 1750);
     /* The group is broken from then on: later calls fail at once. */
     t0 = now_ms();
     expect_error(onyx_process_group_barrier(pg), ONYX_RUNTIME_ERROR, "broken group", "broken",
@@ -467,40 +524,42 @@ static void test_fault(void) {
 
   /* The same in a session: a new group (MPI stays initialized), an AllReduce
    * node, rank 1 late by 1.5 s. Rank 0's run fails naming the node. */
-  ok(onyx_process_group_create(&po, &pg), "second group");
-  OxTestModel* m = otm_new(17);
-  otm_add_opset(m, "com.onyx.collective", 1);
-  otm_input(m, "X", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4});
-  OxTestNode* n = otm_node(m, "AllReduce", "ar_late", "X", "Y");
-  otm_node_domain(n, "com.onyx.collective");
-  otm_attr_int(n, "group_size", 2);
-  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
-  OnyxSession* sess = NULL;
-  ok(make_session(m, pg, &sess), "session");
+  late_run(&po, 0);
+  /* A run's time limit cancels the wait long before the group's timeout. */
+  po.timeout_ms = 10000;
+  late_run(&po, 300);
+}
+
+/* --- NCCL in the CUDA provider, one rank -------------------------------------------------- */
+
+/* The five ops on the CUDA provider with group_size 1 (a one-rank NCCL
+ * communicator; the inner-axis layouts go through the pack and unpack
+ * copies). Returns 77 (skip) without a CUDA device or provider. */
+static int test_cuda(void) {
+  OxTestModel* m = all_ops_model(1, "sum");
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
   otm_free(m);
-  float x[4] = {1, 2, 3, 4};
-  OnyxValue* in = NULL;
-  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){4}, 1, x, sizeof x, &in), "x");
-  const char* in_name = "X";
-  const char* out_name = "Y";
-  OnyxValue* out = NULL;
-  if (rank == 1) usleep(1500 * 1000);
-  double t0 = now_ms();
-  OnyxStatus* st =
-      onyx_session_run(sess, NULL, &in_name, (const OnyxValue* const*)&in, 1, &out_name, 1, &out);
-  if (rank == 0) {
-    CHECK(now_ms() - t0 < 1450);
-    expect_error(st, ONYX_RUNTIME_ERROR, "stalled peer in a run", "ar_late", "timed out", NULL);
-  } else {
-    ok(st, "late run");
-    const float* y = onyx_tensor_data(onyx_value_tensor(out));
-    for (int i = 0; i < 4; i++)
-      CHECK(y[i] == 2.0f * (float)(i + 1));
+  OnyxSessionOptions* o = NULL;
+  ok(onyx_session_options_create(&o), "options");
+  ok(onyx_session_options_add_provider(o, "cuda", NULL, 0, 1), "add cuda");
+  OnyxSession* sess = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &sess);
+  onyx_session_options_release(o);
+  free(bytes);
+  if (st && (onyx_status_code(st) == ONYX_NO_DEVICE || onyx_status_code(st) == ONYX_NOT_FOUND)) {
+    printf("SKIP: no CUDA device or provider: %s\n", onyx_status_message(st));
+    onyx_status_release(st);
+    return 77;
   }
-  onyx_value_release(out);
-  onyx_value_release(in);
+  ok(st, "cuda session");
+  for (size_t i = 0; i < onyx_session_provider_count(sess); i++)
+    if (!strcmp(onyx_session_provider_name(sess, i), "cuda"))
+      CHECK(onyx_session_provider_node_count(sess, i) == 5);
+  run_all_ops(sess, 0, 1);
   onyx_session_release(sess);
-  onyx_process_group_release(pg);
+  return 0;
 }
 
 int main(int argc, char** argv) {
@@ -511,8 +570,11 @@ int main(int argc, char** argv) {
     test_mpi();
   else if (!strcmp(what, "fault"))
     test_fault();
-  else {
-    fprintf(stderr, "usage: test_dist local|mpi|fault\n");
+  else if (!strcmp(what, "cuda")) {
+    int rc = test_cuda();
+    if (rc) return rc;
+  } else {
+    fprintf(stderr, "usage: test_dist local|mpi|fault|cuda\n");
     return 2;
   }
   if (g_failures) fprintf(stderr, "rank %d: %d check(s) failed\n", g_rank, g_failures);

@@ -63,6 +63,17 @@ if [ $? -ne 0 ] && grep -q "cannot load the MPI backend" "$ERR"; then
   exit 77
 fi
 
+# A different model on rank 1 (mpirun's MPMD form): every rank fails at
+# set_data_parallel naming rank 1, instead of mixing unequal buffers.
+checks=$((checks + 1))
+D1=(--batch-size 4 --steps 1 --no-shuffle --optimizer sgd --lr 0.1 --data-parallel)
+env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe -x ASAN_OPTIONS \
+  -np 1 "$ONYX" train "$P/model.onnx" "${T[@]}" "${D1[@]}" : \
+  -np 1 "$ONYX" train "$P/model24.onnx" "${T[@]}" "${D1[@]}" >"$OUT" 2>"$ERR"
+rc=$?
+[ $rc -ne 0 ] && [ "$(grep -o "rank 1 trains 4 parameters (268 elements" "$ERR" | wc -l)" -eq 2 ] ||
+  fail "a different model on rank 1 (exit $rc)"
+
 # same A B: logs A and B hold the same steps and losses; models A.onnx and
 # B.onnx the same initializers (float32 tolerance).
 same() {

@@ -156,26 +156,33 @@ static void ox_dp_flat_copy(const OxDataParallel* dp, int kind, size_t off, size
 /* --- creation ----------------------------------------------------------------------------- */
 
 /* Every rank must train the same parameters with the same options: each
- * compares its (parameter count, element count, state tensors, element
- * type, zero stage) with rank 0's; a mismatch names the first differing
- * rank on every rank, before any broadcast could mix unequal buffers. */
+ * compares its parameter count, element count, state tensors, element type,
+ * zero stage, gradient path and bucket size with rank 0's; a mismatch names
+ * the first differing rank on every rank, before any broadcast could mix
+ * unequal buffers. */
 static OnyxStatus* ox_dp_check_world(OxDataParallel* dp) {
-  enum { K = 5 };
-  int64_t mine[K] = {(int64_t)dp->b.n_params, (int64_t)dp->total, (int64_t)dp->b.ck->n_state,
-                     (int64_t)dp->type, (int64_t)dp->zero};
+  enum { K = 7 };
+  int64_t mine[K] = {(int64_t)dp->b.n_params,  (int64_t)dp->total, (int64_t)dp->b.ck->n_state,
+                     (int64_t)dp->type,        (int64_t)dp->zero,  (int64_t)dp->in_graph,
+                     (int64_t)dp->bucket_bytes};
   int64_t* all = calloc((size_t)dp->size * K, sizeof *all);
   if (!all) return ox_oom();
   OnyxStatus* st = ox_dp_err(onyx_process_group_all_gather(dp->pg, mine, all, K, ONYX_ELEM_INT64),
                              "comparing the ranks' models and options");
-  for (int r = 1; !st && r < dp->size; r++)
-    if (memcmp(all, all + (size_t)r * K, K * sizeof *all))
-      st = ox_status(ONYX_INVALID_ARGUMENT,
-                     "data-parallel training: rank %d trains %lld parameters (%lld elements, "
-                     "%lld state tensors, zero_stage %lld), rank 0 %lld (%lld, %lld, zero_stage "
-                     "%lld): every rank must use the same model, optimizer and options",
-                     r, (long long)all[r * K], (long long)all[r * K + 1], (long long)all[r * K + 2],
-                     (long long)all[r * K + 4], (long long)all[0], (long long)all[1],
-                     (long long)all[2], (long long)all[4]);
+  for (int r = 1; !st && r < dp->size; r++) {
+    const int64_t* o = all + (size_t)r * K;
+    if (!memcmp(all, o, K * sizeof *all)) continue;
+    st = ox_status(ONYX_INVALID_ARGUMENT,
+                   "data-parallel training: rank %d trains %lld parameters (%lld elements, %lld "
+                   "state tensors, %s, zero_stage %lld, gradients averaged %s, buckets of %lld "
+                   "bytes), rank 0 %lld (%lld, %lld, %s, zero_stage %lld, %s, %lld bytes): every "
+                   "rank must use the same model, optimizer and options",
+                   r, (long long)o[0], (long long)o[1], (long long)o[2],
+                   onyx_elem_type_name((OnyxElemType)o[3]), (long long)o[4],
+                   o[5] ? "in the graph" : "on the host", (long long)o[6], (long long)all[0],
+                   (long long)all[1], (long long)all[2], onyx_elem_type_name((OnyxElemType)all[3]),
+                   (long long)all[4], all[5] ? "in the graph" : "on the host", (long long)all[6]);
+  }
   free(all);
   return st;
 }

@@ -328,6 +328,12 @@ OnyxStatus* onyx_session_options_set_process_group(OnyxSessionOptions* o, OnyxPr
   return NULL;
 }
 
+OnyxStatus* onyx_session_options_set_tensor_parallel(OnyxSessionOptions* o, int on) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_tensor_parallel");
+  o->tensor_parallel = on != 0;
+  return NULL;
+}
+
 OnyxStatus* onyx_session_options_set_cache_dir(OnyxSessionOptions* o, const char* path) {
   OX_CHECK_OPTS(o, "onyx_session_options_set_cache_dir");
   if (path && !*path)

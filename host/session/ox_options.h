@@ -65,6 +65,8 @@ struct OnyxSessionOptions {
   size_t max_session_bytes, max_run_ms, max_fold_ms;
   /* Runs the com.onyx.collective ops (onyx_distributed.h); not owned. */
   struct OnyxProcessGroup* process_group;
+  /* Megatron-style tensor parallelism over process_group (opt_tensor_parallel.c). */
+  bool tensor_parallel;
 };
 
 /* --- Run options ----------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include "ox_memplan.h"
 #include "ox_model.h"
 #include "ox_nvtx.h"
+#include "ox_tensor_parallel.h"
 #include "ox_session.h"
 #include "ox_training.h"
 
@@ -162,6 +163,17 @@ static void ox_session_pin_warning(void* ctx, const char* msg) {
   ox_session_log(s, ONYX_LOG_WARNING, "%s: %s", s->source, msg);
 }
 
+/* tensor_parallel: the graph rewritten for this rank (host/optimizer), then resolved again. */
+static OnyxStatus* ox_session_tensor_parallel(OnyxSession* s) {
+  const OnyxProcessGroup* pg = s->opts->process_group;
+  char* report = NULL;
+  OX_TRY(ox_tensor_parallel(s->graph, onyx_process_group_rank(pg), onyx_process_group_size(pg),
+                            &report));
+  ox_session_log(s, ONYX_LOG_INFO, "%s: tensor parallel: %s", s->source, report ? report : "");
+  free(report);
+  return ox_session_resolve(s);
+}
+
 /* Everything after loading. */
 static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_threadpool_create(s->opts->threads, &s->pool));
@@ -172,6 +184,7 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OxPartition pins = ox_session_placement(s); /* before rewrites rename or remove nodes */
   OX_TRY(ox_partition_check_pins(&pins, ox_session_pin_warning, s));
   OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
+  if (s->opts->tensor_parallel) OX_TRY(ox_session_tensor_parallel(s));
   ox_session_phase_end(s, "optimize", t);
   ox_nvtx_phase_pop(s);
   /* Before partitioning: node indices are fixed from here on. */
@@ -224,13 +237,14 @@ static OnyxStatus* ox_session_build(OnyxSession* s) {
 static OnyxStatus* ox_session_check_world(OnyxSession* s, const void* bytes, size_t len) {
   OnyxProcessGroup* pg = s->opts->process_group;
   if (!pg || onyx_process_group_size(pg) == 1 || !s->graph) return NULL;
-  bool collective = false;
+  bool collective = s->opts->tensor_parallel; /* its rewrite adds AllReduce nodes */
   for (size_t i = 0; i < s->graph->n_nodes && !collective; i++)
     collective = !strcmp(s->graph->nodes[i]->domain, "com.onyx.collective");
   if (!collective) return NULL;
   const OnyxSessionOptions* o = s->opts;
   uint64_t h = ox_fnv1a(OX_FNV_OFFSET, bytes, len);
-  const int32_t flags[3] = {(int32_t)o->opt_level, (int32_t)o->order, o->deterministic};
+  const int32_t flags[4] = {(int32_t)o->opt_level, (int32_t)o->order, o->deterministic,
+                            o->tensor_parallel};
   h = ox_fnv1a(h, flags, sizeof flags);
   for (size_t i = 0; i < o->n_providers; i++)
     h = ox_fnv1a(h, o->providers[i].name, strlen(o->providers[i].name) + 1);

@@ -139,6 +139,14 @@ ONYX_API OnyxStatus* onyx_process_group_barrier(OnyxProcessGroup* g);
  * rank gets. Session creation is then collective: every rank creates it. */
 ONYX_API OnyxStatus* onyx_session_options_set_process_group(OnyxSessionOptions* o,
                                                             OnyxProcessGroup* g);
+/* 1: the session shards the model across the process group's ranks,
+ * Megatron-style (docs/distributed.md, "Tensor parallelism"): the attention
+ * and MLP blocks' first projections split by columns, the second ones by
+ * rows followed by an AllReduce(sum); what is not recognised stays whole.
+ * Every rank makes its session from the same model. Without a process group
+ * (a world of one rank) nothing changes.
+ * Default 0. */
+ONYX_API OnyxStatus* onyx_session_options_set_tensor_parallel(OnyxSessionOptions* o, int on);
 
 #ifdef __cplusplus
 }

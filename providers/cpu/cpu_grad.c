@@ -877,9 +877,14 @@ typedef struct GgJob {
 static void gg_tasks(void* user, size_t begin, size_t end) {
   const GgJob* j = user;
   size_t acc = 0;
+  /* (o, gi, b) of task t, stepped along: a task may be a single element */
+  size_t b = begin % j->blocks, gi = begin / j->blocks % j->n_groups,
+         o = begin / j->blocks / j->n_groups;
   for (size_t t = begin; t < end; t++) {
-    const size_t b = t % j->blocks, gi = t / j->blocks % j->n_groups,
-                 o = t / j->blocks / j->n_groups;
+    if (t > begin && ++b == j->blocks) {
+      b = 0;
+      if (++gi == j->n_groups) gi = 0, o++;
+    }
     const size_t c0 = b * GG_BLOCK, c1 = j->inner - c0 < GG_BLOCK ? j->inner : c0 + GG_BLOCK;
     const size_t p0 = j->group[gi], p1 = j->group[gi + 1];
     if (cpu_stop_poll(j->stop, &acc, (p1 - p0) * (c1 - c0) + 1)) return;
@@ -969,7 +974,26 @@ static OnyxStatus* gg_compute(void* state, OnyxKernelContext* ctx) {
                            (long long)orig, axis, axis_len);
     pairs[k] = (GgPair){v, k};
   }
-  qsort(pairs, n_idx, sizeof *pairs, gg_pair_cmp);
+  /* Sorted by (row, j): a counting sort (stable, j ascending within a row)
+   * when the axis is not much longer than the indices, else qsort. */
+  size_t* count = NULL;
+  GgPair* sorted = NULL;
+  if (axis_len <= 4 * n_idx + 4096) {
+    count = cpu_host->ctx_scratch(ctx, (axis_len + 1) * sizeof *count);
+    sorted = cpu_host->ctx_scratch(ctx, n_idx * sizeof *sorted);
+  }
+  if (count && sorted) {
+    memset(count, 0, (axis_len + 1) * sizeof *count);
+    for (size_t k = 0; k < n_idx; k++)
+      count[pairs[k].row + 1]++;
+    for (size_t r = 0; r < axis_len; r++)
+      count[r + 1] += count[r];
+    for (size_t k = 0; k < n_idx; k++)
+      sorted[count[pairs[k].row]++] = pairs[k];
+    memcpy(pairs, sorted, n_idx * sizeof *pairs);
+  } else {
+    qsort(pairs, n_idx, sizeof *pairs, gg_pair_cmp);
+  }
   size_t n_groups = 0;
   for (size_t k = 0; k < n_idx; k++)
     if (!k || pairs[k].row != pairs[k - 1].row) group[n_groups++] = k;

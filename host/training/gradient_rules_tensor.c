@@ -6,7 +6,9 @@
  *   Split: the outputs' gradients concatenated (zeros for an output without
  *     one)
  *   Gather -> GatherGrad(Shape(X), indices, dY) (com.onyx.training)
- *   Slice, GatherElements, GatherND (any batch_dims), Resize in nearest
+ *   Slice with constant starts/ends/axes, unit steps and static dims on
+ *     the sliced axes: Pad(dY) with zeros back to X's shape
+ *   Slice (the others), GatherElements, GatherND (any batch_dims), Resize in nearest
  *     mode, DepthToSpace, SpaceToDepth, ReverseSequence, Compress (opset 11
  *     on): the op applied to X's flat positions gives where each element
  *     of Y came from; GatherGrad adds dY back there
@@ -164,6 +166,57 @@ static OnyxStatus* rule_picking(OxGradBuilder* b, const OxNode* n) {
   return picking(b, n, SIZE_MAX);
 }
 
+/* Value k of a constant int32/int64 1-D input of n (absent: *ok false). */
+static int64_t const_int(const OxNode* n, size_t in, size_t k, bool* ok) {
+  const OxValue* v = in < n->n_inputs ? n->inputs[in] : NULL;
+  const OxTensor* t = v ? v->constant : NULL;
+  if (!t || k >= t->count || (t->type != ONYX_ELEM_INT64 && t->type != ONYX_ELEM_INT32)) {
+    *ok = false;
+    return 0;
+  }
+  return t->type == ONYX_ELEM_INT64 ? ((const int64_t*)t->data)[k]
+                                    : (int64_t)((const int32_t*)t->data)[k];
+}
+
+/* Slice with constant starts, ends and axes, unit steps and static dims on
+ * the sliced axes: dY padded with zeros back to X's shape (one Pad); other
+ * Slices take the positions rule. */
+static OnyxStatus* rule_slice(OxGradBuilder* b, const OxNode* n) {
+  if (!WANTS(0)) return NULL;
+  const OxValue* X = n->inputs[0];
+  const int32_t r = X->rank;
+  const OxValue* st = n->n_inputs > 1 ? n->inputs[1] : NULL;
+  bool ok = n->since_version >= 10 && ox_grad_opset(b) >= 11 && r > 0 && r <= 64 && st &&
+            st->constant && n->n_inputs > 2 && n->inputs[2] && n->inputs[2]->constant &&
+            n->inputs[2]->constant->count == st->constant->count;
+  const size_t na = ok ? st->constant->count : 0;
+  int64_t pads[128] = {0};
+  bool seen[64] = {false};
+  for (size_t k = 0; ok && k < na; k++) {
+    int64_t ax = n->n_inputs > 3 && n->inputs[3] ? const_int(n, 3, k, &ok) : (int64_t)k;
+    const int64_t step = n->n_inputs > 4 && n->inputs[4] ? const_int(n, 4, k, &ok) : 1;
+    int64_t s = const_int(n, 1, k, &ok), e = const_int(n, 2, k, &ok);
+    if (ax < 0) ax += r;
+    if (!ok || step != 1 || ax < 0 || ax >= r || seen[ax] || X->dims[ax] < 0) {
+      ok = false;
+      break;
+    }
+    seen[ax] = true;
+    const int64_t d = X->dims[ax];
+    /* ONNX's clamping: negative values count from the end, then [0, d] */
+    if (s < 0) s = s < -d ? 0 : s + d;
+    if (e < 0) e = e < -d ? 0 : e + d;
+    if (s > d) s = d;
+    if (e > d) e = d;
+    if (e < s) e = s;
+    pads[ax] = s;
+    pads[ax + r] = d - e;
+  }
+  if (!ok) return picking(b, n, SIZE_MAX);
+  ox_grad_GI(b, n, 0, OP2("Pad", GO(0), ox_grad_i64(b, pads, (size_t)(2 * r))));
+  return ox_grad_err(b);
+}
+
 /* TopK: the values came from the positions its Indices output names. */
 static OnyxStatus* rule_topk(OxGradBuilder* b, const OxNode* n) {
   if (!WANTS(0) || !GO(0)) return NULL;
@@ -276,7 +329,7 @@ static const OxGradRuleDef ox_rules_tensor[] = {
     {"", "Transpose", 1, 0, rule_transpose},
     {"", "Concat", 1, 0, rule_concat},
     {"", "Split", 1, 0, rule_split},
-    {"", "Slice", 1, 0, rule_picking},
+    {"", "Slice", 1, 0, rule_slice},
     {"", "Gather", 1, 0, rule_gather},
     {"", "GatherElements", 11, 0, rule_picking},
     {"", "GatherND", 11, 0, rule_picking},

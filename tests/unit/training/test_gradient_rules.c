@@ -465,6 +465,23 @@ static void b_slice_chunk(OxTestModel* m, OnyxElemType T) {
   otm_node(m, "Mul", "n", "P,Q", "Y");
 }
 
+/* torch's chunk as exported: the bounds computed from Shape at run time
+ * (the midpoint of the last axis), one end INT64_MAX. */
+static void b_slice_runtime(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t last[1] = {-1}, two[1] = {2}, zero[1] = {0}, big[1] = {INT64_MAX};
+  init_i64(m, "last", 1, (int64_t[]){1}, last);
+  init_i64(m, "two", 1, (int64_t[]){1}, two);
+  init_i64(m, "zero", 1, (int64_t[]){1}, zero);
+  init_i64(m, "big", 1, (int64_t[]){1}, big);
+  otm_node(m, "Shape", "sh", "A", "S");
+  otm_node(m, "Gather", "d", "S,last", "D");
+  otm_node(m, "Div", "half", "D,two", "H");
+  otm_node(m, "Slice", "lo", "A,zero,H,last", "P");
+  otm_node(m, "Slice", "hi", "A,H,big,last", "Q");
+  otm_node(m, "Mul", "n", "P,Q", "Y");
+}
+
 static void b_gather(OxTestModel* m, OnyxElemType T) {
   (void)T;
   const int64_t idx[4] = {2, -1, 0, 2};
@@ -1070,6 +1087,13 @@ static const Case cases[] = {
     {"Split", 17, b_split, 2, {2, 5}, {IN("A", 2, 2, 4)}, .f32 = false},
     {"Slice", 17, b_slice, 2, {2, 2}, {IN("A", 2, 3, 4)}, .contract = true},
     {"Slice_unit_steps", 17, b_slice_unit, 3, {1, 4, 3}, {IN("A", 3, 3, 4, 5)}, .f32 = false},
+    {"Slice_runtime_bounds",
+     17,
+     b_slice_runtime,
+     3,
+     {2, 3, 2},
+     {IN("A", 3, 2, 3, 4)},
+     .f32 = false},
     {"Slice_chunk", 17, b_slice_chunk, 3, {2, 3, 2}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
     {"GatherElements", 17, b_gather_elements, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},
     {"Expand", 17, b_expand, 3, {2, 3, 4}, {IN("A", 2, 3, 1)}, .f32 = false},

@@ -19,7 +19,7 @@
  *   Sum: dY to each input; Mean: dY / n to each
  *   CumSum: the cumulative sum of dY in the other direction
  *   MatMul (any rank, broadcast batch dims; 1-D operands as numpy does):
- *     dA = dY B^T, dB = A^T dY; a 2-D B under a batched A (static K and N):
+ *     dA = dY B^T, dB = A^T dY; a 2-D B of static shape under a batched A:
  *     dB = Gemm(A reshaped to [-1, K], transA) with dY reshaped to [-1, N]
  *   Gemm: dA, dB by Gemm with the transposes swapped and alpha, dC = beta dY
  *   ReduceSum/Mean/Max/Min/L2/L1/SumSquare/LogSumExp (axes as attribute or
@@ -283,12 +283,12 @@ static OnyxStatus* rule_matmul(OxGradBuilder* b, const OxNode* n) {
     }
     ox_grad_GI_from(b, n, 0, ga, d, r);
   }
-  if (WANTS(1) && rb == 2 && ra >= 3 && A->dims[ra - 1] > 0 && B->dims[1] > 0 &&
+  if (WANTS(1) && rb == 2 && ra >= 3 && B->dims[0] > 0 && B->dims[1] > 0 &&
       ox_grad_opset(b) >= 11) {
     /* B a matrix shared by A's batch (a Linear layer over [N, T, K]): the
      * batch axes fold into the rows, dB = A2^T dY2 in one Gemm, instead of
      * a per-batch MatMul and a sum over the batch */
-    const int64_t sa[2] = {-1, A->dims[ra - 1]}, sy[2] = {-1, B->dims[1]};
+    const int64_t sa[2] = {-1, B->dims[0]}, sy[2] = {-1, B->dims[1]};
     const char* gb = OP2("Gemm", OP2("Reshape", I(0), ox_grad_i64(b, sa, 2)),
                          OP2("Reshape", dy, ox_grad_i64(b, sy, 2)));
     ox_grad_attr_int(b, "transA", 1);

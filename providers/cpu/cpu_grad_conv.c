@@ -248,11 +248,66 @@ static inline void valid_range(int64_t base, int64_t s, int64_t in, int64_t out,
 IM2COL_ROW(float)
 IM2COL_ROW(double)
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GRAD_CONV_X86 1
+/* im2col_row_float for a unit stride along the last dim with AVX-512: each
+ * output row (zeros, the copied run, zeros) is written 16 floats a masked
+ * load and store at a time; masked-off lanes are not read, so the padding
+ * needs no bounds. The same values as im2col_row_float. */
+__attribute__((target("avx512f"))) static void im2col_row_f32_avx512(const ColJob* j, size_t r) {
+  const Geo* g = j->g;
+  const size_t c = r / j->kk, tap = r % j->kk;
+  const int64_t k2 = (int64_t)(tap % (size_t)g->k[2]);
+  const int64_t k1 = (int64_t)(tap / (size_t)g->k[2] % (size_t)g->k[1]);
+  const int64_t k0 = (int64_t)(tap / (size_t)g->k[2] / (size_t)g->k[1]);
+  const float* x = (const float*)j->x + c * g->in_size;
+  float* out = (float*)j->col + r * g->out_size;
+  const int64_t base = k2 * g->d[2] - g->pb[2], n2 = g->out[2];
+  int64_t vlo, vhi;
+  valid_range(base, 1, g->in[2], n2, &vlo, &vhi);
+  for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+    const int64_t i0 = o0 * g->s[0] - g->pb[0] + k0 * g->d[0];
+    for (int64_t o1 = 0; o1 < g->out[1]; o1++, out += n2) {
+      const int64_t i1 = o1 * g->s[1] - g->pb[1] + k1 * g->d[1];
+      const bool in01 = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1];
+      const int64_t lo = in01 ? vlo : 0, hi = in01 ? vhi : 0;
+      /* row start + base: the input position of output 0 (masked below) */
+      const float* xrow =
+          x +
+          ((size_t)(in01 ? i0 : 0) * (size_t)g->in[1] + (size_t)(in01 ? i1 : 0)) * (size_t)g->in[2];
+      for (int64_t h = 0; h < n2; h += 16) {
+        const int64_t a = lo - h, b = hi - h, e = n2 - h;
+        const uint32_t below_b = b <= 0 ? 0 : b >= 16 ? 0xFFFFu : (1u << b) - 1;
+        const uint32_t below_a = a <= 0 ? 0 : a >= 16 ? 0xFFFFu : (1u << a) - 1;
+        const __mmask16 valid = (__mmask16)(below_b & ~below_a);
+        const __mmask16 store = (__mmask16)(e >= 16 ? 0xFFFFu : (1u << e) - 1);
+        const __m512 v =
+            valid ? _mm512_maskz_loadu_ps(valid, xrow + (base + h)) : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(out + h, store, v);
+      }
+    }
+  }
+}
+#else
+#define GRAD_CONV_X86 0
+#endif
+
 static void im2col_rows(void* user, size_t begin, size_t end) {
   const ColJob* j = user;
   size_t acc = 0;
+#if GRAD_CONV_X86
+  const bool avx512 =
+      j->type == ONYX_ELEM_FLOAT32 && j->g->s[2] == 1 && cpu_gemm_isa_level() == CPU_ISA_AVX512;
+#endif
   for (size_t r = begin; r < end; r++) {
     if (cpu_stop_poll(j->stop, &acc, j->g->out_size + 1)) return;
+#if GRAD_CONV_X86
+    if (avx512) {
+      im2col_row_f32_avx512(j, r);
+      continue;
+    }
+#endif
     if (j->type == ONYX_ELEM_FLOAT32)
       im2col_row_float(j, r);
     else
@@ -438,8 +493,7 @@ static inline void dx_row_next(const DxPanel* j, DxRow* w) {
       w->m * j->plane + (w->t0 * (size_t)g->d[0] * j->pd[1] + w->t1 * (size_t)g->d[1]) * j->pd[2];
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#if GRAD_CONV_X86
 /* The runs copied 16 floats a masked load and store at a time: the runs
  * are short (a row of a small image), where a memcpy call per run costs
  * more than the copy. */
@@ -535,7 +589,7 @@ static OnyxStatus* dx_conv(OnyxKernelContext* ctx, const Geo* g, const size_t* p
   const size_t kk = g->k_size, kdim = mg * kk, c = group * cg, m = group * mg;
   DxPanel pj = {g, dp, plane, {pd[0], pd[1], pd[2]}, cpu_gemm_nr()};
   void (*panel_fn)(void*, float*, size_t, size_t, size_t) = dx_panel;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if GRAD_CONV_X86
   if (cpu_gemm_isa_level() == CPU_ISA_AVX512) panel_fn = dx_panel_avx512;
 #endif
   for (size_t gi = 0; gi < group; gi++) {

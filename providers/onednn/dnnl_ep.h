@@ -138,6 +138,15 @@ OnyxStatus* dnnl_load_compiled(OnyxEp* ep, const OnyxGraphView* group, const voi
 /* "avx2", "avx512_core", ... for a dnnl_cpu_isa_t; "other" for the rest. */
 const char* dnnl_isa_name(int isa);
 
+/* Gradient ops (com.onyx.training) on oneDNN's backward primitives
+ * (dnnl_backward.c): each claimed node is a group of its own. */
+bool dnnl_bwd_is(const OnyxNode* n); /* a node of the com.onyx.training domain */
+/* Whether this provider takes gradient node n; false with *why when not. */
+bool dnnl_bwd_match(const OnyxNode* n, const char** why);
+/* Compiles a one-node gradient group; its kernel's compute is dnnl_bwd_compute. */
+OnyxStatus* dnnl_bwd_compile(const DnnlEp* ep, const OnyxGraphView* group, OnyxCompiledKernel* out);
+OnyxStatus* dnnl_bwd_compute(void* state, OnyxKernelContext* ctx);
+
 /* A status naming the provider and (if not NULL) the node. */
 OnyxStatus* dnnl_err(const OnyxNode* n, OnyxStatusCode code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));

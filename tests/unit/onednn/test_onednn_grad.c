@@ -381,6 +381,75 @@ static void test_conv_grad_weights_only(void** state) {
   free(dy);
 }
 
+/* 1-D and 3-D ConvGrad against the CPU provider (the reference above is 2-D). */
+static void conv_nd_attrs(OxTestNode* n, const void* user) {
+  const int* sp = user;
+  int64_t one[3] = {1, 1, 1}, two[3] = {2, 1, 2}, pads[6] = {1, 0, 1, 0, 1, 1};
+  otm_attr_ints(n, "strides", (size_t)*sp, *sp == 1 ? two : one);
+  otm_attr_ints(n, "pads", 2 * (size_t)*sp, pads);
+}
+
+static void test_conv_grad_1d_3d(void** state) {
+  (void)state;
+  /* 1-D: X [2, 3, 11], W [4, 3, 3], stride 2, pads 1, 0: L (11 + 1 - 3) / 2 + 1 = 5.
+   * 3-D: X [1, 2, 4, 5, 3], W [3, 2, 2, 3, 2], pads begin 1,0,1, end 0,1,1: 4 x 4 x 4. */
+  const int sps[2] = {1, 3};
+  const TIn cases[2][3] = {{{"dy", 3, {2, 4, 5}, NULL, NULL, false},
+                            {"x", 3, {2, 3, 11}, NULL, NULL, false},
+                            {"w", 3, {4, 3, 3}, NULL, NULL, false}},
+                           {{"dy", 5, {1, 3, 4, 4, 4}, NULL, NULL, false},
+                            {"x", 5, {1, 2, 4, 5, 3}, NULL, NULL, false},
+                            {"w", 5, {3, 2, 2, 3, 2}, NULL, NULL, false}}};
+  for (int c = 0; c < 2; c++) {
+    TIn ins[3];
+    float* buf[3];
+    for (int k = 0; k < 3; k++) {
+      ins[k] = cases[c][k];
+      buf[k] = rnd_f(count_of(ins[k].dims, ins[k].rank), -1, 1);
+      ins[k].f = buf[k];
+    }
+    OnyxValue* out[3];
+    compare(ins, 3, "ConvGrad", "dy,x,w", "dx,dw,db", conv_nd_attrs, &sps[c], NULL, NULL, out);
+    release_all(out, 3);
+    for (int k = 0; k < 3; k++)
+      free(buf[k]);
+  }
+}
+
+/* A dY that is not the convolution's output shape, known only at run time
+ * (a symbolic batch dim): the run fails naming the node. */
+static void test_conv_grad_bad_shape(void** state) {
+  (void)state;
+  const ConvCase c = {{2, 3, 6, 6}, {4, 3, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}};
+  float *x = rnd_f(2 * 3 * 36, -1, 1), *w = rnd_f(4 * 27, -1, 1), *dy = rnd_f(2 * 4 * 25, -1, 1);
+  TIn ins[3] = {{"dy", 4, {2, 4, 5, 5}, dy, NULL, true},
+                {"x", 4, {2, 3, 6, 6}, x, NULL, true},
+                {"w", 4, {4, 3, 3, 3}, w, NULL, false}};
+  OnyxSession* s =
+      open_grad(ins, 3, "ConvGrad", "dy,x,w", "dx,dw,db", conv_attrs, &c, true, NULL, NULL);
+  expect_on_onednn(s);
+  OnyxValue* v[3];
+  const char* names[3] = {"dy", "x", "w"};
+  for (int k = 0; k < 3; k++)
+    ok(onyx_value_create_tensor(F32, ins[k].dims, 4, ins[k].f,
+                                count_of(ins[k].dims, 4) * sizeof(float), &v[k]));
+  const char* onames[3] = {"dx", "dw", "db"};
+  OnyxValue* out[3] = {0};
+  OnyxStatus* st = onyx_session_run(s, NULL, names, (const OnyxValue* const*)v, 3, onames, 3, out);
+  assert_non_null(st);
+  const char* msg = onyx_status_message(st);
+  if (!strstr(msg, "node 'g' (ConvGrad)") ||
+      !strstr(msg, "dY's shape is not the convolution of X and W"))
+    fail_msg("unexpected message: %s", msg);
+  onyx_status_release(st);
+  for (int k = 0; k < 3; k++)
+    onyx_value_release(v[k]);
+  onyx_session_release(s);
+  free(x);
+  free(w);
+  free(dy);
+}
+
 /* --- AveragePoolGrad ---------------------------------------------------------------- */
 
 static void pool_attrs(OxTestNode* n, const void* user) {
@@ -584,10 +653,11 @@ static int setup(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_eltwise_grads),  cmocka_unit_test(test_softmax_grads),
-      cmocka_unit_test(test_conv_grad),      cmocka_unit_test(test_conv_grad_weights_only),
-      cmocka_unit_test(test_avgpool_grad),   cmocka_unit_test(test_batchnorm_grad),
-      cmocka_unit_test(test_layernorm_grad), cmocka_unit_test(test_declined),
+      cmocka_unit_test(test_eltwise_grads),   cmocka_unit_test(test_softmax_grads),
+      cmocka_unit_test(test_conv_grad),       cmocka_unit_test(test_conv_grad_weights_only),
+      cmocka_unit_test(test_conv_grad_1d_3d), cmocka_unit_test(test_conv_grad_bad_shape),
+      cmocka_unit_test(test_avgpool_grad),    cmocka_unit_test(test_batchnorm_grad),
+      cmocka_unit_test(test_layernorm_grad),  cmocka_unit_test(test_declined),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,7 +13,9 @@
  * `chain` option, Conv and pooling groups then merge into chains (one group of
  * several stages, see merge_claims) where the merged set stays convex. Every
  * group is claimed with host->claim_group; a node that cannot be taken is
- * declined with the reason. Only float32 is taken. */
+ * declined with the reason. Only float32 is taken. A gradient op of the
+ * com.onyx.training domain that dnnl_bwd_match takes (dnnl_backward.c) is a
+ * group of its own, never merged. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

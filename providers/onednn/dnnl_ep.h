@@ -8,8 +8,9 @@
  * turns each group into a sequence of stages of oneDNN primitives built per
  * input shape, cached, with constant weights reordered once; save_compiled
  * and load_compiled keep a group's static-shape plan weights in the
- * session's compiled-group cache. Host memory only: no allocator, no copies
- * with the CPU provider. Built against the SDK headers and oneDNN's C API. */
+ * session's compiled-group cache. Gradient ops (com.onyx.training) run on
+ * oneDNN's backward primitives, one node per group (dnnl_backward.c). Host memory only: no
+ * allocator, no copies with the CPU provider. Built against the SDK headers and oneDNN's C API. */
 #ifndef DNNL_EP_H
 #define DNNL_EP_H
 

@@ -61,6 +61,18 @@ static float* rnd_f(size_t n, double lo, double hi) {
 
 typedef void (*AttrFn)(OxTestNode* n, const void* user);
 
+/* The compiled-group cache folder of the next onednn sessions (NULL: none),
+ * and what those sessions log: loads counted, warnings counted. */
+static const char* cache_dir;
+static int cache_loads, cache_warnings;
+
+static void on_log(void* user, OnyxLogSeverity sev, const char* msg) {
+  (void)user;
+  if (sev >= ONYX_LOG_WARNING) cache_warnings++;
+  if (strstr(msg, "compiled-group cache: group 'onednn_g'") && strstr(msg, "loaded from"))
+    cache_loads++;
+}
+
 /* One node `op` named "g" over the feeds; outputs of unknown shape. With
  * onednn the provider is placed first (the CPU provider follows). */
 static OnyxSession* open_grad(const TIn* ins, size_t n, const char* op, const char* inputs,
@@ -91,6 +103,11 @@ static OnyxSession* open_grad(const TIn* ins, size_t n, const char* op, const ch
   if (onednn) {
     ok(onyx_session_options_add_provider(o, "onednn", NULL, 0, 1));
     if (key) ok(onyx_session_options_set_provider_option(o, "onednn", key, val));
+    if (cache_dir) {
+      ok(onyx_session_options_set_cache_dir(o, cache_dir));
+      ok(onyx_session_options_set_log_severity(o, ONYX_LOG_VERBOSE));
+      ok(onyx_session_options_set_log_callback(o, on_log, NULL));
+    }
   }
   OnyxSession* s = NULL;
   ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
@@ -450,6 +467,25 @@ static void test_conv_grad_bad_shape(void** state) {
   free(dy);
 }
 
+/* With the compiled-group cache, a gradient group's entry is saved by the
+ * first session and loaded by the second; both match the CPU provider. */
+static void test_grad_cache(void** state) {
+  (void)state;
+  char* dir = otm_temp_dir();
+  assert_non_null(dir);
+  cache_dir = dir;
+  const ConvCase c = {{2, 3, 6, 5}, {4, 3, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}};
+  cache_loads = cache_warnings = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    run_conv_case(&c, NULL, NULL);
+    assert_int_equal(cache_loads, pass); /* saved by the first session, loaded by the second */
+  }
+  assert_int_equal(cache_warnings, 0);
+  cache_dir = NULL;
+  otm_remove_dir(dir);
+  free(dir);
+}
+
 /* --- AveragePoolGrad ---------------------------------------------------------------- */
 
 static void pool_attrs(OxTestNode* n, const void* user) {
@@ -656,8 +692,9 @@ int main(void) {
       cmocka_unit_test(test_eltwise_grads),   cmocka_unit_test(test_softmax_grads),
       cmocka_unit_test(test_conv_grad),       cmocka_unit_test(test_conv_grad_weights_only),
       cmocka_unit_test(test_conv_grad_1d_3d), cmocka_unit_test(test_conv_grad_bad_shape),
-      cmocka_unit_test(test_avgpool_grad),    cmocka_unit_test(test_batchnorm_grad),
-      cmocka_unit_test(test_layernorm_grad),  cmocka_unit_test(test_declined),
+      cmocka_unit_test(test_grad_cache),      cmocka_unit_test(test_avgpool_grad),
+      cmocka_unit_test(test_batchnorm_grad),  cmocka_unit_test(test_layernorm_grad),
+      cmocka_unit_test(test_declined),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -88,6 +88,11 @@ typedef struct BwdPlan {
   size_t arena_bytes;
 } BwdPlan;
 
+/* A window's geometry from the attributes: pads begin..., end.... */
+typedef struct Geo {
+  int64_t kernel[3], strides[3], dil[3], pads[6];
+} Geo;
+
 typedef struct Bwd {
   const DnnlEp* ep;
   const OnyxNode* n;
@@ -101,7 +106,8 @@ typedef struct Bwd {
   bool stats;           /* BatchNormalizationGrad: mean and inv_std_var given */
   float eps;            /* BatchNormalizationGrad without statistics */
   int64_t axis;         /* SoftmaxGrad / LayerNormalizationGrad */
-  int64_t kernel[3], strides[3], dil[3], pads[6], group;
+  Geo geo; /* AveragePoolGrad's window (ConvGrad's is read per plan: W gives the kernel) */
+  int64_t group;
   const char* auto_pad; /* NULL for NOTSET */
   pthread_mutex_t lock;
   BwdPlan* plans;
@@ -292,40 +298,62 @@ static void bwd_release(void* state) {
 /* --- Compile ------------------------------------------------------------------------------------
  */
 
-static void read_geometry(Bwd* b, int sp, const int64_t* wdims) {
-  const OnyxNode* n = b->n;
+static void read_geometry(const OnyxNode* n, Geo* g, int sp, const int64_t* wdims) {
   size_t count = 0;
   const int64_t* v;
   for (int i = 0; i < sp; i++) {
-    b->kernel[i] = wdims ? wdims[2 + i] : 1;
-    b->strides[i] = b->dil[i] = 1;
-    b->pads[i] = b->pads[sp + i] = 0;
+    g->kernel[i] = wdims ? wdims[2 + i] : 1;
+    g->strides[i] = g->dil[i] = 1;
+    g->pads[i] = g->pads[sp + i] = 0;
   }
   if ((v = H->node_attr_ints(n, "kernel_shape", &count)) && count == (size_t)sp)
     for (int i = 0; i < sp; i++)
-      b->kernel[i] = v[i];
+      g->kernel[i] = v[i];
   if ((v = H->node_attr_ints(n, "strides", &count)) && count == (size_t)sp)
     for (int i = 0; i < sp; i++)
-      b->strides[i] = v[i];
+      g->strides[i] = v[i];
   if ((v = H->node_attr_ints(n, "dilations", &count)) && count == (size_t)sp)
     for (int i = 0; i < sp; i++)
-      b->dil[i] = v[i];
+      g->dil[i] = v[i];
   if ((v = H->node_attr_ints(n, "pads", &count)) && count == (size_t)(2 * sp))
     for (int i = 0; i < 2 * sp; i++)
-      b->pads[i] = v[i];
+      g->pads[i] = v[i];
 }
 
-/* Pads for auto_pad SAME_* / VALID given the input spatial dims. */
-static void resolve_pads(const Bwd* b, int sp, const int64_t* in, int64_t* pads) {
-  memcpy(pads, b->pads, (size_t)(2 * sp) * sizeof *pads);
+/* Kernel, strides and dilations of at least 1, pads of at least 0, each
+ * below 2^31 (so that the window arithmetic below cannot overflow with dims
+ * below 2^31 either). */
+static bool geo_ok(const Geo* g, int sp) {
+  const int64_t big = (int64_t)1 << 31;
+  for (int i = 0; i < sp; i++) {
+    if (g->kernel[i] < 1 || g->kernel[i] >= big || g->strides[i] < 1 || g->strides[i] >= big ||
+        g->dil[i] < 1 || g->dil[i] >= big)
+      return false;
+    if (g->pads[i] < 0 || g->pads[i] >= big || g->pads[sp + i] < 0 || g->pads[sp + i] >= big)
+      return false;
+  }
+  return true;
+}
+
+/* Spatial dims below 2^31 (see geo_ok). */
+static bool dims_ok(const int64_t* d, int n) {
+  for (int i = 0; i < n; i++)
+    if (d[i] < 0 || d[i] >= ((int64_t)1 << 31)) return false;
+  return true;
+}
+
+/* Pads for auto_pad SAME_* / VALID given the input spatial dims (geo_ok
+ * and dims_ok hold). */
+static void resolve_pads(const Bwd* b, const Geo* g, int sp, const int64_t* in, int64_t* pads) {
+  memcpy(pads, g->pads, (size_t)(2 * sp) * sizeof *pads);
   if (!b->auto_pad) return;
   for (int i = 0; i < sp; i++) {
     if (!strcmp(b->auto_pad, "VALID")) {
       pads[i] = pads[sp + i] = 0;
       continue;
     }
-    int64_t out = (in[i] + b->strides[i] - 1) / b->strides[i];
-    int64_t total = (out - 1) * b->strides[i] + (b->kernel[i] - 1) * b->dil[i] + 1 - in[i];
+    int64_t out = (in[i] + g->strides[i] - 1) / g->strides[i];
+    int64_t total = (out - 1) * g->strides[i] + (g->kernel[i] - 1) * g->dil[i] + 1 - in[i];
     if (total < 0) total = 0;
     bool upper = !strcmp(b->auto_pad, "SAME_UPPER");
     pads[i] = upper ? total / 2 : total - total / 2;
@@ -472,8 +500,11 @@ static OnyxStatus* build_softmax(const Bwd* b, const Shapes* s, BwdPlan* p) {
   return st;
 }
 
+/* The output length of a window over `in` (geo_ok and dims_ok hold: no
+ * overflow); below 1 when the window does not fit. */
 static int64_t win_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pl, int64_t pr) {
-  return (in + pl + pr - ((k - 1) * d + 1)) / s + 1;
+  int64_t span = in + pl + pr - ((k - 1) * d + 1);
+  return span < 0 ? 0 : span / s + 1;
 }
 
 static OnyxStatus* build_avgpool(const Bwd* b, const Shapes* s, BwdPlan* p) {
@@ -482,14 +513,25 @@ static OnyxStatus* build_avgpool(const Bwd* b, const Shapes* s, BwdPlan* p) {
     return dnnl_err(b->n, ONYX_INVALID_ARGUMENT,
                     "dY must have rank 3 to 5 and X_shape hold as many values");
   const int64_t *dy = s->dims[0], *x = s->dims[1];
+  size_t total = 1;
   for (int i = 0; i < r; i++)
-    if (x[i] < 0) return dnnl_err(b->n, ONYX_INVALID_ARGUMENT, "X_shape holds a negative dim");
+    if (x[i] < 0 || __builtin_mul_overflow(total, (size_t)x[i], &total) ||
+        total > SIZE_MAX / sizeof(float))
+      return dnnl_err(b->n, ONYX_INVALID_ARGUMENT,
+                      "X_shape holds a negative dim or its element count overflows");
+  if (!geo_ok(&b->geo, sp))
+    return dnnl_err(b->n, ONYX_INVALID_MODEL,
+                    "kernel_shape, strides or pads out of range (kernel and strides from 1, "
+                    "pads from 0, each below 2^31)");
+  if (!dims_ok(x + 2, sp))
+    return dnnl_err(b->n, ONYX_INVALID_ARGUMENT, "X_shape's spatial dims must be below 2^31");
+  const Geo* g = &b->geo;
   int64_t pads[6];
-  resolve_pads(b, sp, x + 2, pads);
+  resolve_pads(b, g, sp, x + 2, pads);
   bool fits = dy[0] == x[0] && dy[1] == x[1];
   for (int i = 0; i < sp; i++)
-    fits = fits && b->kernel[i] > 0 && b->strides[i] > 0 &&
-           dy[2 + i] == win_out(x[2 + i], b->kernel[i], b->strides[i], 1, pads[i], pads[sp + i]);
+    fits = fits &&
+           dy[2 + i] == win_out(x[2 + i], g->kernel[i], g->strides[i], 1, pads[i], pads[sp + i]);
   if (!fits)
     return dnnl_err(b->n, ONYX_INVALID_ARGUMENT,
                     "dY's shape is not the pooled shape of X_shape with these attributes");
@@ -503,8 +545,8 @@ static OnyxStatus* build_avgpool(const Bwd* b, const Shapes* s, BwdPlan* p) {
   md_plain(&ymd, r, dy);
   dnnl_dims_t st_, k_, d_, pl_, pr_;
   for (int i = 0; i < sp; i++) {
-    st_[i] = b->strides[i];
-    k_[i] = b->kernel[i];
+    st_[i] = g->strides[i];
+    k_[i] = g->kernel[i];
     d_[i] = 0;
     pl_[i] = pads[i];
     pr_[i] = pads[sp + i];
@@ -533,17 +575,23 @@ static OnyxStatus* build_conv(const Bwd* b, const Shapes* s, BwdPlan* p) {
   const int64_t *dy = s->dims[0], *x = s->dims[1], *w = s->dims[2];
   if (r < 3 || r > 5 || s->rank[0] != r || s->rank[2] != r)
     return dnnl_err(b->n, ONYX_INVALID_ARGUMENT, "dY, X and W must all have rank 3, 4 or 5");
-  int64_t g = b->group, oc = w[0];
-  if (x[1] != w[1] * g || oc % g || dy[0] != x[0] || dy[1] != oc)
+  int64_t g = b->group, oc = w[0], ic = 0;
+  if (__builtin_mul_overflow(w[1], g, &ic) || x[1] != ic || oc % g || dy[0] != x[0] || dy[1] != oc)
     return dnnl_err(b->n, ONYX_INVALID_ARGUMENT,
                     "X [%lld channels], W [%lld, %lld, ...] and dY [%lld channels] do not fit "
                     "group %lld",
                     (long long)x[1], (long long)w[0], (long long)w[1], (long long)dy[1],
                     (long long)g);
-  Bwd geo = *b;
-  read_geometry(&geo, sp, w);
+  Geo geo;
+  read_geometry(b->n, &geo, sp, w);
+  if (!geo_ok(&geo, sp))
+    return dnnl_err(b->n, ONYX_INVALID_MODEL,
+                    "kernel_shape, strides, dilations or pads out of range (from 1, pads from "
+                    "0, each below 2^31)");
+  if (!dims_ok(x + 2, sp))
+    return dnnl_err(b->n, ONYX_INVALID_ARGUMENT, "X's spatial dims must be below 2^31");
   int64_t pads[6];
-  resolve_pads(&geo, sp, x + 2, pads);
+  resolve_pads(b, &geo, sp, x + 2, pads);
   bool fits = true;
   for (int i = 0; i < sp; i++)
     fits =
@@ -903,7 +951,7 @@ OnyxStatus* dnnl_bwd_compile(const DnnlEp* ep, const OnyxGraphView* v, OnyxCompi
       b->alg = H->node_attr_int(n, "count_include_pad", 0) ? dnnl_pooling_avg_include_padding
                                                            : dnnl_pooling_avg_exclude_padding;
       int32_t r = H->value_rank(bin(n, 0));
-      read_geometry(b, r - 2, NULL);
+      read_geometry(n, &b->geo, r - 2, NULL);
     } else if (!strcmp(op, "BatchNormalizationGrad")) {
       b->op = B_BN;
       b->stats = bin(n, 3) != NULL;

@@ -514,6 +514,39 @@ static void test_avgpool_grad(void** state) {
   }
 }
 
+/* An X_shape fed at run time that overflows or holds a negative dim: a run
+ * error naming the node and the input. */
+static void test_avgpool_bad_shape(void** state) {
+  (void)state;
+  const int64_t big = (int64_t)1 << 40;
+  const int64_t shapes[2][4] = {{1, 2, big, big}, {1, 2, -4, 4}};
+  float dy[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  int64_t inc = 0;
+  for (int k = 0; k < 2; k++) {
+    TIn ins[2] = {{"dy", 4, {1, 2, 2, 2}, dy, NULL, false}, {"xs", 1, {4}, NULL, shapes[k], false}};
+    OnyxSession* s =
+        open_grad(ins, 2, "AveragePoolGrad", "dy,xs", "dx", pool_attrs, &inc, true, NULL, NULL);
+    expect_on_onednn(s);
+    OnyxValue* v[2];
+    ok(onyx_value_create_tensor(F32, ins[0].dims, 4, dy, sizeof dy, &v[0]));
+    ok(onyx_value_create_tensor(I64, ins[1].dims, 1, shapes[k], sizeof shapes[k], &v[1]));
+    const char* names[2] = {"dy", "xs"};
+    const char* oname = "dx";
+    OnyxValue* out = NULL;
+    OnyxStatus* st =
+        onyx_session_run(s, NULL, names, (const OnyxValue* const*)v, 2, &oname, 1, &out);
+    assert_non_null(st);
+    const char* msg = onyx_status_message(st);
+    if (!strstr(msg, "node 'g' (AveragePoolGrad)") ||
+        !strstr(msg, "X_shape holds a negative dim or its element count overflows"))
+      fail_msg("unexpected message: %s", msg);
+    onyx_status_release(st);
+    onyx_value_release(v[0]);
+    onyx_value_release(v[1]);
+    onyx_session_release(s);
+  }
+}
+
 /* --- BatchNormalizationGrad ------------------------------------------------------------ */
 
 static void eps_attr(OxTestNode* n, const void* user) {
@@ -689,12 +722,12 @@ static int setup(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_eltwise_grads),   cmocka_unit_test(test_softmax_grads),
-      cmocka_unit_test(test_conv_grad),       cmocka_unit_test(test_conv_grad_weights_only),
-      cmocka_unit_test(test_conv_grad_1d_3d), cmocka_unit_test(test_conv_grad_bad_shape),
-      cmocka_unit_test(test_grad_cache),      cmocka_unit_test(test_avgpool_grad),
-      cmocka_unit_test(test_batchnorm_grad),  cmocka_unit_test(test_layernorm_grad),
-      cmocka_unit_test(test_declined),
+      cmocka_unit_test(test_eltwise_grads),     cmocka_unit_test(test_softmax_grads),
+      cmocka_unit_test(test_conv_grad),         cmocka_unit_test(test_conv_grad_weights_only),
+      cmocka_unit_test(test_conv_grad_1d_3d),   cmocka_unit_test(test_conv_grad_bad_shape),
+      cmocka_unit_test(test_grad_cache),        cmocka_unit_test(test_avgpool_grad),
+      cmocka_unit_test(test_avgpool_bad_shape), cmocka_unit_test(test_batchnorm_grad),
+      cmocka_unit_test(test_layernorm_grad),    cmocka_unit_test(test_declined),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,8 @@ static OnyxSession* open_grad(const TIn* ins, size_t n, const char* op, const ch
   }
   char buf[256];
   snprintf(buf, sizeof buf, "%s", outputs);
-  for (char* tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
+  char* save = NULL;
+  for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
     otm_output(m, tok, F32, -1, NULL);
   OxTestNode* node = otm_node(m, op, "g", inputs, outputs);
   otm_node_domain(node, TRAINING);
@@ -131,11 +133,11 @@ static void run_grad(OnyxSession* s, const TIn* ins, size_t n, const char* outpu
       ok(onyx_value_create_tensor(I64, ins[k].dims, (size_t)ins[k].rank, ins[k].i,
                                   c * sizeof(int64_t), &v[k]));
   }
-  static char buf[256];
+  char buf[256], *save = NULL; /* local: runs may come from several threads */
   snprintf(buf, sizeof buf, "%s", outputs);
   const char* onames[4];
   size_t no = 0;
-  for (char* tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
+  for (char* tok = strtok_r(buf, ",", &save); tok && no < 4; tok = strtok_r(NULL, ",", &save))
     onames[no++] = tok;
   ok(onyx_session_run(s, NULL, names, (const OnyxValue* const*)v, n, onames, no, out));
   *n_out = no;
@@ -233,6 +235,55 @@ static void test_eltwise_grads(void** state) {
     free(dy);
     free(x);
   }
+}
+
+/* Concurrent first runs of one session with a symbolic batch dim: the plan
+ * is built once under the kernel's lock, and every run gets the right dX. */
+typedef struct Race {
+  OnyxSession* s;
+  const TIn* ins;
+  const float* want;
+  size_t n;
+  int bad;
+} Race;
+
+static void* race(void* arg) {
+  Race* r = arg;
+  OnyxValue* out[1];
+  size_t no = 0;
+  run_grad(r->s, r->ins, 2, "dx", out, &no);
+  size_t c;
+  const float* p = data_of(out[0], &c);
+  bool same = c == r->n;
+  for (size_t k = 0; same && k < c; k++) /* by value: oneDNN's zeros may be -0 */
+    same = p[k] == r->want[k];
+  if (!same) __atomic_add_fetch(&r->bad, 1, __ATOMIC_RELAXED);
+  onyx_value_release(out[0]);
+  return NULL;
+}
+
+static void test_concurrent_runs(void** state) {
+  (void)state;
+  const size_t n = 4 * 3 * 5 * 5;
+  float* dy = rnd_f(n, -1, 1);
+  float* x = rnd_f(n, -2, 2);
+  float* want = malloc(n * sizeof *want);
+  for (size_t k = 0; k < n; k++) /* ReluGrad by its definition: dY where X > 0 */
+    want[k] = x[k] > 0 ? dy[k] : 0.0f;
+  TIn ins[2] = {{"dy", 4, {4, 3, 5, 5}, dy, NULL, true}, {"x", 4, {4, 3, 5, 5}, x, NULL, true}};
+  OnyxSession* s = open_grad(ins, 2, "ReluGrad", "dy,x", "dx", NULL, NULL, true, NULL, NULL);
+  expect_on_onednn(s);
+  Race r = {s, ins, want, n, 0};
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, race, &r), 0);
+  for (int i = 0; i < 4; i++)
+    pthread_join(t[i], NULL);
+  assert_int_equal(r.bad, 0);
+  onyx_session_release(s);
+  free(dy);
+  free(x);
+  free(want);
 }
 
 /* --- Softmax ------------------------------------------------------------------------- */
@@ -722,12 +773,19 @@ static int setup(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_eltwise_grads),     cmocka_unit_test(test_softmax_grads),
-      cmocka_unit_test(test_conv_grad),         cmocka_unit_test(test_conv_grad_weights_only),
-      cmocka_unit_test(test_conv_grad_1d_3d),   cmocka_unit_test(test_conv_grad_bad_shape),
-      cmocka_unit_test(test_grad_cache),        cmocka_unit_test(test_avgpool_grad),
-      cmocka_unit_test(test_avgpool_bad_shape), cmocka_unit_test(test_batchnorm_grad),
-      cmocka_unit_test(test_layernorm_grad),    cmocka_unit_test(test_declined),
+      cmocka_unit_test(test_eltwise_grads),
+      cmocka_unit_test(test_concurrent_runs),
+      cmocka_unit_test(test_softmax_grads),
+      cmocka_unit_test(test_conv_grad),
+      cmocka_unit_test(test_conv_grad_weights_only),
+      cmocka_unit_test(test_conv_grad_1d_3d),
+      cmocka_unit_test(test_conv_grad_bad_shape),
+      cmocka_unit_test(test_grad_cache),
+      cmocka_unit_test(test_avgpool_grad),
+      cmocka_unit_test(test_avgpool_bad_shape),
+      cmocka_unit_test(test_batchnorm_grad),
+      cmocka_unit_test(test_layernorm_grad),
+      cmocka_unit_test(test_declined),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

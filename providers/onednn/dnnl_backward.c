@@ -165,7 +165,7 @@ bool dnnl_bwd_match(const OnyxNode* n, const char** why) {
   for (size_t i = 0; i < sizeof ops / sizeof *ops && !known; i++)
     known = op_is(n, ops[i]);
   if (!known) {
-    *why = "gradient op not mapped to a oneDNN backward primitive";
+    *why = "com.onyx.training op not mapped to a oneDNN backward primitive";
     return false;
   }
   bool pool = op_is(n, "AveragePoolGrad");

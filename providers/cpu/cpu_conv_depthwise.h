@@ -60,6 +60,12 @@ bool cpu_conv_depthwise_enabled(void);
  * to go back to cpuid. Not thread-safe against concurrent runs. */
 void cpu_conv_depthwise_force_path(int path);
 
+/* Tests: 1 sends every depthwise conv the channel-blocked path can take
+ * (cpu_conv_depthwise.c) there whatever its width, 0 none, -1 back to the
+ * rule (planes narrower than 32 columns). Not thread-safe against
+ * concurrent runs. */
+void cpu_conv_depthwise_force_cblock(int on);
+
 /* Runs the convolution on ctx's thread pool. ONYX_CANCELLED when the run
  * was cancelled (some planes of Y then are not written). */
 OnyxStatus* cpu_conv_depthwise_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p);

@@ -649,9 +649,10 @@ static bool cb_geom(const CpuDepthwiseRun* p, size_t lanes, CbGeom* g) {
   if (!cpu_mul_size((size_t)hp, (size_t)wp, &in_px) || in_px > 4 * r->h * r->w + 4096 ||
       !cpu_mul_size((size_t)g->oh, (size_t)g->ow, &out_px) ||
       !cpu_mul_size((size_t)g->kh, (size_t)g->kw, &taps) || !cpu_add_size(in_px, out_px, &total) ||
-      !cpu_add_size(total, taps, &total) || !cpu_mul_size(total, lanes, &total))
+      !cpu_add_size(total, taps, &total) || !cpu_mul_size(total, lanes, &total) ||
+      !cpu_add_size(total, 15, &total))
     return false;
-  g->block_floats = total;
+  g->block_floats = total / 16 * 16; /* each task's memory 64-byte aligned */
   return true;
 }
 
@@ -880,10 +881,12 @@ static bool cb_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p, int path, O
   j.tasks = threads < j.blocks ? threads : j.blocks;
   size_t bytes;
   if (j.tasks == 0 || !cpu_mul_size(j.tasks, j.g.block_floats, &bytes) ||
-      !cpu_mul_size(bytes, sizeof(float), &bytes))
+      !cpu_mul_size(bytes, sizeof(float), &bytes) || !cpu_add_size(bytes, 64, &bytes))
     return false;
-  j.mem = cpu_host->ctx_scratch(ctx, bytes);
-  if (!j.mem) return false;
+  char* mem = cpu_host->ctx_scratch(ctx, bytes);
+  if (!mem) return false;
+  /* 64-byte aligned: a 16-channel pixel is one cache line */
+  j.mem = (float*)(void*)(mem + (64 - (uintptr_t)mem % 64) % 64);
   atomic_init(&j.stopped, 0);
   cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), j.tasks, cb_tasks, &j);
   *st = atomic_load(&j.stopped) ? cpu_cancelled(ctx, NULL) : NULL;

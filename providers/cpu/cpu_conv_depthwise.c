@@ -604,8 +604,9 @@ T256 static void dw_plane_avx2(const DwPlane* q) {
 /* ------------------------------------------------------------------------ */
 
 /* Depthwise convs (one input channel per group, as many output channels as
- * input ones) on planes narrower than CB_MAX_OW columns run vectorized over
- * channels instead of columns: L channels (16 with AVX-512, 8 with AVX2)
+ * input ones) on planes narrower than CB_MAX_OW columns, or with windows of
+ * at least CB_MIN_TAPS taps, run vectorized over channels instead of
+ * columns: L channels (16 with AVX-512, 8 with AVX2)
  * of one image are transposed into a zero-padded block of (Hp x Wp) L-wide
  * pixels, each output pixel is L accumulators fed by one load and one FMA
  * per tap (no masks: the padding is in the block), and the results are
@@ -614,6 +615,11 @@ T256 static void dw_plane_avx2(const DwPlane* q) {
  * channel whatever the width. Per output pixel the sum is bias, then kernel
  * rows, then columns, as on the other paths. */
 #define CB_MAX_OW 32
+/* Wider planes: the transposes cost about what the column path's partial
+ * vectors waste with 3x3 windows (144 channels 56x56: 304 against 306 us;
+ * 16 channels 112x112: 139 against 108), less than the larger windows'
+ * taps gain (5x5 at 56x56: 613 against 804 us; 7x7: 313 against 496). */
+#define CB_MIN_TAPS 25
 /* Column accumulators per register block. */
 #define CB_COLS 8
 
@@ -864,13 +870,14 @@ static void cb_tasks(void* user, size_t begin, size_t end) {
 }
 
 /* Runs p on the channel-blocked path when it applies (vector path,
- * depthwise with m == c, ow < CB_MAX_OW, the block's memory available):
+ * depthwise with m == c, ow < CB_MAX_OW or kh kw >= CB_MIN_TAPS, the
+ * block's memory available):
  * true then, with *st the run's status. */
 static bool cb_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p, int path, OnyxStatus** st) {
   const CpuConvRun* r = &p->conv;
   const int mode = cblock_mode(); /* 0 off, 1 forced on, -1 by width */
   if ((path != CPU_DW_AVX512 && path != CPU_DW_AVX2) || p->cg != 1 || p->m != p->c || mode == 0 ||
-      (mode < 0 && r->ow >= CB_MAX_OW))
+      (mode < 0 && r->ow >= CB_MAX_OW && p->kh * p->kw < CB_MIN_TAPS))
     return false;
   const size_t L = path == CPU_DW_AVX512 ? 16 : 8;
   CbJob j = {.p = p, .ctx = ctx, .path = path};

@@ -812,8 +812,10 @@ T256 static void cb_plane256(const CbGeom* g, const float* blk, const float* wk,
 
 /* Block b (image b / cblocks, channels from (b % cblocks) L) in task
  * memory mem: weights and bias packed L-wide (zero past c), X transposed
- * in, the plane computed, Y transposed out. */
-static void cb_block(const CbJob* j, size_t b, float* mem) {
+ * in, the plane computed, Y transposed out. The padding's zeros are
+ * written for a task's first block only: the next ones overwrite the same
+ * interior (every lane of it, channels past c as zeros). */
+static void cb_block(const CbJob* j, size_t b, float* mem, bool first) {
   const CpuDepthwiseRun* p = j->p;
   const CpuConvRun* r = &p->conv;
   const CbGeom* g = &j->g;
@@ -832,7 +834,7 @@ static void cb_block(const CbJob* j, size_t b, float* mem) {
       wk[t * L + l] = in ? p->w[(c0 + l) * taps + t] : 0.0f;
   }
   /* the input covers the block but for its padding */
-  if (g->pt || g->pl || g->hp > g->pt + g->h || g->wp > g->pl + g->w)
+  if (first && (g->pt || g->pl || g->hp > g->pt + g->h || g->wp > g->pl + g->w))
     memset(blk, 0, in_px * L * sizeof(float));
   const float* x = r->x + img * c * (size_t)(g->h * g->w);
   for (size_t half = 0; half < L; half += 8)
@@ -863,7 +865,7 @@ static void cb_tasks(void* user, size_t begin, size_t end) {
         return;
       }
 #if DW_X86
-      cb_block(j, b, j->mem + t * j->g.block_floats);
+      cb_block(j, b, j->mem + t * j->g.block_floats, b == b0);
 #endif
     }
   }

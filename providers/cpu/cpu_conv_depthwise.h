@@ -21,6 +21,13 @@
  * before the row is stored. A portable scalar loop does the same where
  * neither ISA is present, and for column strides above 2^24.
  *
+ * Depthwise convs proper (m == c) narrower than 32 output columns, or with
+ * windows of 25 taps or more, run channel-blocked instead on the vector
+ * paths: 16 (AVX-512) or 8 (AVX2) channels of an image transposed into a
+ * zero-padded block of channel-vector pixels, one FMA per tap and output
+ * pixel, the result transposed back into Y with Z and the activation
+ * (cpu_conv_depthwise.c, "Channel-blocked path").
+ *
  * Each output is bias + sum over kernel rows, then columns, of x * w (then
  * + z, then the activation) on every path and for any pool; the paths
  * differ by FMA rounding only. Planes (image, output channel) are spread

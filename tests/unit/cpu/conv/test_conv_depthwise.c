@@ -8,7 +8,10 @@
  * bias and the residual Z, every activation, NaN kept, pool independence
  * (bitwise), a 35-column kernel, groups of 3, 5 and 8 channels, and
  * the run's cancellation; on every path the machine has
- * (scalar, AVX2, AVX-512), forced in turn. */
+ * (scalar, AVX2, AVX-512), forced in turn, the vector paths once on the
+ * column kernel and once with every depthwise case on the channel-blocked
+ * one (channel counts past and short of its 16- and 8-channel blocks),
+ * also through the row activations HardSwish and SiLU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

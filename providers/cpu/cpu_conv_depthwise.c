@@ -604,7 +604,8 @@ T256 static void dw_plane_avx2(const DwPlane* q) {
 /* ------------------------------------------------------------------------ */
 
 /* Depthwise convs (one input channel per group, as many output channels as
- * input ones) on planes narrower than CB_MAX_OW columns, or with windows of
+ * input ones) on planes narrower than CB_MAX_OW columns (CB_MAX_OW_AVX2 on
+ * the AVX2 path), or with windows of
  * at least CB_MIN_TAPS taps, run vectorized over channels instead of
  * columns: L channels (16 with AVX-512, 8 with AVX2)
  * of one image are transposed into a zero-padded block of (Hp x Wp) L-wide
@@ -615,10 +616,16 @@ T256 static void dw_plane_avx2(const DwPlane* q) {
  * channel whatever the width. Per output pixel the sum is bias, then kernel
  * rows, then columns, as on the other paths. */
 #define CB_MAX_OW 32
+/* The AVX2 column kernel's 8-lane vectors run slower per tap than the
+ * AVX-512 ones, and the channel-blocked kernel wins up to 56 columns there
+ * (3x3, 144 channels 56x56: 309 against 346 us; 96 channels 112x112 stride
+ * 2: 303 against 405) and ties at 112 (32 channels: 278 against 275). */
+#define CB_MAX_OW_AVX2 64
 /* Wider planes: the transposes cost about what the column path's partial
- * vectors waste with 3x3 windows (144 channels 56x56: 304 against 306 us;
- * 16 channels 112x112: 139 against 108), less than the larger windows'
- * taps gain (5x5 at 56x56: 613 against 804 us; 7x7: 313 against 496). */
+ * vectors waste with 3x3 windows (144 channels 56x56: 287 against 307 us,
+ * 405 against 397 in another run; 16 channels 112x112: 139 against 108),
+ * less than the larger windows' taps gain (5x5 at 56x56: 613 against 804
+ * us; 7x7: 305 against 495). */
 #define CB_MIN_TAPS 25
 /* Column accumulators per register block. */
 #define CB_COLS 8
@@ -872,14 +879,16 @@ static void cb_tasks(void* user, size_t begin, size_t end) {
 }
 
 /* Runs p on the channel-blocked path when it applies (vector path,
- * depthwise with m == c, ow < CB_MAX_OW or kh kw >= CB_MIN_TAPS, the
+ * depthwise with m == c, ow < CB_MAX_OW (AVX2: CB_MAX_OW_AVX2) or kh kw >=
+ * CB_MIN_TAPS, the
  * block's memory available):
  * true then, with *st the run's status. */
 static bool cb_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p, int path, OnyxStatus** st) {
   const CpuConvRun* r = &p->conv;
   const int mode = cblock_mode(); /* 0 off, 1 forced on, -1 by width */
   if ((path != CPU_DW_AVX512 && path != CPU_DW_AVX2) || p->cg != 1 || p->m != p->c || mode == 0 ||
-      (mode < 0 && r->ow >= CB_MAX_OW && p->kh * p->kw < CB_MIN_TAPS))
+      (mode < 0 && r->ow >= (path == CPU_DW_AVX512 ? CB_MAX_OW : CB_MAX_OW_AVX2) &&
+       p->kh * p->kw < CB_MIN_TAPS))
     return false;
   const size_t L = path == CPU_DW_AVX512 ? 16 : 8;
   CbJob j = {.p = p, .ctx = ctx, .path = path};

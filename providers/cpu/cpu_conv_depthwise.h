@@ -21,7 +21,8 @@
  * before the row is stored. A portable scalar loop does the same where
  * neither ISA is present, and for column strides above 2^24.
  *
- * Depthwise convs proper (m == c) narrower than 32 output columns, or with
+ * Depthwise convs proper (m == c) narrower than 32 output columns (64 on
+ * the AVX2 path), or with
  * windows of 25 taps or more, run channel-blocked instead on the vector
  * paths: 16 (AVX-512) or 8 (AVX2) channels of an image transposed into a
  * zero-padded block of channel-vector pixels, one FMA per tap and output

@@ -33,7 +33,7 @@
  *    steps len-1 .. 0 of each entry.
  * The GEMMs are cpu_gemm_f64 on the session's pool; every sum runs in a
  * fixed order, so results do not depend on the number of threads. Polls
- * cancellation once per step. */
+ * cancellation once per step of each pass. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -193,7 +193,7 @@ static int64_t step_time(const SeqRun* q, bool rev, size_t s, size_t b) {
 }
 
 /* The forward pass of direction d, saving what the backward reads. */
-static void seq_forward(const SeqRun* q, SeqWork* k, size_t d, bool rev) {
+static bool seq_forward(const SeqRun* q, SeqWork* k, size_t d, bool rev, CpuStop* stop) {
   const size_t N = q->N, H = q->H, GH = q->GH, I = q->I;
   const double* W = q->w + d * GH * I;
   const double* R = q->r + d * GH * H;
@@ -215,7 +215,9 @@ static void seq_forward(const SeqRun* q, SeqWork* k, size_t d, bool rev) {
   cpu_nn_transpose(k->tmp, R, GH, H, sizeof(double));
   const bool split = q->cell == SEQ_GRU && !q->lbr;
   const size_t n1 = split ? 2 * H : GH;
+  size_t polled = 0;
   for (size_t s = 0; s < q->S; s++) {
+    if (cpu_stop_poll(stop, &polled, N * GH * (H + 1) + 1)) return false;
     double* hp = k->hprev + s * N * H;
     double* cp = k->cprev + s * N * H;
     double* gs = k->gates + s * N * GH;
@@ -281,6 +283,7 @@ static void seq_forward(const SeqRun* q, SeqWork* k, size_t d, bool rev) {
       }
     }
   }
+  return true;
 }
 
 /* The backward pass of direction d (after seq_forward). */
@@ -628,8 +631,8 @@ static OnyxStatus* seq_grad_compute(void* state, OnyxKernelContext* ctx) {
     CpuStop stop = {.ctx = ctx};
     for (size_t d = 0; d < nd && !st; d++) {
       const bool rev = reverse || d == 1;
-      seq_forward(&q, &k, d, rev);
-      if (!seq_backward(&q, &k, d, rev, &stop)) st = cpu_cancelled(ctx, NULL);
+      if (!seq_forward(&q, &k, d, rev, &stop) || !seq_backward(&q, &k, d, rev, &stop))
+        st = cpu_cancelled(ctx, NULL);
     }
   }
   /* Outputs, in the node's layout. */
@@ -715,8 +718,8 @@ typedef struct RzPlan {
 /* The transpose of one interpolation pass along axis `ax`: src has dims
  * `d` with d[ax] = out_len, dst the same with in_len (zeroed by the
  * caller); dst[o, taps(x), i] += w * src[o, x, i]. */
-static void rz_pass_t(const RzPlan* p, const double* src, double* dst, const int64_t* d,
-                      size_t rank, size_t ax, int64_t in_len, double scale) {
+static bool rz_pass_t(const RzPlan* p, const double* src, double* dst, const int64_t* d,
+                      size_t rank, size_t ax, int64_t in_len, double scale, CpuStop* stop) {
   size_t outer = 1, inner = 1;
   for (size_t i = 0; i < ax; i++)
     outer *= (size_t)d[i];
@@ -725,7 +728,9 @@ static void rz_pass_t(const RzPlan* p, const double* src, double* dst, const int
   const int64_t out_len = d[ax];
   const int64_t radius = p->cubic ? 2 : 1;
   const size_t taps = (size_t)(2 * radius + 1);
+  size_t polled = 0;
   for (int64_t x = 0; x < out_len; x++) {
+    if (cpu_stop_poll(stop, &polled, outer * inner * taps + 1)) return false;
     double c = rz_coord(p->coord, (double)x, scale, in_len, out_len);
     if (!isfinite(c)) c = 0;
     c = fmin(fmax(c, -(double)in_len - 8), 2.0 * (double)in_len + 8);
@@ -754,13 +759,15 @@ static void rz_pass_t(const RzPlan* p, const double* src, double* dst, const int
       }
     }
   }
+  return true;
 }
 
 /* ResizeGrad(dY, X_shape, scales?) -> dX: the transpose of Resize's linear
  * or cubic interpolation (mode, coordinate_transformation_mode other than
  * tf_crop_and_resize / tf_half_pixel_for_nn, cubic_coeff_a,
  * exclude_outside, axes; no antialias), one scatter-add pass per resized
- * axis in double, with the forward kernel's taps (cpu_resize.c). A resized
+ * axis in double, with the forward kernel's taps (cpu_resize.c), polling
+ * cancellation once per output coordinate. A resized
  * axis's scale is scales' value, or dY's dim / X's dim without scales (the
  * forward's sizes input with the stretch policy). */
 static OnyxStatus* resize_grad_compute(void* state, OnyxKernelContext* ctx) {
@@ -865,6 +872,7 @@ static OnyxStatus* resize_grad_compute(void* state, OnyxKernelContext* ctx) {
   }
   to_double(dY, b0, ny);
   memcpy(cur, yd, r * sizeof *cur);
+  CpuStop stop = {.ctx = ctx};
   for (size_t a = r; a-- > 0;) {
     if (!resized[a] ||
         (xd[a] == yd[a] && scale[a] == 1.0 && !p.cubic && p.coord != RZ_ALIGN_CORNERS))
@@ -873,7 +881,11 @@ static OnyxStatus* resize_grad_compute(void* state, OnyxKernelContext* ctx) {
     for (size_t i = 0; i < r; i++)
       n *= i == a ? (size_t)xd[a] : (size_t)cur[i];
     memset(b1, 0, (n ? n : 1) * sizeof(double));
-    if (n) rz_pass_t(&p, b0, b1, cur, r, a, xd[a], scale[a]);
+    if (n && !rz_pass_t(&p, b0, b1, cur, r, a, xd[a], scale[a], &stop)) {
+      free(b0);
+      free(b1);
+      return cpu_cancelled(ctx, NULL);
+    }
     cur[a] = xd[a];
     double* t = b0;
     b0 = b1;

@@ -64,6 +64,7 @@ extern const OxSchemaFamily ox_family_cf;      /* schemas_cf.c: control flow, se
 extern const OxSchemaFamily ox_family_image;   /* schemas_image.c: ImageDecoder */
 extern const OxSchemaFamily ox_family_training;   /* schemas_training.c: com.onyx.training grads */
 extern const OxSchemaFamily ox_family_collective; /* schemas_collective.c: com.onyx.collective */
+extern const OxSchemaFamily ox_family_training_seq; /* schemas_training_seq.c: recurrent grads */
 
 /* Every ai.onnx op name with its first opset, sorted by name (messages only). */
 typedef struct OxOpName {

@@ -466,7 +466,7 @@ void ox_grad_GI_bcast(OxGradBuilder* b, const OxNode* n, size_t i, const char* g
 
 OxGradRule ox_grad_rule_find(const char* domain, const char* op, int32_t version) {
   const OxGradRuleDef* (*tables[])(size_t*) = {ox_grad_rules_math, ox_grad_rules_nn,
-                                               ox_grad_rules_tensor};
+                                               ox_grad_rules_tensor, ox_grad_rules_seq};
   const char* d = ox_domain_is_onnx(domain) ? "" : domain;
   for (size_t t = 0; t < OX_ARRAY_LEN(tables); t++) {
     size_t n = 0;

@@ -354,9 +354,7 @@ static OnyxStatus* rule_scatter(OxGradBuilder* b, const OxNode* n) {
 
 static OnyxStatus* rule_resize(OxGradBuilder* b, const OxNode* n) {
   const char* mode = ox_node_attr_string(n, "mode", "nearest");
-  if (strcmp(mode, "nearest"))
-    return ox_status(ONYX_NOT_IMPLEMENTED, "the gradient is built for mode 'nearest' (not '%s')",
-                     mode);
+  if (strcmp(mode, "nearest")) return ox_grad_rule_resize_interp(b, n);
   return rule_picking(b, n);
 }
 

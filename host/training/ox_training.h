@@ -112,6 +112,11 @@ typedef struct OxGradRuleDef {
 const OxGradRuleDef* ox_grad_rules_math(size_t* n);   /* gradient_rules.c */
 const OxGradRuleDef* ox_grad_rules_nn(size_t* n);     /* gradient_rules_nn.c */
 const OxGradRuleDef* ox_grad_rules_tensor(size_t* n); /* gradient_rules_tensor.c */
+const OxGradRuleDef* ox_grad_rules_seq(size_t* n);    /* gradient_rules_seq.c */
+
+/* Resize in linear or cubic mode (gradient_rules_seq.c); the Resize rule of
+ * gradient_rules_tensor.c hands those modes to it. */
+OnyxStatus* ox_grad_rule_resize_interp(OxGradBuilder* b, const OxNode* n);
 
 /* The rule for an op at schema version `version`; NULL: none. */
 OxGradRule ox_grad_rule_find(const char* domain, const char* op, int32_t version);

@@ -56,5 +56,6 @@ OnyxStatus* cpu_register_collective(OnyxKernelRegistry* r);
  * NULL when the session has no process group. cpu_provider.c */
 const OnyxCollectivesExt* cpu_ep_collectives(const OnyxEp* ep);
 OnyxStatus* cpu_register_grad_conv(OnyxKernelRegistry* r); /* cpu_grad_conv.c: conv, pools */
+OnyxStatus* cpu_register_grad_seq(OnyxKernelRegistry* r);  /* cpu_grad_seq.c: RNN, GRU, LSTM */
 
 #endif

@@ -29,6 +29,11 @@ struct OnyxProcessGroup {
   OxDistBackend be; /* valid when lib is set */
   char* broken;     /* first failure that broke the group; NULL: healthy */
   OnyxCollectivesExt ext;
+  /* The split all-reduces (all_reduce_start / all_reduce_wait): how many
+   * started, how many are in flight now and at most, and how many had
+   * completed when their wait began. ONYX_DIST_STATS=1 prints them at
+   * release (the overlap test reads that line). */
+  uint64_t async_started, async_in_flight, async_max_in_flight, async_done_before;
   /* One collective at a time: MPI runs at MPI_THREAD_SERIALIZED, and two
    * sessions sharing the group may run from two threads. */
   pthread_mutex_t lock;
@@ -250,6 +255,13 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
 
 void onyx_process_group_release(OnyxProcessGroup* g) {
   if (!g) return;
+  const char* stats = getenv("ONYX_DIST_STATS");
+  if (stats && !strcmp(stats, "1") && g->async_started)
+    fprintf(stderr,
+            "onyx dist: rank %d: %llu split all-reduces, at most %llu in flight, %llu complete "
+            "before their wait\n",
+            (int)g->rank, (unsigned long long)g->async_started,
+            (unsigned long long)g->async_max_in_flight, (unsigned long long)g->async_done_before);
   if (g->lib) {
     if (g->be.release) g->be.release(g->be.ctx);
     dlclose(g->lib);
@@ -604,6 +616,61 @@ static OnyxStatus* ox_ext_barrier(void* group, OnyxStopFn stop, const OnyxKernel
   return st;
 }
 
+/* The split all-reduce. A world of one rank keeps nothing: the wait leaves
+ * buf (the caller's own data) as it is. AVG is a SUM divided at the wait. */
+static OnyxStatus* ox_ext_all_reduce_start(void* group, const void* buf, size_t count, int32_t type,
+                                           int32_t op, uint64_t* handle,
+                                           const OnyxKernelContext* ctx) {
+  OxCall c = {.op = "AllReduceStart", .ctx = ctx};
+  OnyxProcessGroup* g = group;
+  size_t es, bytes;
+  *handle = 0;
+  if (!g) return ox_status(ONYX_INVALID_ARGUMENT, "%s: process group is NULL", c.op);
+  pthread_mutex_lock(&g->lock);
+  OnyxStatus* st = ox_check(g, &c, type, count, buf, buf, &es, &bytes, NULL);
+  if (!st) st = ox_check_reduce(&c, type, op);
+  if (!st && g->size > 1 && count) {
+    char err[512] = "";
+    int32_t be_op = op == ONYX_REDUCE_AVG ? ONYX_REDUCE_SUM : op;
+    int rc = g->be.all_reduce_start(g->be.ctx, buf, count, type, be_op, handle, err, sizeof err);
+    if (rc) st = ox_backend_error(g, &c, rc, err);
+  }
+  if (!st) {
+    g->async_started++;
+    if (++g->async_in_flight > g->async_max_in_flight) g->async_max_in_flight = g->async_in_flight;
+  }
+  pthread_mutex_unlock(&g->lock);
+  return st;
+}
+
+static OnyxStatus* ox_ext_all_reduce_wait(void* group, uint64_t handle, void* buf, size_t count,
+                                          int32_t type, int32_t op, OnyxStopFn stop,
+                                          const OnyxKernelContext* ctx) {
+  OxCall c = {.op = "AllReduceWait", .stop = stop, .ctx = ctx};
+  OnyxProcessGroup* g = group;
+  size_t es, bytes;
+  if (!g) return ox_status(ONYX_INVALID_ARGUMENT, "%s: process group is NULL", c.op);
+  pthread_mutex_lock(&g->lock);
+  if (g->async_in_flight) g->async_in_flight--;
+  OnyxStatus* st = ox_check(g, &c, type, count, buf, buf, &es, &bytes, NULL);
+  if (!st) st = ox_check_reduce(&c, type, op);
+  if (!st && g->size > 1 && count) {
+    char err[512] = "";
+    OxDistWait w = ox_wait(g, &c);
+    int done_before = 0;
+    int rc =
+        g->be.all_reduce_wait(g->be.ctx, handle, buf, count, &done_before, &w, err, sizeof err);
+    if (rc)
+      st = ox_backend_error(g, &c, rc, err);
+    else {
+      if (done_before) g->async_done_before++;
+      if (op == ONYX_REDUCE_AVG) ox_divide(buf, count, type, g->size);
+    }
+  }
+  pthread_mutex_unlock(&g->lock);
+  return st;
+}
+
 static const OnyxCollectivesExt ox_collectives_template = {
     .base = {.struct_size = sizeof(OnyxCollectivesExt), .type = ONYX_EXT_COLLECTIVES},
     .all_reduce = ox_ext_all_reduce,
@@ -612,6 +679,8 @@ static const OnyxCollectivesExt ox_collectives_template = {
     .broadcast = ox_ext_broadcast,
     .all_to_all = ox_ext_all_to_all,
     .barrier = ox_ext_barrier,
+    .all_reduce_start = ox_ext_all_reduce_start,
+    .all_reduce_wait = ox_ext_all_reduce_wait,
 };
 
 /* --- The world check ------------------------------------------------------------------- */

@@ -280,9 +280,11 @@ typedef struct OnyxDataParallelOptions {
                                       clipping) */
   size_t bucket_bytes;             /* gradient all-reduce bucket (default 25 MiB) */
   /* With zero_stage 0: 1 (default): the gradients are averaged in the
-   * training graph (com.onyx.collective AllReduce nodes on the buckets, run
-   * by the training session); 0: by host all-reduces before the optimizer
-   * step. */
+   * training graph, each bucket by a com.onyx.collective AllReduceStart run
+   * as soon as its gradients exist and an AllReduceWait run after the rest
+   * of the backward pass (the all-reduces overlap the backward pass); 2: in
+   * the graph by blocking AllReduce nodes; 0: by host all-reduces before the
+   * optimizer step. */
   int32_t allreduce_in_graph;
 } OnyxDataParallelOptions;
 

@@ -392,6 +392,34 @@ static OnyxStatus* ox_dp_slot_names(const OxDataParallel* dp, char*** out) {
   return NULL;
 }
 
+/* Frees a state tensor's memory (ZeRO-1: the rank's shard replaces it); its
+ * data becomes NULL. Views that share the buffer (the training session's
+ * optimizer inputs, unused under ZeRO-1) are not read again. */
+static void ox_dp_drop(OxTensor* t) {
+  OxBuffer* b = t->buffer;
+  if (!b || !b->ptr || t->data != b->ptr) return;
+  if (b->release)
+    b->release(b->release_ctx, b->ptr, b->bytes);
+  else
+    free(b->ptr);
+  b->ptr = NULL;
+  b->release = NULL;
+  t->data = NULL;
+}
+
+/* Gives a dropped state tensor memory again (for the gathered state). */
+static OnyxStatus* ox_dp_undrop(OxTensor* t) {
+  if (t->data) return NULL;
+  OxBuffer* b = t->buffer;
+  if (!b) return ox_status(ONYX_FAIL, "data-parallel training: a state tensor has no buffer");
+  void* p = ox_alloc_host(t->bytes);
+  if (!p) return ox_oom();
+  b->ptr = p;
+  b->bytes = t->bytes;
+  t->data = p;
+  return NULL;
+}
+
 static OnyxStatus* ox_dp_zero_init(OxDataParallel* dp) {
   if (dp->b.has_clip)
     return ox_status(ONYX_NOT_IMPLEMENTED,
@@ -416,6 +444,22 @@ static OnyxStatus* ox_dp_zero_init(OxDataParallel* dp) {
     /* This rank's slice of the (broadcast) state; the padding stays zero. */
     ox_dp_flat_copy(dp, 2 + (int)s, off, have, dp->s[s]->tensor->data, true);
   }
+  /* The shards hold the state from here on: the checkpoint's full-size
+   * state tensors give their memory back (rank 0 gets it again to gather
+   * them for a save, ox_dp_gather_state). */
+  size_t full = 0, held = 0;
+  for (size_t s = 0; s < dp->b.n_slots; s++)
+    for (size_t i = 0; i < dp->b.n_params; i++) {
+      OxTensor* t = ox_dp_state(dp, s, i);
+      full += t->bytes;
+      if (dp->size > 1) ox_dp_drop(t);
+      if (t->data) held += t->bytes;
+    }
+  held += dp->b.n_slots * dp->shard * dp->esize;
+  const char* stats = getenv("ONYX_DIST_STATS");
+  if (stats && !strcmp(stats, "1"))
+    fprintf(stderr, "onyx dp: rank %d: optimizer state held: %zu bytes of %zu\n", dp->rank, held,
+            full);
   char** slots = NULL;
   OX_TRY(ox_dp_slot_names(dp, &slots));
   OnyxStatus* st = ox_dp_zero_session(dp, slots);
@@ -870,6 +914,9 @@ OnyxStatus* ox_dp_gather_state(OxDataParallel* dp) {
     OX_TRY(ox_dp_err(onyx_process_group_all_gather(dp->pg, dp->s[s]->tensor->data, dp->flat,
                                                    dp->shard, dp->type),
                      "all-gather of the optimizer state"));
+    if (dp->rank != 0 && dp->size > 1) continue; /* rank 0 alone keeps the full state */
+    for (size_t i = 0; i < dp->b.n_params; i++)
+      OX_TRY(ox_dp_undrop(ox_dp_state(dp, s, i)));
     ox_dp_flat_copy(dp, 2 + (int)s, 0, dp->total, dp->flat, false);
   }
   return NULL;

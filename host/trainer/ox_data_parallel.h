@@ -53,8 +53,10 @@ OnyxStatus* ox_dp_average_grads(OxDataParallel* dp);
  * rank skip (policy SKIP_STEP, *skipped counts it) or fail. Collective. */
 OnyxStatus* ox_dp_zero_step(OxDataParallel* dp, float lr, OnyxNonfinitePolicy policy,
                             int64_t* skipped);
-/* ZeRO-1: gathers every rank's shard of the optimizer state into the
- * checkpoint's state tensors (on every rank); nothing to do otherwise.
+/* ZeRO-1: gathers every rank's shard of the optimizer state into rank 0's
+ * checkpoint state tensors (allocated again for it: in a world of more than
+ * one rank, set_data_parallel frees the checkpoint's full-size state on
+ * every rank, and the other ranks' stay freed); nothing to do otherwise.
  * Collective. */
 OnyxStatus* ox_dp_gather_state(OxDataParallel* dp);
 

@@ -297,11 +297,13 @@ ONYX_API void onyx_data_parallel_options_init(OnyxDataParallelOptions* o);
 ONYX_API OnyxStatus* onyx_training_session_set_data_parallel(OnyxTrainingSession* ts,
                                                              const OnyxDataParallelOptions* o);
 
-/* With zero_stage 1 the checkpoint's optimizer state tensors are not
- * updated by the steps (each rank updates its shard): this collective call
- * gathers the shards into them on every rank, so that a checkpoint saved
- * afterwards (by rank 0) holds the full state and loads in a run of any
- * world size. Nothing to do without ZeRO. */
+/* With zero_stage 1 each rank holds and updates only its shard of the
+ * optimizer state; in a world of more than one rank the checkpoint's
+ * full-size state tensors are freed by set_data_parallel (saving them or
+ * getting one fails until gathered). This collective call gathers the
+ * shards into rank 0's checkpoint, so that a checkpoint saved afterwards by
+ * rank 0 holds the full state and loads in a run of any world size. Nothing
+ * to do without ZeRO. */
 ONYX_API OnyxStatus* onyx_training_session_gather_optimizer_state(OnyxTrainingSession* ts);
 
 #ifdef __cplusplus

@@ -4,9 +4,11 @@
 # final weights equal a 1-process run with batch 2B (float32 tolerance), for
 # SGD with momentum and AdamW, with and without --zero-stage 1, the gradients
 # averaged in the training graph (overlapped, the default, and blocking) and
-# on the host, with the
-# --no-shuffle row split and with the seeded shuffle; a checkpoint saved by
-# a ZeRO-1 run resumes in 1 process as the uninterrupted run goes on.
+# on the host, with the --no-shuffle row split and with the seeded shuffle; a
+# ZeRO-1 rank holds half the optimizer state; a rank gone fails its peer
+# within --collective-timeout; a checkpoint saved by a ZeRO-1 run resumes in 1
+# process as the uninterrupted run goes on, and a 1-process checkpoint in a
+# ZeRO-1 run.
 #
 # usage: test_disttrain.sh ONYX WORKDIR
 # Exit 77 (skipped) without mpirun, without python3's numpy and onnx, or in
@@ -151,8 +153,19 @@ same "$WORK/sgd2z" "$WORK/sgd1"
 run adamw1 1 8 --steps 8 --seed 5 "${ADAMW[@]}" --save-checkpoint "$WORK/ck_adamw1"
 run adamw2 2 4 --steps 8 --seed 5 "${ADAMW[@]}" --data-parallel
 same "$WORK/adamw2" "$WORK/adamw1"
+# ZeRO-1 memory: each rank keeps its shard of the optimizer state only. The
+# model's 180 trainable elements (w1 16x6, b1 16, w2 4x16, b2 4) make AdamW's
+# two float32 slots 2*180*4 = 1440 bytes in full; a rank of 2 holds its 90
+# elements of each slot: 720 bytes.
+MPI=("${MPI_PLAIN[@]}" -x ONYX_DIST_STATS=1)
 run adamw2z 2 4 --steps 8 --seed 5 "${ADAMW[@]}" --data-parallel --zero-stage 1
+MPI=("${MPI_PLAIN[@]}")
 same "$WORK/adamw2z" "$WORK/adamw1"
+checks=$((checks + 1))
+for r in 0 1; do
+  grep -qF "onyx dp: rank $r: optimizer state held: 720 bytes of 1440" "$ERR" ||
+    fail "rank $r's optimizer state is not its half"
+done
 
 # The training moved the weights (the comparisons above are not of two
 # untouched models), and the 1-process run's loss went down.
@@ -196,6 +209,13 @@ open(sys.argv[2], 'w').write(''.join(l + '\n' for l in lines[4:]))
 " "$WORK/adamw1.jsonl" "$WORK/adamw1_tail.jsonl"
 cp "$WORK/adamw1.onnx" "$WORK/adamw1_tail.onnx"
 same "$WORK/resumed" "$WORK/adamw1_tail"
+
+# A 1-process checkpoint resumes in a 2-rank ZeRO-1 run (sharded at load)
+# as in 1 process: 4 more steps from adamw1's checkpoint both ways.
+run from1 1 8 --steps 4 --seed 5 "${ADAMW[@]}" --resume "$WORK/ck_adamw1"
+run from1z 2 4 --steps 4 --seed 5 "${ADAMW[@]}" --resume "$WORK/ck_adamw1" --data-parallel \
+  --zero-stage 1
+same "$WORK/from1z" "$WORK/from1"
 
 # A rank that leaves early: rank 1 trains 1 step and exits, rank 0 waits at
 # its second step's collectives and fails after --collective-timeout (2 s),

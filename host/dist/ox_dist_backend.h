@@ -57,6 +57,9 @@ typedef struct OxDistBackend {
                           uint64_t* handle, char* err, size_t err_len);
   int (*all_reduce_wait)(void* ctx, uint64_t handle, void* buf, size_t count, int* done_before,
                          const OxDistWait* w, char* err, size_t err_len);
+  /* Polls the started all-reduces once; returns how many are still in
+   * flight. Called between collectives (never concurrently with one). */
+  size_t (*progress)(void* ctx);
   /* Waits (bounded by the timeout) for work a broken call left pending (and
    * started all-reduces never waited for), then
    * frees everything and finalizes MPI if the backend initialized it. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "ox_checked.h"
 #include "ox_common.h"
@@ -21,6 +22,11 @@
 #define OX_MPI_PACKAGE_HINT                                                                        \
   "libonyx_mpi.so is built when CMake finds MPI (ONYX_WITH_MPI) and needs Open MPI's "             \
   "libmpi.so.40 (Debian: apt install libopenmpi-dev openmpi-bin)"
+
+/* Groups of this process with a backend. MPI runs at MPI_THREAD_SERIALIZED
+ * and each group serializes its own calls only, so a progress thread polls
+ * only while its group is the process's one group with a backend. */
+static int ox_live_backends;
 
 struct OnyxProcessGroup {
   int32_t rank, size, local_rank;
@@ -34,6 +40,13 @@ struct OnyxProcessGroup {
    * completed when their wait began. ONYX_DIST_STATS=1 prints them at
    * release (the overlap test reads that line). */
   uint64_t async_started, async_in_flight, async_max_in_flight, async_done_before;
+  /* The progress thread (started with the first split all-reduce unless
+   * ONYX_DIST_PROGRESS_THREAD=0): while all-reduces are in flight it polls
+   * them every 100 us under the lock, so that Open MPI moves large
+   * messages on while the kernels between a start and its wait compute. */
+  pthread_t progress;
+  bool progress_on, progress_stop;
+  bool counted; /* in ox_live_backends */
   /* One collective at a time: MPI runs at MPI_THREAD_SERIALIZED, and two
    * sessions sharing the group may run from two threads. */
   pthread_mutex_t lock;
@@ -242,6 +255,8 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
       return st;
     }
     if (o.local_rank < 0) g->local_rank = g->be.local_rank;
+    __atomic_add_fetch(&ox_live_backends, 1, __ATOMIC_ACQ_REL);
+    g->counted = true;
   }
   g->ext = ox_collectives_template;
   g->ext.group = g;
@@ -255,6 +270,12 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
 
 void onyx_process_group_release(OnyxProcessGroup* g) {
   if (!g) return;
+  if (g->progress_on) {
+    pthread_mutex_lock(&g->lock);
+    g->progress_stop = true;
+    pthread_mutex_unlock(&g->lock);
+    pthread_join(g->progress, NULL);
+  }
   const char* stats = getenv("ONYX_DIST_STATS");
   if (stats && !strcmp(stats, "1") && g->async_started)
     fprintf(stderr,
@@ -263,6 +284,7 @@ void onyx_process_group_release(OnyxProcessGroup* g) {
             (int)g->rank, (unsigned long long)g->async_started,
             (unsigned long long)g->async_max_in_flight, (unsigned long long)g->async_done_before);
   if (g->lib) {
+    if (g->counted) __atomic_sub_fetch(&ox_live_backends, 1, __ATOMIC_ACQ_REL);
     if (g->be.release) g->be.release(g->be.ctx);
     dlclose(g->lib);
   }
@@ -616,6 +638,30 @@ static OnyxStatus* ox_ext_barrier(void* group, OnyxStopFn stop, const OnyxKernel
   return st;
 }
 
+static void* ox_progress_main(void* arg) {
+  OnyxProcessGroup* g = arg;
+  for (;;) {
+    pthread_mutex_lock(&g->lock);
+    const bool stop = g->progress_stop;
+    const bool busy = !stop && !g->broken && g->async_in_flight &&
+                      __atomic_load_n(&ox_live_backends, __ATOMIC_ACQUIRE) == 1;
+    if (busy) g->be.progress(g->be.ctx);
+    pthread_mutex_unlock(&g->lock);
+    if (stop) return NULL;
+    struct timespec ts = {0, busy ? 100000 : 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Starts the progress thread once (called under the lock). */
+static void ox_progress_start(OnyxProcessGroup* g) {
+  if (g->progress_on || !g->be.progress) return;
+  const char* env = getenv("ONYX_DIST_PROGRESS_THREAD");
+  if (env && !strcmp(env, "0")) return;
+  /* Without a thread the waits still progress the all-reduces. */
+  g->progress_on = pthread_create(&g->progress, NULL, ox_progress_main, g) == 0;
+}
+
 /* The split all-reduce. A world of one rank keeps nothing: the wait leaves
  * buf (the caller's own data) as it is. AVG is a SUM divided at the wait. */
 static OnyxStatus* ox_ext_all_reduce_start(void* group, const void* buf, size_t count, int32_t type,
@@ -633,7 +679,10 @@ static OnyxStatus* ox_ext_all_reduce_start(void* group, const void* buf, size_t 
     char err[512] = "";
     int32_t be_op = op == ONYX_REDUCE_AVG ? ONYX_REDUCE_SUM : op;
     int rc = g->be.all_reduce_start(g->be.ctx, buf, count, type, be_op, handle, err, sizeof err);
-    if (rc) st = ox_backend_error(g, &c, rc, err);
+    if (rc)
+      st = ox_backend_error(g, &c, rc, err);
+    else
+      ox_progress_start(g);
   }
   if (!st) {
     g->async_started++;

@@ -369,11 +369,19 @@ static int ox_all_reduce(void* ctx, void* buf, size_t count, int32_t type, int32
 /* Polls every started all-reduce once: Open MPI moves a nonblocking
  * collective forward only inside MPI calls, so each start and wait gives the
  * earlier ones a chance to progress while the caller computes. */
-static void ox_progress(OxMpi* m) {
+static size_t ox_progress(OxMpi* m) {
+  size_t left = 0;
   for (size_t i = 0; i < m->n_async; i++) {
     int done = 0;
     if (m->async[i].req != MPI_REQUEST_NULL) MPI_Test(&m->async[i].req, &done, MPI_STATUS_IGNORE);
+    if (m->async[i].req != MPI_REQUEST_NULL) left++;
   }
+  return left;
+}
+
+static size_t ox_progress_fn(void* ctx) {
+  OxMpi* m = ctx;
+  return m->broken ? 0 : ox_progress(m);
 }
 
 static int ox_all_reduce_start(void* ctx, const void* buf, size_t count, int32_t type, int32_t op,
@@ -691,6 +699,7 @@ OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBacken
       .barrier = ox_barrier,
       .all_reduce_start = ox_all_reduce_start,
       .all_reduce_wait = ox_all_reduce_wait,
+      .progress = ox_progress_fn,
       .release = ox_release,
   };
   return 0;

@@ -18,7 +18,18 @@
  *   AllToAll(X) -> Y         axis, group_size       X split along axis into group_size blocks;
  *                                                   block j goes to rank j, and Y is the
  *                                                   blocks received, concatenated in rank
- *                                                   order: same shape */
+ *                                                   order: same shape
+ *
+ * The all-reduce split in two halves, so that work scheduled between them
+ * overlaps the communication (data-parallel training, host/trainer):
+ *
+ *   AllReduceStart(X...) -> Token   reduce, group_size  posts the reduction of
+ *                                                   the Xs, flattened and
+ *                                                   concatenated in input order;
+ *                                                   Token: an int64 scalar
+ *   AllReduceWait(Token, X...) -> Y...  reduce,     waits for Token's reduction
+ *                                   group_size      (same attributes and Xs as
+ *                                                   its start); Y_i has X_i's shape */
 #include <string.h>
 #include "infer_util.h"
 #include "schema_internal.h"
@@ -39,6 +50,12 @@ static const OxTypeConstr t_reduce[] = {{"T", T_REDUCE}};
 static const OxTypeConstr t_move[] = {{"T", T_MOVE}};
 static const OxFormal f_x[] = {{"X", "T", ONYX_PARAM_SINGLE, 1}};
 static const OxFormal f_y[] = {{"Y", "T", ONYX_PARAM_SINGLE, 1}};
+
+static const OxFormal f_xs[] = {{"X", "T", ONYX_PARAM_VARIADIC, 1}};
+static const OxFormal f_ys[] = {{"Y", "T", ONYX_PARAM_VARIADIC, 1}};
+static const OxFormal f_token[] = {{"Token", "tensor(int64)", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal f_token_xs[] = {{"Token", "tensor(int64)", ONYX_PARAM_SINGLE, 1},
+                                      {"X", "T", ONYX_PARAM_VARIADIC, 1}};
 
 static const OxAttrSpec a_all_reduce[] = {
     {.name = "group_size", .type = ONYX_ATTR_INT, .required = true},
@@ -141,6 +158,26 @@ static OnyxStatus* infer_all_to_all(OxNode* n) {
   return ox_out_set(n, 0, ox_in_type(n, 0), d.rank >= 0 ? &d : NULL);
 }
 
+static OnyxStatus* infer_all_reduce_start(OxNode* n) {
+  int64_t g = 1;
+  OX_TRY(group_size(n, &g));
+  OX_TRY(check_reduce(n));
+  OxDims d = {.rank = 0};
+  return ox_out_set(n, 0, ONYX_ELEM_INT64, &d);
+}
+
+static OnyxStatus* infer_all_reduce_wait(OxNode* n) {
+  int64_t g = 1;
+  OX_TRY(group_size(n, &g));
+  OX_TRY(check_reduce(n));
+  if (n->n_outputs + 1 != n->n_inputs)
+    return ox_node_err(n, "%zu outputs for %zu inputs after the token (one Y per X)",
+                       (size_t)n->n_outputs, (size_t)(n->n_inputs ? n->n_inputs - 1 : 0));
+  for (size_t i = 0; i < n->n_outputs; i++)
+    OX_TRY(ox_out_like_input(n, i, i + 1));
+  return NULL;
+}
+
 #define ROW(op, tc, attrs, fn)                                                                     \
   { COLLECTIVE, op, 1, L(f_x), L(f_y), L(tc), L(attrs), fn, NULL, NULL, true }
 
@@ -150,6 +187,10 @@ static const OxSchema ox_collective_rows[] = {
     ROW("ReduceScatter", t_reduce, a_reduce_scatter, infer_reduce_scatter),
     ROW("Broadcast", t_move, a_broadcast, infer_broadcast),
     ROW("AllToAll", t_move, a_axis, infer_all_to_all),
+    {COLLECTIVE, "AllReduceStart", 1, L(f_xs), L(f_token), L(t_reduce), L(a_all_reduce),
+     infer_all_reduce_start, NULL, NULL, true},
+    {COLLECTIVE, "AllReduceWait", 1, L(f_token_xs), L(f_ys), L(t_reduce), L(a_all_reduce),
+     infer_all_reduce_wait, NULL, NULL, true},
 };
 
 const OxSchemaFamily ox_family_collective = {"collective", L(ox_collective_rows), NULL, 0};

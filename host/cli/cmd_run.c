@@ -1,6 +1,7 @@
 /* cmd_run.c — `onyx run`: one run of a model, its outputs printed and saved. */
 #include "cli_util.h"
 
+#include <onyx/onyx_distributed.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,10 @@ typedef struct RunArgs {
   const char* save_optimized; /* --save-optimized FILE */
   CliList inputs;             /* NAME=FILE.pb */
   int threads;
-  const char* profile; /* --profile FILE */
+  const char* profile;  /* --profile FILE */
+  int tensor_parallel;  /* --tensor-parallel */
+  OnyxProcessGroup* pg; /* with --tensor-parallel */
+  int rank;             /* this process's rank: only rank 0 prints and saves */
 } RunArgs;
 
 static const char kRunHelp[] =
@@ -32,6 +36,10 @@ static const char kRunHelp[] =
     "                       phases and the run's nodes to FILE (docs/debugging.md)\n"
     "  --save-optimized FILE  write the graph after optimization as an ONNX model\n"
     "                       (docs/optimizer.md)\n"
+    "  --tensor-parallel    shard the model's attention and MLP blocks across the\n"
+    "                       ranks (mpirun -np N onyx run ...; docs/distributed.md);\n"
+    "                       every rank runs the same inputs, rank 0 alone prints\n"
+    "                       and writes the outputs\n"
     "\nexit status: 0 ok, 1 runtime error, 2 usage error\n";
 
 /* A file name for an output: '/' and other awkward bytes become '_'. */
@@ -134,19 +142,22 @@ static int run_model(OnyxSession* s, const RunArgs* a, CliError* e) {
   if (!rc) rc = cli_feeds_generate_missing(&feeds, s, stderr, e);
   for (size_t i = 0; !rc && i < n_out; i++)
     out_names[i] = onyx_session_output_name(s, i);
-  if (!rc) {
+  if (!rc && a->rank == 0) {
     cli_print_placement(stdout, s); /* before running: it helps to read a failed run */
     fflush(stdout);
+  }
+  if (!rc) {
     OnyxStatus* st = onyx_session_run(s, NULL, feeds.names, (const OnyxValue* const*)feeds.values,
                                       feeds.count, out_names, n_out, outs);
     if (st) rc = cli_err_status(e, st, "run failed");
   }
-  if (!rc) {
+  if (!rc && a->rank == 0) {
     for (size_t i = 0; i < n_out; i++)
       print_output(out_names[i], outs[i]);
     fflush(stdout);
   }
-  if (!rc && a->output_dir) rc = save_outputs(a->output_dir, out_names, outs, n_out, e);
+  if (!rc && a->rank == 0 && a->output_dir)
+    rc = save_outputs(a->output_dir, out_names, outs, n_out, e);
   if (outs) onyx_values_release(outs, n_out);
   free(outs);
   free(out_names);
@@ -154,7 +165,8 @@ static int run_model(OnyxSession* s, const RunArgs* a, CliError* e) {
   return rc;
 }
 
-/* cli_session_open with profiling on (--profile FILE). */
+/* cli_session_open with profiling (--profile FILE) or tensor parallelism
+ * (--tensor-parallel). */
 static int open_profiled(const char* model_path, const RunArgs* a, OnyxSession** out, CliError* e) {
   OnyxSessionOptions* opts = NULL;
   OnyxStatus* st = onyx_session_options_create(&opts);
@@ -164,8 +176,12 @@ static int open_profiled(const char* model_path, const RunArgs* a, OnyxSession**
     rc = cli_err_status(e, st, "--config %s", a->config);
   if (!rc && a->threads > 0 && (st = onyx_session_options_set_threads(opts, a->threads)))
     rc = cli_err_status(e, st, "--threads %d", a->threads);
-  if (!rc && (st = onyx_session_options_set_profile(opts, a->profile)))
+  if (!rc && a->profile && (st = onyx_session_options_set_profile(opts, a->profile)))
     rc = cli_err_status(e, st, "--profile %s", a->profile);
+  if (!rc && a->pg &&
+      ((st = onyx_session_options_set_process_group(opts, a->pg)) ||
+       (st = onyx_session_options_set_tensor_parallel(opts, 1))))
+    rc = cli_err_status(e, st, "--tensor-parallel");
   if (!rc && (st = onyx_session_create(opts, model_path, out)))
     rc = cli_err_status(e, st, "%s", model_path);
   onyx_session_options_release(opts);
@@ -181,11 +197,13 @@ int cli_cmd_run(int argc, char** argv) {
       {"--output-dir", CLI_OPT_STRING, &a.output_dir, 0},
       {"--profile", CLI_OPT_STRING, &a.profile, 0},
       {"--save-optimized", CLI_OPT_STRING, &a.save_optimized, 0},
+      {"--tensor-parallel", CLI_OPT_FLAG, &a.tensor_parallel, 0},
   };
   const CliCommand cmd = {
       .name = "run",
       .synopsis = "onyx run MODEL [--config FILE] [--input NAME=FILE.pb ...] "
-                  "[--threads N] [--output-dir DIR] [--profile FILE] [--save-optimized FILE]",
+                  "[--threads N] [--output-dir DIR] [--profile FILE] [--save-optimized FILE] "
+                  "[--tensor-parallel]",
       .help = kRunHelp,
       .opts = opts,
       .opt_count = sizeof opts / sizeof opts[0],
@@ -209,17 +227,24 @@ int cli_cmd_run(int argc, char** argv) {
   CliError e = CLI_ERROR_INIT;
   OnyxSession* s = NULL;
   char* path = cli_model_path(a.model);
-  if (!path)
-    rc = cli_err(&e, "out of memory");
-  else
-    rc = a.profile ? open_profiled(path, &a, &s, &e)
-                   : cli_session_open(path, a.config, a.threads, &s, NULL, &e);
-  if (!rc && a.save_optimized) {
+  rc = path ? 0 : cli_err(&e, "out of memory");
+  if (!rc && a.tensor_parallel) {
+    OnyxStatus* st = onyx_process_group_create(NULL, &a.pg);
+    if (st)
+      rc = cli_err_status(&e, st, "--tensor-parallel: making the process group");
+    else
+      a.rank = onyx_process_group_rank(a.pg);
+  }
+  if (!rc)
+    rc = a.profile || a.pg ? open_profiled(path, &a, &s, &e)
+                           : cli_session_open(path, a.config, a.threads, &s, NULL, &e);
+  if (!rc && a.save_optimized && a.rank == 0) {
     OnyxStatus* st = onyx_session_save_model(s, a.save_optimized);
     if (st) rc = cli_err_status(&e, st, "--save-optimized");
   }
   if (!rc) rc = run_model(s, &a, &e);
   onyx_session_release(s);
+  onyx_process_group_release(a.pg);
   free(path);
   cli_list_free(&a.inputs);
   return rc ? cli_report("run", &e) : CLI_EXIT_OK;

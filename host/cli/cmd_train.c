@@ -34,8 +34,8 @@ typedef struct TrainArgs {
   CliList data, eval_data;
   int batch, steps, epochs, no_shuffle, seed, threads;
   double lr, momentum, weight_decay;
-  int data_parallel, zero_stage, host_allreduce;
-  double bucket_mb;
+  int data_parallel, zero_stage, host_allreduce, blocking_allreduce;
+  double bucket_mb, collective_timeout;
 } TrainArgs;
 
 static const char kTrainHelp[] =
@@ -84,6 +84,11 @@ static const char kTrainHelp[] =
     "  --host-allreduce  average the gradients by host all-reduces before each\n"
     "                    optimizer step instead of AllReduce nodes in the training\n"
     "                    graph\n"
+    "  --blocking-allreduce  AllReduce nodes that block, instead of the default\n"
+    "                    AllReduceStart/AllReduceWait pairs that overlap each\n"
+    "                    bucket's all-reduce with the rest of the backward pass\n"
+    "  --collective-timeout SECONDS  how long a collective waits for the other\n"
+    "                    ranks before failing (default 300)\n"
     "\nA summary JSON line goes to stdout; progress to stderr (a bar on a terminal).\n"
     "exit status: 0 ok, 1 runtime error, 2 usage error\n";
 
@@ -581,7 +586,11 @@ static int run_training(Trainer* t, CliError* e) {
     return -1;
   t->world = 1;
   if (a->data_parallel) {
-    OnyxStatus* pst = onyx_process_group_create(NULL, &t->pg);
+    OnyxProcessGroupOptions pgo;
+    onyx_process_group_options_init(&pgo);
+    if (!isnan(a->collective_timeout))
+      pgo.timeout_ms = (uint32_t)ceil(a->collective_timeout * 1000.0);
+    OnyxStatus* pst = onyx_process_group_create(&pgo, &t->pg);
     if (pst) return cli_err_status(e, pst, "--data-parallel: making the process group");
     t->rank = onyx_process_group_rank(t->pg);
     t->world = onyx_process_group_size(t->pg);
@@ -624,6 +633,7 @@ static int run_training(Trainer* t, CliError* e) {
     dpo.zero_stage = a->zero_stage;
     if (!isnan(a->bucket_mb)) dpo.bucket_bytes = (size_t)(a->bucket_mb * 1048576.0);
     if (a->host_allreduce) dpo.allreduce_in_graph = 0;
+    if (a->blocking_allreduce) dpo.allreduce_in_graph = 2;
     if ((st = onyx_training_session_set_data_parallel(t->ts, &dpo)))
       return cli_err_status(e, st, "--data-parallel");
   }
@@ -646,7 +656,12 @@ static int run_training(Trainer* t, CliError* e) {
 }
 
 int cli_cmd_train(int argc, char** argv) {
-  TrainArgs a = {.seed = -1, .lr = NAN, .momentum = NAN, .weight_decay = NAN, .bucket_mb = NAN};
+  TrainArgs a = {.seed = -1,
+                 .lr = NAN,
+                 .momentum = NAN,
+                 .weight_decay = NAN,
+                 .bucket_mb = NAN,
+                 .collective_timeout = NAN};
   const CliOpt opts[] = {
       {"--loss", CLI_OPT_STRING, &a.loss, 0},
       {"--data", CLI_OPT_LIST, &a.data, 0},
@@ -672,6 +687,8 @@ int cli_cmd_train(int argc, char** argv) {
       {"--zero-stage", CLI_OPT_INT, &a.zero_stage, 0},
       {"--bucket-mb", CLI_OPT_DOUBLE, &a.bucket_mb, 0},
       {"--host-allreduce", CLI_OPT_FLAG, &a.host_allreduce, 0},
+      {"--blocking-allreduce", CLI_OPT_FLAG, &a.blocking_allreduce, 0},
+      {"--collective-timeout", CLI_OPT_DOUBLE, &a.collective_timeout, 0},
   };
   const CliCommand cmd = {
       .name = "train",
@@ -682,7 +699,8 @@ int cli_cmd_train(int argc, char** argv) {
           "[--weight-decay W] [--no-shuffle | --seed S] [--threads N] "
           "[--config providers.json] [--log FILE.jsonl] [--save-checkpoint DIR] "
           "[--resume DIR] [--export-inference OUT.onnx] [--eval-data ... --eval-labels ...] "
-          "[--data-parallel [--zero-stage 0|1] [--bucket-mb M] [--host-allreduce]]",
+          "[--data-parallel [--zero-stage 0|1] [--bucket-mb M] [--host-allreduce | "
+          "--blocking-allreduce] [--collective-timeout SECONDS]]",
       .help = kTrainHelp,
       .opts = opts,
       .opt_count = sizeof opts / sizeof opts[0],
@@ -724,9 +742,19 @@ int cli_cmd_train(int argc, char** argv) {
     rc = cli_usage_error(&cmd, "--eval-data and --eval-labels go together");
   } else if (a.zero_stage != 0 && a.zero_stage != 1) {
     rc = cli_usage_error(&cmd, "--zero-stage: expected 0 or 1, got %d", a.zero_stage);
-  } else if ((a.zero_stage || !isnan(a.bucket_mb) || a.host_allreduce) && !a.data_parallel) {
-    rc = cli_usage_error(&cmd, "--zero-stage, --bucket-mb and --host-allreduce need "
+  } else if ((a.zero_stage || !isnan(a.bucket_mb) || a.host_allreduce || a.blocking_allreduce ||
+              !isnan(a.collective_timeout)) &&
+             !a.data_parallel) {
+    rc = cli_usage_error(&cmd, "--zero-stage, --bucket-mb, --host-allreduce, "
+                               "--blocking-allreduce and --collective-timeout need "
                                "--data-parallel");
+  } else if (a.host_allreduce && a.blocking_allreduce) {
+    rc = cli_usage_error(&cmd, "--host-allreduce and --blocking-allreduce exclude each other");
+  } else if (!isnan(a.collective_timeout) &&
+             !(a.collective_timeout >= 0.001 && a.collective_timeout <= 4294967.0)) {
+    rc = cli_usage_error(&cmd,
+                         "--collective-timeout: expected seconds from 0.001 to 4294967, got %g",
+                         a.collective_timeout);
   } else if (!isnan(a.bucket_mb) && !(a.bucket_mb * 1048576.0 >= 8 && a.bucket_mb <= 1e6)) {
     rc = cli_usage_error(&cmd,
                          "--bucket-mb: expected at least 8 bytes' worth and at most 1e6, "

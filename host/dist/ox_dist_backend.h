@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OX_DIST_BACKEND_VERSION     1u
+#define OX_DIST_BACKEND_VERSION     2u
 #define OX_DIST_BACKEND_INIT_SYMBOL "onyx_dist_backend_init"
 
 typedef struct OxDistWait {
@@ -48,7 +48,20 @@ typedef struct OxDistBackend {
   int (*all_to_all)(void* ctx, const void* send, void* recv, size_t count_per_rank,
                     size_t elem_size, const OxDistWait* w, char* err, size_t err_len);
   int (*barrier)(void* ctx, const OxDistWait* w, char* err, size_t err_len);
-  /* Waits (bounded by the timeout) for work a broken call left pending, then
+  /* A nonblocking all-reduce in two halves: start copies buf into memory the
+   * backend owns, posts the reduction and returns a handle; wait polls it
+   * (bounded by w) and copies the result into buf (count elements of the
+   * start's type). *done_before is set to 1 when the reduction had already
+   * completed at the wait's first poll. Every rank starts in the same order. */
+  int (*all_reduce_start)(void* ctx, const void* buf, size_t count, int32_t type, int32_t op,
+                          uint64_t* handle, char* err, size_t err_len);
+  int (*all_reduce_wait)(void* ctx, uint64_t handle, void* buf, size_t count, int* done_before,
+                         const OxDistWait* w, char* err, size_t err_len);
+  /* Polls the started all-reduces once; returns how many are still in
+   * flight. Called between collectives (never concurrently with one). */
+  size_t (*progress)(void* ctx);
+  /* Waits (bounded by the timeout) for work a broken call left pending (and
+   * started all-reduces never waited for), then
    * frees everything and finalizes MPI if the backend initialized it. */
   void (*release)(void* ctx);
 } OxDistBackend;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "ox_checked.h"
 #include "ox_common.h"
@@ -22,6 +23,11 @@
   "libonyx_mpi.so is built when CMake finds MPI (ONYX_WITH_MPI) and needs Open MPI's "             \
   "libmpi.so.40 (Debian: apt install libopenmpi-dev openmpi-bin)"
 
+/* Groups of this process with a backend. MPI runs at MPI_THREAD_SERIALIZED
+ * and each group serializes its own calls only, so a progress thread polls
+ * only while its group is the process's one group with a backend. */
+static int ox_live_backends;
+
 struct OnyxProcessGroup {
   int32_t rank, size, local_rank;
   uint32_t timeout_ms;
@@ -29,6 +35,18 @@ struct OnyxProcessGroup {
   OxDistBackend be; /* valid when lib is set */
   char* broken;     /* first failure that broke the group; NULL: healthy */
   OnyxCollectivesExt ext;
+  /* The split all-reduces (all_reduce_start / all_reduce_wait): how many
+   * started, how many are in flight now and at most, and how many had
+   * completed when their wait began. ONYX_DIST_STATS=1 prints them at
+   * release (the overlap test reads that line). */
+  uint64_t async_started, async_in_flight, async_max_in_flight, async_done_before;
+  /* The progress thread (started with the first split all-reduce unless
+   * ONYX_DIST_PROGRESS_THREAD=0): while all-reduces are in flight it polls
+   * them every 100 us under the lock, so that Open MPI moves large
+   * messages on while the kernels between a start and its wait compute. */
+  pthread_t progress;
+  bool progress_on, progress_stop;
+  bool counted; /* in ox_live_backends */
   /* One collective at a time: MPI runs at MPI_THREAD_SERIALIZED, and two
    * sessions sharing the group may run from two threads. */
   pthread_mutex_t lock;
@@ -237,6 +255,8 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
       return st;
     }
     if (o.local_rank < 0) g->local_rank = g->be.local_rank;
+    __atomic_add_fetch(&ox_live_backends, 1, __ATOMIC_ACQ_REL);
+    g->counted = true;
   }
   g->ext = ox_collectives_template;
   g->ext.group = g;
@@ -250,7 +270,21 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
 
 void onyx_process_group_release(OnyxProcessGroup* g) {
   if (!g) return;
+  if (g->progress_on) {
+    pthread_mutex_lock(&g->lock);
+    g->progress_stop = true;
+    pthread_mutex_unlock(&g->lock);
+    pthread_join(g->progress, NULL);
+  }
+  const char* stats = getenv("ONYX_DIST_STATS");
+  if (stats && !strcmp(stats, "1") && g->async_started)
+    fprintf(stderr,
+            "onyx dist: rank %d: %llu split all-reduces, at most %llu in flight, %llu complete "
+            "before their wait\n",
+            (int)g->rank, (unsigned long long)g->async_started,
+            (unsigned long long)g->async_max_in_flight, (unsigned long long)g->async_done_before);
   if (g->lib) {
+    if (g->counted) __atomic_sub_fetch(&ox_live_backends, 1, __ATOMIC_ACQ_REL);
     if (g->be.release) g->be.release(g->be.ctx);
     dlclose(g->lib);
   }
@@ -604,6 +638,88 @@ static OnyxStatus* ox_ext_barrier(void* group, OnyxStopFn stop, const OnyxKernel
   return st;
 }
 
+static void* ox_progress_main(void* arg) {
+  OnyxProcessGroup* g = arg;
+  for (;;) {
+    pthread_mutex_lock(&g->lock);
+    const bool stop = g->progress_stop;
+    const bool busy = !stop && !g->broken && g->async_in_flight &&
+                      __atomic_load_n(&ox_live_backends, __ATOMIC_ACQUIRE) == 1;
+    if (busy) g->be.progress(g->be.ctx);
+    pthread_mutex_unlock(&g->lock);
+    if (stop) return NULL;
+    struct timespec ts = {0, busy ? 100000 : 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Starts the progress thread once (called under the lock). */
+static void ox_progress_start(OnyxProcessGroup* g) {
+  if (g->progress_on || !g->be.progress) return;
+  const char* env = getenv("ONYX_DIST_PROGRESS_THREAD");
+  if (env && !strcmp(env, "0")) return;
+  /* Without a thread the waits still progress the all-reduces. */
+  g->progress_on = pthread_create(&g->progress, NULL, ox_progress_main, g) == 0;
+}
+
+/* The split all-reduce. A world of one rank keeps nothing: the wait leaves
+ * buf (the caller's own data) as it is. AVG is a SUM divided at the wait. */
+static OnyxStatus* ox_ext_all_reduce_start(void* group, const void* buf, size_t count, int32_t type,
+                                           int32_t op, uint64_t* handle,
+                                           const OnyxKernelContext* ctx) {
+  OxCall c = {.op = "AllReduceStart", .ctx = ctx};
+  OnyxProcessGroup* g = group;
+  size_t es, bytes;
+  *handle = 0;
+  if (!g) return ox_status(ONYX_INVALID_ARGUMENT, "%s: process group is NULL", c.op);
+  pthread_mutex_lock(&g->lock);
+  OnyxStatus* st = ox_check(g, &c, type, count, buf, buf, &es, &bytes, NULL);
+  if (!st) st = ox_check_reduce(&c, type, op);
+  if (!st && g->size > 1 && count) {
+    char err[512] = "";
+    int32_t be_op = op == ONYX_REDUCE_AVG ? ONYX_REDUCE_SUM : op;
+    int rc = g->be.all_reduce_start(g->be.ctx, buf, count, type, be_op, handle, err, sizeof err);
+    if (rc)
+      st = ox_backend_error(g, &c, rc, err);
+    else
+      ox_progress_start(g);
+  }
+  if (!st) {
+    g->async_started++;
+    if (++g->async_in_flight > g->async_max_in_flight) g->async_max_in_flight = g->async_in_flight;
+  }
+  pthread_mutex_unlock(&g->lock);
+  return st;
+}
+
+static OnyxStatus* ox_ext_all_reduce_wait(void* group, uint64_t handle, void* buf, size_t count,
+                                          int32_t type, int32_t op, OnyxStopFn stop,
+                                          const OnyxKernelContext* ctx) {
+  OxCall c = {.op = "AllReduceWait", .stop = stop, .ctx = ctx};
+  OnyxProcessGroup* g = group;
+  size_t es, bytes;
+  if (!g) return ox_status(ONYX_INVALID_ARGUMENT, "%s: process group is NULL", c.op);
+  pthread_mutex_lock(&g->lock);
+  if (g->async_in_flight) g->async_in_flight--;
+  OnyxStatus* st = ox_check(g, &c, type, count, buf, buf, &es, &bytes, NULL);
+  if (!st) st = ox_check_reduce(&c, type, op);
+  if (!st && g->size > 1 && count) {
+    char err[512] = "";
+    OxDistWait w = ox_wait(g, &c);
+    int done_before = 0;
+    int rc =
+        g->be.all_reduce_wait(g->be.ctx, handle, buf, count, &done_before, &w, err, sizeof err);
+    if (rc)
+      st = ox_backend_error(g, &c, rc, err);
+    else {
+      if (done_before) g->async_done_before++;
+      if (op == ONYX_REDUCE_AVG) ox_divide(buf, count, type, g->size);
+    }
+  }
+  pthread_mutex_unlock(&g->lock);
+  return st;
+}
+
 static const OnyxCollectivesExt ox_collectives_template = {
     .base = {.struct_size = sizeof(OnyxCollectivesExt), .type = ONYX_EXT_COLLECTIVES},
     .all_reduce = ox_ext_all_reduce,
@@ -612,6 +728,8 @@ static const OnyxCollectivesExt ox_collectives_template = {
     .broadcast = ox_ext_broadcast,
     .all_to_all = ox_ext_all_to_all,
     .barrier = ox_ext_barrier,
+    .all_reduce_start = ox_ext_all_reduce_start,
+    .all_reduce_wait = ox_ext_all_reduce_wait,
 };
 
 /* --- The world check ------------------------------------------------------------------- */

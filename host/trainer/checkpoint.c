@@ -92,9 +92,23 @@ static json_t* ox_names_json(char* const* names, size_t n, const bool* flags, bo
   return a;
 }
 
+/* ZeRO-1 frees the full-size state of a data-parallel run's checkpoint
+ * (data_parallel.c): such a tensor has no data until gathered on rank 0. */
+static OnyxStatus* ox_ckpt_state_present(const OnyxCheckpoint* ck, size_t i, const char* what) {
+  const OxTensor* t = ck->state[i];
+  if (t->data || !t->bytes) return NULL;
+  return ox_status(ONYX_INVALID_ARGUMENT,
+                   "%s: optimizer state '%s' is sharded across the ranks (ZeRO-1) and not held "
+                   "by this rank: call onyx_training_session_gather_optimizer_state on every "
+                   "rank, then use the checkpoint on rank 0",
+                   what, ck->state_names[i]);
+}
+
 ONYX_API OnyxStatus* onyx_checkpoint_save(const OnyxCheckpoint* ck, const char* dir,
                                           int include_optimizer_state) {
   if (!ck || !dir) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_checkpoint_save: NULL argument");
+  for (size_t i = 0; include_optimizer_state && i < ck->n_state; i++)
+    OX_TRY(ox_ckpt_state_present(ck, i, "onyx_checkpoint_save"));
   OX_TRY(ox_mkdir(dir));
   char* p_params = ox_path(dir, "parameters.safetensors");
   char* p_opt = ox_path(dir, "optimizer.safetensors");
@@ -321,6 +335,7 @@ ONYX_API OnyxStatus* onyx_checkpoint_get_state(const OnyxCheckpoint* ck, const c
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_checkpoint_get_state: NULL argument");
   size_t i = ox_ckpt_find_state(ck, name);
   if (i == SIZE_MAX) return ox_status(ONYX_NOT_FOUND, "checkpoint: no optimizer state '%s'", name);
+  OX_TRY(ox_ckpt_state_present(ck, i, "onyx_checkpoint_get_state"));
   return ox_share_value(ck->state[i], out);
 }
 

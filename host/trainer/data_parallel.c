@@ -10,6 +10,13 @@
  *   AllReduce(avg) and cut back (Split, Reshape) into the gradient outputs,
  *   so every train step returns averaged gradients (and accumulation sums
  *   averages);
+ *   with allreduce_in_graph 1 (the default) each bucket is instead one
+ *   com.onyx.collective AllReduceStart(avg) on the bucket's gradients,
+ *   scheduled as soon as the last of them exists (node priority -1 under
+ *   the session's priority order), and one AllReduceWait, scheduled after
+ *   every other ready node (priority 1): the backward pass computes while
+ *   the buckets' nonblocking all-reduces progress; allreduce_in_graph 2
+ *   keeps the blocking AllReduce nodes above;
  * - on the host (allreduce_in_graph 0): between the train step and the
  *   optimizer step the accumulators, flattened in parameter order, are cut
  *   into buckets of bucket_bytes, each summed over the ranks with one
@@ -45,6 +52,7 @@ struct OxDataParallel {
   int32_t zero;
   size_t bucket_bytes;
   bool in_graph;     /* the gradients are averaged in the training graph */
+  bool overlap;      /* in the graph by AllReduceStart/AllReduceWait pairs */
   OnyxElemType type; /* of every trainable parameter */
   size_t esize;      /* its element size */
   size_t total;      /* trainable elements */
@@ -160,10 +168,17 @@ static void ox_dp_flat_copy(const OxDataParallel* dp, int kind, size_t off, size
  * zero stage, gradient path and bucket size with rank 0's; a mismatch names
  * the first differing rank on every rank, before any broadcast could mix
  * unequal buffers. */
+static const char* ox_dp_path_name(int64_t path) {
+  return path == 1   ? "in the graph, overlapped"
+         : path == 2 ? "in the graph, blocking"
+                     : "on the host";
+}
+
 static OnyxStatus* ox_dp_check_world(OxDataParallel* dp) {
   enum { K = 7 };
+  const int64_t path = dp->in_graph ? (dp->overlap ? 1 : 2) : 0;
   int64_t mine[K] = {(int64_t)dp->b.n_params,  (int64_t)dp->total, (int64_t)dp->b.ck->n_state,
-                     (int64_t)dp->type,        (int64_t)dp->zero,  (int64_t)dp->in_graph,
+                     (int64_t)dp->type,        (int64_t)dp->zero,  path,
                      (int64_t)dp->bucket_bytes};
   int64_t* all = calloc((size_t)dp->size * K, sizeof *all);
   if (!all) return ox_oom();
@@ -178,10 +193,10 @@ static OnyxStatus* ox_dp_check_world(OxDataParallel* dp) {
                    "bytes), rank 0 %lld (%lld, %lld, %s, zero_stage %lld, %s, %lld bytes): every "
                    "rank must use the same model, optimizer and options",
                    r, (long long)o[0], (long long)o[1], (long long)o[2],
-                   onyx_elem_type_name((OnyxElemType)o[3]), (long long)o[4],
-                   o[5] ? "in the graph" : "on the host", (long long)o[6], (long long)all[0],
-                   (long long)all[1], (long long)all[2], onyx_elem_type_name((OnyxElemType)all[3]),
-                   (long long)all[4], all[5] ? "in the graph" : "on the host", (long long)all[6]);
+                   onyx_elem_type_name((OnyxElemType)o[3]), (long long)o[4], ox_dp_path_name(o[5]),
+                   (long long)o[6], (long long)all[0], (long long)all[1], (long long)all[2],
+                   onyx_elem_type_name((OnyxElemType)all[3]), (long long)all[4],
+                   ox_dp_path_name(all[5]), (long long)all[6]);
   }
   free(all);
   return st;
@@ -377,6 +392,34 @@ static OnyxStatus* ox_dp_slot_names(const OxDataParallel* dp, char*** out) {
   return NULL;
 }
 
+/* Frees a state tensor's memory (ZeRO-1: the rank's shard replaces it); its
+ * data becomes NULL. Views that share the buffer (the training session's
+ * optimizer inputs, unused under ZeRO-1) are not read again. */
+static void ox_dp_drop(OxTensor* t) {
+  OxBuffer* b = t->buffer;
+  if (!b || !b->ptr || t->data != b->ptr) return;
+  if (b->release)
+    b->release(b->release_ctx, b->ptr, b->bytes);
+  else
+    free(b->ptr);
+  b->ptr = NULL;
+  b->release = NULL;
+  t->data = NULL;
+}
+
+/* Gives a dropped state tensor memory again (for the gathered state). */
+static OnyxStatus* ox_dp_undrop(OxTensor* t) {
+  if (t->data) return NULL;
+  OxBuffer* b = t->buffer;
+  if (!b) return ox_status(ONYX_FAIL, "data-parallel training: a state tensor has no buffer");
+  void* p = ox_alloc_host(t->bytes);
+  if (!p) return ox_oom();
+  b->ptr = p;
+  b->bytes = t->bytes;
+  t->data = p;
+  return NULL;
+}
+
 static OnyxStatus* ox_dp_zero_init(OxDataParallel* dp) {
   if (dp->b.has_clip)
     return ox_status(ONYX_NOT_IMPLEMENTED,
@@ -401,6 +444,22 @@ static OnyxStatus* ox_dp_zero_init(OxDataParallel* dp) {
     /* This rank's slice of the (broadcast) state; the padding stays zero. */
     ox_dp_flat_copy(dp, 2 + (int)s, off, have, dp->s[s]->tensor->data, true);
   }
+  /* The shards hold the state from here on: the checkpoint's full-size
+   * state tensors give their memory back (rank 0 gets it again to gather
+   * them for a save, ox_dp_gather_state). */
+  size_t full = 0, held = 0;
+  for (size_t s = 0; s < dp->b.n_slots; s++)
+    for (size_t i = 0; i < dp->b.n_params; i++) {
+      OxTensor* t = ox_dp_state(dp, s, i);
+      full += t->bytes;
+      if (dp->size > 1) ox_dp_drop(t);
+      if (t->data) held += t->bytes;
+    }
+  held += dp->b.n_slots * dp->shard * dp->esize;
+  const char* stats = getenv("ONYX_DIST_STATS");
+  if (stats && !strcmp(stats, "1"))
+    fprintf(stderr, "onyx dp: rank %d: optimizer state held: %zu bytes of %zu\n", dp->rank, held,
+            full);
   char** slots = NULL;
   OX_TRY(ox_dp_slot_names(dp, &slots));
   OnyxStatus* st = ox_dp_zero_session(dp, slots);
@@ -449,6 +508,76 @@ static OnyxStatus* ox_dp_add(OxGraph* g, const char* op, const char* domain, con
   return NULL;
 }
 
+static OnyxStatus* ox_dp_reduce_attrs(const OxDataParallel* dp, OxNode* node) {
+  OxAttr a = {
+      .name = ox_strdup("reduce"), .type = ONYX_ATTR_STRING, .s = ox_strdup("avg"), .s_len = 3};
+  OnyxStatus* st = a.name && a.s ? ox_node_add_attr(node, &a) : ox_oom();
+  ox_attr_clear(&a);
+  if (st) return st;
+  OxAttr b = {.name = ox_strdup("group_size"), .type = ONYX_ATTR_INT, .i = dp->size};
+  st = b.name ? ox_node_add_attr(node, &b) : ox_oom();
+  ox_attr_clear(&b);
+  return st;
+}
+
+/* Renames gradient i's output "<grad>" to "<grad>/local" (the producer
+ * writes it), leaving "<grad>" without producer; *local gets the new value. */
+static OnyxStatus* ox_dp_detach(OxDataParallel* dp, OxGraph* g, size_t i, OxValue** local) {
+  const char* gname = dp->b.grad_names[i];
+  OxValue* out = ox_graph_find(g, gname);
+  if (!out || !out->producer || !out->is_graph_output)
+    return ox_status(ONYX_INVALID_MODEL,
+                     "data-parallel training: the training model has no gradient output '%s'",
+                     gname);
+  OX_TRY(ox_dp_value(g, gname, "/local", local));
+  OxNode* prod = out->producer;
+  int32_t slot = out->producer_slot;
+  prod->outputs[slot] = *local;
+  (*local)->producer = prod;
+  (*local)->producer_slot = slot;
+  out->producer = NULL;
+  return NULL;
+}
+
+/* The overlapped bucket k (gradients hi-1 down to lo): "onyx_dp_bucket<k>/
+ * start" = AllReduceStart(locals) -> token, "onyx_dp_bucket<k>/wait" =
+ * AllReduceWait(token, locals) -> the gradient outputs. */
+static OnyxStatus* ox_dp_bucket_split(OxDataParallel* dp, OxGraph* g, size_t k, size_t lo,
+                                      size_t hi) {
+  size_t n = hi - lo;
+  const char** ins = calloc(n + 1, sizeof *ins);
+  const char** outs = calloc(n, sizeof *outs);
+  char* start = ox_asprintf("onyx_dp_bucket%zu/start", k);
+  char* wait = ox_asprintf("onyx_dp_bucket%zu/wait", k);
+  char* token = ox_asprintf("onyx_dp_bucket%zu/token", k);
+  OnyxStatus* st = ins && outs && start && wait && token ? NULL : ox_oom();
+  for (size_t j = 0; !st && j < n; j++) {
+    size_t i = hi - 1 - j;
+    OxValue* local = NULL;
+    st = ox_dp_detach(dp, g, i, &local);
+    if (!st) {
+      ins[j + 1] = local->name;
+      outs[j] = dp->b.grad_names[i];
+    }
+  }
+  OxNode* node = NULL;
+  if (!st)
+    st = ox_graph_add_node(g, start, "AllReduceStart", OX_DP_COLLECTIVE, ins + 1, n,
+                           (const char**)&token, 1, &node);
+  if (!st) st = ox_dp_reduce_attrs(dp, node);
+  ins[0] = token;
+  if (!st)
+    st = ox_graph_add_node(g, wait, "AllReduceWait", OX_DP_COLLECTIVE, ins, n + 1, outs, n, &node);
+  if (!st) st = ox_dp_reduce_attrs(dp, node);
+  if (st) st = ox_status_wrap(st, "data-parallel training: adding bucket %zu", k);
+  free(ins);
+  free(outs);
+  free(start);
+  free(wait);
+  free(token);
+  return st;
+}
+
 /* Bucket k of gradients i in [lo, hi) (reverse parameter order, so hi > lo
  * means parameters hi-1 down to lo): their Gradient outputs are renamed
  * "<grad>/local" and the outputs "<grad>" become the averaged ones. */
@@ -467,23 +596,10 @@ static OnyxStatus* ox_dp_bucket(OxDataParallel* dp, OxGraph* g, size_t k, size_t
     size_t i = hi - 1 - j;
     const OxTensor* p = ox_dp_param(dp, i);
     const char* gname = dp->b.grad_names[i];
-    OxValue* out = ox_graph_find(g, gname);
-    if (!out || !out->producer || !out->is_graph_output) {
-      st = ox_status(ONYX_INVALID_MODEL,
-                     "data-parallel training: the training model has no gradient output '%s'",
-                     gname);
-      break;
-    }
     OxValue* local = NULL;
-    st = ox_dp_value(g, gname, "/local", &local);
-    if (st) break;
     /* The Gradient node now writes "<grad>/local"; "<grad>" is made below. */
-    OxNode* prod = out->producer;
-    int32_t slot = out->producer_slot;
-    prod->outputs[slot] = local;
-    local->producer = prod;
-    local->producer_slot = slot;
-    out->producer = NULL;
+    st = ox_dp_detach(dp, g, i, &local);
+    if (st) break;
     flat[j] = ox_asprintf("%s/flat", gname);
     avg[j] = ox_asprintf("%s/avg", gname);
     if (!flat[j] || !avg[j]) {
@@ -513,17 +629,7 @@ static OnyxStatus* ox_dp_bucket(OxDataParallel* dp, OxGraph* g, size_t k, size_t
   }
   const char* ar_in[1] = {cat};
   if (!st) st = ox_dp_add(g, "AllReduce", OX_DP_COLLECTIVE, ar_in, 1, (const char**)&red, 1, &node);
-  if (!st) {
-    OxAttr a = {
-        .name = ox_strdup("reduce"), .type = ONYX_ATTR_STRING, .s = ox_strdup("avg"), .s_len = 3};
-    st = a.name && a.s ? ox_node_add_attr(node, &a) : ox_oom();
-    ox_attr_clear(&a);
-  }
-  if (!st) {
-    OxAttr a = {.name = ox_strdup("group_size"), .type = ONYX_ATTR_INT, .i = dp->size};
-    st = a.name ? ox_node_add_attr(node, &a) : ox_oom();
-    ox_attr_clear(&a);
-  }
+  if (!st) st = ox_dp_reduce_attrs(dp, node);
   /* Split back: sizes as an input from opset 13, as an attribute before. */
   OxValue* v_sizes = NULL;
   if (!st && opset >= 13) st = ox_dp_ints(g, bname, "/sizes", sizes, n, &v_sizes);
@@ -584,7 +690,8 @@ static OnyxStatus* ox_dp_graph_grads(OxDataParallel* dp) {
     size_t lo = hi - 1, bytes = ox_dp_param(dp, lo)->bytes;
     while (lo > 0 && bytes + ox_dp_param(dp, lo - 1)->bytes <= dp->bucket_bytes)
       bytes += ox_dp_param(dp, --lo)->bytes;
-    st = ox_dp_bucket(dp, g, k++, lo, hi);
+    st = dp->overlap ? ox_dp_bucket_split(dp, g, k, lo, hi) : ox_dp_bucket(dp, g, k, lo, hi);
+    k++;
     hi = lo;
   }
   char path[96] = "";
@@ -595,6 +702,16 @@ static OnyxStatus* ox_dp_graph_grads(OxDataParallel* dp) {
   if (!st)
     st = dp->b.opts ? ox_session_options_clone(dp->b.opts, &so) : onyx_session_options_create(&so);
   if (!st) st = onyx_session_options_set_process_group(so, dp->pg);
+  /* Starts run as soon as their gradients exist, waits once nothing else
+   * is ready (the priority order; other nodes keep priority 0). */
+  if (!st && dp->overlap) st = onyx_session_options_set_execution_order(so, ONYX_ORDER_PRIORITY);
+  for (size_t b = 0; !st && dp->overlap && b < k; b++) {
+    char name[64];
+    snprintf(name, sizeof name, "onyx_dp_bucket%zu/start", b);
+    st = onyx_session_options_set_node_priority(so, name, -1);
+    snprintf(name, sizeof name, "onyx_dp_bucket%zu/wait", b);
+    if (!st) st = onyx_session_options_set_node_priority(so, name, 1);
+  }
   OnyxSession* train = NULL;
   if (!st) st = onyx_session_create(so, path, &train);
   if (path[0]) remove(path);
@@ -657,6 +774,12 @@ OnyxStatus* ox_dp_create(const OnyxDataParallelOptions* o, const OxDpBind* b,
                    dp->bucket_bytes);
   dp->bucket_bytes -= dp->bucket_bytes % dp->esize;
   dp->in_graph = dp->zero == 0 && o->allreduce_in_graph && dp->size > 1;
+  dp->overlap = dp->in_graph && o->allreduce_in_graph == 1;
+  if (!st && (o->allreduce_in_graph < 0 || o->allreduce_in_graph > 2))
+    st = ox_status(ONYX_INVALID_ARGUMENT,
+                   "onyx_training_session_set_data_parallel: allreduce_in_graph %d (0: on the "
+                   "host, 1: in the graph, overlapped, 2: in the graph, blocking)",
+                   (int)o->allreduce_in_graph);
   if (!st && dp->zero == 0 && !dp->in_graph) {
     size_t need = dp->total * dp->esize;
     if (dp->bucket_bytes > need) dp->bucket_bytes = need ? need : dp->esize;
@@ -791,6 +914,9 @@ OnyxStatus* ox_dp_gather_state(OxDataParallel* dp) {
     OX_TRY(ox_dp_err(onyx_process_group_all_gather(dp->pg, dp->s[s]->tensor->data, dp->flat,
                                                    dp->shard, dp->type),
                      "all-gather of the optimizer state"));
+    if (dp->rank != 0 && dp->size > 1) continue; /* rank 0 alone keeps the full state */
+    for (size_t i = 0; i < dp->b.n_params; i++)
+      OX_TRY(ox_dp_undrop(ox_dp_state(dp, s, i)));
     ox_dp_flat_copy(dp, 2 + (int)s, 0, dp->total, dp->flat, false);
   }
   return NULL;

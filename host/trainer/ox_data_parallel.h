@@ -33,7 +33,10 @@ typedef struct OxDpBind {
  * optimizer state and step count from rank 0 (so every rank starts equal)
  * and, for ZeRO-1, makes this rank's shard of the optimizer state and its
  * optimizer session; with allreduce_in_graph, replaces *b->train by a
- * session over the training model with the gradient AllReduce nodes.
+ * session over the training model with the gradient all-reduce nodes
+ * (AllReduceStart/AllReduceWait pairs in the priority order, or blocking
+ * AllReduce nodes with allreduce_in_graph 2); frees the checkpoint's
+ * full-size optimizer state under ZeRO-1 in a world of more than one rank.
  * Collective: every rank calls it. */
 OnyxStatus* ox_dp_create(const OnyxDataParallelOptions* o, const OxDpBind* b, OxDataParallel** out);
 void ox_dp_free(OxDataParallel* dp);
@@ -53,8 +56,10 @@ OnyxStatus* ox_dp_average_grads(OxDataParallel* dp);
  * rank skip (policy SKIP_STEP, *skipped counts it) or fail. Collective. */
 OnyxStatus* ox_dp_zero_step(OxDataParallel* dp, float lr, OnyxNonfinitePolicy policy,
                             int64_t* skipped);
-/* ZeRO-1: gathers every rank's shard of the optimizer state into the
- * checkpoint's state tensors (on every rank); nothing to do otherwise.
+/* ZeRO-1: gathers every rank's shard of the optimizer state into rank 0's
+ * checkpoint state tensors (allocated again for it: in a world of more than
+ * one rank, set_data_parallel frees the checkpoint's full-size state on
+ * every rank, and the other ranks' stay freed); nothing to do otherwise.
  * Collective. */
 OnyxStatus* ox_dp_gather_state(OxDataParallel* dp);
 

@@ -7,7 +7,14 @@
  * X viewed as [outer][dim axis][inner], AllGather receives [rank][outer][...]
  * and interleaves it into [outer][rank][...]; ReduceScatter and AllToAll
  * first pack X's group_size blocks along axis into [block][outer][...].
- * Without a process group (group_size 1) every op is a copy. */
+ * Without a process group (group_size 1) every op is a copy.
+ *
+ * AllReduceStart packs its inputs into one buffer and posts the group's
+ * nonblocking all-reduce on it (the group copies it); its Token output holds
+ * the handle. AllReduceWait waits for the handle and unpacks the result into
+ * outputs shaped like its X inputs. */
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +30,8 @@ typedef enum CollKind {
   COLL_REDUCE_SCATTER,
   COLL_BROADCAST,
   COLL_ALL_TO_ALL,
+  COLL_AR_START,
+  COLL_AR_WAIT,
 } CollKind;
 
 typedef struct CollState {
@@ -218,8 +227,125 @@ static OnyxStatus* coll_compute(void* state, OnyxKernelContext* ctx) {
     coll_transpose(yp, recv, n, outer, block);
     return NULL;
   }
+  case COLL_AR_START:
+  case COLL_AR_WAIT:
+    break; /* coll_compute_split */
   }
   return cpu_ctx_error(ctx, ONYX_FAIL, "unknown collective kind %d", (int)s->kind);
+}
+
+/* The group's split all-reduce, when its extension has it. */
+static bool coll_has_split(const OnyxCollectivesExt* e) {
+  return e &&
+         e->base.struct_size >=
+             offsetof(OnyxCollectivesExt, all_reduce_wait) + sizeof e->all_reduce_wait &&
+         e->all_reduce_start && e->all_reduce_wait;
+}
+
+/* Inputs first..end: their common type and total element count. */
+static OnyxStatus* coll_inputs(OnyxKernelContext* ctx, size_t first, int32_t* type, size_t* total) {
+  const OnyxHostApi* h = cpu_host;
+  const size_t n_in = h->ctx_input_count(ctx);
+  size_t sum = 0;
+  *type = -1;
+  for (size_t i = first; i < n_in; i++) {
+    const OnyxTensor* x = h->ctx_input(ctx, i);
+    if (!x) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input %zu is missing", i);
+    if (*type < 0) *type = (int32_t)h->tensor_elem_type(x);
+    if ((int32_t)h->tensor_elem_type(x) != *type)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "input %zu's type differs from the first's",
+                           i);
+    if (__builtin_add_overflow(sum, h->tensor_elem_count(x), &sum))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "element count overflows");
+  }
+  *total = sum;
+  return NULL;
+}
+
+static OnyxStatus* coll_start(const CollState* s, OnyxKernelContext* ctx) {
+  const OnyxHostApi* h = cpu_host;
+  int32_t type = -1;
+  size_t total = 0;
+  OnyxStatus* st = coll_inputs(ctx, 0, &type, &total);
+  if (st) return st;
+  const size_t es = cpu_elem_size(type);
+  uint64_t handle = 0;
+  if (s->ext && s->ext->size > 1 && total) {
+    if (!coll_has_split(s->ext))
+      return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED,
+                           "the host's process group has no split all-reduce (an older host)");
+    const size_t n_in = h->ctx_input_count(ctx);
+    const void* send = h->tensor_data(h->ctx_input(ctx, 0));
+    if (n_in > 1) {
+      char* packed = h->ctx_scratch(ctx, total * es);
+      if (!packed) return cpu_oom(ctx);
+      size_t off = 0;
+      for (size_t i = 0; i < n_in; i++) {
+        const OnyxTensor* x = h->ctx_input(ctx, i);
+        cpu_memcpy(packed + off, h->tensor_data(x), h->tensor_byte_size(x));
+        off += h->tensor_byte_size(x);
+      }
+      send = packed;
+    }
+    st = s->ext->all_reduce_start(s->ext->group, send, total, type, s->reduce, &handle, ctx);
+    if (st) return coll_wrap(ctx, st);
+  }
+  OnyxTensor* tok = NULL;
+  st = h->ctx_output(ctx, 0, NULL, 0, &tok);
+  if (st) return st;
+  *(int64_t*)h->tensor_mutable_data(tok) = (int64_t)handle;
+  return NULL;
+}
+
+static OnyxStatus* coll_wait(const CollState* s, OnyxKernelContext* ctx) {
+  const OnyxHostApi* h = cpu_host;
+  int32_t type = -1;
+  size_t total = 0;
+  OnyxStatus* st = coll_inputs(ctx, 1, &type, &total);
+  if (st) return st;
+  const size_t n_in = h->ctx_input_count(ctx);
+  const OnyxTensor* tok = h->ctx_input(ctx, 0);
+  if (!tok || h->tensor_elem_count(tok) != 1)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "Token is not one int64 (an AllReduceStart's)");
+  const uint64_t handle = (uint64_t) * (const int64_t*)h->tensor_data(tok);
+  OnyxTensor** ys = h->ctx_scratch(ctx, n_in * sizeof *ys);
+  if (!ys) return cpu_oom(ctx);
+  for (size_t i = 1; i < n_in; i++) {
+    const OnyxTensor* x = h->ctx_input(ctx, i);
+    st = h->ctx_output(ctx, i - 1, h->tensor_dims(x), h->tensor_rank(x), &ys[i - 1]);
+    if (st) return st;
+  }
+  const bool remote = s->ext && s->ext->size > 1 && total;
+  if (remote && !coll_has_split(s->ext))
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED,
+                         "the host's process group has no split all-reduce (an older host)");
+  char* recv = NULL;
+  if (remote) {
+    if (n_in == 2) {
+      recv = h->tensor_mutable_data(ys[0]);
+    } else if (!(recv = h->ctx_scratch(ctx, total * cpu_elem_size(type)))) {
+      return cpu_oom(ctx);
+    }
+    st = s->ext->all_reduce_wait(s->ext->group, handle, recv, total, type, s->reduce,
+                                 coll_stop_fn(), ctx);
+    if (st) return coll_wrap(ctx, st);
+    if (n_in == 2) return NULL;
+  }
+  /* Unpack the reduction, or (one rank) copy the inputs. */
+  size_t off = 0;
+  for (size_t i = 1; i < n_in; i++) {
+    const OnyxTensor* x = h->ctx_input(ctx, i);
+    const size_t b = h->tensor_byte_size(x);
+    cpu_memcpy(h->tensor_mutable_data(ys[i - 1]), remote ? recv + off : h->tensor_data(x), b);
+    off += b;
+  }
+  return NULL;
+}
+
+static OnyxStatus* coll_compute_split(void* state, OnyxKernelContext* ctx) {
+  const CollState* s = state;
+  return s->kind == COLL_AR_START ? coll_start(s, ctx) : coll_wait(s, ctx);
 }
 
 static const int32_t T_REDUCE[] = {
@@ -243,13 +369,17 @@ static const OnyxTypeConstraint TC_MOVE[] = {{"T", T_MOVE, CPU_ARRAY_LEN(T_MOVE)
   }
 
 OnyxStatus* cpu_register_collective(OnyxKernelRegistry* r) {
-  const OnyxKernelDef defs[] = {
+  OnyxKernelDef defs[] = {
       CDEF("AllReduce", TC_REDUCE, COLL_ALL_REDUCE),
       CDEF("AllGather", TC_MOVE, COLL_ALL_GATHER),
       CDEF("ReduceScatter", TC_REDUCE, COLL_REDUCE_SCATTER),
       CDEF("Broadcast", TC_MOVE, COLL_BROADCAST),
       CDEF("AllToAll", TC_MOVE, COLL_ALL_TO_ALL),
+      CDEF("AllReduceStart", TC_REDUCE, COLL_AR_START),
+      CDEF("AllReduceWait", TC_REDUCE, COLL_AR_WAIT),
   };
+  defs[5].compute = coll_compute_split;
+  defs[6].compute = coll_compute_split;
   for (size_t i = 0; i < CPU_ARRAY_LEN(defs); i++) {
     OnyxStatus* st = cpu_host->register_kernel(r, &defs[i]);
     if (st) return st;

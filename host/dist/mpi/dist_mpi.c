@@ -34,6 +34,14 @@ typedef struct OxPending {
   void* buf; /* staging memory MPI may still write */
 } OxPending;
 
+/* A started all-reduce: its request, its staging buffer and handle. */
+typedef struct OxAsync {
+  MPI_Request req;
+  void* buf;
+  size_t bytes, count;
+  uint64_t handle;
+} OxAsync;
+
 typedef struct OxMpi {
   MPI_Comm comm;
   /* A second duplicate for the who-is-missing exchange after a timeout
@@ -45,6 +53,10 @@ typedef struct OxMpi {
   bool broken;
   OxPending* pending;
   size_t n_pending, cap_pending;
+  /* Started all-reduces not yet waited for (all_reduce_start). */
+  OxAsync* async;
+  size_t n_async, cap_async;
+  uint64_t next_handle;
   uint32_t timeout_ms;
 } OxMpi;
 
@@ -354,6 +366,96 @@ static int ox_all_reduce(void* ctx, void* buf, size_t count, int32_t type, int32
   return 0;
 }
 
+/* Polls every started all-reduce once: Open MPI moves a nonblocking
+ * collective forward only inside MPI calls, so each start and wait gives the
+ * earlier ones a chance to progress while the caller computes. */
+static size_t ox_progress(OxMpi* m) {
+  size_t left = 0;
+  for (size_t i = 0; i < m->n_async; i++) {
+    int done = 0;
+    if (m->async[i].req != MPI_REQUEST_NULL) MPI_Test(&m->async[i].req, &done, MPI_STATUS_IGNORE);
+    if (m->async[i].req != MPI_REQUEST_NULL) left++;
+  }
+  return left;
+}
+
+static size_t ox_progress_fn(void* ctx) {
+  OxMpi* m = ctx;
+  return m->broken ? 0 : ox_progress(m);
+}
+
+static int ox_all_reduce_start(void* ctx, const void* buf, size_t count, int32_t type, int32_t op,
+                               uint64_t* handle, char* err, size_t n) {
+  OxMpi* m = ctx;
+  const char* call = "MPI_Iallreduce (started)";
+  int rc = ox_check_usable(m, call, err, n);
+  if (rc) return rc;
+  MPI_Datatype dt;
+  MPI_Op mop;
+  if (!ox_mpi_type(type, &dt) || !ox_mpi_op(op, &mop))
+    return ox_fail(err, n, ONYX_NOT_IMPLEMENTED, "%s: type %d or op %d unsupported", call,
+                   (int)type, (int)op);
+  int c = 0;
+  if ((rc = ox_count(count, call, &c, err, n))) return rc;
+  if (m->n_async == m->cap_async) {
+    size_t cap = m->cap_async ? 2 * m->cap_async : 8;
+    OxAsync* a = realloc(m->async, cap * sizeof *a);
+    if (!a) return ox_fail(err, n, ONYX_OUT_OF_MEMORY, "%s: out of memory", call);
+    m->async = a;
+    m->cap_async = cap;
+  }
+  size_t bytes = count * ox_type_size(dt);
+  void* tmp = malloc(bytes ? bytes : 1);
+  if (!tmp) return ox_fail(err, n, ONYX_OUT_OF_MEMORY, "%s: out of memory", call);
+  memcpy(tmp, buf, bytes);
+  MPI_Request req = MPI_REQUEST_NULL;
+  rc = MPI_Iallreduce(MPI_IN_PLACE, tmp, c, dt, mop, m->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    free(tmp);
+    m->broken = true;
+    return ox_mpi_error(err, n, call, rc);
+  }
+  *handle = ++m->next_handle;
+  m->async[m->n_async++] =
+      (OxAsync){.req = req, .buf = tmp, .bytes = bytes, .count = count, .handle = *handle};
+  ox_progress(m);
+  return 0;
+}
+
+static int ox_all_reduce_wait(void* ctx, uint64_t handle, void* buf, size_t count, int* done_before,
+                              const OxDistWait* w, char* err, size_t n) {
+  OxMpi* m = ctx;
+  const char* call = "MPI_Iallreduce (waited)";
+  *done_before = 0;
+  size_t i = 0;
+  while (i < m->n_async && m->async[i].handle != handle)
+    i++;
+  if (i == m->n_async)
+    return ox_fail(err, n, ONYX_INVALID_ARGUMENT,
+                   "%s: handle %llu is no started all-reduce (waited twice, or never started)",
+                   call, (unsigned long long)handle);
+  OxAsync a = m->async[i];
+  memmove(m->async + i, m->async + i + 1, (m->n_async - i - 1) * sizeof *m->async);
+  m->n_async--;
+  if (m->broken) {
+    ox_keep_pending(m, a.req, a.buf);
+    return ox_fail(err, n, ONYX_RUNTIME_ERROR,
+                   "%s: the MPI backend is broken by an earlier failure", call);
+  }
+  int done = 0;
+  if (MPI_Test(&a.req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) *done_before = 1;
+  int rc = done ? 0 : ox_wait(m, &a.req, a.buf, call, w, err, n);
+  if (rc) return rc; /* ox_wait kept or freed the buffer */
+  if (count != a.count) {
+    free(a.buf);
+    return ox_fail(err, n, ONYX_INVALID_ARGUMENT, "%s: %zu elements waited for, %zu started", call,
+                   count, a.count);
+  }
+  memcpy(buf, a.buf, a.bytes);
+  free(a.buf);
+  return 0;
+}
+
 /* Staging for the byte-moving collectives: `in` bytes of input (copied from
  * send) followed by `out` bytes of output. */
 static int ox_stage(const void* send, size_t in, size_t out, const char* call, void** tmp,
@@ -492,6 +594,9 @@ static void ox_release(void* ctx) {
   uint64_t start = ox_now_ms();
   const uint64_t grace =
       m->timeout_ms > OX_RELEASE_GRACE_MS ? m->timeout_ms : (uint64_t)OX_RELEASE_GRACE_MS;
+  for (size_t i = 0; i < m->n_async; i++)
+    ox_keep_pending(m, m->async[i].req, m->async[i].buf);
+  free(m->async);
   size_t left = 0;
   for (size_t i = 0; i < m->n_pending; i++) {
     OxPending* p = &m->pending[i];
@@ -592,6 +697,9 @@ OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBacken
       .broadcast = ox_broadcast,
       .all_to_all = ox_all_to_all,
       .barrier = ox_barrier,
+      .all_reduce_start = ox_all_reduce_start,
+      .all_reduce_wait = ox_all_reduce_wait,
+      .progress = ox_progress_fn,
       .release = ox_release,
   };
   return 0;

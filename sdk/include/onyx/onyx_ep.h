@@ -673,10 +673,22 @@ typedef struct OnyxCollectivesExt {
   OnyxStatus* (*all_to_all)(void* group, const void* send, void* recv, size_t count_per_rank,
                             int32_t type, OnyxStopFn should_stop, const OnyxKernelContext* ctx);
   OnyxStatus* (*barrier)(void* group, OnyxStopFn should_stop, const OnyxKernelContext* ctx);
+  /* Present when base.struct_size covers them: a nonblocking all-reduce in
+   * two halves. all_reduce_start copies buf (the group owns the copy, so buf
+   * may be reused at once), posts the reduction and returns a handle;
+   * all_reduce_wait(handle) waits for it (bounded by the timeout, polling
+   * should_stop) and writes the result into buf. Every rank starts its
+   * all-reduces in the same order; each handle is waited for exactly once,
+   * with the count, type and op of its start. */
+  OnyxStatus* (*all_reduce_start)(void* group, const void* buf, size_t count, int32_t type,
+                                  int32_t op, uint64_t* handle, const OnyxKernelContext* ctx);
+  OnyxStatus* (*all_reduce_wait)(void* group, uint64_t handle, void* buf, size_t count,
+                                 int32_t type, int32_t op, OnyxStopFn should_stop,
+                                 const OnyxKernelContext* ctx);
 } OnyxCollectivesExt;
 #if (defined(__x86_64__) || defined(__aarch64__)) && !defined(__cplusplus)
 #define ONYX_ABI_V1_1_COLLECTIVES_EXT_SIZE 96
-_Static_assert(sizeof(OnyxCollectivesExt) == ONYX_ABI_V1_1_COLLECTIVES_EXT_SIZE,
+_Static_assert(offsetof(OnyxCollectivesExt, all_reduce_start) == ONYX_ABI_V1_1_COLLECTIVES_EXT_SIZE,
                "OnyxCollectivesExt v1.1 size");
 #endif
 

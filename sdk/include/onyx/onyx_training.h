@@ -280,9 +280,11 @@ typedef struct OnyxDataParallelOptions {
                                       clipping) */
   size_t bucket_bytes;             /* gradient all-reduce bucket (default 25 MiB) */
   /* With zero_stage 0: 1 (default): the gradients are averaged in the
-   * training graph (com.onyx.collective AllReduce nodes on the buckets, run
-   * by the training session); 0: by host all-reduces before the optimizer
-   * step. */
+   * training graph, each bucket by a com.onyx.collective AllReduceStart run
+   * as soon as its gradients exist and an AllReduceWait run after the rest
+   * of the backward pass (the all-reduces overlap the backward pass); 2: in
+   * the graph by blocking AllReduce nodes; 0: by host all-reduces before the
+   * optimizer step. */
   int32_t allreduce_in_graph;
 } OnyxDataParallelOptions;
 
@@ -295,11 +297,13 @@ ONYX_API void onyx_data_parallel_options_init(OnyxDataParallelOptions* o);
 ONYX_API OnyxStatus* onyx_training_session_set_data_parallel(OnyxTrainingSession* ts,
                                                              const OnyxDataParallelOptions* o);
 
-/* With zero_stage 1 the checkpoint's optimizer state tensors are not
- * updated by the steps (each rank updates its shard): this collective call
- * gathers the shards into them on every rank, so that a checkpoint saved
- * afterwards (by rank 0) holds the full state and loads in a run of any
- * world size. Nothing to do without ZeRO. */
+/* With zero_stage 1 each rank holds and updates only its shard of the
+ * optimizer state; in a world of more than one rank the checkpoint's
+ * full-size state tensors are freed by set_data_parallel (saving them or
+ * getting one fails until gathered). This collective call gathers the
+ * shards into rank 0's checkpoint, so that a checkpoint saved afterwards by
+ * rank 0 holds the full state and loads in a run of any world size. Nothing
+ * to do without ZeRO. */
 ONYX_API OnyxStatus* onyx_training_session_gather_optimizer_state(OnyxTrainingSession* ts);
 
 #ifdef __cplusplus

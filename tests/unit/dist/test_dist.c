@@ -5,7 +5,8 @@
  *                          collectives, argument errors, the missing backend
  *                          library, torchrun-style launches, the ops in a
  *                          session, inference errors
- *   mpirun -np 2 test_dist mpi     every collective and every op in a session,
+ *   mpirun -np 2 test_dist mpi     every collective and every op in a session
+ *                          (the split all-reduce, two in flight, as well),
  *                          shape inference, group_size and mismatched worlds
  *   mpirun -np 2 test_dist fault   a stalled rank: the other errors within
  *                          the timeout, and the group is broken after it;
@@ -196,6 +197,73 @@ static void run_all_ops(OnyxSession* s, int rank, int size) {
   onyx_value_release(in);
 }
 
+/* The split all-reduce: A [2, 3] and B [4] float32; start0 = AllReduceStart
+ * (sum) of A and B, start1 = AllReduceStart(avg) of B, both in flight, then
+ * wait1 and wait0 (the reverse order): YA, YB the sums, YB2 the average. */
+static OxTestModel* split_model(int64_t g) {
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "com.onyx.collective", 1);
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, 2, (int64_t[]){2, 3});
+  otm_input(m, "B", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4});
+  OxTestNode* n = otm_node(m, "AllReduceStart", "start0", "A,B", "tok0");
+  otm_node_domain(n, "com.onyx.collective");
+  otm_attr_int(n, "group_size", g);
+  n = otm_node(m, "AllReduceStart", "start1", "B", "tok1");
+  otm_node_domain(n, "com.onyx.collective");
+  otm_attr_int(n, "group_size", g);
+  otm_attr_string(n, "reduce", "avg");
+  n = otm_node(m, "AllReduceWait", "wait1", "tok1,B", "YB2");
+  otm_node_domain(n, "com.onyx.collective");
+  otm_attr_int(n, "group_size", g);
+  otm_attr_string(n, "reduce", "avg");
+  n = otm_node(m, "AllReduceWait", "wait0", "tok0,A,B", "YA,YB");
+  otm_node_domain(n, "com.onyx.collective");
+  otm_attr_int(n, "group_size", g);
+  otm_output(m, "YA", ONYX_ELEM_FLOAT32, -1, NULL);
+  otm_output(m, "YB", ONYX_ELEM_FLOAT32, -1, NULL);
+  otm_output(m, "YB2", ONYX_ELEM_FLOAT32, -1, NULL);
+  return m;
+}
+
+/* Rank r's A[i] = r + 0.5 i (6 values), B[j] = 10 r - j (4 values). */
+static void run_split(OnyxSession* s, int rank, int size) {
+  float a[6], b[4];
+  for (int i = 0; i < 6; i++)
+    a[i] = (float)rank + 0.5f * (float)i;
+  for (int j = 0; j < 4; j++)
+    b[j] = 10.0f * (float)rank - (float)j;
+  OnyxValue* in[2] = {NULL, NULL};
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){2, 3}, 2, a, sizeof a, &in[0]), "A");
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){4}, 1, b, sizeof b, &in[1]), "B");
+  const char* in_names[] = {"A", "B"};
+  const char* outs[] = {"YA", "YB", "YB2"};
+  OnyxValue* got[3] = {0};
+  ok(onyx_session_run(s, NULL, in_names, (const OnyxValue* const*)in, 2, outs, 3, got),
+     "run split");
+  const OnyxTensor* t = onyx_value_tensor(got[0]);
+  CHECK(onyx_tensor_rank(t) == 2 && onyx_tensor_dims(t)[0] == 2 && onyx_tensor_dims(t)[1] == 3);
+  const float* y = onyx_tensor_data(t);
+  for (int i = 0; i < 6; i++) {
+    float want = 0;
+    for (int r = 0; r < size; r++)
+      want += (float)r + 0.5f * (float)i;
+    CHECK(y[i] == want);
+  }
+  t = onyx_value_tensor(got[1]);
+  CHECK(onyx_tensor_rank(t) == 1 && onyx_tensor_dims(t)[0] == 4);
+  y = onyx_tensor_data(t);
+  const float* y2 = onyx_tensor_data(onyx_value_tensor(got[2]));
+  for (int j = 0; j < 4; j++) {
+    float want = 0;
+    for (int r = 0; r < size; r++)
+      want += 10.0f * (float)r - (float)j;
+    CHECK(y[j] == want);
+    CHECK(y2[j] == want / (float)size);
+  }
+  onyx_values_release(got, 3);
+  onyx_values_release(in, 2);
+}
+
 /* --- A world of one rank --------------------------------------------------------------- */
 
 static void test_local(void) {
@@ -245,6 +313,27 @@ static void test_local(void) {
   onyx_session_release(sess);
   otm_free(m);
   onyx_process_group_release(pg);
+
+  /* The split all-reduce of one rank: copies. */
+  m = split_model(1);
+  ok(make_session(m, NULL, &sess), "split session without a group");
+  run_split(sess, 0, 1);
+  onyx_session_release(sess);
+  otm_free(m);
+  /* AllReduceWait needs one output per X. */
+  m = otm_new(17);
+  otm_add_opset(m, "com.onyx.collective", 1);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 1, (int64_t[]){4});
+  OxTestNode* w = otm_node(m, "AllReduceStart", "st", "X", "tok");
+  otm_node_domain(w, "com.onyx.collective");
+  otm_attr_int(w, "group_size", 1);
+  w = otm_node(m, "AllReduceWait", "wt", "tok,X,X", "Y");
+  otm_node_domain(w, "com.onyx.collective");
+  otm_attr_int(w, "group_size", 1);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  expect_error(make_session(m, NULL, &sess), ONYX_INVALID_MODEL, "wait outputs", "wt",
+               "one Y per X", NULL);
+  otm_free(m);
 
   /* group_size 2 needs a group of two. */
   m = all_ops_model(2, "sum");
@@ -413,6 +502,14 @@ static void test_mpi(void) {
   CHECK(r == 2 && dims[0] == 2 && dims[1] == 4);
   run_all_ops(sess, rank, size);
   run_all_ops(sess, rank, size); /* again: the group stays usable */
+  onyx_session_release(sess);
+  otm_free(m);
+
+  /* The split all-reduce over 2 ranks, two in flight at once. */
+  m = split_model(2);
+  ok(make_session(m, pg, &sess), "split session");
+  run_split(sess, rank, size);
+  run_split(sess, rank, size);
   onyx_session_release(sess);
   otm_free(m);
 

@@ -3,9 +3,12 @@
 # 2 ranks of per-rank batch B under mpirun, rank 0's per-step losses and the
 # final weights equal a 1-process run with batch 2B (float32 tolerance), for
 # SGD with momentum and AdamW, with and without --zero-stage 1, the gradients
-# averaged in the training graph (the default) and on the host, with the
-# --no-shuffle row split and with the seeded shuffle; a checkpoint saved by
-# a ZeRO-1 run resumes in 1 process as the uninterrupted run goes on.
+# averaged in the training graph (overlapped, the default, and blocking) and
+# on the host, with the --no-shuffle row split and with the seeded shuffle; a
+# ZeRO-1 rank holds half the optimizer state; a rank gone fails its peer
+# within --collective-timeout; a checkpoint saved by a ZeRO-1 run resumes in 1
+# process as the uninterrupted run goes on, and a 1-process checkpoint in a
+# ZeRO-1 run.
 #
 # usage: test_disttrain.sh ONYX WORKDIR
 # Exit 77 (skipped) without mpirun, without python3's numpy and onnx, or in
@@ -48,6 +51,15 @@ checks=$((checks + 1))
 "$ONYX" train "$P/model.onnx" "${T[@]}" --batch-size 4 --steps 1 --optimizer sgd --lr 0.1 \
   --data-parallel --zero-stage 2 >"$OUT" 2>"$ERR"
 [ $? -eq 2 ] && grep -qF "expected 0 or 1" "$ERR" || fail "--zero-stage 2"
+checks=$((checks + 1))
+"$ONYX" train "$P/model.onnx" "${T[@]}" --batch-size 4 --steps 1 --optimizer sgd --lr 0.1 \
+  --data-parallel --host-allreduce --blocking-allreduce >"$OUT" 2>"$ERR"
+[ $? -eq 2 ] && grep -qF "exclude each other" "$ERR" || fail "--host-allreduce --blocking-allreduce"
+checks=$((checks + 1))
+"$ONYX" train "$P/model.onnx" "${T[@]}" --batch-size 4 --steps 1 --optimizer sgd --lr 0.1 \
+  --data-parallel --collective-timeout 0 >"$OUT" 2>"$ERR"
+[ $? -eq 2 ] && grep -qF -- "--collective-timeout: expected seconds" "$ERR" ||
+  fail "--collective-timeout 0"
 
 # One process started with --data-parallel is a world of one rank.
 checks=$((checks + 1))
@@ -114,8 +126,26 @@ ADAMW=(--optimizer adamw --lr 0.02)
 run sgd1 1 8 --steps 8 --no-shuffle "${SGD[@]}"
 # Buckets of 416 bytes: in the graph, (b2, w2, b1) then w1; on the host,
 # 104 of the 180 flattened gradient elements, then 76 (b1 spans the two).
+# The default: each bucket's all-reduce started (AllReduceStart) as soon as
+# its gradients exist and waited for (AllReduceWait) after the backward pass.
+# ONYX_DIST_STATS=1 makes each rank print its counts at the end: 8 steps of
+# 2 buckets are 16 started all-reduces, and 2 in flight at once shows that
+# the first bucket's start returned, and the backward pass went on to the
+# second bucket's gradients, before the first one's wait.
+MPI_PLAIN=("${MPI[@]}")
+MPI=("${MPI_PLAIN[@]}" -x ONYX_DIST_STATS=1)
 run sgd2 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel --bucket-mb 0.0004
+MPI=("${MPI_PLAIN[@]}")
 same "$WORK/sgd2" "$WORK/sgd1"
+checks=$((checks + 1))
+for r in 0 1; do
+  grep -qF "onyx dist: rank $r: 16 split all-reduces, at most 2 in flight" "$ERR" ||
+    fail "no overlap reported by rank $r"
+done
+# The blocking AllReduce nodes give the same run.
+run sgd2b 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel --bucket-mb 0.0004 \
+  --blocking-allreduce
+same "$WORK/sgd2b" "$WORK/sgd1"
 run sgd2h 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel --bucket-mb 0.0004 --host-allreduce
 same "$WORK/sgd2h" "$WORK/sgd1"
 run sgd2z 2 4 --steps 8 --no-shuffle "${SGD[@]}" --data-parallel --zero-stage 1
@@ -123,8 +153,19 @@ same "$WORK/sgd2z" "$WORK/sgd1"
 run adamw1 1 8 --steps 8 --seed 5 "${ADAMW[@]}" --save-checkpoint "$WORK/ck_adamw1"
 run adamw2 2 4 --steps 8 --seed 5 "${ADAMW[@]}" --data-parallel
 same "$WORK/adamw2" "$WORK/adamw1"
+# ZeRO-1 memory: each rank keeps its shard of the optimizer state only. The
+# model's 180 trainable elements (w1 16x6, b1 16, w2 4x16, b2 4) make AdamW's
+# two float32 slots 2*180*4 = 1440 bytes in full; a rank of 2 holds its 90
+# elements of each slot: 720 bytes.
+MPI=("${MPI_PLAIN[@]}" -x ONYX_DIST_STATS=1)
 run adamw2z 2 4 --steps 8 --seed 5 "${ADAMW[@]}" --data-parallel --zero-stage 1
+MPI=("${MPI_PLAIN[@]}")
 same "$WORK/adamw2z" "$WORK/adamw1"
+checks=$((checks + 1))
+for r in 0 1; do
+  grep -qF "onyx dp: rank $r: optimizer state held: 720 bytes of 1440" "$ERR" ||
+    fail "rank $r's optimizer state is not its half"
+done
 
 # The training moved the weights (the comparisons above are not of two
 # untouched models), and the 1-process run's loss went down.
@@ -168,6 +209,27 @@ open(sys.argv[2], 'w').write(''.join(l + '\n' for l in lines[4:]))
 " "$WORK/adamw1.jsonl" "$WORK/adamw1_tail.jsonl"
 cp "$WORK/adamw1.onnx" "$WORK/adamw1_tail.onnx"
 same "$WORK/resumed" "$WORK/adamw1_tail"
+
+# A 1-process checkpoint resumes in a 2-rank ZeRO-1 run (sharded at load)
+# as in 1 process: 4 more steps from adamw1's checkpoint both ways.
+run from1 1 8 --steps 4 --seed 5 "${ADAMW[@]}" --resume "$WORK/ck_adamw1"
+run from1z 2 4 --steps 4 --seed 5 "${ADAMW[@]}" --resume "$WORK/ck_adamw1" --data-parallel \
+  --zero-stage 1
+same "$WORK/from1z" "$WORK/from1"
+
+# A rank that leaves early: rank 1 trains 1 step and exits, rank 0 waits at
+# its second step's collectives and fails after --collective-timeout (2 s),
+# naming the timeout, instead of the default 300 s.
+checks=$((checks + 1))
+D2=(--no-shuffle --optimizer sgd --lr 0.1 --data-parallel --batch-size 4 --collective-timeout 2)
+t0=$(date +%s)
+env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe -x ASAN_OPTIONS \
+  -np 1 "$ONYX" train "$P/model.onnx" "${T[@]}" "${D2[@]}" --steps 3 : \
+  -np 1 "$ONYX" train "$P/model.onnx" "${T[@]}" "${D2[@]}" --steps 1 >"$OUT" 2>"$ERR"
+rc=$?
+t1=$(date +%s)
+[ $rc -ne 0 ] && grep -qF "timed out after 2000 ms" "$ERR" && [ $((t1 - t0)) -lt 60 ] ||
+  fail "--collective-timeout 2 with a rank gone (exit $rc, $((t1 - t0)) s)"
 
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -52,7 +52,6 @@ LAYERS = [
 KNOWN_BACK_ARROWS = {
     ("exec", "session"),
     ("plan", "session"),
-    ("providers", "session"),
 }
 # What the host builds on; each is below every host module.
 EXTERNAL = {

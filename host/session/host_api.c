@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ox_compile_cache.h"
+#include "ox_host_api.h"
 #include "ox_optimizer.h"
+#include "ox_providers.h"
 #include "ox_session.h"
 
 /* --- status, logging ------------------------------------------------------------------ */
@@ -472,4 +474,9 @@ static const OnyxHostApi ox_host_api_table = {
 
 const OnyxHostApi* ox_host_api(void) {
   return &ox_host_api_table;
+}
+
+/* The public listing loads each library as a session would, with this table. */
+OnyxStatus* onyx_provider_list_create(OnyxProviderList** out) {
+  return ox_provider_list_scan(&ox_host_api_table, out);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "opt_session.h"
+#include "ox_host_api.h"
 #include "ox_memplan.h"
 #include "ox_model.h"
 #include "ox_nvtx.h"
@@ -38,8 +39,9 @@ static OnyxStatus* ox_device_check(const OxProviderSpec* spec, const OxProviderL
 
 static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec, bool implicit) {
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = spec->init ? ox_provider_lib_acquire_init(spec->name, spec->init, &lib)
-                              : ox_provider_lib_acquire(spec->name, spec->library, &lib);
+  OnyxStatus* st = spec->init
+                       ? ox_provider_lib_acquire_init(ox_host_api(), spec->name, spec->init, &lib)
+                       : ox_provider_lib_acquire(ox_host_api(), spec->name, spec->library, &lib);
   if (!st) st = ox_device_check(spec, lib);
   if (st) {
     ox_provider_lib_release(lib);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_host_api.h"
 #include "abi_fields.h"
 #include "abi_layout.h"
 #include "ox_session.h"
@@ -245,7 +246,7 @@ static void expect_refused(const char* name, OnyxStatusCode code, const char* fr
   lib_path(path, sizeof path, name);
   snprintf(named, sizeof named, "provider library '%s'", path);
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = ox_provider_lib_acquire(name, NULL, &lib);
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), name, NULL, &lib);
   assert_non_null(st);
   assert_null(lib);
   const char* msg = onyx_status_message(st);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_host_api.h"
 #include "ox_session.h"
 #include "ox_test_models.h"
 
@@ -188,9 +189,9 @@ static void test_same_provider_twice_is_harmless(void** state) {
   life_path(path, sizeof path, "life");
   /* By name, by name again, and by explicit path: one library, one init. */
   OxProviderLib *x = NULL, *y = NULL, *z = NULL;
-  ok(ox_provider_lib_acquire("life", NULL, &x));
-  ok(ox_provider_lib_acquire("life", NULL, &y));
-  ok(ox_provider_lib_acquire("life", path, &z));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", NULL, &x));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", NULL, &y));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", path, &z));
   assert_ptr_equal(x, y);
   assert_ptr_equal(x, z);
   assert_int_equal(x->refs, 3);
@@ -244,7 +245,7 @@ static void test_provider_learns_its_library_path(void** state) {
   life_path(path, sizeof path, "life2");
   unsetenv("ONYX_TEST_LIFE_PATH_life2");
   OxProviderLib* lib = NULL;
-  ok(ox_provider_lib_acquire("life2", NULL, &lib));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life2", NULL, &lib));
   const char* seen = getenv("ONYX_TEST_LIFE_PATH_life2");
   assert_non_null(seen);
   char real[PATH_MAX];
@@ -336,7 +337,7 @@ static void test_concurrent_sessions_share_one_load(void** state) {
   life_path(path, sizeof path, "life");
   /* Held here so init and release (which log) run on this thread only. */
   OxProviderLib* hold = NULL;
-  ok(ox_provider_lib_acquire("life", NULL, &hold));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", NULL, &hold));
   setenv("ONYX_TEST_LIFE_QUIET", "1", 1);
   /* Session creation must enter the provider's table one thread at a time
    * (create_ep through ox_provider_lib_create_ep): strict mode makes an
@@ -382,7 +383,7 @@ static void* create_ep_worker(void* arg) {
 static void test_provider_slots_are_serialized(void** state) {
   (void)state;
   OxProviderLib* lib = NULL;
-  ok(ox_provider_lib_acquire("life", NULL, &lib));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", NULL, &lib));
   size_t count = 0;
   ok(ox_provider_lib_device_count(lib, &count));
   assert_int_equal(count, 1);
@@ -421,7 +422,7 @@ static void test_install_folder_relative_to_libonyx(void** state) {
     else
       unsetenv("ONYX_PROVIDER_PATH");
     OxProviderLib* lib = NULL;
-    assert_null(ox_provider_lib_acquire("relorder", NULL, &lib));
+    assert_null(ox_provider_lib_acquire(ox_host_api(), "relorder", NULL, &lib));
     assert_string_equal(lib->provider->version, "rel"); /* not "self", beside it */
     assert_string_equal(lib->path, want);
     ox_provider_lib_release(lib);

@@ -20,7 +20,7 @@ int32_t ox_session_ep_for_memory(OnyxSession* s, const OnyxMemoryDevice* mem) {
   for (size_t e = 0; e < s->n_eps; e++)
     for (int m = ONYX_MEM_DEFAULT; m <= ONYX_MEM_READ_ONLY; m++) {
       if (m != mem->mem_type) continue;
-      OnyxMemoryDevice d = ox_session_ep_memory(s, (int32_t)e, (OnyxMemType)m);
+      OnyxMemoryDevice d = ox_ep_memory(s->eps, (int32_t)e, (OnyxMemType)m);
       if (ox_memory_equal(&d, mem)) return (int32_t)e;
     }
   return -1;
@@ -317,15 +317,15 @@ static OnyxStatus* ox_copy_by_path(OnyxSession* s, const OxStep* st, int32_t pat
     path = OX_COPY_STAGED; /* not the memories planned for: the synchronous path */
   switch (path) {
   case OX_COPY_HOST:
-    return ox_copy_tensor(s, src, dst, -1, -1); /* memcpy: both are host memories */
+    return ox_ep_copy_tensor(s->eps, src, dst, -1, -1); /* memcpy: both are host memories */
   case OX_COPY_BY_DST:
-    return ox_session_ep_copy(s, st->copy_dst_ep, src, dst);
+    return ox_ep_copy(s->eps, st->copy_dst_ep, src, dst);
   case OX_COPY_BY_SRC:
-    return ox_session_ep_copy(s, st->copy_src_ep, src, dst);
+    return ox_ep_copy(s->eps, st->copy_src_ep, src, dst);
   default: {
-    /* ox_copy_tensor synchronizes the source's stream before and both
+    /* ox_ep_copy_tensor synchronizes the source's stream before and both
      * streams after staging. */
-    OnyxStatus* err = ox_copy_tensor(s, src, dst, st->copy_src_ep, st->copy_dst_ep);
+    OnyxStatus* err = ox_ep_copy_tensor(s->eps, src, dst, st->copy_src_ep, st->copy_dst_ep);
     int32_t e = st->copy_dst_ep;
     if (!err && e >= 0 && s->eps[e].stream && s->eps[e].ep->sync_stream)
       err = s->eps[e].ep->sync_stream(s->eps[e].ep, s->eps[e].stream);
@@ -439,9 +439,9 @@ static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path, 
     else if (ep < 0)
       err = ox_tensor_new(src->type, src->dims, src->rank, &dst);
     else
-      err = ox_session_alloc_tensor(s, ep, (OnyxMemType)fetch->mem_type, src->type, src->dims,
-                                    src->rank, &dst);
-    if (!err) err = ox_copy_tensor(s, src, dst, st->copy_src_ep, ep);
+      err = ox_ep_alloc_tensor(s->eps, ep, (OnyxMemType)fetch->mem_type, s->opts->max_tensor_bytes,
+                               src->type, src->dims, src->rank, &dst);
+    if (!err) err = ox_ep_copy_tensor(s->eps, src, dst, st->copy_src_ep, ep);
     if (!err && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
       err = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
   } else {
@@ -479,7 +479,7 @@ static OnyxStatus* ox_place_feeds(OxFrame* f, OxTensor** feeds, bool* borrowed) 
     int32_t ep = ox_session_ep_for_memory(s, &t->device);
     OxTensor* h = NULL;
     OnyxStatus* err = ox_tensor_new(t->type, t->dims, t->rank, &h);
-    if (!err) err = ox_copy_tensor(s, t, h, ep, -1);
+    if (!err) err = ox_ep_copy_tensor(s->eps, t, h, ep, -1);
     if (!err && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
       err = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
     if (err) {

@@ -25,7 +25,7 @@
 #define OX_NO_EVENT   SIZE_MAX
 
 /* How a copy step moves its value; the same order of choice as
- * ox_copy_tensor. STAGED goes through ox_copy_tensor itself, which
+ * ox_ep_copy_tensor. STAGED goes through ox_ep_copy_tensor itself, which
  * synchronizes both providers' streams. */
 typedef enum OxCopyPath {
   OX_COPY_HOST = 0, /* memcpy on the host thread: both memories are host-addressable */

@@ -101,9 +101,10 @@ static OnyxStatus* ox_slot_on(OxPlanCtx* c, OxValue* v, const OnyxMemoryDevice* 
   OX_TRY(ox_new_slot(P, v, mem, &dst));
   if (src.constant) {
     OxTensor* t = NULL;
-    OX_TRY(ox_session_alloc_tensor(c->s, ep, (OnyxMemType)mem->mem_type, src.constant->type,
-                                   src.constant->dims, src.constant->rank, &t));
-    OnyxStatus* st = ox_copy_tensor(c->s, src.constant, t, c->home_ep[v->index], ep);
+    OX_TRY(ox_ep_alloc_tensor(c->s->eps, ep, (OnyxMemType)mem->mem_type,
+                              c->s->opts->max_tensor_bytes, src.constant->type, src.constant->dims,
+                              src.constant->rank, &t));
+    OnyxStatus* st = ox_ep_copy_tensor(c->s->eps, src.constant, t, c->home_ep[v->index], ep);
     if (st) {
       ox_tensor_free(t);
       return ox_status_wrap(st, "copying constant '%s' to provider '%s'", v->name,
@@ -165,7 +166,7 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
     in_slots[i] = OX_NO_SLOT;
     if (!ins[i]) continue;
     OnyxMemType mt = k ? ox_kernel_input_mem(k, i) : ONYX_MEM_DEFAULT;
-    OnyxMemoryDevice mem = ox_session_ep_memory(s, e, mt);
+    OnyxMemoryDevice mem = ox_ep_memory(s->eps, e, mt);
     err = ox_slot_on(c, ins[i], &mem, e, for_what, &in_slots[i]);
   }
   OxStep* st = NULL;
@@ -184,7 +185,7 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
   for (size_t i = 0; i < n_out; i++) {
     if (!outs[i]) continue;
     OnyxMemType mt = k ? ox_kernel_output_mem(k, i) : ONYX_MEM_DEFAULT;
-    st->out_mem[i] = ox_session_ep_memory(s, e, mt);
+    st->out_mem[i] = ox_ep_memory(s->eps, e, mt);
     st->out_ep[i] = e;
     size_t slot;
     OX_TRY(ox_home_slot(c, outs[i], &st->out_mem[i], e, &slot));
@@ -493,8 +494,9 @@ OnyxStatus* ox_memplan_run_begin(OnyxSession* s, OxMemRun* r) {
     const OxMemPlanDevice* dv = &p->devices[d];
     if (!dv->block_bytes || dv->ep < 0) continue;
     int64_t len = (int64_t)dv->block_bytes;
-    OnyxStatus* st = ox_session_alloc_tensor(s, dv->ep, (OnyxMemType)dv->mem.mem_type,
-                                             ONYX_ELEM_UINT8, &len, 1, &r->blocks[d]);
+    OnyxStatus* st =
+        ox_ep_alloc_tensor(s->eps, dv->ep, (OnyxMemType)dv->mem.mem_type, s->opts->max_tensor_bytes,
+                           ONYX_ELEM_UINT8, &len, 1, &r->blocks[d]);
     if (st) { /* the pattern is an optimization: fall back to per-value allocation */
       ox_session_log(s, ONYX_LOG_VERBOSE, "memory pattern: no block of %zu bytes on '%s': %s",
                      dv->block_bytes, s->eps[dv->ep].name, st->message ? st->message : "");

@@ -16,7 +16,7 @@ static bool ox_ep_can_copy(OnyxSession* s, int32_t ep, const OnyxMemoryDevice* a
   return e->can_copy && e->copy_tensors && e->can_copy(e, a, b);
 }
 
-/* The order of choice of ox_copy_tensor (host/session/session.c). */
+/* The order of choice of ox_ep_copy_tensor (host/partition/ep_memory.c). */
 static OxCopyPath ox_copy_path(OnyxSession* s, const OxStep* st) {
   const OnyxMemoryDevice* src = &s->plan.slots[st->in[0]].mem;
   const OnyxMemoryDevice* dst = &st->out_mem[0];

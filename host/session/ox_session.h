@@ -44,6 +44,9 @@ const OxLogScope* ox_log_scope_current(void); /* NULL outside any scope */
 void ox_run_log(const struct OnyxSession* s, const OnyxRunOptions* run, OnyxLogSeverity sev,
                 const char* fmt, ...) OX_PRINTF(4, 5);
 
+/* The provider memory and copies of host/partition/ep_memory.c over the
+ * session's provider table and its max_tensor_bytes, for the session's own
+ * callers. */
 /* max_tensor_bytes against a tensor about to be allocated (any memory). */
 OnyxStatus* ox_session_check_tensor_limit(const struct OnyxSession* s, OnyxElemType type,
                                           const int64_t* dims, size_t rank);

@@ -24,6 +24,23 @@ typedef struct OxProviderLib {
   pthread_mutex_t call_lock;
 } OxProviderLib;
 
+/* Provider options: ordered key/value strings (the handle of onyx_ep.h). */
+struct OnyxOptions {
+  char** keys;
+  char** values;
+  size_t count, cap;
+};
+
+/* A provider a session loads, as its options name it. */
+typedef struct OxProviderSpec {
+  char* name;
+  char* library;           /* NULL: search by name */
+  OnyxProviderInitFn init; /* an in-process provider (no library), or NULL */
+  int device;
+  bool required;
+  OnyxOptions options;
+} OxProviderSpec;
+
 /* Loads (or re-uses) the provider `name`. `library` NULL: search
  * libonyx_ep_<name>.so in ONYX_PROVIDER_PATH (':'-separated), the install's
  * provider folder found relative to libonyx.so (<its folder>/onyx/providers,

@@ -21,10 +21,28 @@ void ox_session_log(const OnyxSession* s, OnyxLogSeverity sev, const char* fmt, 
     ox_log_to(NULL, NULL, min, sev, "%s", buf);
 }
 
+void ox_session_bind(OnyxSession* s) {
+  const OnyxSessionOptions* o = s->opts;
+  s->prog.cfg = (OxRunConfig){.log_fn = o->log_fn,
+                              .log_user = o->log_user,
+                              .log_severity = o->log_severity,
+                              .max_tensor_bytes = o->max_tensor_bytes,
+                              .max_session_bytes = o->max_session_bytes,
+                              .max_model_bytes = o->max_model_bytes,
+                              .max_run_ms = o->max_run_ms,
+                              .max_fold_ms = o->max_fold_ms,
+                              .memory_pattern = o->memory_pattern,
+                              .deterministic = o->deterministic,
+                              .cache_dir = o->cache_dir,
+                              .providers = o->providers,
+                              .n_providers = o->n_providers};
+  s->prog.cfg.rt = ox_session_rt(s);
+}
+
 /* --- memory and copies: the provider table's (host/partition/ep_memory.c) ---------- */
 
 OnyxMemoryDevice ox_session_ep_memory(OnyxSession* s, int32_t ep, OnyxMemType mem) {
-  return ox_ep_memory(s->eps, ep, mem);
+  return ox_ep_memory(s->prog.eps, ep, mem);
 }
 
 OnyxStatus* ox_session_check_tensor_limit(const OnyxSession* s, OnyxElemType type,
@@ -34,14 +52,14 @@ OnyxStatus* ox_session_check_tensor_limit(const OnyxSession* s, OnyxElemType typ
 
 OnyxStatus* ox_session_alloc_tensor(OnyxSession* s, int32_t ep, OnyxMemType mem, OnyxElemType type,
                                     const int64_t* dims, size_t rank, OxTensor** out) {
-  return ox_ep_alloc_tensor(s->eps, ep, mem, s->opts->max_tensor_bytes, type, dims, rank, out);
+  return ox_ep_alloc_tensor(s->prog.eps, ep, mem, s->opts->max_tensor_bytes, type, dims, rank, out);
 }
 
 OnyxStatus* ox_session_ep_copy(OnyxSession* s, int32_t ep, const OxTensor* src, OxTensor* dst) {
-  return ox_ep_copy(s->eps, ep, src, dst);
+  return ox_ep_copy(s->prog.eps, ep, src, dst);
 }
 
 OnyxStatus* ox_copy_tensor(OnyxSession* s, const OxTensor* src, OxTensor* dst, int32_t src_ep,
                            int32_t dst_ep) {
-  return ox_ep_copy_tensor(s->eps, src, dst, src_ep, dst_ep);
+  return ox_ep_copy_tensor(s->prog.eps, src, dst, src_ep, dst_ep);
 }

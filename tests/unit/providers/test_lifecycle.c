@@ -149,9 +149,9 @@ static void test_two_sessions_share_one_library(void** state) {
   OnyxSession* a = open_session(relu_model, "life");
   OnyxSession* b = open_session(relu_model, "life");
   /* One load, one init, one registry; an EP per session. */
-  assert_ptr_equal(a->eps[0].lib, b->eps[0].lib);
-  assert_int_equal(a->eps[0].lib->refs, 2);
-  assert_ptr_not_equal(a->eps[0].ep, b->eps[0].ep);
+  assert_ptr_equal(a->prog.eps[0].lib, b->prog.eps[0].lib);
+  assert_int_equal(a->prog.eps[0].lib->refs, 2);
+  assert_ptr_not_equal(a->prog.eps[0].ep, b->prog.eps[0].ep);
   assert_string_equal(life_log(), "life:init;life:ep;life:ep;");
   expect_relu(a);
   expect_relu(b);
@@ -159,7 +159,7 @@ static void test_two_sessions_share_one_library(void** state) {
   /* The other session still uses it: only a's EP went. */
   assert_string_equal(life_log(), "life:init;life:ep;life:ep;life:ep_release;");
   assert_true(is_loaded(path));
-  assert_int_equal(b->eps[0].lib->refs, 1);
+  assert_int_equal(b->prog.eps[0].lib->refs, 1);
   expect_relu(b); /* kernels of a shared library outlive the sibling session */
   onyx_session_release(b);
   /* Every EP released, then the provider, then the library closed. */
@@ -209,7 +209,7 @@ static void test_same_provider_twice_is_harmless(void** state) {
   relu_model(&bytes, &len);
   OnyxSession* s = NULL;
   ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
-  assert_ptr_equal(s->eps[0].lib, x);
+  assert_ptr_equal(s->prog.eps[0].lib, x);
   assert_int_equal(x->refs, 4);
   expect_relu(s);
   onyx_session_release(s);
@@ -271,7 +271,7 @@ static void test_several_libraries_in_one_session(void** state) {
   /* Four libraries, all distinct. */
   for (size_t i = 0; i < 4; i++)
     for (size_t j = i + 1; j < 4; j++)
-      assert_ptr_not_equal(s->eps[i].lib, s->eps[j].lib);
+      assert_ptr_not_equal(s->prog.eps[i].lib, s->prog.eps[j].lib);
   float y[6];
   run6(s, y);
   const float a[6] = {-2, -1, 0, 0, 0, 0};

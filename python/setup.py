@@ -44,11 +44,12 @@ setup(
     name="onyx",
     version=version(),
     description="Onyx ONNX runtime: the onnxruntime-style Python API",
-    packages=["onyx"],
+    packages=["onyx", "onyx.training"],
     python_requires=">=3.10",
     install_requires=["numpy"],
     ext_modules=[Extension(
-        "onyx._onyx", [os.path.join("onyx", "_onyx.c")],
+        "onyx._onyx", [os.path.join("onyx", f)
+                       for f in ("_onyx.c", "_onyx_values.c", "_onyx_training.c")],
         include_dirs=[include_dir, numpy.get_include()],
         library_dirs=[lib_dir], libraries=["onyx"], runtime_library_dirs=[lib_dir],
         extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"])],

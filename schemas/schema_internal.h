@@ -62,7 +62,8 @@ extern const OxSchemaFamily ox_family_misc;    /* schemas_misc.c: strings, ai.on
 extern const OxSchemaFamily ox_family_contrib; /* schemas_contrib.c: com.onyx fused ops */
 extern const OxSchemaFamily ox_family_cf;      /* schemas_cf.c: control flow, sequences, training */
 extern const OxSchemaFamily ox_family_image;   /* schemas_image.c: ImageDecoder */
-extern const OxSchemaFamily ox_family_training; /* schemas_training.c: com.onyx.training grads */
+extern const OxSchemaFamily ox_family_training;   /* schemas_training.c: com.onyx.training grads */
+extern const OxSchemaFamily ox_family_collective; /* schemas_collective.c: com.onyx.collective */
 
 /* Every ai.onnx op name with its first opset, sorted by name (messages only). */
 typedef struct OxOpName {

@@ -91,7 +91,8 @@ static const OxAttrSpec regex_attrs[] = {{.name = "pattern", .type = ONYX_ATTR_S
         OX_ARRAY_LEN(at), NULL, NULL, NULL, true                                                   \
   }
 
-/* --- ai.onnx.ml: LabelEncoder (4), TreeEnsemble (5) ------------------------------------------- */
+/* --- ai.onnx.ml: LabelEncoder (4), TreeEnsemble (5); inference of the v1 ops
+ * --------------------------------------- */
 #define M_LE (T_(STRING) | T_(INT64) | T_(FLOAT32) | T_(INT32) | T_(INT16) | T_(FLOAT64))
 static const OxFormal le_in[] = {{"X", "T1", ONYX_PARAM_SINGLE, 1}};
 static const OxFormal le_out[] = {{"Y", "T2", ONYX_PARAM_SINGLE, 1}};
@@ -152,8 +153,128 @@ static OnyxStatus* infer_label_encoder(OxNode* n) {
   return ox_out_set(n, 0, t, &d);
 }
 
+/* The element count of a list attribute the model gives (0 when absent). */
+static size_t ml_attr_count(const OxNode* n, const char* name) {
+  const OxAttr* a = ox_node_attr(n, name);
+  return a && !a->from_default ? a->count : 0;
+}
+
+/* X's batch: N of [N, F], 1 of [F]; unknown otherwise. */
+static int64_t ml_batch(const OxNode* n) {
+  OxDims d;
+  ox_in_dims(n, 0, &d);
+  return d.rank == 2 ? d.d[0] : d.rank == 1 ? 1 : ONYX_DIM_UNKNOWN;
+}
+
+/* LinearClassifier, SVMClassifier: Y [N] of the labels' type (string with
+ * classlabels_strings, else int64), Z [N, scores] float. LinearClassifier's
+ * score count is its class count (intercepts, else labels), 2 for one
+ * class with two labels; SVMClassifier's depends on its mode and is left
+ * unknown. */
+static OnyxStatus* infer_ml_classifier(OxNode* n) {
+  OnyxElemType lt = ml_attr_count(n, "classlabels_strings") ? ONYX_ELEM_STRING : ONYX_ELEM_INT64;
+  int64_t b = ml_batch(n);
+  OxDims y = {1, {b}}, z = {2, {b, ONYX_DIM_UNKNOWN}};
+  if (!strcmp(n->op_type, "LinearClassifier")) {
+    size_t labels = ml_attr_count(n, "classlabels_strings") + ml_attr_count(n, "classlabels_ints");
+    size_t c = ml_attr_count(n, "intercepts");
+    if (!c) c = labels;
+    if (c == 1 && labels == 2) c = 2;
+    if (c) z.d[1] = (int64_t)c;
+  }
+  OnyxStatus* st = ox_out_set(n, 0, lt, &y);
+  return st ? st : ox_out_set(n, 1, ONYX_ELEM_FLOAT32, &z);
+}
+
+/* LinearRegressor: [N, targets]; SVMRegressor: [N, 1]; float. */
+static OnyxStatus* infer_ml_regressor(OxNode* n) {
+  int64_t t = strcmp(n->op_type, "LinearRegressor") ? 1 : ox_attr_i(n, "targets", 1);
+  OxDims y = {2, {ml_batch(n), t > 0 ? t : ONYX_DIM_UNKNOWN}};
+  return ox_out_set(n, 0, ONYX_ELEM_FLOAT32, &y);
+}
+
+/* Scaler, Normalizer: X's shape, float. */
+static OnyxStatus* infer_ml_float_like(OxNode* n) {
+  OxDims d;
+  ox_in_dims(n, 0, &d);
+  return ox_out_set(n, 0, ONYX_ELEM_FLOAT32, &d);
+}
+
+/* OneHotEncoder: X's shape + [categories], float. */
+static OnyxStatus* infer_ml_onehot(OxNode* n) {
+  OxDims d;
+  ox_in_dims(n, 0, &d);
+  size_t c = ml_attr_count(n, "cats_int64s") + ml_attr_count(n, "cats_strings");
+  if (d.rank >= 0 && d.rank < OX_INFER_MAX_RANK)
+    d.d[d.rank++] = c ? (int64_t)c : ONYX_DIM_UNKNOWN;
+  else
+    d.rank = -1;
+  return ox_out_set(n, 0, ONYX_ELEM_FLOAT32, &d);
+}
+
+/* CategoryMapper: string to int64, int64 to string; X's shape. */
+static OnyxStatus* infer_ml_category_mapper(OxNode* n) {
+  OxDims d;
+  ox_in_dims(n, 0, &d);
+  OnyxElemType t = ox_in_type(n, 0) == ONYX_ELEM_STRING ? ONYX_ELEM_INT64 : ONYX_ELEM_STRING;
+  return ox_out_set(n, 0, t, &d);
+}
+
+/* FeatureVectorizer: [N, sum of inputdimensions], float. */
+static OnyxStatus* infer_ml_feature_vectorizer(OxNode* n) {
+  size_t k = 0;
+  const int64_t* dims = ox_attr_ints(n, "inputdimensions", &k);
+  int64_t total = 0;
+  for (size_t i = 0; dims && i < k; i++)
+    if (dims[i] < 0 || !ox_add_i64(total, dims[i], &total))
+      return ox_node_err(n, "inputdimensions[%zu] = %lld is invalid", i, (long long)dims[i]);
+  OxDims y = {2, {ml_batch(n), dims && k ? total : ONYX_DIM_UNKNOWN}};
+  return ox_out_set(n, 0, ONYX_ELEM_FLOAT32, &y);
+}
+
+/* TreeEnsembleClassifier (1, 3): Y [N] of int64 or string (whichever
+ * classlabels_* list is given), Z float [N, classes]. TreeEnsembleRegressor
+ * (1, 3): Y float [N, n_targets]. X is [N, F] or one row [F]. */
+static int64_t infer_tree_rows(const OxNode* n) {
+  OxDims x;
+  ox_in_dims(n, 0, &x);
+  if (x.rank == 1) return 1;
+  return x.rank == 2 ? x.d[0] : ONYX_DIM_UNKNOWN;
+}
+
+static OnyxStatus* infer_tree_classifier(OxNode* n) {
+  const OxAttr* s = ox_node_attr(n, "classlabels_strings");
+  const OxAttr* i = ox_node_attr(n, "classlabels_int64s");
+  size_t ns = s && !s->from_default ? s->count : 0;
+  size_t ni = i && !i->from_default ? i->count : 0;
+  if ((ns > 0) == (ni > 0))
+    return ox_node_err(n,
+                       "exactly one of classlabels_int64s and classlabels_strings must be given");
+  OxDims y = {1, {infer_tree_rows(n)}};
+  OxDims z = {2, {infer_tree_rows(n), (int64_t)(ns + ni)}};
+  OnyxStatus* st = ox_out_set(n, 0, ns ? ONYX_ELEM_STRING : ONYX_ELEM_INT64, &y);
+  return st ? st : ox_out_set(n, 1, ONYX_ELEM_FLOAT32, &z);
+}
+
+static OnyxStatus* infer_tree_regressor(OxNode* n) {
+  int64_t t = ox_attr_i(n, "n_targets", 1);
+  OxDims y = {2, {infer_tree_rows(n), t >= 1 ? t : ONYX_DIM_UNKNOWN}};
+  return ox_out_set(n, 0, ONYX_ELEM_FLOAT32, &y);
+}
+
 static const OxInferOverride misc_overrides[] = {
     {"ai.onnx.ml", "LabelEncoder", 1, 4, infer_label_encoder},
+    {"ai.onnx.ml", "LinearClassifier", 1, 1, infer_ml_classifier},
+    {"ai.onnx.ml", "SVMClassifier", 1, 1, infer_ml_classifier},
+    {"ai.onnx.ml", "LinearRegressor", 1, 1, infer_ml_regressor},
+    {"ai.onnx.ml", "SVMRegressor", 1, 1, infer_ml_regressor},
+    {"ai.onnx.ml", "Scaler", 1, 1, infer_ml_float_like},
+    {"ai.onnx.ml", "Normalizer", 1, 1, infer_ml_float_like},
+    {"ai.onnx.ml", "OneHotEncoder", 1, 1, infer_ml_onehot},
+    {"ai.onnx.ml", "CategoryMapper", 1, 1, infer_ml_category_mapper},
+    {"ai.onnx.ml", "FeatureVectorizer", 1, 1, infer_ml_feature_vectorizer},
+    {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 3, infer_tree_classifier},
+    {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 3, infer_tree_regressor},
 };
 
 /* --- LinearAttention, CausalConvWithState (27), SwiGLU (28)

@@ -18,8 +18,14 @@ script
      per-step losses and both throughputs (samples/s from the median step
      time, the first steps excluded as warmup).
 
+With --memory, each training run (PyTorch's and `onyx train`) also runs
+alone in a child process of its own, and the child's peak resident set
+(os.wait4's ru_maxrss) is reported: the whole process, libraries included
+(PyTorch's import alone is most of its figure: `torch_import_rss_mib` is
+the peak of a child that only imports torch and builds the model).
+
 usage: scripts/train_peer.py --onyx build/bin/onyx [--steps 30] [--threads 1]
-           [--batch 32] [--work DIR] [--json OUT.json]
+           [--batch 32] [--work DIR] [--json OUT.json] [--memory]
 Needs python3-torch, python3-onnx, python3-numpy. Exit status 0 when every
 pair ran (the differences are reported, not judged).
 """
@@ -143,6 +149,44 @@ def torch_run(model, x, y, opt, batch, steps):
     return losses, times
 
 
+# Forks and execs argv[1:], prints the child's ru_maxrss (KiB). A fresh
+# small interpreter does the fork: Linux carries a process's peak RSS over
+# fork and exec, so a child forked from this script (torch loaded) would
+# start from this script's size. The launcher's own few MiB are the floor.
+RSS_LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, ru = os.wait4(pid, 0)
+print(ru.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def peak_rss_mib(cmd):
+    """Runs cmd in a child process of its own; its peak resident set in
+    MiB, or None when it failed."""
+    r = subprocess.run([sys.executable, "-c", RSS_LAUNCHER] + cmd, capture_output=True, text=True)
+    return round(int(r.stdout.split()[-1]) / 1024.0, 1) if r.returncode == 0 else None
+
+
+def torch_child(spec):
+    """The PyTorch side of one run alone (for --memory): spec is
+    WORK,MODEL,OPTIMIZER,BATCH,STEPS,THREADS; OPTIMIZER "none" only builds
+    the model."""
+    work, name, opt_name, batch, steps, threads = spec.split(",")
+    torch.set_num_threads(int(threads))
+    cls, _ = MODELS[name]
+    x = torch.from_numpy(np.load(os.path.join(work, f"{name}_x.npy")))
+    y = torch.from_numpy(np.load(os.path.join(work, f"{name}_y.npy")))
+    torch.manual_seed(0)
+    model = cls()
+    if opt_name != "none":
+        make_opt, _, lr = OPTIMIZERS[opt_name]
+        torch_run(model, x, y, make_opt(model.parameters(), lr), int(batch), int(steps))
+    return 0
+
+
 def throughput(ms, batch, warmup=3):
     steady = sorted(ms[warmup:] if len(ms) > warmup else ms)
     return batch / (steady[len(steady) // 2] / 1000.0)
@@ -157,7 +201,11 @@ def main():
     ap.add_argument("--rows", type=int, default=256)
     ap.add_argument("--work")
     ap.add_argument("--json")
+    ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.torch_child:
+        return torch_child(a.torch_child)
     torch.set_num_threads(a.threads)
     work = a.work or tempfile.mkdtemp(prefix="train_peer-")
     os.makedirs(work, exist_ok=True)
@@ -202,6 +250,13 @@ def main():
                     "last_loss": [round(t_losses[-1], 6), round(o_losses[-1], 6)],
                     "onyx_samples_per_s": round(throughput([s["ms"] for s in steps], a.batch), 1),
                 })
+            if a.memory:
+                child = [sys.executable, os.path.abspath(__file__), "--onyx", a.onyx,
+                         "--torch-child"]
+                spec = f"{work},{name},{{}},{a.batch},{a.steps},{a.threads}"
+                row["torch_peak_rss_mib"] = peak_rss_mib(child + [spec.format(opt_name)])
+                row["torch_import_rss_mib"] = peak_rss_mib(child + [spec.format("none")])
+                row["onyx_peak_rss_mib"] = peak_rss_mib(cmd)
             results.append(row)
             print(json.dumps(row), flush=True)
     if a.json:

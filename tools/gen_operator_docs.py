@@ -13,6 +13,8 @@ import collections
 import datetime
 import sys
 
+KEEP_MARKER = "<!-- hand-written below; kept when this file is regenerated -->"
+
 
 def main():
     if len(sys.argv) < 4:
@@ -72,6 +74,14 @@ def main():
         tshown = "; ".join(t or "-" for t in types[:6]) + (" (+%d)" % (len(types) - 6) if len(types) > 6 else "")
         w("| %s | %s | %s | %s | %d | %d | %s |" % (
             domain, op, ", ".join(str(v) for v in sorted(o["versions"])), tshown, n, passed, shown))
+    # A hand-written part after KEEP_MARKER in the existing file is kept.
+    try:
+        with open(out_path) as f:
+            old = f.read()
+    except OSError:
+        old = ""
+    if KEEP_MARKER in old:
+        lines += ["", old[old.index(KEEP_MARKER):].rstrip("\n")]
     with open(out_path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

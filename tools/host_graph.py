@@ -41,7 +41,7 @@ LAYERS = [
     ["training"],  # the gradient builder: the Gradient op's expansion (a graph rewrite)
     ["graph", "model"],  # the IR graph, host-op inference; ModelProto <-> IR
     ["profile"],  # services: the profiler
-    ["memory"],  # the arena over any provider allocator
+    ["memory", "dist"],  # the arena over any provider allocator; process groups, collectives
     ["providers"],  # provider libraries (given the host-API table), the device list
 ]
 # Back-arrows tolerated while code moves to the module that owns it (or a

@@ -6,6 +6,7 @@
 #include "cli_util.h"
 #include "npy.h"
 
+#include <onyx/onyx_distributed.h>
 #include <onyx/onyx_training.h>
 
 #include <ftw.h>
@@ -33,6 +34,8 @@ typedef struct TrainArgs {
   CliList data, eval_data;
   int batch, steps, epochs, no_shuffle, seed, threads;
   double lr, momentum, weight_decay;
+  int data_parallel, zero_stage, host_allreduce;
+  double bucket_mb;
 } TrainArgs;
 
 static const char kTrainHelp[] =
@@ -69,6 +72,18 @@ static const char kTrainHelp[] =
     "  --export-inference OUT.onnx  write the trained inference model\n"
     "  --eval-data NAME=FILE, --eval-labels FILE  held-out data, evaluated after\n"
     "                    each epoch and at the end\n"
+    "  --data-parallel   one rank of a data-parallel run (mpirun -np N onyx train ...):\n"
+    "                    --batch-size is per rank; global batch k is N*B rows, rank r\n"
+    "                    takes its rows [rB, (r+1)B); gradients are averaged over the\n"
+    "                    ranks; rank 0 alone writes --log (the global batch's loss),\n"
+    "                    the checkpoint, the exported model and the summary\n"
+    "  --zero-stage Z    0 (default) or 1: ZeRO stage 1 shards the optimizer state\n"
+    "                    across the ranks (sgd, adamw)\n"
+    "  --bucket-mb M     gradient all-reduce bucket in MiB (default 25; a fraction\n"
+    "                    is allowed)\n"
+    "  --host-allreduce  average the gradients by host all-reduces before each\n"
+    "                    optimizer step instead of AllReduce nodes in the training\n"
+    "                    graph\n"
     "\nA summary JSON line goes to stdout; progress to stderr (a bar on a terminal).\n"
     "exit status: 0 ok, 1 runtime error, 2 usage error\n";
 
@@ -394,6 +409,8 @@ static int rm_entry(const char* path, const struct stat* sb, int flag, struct FT
 
 typedef struct Trainer {
   const TrainArgs* a;
+  OnyxProcessGroup* pg; /* --data-parallel */
+  int rank, world;
   Dataset train, eval;
   char art[64]; /* the artifacts folder ("" until made) */
   OnyxCheckpoint* ck;
@@ -456,8 +473,11 @@ static int run_eval(Trainer* t, long epoch, long step, double* loss, double* acc
 
 static int train(Trainer* t, CliError* e) {
   const TrainArgs* a = t->a;
-  size_t batch = (size_t)a->batch, rows = t->train.rows;
-  long per_epoch = (long)(rows / batch), total = a->steps;
+  /* Data-parallel: global batch k is `global` rows of the epoch's order, of
+   * which this rank takes `batch` from offset rank * batch. */
+  size_t batch = (size_t)a->batch, rows = t->train.rows, global = batch * (size_t)t->world;
+  size_t slice = batch * (size_t)t->rank;
+  long per_epoch = (long)(rows / global), total = a->steps;
   if (a->epochs && !ox_mul_i64(a->epochs, per_epoch, &(int64_t){0}))
     return cli_err(e, "--epochs %d: too many steps", a->epochs);
   if (a->epochs) total = (long)a->epochs * per_epoch;
@@ -509,7 +529,7 @@ static int train(Trainer* t, CliError* e) {
     long epoch = (long)(g / per_epoch), b = (long)(g % per_epoch);
     if (b == 0 || k == 0) epoch_order(perm, rows, shuffle, seed, (uint64_t)epoch);
     for (size_t i = 0; !rc && i < nin; i++)
-      rc = gather_rows(&ordered[i], perm + (size_t)b * batch, batch, &ins[i], e);
+      rc = gather_rows(&ordered[i], perm + (size_t)b * global + slice, batch, &ins[i], e);
     if (rc) break;
     double lr = onyx_training_session_get_learning_rate(t->ts);
     double t0 = cli_now_ms();
@@ -528,18 +548,19 @@ static int train(Trainer* t, CliError* e) {
     last_loss = lt && onyx_tensor_elem_count(lt) == 1 ? pred_at(lt, 0) : NAN;
     onyx_value_release(loss);
     log_step(t->log, (long)g + 1, last_loss, lr, ms);
-    progress(&p, k + 1, last_loss, batch);
-    if (t->eval.ncols && (b == per_epoch - 1 || k + 1 == total)) {
+    if (t->rank == 0) progress(&p, k + 1, last_loss, global);
+    if (t->rank == 0 && t->eval.ncols && (b == per_epoch - 1 || k + 1 == total)) {
       rc = run_eval(t, epoch + 1, (long)g + 1, &eval_loss, &eval_acc, e);
       last_eval_step = (long)g + 1;
     }
   }
   (void)last_eval_step;
   double el = (cli_now_ms() - p.start_ms) / 1000.0;
-  if (!rc) {
+  if (!rc && t->rank == 0) {
     printf("{\"steps\": %ld, \"step\": %lld, \"loss\": %.9g, \"samples_per_s\": %.1f", total,
            (long long)onyx_checkpoint_step(t->ck), last_loss,
-           el > 0 ? (double)total * (double)batch / el : 0.0);
+           el > 0 ? (double)total * (double)global / el : 0.0);
+    if (t->world > 1) printf(", \"ranks\": %d", t->world);
     if (!isnan(eval_loss)) printf(", \"eval_loss\": %.9g", eval_loss);
     if (!isnan(eval_acc)) printf(", \"eval_accuracy\": %.6f", eval_acc);
     printf("}\n");
@@ -558,8 +579,18 @@ static int run_training(Trainer* t, CliError* e) {
   if (a->eval_data.count &&
       dataset_load(&t->eval, &a->eval_data, a->eval_labels, "--eval-data", a->loss, e))
     return -1;
-  if (t->train.rows < (size_t)a->batch)
+  t->world = 1;
+  if (a->data_parallel) {
+    OnyxStatus* pst = onyx_process_group_create(NULL, &t->pg);
+    if (pst) return cli_err_status(e, pst, "--data-parallel: making the process group");
+    t->rank = onyx_process_group_rank(t->pg);
+    t->world = onyx_process_group_size(t->pg);
+  }
+  if (t->world == 1 && t->train.rows < (size_t)a->batch)
     return cli_err(e, "--batch-size %d exceeds the %zu rows of the data", a->batch, t->train.rows);
+  if (t->train.rows / (size_t)t->world < (size_t)a->batch)
+    return cli_err(e, "--batch-size %d on each of %d ranks exceeds the %zu rows of the data",
+                   a->batch, t->world, t->train.rows);
   const char* tmp = getenv("TMPDIR");
   snprintf(t->art, sizeof t->art, "%s/onyx-train-XXXXXX",
            tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
@@ -586,13 +617,27 @@ static int run_training(Trainer* t, CliError* e) {
   if (!st) st = onyx_training_session_create(so, t->ck, t->art, &t->ts);
   onyx_session_options_release(so);
   if (st) return cli_err_status(e, st, "creating the training session");
+  if (a->data_parallel) {
+    OnyxDataParallelOptions dpo;
+    onyx_data_parallel_options_init(&dpo);
+    dpo.process_group = t->pg;
+    dpo.zero_stage = a->zero_stage;
+    if (!isnan(a->bucket_mb)) dpo.bucket_bytes = (size_t)(a->bucket_mb * 1048576.0);
+    if (a->host_allreduce) dpo.allreduce_in_graph = 0;
+    if ((st = onyx_training_session_set_data_parallel(t->ts, &dpo)))
+      return cli_err_status(e, st, "--data-parallel");
+  }
   if ((st = onyx_training_session_set_learning_rate(t->ts, (float)a->lr)))
     return cli_err_status(e, st, "--lr");
   if (a->seed >= 0 && (st = onyx_training_session_set_seed(t->ts, (uint64_t)a->seed)))
     return cli_err_status(e, st, "--seed");
-  if (a->log && !(t->log = fopen(a->log, "w")))
+  if (a->log && t->rank == 0 && !(t->log = fopen(a->log, "w")))
     return cli_err(e, "--log %s: cannot create the file", a->log);
   if (train(t, e)) return -1;
+  /* ZeRO-1: every rank sends its shard of the optimizer state; rank 0 saves. */
+  if (a->save_checkpoint && (st = onyx_training_session_gather_optimizer_state(t->ts)))
+    return cli_err_status(e, st, "--save-checkpoint %s", a->save_checkpoint);
+  if (t->rank > 0) return 0;
   if (a->save_checkpoint && (st = onyx_checkpoint_save(t->ck, a->save_checkpoint, 1)))
     return cli_err_status(e, st, "--save-checkpoint %s", a->save_checkpoint);
   if (a->export_path && (st = onyx_training_session_export_for_inference(t->ts, a->export_path)))
@@ -601,7 +646,7 @@ static int run_training(Trainer* t, CliError* e) {
 }
 
 int cli_cmd_train(int argc, char** argv) {
-  TrainArgs a = {.seed = -1, .lr = NAN, .momentum = NAN, .weight_decay = NAN};
+  TrainArgs a = {.seed = -1, .lr = NAN, .momentum = NAN, .weight_decay = NAN, .bucket_mb = NAN};
   const CliOpt opts[] = {
       {"--loss", CLI_OPT_STRING, &a.loss, 0},
       {"--data", CLI_OPT_LIST, &a.data, 0},
@@ -623,6 +668,10 @@ int cli_cmd_train(int argc, char** argv) {
       {"--export-inference", CLI_OPT_STRING, &a.export_path, 0},
       {"--eval-data", CLI_OPT_LIST, &a.eval_data, 0},
       {"--eval-labels", CLI_OPT_STRING, &a.eval_labels, 0},
+      {"--data-parallel", CLI_OPT_FLAG, &a.data_parallel, 0},
+      {"--zero-stage", CLI_OPT_INT, &a.zero_stage, 0},
+      {"--bucket-mb", CLI_OPT_DOUBLE, &a.bucket_mb, 0},
+      {"--host-allreduce", CLI_OPT_FLAG, &a.host_allreduce, 0},
   };
   const CliCommand cmd = {
       .name = "train",
@@ -632,7 +681,8 @@ int cli_cmd_train(int argc, char** argv) {
           "(--steps S | --epochs E) --optimizer sgd|adamw|lamb --lr X [--momentum M] "
           "[--weight-decay W] [--no-shuffle | --seed S] [--threads N] "
           "[--config providers.json] [--log FILE.jsonl] [--save-checkpoint DIR] "
-          "[--resume DIR] [--export-inference OUT.onnx] [--eval-data ... --eval-labels ...]",
+          "[--resume DIR] [--export-inference OUT.onnx] [--eval-data ... --eval-labels ...] "
+          "[--data-parallel [--zero-stage 0|1] [--bucket-mb M] [--host-allreduce]]",
       .help = kTrainHelp,
       .opts = opts,
       .opt_count = sizeof opts / sizeof opts[0],
@@ -672,6 +722,16 @@ int cli_cmd_train(int argc, char** argv) {
     rc = cli_usage_error(&cmd, "--no-shuffle and --seed exclude each other");
   } else if (!a.eval_data.count != !a.eval_labels) {
     rc = cli_usage_error(&cmd, "--eval-data and --eval-labels go together");
+  } else if (a.zero_stage != 0 && a.zero_stage != 1) {
+    rc = cli_usage_error(&cmd, "--zero-stage: expected 0 or 1, got %d", a.zero_stage);
+  } else if ((a.zero_stage || !isnan(a.bucket_mb) || a.host_allreduce) && !a.data_parallel) {
+    rc = cli_usage_error(&cmd, "--zero-stage, --bucket-mb and --host-allreduce need "
+                               "--data-parallel");
+  } else if (!isnan(a.bucket_mb) && !(a.bucket_mb * 1048576.0 >= 8 && a.bucket_mb <= 1e6)) {
+    rc = cli_usage_error(&cmd,
+                         "--bucket-mb: expected at least 8 bytes' worth and at most 1e6, "
+                         "got %g",
+                         a.bucket_mb);
   }
   if (p == CLI_PARSED && rc == CLI_EXIT_OK) {
     CliError e = CLI_ERROR_INIT;
@@ -680,6 +740,7 @@ int cli_cmd_train(int argc, char** argv) {
     if (t.log) fclose(t.log);
     onyx_training_session_release(t.ts);
     onyx_checkpoint_release(t.ck);
+    onyx_process_group_release(t.pg);
     if (t.art[0]) nftw(t.art, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
     dataset_free(&t.train);
     dataset_free(&t.eval);

@@ -3,6 +3,7 @@
  * lives in host/session/config.c. */
 #include <stdlib.h>
 #include <string.h>
+#include "onyx/onyx_distributed.h"
 #include "ox_host_api.h"
 #include "ox_model.h" /* OX_DEFAULT_MAX_* */
 #include "ox_options.h"
@@ -319,6 +320,18 @@ OnyxStatus* onyx_session_options_set_profile(OnyxSessionOptions* o, const char* 
 OnyxStatus* onyx_session_options_set_nvtx(OnyxSessionOptions* o, int on) {
   OX_CHECK_OPTS(o, "onyx_session_options_set_nvtx");
   o->nvtx = on != 0;
+  return NULL;
+}
+
+OnyxStatus* onyx_session_options_set_process_group(OnyxSessionOptions* o, OnyxProcessGroup* g) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_process_group");
+  o->process_group = g;
+  return NULL;
+}
+
+OnyxStatus* onyx_session_options_set_tensor_parallel(OnyxSessionOptions* o, int on) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_tensor_parallel");
+  o->tensor_parallel = on != 0;
   return NULL;
 }
 

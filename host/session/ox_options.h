@@ -51,6 +51,10 @@ struct OnyxSessionOptions {
    * time budget of constant folding at session creation (0 once set means
    * the default, OX_DEFAULT_MAX_FOLD_MS). */
   size_t max_session_bytes, max_run_ms, max_fold_ms;
+  /* Runs the com.onyx.collective ops (onyx_distributed.h); not owned. */
+  struct OnyxProcessGroup* process_group;
+  /* Megatron-style tensor parallelism over process_group (opt_tensor_parallel.c). */
+  bool tensor_parallel;
 };
 
 struct OnyxSession;

@@ -5,9 +5,11 @@
 #include <string.h>
 #include "opt_session.h"
 #include "ox_host_api.h"
+#include "ox_dist.h"
 #include "ox_memplan.h"
 #include "ox_model.h"
 #include "ox_nvtx.h"
+#include "ox_tensor_parallel.h"
 #include "ox_session.h"
 #include "ox_training.h"
 
@@ -54,6 +56,7 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
       .thread_pool = s->prog.pool,
       .deterministic = s->opts->deterministic,
       .log_severity = (int32_t)s->opts->log_severity,
+      .next = ox_process_group_extension(s->opts->process_group),
   };
   OnyxEp* ep = NULL;
   st = ox_provider_lib_create_ep(lib, &args, &ep);
@@ -163,6 +166,17 @@ static void ox_session_pin_warning(void* ctx, const char* msg) {
   ox_session_log(s, ONYX_LOG_WARNING, "%s: %s", s->prog.source, msg);
 }
 
+/* tensor_parallel: the graph rewritten for this rank (host/optimizer), then resolved again. */
+static OnyxStatus* ox_session_tensor_parallel(OnyxSession* s) {
+  const OnyxProcessGroup* pg = s->opts->process_group;
+  char* report = NULL;
+  OX_TRY(ox_tensor_parallel(s->prog.graph, onyx_process_group_rank(pg), onyx_process_group_size(pg),
+                            &report));
+  ox_session_log(s, ONYX_LOG_INFO, "%s: tensor parallel: %s", s->prog.source, report ? report : "");
+  free(report);
+  return ox_session_resolve(s);
+}
+
 /* Everything after loading. */
 static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_threadpool_create(s->opts->threads, &s->prog.pool));
@@ -173,6 +187,7 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OxPartition pins = ox_session_placement(s); /* before rewrites rename or remove nodes */
   OX_TRY(ox_partition_check_pins(&pins, ox_session_pin_warning, s));
   OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
+  if (s->opts->tensor_parallel) OX_TRY(ox_session_tensor_parallel(s));
   ox_session_phase_end(s, "optimize", t);
   ox_nvtx_phase_pop(&s->prog);
   /* Before partitioning: node indices are fixed from here on. */
@@ -215,6 +230,38 @@ static OnyxStatus* ox_session_build(OnyxSession* s) {
   OxLogScope scope = ox_log_scope_enter(&s->prog, NULL);
   OnyxStatus* st = ox_session_build_steps(s);
   ox_log_scope_leave(scope);
+  return st;
+}
+
+/* A model with com.onyx.collective ops runs only when every rank of the
+ * process group loaded the same model bytes with the same options that
+ * decide what the ranks' collectives are (placement, rewrites, order): the
+ * ranks compare a hash of them (ox_process_group_check_world). */
+static OnyxStatus* ox_session_check_world(OnyxSession* s, const void* bytes, size_t len) {
+  OnyxProcessGroup* pg = s->opts->process_group;
+  if (!pg || onyx_process_group_size(pg) == 1 || !s->prog.graph) return NULL;
+  bool collective = s->opts->tensor_parallel; /* its rewrite adds AllReduce nodes */
+  for (size_t i = 0; i < s->prog.graph->n_nodes && !collective; i++)
+    collective = !strcmp(s->prog.graph->nodes[i]->domain, "com.onyx.collective");
+  if (!collective) return NULL;
+  const OnyxSessionOptions* o = s->opts;
+  uint64_t h = ox_fnv1a(OX_FNV_OFFSET, bytes, len);
+  const int32_t flags[4] = {(int32_t)o->opt_level, (int32_t)o->order, o->deterministic,
+                            o->tensor_parallel};
+  h = ox_fnv1a(h, flags, sizeof flags);
+  for (size_t i = 0; i < o->n_providers; i++)
+    h = ox_fnv1a(h, o->providers[i].name, strlen(o->providers[i].name) + 1);
+  return ox_process_group_check_world(pg, h, s->prog.source);
+}
+
+static OnyxStatus* ox_session_check_world_file(OnyxSession* s, const char* path) {
+  if (!s->opts->process_group || onyx_process_group_size(s->opts->process_group) == 1) return NULL;
+  void* bytes;
+  size_t len;
+  bool mapped;
+  OX_TRY(ox_map_file(path, s->opts->max_model_bytes, &bytes, &len, &mapped));
+  OnyxStatus* st = ox_session_check_world(s, bytes, len);
+  ox_unmap_file(bytes, len, mapped);
   return st;
 }
 
@@ -262,6 +309,7 @@ ONYX_API OnyxStatus* onyx_session_create(const OnyxSessionOptions* opts, const c
     st = ox_model_load_file(model_path, &lim, &s->prog.graph);
     if (!st) ox_session_phase_end(s, "load", t);
     ox_nvtx_phase_pop(&s->prog);
+    if (!st) st = ox_session_check_world_file(s, model_path);
   }
   st = ox_session_finish(s, st, out);
   ox_nvtx_unwind(nvtx_depth); /* the phases an error left open, and the creation's range */
@@ -285,6 +333,7 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
     st = ox_model_load_bytes(bytes, len, base_dir, "<memory>", &lim, &s->prog.graph);
     if (!st) ox_session_phase_end(s, "load", t);
     ox_nvtx_phase_pop(&s->prog);
+    if (!st) st = ox_session_check_world(s, bytes, len);
   }
   st = ox_session_finish(s, st, out);
   ox_nvtx_unwind(nvtx_depth); /* the phases an error left open, and the creation's range */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_data_parallel.h"
 #include "ox_model.h"
 #include "ox_session.h"
 #include "ox_train_api.h"
@@ -49,6 +50,7 @@ struct OnyxTrainingSession {
    * eval steps work where no provider has the optimizer kernels. */
   char* opt_path;
   OnyxSessionOptions* opts; /* a copy of the creation options; NULL: defaults */
+  OxDataParallel* dp;       /* data-parallel training (data_parallel.c); NULL: off */
 };
 
 static void ox_free_strs(char** s, size_t n) {
@@ -85,6 +87,7 @@ ONYX_API void onyx_training_session_release(OnyxTrainingSession* ts) {
   free(ts->inference_path);
   free(ts->opt_path);
   onyx_session_options_release(ts->opts);
+  ox_dp_free(ts->dp);
   free(ts);
 }
 
@@ -440,6 +443,13 @@ ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
     return ox_status_wrap(st, "training session: train step");
   }
   ts->ck->train_steps++;
+  /* Data-parallel: the loss averaged over the ranks, before the finite
+   * check, so that every rank takes the same decision. */
+  if (ts->dp && (st = ox_dp_loss(ts->dp, outs[0]->tensor))) {
+    onyx_values_release(outs, n_out);
+    free(outs);
+    return st;
+  }
   const OxTensor* loss = outs[0]->tensor;
   bool finite = ox_all_finite(loss);
   if (!finite && ts->policy == ONYX_NONFINITE_ERROR) {
@@ -541,6 +551,10 @@ ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* t
   if (!ts) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_optimizer_step: NULL");
   OnyxCheckpoint* ck = ts->ck;
   size_t np = ts->n_params;
+  /* Data-parallel: ZeRO-1's sharded step, or the gradients averaged over the ranks first. */
+  if (ts->dp && ox_dp_zero(ts->dp))
+    return ox_dp_zero_step(ts->dp, ox_ts_lr(ck, ck->step), ts->policy, &ts->skipped);
+  if (ts->dp) OX_TRY(ox_dp_average_grads(ts->dp));
   for (size_t i = 0; i < np; i++) {
     if (ox_all_finite(ts->gvals[i]->tensor)) continue;
     if (ts->policy == ONYX_NONFINITE_SKIP_STEP) {
@@ -693,4 +707,31 @@ ONYX_API OnyxStatus* onyx_training_session_export_for_inference(const OnyxTraini
   if (!st) st = ox_model_save(g, out_path);
   ox_graph_free(g);
   return st;
+}
+
+/* --- data-parallel training (data_parallel.c) ---------------------------------------------- */
+
+ONYX_API OnyxStatus* onyx_training_session_set_data_parallel(OnyxTrainingSession* ts,
+                                                             const OnyxDataParallelOptions* o) {
+  if (!ts || ts->dp)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_set_data_parallel: %s",
+                     ts ? "already data-parallel" : "NULL session");
+  OxDpBind b = {.ck = ts->ck,
+                .n_params = ts->n_params,
+                .pidx = ts->pidx,
+                .gvals = ts->gvals,
+                .n_slots = ts->n_slots,
+                .sidx = ts->sidx,
+                .opt_path = ts->opt_path,
+                .grad_names = ts->train_outs + 1,
+                .train = &ts->train,
+                .opts = ts->opts,
+                .has_clip = ts->has_clip};
+  return ox_dp_create(o, &b, &ts->dp);
+}
+
+ONYX_API OnyxStatus* onyx_training_session_gather_optimizer_state(OnyxTrainingSession* ts) {
+  if (!ts)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_gather_optimizer_state: NULL");
+  return ts->dp ? ox_dp_gather_state(ts->dp) : NULL;
 }

@@ -406,6 +406,24 @@ static const char* ox_grad_reduce_to(OxGradBuilder* b, const char* g, const int6
     else if (td < 0 && yd != 1)
       dynamic = true; /* td is 1 or yd: known at run time only */
   }
+  int64_t count = 1;
+  for (int32_t i = 0; t_static && i < t->rank; i++)
+    count = count <= INT64_MAX / (t->dims[i] > 0 ? t->dims[i] : 1) ? count * t->dims[i] : -1;
+  if (!dynamic && t_static && lead > 0 && n_axes == (size_t)lead && count > 0 &&
+      (t->type == ONYX_ELEM_FLOAT32 || t->type == ONYX_ELEM_FLOAT64) && ox_grad_opset(b) >= 13) {
+    /* A sum over the leading axes only (a bias broadcast over [N, T, C]):
+     * g as rows [-1, C], summed by a product with a row of ones, one pass
+     * over g in the GEMM rather than a reduction over non-trailing axes */
+    const int64_t two[2] = {-1, count}, one[1] = {1}, zero[1] = {0};
+    const char* g2 = ox_grad_op2(b, "Reshape", g, ox_grad_i64(b, two, 2));
+    const char* rows = ox_grad_op3(b, "Slice", ox_grad_op1(b, "Shape", g2), ox_grad_i64(b, zero, 1),
+                                   ox_grad_i64(b, one, 1));
+    const char* cat = ox_grad_op2(b, "Concat", ox_grad_i64(b, one, 1), rows);
+    ox_grad_attr_int(b, "axis", 0);
+    const char* ones = ox_grad_op2(b, "Expand", ox_grad_scalar(b, t->type, 1), cat);
+    const char* s = ox_grad_op2(b, "MatMul", ones, g2);
+    return ox_grad_op2(b, "Reshape", s, ox_grad_i64(b, t->dims, (size_t)t->rank));
+  }
   if (!dynamic) {
     const char* shape =
         t_static ? ox_grad_i64(b, t->dims, (size_t)t->rank) : ox_grad_op1(b, "Shape", t->name);

@@ -19,7 +19,8 @@
  *   Sum: dY to each input; Mean: dY / n to each
  *   CumSum: the cumulative sum of dY in the other direction
  *   MatMul (any rank, broadcast batch dims; 1-D operands as numpy does):
- *     dA = dY B^T, dB = A^T dY
+ *     dA = dY B^T, dB = A^T dY; a 2-D B of static shape under a batched A:
+ *     dB = Gemm(A reshaped to [-1, K], transA) with dY reshaped to [-1, N]
  *   Gemm: dA, dB by Gemm with the transposes swapped and alpha, dC = beta dY
  *   ReduceSum/Mean/Max/Min/L2/L1/SumSquare/LogSumExp (axes as attribute or
  *     input, any keepdims): dY back at the kept axes, then per op
@@ -282,7 +283,17 @@ static OnyxStatus* rule_matmul(OxGradBuilder* b, const OxNode* n) {
     }
     ox_grad_GI_from(b, n, 0, ga, d, r);
   }
-  if (WANTS(1)) {
+  if (WANTS(1) && rb == 2 && ra >= 3 && B->dims[0] > 0 && B->dims[1] > 0 &&
+      ox_grad_opset(b) >= 11) {
+    /* B a matrix shared by A's batch (a Linear layer over [N, T, K]): the
+     * batch axes fold into the rows, dB = A2^T dY2 in one Gemm, instead of
+     * a per-batch MatMul and a sum over the batch */
+    const int64_t sa[2] = {-1, B->dims[0]}, sy[2] = {-1, B->dims[1]};
+    const char* gb = OP2("Gemm", OP2("Reshape", I(0), ox_grad_i64(b, sa, 2)),
+                         OP2("Reshape", dy, ox_grad_i64(b, sy, 2)));
+    ox_grad_attr_int(b, "transA", 1);
+    ox_grad_GI(b, n, 1, gb);
+  } else if (WANTS(1)) {
     const char* gb = OP2("MatMul", transpose_last2(b, a, rae), dy);
     int64_t d[64];
     memcpy(d, dims, (size_t)re * sizeof *d);

@@ -6,7 +6,11 @@
  *   Split: the outputs' gradients concatenated (zeros for an output without
  *     one)
  *   Gather -> GatherGrad(Shape(X), indices, dY) (com.onyx.training)
- *   Slice, GatherElements, GatherND (any batch_dims), Resize in nearest
+ *   Slice with unit steps and constant axes: dY put back at its place in
+ *     zeros of X's shape (one axis: a Concat with zeros before and after;
+ *     several: Pad), the bounds constant when they and the dims are, else
+ *     computed at run time (opset 13 on)
+ *   Slice (the others), GatherElements, GatherND (any batch_dims), Resize in nearest
  *     mode, DepthToSpace, SpaceToDepth, ReverseSequence, Compress (opset 11
  *     on): the op applied to X's flat positions gives where each element
  *     of Y came from; GatherGrad adds dY back there
@@ -164,6 +168,146 @@ static OnyxStatus* rule_picking(OxGradBuilder* b, const OxNode* n) {
   return picking(b, n, SIZE_MAX);
 }
 
+/* The tensor of a value that is an initializer or a Constant node's
+ * `value` (exporters write Slice bounds as Constant nodes); NULL else. */
+static const OxTensor* const_tensor(const OxValue* v) {
+  if (!v) return NULL;
+  if (v->constant) return v->constant;
+  const OxNode* p = v->producer;
+  if (!p || strcmp(p->op_type, "Constant") || p->domain[0]) return NULL;
+  const OxAttr* a = ox_node_attr(p, "value");
+  return a && a->type == ONYX_ATTR_TENSOR ? a->t : NULL;
+}
+
+/* Value k of a constant int32/int64 1-D input of n (absent: *ok false). */
+static int64_t const_int(const OxNode* n, size_t in, size_t k, bool* ok) {
+  const OxValue* v = in < n->n_inputs ? n->inputs[in] : NULL;
+  const OxTensor* t = const_tensor(v);
+  if (!t || k >= t->count || (t->type != ONYX_ELEM_INT64 && t->type != ONYX_ELEM_INT32)) {
+    *ok = false;
+    return 0;
+  }
+  return t->type == ONYX_ELEM_INT64 ? ((const int64_t*)t->data)[k]
+                                    : (int64_t)((const int32_t*)t->data)[k];
+}
+
+/* dX of a Slice along one axis `ax` (int64 [1]) that took [s, d - tail):
+ * dY between zeros of s and of tail positions, a Concat (a copy) rather
+ * than a Pad. */
+static void slice_grad_concat(OxGradBuilder* b, const OxNode* n, int64_t axis, const char* ax,
+                              const char* s, const char* tail) {
+  const char* shp = OP1("Shape", I(0));
+  const char* zero = ox_grad_scalar(b, n->inputs[0]->type, 0);
+  const char* before = OP2("Expand", zero, OP3("ScatterElements", shp, ax, s));
+  const char* after = OP2("Expand", zero, OP3("ScatterElements", shp, ax, tail));
+  const char* ins[3] = {before, GO(0), after};
+  const char* g = ox_grad_op(b, "Concat", "", ins, 3, 1, NULL, NULL);
+  ox_grad_attr_int(b, "axis", axis);
+  ox_grad_GI(b, n, 0, g);
+}
+
+/* Slice with unit steps, constant axes and bounds known at run time only
+ * (torch's chunk computes them from Shape): the pads are computed by a few
+ * int64 nodes, with ONNX's clamping (v = min(v, d); negative: max(v, -d) +
+ * d; ends at least starts), the additions kept from overflowing for bounds
+ * such as INT64_MAX. Other Slices take the positions rule. */
+static OnyxStatus* slice_pad_runtime(OxGradBuilder* b, const OxNode* n) {
+  const OxValue* X = n->inputs[0];
+  const int32_t r = X->rank;
+  const OxValue* st = n->inputs[1];
+  const OxValue* en = n->n_inputs > 2 ? n->inputs[2] : NULL;
+  bool ok = n->since_version >= 10 && ox_grad_opset(b) >= 13 && r > 0 && r <= 64 && st && en &&
+            st->rank == 1 && st->dims[0] >= 1 && st->dims[0] <= r &&
+            (n->n_inputs <= 3 || !n->inputs[3] || const_tensor(n->inputs[3]));
+  const size_t na = ok ? (size_t)st->dims[0] : 0;
+  int64_t axes[64], zeros[64] = {0};
+  bool seen[64] = {false};
+  for (size_t k = 0; ok && k < na; k++) {
+    int64_t ax = n->n_inputs > 3 && n->inputs[3] ? const_int(n, 3, k, &ok) : (int64_t)k;
+    const int64_t step = n->n_inputs > 4 && n->inputs[4] ? const_int(n, 4, k, &ok) : 1;
+    if (ax < 0) ax += r;
+    if (!ok || step != 1 || ax < 0 || ax >= r || seen[ax]) {
+      ok = false;
+      break;
+    }
+    seen[ax] = true;
+    axes[k] = ax;
+  }
+  if (!ok) return picking(b, n, SIZE_MAX);
+  const char* ax = ox_grad_i64(b, axes, na);
+  const char* dims = OP2("Gather", OP1("Shape", I(0)), ax);
+  const char* zero = ox_grad_scalar(b, ONYX_ELEM_INT64, 0);
+  const char* neg = OP1("Neg", dims);
+  const char* v[2];
+  for (size_t i = 0; i < 2; i++) {
+    const char* x = n->inputs[1 + i]->type == ONYX_ELEM_INT64
+                        ? I(1 + i)
+                        : ox_grad_cast(b, I(1 + i), ONYX_ELEM_INT64);
+    x = OP2("Min", x, dims);
+    v[i] = OP3("Where", OP2("Less", x, zero), OP2("Add", OP2("Max", x, neg), dims), x);
+  }
+  const char* e = OP2("Max", v[1], v[0]);
+  if (na == 1) {
+    slice_grad_concat(b, n, axes[0], ax, v[0], OP2("Sub", dims, e));
+    return ox_grad_err(b);
+  }
+  const char* zr = ox_grad_i64(b, zeros, (size_t)r);
+  const char* pb = OP3("ScatterElements", zr, ax, v[0]);
+  const char* pe = OP3("ScatterElements", zr, ax, OP2("Sub", dims, e));
+  const char* pads = OP2("Concat", pb, pe);
+  ox_grad_attr_int(b, "axis", 0);
+  ox_grad_GI(b, n, 0, OP2("Pad", GO(0), pads));
+  return ox_grad_err(b);
+}
+
+/* Slice with constant starts, ends and axes, unit steps and static dims on
+ * the sliced axes: dY padded with zeros back to X's shape (one Pad); with
+ * bounds known at run time, slice_pad_runtime. */
+static OnyxStatus* rule_slice(OxGradBuilder* b, const OxNode* n) {
+  if (!WANTS(0)) return NULL;
+  const OxValue* X = n->inputs[0];
+  const int32_t r = X->rank;
+  const OxValue* st = n->n_inputs > 1 ? n->inputs[1] : NULL;
+  const OxTensor* ts = const_tensor(st);
+  const OxTensor* te = n->n_inputs > 2 ? const_tensor(n->inputs[2]) : NULL;
+  bool ok = n->since_version >= 10 && ox_grad_opset(b) >= 11 && r > 0 && r <= 64 && ts && te &&
+            te->count == ts->count;
+  const size_t na = ok ? ts->count : 0;
+  int64_t pads[128] = {0};
+  bool seen[64] = {false};
+  for (size_t k = 0; ok && k < na; k++) {
+    int64_t ax = n->n_inputs > 3 && n->inputs[3] ? const_int(n, 3, k, &ok) : (int64_t)k;
+    const int64_t step = n->n_inputs > 4 && n->inputs[4] ? const_int(n, 4, k, &ok) : 1;
+    int64_t s = const_int(n, 1, k, &ok), e = const_int(n, 2, k, &ok);
+    if (ax < 0) ax += r;
+    if (!ok || step != 1 || ax < 0 || ax >= r || seen[ax] || X->dims[ax] < 0) {
+      ok = false;
+      break;
+    }
+    seen[ax] = true;
+    const int64_t d = X->dims[ax];
+    /* ONNX's clamping: negative values count from the end, then [0, d] */
+    if (s < 0) s = s < -d ? 0 : s + d;
+    if (e < 0) e = e < -d ? 0 : e + d;
+    if (s > d) s = d;
+    if (e > d) e = d;
+    if (e < s) e = s;
+    pads[ax] = s;
+    pads[ax + r] = d - e;
+  }
+  if (!ok) return n->n_inputs > 2 ? slice_pad_runtime(b, n) : picking(b, n, SIZE_MAX);
+  if (na == 1 && ox_grad_opset(b) >= 11) {
+    int64_t ax = n->n_inputs > 3 && n->inputs[3] ? const_int(n, 3, 0, &ok) : 0;
+    if (ax < 0) ax += r;
+    const int64_t axv[1] = {ax}, sv[1] = {pads[ax]}, tv[1] = {pads[ax + r]};
+    slice_grad_concat(b, n, ax, ox_grad_i64(b, axv, 1), ox_grad_i64(b, sv, 1),
+                      ox_grad_i64(b, tv, 1));
+    return ox_grad_err(b);
+  }
+  ox_grad_GI(b, n, 0, OP2("Pad", GO(0), ox_grad_i64(b, pads, (size_t)(2 * r))));
+  return ox_grad_err(b);
+}
+
 /* TopK: the values came from the positions its Indices output names. */
 static OnyxStatus* rule_topk(OxGradBuilder* b, const OxNode* n) {
   if (!WANTS(0) || !GO(0)) return NULL;
@@ -276,7 +420,7 @@ static const OxGradRuleDef ox_rules_tensor[] = {
     {"", "Transpose", 1, 0, rule_transpose},
     {"", "Concat", 1, 0, rule_concat},
     {"", "Split", 1, 0, rule_split},
-    {"", "Slice", 1, 0, rule_picking},
+    {"", "Slice", 1, 0, rule_slice},
     {"", "Gather", 1, 0, rule_gather},
     {"", "GatherElements", 11, 0, rule_picking},
     {"", "GatherND", 11, 0, rule_picking},

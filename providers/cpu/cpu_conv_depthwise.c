@@ -54,6 +54,27 @@ void cpu_conv_depthwise_force_path(int path) {
   forced_path = path;
 }
 
+static _Atomic int forced_cblock = -1;
+
+void cpu_conv_depthwise_force_cblock(int on) {
+  forced_cblock = on;
+}
+
+/* ONYX_CPU_CONV_DW_CBLOCK=0 (read once) keeps every depthwise conv on the
+ * column path; a test's cpu_conv_depthwise_force_cblock overrides it. */
+static int cblock_mode(void) {
+  static _Atomic int cached = -1;
+  const int f = forced_cblock;
+  if (f >= 0) return f;
+  int on = cached;
+  if (on < 0) {
+    const char* e = getenv("ONYX_CPU_CONV_DW_CBLOCK");
+    on = !(e && !strcmp(e, "0"));
+    cached = on;
+  }
+  return on ? -1 : 0;
+}
+
 bool cpu_conv_depthwise_enabled(void) {
   static _Atomic int cached = -1;
   int on = cached;
@@ -579,6 +600,318 @@ T256 static void dw_plane_avx2(const DwPlane* q) {
 #endif /* DW_X86 */
 
 /* ------------------------------------------------------------------------ */
+/* Channel-blocked path                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Depthwise convs (one input channel per group, as many output channels as
+ * input ones) on planes narrower than CB_MAX_OW columns (CB_MAX_OW_AVX2 on
+ * the AVX2 path), or with windows of
+ * at least CB_MIN_TAPS taps, run vectorized over channels instead of
+ * columns: L channels (16 with AVX-512, 8 with AVX2)
+ * of one image are transposed into a zero-padded block of (Hp x Wp) L-wide
+ * pixels, each output pixel is L accumulators fed by one load and one FMA
+ * per tap (no masks: the padding is in the block), and the results are
+ * transposed back into Y's planes with Z and the activation. The column
+ * path fills 7 of 16 lanes on a 7-wide plane; here every lane holds a
+ * channel whatever the width. Per output pixel the sum is bias, then kernel
+ * rows, then columns, as on the other paths. */
+#define CB_MAX_OW 32
+/* The AVX2 column kernel's 8-lane vectors run slower per tap than the
+ * AVX-512 ones, and the channel-blocked kernel wins up to 56 columns there
+ * (3x3, 144 channels 56x56: 309 against 346 us; 96 channels 112x112 stride
+ * 2: 303 against 405) and ties at 112 (32 channels: 278 against 275). */
+#define CB_MAX_OW_AVX2 64
+/* Wider planes: the transposes cost about what the column path's partial
+ * vectors waste with 3x3 windows (144 channels 56x56: 287 against 307 us,
+ * 405 against 397 in another run; 16 channels 112x112: 139 against 108),
+ * less than the larger windows' taps gain (5x5 at 56x56: 613 against 804
+ * us; 7x7: 305 against 495). */
+#define CB_MIN_TAPS 25
+/* Column accumulators per register block. */
+#define CB_COLS 8
+
+typedef struct CbGeom {
+  int64_t h, w, oh, ow, sh, sw, dh, dw, pt, pl, kh, kw, hp, wp;
+  size_t block_floats; /* per task: padded block, output block, weights */
+} CbGeom;
+
+/* The padded block's extent and one task's floats; false when the block
+ * would dwarf the input (pads or dilations far beyond it) or overflow. */
+static bool cb_geom(const CpuDepthwiseRun* p, size_t lanes, CbGeom* g) {
+  const CpuConvRun* r = &p->conv;
+  *g = (CbGeom){.h = (int64_t)r->h,
+                .w = (int64_t)r->w,
+                .oh = (int64_t)r->oh,
+                .ow = (int64_t)r->ow,
+                .sh = (int64_t)r->sh,
+                .sw = (int64_t)r->sw,
+                .dh = (int64_t)r->dh,
+                .dw = (int64_t)r->dw,
+                .pt = (int64_t)r->pad_top,
+                .pl = (int64_t)r->pad_left,
+                .kh = (int64_t)p->kh,
+                .kw = (int64_t)p->kw};
+  int64_t hp, wp, t;
+  /* rows and columns -pt .. (o - 1) s + (k - 1) d - pt of the input */
+  if (!cpu_mul_i64(g->oh - 1, g->sh, &hp) || !cpu_dilated_extent(g->kh, g->dh, &t) ||
+      !cpu_add_i64(hp, t, &hp) || !cpu_mul_i64(g->ow - 1, g->sw, &wp) ||
+      !cpu_dilated_extent(g->kw, g->dw, &t) || !cpu_add_i64(wp, t, &wp))
+    return false;
+  g->hp = hp, g->wp = wp;
+  size_t in_px, out_px, taps, total;
+  if (!cpu_mul_size((size_t)hp, (size_t)wp, &in_px) || in_px > 4 * r->h * r->w + 4096 ||
+      !cpu_mul_size((size_t)g->oh, (size_t)g->ow, &out_px) ||
+      !cpu_mul_size((size_t)g->kh, (size_t)g->kw, &taps) || !cpu_add_size(in_px, out_px, &total) ||
+      !cpu_add_size(total, taps, &total) || !cpu_mul_size(total, lanes, &total) ||
+      !cpu_add_size(total, 15, &total))
+    return false;
+  g->block_floats = total / 16 * 16; /* each task's memory 64-byte aligned */
+  return true;
+}
+
+typedef struct CbJob {
+  const CpuDepthwiseRun* p;
+  const OnyxKernelContext* ctx;
+  CbGeom g;
+  float* mem; /* tasks x g.block_floats */
+  size_t blocks, cblocks, tasks;
+  int path;
+  _Atomic int stopped;
+} CbJob;
+
+#if DW_X86
+/* Channels [c0, c0 + 8) (those below c) of image plane x, rows and columns
+ * as read, into the padded block (pixels of `lanes` floats, these channels
+ * at lane offset `half`): 8 x 8 transposes, the row tails loaded through
+ * masks. The block was zeroed where the input does not reach. */
+T256 static void cb_load8(const CbJob* j, const float* x, size_t c0, float* blk, size_t lanes,
+                          size_t half) {
+  const CbGeom* g = &j->g;
+  const size_t c = j->p->c, in_plane = (size_t)(g->h * g->w);
+  const int64_t rows = g->hp - g->pt < g->h ? g->hp - g->pt : g->h;
+  const int64_t cols = g->wp - g->pl < g->w ? g->wp - g->pl : g->w;
+  if (cols <= 0) return;
+  for (int64_t iy = 0; iy < rows; iy++) {
+    float* dst = blk + ((size_t)(iy + g->pt) * (size_t)g->wp + (size_t)g->pl) * lanes + half;
+    for (int64_t ix = 0; ix < cols; ix += 8) {
+      const int64_t n = cols - ix < 8 ? cols - ix : 8;
+      const __m256i m = lanes8(0, n);
+      __m256 r[8], t[8];
+      for (size_t l = 0; l < 8; l++) {
+        const float* src = x + (c0 + l) * in_plane + (size_t)(iy * g->w + ix);
+        r[l] = c0 + l >= c ? _mm256_setzero_ps()
+               : n == 8    ? _mm256_loadu_ps(src)
+                           : _mm256_maskload_ps(src, m);
+      }
+      cpu_transpose8_avx2(r, t);
+      for (int64_t q = 0; q < n; q++)
+        _mm256_storeu_ps(dst + (size_t)(ix + q) * lanes, t[q]);
+    }
+  }
+}
+
+/* Output pixels of the block (`lanes` floats each, these 8 channels at lane
+ * offset `half`) back into channels [c0, c0 + 8) of Y's image planes, with
+ * Z added and the vector activations applied. */
+T256 static void cb_store8(const CbJob* j, const float* out, size_t img, size_t c0, size_t lanes,
+                           size_t half) {
+  const CpuConvRun* r = &j->p->conv;
+  const size_t c = j->p->c, plane = r->oh * r->ow;
+  const bool vact = dw_vector_act(r->act);
+  for (size_t p0 = 0; p0 < plane; p0 += 8) {
+    const size_t n = plane - p0 < 8 ? plane - p0 : 8;
+    __m256 v[8], t[8];
+    for (size_t q = 0; q < 8; q++)
+      v[q] = q < n ? _mm256_loadu_ps(out + (p0 + q) * lanes + half) : _mm256_setzero_ps();
+    cpu_transpose8_avx2(v, t);
+    for (size_t l = 0; l < 8 && c0 + l < c; l++) {
+      const size_t at = (img * c + c0 + l) * plane + p0;
+      __m256 y = t[l];
+      if (r->z)
+        y = _mm256_add_ps(y, n == 8 ? _mm256_loadu_ps(r->z + at)
+                                    : _mm256_maskload_ps(r->z + at, lanes8(0, (int64_t)n)));
+      if (vact) y = cpu_act_avx2(y, r->act, r->act_alpha, r->act_min, r->act_max);
+      cpu_store_first_avx2(r->y + at, y, n);
+    }
+  }
+}
+
+/* One output row's columns [ox, ox + NC) for NC <= CB_COLS accumulators of
+ * `lanes` channels, through the vector type's load / fma / store. */
+#define CB_ROW(V, LOAD, FMA, STORE, L)                                                             \
+  do {                                                                                             \
+    V acc[CB_COLS];                                                                                \
+    DW_UNROLL                                                                                      \
+    for (int q = 0; q < NC; q++)                                                                   \
+      acc[q] = LOAD(bias);                                                                         \
+    for (int64_t u = 0; u < g->kh; u++) {                                                          \
+      const float* xr = blk + (size_t)((oy * g->sh + u * g->dh) * g->wp + ox * g->sw) * (L);       \
+      const float* wr = wk + (size_t)(u * g->kw) * (L);                                            \
+      for (int64_t v = 0; v < g->kw; v++) {                                                        \
+        const V wv = LOAD(wr + (size_t)v * (L));                                                   \
+        const float* xv = xr + (size_t)(v * g->dw) * (L);                                          \
+        DW_UNROLL                                                                                  \
+        for (int q = 0; q < NC; q++)                                                               \
+          acc[q] = FMA(LOAD(xv + (size_t)(q * g->sw) * (L)), wv, acc[q]);                          \
+      }                                                                                            \
+    }                                                                                              \
+    float* o = out + (size_t)(oy * g->ow + ox) * (L);                                              \
+    DW_UNROLL                                                                                      \
+    for (int q = 0; q < NC; q++)                                                                   \
+      STORE(o + (size_t)q * (L), acc[q]);                                                          \
+  } while (0)
+
+T512 INLINE void cb_row512(const CbGeom* g, const float* blk, const float* wk, const float* bias,
+                           float* out, int64_t oy, int64_t ox, const int NC) {
+  CB_ROW(__m512, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_storeu_ps, 16);
+}
+
+T256 INLINE void cb_row256(const CbGeom* g, const float* blk, const float* wk, const float* bias,
+                           float* out, int64_t oy, int64_t ox, const int NC) {
+  CB_ROW(__m256, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_storeu_ps, 8);
+}
+
+/* Every output pixel of the block, CB_COLS columns at a time, the row's
+ * tail with as many accumulators as it has columns. */
+#define CB_PLANE(ROW)                                                                              \
+  do {                                                                                             \
+    for (int64_t oy = 0; oy < g->oh; oy++) {                                                       \
+      int64_t ox = 0;                                                                              \
+      for (; ox + CB_COLS <= g->ow; ox += CB_COLS)                                                 \
+        ROW(g, blk, wk, bias, out, oy, ox, CB_COLS);                                               \
+      switch (g->ow - ox) {                                                                        \
+      case 7:                                                                                      \
+        ROW(g, blk, wk, bias, out, oy, ox, 7);                                                     \
+        break;                                                                                     \
+      case 6:                                                                                      \
+        ROW(g, blk, wk, bias, out, oy, ox, 6);                                                     \
+        break;                                                                                     \
+      case 5:                                                                                      \
+        ROW(g, blk, wk, bias, out, oy, ox, 5);                                                     \
+        break;                                                                                     \
+      case 4:                                                                                      \
+        ROW(g, blk, wk, bias, out, oy, ox, 4);                                                     \
+        break;                                                                                     \
+      case 3:                                                                                      \
+        ROW(g, blk, wk, bias, out, oy, ox, 3);                                                     \
+        break;                                                                                     \
+      case 2:                                                                                      \
+        ROW(g, blk, wk, bias, out, oy, ox, 2);                                                     \
+        break;                                                                                     \
+      case 1:                                                                                      \
+        ROW(g, blk, wk, bias, out, oy, ox, 1);                                                     \
+        break;                                                                                     \
+      default:                                                                                     \
+        break;                                                                                     \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+T512 static void cb_plane512(const CbGeom* g, const float* blk, const float* wk, const float* bias,
+                             float* out) {
+  CB_PLANE(cb_row512);
+}
+
+T256 static void cb_plane256(const CbGeom* g, const float* blk, const float* wk, const float* bias,
+                             float* out) {
+  CB_PLANE(cb_row256);
+}
+
+/* Block b (image b / cblocks, channels from (b % cblocks) L) in task
+ * memory mem: weights and bias packed L-wide (zero past c), X transposed
+ * in, the plane computed, Y transposed out. The padding's zeros are
+ * written for a task's first block only: the next ones overwrite the same
+ * interior (every lane of it, channels past c as zeros). */
+static void cb_block(const CbJob* j, size_t b, float* mem, bool first) {
+  const CpuDepthwiseRun* p = j->p;
+  const CpuConvRun* r = &p->conv;
+  const CbGeom* g = &j->g;
+  const size_t L = j->path == CPU_DW_AVX512 ? 16 : 8, c = p->c;
+  const size_t img = b / j->cblocks, c0 = b % j->cblocks * L;
+  const size_t in_px = (size_t)(g->hp * g->wp), out_px = (size_t)(g->oh * g->ow);
+  const size_t taps = (size_t)(g->kh * g->kw);
+  float* blk = mem;
+  float* out = blk + in_px * L;
+  float* wk = out + out_px * L;
+  float bias[16];
+  for (size_t l = 0; l < L; l++) {
+    const bool in = c0 + l < c;
+    bias[l] = in && r->bias ? r->bias[c0 + l] : 0.0f;
+    for (size_t t = 0; t < taps; t++)
+      wk[t * L + l] = in ? p->w[(c0 + l) * taps + t] : 0.0f;
+  }
+  /* the input covers the block but for its padding */
+  if (first && (g->pt || g->pl || g->hp > g->pt + g->h || g->wp > g->pl + g->w))
+    memset(blk, 0, in_px * L * sizeof(float));
+  const float* x = r->x + img * c * (size_t)(g->h * g->w);
+  for (size_t half = 0; half < L; half += 8)
+    cb_load8(j, x, c0 + half, blk, L, half);
+  if (L == 16)
+    cb_plane512(g, blk, wk, bias, out);
+  else
+    cb_plane256(g, blk, wk, bias, out);
+  for (size_t half = 0; half < L; half += 8)
+    cb_store8(j, out, img, c0 + half, L, half);
+  if (!dw_vector_act(r->act))
+    for (size_t l = 0; l < L && c0 + l < c; l++) {
+      float* y = r->y + (img * c + c0 + l) * out_px;
+      cpu_act_row(y, y, out_px, r->act, r->act_alpha, r->act_min, r->act_max);
+    }
+}
+#endif /* DW_X86 */
+
+/* Tasks [begin, end): task t runs its share of the blocks in its memory. */
+static void cb_tasks(void* user, size_t begin, size_t end) {
+  CbJob* j = user;
+  for (size_t t = begin; t < end; t++) {
+    const size_t b0 = j->blocks * t / j->tasks, b1 = j->blocks * (t + 1) / j->tasks;
+    for (size_t b = b0; b < b1; b++) {
+      if (atomic_load_explicit(&j->stopped, memory_order_relaxed)) return;
+      if (cpu_should_stop(j->ctx)) {
+        atomic_store_explicit(&j->stopped, 1, memory_order_relaxed);
+        return;
+      }
+#if DW_X86
+      cb_block(j, b, j->mem + t * j->g.block_floats, b == b0);
+#endif
+    }
+  }
+}
+
+/* Runs p on the channel-blocked path when it applies (vector path,
+ * depthwise with m == c, ow < CB_MAX_OW (AVX2: CB_MAX_OW_AVX2) or kh kw >=
+ * CB_MIN_TAPS, the
+ * block's memory available):
+ * true then, with *st the run's status. */
+static bool cb_run(OnyxKernelContext* ctx, const CpuDepthwiseRun* p, int path, OnyxStatus** st) {
+  const CpuConvRun* r = &p->conv;
+  const int mode = cblock_mode(); /* 0 off, 1 forced on, -1 by width */
+  if ((path != CPU_DW_AVX512 && path != CPU_DW_AVX2) || p->cg != 1 || p->m != p->c || mode == 0 ||
+      (mode < 0 && r->ow >= (path == CPU_DW_AVX512 ? CB_MAX_OW : CB_MAX_OW_AVX2) &&
+       p->kh * p->kw < CB_MIN_TAPS))
+    return false;
+  const size_t L = path == CPU_DW_AVX512 ? 16 : 8;
+  CbJob j = {.p = p, .ctx = ctx, .path = path};
+  if (!cb_geom(p, L, &j.g)) return false;
+  j.cblocks = (p->c + L - 1) / L;
+  j.blocks = r->n * j.cblocks;
+  const size_t threads = cpu_host->thread_pool_size(cpu_host->ctx_thread_pool(ctx));
+  j.tasks = threads < j.blocks ? threads : j.blocks;
+  size_t bytes;
+  if (j.tasks == 0 || !cpu_mul_size(j.tasks, j.g.block_floats, &bytes) ||
+      !cpu_mul_size(bytes, sizeof(float), &bytes) || !cpu_add_size(bytes, 64, &bytes))
+    return false;
+  char* mem = cpu_host->ctx_scratch(ctx, bytes);
+  if (!mem) return false;
+  /* 64-byte aligned: a 16-channel pixel is one cache line */
+  j.mem = (float*)(void*)(mem + (64 - (uintptr_t)mem % 64) % 64);
+  atomic_init(&j.stopped, 0);
+  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), j.tasks, cb_tasks, &j);
+  *st = atomic_load(&j.stopped) ? cpu_cancelled(ctx, NULL) : NULL;
+  return true;
+}
+
+/* ------------------------------------------------------------------------ */
 /* The run                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -685,6 +1018,8 @@ OnyxStatus* cpu_conv_depthwise_run(OnyxKernelContext* ctx, const CpuDepthwiseRun
                          p->c, p->cg, p->m);
   const size_t planes = r->n * p->m;
   if (planes == 0 || r->oh == 0 || r->ow == 0) return NULL;
+  OnyxStatus* st = NULL;
+  if (cb_run(ctx, p, cpu_conv_depthwise_path(), &st)) return st;
   DwJob j = {.p = p, .ctx = ctx, .path = cpu_conv_depthwise_path()};
   if ((int64_t)r->sw > DW_VECTOR_MAX_STRIDE || r->w > (size_t)INT32_MAX / 2) j.path = CPU_DW_SCALAR;
   if (j.path != CPU_DW_SCALAR && !dw_make_plan(ctx, &j)) j.path = CPU_DW_SCALAR;

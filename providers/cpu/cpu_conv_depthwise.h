@@ -21,6 +21,14 @@
  * before the row is stored. A portable scalar loop does the same where
  * neither ISA is present, and for column strides above 2^24.
  *
+ * Depthwise convs proper (m == c) narrower than 32 output columns (64 on
+ * the AVX2 path), or with
+ * windows of 25 taps or more, run channel-blocked instead on the vector
+ * paths: 16 (AVX-512) or 8 (AVX2) channels of an image transposed into a
+ * zero-padded block of channel-vector pixels, one FMA per tap and output
+ * pixel, the result transposed back into Y with Z and the activation
+ * (cpu_conv_depthwise.c, "Channel-blocked path").
+ *
  * Each output is bias + sum over kernel rows, then columns, of x * w (then
  * + z, then the activation) on every path and for any pool; the paths
  * differ by FMA rounding only. Planes (image, output channel) are spread
@@ -59,6 +67,12 @@ bool cpu_conv_depthwise_enabled(void);
 /* Tests: forces the path (CPU_DW_*, capped by what the machine has), or -1
  * to go back to cpuid. Not thread-safe against concurrent runs. */
 void cpu_conv_depthwise_force_path(int path);
+
+/* Tests: 1 sends every depthwise conv the channel-blocked path can take
+ * (cpu_conv_depthwise.c) there whatever its width, 0 none, -1 back to the
+ * rule (planes narrower than 32 columns). Not thread-safe against
+ * concurrent runs. */
+void cpu_conv_depthwise_force_cblock(int on);
 
 /* Runs the convolution on ctx's thread pool. ONYX_CANCELLED when the run
  * was cancelled (some planes of Y then are not written). */

@@ -16,7 +16,11 @@
  * at least 12 output columns and K <= 256 (the stem), the row kernel runs
  * instead: 16 positions of a row in the lanes x 6 channels broadcast, read
  * from X split into even and odd columns, written straight into Y's rows
- * (same sums in the same order: the same bits as the tile kernel).
+ * (same sums in the same order: the same bits as the tile kernel). On
+ * AVX-512 machines convs with at most 32 output channels (MobileNet's and
+ * EfficientNet's stems) are packed for the AVX2 kernels too, whose
+ * 16-channel blocks they fill, where the 64-channel tile would be mostly
+ * zeros.
  *
  * ONYX_CPU_CONV_DIRECT=0 in the environment (read when a Conv is created)
  * turns the path off, ONYX_CPU_CONV_ROWS=0 the row kernel. */

@@ -1254,6 +1254,165 @@ static void gemv_f32(OnyxThreadPool* pool, const CpuGemm* g) {
     gemv_rows(&j, 0, g->m);
 }
 
+/* ------------------------------------------------------------------------ */
+/* One row: C (1 x n) = alpha * a B with B packed                            */
+/* ------------------------------------------------------------------------ */
+
+/* A of one row against a packed B (a classifier's Gemm at batch 1, a
+ * decoder's projections for one token) would fill one row of each MR-row
+ * tile and waste the rest of every FMA: here each NR-column panel of B,
+ * k rows of NR floats, is streamed once as sum over p of a[p] times row p,
+ * NR columns per vector group, in four interleaved partial sums (p mod 4,
+ * for the FMA latency; the k mod 4 last rows go to the first) combined as
+ * (s0 + s1) + (s2 + s3). Panels are spread over the pool; each column is
+ * summed by one thread in that fixed order, so results do not depend on
+ * the thread count. */
+static void row_panel_generic(const float* a, const float* bp, size_t k, size_t nr, float* out) {
+  for (size_t j = 0; j < nr; j++) {
+    float s[4] = {0};
+    size_t p = 0;
+    for (; p + 4 <= k; p += 4)
+      for (size_t l = 0; l < 4; l++)
+        s[l] += a[p + l] * bp[(p + l) * nr + j];
+    for (; p < k; p++)
+      s[0] += a[p] * bp[p * nr + j];
+    out[j] = (s[0] + s[1]) + (s[2] + s[3]);
+  }
+}
+
+#if GEMM_X86
+/* V vectors of 16 columns (nr = 16 V). */
+AVX512 static inline __attribute__((always_inline)) void
+row_panel512(const float* a, const float* bp, size_t k, const size_t V, float* out) {
+  __m512 s[4][3];
+  for (size_t l = 0; l < 4; l++)
+    for (size_t v = 0; v < V; v++)
+      s[l][v] = _mm512_setzero_ps();
+  const size_t nr = 16 * V;
+  size_t p = 0;
+  for (; p + 4 <= k; p += 4)
+    for (size_t l = 0; l < 4; l++) {
+      const __m512 av = _mm512_set1_ps(a[p + l]);
+      for (size_t v = 0; v < V; v++)
+        s[l][v] = _mm512_fmadd_ps(av, _mm512_loadu_ps(bp + (p + l) * nr + 16 * v), s[l][v]);
+    }
+  for (; p < k; p++)
+    for (size_t v = 0; v < V; v++)
+      s[0][v] =
+          _mm512_fmadd_ps(_mm512_set1_ps(a[p]), _mm512_loadu_ps(bp + p * nr + 16 * v), s[0][v]);
+  for (size_t v = 0; v < V; v++)
+    _mm512_storeu_ps(out + 16 * v, _mm512_add_ps(_mm512_add_ps(s[0][v], s[1][v]),
+                                                 _mm512_add_ps(s[2][v], s[3][v])));
+}
+
+AVX512 static void row_panel_avx512(const float* a, const float* bp, size_t k, size_t nr,
+                                    float* out) {
+  if (nr == 32)
+    row_panel512(a, bp, k, 2, out);
+  else if (nr == 48)
+    row_panel512(a, bp, k, 3, out);
+  else if (nr == 16)
+    row_panel512(a, bp, k, 1, out);
+  else
+    row_panel_generic(a, bp, k, nr, out);
+}
+
+/* V vectors of 8 columns (nr = 8 V). */
+AVX2 static inline __attribute__((always_inline)) void
+row_panel256(const float* a, const float* bp, size_t k, const size_t V, float* out) {
+  __m256 s[4][3];
+  for (size_t l = 0; l < 4; l++)
+    for (size_t v = 0; v < V; v++)
+      s[l][v] = _mm256_setzero_ps();
+  const size_t nr = 8 * V;
+  size_t p = 0;
+  for (; p + 4 <= k; p += 4)
+    for (size_t l = 0; l < 4; l++) {
+      const __m256 av = _mm256_set1_ps(a[p + l]);
+      for (size_t v = 0; v < V; v++)
+        s[l][v] = _mm256_fmadd_ps(av, _mm256_loadu_ps(bp + (p + l) * nr + 8 * v), s[l][v]);
+    }
+  for (; p < k; p++)
+    for (size_t v = 0; v < V; v++)
+      s[0][v] =
+          _mm256_fmadd_ps(_mm256_set1_ps(a[p]), _mm256_loadu_ps(bp + p * nr + 8 * v), s[0][v]);
+  for (size_t v = 0; v < V; v++)
+    _mm256_storeu_ps(out + 8 * v, _mm256_add_ps(_mm256_add_ps(s[0][v], s[1][v]),
+                                                _mm256_add_ps(s[2][v], s[3][v])));
+}
+
+AVX2 static void row_panel_avx2(const float* a, const float* bp, size_t k, size_t nr, float* out) {
+  if (nr == 16)
+    row_panel256(a, bp, k, 2, out);
+  else if (nr == 24)
+    row_panel256(a, bp, k, 3, out);
+  else if (nr == 8)
+    row_panel256(a, bp, k, 1, out);
+  else
+    row_panel_generic(a, bp, k, nr, out);
+}
+#endif
+
+typedef struct RowJob {
+  const CpuGemm* g;
+  size_t nr;
+  void (*panel)(const float* a, const float* bp, size_t k, size_t nr, float* out);
+} RowJob;
+
+static void row_panels(void* user, size_t begin, size_t end) {
+  const RowJob* j = user;
+  const CpuGemm* g = j->g;
+  float* c = g->c;
+  float sums[64]; /* nr <= 64 (row_applies) */
+#if GEMM_X86
+  const unsigned csr = _mm_getcsr(); /* flush-to-zero as the tiles (file comment) */
+  _mm_setcsr(csr | 0x8040u);
+#endif
+  size_t polled = 0;
+  for (size_t q = begin; q < end; q++) {
+    if (g->stop && cpu_stop_poll(g->stop, &polled, g->k * j->nr)) break;
+    j->panel(g->a, g->packed_b + q * g->k * j->nr, g->k, j->nr, sums);
+    const size_t j0 = q * j->nr, cols = min_sz(j->nr, g->n - j0);
+    for (size_t i = 0; i < cols; i++) {
+      float v = (float)g->alpha * sums[i];
+      float* ci = c + j0 + i;
+      if (g->beta != 0.0) v += (float)g->beta * *ci;
+      if (g->bias_row) v += g->bias_row[0];
+      if (g->bias_col) v += g->bias_col[j0 + i];
+      *ci = cpu_act_apply(v, g->act, g->act_alpha, g->act_min, g->act_max);
+    }
+  }
+#if GEMM_X86
+  _mm_setcsr(csr);
+#endif
+}
+
+/* The panel width of g's packed B (cpu_gemm_pack_b's, or the base kernel's
+ * for a caller's layout), as the tile path reads it. */
+static size_t packed_b_nr(const CpuGemm* g) {
+  return g->packed_b_base ? isa()->nr : isa_b(isa(), g->n)->nr;
+}
+
+/* The row path's conditions: one row of A, given, contiguous; B packed. */
+static int row_applies(const CpuGemm* g) {
+  return g->m == 1 && g->a && (!g->trans_a || g->lda == 1) && g->packed_b && !g->pack_b_fn &&
+         !g->post_row && packed_b_nr(g) <= 64;
+}
+
+static void row_f32(OnyxThreadPool* pool, const CpuGemm* g) {
+  RowJob j = {g, packed_b_nr(g), row_panel_generic};
+#if GEMM_X86
+  const int level = cpu_gemm_isa_level();
+  if (level == CPU_ISA_AVX512) j.panel = row_panel_avx512;
+  if (level == CPU_ISA_AVX2) j.panel = row_panel_avx2;
+#endif
+  const size_t panels = (g->n + j.nr - 1) / j.nr;
+  if (pool && (double)g->n * (double)g->k >= 64.0 * 1024.0)
+    cpu_host->parallel_for(pool, panels, row_panels, &j);
+  else
+    row_panels(&j, 0, panels);
+}
+
 /* k == 0: C = beta * C + biases, then the activation and post_row. */
 static void gemm_no_k(const CpuGemm* g) {
   const Epi e = {1, 0, NULL, NULL, g->act, g->act_alpha, g->act_min, g->act_max, NULL, 0};
@@ -1277,6 +1436,10 @@ void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g) {
   }
   if (gemv_applies(g)) {
     gemv_f32(pool, g);
+    return;
+  }
+  if (row_applies(g)) {
+    row_f32(pool, g);
     return;
   }
   /* A packed by the caller is in the base kernel's row panels: it keeps the

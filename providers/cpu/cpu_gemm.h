@@ -148,7 +148,9 @@ typedef struct CpuGemm {
  * element of C is summed over k in a fixed order, so results do not depend
  * on the number of threads. Picks the AVX-512, AVX2 or portable micro-kernel
  * at run time. One column (n == 1, op(B) contiguous, A given row major, no
- * post_row) runs as a dot product per row of A instead. */
+ * post_row) runs as a dot product per row of A instead; one row (m == 1, A
+ * given and contiguous, B packed, no post_row) as one pass over each packed
+ * panel of B. */
 void cpu_gemm_f32(OnyxThreadPool* pool, const CpuGemm* g);
 /* A plain loop for float64: correct, not fast. */
 void cpu_gemm_f64(OnyxThreadPool* pool, const CpuGemm* g);

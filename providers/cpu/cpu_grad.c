@@ -535,44 +535,73 @@ static void bn_plane_moments(const float* p, size_t len, float m, double* s1, do
   *s2 += bn_lanes_sum(a2);
 }
 
+/* The plane's sums for dBias and dScale, sum dy and sum dy (x - m), and
+ * when s1 is not NULL its moments about m too (one pass for all four). */
+static void bn_plane_sums(const float* x, const float* dy, size_t len, float m, double* sb,
+                          double* ss, double* s1, double* s2) {
+  float ab[BN_LANES] = {0}, as[BN_LANES] = {0}, a1[BN_LANES] = {0}, a2[BN_LANES] = {0};
+  size_t i = 0;
+  if (s1) {
+    for (; i + BN_LANES <= len; i += BN_LANES)
+      for (int l = 0; l < BN_LANES; l++) {
+        const float g = dy[i + (size_t)l], d = x[i + (size_t)l] - m;
+        ab[l] += g;
+        as[l] += g * d;
+        a1[l] += d;
+        a2[l] += d * d;
+      }
+    for (; i < len; i++) {
+      const float d = x[i] - m;
+      ab[0] += dy[i];
+      as[0] += dy[i] * d;
+      a1[0] += d;
+      a2[0] += d * d;
+    }
+    *s1 += bn_lanes_sum(a1);
+    *s2 += bn_lanes_sum(a2);
+  } else {
+    for (; i + BN_LANES <= len; i += BN_LANES)
+      for (int l = 0; l < BN_LANES; l++) {
+        const float g = dy[i + (size_t)l];
+        ab[l] += g;
+        as[l] += g * (x[i + (size_t)l] - m);
+      }
+    for (; i < len; i++) {
+      ab[0] += dy[i];
+      as[0] += dy[i] * (x[i] - m);
+    }
+  }
+  *sb += bn_lanes_sum(ab);
+  *ss += bn_lanes_sum(as);
+}
+
 static void bn_channel_float(const BnJob* j, size_t c) {
   const float *dy = j->dy, *x = j->x;
   const double cnt = (double)(j->n * j->sp);
-  double mu, inv;
+  double mu, inv, sb = 0, ss = 0;
   if (j->mean) {
     mu = ((const float*)j->mean)[c];
     inv = ((const float*)j->inv)[c];
+    for (size_t n = 0; n < j->n; n++) {
+      const size_t base = (n * j->c + c) * j->sp;
+      bn_plane_sums(x + base, dy + base, j->sp, (float)mu, &sb, &ss, NULL, NULL);
+    }
   } else {
-    /* the mean, then the second moment about it (two passes) */
+    /* the mean, then the second moment about it together with the sums
+     * for dBias and dScale (two passes) */
     double s = 0, q = 0, unused = 0;
     for (size_t n = 0; n < j->n; n++)
       bn_plane_moments(x + (n * j->c + c) * j->sp, j->sp, 0.0f, &s, &unused);
     mu = s / cnt;
     s = 0;
-    for (size_t n = 0; n < j->n; n++)
-      bn_plane_moments(x + (n * j->c + c) * j->sp, j->sp, (float)mu, &s, &q);
+    for (size_t n = 0; n < j->n; n++) {
+      const size_t base = (n * j->c + c) * j->sp;
+      bn_plane_sums(x + base, dy + base, j->sp, (float)mu, &sb, &ss, &s, &q);
+    }
     /* s: the rounding residue of mu, removed from the variance */
     inv = 1.0 / sqrt((q - s * s / cnt) / cnt + j->eps);
   }
   const float muf = (float)mu;
-  double sb = 0, ss = 0;
-  for (size_t n = 0; n < j->n; n++) {
-    const size_t base = (n * j->c + c) * j->sp;
-    float ab[BN_LANES] = {0}, as[BN_LANES] = {0};
-    size_t i = 0;
-    for (; i + BN_LANES <= j->sp; i += BN_LANES)
-      for (int l = 0; l < BN_LANES; l++) {
-        const float g = dy[base + i + (size_t)l];
-        ab[l] += g;
-        as[l] += g * (x[base + i + (size_t)l] - muf);
-      }
-    for (; i < j->sp; i++) {
-      ab[0] += dy[base + i];
-      as[0] += dy[base + i] * (x[base + i] - muf);
-    }
-    sb += bn_lanes_sum(ab);
-    ss += bn_lanes_sum(as);
-  }
   ss *= inv;
   if (j->dbias) ((float*)j->dbias)[c] = (float)sb;
   if (j->dscale) ((float*)j->dscale)[c] = (float)ss;
@@ -848,9 +877,14 @@ typedef struct GgJob {
 static void gg_tasks(void* user, size_t begin, size_t end) {
   const GgJob* j = user;
   size_t acc = 0;
+  /* (o, gi, b) of task t, stepped along: a task may be a single element */
+  size_t b = begin % j->blocks, gi = begin / j->blocks % j->n_groups,
+         o = begin / j->blocks / j->n_groups;
   for (size_t t = begin; t < end; t++) {
-    const size_t b = t % j->blocks, gi = t / j->blocks % j->n_groups,
-                 o = t / j->blocks / j->n_groups;
+    if (t > begin && ++b == j->blocks) {
+      b = 0;
+      if (++gi == j->n_groups) gi = 0, o++;
+    }
     const size_t c0 = b * GG_BLOCK, c1 = j->inner - c0 < GG_BLOCK ? j->inner : c0 + GG_BLOCK;
     const size_t p0 = j->group[gi], p1 = j->group[gi + 1];
     if (cpu_stop_poll(j->stop, &acc, (p1 - p0) * (c1 - c0) + 1)) return;
@@ -940,7 +974,26 @@ static OnyxStatus* gg_compute(void* state, OnyxKernelContext* ctx) {
                            (long long)orig, axis, axis_len);
     pairs[k] = (GgPair){v, k};
   }
-  qsort(pairs, n_idx, sizeof *pairs, gg_pair_cmp);
+  /* Sorted by (row, j): a counting sort (stable, j ascending within a row)
+   * when the axis is not much longer than the indices, else qsort. */
+  size_t* count = NULL;
+  GgPair* sorted = NULL;
+  if (axis_len <= 4 * n_idx + 4096) {
+    count = cpu_host->ctx_scratch(ctx, (axis_len + 1) * sizeof *count);
+    sorted = cpu_host->ctx_scratch(ctx, n_idx * sizeof *sorted);
+  }
+  if (count && sorted) {
+    memset(count, 0, (axis_len + 1) * sizeof *count);
+    for (size_t k = 0; k < n_idx; k++)
+      count[pairs[k].row + 1]++;
+    for (size_t r = 0; r < axis_len; r++)
+      count[r + 1] += count[r];
+    for (size_t k = 0; k < n_idx; k++)
+      sorted[count[pairs[k].row]++] = pairs[k];
+    memcpy(pairs, sorted, n_idx * sizeof *pairs);
+  } else {
+    qsort(pairs, n_idx, sizeof *pairs, gg_pair_cmp);
+  }
   size_t n_groups = 0;
   for (size_t k = 0; k < n_idx; k++)
     if (!k || pairs[k].row != pairs[k - 1].row) group[n_groups++] = k;

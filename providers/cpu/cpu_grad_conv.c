@@ -9,6 +9,9 @@
  *                                                     a scatter-add)
  *         dB[m] = sum over n and positions of dY[n, m]
  *       A 1x1 convolution without stride or padding skips im2col/col2im.
+ *       float32 with unit strides: dX[n, g] = Wf . B instead, one GEMM of
+ *       k = Mg*K per image and group, Wf the transposed W with its taps
+ *       flipped and B read from a zero-padded copy of dY[n, g] (dx_conv).
  *   MaxPoolGrad(dY, Indices, X_shape) -> dX   dX[Indices[i]] += dY[i]
  *   AveragePoolGrad(dY, X_shape) -> dX        each output's gradient spread
  *       evenly over the input positions of its window, with AveragePool's
@@ -245,11 +248,66 @@ static inline void valid_range(int64_t base, int64_t s, int64_t in, int64_t out,
 IM2COL_ROW(float)
 IM2COL_ROW(double)
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GRAD_CONV_X86 1
+/* im2col_row_float for a unit stride along the last dim with AVX-512: each
+ * output row (zeros, the copied run, zeros) is written 16 floats a masked
+ * load and store at a time; masked-off lanes are not read, so the padding
+ * needs no bounds. The same values as im2col_row_float. */
+__attribute__((target("avx512f"))) static void im2col_row_f32_avx512(const ColJob* j, size_t r) {
+  const Geo* g = j->g;
+  const size_t c = r / j->kk, tap = r % j->kk;
+  const int64_t k2 = (int64_t)(tap % (size_t)g->k[2]);
+  const int64_t k1 = (int64_t)(tap / (size_t)g->k[2] % (size_t)g->k[1]);
+  const int64_t k0 = (int64_t)(tap / (size_t)g->k[2] / (size_t)g->k[1]);
+  const float* x = (const float*)j->x + c * g->in_size;
+  float* out = (float*)j->col + r * g->out_size;
+  const int64_t base = k2 * g->d[2] - g->pb[2], n2 = g->out[2];
+  int64_t vlo, vhi;
+  valid_range(base, 1, g->in[2], n2, &vlo, &vhi);
+  for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+    const int64_t i0 = o0 * g->s[0] - g->pb[0] + k0 * g->d[0];
+    for (int64_t o1 = 0; o1 < g->out[1]; o1++, out += n2) {
+      const int64_t i1 = o1 * g->s[1] - g->pb[1] + k1 * g->d[1];
+      const bool in01 = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1];
+      const int64_t lo = in01 ? vlo : 0, hi = in01 ? vhi : 0;
+      /* row start + base: the input position of output 0 (masked below) */
+      const float* xrow =
+          x +
+          ((size_t)(in01 ? i0 : 0) * (size_t)g->in[1] + (size_t)(in01 ? i1 : 0)) * (size_t)g->in[2];
+      for (int64_t h = 0; h < n2; h += 16) {
+        const int64_t a = lo - h, b = hi - h, e = n2 - h;
+        const uint32_t below_b = b <= 0 ? 0 : b >= 16 ? 0xFFFFu : (1u << b) - 1;
+        const uint32_t below_a = a <= 0 ? 0 : a >= 16 ? 0xFFFFu : (1u << a) - 1;
+        const __mmask16 valid = (__mmask16)(below_b & ~below_a);
+        const __mmask16 store = (__mmask16)(e >= 16 ? 0xFFFFu : (1u << e) - 1);
+        const __m512 v =
+            valid ? _mm512_maskz_loadu_ps(valid, xrow + (base + h)) : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(out + h, store, v);
+      }
+    }
+  }
+}
+#else
+#define GRAD_CONV_X86 0
+#endif
+
 static void im2col_rows(void* user, size_t begin, size_t end) {
   const ColJob* j = user;
   size_t acc = 0;
+#if GRAD_CONV_X86
+  const bool avx512 =
+      j->type == ONYX_ELEM_FLOAT32 && j->g->s[2] == 1 && cpu_gemm_isa_level() == CPU_ISA_AVX512;
+#endif
   for (size_t r = begin; r < end; r++) {
     if (cpu_stop_poll(j->stop, &acc, j->g->out_size + 1)) return;
+#if GRAD_CONV_X86
+    if (avx512) {
+      im2col_row_f32_avx512(j, r);
+      continue;
+    }
+#endif
     if (j->type == ONYX_ELEM_FLOAT32)
       im2col_row_float(j, r);
     else
@@ -347,6 +405,226 @@ static void gemm(int32_t type, OnyxThreadPool* pool, const CpuGemm* g) {
     cpu_gemm_f64(pool, g);
 }
 
+/* ======================================================================== */
+/* dX of a unit-stride convolution as a convolution of dY                   */
+/* ======================================================================== */
+
+/* With unit strides, X position i meets output i + pb - t d through tap t
+ * (per spatial dim). With dY copied into Dp, each plane padded to
+ * pd = in + (k - 1) d positions per dim, output o at o + (k - 1) d - pb,
+ * position i takes tap t's contribution from Dp[i + (k - 1 - t) d], so
+ *   dX[n, g, c, i] = sum over m, t' of Wf[c][(m, t')] Dp[m, i + t' d],
+ *   Wf[c][(m, t')] = W[g mg + m, c, K - 1 - t'] (every spatial dim flipped,
+ *   which reverses the flat tap index).
+ * One GEMM per image and group, dX (cg x in) = Wf (cg x mg K) . B, with
+ * the rows (m, t') x columns i of B written panel by panel as the GEMM asks
+ * (pack_b_fn): a panel's columns split into runs along X's last dim, each
+ * a contiguous slice of Dp. No col matrix, no col2im scatter, and the GEMM's
+ * k is mg K instead of mg. Outputs whose windows lie wholly in the padding
+ * (pads past the kernel's extent) reach no X position and are left out of
+ * Dp. */
+enum { DX_NR_MAX = 64 };
+
+typedef struct DxPanel {
+  const Geo* g;
+  const float* dp; /* the group's padded dY planes of one image */
+  size_t plane;    /* floats per padded plane */
+  size_t pd[SP];   /* padded dims */
+  size_t nr;       /* panel width: cpu_gemm_nr() */
+} DxPanel;
+
+/* The runs of panel `panel`: its columns' X positions split where X's last
+ * dim wraps; run q fills panel columns [col[q], col[q] + len[q]) from Dp
+ * offset off[q] on (plus the row's tap offset). */
+static size_t dx_runs(const DxPanel* j, size_t panel, size_t* cols, size_t* col, size_t* len,
+                      size_t* off) {
+  const Geo* g = j->g;
+  const size_t nr = j->nr, n = g->in_size, c0 = panel * nr;
+  const size_t in1 = (size_t)g->in[1], in2 = (size_t)g->in[2];
+  size_t runs = 0;
+  *cols = n - c0 < nr ? n - c0 : nr;
+  for (size_t jj = 0, i = c0; jj < *cols; runs++) {
+    const size_t i2 = i % in2, i1 = i / in2 % in1, i0 = i / in2 / in1;
+    const size_t l = *cols - jj < in2 - i2 ? *cols - jj : in2 - i2;
+    col[runs] = jj;
+    len[runs] = l;
+    off[runs] = (i0 * j->pd[1] + i1) * j->pd[2] + i2;
+    jj += l;
+    i += l;
+  }
+  return runs;
+}
+
+/* Dp's offsets of B's rows (m, t'), stepped along without divisions (a
+ * panel row is a few dozen floats: a division per row would cost more than
+ * its copy). */
+typedef struct DxRow {
+  size_t m, t0, t1, t2, off;
+} DxRow;
+
+static inline void dx_row_start(const DxPanel* j, size_t r, DxRow* w) {
+  const Geo* g = j->g;
+  const size_t kk = g->k_size, kw = (size_t)g->k[2], kh = (size_t)g->k[1];
+  const size_t t = r % kk;
+  w->m = r / kk;
+  w->t2 = t % kw;
+  w->t1 = t / kw % kh;
+  w->t0 = t / kw / kh;
+  w->off = w->m * j->plane +
+           (w->t0 * (size_t)g->d[0] * j->pd[1] + w->t1 * (size_t)g->d[1]) * j->pd[2] +
+           w->t2 * (size_t)g->d[2];
+}
+
+static inline void dx_row_next(const DxPanel* j, DxRow* w) {
+  const Geo* g = j->g;
+  if (++w->t2 < (size_t)g->k[2]) {
+    w->off += (size_t)g->d[2];
+    return;
+  }
+  w->t2 = 0;
+  if (++w->t1 == (size_t)g->k[1]) {
+    w->t1 = 0;
+    if (++w->t0 == (size_t)g->k[0]) {
+      w->t0 = 0;
+      w->m++;
+    }
+  }
+  w->off =
+      w->m * j->plane + (w->t0 * (size_t)g->d[0] * j->pd[1] + w->t1 * (size_t)g->d[1]) * j->pd[2];
+}
+
+#if GRAD_CONV_X86
+/* The runs copied 16 floats a masked load and store at a time: the runs
+ * are short (a row of a small image), where a memcpy call per run costs
+ * more than the copy. */
+__attribute__((target("avx512f"))) static void dx_panel_avx512(void* user, float* dst, size_t panel,
+                                                               size_t k0, size_t k1) {
+  const DxPanel* j = user;
+  size_t cols, col[DX_NR_MAX], len[DX_NR_MAX], off[DX_NR_MAX];
+  const size_t runs = dx_runs(j, panel, &cols, col, len, off), nr = j->nr;
+  DxRow w;
+  dx_row_start(j, k0, &w);
+  for (size_t r = k0; r < k1; r++, dst += nr, dx_row_next(j, &w)) {
+    const float* src = j->dp + w.off;
+    for (size_t q = 0; q < runs; q++)
+      for (size_t h = 0; h < len[q]; h += 16) {
+        const size_t e = len[q] - h;
+        const __mmask16 mk = (__mmask16)(e >= 16 ? 0xFFFFu : (1u << e) - 1);
+        _mm512_mask_storeu_ps(dst + col[q] + h, mk, _mm512_maskz_loadu_ps(mk, src + off[q] + h));
+      }
+    for (size_t c = cols; c < nr; c++)
+      dst[c] = 0.0f;
+  }
+}
+#endif
+
+static void dx_panel(void* user, float* dst, size_t panel, size_t k0, size_t k1) {
+  const DxPanel* j = user;
+  size_t cols, col[DX_NR_MAX], len[DX_NR_MAX], off[DX_NR_MAX];
+  const size_t runs = dx_runs(j, panel, &cols, col, len, off), nr = j->nr;
+  DxRow w;
+  dx_row_start(j, k0, &w);
+  for (size_t r = k0; r < k1; r++, dst += nr, dx_row_next(j, &w)) {
+    const float* src = j->dp + w.off;
+    for (size_t q = 0; q < runs; q++) {
+      const float* s = src + off[q];
+      float* d = dst + col[q];
+      for (size_t t = 0; t < len[q]; t++)
+        d[t] = s[t];
+    }
+    for (size_t c = cols; c < nr; c++)
+      dst[c] = 0.0f;
+  }
+}
+
+/* Dp for planes [0, planes) of dY (os each) into dp (plane each). */
+static void dx_pad(const Geo* g, const size_t* pd, size_t plane, const float* dy, size_t planes,
+                   float* dp) {
+  int64_t lead[SP];
+  for (size_t i = 0; i < SP; i++)
+    lead[i] = (g->k[i] - 1) * g->d[i] - g->pb[i];
+  memset(dp, 0, planes * plane * sizeof(float));
+  /* output columns o2 whose padded position o2 + lead[2] is in [0, pd[2]) */
+  const int64_t lo2 = lead[2] < 0 ? -lead[2] : 0;
+  int64_t hi2 = (int64_t)pd[2] - lead[2];
+  if (hi2 > g->out[2]) hi2 = g->out[2];
+  for (size_t m = 0; m < planes; m++)
+    for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+      const int64_t p0 = o0 + lead[0];
+      if (p0 < 0 || p0 >= (int64_t)pd[0]) continue;
+      for (int64_t o1 = 0; o1 < g->out[1]; o1++) {
+        const int64_t p1 = o1 + lead[1];
+        if (p1 < 0 || p1 >= (int64_t)pd[1] || lo2 >= hi2) continue;
+        const float* s = dy + m * g->out_size +
+                         ((size_t)o0 * (size_t)g->out[1] + (size_t)o1) * (size_t)g->out[2];
+        float* d = dp + m * plane + ((size_t)p0 * pd[1] + (size_t)p1) * pd[2];
+        memcpy(d + lo2 + lead[2], s + lo2, (size_t)(hi2 - lo2) * sizeof(float));
+      }
+    }
+}
+
+/* The path applies: float32, unit strides, a panel no wider than
+ * DX_NR_MAX, and the padded planes' sizes computable. */
+static bool dx_conv_applies(const Geo* g, int32_t type, size_t* pd, size_t* plane) {
+  if (type != ONYX_ELEM_FLOAT32 || cpu_gemm_nr() > DX_NR_MAX) return false;
+  size_t p = 1;
+  for (size_t i = 0; i < SP; i++) {
+    int64_t ext;
+    if (g->s[i] != 1 || !cpu_mul_i64(g->k[i] - 1, g->d[i], &ext) ||
+        !cpu_add_i64(ext, g->in[i], &ext) || !cpu_mul_size(p, (size_t)ext, &p))
+      return false;
+    pd[i] = (size_t)ext;
+  }
+  *plane = p;
+  return true;
+}
+
+/* dX for every image and group; wf_pack: scratch for the packed Wf of one
+ * group, dp: for mg padded planes. */
+static OnyxStatus* dx_conv(OnyxKernelContext* ctx, const Geo* g, const size_t* pd, size_t plane,
+                           const float* dy, const float* w, float* dx, size_t n, size_t group,
+                           size_t cg, size_t mg, float* wf, float* wf_pack, float* dp,
+                           CpuStop* stop) {
+  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  const size_t kk = g->k_size, kdim = mg * kk, c = group * cg, m = group * mg;
+  DxPanel pj = {g, dp, plane, {pd[0], pd[1], pd[2]}, cpu_gemm_nr()};
+  void (*panel_fn)(void*, float*, size_t, size_t, size_t) = dx_panel;
+#if GRAD_CONV_X86
+  if (cpu_gemm_isa_level() == CPU_ISA_AVX512) panel_fn = dx_panel_avx512;
+#endif
+  for (size_t gi = 0; gi < group; gi++) {
+    /* Wf of group gi: row c, column (m, t') = W[gi mg + m, c, K - 1 - t'] */
+    for (size_t ci = 0; ci < cg; ci++)
+      for (size_t mi = 0; mi < mg; mi++) {
+        const float* src = w + ((gi * mg + mi) * cg + ci) * kk;
+        float* d = wf + ci * kdim + mi * kk;
+        for (size_t t = 0; t < kk; t++)
+          d[t] = src[kk - 1 - t];
+      }
+    cpu_gemm_pack_a(NULL, wf_pack, wf, kdim, 0, cg, kdim);
+    for (size_t ni = 0; ni < n; ni++) {
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);
+      dx_pad(g, pd, plane, dy + (ni * m + gi * mg) * g->out_size, mg, dp);
+      const CpuGemm gm = {.m = cg,
+                          .n = g->in_size,
+                          .k = kdim,
+                          .a = wf,
+                          .lda = kdim,
+                          .packed_a = wf_pack,
+                          .c = dx + (ni * c + gi * cg) * g->in_size,
+                          .ldc = g->in_size,
+                          .alpha = 1.0,
+                          .beta = 0.0,
+                          .pack_b_fn = panel_fn,
+                          .pack_b_user = &pj,
+                          .stop = stop};
+      cpu_gemm_f32(pool, &gm);
+      if (cpu_stop_seen(stop)) return cpu_cancelled(ctx, NULL);
+    }
+  }
+  return NULL;
+}
+
 static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;
   const OnyxNode* node = cpu_host->ctx_node(ctx);
@@ -396,10 +674,6 @@ static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "channels x kernel taps overflows");
   OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
   CpuStop stop = {.ctx = ctx};
-  if (tdw && cpu_host->tensor_elem_count(tdw))
-    memset(cpu_host->tensor_mutable_data(tdw), 0, cpu_host->tensor_elem_count(tdw) * es);
-  if (tdx && cpu_host->tensor_elem_count(tdx))
-    memset(cpu_host->tensor_mutable_data(tdx), 0, cpu_host->tensor_elem_count(tdx) * es);
   if (tdb && m) {
     if (!n || !os)
       memset(cpu_host->tensor_mutable_data(tdb), 0, (size_t)m * es);
@@ -411,7 +685,14 @@ static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
       if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
     }
   }
-  if ((!tdx && !tdw) || !n || !cg || !mg || !os || !ck) return NULL;
+  if ((!tdx && !tdw) || !n || !cg || !mg || !os || !ck) {
+    /* nothing to sum: zeros (the GEMMs below overwrite them otherwise) */
+    if (tdw && cpu_host->tensor_elem_count(tdw))
+      memset(cpu_host->tensor_mutable_data(tdw), 0, cpu_host->tensor_elem_count(tdw) * es);
+    if (tdx && cpu_host->tensor_elem_count(tdx))
+      memset(cpu_host->tensor_mutable_data(tdx), 0, cpu_host->tensor_elem_count(tdx) * es);
+    return NULL;
+  }
   /* A 1x1 window without stride or padding: col is X itself and dX is
    * the GEMM's output. */
   bool pointwise = g.k_size == 1;
@@ -430,10 +711,29 @@ static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
   if (bytes && !(scratch = cpu_host->ctx_scratch(ctx, bytes))) return cpu_oom(ctx);
   char* col = pointwise ? NULL : scratch;
   char* colt = need_colt ? scratch + (pointwise ? 0 : col_elems * es) : NULL;
-  /* dcol for dX: a separate buffer unless pointwise (then dX directly). */
+  /* dX: with unit strides a convolution of dY (dx_conv); otherwise per
+   * image a GEMM into dcol, scattered by col2im (pointwise: dX directly). */
+  size_t pd[SP], plane = 0;
+  const bool dx_direct = tdx && !pointwise && dx_conv_applies(&g, type, pd, &plane);
   char* dcol = NULL;
-  if (tdx && !pointwise && !(dcol = cpu_host->ctx_scratch(ctx, col_elems * es)))
+  if (tdx && !pointwise && !dx_direct && !(dcol = cpu_host->ctx_scratch(ctx, col_elems * es)))
     return cpu_oom(ctx);
+  if (dx_direct) {
+    const size_t kdim = mg * g.k_size;
+    size_t wf_n, dp_n;
+    float *wf = NULL, *wf_pack = NULL, *dp = NULL;
+    if (cpu_mul_size(cg, kdim, &wf_n) && cpu_mul_size(mg, plane, &dp_n) && wf_n < SIZE_MAX / 8 &&
+        dp_n < SIZE_MAX / 8) {
+      wf = cpu_host->ctx_scratch(ctx, wf_n * sizeof(float));
+      wf_pack = cpu_host->ctx_scratch(ctx, cpu_gemm_packed_a_floats(cg, kdim) * sizeof(float));
+      dp = cpu_host->ctx_scratch(ctx, dp_n * sizeof(float));
+    }
+    if (!wf || !wf_pack || !dp) return cpu_oom(ctx);
+    OnyxStatus* dst = dx_conv(ctx, &g, pd, plane, cpu_host->tensor_data(dy),
+                              cpu_host->tensor_data(w), cpu_host->tensor_mutable_data(tdx), n,
+                              (size_t)group, cg, mg, wf, wf_pack, dp, &stop);
+    if (dst) return dst;
+  }
   const char* xdat = cpu_host->tensor_data(x);
   const char* wdat = cpu_host->tensor_data(w);
   const char* ydat = cpu_host->tensor_data(dy);
@@ -468,7 +768,7 @@ static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
         gemm(type, pool, &gm);
         if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
       }
-      if (tdx) {
+      if (tdx && !dx_direct) {
         char* dxg =
             (char*)cpu_host->tensor_mutable_data(tdx) + (ni * (size_t)c + gi * cg) * g.in_size * es;
         /* dcol (ck x os) = W[g]^T (ck x mg) . dY[n, g] (mg x os) */

@@ -50,6 +50,11 @@ OnyxStatus*
 cpu_register_half(OnyxKernelRegistry* r); /* cpu_half.c: float16 MatMul, Conv, Softmax */
 /* com.onyx.training gradient ops: cpu_grad.c (calls cpu_register_grad_conv) */
 OnyxStatus* cpu_register_grad(OnyxKernelRegistry* r);
+/* com.onyx.collective ops over the host's process group: cpu_collective.c */
+OnyxStatus* cpu_register_collective(OnyxKernelRegistry* r);
+/* The host's collectives the EP was created with (ONYX_EXT_COLLECTIVES);
+ * NULL when the session has no process group. cpu_provider.c */
+const OnyxCollectivesExt* cpu_ep_collectives(const OnyxEp* ep);
 OnyxStatus* cpu_register_grad_conv(OnyxKernelRegistry* r); /* cpu_grad_conv.c: conv, pools */
 
 #endif

@@ -6,12 +6,14 @@
 OnyxStatus* cpu_register_attention(OnyxKernelRegistry* r); /* cpu_attention.c */
 OnyxStatus* cpu_register_text(OnyxKernelRegistry* r);      /* cpu_text.c */
 OnyxStatus* cpu_register_ml(OnyxKernelRegistry* r);        /* cpu_ml.c */
+OnyxStatus* cpu_register_ml_tree(OnyxKernelRegistry* r);   /* cpu_ml_tree.c */
 OnyxStatus* cpu_register_recurrent(OnyxKernelRegistry* r); /* cpu_stateful_seq.c */
 
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r) {
   OnyxStatus* st = cpu_register_attention(r);
   if (!st) st = cpu_register_text(r);
   if (!st) st = cpu_register_ml(r);
+  if (!st) st = cpu_register_ml_tree(r);
   if (!st) st = cpu_register_recurrent(r);
   return st;
 }

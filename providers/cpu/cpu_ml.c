@@ -1,4 +1,4 @@
-/* cpu_ml.c — ai.onnx.ml ops: LabelEncoder (1, 2, 4), TreeEnsemble (5),
+/* cpu_ml.c — ai.onnx.ml ops: LabelEncoder (1, 2, 4),
  * ArrayFeatureExtractor (1), Binarizer (1), Scaler (1) and Normalizer (1).
  *
  * LabelEncoder keys and values come from the typed list attributes
@@ -12,15 +12,179 @@
  * tensor_string_len, the list attributes (keys_strings, values_strings,
  * classes_strings) through node_attr_strings_lens, default_string with the
  * length node_attr_string gives. Normalizer's norm compares with its
- * length: a NUL in it makes it unknown and refused. */
+ * length: a NUL in it makes it unknown and refused.
+ *
+ * Normalizer (output float): MAX divides each row (the last axis) by its
+ * largest value, L1 by the sum of magnitudes, L2 by the Euclidean norm; a
+ * row whose norm is 0 is copied. Scaler (output float): (x - offset) *
+ * scale, offset and scale one value or one per column. Binarizer: 1 where
+ * x > threshold, else 0 (NaN gives 0).
+ *
+ * This file also holds what the ml kernel files share (cpu_ml.h). */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_util.h"
+#include "cpu_ml.h"
 
 static const char* ml_domain = "ai.onnx.ml";
+
+/* --- Shared by the ai.onnx.ml kernels (cpu_ml.h) ------------------------------------------- */
+
+const char* const* ml_attr_strings(const OnyxNode* node, const char* name, size_t* count,
+                                   const size_t** lens) {
+  const OnyxHostApi* H = cpu_host;
+  const char* const* s = H->node_attr_strings(node, name, count);
+  *lens = NULL;
+  if (!s || !*count) return s;
+  size_t n_lens = 0;
+  if (H->struct_size >=
+          offsetof(OnyxHostApi, node_attr_strings_lens) + sizeof H->node_attr_strings_lens &&
+      H->node_attr_strings_lens) {
+    const size_t* l = H->node_attr_strings_lens(node, name, &n_lens);
+    if (l && n_lens == *count) *lens = l;
+  }
+  return s;
+}
+
+OnyxStatus* ml_post_attr(const OnyxNode* node, int* out) {
+  static const char* const names[] = {"NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT"};
+  size_t len = 0;
+  const char* p = cpu_host->node_attr_string(node, "post_transform", &len);
+  *out = ML_POST_NONE;
+  if (!p) return NULL;
+  for (int i = 0; i < 5; i++)
+    if (len == strlen(names[i]) && !memcmp(p, names[i], len)) {
+      *out = i;
+      return NULL;
+    }
+  return cpu_error(node, ONYX_INVALID_MODEL,
+                   "attribute 'post_transform' is '%.*s'; it must be NONE, LOGISTIC, SOFTMAX, "
+                   "SOFTMAX_ZERO or PROBIT",
+                   (int)(len > 64 ? 64 : len), p);
+}
+
+float ml_logistic(float x) {
+  float v = 1.0f / (1.0f + expf(-fabsf(x)));
+  return x < 0 ? 1.0f - v : v;
+}
+
+float ml_probit(float x) {
+  float v = 2.0f * x - 1.0f;
+  float sgn = v < 0 ? -1.0f : 1.0f;
+  float w = logf((1.0f - v) * (1.0f + v));
+  float a = 2.0f / (3.14159f * 0.147f) + 0.5f * w;
+  float b = 1.0f / 0.147f * w;
+  return 1.41421356f * sgn * sqrtf(sqrtf(a * a - b) - a);
+}
+
+void ml_post_row(float* s, size_t n, int post) {
+  switch (post) {
+  case ML_POST_LOGISTIC:
+    for (size_t i = 0; i < n; i++)
+      s[i] = ml_logistic(s[i]);
+    break;
+  case ML_POST_PROBIT:
+    for (size_t i = 0; i < n; i++)
+      s[i] = ml_probit(s[i]);
+    break;
+  case ML_POST_SOFTMAX:
+  case ML_POST_SOFTMAX_ZERO: {
+    /* SOFTMAX_ZERO leaves scores within 1e-7 of zero out of the sum (each
+     * becomes itself times exp(-max), about zero). */
+    float mx = -3.402823466e38f, sum = 0.0f;
+    for (size_t i = 0; i < n; i++)
+      mx = s[i] > mx ? s[i] : mx;
+    for (size_t i = 0; i < n; i++) {
+      if (post == ML_POST_SOFTMAX_ZERO && s[i] <= 1e-7f && s[i] >= -1e-7f) {
+        s[i] *= expf(-mx);
+      } else {
+        s[i] = expf(s[i] - mx);
+        sum += s[i];
+      }
+    }
+    for (size_t i = 0; i < n; i++)
+      s[i] /= sum;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+OnyxStatus* ml_labels_attr(const OnyxNode* node, MlLabels* out) {
+  memset(out, 0, sizeof *out);
+  size_t ni = 0, ns = 0;
+  const int64_t* li = cpu_host->node_attr_ints(node, "classlabels_ints", &ni);
+  const char* const* ls = ml_attr_strings(node, "classlabels_strings", &ns, &out->s_len);
+  if (li && ni && ls && ns)
+    return cpu_error(node, ONYX_INVALID_MODEL,
+                     "has both 'classlabels_ints' and 'classlabels_strings'; give one");
+  if (ls && ns) {
+    out->strings = true;
+    out->s = ls;
+    out->n = ns;
+  } else {
+    out->s_len = NULL;
+    out->i = li;
+    out->n = li ? ni : 0;
+  }
+  return NULL;
+}
+
+OnyxStatus* ml_check_label_output(OnyxKernelContext* ctx, const OnyxTensor* y, const MlLabels* l) {
+  int32_t t = cpu_host->tensor_elem_type(y);
+  int32_t want = l->strings ? ONYX_ELEM_STRING : ONYX_ELEM_INT64;
+  if (t != want)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "output Y is %s; the class labels are %s",
+                         cpu_elem_name(t), cpu_elem_name(want));
+  return NULL;
+}
+
+OnyxStatus* ml_put_label(OnyxTensor* y, size_t i, const MlLabels* l, size_t k) {
+  if (l->strings)
+    return cpu_host->tensor_set_string(y, i, l->s[k], l->s_len ? l->s_len[k] : strlen(l->s[k]));
+  ((int64_t*)cpu_host->tensor_mutable_data(y))[i] = l->i[k];
+  return NULL;
+}
+
+OnyxStatus* ml_put_binary(OnyxTensor* y, size_t i, bool strings, bool positive) {
+  if (strings) return cpu_host->tensor_set_string(y, i, positive ? "1" : "0", 1);
+  ((int64_t*)cpu_host->tensor_mutable_data(y))[i] = positive ? 1 : 0;
+  return NULL;
+}
+
+OnyxStatus* ml_rows_f32(OnyxKernelContext* ctx, const OnyxTensor* x, const float** out,
+                        size_t* rows, size_t* cols) {
+  const OnyxHostApi* H = cpu_host;
+  size_t rank = H->tensor_rank(x);
+  const int64_t* d = H->tensor_dims(x);
+  if (rank != 1 && rank != 2)
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X has rank %zu; it must be [F] or [N, F]",
+                         rank);
+  *rows = rank == 1 ? 1 : (size_t)d[0];
+  *cols = (size_t)d[rank - 1];
+  int32_t t = H->tensor_elem_type(x);
+  if (t == ONYX_ELEM_FLOAT32) {
+    *out = H->tensor_data(x);
+    return NULL;
+  }
+  size_t n = H->tensor_elem_count(x), bytes = 0;
+  if (!cpu_mul_size(n ? n : 1, sizeof(float), &bytes))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X is too large");
+  float* f = H->ctx_scratch(ctx, bytes);
+  if (!f) return cpu_oom(ctx);
+  for (size_t i = 0; i < n; i++) {
+    CpuNum v;
+    if (!cpu_num_load(t, H->tensor_data(x), i, &v))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X of type %s is not supported",
+                           cpu_elem_name(t));
+    f[i] = (float)cpu_num_as_double(v);
+  }
+  *out = f;
+  return NULL;
+}
 
 /* --- LabelEncoder -------------------------------------------------------------------------- */
 
@@ -88,25 +252,6 @@ typedef struct LeList {
   const float* f;
   const OnyxTensor* t;
 } LeList;
-
-/* A list-of-strings attribute (NULL, *count 0 when absent); *lens gets the
- * entries' byte lengths, NUL bytes included, or NULL from a host without
- * node_attr_strings_lens (then each entry ends at its first NUL). */
-static const char* const* ml_attr_strings(const OnyxNode* node, const char* name, size_t* count,
-                                          const size_t** lens) {
-  const OnyxHostApi* H = cpu_host;
-  const char* const* s = H->node_attr_strings(node, name, count);
-  *lens = NULL;
-  if (!s || !*count) return s;
-  size_t n_lens = 0;
-  if (H->struct_size >=
-          offsetof(OnyxHostApi, node_attr_strings_lens) + sizeof H->node_attr_strings_lens &&
-      H->node_attr_strings_lens) {
-    const size_t* l = H->node_attr_strings_lens(node, name, &n_lens);
-    if (l && n_lens == *count) *lens = l;
-  }
-  return s;
-}
 
 static bool le_list(const OnyxNode* node, const char* strs, const char* ints, const char* floats,
                     const char* tensor, LeList* out) {
@@ -282,245 +427,6 @@ static OnyxStatus* le_compute(void* state, OnyxKernelContext* ctx) {
   return st;
 }
 
-/* --- TreeEnsemble (ai.onnx.ml 5) ------------------------------------------------------------ */
-
-enum { TE_LEQ, TE_LT, TE_GTE, TE_GT, TE_EQ, TE_NEQ, TE_MEMBER };
-
-typedef struct TeState {
-  size_t n_nodes, n_leaves, n_trees;
-  int64_t n_targets, aggregate, post;
-  const int64_t *feat, *tnode, *fnode, *tleaf, *fleaf, *roots, *leaf_target;
-  const int64_t* missing_true; /* may be NULL */
-  size_t n_missing;
-  double* splits;
-  uint8_t* modes;
-  double* leaf_w;
-  /* BRANCH_MEMBER sets: for node k, members [mbeg[k], mend[k]) of members[]. */
-  double* members;
-  size_t* mbeg;
-  size_t* mend;
-} TeState;
-
-static void te_release(void* state) {
-  TeState* s = state;
-  if (!s) return;
-  free(s->splits);
-  free(s->modes);
-  free(s->leaf_w);
-  free(s->members);
-  free(s->mbeg);
-  free(s->mend);
-  free(s);
-}
-
-/* A tensor attribute as doubles (malloc'ed), checking its length. */
-static OnyxStatus* te_doubles(const OnyxNode* node, const char* name, size_t want, bool required,
-                              double** out, size_t* count) {
-  const OnyxHostApi* H = cpu_host;
-  const OnyxTensor* t = H->node_attr_tensor(node, name);
-  *out = NULL;
-  if (count) *count = 0;
-  if (!t)
-    return required ? cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' is missing", name) : NULL;
-  size_t n = H->tensor_elem_count(t);
-  if (want != SIZE_MAX && n != want)
-    return cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' has %zu values; want %zu", name, n,
-                     want);
-  double* d = malloc((n ? n : 1) * sizeof *d);
-  if (!d) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
-  for (size_t i = 0; i < n; i++) {
-    CpuNum v;
-    if (!cpu_num_load(H->tensor_elem_type(t), H->tensor_data(t), i, &v)) {
-      free(d);
-      return cpu_error(node, ONYX_INVALID_MODEL, "attribute '%s' is not numeric", name);
-    }
-    d[i] = cpu_num_as_double(v);
-  }
-  *out = d;
-  if (count) *count = n;
-  return NULL;
-}
-
-static OnyxStatus* te_create(OnyxEp* ep, const OnyxNode* node, void* user, void** out) {
-  (void)ep;
-  (void)user;
-  const OnyxHostApi* H = cpu_host;
-  TeState* s = calloc(1, sizeof *s);
-  if (!s) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
-  size_t n[6];
-  s->feat = H->node_attr_ints(node, "nodes_featureids", &n[0]);
-  s->tnode = H->node_attr_ints(node, "nodes_truenodeids", &n[1]);
-  s->fnode = H->node_attr_ints(node, "nodes_falsenodeids", &n[2]);
-  s->tleaf = H->node_attr_ints(node, "nodes_trueleafs", &n[3]);
-  s->fleaf = H->node_attr_ints(node, "nodes_falseleafs", &n[4]);
-  s->leaf_target = H->node_attr_ints(node, "leaf_targetids", &s->n_leaves);
-  s->roots = H->node_attr_ints(node, "tree_roots", &s->n_trees);
-  s->missing_true = H->node_attr_ints(node, "nodes_missing_value_tracks_true", &s->n_missing);
-  s->n_targets = H->node_attr_int(node, "n_targets", 0);
-  s->aggregate = H->node_attr_int(node, "aggregate_function", 1);
-  s->post = H->node_attr_int(node, "post_transform", 0);
-  s->n_nodes = n[0];
-  OnyxStatus* st = NULL;
-  for (int k = 1; k < 5 && !st; k++)
-    if (n[k] != s->n_nodes)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "the nodes_* attributes differ in length (%zu, %zu)",
-                     s->n_nodes, n[k]);
-  if (!st) st = te_doubles(node, "nodes_splits", s->n_nodes, true, &s->splits, NULL);
-  if (!st) st = te_doubles(node, "leaf_weights", s->n_leaves, true, &s->leaf_w, NULL);
-  double* modes = NULL;
-  if (!st) st = te_doubles(node, "nodes_modes", s->n_nodes, false, &modes, NULL);
-  s->modes = calloc(s->n_nodes ? s->n_nodes : 1, 1);
-  s->mbeg = calloc(s->n_nodes ? s->n_nodes : 1, sizeof *s->mbeg);
-  s->mend = calloc(s->n_nodes ? s->n_nodes : 1, sizeof *s->mend);
-  if (!st && (!s->modes || !s->mbeg || !s->mend))
-    st = cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
-  for (size_t i = 0; !st && modes && i < s->n_nodes; i++) {
-    if (modes[i] < 0 || modes[i] > TE_MEMBER)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "nodes_modes[%zu] = %g is not 0..6", i, modes[i]);
-    else
-      s->modes[i] = (uint8_t)modes[i];
-  }
-  free(modes);
-  size_t n_members = 0;
-  if (!st) st = te_doubles(node, "membership_values", SIZE_MAX, false, &s->members, &n_members);
-  /* Member sets, in node order, separated by NaN. */
-  size_t pos = 0;
-  for (size_t i = 0; !st && i < s->n_nodes; i++) {
-    if (s->modes[i] != TE_MEMBER) continue;
-    s->mbeg[i] = pos;
-    while (pos < n_members && !isnan(s->members[pos]))
-      pos++;
-    s->mend[i] = pos;
-    if (pos < n_members) pos++; /* the separator */
-  }
-  for (size_t i = 0; !st && i < s->n_nodes; i++) {
-    int64_t tmax = s->tleaf[i] ? (int64_t)s->n_leaves : (int64_t)s->n_nodes;
-    int64_t fmax = s->fleaf[i] ? (int64_t)s->n_leaves : (int64_t)s->n_nodes;
-    if (s->tnode[i] < 0 || s->tnode[i] >= tmax || s->fnode[i] < 0 || s->fnode[i] >= fmax ||
-        s->feat[i] < 0)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "tree node %zu points outside the tree", i);
-  }
-  for (size_t i = 0; !st && i < s->n_leaves; i++)
-    if (s->leaf_target[i] < 0 || s->leaf_target[i] >= s->n_targets)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "leaf %zu targets %lld; n_targets is %lld", i,
-                     (long long)s->leaf_target[i], (long long)s->n_targets);
-  if (!st && (s->post < 0 || s->post > 3))
-    st = cpu_error(node, s->post == 4 ? ONYX_NOT_IMPLEMENTED : ONYX_INVALID_MODEL,
-                   "post_transform %lld is not supported (NONE, SOFTMAX, SOFTMAX_ZERO, LOGISTIC "
-                   "are)",
-                   (long long)s->post);
-  if (!st && (s->aggregate < 0 || s->aggregate > 3))
-    st = cpu_error(node, ONYX_INVALID_MODEL, "aggregate_function %lld is not 0..3",
-                   (long long)s->aggregate);
-  for (size_t i = 0; !st && i < s->n_trees; i++)
-    if (s->roots[i] < 0 || (size_t)s->roots[i] >= s->n_nodes)
-      st = cpu_error(node, ONYX_INVALID_MODEL, "tree_roots[%zu] = %lld is not a node", i,
-                     (long long)s->roots[i]);
-  if (st) {
-    te_release(s);
-    return st;
-  }
-  *out = s;
-  return NULL;
-}
-
-static bool te_branch(const TeState* s, size_t k, double x) {
-  if (isnan(x) && s->missing_true && k < s->n_missing) return s->missing_true[k] != 0;
-  double v = s->splits[k];
-  switch (s->modes[k]) {
-  case TE_LEQ:
-    return x <= v;
-  case TE_LT:
-    return x < v;
-  case TE_GTE:
-    return x >= v;
-  case TE_GT:
-    return x > v;
-  case TE_EQ:
-    return x == v;
-  case TE_NEQ:
-    return x != v;
-  default:
-    for (size_t m = s->mbeg[k]; m < s->mend[k]; m++)
-      if (s->members[m] == x) return true;
-    return false;
-  }
-}
-
-static OnyxStatus* te_compute(void* state, OnyxKernelContext* ctx) {
-  const OnyxHostApi* H = cpu_host;
-  const TeState* s = state;
-  const OnyxTensor* x = H->ctx_input(ctx, 0);
-  size_t rank = H->tensor_rank(x);
-  if (rank != 2) return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X must be [N, F]");
-  const int64_t* d = H->tensor_dims(x);
-  size_t rows = (size_t)d[0], feats = (size_t)d[1];
-  for (size_t k = 0; k < s->n_nodes; k++)
-    if ((size_t)s->feat[k] >= feats)
-      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "tree node %zu reads feature %lld of %zu", k,
-                           (long long)s->feat[k], feats);
-  int64_t od[2] = {(int64_t)rows, s->n_targets};
-  OnyxTensor* y = NULL;
-  OnyxStatus* st = H->ctx_output(ctx, 0, od, 2, &y);
-  if (st) return st;
-  int32_t type = H->tensor_elem_type(x);
-  const void* xd = H->tensor_data(x);
-  void* yd = H->tensor_mutable_data(y);
-  double* acc = H->ctx_scratch(ctx, ((size_t)s->n_targets + 1) * sizeof *acc);
-  bool* hit = H->ctx_scratch(ctx, (size_t)s->n_targets + 1);
-  if (!acc || !hit) return cpu_oom(ctx);
-  for (size_t r = 0; r < rows; r++) {
-    for (int64_t t = 0; t < s->n_targets; t++) {
-      acc[t] = 0;
-      hit[t] = false;
-    }
-    for (size_t tr = 0; tr < s->n_trees; tr++) {
-      size_t k = (size_t)s->roots[tr];
-      for (size_t steps = 0; steps <= s->n_nodes; steps++) {
-        CpuNum v;
-        cpu_num_load(type, xd, r * feats + (size_t)s->feat[k], &v);
-        bool go = te_branch(s, k, cpu_num_as_double(v));
-        int64_t next = go ? s->tnode[k] : s->fnode[k];
-        if (!(go ? s->tleaf[k] : s->fleaf[k])) {
-          k = (size_t)next;
-          continue;
-        }
-        int64_t t = s->leaf_target[next];
-        double w = s->leaf_w[next];
-        if (s->aggregate == 2)
-          acc[t] = hit[t] ? fmin(acc[t], w) : w;
-        else if (s->aggregate == 3)
-          acc[t] = hit[t] ? fmax(acc[t], w) : w;
-        else
-          acc[t] += w;
-        hit[t] = true;
-        break;
-      }
-    }
-    if (s->aggregate == 0 && s->n_trees)
-      for (int64_t t = 0; t < s->n_targets; t++)
-        acc[t] /= (double)s->n_trees;
-    if (s->post == 1 || s->post == 2) { /* softmax (2: zeros stay zero) */
-      double mx = -INFINITY, sum = 0;
-      for (int64_t t = 0; t < s->n_targets; t++)
-        mx = fmax(mx, acc[t]);
-      for (int64_t t = 0; t < s->n_targets; t++) {
-        acc[t] = (s->post == 2 && acc[t] == 0) ? 0 : exp(acc[t] - mx);
-        sum += acc[t];
-      }
-      for (int64_t t = 0; t < s->n_targets && sum > 0; t++)
-        acc[t] /= sum;
-    } else if (s->post == 3) {
-      for (int64_t t = 0; t < s->n_targets; t++)
-        acc[t] = 1.0 / (1.0 + exp(-acc[t]));
-    }
-    for (int64_t t = 0; t < s->n_targets; t++)
-      cpu_num_store(type, yd, r * (size_t)s->n_targets + (size_t)t,
-                    (CpuNum){.kind = CPU_NUM_FLT, .v.f = acc[t]});
-  }
-  return NULL;
-}
-
 /* --- ArrayFeatureExtractor, Binarizer, Scaler, Normalizer ----------------------------------- */
 
 static OnyxStatus* afe_compute(void* state, OnyxKernelContext* ctx) {
@@ -605,6 +511,14 @@ static OnyxStatus* affine_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   int32_t it = H->tensor_elem_type(x), ot = H->tensor_elem_type(y);
   size_t c = rank ? (size_t)d[rank - 1] : 1;
+  /* Scaler: offset and scale hold one value (for every column) or one per
+   * column of X's last axis; absent, they are 0 and 1. */
+  if (s->kind == 1 &&
+      ((s->n_offset > 1 && s->n_offset != c) || (s->n_scale > 1 && s->n_scale != c)))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "attribute '%s' has %zu values; X has %zu columns (want 1 or %zu)",
+                         s->n_offset > 1 && s->n_offset != c ? "offset" : "scale",
+                         s->n_offset > 1 && s->n_offset != c ? s->n_offset : s->n_scale, c, c);
   double* row = H->ctx_scratch(ctx, (c ? c : 1) * sizeof *row);
   if (!row) return cpu_oom(ctx);
   for (size_t base = 0; c && base < n; base += c) {
@@ -618,18 +532,20 @@ static OnyxStatus* affine_compute(void* state, OnyxKernelContext* ctx) {
         row[j] = row[j] > s->threshold ? 1.0 : 0.0;
     } else if (s->kind == 1) {
       for (size_t j = 0; j < c; j++) {
-        double off = s->n_offset == 1 ? s->offset[0] : j < s->n_offset ? s->offset[j] : 0.0;
-        double sc = s->n_scale == 1 ? s->scale[0] : j < s->n_scale ? s->scale[j] : 1.0;
+        double off = s->n_offset == 1 ? s->offset[0] : s->n_offset ? s->offset[j] : 0.0;
+        double sc = s->n_scale == 1 ? s->scale[0] : s->n_scale ? s->scale[j] : 1.0;
         row[j] = (row[j] - off) * sc;
       }
     } else {
-      double norm = 0;
+      /* MAX divides by the largest value (not magnitude), as ONNX Runtime
+       * does; a zero norm leaves the row as it is. */
+      double norm = s->norm == 0 ? -INFINITY : 0.0;
       for (size_t j = 0; j < c; j++)
-        norm = s->norm == 0   ? fmax(norm, fabs(row[j]))
+        norm = s->norm == 0   ? fmax(norm, row[j])
                : s->norm == 1 ? norm + fabs(row[j])
                               : norm + row[j] * row[j];
       if (s->norm == 2) norm = sqrt(norm);
-      for (size_t j = 0; j < c && norm > 0; j++)
+      for (size_t j = 0; j < c && norm != 0; j++)
         row[j] /= norm;
     }
     for (size_t j = 0; j < c; j++)
@@ -643,13 +559,11 @@ static OnyxStatus* affine_compute(void* state, OnyxKernelContext* ctx) {
 
 static const int32_t le_types[] = {ONYX_ELEM_STRING, ONYX_ELEM_INT64,   ONYX_ELEM_FLOAT32,
                                    ONYX_ELEM_INT16,  ONYX_ELEM_FLOAT64, ONYX_ELEM_INT32};
-static const int32_t te_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16};
 static const int32_t num_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_INT64,
                                     ONYX_ELEM_INT32};
 static const int32_t any_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_INT64,
                                     ONYX_ELEM_INT32, ONYX_ELEM_STRING};
 static const OnyxTypeConstraint le_tc[] = {{"T1", le_types, 6}, {"T2", le_types, 6}};
-static const OnyxTypeConstraint te_tc[] = {{"T", te_types, 3}};
 static const OnyxTypeConstraint afe_tc[] = {{"T", any_types, 5}};
 static const OnyxTypeConstraint num_tc[] = {{"T", num_types, 4}};
 
@@ -666,7 +580,6 @@ typedef struct MlSpec {
 
 static const MlSpec ml_specs[] = {
     {"LabelEncoder", 1, ONYX_OPSET_LATEST, le_tc, 2, le_create, le_compute, le_release, NULL},
-    {"TreeEnsemble", 5, ONYX_OPSET_LATEST, te_tc, 1, te_create, te_compute, te_release, NULL},
     {"ArrayFeatureExtractor", 1, ONYX_OPSET_LATEST, afe_tc, 1, NULL, afe_compute, NULL, NULL},
     {"Binarizer", 1, ONYX_OPSET_LATEST, num_tc, 1, affine_create, affine_compute, cpu_free_state,
      (void*)0},
@@ -676,7 +589,13 @@ static const MlSpec ml_specs[] = {
      (void*)2},
 };
 
+OnyxStatus* cpu_register_ml_models(OnyxKernelRegistry* r); /* cpu_ml_models.c */
+OnyxStatus* cpu_register_ml_prep(OnyxKernelRegistry* r);   /* cpu_ml_prep.c */
+
 OnyxStatus* cpu_register_ml(OnyxKernelRegistry* r) {
+  OnyxStatus* st = cpu_register_ml_models(r);
+  if (!st) st = cpu_register_ml_prep(r);
+  if (st) return st;
   for (size_t i = 0; i < CPU_ARRAY_LEN(ml_specs); i++) {
     const MlSpec* m = &ml_specs[i];
     OnyxKernelDef def = {
@@ -692,8 +611,7 @@ OnyxStatus* cpu_register_ml(OnyxKernelRegistry* r) {
         .release = m->release,
         .user_data = m->user,
     };
-    OnyxStatus* st = cpu_host->register_kernel(r, &def);
-    if (st) return st;
+    if ((st = cpu_host->register_kernel(r, &def))) return st;
   }
   return NULL;
 }

@@ -27,7 +27,12 @@ const OnyxHostApi* cpu_host;
 typedef struct CpuEpState {
   OnyxThreadPool* pool;
   int32_t deterministic;
+  const OnyxCollectivesExt* collectives; /* NULL: the session has no process group */
 } CpuEpState;
+
+const OnyxCollectivesExt* cpu_ep_collectives(const OnyxEp* ep) {
+  return ep && ep->ctx ? ((const CpuEpState*)ep->ctx)->collectives : NULL;
+}
 
 /* --- Devices ------------------------------------------------------------ */
 
@@ -68,6 +73,7 @@ static OnyxStatus* cpu_register_kernels(const OnyxProvider* p, OnyxKernelRegistr
       cpu_register_math,        cpu_register_index,   cpu_register_nn_ops, cpu_register_quant,
       cpu_register_misc,        cpu_register_contrib, cpu_register_optim,  cpu_register_image,
       cpu_register_half,        cpu_register_grad,    cpu_register_signal, cpu_register_random,
+      cpu_register_collective,
   };
   for (size_t i = 0; i < CPU_ARRAY_LEN(families); i++) {
     OnyxStatus* st = families[i](r);
@@ -152,6 +158,10 @@ static OnyxStatus* cpu_create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* 
   }
   if (CPU_FITS(args, thread_pool)) state->pool = args->thread_pool;
   if (CPU_FITS(args, deterministic)) state->deterministic = args->deterministic;
+  /* The host's collectives outlive the EP (onyx_ep.h, ONYX_EXT_COLLECTIVES). */
+  for (const OnyxExtension* e = CPU_FITS(args, next) ? args->next : NULL; e; e = e->next)
+    if (e->type == ONYX_EXT_COLLECTIVES && e->struct_size >= sizeof(OnyxCollectivesExt))
+      state->collectives = (const OnyxCollectivesExt*)e;
   *ep = (OnyxEp){
       .struct_size = sizeof *ep,
       .ctx = state,

@@ -95,6 +95,15 @@ static OnyxStatus* cuda_gemm(GpuEp* g, void* stream, int trans_a, int trans_b, i
   return NULL;
 }
 
+/* cuDNN's kernels, and NCCL's collectives where the build has nccl.h. */
+static OnyxStatus* cuda_register_kernels(OnyxKernelRegistry* r) {
+  OnyxStatus* st = cuda_register_dnn_kernels(r);
+#ifdef ONYX_CUDA_NCCL
+  if (!st) st = cuda_register_collective_kernels(r);
+#endif
+  return st;
+}
+
 const GpuVendor gpu_vendor = {.name = "cuda",
                               .label = "CUDA",
                               .vendor = "NVIDIA",
@@ -106,6 +115,6 @@ const GpuVendor gpu_vendor = {.name = "cuda",
                               .set_option = cuda_set_option,
                               .ep_init = cuda_ep_init,
                               .ep_release = cuda_ep_release,
-                              .register_kernels = cuda_register_dnn_kernels,
+                              .register_kernels = cuda_register_kernels,
                               .decline = cuda_dnn_decline,
                               .gemm = cuda_gemm};

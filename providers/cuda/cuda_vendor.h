@@ -17,6 +17,9 @@ typedef struct CudaState {
 enum { CUDA_ALGO_EXHAUSTIVE = 0, CUDA_ALGO_HEURISTIC = 1, CUDA_ALGO_DEFAULT = 2 };
 
 OnyxStatus* cuda_register_dnn_kernels(OnyxKernelRegistry* r);
+/* The com.onyx.collective ops on NCCL (cuda_collective.c; built when nccl.h
+ * is found: ONYX_CUDA_NCCL). */
+OnyxStatus* cuda_register_collective_kernels(OnyxKernelRegistry* r);
 const char* cuda_dnn_decline(const OnyxNode* n);
 /* ONYX_CUDA_CONV_API (graph, the default, or legacy) as *graph; an error
  * names a value not understood. */

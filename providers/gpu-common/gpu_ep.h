@@ -92,6 +92,8 @@ struct GpuEp {
    * must not be used by two threads at once. */
   pthread_mutex_t vendor_lock;
   void* vendor_state;
+  /* The host's collectives (ONYX_EXT_COLLECTIVES); NULL: no process group. */
+  const OnyxCollectivesExt* collectives;
 };
 
 struct OnyxStream {

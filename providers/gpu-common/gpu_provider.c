@@ -685,6 +685,12 @@ static OnyxStatus* gpu_create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* 
   pthread_mutex_init(&g->stage_lock, NULL);
   /* Options first: a bad config is reported the same with or without a GPU. */
   OnyxStatus* st = gpu_parse_options(g, args->options, args->device_index);
+  /* The host's collectives outlive the EP (onyx_ep.h, ONYX_EXT_COLLECTIVES). */
+  for (const OnyxExtension* e = args->struct_size > offsetof(OnyxEpCreateArgs, next) ? args->next
+                                                                                     : NULL;
+       e; e = e->next)
+    if (e->type == ONYX_EXT_COLLECTIVES && e->struct_size >= sizeof(OnyxCollectivesExt))
+      g->collectives = (const OnyxCollectivesExt*)e;
   if (!st && g->use_tf32)
     gpu_host->log(ONYX_LOG_INFO, gpu_vendor.name, "%s",
                   gpu_vendor.tf32 ? "option 'use_tf32' is on: MatMul, Gemm and convolutions may "

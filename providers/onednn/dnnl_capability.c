@@ -13,7 +13,9 @@
  * `chain` option, Conv and pooling groups then merge into chains (one group of
  * several stages, see merge_claims) where the merged set stays convex. Every
  * group is claimed with host->claim_group; a node that cannot be taken is
- * declined with the reason. Only float32 is taken. */
+ * declined with the reason. Only float32 is taken. A gradient op of the
+ * com.onyx.training domain that dnnl_bwd_match takes (dnnl_backward.c) is a
+ * group of its own, never merged. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -833,6 +835,23 @@ OnyxStatus* dnnl_get_capability(OnyxEp* ep_, const OnyxGraphView* g, OnyxCapabil
     }
     DnnlPattern p;
     const char* why = NULL;
+    if (dnnl_bwd_is(n)) { /* a gradient op: a group of its own */
+      if (!dnnl_bwd_match(n, &why)) {
+        H->decline_node(b, n, why);
+        continue;
+      }
+      Claim* c = &m.c[m.n];
+      c->nodes[0] = n;
+      c->n = 1;
+      c->chainable = false;
+      c->chain = c->last = (long)m.n;
+      c->next = -1;
+      c->n_stages = 1;
+      taken[i] = true;
+      if (!nm_put(&m.owner, n, (long)m.n)) st = dnnl_err(NULL, ONYX_OUT_OF_MEMORY, "out of memory");
+      m.n++;
+      continue;
+    }
     if (!dnnl_match(ep, g, n, &p, &why)) {
       H->decline_node(b, n, why);
       continue;

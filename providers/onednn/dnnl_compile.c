@@ -514,6 +514,7 @@ static OnyxStatus* order_stages(Chain* c) {
 OnyxStatus* dnnl_compile(OnyxEp* ep, const OnyxGraphView* v, OnyxCompiledKernel* out) {
   const OnyxNode* first = H->graph_node_count(v) ? H->graph_node(v, 0) : NULL;
   if (!first) return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "compile of an empty group");
+  if (dnnl_bwd_is(first)) return dnnl_bwd_compile(ep->ctx, v, out);
   Chain* c = calloc(1, sizeof *c);
   if (!c) return dnnl_err(first, ONYX_OUT_OF_MEMORY, "out of memory");
   pthread_mutex_init(&c->lock, NULL);
@@ -1588,10 +1589,16 @@ OnyxStatus* dnnl_save_compiled(OnyxEp* ep, const OnyxGraphView* v, const OnyxCom
                                OnyxBlobWriter* w) {
   if (!FITS(H, blob_write))
     return dnnl_err(NULL, ONYX_FAIL, "the host has no blob_write (ABI before 1.1)");
+  const DnnlEp* d = ep->ctx;
+  if (k && k->compute == dnnl_bwd_compute && k->state) {
+    /* A gradient group: no stage of the chain layout, its plans are rebuilt on load. */
+    uint8_t h[DNNL_CACHE_HEADER_BYTES];
+    cache_header(d, 0, 0, h);
+    return put(w, h, sizeof h);
+  }
   if (!k || k->compute != dnnl_group_compute || !k->state)
     return dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "save_compiled: not a kernel of this provider");
   Chain* c = k->state;
-  const DnnlEp* d = ep->ctx;
   ShapesBuf in = {0};
   bool known = false;
   OnyxStatus* st = view_shapes(c, v, &in, &known);
@@ -1696,6 +1703,16 @@ OnyxStatus* dnnl_load_compiled(OnyxEp* ep, const OnyxGraphView* v, const void* d
   OnyxCompiledKernel k = {.struct_size = sizeof k};
   st = dnnl_compile(ep, v, &k);
   if (st) return st;
+  if (k.compute == dnnl_bwd_compute) { /* a gradient group: the header only */
+    if (n_st || n_plans || r.left)
+      st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry holds stages; the group is a gradient op");
+    if (st) {
+      k.release(k.state);
+      return st;
+    }
+    *out = k;
+    return NULL;
+  }
   Chain* c = k.state;
   if (c->n_st != n_st)
     st = dnnl_err(NULL, ONYX_INVALID_ARGUMENT, "entry has %u stages; the group compiles to %zu",

@@ -8,8 +8,9 @@
  * turns each group into a sequence of stages of oneDNN primitives built per
  * input shape, cached, with constant weights reordered once; save_compiled
  * and load_compiled keep a group's static-shape plan weights in the
- * session's compiled-group cache. Host memory only: no allocator, no copies
- * with the CPU provider. Built against the SDK headers and oneDNN's C API. */
+ * session's compiled-group cache. Gradient ops (com.onyx.training) run on
+ * oneDNN's backward primitives, one node per group (dnnl_backward.c). Host memory only: no
+ * allocator, no copies with the CPU provider. Built against the SDK headers and oneDNN's C API. */
 #ifndef DNNL_EP_H
 #define DNNL_EP_H
 
@@ -137,6 +138,15 @@ OnyxStatus* dnnl_load_compiled(OnyxEp* ep, const OnyxGraphView* group, const voi
                                size_t bytes, OnyxCompiledKernel* out);
 /* "avx2", "avx512_core", ... for a dnnl_cpu_isa_t; "other" for the rest. */
 const char* dnnl_isa_name(int isa);
+
+/* Gradient ops (com.onyx.training) on oneDNN's backward primitives
+ * (dnnl_backward.c): each claimed node is a group of its own. */
+bool dnnl_bwd_is(const OnyxNode* n); /* a node of the com.onyx.training domain */
+/* Whether this provider takes gradient node n; false with *why when not. */
+bool dnnl_bwd_match(const OnyxNode* n, const char** why);
+/* Compiles a one-node gradient group; its kernel's compute is dnnl_bwd_compute. */
+OnyxStatus* dnnl_bwd_compile(const DnnlEp* ep, const OnyxGraphView* group, OnyxCompiledKernel* out);
+OnyxStatus* dnnl_bwd_compute(void* state, OnyxKernelContext* ctx);
 
 /* A status naming the provider and (if not NULL) the node. */
 OnyxStatus* dnnl_err(const OnyxNode* n, OnyxStatusCode code, const char* fmt, ...)

@@ -24,7 +24,7 @@ __all__ = [
     "InvalidArgument", "NoSuchFile", "NoModel", "EngineError", "RuntimeException",
     "InvalidProtobuf", "ModelLoaded", "NotImplemented", "InvalidGraph", "EPFail",
     "get_available_providers", "get_all_providers", "get_device", "devices",
-    "get_version_string",
+    "get_version_string", "OrtValue", "SessionIOBinding",
 ]
 
 
@@ -661,7 +661,22 @@ class InferenceSession:
         return self._sess.run(output_names, list(input_feed), list(input_feed.values()), ro)
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
-        return self.run(output_names, input_dict_ort_values, run_options)
+        """run() with OrtValues (or arrays) in and OrtValues out."""
+        feed = {k: (v.numpy() if isinstance(v, OrtValue) else v)
+                for k, v in input_dict_ort_values.items()}
+        return [OrtValue.ortvalue_from_numpy(a)
+                for a in self.run(output_names, feed, run_options)]
+
+    def io_binding(self):
+        """A SessionIOBinding over this session."""
+        return SessionIOBinding(self)
+
+    def run_with_iobinding(self, iobinding, run_options=None):
+        """Runs with the binding's inputs and outputs (the GIL released);
+        results: iobinding.get_outputs() or copy_outputs_to_cpu()."""
+        if not isinstance(iobinding, SessionIOBinding) or iobinding._session is not self:
+            _invalid_argument("run_with_iobinding: expected a SessionIOBinding of this session")
+        iobinding._run(run_options)
 
     def end_profiling(self):
         return ""
@@ -677,3 +692,6 @@ class InferenceSession:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+from ._values import OrtValue, SessionIOBinding  # noqa: E402

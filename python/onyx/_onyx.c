@@ -6,20 +6,17 @@
  *   _onyx.Session     OnyxSession: inputs/outputs info, run (GIL released)
  *   _onyx.RunOptions  OnyxRunOptions: tag, log severity, terminate
  *   _onyx.providers() the provider libraries and their devices
+ *   _onyx.Value, IoBinding            (_onyx_values.c)
+ *   _onyx.Checkpoint, TrainingSession (_onyx_training.c)
  *
  * Errors from the C API raise the subclass of OnyxError that
  * _onyx.set_error_classes registered for the status code, with the C message.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/arrayobject.h>
+#define OXPY_IMPORT_ARRAY
+#include "_onyx_internal.h"
 
 #include <stdint.h>
 #include <string.h>
-
-#include "onyx/onyx.h"
 
 /* --- Errors ----------------------------------------------------------------------------- */
 
@@ -1095,6 +1092,74 @@ static PyTypeObject SessionType = {
     .tp_methods = session_methods,
 };
 
+/* --- For the extension's other C files (_onyx_internal.h) ---------------------------- */
+
+PyObject* oxpy_raise_status(OnyxStatus* st) {
+  return raise_status(st);
+}
+
+PyObject* oxpy_raise_message(OnyxStatusCode code, const char* msg) {
+  return raise_code(code, "%s", msg);
+}
+
+OnyxValue* oxpy_feed_value(PyObject* obj, const char* name) {
+  return feed_value(obj, name);
+}
+
+PyObject* oxpy_output_array(OnyxValue* v, const char* name) {
+  return output_array(v, name);
+}
+
+int oxpy_npy_type_of(OnyxElemType t) {
+  return npy_type_of(t);
+}
+
+OnyxElemType oxpy_elem_type_of(const PyArray_Descr* d) {
+  return elem_type_of(d);
+}
+
+OnyxSession* oxpy_session_enter(PyObject* obj) {
+  if (!PyObject_TypeCheck(obj, &SessionType)) {
+    PyErr_Format(PyExc_TypeError, "expected an onyx._onyx.Session, got %s", Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  SessionObject* self = (SessionObject*)obj;
+  OnyxSession* s = session_get(self);
+  if (s) self->active++;
+  return s;
+}
+
+void oxpy_session_leave(PyObject* obj) {
+  SessionObject* self = (SessionObject*)obj;
+  self->active--;
+  if (self->closed && self->active == 0 && self->sess) {
+    onyx_session_release(self->sess);
+    self->sess = NULL;
+  }
+}
+
+int oxpy_run_options(PyObject* obj, const OnyxRunOptions** out) {
+  *out = NULL;
+  if (obj == Py_None) return 0;
+  if (!PyObject_TypeCheck(obj, &RunOptionsType)) {
+    PyErr_SetString(PyExc_TypeError, "run_options must be an onyx._onyx.RunOptions or None");
+    return -1;
+  }
+  *out = ((RunOptionsObject*)obj)->ro;
+  return 0;
+}
+
+int oxpy_options(PyObject* obj, const OnyxSessionOptions** out) {
+  *out = NULL;
+  if (obj == Py_None) return 0;
+  if (!PyObject_TypeCheck(obj, &OptionsType)) {
+    PyErr_SetString(PyExc_TypeError, "options must be an onyx._onyx.Options or None");
+    return -1;
+  }
+  *out = ((OptionsObject*)obj)->opts;
+  return 0;
+}
+
 /* --- Providers and devices -------------------------------------------------------------- */
 
 /* A dict of one OnyxProviderInfo with its devices. */
@@ -1206,7 +1271,8 @@ PyMODINIT_FUNC PyInit__onyx(void) {
   if (!m) return NULL;
   if (PyModule_AddObjectRef(m, "Options", (PyObject*)&OptionsType) < 0 ||
       PyModule_AddObjectRef(m, "RunOptions", (PyObject*)&RunOptionsType) < 0 ||
-      PyModule_AddObjectRef(m, "Session", (PyObject*)&SessionType) < 0) {
+      PyModule_AddObjectRef(m, "Session", (PyObject*)&SessionType) < 0 || oxpy_values_add(m) < 0 ||
+      oxpy_training_add(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

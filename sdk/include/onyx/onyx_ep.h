@@ -106,7 +106,8 @@ typedef struct OnyxEp OnyxEp;
 
 /* Optional features hang off `next` pointers as a chain of extensions. Each
  * extension struct starts with this header; `type` says which struct it is.
- * A reader skips types it does not know. No extension types exist in 1.0. */
+ * A reader skips types it does not know. No extension types exist in 1.0;
+ * 1.1 defines ONYX_EXT_COLLECTIVES (at the end of this header). */
 typedef struct OnyxExtension {
   size_t struct_size;
   uint32_t type;
@@ -630,6 +631,53 @@ _Static_assert(sizeof(OnyxMemoryDevice) == 24, "OnyxMemoryDevice is frozen");
 _Static_assert(sizeof(OnyxTypeConstraint) == 24, "OnyxTypeConstraint is frozen");
 _Static_assert(sizeof(OnyxAlias) == 12, "OnyxAlias is frozen");
 #endif
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Extension: collectives (ABI 1.1)                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Extension types (OnyxExtension.type). */
+#define ONYX_EXT_COLLECTIVES 1u
+
+/* On the OnyxEpCreateArgs.next chain when the session has a process group
+ * (onyx_distributed.h): the host's collectives over host memory, for the
+ * kernels of the com.onyx.collective ops. Unlike the rest of the create
+ * arguments, this struct and `group` stay valid until the EP is released, so
+ * the provider may keep the pointer. Absent: the session has no process
+ * group, and a collective op may run only with group_size 1.
+ *
+ * Every function is blocking and collective (every rank calls it with
+ * matching arguments), bounded by the group's timeout, and polls
+ * should_stop(ctx) (pass host->ctx_should_stop and the kernel's context, or
+ * NULL) to return ONYX_CANCELLED early. Types and ops are those of
+ * onyx_distributed.h (OnyxElemType, OnyxReduceOp). A GPU provider bootstraps
+ * its own communicator through broadcast (e.g. NCCL's unique id from rank 0). */
+typedef int32_t (*OnyxStopFn)(const OnyxKernelContext* ctx);
+typedef struct OnyxCollectivesExt {
+  OnyxExtension base; /* type ONYX_EXT_COLLECTIVES */
+  void* group;
+  int32_t rank;
+  int32_t size;
+  int32_t local_rank;
+  uint32_t timeout_ms;
+  OnyxStatus* (*all_reduce)(void* group, void* buf, size_t count, int32_t type, int32_t op,
+                            OnyxStopFn should_stop, const OnyxKernelContext* ctx);
+  OnyxStatus* (*all_gather)(void* group, const void* send, void* recv, size_t count_per_rank,
+                            int32_t type, OnyxStopFn should_stop, const OnyxKernelContext* ctx);
+  OnyxStatus* (*reduce_scatter)(void* group, const void* send, void* recv, size_t count_per_rank,
+                                int32_t type, int32_t op, OnyxStopFn should_stop,
+                                const OnyxKernelContext* ctx);
+  OnyxStatus* (*broadcast)(void* group, void* buf, size_t bytes, int32_t root,
+                           OnyxStopFn should_stop, const OnyxKernelContext* ctx);
+  OnyxStatus* (*all_to_all)(void* group, const void* send, void* recv, size_t count_per_rank,
+                            int32_t type, OnyxStopFn should_stop, const OnyxKernelContext* ctx);
+  OnyxStatus* (*barrier)(void* group, OnyxStopFn should_stop, const OnyxKernelContext* ctx);
+} OnyxCollectivesExt;
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(__cplusplus)
+#define ONYX_ABI_V1_1_COLLECTIVES_EXT_SIZE 96
+_Static_assert(sizeof(OnyxCollectivesExt) == ONYX_ABI_V1_1_COLLECTIVES_EXT_SIZE,
+               "OnyxCollectivesExt v1.1 size");
 #endif
 
 #ifdef __cplusplus

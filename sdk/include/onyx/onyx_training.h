@@ -260,6 +260,48 @@ ONYX_API int64_t onyx_training_session_skipped_steps(const OnyxTrainingSession* 
 ONYX_API OnyxStatus* onyx_training_session_export_for_inference(const OnyxTrainingSession* ts,
                                                                 const char* out_path);
 
+/* --- Data-parallel training (docs/distributed.md) ------------------------------------ *
+ * Every rank makes its training session over the same artifacts and a
+ * checkpoint loaded from the same folder, then calls
+ * onyx_training_session_set_data_parallel with the process group of
+ * onyx_distributed.h. Each rank feeds its own shard of the global batch to
+ * train_step; the loss train_step returns is then the average over the
+ * ranks (the loss of the global batch when the ranks' batches have equal
+ * sizes), and optimizer_step uses the gradients averaged over the ranks, so
+ * N ranks with batch B step as one process with batch N*B. */
+typedef struct OnyxProcessGroup OnyxProcessGroup;
+
+typedef struct OnyxDataParallelOptions {
+  size_t struct_size;              /* sizeof(OnyxDataParallelOptions) */
+  OnyxProcessGroup* process_group; /* borrowed; must outlive the session; required */
+  int32_t zero_stage;              /* 0 (default): every rank holds the whole optimizer
+                                      state; 1: ZeRO stage 1, each rank holds and updates
+                                      a 1/N shard of it (SGD and AdamW, no gradient
+                                      clipping) */
+  size_t bucket_bytes;             /* gradient all-reduce bucket (default 25 MiB) */
+  /* With zero_stage 0: 1 (default): the gradients are averaged in the
+   * training graph (com.onyx.collective AllReduce nodes on the buckets, run
+   * by the training session); 0: by host all-reduces before the optimizer
+   * step. */
+  int32_t allreduce_in_graph;
+} OnyxDataParallelOptions;
+
+/* The defaults above; struct_size set. */
+ONYX_API void onyx_data_parallel_options_init(OnyxDataParallelOptions* o);
+
+/* Makes the session data-parallel. Collective (every rank of the group calls
+ * it, before any step): broadcasts the parameters, buffers, optimizer state
+ * and step count from rank 0 into the checkpoint of every rank. Call once. */
+ONYX_API OnyxStatus* onyx_training_session_set_data_parallel(OnyxTrainingSession* ts,
+                                                             const OnyxDataParallelOptions* o);
+
+/* With zero_stage 1 the checkpoint's optimizer state tensors are not
+ * updated by the steps (each rank updates its shard): this collective call
+ * gathers the shards into them on every rank, so that a checkpoint saved
+ * afterwards (by rank 0) holds the full state and loads in a run of any
+ * world size. Nothing to do without ZeRO. */
+ONYX_API OnyxStatus* onyx_training_session_gather_optimizer_state(OnyxTrainingSession* ts);
+
 #ifdef __cplusplus
 }
 #endif

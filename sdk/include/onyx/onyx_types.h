@@ -151,6 +151,16 @@ typedef enum OnyxAttrType {
  * changes without notice. */
 typedef struct OnyxTensor OnyxTensor;
 
+/* Reductions of the collectives (onyx_distributed.h, ONYX_EXT_COLLECTIVES in
+ * onyx_ep.h). AVG is SUM divided by the group size (integers: truncated
+ * toward zero). */
+typedef enum OnyxReduceOp {
+  ONYX_REDUCE_SUM = 0,
+  ONYX_REDUCE_AVG = 1,
+  ONYX_REDUCE_MAX = 2,
+  ONYX_REDUCE_MIN = 3,
+} OnyxReduceOp;
+
 #ifdef __cplusplus
 }
 #endif

@@ -689,6 +689,15 @@ static void test_conv_grad_cases(void** state) {
       {3, 1, 2, 4, 2, {4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {0, 1, 1, 1, 0, 1}, NULL},
       {2, 2, 3, 5, 1, {4, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, NULL}, /* pointwise */
       {2, 1, 2, 3, 1, {6, 5}, {3, 3}, {2, 2}, {1, 1}, {0}, "SAME_UPPER"},
+      /* unit strides (float32: dX as a convolution of padded dY): pads past
+       * the kernel's extent, dilation, groups, 3-D, rows wider than a GEMM
+       * panel (runs that wrap within a panel), a 1-D row of many panels */
+      {2, 2, 3, 4, 1, {5, 4}, {2, 2}, {1, 1}, {1, 1}, {3, 0, 1, 4}, NULL},
+      {2, 2, 2, 3, 1, {7, 6}, {3, 2}, {1, 1}, {2, 3}, {1, 2, 3, 0}, NULL},
+      {2, 3, 4, 6, 2, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},
+      {3, 2, 2, 3, 1, {3, 4, 5}, {2, 3, 2}, {1, 1, 1}, {1, 1, 2}, {1, 0, 1, 0, 2, 1}, NULL},
+      {2, 2, 3, 5, 1, {3, 41}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL},
+      {1, 2, 3, 2, 1, {150}, {5}, {1}, {1}, {2, 2}, NULL},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
     for (int e = 0; e < 2; e++)

@@ -439,6 +439,49 @@ static void b_slice(OxTestModel* m, OnyxElemType T) {
   otm_node(m, "Slice", "n", "A,starts,ends,axes,steps", "Y");
 }
 
+/* Unit steps, constant bounds (the Pad rule): negative start and axis,
+ * an end past the dim, an end counted from the back; no steps input. */
+static void b_slice_unit(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t st[2] = {-3, 1}, en[2] = {INT64_MAX, -1}, ax[2] = {-1, 0};
+  init_i64(m, "starts", 1, (int64_t[]){2}, st);
+  init_i64(m, "ends", 1, (int64_t[]){2}, en);
+  init_i64(m, "axes", 1, (int64_t[]){2}, ax);
+  otm_node(m, "Slice", "n", "A,starts,ends,axes", "Y");
+}
+
+/* A chunked in two along its last axis (torch's chunk), the halves
+ * multiplied: both Slices' gradients sum at A. */
+static void b_slice_chunk(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t s0[1] = {0}, e0[1] = {2}, s1[1] = {2}, e1[1] = {4}, ax[1] = {2};
+  init_i64(m, "s0", 1, (int64_t[]){1}, s0);
+  init_i64(m, "e0", 1, (int64_t[]){1}, e0);
+  init_i64(m, "s1", 1, (int64_t[]){1}, s1);
+  init_i64(m, "e1", 1, (int64_t[]){1}, e1);
+  init_i64(m, "ax", 1, (int64_t[]){1}, ax);
+  otm_node(m, "Slice", "lo", "A,s0,e0,ax", "P");
+  otm_node(m, "Slice", "hi", "A,s1,e1,ax", "Q");
+  otm_node(m, "Mul", "n", "P,Q", "Y");
+}
+
+/* torch's chunk as exported: the bounds computed from Shape at run time
+ * (the midpoint of the last axis), one end INT64_MAX. */
+static void b_slice_runtime(OxTestModel* m, OnyxElemType T) {
+  (void)T;
+  const int64_t last[1] = {-1}, two[1] = {2}, zero[1] = {0}, big[1] = {INT64_MAX};
+  init_i64(m, "last", 1, (int64_t[]){1}, last);
+  init_i64(m, "two", 1, (int64_t[]){1}, two);
+  init_i64(m, "zero", 1, (int64_t[]){1}, zero);
+  init_i64(m, "big", 1, (int64_t[]){1}, big);
+  otm_node(m, "Shape", "sh", "A", "S");
+  otm_node(m, "Gather", "d", "S,last", "D");
+  otm_node(m, "Div", "half", "D,two", "H");
+  otm_node(m, "Slice", "lo", "A,zero,H,last", "P");
+  otm_node(m, "Slice", "hi", "A,H,big,last", "Q");
+  otm_node(m, "Mul", "n", "P,Q", "Y");
+}
+
 static void b_gather(OxTestModel* m, OnyxElemType T) {
   (void)T;
   const int64_t idx[4] = {2, -1, 0, 2};
@@ -970,6 +1013,21 @@ static const Case cases[] = {
      {2, 3, 3, 2},
      {IN("A", 4, 2, 1, 3, 4), IN("B", 3, 3, 4, 2)},
      .f32 = false},
+    /* a 2-D B under a batched A: dB by one Gemm over the folded batch */
+    {"MatMul_3d_2d",
+     17,
+     b_matmul,
+     3,
+     {2, 3, 5},
+     {IN("A", 3, 2, 3, 4), IN("B", 2, 4, 5)},
+     .f32 = false},
+    {"MatMul_4d_2d",
+     17,
+     b_matmul,
+     4,
+     {2, 2, 3, 5},
+     {IN("A", 4, 2, 2, 3, 4), IN("B", 2, 4, 5)},
+     .f32 = false},
     {"MatMul_1d_a", 17, b_matmul, 2, {2, 3}, {IN("A", 1, 4), IN("B", 3, 2, 4, 3)}, .f32 = false},
     {"MatMul_1d_b", 17, b_matmul, 2, {2, 3}, {IN("A", 3, 2, 3, 4), IN("B", 1, 4)}, .f32 = false},
     {"MatMul_dot", 17, b_matmul, 0, {0}, {IN("A", 1, 4), IN("B", 1, 4)}, .f32 = false},
@@ -1028,6 +1086,15 @@ static const Case cases[] = {
      .f32 = false},
     {"Split", 17, b_split, 2, {2, 5}, {IN("A", 2, 2, 4)}, .f32 = false},
     {"Slice", 17, b_slice, 2, {2, 2}, {IN("A", 2, 3, 4)}, .contract = true},
+    {"Slice_unit_steps", 17, b_slice_unit, 3, {1, 4, 3}, {IN("A", 3, 3, 4, 5)}, .f32 = false},
+    {"Slice_runtime_bounds",
+     17,
+     b_slice_runtime,
+     3,
+     {2, 3, 2},
+     {IN("A", 3, 2, 3, 4)},
+     .f32 = false},
+    {"Slice_chunk", 17, b_slice_chunk, 3, {2, 3, 2}, {IN("A", 3, 2, 3, 4)}, .f32 = false},
     {"GatherElements", 17, b_gather_elements, 2, {2, 3}, {IN("A", 2, 2, 3)}, .contract = true},
     {"Expand", 17, b_expand, 3, {2, 3, 4}, {IN("A", 2, 3, 1)}, .f32 = false},
     {"Tile", 17, b_tile, 2, {4, 6}, {IN("A", 2, 2, 2)}, .f32 = false},

@@ -8,7 +8,10 @@
  * bias and the residual Z, every activation, NaN kept, pool independence
  * (bitwise), a 35-column kernel, groups of 3, 5 and 8 channels, and
  * the run's cancellation; on every path the machine has
- * (scalar, AVX2, AVX-512), forced in turn. */
+ * (scalar, AVX2, AVX-512), forced in turn, the vector paths once on the
+ * column kernel and once with every depthwise case on the channel-blocked
+ * one (channel counts past and short of its 16- and 8-channel blocks),
+ * also through the row activations HardSwish and SiLU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,7 +58,10 @@ typedef struct Act {
 static const Act ACTS[] = {{CPU_ACT_NONE, 0, 0, 0},
                            {CPU_ACT_RELU, 0, 0, 0},
                            {CPU_ACT_LEAKY_RELU, 0.1f, 0, 0},
-                           {CPU_ACT_CLIP, 0, -0.25f, 0.5f}};
+                           {CPU_ACT_CLIP, 0, -0.25f, 0.5f},
+                           /* the row activations, applied after the store */
+                           {CPU_ACT_HARD_SWISH, 0, 0, 0},
+                           {CPU_ACT_SILU, 0, 0, 0}};
 
 static double apply_act(double v, const Act* a) {
   switch (a->act) {
@@ -65,6 +71,12 @@ static double apply_act(double v, const Act* a) {
     return v < 0 ? v * a->alpha : v;
   case CPU_ACT_CLIP:
     return v < a->lo ? a->lo : v > a->hi ? a->hi : v;
+  case CPU_ACT_HARD_SWISH: {
+    const double g = v / 6 + 0.5;
+    return v * (g < 0 ? 0 : g > 1 ? 1 : g);
+  }
+  case CPU_ACT_SILU:
+    return v / (1 + exp(-v));
   default:
     return v;
   }
@@ -203,7 +215,9 @@ static void check_case(const Case* c, int with_bias, int with_z, const Act* a, s
 
 static const char* const PATH_NAMES[] = {"scalar", "avx2", "avx512"};
 
-/* Runs body once per path the machine has (each forced in turn). */
+/* Runs body once per path the machine has (each forced in turn); the
+ * vector paths twice: on the column kernel alone, then with every
+ * depthwise case it takes on the channel-blocked one, whatever the width. */
 static void for_each_path(void (*body)(void)) {
   for (int path = CPU_DW_SCALAR; path <= CPU_DW_AVX512; path++) {
     cpu_conv_depthwise_force_path(path);
@@ -212,11 +226,16 @@ static void for_each_path(void (*body)(void)) {
              PATH_NAMES[path]);
       continue;
     }
-    const size_t before = checked_cases;
-    body();
-    printf("  [%s path: %zu cases]\n", PATH_NAMES[path], checked_cases - before);
+    for (int cblock = 0; cblock <= (path == CPU_DW_SCALAR ? 0 : 1); cblock++) {
+      cpu_conv_depthwise_force_cblock(cblock);
+      const size_t before = checked_cases;
+      body();
+      printf("  [%s path%s: %zu cases]\n", PATH_NAMES[path], cblock ? ", channel-blocked" : "",
+             checked_cases - before);
+    }
   }
   cpu_conv_depthwise_force_path(-1);
+  cpu_conv_depthwise_force_cblock(-1);
 }
 
 /* Output widths 1..67 for the shapes MobileNet-style nets use (3x3 and 5x5,
@@ -303,6 +322,11 @@ static void epilogue_body(void) {
       {1, 16, 8, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8},
       {2, 24, 3, 15, 29, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3},
       {1, 10, 5, 9, 20, 5, 3, 1, 3, 2, 1, 2, 0, 1, 2, 5},
+      /* channel counts past one and two 16-channel blocks, not multiples
+       * of 8; narrow planes (MobileNet's 7x7 and 14x14) */
+      {2, 37, 1, 14, 14, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 1},
+      {1, 21, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+      {1, 40, 1, 7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1},
   };
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
     for (size_t a = 0; a < sizeof ACTS / sizeof ACTS[0]; a++)

@@ -8,7 +8,8 @@
  * 6-position tile and the 96-position chunk, batch 2, with and without bias
  * and the residual Z, every activation (NaN kept), pool independence
  * (bitwise), the AVX2 row kernel (column stride 2) bit-identical to the
- * tile kernel, the run counter and the ONYX_CPU_CONV_DIRECT switch, on the
+ * tile kernel (with AVX-512 too, where convs of at most 32 output channels
+ * are packed for the AVX2 kernel), the run counter and the ONYX_CPU_CONV_DIRECT switch, on the
  * kernel the machine has (AVX-512, or AVX2: also run with ONYX_CPU_ISA=avx2,
  * so an AVX-512 machine checks both). Skipped where it has neither. */
 #include <setjmp.h>
@@ -252,24 +253,38 @@ static void test_pool_independent(void** state) {
   }
 }
 
-/* The row kernel (AVX2, column stride 2) against the tile kernel
+/* The AVX2 layout (16-channel blocks) that a conv's W gets packed in. */
+static int packed_for_avx2(const Case* c) {
+  float* w = calloc(c->oc * c->ic * c->kh * c->kw, sizeof(float));
+  assert_non_null(w);
+  CpuConvDirect* d = cpu_conv_direct_create(w, c->oc, c->ic, c->kh, c->kw);
+  assert_non_null(d);
+  const int avx2 = d->kernel == CPU_CONV_DIRECT_AVX2;
+  assert_int_equal(d->ocb, avx2 ? 16 : 64);
+  assert_int_equal(d->rows, avx2);
+  cpu_conv_direct_free(d);
+  free(w);
+  return avx2;
+}
+
+/* The row kernel (AVX2 layout, column stride 2) against the tile kernel
  * (ONYX_CPU_CONV_ROWS=0 when W is packed), same inputs: the same bits, as
- * both sum each output in the same order with the same FMAs. */
+ * both sum each output in the same order with the same FMAs. With AVX-512
+ * the convs of at most 32 output channels take the AVX2 layout (and so the
+ * row kernel), the wider ones the AVX-512 tile. */
 static void test_rows_match_tiles(void** state) {
   (void)state;
   if (skip_without_kernel()) skip();
-  if (cpu_conv_direct_kernel() != CPU_CONV_DIRECT_AVX2) {
-    printf("skipped: the row kernel is AVX2's (isa %s)\n", cpu_gemm_isa_name());
-    skip();
-  }
   const Act leaky = {CPU_ACT_LEAKY_RELU, 0.2f, 0, 0};
+  const int avx512 = cpu_conv_direct_kernel() == CPU_CONV_DIRECT_AVX512;
   float w1 = 1.0f;
-  CpuConvDirect* on = cpu_conv_direct_create(&w1, 1, 1, 1, 1);
-  assert_non_null(on);
-  assert_true(on->rows);
-  cpu_conv_direct_free(on);
+  size_t compared = 0;
   for (size_t i = ROW_CASES; i < CPU_ARRAY_LEN(CASES); i++) {
     const Case* c = &CASES[i];
+    /* the layout follows the output channels on AVX-512 only */
+    assert_int_equal(packed_for_avx2(c), !avx512 || c->oc <= 32);
+    if (!packed_for_avx2(c)) continue;
+    compared++;
     const size_t yn = c->n * c->oc * out_h(c) * out_w(c);
     const uint32_t seed = rng;
     const size_t row_runs = cpu_conv_direct_row_runs();
@@ -288,6 +303,7 @@ static void test_rows_match_tiles(void** state) {
     free(rows);
     free(tiles);
   }
+  assert_true(compared >= 3); /* the cases of 19, 20 and 22 channels on every machine */
 }
 
 /* NaN reaching an activation stays NaN: a NaN bias makes its whole channel

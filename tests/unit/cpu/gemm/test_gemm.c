@@ -1,9 +1,9 @@
 /* test_gemm.c — the CPU provider's fp32 GEMM core against a float64
  * reference on random shapes (edges of every tile size, transposed A and B,
  * odd leading dimensions, alpha/beta, k = 0, operands packed ahead, row and
- * column biases, fused activations), for every micro-kernel the machine can
- * run (portable, AVX2, AVX-512), and thread-count independence. Compiles the
- * provider's cpu_linalg.c and cpu_gemm.c directly with a minimal host table. */
+ * column biases, fused activations, one row of A against a packed B), for every micro-kernel the
+ * machine can run (portable, AVX2, AVX-512), and thread-count independence. Compiles the provider's
+ * cpu_linalg.c and cpu_gemm.c directly with a minimal host table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -303,6 +303,38 @@ static void test_model_shapes(void** state) {
   }
 }
 
+/* One row of A with B packed ahead (a Gemm or MatMul at batch 1): the row
+ * path streams each packed panel once. Column counts around every panel
+ * width (8 .. 48, the wide panels from 256 and 384 columns on), k around
+ * its 4 interleaved partial sums, B transposed or not, every epilogue
+ * feature; on every micro-kernel, with and without the pool. */
+static void test_one_row_packed_b(void** state) {
+  (void)state;
+  static const size_t NS[] = {1, 7, 8, 15, 16, 17, 24, 31, 32, 33, 47, 48, 49, 100, 256, 432, 1000};
+  static const size_t KS[] = {1, 2, 3, 4, 5, 7, 8, 9, 63, 257, 1280};
+  const int top = max_isa_level();
+  for (int level = 0; level <= top; level++) {
+    cpu_gemm_force_isa(level);
+    srand(11 + (unsigned)level);
+    for (size_t i = 0; i < CPU_ARRAY_LEN(NS); i++)
+      for (size_t q = 0; q < CPU_ARRAY_LEN(KS); q++) {
+        const int f = (int)(i * CPU_ARRAY_LEN(KS) + q);
+        const Case t = {.m = 1,
+                        .n = NS[i],
+                        .k = KS[q],
+                        .tb = f % 2,
+                        .pack_b = 1,
+                        .bias_row = f % 3 == 0,
+                        .bias_col = f % 5 < 3,
+                        .act = f % 4,
+                        .alpha = f % 7 == 0 ? -0.5 : 1,
+                        .beta = f % 6 == 1 ? 0.5 : 0};
+        check_full(&t, f % 2 ? (OnyxThreadPool*)&host : NULL);
+      }
+  }
+  cpu_gemm_force_isa(-1);
+}
+
 /* k = 0: C = beta * C + biases, then the activation. */
 static void test_k_zero_epilogue(void** state) {
   (void)state;
@@ -459,6 +491,7 @@ int main(void) {
       cmocka_unit_test(test_thread_count_independent),
       cmocka_unit_test(test_every_kernel_every_feature),
       cmocka_unit_test(test_model_shapes),
+      cmocka_unit_test(test_one_row_packed_b),
       cmocka_unit_test(test_k_zero_epilogue),
       cmocka_unit_test(test_b_on_demand),
       cmocka_unit_test(test_without_pack_memory),

@@ -13,7 +13,9 @@
 #include "ox_checked.h"
 #include "ox_control.h"
 #include "ox_nested.h"
-#include "ox_session.h"
+#include "ox_frame.h"
+#include "ox_program.h"
+#include "ox_threadpool.h"
 
 /* Runs a nested plan once: feeds[0..n_formal) are the formal inputs
  * (borrowed), the outer values come from the parent's frame. outs receive
@@ -96,7 +98,7 @@ static size_t ox_held_bytes(const OxTensor* t) {
 static OnyxStatus* ox_stack_push(OxFrame* f, const OxNode* n, size_t which, OxStack* s,
                                  OxTensor* t) {
   size_t b = ox_held_bytes(t), total;
-  size_t max = f->session->opts->max_tensor_bytes;
+  size_t max = f->prog->cfg.max_tensor_bytes;
   if (!ox_add_size(s->bytes, b, &total) || (max && total > max))
     return ox_status(ONYX_LIMIT_EXCEEDED,
                      "node '%s' (%s): output %zu would hold more than %zu bytes after %zu "
@@ -452,7 +454,7 @@ static OnyxStatus* ox_run_seqmap(OxFrame* f, const OxStep* st, OxHostState* hs, 
     }
     err = ox_sub_run(f, st, sub, formal, bout);
     for (size_t o = 0; !err && o < n->n_outputs; o++) {
-      size_t b = ox_held_bytes(bout[o]), max = f->session->opts->max_tensor_bytes, total;
+      size_t b = ox_held_bytes(bout[o]), max = f->prog->cfg.max_tensor_bytes, total;
       if (!ox_add_size(acc[o].bytes, b, &total) || (max && total > max))
         err = ox_status(ONYX_LIMIT_EXCEEDED,
                         "node '%s' (%s): output sequence %zu would hold more than %zu bytes "

@@ -13,14 +13,16 @@
 #include "ox_profile.h"
 #include "ox_memplan.h"
 #include "ox_nvtx.h"
-#include "ox_session.h"
+#include "ox_frame.h"
+#include "ox_program.h"
+#include "ox_threadpool.h"
 #include "ox_streams.h"
 
-int32_t ox_session_ep_for_memory(OnyxSession* s, const OnyxMemoryDevice* mem) {
+int32_t ox_program_ep_for_memory(OxProgram* s, const OnyxMemoryDevice* mem) {
   for (size_t e = 0; e < s->n_eps; e++)
     for (int m = ONYX_MEM_DEFAULT; m <= ONYX_MEM_READ_ONLY; m++) {
       if (m != mem->mem_type) continue;
-      OnyxMemoryDevice d = ox_session_ep_memory(s, (int32_t)e, (OnyxMemType)m);
+      OnyxMemoryDevice d = ox_ep_memory(s->eps, (int32_t)e, (OnyxMemType)m);
       if (ox_memory_equal(&d, mem)) return (int32_t)e;
     }
   return -1;
@@ -81,7 +83,7 @@ static void ox_dump_values(OxStr* t, const OxTensor* v, size_t max) {
 
 static void ox_dump_side(OxStr* t, const OxFrame* f, const char* what, const size_t* slots,
                          size_t n, size_t max) {
-  const OxPlan* P = &f->session->plan;
+  const OxPlan* P = &f->prog->plan;
   for (size_t i = 0; i < n; i++) {
     if (slots[i] == OX_NO_SLOT) continue;
     const OxTensor* v = f->values[slots[i]];
@@ -99,7 +101,7 @@ static void ox_dump_node(const OxFrame* f, const OxSessionRt* rt, const OxStep* 
   if (!rt || !(rt->dump_nodes & (after ? 2 : 1)) || st->kind == OX_STEP_COPY ||
       st->kind == OX_STEP_HOST)
     return;
-  const OnyxSession* s = f->session;
+  const OxProgram* s = f->prog;
   const char* name = st->kind == OX_STEP_KERNEL ? st->node->name : s->part.groups[st->group].name;
   const char* op = st->kind == OX_STEP_KERNEL ? st->node->op_type : "FusedGroup";
   if (rt->dump_node_filter && !ox_list_has(rt->dump_node_filter, ",", name)) return;
@@ -116,7 +118,7 @@ static void ox_dump_node(const OxFrame* f, const OxSessionRt* rt, const OxStep* 
   free(text);
 }
 
-static void ox_dump_plans_once(OnyxSession* s, OxSessionRt* rt) {
+static void ox_dump_plans_once(OxProgram* s, OxSessionRt* rt) {
   if (!rt || (!rt->dump_plan && !rt->dump_memory)) return;
   if (__atomic_exchange_n(&rt->plans_dumped, 1, __ATOMIC_ACQ_REL)) return;
   char* a = rt->dump_plan ? ox_plan_text(s) : NULL;
@@ -143,7 +145,7 @@ static json_t* ox_shapes_json(const OxFrame* f, const size_t* slots, size_t n) {
 
 static void ox_profile_step(const OxFrame* f, OxProfiler* prof, const OxStep* st, double t0,
                             json_t* in_shapes, uint64_t run_id) {
-  const OnyxSession* s = f->session;
+  const OxProgram* s = f->prog;
   double t1 = ox_profiler_now(prof);
   json_t* args = json_object();
   const char* op = st->kind == OX_STEP_KERNEL || st->kind == OX_STEP_HOST ? st->node->op_type
@@ -164,7 +166,7 @@ static void ox_profile_step(const OxFrame* f, OxProfiler* prof, const OxStep* st
 }
 
 static OnyxStatus* ox_run_kernel_step(OxFrame* f, const OxStep* st) {
-  OnyxSession* s = f->session;
+  OxProgram* s = f->prog;
   OnyxKernelContext ctx = {.frame = f, .step = st};
   for (size_t i = 0; i < st->n_in; i++)
     if (st->in[i] != OX_NO_SLOT && !f->values[st->in[i]])
@@ -232,7 +234,7 @@ OnyxStatus* ox_frame_stop_status(const OxFrame* f) {
     return ox_status(ONYX_CANCELLED, "the run%s%s%s was cancelled", tag ? " '" : "", tag ? tag : "",
                      tag ? "'" : "");
   if (!ox_frame_past_deadline(f)) return NULL;
-  const OnyxSessionOptions* o = f->session->opts;
+  const OxRunConfig* o = &f->prog->cfg;
   bool fold = f->deadline_what && !strcmp(f->deadline_what, "constant folding");
   return ox_status(ONYX_CANCELLED, "the %s%s%s%s passed its time limit of %zu ms (%s)",
                    f->deadline_what ? f->deadline_what : "run", tag ? " '" : "", tag ? tag : "",
@@ -251,7 +253,7 @@ static size_t ox_value_bytes(const OxTensor* t) {
 }
 
 static OnyxStatus* ox_live_over(const OxFrame* f, const char* who, const char* op, size_t bytes) {
-  size_t max = f->session->opts->max_session_bytes;
+  size_t max = f->prog->cfg.max_session_bytes;
   size_t live = f->live_bytes ? *f->live_bytes : 0;
   return ox_status(ONYX_LIMIT_EXCEEDED,
                    "node '%s' (%s): %zu more bytes would bring the run's live tensors over the "
@@ -260,13 +262,13 @@ static OnyxStatus* ox_live_over(const OxFrame* f, const char* who, const char* o
 }
 
 OnyxStatus* ox_frame_reserve(const OxFrame* f, const OxNode* n, size_t bytes) {
-  size_t max_t = f ? f->session->opts->max_tensor_bytes : 0;
+  size_t max_t = f ? f->prog->cfg.max_tensor_bytes : 0;
   if (max_t && bytes > max_t)
     return ox_status(ONYX_LIMIT_EXCEEDED,
                      "node '%s' (%s): a tensor of %zu bytes exceeds the limit of %zu bytes "
                      "(max_tensor_bytes)",
                      n ? n->name : "?", n ? n->op_type : "?", bytes, max_t);
-  size_t max = f ? f->session->opts->max_session_bytes : 0;
+  size_t max = f ? f->prog->cfg.max_session_bytes : 0;
   size_t live = f && f->live_bytes ? *f->live_bytes : 0, total;
   if (max && (!ox_add_size(live, bytes, &total) || total > max))
     return ox_live_over(f, n ? n->name : "?", n ? n->op_type : "?", bytes);
@@ -291,13 +293,13 @@ OnyxStatus* ox_frame_reserve_shape(const OxFrame* f, const OxNode* n, OnyxElemTy
 }
 
 void ox_frame_charge(OxFrame* f, size_t bytes) {
-  if (!f || !f->live_bytes || !f->session->opts->max_session_bytes) return;
+  if (!f || !f->live_bytes || !f->prog->cfg.max_session_bytes) return;
   size_t* live = f->live_bytes;
   *live = SIZE_MAX - *live < bytes ? SIZE_MAX : *live + bytes;
 }
 
 void ox_frame_uncharge(OxFrame* f, size_t bytes) {
-  if (!f || !f->live_bytes || !f->session->opts->max_session_bytes) return;
+  if (!f || !f->live_bytes || !f->prog->cfg.max_session_bytes) return;
   *f->live_bytes = *f->live_bytes > bytes ? *f->live_bytes - bytes : 0;
 }
 
@@ -310,22 +312,22 @@ OnyxStatus* ox_host_tensor_new(OxFrame* f, const OxNode* n, OnyxElemType type, c
 
 /* The copy by the path the plan chose (ox_streams.h); the host waited for
  * the source's producer already when it ran on another stream. */
-static OnyxStatus* ox_copy_by_path(OnyxSession* s, const OxStep* st, int32_t path,
+static OnyxStatus* ox_copy_by_path(OxProgram* s, const OxStep* st, int32_t path,
                                    const OxTensor* src, OxTensor* dst) {
   if (!ox_memory_equal(&src->device, &s->plan.slots[st->in[0]].mem) ||
       !ox_memory_equal(&dst->device, &st->out_mem[0]))
     path = OX_COPY_STAGED; /* not the memories planned for: the synchronous path */
   switch (path) {
   case OX_COPY_HOST:
-    return ox_copy_tensor(s, src, dst, -1, -1); /* memcpy: both are host memories */
+    return ox_ep_copy_tensor(s->eps, src, dst, -1, -1); /* memcpy: both are host memories */
   case OX_COPY_BY_DST:
-    return ox_session_ep_copy(s, st->copy_dst_ep, src, dst);
+    return ox_ep_copy(s->eps, st->copy_dst_ep, src, dst);
   case OX_COPY_BY_SRC:
-    return ox_session_ep_copy(s, st->copy_src_ep, src, dst);
+    return ox_ep_copy(s->eps, st->copy_src_ep, src, dst);
   default: {
-    /* ox_copy_tensor synchronizes the source's stream before and both
+    /* ox_ep_copy_tensor synchronizes the source's stream before and both
      * streams after staging. */
-    OnyxStatus* err = ox_copy_tensor(s, src, dst, st->copy_src_ep, st->copy_dst_ep);
+    OnyxStatus* err = ox_ep_copy_tensor(s->eps, src, dst, st->copy_src_ep, st->copy_dst_ep);
     int32_t e = st->copy_dst_ep;
     if (!err && e >= 0 && s->eps[e].stream && s->eps[e].ep->sync_stream)
       err = s->eps[e].ep->sync_stream(s->eps[e].ep, s->eps[e].stream);
@@ -399,8 +401,8 @@ static OnyxStatus* ox_alias_of(const OxTensor* t, OxTensor** out) {
   return ox_tensor_wrap(t->type, t->dims, t->rank, t->data, &t->device, out);
 }
 
-static void ox_count_copy(OnyxSession* s) {
-  OxSessionRt* rt = ox_session_rt(s);
+static void ox_count_copy(OxProgram* s) {
+  OxSessionRt* rt = s->cfg.rt;
   if (rt) __atomic_add_fetch(&rt->copies, 1, __ATOMIC_RELAXED);
 }
 
@@ -408,7 +410,7 @@ static void ox_count_copy(OnyxSession* s) {
  * output tensor its producer wrote) already holds the value in the
  * destination memory, the step aliases it instead of copying (*aliased). */
 static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path, bool* aliased) {
-  OnyxSession* s = f->session;
+  OxProgram* s = f->prog;
   size_t in = st->in[0], out = st->out[0];
   const OxTensor* src = f->values[in];
   const OxRunIo* io = f->io;
@@ -433,15 +435,15 @@ static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path, 
   OnyxStatus* err = NULL;
   if (fetch) {
     /* Into the caller's tensor, or a new one, in the memory it is fetched in. */
-    int32_t ep = ox_session_ep_for_memory(s, fetch);
+    int32_t ep = ox_program_ep_for_memory(s, fetch);
     if (user && ox_tensor_same_shape(src, user))
       err = ox_alias_of(user, &dst);
     else if (ep < 0)
       err = ox_tensor_new(src->type, src->dims, src->rank, &dst);
     else
-      err = ox_session_alloc_tensor(s, ep, (OnyxMemType)fetch->mem_type, src->type, src->dims,
-                                    src->rank, &dst);
-    if (!err) err = ox_copy_tensor(s, src, dst, st->copy_src_ep, ep);
+      err = ox_ep_alloc_tensor(s->eps, ep, (OnyxMemType)fetch->mem_type, s->cfg.max_tensor_bytes,
+                               src->type, src->dims, src->rank, &dst);
+    if (!err) err = ox_ep_copy_tensor(s->eps, src, dst, st->copy_src_ep, ep);
     if (!err && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
       err = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
   } else {
@@ -462,7 +464,7 @@ static OnyxStatus* ox_run_copy_step(OxFrame* f, const OxStep* st, int32_t path, 
  * memory read it (they alias it), else staged into a host copy that the run
  * owns (the copy steps into the feed's memory still alias the feed). */
 static OnyxStatus* ox_place_feeds(OxFrame* f, OxTensor** feeds, bool* borrowed) {
-  OnyxSession* s = f->session;
+  OxProgram* s = f->prog;
   const OxPlan* P = &s->plan;
   for (size_t i = 0; i < s->graph->n_inputs; i++) {
     size_t slot = P->input_slots[i];
@@ -476,10 +478,10 @@ static OnyxStatus* ox_place_feeds(OxFrame* f, OxTensor** feeds, bool* borrowed) 
     OX_TRY(ox_run_io_need(&f->io, P->n_slots));
     f->io->feed[slot] = t;
     if (ox_only_copies_to(P, slot, &t->device)) continue;
-    int32_t ep = ox_session_ep_for_memory(s, &t->device);
+    int32_t ep = ox_program_ep_for_memory(s, &t->device);
     OxTensor* h = NULL;
     OnyxStatus* err = ox_tensor_new(t->type, t->dims, t->rank, &h);
-    if (!err) err = ox_copy_tensor(s, t, h, ep, -1);
+    if (!err) err = ox_ep_copy_tensor(s->eps, t, h, ep, -1);
     if (!err && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
       err = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
     if (err) {
@@ -501,7 +503,7 @@ static OnyxStatus* ox_place_feeds(OxFrame* f, OxTensor** feeds, bool* borrowed) 
  * host slot. */
 static OnyxStatus* ox_place_fetches(OxFrame* f, const bool* wanted, OxTensor* const* presets,
                                     const OnyxMemoryDevice* const* fetch_mem, OxTensor** preset) {
-  OnyxSession* s = f->session;
+  OxProgram* s = f->prog;
   const OxPlan* P = &s->plan;
   size_t n_out = s->graph->n_outputs;
   for (size_t i = 0; i < n_out; i++) {
@@ -537,7 +539,7 @@ static OnyxStatus* ox_place_fetches(OxFrame* f, const bool* wanted, OxTensor* co
   return NULL;
 }
 
-static OnyxStatus* ox_sync_all(OnyxSession* s) {
+static OnyxStatus* ox_sync_all(OxProgram* s) {
   OnyxStatus* first = NULL;
   for (size_t e = 0; e < s->n_eps; e++) {
     OnyxEp* ep = s->eps[e].ep;
@@ -560,7 +562,7 @@ typedef struct OxRunSync {
   size_t n_pending;
 } OxRunSync;
 
-static OnyxStatus* ox_run_sync_begin(OnyxSession* s, OxRunSync* r) {
+static OnyxStatus* ox_run_sync_begin(OxProgram* s, OxRunSync* r) {
   *r = (OxRunSync){.sp = s->plan.streams};
   if (!r->sp) return ox_status(ONYX_FAIL, "internal: the plan has no stream table");
   r->done = calloc(s->n_eps + 1, sizeof *r->done);
@@ -570,7 +572,7 @@ static OnyxStatus* ox_run_sync_begin(OnyxSession* s, OxRunSync* r) {
 }
 
 /* After every stream is synchronized: the events go back to the plan. */
-static void ox_run_sync_end(OnyxSession* s, OxRunSync* r) {
+static void ox_run_sync_end(OxProgram* s, OxRunSync* r) {
   ox_event_set_give(s, r->set);
   free(r->done);
   free(r->pending);
@@ -603,7 +605,7 @@ static void ox_free_ready(OxFrame* f, OxRunSync* r) {
 
 /* Before step i: the host waits for every producer on another stream. */
 static OnyxStatus* ox_wait_crossings(OxFrame* f, OxRunSync* r, size_t i) {
-  OnyxSession* s = f->session;
+  OxProgram* s = f->prog;
   const OxStreamPlan* sp = r->sp;
   const OxStepSync* ss = &sp->steps[i];
   for (size_t w = 0; w < ss->n_waits; w++) {
@@ -633,7 +635,7 @@ static OnyxStatus* ox_wait_crossings(OxFrame* f, OxRunSync* r, size_t i) {
 static OnyxStatus* ox_record_crossing(OxFrame* f, OxRunSync* r, size_t i) {
   const OxStepSync* ss = &r->sp->steps[i];
   if (ss->record == OX_NO_EVENT || !r->sp->crossings[ss->record].has_event) return NULL;
-  OxEpSlot* e = &f->session->eps[ss->agent];
+  OxEpSlot* e = &f->prog->eps[ss->agent];
   OnyxStatus* err = e->ep->record_event(e->ep, r->set->ev[ss->record], e->stream);
   return err ? ox_status_wrap(err, "provider '%s': record_event after step %zu", e->name, i) : NULL;
 }
@@ -645,7 +647,7 @@ static void ox_copy_done(OxRunSync* r, const OxStep* st, int32_t path, size_t i)
   ox_run_done(r, st->copy_dst_ep, i + 1);
 }
 
-OnyxStatus* ox_execute(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+OnyxStatus* ox_execute(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                        OxTensor** fetched, const bool* wanted) {
   return ox_execute_ex(s, run, feeds, fetched, wanted, NULL);
 }
@@ -680,8 +682,8 @@ static const char* ox_step_op(const OxStep* st) {
 
 OnyxStatus* ox_frame_charge_output(OxFrame* f, const OxStep* st, size_t slot, OnyxElemType type,
                                    const int64_t* dims, size_t rank) {
-  const OnyxSession* s = f->session;
-  size_t max = s->opts->max_session_bytes;
+  const OxProgram* s = f->prog;
+  size_t max = s->cfg.max_session_bytes;
   if (!max || !f->live_bytes || (f->charged && f->charged[slot])) return NULL;
   size_t b = type == ONYX_ELEM_STRING ? sizeof(char*) : ox_elem_size(type), total;
   for (size_t i = 0; i < rank; i++)
@@ -699,13 +701,13 @@ OnyxStatus* ox_frame_charge_output(OxFrame* f, const OxStep* st, size_t slot, On
 static OnyxStatus* ox_charge_outputs(OxFrame* f, OxCharges* c, const OxStep* st,
                                      const bool* borrowed) {
   OnyxStatus* err = NULL;
-  size_t max = f->session->opts->max_session_bytes;
+  size_t max = f->prog->cfg.max_session_bytes;
   for (size_t i = 0; c->bytes && i < st->n_out; i++) {
     size_t slot = st->out[i];
     if (slot == OX_NO_SLOT || borrowed[slot] || c->bytes[slot] || !f->values[slot]) continue;
     size_t b = ox_value_bytes(f->values[slot]), live = *f->live_bytes, total;
     if (!err && (!ox_add_size(live, b, &total) || total > max)) {
-      err = ox_live_over(f, ox_plan_step_name(f->session, st), ox_step_op(st), b);
+      err = ox_live_over(f, ox_plan_step_name(f->prog, st), ox_step_op(st), b);
     }
     ox_frame_charge(f, b);
     c->bytes[slot] = b == SIZE_MAX ? SIZE_MAX : b + 1;
@@ -716,54 +718,54 @@ static OnyxStatus* ox_charge_outputs(OxFrame* f, OxCharges* c, const OxStep* st,
 static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed, OxRunSync* r,
                                     OxCharges* charges);
 
-static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+static OnyxStatus* ox_execute_in(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                                  OxTensor** fetched, const bool* wanted,
                                  OxTensor* const* preset_outputs,
                                  const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent);
 
-OnyxStatus* ox_execute_ex(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+OnyxStatus* ox_execute_ex(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs) {
   return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, NULL, NULL);
 }
 
-OnyxStatus* ox_execute_io(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+OnyxStatus* ox_execute_io(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs,
                           const OnyxMemoryDevice* const* fetch_mem) {
   return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, NULL);
 }
 
-OnyxStatus* ox_execute_nested(const OxFrame* parent, OnyxSession* s, OxTensor** feeds,
+OnyxStatus* ox_execute_nested(const OxFrame* parent, OxProgram* s, OxTensor** feeds,
                               OxTensor** fetched, const bool* wanted) {
   return ox_execute_in(s, parent->run, feeds, fetched, wanted, NULL, NULL, parent);
 }
 
-static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+static OnyxStatus* ox_execute_in(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                                  OxTensor** fetched, const bool* wanted,
                                  OxTensor* const* preset_outputs,
                                  const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent) {
   const OxPlan* P = &s->plan;
-  OxSessionRt* rt = ox_session_rt(s);
+  OxSessionRt* rt = s->cfg.rt;
   ox_dump_plans_once(s, rt);
   size_t live = 0; /* a top-level run's live bytes; nested runs add to their parent's */
-  OxFrame f = {.session = s, .run = run};
+  OxFrame f = {.prog = s, .run = run};
   if (parent) {
     f.deadline_ns = parent->deadline_ns;
     f.deadline_what = parent->deadline_what;
     f.live_bytes = parent->live_bytes;
   } else {
-    f.deadline_ns = ox_deadline_after_ms(s->opts->max_run_ms);
+    f.deadline_ns = ox_deadline_after_ms(s->cfg.max_run_ms);
     f.deadline_what = "run";
     f.live_bytes = &live;
   }
   OxCharges charges = {0};
-  if (s->opts->max_session_bytes && f.live_bytes)
+  if (s->cfg.max_session_bytes && f.live_bytes)
     charges.bytes = calloc(P->n_slots + 1, sizeof *charges.bytes);
   f.charged = charges.bytes; /* kernels' outputs are charged as they are allocated */
   f.values = calloc(P->n_slots + 1, sizeof *f.values);
   bool* borrowed = calloc(P->n_slots + 1, sizeof *borrowed);
   OxTensor** preset = preset_outputs ? calloc(P->n_slots + 1, sizeof *preset) : NULL;
   if (!f.values || !borrowed || (preset_outputs && !preset) ||
-      (s->opts->max_session_bytes && f.live_bytes && !charges.bytes)) {
+      (s->cfg.max_session_bytes && f.live_bytes && !charges.bytes)) {
     free(f.values);
     free(borrowed);
     free(preset);
@@ -836,7 +838,7 @@ static OnyxStatus* ox_execute_in(OnyxSession* s, const OnyxRunOptions* run, OxTe
 
 static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed, OxRunSync* r,
                                     OxCharges* charges) {
-  OnyxSession* s = f->session;
+  OxProgram* s = f->prog;
   const OnyxRunOptions* run = f->run;
   const OxPlan* P = &s->plan;
   OxProfiler* prof = rt ? rt->profiler : NULL;

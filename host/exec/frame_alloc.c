@@ -3,14 +3,16 @@
  * for the slot (IO binding), else the slot's place in the run's
  * memory-pattern block (ox_memplan.h), else the heap for a graph output in
  * host memory (so that it outlives the session), else the producing
- * provider's arena (ox_session_alloc_tensor); the limits come first:
+ * provider's arena (ox_ep_alloc_tensor); the limits come first:
  * max_tensor_bytes for every path, then the run's live bytes
  * (max_session_bytes). A copy step's destination (ox_frame_alloc_copy): the
  * bound tensor, else the heap (host) or the destination provider's arena. */
 #include <stdint.h>
 #include <string.h>
 #include "ox_memplan.h"
-#include "ox_session.h"
+#include "ox_frame.h"
+#include "ox_program.h"
+#include "ox_threadpool.h"
 
 OxTensor* ox_frame_preset_take(OxFrame* f, size_t slot, OnyxElemType type, const int64_t* dims,
                                size_t rank, const OnyxMemoryDevice* mem) {
@@ -30,13 +32,13 @@ OxTensor* ox_frame_preset_take(OxFrame* f, size_t slot, OnyxElemType type, const
 OnyxStatus* ox_frame_alloc_output(OxFrame* f, const OxStep* st, size_t o, const int64_t* dims,
                                   size_t rank, OxTensor** out) {
   *out = NULL;
-  OnyxSession* s = f->session;
+  OxProgram* s = f->prog;
   size_t slot = st->out[o];
   OnyxElemType type = s->plan.slots[slot].value->type;
   /* Graph outputs in host memory go to the heap so they outlive the session. */
   bool heap = s->plan.slots[slot].is_output && st->out_mem[o].kind == ONYX_DEVICE_CPU &&
               ox_memory_equal(&st->out_mem[o], &OX_HOST_MEMORY);
-  OX_TRY(ox_session_check_tensor_limit(s, type, dims, rank)); /* every path below */
+  OX_TRY(ox_tensor_limit_check(s->cfg.max_tensor_bytes, type, dims, rank)); /* every path below */
   OX_TRY(ox_frame_charge_output(f, st, slot, type, dims, rank));
   OxTensor* t = ox_frame_preset_take(f, slot, type, dims, rank, &st->out_mem[o]);
   if (!t && !heap && f->memrun) t = ox_memplan_take(s, f->memrun, slot, type, dims, rank);
@@ -50,8 +52,8 @@ OnyxStatus* ox_frame_alloc_output(OxFrame* f, const OxStep* st, size_t o, const 
 #endif
   }
   if (!t)
-    OX_TRY(ox_session_alloc_tensor(s, st->out_ep[o], (OnyxMemType)st->out_mem[o].mem_type, type,
-                                   dims, rank, &t));
+    OX_TRY(ox_ep_alloc_tensor(s->eps, st->out_ep[o], (OnyxMemType)st->out_mem[o].mem_type,
+                              s->cfg.max_tensor_bytes, type, dims, rank, &t));
   *out = t;
   return NULL;
 }
@@ -60,6 +62,6 @@ OnyxStatus* ox_frame_alloc_copy(OxFrame* f, const OxStep* st, const OxTensor* sr
   *out = ox_frame_preset_take(f, st->out[0], src->type, src->dims, src->rank, &st->out_mem[0]);
   if (*out) return NULL;
   if (st->out_ep[0] < 0) return ox_tensor_new(src->type, src->dims, src->rank, out);
-  return ox_session_alloc_tensor(f->session, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
-                                 src->type, src->dims, src->rank, out);
+  return ox_ep_alloc_tensor(f->prog->eps, st->out_ep[0], (OnyxMemType)st->out_mem[0].mem_type,
+                            f->prog->cfg.max_tensor_bytes, src->type, src->dims, src->rank, out);
 }

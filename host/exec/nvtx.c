@@ -86,12 +86,12 @@ void ox_nvtx_pop(void) {}
 
 #endif
 
-static bool ox_nvtx_on(OnyxSession* s) {
-  OxSessionRt* rt = s && s->opts ? ox_session_rt(s) : NULL;
+static bool ox_nvtx_on(OxProgram* s) {
+  OxSessionRt* rt = s ? s->cfg.rt : NULL;
   return rt && rt->nvtx;
 }
 
-int ox_nvtx_create_begin(OnyxSession* s) {
+int ox_nvtx_create_begin(OxProgram* s) {
   int depth = ox_nvtx_depth;
   if (!ox_nvtx_on(s)) return depth;
   char name[512];
@@ -105,11 +105,11 @@ void ox_nvtx_unwind(int depth) {
     ox_nvtx_pop();
 }
 
-void ox_nvtx_phase_push(OnyxSession* s, const char* phase) {
+void ox_nvtx_phase_push(OxProgram* s, const char* phase) {
   if (ox_nvtx_on(s)) ox_nvtx_push(phase, OX_NVTX_SESSION_COLOR, OX_NVTX_CAT_SESSION);
 }
 
-void ox_nvtx_phase_pop(OnyxSession* s) {
+void ox_nvtx_phase_pop(OxProgram* s) {
   if (ox_nvtx_on(s)) ox_nvtx_pop();
 }
 
@@ -125,7 +125,7 @@ bool ox_nvtx_run_push(const OxSessionRt* rt, const OnyxRunOptions* run) {
   return true;
 }
 
-static const char* ox_nvtx_ep(const OnyxSession* s, int32_t ep) {
+static const char* ox_nvtx_ep(const OxProgram* s, int32_t ep) {
   return ep >= 0 && (size_t)ep < s->n_eps ? s->eps[ep].name : "host";
 }
 
@@ -136,7 +136,7 @@ static uint32_t ox_nvtx_color(const char* provider) {
   return ox_nvtx_palette[h % (sizeof ox_nvtx_palette / sizeof *ox_nvtx_palette)];
 }
 
-void ox_nvtx_step_push(const OnyxSession* s, const OxStep* st) {
+void ox_nvtx_step_push(const OxProgram* s, const OxStep* st) {
   char name[512];
   if (st->kind == OX_STEP_COPY) {
     const char* value = s->plan.slots[st->in[0]].value->name;

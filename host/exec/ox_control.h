@@ -12,7 +12,7 @@
 
 #define OX_CF_MAX_RANK 64 /* ranks the host ops handle */
 
-struct OnyxSession;
+struct OxProgram;
 struct OxStep;
 struct OxFrame;
 
@@ -53,7 +53,7 @@ OnyxStatus* ox_host_tensor_new(struct OxFrame* f, const OxNode* n, OnyxElemType 
                                const int64_t* dims, size_t rank, OxTensor** out);
 /* Runs a nested session (a subgraph of the parent frame's step) within the
  * parent run: its run options, deadline and live bytes. */
-OnyxStatus* ox_execute_nested(const struct OxFrame* parent, struct OnyxSession* s, OxTensor** feeds,
+OnyxStatus* ox_execute_nested(const struct OxFrame* parent, struct OxProgram* s, OxTensor** feeds,
                               OxTensor** fetched, const bool* wanted);
 
 /* Tensor helpers shared by control.c and sequence.c; f and n as above. */

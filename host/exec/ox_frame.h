@@ -8,11 +8,11 @@
 #include "ox_plan.h"
 #include "onyx/onyx.h"
 
-struct OnyxSession;
+struct OxProgram;
 
 /* Kernel context of one step in one run. */
 typedef struct OxFrame {
-  struct OnyxSession* session;
+  struct OxProgram* prog;
   OxTensor** values; /* per slot */
   const OnyxRunOptions* run;
   /* Per slot, or NULL: a tensor the user preallocated for the value (IO
@@ -55,21 +55,24 @@ bool ox_frame_should_stop(const OxFrame* f);
 OnyxStatus* ox_frame_charge_output(OxFrame* f, const OxStep* st, size_t slot, OnyxElemType type,
                                    const int64_t* dims, size_t rank);
 
+/* Index of the provider whose allocator serves memory `mem` (-1: none). */
+int32_t ox_program_ep_for_memory(struct OxProgram* p, const OnyxMemoryDevice* mem);
+
 /* Runs the plan. */
-OnyxStatus* ox_execute(struct OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+OnyxStatus* ox_execute(struct OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                        OxTensor** fetched /* per graph output; NULL entries if not wanted */,
                        const bool* wanted);
 /* The same with preallocated outputs: preset_outputs[i] (per graph output,
  * may be NULL) is written in place when the producer's memory, type and
  * shape match; the fetched tensor then shares its data pointer. */
-OnyxStatus* ox_execute_ex(struct OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+OnyxStatus* ox_execute_ex(struct OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs);
 /* The same, fetching output i in memory fetch_mem[i] (fetch_mem or an entry
  * NULL: host memory). Where output i is produced in that memory and nothing
  * else reads its host copy, the copy to host is replaced: the producer
  * writes into preset_outputs[i] when given (and the output is then that
  * tensor, without a copy), else the value is copied within that memory. */
-OnyxStatus* ox_execute_io(struct OnyxSession* s, const OnyxRunOptions* run, OxTensor** feeds,
+OnyxStatus* ox_execute_io(struct OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs,
                           const OnyxMemoryDevice* const* fetch_mem);
 /* Allocates output o of step st (slot st->out[o]) with these dims, in order:

@@ -13,7 +13,7 @@
 #define OX_NVTX_H
 
 #include <stdbool.h>
-#include "ox_session.h"
+#include "ox_program.h"
 
 /* Whether this build has the NVTX backend. */
 bool ox_nvtx_available(void);
@@ -22,12 +22,12 @@ bool ox_nvtx_available(void);
  * Returns the calling thread's range depth before it, for ox_nvtx_unwind,
  * which pops what an early error return left open. s may be NULL (nothing
  * pushed). */
-int ox_nvtx_create_begin(OnyxSession* s);
+int ox_nvtx_create_begin(OxProgram* s);
 void ox_nvtx_unwind(int depth);
 /* One phase of session creation ("load", "optimize", "partition", "fuse",
  * "plan": the profiler's names), pushed and popped. */
-void ox_nvtx_phase_push(OnyxSession* s, const char* phase);
-void ox_nvtx_phase_pop(OnyxSession* s);
+void ox_nvtx_phase_push(OxProgram* s, const char* phase);
+void ox_nvtx_phase_pop(OxProgram* s);
 
 /* A run: pushes "run" ("run <tag>" with a run tag) and returns true when the
  * switch of the session owning rt is on; the caller then brackets each step
@@ -36,7 +36,7 @@ bool ox_nvtx_run_push(const OxSessionRt* rt, const OnyxRunOptions* run);
 /* A step: "<node> (<op>) [<provider>]" for kernels and host ops,
  * "<group> [<provider>]" for fused groups, "copy <value> <src>→<dst>" for
  * copies (a provider's name, or "host"). */
-void ox_nvtx_step_push(const OnyxSession* s, const OxStep* st);
+void ox_nvtx_step_push(const OxProgram* s, const OxStep* st);
 /* Pops the calling thread's innermost Onyx range. */
 void ox_nvtx_pop(void);
 

@@ -24,6 +24,25 @@ typedef struct OxEpSlot {
   size_t n_nodes;     /* nodes placed here */
 } OxEpSlot;
 
+/* --- The providers' memory (ep_memory.c), over a session's provider table ---------- */
+/* The memory provider ep's allocator of type mem serves (host memory for ep
+ * -1 or a provider without one). */
+OnyxMemoryDevice ox_ep_memory(const OxEpSlot* eps, int32_t ep, OnyxMemType mem);
+/* max_tensor_bytes (0: none) against a tensor about to be allocated in any
+ * memory: ONYX_LIMIT_EXCEEDED over it. */
+OnyxStatus* ox_tensor_limit_check(size_t max_tensor_bytes, OnyxElemType type, const int64_t* dims,
+                                  size_t rank);
+/* Allocates a tensor in provider ep's memory of type mem through the slot's
+ * arena (ep -1, and strings: a host tensor), after the limit check. */
+OnyxStatus* ox_ep_alloc_tensor(OxEpSlot* eps, int32_t ep, OnyxMemType mem, size_t max_tensor_bytes,
+                               OnyxElemType type, const int64_t* dims, size_t rank, OxTensor** out);
+/* One tensor through provider ep's copy_tensors, queued on its stream. */
+OnyxStatus* ox_ep_copy(const OxEpSlot* eps, int32_t ep, const OxTensor* src, OxTensor* dst);
+/* Copies src into dst (same type/shape), choosing host memcpy, the
+ * destination's or the source's provider copy, or staging through host. */
+OnyxStatus* ox_ep_copy_tensor(const OxEpSlot* eps, const OxTensor* src, OxTensor* dst,
+                              int32_t src_ep, int32_t dst_ep);
+
 /* --- Placement -------------------------------------------------------------------- */
 /* A pin of the session's options (OnyxSessionOptions.pins): the nodes of a
  * name, or of an op type, go to a named provider. */

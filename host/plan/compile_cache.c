@@ -295,14 +295,14 @@ static void k_node(KeyCtx* k, const OxNode* n) {
   }
 }
 
-static const OxProviderSpec* slot_spec(const OnyxSession* s, int32_t ep) {
-  for (size_t i = 0; i < s->opts->n_providers; i++)
-    if (!strcmp(s->opts->providers[i].name, s->eps[ep].name)) return &s->opts->providers[i];
+static const OxProviderSpec* slot_spec(const OxProgram* s, int32_t ep) {
+  for (size_t i = 0; i < s->cfg.n_providers; i++)
+    if (!strcmp(s->cfg.providers[i].name, s->eps[ep].name)) return &s->cfg.providers[i];
   return NULL;
 }
 
 /* The entry's key; false when the group cannot be cached. */
-static bool group_key(const OnyxSession* s, int32_t ep, const OxGroup* grp, uint8_t key[16]) {
+static bool group_key(const OxProgram* s, int32_t ep, const OxGroup* grp, uint8_t key[16]) {
   KeyCtx k = {.view = &grp->view};
   ox_hash128_init(&k.h, 0);
   k_str(&k, "onyx compiled-group key 1");
@@ -314,7 +314,7 @@ static bool group_key(const OnyxSession* s, int32_t ep, const OxGroup* grp, uint
   k_str(&k, p ? p->version : NULL);
   const OxProviderSpec* spec = slot_spec(s, ep);
   k_u64(&k, spec ? (uint64_t)spec->device : 0);
-  k_u64(&k, s->opts->deterministic);
+  k_u64(&k, s->cfg.deterministic);
   /* The provider's options sorted by key. */
   const OnyxOptions* o = spec ? &spec->options : NULL;
   size_t n_opt = o ? o->count : 0;
@@ -349,8 +349,8 @@ static bool group_key(const OnyxSession* s, int32_t ep, const OxGroup* grp, uint
 
 /* The largest payload read: four times the model limit (an entry holds
  * weights, often twice over: as given and in the provider's layout). */
-static size_t entry_limit(const OnyxSession* s) {
-  size_t m = s->opts->max_model_bytes;
+static size_t entry_limit(const OxProgram* s) {
+  size_t m = s->cfg.max_model_bytes;
   return m > SIZE_MAX / 4 ? SIZE_MAX : m * 4;
 }
 
@@ -382,7 +382,7 @@ typedef enum EntryRead { ENTRY_MISSING, ENTRY_BAD, ENTRY_OK } EntryRead;
 
 /* Reads and checks the entry at `path`: ENTRY_OK with the payload in *data
  * (freed with free()), ENTRY_MISSING, or ENTRY_BAD with the reason in `why`. */
-static EntryRead read_entry(const OnyxSession* s, const char* path, const uint8_t key[16],
+static EntryRead read_entry(const OxProgram* s, const char* path, const uint8_t key[16],
                             uint8_t** data, size_t* len, char* why, size_t why_len) {
   *data = NULL;
   *len = 0;
@@ -506,35 +506,35 @@ static OnyxStatus* compile_plain(OnyxEp* ep, OxGroup* grp) {
   return ep->compile(ep, &grp->view, &grp->kernel);
 }
 
-static void save(OnyxSession* s, int32_t e, OxGroup* grp, const uint8_t key[16], const char* path) {
+static void save(OxProgram* s, int32_t e, OxGroup* grp, const uint8_t key[16], const char* path) {
   OnyxEp* ep = s->eps[e].ep;
   OnyxBlobWriter w = {0};
   OnyxStatus* st = OX_EP_SLOT(ep, save_compiled)(ep, &grp->view, &grp->kernel, &w);
   char why[1024];
   if (st) {
-    ox_session_log(s, ONYX_LOG_WARNING,
+    ox_program_log(s, ONYX_LOG_WARNING,
                    "compiled-group cache: provider '%s' could not save group '%s' to %s: %s",
                    s->eps[e].name, grp->name, path, st->message ? st->message : "");
     ox_status_free(st);
-  } else if (!write_entry(s->opts->cache_dir, path, key, &w, why, sizeof why)) {
-    ox_session_log(s, ONYX_LOG_WARNING, "compiled-group cache: cannot save group '%s' to %s: %s",
+  } else if (!write_entry(s->cfg.cache_dir, path, key, &w, why, sizeof why)) {
+    ox_program_log(s, ONYX_LOG_WARNING, "compiled-group cache: cannot save group '%s' to %s: %s",
                    grp->name, path, why);
   } else {
-    ox_session_log(s, ONYX_LOG_INFO,
+    ox_program_log(s, ONYX_LOG_INFO,
                    "compiled-group cache: saved group '%s' (provider '%s', %zu bytes) to %s",
                    grp->name, s->eps[e].name, w.len, path);
   }
   free(w.data);
 }
 
-OnyxStatus* ox_compile_group(OnyxSession* s, int32_t e, OxGroup* grp) {
+OnyxStatus* ox_compile_group(OxProgram* s, int32_t e, OxGroup* grp) {
   OnyxEp* ep = s->eps[e].ep;
-  const char* dir = s->opts->cache_dir;
+  const char* dir = s->cfg.cache_dir;
   if (!dir || !OX_EP_SLOT(ep, save_compiled) || !OX_EP_SLOT(ep, load_compiled))
     return compile_plain(ep, grp);
   uint8_t key[16];
   if (!group_key(s, e, grp, key)) {
-    ox_session_log(s, ONYX_LOG_VERBOSE,
+    ox_program_log(s, ONYX_LOG_VERBOSE,
                    "compiled-group cache: group '%s' holds a subgraph or sparse attribute: not "
                    "cached",
                    grp->name);
@@ -554,7 +554,7 @@ OnyxStatus* ox_compile_group(OnyxSession* s, int32_t e, OxGroup* grp) {
     OnyxStatus* st = OX_EP_SLOT(ep, load_compiled)(ep, &grp->view, data, len, &grp->kernel);
     free(data);
     if (!st && grp->kernel.compute) {
-      ox_session_log(s, ONYX_LOG_INFO,
+      ox_program_log(s, ONYX_LOG_INFO,
                      "compiled-group cache: group '%s' (provider '%s') loaded from %s", grp->name,
                      s->eps[e].name, path);
       free(path);
@@ -566,7 +566,7 @@ OnyxStatus* ox_compile_group(OnyxSession* s, int32_t e, OxGroup* grp) {
     r = ENTRY_BAD;
   }
   if (r == ENTRY_BAD)
-    ox_session_log(s, ONYX_LOG_WARNING,
+    ox_program_log(s, ONYX_LOG_WARNING,
                    "compiled-group cache: ignoring %s for group '%s': %s; compiling it again", path,
                    grp->name, why);
   OnyxStatus* st = compile_plain(ep, grp);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ox_nested.h"
-#include "ox_session.h"
+#include "ox_program.h"
 
 static OnyxStatus* ox_node_error(const OxNode* n, const char* fmt, ...) OX_PRINTF(2, 3);
 static OnyxStatus* ox_node_error(const OxNode* n, const char* fmt, ...) {
@@ -37,7 +37,7 @@ static OxGraph* ox_node_graph(const OxNode* n, const char* name) {
   return a && a->type == ONYX_ATTR_GRAPH ? a->g : NULL;
 }
 
-static OnyxStatus* ox_sub_create(OnyxSession* parent, const OxNode* n, OxGraph* g, OxSub* sub) {
+static OnyxStatus* ox_sub_create(OxProgram* parent, const OxNode* n, OxGraph* g, OxSub* sub) {
   sub->n_formal = g->n_inputs;
   /* The outer-scope values become extra graph inputs (once per graph). */
   for (size_t i = 0; i < g->n_values; i++) {
@@ -59,14 +59,14 @@ static OnyxStatus* ox_sub_create(OnyxSession* parent, const OxNode* n, OxGraph* 
     if (sub->outer[k] == OX_NO_SLOT)
       return ox_node_error(n, "internal: outer-scope value '%s' is not an input of the node", name);
   }
-  OnyxSession* s = calloc(1, sizeof *s);
+  OxProgram* s = calloc(1, sizeof *s);
   if (!s) return ox_oom();
-  *s = (OnyxSession){.opts = parent->opts,
-                     .graph = g,
-                     .eps = parent->eps,
-                     .n_eps = parent->n_eps,
-                     .pool = parent->pool,
-                     .source = parent->source};
+  *s = (OxProgram){.cfg = parent->cfg,
+                   .graph = g,
+                   .eps = parent->eps,
+                   .n_eps = parent->n_eps,
+                   .pool = parent->pool,
+                   .source = parent->source};
   sub->s = s;
   s->part = (OxPartition){.graph = g,
                           .eps = s->eps,
@@ -86,7 +86,7 @@ static OnyxStatus* ox_sub_create(OnyxSession* parent, const OxNode* n, OxGraph* 
   return st;
 }
 
-OnyxStatus* ox_host_prepare(OnyxSession* s, OxStep* st) {
+OnyxStatus* ox_host_prepare(OxProgram* s, OxStep* st) {
   OxNode* n = st->node;
   if (!ox_flow_op(n)) return NULL;
   OxHostState* hs = calloc(1, sizeof *hs);

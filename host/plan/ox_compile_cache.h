@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ox_session.h"
+#include "ox_program.h"
 
 /* --- Compiled-group cache entries being written (OnyxEp.save_compiled) --------- */
 struct OnyxBlobWriter {
@@ -40,7 +40,7 @@ OnyxStatus* ox_blob_write(OnyxBlobWriter* w, const void* data, size_t bytes);
 /* Compiles group `grp` of provider slot `ep` into grp->kernel, through the
  * cache when the session has a cache_dir and the provider supports it.
  * Returns only compile's own error; every cache problem is a warning. */
-OnyxStatus* ox_compile_group(OnyxSession* s, int32_t ep, OxGroup* grp);
+OnyxStatus* ox_compile_group(OxProgram* s, int32_t ep, OxGroup* grp);
 
 /* A 128-bit hash of bytes (not cryptographic: four 64-bit multiply-rotate
  * lanes over 32-byte stripes, like xxHash64, finalized twice). */

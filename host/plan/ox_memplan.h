@@ -53,11 +53,11 @@ OnyxStatus* ox_memplan_assign(const OxMemRequest* req, size_t n, size_t* offsets
 
 void ox_memplan_free(OxMemPlan* p);
 
-struct OnyxSession;
+struct OxProgram;
 /* The memory plan of a session's plan (s->plan.memplan; NULL before ox_plan_build). */
-const OxMemPlan* ox_session_memplan(const struct OnyxSession* s);
+const OxMemPlan* ox_session_memplan(const struct OxProgram* s);
 /* "planned peak on <mem> (<provider>): ..." lines, one per device; malloc'd. */
-char* ox_memplan_summary(const struct OnyxSession* s);
+char* ox_memplan_summary(const struct OxProgram* s);
 
 /* --- Applying the pattern in a run ------------------------------------------------------
  * The executor calls ox_memplan_run_begin before the first step (one block
@@ -72,12 +72,12 @@ typedef struct OxMemRun {
 } OxMemRun;
 /* Does nothing (r->n_blocks 0) when the plan has no pattern or the
  * memory_pattern option is off. */
-OnyxStatus* ox_memplan_run_begin(struct OnyxSession* s, OxMemRun* r);
+OnyxStatus* ox_memplan_run_begin(struct OxProgram* s, OxMemRun* r);
 void ox_memplan_run_end(OxMemRun* r);
 /* A tensor over slot's planned bytes when the slot is planned and the
  * shape and type are the planned ones; else NULL (allocate as usual). In
  * place outputs get their input's bytes. */
-struct OnyxTensor* ox_memplan_take(const struct OnyxSession* s, const OxMemRun* r, size_t slot,
+struct OnyxTensor* ox_memplan_take(const struct OxProgram* s, const OxMemRun* r, size_t slot,
                                    OnyxElemType type, const int64_t* dims, size_t rank);
 
 #endif

@@ -10,10 +10,10 @@
 
 #include "ox_plan.h"
 
-struct OnyxSession;
+struct OxProgram;
 
 typedef struct OxSub {
-  struct OnyxSession* s;
+  struct OxProgram* s;
   size_t n_formal;
   size_t* outer; /* per extra input: index of the parent node's input */
   size_t n_outer;
@@ -26,7 +26,7 @@ typedef struct OxHostState {
 
 /* Plan time: the nested plans of a flow step's subgraphs (st->state, an
  * OxHostState); nothing for other steps. Errors name the node and graph. */
-OnyxStatus* ox_host_prepare(struct OnyxSession* s, OxStep* st);
+OnyxStatus* ox_host_prepare(struct OxProgram* s, OxStep* st);
 void ox_host_release(OxStep* st);
 
 #endif

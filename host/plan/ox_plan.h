@@ -11,7 +11,7 @@
 /* A step input or output that is absent (an optional left empty). */
 #define OX_NO_SLOT SIZE_MAX
 
-struct OnyxSession;
+struct OxProgram;
 struct OxStreamPlan;
 struct OxMemPlan;
 
@@ -70,22 +70,22 @@ typedef struct OxPlan {
   struct OxMemPlan* memplan;
 } OxPlan;
 
-OnyxStatus* ox_plan_build(struct OnyxSession* s);
-void ox_plan_clear(struct OnyxSession* s);
+OnyxStatus* ox_plan_build(struct OxProgram* s);
+void ox_plan_clear(struct OxProgram* s);
 
 /* Where graph input i is read: the one memory its consumers read it in
  * (host when nothing reads it); an error naming the input and the memories
  * when there are several (host/plan/plan.c). */
-OnyxStatus* ox_plan_input_memory(const struct OnyxSession* s, size_t i, OnyxMemoryDevice* out);
+OnyxStatus* ox_plan_input_memory(const struct OxProgram* s, size_t i, OnyxMemoryDevice* out);
 /* The memory graph output i is produced in (before the plan's copy to host). */
-OnyxStatus* ox_plan_output_memory(const struct OnyxSession* s, size_t i, OnyxMemoryDevice* out);
+OnyxStatus* ox_plan_output_memory(const struct OxProgram* s, size_t i, OnyxMemoryDevice* out);
 /* Debug texts (docs/debugging.md): the execution plan and the memory plan.
  * Free with free(); NULL when out of memory. */
-char* ox_plan_text(const struct OnyxSession* s);
-char* ox_memory_plan_text(const struct OnyxSession* s);
+char* ox_plan_text(const struct OxProgram* s);
+char* ox_memory_plan_text(const struct OxProgram* s);
 /* For texts and messages: a step's name (its node, group or copied value)
  * and a provider's name ("host" for -1) (host/plan/plan_text.c). */
-const char* ox_plan_step_name(const struct OnyxSession* s, const OxStep* st);
-const char* ox_plan_ep_name(const struct OnyxSession* s, int32_t ep);
+const char* ox_plan_step_name(const struct OxProgram* s, const OxStep* st);
+const char* ox_plan_ep_name(const struct OxProgram* s, int32_t ep);
 
 #endif

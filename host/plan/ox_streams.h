@@ -19,13 +19,13 @@
 #define OX_STREAMS_H
 
 #include <pthread.h>
-#include "ox_session.h"
+#include "ox_program.h"
 
 #define OX_AGENT_HOST (-1)
 #define OX_NO_EVENT   SIZE_MAX
 
 /* How a copy step moves its value; the same order of choice as
- * ox_copy_tensor. STAGED goes through ox_copy_tensor itself, which
+ * ox_ep_copy_tensor. STAGED goes through ox_ep_copy_tensor itself, which
  * synchronizes both providers' streams. */
 typedef enum OxCopyPath {
   OX_COPY_HOST = 0, /* memcpy on the host thread: both memories are host-addressable */
@@ -90,14 +90,14 @@ typedef struct OxStreamPlan {
 /* Builds s->plan.streams from the finished steps and slots (called by
  * ox_plan_build, before the memory plan, which keeps deferred slots' memory
  * to the end of the run) and creates the first event set. */
-OnyxStatus* ox_plan_streams(struct OnyxSession* s);
+OnyxStatus* ox_plan_streams(struct OxProgram* s);
 /* Releases the events and the tables (with the plan). */
-void ox_plan_streams_clear(struct OnyxSession* s);
+void ox_plan_streams_clear(struct OxProgram* s);
 /* True when slot k's free is deferred (see OxSlotSync). */
 bool ox_slot_deferred(const OxPlan* P, size_t k);
 /* An event set for one run, from the pool or newly created (NULL set when
  * the plan has no events); give it back once every stream is synchronized. */
-OnyxStatus* ox_event_set_take(struct OnyxSession* s, OxEventSet** out);
-void ox_event_set_give(struct OnyxSession* s, OxEventSet* set);
+OnyxStatus* ox_event_set_take(struct OxProgram* s, OxEventSet** out);
+void ox_event_set_give(struct OxProgram* s, OxEventSet* set);
 
 #endif

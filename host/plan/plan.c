@@ -13,10 +13,10 @@
 #include "ox_compile_cache.h"
 #include "ox_nested.h"
 #include "ox_memplan.h"
-#include "ox_session.h"
+#include "ox_program.h"
 #include "ox_streams.h"
 
-static const char* ox_slot_ep_name(const OnyxSession* s, int32_t ep) {
+static const char* ox_slot_ep_name(const OxProgram* s, int32_t ep) {
   return ep >= 0 ? s->eps[ep].name : "host";
 }
 
@@ -61,7 +61,7 @@ static OnyxStatus* ox_step_io(OxStep* st, size_t n_in, size_t n_out) {
 
 /* Per value: its home slot, the provider that produced it (-1: host). */
 typedef struct OxPlanCtx {
-  OnyxSession* s;
+  OxProgram* s;
   size_t* home;
   int32_t* home_ep;
 } OxPlanCtx;
@@ -101,9 +101,9 @@ static OnyxStatus* ox_slot_on(OxPlanCtx* c, OxValue* v, const OnyxMemoryDevice* 
   OX_TRY(ox_new_slot(P, v, mem, &dst));
   if (src.constant) {
     OxTensor* t = NULL;
-    OX_TRY(ox_session_alloc_tensor(c->s, ep, (OnyxMemType)mem->mem_type, src.constant->type,
-                                   src.constant->dims, src.constant->rank, &t));
-    OnyxStatus* st = ox_copy_tensor(c->s, src.constant, t, c->home_ep[v->index], ep);
+    OX_TRY(ox_ep_alloc_tensor(c->s->eps, ep, (OnyxMemType)mem->mem_type, c->s->cfg.max_tensor_bytes,
+                              src.constant->type, src.constant->dims, src.constant->rank, &t));
+    OnyxStatus* st = ox_ep_copy_tensor(c->s->eps, src.constant, t, c->home_ep[v->index], ep);
     if (st) {
       ox_tensor_free(t);
       return ox_status_wrap(st, "copying constant '%s' to provider '%s'", v->name,
@@ -140,7 +140,7 @@ static OnyxStatus* ox_home_slot(OxPlanCtx* c, OxValue* v, const OnyxMemoryDevice
 
 /* Steps for one node or one fused group. */
 static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
-  OnyxSession* s = c->s;
+  OxProgram* s = c->s;
   bool host = n->ep == OX_EP_HOST; /* host op: host memory, no kernel */
   int32_t e = host ? -1 : n->ep;
   OxGroup* grp = n->group >= 0 ? &s->part.groups[n->group] : NULL;
@@ -165,7 +165,7 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
     in_slots[i] = OX_NO_SLOT;
     if (!ins[i]) continue;
     OnyxMemType mt = k ? ox_kernel_input_mem(k, i) : ONYX_MEM_DEFAULT;
-    OnyxMemoryDevice mem = ox_session_ep_memory(s, e, mt);
+    OnyxMemoryDevice mem = ox_ep_memory(s->eps, e, mt);
     err = ox_slot_on(c, ins[i], &mem, e, for_what, &in_slots[i]);
   }
   OxStep* st = NULL;
@@ -184,7 +184,7 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
   for (size_t i = 0; i < n_out; i++) {
     if (!outs[i]) continue;
     OnyxMemType mt = k ? ox_kernel_output_mem(k, i) : ONYX_MEM_DEFAULT;
-    st->out_mem[i] = ox_session_ep_memory(s, e, mt);
+    st->out_mem[i] = ox_ep_memory(s->eps, e, mt);
     st->out_ep[i] = e;
     size_t slot;
     OX_TRY(ox_home_slot(c, outs[i], &st->out_mem[i], e, &slot));
@@ -196,7 +196,7 @@ static OnyxStatus* ox_plan_unit(OxPlanCtx* c, OxNode* n) {
 
 /* Orders units (nodes, with each group as one unit) topologically. */
 static OnyxStatus* ox_plan_units(OxPlanCtx* c) {
-  OnyxSession* s = c->s;
+  OxProgram* s = c->s;
   OxGraph* g = s->graph;
   bool* ran = calloc(g->n_nodes + 1, sizeof *ran);
   OnyxStatus* st = !ran ? ox_oom() : NULL;
@@ -259,7 +259,7 @@ static OnyxStatus* ox_plan_lifetimes(OxPlan* P) {
   return NULL;
 }
 
-static OnyxStatus* ox_plan_kernels(OnyxSession* s) {
+static OnyxStatus* ox_plan_kernels(OxProgram* s) {
   for (size_t i = 0; i < s->plan.n_steps; i++) {
     OxStep* st = &s->plan.steps[i];
     OnyxEp* ep = st->ep >= 0 ? s->eps[st->ep].ep : NULL;
@@ -292,7 +292,7 @@ static OnyxStatus* ox_plan_kernels(OnyxSession* s) {
 
 /* --- memory plan (ox_memplan.h): held by the plan (OxPlan.memplan) -------------------- */
 
-const OxMemPlan* ox_session_memplan(const OnyxSession* s) {
+const OxMemPlan* ox_session_memplan(const OxProgram* s) {
   return s->plan.memplan;
 }
 
@@ -384,13 +384,13 @@ static OnyxStatus* ox_memplan_assign_all(OxMemPlan* p, const OxPlan* P) {
   return st;
 }
 
-static OnyxStatus* ox_plan_memory(OnyxSession* s) {
+static OnyxStatus* ox_plan_memory(OxProgram* s) {
   const OxPlan* P = &s->plan;
   OxMemPlan* p = calloc(1, sizeof *p);
   if (!p) return ox_oom();
   size_t n = P->n_slots + 1;
   p->n_slots = P->n_slots;
-  p->pattern = s->opts->memory_pattern;
+  p->pattern = s->cfg.memory_pattern;
   p->device = malloc(n * sizeof *p->device);
   p->offset = malloc(n * sizeof *p->offset);
   p->bytes = calloc(n, sizeof *p->bytes);
@@ -456,7 +456,7 @@ static OnyxStatus* ox_plan_memory(OnyxSession* s) {
       if (p->last[k] == OX_MEMPLAN_NONE) p->last[k] = i; /* written, never read */
       size_t d = ox_memplan_device(p, &st->out_mem[o], st->out_ep[o], &oom);
       if (oom) break;
-      size_t bytes = ox_slot_static_bytes(sl, s->opts->max_tensor_bytes);
+      size_t bytes = ox_slot_static_bytes(sl, s->cfg.max_tensor_bytes);
       if (!bytes) {
         p->devices[d].dynamic++;
         continue;
@@ -482,7 +482,7 @@ static OnyxStatus* ox_plan_memory(OnyxSession* s) {
   return NULL;
 }
 
-OnyxStatus* ox_memplan_run_begin(OnyxSession* s, OxMemRun* r) {
+OnyxStatus* ox_memplan_run_begin(OxProgram* s, OxMemRun* r) {
   *r = (OxMemRun){0};
   const OxMemPlan* p = ox_session_memplan(s);
   if (!p || !p->pattern || !p->n_devices) return NULL;
@@ -493,10 +493,11 @@ OnyxStatus* ox_memplan_run_begin(OnyxSession* s, OxMemRun* r) {
     const OxMemPlanDevice* dv = &p->devices[d];
     if (!dv->block_bytes || dv->ep < 0) continue;
     int64_t len = (int64_t)dv->block_bytes;
-    OnyxStatus* st = ox_session_alloc_tensor(s, dv->ep, (OnyxMemType)dv->mem.mem_type,
-                                             ONYX_ELEM_UINT8, &len, 1, &r->blocks[d]);
+    OnyxStatus* st =
+        ox_ep_alloc_tensor(s->eps, dv->ep, (OnyxMemType)dv->mem.mem_type, s->cfg.max_tensor_bytes,
+                           ONYX_ELEM_UINT8, &len, 1, &r->blocks[d]);
     if (st) { /* the pattern is an optimization: fall back to per-value allocation */
-      ox_session_log(s, ONYX_LOG_VERBOSE, "memory pattern: no block of %zu bytes on '%s': %s",
+      ox_program_log(s, ONYX_LOG_VERBOSE, "memory pattern: no block of %zu bytes on '%s': %s",
                      dv->block_bytes, s->eps[dv->ep].name, st->message ? st->message : "");
       ox_status_free(st);
       ox_memplan_run_end(r);
@@ -513,7 +514,7 @@ void ox_memplan_run_end(OxMemRun* r) {
   *r = (OxMemRun){0};
 }
 
-OxTensor* ox_memplan_take(const OnyxSession* s, const OxMemRun* r, size_t slot, OnyxElemType type,
+OxTensor* ox_memplan_take(const OxProgram* s, const OxMemRun* r, size_t slot, OnyxElemType type,
                           const int64_t* dims, size_t rank) {
   const OxMemPlan* p = r->n_blocks ? ox_session_memplan(s) : NULL;
   if (!p || slot >= p->n_slots || p->offset[slot] == OX_MEMPLAN_NONE) return NULL;
@@ -544,7 +545,7 @@ static void ox_bytes_str(size_t b, char* buf, size_t len) {
     snprintf(buf, len, "%zu B", b);
 }
 
-char* ox_memplan_summary(const OnyxSession* s) {
+char* ox_memplan_summary(const OxProgram* s) {
   const OxMemPlan* p = ox_session_memplan(s);
   OxStr t = {0};
   if (!p) {
@@ -568,7 +569,7 @@ char* ox_memplan_summary(const OnyxSession* s) {
   return ox_str_take(&t);
 }
 
-OnyxStatus* ox_plan_build(OnyxSession* s) {
+OnyxStatus* ox_plan_build(OxProgram* s) {
   OxGraph* g = s->graph;
   OxPlan* P = &s->plan;
   OxPlanCtx c = {s, malloc((g->n_values + 1) * sizeof(size_t)),
@@ -602,7 +603,7 @@ OnyxStatus* ox_plan_build(OnyxSession* s) {
 }
 
 /* --- where graph inputs are read and outputs produced (IO binding) --------------------- */
-OnyxStatus* ox_plan_input_memory(const OnyxSession* s, size_t i, OnyxMemoryDevice* out) {
+OnyxStatus* ox_plan_input_memory(const OxProgram* s, size_t i, OnyxMemoryDevice* out) {
   const OxPlan* P = &s->plan;
   if (i >= s->graph->n_inputs)
     return ox_status(ONYX_INVALID_ARGUMENT, "input index %zu out of range", i);
@@ -664,7 +665,7 @@ OnyxStatus* ox_plan_input_memory(const OnyxSession* s, size_t i, OnyxMemoryDevic
   return st;
 }
 
-OnyxStatus* ox_plan_output_memory(const OnyxSession* s, size_t i, OnyxMemoryDevice* out) {
+OnyxStatus* ox_plan_output_memory(const OxProgram* s, size_t i, OnyxMemoryDevice* out) {
   const OxPlan* P = &s->plan;
   if (i >= s->graph->n_outputs)
     return ox_status(ONYX_INVALID_ARGUMENT, "output index %zu out of range", i);
@@ -679,7 +680,7 @@ OnyxStatus* ox_plan_output_memory(const OnyxSession* s, size_t i, OnyxMemoryDevi
   return NULL;
 }
 
-void ox_plan_clear(OnyxSession* s) {
+void ox_plan_clear(OxProgram* s) {
   OxPlan* P = &s->plan;
   ox_memplan_free(P->memplan);
   ox_plan_streams_clear(s);

@@ -4,16 +4,16 @@
  * reader. */
 #include <stdio.h>
 #include <stdlib.h>
-#include "ox_session.h"
+#include "ox_program.h"
 #include "ox_streams.h"
 
-const char* ox_plan_step_name(const OnyxSession* s, const OxStep* st) {
+const char* ox_plan_step_name(const OxProgram* s, const OxStep* st) {
   if (st->kind == OX_STEP_KERNEL || st->kind == OX_STEP_HOST) return st->node->name;
   if (st->kind == OX_STEP_GROUP) return s->part.groups[st->group].name;
   return s->plan.slots[st->in[0]].value->name;
 }
 
-const char* ox_plan_ep_name(const OnyxSession* s, int32_t ep) {
+const char* ox_plan_ep_name(const OxProgram* s, int32_t ep) {
   return ep >= 0 ? s->eps[ep].name : "host";
 }
 
@@ -27,7 +27,7 @@ static void ox_mem_text(const OnyxMemoryDevice* m, char* buf, size_t len) {
            m->device_id, m->mem_type);
 }
 
-static void ox_slot_list(OxStr* t, const OnyxSession* s, const size_t* slots, size_t n) {
+static void ox_slot_list(OxStr* t, const OxProgram* s, const size_t* slots, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (slots[i] == OX_NO_SLOT)
       ox_str_addf(t, "%s-", i ? ", " : "");
@@ -37,7 +37,7 @@ static void ox_slot_list(OxStr* t, const OnyxSession* s, const size_t* slots, si
 }
 
 /* The execution plan: every step in order with its provider and slots. */
-char* ox_plan_text(const OnyxSession* s) {
+char* ox_plan_text(const OxProgram* s) {
   const OxPlan* P = &s->plan;
   OxStr t = {0};
   ox_str_addf(&t, "execution plan of %s: %zu steps, %zu slots\n", s->source, P->n_steps,
@@ -83,7 +83,7 @@ char* ox_plan_text(const OnyxSession* s) {
 }
 
 /* The memory plan: every slot with its memory, producer and last use. */
-char* ox_memory_plan_text(const OnyxSession* s) {
+char* ox_memory_plan_text(const OxProgram* s) {
   const OxPlan* P = &s->plan;
   OxStr t = {0};
   ox_str_addf(&t, "memory plan of %s: %zu slots\n", s->source, P->n_slots);

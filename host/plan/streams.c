@@ -9,15 +9,15 @@
 #define OX_WRITERS_MIXED (-3) /* steps of several agents write it */
 #define OX_MEM_TYPES     3    /* OnyxMemType values: one arena each per EP */
 
-static bool ox_ep_can_copy(OnyxSession* s, int32_t ep, const OnyxMemoryDevice* a,
+static bool ox_ep_can_copy(OxProgram* s, int32_t ep, const OnyxMemoryDevice* a,
                            const OnyxMemoryDevice* b) {
   if (ep < 0) return false;
   OnyxEp* e = s->eps[ep].ep;
   return e->can_copy && e->copy_tensors && e->can_copy(e, a, b);
 }
 
-/* The order of choice of ox_copy_tensor (host/session/session.c). */
-static OxCopyPath ox_copy_path(OnyxSession* s, const OxStep* st) {
+/* The order of choice of ox_ep_copy_tensor (host/partition/ep_memory.c). */
+static OxCopyPath ox_copy_path(OxProgram* s, const OxStep* st) {
   const OnyxMemoryDevice* src = &s->plan.slots[st->in[0]].mem;
   const OnyxMemoryDevice* dst = &st->out_mem[0];
   if (src->kind == ONYX_DEVICE_CPU && dst->kind == ONYX_DEVICE_CPU) return OX_COPY_HOST;
@@ -26,11 +26,11 @@ static OxCopyPath ox_copy_path(OnyxSession* s, const OxStep* st) {
   return OX_COPY_STAGED;
 }
 
-static int32_t ox_stream_agent(const OnyxSession* s, int32_t ep) {
+static int32_t ox_stream_agent(const OxProgram* s, int32_t ep) {
   return ep >= 0 && s->eps[ep].stream ? ep : OX_AGENT_HOST;
 }
 
-static int32_t ox_step_agent(OnyxSession* s, const OxStep* st, int32_t* path) {
+static int32_t ox_step_agent(OxProgram* s, const OxStep* st, int32_t* path) {
   *path = OX_COPY_HOST;
   if (st->kind == OX_STEP_HOST) return OX_AGENT_HOST;
   if (st->kind != OX_STEP_COPY) return ox_stream_agent(s, st->ep);
@@ -40,7 +40,7 @@ static int32_t ox_step_agent(OnyxSession* s, const OxStep* st, int32_t* path) {
   return OX_AGENT_HOST; /* host memcpy, or staged: synchronous */
 }
 
-static bool ox_ep_has_events(const OnyxSession* s, int32_t ep) {
+static bool ox_ep_has_events(const OxProgram* s, int32_t ep) {
   const OnyxEp* e = s->eps[ep].ep;
   return e->create_event && e->record_event && e->wait_event && e->release_event;
 }
@@ -56,7 +56,7 @@ static OnyxStatus* ox_add_wait(OxStepSync* ss, size_t c) {
 }
 
 /* The crossing whose event follows step j (created on first need). */
-static OnyxStatus* ox_crossing_after(OnyxSession* s, OxStreamPlan* sp, size_t j, size_t* out) {
+static OnyxStatus* ox_crossing_after(OxProgram* s, OxStreamPlan* sp, size_t j, size_t* out) {
   OxStepSync* pj = &sp->steps[j];
   if (pj->record == OX_NO_EVENT) {
     OxCrossing* c = realloc(sp->crossings, (sp->n_crossings + 1) * sizeof *c);
@@ -97,7 +97,7 @@ static void ox_scan_use(OxStreamScan* c, size_t k, int32_t agent, size_t step) {
   c->use[k * c->cols + (size_t)(agent + 1)] = step + 1;
 }
 
-static OnyxStatus* ox_scan_step(OnyxSession* s, OxStreamPlan* sp, OxStreamScan* c, size_t i) {
+static OnyxStatus* ox_scan_step(OxProgram* s, OxStreamPlan* sp, OxStreamScan* c, size_t i) {
   const OxStep* st = &s->plan.steps[i];
   OxStepSync* ss = &sp->steps[i];
   int32_t path;
@@ -164,7 +164,7 @@ static OnyxStatus* ox_classify_slot(OxStreamPlan* sp, const OxStreamScan* c, siz
   return NULL;
 }
 
-static void ox_event_set_free(OnyxSession* s, OxEventSet* set) {
+static void ox_event_set_free(OxProgram* s, OxEventSet* set) {
   const OxStreamPlan* sp = s->plan.streams;
   for (size_t c = 0; c < sp->n_crossings; c++)
     if (set->ev[c]) {
@@ -175,7 +175,7 @@ static void ox_event_set_free(OnyxSession* s, OxEventSet* set) {
   free(set);
 }
 
-static OnyxStatus* ox_event_set_new(OnyxSession* s, OxEventSet** out) {
+static OnyxStatus* ox_event_set_new(OxProgram* s, OxEventSet** out) {
   const OxStreamPlan* sp = s->plan.streams;
   *out = NULL;
   OxEventSet* set = calloc(1, sizeof *set);
@@ -199,7 +199,7 @@ static OnyxStatus* ox_event_set_new(OnyxSession* s, OxEventSet** out) {
   return NULL;
 }
 
-OnyxStatus* ox_event_set_take(OnyxSession* s, OxEventSet** out) {
+OnyxStatus* ox_event_set_take(OxProgram* s, OxEventSet** out) {
   OxStreamPlan* sp = s->plan.streams;
   *out = NULL;
   if (!sp || !sp->n_events) return NULL;
@@ -214,7 +214,7 @@ OnyxStatus* ox_event_set_take(OnyxSession* s, OxEventSet** out) {
   return ox_event_set_new(s, out); /* more runs at once than sets so far */
 }
 
-void ox_event_set_give(OnyxSession* s, OxEventSet* set) {
+void ox_event_set_give(OxProgram* s, OxEventSet* set) {
   OxStreamPlan* sp = s->plan.streams;
   if (!set) return;
   pthread_mutex_lock(&sp->lock);
@@ -227,7 +227,7 @@ bool ox_slot_deferred(const OxPlan* P, size_t k) {
   return P->streams && k < P->streams->n_slots && P->streams->slots[k].deferred;
 }
 
-static OnyxStatus* ox_plan_streams_scan(OnyxSession* s, OxStreamPlan* sp) {
+static OnyxStatus* ox_plan_streams_scan(OxProgram* s, OxStreamPlan* sp) {
   const OxPlan* P = &s->plan;
   size_t ns = P->n_slots, n_keys = s->n_eps * OX_MEM_TYPES;
   OxStreamScan c = {.cols = s->n_eps + 1};
@@ -256,7 +256,7 @@ static OnyxStatus* ox_plan_streams_scan(OnyxSession* s, OxStreamPlan* sp) {
   return st;
 }
 
-OnyxStatus* ox_plan_streams(OnyxSession* s) {
+OnyxStatus* ox_plan_streams(OxProgram* s) {
   OxPlan* P = &s->plan;
   OxStreamPlan* sp = calloc(1, sizeof *sp);
   if (!sp) return ox_oom();
@@ -277,7 +277,7 @@ OnyxStatus* ox_plan_streams(OnyxSession* s) {
   return NULL;
 }
 
-void ox_plan_streams_clear(OnyxSession* s) {
+void ox_plan_streams_clear(OxProgram* s) {
   OxStreamPlan* sp = s->plan.streams;
   if (!sp) return;
   while (sp->free_sets) {

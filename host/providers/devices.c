@@ -237,7 +237,7 @@ static void ox_mark_selected(OnyxProviderList* l) {
   }
 }
 
-OnyxStatus* onyx_provider_list_create(OnyxProviderList** out) {
+OnyxStatus* ox_provider_list_scan(const OnyxHostApi* host, OnyxProviderList** out) {
   if (!out) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_provider_list_create: out is NULL");
   *out = NULL;
   OxProviderFile* files = NULL;
@@ -252,7 +252,7 @@ OnyxStatus* onyx_provider_list_create(OnyxProviderList** out) {
       break;
     }
     OxProviderLib* lib = NULL;
-    OnyxStatus* load = ox_provider_lib_load(files[i].name, files[i].path, &lib);
+    OnyxStatus* load = ox_provider_lib_load(host, files[i].name, files[i].path, &lib);
     st = load ? ox_load_failed(e, load) : ox_describe(e, lib);
     ox_provider_lib_release(lib);
   }
@@ -271,13 +271,14 @@ OnyxStatus* ox_provider_list_new(OnyxProviderList** out) {
   return *out ? NULL : ox_oom();
 }
 
-OnyxStatus* ox_provider_list_add_spec(OnyxProviderList* l, const char* name, const char* library,
+OnyxStatus* ox_provider_list_add_spec(const OnyxHostApi* host, OnyxProviderList* l,
+                                      const char* name, const char* library,
                                       OnyxProviderInitFn init) {
   OxListed* e = ox_list_add(l, name);
   if (!e) return ox_oom();
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = init ? ox_provider_lib_acquire_init(name, init, &lib)
-                        : ox_provider_lib_acquire(name, library, &lib);
+  OnyxStatus* st = init ? ox_provider_lib_acquire_init(host, name, init, &lib)
+                        : ox_provider_lib_acquire(host, name, library, &lib);
   if (st) return ox_load_failed(e, st);
   e->selected = true;
   st = ox_describe(e, lib);

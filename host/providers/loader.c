@@ -381,8 +381,8 @@ static OnyxStatus* ox_register(OxProviderLib* lib) {
 
 /* Opens and initialises `path` (or calls `in_process` instead of opening a
  * library); on failure everything is undone. */
-static OnyxStatus* ox_load(const char* name, char* path, OnyxProviderInitFn in_process,
-                           OxProviderLib** out) {
+static OnyxStatus* ox_load(const OnyxHostApi* host, const char* name, char* path,
+                           OnyxProviderInitFn in_process, OxProviderLib** out) {
   OxProviderLib* lib = calloc(1, sizeof *lib);
   if (!lib) {
     free(path);
@@ -415,7 +415,7 @@ static OnyxStatus* ox_load(const char* name, char* path, OnyxProviderInitFn in_p
   }
   const OnyxProvider* table = NULL;
   if (!st) {
-    st = init(ox_host_api(), &table);
+    st = init(host, &table);
     if (st) {
       if (st->code == ONYX_OK) st->code = ONYX_FAIL; /* an error must not read as success */
       st = ox_status_wrap(st, "provider library '%s': onyx_provider_init failed", path);
@@ -443,8 +443,8 @@ static OxProviderLib* ox_find_loaded(const char* path) {
 }
 
 /* Called with the lock held: reuses a loaded library or loads it. Takes path. */
-static OnyxStatus* ox_acquire_locked(const char* name, char* path, OnyxProviderInitFn init,
-                                     OxProviderLib** out) {
+static OnyxStatus* ox_acquire_locked(const OnyxHostApi* host, const char* name, char* path,
+                                     OnyxProviderInitFn init, OxProviderLib** out) {
   OxProviderLib* lib = ox_find_loaded(path);
   if (lib) {
     OnyxStatus* st = ox_check_name(path, name, lib->name);
@@ -458,28 +458,30 @@ static OnyxStatus* ox_acquire_locked(const char* name, char* path, OnyxProviderI
     free(path);
     return ox_oom();
   }
-  OX_TRY(ox_load(name, path, init, &lib));
+  OX_TRY(ox_load(host, name, path, init, &lib));
   ox_libs[ox_libs_count++] = lib;
   *out = lib;
   return NULL;
 }
 
 /* Loads (or re-uses) the library at the resolved `path` as provider `name`. */
-static OnyxStatus* ox_acquire_path(const char* name, const char* path, OxProviderLib** out) {
+static OnyxStatus* ox_acquire_path(const OnyxHostApi* host, const char* name, const char* path,
+                                   OxProviderLib** out) {
   char* copy = ox_strdup(path);
   if (!copy) return ox_oom();
   /* Loading runs under the lock: two sessions asking for one library at
    * once share one load, and the provider's init runs once per load. */
   pthread_mutex_lock(&ox_libs_lock);
-  OnyxStatus* st = ox_acquire_locked(name, copy, NULL, out);
+  OnyxStatus* st = ox_acquire_locked(host, name, copy, NULL, out);
   pthread_mutex_unlock(&ox_libs_lock);
   return st;
 }
 
-static OnyxStatus* ox_check_acquire_args(const char* name, const char* library,
-                                         OxProviderLib** out) {
+static OnyxStatus* ox_check_acquire_args(const OnyxHostApi* host, const char* name,
+                                         const char* library, OxProviderLib** out) {
   if (!out) return ox_status(ONYX_INVALID_ARGUMENT, "ox_provider_lib_acquire: out is NULL");
   *out = NULL;
+  if (!host) return ox_status(ONYX_INVALID_ARGUMENT, "ox_provider_lib_acquire: host API is NULL");
   if (!ox_name_ok(name))
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "provider name '%s' is invalid: use 1 to 64 lowercase letters, digits and '_'",
@@ -489,14 +491,15 @@ static OnyxStatus* ox_check_acquire_args(const char* name, const char* library,
   return NULL;
 }
 
-OnyxStatus* ox_provider_lib_load(const char* name, const char* library, OxProviderLib** out) {
-  OX_TRY(ox_check_acquire_args(name, library, out));
+OnyxStatus* ox_provider_lib_load(const OnyxHostApi* host, const char* name, const char* library,
+                                 OxProviderLib** out) {
+  OX_TRY(ox_check_acquire_args(host, name, library, out));
   if (!library) return ox_status(ONYX_INVALID_ARGUMENT, "provider '%s': no library path", name);
   char* path = realpath(library, NULL);
   if (!path)
     return ox_status(errno == ENOMEM ? ONYX_OUT_OF_MEMORY : ONYX_NOT_FOUND,
                      "provider '%s': library '%s' not found: %s", name, library, strerror(errno));
-  OnyxStatus* st = ox_acquire_path(name, path, out);
+  OnyxStatus* st = ox_acquire_path(host, name, path, out);
   free(path);
   return st;
 }
@@ -516,8 +519,8 @@ static OnyxStatus* ox_score_refusal(const OxProviderLib* lib, int32_t score) {
  * scores the first in search order. A candidate that fails to load or whose
  * score is negative is passed over; when none is left, the error is the
  * only candidate's own, or one naming each candidate and why. */
-static OnyxStatus* ox_acquire_best(const char* name, char* const* paths, size_t n,
-                                   OxProviderLib** out) {
+static OnyxStatus* ox_acquire_best(const OnyxHostApi* host, const char* name, char* const* paths,
+                                   size_t n, OxProviderLib** out) {
   OxProviderLib* best = NULL;
   int32_t best_score = 0;
   OnyxStatus* first = NULL; /* the first candidate's error */
@@ -525,7 +528,7 @@ static OnyxStatus* ox_acquire_best(const char* name, char* const* paths, size_t 
   bool broken = false;      /* a candidate did not load */
   for (size_t i = 0; i < n; i++) {
     OxProviderLib* lib = NULL;
-    OnyxStatus* st = ox_acquire_path(name, paths[i], &lib);
+    OnyxStatus* st = ox_acquire_path(host, name, paths[i], &lib);
     broken = broken || st != NULL;
     if (!st) {
       int32_t score = ox_provider_lib_score(lib);
@@ -578,10 +581,11 @@ static OnyxStatus* ox_acquire_best(const char* name, char* const* paths, size_t 
   return first;
 }
 
-OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxProviderLib** out) {
-  OX_TRY(ox_check_acquire_args(name, library, out));
+OnyxStatus* ox_provider_lib_acquire(const OnyxHostApi* host, const char* name, const char* library,
+                                    OxProviderLib** out) {
+  OX_TRY(ox_check_acquire_args(host, name, library, out));
   if (library) {
-    OX_TRY(ox_provider_lib_load(name, library, out));
+    OX_TRY(ox_provider_lib_load(host, name, library, out));
     int32_t score = ox_provider_lib_score(*out);
     if (score >= 0) return NULL;
     OnyxStatus* st = ox_score_refusal(*out, score);
@@ -597,18 +601,18 @@ OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxPro
   OnyxStatus* st = ox_search(file, &searched, &paths, &n);
   if (!st && n == 0) st = ox_not_found(name, file, &searched);
   ox_str_free(&searched);
-  if (!st) st = ox_acquire_best(name, paths, n, out);
+  if (!st) st = ox_acquire_best(host, name, paths, n, out);
   for (size_t i = 0; i < n; i++)
     free(paths[i]);
   free(paths);
   return st;
 }
 
-OnyxStatus* ox_provider_lib_acquire_init(const char* name, OnyxProviderInitFn init,
-                                         OxProviderLib** out) {
+OnyxStatus* ox_provider_lib_acquire_init(const OnyxHostApi* host, const char* name,
+                                         OnyxProviderInitFn init, OxProviderLib** out) {
   if (!out) return ox_status(ONYX_INVALID_ARGUMENT, "ox_provider_lib_acquire_init: out is NULL");
   *out = NULL;
-  if (!ox_name_ok(name) || !init)
+  if (!ox_name_ok(name) || !init || !host)
     return ox_status(ONYX_INVALID_ARGUMENT, "in-process provider '%s': invalid name or no init",
                      name ? name : "(null)");
   /* The key names the program or library the init function lives in, so
@@ -620,7 +624,7 @@ OnyxStatus* ox_provider_lib_acquire_init(const char* name, OnyxProviderInitFn in
   char* path = ox_asprintf("in-process provider %p in %s", addr, where);
   if (!path) return ox_oom();
   pthread_mutex_lock(&ox_libs_lock);
-  OnyxStatus* st = ox_acquire_locked(name, path, init, out);
+  OnyxStatus* st = ox_acquire_locked(host, name, path, init, out);
   pthread_mutex_unlock(&ox_libs_lock);
   return st;
 }

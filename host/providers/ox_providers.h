@@ -24,6 +24,23 @@ typedef struct OxProviderLib {
   pthread_mutex_t call_lock;
 } OxProviderLib;
 
+/* Provider options: ordered key/value strings (the handle of onyx_ep.h). */
+struct OnyxOptions {
+  char** keys;
+  char** values;
+  size_t count, cap;
+};
+
+/* A provider a session loads, as its options name it. */
+typedef struct OxProviderSpec {
+  char* name;
+  char* library;           /* NULL: search by name */
+  OnyxProviderInitFn init; /* an in-process provider (no library), or NULL */
+  int device;
+  bool required;
+  OnyxOptions options;
+} OxProviderSpec;
+
 /* Loads (or re-uses) the provider `name`. `library` NULL: search
  * libonyx_ep_<name>.so in ONYX_PROVIDER_PATH (':'-separated), the install's
  * provider folder found relative to libonyx.so (<its folder>/onyx/providers,
@@ -40,19 +57,24 @@ typedef struct OxProviderLib {
  * the reason: not found (listing the folders searched), dlopen's message, no
  * entry symbol, init failed, ABI major mismatch (both versions), provider
  * name differs from the requested one, kernel/schema registration failed,
- * negative score. */
-OnyxStatus* ox_provider_lib_acquire(const char* name, const char* library, OxProviderLib** out);
+ * negative score.
+ * `host` is the host API table handed to the provider's init on its first
+ * load (the session's, host/session/host_api.c): the loader, below the
+ * modules whose functions the table holds, takes it as a parameter. */
+OnyxStatus* ox_provider_lib_acquire(const OnyxHostApi* host, const char* name, const char* library,
+                                    OxProviderLib** out);
 /* The rule that picks among the libraries of one name: a score beats the
  * best so far when it is not negative and, if there is a best, higher (so
  * the first of equal scores stays). */
 bool ox_provider_score_beats(int32_t score, bool have_best, int32_t best_score);
 /* Loads (or re-uses) exactly the file `library` as provider `name`, whatever
  * its score: for listings that show every library as it is. */
-OnyxStatus* ox_provider_lib_load(const char* name, const char* library, OxProviderLib** out);
+OnyxStatus* ox_provider_lib_load(const OnyxHostApi* host, const char* name, const char* library,
+                                 OxProviderLib** out);
 /* The same for an in-process provider: `init` stands for the library's
  * entry symbol; one load per init function, shared like a library. */
-OnyxStatus* ox_provider_lib_acquire_init(const char* name, OnyxProviderInitFn init,
-                                         OxProviderLib** out);
+OnyxStatus* ox_provider_lib_acquire_init(const OnyxHostApi* host, const char* name,
+                                         OnyxProviderInitFn init, OxProviderLib** out);
 /* Drops a reference; the last one calls provider->release and dlclose. */
 void ox_provider_lib_release(OxProviderLib* lib);
 
@@ -74,8 +96,12 @@ OnyxStatus* ox_provider_lib_create_ep(const OxProviderLib* lib, const OnyxEpCrea
  * library path, or an in-process init), loaded and described as a session
  * loads it; a provider that fails to load is an entry saying why. */
 OnyxStatus* ox_provider_list_new(OnyxProviderList** out);
-OnyxStatus* ox_provider_list_add_spec(OnyxProviderList* l, const char* name, const char* library,
+OnyxStatus* ox_provider_list_add_spec(const OnyxHostApi* host, OnyxProviderList* l,
+                                      const char* name, const char* library,
                                       OnyxProviderInitFn init);
+/* The list of onyx_provider_list_create: every provider library on the
+ * search path (ox_provider_scan), each loaded with `host` and described. */
+OnyxStatus* ox_provider_list_scan(const OnyxHostApi* host, OnyxProviderList** out);
 
 /* A provider library on the search path. */
 typedef struct OxProviderFile {
@@ -87,9 +113,6 @@ typedef struct OxProviderFile {
  * once. Nothing is loaded. Free with ox_provider_files_free. */
 OnyxStatus* ox_provider_scan(OxProviderFile** files, size_t* count);
 void ox_provider_files_free(OxProviderFile* files, size_t count);
-
-/* The host API table handed to every provider (host/session/host_api.c). */
-const OnyxHostApi* ox_host_api(void);
 
 /* Folder containing libonyx.so (for the search path), or NULL. */
 const char* ox_self_dir(void);

@@ -265,11 +265,13 @@ ONYX_API OnyxStatus* onyx_value_create_none(OnyxElemType elem_type, OnyxValue** 
 }
 
 ONYX_API OnyxTypeKind onyx_session_input_kind(const OnyxSession* s, size_t i) {
-  return s && i < s->graph->n_inputs ? (OnyxTypeKind)s->graph->inputs[i]->kind : ONYX_TYPE_TENSOR;
+  return s && i < s->prog.graph->n_inputs ? (OnyxTypeKind)s->prog.graph->inputs[i]->kind
+                                          : ONYX_TYPE_TENSOR;
 }
 
 ONYX_API OnyxTypeKind onyx_session_output_kind(const OnyxSession* s, size_t i) {
-  return s && i < s->graph->n_outputs ? (OnyxTypeKind)s->graph->outputs[i]->kind : ONYX_TYPE_TENSOR;
+  return s && i < s->prog.graph->n_outputs ? (OnyxTypeKind)s->prog.graph->outputs[i]->kind
+                                           : ONYX_TYPE_TENSOR;
 }
 
 ONYX_API OnyxStatus* onyx_value_load_proto(const char* path, OnyxTypeKind kind, OnyxValue** out,

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ox_compile_cache.h"
+#include "ox_host_api.h"
 #include "ox_optimizer.h"
+#include "ox_providers.h"
 #include "ox_session.h"
 
 /* --- status, logging ------------------------------------------------------------------ */
@@ -38,7 +40,7 @@ static void h_log(OnyxLogSeverity sev, const char* who, const char* fmt, ...) {
    * its callback, severity and the run's tag. Elsewhere: the process log. */
   const OxLogScope* scope = ox_log_scope_current();
   if (scope)
-    ox_run_log(scope->session, scope->run, sev, "provider '%s': %s", who ? who : "?", buf);
+    ox_run_log(scope->program, scope->run, sev, "provider '%s': %s", who ? who : "?", buf);
   else
     ox_log(sev, "provider '%s': %s", who ? who : "?", buf);
 }
@@ -272,7 +274,7 @@ static OnyxStatus* h_ctx_output_view(OnyxKernelContext* c, size_t oi, size_t ii,
     return ox_status(ONYX_INVALID_ARGUMENT, "ctx_output_view: output %zu is not used", oi);
   OxTensor* t;
   OX_TRY(ox_tensor_view(in, dims, rank, &t));
-  if (!t->buffer && c->frame->session->plan.slots[slot].is_output) {
+  if (!t->buffer && c->frame->prog->plan.slots[slot].is_output) {
     /* A view of borrowed memory (a feed or constant) must not escape: copy. */
     OxTensor* copy;
     OnyxStatus* err = ox_tensor_clone(t, &copy);
@@ -286,15 +288,15 @@ static OnyxStatus* h_ctx_output_view(OnyxKernelContext* c, size_t oi, size_t ii,
 }
 
 static OnyxStream* h_ctx_stream(const OnyxKernelContext* c) {
-  return c->step->ep >= 0 ? c->frame->session->eps[c->step->ep].stream : NULL;
+  return c->step->ep >= 0 ? c->frame->prog->eps[c->step->ep].stream : NULL;
 }
 static OnyxThreadPool* h_ctx_thread_pool(const OnyxKernelContext* c) {
-  return c->frame->session->pool;
+  return c->frame->prog->pool;
 }
 static void* h_ctx_scratch(OnyxKernelContext* c, size_t bytes) {
   /* Scratch is a kernel's working tensor: bounded by the same limit (a
    * hostile geometry asking for 2^40 bytes gets NULL, not an attempt). */
-  size_t limit = c->frame->session->opts->max_tensor_bytes;
+  size_t limit = c->frame->prog->cfg.max_tensor_bytes;
   if (bytes > SIZE_MAX - OX_HOST_ALIGN || (limit && bytes > limit)) return NULL;
   if (!ox_grow((void**)&c->scratch, &c->cap_scratch, c->n_scratch + 1, sizeof(void*))) return NULL;
   size_t rounded = (bytes + OX_HOST_ALIGN - 1) / OX_HOST_ALIGN * OX_HOST_ALIGN;
@@ -472,4 +474,9 @@ static const OnyxHostApi ox_host_api_table = {
 
 const OnyxHostApi* ox_host_api(void) {
   return &ox_host_api_table;
+}
+
+/* The public listing loads each library as a session would, with this table. */
+OnyxStatus* onyx_provider_list_create(OnyxProviderList** out) {
+  return ox_provider_list_scan(&ox_host_api_table, out);
 }

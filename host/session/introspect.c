@@ -6,7 +6,7 @@
 #include "ox_session.h"
 
 ONYX_API size_t onyx_session_node_count(const OnyxSession* s) {
-  return s && s->graph ? s->graph->n_nodes : 0;
+  return s && s->prog.graph ? s->prog.graph->n_nodes : 0;
 }
 
 ONYX_API OnyxStatus* onyx_session_node_info(const OnyxSession* s, size_t i, OnyxNodeInfo* out) {
@@ -16,12 +16,12 @@ ONYX_API OnyxStatus* onyx_session_node_info(const OnyxSession* s, size_t i, Onyx
                      "onyx_session_node_info: struct_size %zu is smaller than %zu (set it to "
                      "sizeof(OnyxNodeInfo))",
                      out->struct_size, sizeof *out);
-  if (!s->graph || i >= s->graph->n_nodes)
+  if (!s->prog.graph || i >= s->prog.graph->n_nodes)
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "onyx_session_node_info: no node %zu (the session has %zu)", i,
                      onyx_session_node_count(s));
   static _Thread_local char types[512];
-  const OxNode* n = s->graph->nodes[i];
+  const OxNode* n = s->prog.graph->nodes[i];
   size_t len = 0;
   types[0] = '\0';
   for (size_t k = 0; k < n->n_inputs && len < sizeof types; k++) {
@@ -34,9 +34,10 @@ ONYX_API OnyxStatus* onyx_session_node_info(const OnyxSession* s, size_t i, Onyx
   out->op_type = n->op_type;
   out->domain = n->domain ? n->domain : "";
   out->since_version = n->since_version;
-  out->provider = n->ep >= 0 && (size_t)n->ep < s->n_eps ? s->eps[n->ep].name : NULL;
-  out->group =
-      n->group >= 0 && (size_t)n->group < s->part.n_groups ? s->part.groups[n->group].name : NULL;
+  out->provider = n->ep >= 0 && (size_t)n->ep < s->prog.n_eps ? s->prog.eps[n->ep].name : NULL;
+  out->group = n->group >= 0 && (size_t)n->group < s->prog.part.n_groups
+                   ? s->prog.part.groups[n->group].name
+                   : NULL;
   out->input_types = types;
   return NULL;
 }

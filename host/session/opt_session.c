@@ -12,8 +12,8 @@
 
 /* The CPU provider's slot in the session, or -1. */
 static int32_t ox_cpu_ep(const OnyxSession* s) {
-  for (size_t i = 0; i < s->n_eps; i++)
-    if (!strcmp(s->eps[i].name, "cpu")) return (int32_t)i;
+  for (size_t i = 0; i < s->prog.n_eps; i++)
+    if (!strcmp(s->prog.eps[i].name, "cpu")) return (int32_t)i;
   return -1;
 }
 
@@ -62,7 +62,7 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
   }
   int32_t e = ox_cpu_ep(s);
   if (e < 0) return ox_status(ONYX_NOT_IMPLEMENTED, "no CPU provider");
-  const OxKernel* k = ox_kreg_match(s->eps[e].lib->kernels, n, NULL);
+  const OxKernel* k = ox_kreg_match(s->prog.eps[e].lib->kernels, n, NULL);
   if (!k) return ox_status(ONYX_NOT_IMPLEMENTED, "no CPU kernel");
   OnyxMemoryDevice host = ox_session_ep_memory(s, e, ONYX_MEM_DEFAULT);
   if (!ox_memory_equal(&host, &OX_HOST_MEMORY))
@@ -95,15 +95,14 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
   const OnyxKernelDef* d = &k->def;
   if (!st) {
     state = d->user_data;
-    if (d->create) st = d->create(s->eps[e].ep, n, d->user_data, &state);
+    if (d->create) st = d->create(s->prog.eps[e].ep, n, d->user_data, &state);
     created = !st && d->create;
   }
   if (!st) {
-    OnyxSessionOptions opts = *s->opts; /* the size budget bounds every output */
-    if (!opts.max_tensor_bytes || opts.max_tensor_bytes > fc->max_bytes)
-      opts.max_tensor_bytes = fc->max_bytes;
-    OnyxSession tmp = *s;
-    tmp.opts = &opts;
+    OxProgram tmp = s->prog;
+    /* the size budget bounds every output */
+    if (!tmp.cfg.max_tensor_bytes || tmp.cfg.max_tensor_bytes > fc->max_bytes)
+      tmp.cfg.max_tensor_bytes = fc->max_bytes;
     tmp.plan = (OxPlan){.slots = slots, .n_slots = n_slots};
     OxStep step = {.kind = OX_STEP_KERNEL,
                    .ep = e,
@@ -117,7 +116,7 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
                    .out_mem = out_mem,
                    .out_ep = out_ep,
                    .group = -1};
-    OxFrame f = {.session = &tmp,
+    OxFrame f = {.prog = &tmp,
                  .values = vals,
                  .deadline_ns = fc->deadline_ns,
                  .deadline_what = "constant folding",
@@ -179,17 +178,17 @@ static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const 
  * fused op, so the rewrite keeps the nodes where the model put them. */
 static bool ox_session_may_fuse(void* ctx, const OxNode* n, const char* domain, const char* op) {
   const OnyxSession* s = ctx;
-  if (n->ep < 0 || (size_t)n->ep >= s->n_eps) return false;
-  int64_t version = ox_graph_opset(s->graph, domain);
+  if (n->ep < 0 || (size_t)n->ep >= s->prog.n_eps) return false;
+  int64_t version = ox_graph_opset(s->prog.graph, domain);
   if (version < 0) version = !strcmp(domain, OX_CONTRIB_DOMAIN) ? 1 : 0;
-  return ox_kreg_has_op(s->eps[n->ep].lib->kernels, domain, op, version);
+  return ox_kreg_has_op(s->prog.eps[n->ep].lib->kernels, domain, op, version);
 }
 
 /* Schema registries of the session's providers, for re-resolving. */
 static const OxSchemaRegistry** ox_session_customs(const OnyxSession* s) {
-  const OxSchemaRegistry** customs = calloc(s->n_eps + 1, sizeof *customs);
-  for (size_t i = 0; customs && i < s->n_eps; i++)
-    customs[i] = s->eps[i].lib->schemas;
+  const OxSchemaRegistry** customs = calloc(s->prog.n_eps + 1, sizeof *customs);
+  for (size_t i = 0; customs && i < s->prog.n_eps; i++)
+    customs[i] = s->prog.eps[i].lib->schemas;
   return customs;
 }
 
@@ -212,7 +211,7 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
   OxOptConfig cfg = {
       .level = level,
       .customs = customs,
-      .n_customs = s->n_eps,
+      .n_customs = s->prog.n_eps,
       .eval = cpu >= 0 ? ox_eval_cpu : NULL,
       .eval_ctx = &fold,
       .max_fold_bytes = fold_bytes,
@@ -224,22 +223,22 @@ static OnyxStatus* ox_session_run_optimizer(OnyxSession* s, int phase) {
       .cpu_ep = cpu,
   };
   OxOptStats stats;
-  OnyxStatus* st = ox_optimize(s->graph, &cfg, &stats);
+  OnyxStatus* st = ox_optimize(s->prog.graph, &cfg, &stats);
   free(customs);
   if (st) return st;
   if (fold.stopped)
     ox_session_log(s, ONYX_LOG_INFO,
                    "%s: constant folding stopped: its time budget of %zu ms (max_fold_ms) is "
                    "spent; the constant nodes not folded yet stay nodes",
-                   s->source, s->opts->max_fold_ms);
+                   s->prog.source, s->opts->max_fold_ms);
   if (fold.over_bytes)
     ox_session_log(s, ONYX_LOG_INFO,
                    "%s: constant folding left %zu node%s unfolded: %s outputs would exceed "
                    "%zu bytes, or bring the folded constants over max_session_bytes",
-                   s->source, fold.over_bytes, fold.over_bytes == 1 ? "" : "s",
+                   s->prog.source, fold.over_bytes, fold.over_bytes == 1 ? "" : "s",
                    fold.over_bytes == 1 ? "its" : "their", fold_bytes);
   char* text = ox_opt_stats_str(&stats);
-  ox_session_log(s, ONYX_LOG_INFO, "%s: optimizer (%s, %s): %s", s->source,
+  ox_session_log(s, ONYX_LOG_INFO, "%s: optimizer (%s, %s): %s", s->prog.source,
                  ox_opt_level_name(level),
                  phase == OX_OPT_PHASE_FUSION ? "fusions after placement" : "before placement",
                  text ? text : "");
@@ -254,21 +253,21 @@ OnyxStatus* ox_session_optimize(OnyxSession* s) {
 /* Every node a rewrite made runs on its provider's kernel: a fusion the
  * provider cannot run is reported, never moved elsewhere. */
 static OnyxStatus* ox_session_check_fused(const OnyxSession* s) {
-  for (size_t i = 0; i < s->graph->n_nodes; i++) {
-    const OxNode* n = s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
     if (!n->origin_pass || n->group >= 0 || n->ep == OX_EP_HOST) continue;
-    if (n->ep < 0 || (size_t)n->ep >= s->n_eps)
+    if (n->ep < 0 || (size_t)n->ep >= s->prog.n_eps)
       return ox_status(ONYX_PLACEMENT_ERROR,
                        "transformer '%s' made node '%s' (%s) from %s without a provider",
                        n->origin_pass, n->name, n->op_type, n->origin_nodes ? n->origin_nodes : "");
-    const OxKernelRegistry* r = s->eps[n->ep].lib->kernels;
+    const OxKernelRegistry* r = s->prog.eps[n->ep].lib->kernels;
     const char* why = NULL;
     if (!r || !ox_kreg_match(r, n, &why))
       return ox_status(ONYX_PLACEMENT_ERROR,
                        "transformer '%s' made node '%s' (%s%s%s) from %s for provider '%s', which "
                        "has no kernel for it: %s",
                        n->origin_pass, n->name, *n->domain ? n->domain : "", *n->domain ? "." : "",
-                       n->op_type, n->origin_nodes ? n->origin_nodes : "", s->eps[n->ep].name,
+                       n->op_type, n->origin_nodes ? n->origin_nodes : "", s->prog.eps[n->ep].name,
                        why ? why : "no kernel registry");
   }
   return NULL;
@@ -281,10 +280,10 @@ static OnyxStatus* ox_session_provider_transforms(OnyxSession* s, bool* changed)
   const OxSchemaRegistry** schemas = ox_session_customs(s);
   if (!schemas) return ox_oom();
   OnyxStatus* st = NULL;
-  for (size_t i = 0; !st && i < s->n_eps; i++) {
+  for (size_t i = 0; !st && i < s->prog.n_eps; i++) {
     bool edited = false;
-    st = ox_provider_transform(s->graph, s->eps[i].ep, (int32_t)i, s->eps[i].name, schemas,
-                               s->n_eps, &edited);
+    st = ox_provider_transform(s->prog.graph, s->prog.eps[i].ep, (int32_t)i, s->prog.eps[i].name,
+                               schemas, s->prog.n_eps, &edited);
     *changed = *changed || edited;
   }
   free(schemas);
@@ -297,8 +296,8 @@ OnyxStatus* ox_session_fuse(OnyxSession* s) {
   if (edited) {
     const OxSchemaRegistry** customs = ox_session_customs(s);
     if (!customs) return ox_oom();
-    OxOptConfig cfg = {.customs = customs, .n_customs = s->n_eps};
-    OnyxStatus* st = ox_optimize_tidy(s->graph, &cfg);
+    OxOptConfig cfg = {.customs = customs, .n_customs = s->prog.n_eps};
+    OnyxStatus* st = ox_optimize_tidy(s->prog.graph, &cfg);
     free(customs);
     if (st) return ox_status_wrap(st, "after the providers' transforms");
   }
@@ -309,5 +308,5 @@ OnyxStatus* ox_session_fuse(OnyxSession* s) {
 ONYX_API OnyxStatus* onyx_session_save_model(const OnyxSession* s, const char* path) {
   if (!s || !path)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_save_model: NULL argument");
-  return ox_model_save(s->graph, path);
+  return ox_model_save(s->prog.graph, path);
 }

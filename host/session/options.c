@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "onyx/onyx_distributed.h"
+#include "ox_host_api.h"
 #include "ox_model.h" /* OX_DEFAULT_MAX_* */
 #include "ox_options.h"
 #include "ox_providers.h"
@@ -539,11 +540,11 @@ OnyxStatus* onyx_session_options_list_providers(const OnyxSessionOptions* o,
   for (size_t i = 0; o && !st && i < o->n_providers; i++) {
     const OxProviderSpec* spec = &o->providers[i];
     lists_cpu = lists_cpu || strcmp(spec->name, "cpu") == 0;
-    st = ox_provider_list_add_spec(l, spec->name, spec->library, spec->init);
+    st = ox_provider_list_add_spec(ox_host_api(), l, spec->name, spec->library, spec->init);
   }
   /* As session creation does: the CPU provider last, unless listed or off. */
   if (!st && !lists_cpu && !(o && o->no_implicit_cpu))
-    st = ox_provider_list_add_spec(l, "cpu", NULL, NULL);
+    st = ox_provider_list_add_spec(ox_host_api(), l, "cpu", NULL, NULL);
   if (st) {
     onyx_provider_list_release(l);
     return st;

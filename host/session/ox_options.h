@@ -5,28 +5,16 @@
 
 #include "ox_common.h"
 #include "ox_partition.h" /* OxPin */
+#include "ox_program.h"   /* OnyxRunOptions, OxSessionRt */
 #include "onyx/onyx.h"
 #include "onyx/onyx_ep.h"
 
-/* Provider options: ordered key/value strings (the handle of onyx_ep.h). */
-struct OnyxOptions {
-  char** keys;
-  char** values;
-  size_t count, cap;
-};
+/* Provider options (OnyxOptions) and OxProviderSpec: host/providers/ox_providers.h;
+ * run options and the run-time state (OxSessionRt): host/plan/ox_program.h. */
 OnyxStatus* ox_options_set(OnyxOptions* o, const char* key, const char* value);
 const char* ox_options_get(const OnyxOptions* o, const char* key);
 OnyxStatus* ox_options_copy(OnyxOptions* dst, const OnyxOptions* src);
 void ox_options_clear(OnyxOptions* o);
-
-typedef struct OxProviderSpec {
-  char* name;
-  char* library;           /* NULL: search by name */
-  OnyxProviderInitFn init; /* an in-process provider (no library), or NULL */
-  int device;
-  bool required;
-  OnyxOptions options;
-} OxProviderSpec;
 
 struct OnyxSessionOptions {
   OxProviderSpec* providers;
@@ -69,38 +57,7 @@ struct OnyxSessionOptions {
   bool tensor_parallel;
 };
 
-/* --- Run options ----------------------------------------------------------------------- */
-struct OnyxRunOptions {
-  char* tag;
-  OnyxLogSeverity log_severity;
-  bool log_severity_set; /* false: the session's severity applies */
-  int terminate;         /* atomic */
-};
-
-/* --- Per-session run-time state (profiler, debug dumps) ---------------------------
- * Created on first use and owned by the session's private copy of its options
- * (OnyxSessionOptions.rt), so it is released with the session. */
 struct OnyxSession;
-struct OxProfiler;
-typedef struct OxSessionRt {
-  struct OxProfiler* profiler; /* NULL: profiling off */
-  bool nvtx;                   /* NVTX ranges on (host/exec/ox_nvtx.h) */
-  /* Debug dumps (docs/debugging.md), read from the environment once. */
-  int dump_nodes;         /* bit 1: inputs, bit 2: outputs */
-  char* dump_node_filter; /* comma-separated node names, NULL: all */
-  char* dump_op_filter;   /* comma-separated op types, NULL: all */
-  size_t dump_max_values;
-  bool dump_plan, dump_memory;
-  int plans_dumped; /* atomic: the plan dumps are written once */
-  uint64_t runs;    /* atomic: run counter, for traces */
-  /* atomic: the data copies runs made (copy steps that moved data, feeds
-   * staged into host memory); a copy step that aliased its source is not
-   * counted. Read by tests. */
-  uint64_t copies;
-  /* When constant folding at session creation must end (max_fold_ms, from
-   * the first fold; 0: not started). Creation runs on one thread. */
-  uint64_t fold_deadline_ns;
-} OxSessionRt;
 /* The session's run-time state, created on first call (thread-safe). NULL
  * only when out of memory. */
 OxSessionRt* ox_session_rt(struct OnyxSession* s);

@@ -1,48 +1,34 @@
-/* ox_session.h — the session: its options, graph, providers, thread pool,
- * partition and plan; the session-wide services the phases use (logging,
- * tensor allocation in a provider's memory, copies between memories); and
- * the public value type. Each phase's own types live in its folder:
- * ox_partition.h, ox_plan.h, ox_frame.h. */
+/* ox_session.h — the session: its options and its program (ox_program.h);
+ * the session's logging and its forms of the provider memory and copies
+ * (host/partition/ep_memory.c); and the public value type. Each phase's own
+ * types live in its folder: ox_partition.h, ox_plan.h, ox_program.h,
+ * ox_frame.h. */
 #ifndef OX_SESSION_H
 #define OX_SESSION_H
 
 #include "ox_frame.h"
 #include "ox_graph.h"
 #include "ox_options.h"
-#include "ox_partition.h"
-#include "ox_plan.h"
+#include "ox_program.h"
 #include "ox_threadpool.h"
 #include "onyx/onyx.h"
 
+/* The session: its options (its private copy) and its program, the graph
+ * with its providers, thread pool, placement and plan (host/plan/ox_program.h),
+ * which the plan and the executor work on. */
 struct OnyxSession {
   OnyxSessionOptions* opts;
-  OxGraph* graph;
-  OxEpSlot* eps;
-  size_t n_eps;
-  OxThreadPool* pool;
-  OxPartition part;
-  OxPlan plan;
-  char* source;
+  OxProgram prog;
 };
+
+/* Copies what the program's plan and runs read of the options into
+ * s->prog.cfg (the run-time state created here too): called once the
+ * options are the session's own, before any phase runs. */
+void ox_session_bind(struct OnyxSession* s);
 
 /* Logs through the session's logger. */
 void ox_session_log(const struct OnyxSession* s, OnyxLogSeverity sev, const char* fmt, ...)
     OX_PRINTF(3, 4);
-
-/* The session (and run) whose work the calling thread is doing, so that a
- * provider's host->log reaches that session's log callback. Set by the
- * executor for a run; returns the previous pair for restoring. */
-typedef struct OxLogScope {
-  const struct OnyxSession* session;
-  const OnyxRunOptions* run;
-} OxLogScope;
-OxLogScope ox_log_scope_enter(const struct OnyxSession* s, const OnyxRunOptions* run);
-void ox_log_scope_leave(OxLogScope previous);
-const OxLogScope* ox_log_scope_current(void); /* NULL outside any scope */
-/* Logs through the session's logger within a run: the run's severity (when
- * set) and its tag ("[run 'tag'] ") apply. */
-void ox_run_log(const struct OnyxSession* s, const OnyxRunOptions* run, OnyxLogSeverity sev,
-                const char* fmt, ...) OX_PRINTF(4, 5);
 
 /* max_tensor_bytes against a tensor about to be allocated (any memory). */
 OnyxStatus* ox_session_check_tensor_limit(const struct OnyxSession* s, OnyxElemType type,
@@ -57,8 +43,6 @@ OnyxMemoryDevice ox_session_ep_memory(struct OnyxSession* s, int32_t ep, OnyxMem
 /* Sets node priorities from the options (by node name) for the "priority"
  * order; a name that matches no node is an error. */
 OnyxStatus* ox_session_apply_priorities(struct OnyxSession* s);
-/* Index of the provider whose allocator serves memory `mem` (-1: none). */
-int32_t ox_session_ep_for_memory(struct OnyxSession* s, const OnyxMemoryDevice* mem);
 
 /* One tensor through provider ep's copy_tensors, queued on its stream. */
 OnyxStatus* ox_session_ep_copy(struct OnyxSession* s, int32_t ep, const OxTensor* src,

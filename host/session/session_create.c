@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "opt_session.h"
+#include "ox_host_api.h"
 #include "ox_dist.h"
 #include "ox_memplan.h"
 #include "ox_model.h"
@@ -40,8 +41,9 @@ static OnyxStatus* ox_device_check(const OxProviderSpec* spec, const OxProviderL
 
 static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec, bool implicit) {
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = spec->init ? ox_provider_lib_acquire_init(spec->name, spec->init, &lib)
-                              : ox_provider_lib_acquire(spec->name, spec->library, &lib);
+  OnyxStatus* st = spec->init
+                       ? ox_provider_lib_acquire_init(ox_host_api(), spec->name, spec->init, &lib)
+                       : ox_provider_lib_acquire(ox_host_api(), spec->name, spec->library, &lib);
   if (!st) st = ox_device_check(spec, lib);
   if (st) {
     ox_provider_lib_release(lib);
@@ -51,7 +53,7 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
       .struct_size = sizeof args,
       .device_index = (size_t)spec->device,
       .options = &spec->options,
-      .thread_pool = s->pool,
+      .thread_pool = s->prog.pool,
       .deterministic = s->opts->deterministic,
       .log_severity = (int32_t)s->opts->log_severity,
       .next = ox_process_group_extension(s->opts->process_group),
@@ -73,17 +75,17 @@ static OnyxStatus* ox_session_add_ep(OnyxSession* s, const OxProviderSpec* spec,
      * "unavailable" like one device_count did not find. */
     return st->code == ONYX_NO_DEVICE ? ox_provider_unavailable(s, spec, st) : st;
   }
-  OxEpSlot* slots = realloc(s->eps, (s->n_eps + 1) * sizeof *slots);
+  OxEpSlot* slots = realloc(s->prog.eps, (s->prog.n_eps + 1) * sizeof *slots);
   char* name = ox_strdup(spec->name);
   if (!slots || !name) {
     free(name);
-    if (slots) s->eps = slots;
+    if (slots) s->prog.eps = slots;
     ep->release(ep);
     ox_provider_lib_release(lib);
     return ox_oom();
   }
-  s->eps = slots;
-  OxEpSlot* slot = &s->eps[s->n_eps++];
+  s->prog.eps = slots;
+  OxEpSlot* slot = &s->prog.eps[s->prog.n_eps++];
   *slot = (OxEpSlot){.name = name, .lib = lib, .ep = ep, .implicit = implicit};
   pthread_mutex_init(&slot->arena_lock, NULL);
   const OnyxProvider* p = lib->provider;
@@ -112,28 +114,29 @@ static OnyxStatus* ox_session_providers(OnyxSession* s) {
     OxProviderSpec cpu = {.name = (char*)"cpu", .required = true};
     OX_TRY(ox_session_add_ep(s, &cpu, true));
   }
-  if (!s->n_eps) return ox_status(ONYX_NO_DEVICE, "no execution provider is available");
+  if (!s->prog.n_eps) return ox_status(ONYX_NO_DEVICE, "no execution provider is available");
   return NULL;
 }
 
 static OnyxStatus* ox_session_resolve(OnyxSession* s) {
-  const OxSchemaRegistry** customs = calloc(s->n_eps + 1, sizeof *customs);
+  const OxSchemaRegistry** customs = calloc(s->prog.n_eps + 1, sizeof *customs);
   if (!customs) return ox_oom();
-  for (size_t i = 0; i < s->n_eps; i++)
-    customs[i] = s->eps[i].lib->schemas;
+  for (size_t i = 0; i < s->prog.n_eps; i++)
+    customs[i] = s->prog.eps[i].lib->schemas;
   /* Gradient nodes are built into their backward ops here (host/training). */
-  OnyxStatus* st = ox_graph_resolve_expanding(s->graph, customs, s->n_eps, ox_gradient_expand);
+  OnyxStatus* st =
+      ox_graph_resolve_expanding(s->prog.graph, customs, s->prog.n_eps, ox_gradient_expand);
   free(customs);
   return st;
 }
 
 static void ox_session_log_placement(OnyxSession* s) {
   OxStr t = {0};
-  for (size_t i = 0; i < s->n_eps; i++)
-    ox_str_addf(&t, "%s%s: %zu", i ? ", " : "", s->eps[i].name, s->eps[i].n_nodes);
+  for (size_t i = 0; i < s->prog.n_eps; i++)
+    ox_str_addf(&t, "%s%s: %zu", i ? ", " : "", s->prog.eps[i].name, s->prog.eps[i].n_nodes);
   char* text = ox_str_take(&t);
-  ox_session_log(s, ONYX_LOG_INFO, "%s: placement of %zu nodes: %s", s->source, s->graph->n_nodes,
-                 text ? text : "");
+  ox_session_log(s, ONYX_LOG_INFO, "%s: placement of %zu nodes: %s", s->prog.source,
+                 s->prog.graph->n_nodes, text ? text : "");
   free(text);
 }
 
@@ -150,9 +153,9 @@ static void ox_session_dump_placement(const OnyxSession* s) {
 
 /* The session's graph and providers with its placement rules, unplaced. */
 static OxPartition ox_session_placement(const OnyxSession* s) {
-  return (OxPartition){.graph = s->graph,
-                       .eps = s->eps,
-                       .n_eps = s->n_eps,
+  return (OxPartition){.graph = s->prog.graph,
+                       .eps = s->prog.eps,
+                       .n_eps = s->prog.n_eps,
                        .pins = s->opts->pins,
                        .n_pins = s->opts->n_pins,
                        .fallback_deny = s->opts->fallback_deny};
@@ -160,61 +163,61 @@ static OxPartition ox_session_placement(const OnyxSession* s) {
 
 static void ox_session_pin_warning(void* ctx, const char* msg) {
   const OnyxSession* s = ctx;
-  ox_session_log(s, ONYX_LOG_WARNING, "%s: %s", s->source, msg);
+  ox_session_log(s, ONYX_LOG_WARNING, "%s: %s", s->prog.source, msg);
 }
 
 /* tensor_parallel: the graph rewritten for this rank (host/optimizer), then resolved again. */
 static OnyxStatus* ox_session_tensor_parallel(OnyxSession* s) {
   const OnyxProcessGroup* pg = s->opts->process_group;
   char* report = NULL;
-  OX_TRY(ox_tensor_parallel(s->graph, onyx_process_group_rank(pg), onyx_process_group_size(pg),
+  OX_TRY(ox_tensor_parallel(s->prog.graph, onyx_process_group_rank(pg), onyx_process_group_size(pg),
                             &report));
-  ox_session_log(s, ONYX_LOG_INFO, "%s: tensor parallel: %s", s->source, report ? report : "");
+  ox_session_log(s, ONYX_LOG_INFO, "%s: tensor parallel: %s", s->prog.source, report ? report : "");
   free(report);
   return ox_session_resolve(s);
 }
 
 /* Everything after loading. */
 static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
-  OX_TRY(ox_threadpool_create(s->opts->threads, &s->pool));
+  OX_TRY(ox_threadpool_create(s->opts->threads, &s->prog.pool));
   OX_TRY(ox_session_providers(s));
   OX_TRY(ox_session_resolve(s));
-  ox_nvtx_phase_push(s, "optimize");
+  ox_nvtx_phase_push(&s->prog, "optimize");
   double t = ox_session_phase_begin(s);
   OxPartition pins = ox_session_placement(s); /* before rewrites rename or remove nodes */
   OX_TRY(ox_partition_check_pins(&pins, ox_session_pin_warning, s));
   OX_TRY(ox_session_optimize(s)); /* host/optimizer: the graph stays resolved */
   if (s->opts->tensor_parallel) OX_TRY(ox_session_tensor_parallel(s));
   ox_session_phase_end(s, "optimize", t);
-  ox_nvtx_phase_pop(s);
+  ox_nvtx_phase_pop(&s->prog);
   /* Before partitioning: node indices are fixed from here on. */
   if (s->opts->order == ONYX_ORDER_PRIORITY) {
     OX_TRY(ox_session_apply_priorities(s));
-    OX_TRY(ox_graph_order(s->graph, true));
+    OX_TRY(ox_graph_order(s->prog.graph, true));
   }
-  s->part = ox_session_placement(s);
-  ox_nvtx_phase_push(s, "partition");
+  s->prog.part = ox_session_placement(s);
+  ox_nvtx_phase_push(&s->prog, "partition");
   t = ox_session_phase_begin(s);
-  OX_TRY(ox_partition_run(&s->part));
+  OX_TRY(ox_partition_run(&s->prog.part));
   ox_session_phase_end(s, "partition", t);
-  ox_nvtx_phase_pop(s);
-  ox_nvtx_phase_push(s, "fuse");
+  ox_nvtx_phase_pop(&s->prog);
+  ox_nvtx_phase_push(&s->prog, "fuse");
   t = ox_session_phase_begin(s);
   OX_TRY(ox_session_fuse(s)); /* host/optimizer: inside each provider's nodes */
-  ox_partition_count(&s->part);
-  if (s->opts->order == ONYX_ORDER_PRIORITY) OX_TRY(ox_graph_order(s->graph, true));
-  OX_TRY(ox_partition_kernels(&s->part)); /* the graph and its order are final */
+  ox_partition_count(&s->prog.part);
+  if (s->opts->order == ONYX_ORDER_PRIORITY) OX_TRY(ox_graph_order(s->prog.graph, true));
+  OX_TRY(ox_partition_kernels(&s->prog.part)); /* the graph and its order are final */
   ox_session_phase_end(s, "fuse", t);
-  ox_nvtx_phase_pop(s);
-  ox_nvtx_phase_push(s, "plan");
+  ox_nvtx_phase_pop(&s->prog);
+  ox_nvtx_phase_push(&s->prog, "plan");
   t = ox_session_phase_begin(s);
-  OX_TRY(ox_plan_build(s));
+  OX_TRY(ox_plan_build(&s->prog));
   ox_session_phase_end(s, "plan", t);
-  ox_nvtx_phase_pop(s);
-  char* mem = ox_memplan_summary(s); /* host/plan/ox_memplan.h: the planned peak */
+  ox_nvtx_phase_pop(&s->prog);
+  char* mem = ox_memplan_summary(&s->prog); /* host/plan/ox_memplan.h: the planned peak */
   size_t mem_len = mem ? strlen(mem) : 0;
   if (mem_len && mem[mem_len - 1] == '\n') mem[mem_len - 1] = '\0';
-  if (mem) ox_session_log(s, ONYX_LOG_INFO, "%s: %s", s->source, mem);
+  if (mem) ox_session_log(s, ONYX_LOG_INFO, "%s: %s", s->prog.source, mem);
   free(mem);
   ox_session_log_placement(s);
   ox_session_dump_placement(s);
@@ -224,7 +227,7 @@ static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
 /* Provider logs during creation (create_ep, get_capability, compile) reach
  * the session's log callback. */
 static OnyxStatus* ox_session_build(OnyxSession* s) {
-  OxLogScope scope = ox_log_scope_enter(s, NULL);
+  OxLogScope scope = ox_log_scope_enter(&s->prog, NULL);
   OnyxStatus* st = ox_session_build_steps(s);
   ox_log_scope_leave(scope);
   return st;
@@ -236,10 +239,10 @@ static OnyxStatus* ox_session_build(OnyxSession* s) {
  * ranks compare a hash of them (ox_process_group_check_world). */
 static OnyxStatus* ox_session_check_world(OnyxSession* s, const void* bytes, size_t len) {
   OnyxProcessGroup* pg = s->opts->process_group;
-  if (!pg || onyx_process_group_size(pg) == 1 || !s->graph) return NULL;
+  if (!pg || onyx_process_group_size(pg) == 1 || !s->prog.graph) return NULL;
   bool collective = s->opts->tensor_parallel; /* its rewrite adds AllReduce nodes */
-  for (size_t i = 0; i < s->graph->n_nodes && !collective; i++)
-    collective = !strcmp(s->graph->nodes[i]->domain, "com.onyx.collective");
+  for (size_t i = 0; i < s->prog.graph->n_nodes && !collective; i++)
+    collective = !strcmp(s->prog.graph->nodes[i]->domain, "com.onyx.collective");
   if (!collective) return NULL;
   const OnyxSessionOptions* o = s->opts;
   uint64_t h = ox_fnv1a(OX_FNV_OFFSET, bytes, len);
@@ -248,7 +251,7 @@ static OnyxStatus* ox_session_check_world(OnyxSession* s, const void* bytes, siz
   h = ox_fnv1a(h, flags, sizeof flags);
   for (size_t i = 0; i < o->n_providers; i++)
     h = ox_fnv1a(h, o->providers[i].name, strlen(o->providers[i].name) + 1);
-  return ox_process_group_check_world(pg, h, s->source);
+  return ox_process_group_check_world(pg, h, s->prog.source);
 }
 
 static OnyxStatus* ox_session_check_world_file(OnyxSession* s, const char* path) {
@@ -273,15 +276,16 @@ static OnyxStatus* ox_session_start(const OnyxSessionOptions* opts, const char* 
   ox_host_cache_hold(); /* dropped by onyx_session_release */
   OnyxStatus* st = opts ? ox_session_options_clone(opts, &(*out)->opts)
                         : onyx_session_options_create(&(*out)->opts);
-  if (!st && !((*out)->source = ox_strdup(source))) st = ox_oom();
+  if (!st && !((*out)->prog.source = ox_strdup(source))) st = ox_oom();
+  if (!st) ox_session_bind(*out);
   return st;
 }
 
 static OnyxStatus* ox_session_finish(OnyxSession* s, OnyxStatus* st, OnyxSession** out) {
   if (!st) st = ox_session_build(s);
   if (st) {
-    if (!strstr(st->message ? st->message : "", s->source ? s->source : "\x01"))
-      st = ox_status_wrap(st, "%s", s->source ? s->source : "model");
+    if (!strstr(st->message ? st->message : "", s->prog.source ? s->prog.source : "\x01"))
+      st = ox_status_wrap(st, "%s", s->prog.source ? s->prog.source : "model");
     onyx_session_release(s);
     return st;
   }
@@ -296,14 +300,15 @@ ONYX_API OnyxStatus* onyx_session_create(const OnyxSessionOptions* opts, const c
   *out = NULL;
   OnyxSession* s;
   OnyxStatus* st = ox_session_start(opts, model_path, &s);
-  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/exec/ox_nvtx.h */
+  int nvtx_depth =
+      ox_nvtx_create_begin(st ? NULL : &s->prog); /* NVTX ranges: host/exec/ox_nvtx.h */
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
-    ox_nvtx_phase_push(s, "load");
+    ox_nvtx_phase_push(&s->prog, "load");
     double t = ox_session_phase_begin(s);
-    st = ox_model_load_file(model_path, &lim, &s->graph);
+    st = ox_model_load_file(model_path, &lim, &s->prog.graph);
     if (!st) ox_session_phase_end(s, "load", t);
-    ox_nvtx_phase_pop(s);
+    ox_nvtx_phase_pop(&s->prog);
     if (!st) st = ox_session_check_world_file(s, model_path);
   }
   st = ox_session_finish(s, st, out);
@@ -319,14 +324,15 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
   *out = NULL;
   OnyxSession* s;
   OnyxStatus* st = ox_session_start(opts, "<memory>", &s);
-  int nvtx_depth = ox_nvtx_create_begin(st ? NULL : s); /* NVTX ranges: host/exec/ox_nvtx.h */
+  int nvtx_depth =
+      ox_nvtx_create_begin(st ? NULL : &s->prog); /* NVTX ranges: host/exec/ox_nvtx.h */
   if (!st) {
     OxModelLimits lim = ox_limits(s->opts);
-    ox_nvtx_phase_push(s, "load");
+    ox_nvtx_phase_push(&s->prog, "load");
     double t = ox_session_phase_begin(s);
-    st = ox_model_load_bytes(bytes, len, base_dir, "<memory>", &lim, &s->graph);
+    st = ox_model_load_bytes(bytes, len, base_dir, "<memory>", &lim, &s->prog.graph);
     if (!st) ox_session_phase_end(s, "load", t);
-    ox_nvtx_phase_pop(s);
+    ox_nvtx_phase_pop(&s->prog);
     if (!st) st = ox_session_check_world(s, bytes, len);
   }
   st = ox_session_finish(s, st, out);
@@ -336,26 +342,26 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
 
 ONYX_API void onyx_session_release(OnyxSession* s) {
   if (!s) return;
-  ox_plan_clear(s);
-  ox_partition_clear(&s->part);
+  ox_plan_clear(&s->prog);
+  ox_partition_clear(&s->prog.part);
   /* Kernel states are gone; now streams, arenas, EPs, then the libraries. */
-  for (size_t i = 0; i < s->n_eps; i++) {
-    OxEpSlot* slot = &s->eps[i];
+  for (size_t i = 0; i < s->prog.n_eps; i++) {
+    OxEpSlot* slot = &s->prog.eps[i];
     if (slot->stream && slot->ep->release_stream) slot->ep->release_stream(slot->ep, slot->stream);
     for (int m = 0; m < 3; m++)
       if (slot->arenas[m]) ox_arena_destroy(slot->arenas[m]);
     slot->ep->release(slot->ep);
     pthread_mutex_destroy(&slot->arena_lock);
   }
-  ox_graph_free(s->graph);
-  for (size_t i = 0; i < s->n_eps; i++) {
-    ox_provider_lib_release(s->eps[i].lib);
-    free(s->eps[i].name);
+  ox_graph_free(s->prog.graph);
+  for (size_t i = 0; i < s->prog.n_eps; i++) {
+    ox_provider_lib_release(s->prog.eps[i].lib);
+    free(s->prog.eps[i].name);
   }
-  free(s->eps);
-  ox_threadpool_free(s->pool);
+  free(s->prog.eps);
+  ox_threadpool_free(s->prog.pool);
   onyx_session_options_release(s->opts);
-  free(s->source);
+  free(s->prog.source);
   free(s);
   ox_host_cache_drop();
 }

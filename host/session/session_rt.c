@@ -1,10 +1,7 @@
-/* session_rt.c — the session's run-time state (OxSessionRt in ox_options.h):
+/* session_rt.c — the session's run-time state (OxSessionRt in ox_program.h):
  * the debug-dump switches read from the environment, the profiler and the
- * NVTX switch, created on first use; the session's phases in the profile;
- * and the per-thread log scope that routes provider logs to the session's
- * callback. */
+ * NVTX switch, created on first use; the session's phases in the profile. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,44 +86,6 @@ void ox_session_phase_end(OnyxSession* s, const char* phase, double begin_us) {
   if (!rt || !rt->profiler) return;
   double now = ox_profiler_now(rt->profiler);
   json_t* args = json_object();
-  if (args && s->source) json_object_set_new(args, "model", json_string(s->source));
+  if (args && s->prog.source) json_object_set_new(args, "model", json_string(s->prog.source));
   ox_profiler_complete(rt->profiler, "session", phase, begin_us, now - begin_us, args);
-}
-
-/* --- log scope ---------------------------------------------------------------------------------
- */
-static _Thread_local OxLogScope ox_scope;
-
-OxLogScope ox_log_scope_enter(const OnyxSession* s, const OnyxRunOptions* run) {
-  OxLogScope prev = ox_scope;
-  ox_scope = (OxLogScope){s, run};
-  return prev;
-}
-
-void ox_log_scope_leave(OxLogScope previous) {
-  ox_scope = previous;
-}
-
-const OxLogScope* ox_log_scope_current(void) {
-  return ox_scope.session ? &ox_scope : NULL;
-}
-
-void ox_run_log(const OnyxSession* s, const OnyxRunOptions* run, OnyxLogSeverity sev,
-                const char* fmt, ...) {
-  const OnyxSessionOptions* o = s ? s->opts : NULL;
-  OnyxLogSeverity min = o ? o->log_severity : ox_log_default_severity();
-  if (run && run->log_severity_set) min = run->log_severity;
-  if (sev < min) return;
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  const char* tag = run && run->tag && *run->tag ? run->tag : NULL;
-  OxLogSink sink = o && o->log_fn ? (OxLogSink)o->log_fn : NULL;
-  void* user = o ? o->log_user : NULL;
-  if (tag)
-    ox_log_to(sink, user, min, sev, "[run '%s'] %s", tag, buf);
-  else
-    ox_log_to(sink, user, min, sev, "%s", buf);
 }

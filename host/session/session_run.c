@@ -145,7 +145,7 @@ ONYX_API OnyxStatus* onyx_session_run(OnyxSession* s, const OnyxRunOptions* run_
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_run: NULL argument");
   for (size_t k = 0; k < output_count; k++)
     outputs[k] = NULL;
-  const OxGraph* g = s->graph;
+  const OxGraph* g = s->prog.graph;
   OxTensor** feeds = calloc(g->n_inputs + 1, sizeof *feeds);
   OxTensor** fetched = calloc(g->n_outputs + 1, sizeof *fetched);
   bool* wanted = calloc(g->n_outputs + 1, sizeof *wanted);
@@ -156,7 +156,7 @@ ONYX_API OnyxStatus* onyx_session_run(OnyxSession* s, const OnyxRunOptions* run_
     st = ox_output_index(g, output_names[k], &idx[k]);
     if (!st) wanted[idx[k]] = true;
   }
-  if (!st) st = ox_execute(s, run_options, feeds, fetched, wanted);
+  if (!st) st = ox_execute(&s->prog, run_options, feeds, fetched, wanted);
   if (!st) st = ox_wrap_outputs(fetched, idx, output_count, outputs);
   if (st) {
     for (size_t k = 0; k < output_count; k++) {
@@ -186,16 +186,16 @@ ONYX_API OnyxStatus* onyx_session_run(OnyxSession* s, const OnyxRunOptions* run_
 
 /* --- introspection ----------------------------------------------------------------- */
 ONYX_API size_t onyx_session_input_count(const OnyxSession* s) {
-  return s ? s->graph->n_inputs : 0;
+  return s ? s->prog.graph->n_inputs : 0;
 }
 ONYX_API size_t onyx_session_output_count(const OnyxSession* s) {
-  return s ? s->graph->n_outputs : 0;
+  return s ? s->prog.graph->n_outputs : 0;
 }
 ONYX_API const char* onyx_session_input_name(const OnyxSession* s, size_t i) {
-  return s && i < s->graph->n_inputs ? s->graph->inputs[i]->name : NULL;
+  return s && i < s->prog.graph->n_inputs ? s->prog.graph->inputs[i]->name : NULL;
 }
 ONYX_API const char* onyx_session_output_name(const OnyxSession* s, size_t i) {
-  return s && i < s->graph->n_outputs ? s->graph->outputs[i]->name : NULL;
+  return s && i < s->prog.graph->n_outputs ? s->prog.graph->outputs[i]->name : NULL;
 }
 
 static OnyxStatus* ox_value_info(const OxValue* v, OnyxElemType* type, int32_t* rank,
@@ -208,26 +208,26 @@ static OnyxStatus* ox_value_info(const OxValue* v, OnyxElemType* type, int32_t* 
 
 ONYX_API OnyxStatus* onyx_session_input_info(const OnyxSession* s, size_t i, OnyxElemType* type,
                                              int32_t* rank, const int64_t** dims) {
-  if (!s || i >= s->graph->n_inputs)
+  if (!s || i >= s->prog.graph->n_inputs)
     return ox_status(ONYX_INVALID_ARGUMENT, "input index %zu out of range", i);
-  return ox_value_info(s->graph->inputs[i], type, rank, dims);
+  return ox_value_info(s->prog.graph->inputs[i], type, rank, dims);
 }
 
 ONYX_API OnyxStatus* onyx_session_output_info(const OnyxSession* s, size_t i, OnyxElemType* type,
                                               int32_t* rank, const int64_t** dims) {
-  if (!s || i >= s->graph->n_outputs)
+  if (!s || i >= s->prog.graph->n_outputs)
     return ox_status(ONYX_INVALID_ARGUMENT, "output index %zu out of range", i);
-  return ox_value_info(s->graph->outputs[i], type, rank, dims);
+  return ox_value_info(s->prog.graph->outputs[i], type, rank, dims);
 }
 
 ONYX_API size_t onyx_session_provider_count(const OnyxSession* s) {
-  return s ? s->n_eps : 0;
+  return s ? s->prog.n_eps : 0;
 }
 ONYX_API const char* onyx_session_provider_name(const OnyxSession* s, size_t i) {
-  return s && i < s->n_eps ? s->eps[i].name : NULL;
+  return s && i < s->prog.n_eps ? s->prog.eps[i].name : NULL;
 }
 ONYX_API size_t onyx_session_provider_node_count(const OnyxSession* s, size_t i) {
-  return s && i < s->n_eps ? s->eps[i].n_nodes : 0;
+  return s && i < s->prog.n_eps ? s->prog.eps[i].n_nodes : 0;
 }
 
 /* --- explain ----------------------------------------------------------------------------- */
@@ -252,10 +252,10 @@ static void ox_explain_node(OxStr* t, const OnyxSession* s, const OxNode* n) {
   ox_str_addf(t, " ");
   ox_str_add_escaped(t, n->op_type, 22);
   ox_str_addf(t, " v%-3d -> ", (int)n->since_version);
-  ESC(t, n->ep >= 0 ? s->eps[n->ep].name : "host");
+  ESC(t, n->ep >= 0 ? s->prog.eps[n->ep].name : "host");
   if (n->group >= 0) {
     ox_str_addf(t, " (group '");
-    ESC(t, s->part.groups[n->group].name);
+    ESC(t, s->prog.part.groups[n->group].name);
     ox_str_addf(t, "')");
   }
   ox_str_addf(t, "\n");
@@ -267,11 +267,11 @@ static void ox_explain_node(OxStr* t, const OnyxSession* s, const OxNode* n) {
     ox_str_addf(t, "\n");
   }
   /* Declines of this node, or of the model's nodes a rewrite made it from. */
-  for (size_t i = 0; i < s->part.n_declines; i++) {
-    const OxDecline* d = &s->part.declines[i];
+  for (size_t i = 0; i < s->prog.part.n_declines; i++) {
+    const OxDecline* d = &s->prog.part.declines[i];
     if (!strcmp(d->node_name, n->name) || ox_list_has(n->origin_nodes, ", ", d->node_name)) {
       ox_str_addf(t, "      declined by ");
-      ESC(t, s->eps[d->ep].name);
+      ESC(t, s->prog.eps[d->ep].name);
       if (strcmp(d->node_name, n->name)) {
         ox_str_addf(t, " as ");
         ESC(t, d->node_name);
@@ -284,13 +284,13 @@ static void ox_explain_node(OxStr* t, const OnyxSession* s, const OxNode* n) {
 }
 
 static void ox_explain_groups(OxStr* t, const OnyxSession* s) {
-  ox_str_addf(t, "\nfused groups: %zu\n", s->part.n_groups);
-  for (size_t i = 0; i < s->part.n_groups; i++) {
-    const OxGroup* grp = &s->part.groups[i];
+  ox_str_addf(t, "\nfused groups: %zu\n", s->prog.part.n_groups);
+  for (size_t i = 0; i < s->prog.part.n_groups; i++) {
+    const OxGroup* grp = &s->prog.part.groups[i];
     ox_str_addf(t, "  '");
     ESC(t, grp->name);
     ox_str_addf(t, "' on ");
-    ESC(t, s->eps[grp->ep].name);
+    ESC(t, s->prog.eps[grp->ep].name);
     ox_str_addf(t, ": %zu nodes (", grp->view.n_nodes);
     for (size_t k = 0; k < grp->view.n_nodes; k++) {
       if (k) ox_str_addf(t, ", ");
@@ -308,32 +308,32 @@ ONYX_API OnyxStatus* onyx_session_explain(const OnyxSession* s, char** text) {
   if (!s || !text) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_explain: NULL argument");
   OxStr t = {0};
   ox_str_addf(&t, "model: ");
-  ESC(&t, s->source);
+  ESC(&t, s->prog.source);
   ox_str_addf(&t, "\nproviders (priority order):\n");
-  for (size_t i = 0; i < s->n_eps; i++) {
-    const OnyxProvider* p = s->eps[i].lib->provider;
+  for (size_t i = 0; i < s->prog.n_eps; i++) {
+    const OnyxProvider* p = s->prog.eps[i].lib->provider;
     ox_str_addf(&t, "  %zu. ", i + 1);
-    ox_str_add_escaped(&t, s->eps[i].name, 10);
-    ox_str_addf(&t, " %zu nodes%s  (", s->eps[i].n_nodes,
-                s->eps[i].implicit ? " (appended as fallback)" : "");
+    ox_str_add_escaped(&t, s->prog.eps[i].name, 10);
+    ox_str_addf(&t, " %zu nodes%s  (", s->prog.eps[i].n_nodes,
+                s->prog.eps[i].implicit ? " (appended as fallback)" : "");
     ESC(&t, p && p->vendor ? p->vendor : "?");
     ox_str_addf(&t, " ");
     ESC(&t, p && p->version ? p->version : "?");
     ox_str_addf(&t, ")  [");
-    ESC(&t, s->eps[i].lib->path);
+    ESC(&t, s->prog.eps[i].lib->path);
     ox_str_addf(&t, "]\n");
   }
-  ox_str_addf(&t, "\nnodes: %zu (execution order)\n", s->graph->n_nodes);
-  for (size_t i = 0; i < s->graph->n_nodes; i++)
-    ox_explain_node(&t, s, s->graph->nodes[i]);
+  ox_str_addf(&t, "\nnodes: %zu (execution order)\n", s->prog.graph->n_nodes);
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++)
+    ox_explain_node(&t, s, s->prog.graph->nodes[i]);
   ox_explain_groups(&t, s);
-  ox_str_addf(&t, "\ncopies: %zu\n", s->plan.n_copies);
-  for (size_t i = 0; i < s->plan.n_copies; i++) {
+  ox_str_addf(&t, "\ncopies: %zu\n", s->prog.plan.n_copies);
+  for (size_t i = 0; i < s->prog.plan.n_copies; i++) {
     ox_str_addf(&t, "  ");
-    ESC(&t, s->plan.copies[i].text); /* one line, with value names */
+    ESC(&t, s->prog.plan.copies[i].text); /* one line, with value names */
     ox_str_addf(&t, "\n");
   }
-  char* mem = ox_memplan_summary(s); /* the planned peak per device */
+  char* mem = ox_memplan_summary(&s->prog); /* the planned peak per device */
   if (mem) ox_str_addf(&t, "\nmemory: %s\n", mem);
   free(mem);
   *text = ox_str_take(&t);
@@ -346,9 +346,10 @@ OnyxStatus* ox_session_apply_priorities(OnyxSession* s) {
   const OnyxSessionOptions* o = s->opts;
   for (size_t k = 0; k < o->n_prio; k++) {
     bool found = false;
-    for (size_t i = 0; i < s->graph->n_nodes; i++)
-      if (s->graph->nodes[i]->name && !strcmp(s->graph->nodes[i]->name, o->prio_nodes[k])) {
-        s->graph->nodes[i]->priority = o->prio_values[k];
+    for (size_t i = 0; i < s->prog.graph->n_nodes; i++)
+      if (s->prog.graph->nodes[i]->name &&
+          !strcmp(s->prog.graph->nodes[i]->name, o->prio_nodes[k])) {
+        s->prog.graph->nodes[i]->priority = o->prio_values[k];
         found = true;
       }
     if (!found)
@@ -394,7 +395,7 @@ static bool ox_unshared(const OxTensor* t) {
 ONYX_API OnyxStatus* onyx_io_binding_create(OnyxSession* s, OnyxIoBinding** out) {
   if (!s || !out) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_create: NULL argument");
   *out = NULL;
-  size_t ni = s->graph->n_inputs + 1, no = s->graph->n_outputs + 1;
+  size_t ni = s->prog.graph->n_inputs + 1, no = s->prog.graph->n_outputs + 1;
   OnyxIoBinding* b = calloc(1, sizeof *b);
   if (!b) return ox_oom();
   b->session = s;
@@ -414,7 +415,7 @@ ONYX_API OnyxStatus* onyx_io_binding_create(OnyxSession* s, OnyxIoBinding** out)
 
 ONYX_API void onyx_io_binding_clear_inputs(OnyxIoBinding* b) {
   if (!b) return;
-  for (size_t i = 0; i < b->session->graph->n_inputs; i++) {
+  for (size_t i = 0; i < b->session->prog.graph->n_inputs; i++) {
     ox_tensor_free(b->inputs[i]);
     b->inputs[i] = NULL;
   }
@@ -435,7 +436,7 @@ static void ox_unbind_output(OnyxIoBinding* b, size_t i) {
 
 ONYX_API void onyx_io_binding_clear_outputs(OnyxIoBinding* b) {
   if (!b) return;
-  for (size_t i = 0; i < b->session->graph->n_outputs; i++)
+  for (size_t i = 0; i < b->session->prog.graph->n_outputs; i++)
     ox_unbind_output(b, i);
   b->ran = false;
 }
@@ -462,7 +463,7 @@ ONYX_API void onyx_io_binding_release(OnyxIoBinding* b) {
 static OnyxStatus* ox_binding_input(OnyxIoBinding* b, const char* name, const OnyxValue* value,
                                     const char* fn, size_t* out) {
   if (!b || !name) return ox_status(ONYX_INVALID_ARGUMENT, "%s: NULL argument", fn);
-  const OxGraph* g = b->session->graph;
+  const OxGraph* g = b->session->prog.graph;
   size_t i = 0;
   while (i < g->n_inputs && strcmp(g->inputs[i]->name, name))
     i++;
@@ -471,7 +472,8 @@ static OnyxStatus* ox_binding_input(OnyxIoBinding* b, const char* name, const On
     return ox_status(ONYX_INVALID_ARGUMENT, "input '%s': the value is NULL (%s)", name, fn);
   const OxTensor* t = value->tensor;
   OX_TRY(ox_check_decl(g->inputs[i], t, "input"));
-  if (t->device.kind != ONYX_DEVICE_CPU && ox_session_ep_for_memory(b->session, &t->device) < 0)
+  if (t->device.kind != ONYX_DEVICE_CPU &&
+      ox_program_ep_for_memory(&b->session->prog, &t->device) < 0)
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "input '%s': no provider of the session serves the memory it is on", name);
   *out = i;
@@ -505,9 +507,9 @@ ONYX_API OnyxStatus* onyx_io_binding_bind_input_to_device(OnyxIoBinding* b, cons
   if (device)
     mem = *device;
   else
-    OX_TRY(ox_plan_input_memory(s, i, &mem));
+    OX_TRY(ox_plan_input_memory(&s->prog, i, &mem));
   bool host = ox_memory_equal(&mem, &OX_HOST_MEMORY);
-  int32_t ep = host ? -1 : ox_session_ep_for_memory(s, &mem);
+  int32_t ep = host ? -1 : ox_program_ep_for_memory(&s->prog, &mem);
   if (!host && ep < 0) {
     char d[128];
     ox_mem_desc(&mem, d, sizeof d);
@@ -523,18 +525,18 @@ ONYX_API OnyxStatus* onyx_io_binding_bind_input_to_device(OnyxIoBinding* b, cons
   OnyxStatus* st = host ? ox_tensor_new(t->type, t->dims, t->rank, &copy)
                         : ox_session_alloc_tensor(s, ep, (OnyxMemType)mem.mem_type, t->type,
                                                   t->dims, t->rank, &copy);
-  int32_t src_ep = ox_session_ep_for_memory(s, &t->device);
+  int32_t src_ep = ox_program_ep_for_memory(&s->prog, &t->device);
   if (!st) st = ox_copy_tensor(s, t, copy, src_ep, ep);
   /* Both streams are past the copy before the binding is used. */
   for (int k = 0; k < 2 && !st; k++) {
     int32_t e = k ? ep : src_ep;
-    if (e >= 0 && s->eps[e].stream && s->eps[e].ep->sync_stream)
-      st = s->eps[e].ep->sync_stream(s->eps[e].ep, s->eps[e].stream);
+    if (e >= 0 && s->prog.eps[e].stream && s->prog.eps[e].ep->sync_stream)
+      st = s->prog.eps[e].ep->sync_stream(s->prog.eps[e].ep, s->prog.eps[e].stream);
   }
   if (st) {
     ox_tensor_free(copy);
     return ox_status_wrap(st, "input '%s': copying it to %s", name,
-                          host ? "host memory" : s->eps[ep].name);
+                          host ? "host memory" : s->prog.eps[ep].name);
   }
   ox_tensor_free(b->inputs[i]);
   b->inputs[i] = copy;
@@ -545,18 +547,18 @@ ONYX_API OnyxStatus* onyx_session_input_memory(const OnyxSession* s, size_t i,
                                                OnyxMemoryDevice* out) {
   if (!s || !out)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_input_memory: NULL argument");
-  return ox_plan_input_memory(s, i, out);
+  return ox_plan_input_memory(&s->prog, i, out);
 }
 
 ONYX_API OnyxStatus* onyx_session_output_memory(const OnyxSession* s, size_t i,
                                                 OnyxMemoryDevice* out) {
   if (!s || !out)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_output_memory: NULL argument");
-  return ox_plan_output_memory(s, i, out);
+  return ox_plan_output_memory(&s->prog, i, out);
 }
 
 static OnyxStatus* ox_binding_output(OnyxIoBinding* b, const char* name, size_t* out) {
-  OX_TRY(ox_output_index(b->session->graph, name, out));
+  OX_TRY(ox_output_index(b->session->prog.graph, name, out));
   ox_unbind_output(b, *out);
   b->order[b->n_order++] = *out;
   return NULL;
@@ -566,7 +568,7 @@ ONYX_API OnyxStatus* onyx_io_binding_bind_output(OnyxIoBinding* b, const char* n
                                                  OnyxValue* value) {
   if (!b || !name || !value || !value->tensor)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_bind_output: NULL argument");
-  const OxGraph* g = b->session->graph;
+  const OxGraph* g = b->session->prog.graph;
   size_t i;
   OX_TRY(ox_output_index(g, name, &i));
   const OxTensor* t = value->tensor;
@@ -576,7 +578,8 @@ ONYX_API OnyxStatus* onyx_io_binding_bind_output(OnyxIoBinding* b, const char* n
                      "output '%s': string outputs cannot be preallocated; use "
                      "onyx_io_binding_bind_output_to_device",
                      name);
-  if (t->device.kind != ONYX_DEVICE_CPU && ox_session_ep_for_memory(b->session, &t->device) < 0)
+  if (t->device.kind != ONYX_DEVICE_CPU &&
+      ox_program_ep_for_memory(&b->session->prog, &t->device) < 0)
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "output '%s': no provider of the session serves the memory it is on", name);
   OxTensor* shared;
@@ -597,7 +600,7 @@ ONYX_API OnyxStatus* onyx_io_binding_bind_output_to_device(OnyxIoBinding* b, con
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_io_binding_bind_output_to_device: NULL argument");
   OnyxMemoryDevice dev = device ? *device : OX_HOST_MEMORY;
   bool host = ox_memory_equal(&dev, &OX_HOST_MEMORY);
-  if (!host && ox_session_ep_for_memory(b->session, &dev) < 0)
+  if (!host && ox_program_ep_for_memory(&b->session->prog, &dev) < 0)
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "output '%s': no provider of the session serves memory kind %d, vendor "
                      "0x%x, device %d, memory type %d",
@@ -614,7 +617,7 @@ ONYX_API size_t onyx_io_binding_output_count(const OnyxIoBinding* b) {
 }
 
 ONYX_API const char* onyx_io_binding_output_name(const OnyxIoBinding* b, size_t k) {
-  return b && k < b->n_order ? b->session->graph->outputs[b->order[k]]->name : NULL;
+  return b && k < b->n_order ? b->session->prog.graph->outputs[b->order[k]]->name : NULL;
 }
 
 /* The feeds are the bound tensors, in whatever memory they are: the
@@ -622,9 +625,10 @@ ONYX_API const char* onyx_io_binding_output_name(const OnyxIoBinding* b, size_t 
  * it there (host/exec/executor.c). */
 static OnyxStatus* ox_binding_feeds(OnyxIoBinding* b, OxTensor** feeds) {
   OnyxSession* s = b->session;
-  for (size_t i = 0; i < s->graph->n_inputs; i++) {
+  for (size_t i = 0; i < s->prog.graph->n_inputs; i++) {
     if (!b->inputs[i])
-      return ox_status(ONYX_INVALID_ARGUMENT, "input '%s' is not bound", s->graph->inputs[i]->name);
+      return ox_status(ONYX_INVALID_ARGUMENT, "input '%s' is not bound",
+                       s->prog.graph->inputs[i]->name);
     feeds[i] = b->inputs[i];
   }
   return NULL;
@@ -635,13 +639,13 @@ static OnyxStatus* ox_binding_feeds(OnyxIoBinding* b, OxTensor** feeds) {
  * that the first run writes it in place too. */
 static OnyxStatus* ox_binding_prepare(OnyxIoBinding* b, size_t i) {
   OnyxSession* s = b->session;
-  const OxValue* v = s->graph->outputs[i];
+  const OxValue* v = s->prog.graph->outputs[i];
   if (b->mode[i] != OX_BIND_DEVICE || ox_unshared(b->result[i]) || v->kind != OX_VK_TENSOR ||
       v->type == ONYX_ELEM_STRING || v->rank < 0)
     return NULL;
   for (int32_t k = 0; k < v->rank; k++)
     if (v->dims[k] < 0) return NULL;
-  int32_t ep = ox_session_ep_for_memory(s, &b->device[i]);
+  int32_t ep = ox_program_ep_for_memory(&s->prog, &b->device[i]);
   OxTensor* t = NULL;
   /* Host results are heap tensors: they may outlive the session. */
   OnyxStatus* st = ox_memory_equal(&b->device[i], &OX_HOST_MEMORY) || ep < 0
@@ -671,7 +675,7 @@ static const OnyxMemoryDevice* ox_binding_fetch_mem(const OnyxIoBinding* b, size
 
 static OnyxStatus* ox_binding_store(OnyxIoBinding* b, size_t i, OxTensor* got) {
   OnyxSession* s = b->session;
-  const char* name = s->graph->outputs[i]->name;
+  const char* name = s->prog.graph->outputs[i]->name;
   OxTensor* dst = b->mode[i] == OX_BIND_PREALLOCATED ? b->user[i] : b->result[i];
   if (dst && got->data == dst->data && ox_same_shape(got, dst)) {
     ox_tensor_free(got); /* written in place */
@@ -691,7 +695,7 @@ static OnyxStatus* ox_binding_store(OnyxIoBinding* b, size_t i, OxTensor* got) {
                    "output '%s': the bound tensor is %s but the run produced %s", name, want, have);
   }
   if (!st && b->mode[i] == OX_BIND_DEVICE && !(ox_unshared(dst) && ox_same_shape(got, dst))) {
-    int32_t ep = ox_session_ep_for_memory(s, &b->device[i]);
+    int32_t ep = ox_program_ep_for_memory(&s->prog, &b->device[i]);
     OxTensor* fresh = NULL;
     st = ep < 0 ? ox_tensor_new(got->type, got->dims, got->rank, &fresh)
                 : ox_session_alloc_tensor(s, ep, (OnyxMemType)b->device[i].mem_type, got->type,
@@ -702,10 +706,10 @@ static OnyxStatus* ox_binding_store(OnyxIoBinding* b, size_t i, OxTensor* got) {
     }
   }
   if (!st) {
-    int32_t ep = ox_session_ep_for_memory(s, &dst->device);
-    st = ox_copy_tensor(s, got, dst, ox_session_ep_for_memory(s, &got->device), ep);
-    if (!st && ep >= 0 && s->eps[ep].stream && s->eps[ep].ep->sync_stream)
-      st = s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream);
+    int32_t ep = ox_program_ep_for_memory(&s->prog, &dst->device);
+    st = ox_copy_tensor(s, got, dst, ox_program_ep_for_memory(&s->prog, &got->device), ep);
+    if (!st && ep >= 0 && s->prog.eps[ep].stream && s->prog.eps[ep].ep->sync_stream)
+      st = s->prog.eps[ep].ep->sync_stream(s->prog.eps[ep].ep, s->prog.eps[ep].stream);
     if (st) st = ox_status_wrap(st, "output '%s'", name);
   }
   ox_tensor_free(got);
@@ -720,7 +724,7 @@ onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options,
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "onyx_session_run_with_binding: the binding belongs to another session");
   if (!b->n_order) return ox_status(ONYX_INVALID_ARGUMENT, "no output is bound");
-  const OxGraph* g = s->graph;
+  const OxGraph* g = s->prog.graph;
   OxTensor** feeds = calloc(g->n_inputs + 1, sizeof *feeds);
   OxTensor** fetched = calloc(g->n_outputs + 1, sizeof *fetched);
   OxTensor** preset = calloc(g->n_outputs + 1, sizeof *preset);
@@ -735,7 +739,7 @@ onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options,
     preset[i] = ox_binding_preset(b, i);
     mem[i] = ox_binding_fetch_mem(b, i);
   }
-  if (!st) st = ox_execute_io(s, run_options, feeds, fetched, wanted, preset, mem);
+  if (!st) st = ox_execute_io(&s->prog, run_options, feeds, fetched, wanted, preset, mem);
   for (size_t i = 0; i < g->n_outputs && fetched; i++) {
     if (!fetched[i]) continue;
     /* The same tensor fetched for two outputs (cannot happen today): once. */

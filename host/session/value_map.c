@@ -166,11 +166,13 @@ static OnyxElemType ox_decl_map_key(const OxValue* d) {
 }
 
 ONYX_API OnyxElemType onyx_session_input_map_key(const OnyxSession* s, size_t i) {
-  return s && i < s->graph->n_inputs ? ox_decl_map_key(s->graph->inputs[i]) : ONYX_ELEM_UNDEFINED;
+  return s && i < s->prog.graph->n_inputs ? ox_decl_map_key(s->prog.graph->inputs[i])
+                                          : ONYX_ELEM_UNDEFINED;
 }
 
 ONYX_API OnyxElemType onyx_session_output_map_key(const OnyxSession* s, size_t i) {
-  return s && i < s->graph->n_outputs ? ox_decl_map_key(s->graph->outputs[i]) : ONYX_ELEM_UNDEFINED;
+  return s && i < s->prog.graph->n_outputs ? ox_decl_map_key(s->prog.graph->outputs[i])
+                                           : ONYX_ELEM_UNDEFINED;
 }
 
 ONYX_API OnyxStatus* onyx_value_save_map_proto(const OnyxValue* v, const char* name,

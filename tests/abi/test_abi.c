@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_host_api.h"
 #include "abi_fields.h"
 #include "abi_layout.h"
 #include "ox_session.h"
@@ -202,7 +203,7 @@ static void test_provider_built_against_v1_0_headers_runs(void** state) {
   char path[2 * PATH_MAX];
   lib_path(path, sizeof path, "abiold");
   OnyxSession* s = open_session("abiold", "cpu");
-  const OnyxProvider* p = s->eps[0].lib->provider;
+  const OnyxProvider* p = s->prog.eps[0].lib->provider;
   assert_int_equal(p->abi_major, 1);
   assert_int_equal(p->abi_minor, 0);
   assert_int_equal(p->struct_size, ONYX_ABI_V1_0_PROVIDER_SIZE);
@@ -220,14 +221,14 @@ static void test_newer_minor_provider_runs_in_older_host(void** state) {
   char path[2 * PATH_MAX];
   lib_path(path, sizeof path, "abinewer");
   OnyxSession* s = open_session("abinewer", "abiold");
-  const OnyxProvider* p = s->eps[0].lib->provider;
+  const OnyxProvider* p = s->prog.eps[0].lib->provider;
   assert_int_equal(p->abi_major, ONYX_ABI_VERSION_MAJOR);
   assert_int_equal(p->abi_minor, ONYX_ABI_VERSION_MINOR + 1);
-  assert_true(p->struct_size > sizeof(OnyxProvider));      /* a larger table ... */
-  assert_true(s->eps[0].ep->struct_size > sizeof(OnyxEp)); /* ... and a larger EP */
+  assert_true(p->struct_size > sizeof(OnyxProvider));           /* a larger table ... */
+  assert_true(s->prog.eps[0].ep->struct_size > sizeof(OnyxEp)); /* ... and a larger EP */
   /* Its kernel definition was larger too; the registry kept what it knows. */
-  assert_int_equal(ox_kreg_count(s->eps[0].lib->kernels), 1);
-  assert_string_equal(ox_kreg_at(s->eps[0].lib->kernels, 0)->def.op_type, "Mul");
+  assert_int_equal(ox_kreg_count(s->prog.eps[0].lib->kernels), 1);
+  assert_string_equal(ox_kreg_at(s->prog.eps[0].lib->kernels, 0)->def.op_type, "Mul");
   /* Mul on abinewer (its own get_capability), Add on the 1.0 provider. */
   assert_int_equal(onyx_session_provider_node_count(s, 0), 1);
   assert_int_equal(onyx_session_provider_node_count(s, 1), 1);
@@ -245,7 +246,7 @@ static void expect_refused(const char* name, OnyxStatusCode code, const char* fr
   lib_path(path, sizeof path, name);
   snprintf(named, sizeof named, "provider library '%s'", path);
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = ox_provider_lib_acquire(name, NULL, &lib);
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), name, NULL, &lib);
   assert_non_null(st);
   assert_null(lib);
   const char* msg = onyx_status_message(st);

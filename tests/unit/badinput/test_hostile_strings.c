@@ -24,7 +24,8 @@
 #include "onyx/onyx.h"
 #include "onyx/onyx_ep.h"
 #include "ox_ir.h"
-#include "ox_providers.h" /* ox_host_api */
+#include "ox_host_api.h"
+#include "ox_providers.h"
 #include "ox_test_models.h"
 #include "ox_test_session.h"
 

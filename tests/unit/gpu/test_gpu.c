@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ox_host_api.h"
 #include "onyx/onyx.h"
 #include "ox_ir.h"
 #include "ox_options.h"
@@ -55,7 +56,7 @@ static size_t device_count(OxProviderLib* lib, OnyxStatus** why) {
 
 static OxProviderLib* acquire(void) {
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = ox_provider_lib_acquire(GPU_NAME, NULL, &lib);
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), GPU_NAME, NULL, &lib);
   if (st) fail_msg("loading %s: %s", GPU_NAME, st->message);
   return lib;
 }

@@ -120,8 +120,8 @@ static OnyxValue* host_value(const float* data, const int64_t* dims, size_t rank
 }
 
 static int32_t gpu_ep(OnyxSession* s) {
-  for (size_t e = 0; e < s->n_eps; e++)
-    if (!strcmp(s->eps[e].name, "gpuemu")) return (int32_t)e;
+  for (size_t e = 0; e < s->prog.n_eps; e++)
+    if (!strcmp(s->prog.eps[e].name, "gpuemu")) return (int32_t)e;
   fail_msg("no gpuemu provider in the session");
   return -1;
 }
@@ -133,10 +133,10 @@ static void read_floats(OnyxSession* s, const OnyxValue* v, float* out, size_t n
   assert_int_equal(t->count, n);
   OxTensor* h = NULL;
   ok(ox_tensor_new(t->type, t->dims, t->rank, &h));
-  int32_t ep = ox_session_ep_for_memory(s, &t->device);
+  int32_t ep = ox_program_ep_for_memory(&s->prog, &t->device);
   ok(ox_copy_tensor(s, t, h, ep, -1));
-  if (ep >= 0 && s->eps[ep].stream)
-    ok(s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream));
+  if (ep >= 0 && s->prog.eps[ep].stream)
+    ok(s->prog.eps[ep].ep->sync_stream(s->prog.eps[ep].ep, s->prog.eps[ep].stream));
   memcpy(out, h->data, n * sizeof *out);
   ox_tensor_free(h);
 }
@@ -206,7 +206,8 @@ static void test_bind_input_device_value(void** state) {
                              &dev));
   OnyxValue* xv = host_value(X_DATA, (int64_t[]){2, 3}, 2, 6);
   ok(ox_copy_tensor(s, xv->tensor, dev, -1, ep));
-  if (s->eps[ep].stream) ok(s->eps[ep].ep->sync_stream(s->eps[ep].ep, s->eps[ep].stream));
+  if (s->prog.eps[ep].stream)
+    ok(s->prog.eps[ep].ep->sync_stream(s->prog.eps[ep].ep, s->prog.eps[ep].stream));
   OnyxValue dv = {dev};
   OnyxIoBinding* b = NULL;
   ok(onyx_io_binding_create(s, &b));

@@ -40,8 +40,8 @@ static OnyxSession* open_at(const uint8_t* bytes, size_t len, OnyxOptimizationLe
 
 static size_t count_op(const OnyxSession* s, const char* op) {
   size_t n = 0;
-  for (size_t i = 0; i < s->graph->n_nodes; i++)
-    n += !strcmp(s->graph->nodes[i]->op_type, op);
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++)
+    n += !strcmp(s->prog.graph->nodes[i]->op_type, op);
   return n;
 }
 
@@ -119,12 +119,13 @@ static void silu_case(int mode) {
   assert_null(onyx_session_explain(s, &text));
   if (fused) {
     if (!strstr(text, "made by silu")) fail_msg("explain:\n%s", text);
-    for (size_t i = 0; i < s->graph->n_nodes; i++) { /* placement: the CPU provider, as Mul's */
-      const OxNode* n = s->graph->nodes[i];
+    for (size_t i = 0; i < s->prog.graph->n_nodes;
+         i++) { /* placement: the CPU provider, as Mul's */
+      const OxNode* n = s->prog.graph->nodes[i];
       if (!strcmp(n->op_type, made)) {
         assert_string_equal(n->domain, "com.onyx");
         assert_true(n->ep >= 0);
-        assert_string_equal(s->eps[n->ep].name, "cpu");
+        assert_string_equal(s->prog.eps[n->ep].name, "cpu");
       }
     }
   } else {

@@ -62,8 +62,8 @@ static OnyxSession* open_at(const Model* m, OnyxOptimizationLevel level) {
 
 static size_t count_op(const OnyxSession* s, const char* op) {
   size_t n = 0;
-  for (size_t i = 0; i < s->graph->n_nodes; i++)
-    n += !strcmp(s->graph->nodes[i]->op_type, op);
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++)
+    n += !strcmp(s->prog.graph->nodes[i]->op_type, op);
   return n;
 }
 
@@ -155,7 +155,7 @@ static void test_eliminate_and_cse(void** state) {
   assert_int_equal(count_op(s, "Identity"), 0);
   assert_int_equal(count_op(s, "Dropout"), 0);
   assert_int_equal(count_op(s, "Relu"), 1);
-  assert_int_equal(s->graph->n_nodes, 2);
+  assert_int_equal(s->prog.graph->n_nodes, 2);
   OnyxValue* y = NULL;
   run_f32(s, in, 1, &y, 1);
   const float want[6] = {0, 4, 0, 8, 1, 0};
@@ -178,9 +178,9 @@ static void test_identity_to_output(void** state) {
   float x[4] = {1, -2, 3, -4};
   const float* in[] = {x};
   OnyxSession* s = compare_levels(&md, in, 1, 1, 0);
-  assert_int_equal(s->graph->n_nodes, 1);
-  assert_string_equal(s->graph->nodes[0]->op_type, "Neg");
-  assert_string_equal(s->graph->nodes[0]->outputs[0]->name, "Y");
+  assert_int_equal(s->prog.graph->n_nodes, 1);
+  assert_string_equal(s->prog.graph->nodes[0]->op_type, "Neg");
+  assert_string_equal(s->prog.graph->nodes[0]->outputs[0]->name, "Y");
   onyx_session_release(s);
   free(md.bytes);
 }
@@ -322,7 +322,7 @@ static void matmul_act_case(int mode) {
   const float* in[] = {a};
   OnyxSession* s = compare_levels(&md, in, 1, 1, 1e-5f);
   assert_int_equal(count_op(s, "FusedMatMul"), mode == 3 ? 0 : 1);
-  assert_int_equal(s->graph->n_nodes, mode == 3 ? 2 : 1);
+  assert_int_equal(s->prog.graph->n_nodes, mode == 3 ? 2 : 1);
   naive_matmul_bias(a, b, c, want, rows, 3, 5);
   for (size_t i = 0; i < rows * 5; i++) {
     if (mode == 3)
@@ -388,7 +388,7 @@ static void test_matmul_add_fused_b_input(void** state) {
   const float* in[] = {a, b};
   OnyxSession* s = compare_levels(&md, in, 2, 1, 1e-5f);
   assert_int_equal(count_op(s, "FusedMatMul"), 1);
-  assert_int_equal(s->graph->n_nodes, 1);
+  assert_int_equal(s->prog.graph->n_nodes, 1);
   OnyxValue* y = NULL;
   run_f32(s, in, 2, &y, 1);
   naive_matmul_bias(a, b, c, want, 6, 5, 4);
@@ -473,7 +473,7 @@ static void conv_case(const char* act, int64_t group, int64_t stride, bool bn) {
   bool fused = strcmp(act, "none") != 0;
   assert_int_equal(count_op(s, "FusedConv"), fused ? 1 : 0);
   assert_int_equal(count_op(s, "Conv"), fused ? 0 : 1);
-  assert_int_equal(s->graph->n_nodes, 1);
+  assert_int_equal(s->prog.graph->n_nodes, 1);
   onyx_session_release(s);
   /* With conv_act turned off the activation stays a node of its own. */
   setenv("ONYX_OPT_DISABLE", "conv_act", 1);
@@ -481,7 +481,7 @@ static void conv_case(const char* act, int64_t group, int64_t stride, bool bn) {
   unsetenv("ONYX_OPT_DISABLE");
   assert_int_equal(count_op(s, "FusedConv"), 0);
   assert_int_equal(count_op(s, "BatchNormalization"), 0);
-  assert_int_equal(s->graph->n_nodes, fused ? 2 : 1);
+  assert_int_equal(s->prog.graph->n_nodes, fused ? 2 : 1);
   onyx_session_release(s);
   free(md.bytes);
 }
@@ -489,8 +489,8 @@ static void conv_case(const char* act, int64_t group, int64_t stride, bool bn) {
 /* FusedConv nodes that carry a Z (residual) input. */
 static size_t count_conv_z(const OnyxSession* s) {
   size_t n = 0;
-  for (size_t i = 0; i < s->graph->n_nodes; i++) {
-    const OxNode* nd = s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* nd = s->prog.graph->nodes[i];
     n += !strcmp(nd->op_type, "FusedConv") && nd->n_inputs > 3 && nd->inputs[3];
   }
   return n;
@@ -541,7 +541,7 @@ static void residual_case(int64_t cin, int64_t cout, int64_t hw, int64_t k, int6
   const bool fused = !zshape && !shared;
   assert_int_equal(count_conv_z(s), fused ? 1 : 0);
   assert_int_equal(count_op(s, "Add"), fused ? 0 : 1);
-  if (fused) assert_int_equal(s->graph->n_nodes, 1);
+  if (fused) assert_int_equal(s->prog.graph->n_nodes, 1);
   onyx_session_release(s);
   free(md.bytes);
   free(w), free(b), free(x), free(z);
@@ -612,9 +612,9 @@ static void layernorm_case(int64_t opset) {
   fill(x, 48, 23);
   const float* in[] = {x};
   OnyxSession* s = compare_levels(&md, in, 1, 1, 1e-4f);
-  assert_int_equal(s->graph->n_nodes, 1);
-  assert_string_equal(s->graph->nodes[0]->op_type, "LayerNormalization");
-  assert_string_equal(s->graph->nodes[0]->domain, opset >= 17 ? "" : "com.onyx");
+  assert_int_equal(s->prog.graph->n_nodes, 1);
+  assert_string_equal(s->prog.graph->nodes[0]->op_type, "LayerNormalization");
+  assert_string_equal(s->prog.graph->nodes[0]->domain, opset >= 17 ? "" : "com.onyx");
   /* Independent reference. */
   float want[48];
   for (int r = 0; r < 6; r++) {
@@ -670,8 +670,8 @@ static void gelu_case(bool half_first) {
   x[1] = 2.5f;
   const float* in[] = {x};
   OnyxSession* s = compare_levels(&md, in, 1, 1, 1e-5f);
-  assert_int_equal(s->graph->n_nodes, 1);
-  assert_string_equal(s->graph->nodes[0]->op_type, "Gelu");
+  assert_int_equal(s->prog.graph->n_nodes, 1);
+  assert_string_equal(s->prog.graph->nodes[0]->op_type, "Gelu");
   float want[15];
   for (int i = 0; i < 15; i++)
     want[i] = (float)(0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0))));
@@ -732,9 +732,9 @@ static void matmul_residual_case(int mode) {
   const float* in[] = {a, zin};
   OnyxSession* s = compare_levels(&md, in, 2, 1, 1e-5f);
   size_t with_z = 0;
-  for (size_t i = 0; i < s->graph->n_nodes; i++)
-    with_z +=
-        !strcmp(s->graph->nodes[i]->op_type, "FusedMatMul") && s->graph->nodes[i]->n_inputs == 4;
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++)
+    with_z += !strcmp(s->prog.graph->nodes[i]->op_type, "FusedMatMul") &&
+              s->prog.graph->nodes[i]->n_inputs == 4;
   assert_int_equal(with_z, mode == 3 ? 0 : 1);
   assert_int_equal(count_op(s, "Add"), mode == 3 ? 1 : 0);
   assert_int_equal(count_op(s, "Relu"), mode == 0 ? 0 : 1);
@@ -762,8 +762,8 @@ static void test_matmul_residual(void** state) {
  * com.onyx Gelu (the same Gelu kernel, run per tile). */
 static size_t count_matmul_gelu(const OnyxSession* s) {
   size_t n = 0;
-  for (size_t i = 0; i < s->graph->n_nodes; i++) {
-    const OxNode* nd = s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* nd = s->prog.graph->nodes[i];
     const char* act = ox_node_attr_string(nd, "activation", "");
     n += !strcmp(nd->op_type, "FusedMatMul") && act && !strcmp(act, "Gelu");
   }
@@ -814,7 +814,7 @@ static void matmul_gelu_case(int mode) {
   const float* in[] = {a};
   OnyxSession* s = compare_levels(&md, in, 1, 1, 1e-4f);
   assert_int_equal(count_matmul_gelu(s), mode == 3 ? 0 : 1);
-  assert_int_equal(s->graph->n_nodes, mode == 3 ? 2 : 1);
+  assert_int_equal(s->prog.graph->n_nodes, mode == 3 ? 2 : 1);
   OnyxValue* y = NULL;
   run_f32(s, in, 1, &y, 1);
   expect_close(y, want, M * N, 1e-4f);
@@ -926,7 +926,7 @@ static void attention_case(int mode) {
   OnyxSession* s = compare_levels(&md, in, mode == 0 ? 4 : 3, mode == 3 ? 2 : 1, 1e-5f);
   assert_int_equal(count_op(s, "MultiHeadAttention"), mode >= 2 ? 0 : 1);
   if (mode < 2) {
-    assert_int_equal(s->graph->n_nodes, 1);
+    assert_int_equal(s->prog.graph->n_nodes, 1);
     /* The reference: per (b, h, s) a softmax over t, in double. */
     float want[B * S * HD];
     const double scale = mode == 1 ? 0.25 : 1.0 / sqrt((double)D);
@@ -1006,8 +1006,8 @@ static void qkv_case(int mcase) {
       compare_levels(&md, mcase == 1 ? in1 : in0, mcase == 1 ? 3 : 2, mcase == 2 ? 2 : 1, 1e-5f);
   assert_int_equal(count_op(s, "MultiHeadAttention"), 1);
   assert_int_equal(count_op(s, "FusedMatMul"), mcase == 0 ? 1 : 3);
-  for (size_t i = 0; i < s->graph->n_nodes; i++) {
-    const OxNode* n = s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
     if (strcmp(n->op_type, "MultiHeadAttention") != 0) continue;
     const bool packed = !n->inputs[1] && !n->inputs[2];
     assert_int_equal(packed, mcase == 0);
@@ -1148,10 +1148,10 @@ static void test_levels(void** state) {
   OnyxSession* s0 = open_at(&md, ONYX_OPT_DISABLED);
   OnyxSession* s1 = open_at(&md, ONYX_OPT_BASIC);
   OnyxSession* s2 = open_at(&md, ONYX_OPT_EXTENDED);
-  assert_int_equal(s0->graph->n_nodes, 3);
-  assert_int_equal(s1->graph->n_nodes, 2);
+  assert_int_equal(s0->prog.graph->n_nodes, 3);
+  assert_int_equal(s1->prog.graph->n_nodes, 2);
   assert_int_equal(count_op(s1, "MatMul"), 1);
-  assert_int_equal(s2->graph->n_nodes, 1);
+  assert_int_equal(s2->prog.graph->n_nodes, 1);
   assert_int_equal(count_op(s2, "Gemm"), 1);
   onyx_session_release(s0);
   onyx_session_release(s1);
@@ -1213,7 +1213,7 @@ static void test_user_transformer(void** state) {
   const float* in[] = {x};
   OnyxSession* s = compare_levels(&md, in, 1, 1, 0);
   assert_true(calls >= 2); /* once to change, once more to reach the fixed point */
-  assert_int_equal(s->graph->n_nodes, 1);
+  assert_int_equal(s->prog.graph->n_nodes, 1);
   assert_int_equal(count_op(s, "Neg"), 0);
   onyx_session_release(s);
   /* Below its level it does not run. */
@@ -1269,8 +1269,8 @@ static void test_save_optimized(void** state) {
   OnyxStatus* st = onyx_session_create(o, path, &again);
   if (st) fail_msg("%s", onyx_status_message(st));
   assert_int_equal(count_op(again, "FusedMatMul"), 1);
-  assert_int_equal(again->graph->n_nodes, 1);
-  assert_null(ox_graph_find(again->graph, "unused"));
+  assert_int_equal(again->prog.graph->n_nodes, 1);
+  assert_null(ox_graph_find(again->prog.graph, "unused"));
   float a[12];
   fill(a, 12, 41);
   const float* in[] = {a};
@@ -1344,14 +1344,14 @@ static void test_memplan_session(void** state) {
   otm_output(m, "Y", ONYX_ELEM_FLOAT32, 2, (int64_t[]){16, 16});
   Model md = finish(m);
   OnyxSession* s = open_at(&md, ONYX_OPT_DISABLED);
-  const OxMemPlan* p = ox_session_memplan(s);
+  const OxMemPlan* p = ox_session_memplan(&s->prog);
   assert_non_null(p);
   assert_int_equal(p->n_devices, 1);
   assert_int_equal(p->devices[0].planned, 3);
   assert_int_equal(p->devices[0].inplace, 2);
   assert_int_equal(p->devices[0].block_bytes, 1024);
   assert_int_equal(p->devices[0].no_reuse, 3072);
-  char* text = ox_memplan_summary(s);
+  char* text = ox_memplan_summary(&s->prog);
   assert_non_null(text);
   assert_non_null(strstr(text, "planned peak on host (cpu): 1.0 KiB"));
   free(text);
@@ -1360,22 +1360,22 @@ static void test_memplan_session(void** state) {
   const char* want[3] = {"g1", "g2", "g3"};
   for (int i = 0; i < 3; i++) {
     slot[i] = SIZE_MAX;
-    for (size_t k = 0; k < s->plan.n_slots; k++)
-      if (!strcmp(s->plan.slots[k].value->name, want[i])) slot[i] = k;
+    for (size_t k = 0; k < s->prog.plan.n_slots; k++)
+      if (!strcmp(s->prog.plan.slots[k].value->name, want[i])) slot[i] = k;
     assert_int_not_equal(slot[i], SIZE_MAX);
   }
   OxMemRun run;
-  assert_null(ox_memplan_run_begin(s, &run));
+  assert_null(ox_memplan_run_begin(&s->prog, &run));
   assert_int_equal(run.n_blocks, 1);
   int64_t dims[2] = {16, 16}, wrong[2] = {16, 8};
   OxTensor* t[3];
   for (int i = 0; i < 3; i++) {
-    t[i] = ox_memplan_take(s, &run, slot[i], ONYX_ELEM_FLOAT32, dims, 2);
+    t[i] = ox_memplan_take(&s->prog, &run, slot[i], ONYX_ELEM_FLOAT32, dims, 2);
     assert_non_null(t[i]);
     assert_ptr_equal(t[i]->data, run.blocks[0]->data);
   }
-  assert_null(ox_memplan_take(s, &run, slot[0], ONYX_ELEM_FLOAT32, wrong, 2));
-  assert_null(ox_memplan_take(s, &run, slot[0], ONYX_ELEM_INT32, dims, 2));
+  assert_null(ox_memplan_take(&s->prog, &run, slot[0], ONYX_ELEM_FLOAT32, wrong, 2));
+  assert_null(ox_memplan_take(&s->prog, &run, slot[0], ONYX_ELEM_INT32, dims, 2));
   ((float*)t[0]->data)[255] = 7.0f;
   ox_memplan_run_end(&run); /* the taken tensors keep the block alive */
   assert_true(((float*)t[2]->data)[255] == 7.0f);
@@ -1493,10 +1493,10 @@ static void test_memplan_view(void** state) {
   OnyxSession* s = NULL;
   OnyxStatus* st = onyx_session_create_from_bytes(o, md.bytes, md.len, NULL, &s);
   if (st) fail_msg("%s", onyx_status_message(st));
-  const OxMemPlan* p = ox_session_memplan(s);
+  const OxMemPlan* p = ox_session_memplan(&s->prog);
   size_t g1 = SIZE_MAX, v = SIZE_MAX, a = SIZE_MAX;
-  for (size_t k = 0; k < s->plan.n_slots; k++) {
-    const char* name = s->plan.slots[k].value->name;
+  for (size_t k = 0; k < s->prog.plan.n_slots; k++) {
+    const char* name = s->prog.plan.slots[k].value->name;
     if (!strcmp(name, "g1")) g1 = k;
     if (!strcmp(name, "v")) v = k;
     if (!strcmp(name, "a")) a = k;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "ox_host_api.h"
 #include "onyx/onyx.h"
 #include "ox_providers.h"
 
@@ -359,7 +360,7 @@ static void test_reading_errors(void** state) {
 
 static void expect_chosen(const char* version) {
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = ox_provider_lib_acquire("scored", NULL, &lib);
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), "scored", NULL, &lib);
   if (st) fprintf(stderr, "%s\n", st->message);
   assert_null(st);
   assert_string_equal(lib->provider->version, version);
@@ -397,7 +398,7 @@ static void test_loader_unloads_the_others(void** state) {
   (void)state;
   set_path("score/low", "score/high", NULL);
   OxProviderLib* lib = NULL;
-  assert_null(ox_provider_lib_acquire("scored", NULL, &lib));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "scored", NULL, &lib));
   char low[BUF], high[BUF];
   score_path(low, "low", "scored");
   score_path(high, "high", "scored");
@@ -416,7 +417,7 @@ static void test_negative_score_refused(void** state) {
   /* Found by name, alone. */
   set_path("score/neg", NULL);
   OxProviderLib* lib = (OxProviderLib*)0x1;
-  OnyxStatus* st = ox_provider_lib_acquire("scored", NULL, &lib);
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), "scored", NULL, &lib);
   assert_non_null(st);
   assert_int_equal(st->code, ONYX_NO_DEVICE);
   assert_string_equal(st->message, want);
@@ -425,7 +426,7 @@ static void test_negative_score_refused(void** state) {
   assert_false(is_loaded(neg));
   /* Named by path. */
   unsetenv("ONYX_PROVIDER_PATH");
-  st = ox_provider_lib_acquire("scored", neg, &lib);
+  st = ox_provider_lib_acquire(ox_host_api(), "scored", neg, &lib);
   assert_non_null(st);
   assert_int_equal(st->code, ONYX_NO_DEVICE);
   assert_string_equal(st->message, want);
@@ -433,7 +434,7 @@ static void test_negative_score_refused(void** state) {
   /* A library of score 5 named by path is used. */
   char high[BUF];
   score_path(high, "high", "scored");
-  assert_null(ox_provider_lib_acquire("scored", high, &lib));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "scored", high, &lib));
   ox_provider_lib_release(lib);
 }
 
@@ -447,7 +448,7 @@ static void test_no_usable_candidate_names_each(void** state) {
       "has no entry symbol 'onyx_provider_init' (not an Onyx provider, or built without "
       "ONYX_EXPORT); provider library '%s' reports score -1: it cannot run on this machine",
       p_nosym, neg);
-  OnyxStatus* st = ox_provider_lib_acquire("scored", NULL, &(OxProviderLib*){NULL});
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), "scored", NULL, &(OxProviderLib*){NULL});
   assert_non_null(st);
   assert_int_equal(st->code, ONYX_FAIL); /* the first candidate's */
   assert_string_equal(st->message, want);

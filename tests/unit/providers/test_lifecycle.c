@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ox_host_api.h"
 #include "ox_session.h"
 #include "ox_test_models.h"
 
@@ -148,9 +149,9 @@ static void test_two_sessions_share_one_library(void** state) {
   OnyxSession* a = open_session(relu_model, "life");
   OnyxSession* b = open_session(relu_model, "life");
   /* One load, one init, one registry; an EP per session. */
-  assert_ptr_equal(a->eps[0].lib, b->eps[0].lib);
-  assert_int_equal(a->eps[0].lib->refs, 2);
-  assert_ptr_not_equal(a->eps[0].ep, b->eps[0].ep);
+  assert_ptr_equal(a->prog.eps[0].lib, b->prog.eps[0].lib);
+  assert_int_equal(a->prog.eps[0].lib->refs, 2);
+  assert_ptr_not_equal(a->prog.eps[0].ep, b->prog.eps[0].ep);
   assert_string_equal(life_log(), "life:init;life:ep;life:ep;");
   expect_relu(a);
   expect_relu(b);
@@ -158,7 +159,7 @@ static void test_two_sessions_share_one_library(void** state) {
   /* The other session still uses it: only a's EP went. */
   assert_string_equal(life_log(), "life:init;life:ep;life:ep;life:ep_release;");
   assert_true(is_loaded(path));
-  assert_int_equal(b->eps[0].lib->refs, 1);
+  assert_int_equal(b->prog.eps[0].lib->refs, 1);
   expect_relu(b); /* kernels of a shared library outlive the sibling session */
   onyx_session_release(b);
   /* Every EP released, then the provider, then the library closed. */
@@ -188,9 +189,9 @@ static void test_same_provider_twice_is_harmless(void** state) {
   life_path(path, sizeof path, "life");
   /* By name, by name again, and by explicit path: one library, one init. */
   OxProviderLib *x = NULL, *y = NULL, *z = NULL;
-  ok(ox_provider_lib_acquire("life", NULL, &x));
-  ok(ox_provider_lib_acquire("life", NULL, &y));
-  ok(ox_provider_lib_acquire("life", path, &z));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", NULL, &x));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", NULL, &y));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", path, &z));
   assert_ptr_equal(x, y);
   assert_ptr_equal(x, z);
   assert_int_equal(x->refs, 3);
@@ -208,7 +209,7 @@ static void test_same_provider_twice_is_harmless(void** state) {
   relu_model(&bytes, &len);
   OnyxSession* s = NULL;
   ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
-  assert_ptr_equal(s->eps[0].lib, x);
+  assert_ptr_equal(s->prog.eps[0].lib, x);
   assert_int_equal(x->refs, 4);
   expect_relu(s);
   onyx_session_release(s);
@@ -244,7 +245,7 @@ static void test_provider_learns_its_library_path(void** state) {
   life_path(path, sizeof path, "life2");
   unsetenv("ONYX_TEST_LIFE_PATH_life2");
   OxProviderLib* lib = NULL;
-  ok(ox_provider_lib_acquire("life2", NULL, &lib));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life2", NULL, &lib));
   const char* seen = getenv("ONYX_TEST_LIFE_PATH_life2");
   assert_non_null(seen);
   char real[PATH_MAX];
@@ -270,7 +271,7 @@ static void test_several_libraries_in_one_session(void** state) {
   /* Four libraries, all distinct. */
   for (size_t i = 0; i < 4; i++)
     for (size_t j = i + 1; j < 4; j++)
-      assert_ptr_not_equal(s->eps[i].lib, s->eps[j].lib);
+      assert_ptr_not_equal(s->prog.eps[i].lib, s->prog.eps[j].lib);
   float y[6];
   run6(s, y);
   const float a[6] = {-2, -1, 0, 0, 0, 0};
@@ -336,7 +337,7 @@ static void test_concurrent_sessions_share_one_load(void** state) {
   life_path(path, sizeof path, "life");
   /* Held here so init and release (which log) run on this thread only. */
   OxProviderLib* hold = NULL;
-  ok(ox_provider_lib_acquire("life", NULL, &hold));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", NULL, &hold));
   setenv("ONYX_TEST_LIFE_QUIET", "1", 1);
   /* Session creation must enter the provider's table one thread at a time
    * (create_ep through ox_provider_lib_create_ep): strict mode makes an
@@ -382,7 +383,7 @@ static void* create_ep_worker(void* arg) {
 static void test_provider_slots_are_serialized(void** state) {
   (void)state;
   OxProviderLib* lib = NULL;
-  ok(ox_provider_lib_acquire("life", NULL, &lib));
+  ok(ox_provider_lib_acquire(ox_host_api(), "life", NULL, &lib));
   size_t count = 0;
   ok(ox_provider_lib_device_count(lib, &count));
   assert_int_equal(count, 1);
@@ -421,7 +422,7 @@ static void test_install_folder_relative_to_libonyx(void** state) {
     else
       unsetenv("ONYX_PROVIDER_PATH");
     OxProviderLib* lib = NULL;
-    assert_null(ox_provider_lib_acquire("relorder", NULL, &lib));
+    assert_null(ox_provider_lib_acquire(ox_host_api(), "relorder", NULL, &lib));
     assert_string_equal(lib->provider->version, "rel"); /* not "self", beside it */
     assert_string_equal(lib->path, want);
     ox_provider_lib_release(lib);

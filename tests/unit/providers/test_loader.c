@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "ox_host_api.h"
 #include "ox_providers.h"
 
 static char g_broken[PATH_MAX]; /* ${CMAKE_BINARY_DIR}/lib/broken, resolved */
@@ -81,7 +82,7 @@ static void expect_load_error(const char* name, OnyxStatusCode code, const char*
   lib_path(path, g_broken, name);
   snprintf(named, sizeof named, "provider library '%s'", path);
   OxProviderLib* lib = (OxProviderLib*)0x1;
-  expect_error(ox_provider_lib_acquire(name, NULL, &lib), code, named, reason, NULL);
+  expect_error(ox_provider_lib_acquire(ox_host_api(), name, NULL, &lib), code, named, reason, NULL);
   assert_null(lib);
   assert_false(is_loaded(path)); /* a failure unloads */
 }
@@ -93,7 +94,7 @@ static void test_good_loads_and_unloads(void** state) {
   char path[BUF];
   lib_path(path, g_broken, "good");
   OxProviderLib* lib = NULL;
-  assert_null(ox_provider_lib_acquire("good", NULL, &lib));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "good", NULL, &lib));
   assert_non_null(lib);
   assert_string_equal(lib->path, path);
   assert_string_equal(lib->name, "good");
@@ -116,10 +117,10 @@ static void test_refcount_shares_one_library(void** state) {
   char path[BUF];
   lib_path(path, g_broken, "good");
   OxProviderLib *a = NULL, *b = NULL, *c = NULL;
-  assert_null(ox_provider_lib_acquire("good", NULL, &a));
-  assert_null(ox_provider_lib_acquire("good", NULL, &b));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "good", NULL, &a));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "good", NULL, &b));
   /* An explicit path to the same file is the same library. */
-  assert_null(ox_provider_lib_acquire("good", path, &c));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "good", path, &c));
   assert_ptr_equal(a, b);
   assert_ptr_equal(a, c);
   assert_int_equal(a->refs, 3);
@@ -137,9 +138,9 @@ static void test_refcount_shares_one_library(void** state) {
 static void test_reload_after_unload(void** state) {
   (void)state;
   OxProviderLib* lib = NULL;
-  assert_null(ox_provider_lib_acquire("good", NULL, &lib));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "good", NULL, &lib));
   ox_provider_lib_release(lib);
-  assert_null(ox_provider_lib_acquire("good", NULL, &lib));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "good", NULL, &lib));
   assert_int_equal(lib->refs, 1);
   ox_provider_lib_release(lib);
   assert_string_equal(release_log(), "good:1;good:1;");
@@ -152,7 +153,7 @@ static void test_short_table_is_accepted_and_release_not_read(void** state) {
   char path[BUF];
   lib_path(path, g_broken, "short");
   OxProviderLib* lib = NULL;
-  assert_null(ox_provider_lib_acquire("short", NULL, &lib));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "short", NULL, &lib));
   assert_int_equal(lib->provider->struct_size, offsetof(OnyxProvider, create_ep) + sizeof(void*));
   ox_provider_lib_release(lib);
   assert_string_equal(release_log(), "");
@@ -164,7 +165,7 @@ static void test_short_table_is_accepted_and_release_not_read(void** state) {
 static void load_order(const char* env, const char* want_version, const char* want_folder) {
   setenv("ONYX_PROVIDER_PATH", env, 1);
   OxProviderLib* lib = NULL;
-  assert_null(ox_provider_lib_acquire("order", NULL, &lib));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "order", NULL, &lib));
   char path[BUF];
   lib_path(path, want_folder, "order");
   assert_string_equal(lib->provider->version, want_version);
@@ -192,7 +193,7 @@ static void test_search_order(void** state) {
   load_order("/nonexistent/onyx", "self", self);
   unsetenv("ONYX_PROVIDER_PATH");
   OxProviderLib* lib = NULL;
-  assert_null(ox_provider_lib_acquire("order", NULL, &lib));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "order", NULL, &lib));
   assert_string_equal(lib->provider->version, "self");
   ox_provider_lib_release(lib);
 }
@@ -207,7 +208,7 @@ static void test_not_found_lists_every_folder(void** state) {
            "%s/onyx/providers (install folder, relative to libonyx), %s (install folder), "
            "%s (beside libonyx)",
            ox_self_dir(), EXPECT_INSTALL_DIR, ox_self_dir());
-  OnyxStatus* st = ox_provider_lib_acquire("nothere", NULL, &(OxProviderLib*){NULL});
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), "nothere", NULL, &(OxProviderLib*){NULL});
   assert_non_null(st);
   assert_int_equal(st->code, ONYX_NOT_FOUND);
   assert_string_equal(st->message, want);
@@ -216,10 +217,10 @@ static void test_not_found_lists_every_folder(void** state) {
 
 static void test_explicit_library_not_found(void** state) {
   (void)state;
-  expect_error(
-      ox_provider_lib_acquire("acme", "/nonexistent/libonyx_ep_acme.so", &(OxProviderLib*){NULL}),
-      ONYX_NOT_FOUND, "'/nonexistent/libonyx_ep_acme.so' not found", "No such file or directory",
-      NULL);
+  expect_error(ox_provider_lib_acquire(ox_host_api(), "acme", "/nonexistent/libonyx_ep_acme.so",
+                                       &(OxProviderLib*){NULL}),
+               ONYX_NOT_FOUND, "'/nonexistent/libonyx_ep_acme.so' not found",
+               "No such file or directory", NULL);
 }
 
 static void test_invalid_names_are_refused(void** state) {
@@ -228,12 +229,13 @@ static void test_invalid_names_are_refused(void** state) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char frag[64];
     snprintf(frag, sizeof frag, "provider name '%s' is invalid", bad[i]);
-    expect_error(ox_provider_lib_acquire(bad[i], NULL, &(OxProviderLib*){NULL}),
+    expect_error(ox_provider_lib_acquire(ox_host_api(), bad[i], NULL, &(OxProviderLib*){NULL}),
                  ONYX_INVALID_ARGUMENT, frag, NULL);
   }
-  expect_error(ox_provider_lib_acquire(NULL, NULL, &(OxProviderLib*){NULL}), ONYX_INVALID_ARGUMENT,
-               "invalid", NULL);
-  expect_error(ox_provider_lib_acquire("good", NULL, NULL), ONYX_INVALID_ARGUMENT, NULL);
+  expect_error(ox_provider_lib_acquire(ox_host_api(), NULL, NULL, &(OxProviderLib*){NULL}),
+               ONYX_INVALID_ARGUMENT, "invalid", NULL);
+  expect_error(ox_provider_lib_acquire(ox_host_api(), "good", NULL, NULL), ONYX_INVALID_ARGUMENT,
+               NULL);
 }
 
 /* --- Broken libraries ---------------------------------------------------------------------- */
@@ -256,7 +258,7 @@ static void test_abi_major_mismatch(void** state) {
   lib_path(path, g_broken, "abi2");
   snprintf(want, sizeof want,
            "provider library '%s' was built for Onyx ABI 2.0; this host implements ABI 1.1", path);
-  OnyxStatus* st = ox_provider_lib_acquire("abi2", NULL, &(OxProviderLib*){NULL});
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), "abi2", NULL, &(OxProviderLib*){NULL});
   assert_non_null(st);
   assert_int_equal(st->code, ONYX_ABI_MISMATCH);
   assert_string_equal(st->message, want);
@@ -314,8 +316,8 @@ static void test_dlopen_failure(void** state) {
   setenv("ONYX_PROVIDER_PATH", dir, 1);
   char named[2 * BUF];
   snprintf(named, sizeof named, "provider library '%s': dlopen failed: ", real);
-  expect_error(ox_provider_lib_acquire("garbage", NULL, &(OxProviderLib*){NULL}), ONYX_FAIL, named,
-               NULL);
+  expect_error(ox_provider_lib_acquire(ox_host_api(), "garbage", NULL, &(OxProviderLib*){NULL}),
+               ONYX_FAIL, named, NULL);
   unlink(path);
   rmdir(dir);
 }
@@ -326,14 +328,14 @@ static void test_same_library_other_name(void** state) {
   char path[BUF];
   lib_path(path, g_broken, "good");
   OxProviderLib* lib = NULL;
-  assert_null(ox_provider_lib_acquire("good", NULL, &lib));
-  expect_error(ox_provider_lib_acquire("other", path, &(OxProviderLib*){NULL}),
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "good", NULL, &lib));
+  expect_error(ox_provider_lib_acquire(ox_host_api(), "other", path, &(OxProviderLib*){NULL}),
                ONYX_INVALID_ARGUMENT, "provides 'good', not the requested 'other'", NULL);
   assert_int_equal(lib->refs, 1);
   ox_provider_lib_release(lib);
   assert_string_equal(release_log(), "good:1;");
   /* And the other way round, when the library is not loaded yet. */
-  expect_error(ox_provider_lib_acquire("other", path, &(OxProviderLib*){NULL}),
+  expect_error(ox_provider_lib_acquire(ox_host_api(), "other", path, &(OxProviderLib*){NULL}),
                ONYX_INVALID_ARGUMENT, "provides 'good', not the requested 'other'", NULL);
   assert_string_equal(release_log(), "good:1;good:1;");
   assert_false(is_loaded(path));
@@ -345,7 +347,7 @@ static void* churn(void* arg) {
   (void)arg;
   for (int i = 0; i < 50; i++) {
     OxProviderLib* lib = NULL;
-    OnyxStatus* st = ox_provider_lib_acquire("good", NULL, &lib);
+    OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), "good", NULL, &lib);
     if (st) {
       ox_status_free(st);
       return (void*)1;
@@ -358,7 +360,7 @@ static void* churn(void* arg) {
 static void test_concurrent_acquire_release(void** state) {
   (void)state;
   OxProviderLib* keep = NULL; /* holds the library so the threads share it */
-  assert_null(ox_provider_lib_acquire("good", NULL, &keep));
+  assert_null(ox_provider_lib_acquire(ox_host_api(), "good", NULL, &keep));
   pthread_t t[4];
   for (int i = 0; i < 4; i++)
     assert_int_equal(pthread_create(&t[i], NULL, churn, NULL), 0);

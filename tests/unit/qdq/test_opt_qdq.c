@@ -49,18 +49,18 @@ static OnyxSession* open_at(const uint8_t* bytes, size_t len, OnyxOptimizationLe
 
 static size_t count_op(const OnyxSession* s, const char* op) {
   size_t n = 0;
-  for (size_t i = 0; i < s->graph->n_nodes; i++)
-    n += !strcmp(s->graph->nodes[i]->op_type, op);
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++)
+    n += !strcmp(s->prog.graph->nodes[i]->op_type, op);
   return n;
 }
 
 /* Every node of op `op` runs on the CPU provider. */
 static void on_cpu(const OnyxSession* s, const char* op) {
-  for (size_t i = 0; i < s->graph->n_nodes; i++) {
-    const OxNode* n = s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
     if (strcmp(n->op_type, op)) continue;
     assert_true(n->ep >= 0);
-    assert_string_equal(s->eps[n->ep].name, "cpu");
+    assert_string_equal(s->prog.eps[n->ep].name, "cpu");
   }
 }
 
@@ -205,10 +205,10 @@ static void check_convprov(const uint8_t* bytes, size_t len) {
   assert_int_equal(count_op(s, "Conv"), 1);
   assert_int_equal(count_op(s, "QuantizeLinear"), 2);
   assert_int_equal(count_op(s, "DequantizeLinear"), 1); /* W's and B's folded */
-  for (size_t i = 0; i < s->graph->n_nodes; i++) {
-    const OxNode* n = s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
     assert_true(n->ep >= 0);
-    assert_string_equal(s->eps[n->ep].name, !strcmp(n->op_type, "Conv") ? "convprov" : "cpu");
+    assert_string_equal(s->prog.eps[n->ep].name, !strcmp(n->op_type, "Conv") ? "convprov" : "cpu");
   }
   assert_false(explain_has(s, "made by qdq"));
   onyx_session_release(s);

@@ -132,14 +132,14 @@ static OnyxSession* open_at(const uint8_t* bytes, size_t len, OnyxOptimizationLe
 
 static size_t count_op(const OnyxSession* s, const char* op) {
   size_t n = 0;
-  for (size_t i = 0; i < s->graph->n_nodes; i++)
-    n += !strcmp(s->graph->nodes[i]->op_type, op);
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++)
+    n += !strcmp(s->prog.graph->nodes[i]->op_type, op);
   return n;
 }
 
 static const OxNode* find_op(const OnyxSession* s, const char* op) {
-  for (size_t i = 0; i < s->graph->n_nodes; i++)
-    if (!strcmp(s->graph->nodes[i]->op_type, op)) return s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++)
+    if (!strcmp(s->prog.graph->nodes[i]->op_type, op)) return s->prog.graph->nodes[i];
   return NULL;
 }
 
@@ -232,7 +232,7 @@ static void conv_act_case(const Shape* sh, const Act* a, bool also_c) {
       assert_float_equal(ox_node_attr_float(f, "beta", 0), a->beta, 0);
     }
     assert_true(f->ep >= 0);
-    assert_string_equal(s->eps[f->ep].name, "cpu"); /* where the Conv was */
+    assert_string_equal(s->prog.eps[f->ep].name, "cpu"); /* where the Conv was */
     char* text = NULL;
     assert_null(onyx_session_explain(s, &text));
     if (!strstr(text, "FusedConv") || !strstr(text, "conv_act from"))
@@ -353,11 +353,11 @@ static void test_onednn_never_gets_smooth(void** state) {
     free(bytes), free(wt), free(x), free(y), free(ref);
     skip();
   }
-  for (size_t i = 0; i < s->graph->n_nodes; i++) {
-    const OxNode* n = s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
     if (strcmp(n->op_type, "FusedConv")) continue;
     const char* act = ox_node_attr_string(n, "activation", "");
-    if (!strcmp(act, "HardSwish")) assert_string_equal(s->eps[n->ep].name, "cpu");
+    if (!strcmp(act, "HardSwish")) assert_string_equal(s->prog.eps[n->ep].name, "cpu");
   }
   conv_ref(sh, x, wt, b, ref);
   run(s, sh, x, y, ny);

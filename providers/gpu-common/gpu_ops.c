@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gpu_ep.h"
+#include "gpu_grad_ops.h"
 
 #define H gpu_host
 
@@ -1368,6 +1369,7 @@ OnyxStatus* gpu_register_common_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st = gpu_register_contrib(r, "LayerNormalization", tln, 2, NULL, layernorm_compute,
                               CODE_LAYERNORM);
+  if (!st) st = gpu_register_grad_kernels(r); /* com.onyx.training: gpu_grad_ops.c */
   return st;
 }
 

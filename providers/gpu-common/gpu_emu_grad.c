@@ -1,0 +1,56 @@
+/* gpu_emu_grad.c — the host emulation of the training kernels (gpu_grad.h)
+ * for the test-only provider "gpuemu": each launcher runs the per-element
+ * and per-line bodies of gpu_grad_body.h in plain loops, as gpu_emu.c does
+ * for gpu_kernels.h. The softmax grads' line sums are taken in element
+ * order here; the device adds the block's partials as a tree (both in
+ * float64). Never part of libonyx_ep_cuda.so or libonyx_ep_rocm.so. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu_grad.h"
+#include "gpu_grad_body.h"
+
+int gpuk_grad_unary(GpuGradOp op, const float* dy, const float* x, float* dx, int64_t n,
+                    void* stream) {
+  (void)stream;
+  for (int64_t i = 0; i < n; i++)
+    dx[i] = gpub_grad_unary(op, dy[i], x[i]);
+  return 0;
+}
+
+int gpuk_dropout_grad(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale,
+                      void* stream) {
+  (void)stream;
+  for (int64_t i = 0; i < n; i++)
+    dx[i] = gpub_dropout_grad(dy[i], mask[i], scale);
+  return 0;
+}
+
+int gpuk_softmax_grad(const float* dy, const float* y, float* dx, int64_t outer, int64_t len,
+                      int64_t inner, int log, void* stream) {
+  (void)stream;
+  for (int64_t r = 0; r < outer * inner; r++) {
+    const int64_t base = gpub_line_base(r, len, inner);
+    double s = 0.0;
+    for (int64_t j = 0; j < len; j++)
+      s += gpub_softmax_grad_term(dy[base + j * inner], y[base + j * inner], log);
+    for (int64_t j = 0; j < len; j++) {
+      const int64_t at = base + j * inner;
+      dx[at] = gpub_softmax_grad_out(dy[at], y[at], s, log);
+    }
+  }
+  return 0;
+}
+
+int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
+                   const float* const* const* in, float* const* const* out, void* stream) {
+  (void)stream;
+  for (size_t first = 0; first < n; first += GPU_OPT_MAX_TENSORS) {
+    const size_t k = n - first < GPU_OPT_MAX_TENSORS ? n - first : GPU_OPT_MAX_TENSORS;
+    GpuOptBatch b;
+    gpub_opt_fill(&b, first, k, count, in, out);
+    for (int64_t f = 0; f < b.start[k]; f++)
+      gpub_opt_elem(p, &b, f);
+  }
+  return 0;
+}

@@ -1,0 +1,72 @@
+/* gpu_grad.h — launchers of the training kernels (gpu_grad.cu; emulated by
+ * gpu_emu_grad.c): the element-wise and row-wise gradient ops of the
+ * com.onyx.training domain and the fused multi-tensor optimizers. Same
+ * conventions as gpu_kernels.h: every launcher queues work on `stream`,
+ * returns the vendor's launch error (0: queued), and every pointer is device
+ * memory unless said otherwise. Float32 only. */
+#ifndef ONYX_GPU_GRAD_H
+#define ONYX_GPU_GRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum GpuGradOp {
+  GPU_GRAD_RELU,      /* dY * (X > 0) */
+  GPU_GRAD_SIGMOID,   /* dY * Y * (1 - Y) */
+  GPU_GRAD_TANH,      /* dY * (1 - Y^2) */
+  GPU_GRAD_GELU,      /* dY * (Phi(X) + X phi(X)) */
+  GPU_GRAD_FAST_GELU, /* derivative of the tanh approximation */
+} GpuGradOp;
+
+/* dx[i] = grad(dy[i], x[i]) over n elements; x is X or Y as the op reads. */
+int gpuk_grad_unary(GpuGradOp op, const float* dy, const float* x, float* dx, int64_t n,
+                    void* stream);
+
+/* SoftmaxGrad (log 0: dX = Y (dY - sum(dY Y))) or LogSoftmaxGrad (log 1:
+ * dX = dY - exp(Y) sum(dY)) along the middle dim of [outer, len, inner];
+ * the sums in float64, one block per line. */
+int gpuk_softmax_grad(const float* dy, const float* y, float* dx, int64_t outer, int64_t len,
+                      int64_t inner, int log, void* stream);
+
+/* DropoutGrad: dx[i] = mask[i] ? dy[i] * scale : 0 (mask: bool bytes). */
+int gpuk_dropout_grad(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale,
+                      void* stream);
+
+/* The fused optimizers. One launch covers up to GPU_OPT_MAX_TENSORS tensors,
+ * whose pointers and sizes travel in the launch's arguments (GpuOptBatch,
+ * about 2 KiB, under every vendor's 4 KiB argument limit); gpuk_optimizer
+ * splits a longer list into such launches. */
+#define GPU_OPT_MAX_TENSORS 32
+
+typedef enum GpuOptKind { GPU_OPT_SGD, GPU_OPT_ADAMW } GpuOptKind;
+
+/* Per-step scalars, computed on the host in float64 and rounded to float
+ * as the CPU provider's float32 kernels use them (cpu_optim_body.h). */
+typedef struct GpuOptParams {
+  int32_t kind;
+  int32_t has_m, first, nesterov, use_wd;
+  float lr, wd, momentum, damp1;                /* SGD: damp1 = 1 - dampening */
+  float decay, w1, b2, w2, bc2s, eps, neg_step; /* AdamW */
+} GpuOptParams;
+
+typedef struct GpuOptBatch {
+  int32_t count;
+  /* start[t]: first flat index of tensor t; start[count]: the total. */
+  int64_t start[GPU_OPT_MAX_TENSORS + 1];
+  const float* in[4][GPU_OPT_MAX_TENSORS]; /* P, G, M, V (NULL where unused) */
+  float* out[3][GPU_OPT_MAX_TENSORS];      /* P', M', V' (NULL: not written) */
+} GpuOptBatch;
+
+/* Host arrays: n tensors of count[t] elements; in[g][t] / out[g][t] as in
+ * GpuOptBatch (in[g] / out[g] NULL for a group the kind does not use). */
+int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
+                   const float* const* const* in, float* const* const* out, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ONYX_GPU_GRAD_H */

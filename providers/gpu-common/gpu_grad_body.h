@@ -1,0 +1,128 @@
+/* gpu_grad_body.h — what each GPU thread computes for the training kernels
+ * (gpu_grad.h), written once for nvcc, hipcc and the C compiler, as
+ * gpu_kernels_body.h is: gpu_grad.cu wraps these bodies in kernels,
+ * gpu_emu_grad.c runs them in host loops. The formulas and their order of
+ * operations follow the CPU provider's float32 kernels (cpu_grad.c,
+ * cpu_optim_body.h), so that the two agree to rounding. */
+#ifndef ONYX_GPU_GRAD_BODY_H
+#define ONYX_GPU_GRAD_BODY_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gpu_grad.h"
+#include "gpu_kernels_body.h"
+
+#define GPUB_SQRT1_2      0.70710678118654752440f
+#define GPUB_INV_SQRT_2PI 0.39894228040143267794f
+#define GPUB_SQRT_2_PI    0.79788456080286535588f /* sqrt(2 / pi) */
+#define GPUB_GELU_C       0.044715f
+
+/* One element of an element-wise gradient; x is X or Y (see GpuGradOp). */
+GPU_FN float gpub_grad_unary(int op, float dy, float x) {
+  switch (op) {
+  case GPU_GRAD_RELU:
+    return x > 0.0f ? dy : 0.0f * dy; /* 0 * dy keeps a NaN or inf dY visible as NaN */
+  case GPU_GRAD_SIGMOID:
+    return dy * x * (1.0f - x);
+  case GPU_GRAD_TANH:
+    return dy * (1.0f - x * x);
+  case GPU_GRAD_GELU: /* d/dx x Phi(x) = Phi(x) + x phi(x) */
+    return dy *
+           (0.5f * (1.0f + erff(x * GPUB_SQRT1_2)) + x * GPUB_INV_SQRT_2PI * expf(-0.5f * x * x));
+  case GPU_GRAD_FAST_GELU: { /* 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + c x^3) */
+    const float t = tanhf(GPUB_SQRT_2_PI * (x + GPUB_GELU_C * x * x * x)), x2 = x * x;
+    const float du = GPUB_SQRT_2_PI * (1.0f + 3.0f * GPUB_GELU_C * x2);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+  }
+  default:
+    return 0.0f;
+  }
+}
+
+/* Softmax grads along a line: the summand of element (dY, Y), then the
+ * output from the line's float64 sum s. */
+GPU_FN double gpub_softmax_grad_term(float dy, float y, int log_softmax) {
+  return log_softmax ? (double)dy : (double)dy * (double)y;
+}
+
+GPU_FN float gpub_softmax_grad_out(float dy, float y, double s, int log_softmax) {
+  return log_softmax ? dy - expf(y) * (float)s : y * (dy - (float)s);
+}
+
+/* Element offset of line r's first element in [outer, len, inner]. */
+GPU_FN int64_t gpub_line_base(int64_t r, int64_t len, int64_t inner) {
+  return (r / inner) * len * inner + r % inner;
+}
+
+GPU_FN float gpub_dropout_grad(float dy, uint8_t mask, float scale) {
+  return mask ? dy * scale : 0.0f;
+}
+
+/* --- the fused optimizers ----------------------------------------------------------- */
+
+/* The tensor of batch b that flat index i falls in (b->count <= 32: a linear
+ * scan over the prefix sums). */
+GPU_FN int gpub_opt_tensor(const GpuOptBatch* b, int64_t i) {
+  int t = 0;
+  while (t + 1 < b->count && b->start[t + 1] <= i)
+    t++;
+  return t;
+}
+
+/* SGD (torch.optim.SGD): d = g + wd p; with momentum buf = d on the first
+ * step, else momentum buf + (1 - dampening) d, and d = buf (nesterov:
+ * d + momentum buf); p' = p - lr d. */
+GPU_FN void gpub_sgd(const GpuOptParams* q, const GpuOptBatch* b, int t, int64_t i) {
+  const float p = b->in[0][t][i];
+  float d = b->in[1][t][i];
+  if (q->use_wd) d = d + q->wd * p;
+  if (q->has_m) {
+    const float buf = q->first ? d : b->in[2][t][i] * q->momentum + q->damp1 * d;
+    if (b->out[1][t]) b->out[1][t][i] = buf;
+    d = q->nesterov ? d + q->momentum * buf : buf;
+  }
+  if (b->out[0][t]) b->out[0][t][i] = p - q->lr * d;
+}
+
+/* AdamW (torch.optim.AdamW): m' = m + (1 - beta1)(g - m), v' = beta2 v +
+ * (1 - beta2) g^2, p' = p (1 - lr wd) - (lr / bc1) m' / (sqrt(v') /
+ * sqrt(bc2) + eps). */
+GPU_FN void gpub_adamw(const GpuOptParams* q, const GpuOptBatch* b, int t, int64_t i) {
+  const float g = b->in[1][t][i], m = b->in[2][t][i], v = b->in[3][t][i];
+  const float mi = m + q->w1 * (g - m);
+  const float vi = v * q->b2 + q->w2 * g * g;
+  const float den = sqrtf(vi) / q->bc2s + q->eps;
+  if (b->out[0][t]) b->out[0][t][i] = b->in[0][t][i] * q->decay + q->neg_step * mi / den;
+  if (b->out[1][t]) b->out[1][t][i] = mi;
+  if (b->out[2][t]) b->out[2][t][i] = vi;
+}
+
+/* Flat element f of batch b. */
+GPU_FN void gpub_opt_elem(const GpuOptParams* q, const GpuOptBatch* b, int64_t f) {
+  const int t = gpub_opt_tensor(b, f);
+  const int64_t i = f - b->start[t];
+  if (q->kind == GPU_OPT_SGD)
+    gpub_sgd(q, b, t, i);
+  else
+    gpub_adamw(q, b, t, i);
+}
+
+/* Host side: fills b with tensors [first, first + k) of the launcher's
+ * arrays (k <= GPU_OPT_MAX_TENSORS). */
+static inline void gpub_opt_fill(GpuOptBatch* b, size_t first, size_t k, const int64_t* count,
+                                 const float* const* const* in, float* const* const* out) {
+  memset(b, 0, sizeof *b);
+  b->count = (int32_t)k;
+  for (size_t t = 0; t < k; t++) {
+    b->start[t + 1] = b->start[t] + count[first + t];
+    for (int g = 0; g < 4; g++)
+      b->in[g][t] = in[g] ? in[g][first + t] : NULL;
+    for (int g = 0; g < 3; g++)
+      b->out[g][t] = out[g] ? out[g][first + t] : NULL;
+  }
+}
+
+#endif /* ONYX_GPU_GRAD_BODY_H */

@@ -1,0 +1,350 @@
+/* gpu_grad_ops.c — the host side of the GPU training kernels: argument and
+ * shape checks, attributes, and the launches of gpu_grad.h's kernels on the
+ * EP's stream. Semantics are the CPU provider's (cpu_grad.c, cpu_optim.c;
+ * docs/training.md); scalars that steer a launch (DropoutGrad's ratio, the
+ * optimizers' lr and step) are declared ONYX_MEM_HOST_ACCESSIBLE and read
+ * here. Compiled into both GPU providers and gpuemu. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_ep.h"
+#include "gpu_grad.h"
+#include "gpu_grad_ops.h"
+
+#define H        gpu_host
+#define TRAINING "com.onyx.training"
+
+static const int32_t g_f32[1] = {ONYX_ELEM_FLOAT32};
+static const int32_t g_f32_f64[2] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64};
+/* DropoutGrad (dY, mask, ratio) and the optimizers (lr, step, tensors...):
+ * the scalars in host memory, the rest on the device. */
+static const int32_t g_mem_dropout[3] = {ONYX_MEM_DEFAULT, ONYX_MEM_DEFAULT,
+                                         ONYX_MEM_HOST_ACCESSIBLE};
+static const int32_t g_mem_optim[2] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
+
+static bool same_shape(const OnyxTensor* a, const OnyxTensor* b) {
+  const size_t r = H->tensor_rank(a);
+  return r == H->tensor_rank(b) &&
+         (!r || !memcmp(H->tensor_dims(a), H->tensor_dims(b), r * sizeof(int64_t)));
+}
+
+static bool on_host(const OnyxTensor* t) {
+  return H->tensor_memory(t)->kind == ONYX_DEVICE_CPU;
+}
+
+/* A float32 / float64 scalar in host memory as a double. */
+static OnyxStatus* host_scalar(const OnyxNode* n, const OnyxTensor* t, const char* what,
+                               double* out) {
+  const int32_t ty = t ? (int32_t)H->tensor_elem_type(t) : ONYX_ELEM_UNDEFINED;
+  if (!t || H->tensor_elem_count(t) != 1 || (ty != ONYX_ELEM_FLOAT32 && ty != ONYX_ELEM_FLOAT64))
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "%s must be a float32 or float64 scalar", what);
+  if (!on_host(t)) return gpu_node_error(n, ONYX_RUNTIME_ERROR, "%s is not in host memory", what);
+  const void* d = H->tensor_data(t);
+  *out = ty == ONYX_ELEM_FLOAT64 ? *(const double*)d : (double)*(const float*)d;
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Element-wise grads, SoftmaxGrad / LogSoftmaxGrad, DropoutGrad                      */
+/* ---------------------------------------------------------------------------------- */
+
+enum { CODE_SOFTMAX_GRAD = 100, CODE_LOG_SOFTMAX_GRAD, CODE_DROPOUT_GRAD };
+
+/* dY and the second input (X or Y): float32 tensors of one shape. */
+static OnyxStatus* two_inputs(GpuKernel* k, OnyxKernelContext* ctx, const char* second,
+                              const OnyxTensor** dy, const OnyxTensor** x) {
+  *dy = H->ctx_input(ctx, 0);
+  *x = H->ctx_input(ctx, 1);
+  if (!*dy || !*x || H->tensor_elem_type(*dy) != ONYX_ELEM_FLOAT32 ||
+      H->tensor_elem_type(*x) != ONYX_ELEM_FLOAT32)
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "dY and %s must be float32 tensors",
+                          second);
+  if (!same_shape(*dy, *x))
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "dY and %s must have the same shape",
+                          second);
+  return NULL;
+}
+
+static OnyxStatus* grad_unary_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  const GpuGradOp op = (GpuGradOp)k->op;
+  const bool reads_y = op == GPU_GRAD_SIGMOID || op == GPU_GRAD_TANH;
+  const OnyxTensor *dy, *x;
+  st = two_inputs(k, ctx, reads_y ? "Y" : "X", &dy, &x);
+  if (st) return st;
+  OnyxTensor* dx;
+  st = H->ctx_output(ctx, 0, H->tensor_dims(dy), H->tensor_rank(dy), &dx);
+  if (st) return st;
+  const int err = gpuk_grad_unary(op, H->tensor_data(dy), H->tensor_data(x),
+                                  H->tensor_mutable_data(dx), (int64_t)H->tensor_elem_count(dy), s);
+  return gpu_launch_status(k->node, err, "gradient kernel");
+}
+
+static OnyxStatus* softmax_grad_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  const OnyxTensor *dy, *y;
+  st = two_inputs(k, ctx, "Y", &dy, &y);
+  if (st) return st;
+  const size_t rank = H->tensor_rank(y);
+  const int64_t* d = H->tensor_dims(y);
+  const int64_t axis_attr = H->node_attr_int(k->node, "axis", -1), r = (int64_t)rank;
+  if (rank == 0 || axis_attr < -r || axis_attr >= r)
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "axis %lld is out of range for rank %zu",
+                          (long long)axis_attr, rank);
+  const size_t axis = (size_t)(axis_attr < 0 ? axis_attr + r : axis_attr);
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < axis; i++)
+    outer *= d[i];
+  for (size_t i = axis + 1; i < rank; i++)
+    inner *= d[i];
+  OnyxTensor* dx;
+  st = H->ctx_output(ctx, 0, d, rank, &dx);
+  if (st) return st;
+  const int err =
+      gpuk_softmax_grad(H->tensor_data(dy), H->tensor_data(y), H->tensor_mutable_data(dx), outer,
+                        d[axis], inner, k->op == CODE_LOG_SOFTMAX_GRAD, s);
+  return gpu_launch_status(k->node, err, "softmax gradient kernel");
+}
+
+static OnyxStatus* dropout_grad_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  const OnyxTensor* dy = H->ctx_input(ctx, 0);
+  const OnyxTensor* mask = H->ctx_input(ctx, 1);
+  const OnyxTensor* ratio = H->ctx_input_count(ctx) > 2 ? H->ctx_input(ctx, 2) : NULL;
+  if (!dy || H->tensor_elem_type(dy) != ONYX_ELEM_FLOAT32)
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "dY must be a float32 tensor");
+  if (!mask || H->tensor_elem_type(mask) != ONYX_ELEM_BOOL || !same_shape(dy, mask))
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "mask must be bool with dY's shape");
+  double rv = 0.5;
+  if (ratio) {
+    st = host_scalar(k->node, ratio, "ratio", &rv);
+    if (st) return st;
+  }
+  if (!(rv >= 0.0 && rv < 1.0))
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "ratio %g is outside [0, 1)", rv);
+  OnyxTensor* dx;
+  st = H->ctx_output(ctx, 0, H->tensor_dims(dy), H->tensor_rank(dy), &dx);
+  if (st) return st;
+  const int err =
+      gpuk_dropout_grad(H->tensor_data(dy), H->tensor_data(mask), H->tensor_mutable_data(dx),
+                        (int64_t)H->tensor_elem_count(dy), (float)(1.0 / (1.0 - rv)), s);
+  return gpu_launch_status(k->node, err, "DropoutGrad kernel");
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The fused optimizers                                                               */
+/* ---------------------------------------------------------------------------------- */
+
+/* Kernel state of an optimizer: the shared GpuKernel first (released by
+ * gpu_kernel_release's free) and the validated attributes. */
+typedef struct GpuOptKernel {
+  GpuKernel k;
+  size_t n; /* tensors per group */
+  double momentum, dampening, wd, beta1, beta2, eps;
+  bool nesterov;
+} GpuOptKernel;
+
+static OnyxStatus* opt_create(OnyxEp* ep, const OnyxNode* node, void* user, void** state) {
+  GpuOptKernel* o = calloc(1, sizeof *o);
+  if (!o) return gpu_node_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
+  o->k.ep = gpu_ep(ep);
+  o->k.node = node;
+  o->k.op = (int32_t)(intptr_t)user;
+  o->k.since = H->node_since_version(node);
+  const int64_t n = H->node_attr_int(node, "n", -1);
+  const char* bad = NULL;
+  if (n < 1 || (uint64_t)n > SIZE_MAX / 64) bad = "attribute n must be at least 1";
+  o->n = n < 1 ? 0 : (size_t)n;
+  if (o->k.op == GPU_OPT_SGD) {
+    o->momentum = H->node_attr_float(node, "momentum", 0.0f);
+    o->dampening = H->node_attr_float(node, "dampening", 0.0f);
+    o->wd = H->node_attr_float(node, "weight_decay", 0.0f);
+    const int64_t nest = H->node_attr_int(node, "nesterov", 0);
+    o->nesterov = nest != 0;
+    if (!(o->momentum >= 0)) bad = "momentum must be >= 0";
+    if (!isfinite(o->dampening)) bad = "dampening must be finite";
+    if (nest != 0 && nest != 1) bad = "nesterov must be 0 or 1";
+    if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+      bad = "nesterov needs momentum > 0 and dampening 0";
+  } else {
+    o->beta1 = H->node_attr_float(node, "beta1", 0.9f);
+    o->beta2 = H->node_attr_float(node, "beta2", 0.999f);
+    o->eps = H->node_attr_float(node, "epsilon", 1e-8f);
+    o->wd = H->node_attr_float(node, "weight_decay", 0.01f);
+    if (!(o->beta1 >= 0 && o->beta1 < 1)) bad = "beta1 must be in [0, 1)";
+    if (!(o->beta2 >= 0 && o->beta2 < 1)) bad = "beta2 must be in [0, 1)";
+    if (!(o->eps >= 0) || !isfinite(o->eps)) bad = "epsilon must be finite and >= 0";
+  }
+  if (!(o->wd >= 0) || !isfinite(o->wd)) bad = "weight_decay must be finite and >= 0";
+  if (bad) {
+    free(o);
+    return gpu_node_error(node, ONYX_INVALID_MODEL, "%s", bad);
+  }
+  *state = o;
+  return NULL;
+}
+
+static OnyxStatus* opt_compute(void* state, OnyxKernelContext* ctx) {
+  GpuOptKernel* o = state;
+  const OnyxNode* node = o->k.node;
+  static const char* const names[] = {"P", "G", "M", "V"};
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(&o->k, ctx, &s);
+  if (st) return st;
+  const bool sgd = o->k.op == GPU_OPT_SGD;
+  const size_t groups = sgd ? (o->momentum != 0 ? 3 : 2) : 4, out_groups = groups - 1, n = o->n;
+  const size_t n_in = H->ctx_input_count(ctx);
+  if (n_in != 2 + groups * n)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "has %zu inputs; n = %zu needs %zu (2 scalars and %zu groups of n)", n_in,
+                          n, 2 + groups * n, groups);
+  if (H->ctx_output_count(ctx) > out_groups * n)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "has %zu outputs; n = %zu allows %zu",
+                          H->ctx_output_count(ctx), n, out_groups * n);
+  double lr = 0;
+  st = host_scalar(node, H->ctx_input(ctx, 0), "lr", &lr);
+  if (st) return st;
+  if (!(lr >= 0) || !isfinite(lr))
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "lr is %g; it must be finite and >= 0", lr);
+  const OnyxTensor* T = H->ctx_input(ctx, 1);
+  if (!T || H->tensor_elem_type(T) != ONYX_ELEM_INT64 || H->tensor_elem_count(T) != 1)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "step must be an int64 scalar");
+  if (!on_host(T)) return gpu_node_error(node, ONYX_RUNTIME_ERROR, "step is not in host memory");
+  const int64_t step = *(const int64_t*)H->tensor_data(T);
+  if (step < 0 || step == INT64_MAX)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "step is %lld; it must be in [0, 2^63 - 1) (the steps already taken)",
+                          (long long)step);
+  /* Host tables from the context's scratch: 4 input and 3 output groups of
+   * n pointers, then n counts. */
+  const size_t bytes = n * (7 * sizeof(void*) + sizeof(int64_t));
+  unsigned char* mem = H->ctx_scratch(ctx, bytes);
+  if (!mem) return gpu_node_error(node, ONYX_OUT_OF_MEMORY, "out of memory (%zu tables)", n);
+  memset(mem, 0, bytes);
+  const float** in[4] = {NULL};
+  float** out[3] = {NULL};
+  for (size_t g = 0; g < groups; g++)
+    in[g] = (const float**)(void*)(mem + g * n * sizeof(void*));
+  for (size_t g = 0; g < out_groups; g++)
+    out[g] = (float**)(void*)(mem + (4 + g) * n * sizeof(void*));
+  int64_t* count = (int64_t*)(void*)(mem + 7 * n * sizeof(void*));
+  for (size_t t = 0; t < n; t++) {
+    const OnyxTensor* P = H->ctx_input(ctx, 2 + t);
+    if (!P || H->tensor_elem_type(P) != ONYX_ELEM_FLOAT32)
+      return gpu_node_error(node, ONYX_NOT_IMPLEMENTED,
+                            "P_%zu must be a float32 tensor (the GPU kernels are float32 only)",
+                            t + 1);
+    for (size_t g = 0; g < groups; g++) {
+      const OnyxTensor* X = H->ctx_input(ctx, 2 + g * n + t);
+      if (!X || H->tensor_elem_type(X) != ONYX_ELEM_FLOAT32)
+        return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                              "%s_%zu must be a float32 tensor like P_1", names[g], t + 1);
+      if (!same_shape(X, P))
+        return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "%s_%zu must have P_%zu's shape",
+                              names[g], t + 1, t + 1);
+      in[g][t] = H->tensor_data(X);
+    }
+    for (size_t g = 0; g < out_groups; g++) {
+      const size_t i = g * n + t;
+      if (i >= H->ctx_output_count(ctx) || !H->node_output(node, i)) continue;
+      OnyxTensor* Y;
+      st = H->ctx_output(ctx, i, H->tensor_dims(P), H->tensor_rank(P), &Y);
+      if (st) return st;
+      out[g][t] = H->tensor_mutable_data(Y);
+    }
+    count[t] = (int64_t)H->tensor_elem_count(P);
+  }
+  /* Per-step scalars in float64 (as PyTorch's Python floats), then rounded
+   * to float as the CPU provider's float32 kernels use them. */
+  const double t1 = (double)step + 1.0;
+  GpuOptParams q = {.kind = o->k.op, .lr = (float)lr, .wd = (float)o->wd};
+  if (sgd) {
+    q.has_m = groups == 3;
+    q.first = step == 0;
+    q.nesterov = o->nesterov;
+    q.use_wd = o->wd != 0;
+    q.momentum = (float)o->momentum;
+    q.damp1 = (float)(1.0 - o->dampening);
+  } else {
+    const double bc1 = 1.0 - pow(o->beta1, t1), bc2 = 1.0 - pow(o->beta2, t1);
+    q.decay = (float)(1.0 - lr * o->wd);
+    q.w1 = (float)(1.0 - o->beta1);
+    q.b2 = (float)o->beta2;
+    q.w2 = (float)(1.0 - o->beta2);
+    q.bc2s = (float)sqrt(bc2);
+    q.eps = (float)o->eps;
+    q.neg_step = (float)-(lr / bc1);
+  }
+  const int err =
+      gpuk_optimizer(&q, n, count, (const float* const* const*)in, (float* const* const*)out, s);
+  return gpu_launch_status(node, err, "optimizer kernel");
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Registration                                                                       */
+/* ---------------------------------------------------------------------------------- */
+
+static OnyxStatus* reg(OnyxKernelRegistry* r, const char* op, const OnyxTypeConstraint* tc,
+                       size_t n_tc, const int32_t* mem, size_t n_mem,
+                       OnyxStatus* (*create)(OnyxEp*, const OnyxNode*, void*, void**),
+                       OnyxStatus* (*compute)(void*, OnyxKernelContext*), int32_t code) {
+  OnyxKernelDef d = {.struct_size = sizeof d,
+                     .domain = TRAINING,
+                     .op_type = op,
+                     .since_version = 1,
+                     .end_version = ONYX_OPSET_LATEST,
+                     .type_constraints = tc,
+                     .type_constraint_count = n_tc,
+                     .input_mem_types = mem,
+                     .input_mem_type_count = n_mem,
+                     .create = create ? create : gpu_kernel_create,
+                     .compute = compute,
+                     .release = gpu_kernel_release,
+                     .user_data = (void*)(intptr_t)code};
+  return H->register_kernel(r, &d);
+}
+
+#define TC(name, arr)                                                                              \
+  { name, arr, sizeof arr / sizeof arr[0] }
+
+OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
+  const OnyxTypeConstraint tf[] = {TC("T", g_f32)};
+  const OnyxTypeConstraint tdrop[] = {TC("T", g_f32), TC("T1", g_f32_f64)};
+  const OnyxTypeConstraint topt[] = {TC("T1", g_f32_f64), TC("T", g_f32)};
+  static const struct {
+    const char* op;
+    int32_t code;
+  } ew[] = {{"ReluGrad", GPU_GRAD_RELU},
+            {"SigmoidGrad", GPU_GRAD_SIGMOID},
+            {"TanhGrad", GPU_GRAD_TANH},
+            {"GeluGrad", GPU_GRAD_GELU},
+            {"FastGeluGrad", GPU_GRAD_FAST_GELU}};
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; !st && i < sizeof ew / sizeof ew[0]; i++)
+    st = reg(r, ew[i].op, tf, 1, NULL, 0, NULL, grad_unary_compute, ew[i].code);
+  if (!st)
+    st = reg(r, "SoftmaxGrad", tf, 1, NULL, 0, NULL, softmax_grad_compute, CODE_SOFTMAX_GRAD);
+  if (!st)
+    st =
+        reg(r, "LogSoftmaxGrad", tf, 1, NULL, 0, NULL, softmax_grad_compute, CODE_LOG_SOFTMAX_GRAD);
+  if (!st)
+    st = reg(r, "DropoutGrad", tdrop, 2, g_mem_dropout, 3, NULL, dropout_grad_compute,
+             CODE_DROPOUT_GRAD);
+  if (!st)
+    st = reg(r, "SGDOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_SGD);
+  if (!st)
+    st = reg(r, "AdamWOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_ADAMW);
+  return st;
+}

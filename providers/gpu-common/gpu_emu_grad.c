@@ -42,6 +42,29 @@ int gpuk_softmax_grad(const float* dy, const float* y, float* dx, int64_t outer,
   return 0;
 }
 
+int gpuk_layernorm_grad(const float* dy, const float* x, const float* scale, const float* mean,
+                        const float* inv, float* dx, float* dscale, float* dbias, int64_t rows,
+                        int64_t width, void* stream) {
+  (void)stream;
+  if (!width) return 0;
+  for (int64_t r = 0; r < rows; r++) {
+    double sg = 0.0, sgx = 0.0;
+    for (int64_t j = 0; j < width; j++) {
+      double g, gx;
+      gpub_ln_grad_terms(dy, x, scale, mean, inv, r, width, j, &g, &gx);
+      sg += g;
+      sgx += gx;
+    }
+    const double mg = sg / (double)width, mgx = sgx / (double)width;
+    for (int64_t j = 0; j < width; j++)
+      dx[r * width + j] = gpub_ln_grad_out(dy, x, scale, mean, inv, r, width, j, mg, mgx);
+  }
+  if (dscale || dbias)
+    for (int64_t c = 0; c < width; c++)
+      gpub_ln_grad_col(dy, x, mean, inv, dscale, dbias, rows, width, c);
+  return 0;
+}
+
 int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
                    const float* const* const* in, float* const* const* out, void* stream) {
   (void)stream;

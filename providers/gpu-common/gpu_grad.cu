@@ -70,6 +70,46 @@ __global__ void softmax_grad_kernel(const float* dy, const float* y, float* dx, 
   }
 }
 
+/* LayerNormalizationGrad's dX: one block per row (grid-stride over rows),
+ * the two sums as softmax_grad_kernel's. */
+__global__ void ln_grad_rows_kernel(const float* dy, const float* x, const float* scale,
+                                    const float* mean, const float* inv, float* dx, int64_t rows,
+                                    int64_t width) {
+  __shared__ double pg[kThreads], pgx[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    double ag = 0.0, agx = 0.0;
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+      double g, gx;
+      gpub_ln_grad_terms(dy, x, scale, mean, inv, r, width, j, &g, &gx);
+      ag += g;
+      agx += gx;
+    }
+    pg[threadIdx.x] = ag;
+    pgx[threadIdx.x] = agx;
+    __syncthreads();
+    for (int w = kThreads / 2; w > 0; w /= 2) {
+      if ((int)threadIdx.x < w) {
+        pg[threadIdx.x] += pg[threadIdx.x + w];
+        pgx[threadIdx.x] += pgx[threadIdx.x + w];
+      }
+      __syncthreads();
+    }
+    const double mg = pg[0] / (double)width, mgx = pgx[0] / (double)width;
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+      dx[r * width + j] = gpub_ln_grad_out(dy, x, scale, mean, inv, r, width, j, mg, mgx);
+    __syncthreads();
+  }
+}
+
+/* dScale / dBias: a thread per column, the rows in order. */
+__global__ void ln_grad_cols_kernel(const float* dy, const float* x, const float* mean,
+                                    const float* inv, float* dscale, float* dbias, int64_t rows,
+                                    int64_t width) {
+  GRID_STRIDE(c, width) {
+    gpub_ln_grad_col(dy, x, mean, inv, dscale, dbias, rows, width, c);
+  }
+}
+
 __global__ void optimizer_kernel(GpuOptParams q, GpuOptBatch b) {
   const int64_t n = b.start[b.count];
   GRID_STRIDE(f, n) {
@@ -102,6 +142,23 @@ int gpuk_softmax_grad(const float* dy, const float* y, float* dx, int64_t outer,
   const unsigned grid = lines > 65535 ? 65535u : (unsigned)lines;
   softmax_grad_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(dy, y, dx, lines, len, inner,
                                                                    log);
+  return launched();
+}
+
+int gpuk_layernorm_grad(const float* dy, const float* x, const float* scale, const float* mean,
+                        const float* inv, float* dx, float* dscale, float* dbias, int64_t rows,
+                        int64_t width, void* stream) {
+  if (!width) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (rows) {
+    const unsigned grid = rows > 65535 ? 65535u : (unsigned)rows;
+    ln_grad_rows_kernel<<<grid, kThreads, 0, s>>>(dy, x, scale, mean, inv, dx, rows, width);
+    const int err = launched();
+    if (err) return err;
+  }
+  if (!dscale && !dbias) return 0;
+  ln_grad_cols_kernel<<<blocks_for(width), kThreads, 0, s>>>(dy, x, mean, inv, dscale, dbias, rows,
+                                                             width);
   return launched();
 }
 

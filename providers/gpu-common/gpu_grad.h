@@ -36,6 +36,15 @@ int gpuk_softmax_grad(const float* dy, const float* y, float* dx, int64_t outer,
 int gpuk_dropout_grad(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale,
                       void* stream);
 
+/* LayerNormalizationGrad over X seen as [rows, width]: per row, with
+ * xhat = (x - mean) inv and g = dY scale, dX = inv (g - mean(g) - xhat
+ * mean(g xhat)) (one block per row, the means in float64); per column,
+ * dScale = sum_rows dY xhat and dBias = sum_rows dY (one thread per column,
+ * the rows in order, in float64). dscale / dbias may be NULL. */
+int gpuk_layernorm_grad(const float* dy, const float* x, const float* scale, const float* mean,
+                        const float* inv, float* dx, float* dscale, float* dbias, int64_t rows,
+                        int64_t width, void* stream);
+
 /* The fused optimizers. One launch covers up to GPU_OPT_MAX_TENSORS tensors,
  * whose pointers and sizes travel in the launch's arguments (GpuOptBatch,
  * about 2 KiB, under every vendor's 4 KiB argument limit); gpuk_optimizer

@@ -61,6 +61,39 @@ GPU_FN float gpub_dropout_grad(float dy, uint8_t mask, float scale) {
   return mask ? dy * scale : 0.0f;
 }
 
+/* LayerNormalizationGrad, element j of row r: the two summands of the
+ * row's sums (g and g xhat), then dX from their means mg and mgx. */
+GPU_FN void gpub_ln_grad_terms(const float* dy, const float* x, const float* scale,
+                               const float* mean, const float* inv, int64_t r, int64_t width,
+                               int64_t j, double* g, double* gx) {
+  const int64_t at = r * width + j;
+  const double mu = mean[r], iv = inv[r];
+  *g = (double)dy[at] * scale[j];
+  *gx = *g * ((double)x[at] - mu) * iv;
+}
+
+GPU_FN float gpub_ln_grad_out(const float* dy, const float* x, const float* scale,
+                              const float* mean, const float* inv, int64_t r, int64_t width,
+                              int64_t j, double mg, double mgx) {
+  const int64_t at = r * width + j;
+  const double mu = mean[r], iv = inv[r];
+  const double xh = ((double)x[at] - mu) * iv;
+  return (float)(iv * ((double)dy[at] * scale[j] - mg - xh * mgx));
+}
+
+/* dScale and dBias of column c: the rows in order, in float64. */
+GPU_FN void gpub_ln_grad_col(const float* dy, const float* x, const float* mean, const float* inv,
+                             float* dscale, float* dbias, int64_t rows, int64_t width, int64_t c) {
+  double as = 0.0, ab = 0.0;
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t at = r * width + c;
+    ab += dy[at];
+    as += (double)dy[at] * ((double)x[at] - (double)mean[r]) * (double)inv[r];
+  }
+  if (dscale) dscale[c] = (float)as;
+  if (dbias) dbias[c] = (float)ab;
+}
+
 /* --- the fused optimizers ----------------------------------------------------------- */
 
 /* The tensor of batch b that flat index i falls in (b->count <= 32: a linear

@@ -51,7 +51,7 @@ static OnyxStatus* host_scalar(const OnyxNode* n, const OnyxTensor* t, const cha
 /* Element-wise grads, SoftmaxGrad / LogSoftmaxGrad, DropoutGrad                      */
 /* ---------------------------------------------------------------------------------- */
 
-enum { CODE_SOFTMAX_GRAD = 100, CODE_LOG_SOFTMAX_GRAD, CODE_DROPOUT_GRAD };
+enum { CODE_SOFTMAX_GRAD = 100, CODE_LOG_SOFTMAX_GRAD, CODE_DROPOUT_GRAD, CODE_LN_GRAD };
 
 /* dY and the second input (X or Y): float32 tensors of one shape. */
 static OnyxStatus* two_inputs(GpuKernel* k, OnyxKernelContext* ctx, const char* second,
@@ -141,6 +141,57 @@ static OnyxStatus* dropout_grad_compute(void* state, OnyxKernelContext* ctx) {
       gpuk_dropout_grad(H->tensor_data(dy), H->tensor_data(mask), H->tensor_mutable_data(dx),
                         (int64_t)H->tensor_elem_count(dy), (float)(1.0 / (1.0 - rv)), s);
   return gpu_launch_status(k->node, err, "DropoutGrad kernel");
+}
+
+static OnyxStatus* layernorm_grad_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  static const char* const names[] = {"dY", "X", "scale", "mean", "inv_std_var"};
+  const OnyxTensor* in[5];
+  for (size_t i = 0; i < 5; i++) {
+    in[i] = i < H->ctx_input_count(ctx) ? H->ctx_input(ctx, i) : NULL;
+    if (!in[i] || H->tensor_elem_type(in[i]) != ONYX_ELEM_FLOAT32)
+      return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "%s must be a float32 tensor",
+                            names[i]);
+  }
+  if (!same_shape(in[0], in[1]))
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "dY and X must have the same shape");
+  const size_t rank = H->tensor_rank(in[1]);
+  const int64_t* d = H->tensor_dims(in[1]);
+  const int64_t axis_attr = H->node_attr_int(k->node, "axis", -1), r = (int64_t)rank;
+  if (rank == 0 || axis_attr < -r || axis_attr >= r)
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "axis %lld is out of range for rank %zu",
+                          (long long)axis_attr, rank);
+  const size_t axis = (size_t)(axis_attr < 0 ? axis_attr + r : axis_attr);
+  int64_t rows = 1, width = 1;
+  for (size_t i = 0; i < rank; i++)
+    *(i < axis ? &rows : &width) *= d[i];
+  if ((int64_t)H->tensor_elem_count(in[2]) != width)
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT,
+                          "scale must hold %lld values (X's dims from axis %zu on)",
+                          (long long)width, axis);
+  for (size_t i = 3; i < 5; i++)
+    if ((int64_t)H->tensor_elem_count(in[i]) != rows)
+      return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT,
+                            "%s must hold %lld values (X's dims before axis %zu)", names[i],
+                            (long long)rows, axis);
+  OnyxTensor* dx;
+  st = H->ctx_output(ctx, 0, d, rank, &dx);
+  if (st) return st;
+  float* outs[2] = {NULL, NULL};
+  for (size_t o = 1; o <= 2; o++) {
+    if (H->ctx_output_count(ctx) <= o || !H->node_output(k->node, o)) continue;
+    OnyxTensor* t;
+    st = H->ctx_output(ctx, o, H->tensor_dims(in[2]), H->tensor_rank(in[2]), &t);
+    if (st) return st;
+    outs[o - 1] = H->tensor_mutable_data(t);
+  }
+  const int err = gpuk_layernorm_grad(
+      H->tensor_data(in[0]), H->tensor_data(in[1]), H->tensor_data(in[2]), H->tensor_data(in[3]),
+      H->tensor_data(in[4]), H->tensor_mutable_data(dx), outs[0], outs[1], rows, width, s);
+  return gpu_launch_status(k->node, err, "LayerNormalizationGrad kernel");
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -339,6 +390,9 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st =
         reg(r, "LogSoftmaxGrad", tf, 1, NULL, 0, NULL, softmax_grad_compute, CODE_LOG_SOFTMAX_GRAD);
+  if (!st)
+    st = reg(r, "LayerNormalizationGrad", tf, 1, NULL, 0, NULL, layernorm_grad_compute,
+             CODE_LN_GRAD);
   if (!st)
     st = reg(r, "DropoutGrad", tdrop, 2, g_mem_dropout, 3, NULL, dropout_grad_compute,
              CODE_DROPOUT_GRAD);

@@ -231,6 +231,90 @@ static void test_gradients_match_cpu(void** state) {
       check_grad(ops[i].op, ops[i].sec, seed * 131 + i);
 }
 
+/* LayerNormalizationGrad(dY, X, scale, mean, inv_std_var) -> dX, dScale,
+ * dBias over X [d0, d1, d2] normalized from `axis`, GPU against CPU; mean
+ * and inv_std_var are X's own (computed here in float64). */
+static void check_ln_grad(const int64_t* dims, int64_t axis, uint64_t seed) {
+  uint64_t s = seed;
+  const size_t n = count_of(dims, 3);
+  const size_t rows = count_of(dims, (size_t)axis), width = n / rows;
+  float* dy = malloc(n * sizeof *dy);
+  float* x = malloc(n * sizeof *x);
+  float* sc = malloc(width * sizeof *sc);
+  float* mean = malloc((rows ? rows : 1) * sizeof *mean);
+  float* inv = malloc((rows ? rows : 1) * sizeof *inv);
+  assert_true(dy && x && sc && mean && inv);
+  fill(dy, n, &s, -1.0, 1.0);
+  fill(x, n, &s, -3.0, 5.0);
+  fill(sc, width, &s, 0.5, 1.5);
+  for (size_t r = 0; r < rows; r++) {
+    double mu = 0, var = 0;
+    for (size_t j = 0; j < width; j++)
+      mu += x[r * width + j];
+    mu /= (double)width;
+    for (size_t j = 0; j < width; j++)
+      var += (x[r * width + j] - mu) * (x[r * width + j] - mu);
+    mean[r] = (float)mu;
+    inv[r] = (float)(1.0 / sqrt(var / (double)width + 1e-5));
+  }
+  int64_t mdims[3];
+  for (int d = 0; d < 3; d++)
+    mdims[d] = d < axis ? dims[d] : 1;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, TRAINING, 1);
+  otm_input(m, "dY", ONYX_ELEM_FLOAT32, 3, dims);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 3, dims);
+  otm_input(m, "scale", ONYX_ELEM_FLOAT32, 3 - (int)axis, dims + axis);
+  otm_input(m, "mean", ONYX_ELEM_FLOAT32, 3, mdims);
+  otm_input(m, "inv", ONYX_ELEM_FLOAT32, 3, mdims);
+  otm_output(m, "dX", ONYX_ELEM_FLOAT32, 3, dims);
+  otm_output(m, "dS", ONYX_ELEM_FLOAT32, 3 - (int)axis, dims + axis);
+  otm_output(m, "dB", ONYX_ELEM_FLOAT32, 3 - (int)axis, dims + axis);
+  OxTestNode* nd = otm_node(m, "LayerNormalizationGrad", "ln", "dY,X,scale,mean,inv", "dX,dS,dB");
+  otm_node_domain(nd, TRAINING);
+  otm_attr_int(nd, "axis", axis);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  const In in[5] = {{"dY", ONYX_ELEM_FLOAT32, dy, 3, dims},
+                    {"X", ONYX_ELEM_FLOAT32, x, 3, dims},
+                    {"scale", ONYX_ELEM_FLOAT32, sc, 3 - (size_t)axis, dims + axis},
+                    {"mean", ONYX_ELEM_FLOAT32, mean, 3, mdims},
+                    {"inv", ONYX_ELEM_FLOAT32, inv, 3, mdims}};
+  const char* outs[3] = {"dX", "dS", "dB"};
+  float *g[3] = {NULL}, *c[3] = {NULL};
+  size_t gn[3], cn[3];
+  OnyxSession* sg = open_session(bytes, len, true, 1);
+  run(sg, in, 5, outs, 3, g, gn);
+  onyx_session_release(sg);
+  OnyxSession* scpu = open_session(bytes, len, false, 0);
+  run(scpu, in, 5, outs, 3, c, cn);
+  onyx_session_release(scpu);
+  for (int o = 0; o < 3; o++) {
+    assert_int_equal(gn[o], cn[o]);
+    for (size_t i = 0; i < gn[o]; i++)
+      near(g[o][i], c[o][i], 1e-5, outs[o], i);
+    free(g[o]);
+    free(c[o]);
+  }
+  free(bytes);
+  free(dy);
+  free(x);
+  free(sc);
+  free(mean);
+  free(inv);
+}
+
+static void test_layernorm_grad(void** state) {
+  (void)state;
+  gpu_required();
+  static const int64_t shapes[][3] = {{2, 3, 8}, {4, 1, 300}, {3, 5, 7}, {1, 1, 1}, {6, 2, 1000}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int64_t axis = 1; axis <= 2; axis++)
+      check_ln_grad(shapes[i], axis, 17 + i * 3 + (uint64_t)axis);
+}
+
 /* DropoutGrad(dY, mask, ratio): dX = mask ? dY / (1 - ratio) : 0, by hand. */
 static void test_dropout_grad(void** state) {
   (void)state;
@@ -529,6 +613,7 @@ static void test_training_graph_placement(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gradients_match_cpu),
+      cmocka_unit_test(test_layernorm_grad),
       cmocka_unit_test(test_dropout_grad),
       cmocka_unit_test(test_sgd),
       cmocka_unit_test(test_adamw),

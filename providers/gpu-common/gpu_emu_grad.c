@@ -6,6 +6,7 @@
  * float64). Never part of libonyx_ep_cuda.so or libonyx_ep_rocm.so. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "gpu_grad.h"
 #include "gpu_grad_body.h"
@@ -74,6 +75,36 @@ int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
     gpub_opt_fill(&b, first, k, count, in, out);
     for (int64_t f = 0; f < b.start[k]; f++)
       gpub_opt_elem(p, &b, f);
+  }
+  return 0;
+}
+
+int gpuk_clip_grad_norm(size_t n, const int64_t* count, const float* const* g, float* const* out,
+                        double max_norm, float* total_norm, void* stream) {
+  (void)stream;
+  const float* const* in[4] = {g, NULL, NULL, NULL};
+  float* const* outs[3] = {out, NULL, NULL};
+  double sq = 0.0;
+  for (size_t first = 0; first < n; first += GPU_OPT_MAX_TENSORS) {
+    const size_t k = n - first < GPU_OPT_MAX_TENSORS ? n - first : GPU_OPT_MAX_TENSORS;
+    GpuOptBatch b;
+    gpub_opt_fill(&b, first, k, count, in, outs);
+    for (int64_t c = 0; c < b.start[k]; c += GPU_CLIP_CHUNK) { /* the device's chunks */
+      const int64_t e = b.start[k] - c < GPU_CLIP_CHUNK ? b.start[k] : c + GPU_CLIP_CHUNK;
+      double part = 0.0;
+      for (int64_t f = c; f < e; f++)
+        part += gpub_clip_sq(&b, f);
+      sq += part;
+    }
+  }
+  double state[2];
+  gpub_clip_coef(sq, max_norm, state, total_norm);
+  for (size_t first = 0; first < n; first += GPU_OPT_MAX_TENSORS) {
+    const size_t k = n - first < GPU_OPT_MAX_TENSORS ? n - first : GPU_OPT_MAX_TENSORS;
+    GpuOptBatch b;
+    gpub_opt_fill(&b, first, k, count, in, outs);
+    for (int64_t f = 0; f < b.start[k]; f++)
+      gpub_clip_scale(&b, f, (float)state[1]);
   }
   return 0;
 }

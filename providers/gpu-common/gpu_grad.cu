@@ -11,6 +11,14 @@
 #include "gpu_grad_body.h"
 #include "gpu_vendor.h"
 
+#if defined(ONYX_GPU_HIP)
+#define GPU_MALLOC_ASYNC hipMallocAsync
+#define GPU_FREE_ASYNC   hipFreeAsync
+#else
+#define GPU_MALLOC_ASYNC cudaMallocAsync
+#define GPU_FREE_ASYNC   cudaFreeAsync
+#endif
+
 namespace {
 
 const int kThreads = 256;
@@ -110,6 +118,55 @@ __global__ void ln_grad_cols_kernel(const float* dy, const float* x, const float
   }
 }
 
+/* Block-wide float64 sum of v (every thread of the block calls it); the
+ * result is valid in thread 0. */
+__device__ double block_sum(double v, double* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  const double r = part[0];
+  __syncthreads();
+  return r;
+}
+
+/* ClipGradNorm pass 1: chunk c of the batch (GPU_CLIP_CHUNK flat elements)
+ * to sums[c], a block per chunk. */
+__global__ void clip_sumsq_kernel(GpuOptBatch b, double* sums) {
+  __shared__ double part[kThreads];
+  const int64_t n = b.start[b.count], chunks = (n + GPU_CLIP_CHUNK - 1) / GPU_CLIP_CHUNK;
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const int64_t lo = c * GPU_CLIP_CHUNK, hi = n - lo < GPU_CLIP_CHUNK ? n : lo + GPU_CLIP_CHUNK;
+    double acc = 0.0;
+    for (int64_t f = lo + threadIdx.x; f < hi; f += blockDim.x)
+      acc += gpub_clip_sq(&b, f);
+    const double s = block_sum(acc, part);
+    if (threadIdx.x == 0) sums[c] = s;
+  }
+}
+
+/* Pass 2, one block: the chunk sums in a fixed order, then the factor. */
+__global__ void clip_coef_kernel(const double* sums, int64_t n_sums, double max_norm, double* state,
+                                 float* total_norm) {
+  __shared__ double part[kThreads];
+  double acc = 0.0;
+  for (int64_t c = threadIdx.x; c < n_sums; c += blockDim.x)
+    acc += sums[c];
+  const double s = block_sum(acc, part);
+  if (threadIdx.x == 0) gpub_clip_coef(s, max_norm, state, total_norm);
+}
+
+/* Pass 3: the scaled copies. */
+__global__ void clip_scale_kernel(GpuOptBatch b, const double* state) {
+  const int64_t n = b.start[b.count];
+  const float coef = (float)state[1];
+  GRID_STRIDE(f, n) {
+    gpub_clip_scale(&b, f, coef);
+  }
+}
+
 __global__ void optimizer_kernel(GpuOptParams q, GpuOptBatch b) {
   const int64_t n = b.start[b.count];
   GRID_STRIDE(f, n) {
@@ -174,6 +231,49 @@ int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
     if (err) return err;
   }
   return 0;
+}
+
+int gpuk_clip_grad_norm(size_t n, const int64_t* count, const float* const* g, float* const* out,
+                        double max_norm, float* total_norm, void* stream) {
+  cudaStream_t s = (cudaStream_t)stream;
+  const float* const* in[4] = {g, NULL, NULL, NULL};
+  float* const* outs[3] = {out, NULL, NULL};
+  int64_t n_sums = 0; /* chunks of every batch */
+  for (size_t first = 0; first < n; first += GPU_OPT_MAX_TENSORS) {
+    int64_t total = 0;
+    for (size_t t = first; t < n && t < first + GPU_OPT_MAX_TENSORS; t++)
+      total += count[t];
+    n_sums += (total + GPU_CLIP_CHUNK - 1) / GPU_CLIP_CHUNK;
+  }
+  double* scratch = NULL; /* n_sums chunk sums, then the norm and the factor */
+  int err = (int)GPU_MALLOC_ASYNC((void**)&scratch, (size_t)(n_sums + 2) * sizeof(double), s);
+  if (err) return err;
+  int64_t at = 0;
+  GpuOptBatch b;
+  for (size_t first = 0; !err && first < n; first += GPU_OPT_MAX_TENSORS) {
+    const size_t k = n - first < GPU_OPT_MAX_TENSORS ? n - first : GPU_OPT_MAX_TENSORS;
+    gpub_opt_fill(&b, first, k, count, in, outs);
+    const int64_t chunks = (b.start[k] + GPU_CLIP_CHUNK - 1) / GPU_CLIP_CHUNK;
+    if (!chunks) continue;
+    const unsigned grid = chunks > 65535 ? 65535u : (unsigned)chunks;
+    clip_sumsq_kernel<<<grid, kThreads, 0, s>>>(b, scratch + at);
+    at += chunks;
+    err = launched();
+  }
+  if (!err) {
+    clip_coef_kernel<<<1, kThreads, 0, s>>>(scratch, n_sums, max_norm, scratch + n_sums,
+                                            total_norm);
+    err = launched();
+  }
+  for (size_t first = 0; !err && first < n; first += GPU_OPT_MAX_TENSORS) {
+    const size_t k = n - first < GPU_OPT_MAX_TENSORS ? n - first : GPU_OPT_MAX_TENSORS;
+    gpub_opt_fill(&b, first, k, count, in, outs);
+    if (!b.start[k]) continue;
+    clip_scale_kernel<<<blocks_for(b.start[k]), kThreads, 0, s>>>(b, scratch + n_sums);
+    err = launched();
+  }
+  const int ferr = (int)GPU_FREE_ASYNC(scratch, s);
+  return err ? err : ferr;
 }
 
 } // extern "C"

@@ -75,6 +75,18 @@ typedef struct GpuOptBatch {
 int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
                    const float* const* const* in, float* const* const* out, void* stream);
 
+/* ClipGradNorm (torch.nn.utils.clip_grad_norm_): norm = the L2 norm of
+ * all n gradients g[t] (count[t] elements; host arrays of device
+ * pointers), coef = max_norm / (norm + 1e-6), out[t] = g[t] * coef where
+ * coef < 1 (or NaN), else a copy; total_norm (device, NULL: not wanted)
+ * gets norm as float. Squares are summed in float64 per chunk of
+ * GPU_CLIP_CHUNK elements of a launch's batch (a block each), then the
+ * chunk sums by one block in a fixed order: the result does not depend on
+ * scheduling. The chunk sums live in stream-ordered scratch. */
+#define GPU_CLIP_CHUNK 8192
+int gpuk_clip_grad_norm(size_t n, const int64_t* count, const float* const* g, float* const* out,
+                        double max_norm, float* total_norm, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

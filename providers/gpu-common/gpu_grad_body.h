@@ -143,6 +143,29 @@ GPU_FN void gpub_opt_elem(const GpuOptParams* q, const GpuOptBatch* b, int64_t f
     gpub_adamw(q, b, t, i);
 }
 
+/* ClipGradNorm: the square of flat element f (group 0 of b), and the
+ * scaled copy (group 0 of b's outputs). */
+GPU_FN double gpub_clip_sq(const GpuOptBatch* b, int64_t f) {
+  const int t = gpub_opt_tensor(b, f);
+  const double v = b->in[0][t][f - b->start[t]];
+  return v * v;
+}
+
+GPU_FN void gpub_clip_scale(const GpuOptBatch* b, int64_t f, float coef) {
+  const int t = gpub_opt_tensor(b, f);
+  const int64_t i = f - b->start[t];
+  if (b->out[0][t]) b->out[0][t][i] = b->in[0][t][i] * coef;
+}
+
+/* From the sum of squares: state[0] = the norm, state[1] = the factor
+ * (1 where no clipping: g * 1 is g). */
+GPU_FN void gpub_clip_coef(double sq, double max_norm, double* state, float* total_norm) {
+  const double norm = sqrt(sq), coef = max_norm / (norm + 1e-6);
+  state[0] = norm;
+  state[1] = coef >= 1.0 ? 1.0 : coef; /* NaN clips (and spreads), as PyTorch */
+  if (total_norm) *total_norm = (float)norm;
+}
+
 /* Host side: fills b with tensors [first, first + k) of the launcher's
  * arrays (k <= GPU_OPT_MAX_TENSORS). */
 static inline void gpub_opt_fill(GpuOptBatch* b, size_t first, size_t k, const int64_t* count,

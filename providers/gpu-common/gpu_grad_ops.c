@@ -24,6 +24,8 @@ static const int32_t g_f32_f64[2] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64};
 static const int32_t g_mem_dropout[3] = {ONYX_MEM_DEFAULT, ONYX_MEM_DEFAULT,
                                          ONYX_MEM_HOST_ACCESSIBLE};
 static const int32_t g_mem_optim[2] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
+/* ClipGradNorm's code (the optimizers' codes are GpuOptKind). */
+enum { CODE_CLIP = 16 };
 
 static bool same_shape(const OnyxTensor* a, const OnyxTensor* b) {
   const size_t r = H->tensor_rank(a);
@@ -229,7 +231,7 @@ static OnyxStatus* opt_create(OnyxEp* ep, const OnyxNode* node, void* user, void
     if (nest != 0 && nest != 1) bad = "nesterov must be 0 or 1";
     if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
       bad = "nesterov needs momentum > 0 and dampening 0";
-  } else {
+  } else if (o->k.op == GPU_OPT_ADAMW) {
     o->beta1 = H->node_attr_float(node, "beta1", 0.9f);
     o->beta2 = H->node_attr_float(node, "beta2", 0.999f);
     o->eps = H->node_attr_float(node, "epsilon", 1e-8f);
@@ -343,6 +345,59 @@ static OnyxStatus* opt_compute(void* state, OnyxKernelContext* ctx) {
   return gpu_launch_status(node, err, "optimizer kernel");
 }
 
+/* ClipGradNorm(max_norm, G_1..G_n) -> G'_1..G'_n, total_norm. */
+static OnyxStatus* clip_compute(void* state, OnyxKernelContext* ctx) {
+  GpuOptKernel* o = state;
+  const OnyxNode* node = o->k.node;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(&o->k, ctx, &s);
+  if (st) return st;
+  const size_t n = o->n, n_in = H->ctx_input_count(ctx), n_out = H->ctx_output_count(ctx);
+  if (n_in != 1 + n)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "has %zu inputs; n = %zu needs %zu", n_in, n,
+                          1 + n);
+  if (n_out > n + 1)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "has %zu outputs; n = %zu allows %zu", n_out,
+                          n, n + 1);
+  double max_norm = 0;
+  st = host_scalar(node, H->ctx_input(ctx, 0), "max_norm", &max_norm);
+  if (st) return st;
+  if (!(max_norm >= 0) || !isfinite(max_norm))
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "max_norm is %g; it must be finite and >= 0",
+                          max_norm);
+  const size_t bytes = n * (2 * sizeof(void*) + sizeof(int64_t));
+  unsigned char* mem = H->ctx_scratch(ctx, bytes);
+  if (!mem) return gpu_node_error(node, ONYX_OUT_OF_MEMORY, "out of memory (%zu tables)", n);
+  memset(mem, 0, bytes);
+  const float** g = (const float**)(void*)mem;
+  float** out = (float**)(void*)(mem + n * sizeof(void*));
+  int64_t* count = (int64_t*)(void*)(mem + 2 * n * sizeof(void*));
+  for (size_t t = 0; t < n; t++) {
+    const OnyxTensor* G = H->ctx_input(ctx, 1 + t);
+    if (!G || H->tensor_elem_type(G) != ONYX_ELEM_FLOAT32)
+      return gpu_node_error(node, ONYX_NOT_IMPLEMENTED,
+                            "G_%zu must be a float32 tensor (the GPU kernels are float32 only)",
+                            t + 1);
+    g[t] = H->tensor_data(G);
+    count[t] = (int64_t)H->tensor_elem_count(G);
+    if (t >= n_out || !H->node_output(node, t)) continue;
+    OnyxTensor* Y;
+    st = H->ctx_output(ctx, t, H->tensor_dims(G), H->tensor_rank(G), &Y);
+    if (st) return st;
+    out[t] = H->tensor_mutable_data(Y);
+  }
+  float* total = NULL;
+  if (n_out > n && H->node_output(node, n)) {
+    OnyxTensor* T;
+    st = H->ctx_output(ctx, n, NULL, 0, &T);
+    if (st) return st;
+    total = H->tensor_mutable_data(T);
+  }
+  const int err =
+      gpuk_clip_grad_norm(n, count, (const float* const*)g, (float* const*)out, max_norm, total, s);
+  return gpu_launch_status(node, err, "ClipGradNorm kernels");
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Registration                                                                       */
 /* ---------------------------------------------------------------------------------- */
@@ -400,5 +455,7 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
     st = reg(r, "SGDOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_SGD);
   if (!st)
     st = reg(r, "AdamWOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_ADAMW);
+  if (!st)
+    st = reg(r, "ClipGradNorm", topt, 2, g_mem_optim, 1, opt_create, clip_compute, CODE_CLIP);
   return st;
 }

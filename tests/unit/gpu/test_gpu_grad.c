@@ -2,7 +2,8 @@
  * "gpuemu" they run on the host emulation): each com.onyx.training gradient
  * op the GPU registers, on random shapes, against the CPU provider's result
  * for the same inputs (1e-5), and the fused SGD / AdamW optimizers against a
- * float64 reference of torch.optim's update written out here. Each session
+ * float64 reference of torch.optim's update written out here, and
+ * ClipGradNorm against its float64 definition. Each session
  * must place the op on GPU_NAME. Without a device the tests skip. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -514,6 +515,87 @@ static void test_adamw(void** state) {
     check_optimizer(&cases[i]);
 }
 
+/* ClipGradNorm(max_norm, G_1..G_n) -> G'.., total_norm against float64:
+ * norm = sqrt(sum g^2), coef = max_norm / (norm + 1e-6), G' = G * coef
+ * where coef < 1, else G. */
+static void check_clip(size_t n, float max_norm, int64_t big) {
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, TRAINING, 1);
+  otm_input(m, "max_norm", ONYX_ELEM_FLOAT32, 0, NULL);
+  char ins[2048] = "max_norm", outs_csv[2048] = "";
+  char gn[48][24], on[49][24];
+  int64_t dims[48];
+  assert_true(n <= 48);
+  for (size_t t = 0; t < n; t++) {
+    dims[t] = t == 1 ? big : opt_size(t);
+    snprintf(gn[t], sizeof gn[t], "G%zu", t);
+    snprintf(on[t], sizeof on[t], "oG%zu", t);
+    otm_input(m, gn[t], ONYX_ELEM_FLOAT32, 1, &dims[t]);
+    otm_output(m, on[t], ONYX_ELEM_FLOAT32, 1, &dims[t]);
+    strcat(ins, ",");
+    strcat(ins, gn[t]);
+    strcat(outs_csv, on[t]);
+    strcat(outs_csv, ",");
+  }
+  snprintf(on[n], sizeof on[n], "norm");
+  otm_output(m, "norm", ONYX_ELEM_FLOAT32, 0, NULL);
+  strcat(outs_csv, "norm");
+  OxTestNode* nd = otm_node(m, "ClipGradNorm", "clip", ins, outs_csv);
+  otm_node_domain(nd, TRAINING);
+  otm_attr_int(nd, "n", (int64_t)n);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxValue* v[49] = {NULL};
+  const char* vn[49];
+  float* data[48];
+  uint64_t s = 99 + n;
+  vn[0] = "max_norm";
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, NULL, 0, &max_norm, sizeof max_norm, &v[0]));
+  double sq = 0;
+  for (size_t t = 0; t < n; t++) {
+    const size_t c = (size_t)dims[t];
+    data[t] = malloc((c ? c : 1) * sizeof(float));
+    assert_non_null(data[t]);
+    fill(data[t], c, &s, -1.0, 1.0);
+    for (size_t i = 0; i < c; i++)
+      sq += (double)data[t][i] * data[t][i];
+    vn[1 + t] = gn[t];
+    ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, &dims[t], 1, data[t], c * sizeof(float),
+                                &v[1 + t]));
+  }
+  OnyxSession* sg = open_session(bytes, len, true, 1);
+  const char* outn[49];
+  for (size_t i = 0; i <= n; i++)
+    outn[i] = on[i];
+  OnyxValue* o[49] = {NULL};
+  ok(onyx_session_run(sg, NULL, vn, (const OnyxValue* const*)v, 1 + n, outn, n + 1, o));
+  const double norm = sqrt(sq), coef = max_norm / (norm + 1e-6);
+  near(*(const float*)onyx_tensor_data(onyx_value_tensor(o[n])), norm, 1e-6, "total_norm", 0);
+  for (size_t t = 0; t < n; t++) {
+    const float* got = onyx_tensor_data(onyx_value_tensor(o[t]));
+    for (int64_t i = 0; i < dims[t]; i++)
+      near(got[i], coef < 1 ? data[t][i] * coef : data[t][i], 1e-6, "G'", (size_t)i);
+  }
+  for (size_t i = 0; i <= n; i++)
+    onyx_value_release(o[i]);
+  for (size_t t = 0; t <= n; t++)
+    onyx_value_release(v[t]);
+  for (size_t t = 0; t < n; t++)
+    free(data[t]);
+  onyx_session_release(sg);
+  free(bytes);
+}
+
+static void test_clip_grad_norm(void** state) {
+  (void)state;
+  gpu_required();
+  check_clip(3, 1.0f, 20000);  /* clips; one tensor spans three chunks */
+  check_clip(5, 1e6f, 9000);   /* below max_norm: a copy */
+  check_clip(40, 0.5f, 70000); /* two launches of tensors */
+}
+
 /* --- the training graph's placement ------------------------------------------------------ */
 
 static int rm_entry(const char* path, const struct stat* sb, int flag, struct FTW* ftw) {
@@ -617,6 +699,7 @@ int main(void) {
       cmocka_unit_test(test_dropout_grad),
       cmocka_unit_test(test_sgd),
       cmocka_unit_test(test_adamw),
+      cmocka_unit_test(test_clip_grad_norm),
       cmocka_unit_test(test_training_graph_placement),
   };
   return cmocka_run_group_tests_name("gpu_grad_" GPU_NAME, tests, NULL, NULL);

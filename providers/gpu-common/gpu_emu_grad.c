@@ -66,6 +66,44 @@ int gpuk_layernorm_grad(const float* dy, const float* x, const float* scale, con
   return 0;
 }
 
+int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, const float* mean,
+                        const float* inv, float* dx, float* dscale, float* dbias, int64_t n,
+                        int64_t c, int64_t sp, double epsilon, void* stream) {
+  (void)stream;
+  const int64_t m = n * sp;
+  for (int64_t ch = 0; ch < c; ch++) {
+    double mu, iv;
+    if (mean) {
+      mu = mean[ch];
+      iv = inv[ch];
+    } else {
+      double acc = 0.0, q = 0.0;
+      for (int64_t k = 0; k < m; k++)
+        acc += x[gpub_bn_index(k, ch, c, sp)];
+      mu = acc / (double)m;
+      for (int64_t k = 0; k < m; k++) {
+        const double d = (double)x[gpub_bn_index(k, ch, c, sp)] - mu;
+        q += d * d;
+      }
+      iv = gpub_bn_inv(q, (double)m, epsilon);
+    }
+    double sb = 0.0, ss = 0.0;
+    for (int64_t k = 0; k < m; k++) {
+      const int64_t at = gpub_bn_index(k, ch, c, sp);
+      sb += dy[at];
+      ss += (double)dy[at] * ((double)x[at] - mu) * iv;
+    }
+    if (dbias) dbias[ch] = (float)sb;
+    if (dscale) dscale[ch] = (float)ss;
+    const double a = (double)scale[ch] * iv, mb = sb / (double)m, ms = ss / (double)m;
+    for (int64_t k = 0; k < m; k++) {
+      const int64_t at = gpub_bn_index(k, ch, c, sp);
+      dx[at] = gpub_bn_dx(dy[at], x[at], mu, iv, a, mb, ms);
+    }
+  }
+  return 0;
+}
+
 int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
                    const float* const* const* in, float* const* const* out, void* stream) {
   (void)stream;

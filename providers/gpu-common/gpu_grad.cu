@@ -132,6 +132,50 @@ __device__ double block_sum(double v, double* part) {
   return r;
 }
 
+/* BatchNormalizationGrad: one block per channel (grid-stride over
+ * channels), each sum a block-wide float64 sum. */
+__global__ void bn_grad_kernel(const float* dy, const float* x, const float* scale,
+                               const float* mean, const float* inv, float* dx, float* dscale,
+                               float* dbias, int64_t n, int64_t c, int64_t sp, double epsilon) {
+  __shared__ double part[kThreads];
+  const int64_t m = n * sp;
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    double mu, iv;
+    if (mean) {
+      mu = mean[ch];
+      iv = inv[ch];
+    } else {
+      double acc = 0.0;
+      for (int64_t k = threadIdx.x; k < m; k += blockDim.x)
+        acc += x[gpub_bn_index(k, ch, c, sp)];
+      mu = block_sum(acc, part) / (double)m;
+      acc = 0.0;
+      for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+        const double d = (double)x[gpub_bn_index(k, ch, c, sp)] - mu;
+        acc += d * d;
+      }
+      iv = gpub_bn_inv(block_sum(acc, part), (double)m, epsilon);
+    }
+    double sb = 0.0, ss = 0.0;
+    for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+      const int64_t at = gpub_bn_index(k, ch, c, sp);
+      sb += dy[at];
+      ss += (double)dy[at] * ((double)x[at] - mu) * iv;
+    }
+    sb = block_sum(sb, part);
+    ss = block_sum(ss, part);
+    if (threadIdx.x == 0) {
+      if (dbias) dbias[ch] = (float)sb;
+      if (dscale) dscale[ch] = (float)ss;
+    }
+    const double a = (double)scale[ch] * iv, mb = sb / (double)m, ms = ss / (double)m;
+    for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+      const int64_t at = gpub_bn_index(k, ch, c, sp);
+      dx[at] = gpub_bn_dx(dy[at], x[at], mu, iv, a, mb, ms);
+    }
+  }
+}
+
 /* ClipGradNorm pass 1: chunk c of the batch (GPU_CLIP_CHUNK flat elements)
  * to sums[c], a block per chunk. */
 __global__ void clip_sumsq_kernel(GpuOptBatch b, double* sums) {
@@ -231,6 +275,16 @@ int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
     if (err) return err;
   }
   return 0;
+}
+
+int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, const float* mean,
+                        const float* inv, float* dx, float* dscale, float* dbias, int64_t n,
+                        int64_t c, int64_t sp, double epsilon, void* stream) {
+  if (!c) return 0;
+  const unsigned grid = c > 65535 ? 65535u : (unsigned)c;
+  bn_grad_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(dy, x, scale, mean, inv, dx, dscale,
+                                                              dbias, n, c, sp, epsilon);
+  return launched();
 }
 
 int gpuk_clip_grad_norm(size_t n, const int64_t* count, const float* const* g, float* const* out,

@@ -45,6 +45,16 @@ int gpuk_layernorm_grad(const float* dy, const float* x, const float* scale, con
                         const float* inv, float* dx, float* dscale, float* dbias, int64_t rows,
                         int64_t width, void* stream);
 
+/* BatchNormalizationGrad over X [n, c, sp] (sp: the spatial dims'
+ * product), per channel over its m = n sp values, xhat = (x - mean) inv:
+ * dBias = sum dY, dScale = sum dY xhat, dX = scale inv (dY - dBias / m -
+ * xhat dScale / m). mean / inv NULL: the channel's batch statistics first
+ * (two passes, float64; inv = 1 / sqrt(var + epsilon)). One block per
+ * channel, every sum in float64; dscale / dbias may be NULL. */
+int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, const float* mean,
+                        const float* inv, float* dx, float* dscale, float* dbias, int64_t n,
+                        int64_t c, int64_t sp, double epsilon, void* stream);
+
 /* The fused optimizers. One launch covers up to GPU_OPT_MAX_TENSORS tensors,
  * whose pointers and sizes travel in the launch's arguments (GpuOptBatch,
  * about 2 KiB, under every vendor's 4 KiB argument limit); gpuk_optimizer

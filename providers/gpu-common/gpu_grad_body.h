@@ -94,6 +94,22 @@ GPU_FN void gpub_ln_grad_col(const float* dy, const float* x, const float* mean,
   if (dbias) dbias[c] = (float)ab;
 }
 
+/* BatchNormalizationGrad: the offset of value k (of m = n sp) of channel
+ * c, the inverse deviation from the sum of squared deviations q, and one
+ * dX element (a = scale inv, mb = dBias / m, ms = dScale / m). */
+GPU_FN int64_t gpub_bn_index(int64_t k, int64_t c, int64_t channels, int64_t sp) {
+  return ((k / sp) * channels + c) * sp + k % sp;
+}
+
+GPU_FN double gpub_bn_inv(double q, double m, double epsilon) {
+  return 1.0 / sqrt(q / m + epsilon);
+}
+
+GPU_FN float gpub_bn_dx(float dy, float x, double mu, double inv, double a, double mb, double ms) {
+  const double xh = ((double)x - mu) * inv;
+  return (float)(a * ((double)dy - mb - xh * ms));
+}
+
 /* --- the fused optimizers ----------------------------------------------------------- */
 
 /* The tensor of batch b that flat index i falls in (b->count <= 32: a linear

@@ -53,7 +53,13 @@ static OnyxStatus* host_scalar(const OnyxNode* n, const OnyxTensor* t, const cha
 /* Element-wise grads, SoftmaxGrad / LogSoftmaxGrad, DropoutGrad                      */
 /* ---------------------------------------------------------------------------------- */
 
-enum { CODE_SOFTMAX_GRAD = 100, CODE_LOG_SOFTMAX_GRAD, CODE_DROPOUT_GRAD, CODE_LN_GRAD };
+enum {
+  CODE_SOFTMAX_GRAD = 100,
+  CODE_LOG_SOFTMAX_GRAD,
+  CODE_DROPOUT_GRAD,
+  CODE_LN_GRAD,
+  CODE_BN_GRAD
+};
 
 /* dY and the second input (X or Y): float32 tensors of one shape. */
 static OnyxStatus* two_inputs(GpuKernel* k, OnyxKernelContext* ctx, const char* second,
@@ -143,6 +149,61 @@ static OnyxStatus* dropout_grad_compute(void* state, OnyxKernelContext* ctx) {
       gpuk_dropout_grad(H->tensor_data(dy), H->tensor_data(mask), H->tensor_mutable_data(dx),
                         (int64_t)H->tensor_elem_count(dy), (float)(1.0 / (1.0 - rv)), s);
   return gpu_launch_status(k->node, err, "DropoutGrad kernel");
+}
+
+static OnyxStatus* batchnorm_grad_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  static const char* const names[] = {"dY", "X", "scale", "mean", "inv_std_var"};
+  const size_t n_in = H->ctx_input_count(ctx);
+  const OnyxTensor* in[5];
+  for (size_t i = 0; i < 5; i++)
+    in[i] = i < n_in ? H->ctx_input(ctx, i) : NULL;
+  if (!in[0] || !in[1] || !in[2])
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "dY, X and scale are required");
+  if (!in[3] != !in[4])
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT,
+                          "mean and inv_std_var must be given together or both left out");
+  const bool stats = in[3] != NULL;
+  for (size_t i = 0; i < (stats ? 5u : 3u); i++)
+    if (H->tensor_elem_type(in[i]) != ONYX_ELEM_FLOAT32)
+      return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "%s must be a float32 tensor",
+                            names[i]);
+  if (!same_shape(in[0], in[1]))
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "dY and X must have the same shape");
+  const size_t rank = H->tensor_rank(in[1]);
+  const int64_t* d = H->tensor_dims(in[1]);
+  if (rank < 2)
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "X must be (N, C, ...), not %zu-D", rank);
+  const int64_t c = d[1];
+  const double eps = H->node_attr_float(k->node, "epsilon", 1e-5f);
+  if (!stats && !(eps >= 0.0))
+    return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "epsilon is %g; it must be >= 0", eps);
+  for (size_t i = 2; i < (stats ? 5u : 3u); i++)
+    if (H->tensor_rank(in[i]) != 1 || (int64_t)H->tensor_elem_count(in[i]) != c)
+      return gpu_node_error(k->node, ONYX_INVALID_ARGUMENT, "%s must be 1-D with %lld (C) values",
+                            names[i], (long long)c);
+  OnyxTensor* dx;
+  st = H->ctx_output(ctx, 0, d, rank, &dx);
+  if (st) return st;
+  float* outs[2] = {NULL, NULL};
+  for (size_t o = 1; o <= 2; o++) {
+    if (H->ctx_output_count(ctx) <= o || !H->node_output(k->node, o)) continue;
+    OnyxTensor* t;
+    st = H->ctx_output(ctx, o, H->tensor_dims(in[2]), H->tensor_rank(in[2]), &t);
+    if (st) return st;
+    outs[o - 1] = H->tensor_mutable_data(t);
+  }
+  int64_t sp = 1;
+  for (size_t i = 2; i < rank; i++)
+    sp *= d[i];
+  const int err = gpuk_batchnorm_grad(
+      H->tensor_data(in[0]), H->tensor_data(in[1]), H->tensor_data(in[2]),
+      stats ? H->tensor_data(in[3]) : NULL, stats ? H->tensor_data(in[4]) : NULL,
+      H->tensor_mutable_data(dx), outs[0], outs[1], d[0], c, sp, eps, s);
+  return gpu_launch_status(k->node, err, "BatchNormalizationGrad kernel");
 }
 
 static OnyxStatus* layernorm_grad_compute(void* state, OnyxKernelContext* ctx) {
@@ -448,6 +509,9 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st = reg(r, "LayerNormalizationGrad", tf, 1, NULL, 0, NULL, layernorm_grad_compute,
              CODE_LN_GRAD);
+  if (!st)
+    st = reg(r, "BatchNormalizationGrad", tf, 1, NULL, 0, NULL, batchnorm_grad_compute,
+             CODE_BN_GRAD);
   if (!st)
     st = reg(r, "DropoutGrad", tdrop, 2, g_mem_dropout, 3, NULL, dropout_grad_compute,
              CODE_DROPOUT_GRAD);

@@ -316,6 +316,90 @@ static void test_layernorm_grad(void** state) {
       check_ln_grad(shapes[i], axis, 17 + i * 3 + (uint64_t)axis);
 }
 
+/* BatchNormalizationGrad(dY, X, scale[, mean, inv_std_var]) -> dX, dScale,
+ * dBias over X [n, c, sp...], GPU against CPU; with statistics given (X's
+ * own, computed here) or computed by the op. */
+static void check_bn_grad(const int64_t* dims, size_t rank, bool stats, uint64_t seed) {
+  uint64_t s = seed;
+  const size_t n = count_of(dims, rank), c = (size_t)dims[1], m = n / c;
+  const size_t sp = count_of(dims + 2, rank - 2);
+  float* dy = malloc(n * sizeof *dy);
+  float* x = malloc(n * sizeof *x);
+  float sc[64], mean[64], inv[64];
+  assert_true(dy && x && c <= 64);
+  fill(dy, n, &s, -1.0, 1.0);
+  fill(x, n, &s, -2.0, 4.0);
+  fill(sc, c, &s, 0.5, 1.5);
+  for (size_t ch = 0; ch < c; ch++) {
+    double mu = 0, q = 0;
+    for (size_t k = 0; k < m; k++)
+      mu += x[((k / sp) * c + ch) * sp + k % sp];
+    mu /= (double)m;
+    for (size_t k = 0; k < m; k++) {
+      const double dd = x[((k / sp) * c + ch) * sp + k % sp] - mu;
+      q += dd * dd;
+    }
+    mean[ch] = (float)mu;
+    inv[ch] = (float)(1.0 / sqrt(q / (double)m + 1e-5));
+  }
+  const int64_t cd = dims[1];
+  OxTestModel* m1 = otm_new(17);
+  otm_add_opset(m1, TRAINING, 1);
+  otm_input(m1, "dY", ONYX_ELEM_FLOAT32, (int)rank, dims);
+  otm_input(m1, "X", ONYX_ELEM_FLOAT32, (int)rank, dims);
+  otm_input(m1, "scale", ONYX_ELEM_FLOAT32, 1, &cd);
+  if (stats) {
+    otm_input(m1, "mean", ONYX_ELEM_FLOAT32, 1, &cd);
+    otm_input(m1, "inv", ONYX_ELEM_FLOAT32, 1, &cd);
+  }
+  otm_output(m1, "dX", ONYX_ELEM_FLOAT32, (int)rank, dims);
+  otm_output(m1, "dS", ONYX_ELEM_FLOAT32, 1, &cd);
+  otm_output(m1, "dB", ONYX_ELEM_FLOAT32, 1, &cd);
+  OxTestNode* nd = otm_node(m1, "BatchNormalizationGrad", "bn",
+                            stats ? "dY,X,scale,mean,inv" : "dY,X,scale", "dX,dS,dB");
+  otm_node_domain(nd, TRAINING);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m1, &bytes, &len);
+  otm_free(m1);
+  const In in[5] = {{"dY", ONYX_ELEM_FLOAT32, dy, rank, dims},
+                    {"X", ONYX_ELEM_FLOAT32, x, rank, dims},
+                    {"scale", ONYX_ELEM_FLOAT32, sc, 1, &cd},
+                    {"mean", ONYX_ELEM_FLOAT32, mean, 1, &cd},
+                    {"inv", ONYX_ELEM_FLOAT32, inv, 1, &cd}};
+  const char* outs[3] = {"dX", "dS", "dB"};
+  float *g[3] = {NULL}, *cp[3] = {NULL};
+  size_t gn[3], cn[3];
+  OnyxSession* sg = open_session(bytes, len, true, 1);
+  run(sg, in, stats ? 5 : 3, outs, 3, g, gn);
+  onyx_session_release(sg);
+  OnyxSession* scpu = open_session(bytes, len, false, 0);
+  run(scpu, in, stats ? 5 : 3, outs, 3, cp, cn);
+  onyx_session_release(scpu);
+  for (int o = 0; o < 3; o++) {
+    assert_int_equal(gn[o], cn[o]);
+    for (size_t i = 0; i < gn[o]; i++)
+      near(g[o][i], cp[o][i], 1e-5, outs[o], i);
+    free(g[o]);
+    free(cp[o]);
+  }
+  free(bytes);
+  free(dy);
+  free(x);
+}
+
+static void test_batchnorm_grad(void** state) {
+  (void)state;
+  gpu_required();
+  static const int64_t s4[][4] = {{2, 3, 4, 5}, {8, 16, 7, 7}, {1, 5, 1, 1}, {3, 2, 30, 40}};
+  static const int64_t s2[2] = {32, 10};
+  for (int stats = 0; stats <= 1; stats++) {
+    for (size_t i = 0; i < sizeof s4 / sizeof s4[0]; i++)
+      check_bn_grad(s4[i], 4, stats, 41 + i);
+    check_bn_grad(s2, 2, stats, 7);
+  }
+}
+
 /* DropoutGrad(dY, mask, ratio): dX = mask ? dY / (1 - ratio) : 0, by hand. */
 static void test_dropout_grad(void** state) {
   (void)state;
@@ -696,6 +780,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gradients_match_cpu),
       cmocka_unit_test(test_layernorm_grad),
+      cmocka_unit_test(test_batchnorm_grad),
       cmocka_unit_test(test_dropout_grad),
       cmocka_unit_test(test_sgd),
       cmocka_unit_test(test_adamw),

@@ -146,3 +146,34 @@ int gpuk_clip_grad_norm(size_t n, const int64_t* count, const float* const* g, f
   }
   return 0;
 }
+
+int gpuk_lamb(const GpuOptParams* p, size_t n, const int64_t* count, const float* const* const* in,
+              float* const* const* out, void* stream) {
+  (void)stream;
+  for (size_t first = 0; first < n; first += GPU_OPT_MAX_TENSORS) {
+    const size_t k = n - first < GPU_OPT_MAX_TENSORS ? n - first : GPU_OPT_MAX_TENSORS;
+    GpuOptBatch b;
+    gpub_opt_fill(&b, first, k, count, in, out);
+    const int64_t chunks = b.cstart[k];
+    double* sums = malloc((size_t)(chunks ? chunks : 1) * 2 * sizeof(double));
+    double ratio[GPU_OPT_MAX_TENSORS];
+    if (!sums) return 1;
+    for (int64_t c = 0; c < chunks; c++) {
+      int64_t lo, hi;
+      const int t = gpub_chunk(&b, c, &lo, &hi);
+      double pp = 0.0, uu = 0.0;
+      for (int64_t i = lo; i < hi; i++)
+        gpub_lamb1(p, &b, t, i, &pp, &uu);
+      sums[2 * c] = pp;
+      sums[2 * c + 1] = uu;
+    }
+    for (size_t t = 0; t < k; t++)
+      ratio[t] = gpub_lamb_ratio(&b, (int)t, sums);
+    for (int64_t f = 0; f < b.start[k]; f++) {
+      const int t = gpub_opt_tensor(&b, f);
+      gpub_lamb3(p, &b, t, f - b.start[t], ratio[t]);
+    }
+    free(sums);
+  }
+  return 0;
+}

@@ -191,6 +191,40 @@ __global__ void clip_sumsq_kernel(GpuOptBatch b, double* sums) {
   }
 }
 
+/* LAMB pass 1: a block per chunk (chunks never span two tensors). */
+__global__ void lamb1_kernel(GpuOptParams q, GpuOptBatch b, double* sums) {
+  __shared__ double part[kThreads];
+  const int64_t chunks = b.cstart[b.count];
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    int64_t lo, hi;
+    const int t = gpub_chunk(&b, c, &lo, &hi);
+    double pp = 0.0, uu = 0.0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+      gpub_lamb1(&q, &b, t, i, &pp, &uu);
+    pp = block_sum(pp, part);
+    uu = block_sum(uu, part);
+    if (threadIdx.x == 0) {
+      sums[2 * c] = pp;
+      sums[2 * c + 1] = uu;
+    }
+  }
+}
+
+/* LAMB pass 2: a thread per tensor of the batch. */
+__global__ void lamb_ratio_kernel(GpuOptBatch b, const double* sums, double* ratio) {
+  const int t = (int)threadIdx.x;
+  if (t < b.count) ratio[t] = gpub_lamb_ratio(&b, t, sums);
+}
+
+/* LAMB pass 3. */
+__global__ void lamb3_kernel(GpuOptParams q, GpuOptBatch b, const double* ratio) {
+  const int64_t n = b.start[b.count];
+  GRID_STRIDE(f, n) {
+    const int t = gpub_opt_tensor(&b, f);
+    gpub_lamb3(&q, &b, t, f - b.start[t], ratio[t]);
+  }
+}
+
 /* Pass 2, one block: the chunk sums in a fixed order, then the factor. */
 __global__ void clip_coef_kernel(const double* sums, int64_t n_sums, double max_norm, double* state,
                                  float* total_norm) {
@@ -328,6 +362,37 @@ int gpuk_clip_grad_norm(size_t n, const int64_t* count, const float* const* g, f
   }
   const int ferr = (int)GPU_FREE_ASYNC(scratch, s);
   return err ? err : ferr;
+}
+
+int gpuk_lamb(const GpuOptParams* p, size_t n, const int64_t* count, const float* const* const* in,
+              float* const* const* out, void* stream) {
+  cudaStream_t s = (cudaStream_t)stream;
+  int err = 0;
+  for (size_t first = 0; !err && first < n; first += GPU_OPT_MAX_TENSORS) {
+    const size_t k = n - first < GPU_OPT_MAX_TENSORS ? n - first : GPU_OPT_MAX_TENSORS;
+    GpuOptBatch b;
+    gpub_opt_fill(&b, first, k, count, in, out);
+    const int64_t chunks = b.cstart[k];
+    if (!chunks) continue;
+    double* scratch = NULL; /* 2 sums per chunk, then a ratio per tensor */
+    err = (int)GPU_MALLOC_ASYNC((void**)&scratch,
+                                (size_t)(2 * chunks + GPU_OPT_MAX_TENSORS) * sizeof(double), s);
+    if (err) return err;
+    const unsigned grid = chunks > 65535 ? 65535u : (unsigned)chunks;
+    lamb1_kernel<<<grid, kThreads, 0, s>>>(*p, b, scratch);
+    err = launched();
+    if (!err) {
+      lamb_ratio_kernel<<<1, GPU_OPT_MAX_TENSORS, 0, s>>>(b, scratch, scratch + 2 * chunks);
+      err = launched();
+    }
+    if (!err) {
+      lamb3_kernel<<<blocks_for(b.start[k]), kThreads, 0, s>>>(*p, b, scratch + 2 * chunks);
+      err = launched();
+    }
+    const int ferr = (int)GPU_FREE_ASYNC(scratch, s);
+    if (!err) err = ferr;
+  }
+  return err;
 }
 
 } // extern "C"

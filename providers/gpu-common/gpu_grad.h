@@ -57,11 +57,12 @@ int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, con
 
 /* The fused optimizers. One launch covers up to GPU_OPT_MAX_TENSORS tensors,
  * whose pointers and sizes travel in the launch's arguments (GpuOptBatch,
- * about 2 KiB, under every vendor's 4 KiB argument limit); gpuk_optimizer
+ * about 2.3 KiB, under every vendor's 4 KiB argument limit); gpuk_optimizer
  * splits a longer list into such launches. */
 #define GPU_OPT_MAX_TENSORS 32
+#define GPU_CLIP_CHUNK      8192
 
-typedef enum GpuOptKind { GPU_OPT_SGD, GPU_OPT_ADAMW } GpuOptKind;
+typedef enum GpuOptKind { GPU_OPT_SGD, GPU_OPT_ADAMW, GPU_OPT_LAMB } GpuOptKind;
 
 /* Per-step scalars, computed on the host in float64 and rounded to float
  * as the CPU provider's float32 kernels use them (cpu_optim_body.h). */
@@ -69,13 +70,18 @@ typedef struct GpuOptParams {
   int32_t kind;
   int32_t has_m, first, nesterov, use_wd;
   float lr, wd, momentum, damp1;                /* SGD: damp1 = 1 - dampening */
-  float decay, w1, b2, w2, bc2s, eps, neg_step; /* AdamW */
+  float decay, w1, b2, w2, bc2s, eps, neg_step; /* AdamW (w1, b2, w2, eps, wd: LAMB too) */
+  float b1, ibc1, ibc2;                         /* LAMB: beta1, 1 / bc1, 1 / bc2 */
+  double lr64;                                  /* LAMB: lr as given */
 } GpuOptParams;
 
 typedef struct GpuOptBatch {
   int32_t count;
   /* start[t]: first flat index of tensor t; start[count]: the total. */
   int64_t start[GPU_OPT_MAX_TENSORS + 1];
+  /* cstart[t]: the first chunk (GPU_CLIP_CHUNK elements, never spanning two
+   * tensors) of tensor t: LAMB's per-tensor norms. */
+  int64_t cstart[GPU_OPT_MAX_TENSORS + 1];
   const float* in[4][GPU_OPT_MAX_TENSORS]; /* P, G, M, V (NULL where unused) */
   float* out[3][GPU_OPT_MAX_TENSORS];      /* P', M', V' (NULL: not written) */
 } GpuOptBatch;
@@ -85,6 +91,16 @@ typedef struct GpuOptBatch {
 int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
                    const float* const* const* in, float* const* const* out, void* stream);
 
+/* LAMB: u = (m' / bc1) / (sqrt(v' / bc2) + eps) + wd p with m' = beta1 m +
+ * (1 - beta1) g, v' = beta2 v + (1 - beta2) g^2; per tensor, ratio =
+ * |p| / |u| (1 where either is 0), p' = p - lr ratio u. Pass 1 writes M'
+ * and V' and the float64 sums of p^2 and u^2 per chunk (a block each);
+ * pass 2 adds each tensor's chunk sums in order (a thread per tensor);
+ * pass 3 recomputes u and writes P'. Arrays as gpuk_optimizer's; the chunk
+ * sums live in stream-ordered scratch. */
+int gpuk_lamb(const GpuOptParams* p, size_t n, const int64_t* count, const float* const* const* in,
+              float* const* const* out, void* stream);
+
 /* ClipGradNorm (torch.nn.utils.clip_grad_norm_): norm = the L2 norm of
  * all n gradients g[t] (count[t] elements; host arrays of device
  * pointers), coef = max_norm / (norm + 1e-6), out[t] = g[t] * coef where
@@ -93,7 +109,6 @@ int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
  * GPU_CLIP_CHUNK elements of a launch's batch (a block each), then the
  * chunk sums by one block in a fixed order: the result does not depend on
  * scheduling. The chunk sums live in stream-ordered scratch. */
-#define GPU_CLIP_CHUNK 8192
 int gpuk_clip_grad_norm(size_t n, const int64_t* count, const float* const* g, float* const* out,
                         double max_norm, float* total_norm, void* stream);
 

@@ -149,6 +149,58 @@ GPU_FN void gpub_adamw(const GpuOptParams* q, const GpuOptBatch* b, int t, int64
   if (b->out[2][t]) b->out[2][t][i] = vi;
 }
 
+/* LAMB's direction u of element i of tensor t; *mn, *vn get m' and v'. */
+GPU_FN float gpub_lamb_u(const GpuOptParams* q, const GpuOptBatch* b, int t, int64_t i, float* mn,
+                         float* vn) {
+  const float p = b->in[0][t][i], g = b->in[1][t][i];
+  *mn = q->b1 * b->in[2][t][i] + q->w1 * g;
+  *vn = q->b2 * b->in[3][t][i] + q->w2 * g * g;
+  return (*mn * q->ibc1) / (sqrtf(*vn * q->ibc2) + q->eps) + q->wd * p;
+}
+
+/* LAMB pass 1 for element i of tensor t: M', V', and p^2, u^2 to add. */
+GPU_FN void gpub_lamb1(const GpuOptParams* q, const GpuOptBatch* b, int t, int64_t i, double* pp,
+                       double* uu) {
+  float mn, vn;
+  const float u = gpub_lamb_u(q, b, t, i, &mn, &vn);
+  if (b->out[1][t]) b->out[1][t][i] = mn;
+  if (b->out[2][t]) b->out[2][t][i] = vn;
+  const double p = b->in[0][t][i];
+  *pp += p * p;
+  *uu += (double)u * (double)u;
+}
+
+/* LAMB pass 3: p' = p - (lr ratio) u. */
+GPU_FN void gpub_lamb3(const GpuOptParams* q, const GpuOptBatch* b, int t, int64_t i,
+                       double ratio) {
+  if (!b->out[0][t]) return;
+  float mn, vn;
+  const float u = gpub_lamb_u(q, b, t, i, &mn, &vn);
+  b->out[0][t][i] = b->in[0][t][i] - (float)(q->lr64 * ratio) * u;
+}
+
+/* LAMB pass 2: tensor t's trust ratio from its chunk sums (2 per chunk). */
+GPU_FN double gpub_lamb_ratio(const GpuOptBatch* b, int t, const double* sums) {
+  double sp = 0.0, su = 0.0;
+  for (int64_t c = b->cstart[t]; c < b->cstart[t + 1]; c++) {
+    sp += sums[2 * c];
+    su += sums[2 * c + 1];
+  }
+  const double np = sqrt(sp), nu = sqrt(su);
+  return np > 0 && nu > 0 ? np / nu : 1.0;
+}
+
+/* The tensor and element range of chunk c of b. */
+GPU_FN int gpub_chunk(const GpuOptBatch* b, int64_t c, int64_t* lo, int64_t* hi) {
+  int t = 0;
+  while (t + 1 < b->count && b->cstart[t + 1] <= c)
+    t++;
+  const int64_t n = b->start[t + 1] - b->start[t];
+  *lo = (c - b->cstart[t]) * GPU_CLIP_CHUNK;
+  *hi = n - *lo < GPU_CLIP_CHUNK ? n : *lo + GPU_CLIP_CHUNK;
+  return t;
+}
+
 /* Flat element f of batch b. */
 GPU_FN void gpub_opt_elem(const GpuOptParams* q, const GpuOptBatch* b, int64_t f) {
   const int t = gpub_opt_tensor(b, f);
@@ -190,6 +242,7 @@ static inline void gpub_opt_fill(GpuOptBatch* b, size_t first, size_t k, const i
   b->count = (int32_t)k;
   for (size_t t = 0; t < k; t++) {
     b->start[t + 1] = b->start[t] + count[first + t];
+    b->cstart[t + 1] = b->cstart[t] + (count[first + t] + GPU_CLIP_CHUNK - 1) / GPU_CLIP_CHUNK;
     for (int g = 0; g < 4; g++)
       b->in[g][t] = in[g] ? in[g][first + t] : NULL;
     for (int g = 0; g < 3; g++)

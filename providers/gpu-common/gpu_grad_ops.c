@@ -292,11 +292,12 @@ static OnyxStatus* opt_create(OnyxEp* ep, const OnyxNode* node, void* user, void
     if (nest != 0 && nest != 1) bad = "nesterov must be 0 or 1";
     if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
       bad = "nesterov needs momentum > 0 and dampening 0";
-  } else if (o->k.op == GPU_OPT_ADAMW) {
+  } else if (o->k.op == GPU_OPT_ADAMW || o->k.op == GPU_OPT_LAMB) {
+    const bool lamb = o->k.op == GPU_OPT_LAMB;
     o->beta1 = H->node_attr_float(node, "beta1", 0.9f);
     o->beta2 = H->node_attr_float(node, "beta2", 0.999f);
-    o->eps = H->node_attr_float(node, "epsilon", 1e-8f);
-    o->wd = H->node_attr_float(node, "weight_decay", 0.01f);
+    o->eps = H->node_attr_float(node, "epsilon", lamb ? 1e-6f : 1e-8f);
+    o->wd = H->node_attr_float(node, "weight_decay", lamb ? 0.0f : 0.01f);
     if (!(o->beta1 >= 0 && o->beta1 < 1)) bad = "beta1 must be in [0, 1)";
     if (!(o->beta2 >= 0 && o->beta2 < 1)) bad = "beta2 must be in [0, 1)";
     if (!(o->eps >= 0) || !isfinite(o->eps)) bad = "epsilon must be finite and >= 0";
@@ -400,9 +401,16 @@ static OnyxStatus* opt_compute(void* state, OnyxKernelContext* ctx) {
     q.bc2s = (float)sqrt(bc2);
     q.eps = (float)o->eps;
     q.neg_step = (float)-(lr / bc1);
+    q.b1 = (float)o->beta1;
+    q.ibc1 = (float)(1.0 / bc1);
+    q.ibc2 = (float)(1.0 / bc2);
+    q.lr64 = lr;
   }
   const int err =
-      gpuk_optimizer(&q, n, count, (const float* const* const*)in, (float* const* const*)out, s);
+      o->k.op == GPU_OPT_LAMB
+          ? gpuk_lamb(&q, n, count, (const float* const* const*)in, (float* const* const*)out, s)
+          : gpuk_optimizer(&q, n, count, (const float* const* const*)in, (float* const* const*)out,
+                           s);
   return gpu_launch_status(node, err, "optimizer kernel");
 }
 
@@ -519,6 +527,8 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
     st = reg(r, "SGDOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_SGD);
   if (!st)
     st = reg(r, "AdamWOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_ADAMW);
+  if (!st)
+    st = reg(r, "LambOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_LAMB);
   if (!st)
     st = reg(r, "ClipGradNorm", topt, 2, g_mem_optim, 1, opt_create, clip_compute, CODE_CLIP);
   return st;

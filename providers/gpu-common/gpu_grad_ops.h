@@ -8,7 +8,8 @@
 /* The com.onyx.training kernels of the GPU providers: ReluGrad,
  * SigmoidGrad, TanhGrad, GeluGrad, FastGeluGrad, SoftmaxGrad,
  * LogSoftmaxGrad, LayerNormalizationGrad, BatchNormalizationGrad,
- * DropoutGrad, SGDOptimizer, AdamWOptimizer and ClipGradNorm (float32). */
+ * DropoutGrad, SGDOptimizer, AdamWOptimizer, LambOptimizer and ClipGradNorm
+ * (float32). */
 OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r);
 
 #endif /* ONYX_GPU_GRAD_OPS_H */

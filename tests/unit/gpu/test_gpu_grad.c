@@ -448,17 +448,18 @@ typedef struct OptCase {
   int64_t step;
 } OptCase;
 
-/* Sizes of tensor t: some empty, some past a launch's grid. */
+/* Sizes of tensor t: one empty, one over two chunks of GPU_CLIP_CHUNK. */
 static int64_t opt_size(size_t t) {
-  static const int64_t sz[] = {5, 1, 0, 300, 17, 1000, 64};
+  static const int64_t sz[] = {5, 1, 0, 300, 17, 1000, 64, 20000};
   return sz[t % (sizeof sz / sizeof sz[0])];
 }
 
 static void check_optimizer(const OptCase* c) {
-  const bool sgd = !strcmp(c->op, "SGDOptimizer");
+  const bool sgd = !strcmp(c->op, "SGDOptimizer"), lamb = !strcmp(c->op, "LambOptimizer");
   const size_t groups = sgd ? (c->momentum != 0 ? 3 : 2) : 4, n = c->n;
   const size_t n_out = (groups - 1) * n;
   const float lr = 0.05f;
+  assert_true(n <= 40);
   const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   OxTestModel* m = otm_new(17);
   otm_add_opset(m, TRAINING, 1);
@@ -533,8 +534,23 @@ static void check_optimizer(const OptCase* c) {
     on[i] = names[i];
   OnyxValue* o[128] = {NULL};
   ok(onyx_session_run(sg, NULL, vn, (const OnyxValue* const*)v, 2 + groups * n, on, n_out, o));
-  /* The reference, per element in float64 (torch.optim's formulas). */
+  /* The reference, per element in float64 (torch.optim's formulas; LAMB's
+   * trust ratio |p| / |u| per tensor first). */
   const double t1 = (double)c->step + 1.0;
+  double ratio[40];
+  for (size_t t = 0; lamb && t < n; t++) {
+    double sp = 0, su = 0;
+    for (int64_t i = 0; i < dims[t]; i++) {
+      const double p = data[0][t][i], gr = data[1][t][i];
+      const double mm = beta1 * data[2][t][i] + (1 - beta1) * gr;
+      const double vv = beta2 * data[3][t][i] + (1 - beta2) * gr * gr;
+      const double u =
+          (mm / (1 - pow(beta1, t1))) / (sqrt(vv / (1 - pow(beta2, t1))) + 1e-6) + c->wd * p;
+      sp += p * p;
+      su += u * u;
+    }
+    ratio[t] = sp > 0 && su > 0 ? sqrt(sp) / sqrt(su) : 1.0;
+  }
   for (size_t t = 0; t < n; t++) {
     const float* got[3] = {NULL};
     for (size_t g = 0; g + 1 < groups; g++)
@@ -550,6 +566,14 @@ static void check_optimizer(const OptCase* c) {
           d = c->nesterov ? d + c->momentum * buf : buf;
         }
         near(got[0][i], p - lr * d, 1e-5, "SGD P", (size_t)i);
+      } else if (lamb) {
+        const double mm = beta1 * data[2][t][i] + (1 - beta1) * gr;
+        const double vv = beta2 * data[3][t][i] + (1 - beta2) * gr * gr;
+        const double bc1 = 1 - pow(beta1, t1), bc2 = 1 - pow(beta2, t1);
+        const double u = (mm / bc1) / (sqrt(vv / bc2) + 1e-6) + c->wd * p;
+        near(got[0][i], p - lr * ratio[t] * u, 1e-5, "LAMB P", (size_t)i);
+        near(got[1][i], mm, 1e-5, "LAMB M", (size_t)i);
+        near(got[2][i], vv, 1e-5, "LAMB V", (size_t)i);
       } else {
         const double mm = beta1 * data[2][t][i] + (1 - beta1) * gr;
         const double vv = beta2 * data[3][t][i] + (1 - beta2) * gr * gr;
@@ -594,6 +618,18 @@ static void test_adamw(void** state) {
       {"AdamWOptimizer", 3, 0, 0, 0.01f, 0, 0},
       {"AdamWOptimizer", 7, 0, 0, 0.0f, 0, 9},
       {"AdamWOptimizer", 33, 0, 0, 0.1f, 0, 100},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_optimizer(&cases[i]);
+}
+
+static void test_lamb(void** state) {
+  (void)state;
+  gpu_required();
+  const OptCase cases[] = {
+      {"LambOptimizer", 3, 0, 0, 0.0f, 0, 0},
+      {"LambOptimizer", 8, 0, 0, 0.01f, 0, 4},  /* a tensor of three chunks */
+      {"LambOptimizer", 35, 0, 0, 0.1f, 0, 50}, /* two launches */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_optimizer(&cases[i]);
@@ -784,6 +820,7 @@ int main(void) {
       cmocka_unit_test(test_dropout_grad),
       cmocka_unit_test(test_sgd),
       cmocka_unit_test(test_adamw),
+      cmocka_unit_test(test_lamb),
       cmocka_unit_test(test_clip_grad_norm),
       cmocka_unit_test(test_training_graph_placement),
   };

@@ -177,3 +177,13 @@ int gpuk_lamb(const GpuOptParams* p, size_t n, const int64_t* count, const float
   }
   return 0;
 }
+
+int gpuk_sce_grad(const float* log_prob, float* dx, const void* coef_label, int64_t nb, int64_t c,
+                  int64_t inner, void* stream) {
+  (void)stream;
+  const double* coef = coef_label;
+  const int64_t* label = (const int64_t*)(coef + nb * inner);
+  for (int64_t f = 0; f < nb * c * inner; f++)
+    dx[f] = gpub_sce_grad(log_prob, coef, label, f, c, inner);
+  return 0;
+}

@@ -176,6 +176,13 @@ __global__ void bn_grad_kernel(const float* dy, const float* x, const float* sca
   }
 }
 
+__global__ void sce_grad_kernel(const float* lp, float* dx, const double* coef,
+                                const int64_t* label, int64_t n, int64_t c, int64_t inner) {
+  GRID_STRIDE(f, n) {
+    dx[f] = gpub_sce_grad(lp, coef, label, f, c, inner);
+  }
+}
+
 /* ClipGradNorm pass 1: chunk c of the batch (GPU_CLIP_CHUNK flat elements)
  * to sums[c], a block per chunk. */
 __global__ void clip_sumsq_kernel(GpuOptBatch b, double* sums) {
@@ -319,6 +326,28 @@ int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, con
   bn_grad_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(dy, x, scale, mean, inv, dx, dscale,
                                                               dbias, n, c, sp, epsilon);
   return launched();
+}
+
+int gpuk_sce_grad(const float* log_prob, float* dx, const void* coef_label, int64_t nb, int64_t c,
+                  int64_t inner, void* stream) {
+  const int64_t samples = nb * inner, n = samples * c;
+  if (!n) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  const size_t bytes = (size_t)samples * (sizeof(double) + sizeof(int64_t));
+  void* scratch = NULL;
+  int err = (int)GPU_MALLOC_ASYNC(&scratch, bytes, s);
+  if (err) return err;
+  /* From pageable memory the copy returns once the source is staged, so
+   * the caller may free coef_label when this returns. */
+  err = (int)cudaMemcpyAsync(scratch, coef_label, bytes, cudaMemcpyHostToDevice, s);
+  if (!err) {
+    const double* coef = (const double*)scratch;
+    sce_grad_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+        log_prob, dx, coef, (const int64_t*)(coef + samples), n, c, inner);
+    err = launched();
+  }
+  const int ferr = (int)GPU_FREE_ASYNC(scratch, s);
+  return err ? err : ferr;
 }
 
 int gpuk_clip_grad_norm(size_t n, const int64_t* count, const float* const* g, float* const* out,

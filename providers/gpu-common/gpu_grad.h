@@ -55,6 +55,14 @@ int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, con
                         const float* inv, float* dx, float* dscale, float* dbias, int64_t n,
                         int64_t c, int64_t sp, double epsilon, void* stream);
 
+/* SoftmaxCrossEntropyLossGrad over log_prob [nb, c, inner]:
+ * dx[n, k, i] = g_s (exp(log_prob[n, k, i]) - [k == label_s]), s = n inner
+ * + i, 0 where g_s is 0. coef_label (host memory, read before the call
+ * returns): the nb inner coefficients g_s (float64), then the nb inner
+ * labels (int64); the launcher copies them to stream-ordered scratch. */
+int gpuk_sce_grad(const float* log_prob, float* dx, const void* coef_label, int64_t nb, int64_t c,
+                  int64_t inner, void* stream);
+
 /* The fused optimizers. One launch covers up to GPU_OPT_MAX_TENSORS tensors,
  * whose pointers and sizes travel in the launch's arguments (GpuOptBatch,
  * about 2.3 KiB, under every vendor's 4 KiB argument limit); gpuk_optimizer

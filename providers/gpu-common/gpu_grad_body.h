@@ -110,6 +110,15 @@ GPU_FN float gpub_bn_dx(float dy, float x, double mu, double inv, double a, doub
   return (float)(a * ((double)dy - mb - xh * ms));
 }
 
+/* SoftmaxCrossEntropyLossGrad element f of [nb, c, inner]. */
+GPU_FN float gpub_sce_grad(const float* lp, const double* coef, const int64_t* label, int64_t f,
+                           int64_t c, int64_t inner) {
+  const int64_t i = f % inner, k = (f / inner) % c, s = (f / (inner * c)) * inner + i;
+  const double g = coef[s];
+  if (g == 0.0) return 0.0f;
+  return (float)(g * (exp((double)lp[f]) - (label[s] == k ? 1.0 : 0.0)));
+}
+
 /* --- the fused optimizers ----------------------------------------------------------- */
 
 /* The tensor of batch b that flat index i falls in (b->count <= 32: a linear

@@ -23,6 +23,12 @@ static const int32_t g_f32_f64[2] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64};
  * the scalars in host memory, the rest on the device. */
 static const int32_t g_mem_dropout[3] = {ONYX_MEM_DEFAULT, ONYX_MEM_DEFAULT,
                                          ONYX_MEM_HOST_ACCESSIBLE};
+/* SoftmaxCrossEntropyLossGrad (dY, log_prob, label, weight): all but
+ * log_prob on the host, where the labels are checked and the per-sample
+ * coefficients computed. */
+static const int32_t g_mem_sce[4] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_DEFAULT,
+                                     ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
+static const int32_t g_index[2] = {ONYX_ELEM_INT32, ONYX_ELEM_INT64};
 static const int32_t g_mem_optim[2] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
 /* ClipGradNorm's code (the optimizers' codes are GpuOptKind). */
 enum { CODE_CLIP = 16 };
@@ -58,7 +64,8 @@ enum {
   CODE_LOG_SOFTMAX_GRAD,
   CODE_DROPOUT_GRAD,
   CODE_LN_GRAD,
-  CODE_BN_GRAD
+  CODE_BN_GRAD,
+  CODE_SCE_GRAD
 };
 
 /* dY and the second input (X or Y): float32 tensors of one shape. */
@@ -204,6 +211,100 @@ static OnyxStatus* batchnorm_grad_compute(void* state, OnyxKernelContext* ctx) {
       stats ? H->tensor_data(in[3]) : NULL, stats ? H->tensor_data(in[4]) : NULL,
       H->tensor_mutable_data(dx), outs[0], outs[1], d[0], c, sp, eps, s);
   return gpu_launch_status(k->node, err, "BatchNormalizationGrad kernel");
+}
+
+static OnyxStatus* sce_grad_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  const OnyxNode* node = k->node;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  const size_t n_in = H->ctx_input_count(ctx);
+  const OnyxTensor* dy = H->ctx_input(ctx, 0);
+  const OnyxTensor* lp = n_in > 1 ? H->ctx_input(ctx, 1) : NULL;
+  const OnyxTensor* label = n_in > 2 ? H->ctx_input(ctx, 2) : NULL;
+  const OnyxTensor* weight = n_in > 3 ? H->ctx_input(ctx, 3) : NULL;
+  if (!dy || !lp || !label)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "dY, log_prob and label are required");
+  if (H->tensor_elem_type(dy) != ONYX_ELEM_FLOAT32 ||
+      H->tensor_elem_type(lp) != ONYX_ELEM_FLOAT32 ||
+      (weight && H->tensor_elem_type(weight) != ONYX_ELEM_FLOAT32))
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "dY, log_prob and weight must be float32 tensors");
+  const int32_t lt = (int32_t)H->tensor_elem_type(label);
+  if (lt != ONYX_ELEM_INT32 && lt != ONYX_ELEM_INT64)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "label must be int32 or int64");
+  if (!on_host(dy) || !on_host(label) || (weight && !on_host(weight)))
+    return gpu_node_error(node, ONYX_RUNTIME_ERROR, "dY, label and weight are not in host memory");
+  size_t len = 0;
+  const char* rs = H->node_attr_string(node, "reduction", &len);
+  int red = 0; /* mean */
+  if (rs && len == 3 && !memcmp(rs, "sum", 3))
+    red = 1;
+  else if (rs && len == 4 && !memcmp(rs, "none", 4))
+    red = 2;
+  else if (rs && len && !(len == 4 && !memcmp(rs, "mean", 4)))
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "reduction '%.*s' is not one of mean, sum, none", (int)len, rs);
+  const bool has_ignore = H->node_attr_type(node, "ignore_index") != ONYX_ATTR_UNDEFINED;
+  const int64_t ignore = H->node_attr_int(node, "ignore_index", 0);
+  const size_t r = H->tensor_rank(lp), lr = H->tensor_rank(label);
+  const int64_t* d = H->tensor_dims(lp);
+  const int64_t* ld = H->tensor_dims(label);
+  if (r < 2)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "log_prob must be (N, C, ...), not %zu-D",
+                          r);
+  bool ok = lr == r - 1 && ld[0] == d[0];
+  for (size_t i = 1; ok && i < lr; i++)
+    ok = ld[i] == d[i + 1];
+  if (!ok)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "label must have log_prob's shape without its class axis 1");
+  const int64_t c = d[1];
+  int64_t inner = 1;
+  for (size_t i = 2; i < r; i++)
+    inner *= d[i];
+  const size_t samples = H->tensor_elem_count(label);
+  if (red == 2 ? !same_shape(dy, label) : H->tensor_elem_count(dy) != 1)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          red == 2 ? "dY must have label's shape for reduction 'none'"
+                                   : "dY must be a scalar for reduction 'mean' or 'sum'");
+  if (weight && (H->tensor_rank(weight) != 1 || (int64_t)H->tensor_elem_count(weight) != c))
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "weight must be 1-D with %lld (C) values",
+                          (long long)c);
+  OnyxTensor* dx;
+  st = H->ctx_output(ctx, 0, d, r, &dx);
+  if (st) return st;
+  if (!H->tensor_elem_count(lp)) return NULL;
+  if (samples > SIZE_MAX / 16)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "label has too many elements");
+  double* coef = H->ctx_scratch(ctx, samples * 16);
+  if (!coef) return gpu_node_error(node, ONYX_OUT_OF_MEMORY, "out of memory (%zu labels)", samples);
+  int64_t* lab = (int64_t*)(void*)(coef + samples);
+  const void* lraw = H->tensor_data(label);
+  const float* w = weight ? H->tensor_data(weight) : NULL;
+  const float* dyd = H->tensor_data(dy);
+  double w_sum = 0;
+  for (size_t i = 0; i < samples; i++) {
+    const int64_t v = lt == ONYX_ELEM_INT32 ? ((const int32_t*)lraw)[i] : ((const int64_t*)lraw)[i];
+    lab[i] = v;
+    if (has_ignore && v == ignore) {
+      coef[i] = 0;
+      continue;
+    }
+    if (v < 0 || v >= c)
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                            "label[%zu] = %lld is outside the class range [0, %lld)", i,
+                            (long long)v, (long long)c);
+    coef[i] = w ? (double)w[v] : 1.0;
+    w_sum += coef[i];
+  }
+  const double g = red == 2 ? 0 : red == 1 ? dyd[0] : w_sum != 0 ? dyd[0] / w_sum : 0;
+  for (size_t i = 0; i < samples; i++)
+    coef[i] *= red == 2 ? (double)dyd[i] : g;
+  const int err =
+      gpuk_sce_grad(H->tensor_data(lp), H->tensor_mutable_data(dx), coef, d[0], c, inner, s);
+  return gpu_launch_status(node, err, "SoftmaxCrossEntropyLossGrad kernel");
 }
 
 static OnyxStatus* layernorm_grad_compute(void* state, OnyxKernelContext* ctx) {
@@ -497,6 +598,7 @@ static OnyxStatus* reg(OnyxKernelRegistry* r, const char* op, const OnyxTypeCons
 OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
   const OnyxTypeConstraint tf[] = {TC("T", g_f32)};
   const OnyxTypeConstraint tdrop[] = {TC("T", g_f32), TC("T1", g_f32_f64)};
+  const OnyxTypeConstraint tsce[] = {TC("T", g_f32), TC("Tind", g_index)};
   const OnyxTypeConstraint topt[] = {TC("T1", g_f32_f64), TC("T", g_f32)};
   static const struct {
     const char* op;
@@ -517,6 +619,9 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st = reg(r, "LayerNormalizationGrad", tf, 1, NULL, 0, NULL, layernorm_grad_compute,
              CODE_LN_GRAD);
+  if (!st)
+    st = reg(r, "SoftmaxCrossEntropyLossGrad", tsce, 2, g_mem_sce, 4, NULL, sce_grad_compute,
+             CODE_SCE_GRAD);
   if (!st)
     st = reg(r, "BatchNormalizationGrad", tf, 1, NULL, 0, NULL, batchnorm_grad_compute,
              CODE_BN_GRAD);

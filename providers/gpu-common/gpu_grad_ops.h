@@ -7,9 +7,9 @@
 
 /* The com.onyx.training kernels of the GPU providers: ReluGrad,
  * SigmoidGrad, TanhGrad, GeluGrad, FastGeluGrad, SoftmaxGrad,
- * LogSoftmaxGrad, LayerNormalizationGrad, BatchNormalizationGrad,
- * DropoutGrad, SGDOptimizer, AdamWOptimizer, LambOptimizer and ClipGradNorm
- * (float32). */
+ * LogSoftmaxGrad, SoftmaxCrossEntropyLossGrad, LayerNormalizationGrad,
+ * BatchNormalizationGrad, DropoutGrad, SGDOptimizer, AdamWOptimizer,
+ * LambOptimizer and ClipGradNorm (float32). */
 OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r);
 
 #endif /* ONYX_GPU_GRAD_OPS_H */

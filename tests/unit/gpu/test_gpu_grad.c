@@ -400,6 +400,105 @@ static void test_batchnorm_grad(void** state) {
   }
 }
 
+/* SoftmaxCrossEntropyLossGrad(dY, log_prob, label[, weight]) over
+ * log_prob [n, c(, d)], GPU against CPU. bad_label: one label set to c,
+ * which both providers must refuse, the GPU naming it. */
+static void check_sce(const int64_t* dims, size_t rank, const char* red, bool weighted, bool ignore,
+                      bool i32, bool bad_label, uint64_t seed) {
+  uint64_t s = seed;
+  const size_t n = count_of(dims, rank), c = (size_t)dims[1], samples = n / c;
+  int64_t ldims[2] = {dims[0], rank > 2 ? dims[2] : 0};
+  const size_t lrank = rank - 1;
+  float* raw = malloc(n * sizeof *raw);
+  float* lp = malloc(n * sizeof *lp);
+  int64_t lab64[64];
+  int32_t lab32[64];
+  float w[16], dy[64];
+  assert_true(raw && lp && samples <= 64 && c <= 16);
+  fill(raw, n, &s, -3.0, 3.0);
+  softmax_ref(raw, lp, dims, rank, 1, true);
+  fill(w, c, &s, 0.2, 2.0);
+  fill(dy, samples, &s, 0.5, 1.5);
+  for (size_t i = 0; i < samples; i++) {
+    lab64[i] = (int64_t)(uni(&s) * (double)c);
+    if (ignore && i % 3 == 1) lab64[i] = -100;
+    lab32[i] = (int32_t)lab64[i];
+  }
+  if (bad_label) lab64[samples - 1] = lab32[samples - 1] = (int32_t)c;
+  const bool none = !strcmp(red, "none");
+  const int64_t cd = dims[1];
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, TRAINING, 1);
+  otm_input(m, "dY", ONYX_ELEM_FLOAT32, none ? (int)lrank : 0, ldims);
+  otm_input(m, "lp", ONYX_ELEM_FLOAT32, (int)rank, dims);
+  otm_input(m, "label", i32 ? ONYX_ELEM_INT32 : ONYX_ELEM_INT64, (int)lrank, ldims);
+  if (weighted) otm_input(m, "w", ONYX_ELEM_FLOAT32, 1, &cd);
+  otm_output(m, "dX", ONYX_ELEM_FLOAT32, (int)rank, dims);
+  OxTestNode* nd = otm_node(m, "SoftmaxCrossEntropyLossGrad", "sce",
+                            weighted ? "dY,lp,label,w" : "dY,lp,label", "dX");
+  otm_node_domain(nd, TRAINING);
+  otm_attr_string(nd, "reduction", red);
+  if (ignore) otm_attr_int(nd, "ignore_index", -100);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  const In in[4] = {{"dY", ONYX_ELEM_FLOAT32, dy, none ? lrank : 0, ldims},
+                    {"lp", ONYX_ELEM_FLOAT32, lp, rank, dims},
+                    {"label", i32 ? ONYX_ELEM_INT32 : ONYX_ELEM_INT64,
+                     i32 ? (const void*)lab32 : (const void*)lab64, lrank, ldims},
+                    {"w", ONYX_ELEM_FLOAT32, w, 1, &cd}};
+  const char* out = "dX";
+  OnyxSession* sg = open_session(bytes, len, true, 1);
+  if (bad_label) {
+    OnyxValue* v[4] = {NULL};
+    const char* names[4];
+    for (size_t i = 0; i < (weighted ? 4u : 3u); i++) {
+      names[i] = in[i].name;
+      ok(onyx_value_create_tensor(in[i].type, in[i].dims, in[i].rank, in[i].data,
+                                  count_of(in[i].dims, in[i].rank) * type_size(in[i].type), &v[i]));
+    }
+    OnyxValue* o = NULL;
+    OnyxStatus* st = onyx_session_run(sg, NULL, names, (const OnyxValue* const*)v, weighted ? 4 : 3,
+                                      &out, 1, &o);
+    assert_non_null(st);
+    if (!strstr(onyx_status_message(st), "outside the class range") ||
+        !strstr(onyx_status_message(st), "sce"))
+      fail_msg("unexpected message: %s", onyx_status_message(st));
+    onyx_status_release(st);
+    for (size_t i = 0; i < (weighted ? 4u : 3u); i++)
+      onyx_value_release(v[i]);
+    onyx_session_release(sg);
+  } else {
+    float *g = NULL, *cp = NULL;
+    run(sg, in, weighted ? 4 : 3, &out, 1, &g, NULL);
+    onyx_session_release(sg);
+    OnyxSession* scpu = open_session(bytes, len, false, 0);
+    run(scpu, in, weighted ? 4 : 3, &out, 1, &cp, NULL);
+    onyx_session_release(scpu);
+    for (size_t i = 0; i < n; i++)
+      near(g[i], cp[i], 1e-5, "SoftmaxCrossEntropyLossGrad", i);
+    free(g);
+    free(cp);
+  }
+  free(bytes);
+  free(raw);
+  free(lp);
+}
+
+static void test_sce_grad(void** state) {
+  (void)state;
+  gpu_required();
+  static const int64_t d2[2] = {32, 10}, d3[3] = {4, 7, 5};
+  static const char* const reds[] = {"mean", "sum", "none"};
+  for (size_t r = 0; r < 3; r++)
+    for (int v = 0; v < 4; v++) {
+      check_sce(d2, 2, reds[r], v & 1, v & 2, v == 3, false, 3 + r * 4 + (uint64_t)v);
+      check_sce(d3, 3, reds[r], v & 1, v & 2, v == 1, false, 50 + r * 4 + (uint64_t)v);
+    }
+  check_sce(d2, 2, "mean", false, false, false, true, 9);
+}
+
 /* DropoutGrad(dY, mask, ratio): dX = mask ? dY / (1 - ratio) : 0, by hand. */
 static void test_dropout_grad(void** state) {
   (void)state;
@@ -756,8 +855,8 @@ static size_t placed_here(const char* text, const char* op) {
 }
 
 /* An MLP x[N, 16] -> MatMul, Add, Relu -> MatMul, Add, Tanh -> MatMul, Add
- * -> logits [N, 4], trained with cross-entropy: ReluGrad, TanhGrad and the
- * optimizer (SGD with momentum, then AdamW) run on GPU_NAME. */
+ * -> logits [N, 4], trained with cross-entropy: ReluGrad, TanhGrad,
+ * SoftmaxCrossEntropyLossGrad and the optimizer (SGD with momentum, then AdamW) run on GPU_NAME. */
 static void test_training_graph_placement(void** state) {
   (void)state;
   gpu_required();
@@ -802,6 +901,7 @@ static void test_training_graph_placement(void** state) {
     char* text = explain_file(path);
     assert_true(placed_here(text, "ReluGrad") >= 1);
     assert_true(placed_here(text, "TanhGrad") >= 1);
+    assert_int_equal(placed_here(text, "SoftmaxCrossEntropyLossGrad"), 1);
     if (!opt) fprintf(stderr, "training model on " GPU_NAME " + cpu:\n%s\n", text);
     onyx_free(text);
     snprintf(path, sizeof path, "%s/optimizer_model.onnx", art);
@@ -815,6 +915,7 @@ static void test_training_graph_placement(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gradients_match_cpu),
+      cmocka_unit_test(test_sce_grad),
       cmocka_unit_test(test_layernorm_grad),
       cmocka_unit_test(test_batchnorm_grad),
       cmocka_unit_test(test_dropout_grad),

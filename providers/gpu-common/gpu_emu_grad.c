@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu_grad.h"
 #include "gpu_grad_body.h"
@@ -185,5 +186,17 @@ int gpuk_sce_grad(const float* log_prob, float* dx, const void* coef_label, int6
   const int64_t* label = (const int64_t*)(coef + nb * inner);
   for (int64_t f = 0; f < nb * c * inner; f++)
     dx[f] = gpub_sce_grad(log_prob, coef, label, f, c, inner);
+  return 0;
+}
+
+int gpuk_gather_grad(const float* dy, float* dx, const int64_t* table, int64_t n_idx,
+                     int64_t n_groups, int64_t outer, int64_t axis_len, int64_t inner,
+                     void* stream) {
+  (void)stream;
+  memset(dx, 0, (size_t)(outer * axis_len * inner) * sizeof *dx);
+  const int64_t *js = table, *gstart = table + n_idx, *grow = gstart + n_groups + 1;
+  for (int64_t f = 0; f < outer * n_groups * inner; f++)
+    dx[gpub_gather_grad_dst(grow, f, n_groups, axis_len, inner)] =
+        gpub_gather_grad(dy, js, gstart, f, n_groups, n_idx, inner);
   return 0;
 }

@@ -183,6 +183,15 @@ __global__ void sce_grad_kernel(const float* lp, float* dx, const double* coef,
   }
 }
 
+__global__ void gather_grad_kernel(const float* dy, float* dx, const int64_t* table, int64_t n_idx,
+                                   int64_t n_groups, int64_t axis_len, int64_t inner, int64_t n) {
+  const int64_t *js = table, *gstart = table + n_idx, *grow = gstart + n_groups + 1;
+  GRID_STRIDE(f, n) {
+    dx[gpub_gather_grad_dst(grow, f, n_groups, axis_len, inner)] =
+        gpub_gather_grad(dy, js, gstart, f, n_groups, n_idx, inner);
+  }
+}
+
 /* ClipGradNorm pass 1: chunk c of the batch (GPU_CLIP_CHUNK flat elements)
  * to sums[c], a block per chunk. */
 __global__ void clip_sumsq_kernel(GpuOptBatch b, double* sums) {
@@ -344,6 +353,30 @@ int gpuk_sce_grad(const float* log_prob, float* dx, const void* coef_label, int6
     const double* coef = (const double*)scratch;
     sce_grad_kernel<<<blocks_for(n), kThreads, 0, s>>>(
         log_prob, dx, coef, (const int64_t*)(coef + samples), n, c, inner);
+    err = launched();
+  }
+  const int ferr = (int)GPU_FREE_ASYNC(scratch, s);
+  return err ? err : ferr;
+}
+
+int gpuk_gather_grad(const float* dy, float* dx, const int64_t* table, int64_t n_idx,
+                     int64_t n_groups, int64_t outer, int64_t axis_len, int64_t inner,
+                     void* stream) {
+  cudaStream_t s = (cudaStream_t)stream;
+  const int64_t total = outer * axis_len * inner;
+  if (!total) return 0;
+  int err = (int)cudaMemsetAsync(dx, 0, (size_t)total * sizeof *dx, s);
+  const int64_t n = outer * n_groups * inner;
+  if (err || !n) return err;
+  const size_t bytes = (size_t)(n_idx + 2 * n_groups + 1) * sizeof(int64_t);
+  void* scratch = NULL;
+  err = (int)GPU_MALLOC_ASYNC(&scratch, bytes, s);
+  if (err) return err;
+  /* From pageable memory the copy returns once the source is staged. */
+  err = (int)cudaMemcpyAsync(scratch, table, bytes, cudaMemcpyHostToDevice, s);
+  if (!err) {
+    gather_grad_kernel<<<blocks_for(n), kThreads, 0, s>>>(dy, dx, (const int64_t*)scratch, n_idx,
+                                                          n_groups, axis_len, inner, n);
     err = launched();
   }
   const int ferr = (int)GPU_FREE_ASYNC(scratch, s);

@@ -63,6 +63,16 @@ int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, con
 int gpuk_sce_grad(const float* log_prob, float* dx, const void* coef_label, int64_t nb, int64_t c,
                   int64_t inner, void* stream);
 
+/* GatherGrad into dx [outer, axis_len, inner] (zeroed first) from dy
+ * [outer, n_idx, inner]: table (host memory, read before the call returns)
+ * holds the index positions j sorted by (row, j) (n_idx values), the
+ * n_groups + 1 group starts into them, then each group's row; a thread per
+ * (outer, group, column) adds its group's dY rows in j order, so each dX
+ * element has one writer and a fixed order of additions. */
+int gpuk_gather_grad(const float* dy, float* dx, const int64_t* table, int64_t n_idx,
+                     int64_t n_groups, int64_t outer, int64_t axis_len, int64_t inner,
+                     void* stream);
+
 /* The fused optimizers. One launch covers up to GPU_OPT_MAX_TENSORS tensors,
  * whose pointers and sizes travel in the launch's arguments (GpuOptBatch,
  * about 2.3 KiB, under every vendor's 4 KiB argument limit); gpuk_optimizer

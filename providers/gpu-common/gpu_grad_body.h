@@ -119,6 +119,24 @@ GPU_FN float gpub_sce_grad(const float* lp, const double* coef, const int64_t* l
   return (float)(g * (exp((double)lp[f]) - (label[s] == k ? 1.0 : 0.0)));
 }
 
+/* GatherGrad: element f of [outer, n_groups, inner] (js, gstart: the
+ * sorted positions and group starts of gpuk_gather_grad's table). */
+GPU_FN float gpub_gather_grad(const float* dy, const int64_t* js, const int64_t* gstart, int64_t f,
+                              int64_t n_groups, int64_t n_idx, int64_t inner) {
+  const int64_t c = f % inner, g = (f / inner) % n_groups, o = f / (inner * n_groups);
+  float acc = 0.0f;
+  for (int64_t p = gstart[g]; p < gstart[g + 1]; p++)
+    acc += dy[(o * n_idx + js[p]) * inner + c];
+  return acc;
+}
+
+/* Where element f of [outer, n_groups, inner] goes in dX. */
+GPU_FN int64_t gpub_gather_grad_dst(const int64_t* grow, int64_t f, int64_t n_groups,
+                                    int64_t axis_len, int64_t inner) {
+  const int64_t c = f % inner, g = (f / inner) % n_groups, o = f / (inner * n_groups);
+  return (o * axis_len + grow[g]) * inner + c;
+}
+
 /* --- the fused optimizers ----------------------------------------------------------- */
 
 /* The tensor of batch b that flat index i falls in (b->count <= 32: a linear

@@ -29,6 +29,9 @@ static const int32_t g_mem_dropout[3] = {ONYX_MEM_DEFAULT, ONYX_MEM_DEFAULT,
 static const int32_t g_mem_sce[4] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_DEFAULT,
                                      ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
 static const int32_t g_index[2] = {ONYX_ELEM_INT32, ONYX_ELEM_INT64};
+/* GatherGrad (X_shape, indices, dY): the shape and the indices on the
+ * host, where they are checked and the indices sorted. */
+static const int32_t g_mem_gather[2] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
 static const int32_t g_mem_optim[2] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
 /* ClipGradNorm's code (the optimizers' codes are GpuOptKind). */
 enum { CODE_CLIP = 16 };
@@ -65,8 +68,20 @@ enum {
   CODE_DROPOUT_GRAD,
   CODE_LN_GRAD,
   CODE_BN_GRAD,
-  CODE_SCE_GRAD
+  CODE_SCE_GRAD,
+  CODE_GATHER_GRAD
 };
+
+/* GatherGrad's (row, position) pairs, sorted by row then position. */
+typedef struct GgPair {
+  int64_t row, j;
+} GgPair;
+
+static int gg_cmp(const void* a, const void* b) {
+  const GgPair *x = a, *y = b;
+  if (x->row != y->row) return x->row < y->row ? -1 : 1;
+  return x->j < y->j ? -1 : x->j > y->j;
+}
 
 /* dY and the second input (X or Y): float32 tensors of one shape. */
 static OnyxStatus* two_inputs(GpuKernel* k, OnyxKernelContext* ctx, const char* second,
@@ -305,6 +320,104 @@ static OnyxStatus* sce_grad_compute(void* state, OnyxKernelContext* ctx) {
   const int err =
       gpuk_sce_grad(H->tensor_data(lp), H->tensor_mutable_data(dx), coef, d[0], c, inner, s);
   return gpu_launch_status(node, err, "SoftmaxCrossEntropyLossGrad kernel");
+}
+
+static OnyxStatus* gather_grad_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  const OnyxNode* node = k->node;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  const OnyxTensor* shape = H->ctx_input(ctx, 0);
+  const OnyxTensor* indices = H->ctx_input(ctx, 1);
+  const OnyxTensor* dy = H->ctx_input(ctx, 2);
+  if (!shape || !indices || !dy || H->tensor_elem_type(dy) != ONYX_ELEM_FLOAT32)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "X_shape, indices and a float32 dY are required");
+  const int32_t it = (int32_t)H->tensor_elem_type(indices);
+  if (H->tensor_elem_type(shape) != ONYX_ELEM_INT64 || H->tensor_rank(shape) != 1)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "X_shape must be a 1-D int64 tensor");
+  if (it != ONYX_ELEM_INT32 && it != ONYX_ELEM_INT64)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "indices must be int32 or int64");
+  if (!on_host(shape) || !on_host(indices))
+    return gpu_node_error(node, ONYX_RUNTIME_ERROR, "X_shape and indices are not in host memory");
+  const size_t xr = H->tensor_elem_count(shape);
+  if (xr == 0 || xr > GPU_MAX_RANK)
+    return gpu_node_error(node, ONYX_NOT_IMPLEMENTED, "X_shape has %zu values; 1 to %d supported",
+                          xr, GPU_MAX_RANK);
+  int64_t xd[GPU_MAX_RANK];
+  memcpy(xd, H->tensor_data(shape), xr * sizeof *xd);
+  for (size_t i = 0; i < xr; i++)
+    if (xd[i] < 0)
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "X_shape[%zu] is %lld (negative)", i,
+                            (long long)xd[i]);
+  const int64_t axis_attr = H->node_attr_int(node, "axis", 0), xr64 = (int64_t)xr;
+  if (axis_attr < -xr64 || axis_attr >= xr64)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "axis %lld is out of range for rank %zu",
+                          (long long)axis_attr, xr);
+  const size_t axis = (size_t)(axis_attr < 0 ? axis_attr + xr64 : axis_attr);
+  const size_t ir = H->tensor_rank(indices), yr = H->tensor_rank(dy);
+  const int64_t* id = H->tensor_dims(indices);
+  const int64_t* yd = H->tensor_dims(dy);
+  bool ok = yr == xr - 1 + ir;
+  for (size_t i = 0; ok && i < yr; i++) {
+    const int64_t want = i < axis ? xd[i] : i < axis + ir ? id[i - axis] : xd[i - ir + 1];
+    ok = yd[i] == want;
+  }
+  if (!ok)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "dY's shape must be X_shape[:axis] + indices' shape + X_shape[axis+1:]");
+  /* The element count of X_shape, checked: dY's count bounds it only when
+   * no index is given. */
+  int64_t outer = 1, inner = 1;
+  for (size_t i = 0; i < xr; i++) {
+    int64_t* p = i < axis ? &outer : &inner;
+    if (i == axis) continue;
+    if (xd[i] && *p > INT64_MAX / xd[i])
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "X_shape's element count overflows");
+    *p *= xd[i];
+  }
+  const int64_t axis_len = xd[axis];
+  if (outer && inner && axis_len > INT64_MAX / outer / inner)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "X_shape's element count overflows");
+  OnyxTensor* dx;
+  st = H->ctx_output(ctx, 0, xd, xr, &dx);
+  if (st) return st;
+  const size_t n_idx = H->tensor_elem_count(indices);
+  if (n_idx > SIZE_MAX / 64)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "indices has too many elements");
+  /* The pairs, then the table: positions, group starts, group rows. */
+  GgPair* pairs = H->ctx_scratch(ctx, (n_idx ? n_idx : 1) * sizeof *pairs);
+  int64_t* table = H->ctx_scratch(ctx, (3 * n_idx + 1) * sizeof *table);
+  if (!pairs || !table)
+    return gpu_node_error(node, ONYX_OUT_OF_MEMORY, "out of memory (%zu indices)", n_idx);
+  const void* iraw = H->tensor_data(indices);
+  for (size_t q = 0; q < n_idx; q++) {
+    int64_t v = it == ONYX_ELEM_INT32 ? ((const int32_t*)iraw)[q] : ((const int64_t*)iraw)[q];
+    const int64_t orig = v;
+    if (v < 0) v += axis_len;
+    if (v < 0 || v >= axis_len)
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                            "indices[%zu] = %lld is out of range for axis %zu of size %lld", q,
+                            (long long)orig, axis, (long long)axis_len);
+    pairs[q] = (GgPair){v, (int64_t)q};
+  }
+  if (n_idx) qsort(pairs, n_idx, sizeof *pairs, gg_cmp);
+  int64_t n_groups = 0;
+  for (size_t q = 0; q < n_idx; q++)
+    if (!q || pairs[q].row != pairs[q - 1].row) n_groups++;
+  int64_t *js = table, *gstart = table + n_idx, *grow = gstart + n_groups + 1;
+  for (size_t q = 0, g = 0; q < n_idx; q++) {
+    js[q] = pairs[q].j;
+    if (!q || pairs[q].row != pairs[q - 1].row) {
+      gstart[g] = (int64_t)q;
+      grow[g++] = pairs[q].row;
+    }
+  }
+  gstart[n_groups] = (int64_t)n_idx;
+  const int err = gpuk_gather_grad(H->tensor_data(dy), H->tensor_mutable_data(dx), table,
+                                   (int64_t)n_idx, n_groups, outer, axis_len, inner, s);
+  return gpu_launch_status(node, err, "GatherGrad kernel");
 }
 
 static OnyxStatus* layernorm_grad_compute(void* state, OnyxKernelContext* ctx) {
@@ -622,6 +735,9 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st = reg(r, "SoftmaxCrossEntropyLossGrad", tsce, 2, g_mem_sce, 4, NULL, sce_grad_compute,
              CODE_SCE_GRAD);
+  if (!st)
+    st =
+        reg(r, "GatherGrad", tsce, 2, g_mem_gather, 2, NULL, gather_grad_compute, CODE_GATHER_GRAD);
   if (!st)
     st = reg(r, "BatchNormalizationGrad", tf, 1, NULL, 0, NULL, batchnorm_grad_compute,
              CODE_BN_GRAD);

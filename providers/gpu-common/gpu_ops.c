@@ -1459,7 +1459,11 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
       continue;
     }
     OnyxElemType t = in0 ? H->value_elem_type(in0) : ONYX_ELEM_UNDEFINED;
-    bool cheap = is_view_op(H->node_op_type(node)) || t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32;
+    /* GatherGrad's first input is X_shape (int64, read on the host); its
+     * work is float. */
+    bool cheap =
+        is_view_op(H->node_op_type(node)) || ((t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32) &&
+                                              strcmp(H->node_op_type(node), "GatherGrad") != 0);
     if (cheap && !inputs_here(node, &claimed)) {
       H->decline_node(b, node,
                       "cheap on the GPU (a view or integer shape arithmetic) and its inputs are "

@@ -499,6 +499,93 @@ static void test_sce_grad(void** state) {
   check_sce(d2, 2, "mean", false, false, false, true, 9);
 }
 
+/* GatherGrad(X_shape, indices, dY) -> dX, GPU against CPU: indices with
+ * repeats and negative values (bad: one out of range, refused by name). */
+static void check_gather_grad(const int64_t* xd, size_t xr, int64_t axis, const int64_t* id,
+                              size_t ir, bool bad, uint64_t seed) {
+  uint64_t s = seed;
+  const size_t ax = (size_t)(axis < 0 ? axis + (int64_t)xr : axis);
+  int64_t yd[8];
+  size_t yr = 0;
+  for (size_t i = 0; i < ax; i++)
+    yd[yr++] = xd[i];
+  for (size_t i = 0; i < ir; i++)
+    yd[yr++] = id[i];
+  for (size_t i = ax + 1; i < xr; i++)
+    yd[yr++] = xd[i];
+  const size_t ny = count_of(yd, yr), ni = count_of(id, ir);
+  float* dy = malloc(ny * sizeof *dy);
+  int64_t idx[64];
+  assert_true(dy && ni <= 64);
+  fill(dy, ny, &s, -1.0, 1.0);
+  const int64_t len = xd[ax];
+  for (size_t i = 0; i < ni; i++)
+    idx[i] = (int64_t)(uni(&s) * (double)(2 * len)) - len; /* [-len, len) */
+  if (bad) idx[ni / 2] = len;
+  const int64_t xr64 = (int64_t)xr;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, TRAINING, 1);
+  otm_initializer(m, "shape", ONYX_ELEM_INT64, 1, &xr64, xd);
+  otm_input(m, "idx", ONYX_ELEM_INT64, (int)ir, id);
+  otm_input(m, "dY", ONYX_ELEM_FLOAT32, (int)yr, yd);
+  otm_output(m, "dX", ONYX_ELEM_FLOAT32, (int)xr, xd);
+  OxTestNode* nd = otm_node(m, "GatherGrad", "gg", "shape,idx,dY", "dX");
+  otm_node_domain(nd, TRAINING);
+  otm_attr_int(nd, "axis", axis);
+  uint8_t* bytes = NULL;
+  size_t len_b = 0;
+  otm_serialize(m, &bytes, &len_b);
+  otm_free(m);
+  const In in[2] = {{"idx", ONYX_ELEM_INT64, idx, ir, id}, {"dY", ONYX_ELEM_FLOAT32, dy, yr, yd}};
+  const char* out = "dX";
+  OnyxSession* sg = open_session(bytes, len_b, true, 1);
+  if (bad) {
+    OnyxValue* v[2] = {NULL};
+    const char* names[2] = {"idx", "dY"};
+    for (size_t i = 0; i < 2; i++)
+      ok(onyx_value_create_tensor(in[i].type, in[i].dims, in[i].rank, in[i].data,
+                                  count_of(in[i].dims, in[i].rank) * type_size(in[i].type), &v[i]));
+    OnyxValue* o = NULL;
+    OnyxStatus* st = onyx_session_run(sg, NULL, names, (const OnyxValue* const*)v, 2, &out, 1, &o);
+    assert_non_null(st);
+    if (!strstr(onyx_status_message(st), "is out of range for axis") ||
+        !strstr(onyx_status_message(st), "gg"))
+      fail_msg("unexpected message: %s", onyx_status_message(st));
+    onyx_status_release(st);
+    onyx_value_release(v[0]);
+    onyx_value_release(v[1]);
+    onyx_session_release(sg);
+  } else {
+    float *g = NULL, *cp = NULL;
+    size_t gn, cn;
+    run(sg, in, 2, &out, 1, &g, &gn);
+    onyx_session_release(sg);
+    OnyxSession* scpu = open_session(bytes, len_b, false, 0);
+    run(scpu, in, 2, &out, 1, &cp, &cn);
+    onyx_session_release(scpu);
+    assert_int_equal(gn, cn);
+    assert_int_equal(gn, count_of(xd, xr));
+    for (size_t i = 0; i < gn; i++)
+      near(g[i], cp[i], 1e-6, "GatherGrad", i);
+    free(g);
+    free(cp);
+  }
+  free(bytes);
+  free(dy);
+}
+
+static void test_gather_grad(void** state) {
+  (void)state;
+  gpu_required();
+  static const int64_t x2[2] = {10, 6}, i1[1] = {23}, x3[3] = {3, 8, 5}, i2[2] = {2, 4};
+  static const int64_t x1[1] = {4}, i0[1] = {0};
+  check_gather_grad(x2, 2, 0, i1, 1, false, 1);  /* embedding rows, repeats */
+  check_gather_grad(x3, 3, 1, i2, 2, false, 2);  /* a middle axis, 2-D indices */
+  check_gather_grad(x3, 3, -1, i1, 1, false, 3); /* the last axis */
+  check_gather_grad(x1, 1, 0, i0, 1, false, 4);  /* no index: zeros */
+  check_gather_grad(x2, 2, 0, i1, 1, true, 5);
+}
+
 /* DropoutGrad(dY, mask, ratio): dX = mask ? dY / (1 - ratio) : 0, by hand. */
 static void test_dropout_grad(void** state) {
   (void)state;
@@ -916,6 +1003,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gradients_match_cpu),
       cmocka_unit_test(test_sce_grad),
+      cmocka_unit_test(test_gather_grad),
       cmocka_unit_test(test_layernorm_grad),
       cmocka_unit_test(test_batchnorm_grad),
       cmocka_unit_test(test_dropout_grad),

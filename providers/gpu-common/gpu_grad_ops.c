@@ -32,6 +32,9 @@ static const int32_t g_index[2] = {ONYX_ELEM_INT32, ONYX_ELEM_INT64};
 /* GatherGrad (X_shape, indices, dY): the shape and the indices on the
  * host, where they are checked and the indices sorted. */
 static const int32_t g_mem_gather[2] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
+/* MaxPoolGrad (dY, Indices, X_shape): Indices and X_shape on the host. */
+static const int32_t g_mem_maxpool[3] = {ONYX_MEM_DEFAULT, ONYX_MEM_HOST_ACCESSIBLE,
+                                         ONYX_MEM_HOST_ACCESSIBLE};
 static const int32_t g_mem_optim[2] = {ONYX_MEM_HOST_ACCESSIBLE, ONYX_MEM_HOST_ACCESSIBLE};
 /* ClipGradNorm's code (the optimizers' codes are GpuOptKind). */
 enum { CODE_CLIP = 16 };
@@ -69,7 +72,8 @@ enum {
   CODE_LN_GRAD,
   CODE_BN_GRAD,
   CODE_SCE_GRAD,
-  CODE_GATHER_GRAD
+  CODE_GATHER_GRAD,
+  CODE_MAXPOOL_GRAD
 };
 
 /* GatherGrad's (row, position) pairs, sorted by row then position. */
@@ -81,6 +85,26 @@ static int gg_cmp(const void* a, const void* b) {
   const GgPair *x = a, *y = b;
   if (x->row != y->row) return x->row < y->row ? -1 : 1;
   return x->j < y->j ? -1 : x->j > y->j;
+}
+
+/* Sorts the n (target, position) pairs and writes gpuk_gather_grad's
+ * table (positions, group starts, group rows: 3 n + 1 values at most);
+ * returns the group count. */
+static int64_t gg_table(GgPair* pairs, size_t n, int64_t* table) {
+  if (n) qsort(pairs, n, sizeof *pairs, gg_cmp);
+  int64_t n_groups = 0;
+  for (size_t q = 0; q < n; q++)
+    if (!q || pairs[q].row != pairs[q - 1].row) n_groups++;
+  int64_t *js = table, *gstart = table + n, *grow = gstart + n_groups + 1;
+  for (size_t q = 0, g = 0; q < n; q++) {
+    js[q] = pairs[q].j;
+    if (!q || pairs[q].row != pairs[q - 1].row) {
+      gstart[g] = (int64_t)q;
+      grow[g++] = pairs[q].row;
+    }
+  }
+  gstart[n_groups] = (int64_t)n;
+  return n_groups;
 }
 
 /* dY and the second input (X or Y): float32 tensors of one shape. */
@@ -402,22 +426,71 @@ static OnyxStatus* gather_grad_compute(void* state, OnyxKernelContext* ctx) {
                             (long long)orig, axis, (long long)axis_len);
     pairs[q] = (GgPair){v, (int64_t)q};
   }
-  if (n_idx) qsort(pairs, n_idx, sizeof *pairs, gg_cmp);
-  int64_t n_groups = 0;
-  for (size_t q = 0; q < n_idx; q++)
-    if (!q || pairs[q].row != pairs[q - 1].row) n_groups++;
-  int64_t *js = table, *gstart = table + n_idx, *grow = gstart + n_groups + 1;
-  for (size_t q = 0, g = 0; q < n_idx; q++) {
-    js[q] = pairs[q].j;
-    if (!q || pairs[q].row != pairs[q - 1].row) {
-      gstart[g] = (int64_t)q;
-      grow[g++] = pairs[q].row;
-    }
-  }
-  gstart[n_groups] = (int64_t)n_idx;
+  const int64_t n_groups = gg_table(pairs, n_idx, table);
   const int err = gpuk_gather_grad(H->tensor_data(dy), H->tensor_mutable_data(dx), table,
                                    (int64_t)n_idx, n_groups, outer, axis_len, inner, s);
   return gpu_launch_status(node, err, "GatherGrad kernel");
+}
+
+/* MaxPoolGrad: dX[Indices[i]] += dY[i], a GatherGrad over the flat X with
+ * one row per element (the indices checked and sorted on the host; each dX
+ * element adds its dY values in the order of i, as the CPU provider). */
+static OnyxStatus* maxpool_grad_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  const OnyxNode* node = k->node;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  const OnyxTensor* dy = H->ctx_input(ctx, 0);
+  const OnyxTensor* ind = H->ctx_input(ctx, 1);
+  const OnyxTensor* shape = H->ctx_input(ctx, 2);
+  if (!dy || !ind || !shape || H->tensor_elem_type(dy) != ONYX_ELEM_FLOAT32)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "a float32 dY, Indices and X_shape are required");
+  if (H->node_attr_int(node, "storage_order", 0) != 0)
+    return gpu_node_error(node, ONYX_NOT_IMPLEMENTED,
+                          "storage_order 1 (column-major Indices) is not supported");
+  if (H->tensor_elem_type(ind) != ONYX_ELEM_INT64 || !same_shape(ind, dy))
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "Indices must be int64 with dY's shape");
+  const size_t xr = H->tensor_elem_count(shape);
+  if (H->tensor_elem_type(shape) != ONYX_ELEM_INT64 || H->tensor_rank(shape) != 1 || xr < 3 ||
+      xr > 5)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "X_shape must be 1-D with 3 to 5 values (N, C, spatial...)");
+  if (!on_host(ind) || !on_host(shape))
+    return gpu_node_error(node, ONYX_RUNTIME_ERROR, "Indices and X_shape are not in host memory");
+  int64_t xd[5], xc = 1;
+  memcpy(xd, H->tensor_data(shape), xr * sizeof *xd);
+  for (size_t i = 0; i < xr; i++) {
+    if (xd[i] < 0)
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "X_shape[%zu] is %lld (negative)", i,
+                            (long long)xd[i]);
+    if (xd[i] && xc > INT64_MAX / xd[i])
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "X_shape's element count overflows");
+    xc *= xd[i];
+  }
+  OnyxTensor* dx;
+  st = H->ctx_output(ctx, 0, xd, xr, &dx);
+  if (st) return st;
+  const size_t n = H->tensor_elem_count(dy);
+  if (n > SIZE_MAX / 64)
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "dY has too many elements");
+  GgPair* pairs = H->ctx_scratch(ctx, (n ? n : 1) * sizeof *pairs);
+  int64_t* table = H->ctx_scratch(ctx, (3 * n + 1) * sizeof *table);
+  if (!pairs || !table)
+    return gpu_node_error(node, ONYX_OUT_OF_MEMORY, "out of memory (%zu indices)", n);
+  const int64_t* idx = H->tensor_data(ind);
+  for (size_t i = 0; i < n; i++) {
+    if (idx[i] < 0 || idx[i] >= xc)
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                            "Indices[%zu] = %lld is outside X's %lld elements", i,
+                            (long long)idx[i], (long long)xc);
+    pairs[i] = (GgPair){idx[i], (int64_t)i};
+  }
+  const int64_t n_groups = gg_table(pairs, n, table);
+  const int err = gpuk_gather_grad(H->tensor_data(dy), H->tensor_mutable_data(dx), table,
+                                   (int64_t)n, n_groups, 1, xc, 1, s);
+  return gpu_launch_status(node, err, "MaxPoolGrad kernel");
 }
 
 static OnyxStatus* layernorm_grad_compute(void* state, OnyxKernelContext* ctx) {
@@ -738,6 +811,9 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st =
         reg(r, "GatherGrad", tsce, 2, g_mem_gather, 2, NULL, gather_grad_compute, CODE_GATHER_GRAD);
+  if (!st)
+    st = reg(r, "MaxPoolGrad", tf, 1, g_mem_maxpool, 3, NULL, maxpool_grad_compute,
+             CODE_MAXPOOL_GRAD);
   if (!st)
     st = reg(r, "BatchNormalizationGrad", tf, 1, NULL, 0, NULL, batchnorm_grad_compute,
              CODE_BN_GRAD);

@@ -8,8 +8,8 @@
 /* The com.onyx.training kernels of the GPU providers: ReluGrad,
  * SigmoidGrad, TanhGrad, GeluGrad, FastGeluGrad, SoftmaxGrad,
  * LogSoftmaxGrad, SoftmaxCrossEntropyLossGrad, LayerNormalizationGrad,
- * BatchNormalizationGrad, GatherGrad, DropoutGrad, SGDOptimizer,
- * AdamWOptimizer, LambOptimizer and ClipGradNorm (float32). */
+ * BatchNormalizationGrad, GatherGrad, MaxPoolGrad, DropoutGrad,
+ * SGDOptimizer, AdamWOptimizer, LambOptimizer and ClipGradNorm (float32). */
 OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r);
 
 #endif /* ONYX_GPU_GRAD_OPS_H */

@@ -586,6 +586,76 @@ static void test_gather_grad(void** state) {
   check_gather_grad(x2, 2, 0, i1, 1, true, 5);
 }
 
+/* MaxPoolGrad(dY, Indices, X_shape) -> dX, GPU against CPU: Indices drawn
+ * over all of X, with repeats (overlapping windows); bad: one outside X,
+ * refused by name. */
+static void check_maxpool_grad(bool bad, uint64_t seed) {
+  uint64_t s = seed;
+  static const int64_t xd[4] = {2, 3, 6, 5}, yd[4] = {2, 3, 4, 3}, four = 4;
+  const size_t ny = count_of(yd, 4), nx = count_of(xd, 4);
+  float dy[72];
+  int64_t idx[72];
+  fill(dy, ny, &s, -1.0, 1.0);
+  for (size_t i = 0; i < ny; i++)
+    idx[i] = (int64_t)(uni(&s) * (double)nx);
+  if (bad) idx[5] = (int64_t)nx;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, TRAINING, 1);
+  otm_initializer(m, "shape", ONYX_ELEM_INT64, 1, &four, xd);
+  otm_input(m, "dY", ONYX_ELEM_FLOAT32, 4, yd);
+  otm_input(m, "ind", ONYX_ELEM_INT64, 4, yd);
+  otm_output(m, "dX", ONYX_ELEM_FLOAT32, 4, xd);
+  OxTestNode* nd = otm_node(m, "MaxPoolGrad", "mpg", "dY,ind,shape", "dX");
+  otm_node_domain(nd, TRAINING);
+  otm_attr_ints(nd, "kernel_shape", 2, (const int64_t[]){3, 3});
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  const In in[2] = {{"dY", ONYX_ELEM_FLOAT32, dy, 4, yd}, {"ind", ONYX_ELEM_INT64, idx, 4, yd}};
+  const char* out = "dX";
+  OnyxSession* sg = open_session(bytes, len, true, 1);
+  if (bad) {
+    OnyxValue* v[2] = {NULL};
+    const char* names[2] = {"dY", "ind"};
+    for (size_t i = 0; i < 2; i++)
+      ok(onyx_value_create_tensor(in[i].type, in[i].dims, in[i].rank, in[i].data,
+                                  ny * type_size(in[i].type), &v[i]));
+    OnyxValue* o = NULL;
+    OnyxStatus* st = onyx_session_run(sg, NULL, names, (const OnyxValue* const*)v, 2, &out, 1, &o);
+    assert_non_null(st);
+    if (!strstr(onyx_status_message(st), "outside X's") || !strstr(onyx_status_message(st), "mpg"))
+      fail_msg("unexpected message: %s", onyx_status_message(st));
+    onyx_status_release(st);
+    onyx_value_release(v[0]);
+    onyx_value_release(v[1]);
+    onyx_session_release(sg);
+  } else {
+    float *g = NULL, *cp = NULL;
+    size_t gn, cn;
+    run(sg, in, 2, &out, 1, &g, &gn);
+    onyx_session_release(sg);
+    OnyxSession* scpu = open_session(bytes, len, false, 0);
+    run(scpu, in, 2, &out, 1, &cp, &cn);
+    onyx_session_release(scpu);
+    assert_int_equal(gn, nx);
+    assert_int_equal(cn, nx);
+    for (size_t i = 0; i < gn; i++)
+      near(g[i], cp[i], 1e-6, "MaxPoolGrad", i);
+    free(g);
+    free(cp);
+  }
+  free(bytes);
+}
+
+static void test_maxpool_grad(void** state) {
+  (void)state;
+  gpu_required();
+  check_maxpool_grad(false, 11);
+  check_maxpool_grad(false, 12);
+  check_maxpool_grad(true, 13);
+}
+
 /* DropoutGrad(dY, mask, ratio): dX = mask ? dY / (1 - ratio) : 0, by hand. */
 static void test_dropout_grad(void** state) {
   (void)state;
@@ -1004,6 +1074,7 @@ int main(void) {
       cmocka_unit_test(test_gradients_match_cpu),
       cmocka_unit_test(test_sce_grad),
       cmocka_unit_test(test_gather_grad),
+      cmocka_unit_test(test_maxpool_grad),
       cmocka_unit_test(test_layernorm_grad),
       cmocka_unit_test(test_batchnorm_grad),
       cmocka_unit_test(test_dropout_grad),

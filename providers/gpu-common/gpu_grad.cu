@@ -1,10 +1,16 @@
 /* gpu_grad.cu — the training kernels of the CUDA and ROCm providers
  * (gpu_grad.h), in the CUDA dialect (hipcc through gpu_vendor.h): grid-stride
- * loops for the element-wise gradients and DropoutGrad, one block per line
- * for SoftmaxGrad / LogSoftmaxGrad (a float64 shared-memory tree sum), and
+ * loops for the element-wise gradients, DropoutGrad and
+ * SoftmaxCrossEntropyLossGrad; one block per line, row or channel for
+ * SoftmaxGrad / LogSoftmaxGrad, LayerNormalizationGrad and
+ * BatchNormalizationGrad (float64 shared-memory tree sums); one writer per
+ * dX element for GatherGrad and MaxPoolGrad (indices sorted on the host);
  * one launch per GPU_OPT_MAX_TENSORS tensors for the fused optimizers, whose
- * pointer table travels in the kernel's arguments. What a thread computes is
- * in gpu_grad_body.h, shared with the host emulation (gpu_emu_grad.c). */
+ * pointer table travels in the kernel's arguments, and chunked float64 sums
+ * in a fixed order for LAMB's and ClipGradNorm's norms. Host tables and
+ * partial sums go to stream-ordered scratch (cudaMallocAsync /
+ * hipMallocAsync). What a thread computes is in gpu_grad_body.h, shared with
+ * the host emulation (gpu_emu_grad.c). */
 #include <math.h>
 #include <stdint.h>
 #include "gpu_grad.h"

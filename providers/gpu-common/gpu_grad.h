@@ -1,6 +1,6 @@
 /* gpu_grad.h — launchers of the training kernels (gpu_grad.cu; emulated by
- * gpu_emu_grad.c): the element-wise and row-wise gradient ops of the
- * com.onyx.training domain and the fused multi-tensor optimizers. Same
+ * gpu_emu_grad.c): the gradient ops of the com.onyx.training domain and
+ * the fused multi-tensor optimizers (gpu_grad_ops.c launches them). Same
  * conventions as gpu_kernels.h: every launcher queues work on `stream`,
  * returns the vendor's launch error (0: queued), and every pointer is device
  * memory unless said otherwise. Float32 only. */

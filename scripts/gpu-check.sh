@@ -25,7 +25,13 @@
 #         7. Onyx against PyTorch on the same GPU (scripts/torch_peer.py;
 #            PEER_MODELS=a,b,... picks models), float32 and TF32, with the
 #            inputs and outputs bound on the device;
-#         8. host profiles of 20 runs of PROFILE_MODELS (after step 7).
+#         8. host profiles of 20 runs of PROFILE_MODELS (after step 7);
+#         9. training (not in the default STEPS): test_gpu_grad_cuda (the
+#            gradient and optimizer kernels against the CPU provider and
+#            float64 references), then `onyx train` on cuda + cpu against
+#            PyTorch on the same GPU (scripts/train_peer.py --device cuda)
+#            for the MLP and the ResNet-style CNN: per-step losses and
+#            samples/s of both.
 #       The verdict files are checked against the expected-failures lists
 #       afterwards, on the build machine (scripts/gpu-check.sh verdicts).
 #   scripts/gpu-check.sh verdicts OUT_DIR
@@ -50,6 +56,7 @@ bundle() {
   [ -d "$DATA/node" ] || die "ONNX node tests not found at $DATA/node (set ONYX_ONNX_TESTS)"
   rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/deps" "$b/node" "$b/models"
   cp "$build/bin/onyx" "$build/bin/test_gpu_cuda" "$build/bin/test_gpu_modes_cuda" "$b/bin/"
+  cp "$build/bin/test_gpu_grad_cuda" "$b/bin/" 2>/dev/null || true
   if [ -x "$build/bin/test_nvtx" ] && [ -f "$build/lib/libonyx_nvtx_inject.so" ]; then
     cp "$build/bin/test_nvtx" "$b/bin/" && cp "$build/lib/libonyx_nvtx_inject.so" "$b/lib/"
     cp "$build/lib/libonyx_ep_fake.so" "$build/lib/libonyx_ep_gpuemu.so" "$b/lib/" 2>/dev/null || true
@@ -203,6 +210,27 @@ step8() {
     "$ONYX" bench "$MODELS/peer/$name" --config "$cfg" --inputs "$MODELS/peer/$name/test_data_set_0" \
       --iters 20 --warmup 5 --io device
   done
+}
+
+# The training kernels and `onyx train` on the GPU against PyTorch on the
+# same GPU (docs/providers/cuda.md, "Training"). TRAIN_MODELS (default
+# mlp,resnet) and TRAIN_STEPS (default 30) pick the runs; batch 32.
+step9() {
+  echo "== 9. training on the GPU"
+  if [ -x "$B/bin/test_gpu_grad_cuda" ]; then
+    "$B/bin/test_gpu_grad_cuda" > "$O/test_gpu_grad_cuda.log" 2>&1
+    echo "test_gpu_grad_cuda: rc $?"
+    grep -E 'test\(s\)|FAILED|ERROR|SKIP' "$O/test_gpu_grad_cuda.log" | head -30
+  else
+    echo "test_gpu_grad_cuda: not in the bundle"
+  fi
+  local wrap="$O/onyx-env.sh"
+  printf '#!/bin/sh\nexport LD_LIBRARY_PATH="%s"\nexec "%s" "$@"\n' "$LD_LIBRARY_PATH" "$ONYX" > "$wrap"
+  chmod +x "$wrap"
+  env -u LD_LIBRARY_PATH PYTHONUNBUFFERED=1 python3 "$ROOT/scripts/train_peer.py" --onyx "$wrap" \
+    --config "$CFG" --device cuda --models "${TRAIN_MODELS:-mlp,resnet}" \
+    --steps "${TRAIN_STEPS:-30}" --batch 32 --work "$MODELS/train" --json "$O/train_peer.json" \
+    2>&1 | tee "$O/train_peer.log"
 }
 
 # STEPS (default "1 2 3 4 5 6 7") picks the steps to run.

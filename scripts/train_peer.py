@@ -26,6 +26,9 @@ the peak of a child that only imports torch and builds the model).
 
 usage: scripts/train_peer.py --onyx build/bin/onyx [--steps 30] [--threads 1]
            [--batch 32] [--work DIR] [--json OUT.json] [--memory]
+           [--device cuda --config cuda-cpu.json] [--models mlp,resnet]
+  --device runs PyTorch there (the GPU peer, synchronized inside each timed
+  step); --config is passed to onyx train (scripts/gpu-check.sh, step 9).
 Needs python3-torch, python3-onnx, python3-numpy. Exit status 0 when every
 pair ran (the differences are reported, not judged).
 """
@@ -144,6 +147,8 @@ def torch_run(model, x, y, opt, batch, steps):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if xb.is_cuda:  # the step's kernels finish inside the timed span
+            torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1000)
         losses.append(loss.item())
     return losses, times
@@ -203,6 +208,9 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
+    ap.add_argument("--device", default="cpu", help="PyTorch's device (cuda: the GPU peer)")
+    ap.add_argument("--config", help="providers JSON passed to onyx train (e.g. cuda first)")
+    ap.add_argument("--models", default="", help="comma-separated subset of the models")
     a = ap.parse_args()
     if a.torch_child:
         return torch_child(a.torch_child)
@@ -211,6 +219,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     results = []
     for name, (cls, shape) in MODELS.items():
+        if a.models and name not in a.models.split(","):
+            continue
         rng = np.random.RandomState(0)
         x = rng.standard_normal((a.rows,) + shape).astype(np.float32)
         y = rng.randint(0, 10, a.rows).astype(np.int64)
@@ -224,7 +234,9 @@ def main():
         for opt_name, (make_opt, extra, lr) in OPTIMIZERS.items():
             model = cls()
             model.load_state_dict(state)
-            t_losses, t_ms = torch_run(model, torch.from_numpy(x), torch.from_numpy(y),
+            model.to(a.device)
+            t_losses, t_ms = torch_run(model, torch.from_numpy(x).to(a.device),
+                                       torch.from_numpy(y).to(a.device),
                                        make_opt(model.parameters(), lr), a.batch, a.steps)
             log = os.path.join(work, f"{name}_{opt_name}.jsonl")
             cmd = [a.onyx, "train", onnx_path, "--loss", "cross_entropy",
@@ -232,10 +244,10 @@ def main():
                    "--labels", os.path.join(work, f"{name}_y.npy"),
                    "--batch-size", str(a.batch), "--steps", str(a.steps), "--no-shuffle",
                    "--optimizer", opt_name, "--lr", str(lr), "--threads", str(a.threads),
-                   "--log", log] + extra
+                   "--log", log] + extra + (["--config", a.config] if a.config else [])
             r = subprocess.run(cmd, capture_output=True, text=True)
             row = {"model": name, "optimizer": opt_name, "steps": a.steps, "batch": a.batch,
-                   "threads": a.threads,
+                   "threads": a.threads, "torch_device": a.device,
                    "torch_samples_per_s": round(throughput(t_ms, a.batch), 1)}
             if r.returncode != 0:
                 row["onyx_error"] = r.stderr.strip()[-500:]

@@ -14,15 +14,21 @@
 set(ONYX_GPU_COMMON_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(ONYX_GPU_COMMON_C_SOURCES
   ${ONYX_GPU_COMMON_DIR}/gpu_provider.c
-  ${ONYX_GPU_COMMON_DIR}/gpu_ops.c)
+  ${ONYX_GPU_COMMON_DIR}/gpu_ops.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_grad_ops.c)
 set(ONYX_GPU_COMMON_DEVICE_SOURCES
   ${ONYX_GPU_COMMON_DIR}/gpu_rt.cu
-  ${ONYX_GPU_COMMON_DIR}/gpu_kernels.cu)
+  ${ONYX_GPU_COMMON_DIR}/gpu_kernels.cu
+  ${ONYX_GPU_COMMON_DIR}/gpu_grad.cu)
 # The host emulation of the device side, for the test-only provider "gpuemu"
 # (tests/unit/gpu): plain C, no GPU toolchain needed.
-set(ONYX_GPU_COMMON_EMU_SOURCES ${ONYX_GPU_COMMON_DIR}/gpu_emu.c)
+set(ONYX_GPU_COMMON_EMU_SOURCES ${ONYX_GPU_COMMON_DIR}/gpu_emu.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_emu_grad.c)
 set(ONYX_GPU_COMMON_HEADERS
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels_body.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_grad_body.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_grad.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_grad_ops.h
   ${ONYX_GPU_COMMON_DIR}/gpu_ep.h
   ${ONYX_GPU_COMMON_DIR}/gpu_rt.h
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels.h

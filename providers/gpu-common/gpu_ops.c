@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gpu_ep.h"
+#include "gpu_grad_ops.h"
 
 #define H gpu_host
 
@@ -1368,6 +1369,7 @@ OnyxStatus* gpu_register_common_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st = gpu_register_contrib(r, "LayerNormalization", tln, 2, NULL, layernorm_compute,
                               CODE_LAYERNORM);
+  if (!st) st = gpu_register_grad_kernels(r); /* com.onyx.training: gpu_grad_ops.c */
   return st;
 }
 
@@ -1457,7 +1459,11 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
       continue;
     }
     OnyxElemType t = in0 ? H->value_elem_type(in0) : ONYX_ELEM_UNDEFINED;
-    bool cheap = is_view_op(H->node_op_type(node)) || t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32;
+    /* GatherGrad's first input is X_shape (int64, read on the host); its
+     * work is float. */
+    bool cheap =
+        is_view_op(H->node_op_type(node)) || ((t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32) &&
+                                              strcmp(H->node_op_type(node), "GatherGrad") != 0);
     if (cheap && !inputs_here(node, &claimed)) {
       H->decline_node(b, node,
                       "cheap on the GPU (a view or integer shape arithmetic) and its inputs are "

@@ -19,6 +19,7 @@
 #include "onyx/onyx.h"
 #include "onyx/onyx_training.h"
 #include "ox_ir.h"
+#include "ox_host_api.h"
 #include "ox_providers.h"
 #include "ox_test_models.h"
 
@@ -34,7 +35,7 @@ static void ok(OnyxStatus* st) {
 
 static void gpu_required(void) {
   OxProviderLib* lib = NULL;
-  OnyxStatus* st = ox_provider_lib_acquire(GPU_NAME, NULL, &lib);
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), GPU_NAME, NULL, &lib);
   if (st) fail_msg("loading %s: %s", GPU_NAME, st->message);
   size_t n = 0;
   OnyxStatus* why = lib->provider->device_count(lib->provider, &n);

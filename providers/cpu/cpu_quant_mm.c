@@ -382,10 +382,84 @@ static void q_store(const QEpi* e, int32_t* v, size_t cnt, size_t at, const floa
     q_requant(e, v, cnt, (uint8_t*)e->y + at, mult, bias, mstep);
 }
 
+#if QMM_TR16
+/* One row of a block corrected and requantized in one pass, as q_epi's
+ * correction and q_requant compute it: v[j] = c[j] - zb[j] * rs + ctb[j]
+ * (wrapping; ctb = the per-column correction plus the bias), then
+ * (float)v * mult[j] clamped to [lo, hi], rounded half to even (vcvtps2dq
+ * under the default MXCSR rounding, the same value as q_requant's
+ * 1.5 * 2^23 trick for |t| < 2^22), plus the zero point; dst[j] gets the
+ * low byte. 16 columns a step, the tail masked. */
+__attribute__((target("avx512f"))) static void q_row_avx512(const int32_t* c, size_t cols,
+                                                            const uint32_t* ctb, const int32_t* zb,
+                                                            uint32_t rs, const float* mult,
+                                                            const QEpi* e, uint8_t* dst) {
+  const __m512i vrs = _mm512_set1_epi32((int32_t)rs), vzp = _mm512_set1_epi32(e->yzp);
+  const __m512 vlo = _mm512_set1_ps(e->lo), vhi = _mm512_set1_ps(e->hi);
+  for (size_t j = 0; j < cols; j += 16) {
+    const __mmask16 mk = cols - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - j)) - 1);
+    __m512i v = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mk, c + j),
+                                 _mm512_maskz_loadu_epi32(mk, ctb + j));
+    if (zb) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(mk, zb + j), vrs));
+    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mk, mult + j));
+    t = _mm512_min_ps(_mm512_max_ps(t, vlo), vhi);
+    _mm512_mask_cvtepi32_storeu_epi8(dst + j, mk, _mm512_add_epi32(_mm512_cvtps_epi32(t), vzp));
+  }
+}
+
+/* q_epi for a requantized output with one za and finite multipliers on the
+ * AVX-512 paths: each row corrected and requantized in one pass
+ * (q_row_avx512) straight into y (MatMul) or into 16-row strips that
+ * tr16x16 turns into channel runs (Conv). False when it does not apply. */
+static bool q_epi_avx512(const QEpi* e, int32_t* c, size_t ldc, size_t row0, size_t rows,
+                         size_t col0, size_t cols, const int32_t* rowsum, const int32_t* colsum) {
+  if (!e->quantized || e->nonfinite || !e->za_uniform || cpu_qgemm_isa() < CPU_QGEMM_AVX512BW)
+    return false;
+  const uint32_t k = e->k, za = (uint32_t)e->za[row0];
+  const int32_t* zb = e->zb + col0;
+  uint32_t ctb[CPU_QGEMM_MAX_BLOCK];
+  bool zb_zero = true;
+  for (size_t j = 0; j < cols; j++) {
+    ctb[j] = k * za * (uint32_t)zb[j] - za * (uint32_t)colsum[j] +
+             (e->bias ? (uint32_t)e->bias[col0 + j] : 0u);
+    zb_zero = zb_zero && zb[j] == 0;
+  }
+  const int32_t* zbr = zb_zero ? NULL : zb; /* int8 weights with zero point 0: no product */
+  const float* mult = e->mult + col0;
+  if (e->cstride == 1) {
+    for (size_t i = 0; i < rows; i++)
+      q_row_avx512(c + i * ldc, cols, ctb, zbr, (uint32_t)rowsum[i], mult, e,
+                   (uint8_t*)e->y + e->y_off + (row0 + i) * e->rstride + col0);
+    return true;
+  }
+  uint8_t t8[16 * CPU_QGEMM_MAX_BLOCK];
+  for (size_t i0 = 0; i0 < rows; i0 += 16) {
+    const size_t ni = rows - i0 < 16 ? rows - i0 : 16;
+    for (size_t i = 0; i < ni; i++)
+      q_row_avx512(c + (i0 + i) * ldc, cols, ctb, zbr, (uint32_t)rowsum[i0 + i], mult, e,
+                   t8 + i * cols);
+    uint8_t* y0 = (uint8_t*)e->y + e->y_off + col0 * e->cstride + row0 + i0;
+    size_t j = 0;
+    if (ni == 16)
+      for (; j + 16 <= cols; j += 16)
+        tr16x16(t8 + j, cols, y0 + j * e->cstride, e->cstride);
+    for (; j < cols; j++) {
+      uint8_t* y = y0 + j * e->cstride;
+      for (size_t i = 0; i < ni; i++)
+        y[i] = t8[i * cols + j];
+    }
+  }
+  return true;
+}
+#endif
+
 QEPI_CLONES static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows,
                               size_t col0, size_t cols, const int32_t* rowsum,
                               const int32_t* colsum) {
   const QEpi* e = user;
+#if QMM_TR16
+  if (q_epi_avx512(e, c, ldc, row0, rows, col0, cols, rowsum, colsum)) return;
+#endif
   const uint32_t k = e->k;
   /* the zero-point corrections in place, row by row (vectorizable) */
   const int32_t* zb = e->zb + col0;
@@ -1054,11 +1128,13 @@ static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, s
         int64_t a = x0 < 0 ? -x0 : 0, b = il - x0 < kl ? il - x0 : kl;
         if (a > kl) a = kl;
         if (b < a) b = a;
-        memset(dst, pad, (size_t)a * cg);
+        /* the interior (most positions): one copy and no calls for empty
+         * padding runs */
+        if (a) memset(dst, pad, (size_t)a * cg);
         if (b > a)
           memcpy(dst + (size_t)a * cg, xt + (off * (size_t)il + (size_t)(x0 + a)) * cg,
                  (size_t)(b - a) * cg);
-        memset(dst + (size_t)b * cg, pad, (size_t)(kl - b) * cg);
+        if (b < kl) memset(dst + (size_t)b * cg, pad, (size_t)(kl - b) * cg);
       } else {
         for (int64_t t = 0; t < kl; t++) {
           const int64_t xi = x0 + t * dl;
@@ -1075,7 +1151,7 @@ static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, s
         else
           kc[i] = 0;
     }
-    memset(dst, pad, extra);
+    if (extra) memset(dst, pad, extra);
     dst += extra;
     for (size_t i = g->ns; i-- > 0;) /* next output position */
       if (++oc[i] < g->out[i])

@@ -516,20 +516,41 @@ typedef struct QJob {
   int oom; /* read and written atomically */
 } QJob;
 
+#if QGEMM_X86
+/* row_sum's whole 64-byte steps with AVX-512BW psadbw; *done gets how many
+ * bytes it summed. */
+__attribute__((target("avx512f,avx512bw"))) static uint64_t
+row_sum_avx512(const uint8_t* src, size_t n, uint8_t flip, size_t* done) {
+  const __m512i f = _mm512_set1_epi8((char)flip), z = _mm512_setzero_si512();
+  __m512i acc = z;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    acc =
+        _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512(src + i), f), z));
+  *done = i;
+  return (uint64_t)_mm512_reduce_add_epi64(acc);
+}
+#endif
+
 /* The sum of n bytes, each XORed with flip (int8 + 128 as a byte), modulo
- * 2^32; psadbw sums 16 bytes at a time where SSE2 is there. */
-static uint32_t row_sum(const uint8_t* src, size_t n, uint8_t flip) {
+ * 2^32; psadbw sums 64 bytes at a time on the AVX-512 paths (wide: the
+ * path's B was packed for AVX-512BW or VNNI, so the machine has it), then
+ * 16 at a time where SSE2 is there. */
+static uint32_t row_sum(const uint8_t* src, size_t n, uint8_t flip, bool wide) {
   size_t i = 0;
   uint64_t sum = 0;
 #if QGEMM_X86
+  if (wide) sum = row_sum_avx512(src, n, flip, &i);
   const __m128i f = _mm_set1_epi8((char)flip), z = _mm_setzero_si128();
   __m128i acc = z;
   for (; i + 16 <= n; i += 16)
     acc = _mm_add_epi64(
         acc,
         _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i*)(const void*)(src + i)), f), z));
-  sum =
+  sum +=
       (uint64_t)_mm_cvtsi128_si64(acc) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+#else
+  (void)wide;
 #endif
   for (; i < n; i++)
     sum += (uint8_t)(src[i] ^ flip);
@@ -550,7 +571,7 @@ static uint32_t pack_a_row(const QJob* j, uint8_t* dst, size_t row, size_t r) {
   }
   const uint8_t* src = j->a + row * j->rs;
   if (j->cs == 1) { /* contiguous row: whole groups as words */
-    sum = row_sum(src, k, flip);
+    sum = row_sum(src, k, flip, j->b->isa >= CPU_QGEMM_AVX512BW);
     const size_t full = k / s->g;
     if (s->g == 4) {
       const uint32_t flip4 = flip * 0x01010101u;
@@ -601,7 +622,8 @@ static void pack_a(void* user, size_t begin, size_t end) {
   for (size_t q = begin; q < end; q++) {
     if (j->direct && q < j->full) { /* read in place: the row sums only */
       for (size_t r = 0; r < s->mr; r++) {
-        j->rowsum[q * s->mr + r] = (int32_t)row_sum(j->a + (q * s->mr + r) * j->rs, j->b->k, flip);
+        j->rowsum[q * s->mr + r] = (int32_t)row_sum(j->a + (q * s->mr + r) * j->rs, j->b->k, flip,
+                                                    j->b->isa >= CPU_QGEMM_AVX512BW);
       }
       continue;
     }

@@ -3,7 +3,7 @@
  * and scales), ConvInteger and QLinearConv (N-D, groups, pads / auto_pad,
  * strides, dilations; per-output-channel weight zero points and scales).
  *
- * Plus com.microsoft QLinearAdd and QLinearGlobalAveragePool (ONNX
+ * Plus com.microsoft QLinearAdd, QLinearMul and QLinearGlobalAveragePool (ONNX
  * Runtime's signatures).
  *
  * Two paths. uint8/int8 operands with float32 scales (and for QLinear*
@@ -1477,11 +1477,11 @@ static OnyxStatus* qlinear_conv_compute(void* state, OnyxKernelContext* ctx) {
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
 }
 
-/* --- com.microsoft QLinearAdd / QLinearGlobalAveragePool ----------------------------- */
+/* --- com.microsoft QLinearAdd / QLinearMul / QLinearGlobalAveragePool ---------------- */
 
 /* ONNX Runtime's contrib signatures, the targets of the QDQ fusions
- * (Dequantize -> Add -> Quantize, Dequantize -> GlobalAveragePool ->
- * Quantize). Scales and zero points are one value each (per-tensor). */
+ * (Dequantize -> Add or Mul -> Quantize, Dequantize -> GlobalAveragePool
+ * -> Quantize). Scales and zero points are one value each (per-tensor). */
 
 /* A scale: one float32 value. */
 static OnyxStatus* qc_scale(OnyxKernelContext* ctx, const char* what, size_t i, float* out) {
@@ -1517,15 +1517,19 @@ typedef struct QAdd {
   const uint8_t *a, *b;
   uint8_t* c;
   bool is_signed;
+  bool mul; /* QLinearMul: (a - za) * (b - zb) * ra */
   int32_t za, zb, zc;
-  float ra, rb; /* A_scale / C_scale, B_scale / C_scale */
+  float ra, rb; /* QLinearAdd: A_scale / C_scale, B_scale / C_scale; QLinearMul: ra =
+                   A_scale * B_scale / C_scale */
 } QAdd;
 
-/* c[i] = quantized (a - za) * ra + (b - zb) * rb over a span, with A and B
- * each contiguous (step 1) or one value (step 0); the same float32
- * arithmetic as the scalar loop (a multiply and an add, never fused), vector
- * paths by the int8 GEMM's ISA choice. Returns how many leading elements it
- * did (a multiple of the vector width); the caller finishes the rest. */
+/* c[i] = quantized (a - za) * ra + (b - zb) * rb (QLinearAdd) or
+ * (float)((a - za) * (b - zb)) * ra (QLinearMul: the integer product is
+ * exact, one float32 rounding) over a span, with A and B each contiguous
+ * (step 1) or one value (step 0); the same float32 arithmetic as the scalar
+ * loop (multiplies and an add, never fused), vector paths by the int8
+ * GEMM's ISA choice. Returns how many leading elements it did (a multiple
+ * of the vector width); the caller finishes the rest. */
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx512f"))) static size_t qadd_span_avx512(const QAdd* q, const uint8_t* a,
                                                                   bool a1, const uint8_t* b,
@@ -1541,10 +1545,11 @@ __attribute__((target("avx512f"))) static size_t qadd_span_avx512(const QAdd* q,
     const __m128i xb = b1 ? _mm_loadu_si128((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
     const __m512i va = q->is_signed ? _mm512_cvtepi8_epi32(xa) : _mm512_cvtepu8_epi32(xa);
     const __m512i vb = q->is_signed ? _mm512_cvtepi8_epi32(xb) : _mm512_cvtepu8_epi32(xb);
-    const __m512 pa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(va, za)), ra);
-    const __m512 pb = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(vb, zb)), rb);
-    __m512 v =
-        _mm512_roundscale_ps(_mm512_add_ps(pa, pb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i da = _mm512_sub_epi32(va, za), db = _mm512_sub_epi32(vb, zb);
+    const __m512 s = q->mul ? _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(da, db)), ra)
+                            : _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(da), ra),
+                                            _mm512_mul_ps(_mm512_cvtepi32_ps(db), rb));
+    __m512 v = _mm512_roundscale_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> zc */
     v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, zc), lo), hi);
     _mm_storeu_si128((__m128i*)(c + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
@@ -1572,10 +1577,11 @@ __attribute__((target("avx2"))) static size_t qadd_span_avx2(const QAdd* q, cons
     const __m128i xb = b1 ? _mm_loadl_epi64((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
     const __m256i va = q->is_signed ? _mm256_cvtepi8_epi32(xa) : _mm256_cvtepu8_epi32(xa);
     const __m256i vb = q->is_signed ? _mm256_cvtepi8_epi32(xb) : _mm256_cvtepu8_epi32(xb);
-    const __m256 pa = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(va, za)), ra);
-    const __m256 pb = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(vb, zb)), rb);
-    __m256 v =
-        _mm256_round_ps(_mm256_add_ps(pa, pb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i da = _mm256_sub_epi32(va, za), db = _mm256_sub_epi32(vb, zb);
+    const __m256 s = q->mul ? _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(da, db)), ra)
+                            : _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(da), ra),
+                                            _mm256_mul_ps(_mm256_cvtepi32_ps(db), rb));
+    __m256 v = _mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); /* NaN -> zc */
     v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zc), lo), hi);
     __m256i w = _mm256_shuffle_epi8(_mm256_cvtps_epi32(v), pick);
@@ -1604,21 +1610,23 @@ static void qadd_row(void* user, const int64_t* in_off, const int64_t* in_step, 
   for (size_t i = done; i < len; i++) {
     const uint8_t x = a[(int64_t)i * in_step[0]], y = b[(int64_t)i * in_step[1]];
     const int32_t xv = q->is_signed ? (int8_t)x : x, yv = q->is_signed ? (int8_t)y : y;
-    /* float32, as ONNX Runtime's kernel: (a - za) * ra + (b - zb) * rb */
-    const float v = (float)(xv - q->za) * q->ra + (float)(yv - q->zb) * q->rb;
+    /* float32: QLinearAdd as ONNX Runtime's kernel, (a - za) * ra + (b -
+     * zb) * rb; QLinearMul the product (a - za) * (b - zb) (at most 255^2:
+     * exact) times ra */
+    const float v = q->mul ? (float)((xv - q->za) * (yv - q->zb)) * q->ra
+                           : (float)(xv - q->za) * q->ra + (float)(yv - q->zb) * q->rb;
     q->c[out_off + i] = (uint8_t)qc_quant((double)v, q->zc, q->is_signed);
   }
 }
 
-static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
-  (void)state;
+static OnyxStatus* qlinear_binary(OnyxKernelContext* ctx, bool mul) {
   const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* b = cpu_host->ctx_input(ctx, 3);
   const int32_t t = cpu_host->tensor_elem_type(a);
   if ((int32_t)cpu_host->tensor_elem_type(b) != t)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "A is %s but B is %s", cpu_elem_name(t),
                          cpu_elem_name(cpu_host->tensor_elem_type(b)));
-  QAdd q = {.is_signed = t == ONYX_ELEM_INT8};
+  QAdd q = {.is_signed = t == ONYX_ELEM_INT8, .mul = mul};
   float as, bs, cs;
   OnyxStatus* st = qc_scale(ctx, "A_scale", 1, &as);
   if (!st) st = qc_zp(ctx, "A_zero_point", 2, t, &q.za);
@@ -1627,7 +1635,7 @@ static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
   if (!st) st = qc_scale(ctx, "C_scale", 6, &cs);
   if (!st) st = qc_zp(ctx, "C_zero_point", 7, t, &q.zc);
   if (st) return st;
-  q.ra = as / cs;
+  q.ra = mul ? as * bs / cs : as / cs;
   q.rb = bs / cs;
   const int64_t* dims[2] = {cpu_host->tensor_dims(a), cpu_host->tensor_dims(b)};
   const size_t ranks[2] = {cpu_host->tensor_rank(a), cpu_host->tensor_rank(b)};
@@ -1646,6 +1654,16 @@ static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
   cpu_bcast_plan(&plan, out, out_rank, 2, dims, ranks);
   cpu_bcast_run(&plan, qadd_row, &q);
   return NULL;
+}
+
+static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  return qlinear_binary(ctx, false);
+}
+
+static OnyxStatus* qlinear_mul_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  return qlinear_binary(ctx, true);
 }
 
 typedef struct QGap {
@@ -1792,6 +1810,14 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .type_constraints = TC_MS,
        .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
        .compute = qlinear_add_compute},
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.microsoft",
+       .op_type = "QLinearMul",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_MS,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
+       .compute = qlinear_mul_compute},
       {.struct_size = sizeof(OnyxKernelDef),
        .domain = "com.microsoft",
        .op_type = "QLinearGlobalAveragePool",

@@ -1161,6 +1161,28 @@ static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, s
   }
 }
 
+/* The 2-D channels-last xt (in[0] x in[1] positions of cg bytes) into
+ * xp, hp x wp positions with the begin pads of zero point `pad` before
+ * it, the rest of xp `pad` too; rows and columns past xp (never read by a
+ * tap) are left out. */
+static void conv_pad_hwc(uint8_t* xp, const ConvGeo* g, const uint8_t* xt, size_t cg, size_t hp,
+                         size_t wp, uint8_t pad) {
+  const size_t H = (size_t)g->in[0], W = (size_t)g->in[1];
+  const size_t p0 = (size_t)g->pb[0], p1 = (size_t)g->pb[1];
+  const size_t n = p1 >= wp ? 0 : W < wp - p1 ? W : wp - p1; /* positions copied per row */
+  for (size_t h = 0; h < hp; h++) {
+    uint8_t* row = xp + h * wp * cg;
+    const bool in = h >= p0 && h - p0 < H && n;
+    if (!in) {
+      memset(row, pad, wp * cg);
+      continue;
+    }
+    memset(row, pad, p1 * cg);
+    memcpy(row + p1 * cg, xt + (h - p0) * W * cg, n * cg);
+    memset(row + (p1 + n) * cg, pad, (wp - p1 - n) * cg);
+  }
+}
+
 /* Depthwise planes: plane q is channel q % c of image q / c. */
 typedef struct DwJob {
   const ConvGeo* g;
@@ -1365,10 +1387,30 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   }
   const bool prepacked =
       s->packed && s->packed[0].k == kp && s->packed[0].n == mg && s->groups == group;
-  /* x's channels-last copy and its im2col: buffers kept per thread */
+  /* 2-D, unit dilation along the width, whole groups of 4 channels: the
+   * GEMM reads A's rows from x's channels-last copy padded with x's zero
+   * point (hp x wp positions, every tap inside), kernel row by kernel row
+   * (cpu_qgemm_seg), instead of from im2col rows. */
+  CpuQgemmSegA seg = {0};
+  size_t hp = 0, wp = 0, pad_bytes = 0;
+  bool segmented = false;
+  if (prepacked && !pointwise && g.ns == 2 && g.d[1] == 1 && cg % 4 == 0 && kp == rows) {
+    hp = (size_t)((g.out[0] - 1) * g.s[0] + (g.k[0] - 1) * g.d[0] + 1);
+    wp = (size_t)((g.out[1] - 1) * g.s[1] + g.k[1]);
+    seg = (CpuQgemmSegA){.n_seg = (size_t)g.k[0],
+                         .seg_len = (size_t)g.k[1] * cg,
+                         .seg_stride = (size_t)g.d[0] * wp * cg,
+                         .per_line = (size_t)g.out[1],
+                         .row_step = (size_t)g.s[1] * cg,
+                         .line_step = (size_t)g.s[0] * wp * cg};
+    segmented = cpu_mul_size(hp, wp, &pad_bytes) && cpu_mul_size(pad_bytes, cg, &pad_bytes) &&
+                cpu_qgemm_seg_ok(&s->packed[0], &seg);
+  }
+  /* x's channels-last copy and its im2col (or padded copy): buffers kept
+   * per thread */
   CpuQBuf *own_xt = NULL, *own_col = NULL;
   xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
-  if (!pointwise) col = cpu_qgemm_buf_acquire(3, col_bytes, &own_col);
+  if (!pointwise) col = cpu_qgemm_buf_acquire(3, segmented ? pad_bytes : col_bytes, &own_col);
   for (size_t gi = 0; gi < group && !st; gi++) {
     if (!xt || (!pointwise && !col)) {
       st = cpu_oom(ctx);
@@ -1390,6 +1432,11 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
       if (pointwise) {
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
                         q_epi, &e);
+      } else if (segmented) {
+        conv_pad_hwc(col, &g, xt, cg, hp, wp, (uint8_t)xz);
+        seg.base = col;
+        res = cpu_qgemm_seg(cpu_host->ctx_thread_pool(ctx), &stop, &seg, x_signed, g.out_size, pb,
+                            q_epi, &e);
       } else {
         conv_im2col_hwc(col, &g, xt, cg, kp - rows, (uint8_t)xz);
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, kp, 1, pb,

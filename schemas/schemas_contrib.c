@@ -29,11 +29,13 @@
  *                                  queries, keys and values side by side
  *                                  along the last axis (T = S)
  *
- * And two com.microsoft ops with ONNX Runtime's signatures, which the QDQ
+ * And three com.microsoft ops with ONNX Runtime's signatures, which the QDQ
  * fusion produces (T uint8 or int8; scales float32, one value each; zero
  * points optional, one value each):
  *   QLinearAdd(A, A_scale, A_zero_point?, B, B_scale, B_zero_point?,
  *              C_scale, C_zero_point?) -> C   quantize(dequantize(A) +
+ *                                  dequantize(B)), numpy broadcasting
+ *   QLinearMul(the same inputs) -> C   quantize(dequantize(A) *
  *                                  dequantize(B)), numpy broadcasting
  *   QLinearGlobalAveragePool(X, x_scale, x_zero_point?, y_scale,
  *              y_zero_point?) -> Y   quantize(GlobalAveragePool(
@@ -177,7 +179,7 @@ static OnyxStatus* ox_infer_mha(OxNode* n) {
   return ox_out_set(n, 0, ox_in_type(n, 0), q.rank == 3 ? &q : NULL);
 }
 
-/* QLinearAdd: A and B broadcast. */
+/* QLinearAdd, QLinearMul: A and B broadcast. */
 static OnyxStatus* ox_infer_qlinear_add(OxNode* n) {
   OxDims a, b;
   ox_in_dims(n, 0, &a);
@@ -203,6 +205,8 @@ static const OxAttrSpec a_qgap[] = {
 
 static const OxSchema ox_contrib_rows[] = {
     {MS, "QLinearAdd", 1, L(f_qadd_in), L(f_c), L(t_q8), NULL, 0, ox_infer_qlinear_add, NULL, NULL,
+     true},
+    {MS, "QLinearMul", 1, L(f_qadd_in), L(f_c), L(t_q8), NULL, 0, ox_infer_qlinear_add, NULL, NULL,
      true},
     {MS, "QLinearGlobalAveragePool", 1, L(f_qgap_in), L(f_y), L(t_q8), L(a_qgap),
      ox_infer_qlinear_gap, NULL, NULL, true},

@@ -7,6 +7,7 @@
  *   Q(MatMul(DQ(a), DQ(b)))                               -> QLinearMatMul
  *   Q(Gemm(DQ(a), DQ(b)))  (no C, alpha 1, transA 0)      -> QLinearMatMul
  *   Q(Add(DQ(a), DQ(b)))                                  -> com.microsoft QLinearAdd
+ *   Q(Mul(DQ(a), DQ(b)))                                  -> com.microsoft QLinearMul
  *   Q(GlobalAveragePool(DQ(x)))                           -> com.microsoft QLinearGlobalAveragePool
  * A Relu between the op and the Q goes too when the Q's zero point is the
  * lowest value of its type: Q then maps every negative input to that zero
@@ -274,7 +275,7 @@ static OnyxStatus* qdq_matmul(OxOpt* o, OxNode* q, OxNode* relu, OxNode* mm, boo
   return NULL;
 }
 
-/* --- com.microsoft QLinearAdd and QLinearGlobalAveragePool --------------------------------------
+/* --- com.microsoft QLinearAdd, QLinearMul and QLinearGlobalAveragePool --------------------------
  * ONNX Runtime's contrib ops; fused only where a schema for them is known
  * and the nodes' provider has a kernel. */
 
@@ -313,7 +314,10 @@ static OnyxStatus* qdq_ms_available(OxOpt* o, const OxNode* n, const char* op, b
   return NULL;
 }
 
-static OnyxStatus* qdq_add(OxOpt* o, OxNode* q, OxNode* relu, OxNode* add, bool* done) {
+/* Add or Mul (`op`, the com.microsoft op it becomes): A and B per-tensor of
+ * the Q's type. */
+static OnyxStatus* qdq_binary(OxOpt* o, OxNode* q, OxNode* relu, OxNode* add, const char* op,
+                              bool* done) {
   if (add->n_inputs != 2 || add->n_outputs != 1) return NULL;
   const OnyxElemType t = q->outputs[0]->type;
   QdqIn a, b;
@@ -321,7 +325,7 @@ static OnyxStatus* qdq_add(OxOpt* o, OxNode* q, OxNode* relu, OxNode* add, bool*
       b.n != 1)
     return NULL;
   bool ok = false;
-  OX_TRY(qdq_ms_available(o, add, "QLinearAdd", &ok));
+  OX_TRY(qdq_ms_available(o, add, op, &ok));
   if (!ok) return NULL;
   OxValue *azp = NULL, *bzp = NULL, *yzp = q->n_inputs > 2 ? q->inputs[2] : NULL;
   OX_TRY(qdq_zp_value(o, &a, &azp));
@@ -333,7 +337,7 @@ static OnyxStatus* qdq_add(OxOpt* o, OxNode* q, OxNode* relu, OxNode* add, bool*
   OxValue* ins[8] = {a.q, a.scale, azp, b.q, b.scale, bzp, q->inputs[1], yzp};
   QdqIn* dqs[2] = {&a, &b};
   OxNode* made = NULL;
-  OX_TRY(qdq_replace(o, q, relu, add, dqs, 2, "QLinearAdd", OX_MS_DOMAIN, ins, 8, &made));
+  OX_TRY(qdq_replace(o, q, relu, add, dqs, 2, op, OX_MS_DOMAIN, ins, 8, &made));
   *done = true;
   return NULL;
 }
@@ -383,7 +387,8 @@ static OnyxStatus* qdq_fuse(OxOpt* o, OxNode* q, bool* done) {
   if (ox_opt_is(p, "Conv")) return qdq_conv(o, q, relu, p, done);
   if (ox_opt_is(p, "MatMul")) return qdq_matmul(o, q, relu, p, false, done);
   if (ox_opt_is(p, "Gemm")) return qdq_matmul(o, q, relu, p, true, done);
-  if (ox_opt_is(p, "Add")) return qdq_add(o, q, relu, p, done);
+  if (ox_opt_is(p, "Add")) return qdq_binary(o, q, relu, p, "QLinearAdd", done);
+  if (ox_opt_is(p, "Mul")) return qdq_binary(o, q, relu, p, "QLinearMul", done);
   if (ox_opt_is(p, "GlobalAveragePool")) return qdq_gap(o, q, relu, p, done);
   return NULL;
 }

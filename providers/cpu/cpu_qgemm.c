@@ -208,6 +208,42 @@ kern_vnni_direct(const uint8_t* a, size_t lda, uint32_t flip4, const uint8_t* bp
 }
 #endif
 
+#if QGEMM_X86
+/* kern_vnni_direct with each of the 8 rows at its own address (the
+ * segmented A of cpu_qgemm_seg: rows of a convolution's padded input). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
+kern_vnni_rows(const uint8_t* const* rp, uint32_t flip4, const uint8_t* bp, size_t kg, int32_t* c,
+               size_t ldc, int accumulate) {
+  __m512i s[8][2];
+  const uint8_t* a[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; r++) {
+    s[r][0] = s[r][1] = _mm512_setzero_si512();
+    a[r] = rp[r];
+  }
+  for (size_t g = 0; g < kg; g++) {
+    const __m512i b0 = _mm512_loadu_si512(bp + g * 128);
+    const __m512i b1 = _mm512_loadu_si512(bp + g * 128 + 64);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {
+      const __m512i av = _mm512_set1_epi32((int32_t)((uint32_t)load_word(a[r] + g * 4) ^ flip4));
+      s[r][0] = _mm512_dpbusd_epi32(s[r][0], av, b0);
+      s[r][1] = _mm512_dpbusd_epi32(s[r][1], av, b1);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; r++) {
+    int32_t* p = c + r * ldc;
+    if (accumulate) {
+      s[r][0] = _mm512_add_epi32(s[r][0], _mm512_loadu_si512(p));
+      s[r][1] = _mm512_add_epi32(s[r][1], _mm512_loadu_si512(p + 16));
+    }
+    _mm512_storeu_si512(p, s[r][0]);
+    _mm512_storeu_si512(p + 16, s[r][1]);
+  }
+}
+#endif
+
 static const QIsa ISAS[] = {
     {"scalar", 2, 4, 8, kern_scalar},
 #if QGEMM_X86
@@ -505,31 +541,53 @@ typedef struct QJob {
   size_t m, rs, cs;
   const CpuQgemmB* b;
   size_t kg, a_panels, b_panels;
-  uint8_t* apack;  /* a_panels x kg x MR words; direct: the last partial panel only */
-  bool direct;     /* VNNI reads A's full panels where they lie (kern_vnni_direct) */
-  size_t full;     /* direct: panels of MR rows that A fills */
-  int32_t* rowsum; /* a_panels * MR */
-  size_t mb, nb;   /* C blocks down, across */
+  uint8_t* apack;          /* a_panels x kg x MR words; direct: the last partial panel only */
+  bool direct;             /* VNNI reads A's full panels where they lie (kern_vnni_direct) */
+  const CpuQgemmSegA* seg; /* cpu_qgemm_seg: A's rows in segments (kern_vnni_rows) */
+  size_t full;             /* direct: panels of MR rows that A fills */
+  int32_t* rowsum;         /* a_panels * MR */
+  size_t mb, nb;           /* C blocks down, across */
   CpuQgemmEpilogue epi;
   void* user;
   CpuStop* stop;
   int oom; /* read and written atomically */
 } QJob;
 
+#if QGEMM_X86
+/* row_sum's whole 64-byte steps with AVX-512BW psadbw; *done gets how many
+ * bytes it summed. */
+__attribute__((target("avx512f,avx512bw"))) static uint64_t
+row_sum_avx512(const uint8_t* src, size_t n, uint8_t flip, size_t* done) {
+  const __m512i f = _mm512_set1_epi8((char)flip), z = _mm512_setzero_si512();
+  __m512i acc = z;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    acc =
+        _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512(src + i), f), z));
+  *done = i;
+  return (uint64_t)_mm512_reduce_add_epi64(acc);
+}
+#endif
+
 /* The sum of n bytes, each XORed with flip (int8 + 128 as a byte), modulo
- * 2^32; psadbw sums 16 bytes at a time where SSE2 is there. */
-static uint32_t row_sum(const uint8_t* src, size_t n, uint8_t flip) {
+ * 2^32; psadbw sums 64 bytes at a time on the AVX-512 paths (wide: the
+ * path's B was packed for AVX-512BW or VNNI, so the machine has it), then
+ * 16 at a time where SSE2 is there. */
+static uint32_t row_sum(const uint8_t* src, size_t n, uint8_t flip, bool wide) {
   size_t i = 0;
   uint64_t sum = 0;
 #if QGEMM_X86
+  if (wide) sum = row_sum_avx512(src, n, flip, &i);
   const __m128i f = _mm_set1_epi8((char)flip), z = _mm_setzero_si128();
   __m128i acc = z;
   for (; i + 16 <= n; i += 16)
     acc = _mm_add_epi64(
         acc,
         _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i*)(const void*)(src + i)), f), z));
-  sum =
+  sum +=
       (uint64_t)_mm_cvtsi128_si64(acc) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+#else
+  (void)wide;
 #endif
   for (; i < n; i++)
     sum += (uint8_t)(src[i] ^ flip);
@@ -550,7 +608,7 @@ static uint32_t pack_a_row(const QJob* j, uint8_t* dst, size_t row, size_t r) {
   }
   const uint8_t* src = j->a + row * j->rs;
   if (j->cs == 1) { /* contiguous row: whole groups as words */
-    sum = row_sum(src, k, flip);
+    sum = row_sum(src, k, flip, j->b->isa >= CPU_QGEMM_AVX512BW);
     const size_t full = k / s->g;
     if (s->g == 4) {
       const uint32_t flip4 = flip * 0x01010101u;
@@ -593,15 +651,36 @@ static uint32_t pack_a_row(const QJob* j, uint8_t* dst, size_t row, size_t r) {
   return sum;
 }
 
+/* Row i of a segmented A: its segment 0 (rows past m: the last row's). */
+static const uint8_t* seg_row(const CpuQgemmSegA* a, size_t m, size_t i) {
+  if (i >= m) i = m - 1;
+  return a->base + (i / a->per_line) * a->line_step + (i % a->per_line) * a->row_step;
+}
+
 /* Packs A panels [begin, end) with their row sums. */
 static void pack_a(void* user, size_t begin, size_t end) {
   QJob* j = user;
   const QIsa* s = j->s;
   const uint8_t flip = j->a_signed ? 0x80 : 0;
+  if (j->seg) { /* read in place: the row sums only, segment by segment */
+    for (size_t q = begin; q < end; q++)
+      for (size_t r = 0; r < s->mr; r++) {
+        const size_t i = q * s->mr + r;
+        uint32_t sum = 0;
+        if (i < j->m) {
+          const uint8_t* p = seg_row(j->seg, j->m, i);
+          for (size_t t = 0; t < j->seg->n_seg; t++)
+            sum += row_sum(p + t * j->seg->seg_stride, j->seg->seg_len, flip, true);
+        }
+        j->rowsum[i] = (int32_t)sum;
+      }
+    return;
+  }
   for (size_t q = begin; q < end; q++) {
     if (j->direct && q < j->full) { /* read in place: the row sums only */
       for (size_t r = 0; r < s->mr; r++) {
-        j->rowsum[q * s->mr + r] = (int32_t)row_sum(j->a + (q * s->mr + r) * j->rs, j->b->k, flip);
+        j->rowsum[q * s->mr + r] = (int32_t)row_sum(j->a + (q * s->mr + r) * j->rs, j->b->k, flip,
+                                                    j->b->isa >= CPU_QGEMM_AVX512BW);
       }
       continue;
     }
@@ -630,30 +709,53 @@ static void blocks(void* user, size_t begin, size_t end) {
     const size_t jp1 = jp0 + NC_PANELS < j->b_panels ? jp0 + NC_PANELS : j->b_panels;
     bool stopped = false;
     size_t g0 = 0;
-    do {
-      const size_t kc = j->kg - g0 < KCG ? j->kg - g0 : KCG;
-      if (cpu_stop_poll(j->stop, &polled,
-                        (ip1 - ip0) * s->mr * (jp1 - jp0) * s->nr * (kc ? kc : 1))) {
-        stopped = true;
-        break;
-      }
-      for (size_t jp = jp0; jp < jp1; jp++) {
-        const uint8_t* bp = bdata + (jp * j->kg + g0) * s->nr * 4;
-        for (size_t ip = ip0; ip < ip1; ip++) {
-          int32_t* t = tile + (ip - ip0) * s->mr * ldc + (jp - jp0) * s->nr;
 #if QGEMM_X86
-          if (j->direct && ip < j->full) {
-            kern_vnni_direct(j->a + ip * s->mr * j->rs + g0 * 4, j->rs,
-                             j->a_signed ? 0x80808080u : 0, bp, kc, t, ldc, g0 > 0);
-            continue;
+    if (j->seg) { /* k blocks within segments; every panel's rows where they lie */
+      const size_t sg = j->seg->seg_len / 4;
+      const uint32_t flip4 = j->a_signed ? 0x80808080u : 0;
+      for (size_t t = 0; t < j->seg->n_seg && !stopped; t++)
+        for (size_t gs = 0; gs < sg; gs += KCG) {
+          const size_t kc = sg - gs < KCG ? sg - gs : KCG;
+          if (cpu_stop_poll(j->stop, &polled, (ip1 - ip0) * s->mr * (jp1 - jp0) * s->nr * kc)) {
+            stopped = true;
+            break;
           }
-#endif
-          s->kernel(j->apack + ((j->direct ? 0 : ip) * j->kg + g0) * s->mr * 4, bp, kc, t, ldc,
-                    g0 > 0);
+          const size_t G = t * sg + gs;
+          for (size_t ip = ip0; ip < ip1; ip++) {
+            const uint8_t* rp[8];
+            for (size_t r = 0; r < 8; r++)
+              rp[r] = seg_row(j->seg, j->m, ip * 8 + r) + t * j->seg->seg_stride + gs * 4;
+            for (size_t jp = jp0; jp < jp1; jp++)
+              kern_vnni_rows(rp, flip4, bdata + (jp * j->kg + G) * s->nr * 4, kc,
+                             tile + (ip - ip0) * s->mr * ldc + (jp - jp0) * s->nr, ldc, G > 0);
+          }
         }
-      }
-      g0 += kc;
-    } while (g0 < j->kg);
+    }
+#endif
+    if (!j->seg) do {
+        const size_t kc = j->kg - g0 < KCG ? j->kg - g0 : KCG;
+        if (cpu_stop_poll(j->stop, &polled,
+                          (ip1 - ip0) * s->mr * (jp1 - jp0) * s->nr * (kc ? kc : 1))) {
+          stopped = true;
+          break;
+        }
+        for (size_t jp = jp0; jp < jp1; jp++) {
+          const uint8_t* bp = bdata + (jp * j->kg + g0) * s->nr * 4;
+          for (size_t ip = ip0; ip < ip1; ip++) {
+            int32_t* t = tile + (ip - ip0) * s->mr * ldc + (jp - jp0) * s->nr;
+#if QGEMM_X86
+            if (j->direct && ip < j->full) {
+              kern_vnni_direct(j->a + ip * s->mr * j->rs + g0 * 4, j->rs,
+                               j->a_signed ? 0x80808080u : 0, bp, kc, t, ldc, g0 > 0);
+              continue;
+            }
+#endif
+            s->kernel(j->apack + ((j->direct ? 0 : ip) * j->kg + g0) * s->mr * 4, bp, kc, t, ldc,
+                      g0 > 0);
+          }
+        }
+        g0 += kc;
+      } while (g0 < j->kg);
     if (stopped) break;
     const size_t row0 = ip0 * s->mr, col0 = jp0 * s->nr;
     const size_t row1 = ip1 * s->mr < j->m ? ip1 * s->mr : j->m;
@@ -664,9 +766,9 @@ static void blocks(void* user, size_t begin, size_t end) {
   free(tile);
 }
 
-CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, bool a_signed,
-                         size_t m, size_t rs, size_t cs, const CpuQgemmB* b, CpuQgemmEpilogue epi,
-                         void* user) {
+static CpuQgemmResult qgemm_run(OnyxThreadPool* pool, CpuStop* stop, const void* a, bool a_signed,
+                                size_t m, size_t rs, size_t cs, const CpuQgemmSegA* seg,
+                                const CpuQgemmB* b, CpuQgemmEpilogue epi, void* user) {
   if (m == 0 || b->n == 0) return CPU_QGEMM_OK;
   const QIsa* s = qisa(b->isa);
   QJob j = {.s = s,
@@ -683,11 +785,12 @@ CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, boo
             .user = user,
             .stop = stop};
 #if QGEMM_X86
-  j.direct = b->isa == CPU_QGEMM_VNNI && cs == 1 && b->k % 4 == 0;
+  j.direct = !seg && b->isa == CPU_QGEMM_VNNI && cs == 1 && b->k % 4 == 0;
 #endif
+  j.seg = seg;
   j.full = j.direct ? m / s->mr : 0;
   size_t bytes, rows;
-  if (!cpu_mul_size(j.direct ? 1 : j.a_panels, j.kg, &bytes) ||
+  if (!cpu_mul_size(j.direct || seg ? 1 : j.a_panels, j.kg, &bytes) ||
       !cpu_mul_size(bytes, s->mr * 4, &bytes) || !cpu_mul_size(j.a_panels, s->mr, &rows) ||
       rows > SIZE_MAX / sizeof(int32_t))
     return CPU_QGEMM_OOM;
@@ -715,4 +818,22 @@ done:
   cpu_qgemm_buf_release(j.apack, own_a);
   cpu_qgemm_buf_release(j.rowsum, own_r);
   return res;
+}
+
+CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, bool a_signed,
+                         size_t m, size_t rs, size_t cs, const CpuQgemmB* b, CpuQgemmEpilogue epi,
+                         void* user) {
+  return qgemm_run(pool, stop, a, a_signed, m, rs, cs, NULL, b, epi, user);
+}
+
+bool cpu_qgemm_seg_ok(const CpuQgemmB* b, const CpuQgemmSegA* a) {
+  return QGEMM_X86 && b->isa == CPU_QGEMM_VNNI && cpu_qgemm_isa() == CPU_QGEMM_VNNI &&
+         a->n_seg > 0 && a->seg_len > 0 && a->seg_len % 4 == 0 && a->per_line > 0 &&
+         a->n_seg <= b->k / a->seg_len && a->n_seg * a->seg_len == b->k;
+}
+
+CpuQgemmResult cpu_qgemm_seg(OnyxThreadPool* pool, CpuStop* stop, const CpuQgemmSegA* a,
+                             bool a_signed, size_t m, const CpuQgemmB* b, CpuQgemmEpilogue epi,
+                             void* user) {
+  return qgemm_run(pool, stop, a->base, a_signed, m, 0, 1, a, b, epi, user);
 }

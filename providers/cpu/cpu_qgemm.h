@@ -80,6 +80,28 @@ CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, boo
                          size_t m, size_t rs, size_t cs, const CpuQgemmB* b, CpuQgemmEpilogue epi,
                          void* user);
 
+/* A read where it lies in segments (a convolution's channels-last input,
+ * padded so that every tap lands inside: the im2col rows never built). Row
+ * i of A is n_seg runs of seg_len bytes, run t at
+ *   base + (i / per_line) * line_step + (i % per_line) * row_step
+ *        + t * seg_stride
+ * (a kernel row of a 2-D convolution: kernel width x channels bytes; rows
+ * are output positions, per_line of them per output row). */
+typedef struct CpuQgemmSegA {
+  const uint8_t* base;
+  size_t n_seg, seg_len, seg_stride;
+  size_t per_line, row_step, line_step;
+} CpuQgemmSegA;
+
+/* The segmented path applies: B packed for VNNI (the path this machine
+ * runs), seg_len a multiple of 4, and n_seg * seg_len == B's k. */
+bool cpu_qgemm_seg_ok(const CpuQgemmB* b, const CpuQgemmSegA* a);
+/* cpu_qgemm on a segmented A (m rows); only where cpu_qgemm_seg_ok. The
+ * epilogue gets the same sums as cpu_qgemm on the im2col rows. */
+CpuQgemmResult cpu_qgemm_seg(OnyxThreadPool* pool, CpuStop* stop, const CpuQgemmSegA* a,
+                             bool a_signed, size_t m, const CpuQgemmB* b, CpuQgemmEpilogue epi,
+                             void* user);
+
 /* Buffers kept per thread between calls (a fresh large allocation per
  * call costs a page fault per 4 KiB). Slots 0 and 1 are the GEMM's own;
  * callers use 2 and up. The calling thread's slot, grown to `bytes`, or a

@@ -3,7 +3,7 @@
  * and scales), ConvInteger and QLinearConv (N-D, groups, pads / auto_pad,
  * strides, dilations; per-output-channel weight zero points and scales).
  *
- * Plus com.microsoft QLinearAdd and QLinearGlobalAveragePool (ONNX
+ * Plus com.microsoft QLinearAdd, QLinearMul and QLinearGlobalAveragePool (ONNX
  * Runtime's signatures).
  *
  * Two paths. uint8/int8 operands with float32 scales (and for QLinear*
@@ -382,10 +382,84 @@ static void q_store(const QEpi* e, int32_t* v, size_t cnt, size_t at, const floa
     q_requant(e, v, cnt, (uint8_t*)e->y + at, mult, bias, mstep);
 }
 
+#if QMM_TR16
+/* One row of a block corrected and requantized in one pass, as q_epi's
+ * correction and q_requant compute it: v[j] = c[j] - zb[j] * rs + ctb[j]
+ * (wrapping; ctb = the per-column correction plus the bias), then
+ * (float)v * mult[j] clamped to [lo, hi], rounded half to even (vcvtps2dq
+ * under the default MXCSR rounding, the same value as q_requant's
+ * 1.5 * 2^23 trick for |t| < 2^22), plus the zero point; dst[j] gets the
+ * low byte. 16 columns a step, the tail masked. */
+__attribute__((target("avx512f"))) static void q_row_avx512(const int32_t* c, size_t cols,
+                                                            const uint32_t* ctb, const int32_t* zb,
+                                                            uint32_t rs, const float* mult,
+                                                            const QEpi* e, uint8_t* dst) {
+  const __m512i vrs = _mm512_set1_epi32((int32_t)rs), vzp = _mm512_set1_epi32(e->yzp);
+  const __m512 vlo = _mm512_set1_ps(e->lo), vhi = _mm512_set1_ps(e->hi);
+  for (size_t j = 0; j < cols; j += 16) {
+    const __mmask16 mk = cols - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (cols - j)) - 1);
+    __m512i v = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mk, c + j),
+                                 _mm512_maskz_loadu_epi32(mk, ctb + j));
+    if (zb) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(mk, zb + j), vrs));
+    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mk, mult + j));
+    t = _mm512_min_ps(_mm512_max_ps(t, vlo), vhi);
+    _mm512_mask_cvtepi32_storeu_epi8(dst + j, mk, _mm512_add_epi32(_mm512_cvtps_epi32(t), vzp));
+  }
+}
+
+/* q_epi for a requantized output with one za and finite multipliers on the
+ * AVX-512 paths: each row corrected and requantized in one pass
+ * (q_row_avx512) straight into y (MatMul) or into 16-row strips that
+ * tr16x16 turns into channel runs (Conv). False when it does not apply. */
+static bool q_epi_avx512(const QEpi* e, int32_t* c, size_t ldc, size_t row0, size_t rows,
+                         size_t col0, size_t cols, const int32_t* rowsum, const int32_t* colsum) {
+  if (!e->quantized || e->nonfinite || !e->za_uniform || cpu_qgemm_isa() < CPU_QGEMM_AVX512BW)
+    return false;
+  const uint32_t k = e->k, za = (uint32_t)e->za[row0];
+  const int32_t* zb = e->zb + col0;
+  uint32_t ctb[CPU_QGEMM_MAX_BLOCK];
+  bool zb_zero = true;
+  for (size_t j = 0; j < cols; j++) {
+    ctb[j] = k * za * (uint32_t)zb[j] - za * (uint32_t)colsum[j] +
+             (e->bias ? (uint32_t)e->bias[col0 + j] : 0u);
+    zb_zero = zb_zero && zb[j] == 0;
+  }
+  const int32_t* zbr = zb_zero ? NULL : zb; /* int8 weights with zero point 0: no product */
+  const float* mult = e->mult + col0;
+  if (e->cstride == 1) {
+    for (size_t i = 0; i < rows; i++)
+      q_row_avx512(c + i * ldc, cols, ctb, zbr, (uint32_t)rowsum[i], mult, e,
+                   (uint8_t*)e->y + e->y_off + (row0 + i) * e->rstride + col0);
+    return true;
+  }
+  uint8_t t8[16 * CPU_QGEMM_MAX_BLOCK];
+  for (size_t i0 = 0; i0 < rows; i0 += 16) {
+    const size_t ni = rows - i0 < 16 ? rows - i0 : 16;
+    for (size_t i = 0; i < ni; i++)
+      q_row_avx512(c + (i0 + i) * ldc, cols, ctb, zbr, (uint32_t)rowsum[i0 + i], mult, e,
+                   t8 + i * cols);
+    uint8_t* y0 = (uint8_t*)e->y + e->y_off + col0 * e->cstride + row0 + i0;
+    size_t j = 0;
+    if (ni == 16)
+      for (; j + 16 <= cols; j += 16)
+        tr16x16(t8 + j, cols, y0 + j * e->cstride, e->cstride);
+    for (; j < cols; j++) {
+      uint8_t* y = y0 + j * e->cstride;
+      for (size_t i = 0; i < ni; i++)
+        y[i] = t8[i * cols + j];
+    }
+  }
+  return true;
+}
+#endif
+
 QEPI_CLONES static void q_epi(void* user, int32_t* c, size_t ldc, size_t row0, size_t rows,
                               size_t col0, size_t cols, const int32_t* rowsum,
                               const int32_t* colsum) {
   const QEpi* e = user;
+#if QMM_TR16
+  if (q_epi_avx512(e, c, ldc, row0, rows, col0, cols, rowsum, colsum)) return;
+#endif
   const uint32_t k = e->k;
   /* the zero-point corrections in place, row by row (vectorizable) */
   const int32_t* zb = e->zb + col0;
@@ -1054,11 +1128,13 @@ static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, s
         int64_t a = x0 < 0 ? -x0 : 0, b = il - x0 < kl ? il - x0 : kl;
         if (a > kl) a = kl;
         if (b < a) b = a;
-        memset(dst, pad, (size_t)a * cg);
+        /* the interior (most positions): one copy and no calls for empty
+         * padding runs */
+        if (a) memset(dst, pad, (size_t)a * cg);
         if (b > a)
           memcpy(dst + (size_t)a * cg, xt + (off * (size_t)il + (size_t)(x0 + a)) * cg,
                  (size_t)(b - a) * cg);
-        memset(dst + (size_t)b * cg, pad, (size_t)(kl - b) * cg);
+        if (b < kl) memset(dst + (size_t)b * cg, pad, (size_t)(kl - b) * cg);
       } else {
         for (int64_t t = 0; t < kl; t++) {
           const int64_t xi = x0 + t * dl;
@@ -1075,13 +1151,35 @@ static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, s
         else
           kc[i] = 0;
     }
-    memset(dst, pad, extra);
+    if (extra) memset(dst, pad, extra);
     dst += extra;
     for (size_t i = g->ns; i-- > 0;) /* next output position */
       if (++oc[i] < g->out[i])
         break;
       else
         oc[i] = 0;
+  }
+}
+
+/* The 2-D channels-last xt (in[0] x in[1] positions of cg bytes) into
+ * xp, hp x wp positions with the begin pads of zero point `pad` before
+ * it, the rest of xp `pad` too; rows and columns past xp (never read by a
+ * tap) are left out. */
+static void conv_pad_hwc(uint8_t* xp, const ConvGeo* g, const uint8_t* xt, size_t cg, size_t hp,
+                         size_t wp, uint8_t pad) {
+  const size_t H = (size_t)g->in[0], W = (size_t)g->in[1];
+  const size_t p0 = (size_t)g->pb[0], p1 = (size_t)g->pb[1];
+  const size_t n = p1 >= wp ? 0 : W < wp - p1 ? W : wp - p1; /* positions copied per row */
+  for (size_t h = 0; h < hp; h++) {
+    uint8_t* row = xp + h * wp * cg;
+    const bool in = h >= p0 && h - p0 < H && n;
+    if (!in) {
+      memset(row, pad, wp * cg);
+      continue;
+    }
+    memset(row, pad, p1 * cg);
+    memcpy(row + p1 * cg, xt + (h - p0) * W * cg, n * cg);
+    memset(row + (p1 + n) * cg, pad, (wp - p1 - n) * cg);
   }
 }
 
@@ -1289,10 +1387,30 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   }
   const bool prepacked =
       s->packed && s->packed[0].k == kp && s->packed[0].n == mg && s->groups == group;
-  /* x's channels-last copy and its im2col: buffers kept per thread */
+  /* 2-D, unit dilation along the width, whole groups of 4 channels: the
+   * GEMM reads A's rows from x's channels-last copy padded with x's zero
+   * point (hp x wp positions, every tap inside), kernel row by kernel row
+   * (cpu_qgemm_seg), instead of from im2col rows. */
+  CpuQgemmSegA seg = {0};
+  size_t hp = 0, wp = 0, pad_bytes = 0;
+  bool segmented = false;
+  if (prepacked && !pointwise && g.ns == 2 && g.d[1] == 1 && cg % 4 == 0 && kp == rows) {
+    hp = (size_t)((g.out[0] - 1) * g.s[0] + (g.k[0] - 1) * g.d[0] + 1);
+    wp = (size_t)((g.out[1] - 1) * g.s[1] + g.k[1]);
+    seg = (CpuQgemmSegA){.n_seg = (size_t)g.k[0],
+                         .seg_len = (size_t)g.k[1] * cg,
+                         .seg_stride = (size_t)g.d[0] * wp * cg,
+                         .per_line = (size_t)g.out[1],
+                         .row_step = (size_t)g.s[1] * cg,
+                         .line_step = (size_t)g.s[0] * wp * cg};
+    segmented = cpu_mul_size(hp, wp, &pad_bytes) && cpu_mul_size(pad_bytes, cg, &pad_bytes) &&
+                cpu_qgemm_seg_ok(&s->packed[0], &seg);
+  }
+  /* x's channels-last copy and its im2col (or padded copy): buffers kept
+   * per thread */
   CpuQBuf *own_xt = NULL, *own_col = NULL;
   xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
-  if (!pointwise) col = cpu_qgemm_buf_acquire(3, col_bytes, &own_col);
+  if (!pointwise) col = cpu_qgemm_buf_acquire(3, segmented ? pad_bytes : col_bytes, &own_col);
   for (size_t gi = 0; gi < group && !st; gi++) {
     if (!xt || (!pointwise && !col)) {
       st = cpu_oom(ctx);
@@ -1314,6 +1432,11 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
       if (pointwise) {
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
                         q_epi, &e);
+      } else if (segmented) {
+        conv_pad_hwc(col, &g, xt, cg, hp, wp, (uint8_t)xz);
+        seg.base = col;
+        res = cpu_qgemm_seg(cpu_host->ctx_thread_pool(ctx), &stop, &seg, x_signed, g.out_size, pb,
+                            q_epi, &e);
       } else {
         conv_im2col_hwc(col, &g, xt, cg, kp - rows, (uint8_t)xz);
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, kp, 1, pb,
@@ -1401,11 +1524,11 @@ static OnyxStatus* qlinear_conv_compute(void* state, OnyxKernelContext* ctx) {
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
 }
 
-/* --- com.microsoft QLinearAdd / QLinearGlobalAveragePool ----------------------------- */
+/* --- com.microsoft QLinearAdd / QLinearMul / QLinearGlobalAveragePool ---------------- */
 
 /* ONNX Runtime's contrib signatures, the targets of the QDQ fusions
- * (Dequantize -> Add -> Quantize, Dequantize -> GlobalAveragePool ->
- * Quantize). Scales and zero points are one value each (per-tensor). */
+ * (Dequantize -> Add or Mul -> Quantize, Dequantize -> GlobalAveragePool
+ * -> Quantize). Scales and zero points are one value each (per-tensor). */
 
 /* A scale: one float32 value. */
 static OnyxStatus* qc_scale(OnyxKernelContext* ctx, const char* what, size_t i, float* out) {
@@ -1441,15 +1564,19 @@ typedef struct QAdd {
   const uint8_t *a, *b;
   uint8_t* c;
   bool is_signed;
+  bool mul; /* QLinearMul: (a - za) * (b - zb) * ra */
   int32_t za, zb, zc;
-  float ra, rb; /* A_scale / C_scale, B_scale / C_scale */
+  float ra, rb; /* QLinearAdd: A_scale / C_scale, B_scale / C_scale; QLinearMul: ra =
+                   A_scale * B_scale / C_scale */
 } QAdd;
 
-/* c[i] = quantized (a - za) * ra + (b - zb) * rb over a span, with A and B
- * each contiguous (step 1) or one value (step 0); the same float32
- * arithmetic as the scalar loop (a multiply and an add, never fused), vector
- * paths by the int8 GEMM's ISA choice. Returns how many leading elements it
- * did (a multiple of the vector width); the caller finishes the rest. */
+/* c[i] = quantized (a - za) * ra + (b - zb) * rb (QLinearAdd) or
+ * (float)((a - za) * (b - zb)) * ra (QLinearMul: the integer product is
+ * exact, one float32 rounding) over a span, with A and B each contiguous
+ * (step 1) or one value (step 0); the same float32 arithmetic as the scalar
+ * loop (multiplies and an add, never fused), vector paths by the int8
+ * GEMM's ISA choice. Returns how many leading elements it did (a multiple
+ * of the vector width); the caller finishes the rest. */
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx512f"))) static size_t qadd_span_avx512(const QAdd* q, const uint8_t* a,
                                                                   bool a1, const uint8_t* b,
@@ -1465,10 +1592,11 @@ __attribute__((target("avx512f"))) static size_t qadd_span_avx512(const QAdd* q,
     const __m128i xb = b1 ? _mm_loadu_si128((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
     const __m512i va = q->is_signed ? _mm512_cvtepi8_epi32(xa) : _mm512_cvtepu8_epi32(xa);
     const __m512i vb = q->is_signed ? _mm512_cvtepi8_epi32(xb) : _mm512_cvtepu8_epi32(xb);
-    const __m512 pa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(va, za)), ra);
-    const __m512 pb = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(vb, zb)), rb);
-    __m512 v =
-        _mm512_roundscale_ps(_mm512_add_ps(pa, pb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i da = _mm512_sub_epi32(va, za), db = _mm512_sub_epi32(vb, zb);
+    const __m512 s = q->mul ? _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(da, db)), ra)
+                            : _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(da), ra),
+                                            _mm512_mul_ps(_mm512_cvtepi32_ps(db), rb));
+    __m512 v = _mm512_roundscale_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> zc */
     v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, zc), lo), hi);
     _mm_storeu_si128((__m128i*)(c + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
@@ -1496,10 +1624,11 @@ __attribute__((target("avx2"))) static size_t qadd_span_avx2(const QAdd* q, cons
     const __m128i xb = b1 ? _mm_loadl_epi64((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
     const __m256i va = q->is_signed ? _mm256_cvtepi8_epi32(xa) : _mm256_cvtepu8_epi32(xa);
     const __m256i vb = q->is_signed ? _mm256_cvtepi8_epi32(xb) : _mm256_cvtepu8_epi32(xb);
-    const __m256 pa = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(va, za)), ra);
-    const __m256 pb = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(vb, zb)), rb);
-    __m256 v =
-        _mm256_round_ps(_mm256_add_ps(pa, pb), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i da = _mm256_sub_epi32(va, za), db = _mm256_sub_epi32(vb, zb);
+    const __m256 s = q->mul ? _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_mullo_epi32(da, db)), ra)
+                            : _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(da), ra),
+                                            _mm256_mul_ps(_mm256_cvtepi32_ps(db), rb));
+    __m256 v = _mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); /* NaN -> zc */
     v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zc), lo), hi);
     __m256i w = _mm256_shuffle_epi8(_mm256_cvtps_epi32(v), pick);
@@ -1528,21 +1657,23 @@ static void qadd_row(void* user, const int64_t* in_off, const int64_t* in_step, 
   for (size_t i = done; i < len; i++) {
     const uint8_t x = a[(int64_t)i * in_step[0]], y = b[(int64_t)i * in_step[1]];
     const int32_t xv = q->is_signed ? (int8_t)x : x, yv = q->is_signed ? (int8_t)y : y;
-    /* float32, as ONNX Runtime's kernel: (a - za) * ra + (b - zb) * rb */
-    const float v = (float)(xv - q->za) * q->ra + (float)(yv - q->zb) * q->rb;
+    /* float32: QLinearAdd as ONNX Runtime's kernel, (a - za) * ra + (b -
+     * zb) * rb; QLinearMul the product (a - za) * (b - zb) (at most 255^2:
+     * exact) times ra */
+    const float v = q->mul ? (float)((xv - q->za) * (yv - q->zb)) * q->ra
+                           : (float)(xv - q->za) * q->ra + (float)(yv - q->zb) * q->rb;
     q->c[out_off + i] = (uint8_t)qc_quant((double)v, q->zc, q->is_signed);
   }
 }
 
-static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
-  (void)state;
+static OnyxStatus* qlinear_binary(OnyxKernelContext* ctx, bool mul) {
   const OnyxTensor* a = cpu_host->ctx_input(ctx, 0);
   const OnyxTensor* b = cpu_host->ctx_input(ctx, 3);
   const int32_t t = cpu_host->tensor_elem_type(a);
   if ((int32_t)cpu_host->tensor_elem_type(b) != t)
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "A is %s but B is %s", cpu_elem_name(t),
                          cpu_elem_name(cpu_host->tensor_elem_type(b)));
-  QAdd q = {.is_signed = t == ONYX_ELEM_INT8};
+  QAdd q = {.is_signed = t == ONYX_ELEM_INT8, .mul = mul};
   float as, bs, cs;
   OnyxStatus* st = qc_scale(ctx, "A_scale", 1, &as);
   if (!st) st = qc_zp(ctx, "A_zero_point", 2, t, &q.za);
@@ -1551,7 +1682,7 @@ static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
   if (!st) st = qc_scale(ctx, "C_scale", 6, &cs);
   if (!st) st = qc_zp(ctx, "C_zero_point", 7, t, &q.zc);
   if (st) return st;
-  q.ra = as / cs;
+  q.ra = mul ? as * bs / cs : as / cs;
   q.rb = bs / cs;
   const int64_t* dims[2] = {cpu_host->tensor_dims(a), cpu_host->tensor_dims(b)};
   const size_t ranks[2] = {cpu_host->tensor_rank(a), cpu_host->tensor_rank(b)};
@@ -1570,6 +1701,16 @@ static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
   cpu_bcast_plan(&plan, out, out_rank, 2, dims, ranks);
   cpu_bcast_run(&plan, qadd_row, &q);
   return NULL;
+}
+
+static OnyxStatus* qlinear_add_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  return qlinear_binary(ctx, false);
+}
+
+static OnyxStatus* qlinear_mul_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  return qlinear_binary(ctx, true);
 }
 
 typedef struct QGap {
@@ -1716,6 +1857,14 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .type_constraints = TC_MS,
        .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
        .compute = qlinear_add_compute},
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.microsoft",
+       .op_type = "QLinearMul",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_MS,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
+       .compute = qlinear_mul_compute},
       {.struct_size = sizeof(OnyxKernelDef),
        .domain = "com.microsoft",
        .op_type = "QLinearGlobalAveragePool",

@@ -8,11 +8,12 @@
  * axis, a bias scale other than x_scale * w_scale, a Relu the Q's zero point
  * does not make a clamp, a Conv output read elsewhere) stays unfused and
  * still runs, its DequantizeLinear nodes of valid constants folded. With
- * another provider first that takes the Conv (and has no quantized
- * kernels), nothing fuses across the two. A zero point of another type than
+ * another provider first that takes the Conv or the Mul (and has no
+ * quantized kernels), nothing fuses across the two. A zero point of another type than
  * its DequantizeLinear's input is refused at session creation, naming the
- * node. QDQ Add and GlobalAveragePool become com.microsoft ops only where
- * the provider has them; either way the outputs match. */
+ * node. QDQ Add, Mul and GlobalAveragePool become com.microsoft ops only
+ * where the provider has them (the CPU provider has QLinearMul); either way
+ * the outputs match. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -130,10 +131,11 @@ static bool explain_has(OnyxSession* s, const char* what) {
 }
 
 /* --- another provider first ---------------------------------------------------------------------
- * "convprov": an in-process provider with a float32 Conv kernel (never run:
- * the test only looks at the optimized graph), standing for a GPU provider
- * without quantized kernels. Placed first, it takes the Conv; the Q, DQ and
- * Relu nodes go to the CPU provider, and no fusion spans the two. */
+ * "convprov": an in-process provider with float32 Conv and Mul kernels
+ * (never run: the test only looks at the optimized graph), standing for a
+ * GPU provider without quantized kernels. Placed first, it takes the Conv
+ * (the Mul); the Q, DQ and Relu nodes go to the CPU provider, and no fusion
+ * spans the two. */
 static const OnyxHostApi* own_host;
 static const int32_t own_f32[] = {ONYX_ELEM_FLOAT32};
 static const OnyxTypeConstraint own_T[] = {{"T", own_f32, 1}};
@@ -154,7 +156,9 @@ static OnyxStatus* own_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
                      .type_constraints = own_T,
                      .type_constraint_count = 1,
                      .compute = own_compute};
-  return own_host->register_kernel(r, &d);
+  OnyxStatus* st = own_host->register_kernel(r, &d);
+  d.op_type = "Mul";
+  return st ? st : own_host->register_kernel(r, &d);
 }
 
 static OnyxStatus* own_count(const OnyxProvider* p, size_t* n) {
@@ -191,8 +195,8 @@ static OnyxStatus* own_init(const OnyxHostApi* host, const OnyxProvider** out) {
   return NULL;
 }
 
-/* The model in bytes, with convprov first: the Conv stays there, unfused. */
-static void check_convprov(const uint8_t* bytes, size_t len) {
+/* convprov first, then the CPU provider: a session for the model in bytes. */
+static OnyxSession* open_convprov(const uint8_t* bytes, size_t len) {
   OnyxSessionOptions* o = NULL;
   assert_null(onyx_session_options_create(&o));
   assert_null(onyx_session_options_add_provider_init(o, "convprov", own_init, 1));
@@ -201,6 +205,29 @@ static void check_convprov(const uint8_t* bytes, size_t len) {
   OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
   if (st) fail_msg("session: %s", onyx_status_message(st));
   onyx_session_options_release(o);
+  return s;
+}
+
+/* The QDQ Mul model in bytes, with convprov first: the Mul stays there as
+ * it is, its Q and DQ nodes on the CPU provider, no QLinearMul. */
+static void check_convprov_mul(const uint8_t* bytes, size_t len) {
+  OnyxSession* s = open_convprov(bytes, len);
+  assert_int_equal(count_op(s, "QLinearMul"), 0);
+  assert_int_equal(count_op(s, "Mul"), 1);
+  assert_int_equal(count_op(s, "QuantizeLinear"), 3);
+  assert_int_equal(count_op(s, "DequantizeLinear"), 2);
+  for (size_t i = 0; i < s->graph->n_nodes; i++) {
+    const OxNode* n = s->graph->nodes[i];
+    assert_true(n->ep >= 0);
+    assert_string_equal(s->eps[n->ep].name, !strcmp(n->op_type, "Mul") ? "convprov" : "cpu");
+  }
+  assert_false(explain_has(s, "made by qdq"));
+  onyx_session_release(s);
+}
+
+/* The model in bytes, with convprov first: the Conv stays there, unfused. */
+static void check_convprov(const uint8_t* bytes, size_t len) {
+  OnyxSession* s = open_convprov(bytes, len);
   assert_int_equal(count_op(s, "QLinearConv"), 0);
   assert_int_equal(count_op(s, "Conv"), 1);
   assert_int_equal(count_op(s, "QuantizeLinear"), 2);
@@ -477,7 +504,8 @@ static void test_gemm_bias_left_alone(void** state) {
 }
 
 /* --- Add and GlobalAveragePool (com.microsoft, where available) ---------------------------------
- * mode 0: Add of two QDQ activations; mode 1: GlobalAveragePool. */
+ * mode 0: Add of two QDQ activations; mode 1: GlobalAveragePool; mode 2:
+ * Mul of two QDQ activations (the CPU provider has QLinearMul: it fuses). */
 static void ms_case(int mode) {
   const float as = 0.02f, bs = 0.03f, ys = 0.04f;
   const int a_zp = 128, b_zp = 100, y_zp = 120;
@@ -494,14 +522,14 @@ static void ms_case(int mode) {
   otm_initializer(m, "yzp", ONYX_ELEM_UINT8, 0, NULL, &yzp);
   otm_node(m, "QuantizeLinear", "qa", "A,as,azp", "AQ");
   otm_node(m, "DequantizeLinear", "dqa", "AQ,as,azp", "AD");
-  const char* op = mode == 0 ? "Add" : "GlobalAveragePool";
-  if (mode == 0) {
+  const char* op = mode == 0 ? "Add" : mode == 1 ? "GlobalAveragePool" : "Mul";
+  if (mode != 1) {
     otm_input(m, "B", ONYX_ELEM_FLOAT32, 4, xd);
     otm_initializer(m, "bs", ONYX_ELEM_FLOAT32, 0, NULL, &bs);
     otm_initializer(m, "bzp", ONYX_ELEM_UINT8, 0, NULL, &bzp);
     otm_node(m, "QuantizeLinear", "qb", "B,bs,bzp", "BQ");
     otm_node(m, "DequantizeLinear", "dqb", "BQ,bs,bzp", "BD");
-    otm_node(m, "Add", "add", "AD,BD", "P");
+    otm_node(m, op, "bin", "AD,BD", "P");
     otm_output(m, "Y", ONYX_ELEM_UINT8, 4, xd);
   } else {
     otm_node(m, "GlobalAveragePool", "gap", "AD", "P");
@@ -514,20 +542,23 @@ static void ms_case(int mode) {
   otm_free(m);
 
   OnyxSession* s = open_at(bytes, len, ONYX_OPT_ALL);
-  const char* made = mode == 0 ? "QLinearAdd" : "QLinearGlobalAveragePool";
+  const char* made = mode == 0   ? "QLinearAdd"
+                     : mode == 1 ? "QLinearGlobalAveragePool"
+                                 : "QLinearMul";
   const size_t fused = count_op(s, made);
   assert_int_equal(fused + count_op(s, op), 1);
+  if (mode == 2) assert_int_equal(fused, 1);
   assert_int_equal(explain_has(s, "made by qdq"), fused == 1);
   on_cpu(s, made);
 
   enum { N = C_IN * H * W };
   int ref[N];
   size_t n = 0;
-  if (mode == 0) {
+  if (mode != 1) {
     for (size_t i = 0; i < N; i++) {
       const double ad = (quant_u8(a[i], as, a_zp) - a_zp) * (double)as;
       const double bd = (quant_u8(b[i], bs, b_zp) - b_zp) * (double)bs;
-      ref[n++] = quant_u8(ad + bd, ys, y_zp);
+      ref[n++] = quant_u8(mode == 0 ? ad + bd : ad * bd, ys, y_zp);
     }
   } else {
     for (int c = 0; c < C_IN; c++) {
@@ -539,12 +570,13 @@ static void ms_case(int mode) {
   }
   Feed feeds[2] = {{"A", a, {1, C_IN, H, W}, 4}, {"B", b, {1, C_IN, H, W}, 4}};
   uint8_t y[N], yp[N];
-  run(s, feeds, mode == 0 ? 2 : 1, y, n);
+  run(s, feeds, mode != 1 ? 2 : 1, y, n);
   OnyxSession* plain = open_at(bytes, len, ONYX_OPT_DISABLED);
-  run(plain, feeds, mode == 0 ? 2 : 1, yp, n);
+  run(plain, feeds, mode != 1 ? 2 : 1, yp, n);
   check_close(op, mode, y, yp, ref, n);
   onyx_session_release(plain);
   onyx_session_release(s);
+  if (mode == 2) check_convprov_mul(bytes, len);
   free(bytes);
 }
 
@@ -552,6 +584,7 @@ static void test_add_gap(void** state) {
   (void)state;
   ms_case(0);
   ms_case(1);
+  ms_case(2);
 }
 
 int main(void) {

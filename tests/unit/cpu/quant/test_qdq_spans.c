@@ -9,9 +9,11 @@
  * com.microsoft QLinearAdd on rows long enough for the vector paths, each
  * operand contiguous or broadcast, against ONNX Runtime's float32 formula
  * (a - za) * (as / cs) + (b - zb) * (bs / cs), rounded half to even, plus
- * zc, saturated, evaluated here with each float32 step rounded from double.
- * Every element must match exactly; ctest repeats it under ONYX_CPU_ISA
- * caps. */
+ * zc, saturated, evaluated here with each float32 step rounded from double;
+ * and com.microsoft QLinearMul the same way against
+ * float32((a - za) * (b - zb)) * float32(float32(as * bs) / cs) (the
+ * integer product exact, one float32 rounding). Every element must match exactly; ctest repeats it
+ * under ONYX_CPU_ISA caps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -194,9 +196,10 @@ static void test_per_axis(void** state) {
       }
 }
 
-/* QLinearAdd: A [rows, len]; B by `bshape`: 0 [rows, len], 1 [len], 2 [rows,
- * 1], 3 a scalar. */
-static void run_qadd(size_t rows, size_t len, int bshape, bool is_signed, int threads) {
+/* QLinearAdd (QLinearMul when mul): A [rows, len]; B by `bshape`: 0 [rows,
+ * len], 1 [len], 2 [rows, 1], 3 a scalar. */
+static void run_qadd(size_t rows, size_t len, int bshape, bool is_signed, int threads, bool mul) {
+  const char* op = mul ? "QLinearMul" : "QLinearAdd";
   const size_t n = rows * len;
   const size_t nb = bshape == 0 ? n : bshape == 1 ? len : bshape == 2 ? rows : 1;
   uint8_t* a = malloc(n);
@@ -226,13 +229,14 @@ static void run_qadd(size_t rows, size_t len, int bshape, bool is_signed, int th
   otm_initializer(m, "za", qt, 0, NULL, &za);
   otm_initializer(m, "zb", qt, 0, NULL, &zb);
   otm_initializer(m, "zc", qt, 0, NULL, &zc);
-  otm_node_domain(otm_node(m, "QLinearAdd", "q", "A,as,za,B,bs,zb,cs,zc", "Y"), "com.microsoft");
+  otm_node_domain(otm_node(m, op, "q", "A,as,za,B,bs,zb,cs,zc", "Y"), "com.microsoft");
   otm_output(m, "Y", qt, 2, ad);
   OnyxValue* y = run_model(m, threads);
   const OnyxTensor* t = onyx_value_tensor(y);
   assert_int_equal(onyx_tensor_elem_count(t), n);
   const uint8_t* got = onyx_tensor_data(t);
   const float ra = (float)((double)as / (double)cs), rb = (float)((double)bs / (double)cs);
+  const float rm = (float)((double)(float)((double)as * (double)bs) / (double)cs);
   for (size_t i = 0; i < n; i++) {
     const size_t r = i / len, col = i % len;
     const size_t bi = bshape == 0 ? i : bshape == 1 ? col : bshape == 2 ? r : 0;
@@ -240,14 +244,16 @@ static void run_qadd(size_t rows, size_t len, int bshape, bool is_signed, int th
     const int ia = is_signed ? (int8_t)za : za, ib = is_signed ? (int8_t)zb : zb;
     const float pa = (float)((double)(xa - ia) * (double)ra);
     const float pb = (float)((double)(xb - ib) * (double)rb);
-    double v = rint((double)(float)((double)pa + (double)pb));
+    const double prod = (double)(xa - ia) * (double)(xb - ib); /* exact */
+    double v = mul ? rint((double)(float)((double)(float)prod * (double)rm))
+                   : rint((double)(float)((double)pa + (double)pb));
     v += is_signed ? (double)(int8_t)zc : (double)zc;
     const double lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
     v = v < lo ? lo : v > hi ? hi : v;
     const int64_t g = is_signed ? (int64_t)(int8_t)got[i] : (int64_t)got[i];
     if (g != (int64_t)v)
-      fail_msg("QLinearAdd [%zu, %zu] B shape %d: element %zu = %lld, want %lld", rows, len, bshape,
-               i, (long long)g, (long long)v);
+      fail_msg("%s [%zu, %zu] B shape %d: element %zu = %lld, want %lld", op, rows, len, bshape, i,
+               (long long)g, (long long)v);
   }
   onyx_value_release(y);
   free(a);
@@ -260,7 +266,16 @@ static void test_qlinear_add(void** state) {
   for (size_t k = 0; k < sizeof L / sizeof L[0]; k++)
     for (int bshape = 0; bshape < 4; bshape++)
       for (int sgn = 0; sgn < 2; sgn++)
-        run_qadd(3, L[k], bshape, sgn == 1, 1 + (int)(k & 1));
+        run_qadd(3, L[k], bshape, sgn == 1, 1 + (int)(k & 1), false);
+}
+
+static void test_qlinear_mul(void** state) {
+  (void)state;
+  static const size_t L[] = {1, 7, 8, 9, 15, 16, 17, 33, 100, 768};
+  for (size_t k = 0; k < sizeof L / sizeof L[0]; k++)
+    for (int bshape = 0; bshape < 4; bshape++)
+      for (int sgn = 0; sgn < 2; sgn++)
+        run_qadd(3, L[k], bshape, sgn == 1, 1 + (int)(k & 1), true);
 }
 
 int main(void) {
@@ -268,6 +283,7 @@ int main(void) {
       cmocka_unit_test(test_per_tensor),
       cmocka_unit_test(test_per_axis),
       cmocka_unit_test(test_qlinear_add),
+      cmocka_unit_test(test_qlinear_mul),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

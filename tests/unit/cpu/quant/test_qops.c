@@ -9,7 +9,8 @@
  * signedness of A / B / Y, per-tensor and per-column (per-channel) zero
  * points and scales, batches, B constant (prepacked at creation) or
  * computed (packed per run), conv groups, depthwise, pads, strides,
- * dilations, 1-D / 2-D / 3-D; ctest repeats it under ONYX_CPU_ISA caps. */
+ * dilations, 1-D / 2-D / 3-D, 2-D with channels in 4s (read where they
+ * lie on the VNNI path); ctest repeats it under ONYX_CPU_ISA caps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -349,6 +350,13 @@ static void test_conv(void** state) {
       GEO(1, 40, 8, 1, 2, {7, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),    /* 16-ch tiles */
       GEO(1, 3, 8, 1, 2, {11, 12}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}),   /* 7x7 stem */
       GEO(1, 2, 3, 1, 2, {4, 5}, {3, 9}, {1, 1}, {1, 1}, {1, 7}, {1, 6}),     /* wide pads */
+      GEO(1, 8, 33, 1, 2, {19, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}),   /* row/col tails */
+      /* channels in 4s, read in place (segments): strides, a dilation along
+       * the height, uneven pads, batches, a kernel row past 1024 bytes */
+      GEO(1, 8, 12, 1, 2, {9, 10}, {3, 3}, {2, 2}, {2, 1}, {1, 1}, {0, 1}),
+      GEO(2, 4, 9, 1, 2, {7, 13}, {5, 3}, {1, 2}, {1, 1}, {2, 0}, {2, 1}),
+      GEO(1, 384, 8, 1, 2, {4, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),
+      GEO(1, 16, 20, 2, 2, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}), /* 2 groups of 8 */
   };
 #undef GEO
 

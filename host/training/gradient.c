@@ -462,11 +462,199 @@ void ox_grad_GI_bcast(OxGradBuilder* b, const OxNode* n, size_t i, const char* g
   ox_grad_GI_from(b, n, i, g, y->dims, y->rank);
 }
 
+/* --- control flow ---------------------------------------------------------------------- */
+
+/* A name new to the builder's graph and to subgraph sub. */
+static char* ox_grad_sub_name(OxGradBuilder* b, const OxGraph* sub) {
+  for (;;) {
+    char* s = ox_grad_name(b);
+    if (!s || !ox_graph_find(sub, s)) return s;
+    free(s);
+  }
+}
+
+/* Value `name` of the enclosing graph, read by subgraph sub: its outer-scope
+ * value there (created, typed when sub is resolved). A value of sub's own
+ * of that name would hide it: an error. */
+static OnyxStatus* ox_grad_sub_outer(const OxNode* n, OxGraph* sub, const char* name) {
+  OxValue* v = ox_graph_find(sub, name);
+  if (v && (!v->is_outer_scope || v->producer || v->is_graph_input))
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "node '%s' (%s): a branch defines '%s', which hides the enclosing graph's "
+                     "value of that name",
+                     n->name, n->op_type, name);
+  if (v) return NULL;
+  OX_TRY(ox_graph_value(sub, name, &v));
+  v->is_outer_scope = true;
+  return NULL;
+}
+
+/* A node of subgraph sub writing one new value, whose name goes to *out. */
+static OnyxStatus* ox_grad_sub_node(OxGradBuilder* b, OxGraph* sub, const char* op,
+                                    const char* const* ins, size_t n_in, const char** out,
+                                    OxNode** node) {
+  char* o = ox_grad_sub_name(b, sub);
+  char* nm = o ? ox_grad_sub_name(b, sub) : NULL;
+  const char* outs[] = {o};
+  OnyxStatus* st = nm ? ox_graph_add_node(sub, nm, op, "", ins, n_in, outs, 1, node) : ox_oom();
+  free(o);
+  free(nm);
+  if (!st) *out = (*node)->outputs[0]->name;
+  return st;
+}
+
+/* The gradient branch for branch src of If node n: src's nodes, then
+ * L = sum_k ReduceSum(Y_k * dY_k) over the outputs with a gradient, and a
+ * Gradient node of L with respect to xs (values of the enclosing graph),
+ * whose outputs are the branch's outputs. The Gradient node is expanded when
+ * the branch is resolved; an x the branch does not read gets zeros of its
+ * shape, so both branches give each x's type and shape. */
+static OnyxStatus* ox_grad_if_branch(OxGradBuilder* b, const OxNode* n, const OxGraph* src,
+                                     const char* const* xs, size_t n_xs, OxGraph** out) {
+  OxGraph* sub = NULL;
+  OX_TRY(ox_graph_clone(src, b->g, &sub));
+  OnyxStatus* st = NULL;
+  const char** terms = calloc(n->n_outputs + 1, sizeof *terms);
+  char** gouts = calloc(n_xs + 1, sizeof *gouts);
+  if (!terms || !gouts) st = ox_oom();
+  size_t n_terms = 0;
+  for (size_t k = 0; k < sub->n_outputs; k++)
+    sub->outputs[k]->is_graph_output = false;
+  for (size_t k = 0; !st && k < n->n_outputs && k < sub->n_outputs; k++) {
+    const char* dy = ox_grad_GO(b, n, k);
+    if (!dy) continue;
+    st = ox_grad_sub_outer(n, sub, dy);
+    const char* ins[] = {sub->outputs[k]->name, dy};
+    const char* prod = NULL;
+    OxNode* nd = NULL;
+    if (!st) st = ox_grad_sub_node(b, sub, "Mul", ins, 2, &prod, &nd);
+    if (!st) st = ox_grad_sub_node(b, sub, "ReduceSum", &prod, 1, &terms[n_terms], &nd);
+    OxAttr keep = {.name = ox_strdup("keepdims"), .type = ONYX_ATTR_INT, .i = 0};
+    if (!st) st = keep.name ? ox_node_add_attr(nd, &keep) : ox_oom();
+    ox_attr_clear(&keep);
+    n_terms += !st;
+  }
+  sub->n_outputs = 0;
+  const char* loss = n_terms ? terms[0] : NULL;
+  OxNode* nd = NULL;
+  if (!st && n_terms > 1) st = ox_grad_sub_node(b, sub, "Sum", terms, n_terms, &loss, &nd);
+  if (!st && !loss)
+    st = ox_status(ONYX_FAIL, "node '%s' (If): no output gradient reaches a branch", n->name);
+  for (size_t j = 0; !st && j < n_xs; j++) {
+    st = ox_grad_sub_outer(n, sub, xs[j]);
+    if (!st && !(gouts[j] = ox_grad_sub_name(b, sub))) st = ox_oom();
+  }
+  char* gname = st ? NULL : ox_grad_sub_name(b, sub);
+  if (!st && !gname) st = ox_oom();
+  if (!st)
+    st = ox_graph_add_node(sub, gname, "Gradient", "ai.onnx.preview.training", xs, n_xs,
+                           (const char* const*)gouts, n_xs, &nd);
+  free(gname);
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("xs"), .type = ONYX_ATTR_STRINGS, .count = n_xs};
+    a.strings = calloc(n_xs + 1, sizeof *a.strings);
+    a.strings_len = calloc(n_xs + 1, sizeof *a.strings_len);
+    st = a.name && a.strings && a.strings_len ? NULL : ox_oom();
+    for (size_t j = 0; !st && j < n_xs; j++) {
+      a.strings_len[j] = strlen(xs[j]);
+      if (!(a.strings[j] = ox_strdup(xs[j]))) st = ox_oom();
+    }
+    if (!st) st = ox_node_add_attr(nd, &a);
+    ox_attr_clear(&a);
+  }
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("y"), .type = ONYX_ATTR_STRING, .s = ox_strdup(loss)};
+    a.s_len = a.s ? strlen(a.s) : 0;
+    st = a.name && a.s ? ox_node_add_attr(nd, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  for (size_t j = 0; !st && j < n_xs; j++)
+    st = ox_graph_add_output(sub, nd->outputs[j]);
+  for (size_t j = 0; gouts && j < n_xs; j++)
+    free(gouts[j]);
+  free(gouts);
+  free(terms);
+  if (st) {
+    ox_graph_free(sub);
+    return st;
+  }
+  *out = sub;
+  return NULL;
+}
+
+/* If: dX for every value of the enclosing graph that the branches read (the
+ * node's implicit inputs) is an If on the same condition whose branches
+ * differentiate the original branches (ox_grad_if_branch). The condition
+ * is bool: no gradient. */
+static OnyxStatus* ox_grad_rule_if(OxGradBuilder* b, const OxNode* n) {
+  const OxAttr* br[2] = {ox_node_attr(n, "then_branch"), ox_node_attr(n, "else_branch")};
+  for (int k = 0; k < 2; k++)
+    if (!br[k] || br[k]->type != ONYX_ATTR_GRAPH || !br[k]->g)
+      return ox_status(ONYX_INVALID_MODEL, "node '%s' (If) has no %s graph", n->name,
+                       k ? "else_branch" : "then_branch");
+  size_t first = n->n_inputs - n->n_implicit, n_xs = 0;
+  const char** xs = calloc(n->n_implicit + 1, sizeof *xs);
+  size_t* at = calloc(n->n_implicit + 1, sizeof *at);
+  const char** outs = calloc(n->n_implicit + 1, sizeof *outs);
+  OnyxStatus* st = xs && at && outs ? NULL : ox_oom();
+  for (size_t k = first; !st && k < n->n_inputs; k++)
+    if (ox_grad_wants(b, n, k)) {
+      at[n_xs] = k;
+      xs[n_xs++] = n->inputs[k]->name;
+    }
+  OxGraph* sub[2] = {NULL, NULL};
+  for (int k = 0; !st && n_xs && k < 2; k++)
+    st = ox_grad_if_branch(b, n, br[k]->g, xs, n_xs, &sub[k]);
+  if (!st && n_xs) {
+    const char* cond = ox_grad_I(n, 0);
+    ox_grad_op(b, "If", "", &cond, 1, n_xs, NULL, outs);
+    st = ox_grad_err(b);
+  }
+  const char* names[2] = {"then_branch", "else_branch"};
+  for (int k = 0; !st && n_xs && k < 2; k++) {
+    OxAttr a = {.name = ox_strdup(names[k]), .type = ONYX_ATTR_GRAPH, .g = sub[k]};
+    st = a.name ? ox_node_add_attr(b->last, &a) : ox_oom();
+    if (!st) sub[k] = NULL; /* the node owns it */
+    ox_attr_clear(&a);
+  }
+  if (!st && n_xs) st = ox_node_link_subgraphs(b->g, b->last);
+  for (size_t j = 0; !st && j < n_xs; j++)
+    ox_grad_GI(b, n, at[j], outs[j]);
+  ox_graph_free(sub[0]);
+  ox_graph_free(sub[1]);
+  free(xs);
+  free(at);
+  free(outs);
+  return st ? st : ox_grad_err(b);
+}
+
+/* Loop and Scan: a clear refusal naming the node (their bodies would need a
+ * reverse iteration over saved per-iteration values). */
+static OnyxStatus* ox_grad_rule_refuse(OxGradBuilder* b, const OxNode* n) {
+  (void)b;
+  return ox_status(ONYX_NOT_IMPLEMENTED,
+                   "%s has no gradient rule: node '%s' lies on the path from the loss to the "
+                   "xs (differentiating through its body is not supported)",
+                   n->op_type, n->name);
+}
+
+static const OxGradRuleDef ox_flow_rules[] = {
+    {"", "If", 1, 0, ox_grad_rule_if},
+    {"", "Loop", 1, 0, ox_grad_rule_refuse},
+    {"", "Scan", 1, 0, ox_grad_rule_refuse},
+};
+
+const OxGradRuleDef* ox_grad_rules_flow(size_t* n) {
+  *n = OX_ARRAY_LEN(ox_flow_rules);
+  return ox_flow_rules;
+}
+
 /* --- the registry ---------------------------------------------------------------------- */
 
 OxGradRule ox_grad_rule_find(const char* domain, const char* op, int32_t version) {
   const OxGradRuleDef* (*tables[])(size_t*) = {ox_grad_rules_math, ox_grad_rules_nn,
-                                               ox_grad_rules_tensor, ox_grad_rules_seq};
+                                               ox_grad_rules_tensor, ox_grad_rules_seq,
+                                               ox_grad_rules_flow};
   const char* d = ox_domain_is_onnx(domain) ? "" : domain;
   for (size_t t = 0; t < OX_ARRAY_LEN(tables); t++) {
     size_t n = 0;

@@ -503,6 +503,28 @@ static OnyxStatus* ox_grad_sub_node(OxGradBuilder* b, OxGraph* sub, const char* 
   return st;
 }
 
+/* The values sub reads from the enclosing graphs get their types and shapes
+ * there (the rules in the branch need ranks: MatMul's, broadcasting), and
+ * each output gradient dY_k those of the node's output k. Resolving a
+ * branch types its outer reads only by element type otherwise. */
+static OnyxStatus* ox_grad_sub_shapes(OxGradBuilder* b, const OxNode* n, OxGraph* sub) {
+  for (size_t i = 0; i < sub->n_values; i++) {
+    OxValue* v = sub->values[i];
+    if (!v->is_outer_scope || v->producer || v->constant || v->is_graph_input) continue;
+    const OxValue* o = NULL;
+    for (const OxGraph* up = b->g; up && !o; up = up->parent)
+      o = ox_graph_find(up, v->name);
+    for (size_t k = 0; o && o->type == ONYX_ELEM_UNDEFINED && k < n->n_outputs; k++) {
+      const char* dy = ox_grad_GO(b, n, k);
+      if (dy && !strcmp(dy, v->name) && n->outputs[k]) o = n->outputs[k];
+    }
+    if (!o || o->type == ONYX_ELEM_UNDEFINED || o->kind != OX_VK_TENSOR) continue;
+    OX_TRY(ox_value_set(v, o->type, o->rank, o->dims));
+    v->kind = o->kind;
+  }
+  return NULL;
+}
+
 /* The gradient branch for branch src of If node n: src's nodes, then
  * L = sum_k ReduceSum(Y_k * dY_k) over the outputs with a gradient, and a
  * Gradient node of L with respect to xs (values of the enclosing graph),
@@ -574,6 +596,7 @@ static OnyxStatus* ox_grad_if_branch(OxGradBuilder* b, const OxNode* n, const Ox
     free(gouts[j]);
   free(gouts);
   free(terms);
+  if (!st) st = ox_grad_sub_shapes(b, n, sub);
   if (st) {
     ox_graph_free(sub);
     return st;

@@ -1064,6 +1064,54 @@ static void b_if_nested_else(OxTestModel* m, OnyxElemType T) {
   b_if_nested(m, T, false);
 }
 
+/* --- Scan: the gradient as a reverse Scan --------------------------------------- */
+/* State A [3], scan input B [4, 3], outer C [3]: s' = s * x + C, y = exp(s');
+ * Y = Ys + S_final. reverse: the scan input and output read backwards. */
+static void b_scan(OxTestModel* m, OnyxElemType T, bool reverse) {
+  otm_begin_graph(m, "body");
+  otm_input(m, "s_in", T, 1, (int64_t[]){3});
+  otm_input(m, "x_in", T, 1, (int64_t[]){3});
+  otm_node(m, "Mul", "b_mul", "s_in,x_in", "sx");
+  otm_node(m, "Add", "b_add", "sx,C", "s_out");
+  otm_node(m, "Exp", "b_exp", "s_out", "y_out");
+  otm_output(m, "s_out", T, 1, (int64_t[]){3});
+  otm_output(m, "y_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  OxTestNode* n = otm_node(m, "Scan", "scan0", "A,B", "S,Ys");
+  otm_attr_graph(n, "body", body);
+  otm_attr_int(n, "num_scan_inputs", 1);
+  if (reverse) {
+    otm_attr_ints(n, "scan_input_directions", 1, (const int64_t[]){1});
+    otm_attr_ints(n, "scan_output_directions", 1, (const int64_t[]){1});
+  }
+  otm_node(m, "Add", "o_add", "Ys,S", "Y");
+}
+/* B [3, 4] scanned along axis 1, Ys stacked along axis 1; Y = Ys * Ys, the
+ * final state unread (its gradient: zeros). */
+static void b_scan_axis1(OxTestModel* m, OnyxElemType T) {
+  otm_begin_graph(m, "body");
+  otm_input(m, "s_in", T, 1, (int64_t[]){3});
+  otm_input(m, "x_in", T, 1, (int64_t[]){3});
+  otm_node(m, "Mul", "b_mul", "s_in,x_in", "sx");
+  otm_node(m, "Sub", "b_sub", "sx,C", "s_out");
+  otm_node(m, "Mul", "b_y", "s_out,x_in", "y_out");
+  otm_output(m, "s_out", T, 1, (int64_t[]){3});
+  otm_output(m, "y_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  OxTestNode* n = otm_node(m, "Scan", "scan0", "A,B", "S,Ys");
+  otm_attr_graph(n, "body", body);
+  otm_attr_int(n, "num_scan_inputs", 1);
+  otm_attr_ints(n, "scan_input_axes", 1, (const int64_t[]){1});
+  otm_attr_ints(n, "scan_output_axes", 1, (const int64_t[]){1});
+  otm_node(m, "Mul", "o_mul", "Ys,Ys", "Y");
+}
+static void b_scan_fwd(OxTestModel* m, OnyxElemType T) {
+  b_scan(m, T, false);
+}
+static void b_scan_rev(OxTestModel* m, OnyxElemType T) {
+  b_scan(m, T, true);
+}
+
 static const Case cases[] = {
     {"Add", 17, b_add, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 1, 3)}, .f32 = false},
     {"Sub", 17, b_sub, 3, {2, 4, 3}, {IN("A", 3, 2, 1, 3), IN("B", 2, 4, 1)}, .f32 = false},
@@ -1520,6 +1568,27 @@ static const Case cases[] = {
      2,
      {2, 3},
      {IN("A", 2, 2, 3), IN("B", 2, 2, 3)},
+     .f32 = false},
+    {"Scan",
+     17,
+     b_scan_fwd,
+     2,
+     {4, 3},
+     {IN("A", 1, 3), IN("B", 2, 4, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Scan_reverse",
+     17,
+     b_scan_rev,
+     2,
+     {4, 3},
+     {IN("A", 1, 3), IN("B", 2, 4, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Scan_axis1",
+     17,
+     b_scan_axis1,
+     2,
+     {3, 4},
+     {IN("A", 1, 3), IN("B", 2, 3, 4), IN("C", 1, 3)},
      .f32 = false},
     {"If_opset11", 11, b_if_then, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 2, 2, 3)}, .f32 = false},
 };

@@ -217,6 +217,116 @@ OnyxStatus* ox_node_link_subgraphs(OxGraph* g, OxNode* n) {
   return NULL; /* the loader marks those a subgraph reads from further out */
 }
 
+/* A deep copy of attribute src (subgraphs included, their parent `owner`). */
+static OnyxStatus* ox_attr_clone(const OxAttr* src, OxGraph* owner, OxAttr* dst) {
+  *dst = (OxAttr){.type = src->type,
+                  .i = src->i,
+                  .f = src->f,
+                  .count = src->count,
+                  .from_default = src->from_default,
+                  .tp_kind = src->tp_kind,
+                  .tp_elem = src->tp_elem};
+  size_t n = src->count ? src->count : 1;
+  if (!(dst->name = ox_strdup(src->name))) return ox_oom();
+  if (src->s) {
+    if (!(dst->s = malloc(src->s_len + 1))) return ox_oom();
+    memcpy(dst->s, src->s, src->s_len + 1);
+    dst->s_len = src->s_len;
+  }
+  if (src->ints && !(dst->ints = malloc(n * sizeof *dst->ints))) return ox_oom();
+  if (src->ints && src->count) memcpy(dst->ints, src->ints, src->count * sizeof *dst->ints);
+  if (src->floats && !(dst->floats = malloc(n * sizeof *dst->floats))) return ox_oom();
+  if (src->floats && src->count) memcpy(dst->floats, src->floats, src->count * sizeof *dst->floats);
+  if (src->strings) {
+    dst->strings = calloc(n, sizeof *dst->strings);
+    dst->strings_len = calloc(n, sizeof *dst->strings_len);
+    if (!dst->strings || !dst->strings_len) return ox_oom();
+    for (size_t i = 0; i < src->count; i++) {
+      size_t len = src->strings_len ? src->strings_len[i] : strlen(src->strings[i]);
+      if (!(dst->strings[i] = malloc(len + 1))) return ox_oom();
+      memcpy(dst->strings[i], src->strings[i], len + 1);
+      dst->strings_len[i] = len;
+    }
+  }
+  if (src->t) OX_TRY(ox_tensor_clone(src->t, &dst->t));
+  if (src->tensors) {
+    if (!(dst->tensors = calloc(n, sizeof *dst->tensors))) return ox_oom();
+    for (size_t i = 0; i < src->count; i++)
+      OX_TRY(ox_tensor_clone(src->tensors[i], &dst->tensors[i]));
+  }
+  if (src->g) OX_TRY(ox_graph_clone(src->g, owner, &dst->g));
+  if (src->graphs) {
+    if (!(dst->graphs = calloc(n, sizeof *dst->graphs))) return ox_oom();
+    for (size_t i = 0; i < src->count; i++)
+      OX_TRY(ox_graph_clone(src->graphs[i], owner, &dst->graphs[i]));
+  }
+  return NULL;
+}
+
+static void ox_attr_clone_free(OxAttr* a) {
+  ox_graph_free(a->g);
+  for (size_t k = 0; a->graphs && k < a->count; k++)
+    ox_graph_free(a->graphs[k]);
+  free(a->graphs);
+  a->g = NULL;
+  a->graphs = NULL;
+  ox_attr_clear(a);
+}
+
+static OnyxStatus* ox_graph_clone_into(const OxGraph* src, OxGraph* g) {
+  for (size_t i = 0; i < src->n_values; i++) {
+    const OxValue* s = src->values[i];
+    OxValue* v = NULL;
+    OX_TRY(ox_graph_value(g, s->name, &v));
+    OX_TRY(ox_value_set(v, s->type, s->rank, s->dims));
+    v->kind = s->kind;
+    v->map_key = s->map_key;
+    v->is_outer_scope = s->is_outer_scope;
+    if (s->constant) OX_TRY(ox_tensor_clone(s->constant, &v->constant));
+  }
+  for (size_t i = 0; i < src->n_inputs; i++)
+    OX_TRY(ox_graph_add_input(g, ox_graph_find(g, src->inputs[i]->name)));
+  for (size_t i = 0; i < src->n_nodes; i++) {
+    const OxNode* s = src->nodes[i];
+    size_t n_io = s->n_inputs + s->n_outputs;
+    const char** names = calloc(n_io ? n_io : 1, sizeof *names);
+    if (!names) return ox_oom();
+    for (size_t k = 0; k < s->n_inputs; k++)
+      names[k] = s->inputs[k] ? s->inputs[k]->name : NULL;
+    for (size_t k = 0; k < s->n_outputs; k++)
+      names[s->n_inputs + k] = s->outputs[k] ? s->outputs[k]->name : NULL;
+    OxNode* n = NULL;
+    OnyxStatus* st = ox_graph_add_node(g, s->name, s->op_type, s->domain, names, s->n_inputs,
+                                       names + s->n_inputs, s->n_outputs, &n);
+    free(names);
+    OX_TRY(st);
+    n->n_implicit = s->n_implicit;
+    for (size_t a = 0; a < s->n_attrs; a++) {
+      OxAttr at;
+      st = ox_attr_clone(&s->attrs[a], g, &at);
+      if (!st) st = ox_node_add_attr(n, &at);
+      if (st) {
+        ox_attr_clone_free(&at);
+        return st;
+      }
+    }
+  }
+  for (size_t i = 0; i < src->n_outputs; i++)
+    OX_TRY(ox_graph_add_output(g, ox_graph_find(g, src->outputs[i]->name)));
+  return NULL;
+}
+
+OnyxStatus* ox_graph_clone(const OxGraph* src, OxGraph* parent, OxGraph** out) {
+  OX_TRY(ox_graph_new(src->name, out));
+  (*out)->parent = parent;
+  OnyxStatus* st = ox_graph_clone_into(src, *out);
+  if (st) {
+    ox_graph_free(*out);
+    *out = NULL;
+  }
+  return st;
+}
+
 bool ox_node_needs_host(const OxNode* n) {
   for (size_t a = 0; a < n->n_attrs; a++)
     if (n->attrs[a].g || n->attrs[a].graphs) return true;

@@ -29,6 +29,10 @@ OnyxStatus* ox_graph_add_output(OxGraph* g, OxValue* v);
  * at any depth) read into implicit inputs of n (node->n_implicit), so that
  * ordering, liveness and the optimizer see them. Idempotent. */
 OnyxStatus* ox_node_link_subgraphs(OxGraph* g, OxNode* n);
+/* A deep copy of subgraph src (values with their types, constants and
+ * outer-scope marks, inputs, nodes with their attributes and nested
+ * subgraphs, outputs), enclosed by `parent`. */
+OnyxStatus* ox_graph_clone(const OxGraph* src, OxGraph* parent, OxGraph** out);
 /* Whether a node reads or writes a non-tensor value or has a subgraph: only
  * the host runs such nodes. */
 bool ox_node_needs_host(const OxNode* n);

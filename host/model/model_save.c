@@ -143,6 +143,8 @@ static OnyxStatus* ox_save_value_list(OxSaver* s, OxValue* const* vals, size_t n
 
 /* --- nodes and attributes ------------------------------------------------------------- */
 
+static OnyxStatus* ox_save_graph(OxSaver* s, const OxGraph* g, Onnx__GraphProto* gp);
+
 static OnyxStatus* ox_save_attr(OxSaver* s, const OxAttr* a, Onnx__AttributeProto* ap) {
   onnx__attribute_proto__init(ap);
   ap->name = a->name;
@@ -184,6 +186,19 @@ static OnyxStatus* ox_save_attr(OxSaver* s, const OxAttr* a, Onnx__AttributeProt
     for (size_t i = 0; i < a->count; i++)
       OX_TRY(ox_save_tensor(s, a->tensors[i], "", &ap->tensors[i]));
     return NULL;
+  case ONYX_ATTR_GRAPH:
+    if (!(ap->g = ox_save_alloc(s, 1, sizeof *ap->g))) return ox_oom();
+    return ox_save_graph(s, a->g, ap->g);
+  case ONYX_ATTR_GRAPHS: {
+    Onnx__GraphProto* gps = ox_save_alloc(s, a->count, sizeof *gps);
+    if (!gps || !(ap->graphs = ox_save_alloc(s, a->count, sizeof *ap->graphs))) return ox_oom();
+    ap->n_graphs = a->count;
+    for (size_t i = 0; i < a->count; i++) {
+      ap->graphs[i] = &gps[i];
+      OX_TRY(ox_save_graph(s, a->graphs[i], &gps[i]));
+    }
+    return NULL;
+  }
   default:
     return ox_status(ONYX_NOT_IMPLEMENTED, "saving a %s attribute is not supported yet",
                      a->type == ONYX_ATTR_GRAPH || a->type == ONYX_ATTR_GRAPHS ? "subgraph"
@@ -211,7 +226,7 @@ static OnyxStatus* ox_save_node(OxSaver* s, const OxNode* n, Onnx__NodeProto** o
   np->input = ox_save_names(s, n->inputs, n->n_inputs);
   np->output = ox_save_names(s, n->outputs, n->n_outputs);
   if (!np->input || !np->output) return ox_oom();
-  np->n_input = n->n_inputs;
+  np->n_input = n->n_inputs - n->n_implicit; /* outer-scope reads are not inputs in ONNX */
   np->n_output = n->n_outputs;
   for (size_t i = 0; i < n->n_attrs; i++) {
     if (n->attrs[i].from_default) continue; /* the schema fills it again */

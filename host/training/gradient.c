@@ -462,11 +462,533 @@ void ox_grad_GI_bcast(OxGradBuilder* b, const OxNode* n, size_t i, const char* g
   ox_grad_GI_from(b, n, i, g, y->dims, y->rank);
 }
 
+/* --- control flow ---------------------------------------------------------------------- */
+
+/* A name new to the builder's graph and to subgraph sub. */
+static char* ox_grad_sub_name(OxGradBuilder* b, const OxGraph* sub) {
+  for (;;) {
+    char* s = ox_grad_name(b);
+    if (!s || !ox_graph_find(sub, s)) return s;
+    free(s);
+  }
+}
+
+/* Value `name` of the enclosing graph, read by subgraph sub: its outer-scope
+ * value there (created, typed when sub is resolved). A value of sub's own
+ * of that name would hide it: an error. */
+static OnyxStatus* ox_grad_sub_outer(const OxNode* n, OxGraph* sub, const char* name) {
+  OxValue* v = ox_graph_find(sub, name);
+  if (v && (!v->is_outer_scope || v->producer || v->is_graph_input))
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "node '%s' (%s): a branch defines '%s', which hides the enclosing graph's "
+                     "value of that name",
+                     n->name, n->op_type, name);
+  if (v) return NULL;
+  OX_TRY(ox_graph_value(sub, name, &v));
+  v->is_outer_scope = true;
+  return NULL;
+}
+
+/* A node of subgraph sub writing one new value, whose name goes to *out. */
+static OnyxStatus* ox_grad_sub_node(OxGradBuilder* b, OxGraph* sub, const char* op,
+                                    const char* const* ins, size_t n_in, const char** out,
+                                    OxNode** node) {
+  char* o = ox_grad_sub_name(b, sub);
+  char* nm = o ? ox_grad_sub_name(b, sub) : NULL;
+  const char* outs[] = {o};
+  OnyxStatus* st = nm ? ox_graph_add_node(sub, nm, op, "", ins, n_in, outs, 1, node) : ox_oom();
+  free(o);
+  free(nm);
+  if (!st) *out = (*node)->outputs[0]->name;
+  return st;
+}
+
+/* The values sub reads from the enclosing graphs get their types and shapes
+ * there (the rules in the branch need ranks: MatMul's, broadcasting), and
+ * each output gradient dY_k those of the node's output k. Resolving a
+ * branch types its outer reads only by element type otherwise. */
+static OnyxStatus* ox_grad_sub_shapes(OxGradBuilder* b, const OxNode* n, OxGraph* sub) {
+  for (size_t i = 0; i < sub->n_values; i++) {
+    OxValue* v = sub->values[i];
+    if (!v->is_outer_scope || v->producer || v->constant || v->is_graph_input) continue;
+    const OxValue* o = NULL;
+    for (const OxGraph* up = b->g; up && !o; up = up->parent)
+      o = ox_graph_find(up, v->name);
+    for (size_t k = 0; o && o->type == ONYX_ELEM_UNDEFINED && k < n->n_outputs; k++) {
+      const char* dy = ox_grad_GO(b, n, k);
+      if (dy && !strcmp(dy, v->name) && n->outputs[k]) o = n->outputs[k];
+    }
+    if (!o || o->type == ONYX_ELEM_UNDEFINED || o->kind != OX_VK_TENSOR) continue;
+    OX_TRY(ox_value_set(v, o->type, o->rank, o->dims));
+    v->kind = o->kind;
+  }
+  return NULL;
+}
+
+/* The gradient branch for branch src of If node n: src's nodes, then
+ * L = sum_k ReduceSum(Y_k * dY_k) over the outputs with a gradient, and a
+ * Gradient node of L with respect to xs (values of the enclosing graph),
+ * whose outputs are the branch's outputs. The Gradient node is expanded when
+ * the branch is resolved; an x the branch does not read gets zeros of its
+ * shape, so both branches give each x's type and shape. */
+static OnyxStatus* ox_grad_if_branch(OxGradBuilder* b, const OxNode* n, const OxGraph* src,
+                                     const char* const* xs, size_t n_xs, OxGraph** out) {
+  OxGraph* sub = NULL;
+  OX_TRY(ox_graph_clone(src, b->g, &sub));
+  OnyxStatus* st = NULL;
+  const char** terms = calloc(n->n_outputs + 1, sizeof *terms);
+  char** gouts = calloc(n_xs + 1, sizeof *gouts);
+  if (!terms || !gouts) st = ox_oom();
+  size_t n_terms = 0;
+  for (size_t k = 0; k < sub->n_outputs; k++)
+    sub->outputs[k]->is_graph_output = false;
+  for (size_t k = 0; !st && k < n->n_outputs && k < sub->n_outputs; k++) {
+    const char* dy = ox_grad_GO(b, n, k);
+    if (!dy) continue;
+    st = ox_grad_sub_outer(n, sub, dy);
+    const char* ins[] = {sub->outputs[k]->name, dy};
+    const char* prod = NULL;
+    OxNode* nd = NULL;
+    if (!st) st = ox_grad_sub_node(b, sub, "Mul", ins, 2, &prod, &nd);
+    if (!st) st = ox_grad_sub_node(b, sub, "ReduceSum", &prod, 1, &terms[n_terms], &nd);
+    OxAttr keep = {.name = ox_strdup("keepdims"), .type = ONYX_ATTR_INT, .i = 0};
+    if (!st) st = keep.name ? ox_node_add_attr(nd, &keep) : ox_oom();
+    ox_attr_clear(&keep);
+    n_terms += !st;
+  }
+  sub->n_outputs = 0;
+  const char* loss = n_terms ? terms[0] : NULL;
+  OxNode* nd = NULL;
+  if (!st && n_terms > 1) st = ox_grad_sub_node(b, sub, "Sum", terms, n_terms, &loss, &nd);
+  if (!st && !loss)
+    st = ox_status(ONYX_FAIL, "node '%s' (If): no output gradient reaches a branch", n->name);
+  for (size_t j = 0; !st && j < n_xs; j++) {
+    st = ox_grad_sub_outer(n, sub, xs[j]);
+    if (!st && !(gouts[j] = ox_grad_sub_name(b, sub))) st = ox_oom();
+  }
+  char* gname = st ? NULL : ox_grad_sub_name(b, sub);
+  if (!st && !gname) st = ox_oom();
+  if (!st)
+    st = ox_graph_add_node(sub, gname, "Gradient", "ai.onnx.preview.training", xs, n_xs,
+                           (const char* const*)gouts, n_xs, &nd);
+  free(gname);
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("xs"), .type = ONYX_ATTR_STRINGS, .count = n_xs};
+    a.strings = calloc(n_xs + 1, sizeof *a.strings);
+    a.strings_len = calloc(n_xs + 1, sizeof *a.strings_len);
+    st = a.name && a.strings && a.strings_len ? NULL : ox_oom();
+    for (size_t j = 0; !st && j < n_xs; j++) {
+      a.strings_len[j] = strlen(xs[j]);
+      if (!(a.strings[j] = ox_strdup(xs[j]))) st = ox_oom();
+    }
+    if (!st) st = ox_node_add_attr(nd, &a);
+    ox_attr_clear(&a);
+  }
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("y"), .type = ONYX_ATTR_STRING, .s = ox_strdup(loss)};
+    a.s_len = a.s ? strlen(a.s) : 0;
+    st = a.name && a.s ? ox_node_add_attr(nd, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  for (size_t j = 0; !st && j < n_xs; j++)
+    st = ox_graph_add_output(sub, nd->outputs[j]);
+  for (size_t j = 0; gouts && j < n_xs; j++)
+    free(gouts[j]);
+  free(gouts);
+  free(terms);
+  if (!st) st = ox_grad_sub_shapes(b, n, sub);
+  if (st) {
+    ox_graph_free(sub);
+    return st;
+  }
+  *out = sub;
+  return NULL;
+}
+
+/* If: dX for every value of the enclosing graph that the branches read (the
+ * node's implicit inputs) is an If on the same condition whose branches
+ * differentiate the original branches (ox_grad_if_branch). The condition
+ * is bool: no gradient. */
+static OnyxStatus* ox_grad_rule_if(OxGradBuilder* b, const OxNode* n) {
+  const OxAttr* br[2] = {ox_node_attr(n, "then_branch"), ox_node_attr(n, "else_branch")};
+  for (int k = 0; k < 2; k++)
+    if (!br[k] || br[k]->type != ONYX_ATTR_GRAPH || !br[k]->g)
+      return ox_status(ONYX_INVALID_MODEL, "node '%s' (If) has no %s graph", n->name,
+                       k ? "else_branch" : "then_branch");
+  size_t first = n->n_inputs - n->n_implicit, n_xs = 0;
+  const char** xs = calloc(n->n_implicit + 1, sizeof *xs);
+  size_t* at = calloc(n->n_implicit + 1, sizeof *at);
+  const char** outs = calloc(n->n_implicit + 1, sizeof *outs);
+  OnyxStatus* st = xs && at && outs ? NULL : ox_oom();
+  for (size_t k = first; !st && k < n->n_inputs; k++)
+    if (ox_grad_wants(b, n, k)) {
+      at[n_xs] = k;
+      xs[n_xs++] = n->inputs[k]->name;
+    }
+  OxGraph* sub[2] = {NULL, NULL};
+  for (int k = 0; !st && n_xs && k < 2; k++)
+    st = ox_grad_if_branch(b, n, br[k]->g, xs, n_xs, &sub[k]);
+  if (!st && n_xs) {
+    const char* cond = ox_grad_I(n, 0);
+    ox_grad_op(b, "If", "", &cond, 1, n_xs, NULL, outs);
+    st = ox_grad_err(b);
+  }
+  const char* names[2] = {"then_branch", "else_branch"};
+  for (int k = 0; !st && n_xs && k < 2; k++) {
+    OxAttr a = {.name = ox_strdup(names[k]), .type = ONYX_ATTR_GRAPH, .g = sub[k]};
+    st = a.name ? ox_node_add_attr(b->last, &a) : ox_oom();
+    if (!st) sub[k] = NULL; /* the node owns it */
+    ox_attr_clear(&a);
+  }
+  if (!st && n_xs) st = ox_node_link_subgraphs(b->g, b->last);
+  for (size_t j = 0; !st && j < n_xs; j++)
+    ox_grad_GI(b, n, at[j], outs[j]);
+  ox_graph_free(sub[0]);
+  ox_graph_free(sub[1]);
+  free(xs);
+  free(at);
+  free(outs);
+  return st ? st : ox_grad_err(b);
+}
+
+/* A formal input of sub named `name`, typed like `like` (element type;
+ * shape when with_shape). */
+static OnyxStatus* ox_grad_sub_input(OxGraph* sub, const char* name, const OxValue* like,
+                                     bool with_shape) {
+  OxValue* v = NULL;
+  OX_TRY(ox_graph_value(sub, name, &v));
+  OX_TRY(ox_value_set(v, like->type, with_shape ? like->rank : -1, with_shape ? like->dims : NULL));
+  return ox_graph_add_input(sub, v);
+}
+
+/* An ints attribute of the node added last: n's attribute `name` (or
+ * `count` copies of `fallback` when absent), each entry e turned into
+ * flip ? 1 - e : e, then `extra` copies of `tail` appended. */
+static void ox_grad_scan_ints(OxGradBuilder* b, const OxNode* n, const char* name, size_t count,
+                              bool flip, size_t extra, int64_t tail, const int64_t* prefix,
+                              size_t n_prefix) {
+  size_t have = 0;
+  const int64_t* v = ox_node_attr_ints(n, name, &have);
+  size_t total = n_prefix + count + extra;
+  int64_t* out = calloc(total + 1, sizeof *out);
+  if (!out) {
+    ox_grad_fail(b, ox_oom());
+    return;
+  }
+  for (size_t i = 0; i < n_prefix; i++)
+    out[i] = prefix[i];
+  for (size_t i = 0; i < count; i++) {
+    int64_t e = v && i < have ? v[i] : 0;
+    out[n_prefix + i] = flip ? 1 - e : e;
+  }
+  for (size_t i = 0; i < extra; i++)
+    out[n_prefix + count + i] = tail;
+  ox_grad_attr_ints(b, name, out, total);
+  free(out);
+}
+
+/* Scan (opset 9 on): a forward Scan again, whose body also writes each
+ * step's incoming states as scan outputs (s_t), then a reverse Scan whose
+ * body is the original body with L = sum_i ReduceSum(state_out_i * dS_i) +
+ * sum_k ReduceSum(scan_out_k * dY_k) and a Gradient node of L with respect
+ * to the body's state and scan inputs and the outer values it reads. Its
+ * states carry dS (from the gradients of the final states) and the sums of
+ * the outer values' gradients; its scan inputs are s_t, the scan inputs
+ * and dY, each read in the opposite direction; its scan outputs are the
+ * scan inputs' gradients. States and scan inputs must be floating point. */
+static OnyxStatus* ox_grad_rule_scan(OxGradBuilder* b, const OxNode* n) {
+  const OxAttr* ba = ox_node_attr(n, "body");
+  if (!ba || ba->type != ONYX_ATTR_GRAPH || !ba->g)
+    return ox_status(ONYX_INVALID_MODEL, "node '%s' (Scan) has no body", n->name);
+  const OxGraph* body = ba->g;
+  OxScanShape sh;
+  OX_TRY(ox_scan_shape(n, body, body->n_inputs, &sh));
+  if (sh.v8)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "Scan has no gradient rule before opset 9: node '%s' (version %d)", n->name,
+                     (int)n->since_version);
+  size_t N = sh.n_state, M = sh.n_scan_in, K = sh.n_scan_out;
+  for (size_t i = 0; i < N + M; i++)
+    if (!n->inputs[i] || !ox_is_float(n->inputs[i]->type) || !ox_is_float(body->inputs[i]->type))
+      return ox_status(ONYX_NOT_IMPLEMENTED,
+                       "Scan has no gradient rule for node '%s': input %zu is not floating point",
+                       n->name, i);
+  size_t first = n->n_inputs - n->n_implicit, n_outer = 0;
+  size_t* outer = calloc(n->n_implicit + 1, sizeof *outer);
+  const char** xs = calloc(N + M + n->n_implicit + 1, sizeof *xs);
+  char** gouts = calloc(N + M + n->n_implicit + 1, sizeof *gouts);
+  OnyxStatus* st = outer && xs && gouts ? NULL : ox_oom();
+  for (size_t k = first; !st && k < n->n_inputs; k++)
+    if (ox_grad_wants(b, n, k)) outer[n_outer++] = k;
+  size_t n_xs = N + M + n_outer;
+  OxGraph *fwd = NULL, *sub = NULL;
+  /* The forward body with the incoming states as extra scan outputs. */
+  if (!st) st = ox_graph_clone(body, b->g, &fwd);
+  for (size_t i = 0; !st && i < N; i++) {
+    const char* ins[] = {fwd->inputs[i]->name};
+    const char* o = NULL;
+    OxNode* nd = NULL;
+    st = ox_grad_sub_node(b, fwd, "Identity", ins, 1, &o, &nd);
+    if (!st) st = ox_graph_add_output(fwd, nd->outputs[0]);
+  }
+  /* The gradient body. */
+  if (!st) st = ox_graph_clone(body, b->g, &sub);
+  char** names = calloc(2 * N + n_outer + K + 1, sizeof *names);
+  if (!st && !names) st = ox_oom();
+  for (size_t i = 0; !st && i < 2 * N + n_outer + K; i++)
+    if (!(names[i] = ox_grad_sub_name(b, sub))) st = ox_oom();
+  const char** terms = calloc(N + K + 1, sizeof *terms);
+  if (!st && !terms) st = ox_oom();
+  size_t n_terms = 0;
+  if (!st) {
+    OxValue** old_in = sub->inputs;
+    size_t n_old = sub->n_inputs;
+    OxValue** old_out = sub->outputs;
+    size_t n_old_out = sub->n_outputs;
+    sub->inputs = NULL;
+    sub->outputs = NULL;
+    sub->n_inputs = sub->cap_inputs = sub->n_outputs = sub->cap_outputs = 0;
+    for (size_t i = 0; i < n_old; i++)
+      old_in[i]->is_graph_input = false;
+    for (size_t i = 0; i < n_old_out; i++)
+      old_out[i]->is_graph_output = false;
+    /* states: dS_i, the outer sums; scan inputs: s_t, x_t, dY_t */
+    for (size_t i = 0; !st && i < N; i++)
+      st = ox_grad_sub_input(sub, names[i], old_in[i], true);
+    for (size_t j = 0; !st && j < n_outer; j++) {
+      const OxValue* o = n->inputs[outer[j]];
+      st = ox_grad_sub_input(sub, names[N + j], o, true);
+    }
+    for (size_t i = 0; !st && i < N + M; i++)
+      st = ox_graph_add_input(sub, old_in[i]);
+    for (size_t k = 0; !st && k < K; k++)
+      st = ox_grad_sub_input(sub, names[N + n_outer + k], old_out[N + k], true);
+    for (size_t i = 0; !st && i < N + K; i++) {
+      const char* dy = i < N ? names[i] : names[N + n_outer + (i - N)];
+      const char* ins[] = {old_out[i]->name, dy};
+      const char* prod = NULL;
+      OxNode* nd = NULL;
+      st = ox_grad_sub_node(b, sub, "Mul", ins, 2, &prod, &nd);
+      if (!st) st = ox_grad_sub_node(b, sub, "ReduceSum", &prod, 1, &terms[n_terms], &nd);
+      OxAttr keep = {.name = ox_strdup("keepdims"), .type = ONYX_ATTR_INT, .i = 0};
+      if (!st) st = keep.name ? ox_node_add_attr(nd, &keep) : ox_oom();
+      ox_attr_clear(&keep);
+      n_terms += !st;
+    }
+    free(old_in);
+    free(old_out);
+  }
+  const char* loss = n_terms ? terms[0] : NULL;
+  OxNode* nd = NULL;
+  if (!st && n_terms > 1) st = ox_grad_sub_node(b, sub, "Sum", terms, n_terms, &loss, &nd);
+  if (!st && !loss)
+    st = ox_status(ONYX_INVALID_MODEL, "node '%s' (Scan): the body has no outputs", n->name);
+  for (size_t i = 0; !st && i < N + M; i++)
+    xs[i] = sub->inputs[N + n_outer + i]->name;
+  for (size_t j = 0; !st && j < n_outer; j++) {
+    xs[N + M + j] = n->inputs[outer[j]]->name;
+    st = ox_grad_sub_outer(n, sub, xs[N + M + j]);
+  }
+  for (size_t i = 0; !st && i < n_xs; i++)
+    if (!(gouts[i] = ox_grad_sub_name(b, sub))) st = ox_oom();
+  char* gname = st ? NULL : ox_grad_sub_name(b, sub);
+  if (!st && !gname) st = ox_oom();
+  if (!st)
+    st = ox_graph_add_node(sub, gname, "Gradient", "ai.onnx.preview.training", xs, n_xs,
+                           (const char* const*)gouts, n_xs, &nd);
+  free(gname);
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("xs"), .type = ONYX_ATTR_STRINGS, .count = n_xs};
+    a.strings = calloc(n_xs + 1, sizeof *a.strings);
+    a.strings_len = calloc(n_xs + 1, sizeof *a.strings_len);
+    st = a.name && a.strings && a.strings_len ? NULL : ox_oom();
+    for (size_t j = 0; !st && j < n_xs; j++) {
+      a.strings_len[j] = strlen(xs[j]);
+      if (!(a.strings[j] = ox_strdup(xs[j]))) st = ox_oom();
+    }
+    if (!st) st = ox_node_add_attr(nd, &a);
+    ox_attr_clear(&a);
+  }
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("y"), .type = ONYX_ATTR_STRING, .s = ox_strdup(loss)};
+    a.s_len = a.s ? strlen(a.s) : 0;
+    st = a.name && a.s ? ox_node_add_attr(nd, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  OxNode* gnode = nd;
+  /* outputs: dS_i, the outer sums plus this step's, dX_m */
+  for (size_t i = 0; !st && i < N; i++)
+    st = ox_graph_add_output(sub, gnode->outputs[i]);
+  for (size_t j = 0; !st && j < n_outer; j++) {
+    const char* ins[] = {names[N + j], gnode->outputs[N + M + j]->name};
+    const char* sum = NULL;
+    st = ox_grad_sub_node(b, sub, "Add", ins, 2, &sum, &nd);
+    if (!st) st = ox_graph_add_output(sub, nd->outputs[0]);
+  }
+  for (size_t m = 0; !st && m < M; m++)
+    st = ox_graph_add_output(sub, gnode->outputs[N + m]);
+  if (!st) st = ox_grad_sub_shapes(b, n, sub);
+  /* The forward Scan again, for the states of each step. */
+  /* Scan writes every output: the final states and the original scan
+   * outputs are computed again and left unread. */
+  const char** fouts = calloc(2 * N + K + 1, sizeof *fouts);
+  if (!st && !fouts) st = ox_oom();
+  if (!st) {
+    const char** fins = calloc(N + M + 1, sizeof *fins);
+    if (!fins) ox_grad_fail(b, ox_oom());
+    for (size_t i = 0; fins && i < N + M; i++)
+      fins[i] = ox_grad_I(n, i);
+    if (fins) ox_grad_op(b, "Scan", "", fins, N + M, 2 * N + K, NULL, fouts);
+    free(fins);
+    ox_grad_attrs_copy(b, n, "body");
+    OxNode* fnode = b->last;
+    for (size_t a = 0; !b->err && a < fnode->n_attrs; a++) /* redone below */
+      if (!strcmp(fnode->attrs[a].name, "scan_output_axes") ||
+          !strcmp(fnode->attrs[a].name, "scan_output_directions")) {
+        ox_attr_clear(&fnode->attrs[a]);
+        fnode->attrs[a] = fnode->attrs[--fnode->n_attrs];
+        a--;
+      }
+    ox_grad_scan_ints(b, n, "scan_output_axes", K, false, N, 0, NULL, 0);
+    ox_grad_scan_ints(b, n, "scan_output_directions", K, false, N, 0, NULL, 0);
+    st = ox_grad_err(b);
+    OxAttr a = {.name = ox_strdup("body"), .type = ONYX_ATTR_GRAPH, .g = fwd};
+    if (!st) st = a.name ? ox_node_add_attr(fnode, &a) : ox_oom();
+    if (!st) fwd = NULL;
+    ox_attr_clear(&a);
+    if (!st) st = ox_node_link_subgraphs(b->g, fnode);
+  }
+  /* The reverse Scan. */
+  const char** rins = calloc(2 * N + n_outer + M + K + 1, sizeof *rins);
+  const char** routs = calloc(N + n_outer + M + 1, sizeof *routs);
+  if (!st && (!rins || !routs)) st = ox_oom();
+  for (size_t i = 0; !st && i < N; i++) {
+    const char* go = ox_grad_GO(b, n, i);
+    const OxValue* s0 = n->inputs[i];
+    rins[i] =
+        go ? go : ox_grad_zeros_like(b, ox_grad_O(n, i) ? ox_grad_O(n, i) : s0->name, s0->type);
+  }
+  for (size_t j = 0; !st && j < n_outer; j++) {
+    const OxValue* o = n->inputs[outer[j]];
+    rins[N + j] = ox_grad_zeros_like(b, o->name, o->type);
+  }
+  for (size_t i = 0; !st && i < N; i++)
+    rins[N + n_outer + i] = fouts[N + K + i];
+  for (size_t m = 0; !st && m < M; m++)
+    rins[2 * N + n_outer + m] = ox_grad_I(n, N + m);
+  for (size_t k = 0; !st && k < K; k++) {
+    const char* go = ox_grad_GO(b, n, N + k);
+    const OxValue* y = n->outputs[N + k];
+    if (!go && !y) {
+      ox_grad_fail(b, ox_status(ONYX_NOT_IMPLEMENTED,
+                                "Scan has no gradient rule for node '%s': scan output %zu is "
+                                "absent",
+                                n->name, k));
+      break;
+    }
+    rins[2 * N + n_outer + M + k] = go ? go : ox_grad_zeros_like(b, y->name, y->type);
+  }
+  if (!st) st = ox_grad_err(b);
+  if (!st) {
+    ox_grad_op(b, "Scan", "", rins, 2 * N + n_outer + M + K, N + n_outer + M, NULL, routs);
+    OxNode* rnode = b->last;
+    ox_grad_attr_int(b, "num_scan_inputs", (int64_t)(N + M + K));
+    {
+      /* scan inputs: s_t (axis 0, reversed), x (its axes, reversed), dY
+       * (the output axes, reversed) */
+      size_t have_ax = 0, have_oax = 0;
+      const int64_t* ax = ox_node_attr_ints(n, "scan_input_axes", &have_ax);
+      const int64_t* oax = ox_node_attr_ints(n, "scan_output_axes", &have_oax);
+      int64_t* axes = calloc(N + M + K + 1, sizeof *axes);
+      if (!axes) ox_grad_fail(b, ox_oom());
+      for (size_t m = 0; axes && m < M; m++)
+        axes[N + m] = ax && m < have_ax ? ax[m] : 0;
+      for (size_t k = 0; axes && k < K; k++)
+        axes[N + M + k] = oax && k < have_oax ? oax[k] : 0;
+      if (axes) ox_grad_attr_ints(b, "scan_input_axes", axes, N + M + K);
+      free(axes);
+      size_t have_d = 0, have_od = 0;
+      const int64_t* d = ox_node_attr_ints(n, "scan_input_directions", &have_d);
+      const int64_t* od = ox_node_attr_ints(n, "scan_output_directions", &have_od);
+      int64_t* dirs = calloc(N + M + K + 1, sizeof *dirs);
+      int64_t* odirs = calloc(M + 1, sizeof *odirs);
+      int64_t* oaxes = calloc(M + 1, sizeof *oaxes);
+      if (!dirs || !odirs || !oaxes) ox_grad_fail(b, ox_oom());
+      for (size_t i = 0; dirs && i < N; i++)
+        dirs[i] = 1;
+      for (size_t m = 0; dirs && odirs && oaxes && m < M; m++) {
+        dirs[N + m] = 1 - (d && m < have_d ? d[m] : 0);
+        odirs[m] = dirs[N + m];
+        oaxes[m] = ax && m < have_ax ? ax[m] : 0;
+      }
+      for (size_t k = 0; dirs && k < K; k++)
+        dirs[N + M + k] = 1 - (od && k < have_od ? od[k] : 0);
+      if (dirs && odirs && oaxes) {
+        ox_grad_attr_ints(b, "scan_input_directions", dirs, N + M + K);
+        ox_grad_attr_ints(b, "scan_output_directions", odirs, M);
+        ox_grad_attr_ints(b, "scan_output_axes", oaxes, M);
+      }
+      free(dirs);
+      free(odirs);
+      free(oaxes);
+    }
+    st = ox_grad_err(b);
+    OxAttr a = {.name = ox_strdup("body"), .type = ONYX_ATTR_GRAPH, .g = sub};
+    if (!st) st = a.name ? ox_node_add_attr(rnode, &a) : ox_oom();
+    if (!st) sub = NULL;
+    ox_attr_clear(&a);
+    if (!st) st = ox_node_link_subgraphs(b->g, rnode);
+  }
+  for (size_t i = 0; !st && i < N; i++)
+    ox_grad_GI(b, n, i, routs[i]);
+  for (size_t j = 0; !st && j < n_outer; j++)
+    ox_grad_GI(b, n, outer[j], routs[N + j]);
+  for (size_t m = 0; !st && m < M; m++)
+    ox_grad_GI(b, n, N + m, routs[N + n_outer + m]);
+  ox_graph_free(fwd);
+  ox_graph_free(sub);
+  for (size_t i = 0; names && i < 2 * N + n_outer + K; i++)
+    free(names[i]);
+  for (size_t i = 0; gouts && i < n_xs; i++)
+    free(gouts[i]);
+  free(names);
+  free(gouts);
+  free(terms);
+  free(xs);
+  free(outer);
+  free(fouts);
+  free(rins);
+  free(routs);
+  return st ? st : ox_grad_err(b);
+}
+
+/* Loop and Scan: a clear refusal naming the node (their bodies would need a
+ * reverse iteration over saved per-iteration values). */
+static OnyxStatus* ox_grad_rule_refuse(OxGradBuilder* b, const OxNode* n) {
+  (void)b;
+  return ox_status(ONYX_NOT_IMPLEMENTED,
+                   "%s has no gradient rule: node '%s' lies on the path from the loss to the "
+                   "xs (differentiating through its body is not supported)",
+                   n->op_type, n->name);
+}
+
+static const OxGradRuleDef ox_flow_rules[] = {
+    {"", "If", 1, 0, ox_grad_rule_if},
+    {"", "Loop", 1, 0, ox_grad_rule_refuse},
+    {"", "Scan", 1, 0, ox_grad_rule_scan},
+};
+
+const OxGradRuleDef* ox_grad_rules_flow(size_t* n) {
+  *n = OX_ARRAY_LEN(ox_flow_rules);
+  return ox_flow_rules;
+}
+
 /* --- the registry ---------------------------------------------------------------------- */
 
 OxGradRule ox_grad_rule_find(const char* domain, const char* op, int32_t version) {
   const OxGradRuleDef* (*tables[])(size_t*) = {ox_grad_rules_math, ox_grad_rules_nn,
-                                               ox_grad_rules_tensor, ox_grad_rules_seq};
+                                               ox_grad_rules_tensor, ox_grad_rules_seq,
+                                               ox_grad_rules_flow};
   const char* d = ox_domain_is_onnx(domain) ? "" : domain;
   for (size_t t = 0; t < OX_ARRAY_LEN(tables); t++) {
     size_t n = 0;

@@ -113,6 +113,7 @@ const OxGradRuleDef* ox_grad_rules_math(size_t* n);   /* gradient_rules.c */
 const OxGradRuleDef* ox_grad_rules_nn(size_t* n);     /* gradient_rules_nn.c */
 const OxGradRuleDef* ox_grad_rules_tensor(size_t* n); /* gradient_rules_tensor.c */
 const OxGradRuleDef* ox_grad_rules_seq(size_t* n);    /* gradient_rules_seq.c */
+const OxGradRuleDef* ox_grad_rules_flow(size_t* n);   /* If, Loop, Scan: gradient.c */
 
 /* Resize in linear or cubic mode (gradient_rules_seq.c); the Resize rule of
  * gradient_rules_tensor.c hands those modes to it. */

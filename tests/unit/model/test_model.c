@@ -1343,13 +1343,28 @@ static void test_save_round_trip(void** state) {
   assert_int_equal(g->n_outputs, 1);
   assert_int_equal(g->outputs[0]->rank, -1);
 
-  /* Subgraphs are not written yet: a clear error. */
+  /* Subgraphs round-trip: the If keeps its one formal input (its
+   * outer-scope read Z is not written as an input) and both branches. */
   ox_graph_free(g);
   m = small_model();
   g = load_ok(m);
   otm_free(m);
-  EXPECT_ERROR(ox_model_save(g, path), ONYX_NOT_IMPLEMENTED, path, "'if'", "then_branch",
-               "subgraph");
+  assert_null(ox_model_save(g, path));
+  ox_graph_free(g);
+  g = NULL;
+  st = ox_model_load_file(path, NULL, &g);
+  if (st) fail_msg("%s", st->message);
+  const OxNode* iff = g->nodes[2];
+  assert_string_equal(iff->op_type, "If");
+  assert_int_equal(iff->n_inputs - iff->n_implicit, 1);
+  const OxAttr* then_b = ox_node_attr(iff, "then_branch");
+  const OxAttr* else_b = ox_node_attr(iff, "else_branch");
+  assert_true(then_b && then_b->g && else_b && else_b->g);
+  assert_int_equal(then_b->g->n_nodes, 1);
+  assert_string_equal(then_b->g->nodes[0]->op_type, "Identity");
+  assert_string_equal(then_b->g->nodes[0]->inputs[0]->name, "Z");
+  assert_string_equal(else_b->g->nodes[0]->op_type, "Neg");
+  assert_string_equal(else_b->g->outputs[0]->name, "E");
   ox_graph_free(g);
   EXPECT_ERROR(ox_model_save(&(OxGraph){.name = (char*)"g"}, "/nonexistent/dir/x.onnx"), ONYX_FAIL,
                "/nonexistent/dir/x.onnx");

@@ -951,6 +951,167 @@ static void b_scatter_nd(OxTestModel* m, OnyxElemType T) {
 #define INK(n, k, r, ...)                                                                          \
   { n, r, {__VA_ARGS__}, k }
 
+/* --- If: the gradient through both branches ------------------------------------ */
+/* A bool scalar initializer (the condition of an If). */
+static void init_bool(OxTestModel* m, const char* name, bool v) {
+  const uint8_t b = v;
+  otm_initializer(m, name, ONYX_ELEM_BOOL, 0, NULL, &b);
+}
+
+static OxTestNode* if_node(OxTestModel* m, const char* name, const char* cond, const char* outs,
+                           Onnx__GraphProto* then_g, Onnx__GraphProto* else_g) {
+  OxTestNode* n = otm_node(m, "If", name, cond, outs);
+  otm_attr_graph(n, "then_branch", then_g);
+  otm_attr_graph(n, "else_branch", else_g);
+  return n;
+}
+
+/* then: A * B; else: exp(A) - B. Both branches read A and B. */
+static void b_if_common(OxTestModel* m, OnyxElemType T, bool cond) {
+  init_bool(m, "c", cond);
+  otm_begin_graph(m, "then");
+  otm_node(m, "Mul", "t_mul", "A,B", "Yt");
+  otm_output(m, "Yt", T, -1, NULL);
+  Onnx__GraphProto* t = otm_end_graph(m);
+  otm_begin_graph(m, "else");
+  otm_node(m, "Exp", "e_exp", "A", "Ea");
+  otm_node(m, "Sub", "e_sub", "Ea,B", "Ye");
+  otm_output(m, "Ye", T, -1, NULL);
+  Onnx__GraphProto* e = otm_end_graph(m);
+  if_node(m, "if0", "c", "Y", t, e);
+}
+static void b_if_then(OxTestModel* m, OnyxElemType T) {
+  b_if_common(m, T, true);
+}
+static void b_if_else(OxTestModel* m, OnyxElemType T) {
+  b_if_common(m, T, false);
+}
+
+/* then reads only A (exp(A)), else only B (B * B): the branch that does not
+ * read an x gives zeros for it. */
+static void b_if_apart(OxTestModel* m, OnyxElemType T, bool cond) {
+  init_bool(m, "c", cond);
+  otm_begin_graph(m, "then");
+  otm_node(m, "Exp", "t_exp", "A", "Yt");
+  otm_output(m, "Yt", T, -1, NULL);
+  Onnx__GraphProto* t = otm_end_graph(m);
+  otm_begin_graph(m, "else");
+  otm_node(m, "Mul", "e_mul", "B,B", "Ye");
+  otm_output(m, "Ye", T, -1, NULL);
+  Onnx__GraphProto* e = otm_end_graph(m);
+  if_node(m, "if0", "c", "Y", t, e);
+}
+static void b_if_apart_then(OxTestModel* m, OnyxElemType T) {
+  b_if_apart(m, T, true);
+}
+static void b_if_apart_else(OxTestModel* m, OnyxElemType T) {
+  b_if_apart(m, T, false);
+}
+
+/* Two outputs, one of them an outer value passed through: then (A, A * B),
+ * else (exp(B), A); Y = out0 * out1 + out0. */
+static void b_if_pass(OxTestModel* m, OnyxElemType T, bool cond) {
+  init_bool(m, "c", cond);
+  otm_begin_graph(m, "then");
+  otm_node(m, "Mul", "t_mul", "A,B", "Tm");
+  otm_output(m, "A", T, -1, NULL);
+  otm_output(m, "Tm", T, -1, NULL);
+  Onnx__GraphProto* t = otm_end_graph(m);
+  otm_begin_graph(m, "else");
+  otm_node(m, "Exp", "e_exp", "B", "Eb");
+  otm_output(m, "Eb", T, -1, NULL);
+  otm_output(m, "A", T, -1, NULL);
+  Onnx__GraphProto* e = otm_end_graph(m);
+  if_node(m, "if0", "c", "O0,O1", t, e);
+  otm_node(m, "Mul", "o_mul", "O0,O1", "P");
+  otm_node(m, "Add", "o_add", "P,O0", "Y");
+}
+static void b_if_pass_then(OxTestModel* m, OnyxElemType T) {
+  b_if_pass(m, T, true);
+}
+static void b_if_pass_else(OxTestModel* m, OnyxElemType T) {
+  b_if_pass(m, T, false);
+}
+
+/* An If inside a branch: outer then = inner If(c2: A * B, exp(B)) * A, outer
+ * else = A - B. The inner branches read A and B from two scopes out. */
+static void b_if_nested(OxTestModel* m, OnyxElemType T, bool c2) {
+  init_bool(m, "c", true);
+  init_bool(m, "c2", c2);
+  otm_begin_graph(m, "then");
+  otm_begin_graph(m, "inner_then");
+  otm_node(m, "Mul", "it_mul", "A,B", "It");
+  otm_output(m, "It", T, -1, NULL);
+  Onnx__GraphProto* it = otm_end_graph(m);
+  otm_begin_graph(m, "inner_else");
+  otm_node(m, "Exp", "ie_exp", "B", "Ie");
+  otm_output(m, "Ie", T, -1, NULL);
+  Onnx__GraphProto* ie = otm_end_graph(m);
+  if_node(m, "if_inner", "c2", "I", it, ie);
+  otm_node(m, "Mul", "t_mul", "I,A", "Yt");
+  otm_output(m, "Yt", T, -1, NULL);
+  Onnx__GraphProto* t = otm_end_graph(m);
+  otm_begin_graph(m, "else");
+  otm_node(m, "Sub", "e_sub", "A,B", "Ye");
+  otm_output(m, "Ye", T, -1, NULL);
+  Onnx__GraphProto* e = otm_end_graph(m);
+  if_node(m, "if0", "c", "Y", t, e);
+}
+static void b_if_nested_then(OxTestModel* m, OnyxElemType T) {
+  b_if_nested(m, T, true);
+}
+static void b_if_nested_else(OxTestModel* m, OnyxElemType T) {
+  b_if_nested(m, T, false);
+}
+
+/* --- Scan: the gradient as a reverse Scan --------------------------------------- */
+/* State A [3], scan input B [4, 3], outer C [3]: s' = s * x + C, y = exp(s');
+ * Y = Ys + S_final. reverse: the scan input and output read backwards. */
+static void b_scan(OxTestModel* m, OnyxElemType T, bool reverse) {
+  otm_begin_graph(m, "body");
+  otm_input(m, "s_in", T, 1, (int64_t[]){3});
+  otm_input(m, "x_in", T, 1, (int64_t[]){3});
+  otm_node(m, "Mul", "b_mul", "s_in,x_in", "sx");
+  otm_node(m, "Add", "b_add", "sx,C", "s_out");
+  otm_node(m, "Exp", "b_exp", "s_out", "y_out");
+  otm_output(m, "s_out", T, 1, (int64_t[]){3});
+  otm_output(m, "y_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  OxTestNode* n = otm_node(m, "Scan", "scan0", "A,B", "S,Ys");
+  otm_attr_graph(n, "body", body);
+  otm_attr_int(n, "num_scan_inputs", 1);
+  if (reverse) {
+    otm_attr_ints(n, "scan_input_directions", 1, (const int64_t[]){1});
+    otm_attr_ints(n, "scan_output_directions", 1, (const int64_t[]){1});
+  }
+  otm_node(m, "Add", "o_add", "Ys,S", "Y");
+}
+/* B [3, 4] scanned along axis 1, Ys stacked along axis 1; Y = Ys * Ys, the
+ * final state unread (its gradient: zeros). */
+static void b_scan_axis1(OxTestModel* m, OnyxElemType T) {
+  otm_begin_graph(m, "body");
+  otm_input(m, "s_in", T, 1, (int64_t[]){3});
+  otm_input(m, "x_in", T, 1, (int64_t[]){3});
+  otm_node(m, "Mul", "b_mul", "s_in,x_in", "sx");
+  otm_node(m, "Sub", "b_sub", "sx,C", "s_out");
+  otm_node(m, "Mul", "b_y", "s_out,x_in", "y_out");
+  otm_output(m, "s_out", T, 1, (int64_t[]){3});
+  otm_output(m, "y_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  OxTestNode* n = otm_node(m, "Scan", "scan0", "A,B", "S,Ys");
+  otm_attr_graph(n, "body", body);
+  otm_attr_int(n, "num_scan_inputs", 1);
+  otm_attr_ints(n, "scan_input_axes", 1, (const int64_t[]){1});
+  otm_attr_ints(n, "scan_output_axes", 1, (const int64_t[]){1});
+  otm_node(m, "Mul", "o_mul", "Ys,Ys", "Y");
+}
+static void b_scan_fwd(OxTestModel* m, OnyxElemType T) {
+  b_scan(m, T, false);
+}
+static void b_scan_rev(OxTestModel* m, OnyxElemType T) {
+  b_scan(m, T, true);
+}
+
 static const Case cases[] = {
     {"Add", 17, b_add, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 1, 3)}, .f32 = false},
     {"Sub", 17, b_sub, 3, {2, 4, 3}, {IN("A", 3, 2, 1, 3), IN("B", 2, 4, 1)}, .f32 = false},
@@ -1364,6 +1525,72 @@ static const Case cases[] = {
      .contract = true},
     {"Pad_reflect_edge", 17, b_pad_reflect_edge, 2, {7, 8}, {IN("A", 2, 3, 4)}, .contract = true},
     {"TopK", 17, b_topk, 2, {3, 2}, {IN("A", 2, 3, 4)}, .contract = true},
+    {"If_then", 17, b_if_then, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 2, 2, 3)}, .f32 = false},
+    {"If_else", 17, b_if_else, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 2, 2, 3)}, .f32 = false},
+    {"If_apart_then",
+     17,
+     b_if_apart_then,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 2, 2, 3)},
+     .f32 = false},
+    {"If_apart_else",
+     17,
+     b_if_apart_else,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 2, 2, 3)},
+     .f32 = false},
+    {"If_pass_then",
+     17,
+     b_if_pass_then,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 2, 2, 3)},
+     .f32 = false},
+    {"If_pass_else",
+     17,
+     b_if_pass_else,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 2, 2, 3)},
+     .f32 = false},
+    {"If_nested_then",
+     17,
+     b_if_nested_then,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 2, 2, 3)},
+     .f32 = false},
+    {"If_nested_else",
+     17,
+     b_if_nested_else,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("B", 2, 2, 3)},
+     .f32 = false},
+    {"Scan",
+     17,
+     b_scan_fwd,
+     2,
+     {4, 3},
+     {IN("A", 1, 3), IN("B", 2, 4, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Scan_reverse",
+     17,
+     b_scan_rev,
+     2,
+     {4, 3},
+     {IN("A", 1, 3), IN("B", 2, 4, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Scan_axis1",
+     17,
+     b_scan_axis1,
+     2,
+     {3, 4},
+     {IN("A", 1, 3), IN("B", 2, 3, 4), IN("C", 1, 3)},
+     .f32 = false},
+    {"If_opset11", 11, b_if_then, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 2, 2, 3)}, .f32 = false},
 };
 
 static void test_rules_composed(void** state) {
@@ -1609,6 +1836,34 @@ static void test_dropout_training(void** state) {
 
 /* A rule that cannot handle its node: the message names the Gradient node,
  * the forward node and op, and the reason. */
+/* A Loop on the path from the loss: an error naming the op and the node. */
+static void test_loop_refused(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "ai.onnx.preview.training", 1);
+  otm_input(m, "A", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
+  const int64_t trips = 2;
+  otm_initializer(m, "M", ONYX_ELEM_INT64, 0, NULL, &trips);
+  otm_begin_graph(m, "body");
+  otm_input(m, "i", ONYX_ELEM_INT64, 0, NULL);
+  otm_input(m, "c_in", ONYX_ELEM_BOOL, 0, NULL);
+  otm_input(m, "v_in", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
+  otm_node(m, "Identity", "b_c", "c_in", "c_out");
+  otm_node(m, "Mul", "b_mul", "v_in,A", "v_out");
+  otm_output(m, "c_out", ONYX_ELEM_BOOL, 0, NULL);
+  otm_output(m, "v_out", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  otm_attr_graph(otm_node(m, "Loop", "loop0", "M,,A", "V"), "body", body);
+  otm_attr_int(otm_node(m, "ReduceSum", "sum", "V", "L"), "keepdims", 0);
+  OxTestNode* g = otm_node(m, "Gradient", "grad", "", "dA");
+  otm_node_domain(g, "ai.onnx.preview.training");
+  otm_attr_strings(g, "xs", 1, (const char* const[]){"A"});
+  otm_attr_string(g, "y", "L");
+  otm_output(m, "dA", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
+  const char* what[] = {"'grad' (Gradient)", "Loop has no gradient rule: node 'loop0'"};
+  expect_create_error(m, what, 2);
+}
+
 static void test_rule_refuses_names_node(void** state) {
   (void)state;
   OxTestModel* m = otm_new(17);
@@ -1646,7 +1901,7 @@ int main(void) {
       cmocka_unit_test(test_rules_contract),          cmocka_unit_test(test_rules_dynamic_shapes),
       cmocka_unit_test(test_missing_rule_names_path), cmocka_unit_test(test_dynamic_broadcast),
       cmocka_unit_test(test_frozen_and_unreached),    cmocka_unit_test(test_dropout_training),
-      cmocka_unit_test(test_rule_refuses_names_node),
+      cmocka_unit_test(test_rule_refuses_names_node), cmocka_unit_test(test_loop_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

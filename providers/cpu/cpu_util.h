@@ -3,7 +3,7 @@
  * scalar conversion between element types (float16/bfloat16 included), the
  * broadcasting planner, strided copies and a table-driven registration.
  *
- * For cpu-b (cpu_nn.c, cpu_linalg.c): everything below is free to use.
+ * For cpu-b (cpu_conv.c, cpu_pool.c, cpu_norm.c, cpu_linalg.c): everything below is free to use.
  * Handy ones: cpu_error/cpu_ctx_error (node-named errors), cpu_elem_size,
  * cpu_f16_to_f32/cpu_f32_to_f16 and the bfloat16 pair, cpu_bcast_* (any
  * number of inputs, e.g. a bias broadcast), cpu_copy_strided (transpose or

@@ -37,11 +37,13 @@ OnyxStatus* cpu_register_linalg(OnyxKernelRegistry* r);      /* cpu_linalg.c: Ma
 /* Families added with the full ONNX operator set; each owns its files. */
 OnyxStatus*
 cpu_register_math(OnyxKernelRegistry* r); /* cpu_math*.c: unary math, activations, logic */
-OnyxStatus*
-cpu_register_index(OnyxKernelRegistry* r); /* cpu_index*.c: gather/scatter, topk, pad, ... */
-OnyxStatus* cpu_register_loss(OnyxKernelRegistry* r);   /* cpu_loss.c: NLL, softmax CE */
-OnyxStatus* cpu_register_nms(OnyxKernelRegistry* r);    /* cpu_nms.c: NonMaxSuppression */
-OnyxStatus* cpu_register_resize(OnyxKernelRegistry* r); /* cpu_resize.c: Resize, samplers */
+OnyxStatus* cpu_register_gather_scatter(OnyxKernelRegistry* r); /* cpu_gather_scatter.c */
+OnyxStatus* cpu_register_sort_topk(OnyxKernelRegistry* r);      /* cpu_sort_topk.c: Unique, TopK */
+OnyxStatus* cpu_register_layout(OnyxKernelRegistry* r);         /* cpu_layout.c: Pad, Tile, ... */
+OnyxStatus* cpu_register_einsum(OnyxKernelRegistry* r);         /* cpu_einsum.c: Einsum, Det */
+OnyxStatus* cpu_register_loss(OnyxKernelRegistry* r);           /* cpu_loss.c: NLL, softmax CE */
+OnyxStatus* cpu_register_nms(OnyxKernelRegistry* r);            /* cpu_nms.c: NonMaxSuppression */
+OnyxStatus* cpu_register_resize(OnyxKernelRegistry* r);         /* cpu_resize.c: Resize, samplers */
 OnyxStatus*
 cpu_register_conv_transpose(OnyxKernelRegistry* r); /* cpu_conv_transpose.c: + Col2Im, DeformConv */
 OnyxStatus* cpu_register_rnn(OnyxKernelRegistry* r); /* cpu_rnn.c: RNN, GRU, LSTM */

@@ -71,7 +71,8 @@ static OnyxStatus* cpu_register_kernels(const OnyxProvider* p, OnyxKernelRegistr
   static OnyxStatus* (*const families[])(OnyxKernelRegistry*) = {
       cpu_register_elementwise,    cpu_register_shape,   cpu_register_reduce,
       cpu_register_conv,           cpu_register_pool,    cpu_register_norm,
-      cpu_register_linalg,         cpu_register_math,    cpu_register_index,
+      cpu_register_linalg,         cpu_register_math,    cpu_register_gather_scatter,
+      cpu_register_sort_topk,      cpu_register_layout,  cpu_register_einsum,
       cpu_register_loss,           cpu_register_nms,     cpu_register_resize,
       cpu_register_conv_transpose, cpu_register_rnn,     cpu_register_quant,
       cpu_register_misc,           cpu_register_contrib, cpu_register_optim,

@@ -455,10 +455,9 @@ static const OnyxTypeConstraint attn_tc[] = {
     {"T2", attn_float_types, CPU_ARRAY_LEN(attn_float_types)},
     {"U", attn_mask_types, CPU_ARRAY_LEN(attn_mask_types)},
 };
-static const int32_t rope_index_types[] = {ONYX_ELEM_INT64};
 static const OnyxTypeConstraint rope_tc[] = {
     {"T", attn_float_types, CPU_ARRAY_LEN(attn_float_types)},
-    {"M", rope_index_types, CPU_ARRAY_LEN(rope_index_types)},
+    {"M", cpu_types_int64, CPU_ARRAY_LEN(cpu_types_int64)},
 };
 
 static const CpuKernelSpec attention_specs[] = {

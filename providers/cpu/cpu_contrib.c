@@ -391,7 +391,7 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
   return NULL;
 }
 
-/* --- FusedConv: the CPU provider's own Conv kernel (cpu_nn.c), whose create
+/* --- FusedConv: the CPU provider's own Conv kernel (cpu_conv.c), whose create
  * reads the `activation` attribute and applies it in the GEMM's epilogue. */
 
 #define CDEF(op, tc, cr, comp, rel, al, nal)                                                       \

@@ -9,7 +9,7 @@
  * (im2col, scaled by the mask) and multiplies by W. float32, float16 and
  * bfloat16 compute in float32 (cpu_gemm_f32), float64 in double. */
 #include "cpu_nn.h"
-#include "cpu_nn_ops.h"
+#include "cpu_nnop_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -458,9 +458,9 @@ static OnyxStatus* deform_compute(void* state, OnyxKernelContext* ctx) {
 /* Registration                                                              */
 /* ======================================================================== */
 
-static const OnyxTypeConstraint TC_T[] = {{"T", nnop_types_f, 4}};
+static const OnyxTypeConstraint TC_T[] = {{"T", cpu_types_real, 4}};
 
-OnyxStatus* cpu_register_nn_ops_conv(OnyxKernelRegistry* r) {
+OnyxStatus* cpu_register_conv_transpose(OnyxKernelRegistry* r) {
   const int32_t latest = ONYX_OPSET_LATEST;
   const CpuKernelSpec specs[] = {
       {"ConvTranspose", 1, latest, TC_T, 1, nnop_node_create, convt_compute, NULL, NULL},

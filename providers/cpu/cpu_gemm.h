@@ -1,6 +1,6 @@
 /* cpu_gemm.h — internal to the CPU provider: the float32 GEMM core
  * (cpu_gemm.c) and its float64 loop, the operand packing, and the
- * activations its epilogue applies (CpuAct). Conv (cpu_nn.c and the conv
+ * activations its epilogue applies (CpuAct). Conv (cpu_conv.c and the conv
  * files), MatMul/Gemm (cpu_linalg.c), the contrib ops and the gradient
  * kernels call it; it depends on no kernel family. */
 #ifndef CPU_GEMM_H

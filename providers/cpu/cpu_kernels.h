@@ -30,14 +30,23 @@ typedef struct CpuConvRun {
 OnyxStatus* cpu_register_elementwise(OnyxKernelRegistry* r); /* cpu_elementwise.c */
 OnyxStatus* cpu_register_shape(OnyxKernelRegistry* r);       /* cpu_shape.c */
 OnyxStatus* cpu_register_reduce(OnyxKernelRegistry* r);      /* cpu_reduce.c */
-OnyxStatus* cpu_register_nn(OnyxKernelRegistry* r);          /* cpu_nn.c, cpu_linalg.c */
+OnyxStatus* cpu_register_conv(OnyxKernelRegistry* r);        /* cpu_conv.c: Conv */
+OnyxStatus* cpu_register_pool(OnyxKernelRegistry* r);        /* cpu_pool.c: the pooling ops */
+OnyxStatus* cpu_register_norm(OnyxKernelRegistry* r);        /* cpu_norm.c: norms, Softmax */
+OnyxStatus* cpu_register_linalg(OnyxKernelRegistry* r);      /* cpu_linalg.c: MatMul, Gemm */
 /* Families added with the full ONNX operator set; each owns its files. */
 OnyxStatus*
 cpu_register_math(OnyxKernelRegistry* r); /* cpu_math*.c: unary math, activations, logic */
+OnyxStatus* cpu_register_gather_scatter(OnyxKernelRegistry* r); /* cpu_gather_scatter.c */
+OnyxStatus* cpu_register_sort_topk(OnyxKernelRegistry* r);      /* cpu_sort_topk.c: Unique, TopK */
+OnyxStatus* cpu_register_layout(OnyxKernelRegistry* r);         /* cpu_layout.c: Pad, Tile, ... */
+OnyxStatus* cpu_register_einsum(OnyxKernelRegistry* r);         /* cpu_einsum.c: Einsum, Det */
+OnyxStatus* cpu_register_loss(OnyxKernelRegistry* r);           /* cpu_loss.c: NLL, softmax CE */
+OnyxStatus* cpu_register_nms(OnyxKernelRegistry* r);            /* cpu_nms.c: NonMaxSuppression */
+OnyxStatus* cpu_register_resize(OnyxKernelRegistry* r);         /* cpu_resize.c: Resize, samplers */
 OnyxStatus*
-cpu_register_index(OnyxKernelRegistry* r); /* cpu_index*.c: gather/scatter, topk, pad, ... */
-OnyxStatus*
-cpu_register_nn_ops(OnyxKernelRegistry* r); /* cpu_nn_ops*.c, cpu_rnn.c: resize, norms, RNN */
+cpu_register_conv_transpose(OnyxKernelRegistry* r); /* cpu_conv_transpose.c: + Col2Im, DeformConv */
+OnyxStatus* cpu_register_rnn(OnyxKernelRegistry* r); /* cpu_rnn.c: RNN, GRU, LSTM */
 OnyxStatus*
 cpu_register_quant(OnyxKernelRegistry* r);            /* cpu_quant*.c: Q/DQ and the quantized ops */
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r); /* cpu_text.c, cpu_ml.c, cpu_attention.c */

@@ -496,10 +496,9 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
 /* Registration                                                               */
 /* ------------------------------------------------------------------------ */
 
-static const int32_t FLOATS[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64};
 static const int32_t INTS[] = {ONYX_ELEM_INT32, ONYX_ELEM_INT64, ONYX_ELEM_UINT32,
                                ONYX_ELEM_UINT64};
-static const OnyxTypeConstraint T_FLOATS[] = {{"T", FLOATS, 2}};
+static const OnyxTypeConstraint T_FLOATS[] = {{"T", cpu_types_float, 2}};
 static const OnyxTypeConstraint T_INTS[] = {{"T", INTS, 4}};
 
 OnyxStatus* cpu_register_linalg(OnyxKernelRegistry* r) {

@@ -560,9 +560,7 @@ static OnyxStatus* axis_compute(void* state, OnyxKernelContext* ctx) {
 /* Registration                                                               */
 /* ========================================================================= */
 
-static const int32_t flt_types[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16,
-                                    ONYX_ELEM_BFLOAT16};
-static const OnyxTypeConstraint flt_tc[] = {{"T", flt_types, CPU_ARRAY_LEN(flt_types)}};
+static const OnyxTypeConstraint flt_tc[] = {{"T", cpu_types_real, CPU_ARRAY_LEN(cpu_types_real)}};
 static const int32_t isx_types[] = {ONYX_ELEM_FLOAT32,      ONYX_ELEM_FLOAT64,
                                     ONYX_ELEM_FLOAT16,      ONYX_ELEM_BFLOAT16,
                                     ONYX_ELEM_FLOAT8E4M3FN, ONYX_ELEM_FLOAT8E4M3FNUZ,

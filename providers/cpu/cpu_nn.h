@@ -1,6 +1,7 @@
-/* cpu_nn.h — internal to the CPU provider: what cpu_nn.c (Conv, pooling,
- * normalization, Softmax), the conv files and cpu_linalg.c (MatMul, Gemm)
- * share beyond the GEMM core (cpu_gemm.h). */
+/* cpu_nn.h — internal to the CPU provider: what the Conv, pooling and
+ * normalization files (cpu_conv.c, cpu_pool.c, cpu_norm.c), the conv path
+ * files, cpu_linalg.c (MatMul, Gemm) and the fused ops share beyond the
+ * GEMM core (cpu_gemm.h). */
 #ifndef CPU_NN_H
 #define CPU_NN_H
 
@@ -25,14 +26,11 @@ void cpu_softmax_row_f32(const float* x, float* y, size_t n);
  * is 4 or 8. */
 void cpu_nn_transpose(void* dst, const void* src, size_t rows, size_t cols, size_t elem_size);
 
-/* The Conv kernel (cpu_nn.c), also for com.onyx FusedConv: create reads the
+/* The Conv kernel (cpu_conv.c), also for com.onyx FusedConv: create reads the
  * optional `activation` attribute (cpu_read_activation), applied by the
  * GEMM epilogue (float32 only); a constant W is packed at create. */
 OnyxStatus* cpu_conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state);
 OnyxStatus* cpu_conv_compute(void* state, OnyxKernelContext* ctx);
 void cpu_conv_release(void* state);
-
-/* Registers MatMul and Gemm (cpu_linalg.c); called by cpu_register_nn. */
-OnyxStatus* cpu_register_linalg(OnyxKernelRegistry* r);
 
 #endif /* CPU_NN_H */

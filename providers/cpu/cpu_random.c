@@ -250,19 +250,14 @@ static OnyxStatus* bernoulli_compute(void* state, OnyxKernelContext* ctx) {
 
 /* --- Registration --------------------------------------------------------------------- */
 
-#define ELEM(x) ONYX_ELEM_##x
-static const int32_t FLOATS[] = {ELEM(FLOAT32), ELEM(FLOAT64), ELEM(FLOAT16), ELEM(BFLOAT16)};
-static const int32_t INDEX[] = {ELEM(INT32), ELEM(INT64)};
-static const int32_t BERNOULLI_OUT[] = {ELEM(FLOAT32), ELEM(FLOAT64), ELEM(FLOAT16), ELEM(BFLOAT16),
-                                        ELEM(INT8),    ELEM(INT16),   ELEM(INT32),   ELEM(INT64),
-                                        ELEM(UINT8),   ELEM(UINT16),  ELEM(UINT32),  ELEM(UINT64),
-                                        ELEM(BOOL)};
 #define TC(name, arr)                                                                              \
   { name, arr, CPU_ARRAY_LEN(arr) }
-static const OnyxTypeConstraint TC_RAND[] = {TC("T", FLOATS)};
-static const OnyxTypeConstraint TC_LIKE[] = {TC("T1", cpu_types_copyable), TC("T2", FLOATS)};
-static const OnyxTypeConstraint TC_MULTI[] = {TC("T1", FLOATS), TC("T2", INDEX)};
-static const OnyxTypeConstraint TC_BERN[] = {TC("T1", FLOATS), TC("T2", BERNOULLI_OUT)};
+static const OnyxTypeConstraint TC_RAND[] = {TC("T", cpu_types_real)};
+static const OnyxTypeConstraint TC_LIKE[] = {TC("T1", cpu_types_copyable),
+                                             TC("T2", cpu_types_real)};
+static const OnyxTypeConstraint TC_MULTI[] = {TC("T1", cpu_types_real), TC("T2", cpu_types_index)};
+static const OnyxTypeConstraint TC_BERN[] = {TC("T1", cpu_types_real),
+                                             TC("T2", cpu_types_numeric_bool)};
 
 #define KR(op, since, tc, kind, comp)                                                              \
   {                                                                                                \

@@ -497,17 +497,10 @@ static OnyxStatus* arg_compute(void* state, OnyxKernelContext* ctx) {
 /* Registration                                                               */
 /* ========================================================================= */
 
-static const int32_t num_types[] = {ONYX_ELEM_FLOAT32,  ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16,
-                                    ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,    ONYX_ELEM_INT16,
-                                    ONYX_ELEM_INT32,    ONYX_ELEM_INT64,   ONYX_ELEM_UINT8,
-                                    ONYX_ELEM_UINT16,   ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64};
-static const int32_t num_bool_types[] = {
-    ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,
-    ONYX_ELEM_INT16,   ONYX_ELEM_INT32,   ONYX_ELEM_INT64,   ONYX_ELEM_UINT8,    ONYX_ELEM_UINT16,
-    ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64,  ONYX_ELEM_BOOL};
-static const OnyxTypeConstraint num_tc[] = {{"T", num_types, CPU_ARRAY_LEN(num_types)}};
+static const OnyxTypeConstraint num_tc[] = {
+    {"T", cpu_types_numeric, CPU_ARRAY_LEN(cpu_types_numeric)}};
 static const OnyxTypeConstraint num_bool_tc[] = {
-    {"T", num_bool_types, CPU_ARRAY_LEN(num_bool_types)}};
+    {"T", cpu_types_numeric_bool, CPU_ARRAY_LEN(cpu_types_numeric_bool)}};
 
 #define MODES(op, name) static const ReduceMode name##_attr = {op, false}, name##_input = {op, true}
 MODES(R_SUM, sum);

@@ -16,7 +16,7 @@
  *
  * GridSample computes each output point's taps (offsets and weights, after
  * the padding mode) once and applies them to every channel. */
-#include "cpu_nn_ops.h"
+#include "cpu_nnop_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -985,13 +985,19 @@ static OnyxStatus* roi_compute(void* state, OnyxKernelContext* ctx) {
 /* Registration                                                              */
 /* ======================================================================== */
 
-static const int32_t I64[] = {ONYX_ELEM_INT64};
-static const OnyxTypeConstraint TC_RESIZE10[] = {{"T", nnop_types_resize, 12}};
-static const OnyxTypeConstraint TC_RESIZE11[] = {{"T1", nnop_types_resize, 12},
-                                                 {"T2", nnop_types_f, 4}};
-static const OnyxTypeConstraint TC_GRID[] = {{"T1", nnop_types_f, 4}, {"T2", nnop_types_f, 4}};
-static const OnyxTypeConstraint TC_AFFINE[] = {{"T1", nnop_types_f, 4}, {"T2", I64, 1}};
-static const OnyxTypeConstraint TC_ROI[] = {{"T1", nnop_types_f, 4}, {"T2", I64, 1}};
+/* The floating types, then every integer type (Resize, Upsample: nearest
+ * copies elements exactly; linear/cubic results are rounded to nearest). */
+static const int32_t RESIZE_TYPES[] = {ONYX_ELEM_FLOAT32,  ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16,
+                                       ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,    ONYX_ELEM_UINT8,
+                                       ONYX_ELEM_INT16,    ONYX_ELEM_UINT16,  ONYX_ELEM_INT32,
+                                       ONYX_ELEM_UINT32,   ONYX_ELEM_INT64,   ONYX_ELEM_UINT64};
+static const OnyxTypeConstraint TC_RESIZE10[] = {{"T", RESIZE_TYPES, 12}};
+static const OnyxTypeConstraint TC_RESIZE11[] = {{"T1", RESIZE_TYPES, 12},
+                                                 {"T2", cpu_types_real, 4}};
+static const OnyxTypeConstraint TC_GRID[] = {{"T1", cpu_types_real, 4}, {"T2", cpu_types_real, 4}};
+static const OnyxTypeConstraint TC_AFFINE[] = {{"T1", cpu_types_real, 4},
+                                               {"T2", cpu_types_int64, 1}};
+static const OnyxTypeConstraint TC_ROI[] = {{"T1", cpu_types_real, 4}, {"T2", cpu_types_int64, 1}};
 static const int UPSAMPLE = 1;
 
 #define SPEC(op, since, end, tc, cr, comp, ud)                                                     \
@@ -1021,7 +1027,7 @@ static OnyxStatus* roi_create(OnyxEp* ep, const OnyxNode* node, void* user_data,
   return free_on_error(roi_create_impl(ep, node, user_data, state), state);
 }
 
-OnyxStatus* cpu_register_nn_ops_resize(OnyxKernelRegistry* r) {
+OnyxStatus* cpu_register_resize(OnyxKernelRegistry* r) {
   const int32_t latest = ONYX_OPSET_LATEST;
   const CpuKernelSpec specs[] = {
       SPEC("Upsample", 7, 9, TC_RESIZE10, resize_create, resize_compute, &UPSAMPLE),

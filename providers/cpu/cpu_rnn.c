@@ -34,7 +34,7 @@
  * Either path polls cancellation once per time step. A batch entry past
  * its sequence length keeps its state and writes zeros to Y. */
 #include "cpu_nn.h"
-#include "cpu_nn_ops.h"
+#include "cpu_nnop_util.h"
 #include "cpu_vmath.h"
 
 #include <math.h>
@@ -1258,7 +1258,7 @@ static OnyxStatus* rnn_compute(void* state, OnyxKernelContext* ctx) {
 }
 
 static const int32_t I32[] = {ONYX_ELEM_INT32};
-static const OnyxTypeConstraint TC_RNN[] = {{"T", nnop_types_f, 4}, {"T1", I32, 1}};
+static const OnyxTypeConstraint TC_RNN[] = {{"T", cpu_types_real, 4}, {"T1", I32, 1}};
 
 /* A create that fails frees the state it had already handed out. */
 static OnyxStatus* free_on_error(OnyxStatus* st, void** state) {

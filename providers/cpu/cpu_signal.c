@@ -629,18 +629,14 @@ static OnyxStatus* mel_compute(void* state, OnyxKernelContext* ctx) {
 
 /* --- Registration ---------------------------------------------------------------------------- */
 
-#define ELEM(x) ONYX_ELEM_##x
-static const int32_t FLOATS[] = {ELEM(FLOAT32), ELEM(FLOAT64), ELEM(FLOAT16), ELEM(BFLOAT16)};
-static const int32_t INDEX[] = {ELEM(INT32), ELEM(INT64)};
-static const int32_t NUMERIC[] = {ELEM(FLOAT32), ELEM(FLOAT64), ELEM(FLOAT16), ELEM(BFLOAT16),
-                                  ELEM(INT8),    ELEM(INT16),   ELEM(INT32),   ELEM(INT64),
-                                  ELEM(UINT8),   ELEM(UINT16),  ELEM(UINT32),  ELEM(UINT64)};
 #define TC(name, arr)                                                                              \
   { name, arr, CPU_ARRAY_LEN(arr) }
-static const OnyxTypeConstraint TC_DFT[] = {TC("T1", FLOATS), TC("T2", INDEX)};
-static const OnyxTypeConstraint TC_STFT[] = {TC("T1", FLOATS), TC("T2", INDEX)};
-static const OnyxTypeConstraint TC_WINDOW[] = {TC("T1", INDEX), TC("T2", NUMERIC)};
-static const OnyxTypeConstraint TC_MEL[] = {TC("T1", INDEX), TC("T2", FLOATS), TC("T3", NUMERIC)};
+static const OnyxTypeConstraint TC_DFT[] = {TC("T1", cpu_types_real), TC("T2", cpu_types_index)};
+static const OnyxTypeConstraint TC_STFT[] = {TC("T1", cpu_types_real), TC("T2", cpu_types_index)};
+static const OnyxTypeConstraint TC_WINDOW[] = {TC("T1", cpu_types_index),
+                                               TC("T2", cpu_types_numeric)};
+static const OnyxTypeConstraint TC_MEL[] = {TC("T1", cpu_types_index), TC("T2", cpu_types_real),
+                                            TC("T3", cpu_types_numeric)};
 
 #define KW(op, coef)                                                                               \
   {                                                                                                \

@@ -888,11 +888,10 @@ static OnyxStatus* tfidf_compute(void* state, OnyxKernelContext* ctx) {
 
 static const int32_t str_types[] = {ONYX_ELEM_STRING};
 static const int32_t tfidf_types[] = {ONYX_ELEM_STRING, ONYX_ELEM_INT32, ONYX_ELEM_INT64};
-static const int32_t float_types[] = {ONYX_ELEM_FLOAT32};
 static const OnyxTypeConstraint str_tc[] = {{"T", str_types, 1}};
 static const OnyxTypeConstraint regex_tc[] = {{"T1", str_types, 1}};
 static const OnyxTypeConstraint split_tc[] = {{"T1", str_types, 1}};
-static const OnyxTypeConstraint tfidf_tc[] = {{"T", tfidf_types, 3}, {"T1", float_types, 1}};
+static const OnyxTypeConstraint tfidf_tc[] = {{"T", tfidf_types, 3}, {"T1", cpu_types_f32, 1}};
 
 static const CpuKernelSpec text_specs[] = {
     {"StringNormalizer", 10, ONYX_OPSET_LATEST, NULL, 0, norm_create, norm_compute, norm_release,

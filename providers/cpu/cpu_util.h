@@ -3,7 +3,7 @@
  * scalar conversion between element types (float16/bfloat16 included), the
  * broadcasting planner, strided copies and a table-driven registration.
  *
- * For cpu-b (cpu_nn.c, cpu_linalg.c): everything below is free to use.
+ * For cpu-b (cpu_conv.c, cpu_pool.c, cpu_norm.c, cpu_linalg.c): everything below is free to use.
  * Handy ones: cpu_error/cpu_ctx_error (node-named errors), cpu_elem_size,
  * cpu_f16_to_f32/cpu_f32_to_f16 and the bfloat16 pair, cpu_bcast_* (any
  * number of inputs, e.g. a bias broadcast), cpu_copy_strided (transpose or
@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cpu_kernels.h"
+#include "cpu_types.h"
 
 /* Ranks above this are refused with an error (ONNX sets no limit; models in
  * practice stay far below it). Lets kernels keep index arrays on the stack. */
@@ -41,21 +42,7 @@ const char* cpu_elem_name(int32_t type);
  * Used by Cast-1, whose `to` is a string. */
 int32_t cpu_elem_from_onnx_name(const char* name);
 
-/* Element types grouped for kernel type constraints. Static so that each
- * file gets the counts through CPU_ARRAY_LEN. */
-static const int32_t cpu_types_float[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64};
-static const int32_t cpu_types_int64[] = {ONYX_ELEM_INT64};
-static const int32_t cpu_types_index[] = {ONYX_ELEM_INT32, ONYX_ELEM_INT64};
-static const int32_t cpu_types_bool[] = {ONYX_ELEM_BOOL};
-/* Every type a byte-copying kernel can move, strings included. */
-static const int32_t cpu_types_copyable[] = {
-    ONYX_ELEM_FLOAT32,    ONYX_ELEM_UINT8,          ONYX_ELEM_INT8,
-    ONYX_ELEM_UINT16,     ONYX_ELEM_INT16,          ONYX_ELEM_INT32,
-    ONYX_ELEM_INT64,      ONYX_ELEM_STRING,         ONYX_ELEM_BOOL,
-    ONYX_ELEM_FLOAT16,    ONYX_ELEM_FLOAT64,        ONYX_ELEM_UINT32,
-    ONYX_ELEM_UINT64,     ONYX_ELEM_COMPLEX64,      ONYX_ELEM_COMPLEX128,
-    ONYX_ELEM_BFLOAT16,   ONYX_ELEM_FLOAT8E4M3FN,   ONYX_ELEM_FLOAT8E4M3FNUZ,
-    ONYX_ELEM_FLOAT8E5M2, ONYX_ELEM_FLOAT8E5M2FNUZ, ONYX_ELEM_FLOAT8E8M0};
+/* Element types grouped for kernel type constraints: cpu_types.h. */
 
 /* --- Checked arithmetic ---------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /* cpu_winograd.h — internal to the CPU provider: Winograd F(4x4, 3x3) for
  * float32 2-D convolutions with 3x3 kernels, unit strides and dilations,
- * group 1 and constant weights (cpu_conv_winograd.c). cpu_nn.c's Conv
+ * group 1 and constant weights (cpu_conv_winograd.c). cpu_conv.c's Conv
  * transforms W once at creation (cpu_winograd_create) and sends a run here
  * when cpu_winograd_pays says so (and, where the direct path exists, the
  * image has enough tiles for Winograd to win).

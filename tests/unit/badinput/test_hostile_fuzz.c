@@ -391,7 +391,7 @@ static void test_memplan_declared_huge(void** state) {
 
 /* AveragePool SAME_UPPER with a kernel of 2^32: the pooling table asks the
  * run's scratch for 0x3000000000 bytes, past max_tensor_bytes
- * (providers/cpu/cpu_nn.c:1400 pool_alloc_table -> host_api.c h_ctx_scratch). */
+ * (providers/cpu/cpu_pool.c pool_alloc_table -> host_api.c h_ctx_scratch). */
 static void test_averagepool_kernel_2_32_scratch(void** state) {
   (void)state;
   OxTestModel* m = otm_new(22);
@@ -436,7 +436,7 @@ static void test_transpose_slice_empty_huge_at_run(void** state) {
 }
 
 /* Conv with a stride of INT64_MAX over an empty width
- * (providers/cpu/cpu_nn.c:759 im2col_body: 1 + INT64_MAX). */
+ * (providers/cpu/cpu_conv.c im2col_body: 1 + INT64_MAX). */
 static void test_conv_stride_max_empty_width(void** state) {
   (void)state;
   OxTestModel* m = otm_new(22);

@@ -1,24 +1,19 @@
-/* cpu_nn_ops.h — internal to the nn_ops kernel family of the CPU provider
- * (cpu_nn_ops*.c, cpu_rnn.c): element conversion into scratch buffers,
- * attribute helpers, and each file's registration function.
+/* cpu_nnop_util.h — internal to the CPU provider: the helpers of its
+ * double-precision NN kernels (cpu_nnop_util.c; used by cpu_norm.c,
+ * cpu_pool.c, cpu_loss.c, cpu_nms.c, cpu_resize.c, cpu_conv_transpose.c,
+ * cpu_rnn.c): element conversion into scratch buffers, attribute helpers.
  *
  * Kernels of this family compute in double (float64 in, float64 out) or in
  * float (float32, float16, bfloat16: loaded to float32, stored back rounded
  * to nearest even), so one implementation serves every floating type. */
-#ifndef CPU_NN_OPS_H
-#define CPU_NN_OPS_H
+#ifndef CPU_NNOP_UTIL_H
+#define CPU_NNOP_UTIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "cpu_kernels.h"
 #include "cpu_util.h"
-
-/* float32, float64, float16, bfloat16. */
-extern const int32_t nnop_types_f[4];
-/* The same plus every integer type (Resize, Upsample: nearest copies
- * elements exactly; linear/cubic results are rounded to nearest). */
-extern const int32_t nnop_types_resize[12];
 
 /* Scratch memory of the context (freed after compute); an error names the node. */
 OnyxStatus* nnop_scratch(OnyxKernelContext* ctx, size_t bytes, void** out);
@@ -42,8 +37,12 @@ OnyxStatus* nnop_node_create(OnyxEp* ep, const OnyxNode* node, void* user_data, 
 /* A scalar input read as double (first element); false when absent or empty. */
 bool nnop_scalar_d(const OnyxKernelContext* ctx, size_t i, double* out);
 
-OnyxStatus* cpu_register_nn_ops_resize(OnyxKernelRegistry* r); /* cpu_resize.c */
-OnyxStatus* cpu_register_nn_ops_conv(OnyxKernelRegistry* r);   /* cpu_conv_transpose.c */
-OnyxStatus* cpu_register_rnn(OnyxKernelRegistry* r);           /* cpu_rnn.c */
+/* An error naming `what` unless t has rank min_rank .. CPU_MAX_RANK. */
+OnyxStatus* nnop_need_rank(const OnyxNode* node, const OnyxTensor* t, const char* what,
+                           size_t min_rank);
+/* Input i, a per-channel parameter (scale, bias) of `want` elements, as
+ * doubles in scratch memory; an error names `what`. */
+OnyxStatus* nnop_load_param(OnyxKernelContext* ctx, const OnyxNode* node, size_t i,
+                            const char* what, size_t want, double** out);
 
-#endif /* CPU_NN_OPS_H */
+#endif /* CPU_NNOP_UTIL_H */

@@ -42,15 +42,14 @@
 #include "cpu_gemm.h"
 #include "cpu_kernels.h"
 #include "cpu_nn.h"
-#include "cpu_nn_ops.h"
+#include "cpu_nnop_util.h"
 #include "cpu_util.h"
 
 #define TRAINING "com.onyx.training"
 
-static const int32_t T_FLOAT[] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64};
 static const int32_t T_LENS[] = {ONYX_ELEM_INT32};
-static const OnyxTypeConstraint TC_T[] = {{"T", T_FLOAT, 2}, {"T1", T_LENS, 1}};
-static const OnyxTypeConstraint TC_RZ[] = {{"T", T_FLOAT, 2}};
+static const OnyxTypeConstraint TC_T[] = {{"T", cpu_types_float, 2}, {"T1", T_LENS, 1}};
+static const OnyxTypeConstraint TC_RZ[] = {{"T", cpu_types_float, 2}};
 
 typedef enum SeqCell { SEQ_RNN, SEQ_GRU, SEQ_LSTM } SeqCell;
 

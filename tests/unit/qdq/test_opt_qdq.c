@@ -216,10 +216,10 @@ static void check_convprov_mul(const uint8_t* bytes, size_t len) {
   assert_int_equal(count_op(s, "Mul"), 1);
   assert_int_equal(count_op(s, "QuantizeLinear"), 3);
   assert_int_equal(count_op(s, "DequantizeLinear"), 2);
-  for (size_t i = 0; i < s->graph->n_nodes; i++) {
-    const OxNode* n = s->graph->nodes[i];
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
     assert_true(n->ep >= 0);
-    assert_string_equal(s->eps[n->ep].name, !strcmp(n->op_type, "Mul") ? "convprov" : "cpu");
+    assert_string_equal(s->prog.eps[n->ep].name, !strcmp(n->op_type, "Mul") ? "convprov" : "cpu");
   }
   assert_false(explain_has(s, "made by qdq"));
   onyx_session_release(s);

@@ -24,8 +24,11 @@ alone in a child process of its own, and the child's peak resident set
 (PyTorch's import alone is most of its figure: `torch_import_rss_mib` is
 the peak of a child that only imports torch and builds the model).
 
+With --config CFG, `onyx train` runs with that providers config (for example
+providers/onednn/onednn-cpu.json, oneDNN in front of the CPU provider).
+
 usage: scripts/train_peer.py --onyx build/bin/onyx [--steps 30] [--threads 1]
-           [--batch 32] [--work DIR] [--json OUT.json] [--memory]
+           [--batch 32] [--work DIR] [--json OUT.json] [--memory] [--config CFG]
 Needs python3-torch, python3-onnx, python3-numpy. Exit status 0 when every
 pair ran (the differences are reported, not judged).
 """
@@ -202,6 +205,7 @@ def main():
     ap.add_argument("--work")
     ap.add_argument("--json")
     ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--config", help="providers config passed to `onyx train --config`")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
@@ -232,7 +236,7 @@ def main():
                    "--labels", os.path.join(work, f"{name}_y.npy"),
                    "--batch-size", str(a.batch), "--steps", str(a.steps), "--no-shuffle",
                    "--optimizer", opt_name, "--lr", str(lr), "--threads", str(a.threads),
-                   "--log", log] + extra
+                   "--log", log] + extra + (["--config", a.config] if a.config else [])
             r = subprocess.run(cmd, capture_output=True, text=True)
             row = {"model": name, "optimizer": opt_name, "steps": a.steps, "batch": a.batch,
                    "threads": a.threads,

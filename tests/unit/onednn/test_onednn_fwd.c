@@ -8,7 +8,7 @@
  * plain layouts only, and with weights changed between runs (the per-run
  * reorder must read each run's values). A BatchNormalization after such a
  * Conv is not folded (its fold rewrites constant weights) but the Conv is
- * still claimed. */
+ * still claimed. Weights of the wrong shape are a run error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -282,6 +282,34 @@ static void test_conv_bn_not_folded(void** state) {
   onyx_session_release(s);
 }
 
+/* Weights of another shape than the model declares: a run error naming the
+ * input (the host checks the declared shape; the provider checks again when
+ * it builds a plan), no crash. */
+static void test_conv_bad_weights(void** state) {
+  (void)state;
+  ConvCase c = {3, 6, 6, {4, 3, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true, false, false};
+  OnyxSession* s = open_conv(&c, true, NULL, NULL);
+  float x[2 * 3 * 6 * 6] = {0}, w[5 * 3 * 3 * 3] = {0}, b[4] = {0};
+  const int64_t xd[4] = {2, 3, 6, 6}, wd[4] = {5, 3, 3, 3}, bd[1] = {4};
+  OnyxValue* in[3];
+  ok(onyx_value_create_tensor(F32, xd, 4, x, sizeof x, &in[0]));
+  ok(onyx_value_create_tensor(F32, wd, 4, w, sizeof w, &in[1]));
+  ok(onyx_value_create_tensor(F32, bd, 1, b, sizeof b, &in[2]));
+  const char* names[3] = {"x", "w", "b"};
+  const char* out_name = "y";
+  OnyxValue* y = NULL;
+  OnyxStatus* st =
+      onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, 3, &out_name, 1, &y);
+  assert_non_null(st);
+  if (!strstr(onyx_status_message(st), "input 'w'"))
+    fail_msg("error does not name the weights: %s", onyx_status_message(st));
+  onyx_status_release(st);
+  assert_null(y);
+  for (int k = 0; k < 3; k++)
+    onyx_value_release(in[k]);
+  onyx_session_release(s);
+}
+
 static int setup(void** state) {
   (void)state;
   const char* dir = getenv("ONYX_PROVIDER_PATH");
@@ -300,7 +328,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_pads),          cmocka_unit_test(test_conv_group_stride_dilation),
       cmocka_unit_test(test_conv_relu_fused),    cmocka_unit_test(test_conv_plain_layout),
-      cmocka_unit_test(test_conv_bn_not_folded),
+      cmocka_unit_test(test_conv_bn_not_folded), cmocka_unit_test(test_conv_bad_weights),
   };
   if (setup(NULL)) return 77;
   return cmocka_run_group_tests(tests, NULL, NULL);

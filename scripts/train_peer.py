@@ -24,6 +24,9 @@ alone in a child process of its own, and the child's peak resident set
 (PyTorch's import alone is most of its figure: `torch_import_rss_mib` is
 the peak of a child that only imports torch and builds the model).
 
+With --config CFG, `onyx train` runs with that providers config (for example
+providers/onednn/onednn-cpu.json, oneDNN in front of the CPU provider).
+
 usage: scripts/train_peer.py --onyx build/bin/onyx [--steps 30] [--threads 1]
            [--batch 32] [--work DIR] [--json OUT.json] [--memory]
            [--device cuda --config cuda-cpu.json] [--models mlp,resnet]

@@ -15,7 +15,7 @@
  *   AveragePoolGrad                       pooling v2 backward (avg, with or
  *                                          without the padding in the count)
  *   BatchNormalizationGrad                batch normalization backward (X seen
- *                                          as N x C x S); without mean and
+ *                                          as N x C x S x 1); without mean and
  *                                          inv_std_var a forward-training
  *                                          primitive computes the batch
  *                                          statistics first
@@ -693,14 +693,19 @@ static OnyxStatus* build_norm(const Bwd* b, const Shapes* s, BwdPlan* p) {
   if (s->rank[0] != r || memcmp(s->dims[0], x, (size_t)r * sizeof *x))
     return dnnl_err(b->n, ONYX_INVALID_ARGUMENT, "dY and X must have the same shape");
   bool bn = b->op == B_BN;
-  int64_t data[3], n_stat, n_scale;
+  int64_t data[4], n_stat, n_scale;
   int data_rank;
   if (bn) {
     if (r < 2) return dnnl_err(b->n, ONYX_INVALID_ARGUMENT, "X must be (N, C, ...), not %d-D", r);
     data[0] = x[0];
     data[1] = x[1];
+    /* N x C x S x 1: oneDNN 2.6 has JIT batch normalization for plain
+     * 4-D (nchw) data; for plain 3-D (ncw) it falls back to its reference
+     * implementation, measured 4 to 20 ms against well under 1 ms on a
+     * [32, 16, 16, 16] X. */
     data[2] = (int64_t)elems(x + 2, r - 2);
-    data_rank = 3;
+    data[3] = 1;
+    data_rank = 4;
     n_stat = n_scale = x[1];
   } else {
     int64_t axis = b->axis < 0 ? b->axis + r : b->axis;

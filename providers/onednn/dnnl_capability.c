@@ -256,8 +256,14 @@ static bool match_anchor(const DnnlEp* ep, const OnyxNode* n, DnnlPattern* p, co
       *why = "Conv input rank is not 3, 4 or 5 (or unknown)";
       return false;
     }
-    if (!H->value_constant(in(n, 1)) || (in(n, 2) && !H->value_constant(in(n, 2)))) {
-      *why = "Conv weights/bias are not constant";
+    /* Weights and bias that are not constant (a training graph's trained
+     * parameters, fed each step) are taken too: the plan reorders them per run
+     * into the primitive's layout. Their shape must be static, since it fixes
+     * the primitive. */
+    const OnyxValueInfo *W = in(n, 1), *B = in(n, 2);
+    if ((!H->value_constant(W) && !static_shape(W, NULL)) ||
+        (B && !H->value_constant(B) && !static_shape(B, NULL))) {
+      *why = "Conv weights/bias are neither constant nor of a static shape";
       return false;
     }
     if (pad && strcmp(pad, "NOTSET") && strcmp(pad, "VALID") && !static_shape(in(n, 0), NULL)) {
@@ -446,9 +452,12 @@ static void absorb_chain(const DnnlEp* ep, const View* v, DnnlPattern* p) {
   while (p->n_post < DNNL_MAX_POST) {
     const OnyxNode* c = sole_consumer(v, cur);
     if (!c || !single_output(c) || !is_f32(out0(c))) break;
-    /* BatchNormalization folded into a Conv, right after it. */
+    /* BatchNormalization folded into a Conv, right after it: only into
+     * constant weights and bias (the fold rewrites them at compile time). */
     if (p->kind == DK_CONV && !p->bn && !p->n_post && !p->anchor_act &&
-        is_op(c, "BatchNormalization") && in(c, 0) == cur && H->node_input_count(c) == 5) {
+        is_op(c, "BatchNormalization") && in(c, 0) == cur && H->node_input_count(c) == 5 &&
+        H->value_constant(in(p->anchor, 1)) &&
+        (!in(p->anchor, 2) || H->value_constant(in(p->anchor, 2)))) {
       bool constant = true;
       for (size_t k = 1; k < 5; k++)
         constant = constant && H->value_constant(in(c, k)) && is_f32(in(c, k));

@@ -3,7 +3,8 @@
 # provider placed first (providers/onednn/onednn-cpu.json) against the CPU
 # provider alone: the same data, batch order and initial weights, so the
 # per-step losses must agree within 1e-4 relative over 30 steps; the
-# training graph's ConvGrad and ReluGrad nodes run on onednn and its
+# training and eval graphs' forward Conv nodes (their weights are graph inputs: the
+# trained parameters), ConvGrad and ReluGrad nodes run on onednn and its
 # MaxPoolGrad nodes are declined with the reason (ONYX_DUMP_PLACEMENT).
 #
 # usage: test_onednn_train.sh ONYX SOURCE_DIR WORKDIR
@@ -35,6 +36,8 @@ for op in ConvGrad ReluGrad; do
   n=$(grep -cE " $op +v1 +-> onednn \(group" "$WORK/dnnl.err")
   [ "$n" -eq 2 ] || { echo "FAIL: $n of the 2 $op nodes on onednn"; grep "$op" "$WORK/dnnl.err"; exit 1; }
 done
+n=$(grep -cE " Conv +v[0-9]+ +-> onednn \(group" "$WORK/dnnl.err")
+[ "$n" -eq 4 ] || { echo "FAIL: $n of the 4 forward Conv nodes (2 in the training model, 2 in the eval model) on onednn"; grep " Conv " "$WORK/dnnl.err"; exit 1; }
 grep -A1 -E " MaxPoolGrad +v1 +-> cpu" "$WORK/dnnl.err" |
   grep -q "declined by onednn: oneDNN's max pooling backward needs the workspace" ||
   { echo "FAIL: MaxPoolGrad not declined with its reason"; exit 1; }

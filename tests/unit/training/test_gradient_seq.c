@@ -175,7 +175,7 @@ static void check_seq(const SeqCase* c) {
     otm_node(m, "Mul", parts[k].p, buf[k], parts[k].p);
     otm_attr_int(otm_node(m, "ReduceSum", parts[k].s, parts[k].p, parts[k].s), "keepdims", 0);
     if (last) {
-      static char acc[3][32], sum_in[3][32];
+      static char acc[3][32], sum_in[3][80];
       snprintf(acc[k], sizeof acc[k], "acc%zu", k);
       snprintf(sum_in[k], sizeof sum_in[k], "%s,%s", last, parts[k].s);
       otm_node(m, "Add", acc[k], sum_in[k], acc[k]);

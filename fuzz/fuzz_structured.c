@@ -586,6 +586,10 @@ static void run_once(OnyxSession* s, Rng* r) {
       st = onyx_value_create_sequence(type, NULL, 0, &in[i]);
       if (st) onyx_status_release(st);
       break;
+    case ONYX_TYPE_MAP:
+    case ONYX_TYPE_SEQUENCE_MAP:
+      /* No map feeds are made: such a model is loaded and planned, not run. */
+      break;
     }
     if (!in[i]) ok = 0;
   }

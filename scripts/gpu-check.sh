@@ -31,7 +31,10 @@
 #            float64 references), then `onyx train` on cuda + cpu against
 #            PyTorch on the same GPU (scripts/train_peer.py --device cuda)
 #            for the MLP and the ResNet-style CNN: per-step losses and
-#            samples/s of both.
+#            samples/s of both, and a profile of the CNN's steps on cuda +
+#            cpu summed per provider and op (scripts/profile_summary.py);
+#        10. the collective ops on the CUDA provider through NCCL with one
+#            rank (test_dist cuda; not in the default STEPS).
 #       The verdict files are checked against the expected-failures lists
 #       afterwards, on the build machine (scripts/gpu-check.sh verdicts).
 #   scripts/gpu-check.sh verdicts OUT_DIR
@@ -57,6 +60,7 @@ bundle() {
   rm -rf "$b" && mkdir -p "$b/bin" "$b/lib" "$b/deps" "$b/node" "$b/models"
   cp "$build/bin/onyx" "$build/bin/test_gpu_cuda" "$build/bin/test_gpu_modes_cuda" "$b/bin/"
   cp "$build/bin/test_gpu_grad_cuda" "$b/bin/" 2>/dev/null || true
+  cp "$build/bin/test_dist" "$b/bin/" 2>/dev/null || true
   if [ -x "$build/bin/test_nvtx" ] && [ -f "$build/lib/libonyx_nvtx_inject.so" ]; then
     cp "$build/bin/test_nvtx" "$b/bin/" && cp "$build/lib/libonyx_nvtx_inject.so" "$b/lib/"
     cp "$build/lib/libonyx_ep_fake.so" "$build/lib/libonyx_ep_gpuemu.so" "$b/lib/" 2>/dev/null || true
@@ -90,7 +94,7 @@ bundle() {
 # under /usr/local and in Python's site-packages (pip's nvidia-* wheels).
 cuda_lib_dirs() {
   local n d
-  for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9; do
+  for n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
     d="$(find /usr/local /usr/lib /opt -name "$n" -print -quit 2>/dev/null)"
     [ -n "$d" ] && dirname "$d"
   done | awk '!seen[$0]++' | paste -sd:
@@ -231,6 +235,32 @@ step9() {
     --config "$CFG" --device cuda --models "${TRAIN_MODELS:-mlp,resnet}" \
     --steps "${TRAIN_STEPS:-30}" --batch 32 --work "$MODELS/train" --json "$O/train_peer.json" \
     2>&1 | tee "$O/train_peer.log"
+  # Where the CNN's step goes: a profile of 10 steps of `onyx train` on
+  # [cuda, cpu], summed per provider and op (copies included).
+  local m="$MODELS/train"
+  [ -f "$m/resnet.onnx" ] || return 0
+  cp "$m/resnet.onnx" "$O/train_resnet.onnx"
+  printf '{"providers":[{"name":"cuda"},{"name":"cpu"}],"session":{"profile":"%s"}}\n' \
+    "$O/train_profile.json" > "$O/train_profile.config.json"
+  "$ONYX" train "$m/resnet.onnx" --loss cross_entropy --data "x=$m/resnet_x.npy" \
+    --labels "$m/resnet_y.npy" --batch-size 32 --steps 10 --no-shuffle --optimizer sgd --lr 0.05 \
+    --momentum 0.9 --config "$O/train_profile.config.json" > "$O/train_profile.log" 2>&1
+  echo "profiled onyx train: rc $?"
+  python3 "$ROOT/scripts/profile_summary.py" "$O/train_profile.json" 2>&1 | head -40
+}
+
+# The collective ops on the CUDA provider through NCCL with one rank
+# (tests/unit/dist: AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll
+# on a one-rank communicator, placed on cuda).
+step10() {
+  echo "== 10. NCCL collectives, one rank"
+  if [ -x "$B/bin/test_dist" ]; then
+    timeout 120 "$B/bin/test_dist" cuda > "$O/test_dist_cuda.log" 2>&1
+    echo "test_dist cuda: rc $?"
+    tail -n 15 "$O/test_dist_cuda.log"
+  else
+    echo "test_dist: not in the bundle"
+  fi
 }
 
 # STEPS (default "1 2 3 4 5 6 7") picks the steps to run.

@@ -123,11 +123,24 @@ def export(model, example, path):
     expect, whose training model runs it in training mode again."""
     import onnx
 
+    import inspect
+
     model.train()
-    torch.onnx.export(model, example, path, opset_version=17, input_names=["x"],
-                      output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
-                      do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE)
+    kw = dict(opset_version=17, input_names=["x"], output_names=["logits"],
+              dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, do_constant_folding=False,
+              training=torch.onnx.TrainingMode.PRESERVE)
+    # The TorchScript exporter honours TrainingMode.PRESERVE; the dynamo one
+    # (the default from PyTorch 2.9) does not, so it is asked for where the
+    # `dynamo` argument exists.
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kw["dynamo"] = False
+    torch.onnx.export(model, example, path, **kw)
     m = onnx.load(path)
+    n_bn = sum(isinstance(x, torch.nn.modules.batchnorm._BatchNorm) for x in model.modules())
+    n_bn_onnx = sum(n.op_type == "BatchNormalization" for n in m.graph.node)
+    if n_bn != n_bn_onnx:
+        sys.exit(f"{path}: the export has {n_bn_onnx} BatchNormalization nodes for the "
+                 f"model's {n_bn} BatchNorm modules; the training comparison needs them as nodes")
     for n in m.graph.node:
         if n.op_type == "BatchNormalization":
             keep = [a for a in n.attribute if a.name != "training_mode"]

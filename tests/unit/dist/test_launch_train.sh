@@ -3,8 +3,9 @@
 # by scripts/onyx-launch.sh 2 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT:
 # MPI singletons joined through the TCP store): rank 0's per-step losses and
 # the exported weights equal a 1-process run with batch 2B (float32
-# tolerance), with and without --zero-stage 1; a rank that never comes makes
-# the other fail at the timeout, naming it.
+# tolerance), with and without --zero-stage 1; a rank alone (rank 1 with no
+# store to reach, rank 0 with no rank 1 to join) fails at the timeout saying
+# what it waited for.
 #
 # usage: test_launch_train.sh ONYX WORKDIR ONYX_LAUNCH MAKE_PROBLEM
 # Exit 77 (skipped) without ompi-server, python3's numpy and onnx, or the MPI
@@ -95,6 +96,16 @@ RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 "$ONYX" train "$P/model.
 rc=$?
 [ $rc -ne 0 ] && grep -qF "127.0.0.1:1" "$ERR" && grep -qF "timed out after 1000 ms" "$ERR" ||
   fail "a lone rank 1 (exit $rc)"
+
+# Rank 0 of 2 alone: it serves the store and starts the MPI world, then
+# fails at the timeout naming the rank that never came.
+checks=$((checks + 1))
+PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$PORT" "$ONYX" train "$P/model.onnx" "${T[@]}" \
+  --batch-size 4 --steps 1 "${SGD[@]}" --data-parallel --collective-timeout 1 >"$OUT" 2>"$ERR"
+rc=$?
+[ $rc -ne 0 ] && grep -qF "rank 1 never came to join the MPI world" "$ERR" &&
+  grep -qF "timed out after 1000 ms" "$ERR" || fail "a lone rank 0 (exit $rc)"
 
 echo "$checks checks, $failures failures"
 [ $failures -eq 0 ]

@@ -247,13 +247,19 @@ static const char* ox_conn_read(OxServer* sv, OxConn* c) {
       if (why) return why;
       continue;
     }
-    if (want > c->in_cap) {
-      unsigned char* in = realloc(c->in, want);
+    /* The buffer grows with what arrives (doubling from 64 KiB), not with
+     * what a frame announces: a peer that announces large frames and sends
+     * little holds little memory. */
+    if (c->in_len == c->in_cap) {
+      size_t cap = 2 * c->in_cap < 65536u ? 65536u : 2 * c->in_cap;
+      if (cap > want) cap = want;
+      unsigned char* in = realloc(c->in, cap);
       if (!in) return "out of memory";
       c->in = in;
-      c->in_cap = want;
+      c->in_cap = cap;
     }
-    ssize_t r = recv(c->fd, c->in + c->in_len, want - c->in_len, 0);
+    const size_t room = (want < c->in_cap ? want : c->in_cap) - c->in_len;
+    ssize_t r = recv(c->fd, c->in + c->in_len, room, 0);
     if (r > 0) {
       c->in_len += (size_t)r;
       if (c->in_len == 4 && ox_get_u32(c->in) == 0) return "an empty frame";

@@ -177,6 +177,16 @@ static void test_many_clients(void) {
   ok(ox_store_get(server, "text", &v, &len, NULL), "get empty");
   CHECK(v != NULL && len == 0);
   free(v);
+  /* The largest value: byte i = (i * 131 + 7) mod 251, read back whole. */
+  unsigned char* big = malloc(OX_STORE_MAX_VALUE);
+  CHECK(big != NULL);
+  for (size_t i = 0; big && i < OX_STORE_MAX_VALUE; i++)
+    big[i] = (unsigned char)((i * 131u + 7u) % 251u);
+  ok(ox_store_set(server, "big", big, OX_STORE_MAX_VALUE, NULL), "set the largest value");
+  ok(ox_store_get(server, "big", &v, &len, NULL), "get the largest value");
+  CHECK(len == OX_STORE_MAX_VALUE && big && !memcmp(v, big, len));
+  free(v);
+  free(big);
   for (int i = 0; i < N_CLIENTS; i++)
     pthread_join(t[i], NULL);
   char reason[128] = "";

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OX_DIST_BACKEND_VERSION     2u
+#define OX_DIST_BACKEND_VERSION     3u
 #define OX_DIST_BACKEND_INIT_SYMBOL "onyx_dist_backend_init"
 
 typedef struct OxDistWait {
@@ -27,9 +27,26 @@ typedef struct OxDistWait {
   const void* stop_arg;
 } OxDistWait;
 
+/* The rendezvous of a launch without mpirun (the host's TCP store): the
+ * backend builds its world over it. set and get return 0 or an
+ * OnyxStatusCode with err written; get waits (bounded by the timeout) until
+ * the key is set and copies at most cap bytes of its value (*len: the
+ * value's size; a larger value is an error). */
+typedef struct OxDistRendezvous {
+  void* ctx;
+  int32_t rank, size, local_rank;
+  int (*set)(void* ctx, const char* key, const void* value, size_t len, char* err, size_t err_len);
+  int (*get)(void* ctx, const char* key, void* value, size_t cap, size_t* len, char* err,
+             size_t err_len);
+} OxDistRendezvous;
+
 typedef struct OxDistBackendArgs {
   uint32_t version;    /* OX_DIST_BACKEND_VERSION */
   uint32_t timeout_ms; /* for the set-up's own waits */
+  /* NULL: the world is MPI_COMM_WORLD (mpirun). Otherwise every process is
+   * an MPI singleton and the backend joins them, in rank order, through
+   * this rendezvous (docs/distributed.md, "Launch without mpirun"). */
+  const OxDistRendezvous* rendezvous;
 } OxDistBackendArgs;
 
 typedef struct OxDistBackend {

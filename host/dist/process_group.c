@@ -1,7 +1,8 @@
 /* process_group.c — the process group of onyx_distributed.h: launch
- * detection, loading the backend library, argument checks and the
- * collectives (local copies for a world of one rank), the provider extension
- * and the session's world check. */
+ * detection, the TCP store rendezvous of a launch without mpirun, loading
+ * the backend library, argument checks and the collectives (local copies
+ * for a world of one rank), the provider extension and the session's world
+ * check. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include "ox_dist.h"
 #include "ox_dist_backend.h"
 #include "ox_providers.h"
+#include "ox_tcp_store.h"
 
 #define OX_MPI_LIB_NAME "libonyx_mpi.so"
 #define OX_MPI_PACKAGE_HINT                                                                        \
@@ -28,12 +30,22 @@
  * only while its group is the process's one group with a backend. */
 static int ox_live_backends;
 
+/* The store backend moves at most this many bytes per rank and call: it is
+ * a rendezvous (NCCL's unique id, the world check's hashes), never the
+ * transport of a collective's data. */
+#define OX_STORE_BACKEND_MAX_BYTES 65536u
+
 struct OnyxProcessGroup {
   int32_t rank, size, local_rank;
   uint32_t timeout_ms;
-  void* lib;        /* dlopen handle of the backend; NULL for a world of one */
-  OxDistBackend be; /* valid when lib is set */
-  char* broken;     /* first failure that broke the group; NULL: healthy */
+  void* lib;        /* dlopen handle of the MPI backend */
+  OxDistBackend be; /* valid when lib or store_backend is set */
+  /* The TCP store of a launch without mpirun: kept for the group's life by
+   * the store backend, closed once MPI's world is joined otherwise. */
+  OxStore* store;
+  bool store_backend; /* be is the host's store backend (backend "store") */
+  uint64_t store_seq; /* store collectives entered, the same on every rank */
+  char* broken;       /* first failure that broke the group; NULL: healthy */
   OnyxCollectivesExt ext;
   /* The split all-reduces (all_reduce_start / all_reduce_wait): how many
    * started, how many are in flight now and at most, and how many had
@@ -131,7 +143,8 @@ static OnyxStatus* ox_detect_launch(const OnyxProcessGroupOptions* o, OxLaunch* 
 
 /* --- The backend library -------------------------------------------------------------- */
 
-static OnyxStatus* ox_load_backend(OnyxProcessGroup* g, const OnyxProcessGroupOptions* o) {
+static OnyxStatus* ox_load_backend(OnyxProcessGroup* g, const OnyxProcessGroupOptions* o,
+                                   const OxDistRendezvous* rv) {
   const char* explicit_path = o->library_path;
   if (!explicit_path || !*explicit_path) explicit_path = getenv("ONYX_MPI_LIBRARY");
   char* beside = NULL;
@@ -174,7 +187,8 @@ static OnyxStatus* ox_load_backend(OnyxProcessGroup* g, const OnyxProcessGroupOp
   }
   OxDistBackendInitFn init;
   memcpy(&init, &sym, sizeof init);
-  OxDistBackendArgs args = {.version = OX_DIST_BACKEND_VERSION, .timeout_ms = g->timeout_ms};
+  OxDistBackendArgs args = {
+      .version = OX_DIST_BACKEND_VERSION, .timeout_ms = g->timeout_ms, .rendezvous = rv};
   char err[512] = "";
   memset(&g->be, 0, sizeof g->be);
   int rc = init(&args, &g->be, err, sizeof err);
@@ -188,6 +202,170 @@ static OnyxStatus* ox_load_backend(OnyxProcessGroup* g, const OnyxProcessGroupOp
   free(beside);
   g->lib = lib;
   return NULL;
+}
+
+/* --- The rendezvous of a launch without mpirun ----------------------------------------- */
+
+/* A status as a backend return code and message (0 for NULL); frees st. */
+static int ox_status_to_err(OnyxStatus* st, char* err, size_t n) {
+  if (!st) return 0;
+  snprintf(err, n, "%s", st->message ? st->message : "error");
+  int code = (int)st->code;
+  ox_status_free(st);
+  return code ? code : ONYX_FAIL;
+}
+
+static int ox_rv_set(void* ctx, const char* key, const void* value, size_t len, char* err,
+                     size_t n) {
+  OnyxProcessGroup* g = ctx;
+  return ox_status_to_err(ox_store_set(g->store, key, value, len, NULL), err, n);
+}
+
+static int ox_rv_get(void* ctx, const char* key, void* value, size_t cap, size_t* len, char* err,
+                     size_t n) {
+  OnyxProcessGroup* g = ctx;
+  void* v = NULL;
+  size_t l = 0;
+  int rc = ox_status_to_err(ox_store_get(g->store, key, &v, &l, NULL), err, n);
+  if (!rc && l > cap) {
+    snprintf(err, n, "TCP store at %s: key '%s' holds %zu bytes, more than the %zu expected",
+             ox_store_address(g->store), key, l, cap);
+    rc = ONYX_RUNTIME_ERROR;
+  }
+  if (!rc) {
+    if (l) memcpy(value, v, l);
+    *len = l;
+  }
+  free(v);
+  return rc;
+}
+
+/* MASTER_ADDR and MASTER_PORT of a launch without mpirun, checked. */
+static OnyxStatus* ox_master(const OxLaunch* l, const char** addr, const char** port) {
+  *addr = getenv("MASTER_ADDR");
+  *port = getenv("MASTER_PORT");
+  const char* missing = !*addr || !**addr   ? "MASTER_ADDR"
+                        : !*port || !**port ? "MASTER_PORT"
+                                            : NULL;
+  if (missing)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_process_group_create: %s is unset; a %s launch of rank %d of %d "
+                     "without mpirun meets at rank 0's MASTER_ADDR:MASTER_PORT (a TCP store): set "
+                     "both on every rank (scripts/onyx-launch.sh does), or launch with `mpirun "
+                     "-np %d ...`",
+                     missing, l->source, (int)l->rank, (int)l->size, (int)l->size);
+  char* end = NULL;
+  errno = 0;
+  long p = strtol(*port, &end, 10);
+  if (errno || !end || *end || p < 1 || p > 65535)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_process_group_create: MASTER_PORT='%s' is not a port number (1 to "
+                     "65535)",
+                     *port);
+  return NULL;
+}
+
+/* The store backend (backend "store"): broadcast, all-gather and barrier of
+ * small payloads through the store, enough for NCCL's bootstrap and the
+ * world check; the other collectives need MPI. ctx is the group; its lock is
+ * held. */
+static int ox_sb_too_big(const OnyxProcessGroup* g, const char* call, size_t bytes, char* err,
+                         size_t n) {
+  if (bytes <= OX_STORE_BACKEND_MAX_BYTES) return 0;
+  snprintf(err, n,
+           "%s of %zu bytes per rank: the \"store\" backend (rank %d of %d, launched without "
+           "mpirun) carries rendezvous payloads of at most %u bytes; use the MPI backend "
+           "(backend \"auto\" or \"mpi\") for data",
+           call, bytes, (int)g->rank, (int)g->size, OX_STORE_BACKEND_MAX_BYTES);
+  return ONYX_NOT_IMPLEMENTED;
+}
+
+static int ox_sb_needs_mpi(void* ctx, const char* call, char* err, size_t n) {
+  const OnyxProcessGroup* g = ctx;
+  snprintf(err, n,
+           "%s on host memory needs the MPI backend: this group (rank %d of %d, launched without "
+           "mpirun, backend \"store\") has only the TCP store's rendezvous (broadcast, "
+           "all-gather and barrier of small payloads, for NCCL's bootstrap); create it with "
+           "backend \"auto\" or \"mpi\"",
+           call, (int)g->rank, (int)g->size);
+  return ONYX_NOT_IMPLEMENTED;
+}
+
+static int ox_sb_broadcast(void* ctx, void* buf, size_t bytes, int32_t root, const OxDistWait* w,
+                           char* err, size_t n) {
+  OnyxProcessGroup* g = ctx;
+  int rc = ox_sb_too_big(g, "broadcast", bytes, err, n);
+  if (rc) return rc;
+  char key[64];
+  snprintf(key, sizeof key, "onyx/coll/%llu", (unsigned long long)g->store_seq++);
+  if (g->rank == root) return ox_status_to_err(ox_store_set(g->store, key, buf, bytes, w), err, n);
+  void* v = NULL;
+  size_t len = 0;
+  rc = ox_status_to_err(ox_store_get(g->store, key, &v, &len, w), err, n);
+  if (!rc && len != bytes) {
+    snprintf(err, n, "broadcast: rank %d sent %zu bytes, this rank expects %zu", (int)root, len,
+             bytes);
+    rc = ONYX_RUNTIME_ERROR;
+  }
+  if (!rc) memcpy(buf, v, bytes);
+  free(v);
+  return rc;
+}
+
+static int ox_sb_all_gather(void* ctx, const void* send, void* recv, size_t count, size_t elem,
+                            const OxDistWait* w, char* err, size_t n) {
+  OnyxProcessGroup* g = ctx;
+  const size_t bytes = count * elem; /* the host checked the products */
+  int rc = ox_sb_too_big(g, "all_gather", bytes, err, n);
+  if (rc) return rc;
+  const unsigned long long seq = (unsigned long long)g->store_seq++;
+  char key[80];
+  snprintf(key, sizeof key, "onyx/coll/%llu/%d", seq, (int)g->rank);
+  rc = ox_status_to_err(ox_store_set(g->store, key, send, bytes, w), err, n);
+  for (int32_t r = 0; r < g->size && !rc; r++) {
+    snprintf(key, sizeof key, "onyx/coll/%llu/%d", seq, (int)r);
+    void* v = NULL;
+    size_t len = 0;
+    rc = ox_status_to_err(ox_store_get(g->store, key, &v, &len, w), err, n);
+    if (!rc && len != bytes) {
+      snprintf(err, n, "all_gather: rank %d sent %zu bytes, this rank %zu", (int)r, len, bytes);
+      rc = ONYX_RUNTIME_ERROR;
+    }
+    if (!rc) memcpy((char*)recv + (size_t)r * bytes, v, bytes);
+    free(v);
+  }
+  return rc;
+}
+
+static int ox_sb_barrier(void* ctx, const OxDistWait* w, char* err, size_t n) {
+  OnyxProcessGroup* g = ctx;
+  char name[64];
+  snprintf(name, sizeof name, "onyx/coll/%llu", (unsigned long long)g->store_seq++);
+  return ox_status_to_err(ox_store_barrier(g->store, name, g->size, w), err, n);
+}
+
+static int ox_sb_all_reduce(void* ctx, void* buf, size_t count, int32_t type, int32_t op,
+                            const OxDistWait* w, char* err, size_t n) {
+  return ox_sb_needs_mpi(ctx, "all_reduce", err, n);
+}
+static int ox_sb_reduce_scatter(void* ctx, const void* send, void* recv, size_t count, int32_t type,
+                                int32_t op, const OxDistWait* w, char* err, size_t n) {
+  return ox_sb_needs_mpi(ctx, "reduce_scatter", err, n);
+}
+static int ox_sb_all_to_all(void* ctx, const void* send, void* recv, size_t count, size_t elem,
+                            const OxDistWait* w, char* err, size_t n) {
+  return ox_sb_needs_mpi(ctx, "all_to_all", err, n);
+}
+static int ox_sb_all_reduce_start(void* ctx, const void* buf, size_t count, int32_t type,
+                                  int32_t op, uint64_t* handle, char* err, size_t n) {
+  return ox_sb_needs_mpi(ctx, "the split all-reduce", err, n);
+}
+static int ox_sb_all_reduce_wait(void* ctx, uint64_t handle, void* buf, size_t count,
+                                 int* done_before, const OxDistWait* w, char* err, size_t n) {
+  return ox_sb_needs_mpi(ctx, "the split all-reduce", err, n);
+}
+static size_t ox_sb_progress(void* ctx) {
+  return 0;
 }
 
 /* --- Create and release ------------------------------------------------------------- */
@@ -210,30 +388,40 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
     o.struct_size = sizeof o;
   }
   const char* backend = o.backend && *o.backend ? o.backend : "auto";
-  if (strcmp(backend, "auto") && strcmp(backend, "mpi") && strcmp(backend, "none"))
+  const char* env_backend = getenv("ONYX_DIST_BACKEND");
+  const bool from_env = !strcmp(backend, "auto") && env_backend && *env_backend;
+  if (from_env) backend = env_backend;
+  if (strcmp(backend, "auto") && strcmp(backend, "mpi") && strcmp(backend, "none") &&
+      strcmp(backend, "store"))
     return ox_status(ONYX_INVALID_ARGUMENT,
-                     "onyx_process_group_create: backend '%s' (expected \"auto\", \"mpi\" or "
-                     "\"none\")",
-                     backend);
+                     "onyx_process_group_create: %s '%s' (expected \"auto\", \"mpi\", \"store\" "
+                     "or \"none\")",
+                     from_env ? "ONYX_DIST_BACKEND" : "backend", backend);
   OxLaunch launch = {.size = 1, .source = "none"};
   OX_TRY(ox_detect_launch(&o, &launch));
   bool want_mpi = !strcmp(backend, "mpi") || (!strcmp(backend, "auto") && launch.size > 1);
+  const bool want_store = !strcmp(backend, "store") && launch.size > 1;
   if (launch.size > 1 && !strcmp(backend, "none"))
     return ox_status(ONYX_INVALID_ARGUMENT,
                      "onyx_process_group_create: backend \"none\" serves a world of one rank; "
                      "this one has %d (%s)",
                      (int)launch.size, launch.source);
-  if (want_mpi && !strcmp(launch.source, "torchrun") && !getenv("OMPI_COMM_WORLD_SIZE")) {
-    const char* addr = getenv("MASTER_ADDR");
-    const char* port = getenv("MASTER_PORT");
-    return ox_status(ONYX_NOT_IMPLEMENTED,
-                     "onyx_process_group_create: launched torchrun-style (RANK=%d WORLD_SIZE=%d "
-                     "MASTER_ADDR=%s MASTER_PORT=%s) without mpirun; Onyx's process groups meet "
-                     "through MPI, which has no rendezvous at MASTER_ADDR: launch with "
-                     "`mpirun -np %d ...`",
-                     (int)launch.rank, (int)launch.size, addr ? addr : "(unset)",
-                     port ? port : "(unset)", (int)launch.size);
-  }
+  /* Without mpirun a larger world meets through the TCP store at
+   * MASTER_ADDR:MASTER_PORT: a torchrun-style launch always, the
+   * application's rank and size when it sets MASTER_ADDR. */
+  const bool under_mpirun = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
+  const bool rendezvous = launch.size > 1 && !under_mpirun &&
+                          (!strcmp(launch.source, "torchrun") ||
+                           (!strcmp(launch.source, "options") && getenv("MASTER_ADDR")));
+  if (want_store && !rendezvous)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_process_group_create: backend \"store\" serves a launch without mpirun "
+                     "(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); this one is %s",
+                     under_mpirun ? "under mpirun (use backend \"auto\" or \"mpi\")"
+                                  : "given by the application without MASTER_ADDR");
+  const char* master_addr = NULL;
+  const char* master_port = NULL;
+  if (rendezvous) OX_TRY(ox_master(&launch, &master_addr, &master_port));
   OnyxProcessGroup* g = calloc(1, sizeof *g);
   if (!g) return ox_oom();
   pthread_mutex_init(&g->lock, NULL);
@@ -241,12 +429,61 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
   g->size = launch.size;
   g->local_rank = o.local_rank >= 0 ? o.local_rank : launch.local_rank;
   g->timeout_ms = o.timeout_ms ? o.timeout_ms : ONYX_PROCESS_GROUP_DEFAULT_TIMEOUT_MS;
-  if (want_mpi) {
-    OnyxStatus* st = ox_load_backend(g, &o);
+  if (rendezvous) {
+    OxStoreOptions so = {.host = master_addr,
+                         .port = master_port,
+                         .serve = launch.rank == 0,
+                         .timeout_ms = g->timeout_ms};
+    OnyxStatus* st = ox_store_open(&so, &g->store);
+    if (st) {
+      OnyxStatus* out = ox_status(st->code, "onyx_process_group_create (rank %d of %d, %s): %s",
+                                  (int)launch.rank, (int)launch.size, launch.source, st->message);
+      ox_status_free(st);
+      onyx_process_group_release(g);
+      return out;
+    }
+  }
+  if (want_store) {
+    g->be = (OxDistBackend){.version = OX_DIST_BACKEND_VERSION,
+                            .ctx = g,
+                            .rank = g->rank,
+                            .size = g->size,
+                            .local_rank = g->local_rank,
+                            .name = "store",
+                            .all_reduce = ox_sb_all_reduce,
+                            .all_gather = ox_sb_all_gather,
+                            .reduce_scatter = ox_sb_reduce_scatter,
+                            .broadcast = ox_sb_broadcast,
+                            .all_to_all = ox_sb_all_to_all,
+                            .barrier = ox_sb_barrier,
+                            .all_reduce_start = ox_sb_all_reduce_start,
+                            .all_reduce_wait = ox_sb_all_reduce_wait,
+                            .progress = ox_sb_progress};
+    g->store_backend = true;
+    /* Every rank has reached the store: a missing rank fails here, at
+     * creation, rather than in the first collective. */
+    char err[512] = "";
+    int rc = ox_sb_barrier(g, NULL, err, sizeof err);
+    if (rc) {
+      OnyxStatus* st =
+          ox_status((OnyxStatusCode)rc, "onyx_process_group_create (rank %d of %d): %s",
+                    (int)launch.rank, (int)launch.size, err);
+      onyx_process_group_release(g);
+      return st;
+    }
+  } else if (want_mpi) {
+    const OxDistRendezvous rv = {.ctx = g,
+                                 .rank = g->rank,
+                                 .size = g->size,
+                                 .local_rank = g->local_rank,
+                                 .set = ox_rv_set,
+                                 .get = ox_rv_get};
+    OnyxStatus* st = ox_load_backend(g, &o, g->store ? &rv : NULL);
     if (!st && (g->be.size != launch.size || g->be.rank != launch.rank)) {
       st = ox_status(ONYX_INVALID_ARGUMENT,
                      "onyx_process_group_create: rank %d of %d (%s) disagrees with MPI's rank "
-                     "%d of %d; start the %d processes with `mpirun -np %d ...`",
+                     "%d of %d; start the %d processes with `mpirun -np %d ...`, or without "
+                     "mpirun set MASTER_ADDR and MASTER_PORT",
                      (int)launch.rank, (int)launch.size, launch.source, (int)g->be.rank,
                      (int)g->be.size, (int)launch.size, (int)launch.size);
     }
@@ -257,6 +494,9 @@ OnyxStatus* onyx_process_group_create(const OnyxProcessGroupOptions* o_in, OnyxP
     if (o.local_rank < 0) g->local_rank = g->be.local_rank;
     __atomic_add_fetch(&ox_live_backends, 1, __ATOMIC_ACQ_REL);
     g->counted = true;
+    /* MPI's world is joined: the store has served its purpose. */
+    ox_store_close(g->store);
+    g->store = NULL;
   }
   g->ext = ox_collectives_template;
   g->ext.group = g;
@@ -288,6 +528,7 @@ void onyx_process_group_release(OnyxProcessGroup* g) {
     if (g->be.release) g->be.release(g->be.ctx);
     dlclose(g->lib);
   }
+  ox_store_close(g->store);
   free(g->broken);
   pthread_mutex_destroy(&g->lock);
   free(g);
@@ -303,7 +544,7 @@ int onyx_process_group_local_rank(const OnyxProcessGroup* g) {
   return g ? g->local_rank : 0;
 }
 const char* onyx_process_group_backend(const OnyxProcessGroup* g) {
-  return g && g->lib ? "mpi" : "none";
+  return !g ? "none" : g->lib ? "mpi" : g->store_backend ? "store" : "none";
 }
 
 const OnyxExtension* ox_process_group_extension(OnyxProcessGroup* g) {

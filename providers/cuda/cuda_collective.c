@@ -7,8 +7,11 @@
  * (device), shared by the EP's collective kernels and destroyed with the
  * last of them. Bootstrap, as in ONNX Runtime: rank 0 makes the
  * ncclUniqueId, the host's process group broadcasts it (ONYX_EXT_COLLECTIVES,
- * onyx_ep.h), every rank calls ncclCommInitRankConfig. Without a process
- * group (group_size 1) the communicator has one rank.
+ * onyx_ep.h), every rank calls ncclCommInitRankConfig. The broadcast runs on
+ * MPI, or, in a group launched without mpirun with backend "store", through
+ * the TCP store at MASTER_ADDR:MASTER_PORT (rank 0 sets a key, the others
+ * wait for it), so NCCL then needs no MPI at all. Without a process group
+ * (group_size 1) the communicator has one rank.
  *
  * The communicator is non-blocking (ncclConfig_t.blocking = 0): every call
  * returns at once, and the kernel polls ncclCommGetAsyncError, and an event

@@ -11,16 +11,32 @@
  * backend of the process unless the application did it, and then finalized
  * at exit (once, for all the process's groups: MPI cannot start again after
  * MPI_Finalize); the host loads this library with RTLD_NODELETE, so the exit
- * handler's code stays mapped. */
+ * handler's code stays mapped.
+ *
+ * Without mpirun (a torchrun-style launch, OxDistBackendArgs.rendezvous set)
+ * every process starts MPI as a singleton and the world is built through the
+ * host's TCP store: Open MPI 4.1 connects separately started jobs only
+ * through an ompi-server, so rank 0 starts one (unless
+ * OMPI_MCA_pmix_server_uri names one already) and publishes its URI, every
+ * rank points its singleton at it before MPI_Init, rank 0 opens an MPI port
+ * and publishes its name, and ranks 1, 2, ... connect in turn, each
+ * connection merged into one intracommunicator in rank order
+ * (MPI_Comm_accept / MPI_Comm_connect / MPI_Intercomm_merge). */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include "../ox_dist_backend.h"
 #include "onyx/onyx_distributed.h"
 
@@ -59,6 +75,10 @@ typedef struct OxMpi {
   uint64_t next_handle;
   uint32_t timeout_ms;
 } OxMpi;
+
+/* The world joined through a rendezvous (launch without mpirun), made by the
+ * process's first group and kept for its later ones until MPI_Finalize. */
+static MPI_Comm ox_joined_world = MPI_COMM_NULL;
 
 /* MPI started by this library: finalized at exit, unless work is left pending. */
 static bool ox_mpi_started;
@@ -622,6 +642,193 @@ static void ox_release(void* ctx) {
   free(m);
 }
 
+/* --- The world of a launch without mpirun ------------------------------------------- */
+
+#define OX_KEY_SERVER_URI "onyx/mpi/ompi-server-uri"
+#define OX_KEY_PORT       "onyx/mpi/port"
+#define OX_URI_MAX        1024
+
+/* Starts `ompi-server` (openmpi-bin) as a child that dies with this process
+ * and reads the URI it reports into uri. */
+static int ox_start_ompi_server(uint32_t timeout_ms, char* uri, size_t cap, char* err, size_t n) {
+  char dir[] = "/tmp/onyx-ompi-server-XXXXXX";
+  if (!mkdtemp(dir))
+    return ox_fail(err, n, ONYX_RUNTIME_ERROR, "cannot make a folder for ompi-server's URI: %s",
+                   strerror(errno));
+  char path[sizeof dir + 8];
+  snprintf(path, sizeof path, "%s/uri", dir);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    rmdir(dir);
+    return ox_fail(err, n, ONYX_RUNTIME_ERROR, "cannot fork to start ompi-server: %s",
+                   strerror(errno));
+  }
+  if (pid == 0) {
+    /* The server lives as long as rank 0's creating thread. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      dup2(devnull, 0);
+      dup2(devnull, 1);
+    }
+    execlp("ompi-server", "ompi-server", "--no-daemonize", "-r", path, (char*)NULL);
+    _exit(127);
+  }
+  const uint64_t start = ox_now_ms();
+  int rc = 0;
+  for (;;) {
+    FILE* f = fopen(path, "r");
+    if (f) {
+      char line[OX_URI_MAX];
+      bool got = fgets(line, sizeof line, f) && strchr(line, '\n');
+      fclose(f);
+      if (got) {
+        line[strcspn(line, "\r\n")] = '\0';
+        snprintf(uri, cap, "%s", line);
+        break;
+      }
+    }
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      rc = ox_fail(err, n, ONYX_NOT_FOUND,
+                   "ompi-server exited (%s %d) before reporting its URI; a launch without mpirun "
+                   "needs Open MPI's ompi-server (Debian: openmpi-bin) on rank 0's PATH, or "
+                   "OMPI_MCA_pmix_server_uri naming a running one",
+                   WIFEXITED(status) ? "status" : "signal",
+                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+      break;
+    }
+    if (ox_now_ms() - start >= timeout_ms) {
+      kill(pid, SIGTERM);
+      waitpid(pid, NULL, 0);
+      rc = ox_fail(err, n, ONYX_RUNTIME_ERROR, "ompi-server reported no URI within %u ms",
+                   (unsigned)timeout_ms);
+      break;
+    }
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  unlink(path);
+  rmdir(dir);
+  return rc;
+}
+
+/* Points this process's MPI at rank 0's ompi-server (before MPI_Init). */
+static int ox_server_uri(const OxDistRendezvous* rv, uint32_t timeout_ms, char* err, size_t n) {
+  char uri[OX_URI_MAX] = "";
+  const char* given = getenv("OMPI_MCA_pmix_server_uri");
+  if (rv->rank == 0) {
+    if (given && *given) {
+      snprintf(uri, sizeof uri, "%s", given);
+    } else {
+      int rc = ox_start_ompi_server(timeout_ms, uri, sizeof uri, err, n);
+      if (rc) return rc;
+    }
+    int rc = rv->set(rv->ctx, OX_KEY_SERVER_URI, uri, strlen(uri), err, n);
+    if (rc) return rc;
+  } else {
+    size_t len = 0;
+    int rc = rv->get(rv->ctx, OX_KEY_SERVER_URI, uri, sizeof uri - 1, &len, err, n);
+    if (rc) return rc;
+    uri[len] = '\0';
+  }
+  /* Open MPI reads its MCA parameters from the environment at MPI_Init. */
+  if ((!given || strcmp(given, uri)) && setenv("OMPI_MCA_pmix_server_uri", uri, 1))
+    return ox_fail(err, n, ONYX_OUT_OF_MEMORY, "setenv OMPI_MCA_pmix_server_uri failed");
+  return 0;
+}
+
+/* Joins the singletons into one intracommunicator in rank order. */
+static int ox_join(const OxDistRendezvous* rv, MPI_Comm* out, char* err, size_t n) {
+  *out = MPI_COMM_NULL;
+  int self_size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &self_size);
+  if (self_size != 1)
+    return ox_fail(err, n, ONYX_INVALID_ARGUMENT,
+                   "a launch without mpirun found an MPI world of %d processes (expected an MPI "
+                   "singleton); unset RANK/WORLD_SIZE under mpirun",
+                   self_size);
+  char port[MPI_MAX_PORT_NAME + 1] = "";
+  int rc = 0;
+  if (rv->rank == 0) {
+    if ((rc = MPI_Open_port(MPI_INFO_NULL, port)) != MPI_SUCCESS)
+      return ox_mpi_error(err, n, "MPI_Open_port", rc);
+    if ((rc = rv->set(rv->ctx, OX_KEY_PORT, port, strlen(port), err, n))) {
+      MPI_Close_port(port);
+      return rc;
+    }
+  } else {
+    size_t len = 0;
+    if ((rc = rv->get(rv->ctx, OX_KEY_PORT, port, MPI_MAX_PORT_NAME, &len, err, n))) return rc;
+    port[len] = '\0';
+  }
+  MPI_Comm intra = MPI_COMM_NULL;
+  if (rv->rank == 0 && (rc = MPI_Comm_dup(MPI_COMM_SELF, &intra)) != MPI_SUCCESS) {
+    MPI_Close_port(port);
+    return ox_mpi_error(err, n, "MPI_Comm_dup", rc);
+  }
+  /* Step k adds rank k: it connects, ranks 0..k-1 accept together. The
+   * acceptors first wait (bounded) for rank k's "ready" key, so a rank that
+   * never starts gives a timeout instead of an accept that never returns. */
+  for (int32_t k = 1; k < rv->size && !rc; k++) {
+    if (rv->rank > k) continue;
+    char ready[64];
+    snprintf(ready, sizeof ready, "onyx/mpi/ready/%d", (int)k);
+    MPI_Comm inter = MPI_COMM_NULL;
+    if (rv->rank == k) {
+      if ((rc = rv->set(rv->ctx, ready, "1", 1, err, n))) break;
+      rc = MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter);
+      if (rc != MPI_SUCCESS) {
+        rc = ox_mpi_error(err, n, "MPI_Comm_connect", rc);
+        break;
+      }
+    } else {
+      char one[2];
+      size_t len = 0;
+      if ((rc = rv->get(rv->ctx, ready, one, sizeof one, &len, err, n))) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        ox_fail(err, n, rc, "rank %d never came to join the MPI world: %s", (int)k, why);
+        break;
+      }
+      rc = MPI_Comm_accept(port, MPI_INFO_NULL, 0, intra, &inter);
+      if (rc != MPI_SUCCESS) {
+        rc = ox_mpi_error(err, n, "MPI_Comm_accept", rc);
+        break;
+      }
+    }
+    MPI_Comm merged = MPI_COMM_NULL;
+    rc = MPI_Intercomm_merge(inter, rv->rank == k, &merged);
+    MPI_Comm_disconnect(&inter);
+    if (rc != MPI_SUCCESS) {
+      rc = ox_mpi_error(err, n, "MPI_Intercomm_merge", rc);
+      break;
+    }
+    if (intra != MPI_COMM_NULL) MPI_Comm_free(&intra);
+    intra = merged;
+    MPI_Comm_set_errhandler(intra, MPI_ERRORS_RETURN);
+  }
+  if (rv->rank == 0) MPI_Close_port(port);
+  if (!rc) {
+    int r = -1, s = 0;
+    MPI_Comm_rank(intra, &r);
+    MPI_Comm_size(intra, &s);
+    if (r != rv->rank || s != rv->size)
+      rc =
+          ox_fail(err, n, ONYX_RUNTIME_ERROR,
+                  "the joined MPI world gives this process rank %d of %d, the launch rank %d of %d",
+                  r, s, (int)rv->rank, (int)rv->size);
+  }
+  if (rc) {
+    if (intra != MPI_COMM_NULL) MPI_Comm_free(&intra);
+    return rc;
+  }
+  *out = intra;
+  return 0;
+}
+
 OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBackend* out, char* err,
                                      size_t n);
 
@@ -635,7 +842,29 @@ OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBacken
   if (finalized)
     return ox_fail(err, n, ONYX_FAIL,
                    "MPI was finalized already in this process, and MPI cannot start twice");
+  const OxDistRendezvous* rv = args->rendezvous;
+  const uint32_t timeout_ms =
+      args->timeout_ms ? args->timeout_ms : ONYX_PROCESS_GROUP_DEFAULT_TIMEOUT_MS;
   MPI_Initialized(&inited);
+  if (rv && ox_joined_world != MPI_COMM_NULL) {
+    /* A later group of the process: the world joined by the first. */
+    int r = -1, sz = 0;
+    MPI_Comm_rank(ox_joined_world, &r);
+    MPI_Comm_size(ox_joined_world, &sz);
+    if (r != rv->rank || sz != rv->size)
+      return ox_fail(err, n, ONYX_INVALID_ARGUMENT,
+                     "this process joined an MPI world as rank %d of %d; a group of rank %d of %d "
+                     "cannot be made in it",
+                     r, sz, (int)rv->rank, (int)rv->size);
+  } else if (rv && inited) {
+    return ox_fail(err, n, ONYX_FAIL,
+                   "MPI was initialized before the process group of a launch without mpirun: "
+                   "the rendezvous must point MPI at the ompi-server first (create the group "
+                   "before calling MPI_Init, or launch with mpirun)");
+  } else if (rv) {
+    int rc = ox_server_uri(rv, timeout_ms, err, n);
+    if (rc) return rc;
+  }
   if (!inited) {
     int provided = 0;
     int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
@@ -646,17 +875,26 @@ OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBacken
     }
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (rv && ox_joined_world == MPI_COMM_NULL) {
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    int rc = ox_join(rv, &ox_joined_world, err, n);
+    if (rc) {
+      ox_mpi_unfinished = true; /* a half-made connection: no clean finalize */
+      return rc;
+    }
+  }
+  MPI_Comm world = rv ? ox_joined_world : MPI_COMM_WORLD;
   OxMpi* m = calloc(1, sizeof *m);
   if (!m) return ox_fail(err, n, ONYX_OUT_OF_MEMORY, "out of memory");
   m->comm = MPI_COMM_NULL;
   m->side = MPI_COMM_NULL;
-  m->timeout_ms = args->timeout_ms ? args->timeout_ms : ONYX_PROCESS_GROUP_DEFAULT_TIMEOUT_MS;
-  MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+  m->timeout_ms = timeout_ms;
+  MPI_Comm_rank(world, &m->rank);
+  MPI_Comm_size(world, &m->size);
   /* The group's own communicator, so the application's MPI traffic never
    * matches ours; duplicated without blocking, bounded like a collective. */
   MPI_Request req = MPI_REQUEST_NULL;
-  int rc = MPI_Comm_idup(MPI_COMM_WORLD, &m->comm, &req);
+  int rc = MPI_Comm_idup(world, &m->comm, &req);
   if (rc != MPI_SUCCESS) {
     free(m);
     return ox_mpi_error(err, n, "MPI_Comm_idup", rc);
@@ -672,7 +910,7 @@ OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBacken
   /* The side communicator is stored only once made: the wait below answers
    * queries on m->side when it is set. */
   MPI_Comm side = MPI_COMM_NULL;
-  rc = MPI_Comm_idup(MPI_COMM_WORLD, &side, &req);
+  rc = MPI_Comm_idup(world, &side, &req);
   if (rc != MPI_SUCCESS) rc = ox_mpi_error(err, n, "MPI_Comm_idup", rc);
   if (!rc) rc = ox_wait(m, &req, NULL, "MPI_Comm_idup", &w, err, n);
   if (rc) {
@@ -683,13 +921,15 @@ OX_EXPORT int onyx_dist_backend_init(const OxDistBackendArgs* args, OxDistBacken
   }
   m->side = side;
   MPI_Comm_set_errhandler(m->side, MPI_ERRORS_RETURN);
-  const char* local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char* local = rv ? NULL : getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   *out = (OxDistBackend){
       .version = OX_DIST_BACKEND_VERSION,
       .ctx = m,
       .rank = m->rank,
       .size = m->size,
-      .local_rank = local ? atoi(local) : 0,
+      .local_rank = rv      ? rv->local_rank
+                    : local ? atoi(local)
+                            : 0,
       .name = "mpi",
       .all_reduce = ox_all_reduce,
       .all_gather = ox_all_gather,

@@ -22,10 +22,11 @@
  *   1. options.rank / options.size when size > 0 (the application's own);
  *   2. Open MPI's mpirun: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
  *      OMPI_COMM_WORLD_LOCAL_RANK;
- *   3. torchrun-style: RANK, WORLD_SIZE, LOCAL_RANK (MASTER_ADDR/MASTER_PORT
- *      are read but Onyx has no TCP rendezvous: a world of more than one
- *      rank launched this way without mpirun is refused with an error that
- *      says to launch under mpirun);
+ *   3. torchrun-style: RANK, WORLD_SIZE, LOCAL_RANK; a larger world without
+ *      mpirun meets at a TCP store that rank 0 serves on MASTER_ADDR:
+ *      MASTER_PORT (both required), over which the MPI backend joins the
+ *      processes into one MPI world (scripts/onyx-launch.sh N cmd starts
+ *      such a launch; docs/distributed.md, "Launch without mpirun");
  *   4. none of them: a world of one rank.
  * A world of one rank needs no library: every collective is a local copy. A
  * larger world (or backend "mpi") loads the MPI backend, libonyx_mpi.so (the
@@ -70,8 +71,12 @@ typedef struct OnyxProcessGroup OnyxProcessGroup;
 
 typedef struct OnyxProcessGroupOptions {
   size_t struct_size; /* sizeof(OnyxProcessGroupOptions); set by _init */
-  /* "auto" (or NULL): none for a world of one rank, MPI otherwise;
-   * "mpi": MPI even for a world of one rank; "none": refuse a larger world. */
+  /* "auto" (or NULL): none for a world of one rank, MPI otherwise
+   * ($ONYX_DIST_BACKEND overrides "auto"); "mpi": MPI even for a world of
+   * one rank; "none": refuse a larger world; "store": a launch without
+   * mpirun with no MPI: broadcast, all-gather and barrier of at most 64 KiB
+   * through the TCP store (NCCL's bootstrap), other host collectives
+   * refused. */
   const char* backend;
   /* Rank and size given by the application; size 0 (default): from the
    * environment. With MPI, they must agree with MPI_COMM_WORLD's. */
@@ -99,7 +104,7 @@ ONYX_API void onyx_process_group_release(OnyxProcessGroup* g);
 ONYX_API int onyx_process_group_rank(const OnyxProcessGroup* g);       /* 0 for NULL */
 ONYX_API int onyx_process_group_size(const OnyxProcessGroup* g);       /* 1 for NULL */
 ONYX_API int onyx_process_group_local_rank(const OnyxProcessGroup* g); /* 0 for NULL */
-/* "none" or "mpi". */
+/* "none", "mpi" or "store". */
 ONYX_API const char* onyx_process_group_backend(const OnyxProcessGroup* g);
 
 /* --- Host-memory collectives: blocking, bounded by the timeout ------------ */

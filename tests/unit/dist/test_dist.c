@@ -11,6 +11,11 @@
  *   mpirun -np 2 test_dist fault   a stalled rank: the other errors within
  *                          the timeout, and the group is broken after it;
  *                          the same in a session run
+ *   scripts/onyx-launch.sh 2 test_dist mpi|fault   the same without mpirun:
+ *                          MPI singletons joined through the TCP store
+ *   ONYX_DIST_BACKEND=store scripts/onyx-launch.sh 2 test_dist store
+ *                          no MPI: broadcast, all-gather and barrier
+ *                          through the store, data collectives refused
  *   test_dist cuda         the ops on the CUDA provider (NCCL, one rank);
  *                          skipped (77) without a CUDA device
  *
@@ -373,18 +378,53 @@ static void test_local(void) {
                "/nonexistent/libonyx_mpi.so", "libmpi.so.40", "libopenmpi-dev", NULL);
   CHECK(pg == NULL);
 
-  /* torchrun-style variables without mpirun: refused, saying how to launch. */
+  /* torchrun-style variables without mpirun meet at MASTER_ADDR:MASTER_PORT;
+   * a missing or malformed one is named before anything starts. */
   setenv("RANK", "1", 1);
   setenv("WORLD_SIZE", "2", 1);
   setenv("MASTER_ADDR", "127.0.0.1", 1);
-  expect_error(onyx_process_group_create(NULL, &pg), ONYX_NOT_IMPLEMENTED, "torchrun", "RANK=1",
-               "WORLD_SIZE=2", "mpirun", NULL);
+  unsetenv("MASTER_PORT");
+  expect_error(onyx_process_group_create(NULL, &pg), ONYX_INVALID_ARGUMENT, "no MASTER_PORT",
+               "MASTER_PORT is unset", "torchrun", "rank 1 of 2", "mpirun -np 2", NULL);
+  setenv("MASTER_PORT", "70000", 1);
+  expect_error(onyx_process_group_create(NULL, &pg), ONYX_INVALID_ARGUMENT, "bad MASTER_PORT",
+               "MASTER_PORT='70000' is not a port number", NULL);
+  unsetenv("MASTER_ADDR");
+  setenv("MASTER_PORT", "29500", 1);
+  expect_error(onyx_process_group_create(NULL, &pg), ONYX_INVALID_ARGUMENT, "no MASTER_ADDR",
+               "MASTER_ADDR is unset", NULL);
   setenv("RANK", "2", 1);
   expect_error(onyx_process_group_create(NULL, &pg), ONYX_INVALID_ARGUMENT, "torchrun rank 2",
                "RANK", NULL);
+  setenv("RANK", "1", 1);
+  setenv("ONYX_DIST_BACKEND", "tcp", 1);
+  expect_error(onyx_process_group_create(NULL, &pg), ONYX_INVALID_ARGUMENT, "bad ONYX_DIST_BACKEND",
+               "ONYX_DIST_BACKEND 'tcp'", "\"store\"", NULL);
+  unsetenv("ONYX_DIST_BACKEND");
+  /* Rank 1 with nobody serving the store: it gives up at the timeout and
+   * says where it looked. */
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "1", 1); /* a privileged port nobody serves here */
+  OnyxProcessGroupOptions to;
+  onyx_process_group_options_init(&to);
+  to.timeout_ms = 300;
+  to.backend = "store";
+  double t0 = now_ms();
+  expect_error(onyx_process_group_create(&to, &pg), ONYX_RUNTIME_ERROR, "no store", "rank 1 of 2",
+               "127.0.0.1:1", "connecting", "timed out after 300 ms", NULL);
+  CHECK(now_ms() - t0 < 5000);
+  CHECK(pg == NULL);
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
   unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  /* The store backend serves launches without mpirun only. */
+  onyx_process_group_options_init(&to);
+  to.rank = 0;
+  to.size = 2;
+  to.backend = "store";
+  expect_error(onyx_process_group_create(&to, &pg), ONYX_INVALID_ARGUMENT, "store from options",
+               "backend \"store\"", "without MASTER_ADDR", NULL);
 
   /* Explicit rank and size. */
   onyx_process_group_options_init(&po);
@@ -659,6 +699,74 @@ static int test_cuda(void) {
   return 0;
 }
 
+/* --- Two ranks without mpirun, backend "store" ------------------------------------------ */
+
+/* Started by scripts/onyx-launch.sh 2 (RANK, WORLD_SIZE, MASTER_ADDR,
+ * MASTER_PORT) with ONYX_DIST_BACKEND=store: no MPI at all. The group's
+ * broadcast, all-gather and barrier go through the TCP store (what NCCL's
+ * bootstrap and the world check need); data collectives are refused. */
+static void test_store(void) {
+  OnyxProcessGroupOptions po;
+  onyx_process_group_options_init(&po);
+  po.timeout_ms = 3000;
+  OnyxProcessGroup* pg = NULL;
+  ok(onyx_process_group_create(&po, &pg), "create");
+  const int rank = onyx_process_group_rank(pg);
+  g_rank = rank;
+  CHECK(onyx_process_group_size(pg) == 2);
+  CHECK(!strcmp(onyx_process_group_backend(pg), "store"));
+  CHECK(onyx_process_group_local_rank(pg) == rank); /* LOCAL_RANK from the launcher */
+  /* NCCL's bootstrap: rank 0's 128-byte ncclUniqueId to every rank (byte i
+   * = (3 i + 1) mod 256 on rank 0, zeros elsewhere), then the same from
+   * rank 1 (byte i = 255 - i). */
+  unsigned char id[128];
+  for (int i = 0; i < 128; i++)
+    id[i] = rank == 0 ? (unsigned char)((3 * i + 1) & 255) : 0;
+  ok(onyx_process_group_broadcast(pg, id, sizeof id, 0), "broadcast");
+  for (int i = 0; i < 128; i++)
+    CHECK(id[i] == (unsigned char)((3 * i + 1) & 255));
+  for (int i = 0; i < 128; i++)
+    id[i] = rank == 1 ? (unsigned char)(255 - i) : 0;
+  ok(onyx_process_group_broadcast(pg, id, sizeof id, 1), "broadcast from rank 1");
+  for (int i = 0; i < 128; i++)
+    CHECK(id[i] == (unsigned char)(255 - i));
+  /* all_gather: rank r sends 10 r + j. */
+  int64_t send[3], recv[6];
+  for (int j = 0; j < 3; j++)
+    send[j] = 10 * rank + j;
+  ok(onyx_process_group_all_gather(pg, send, recv, 3, ONYX_ELEM_INT64), "all_gather");
+  for (int r = 0; r < 2; r++)
+    for (int j = 0; j < 3; j++)
+      CHECK(recv[r * 3 + j] == 10 * r + j);
+  ok(onyx_process_group_barrier(pg), "barrier");
+  /* Data collectives need MPI; large payloads are no rendezvous. Neither
+   * breaks the group. */
+  float f[4] = {1, 2, 3, 4};
+  expect_error(onyx_process_group_all_reduce(pg, f, 4, ONYX_ELEM_FLOAT32, ONYX_REDUCE_SUM),
+               ONYX_NOT_IMPLEMENTED, "all_reduce on the store", "needs the MPI backend",
+               "backend \"store\"", NULL);
+  static unsigned char big[70000];
+  expect_error(onyx_process_group_broadcast(pg, big, sizeof big, 0), ONYX_NOT_IMPLEMENTED,
+               "big broadcast", "70000 bytes", "at most 65536", NULL);
+  ok(onyx_process_group_barrier(pg), "barrier after refusals");
+  /* A stalled rank: rank 1 sleeps past the 3 s timeout before its
+   * broadcast; rank 0 gives up at the timeout, and its group is broken. */
+  if (rank == 0) {
+    double t0 = now_ms();
+    expect_error(onyx_process_group_broadcast(pg, id, 16, 1), ONYX_RUNTIME_ERROR, "stalled rank 1",
+                 "broadcast", "rank 0 of 2", "timed out after 3000 ms", NULL);
+    double took = now_ms() - t0;
+    CHECK(took >= 2950 && took < 3900);
+    expect_error(onyx_process_group_barrier(pg), ONYX_RUNTIME_ERROR, "broken group", "broken",
+                 NULL);
+  } else {
+    usleep(3500 * 1000);
+    /* The root's part of a broadcast only writes to the store. */
+    ok(onyx_process_group_broadcast(pg, id, 16, 1), "late broadcast");
+  }
+  onyx_process_group_release(pg);
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "local";
   if (!strcmp(what, "local"))
@@ -667,11 +775,13 @@ int main(int argc, char** argv) {
     test_mpi();
   else if (!strcmp(what, "fault"))
     test_fault();
+  else if (!strcmp(what, "store"))
+    test_store();
   else if (!strcmp(what, "cuda")) {
     int rc = test_cuda();
     if (rc) return rc;
   } else {
-    fprintf(stderr, "usage: test_dist local|mpi|fault|cuda\n");
+    fprintf(stderr, "usage: test_dist local|mpi|fault|store|cuda\n");
     return 2;
   }
   if (g_failures) fprintf(stderr, "rank %d: %d check(s) failed\n", g_rank, g_failures);

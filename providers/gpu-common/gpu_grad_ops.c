@@ -828,5 +828,6 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
     st = reg(r, "LambOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_LAMB);
   if (!st)
     st = reg(r, "ClipGradNorm", topt, 2, g_mem_optim, 1, opt_create, clip_compute, CODE_CLIP);
+  if (!st) st = gpu_register_norm_pool_kernels(r); /* the training graph's forward ops */
   return st;
 }

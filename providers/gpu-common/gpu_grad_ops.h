@@ -28,4 +28,10 @@ OnyxStatus* gpu_maxpool_compute(GpuKernel* k, OnyxKernelContext* ctx);
 /* BatchNormalization in training mode: opset 14 and later, training_mode 1. */
 bool gpu_batchnorm_training(const OnyxNode* n);
 
+/* gpu_meta_ops.c: Shape and Size, their int64 result written on the host
+ * into host memory; gpu_meta_op says whether n is one of them (the
+ * placement rule takes them only after a GPU producer). */
+OnyxStatus* gpu_register_meta_kernels(OnyxKernelRegistry* r);
+bool gpu_meta_op(const OnyxNode* n);
+
 #endif /* ONYX_GPU_GRAD_OPS_H */

@@ -1370,6 +1370,7 @@ OnyxStatus* gpu_register_common_kernels(OnyxKernelRegistry* r) {
     st = gpu_register_contrib(r, "LayerNormalization", tln, 2, NULL, layernorm_compute,
                               CODE_LAYERNORM);
   if (!st) st = gpu_register_grad_kernels(r); /* com.onyx.training: gpu_grad_ops.c */
+  if (!st) st = gpu_register_meta_kernels(r); /* Shape, Size: gpu_meta_ops.c */
   return st;
 }
 
@@ -1461,9 +1462,13 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
     OnyxElemType t = in0 ? H->value_elem_type(in0) : ONYX_ELEM_UNDEFINED;
     /* GatherGrad's first input is X_shape (int64, read on the host); its
      * work is float. */
-    bool cheap =
-        is_view_op(H->node_op_type(node)) || ((t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32) &&
-                                              strcmp(H->node_op_type(node), "GatherGrad") != 0);
+    /* Shape and Size read only the dims: taken after a GPU producer (no
+     * copy of their input to the host), and left out of `claimed` so that
+     * the shape arithmetic they feed stays on the CPU. */
+    const bool meta = gpu_meta_op(node);
+    bool cheap = meta || is_view_op(H->node_op_type(node)) ||
+                 ((t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32) &&
+                  strcmp(H->node_op_type(node), "GatherGrad") != 0);
     if (cheap && !inputs_here(node, &claimed)) {
       H->decline_node(b, node,
                       "cheap on the GPU (a view or integer shape arithmetic) and its inputs are "
@@ -1471,7 +1476,7 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
       continue;
     }
     st = H->claim_node(b, node);
-    if (!st) set_add(&claimed, node);
+    if (!st && !meta) set_add(&claimed, node);
   }
   free(claimed.slots);
   return st;

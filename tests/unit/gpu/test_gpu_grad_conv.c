@@ -11,6 +11,8 @@
  *   has no GPU kernel and the test skips): groups, stride 2, dilation,
  *   pads, 1-D and 3-D, dX / dW / dB each alone and all three, within 1e-4
  *   (the sums run in another order than the CPU's);
+ *   Shape (opset 15's start / end) and Size of a tensor made on the GPU,
+ *   taken by the GPU provider, against the dims and the CPU's;
  *   the training model of a small CNN (Conv, BatchNormalization, Relu,
  *   MaxPool, GlobalAveragePool, Gemm, cross-entropy): BatchNormalization,
  *   BatchNormalizationGrad, MaxPool and MaxPoolGrad (and ConvGrad on CUDA)
@@ -538,6 +540,59 @@ static void test_conv_grad(void** state) {
       check_conv_grad(&cases[i], which[o], 500 + 10 * i + o);
 }
 
+/* --- Shape and Size of a GPU tensor ------------------------------------------------------ */
+
+/* Relu -> Shape (whole, and opset 15's start / end) and Size: all on
+ * GPU_NAME (the Shapes and Size follow their GPU producer), the results
+ * against the dims written here and the CPU provider's. */
+static void test_shape_size(void** state) {
+  (void)state;
+  gpu_required();
+  static const int64_t xd[4] = {2, 3, 5, 7};
+  float x[210];
+  uint64_t s = 77;
+  fill(x, 210, &s, -1.0, 1.0);
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, xd);
+  otm_output_s(m, "s_all", ONYX_ELEM_INT64, NULL);
+  otm_output_s(m, "s_mid", ONYX_ELEM_INT64, NULL);
+  otm_output_s(m, "s_none", ONYX_ELEM_INT64, NULL);
+  otm_output_s(m, "n", ONYX_ELEM_INT64, NULL);
+  otm_node(m, "Relu", "relu", "X", "r");
+  otm_node(m, "Shape", "shape_all", "r", "s_all");
+  OxTestNode* nd = otm_node(m, "Shape", "shape_mid", "r", "s_mid");
+  otm_attr_int(nd, "start", -3);
+  otm_attr_int(nd, "end", 3);
+  nd = otm_node(m, "Shape", "shape_none", "r", "s_none");
+  otm_attr_int(nd, "start", 3);
+  otm_attr_int(nd, "end", 1);
+  otm_node(m, "Size", "size", "r", "n");
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  const In in[1] = {{"X", x, 4, xd}};
+  const char* outs[4] = {"s_all", "s_mid", "s_none", "n"};
+  Out g[4], c[4];
+  run_both(bytes, len, 5, in, 1, outs, 4, g, c);
+  for (int o = 0; o < 4; o++)
+    compare("Shape / Size", outs[o], &g[o], &c[o], 0.0);
+  const int64_t* all = g[0].data;
+  const int64_t* mid = g[1].data;
+  assert_int_equal(g[0].n, 4);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(all[i], xd[i]);
+  assert_int_equal(g[1].n, 2);
+  assert_int_equal(mid[0], 3);
+  assert_int_equal(mid[1], 5);
+  assert_int_equal(g[2].n, 0);
+  assert_int_equal(g[3].n, 1);
+  assert_int_equal(*(const int64_t*)g[3].data, 210);
+  free_outs(g, 4);
+  free_outs(c, 4);
+  free(bytes);
+}
+
 /* --- a CNN's training model: placement ------------------------------------------------------ */
 
 static int rm_entry(const char* p, const struct stat* sb, int flag, struct FTW* f) {
@@ -656,6 +711,7 @@ const struct CMUnitTest* gpu_grad_conv_tests(size_t* n) {
       cmocka_unit_test(test_batchnorm_training),
       cmocka_unit_test(test_maxpool_indices),
       cmocka_unit_test(test_conv_grad),
+      cmocka_unit_test(test_shape_size),
       cmocka_unit_test(test_cnn_training_placement),
   };
   *n = sizeof tests / sizeof tests[0];

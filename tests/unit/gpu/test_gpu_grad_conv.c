@@ -13,10 +13,12 @@
  *   (the sums run in another order than the CPU's);
  *   Shape (opset 15's start / end) and Size of a tensor made on the GPU,
  *   taken by the GPU provider, against the dims and the CPU's;
+ *   Sum (1 to 3 inputs, broadcasting), against the CPU's and by hand;
  *   the training model of a small CNN (Conv, BatchNormalization, Relu,
- *   MaxPool, GlobalAveragePool, Gemm, cross-entropy): BatchNormalization,
- *   BatchNormalizationGrad, MaxPool and MaxPoolGrad (and ConvGrad on CUDA)
- *   placed on GPU_NAME.
+ *   MaxPool, GlobalAveragePool, Gemm, cross-entropy; and a residual form
+ *   with ReduceMean): BatchNormalization, BatchNormalizationGrad, MaxPool,
+ *   MaxPoolGrad, ReluGrad, the residual form's Sum and ReduceMean (and
+ *   Conv and ConvGrad on CUDA) placed on GPU_NAME.
  *
  * Each op session must place the op on GPU_NAME. A mismatch names the
  * case, the output, the index and both values. Without a device the tests
@@ -593,6 +595,52 @@ static void test_shape_size(void** state) {
   free(bytes);
 }
 
+/* --- Sum ---------------------------------------------------------------------------------- */
+
+/* Sum of 1, 2 and 3 inputs (the last with broadcasting), GPU against the
+ * CPU provider and against the sums written here. */
+static void test_sum(void** state) {
+  (void)state;
+  gpu_required();
+  static const int64_t ad[3] = {2, 3, 4}, bd[2] = {3, 4}, cd[3] = {2, 1, 4};
+  float a[24], b[12], c[8];
+  uint64_t s = 31;
+  fill(a, 24, &s, -2.0, 2.0);
+  fill(b, 12, &s, -2.0, 2.0);
+  fill(c, 8, &s, -2.0, 2.0);
+  for (int n = 1; n <= 3; n++) {
+    OxTestModel* m = otm_new(17);
+    otm_input(m, "A", ONYX_ELEM_FLOAT32, 3, ad);
+    if (n > 1) otm_input(m, "B", ONYX_ELEM_FLOAT32, 3, n == 2 ? cd : ad);
+    if (n > 2) otm_input(m, "C", ONYX_ELEM_FLOAT32, 2, bd);
+    otm_output_s(m, "Y", ONYX_ELEM_FLOAT32, NULL);
+    otm_node(m, "Sum", "sum", n == 1 ? "A" : n == 2 ? "A,B" : "A,B,C", "Y");
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    otm_serialize(m, &bytes, &len);
+    otm_free(m);
+    /* n 2: B is c [2, 1, 4]; n 3: B is a itself and C is b [3, 4]. */
+    const In in[3] = {{"A", a, 3, ad}, {"B", n == 2 ? c : a, 3, n == 2 ? cd : ad}, {"C", b, 2, bd}};
+    const char* out = "Y";
+    Out g, cp;
+    run_both(bytes, len, 1, in, (size_t)n, &out, 1, &g, &cp);
+    compare("Sum", "Y", &g, &cp, 0.0);
+    assert_int_equal(g.n, 24);
+    for (size_t i = 0; i < 24; i++) {
+      const size_t i0 = i / 12, i1 = (i / 4) % 3, i2 = i % 4;
+      const float want = n == 1   ? a[i]
+                         : n == 2 ? a[i] + c[i0 * 4 + i2]
+                                  : (a[i] + a[i]) + b[i1 * 4 + i2];
+      if (((const float*)g.data)[i] != want)
+        fail_msg("Sum of %d: Y[%zu] = %.9g, by hand %.9g", n, i, ((const float*)g.data)[i],
+                 (double)want);
+    }
+    free(g.data);
+    free(cp.data);
+    free(bytes);
+  }
+}
+
 /* --- a CNN's training model: placement ------------------------------------------------------ */
 
 static int rm_entry(const char* p, const struct stat* sb, int flag, struct FTW* f) {
@@ -620,11 +668,11 @@ static size_t placed(const char* text, const char* op, size_t* here) {
 }
 
 /* x[N, 3, 8, 8] -> Conv 3x3 (8) -> BatchNormalization -> Relu -> MaxPool
- * 2x2 -> Conv 3x3 (8) -> GlobalAveragePool -> Flatten -> Gemm -> logits
- * [N, 4], trained with cross-entropy and SGD. */
-static void test_cnn_training_placement(void** state) {
-  (void)state;
-  gpu_required();
+ * 2x2 -> Conv 3x3 (8), then (residual 0) GlobalAveragePool -> Flatten, or
+ * (residual 1, the form of scripts/train_peer.py's ResNet) BatchNormalization
+ * -> Add the MaxPool's output -> Relu -> ReduceMean over H and W, then
+ * Gemm -> logits [N, 4], trained with cross-entropy and SGD. */
+static void check_cnn_placement(bool residual) {
   char dir[] = "/tmp/onyx_gpu_cnn_XXXXXX";
   assert_non_null(mkdtemp(dir));
   char model[600], art[600], path[700];
@@ -643,11 +691,16 @@ static void test_cnn_training_placement(void** state) {
   fill(buf, 8, &s, -0.1, 0.1);
   otm_initializer(m, "b0", ONYX_ELEM_FLOAT32, 1, &c8, buf);
   otm_initializer(m, "b1", ONYX_ELEM_FLOAT32, 1, &c8, buf);
-  otm_initializer(m, "bn_b", ONYX_ELEM_FLOAT32, 1, &c8, buf);
-  otm_initializer(m, "bn_m", ONYX_ELEM_FLOAT32, 1, &c8, buf);
-  fill(buf, 8, &s, 0.8, 1.2);
-  otm_initializer(m, "bn_s", ONYX_ELEM_FLOAT32, 1, &c8, buf);
-  otm_initializer(m, "bn_v", ONYX_ELEM_FLOAT32, 1, &c8, buf);
+  for (int b = 0; b < 2; b++) {
+    static const char* const names[2][4] = {{"bn_b", "bn_m", "bn_s", "bn_v"},
+                                            {"bn1_b", "bn1_m", "bn1_s", "bn1_v"}};
+    fill(buf, 8, &s, -0.1, 0.1);
+    otm_initializer(m, names[b][0], ONYX_ELEM_FLOAT32, 1, &c8, buf);
+    otm_initializer(m, names[b][1], ONYX_ELEM_FLOAT32, 1, &c8, buf);
+    fill(buf, 8, &s, 0.8, 1.2);
+    otm_initializer(m, names[b][2], ONYX_ELEM_FLOAT32, 1, &c8, buf);
+    otm_initializer(m, names[b][3], ONYX_ELEM_FLOAT32, 1, &c8, buf);
+  }
   fill(buf, 32, &s, -0.3, 0.3);
   otm_initializer(m, "wf", ONYX_ELEM_FLOAT32, 2, wf, buf);
   otm_initializer(m, "bf", ONYX_ELEM_FLOAT32, 1, &four, buf);
@@ -663,8 +716,18 @@ static void test_cnn_training_placement(void** state) {
   nd = otm_node(m, "Conv", "conv1", "p0,w1,b1", "c1");
   otm_attr_ints(nd, "kernel_shape", 2, k3);
   otm_attr_ints(nd, "pads", 4, p1);
-  otm_node(m, "GlobalAveragePool", "gap", "c1", "g");
-  otm_node(m, "Flatten", "flat", "g", "f");
+  if (residual) {
+    static const int64_t hw[2] = {2, 3};
+    otm_node(m, "BatchNormalization", "bn1", "c1,bn1_s,bn1_b,bn1_m,bn1_v", "n1");
+    otm_node(m, "Add", "res", "n1,p0", "a1");
+    otm_node(m, "Relu", "relu1", "a1", "r1");
+    nd = otm_node(m, "ReduceMean", "mean", "r1", "f");
+    otm_attr_ints(nd, "axes", 2, hw);
+    otm_attr_int(nd, "keepdims", 0);
+  } else {
+    otm_node(m, "GlobalAveragePool", "gap", "c1", "g");
+    otm_node(m, "Flatten", "flat", "g", "f");
+  }
   otm_node(m, "Gemm", "fc", "f,wf,bf", "logits");
   assert_true(otm_write(m, model));
   otm_free(m);
@@ -685,7 +748,8 @@ static void test_cnn_training_placement(void** state) {
   char* text = NULL;
   ok(onyx_session_explain(ss, &text));
   onyx_session_release(ss);
-  fprintf(stderr, "CNN training model on " GPU_NAME " + cpu:\n%s\n", text);
+  fprintf(stderr, "CNN (%s) training model on " GPU_NAME " + cpu:\n%s\n",
+          residual ? "residual, ReduceMean" : "GlobalAveragePool", text);
   static const char* const on_gpu[] = {"BatchNormalization",
                                        "BatchNormalizationGrad",
                                        "MaxPool",
@@ -696,14 +760,26 @@ static void test_cnn_training_placement(void** state) {
                                        "ConvGrad"
 #endif
   };
-  for (size_t i = 0; i < sizeof on_gpu / sizeof on_gpu[0]; i++) {
+  /* The residual form also sums the MaxPool output's two gradients (Sum)
+   * and averages with ReduceMean. */
+  static const char* const on_gpu_res[] = {"Sum", "ReduceMean"};
+  const size_t n_main = sizeof on_gpu / sizeof on_gpu[0];
+  for (size_t i = 0; i < n_main + (residual ? 2 : 0); i++) {
+    const char* op = i < n_main ? on_gpu[i] : on_gpu_res[i - n_main];
     size_t here = 0;
-    const size_t n = placed(text, on_gpu[i], &here);
+    const size_t n = placed(text, op, &here);
     if (!n || here != n)
-      fail_msg("%zu of %zu %s nodes on " GPU_NAME " (all expected):\n%s", here, n, on_gpu[i], text);
+      fail_msg("%zu of %zu %s nodes on " GPU_NAME " (all expected):\n%s", here, n, op, text);
   }
   onyx_free(text);
   assert_int_equal(nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static void test_cnn_training_placement(void** state) {
+  (void)state;
+  gpu_required();
+  check_cnn_placement(false);
+  check_cnn_placement(true);
 }
 
 const struct CMUnitTest* gpu_grad_conv_tests(size_t* n) {
@@ -712,6 +788,7 @@ const struct CMUnitTest* gpu_grad_conv_tests(size_t* n) {
       cmocka_unit_test(test_maxpool_indices),
       cmocka_unit_test(test_conv_grad),
       cmocka_unit_test(test_shape_size),
+      cmocka_unit_test(test_sum),
       cmocka_unit_test(test_cnn_training_placement),
   };
   *n = sizeof tests / sizeof tests[0];

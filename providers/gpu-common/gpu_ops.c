@@ -1412,9 +1412,10 @@ static bool set_has(const NodeSet* s, const OnyxNode* n) {
   return false;
 }
 
-/* 1 if every non-constant input of n is produced by a node claimed here. */
-static bool inputs_here(const OnyxNode* n, const NodeSet* claimed) {
-  for (size_t i = 0; i < H->node_input_count(n); i++) {
+/* 1 if every non-constant input of n (the first alone where first_only) is
+ * produced by a node claimed here. */
+static bool inputs_here(const OnyxNode* n, const NodeSet* claimed, bool first_only) {
+  for (size_t i = 0; i < (first_only ? 1 : H->node_input_count(n)); i++) {
     const OnyxValueInfo* v = H->node_input(n, i);
     if (!v || H->value_constant(v)) continue;
     const OnyxNode* p = H->value_producer(v);
@@ -1469,7 +1470,11 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
     bool cheap = meta || is_view_op(H->node_op_type(node)) ||
                  ((t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32) &&
                   strcmp(H->node_op_type(node), "GatherGrad") != 0);
-    if (cheap && !inputs_here(node, &claimed)) {
+    /* A view of float data made here is taken wherever its shape input
+     * (read in host memory) was computed: the data stays on the GPU. */
+    const bool float_view = is_view_op(H->node_op_type(node)) && t != ONYX_ELEM_INT64 &&
+                            t != ONYX_ELEM_INT32 && H->node_input_count(node) > 0;
+    if (cheap && !inputs_here(node, &claimed, float_view)) {
       H->decline_node(b, node,
                       "cheap on the GPU (a view or integer shape arithmetic) and its inputs are "
                       "not produced there");

@@ -67,12 +67,13 @@ int gpuk_batchnorm_fwd(const float* x, const float* scale, const float* bias, co
                        int64_t c, int64_t sp, double epsilon, double momentum, int train,
                        void* stream);
 
-/* MaxPool's window geometry (1 to 3 spatial dims), worked out on the host:
- * output element o of plane p (p over N C) takes the maximum of X's plane
+/* MaxPool's window geometry, worked out on the host: always 3 spatial
+ * dims (1 to 3 real ones, led by dims of 1 with unit kernel and stride).
+ * Output element o of plane p (p over N C) takes the maximum of X's plane
  * p over the window starting at out * stride - pad_begin, with kernel and
  * dilation; window positions outside X are skipped. */
 typedef struct GpuPoolGeom {
-  int32_t rank, storage_order;
+  int32_t storage_order;
   int64_t planes, in_size, out_size;
   int64_t in[3], out[3], kernel[3], stride[3], dil[3], pad[3];
 } GpuPoolGeom;

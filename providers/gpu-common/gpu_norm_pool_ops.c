@@ -142,7 +142,6 @@ static OnyxStatus* pool_geometry(const OnyxNode* n, const int64_t* xd, size_t sp
   const bool ceil = H->node_attr_int(n, "ceil_mode", 0) != 0;
   memset(g, 0, sizeof *g);
   g->storage_order = (int32_t)so;
-  g->rank = 3;
   const size_t off = 3 - sp;
   for (size_t i = 0; i < 3; i++) {
     g->in[i] = g->out[i] = g->kernel[i] = g->stride[i] = g->dil[i] = 1;

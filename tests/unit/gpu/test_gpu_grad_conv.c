@@ -14,6 +14,7 @@
  *   Shape (opset 15's start / end) and Size of a tensor made on the GPU,
  *   taken by the GPU provider, against the dims and the CPU's;
  *   Sum (1 to 3 inputs, broadcasting), against the CPU's and by hand;
+ *   a Reshape of GPU data whose shape comes from the host, on the GPU;
  *   the training model of a small CNN (Conv, BatchNormalization, Relu,
  *   MaxPool, GlobalAveragePool, Gemm, cross-entropy; and a residual form
  *   with ReduceMean): BatchNormalization, BatchNormalizationGrad, MaxPool,
@@ -595,6 +596,51 @@ static void test_shape_size(void** state) {
   free(bytes);
 }
 
+/* --- a view of GPU data with a shape from the host ----------------------------------------- */
+
+/* Relu -> Reshape(r, shape) with the shape a graph input (int64, host
+ * memory): the Reshape is taken by GPU_NAME with the Relu, its data never
+ * leaving the device (2 nodes there), and gives the Relu's values. */
+static void test_view_shape_from_host(void** state) {
+  (void)state;
+  gpu_required();
+  static const int64_t xd[2] = {4, 6}, two = 2, want_dims[2] = {3, 8};
+  float x[24];
+  uint64_t s = 5;
+  fill(x, 24, &s, -1.0, 1.0);
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 2, xd);
+  otm_input(m, "shape", ONYX_ELEM_INT64, 1, &two);
+  otm_output_s(m, "Y", ONYX_ELEM_FLOAT32, NULL);
+  otm_node(m, "Relu", "relu", "X", "r");
+  otm_node(m, "Reshape", "view", "r,shape", "Y");
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSession* ss = open_session(bytes, len, true, 2);
+  OnyxValue* v[2] = {NULL};
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, xd, 2, x, sizeof x, &v[0]));
+  ok(onyx_value_create_tensor(ONYX_ELEM_INT64, &two, 1, want_dims, sizeof want_dims, &v[1]));
+  const char* names[2] = {"X", "shape"};
+  const char* out = "Y";
+  OnyxValue* y = NULL;
+  ok(onyx_session_run(ss, NULL, names, (const OnyxValue* const*)v, 2, &out, 1, &y));
+  const OnyxTensor* t = onyx_value_tensor(y);
+  assert_int_equal(onyx_tensor_rank(t), 2);
+  assert_int_equal(onyx_tensor_dims(t)[0], 3);
+  assert_int_equal(onyx_tensor_dims(t)[1], 8);
+  const float* yd = onyx_tensor_data(t);
+  for (size_t i = 0; i < 24; i++)
+    if (yd[i] != (x[i] > 0 ? x[i] : 0.0f))
+      fail_msg("Y[%zu] = %.9g, Relu(X) = %.9g", i, yd[i], x[i] > 0 ? x[i] : 0.0);
+  onyx_value_release(y);
+  onyx_value_release(v[0]);
+  onyx_value_release(v[1]);
+  onyx_session_release(ss);
+  free(bytes);
+}
+
 /* --- Sum ---------------------------------------------------------------------------------- */
 
 /* Sum of 1, 2 and 3 inputs (the last with broadcasting), GPU against the
@@ -789,6 +835,7 @@ const struct CMUnitTest* gpu_grad_conv_tests(size_t* n) {
       cmocka_unit_test(test_conv_grad),
       cmocka_unit_test(test_shape_size),
       cmocka_unit_test(test_sum),
+      cmocka_unit_test(test_view_shape_from_host),
       cmocka_unit_test(test_cnn_training_placement),
   };
   *n = sizeof tests / sizeof tests[0];

@@ -18,18 +18,24 @@
  * added with cudnnAddTensor, and the activation as one element-wise pass of
  * the shared kernel (gpuk_unary).
  *
- * cuDNN takes symmetric pads and floor-rounded pooling only: nodes with
- * auto_pad SAME_*, asymmetric pads, ceil_mode, pooling dilations, MaxPool's
- * Indices output, ConvTranspose's output_shape or a training-mode
- * BatchNormalization are declined at partitioning (cuda_dnn_decline) and run
- * on the next provider. 1-D inputs are run as 2-D with a height of 1. */
+ * cuDNN takes symmetric pads and floor-rounded pooling only: Conv,
+ * ConvTranspose and AveragePool nodes with auto_pad SAME_*, asymmetric pads,
+ * ceil_mode or pooling dilations, and ConvTranspose's output_shape, are
+ * declined at partitioning (cuda_dnn_decline) and run on the next provider.
+ * A MaxPool with its Indices output or a window cuDNN cannot express, and a
+ * training-mode BatchNormalization, run on gpu-common's own kernels
+ * (gpu_norm_pool_ops.c: gpu_maxpool_compute, gpu_batchnorm_compute) under
+ * this file's kernel defs. 1-D inputs are run as 2-D with a height of 1.
+ * com.onyx.training ConvGrad is cuda_dnn_grad.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_dnn_grad.h"
 #include "cuda_dnn_graph.h"
 #include "cuda_vendor.h"
+#include "gpu_grad_ops.h"
 
 #define H            gpu_host
 #define DNN_MAX_DIMS 5 /* N, C and up to 3 spatial dims */
@@ -180,9 +186,19 @@ static bool auto_pad_ok(const OnyxNode* n) {
   return !a || !*a || !strcmp(a, "NOTSET") || !strcmp(a, "VALID");
 }
 
+/* A MaxPool that cuDNN's legacy pooling cannot run: with Indices, or
+ * with a window it does not express. gpu_maxpool_compute runs it. */
+static bool maxpool_own_kernel(const OnyxNode* n) {
+  return (H->node_output_count(n) > 1 && H->node_output(n, 1)) || !auto_pad_ok(n) ||
+         !pads_symmetric(n) || H->node_attr_int(n, "ceil_mode", 0) != 0 ||
+         !attr_all(n, "dilations", 1);
+}
+
 const char* cuda_dnn_decline(const OnyxNode* n) {
   const char* op = H->node_op_type(n);
   const char* domain = H->node_domain(n);
+  if (domain && !strcmp(domain, "com.onyx.training"))
+    return !strcmp(op, "ConvGrad") ? cuda_dnn_grad_decline(n) : NULL;
   bool fused = domain && !strcmp(domain, "com.onyx") && !strcmp(op, "FusedConv");
   if (domain && *domain && strcmp(domain, "ai.onnx") && !fused) return NULL;
   if (fused) {
@@ -194,14 +210,13 @@ const char* cuda_dnn_decline(const OnyxNode* n) {
   bool pool = !strcmp(op, "MaxPool") || !strcmp(op, "AveragePool");
   bool global = !strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool");
   if (!strcmp(op, "BatchNormalization")) {
-    if (H->node_attr_int(n, "training_mode", 0) != 0)
-      return "cuda: BatchNormalization in training mode is not supported";
-    for (size_t i = 1; i < H->node_output_count(n); i++)
-      if (H->node_output(n, i))
-        return "cuda: BatchNormalization with running mean / var outputs is not supported";
     const OnyxValueInfo* x = H->node_input(n, 0);
     int32_t r = x ? H->value_rank(x) : -1;
     if (r < 2 || r > 5) return "cuda: BatchNormalization needs an input of known rank 2 to 5";
+    if (gpu_batchnorm_training(n)) return NULL; /* gpu_batchnorm_compute */
+    for (size_t i = 1; i < H->node_output_count(n); i++)
+      if (H->node_output(n, i))
+        return "cuda: BatchNormalization's statistics outputs need training_mode 1 (opset 14+)";
     return NULL;
   }
   if (!conv && !pool && !global) return NULL;
@@ -209,13 +224,12 @@ const char* cuda_dnn_decline(const OnyxNode* n) {
   int32_t r = x ? H->value_rank(x) : -1;
   if (r < 3 || r > 5) return "cuda: cuDNN takes inputs of known rank 3 to 5";
   if (global) return NULL;
+  if (!strcmp(op, "MaxPool") && maxpool_own_kernel(n)) return NULL; /* gpu_maxpool_compute */
   if (!auto_pad_ok(n)) return "cuda: auto_pad SAME_UPPER / SAME_LOWER is not supported";
   if (!pads_symmetric(n)) return "cuda: asymmetric pads are not supported by cuDNN";
   if (pool) {
     if (H->node_attr_int(n, "ceil_mode", 0) != 0) return "cuda: ceil_mode is not supported";
     if (!attr_all(n, "dilations", 1)) return "cuda: pooling dilations are not supported";
-    if (H->node_output_count(n) > 1 && H->node_output(n, 1))
-      return "cuda: MaxPool's Indices output is not supported";
   }
   if (!strcmp(op, "ConvTranspose")) {
     size_t c = 0;
@@ -774,6 +788,8 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
 static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   DnnKernel* k = state;
   const OnyxNode* n = k->base.node;
+  if (k->base.op == DNN_MAX_POOL && maxpool_own_kernel(n))
+    return gpu_maxpool_compute(&k->base, ctx);
   const OnyxTensor* X = H->ctx_input(ctx, 0);
   size_t xr = H->tensor_rank(X);
   const int64_t* xd = H->tensor_dims(X);
@@ -849,6 +865,7 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
 static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
   DnnKernel* k = state;
   const OnyxNode* n = k->base.node;
+  if (gpu_batchnorm_training(n)) return gpu_batchnorm_compute(&k->base, ctx);
   const OnyxTensor* X = H->ctx_input(ctx, 0);
   size_t xr = H->tensor_rank(X);
   const int64_t* xd = H->tensor_dims(X);
@@ -939,5 +956,6 @@ OnyxStatus* cuda_register_dnn_kernels(OnyxKernelRegistry* r) {
                        .user_data = (void*)(intptr_t)defs[i].code};
     st = H->register_kernel(r, &d);
   }
+  if (!st) st = cuda_register_dnn_grad_kernels(r);
   return st;
 }

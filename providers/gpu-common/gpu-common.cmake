@@ -15,7 +15,9 @@ set(ONYX_GPU_COMMON_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(ONYX_GPU_COMMON_C_SOURCES
   ${ONYX_GPU_COMMON_DIR}/gpu_provider.c
   ${ONYX_GPU_COMMON_DIR}/gpu_ops.c
-  ${ONYX_GPU_COMMON_DIR}/gpu_grad_ops.c)
+  ${ONYX_GPU_COMMON_DIR}/gpu_grad_ops.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_norm_pool_ops.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_meta_ops.c)
 set(ONYX_GPU_COMMON_DEVICE_SOURCES
   ${ONYX_GPU_COMMON_DIR}/gpu_rt.cu
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels.cu

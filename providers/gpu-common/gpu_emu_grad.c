@@ -105,6 +105,51 @@ int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, con
   return 0;
 }
 
+int gpuk_batchnorm_fwd(const float* x, const float* scale, const float* bias, const float* mean,
+                       const float* var, float* y, float* run_mean, float* run_var, int64_t n,
+                       int64_t c, int64_t sp, double epsilon, double momentum, int train,
+                       void* stream) {
+  (void)stream;
+  const int64_t m = n * sp;
+  for (int64_t ch = 0; ch < c; ch++) {
+    double mu, v;
+    if (train) {
+      double acc = 0.0, q = 0.0;
+      for (int64_t k = 0; k < m; k++)
+        acc += x[gpub_bn_index(k, ch, c, sp)];
+      mu = m > 0 ? acc / (double)m : 0.0;
+      for (int64_t k = 0; k < m; k++) {
+        const double d = (double)x[gpub_bn_index(k, ch, c, sp)] - mu;
+        q += d * d;
+      }
+      v = m > 0 ? q / (double)m : 0.0;
+      if (run_mean) run_mean[ch] = gpub_bn_running(mean[ch], mu, momentum);
+      if (run_var) run_var[ch] = gpub_bn_running(var[ch], v, momentum);
+    } else {
+      mu = mean[ch];
+      v = var[ch];
+    }
+    float a, b;
+    gpub_bn_coef(scale[ch], bias[ch], mu, v, epsilon, &a, &b);
+    for (int64_t k = 0; k < m; k++) {
+      const int64_t at = gpub_bn_index(k, ch, c, sp);
+      y[at] = gpub_bn_apply(x[at], a, b);
+    }
+  }
+  return 0;
+}
+
+int gpuk_maxpool(const float* x, float* y, int64_t* ind, const GpuPoolGeom* g, void* stream) {
+  (void)stream;
+  const int64_t n = g->planes * g->out_size;
+  for (int64_t f = 0; f < n; f++) {
+    int64_t arg;
+    y[f] = gpub_maxpool(x, g, f, &arg);
+    if (ind) ind[f] = arg;
+  }
+  return 0;
+}
+
 int gpuk_optimizer(const GpuOptParams* p, size_t n, const int64_t* count,
                    const float* const* const* in, float* const* const* out, void* stream) {
   (void)stream;

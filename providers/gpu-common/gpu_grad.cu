@@ -182,6 +182,56 @@ __global__ void bn_grad_kernel(const float* dy, const float* x, const float* sca
   }
 }
 
+/* BatchNormalization forward: one block per channel (grid-stride over
+ * channels); in training the batch mean and variance are block-wide
+ * float64 sums (two passes), then the block writes its channel's Y. */
+__global__ void bn_fwd_kernel(const float* x, const float* scale, const float* bias,
+                              const float* mean, const float* var, float* y, float* run_mean,
+                              float* run_var, int64_t n, int64_t c, int64_t sp, double epsilon,
+                              double momentum, int train) {
+  __shared__ double part[kThreads];
+  const int64_t m = n * sp;
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    double mu, v;
+    if (train) {
+      double acc = 0.0;
+      for (int64_t k = threadIdx.x; k < m; k += blockDim.x)
+        acc += x[gpub_bn_index(k, ch, c, sp)];
+      const double s = block_sum(acc, part);
+      mu = m > 0 ? s / (double)m : 0.0;
+      acc = 0.0;
+      for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+        const double d = (double)x[gpub_bn_index(k, ch, c, sp)] - mu;
+        acc += d * d;
+      }
+      const double q = block_sum(acc, part);
+      v = m > 0 ? q / (double)m : 0.0;
+      if (threadIdx.x == 0) {
+        if (run_mean) run_mean[ch] = gpub_bn_running(mean[ch], mu, momentum);
+        if (run_var) run_var[ch] = gpub_bn_running(var[ch], v, momentum);
+      }
+    } else {
+      mu = mean[ch];
+      v = var[ch];
+    }
+    float a, b;
+    gpub_bn_coef(scale[ch], bias[ch], mu, v, epsilon, &a, &b);
+    for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+      const int64_t at = gpub_bn_index(k, ch, c, sp);
+      y[at] = gpub_bn_apply(x[at], a, b);
+    }
+  }
+}
+
+/* MaxPool: a thread per output element. */
+__global__ void maxpool_kernel(const float* x, float* y, int64_t* ind, GpuPoolGeom g, int64_t n) {
+  GRID_STRIDE(f, n) {
+    int64_t arg;
+    y[f] = gpub_maxpool(x, &g, f, &arg);
+    if (ind) ind[f] = arg;
+  }
+}
+
 __global__ void sce_grad_kernel(const float* lp, float* dx, const double* coef,
                                 const int64_t* label, int64_t n, int64_t c, int64_t inner) {
   GRID_STRIDE(f, n) {
@@ -340,6 +390,24 @@ int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, con
   const unsigned grid = c > 65535 ? 65535u : (unsigned)c;
   bn_grad_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(dy, x, scale, mean, inv, dx, dscale,
                                                               dbias, n, c, sp, epsilon);
+  return launched();
+}
+
+int gpuk_batchnorm_fwd(const float* x, const float* scale, const float* bias, const float* mean,
+                       const float* var, float* y, float* run_mean, float* run_var, int64_t n,
+                       int64_t c, int64_t sp, double epsilon, double momentum, int train,
+                       void* stream) {
+  if (!c) return 0;
+  const unsigned grid = c > 65535 ? 65535u : (unsigned)c;
+  bn_fwd_kernel<<<grid, kThreads, 0, (cudaStream_t)stream>>>(
+      x, scale, bias, mean, var, y, run_mean, run_var, n, c, sp, epsilon, momentum, train);
+  return launched();
+}
+
+int gpuk_maxpool(const float* x, float* y, int64_t* ind, const GpuPoolGeom* g, void* stream) {
+  const int64_t n = g->planes * g->out_size;
+  if (!n) return 0;
+  maxpool_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(x, y, ind, *g, n);
   return launched();
 }
 

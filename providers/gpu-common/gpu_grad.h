@@ -55,6 +55,37 @@ int gpuk_batchnorm_grad(const float* dy, const float* x, const float* scale, con
                         const float* inv, float* dx, float* dscale, float* dbias, int64_t n,
                         int64_t c, int64_t sp, double epsilon, void* stream);
 
+/* BatchNormalization forward over X [n, c, sp], one block per channel:
+ * training (train 1) takes the channel's batch mean and biased variance
+ * over its m = n sp values (two passes, float64; 0 where m is 0) and writes
+ * run_mean / run_var (NULL: not wanted) as in * momentum + batch * (1 -
+ * momentum); inference (train 0) reads mean / var. Then, as the CPU
+ * provider, a = scale / sqrt(var + epsilon) and b = bias - mean a in
+ * float64, rounded to float, and y = x a + b. */
+int gpuk_batchnorm_fwd(const float* x, const float* scale, const float* bias, const float* mean,
+                       const float* var, float* y, float* run_mean, float* run_var, int64_t n,
+                       int64_t c, int64_t sp, double epsilon, double momentum, int train,
+                       void* stream);
+
+/* MaxPool's window geometry, worked out on the host: always 3 spatial
+ * dims (1 to 3 real ones, led by dims of 1 with unit kernel and stride).
+ * Output element o of plane p (p over N C) takes the maximum of X's plane
+ * p over the window starting at out * stride - pad_begin, with kernel and
+ * dilation; window positions outside X are skipped. */
+typedef struct GpuPoolGeom {
+  int32_t storage_order;
+  int64_t planes, in_size, out_size;
+  int64_t in[3], out[3], kernel[3], stride[3], dil[3], pad[3];
+} GpuPoolGeom;
+
+/* MaxPool: y (and ind, NULL: not wanted) over planes out_size elements;
+ * the maximum is seeded with the window's first valid element in row-major
+ * order and replaced by a strictly greater one (the CPU provider's rule:
+ * a NaN first stays). ind: ONNX's flat index into X, the spatial part
+ * row-major (storage_order 0) or column-major (1); -inf and -1 for a
+ * window that misses X. */
+int gpuk_maxpool(const float* x, float* y, int64_t* ind, const GpuPoolGeom* g, void* stream);
+
 /* SoftmaxCrossEntropyLossGrad over log_prob [nb, c, inner]:
  * dx[n, k, i] = g_s (exp(log_prob[n, k, i]) - [k == label_s]), s = n inner
  * + i, 0 where g_s is 0. coef_label (host memory, read before the call

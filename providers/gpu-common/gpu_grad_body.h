@@ -110,6 +110,63 @@ GPU_FN float gpub_bn_dx(float dy, float x, double mu, double inv, double a, doub
   return (float)(a * ((double)dy - mb - xh * ms));
 }
 
+/* BatchNormalization forward: a channel's coefficients from its mean and
+ * variance, in float64 and rounded to float as cpu_norm.c's are; a running
+ * statistic's update; one Y element. */
+GPU_FN void gpub_bn_coef(float scale, float bias, double mean, double var, double epsilon, float* a,
+                         float* b) {
+  const double ad = (double)scale / sqrt(var + epsilon);
+  *a = (float)ad;
+  *b = (float)((double)bias - mean * ad);
+}
+
+GPU_FN float gpub_bn_running(float prev, double batch, double momentum) {
+  return (float)((double)prev * momentum + batch * (1.0 - momentum));
+}
+
+GPU_FN float gpub_bn_apply(float x, float a, float b) {
+  return x * a + b;
+}
+
+/* MaxPool output element f (of planes out_size): the maximum over the
+ * window, *arg the flat index into X (-1 where the window misses X). The
+ * geometry has 3 spatial dims (the host pads a lower rank with leading dims
+ * of 1), so the loops visit the window in row-major order. */
+GPU_FN float gpub_maxpool(const float* x, const GpuPoolGeom* g, int64_t f, int64_t* arg) {
+  const int64_t p = f / g->out_size;
+  int64_t o = f % g->out_size, st[3];
+  for (int i = 2; i >= 0; i--) {
+    st[i] = (o % g->out[i]) * g->stride[i] - g->pad[i];
+    o /= g->out[i];
+  }
+  const float* xp = x + p * g->in_size;
+  float best = -INFINITY;
+  int64_t at = -1, c0 = 0, c1 = 0, c2 = 0;
+  for (int64_t a = 0; a < g->kernel[0]; a++) {
+    const int64_t i0 = st[0] + a * g->dil[0];
+    if (i0 < 0 || i0 >= g->in[0]) continue;
+    for (int64_t b = 0; b < g->kernel[1]; b++) {
+      const int64_t i1 = st[1] + b * g->dil[1];
+      if (i1 < 0 || i1 >= g->in[1]) continue;
+      for (int64_t c = 0; c < g->kernel[2]; c++) {
+        const int64_t i2 = st[2] + c * g->dil[2];
+        if (i2 < 0 || i2 >= g->in[2]) continue;
+        const float v = xp[(i0 * g->in[1] + i1) * g->in[2] + i2];
+        if (at < 0 || v > best) {
+          best = v;
+          at = (i0 * g->in[1] + i1) * g->in[2] + i2;
+          c0 = i0;
+          c1 = i1;
+          c2 = i2;
+        }
+      }
+    }
+  }
+  if (at >= 0 && g->storage_order) at = c0 + g->in[0] * (c1 + g->in[1] * c2);
+  *arg = at < 0 ? -1 : p * g->in_size + at;
+  return best;
+}
+
 /* SoftmaxCrossEntropyLossGrad element f of [nb, c, inner]. */
 GPU_FN float gpub_sce_grad(const float* lp, const double* coef, const int64_t* label, int64_t f,
                            int64_t c, int64_t inner) {

@@ -3,7 +3,8 @@
  * EP's stream. Semantics are the CPU provider's (cpu_grad.c, cpu_optim.c;
  * docs/training.md); scalars that steer a launch (DropoutGrad's ratio, the
  * optimizers' lr and step) are declared ONYX_MEM_HOST_ACCESSIBLE and read
- * here. Compiled into both GPU providers and gpuemu. */
+ * here. Also Sum (ai.onnx), which the gradient builder adds a fan-out's
+ * gradients with. Compiled into both GPU providers and gpuemu. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -545,6 +546,94 @@ static OnyxStatus* layernorm_grad_compute(void* state, OnyxKernelContext* ctx) {
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* Sum: what the gradient builder adds a fan-out's gradients with                     */
+/* ---------------------------------------------------------------------------------- */
+
+/* Dense strides of dims, and each input's strides over the output's dims
+ * (0 where broadcast; numpy rules, inputs aligned at the last dim). */
+static void dense(const int64_t* dims, size_t rank, int64_t* st) {
+  int64_t v = 1;
+  for (size_t d = rank; d-- > 0;) {
+    st[d] = v;
+    v *= dims[d];
+  }
+}
+
+static void input_strides(const OnyxTensor* t, size_t rank, int64_t* st) {
+  const size_t ri = H->tensor_rank(t);
+  const int64_t* di = H->tensor_dims(t);
+  int64_t own[GPU_MAX_RANK];
+  dense(di, ri, own);
+  for (size_t d = 0; d < rank; d++)
+    st[d] = d < rank - ri || di[d - (rank - ri)] == 1 ? 0 : own[d - (rank - ri)];
+}
+
+/* Sum(X_1..X_n) -> Y with broadcasting: Y = X_1 + X_2, then Y += X_i in
+ * input order (the CPU provider's order of additions), float32. */
+static OnyxStatus* sum_compute(void* state, OnyxKernelContext* ctx) {
+  GpuKernel* k = state;
+  const OnyxNode* node = k->node;
+  void* s;
+  OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
+  if (st) return st;
+  const size_t n = H->ctx_input_count(ctx);
+  if (!n) return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "needs at least one input");
+  size_t rank = 0;
+  for (size_t i = 0; i < n; i++) {
+    const OnyxTensor* t = H->ctx_input(ctx, i);
+    if (!t || H->tensor_elem_type(t) != ONYX_ELEM_FLOAT32)
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "input %zu must be a float32 tensor", i);
+    if (H->tensor_rank(t) > GPU_MAX_RANK)
+      return gpu_node_error(node, ONYX_NOT_IMPLEMENTED, "input %zu has rank %zu; %d supported", i,
+                            H->tensor_rank(t), GPU_MAX_RANK);
+    if (H->tensor_rank(t) > rank) rank = H->tensor_rank(t);
+  }
+  int64_t dims[GPU_MAX_RANK];
+  for (size_t d = 0; d < rank; d++)
+    dims[d] = 1;
+  for (size_t i = 0; i < n; i++) {
+    const OnyxTensor* t = H->ctx_input(ctx, i);
+    const size_t ri = H->tensor_rank(t);
+    for (size_t d = 0; d < ri; d++) {
+      const int64_t v = H->tensor_dims(t)[d];
+      int64_t* o = &dims[rank - ri + d];
+      if (v == *o || v == 1) continue;
+      if (*o != 1)
+        return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                              "input %zu dim %zu is %lld, which does not broadcast with %lld", i, d,
+                              (long long)v, (long long)*o);
+      *o = v;
+    }
+  }
+  OnyxTensor* y;
+  st = H->ctx_output(ctx, 0, dims, rank, &y);
+  if (st) return st;
+  if (!H->tensor_elem_count(y)) return NULL;
+  GpuIter it = {.rank = (int32_t)rank};
+  memcpy(it.dims, dims, rank * sizeof *dims);
+  dense(dims, rank, it.strides[0]);
+  float* out = H->tensor_mutable_data(y);
+  int err;
+  if (n == 1) {
+    input_strides(H->ctx_input(ctx, 0), rank, it.strides[1]);
+    err = gpuk_copy(H->tensor_data(H->ctx_input(ctx, 0)), out, &it, (int)sizeof(float), s);
+    return gpu_launch_status(node, err, "Sum copy");
+  }
+  input_strides(H->ctx_input(ctx, 0), rank, it.strides[1]);
+  input_strides(H->ctx_input(ctx, 1), rank, it.strides[2]);
+  err = gpuk_binary(GPU_ADD, H->tensor_data(H->ctx_input(ctx, 0)),
+                    H->tensor_data(H->ctx_input(ctx, 1)), out, &it, s);
+  /* Y += X_i: operand 1 is Y itself (dense), read and written at one index
+   * by one thread. */
+  memcpy(it.strides[1], it.strides[0], sizeof it.strides[0]);
+  for (size_t i = 2; !err && i < n; i++) {
+    input_strides(H->ctx_input(ctx, i), rank, it.strides[2]);
+    err = gpuk_binary(GPU_ADD, out, H->tensor_data(H->ctx_input(ctx, i)), out, &it, s);
+  }
+  return gpu_launch_status(node, err, "Sum kernel");
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* The fused optimizers                                                               */
 /* ---------------------------------------------------------------------------------- */
 
@@ -828,5 +917,7 @@ OnyxStatus* gpu_register_grad_kernels(OnyxKernelRegistry* r) {
     st = reg(r, "LambOptimizer", topt, 2, g_mem_optim, 2, opt_create, opt_compute, GPU_OPT_LAMB);
   if (!st)
     st = reg(r, "ClipGradNorm", topt, 2, g_mem_optim, 1, opt_create, clip_compute, CODE_CLIP);
+  if (!st) st = gpu_register(r, "Sum", 6, ONYX_OPSET_LATEST, tf, 1, NULL, 0, NULL, sum_compute, 0);
+  if (!st) st = gpu_register_norm_pool_kernels(r); /* the training graph's forward ops */
   return st;
 }

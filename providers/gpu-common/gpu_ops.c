@@ -1370,6 +1370,7 @@ OnyxStatus* gpu_register_common_kernels(OnyxKernelRegistry* r) {
     st = gpu_register_contrib(r, "LayerNormalization", tln, 2, NULL, layernorm_compute,
                               CODE_LAYERNORM);
   if (!st) st = gpu_register_grad_kernels(r); /* com.onyx.training: gpu_grad_ops.c */
+  if (!st) st = gpu_register_meta_kernels(r); /* Shape, Size: gpu_meta_ops.c */
   return st;
 }
 
@@ -1411,9 +1412,10 @@ static bool set_has(const NodeSet* s, const OnyxNode* n) {
   return false;
 }
 
-/* 1 if every non-constant input of n is produced by a node claimed here. */
-static bool inputs_here(const OnyxNode* n, const NodeSet* claimed) {
-  for (size_t i = 0; i < H->node_input_count(n); i++) {
+/* 1 if every non-constant input of n (the first alone where first_only) is
+ * produced by a node claimed here. */
+static bool inputs_here(const OnyxNode* n, const NodeSet* claimed, bool first_only) {
+  for (size_t i = 0; i < (first_only ? 1 : H->node_input_count(n)); i++) {
     const OnyxValueInfo* v = H->node_input(n, i);
     if (!v || H->value_constant(v)) continue;
     const OnyxNode* p = H->value_producer(v);
@@ -1461,17 +1463,25 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
     OnyxElemType t = in0 ? H->value_elem_type(in0) : ONYX_ELEM_UNDEFINED;
     /* GatherGrad's first input is X_shape (int64, read on the host); its
      * work is float. */
-    bool cheap =
-        is_view_op(H->node_op_type(node)) || ((t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32) &&
-                                              strcmp(H->node_op_type(node), "GatherGrad") != 0);
-    if (cheap && !inputs_here(node, &claimed)) {
+    /* Shape and Size read only the dims: taken after a GPU producer (no
+     * copy of their input to the host), and left out of `claimed` so that
+     * the shape arithmetic they feed stays on the CPU. */
+    const bool meta = gpu_meta_op(node);
+    bool cheap = meta || is_view_op(H->node_op_type(node)) ||
+                 ((t == ONYX_ELEM_INT64 || t == ONYX_ELEM_INT32) &&
+                  strcmp(H->node_op_type(node), "GatherGrad") != 0);
+    /* A view of float data made here is taken wherever its shape input
+     * (read in host memory) was computed: the data stays on the GPU. */
+    const bool float_view = is_view_op(H->node_op_type(node)) && t != ONYX_ELEM_INT64 &&
+                            t != ONYX_ELEM_INT32 && H->node_input_count(node) > 0;
+    if (cheap && !inputs_here(node, &claimed, float_view)) {
       H->decline_node(b, node,
                       "cheap on the GPU (a view or integer shape arithmetic) and its inputs are "
                       "not produced there");
       continue;
     }
     st = H->claim_node(b, node);
-    if (!st) set_add(&claimed, node);
+    if (!st && !meta) set_add(&claimed, node);
   }
   free(claimed.slots);
   return st;

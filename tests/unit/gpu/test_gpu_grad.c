@@ -4,7 +4,8 @@
  * for the same inputs (1e-5), and the fused SGD / AdamW optimizers against a
  * float64 reference of torch.optim's update written out here, and
  * ClipGradNorm against its float64 definition. Each session
- * must place the op on GPU_NAME. Without a device the tests skip. */
+ * must place the op on GPU_NAME. Without a device the tests skip. The
+ * tests of test_gpu_grad_conv.c run in the same executable. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +30,10 @@
 #endif
 
 #define TRAINING "com.onyx.training"
+
+/* test_gpu_grad_conv.c: BatchNormalization, MaxPool with Indices,
+ * ConvGrad and a CNN's placement. */
+const struct CMUnitTest* gpu_grad_conv_tests(size_t* n);
 
 static void ok(OnyxStatus* st) {
   if (st) fail_msg("unexpected error: %s", onyx_status_message(st));
@@ -1101,5 +1106,13 @@ int main(void) {
       cmocka_unit_test(test_clip_grad_norm),
       cmocka_unit_test(test_training_graph_placement),
   };
-  return cmocka_run_group_tests_name("gpu_grad_" GPU_NAME, tests, keep_mapped, NULL);
+  /* Then the CNN ops of test_gpu_grad_conv.c. */
+  size_t n_conv = 0;
+  const struct CMUnitTest* conv = gpu_grad_conv_tests(&n_conv);
+  const size_t n_own = sizeof tests / sizeof tests[0];
+  struct CMUnitTest all[32];
+  assert_true(n_own + n_conv <= sizeof all / sizeof all[0]);
+  memcpy(all, tests, sizeof tests);
+  memcpy(all + n_own, conv, n_conv * sizeof *conv);
+  return _cmocka_run_group_tests("gpu_grad_" GPU_NAME, all, n_own + n_conv, keep_mapped, NULL);
 }

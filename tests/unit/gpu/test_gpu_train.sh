@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test_gpu_train.sh — `onyx train` with a GPU provider placed first gives the
 # CPU-only run's per-step losses: the digits MLP of samples/train-mlp, 20
-# steps in row order (--no-shuffle), with SGD (momentum 0.9) and AdamW; each
-# pair of loss curves must agree within 1e-4 relative at every step.
+# steps in row order (--no-shuffle), with SGD (momentum 0.9) and AdamW, and
+# the digits CNN of samples/train-cnn (Conv, Relu, MaxPool with the Indices
+# MaxPoolGrad reads, Gemm), 20 steps with SGD; each pair of loss curves must
+# agree within 1e-4 relative at every step.
 #
 # usage: test_gpu_train.sh ONYX SAMPLES CONFIG WORKDIR
 #   CONFIG: the providers' JSON (tests/unit/gpu/gpuemu-cpu.json for the
@@ -20,16 +22,22 @@ if ! "$PY" -c "import numpy, onnx, sklearn" 2>/dev/null; then
   exit 77
 fi
 "$PY" "$SAMPLES/train-mlp/generate.py" "$WORK" >/dev/null || { echo "FAIL: generate.py"; exit 1; }
+mkdir -p "$WORK/cnn" && "$PY" "$SAMPLES/train-cnn/generate.py" "$WORK/cnn" >/dev/null ||
+  { echo "FAIL: train-cnn/generate.py"; exit 1; }
 failures=0
-for opt in "sgd --momentum 0.9 --lr 0.05" "adamw --lr 0.002"; do
+runs=0
+for opt in "sgd --momentum 0.9 --lr 0.05" "adamw --lr 0.002" "cnn-sgd --momentum 0.9 --lr 0.05"; do
   name="${opt%% *}"
+  dir="$WORK"
+  [ "$name" = cnn-sgd ] && dir="$WORK/cnn" && opt="sgd${opt#cnn-sgd}"
+  runs=$((runs + 1))
   for where in gpu cpu; do
     cfg=()
     [ "$where" = gpu ] && cfg=(--config "$CONFIG")
     # shellcheck disable=SC2086 # opt holds several words on purpose
-    "$ONYX" train "$WORK/model.onnx" --loss cross_entropy --batch-size 32 --steps 20 \
+    "$ONYX" train "$dir/model.onnx" --loss cross_entropy --batch-size 32 --steps 20 \
       --no-shuffle --optimizer $opt --threads 2 \
-      --data x="$WORK/train_x.npy" --labels "$WORK/train_y.npy" "${cfg[@]}" \
+      --data x="$dir/train_x.npy" --labels "$dir/train_y.npy" "${cfg[@]}" \
       --log "$WORK/$name-$where.jsonl" >"$WORK/$name-$where.out" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then
@@ -54,5 +62,5 @@ if not worst <= 1e-4 or not c[-1] < c[0]:
     sys.exit(1)
 PYEOF
 done
-[ $failures -eq 0 ] && echo "2 passed, 0 failed" || echo "$failures failed"
+[ $failures -eq 0 ] && echo "$runs passed, 0 failed" || echo "$failures failed"
 exit $((failures > 0))

@@ -1140,6 +1140,21 @@ static void b_loop_affine(OxTestModel* m, OnyxElemType T) {
   otm_attr_graph(otm_node(m, "Loop", "loop0", "M,,A", "Y"), "body", body);
 }
 
+/* The same loop with a trip count of 0: Y = A, and no gradient reaches W or C. */
+static void b_loop_zero(OxTestModel* m, OnyxElemType T) {
+  init_trips(m, "M", 0);
+  otm_begin_graph(m, "body");
+  loop_body_head(m);
+  otm_input(m, "v_in", T, 1, (int64_t[]){3});
+  otm_node(m, "Identity", "b_c", "c_in", "c_out");
+  otm_node(m, "Mul", "b_mul", "v_in,W", "vw");
+  otm_node(m, "Add", "b_add", "vw,C", "v_out");
+  otm_output(m, "c_out", ONYX_ELEM_BOOL, 0, NULL);
+  otm_output(m, "v_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  otm_attr_graph(otm_node(m, "Loop", "loop0", "M,,A", "Y"), "body", body);
+}
+
 /* The same step with a scan output y_t = v_out * v_in, a condition given
  * (true, carried through unchanged) and M = 4; Y = Ys [4, 3] + the final v
  * (broadcast). */
@@ -1711,6 +1726,13 @@ static const Case cases[] = {
      b_loop_cond,
      2,
      {4, 3},
+     {IN("A", 1, 3), IN("W", 1, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Loop_zero_trips",
+     17,
+     b_loop_zero,
+     1,
+     {3},
      {IN("A", 1, 3), IN("W", 1, 3), IN("C", 1, 3)},
      .f32 = false},
     {"Loop_opset11",

@@ -604,10 +604,20 @@ static int make_artifacts(Trainer* t, const OnyxTrainingArtifactsOptions* ao, Cl
 }
 
 /* The names of the symbolic first dims of s's inputs (the batch), added to
- * d with value `batch` unless d names them already. */
+ * d with value `batch` unless d names them already. An input whose first
+ * dim is unknown and unnamed cannot be fixed by name: a note on stderr says
+ * so (the plan sizes what depends on it at run time). */
 static int batch_dims(const OnyxSession* s, int64_t batch, CliDims* d, CliError* e) {
   for (size_t i = 0; i < onyx_session_input_count(s); i++) {
     const char* p = onyx_session_input_dim_param(s, i, 0);
+    int32_t rank = -1;
+    const int64_t* dims = NULL;
+    onyx_status_release(onyx_session_input_info(s, i, NULL, &rank, &dims));
+    if (!p && rank > 0 && dims[0] < 0) {
+      fputs("onyx train: note: the first dimension of input '", stderr);
+      cli_fputs_escaped(stderr, onyx_session_input_name(s, i), 0);
+      fputs("' has no name, so --explain cannot fix it to --batch-size\n", stderr);
+    }
     size_t k = 0;
     while (p && k < d->count && strcmp(d->names[k], p))
       k++;

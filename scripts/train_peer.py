@@ -2,8 +2,8 @@
 """train_peer.py — `onyx train` against PyTorch on the same models, initial
 weights, data and batch order (docs/training.md, "Against PyTorch").
 
-For each model (an MLP, a small ResNet-style CNN with BatchNormalization and a
-transformer block) and each optimizer (SGD with momentum 0.9, AdamW), the
+For each model (an MLP, a small ResNet-style CNN with BatchNormalization, a
+transformer block and an LSTM classifier) and each optimizer (SGD with momentum 0.9, AdamW), the
 script
   1. builds the model in PyTorch with a fixed seed and exports it to ONNX
      (torch.onnx.export, opset 17, a free batch dimension): the exported
@@ -105,10 +105,25 @@ class Transformer(nn.Module):
         return self.head(x.mean(dim=1))
 
 
+class LSTMClassifier(nn.Module):
+    """One LSTM layer (hidden 64) over [N, 16, 32] sequences (batch first),
+    its last step's output into 10 classes."""
+
+    def __init__(self, f=32, hidden=64):
+        super().__init__()
+        self.lstm = nn.LSTM(f, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return self.head(y[:, -1])
+
+
 MODELS = {
     "mlp": (MLP, (256,)),
     "resnet": (ResNet, (3, 16, 16)),
     "transformer": (Transformer, (16, 64)),
+    "lstm": (LSTMClassifier, (16, 32)),
 }
 OPTIMIZERS = {
     "sgd": (lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.9), ["--momentum", "0.9"], 0.05),

@@ -373,6 +373,7 @@ static OnyxStatus* apply_extra(OnyxSessionOptions* opts, const CliSessionExtra* 
   }
   if (!st && x->no_implicit_cpu) st = onyx_session_options_set_no_implicit_cpu(opts, 1);
   if (!st && x->profile) st = onyx_session_options_set_profile(opts, x->profile);
+  if (!st && x->dims) st = cli_dims_apply(x->dims, opts);
   return st;
 }
 
@@ -422,6 +423,105 @@ int cli_session_open_ex(const char* model_path, const char* config, int threads,
     return -1;
   }
   return cli_err_status(e, st, "%s", model_path);
+}
+
+/* --- Symbolic dims (--dim NAME=VALUE) ------------------------------------------------------ */
+int cli_dims_add(CliDims* d, const char* name, int64_t value) {
+  for (size_t i = 0; i < d->count; i++)
+    if (!strcmp(d->names[i], name)) {
+      d->values[i] = value;
+      return 0;
+    }
+  char** names = realloc(d->names, (d->count + 1) * sizeof *names);
+  if (!names) return -1;
+  d->names = names;
+  int64_t* values = realloc(d->values, (d->count + 1) * sizeof *values);
+  if (!values) return -1;
+  d->values = values;
+  if (!(d->names[d->count] = strdup(name))) return -1;
+  d->values[d->count++] = value;
+  return 0;
+}
+
+int cli_dims_parse(const CliList* l, CliDims* d, char* msg, size_t msg_size) {
+  for (size_t i = 0; i < l->count; i++) {
+    const char* item = l->items[i];
+    const char* eq = strchr(item, '=');
+    if (!eq || eq == item) {
+      snprintf(msg, msg_size, "--dim '%s': expected NAME=VALUE (a symbolic input dim and its size)",
+               item);
+      return -1;
+    }
+    const char* v = eq + 1;
+    char* end = NULL;
+    errno = 0;
+    long long value = *v >= '0' && *v <= '9' ? strtoll(v, &end, 10) : -1;
+    if (value < 0 || errno || !end || *end) {
+      snprintf(msg, msg_size, "--dim '%s': the value must be an integer >= 0", item);
+      return -1;
+    }
+    char* name = strndup(item, (size_t)(eq - item));
+    int rc = name ? cli_dims_add(d, name, (int64_t)value) : -1;
+    free(name);
+    if (rc) {
+      snprintf(msg, msg_size, "out of memory");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+void cli_dims_free(CliDims* d) {
+  for (size_t i = 0; i < d->count; i++)
+    free(d->names[i]);
+  free(d->names);
+  free(d->values);
+  memset(d, 0, sizeof *d);
+}
+
+OnyxStatus* cli_dims_apply(const CliDims* d, OnyxSessionOptions* o) {
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; !st && i < d->count; i++)
+    st = onyx_session_options_set_dim_value(o, d->names[i], d->values[i]);
+  return st;
+}
+
+int cli_dims_check(const CliDims* d, const OnyxSession* s, const char* what, CliError* e) {
+  size_t n_in = onyx_session_input_count(s);
+  for (size_t i = 0; i < d->count; i++) {
+    int found = 0;
+    for (size_t k = 0; k < n_in && !found; k++) {
+      int32_t rank = -1;
+      OnyxStatus* st = onyx_session_input_info(s, k, NULL, &rank, NULL);
+      onyx_status_release(st);
+      for (int32_t j = 0; j < rank && !found; j++) {
+        const char* p = onyx_session_input_dim_param(s, k, (size_t)j);
+        found = p && !strcmp(p, d->names[i]);
+      }
+    }
+    if (found) continue;
+    /* The model's symbolic dims, each once, for the message. */
+    char list[512] = "";
+    size_t at = 0;
+    for (size_t k = 0; k < n_in; k++) {
+      int32_t rank = -1;
+      OnyxStatus* st = onyx_session_input_info(s, k, NULL, &rank, NULL);
+      onyx_status_release(st);
+      for (int32_t j = 0; j < rank; j++) {
+        const char* p = onyx_session_input_dim_param(s, k, (size_t)j);
+        if (!p) continue;
+        char quoted[160];
+        snprintf(quoted, sizeof quoted, "'%.150s'", p);
+        if (strstr(list, quoted) || at + strlen(quoted) + 3 >= sizeof list) continue;
+        at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", at ? ", " : "", quoted);
+      }
+    }
+    return cli_err(e,
+                   "--dim %s: no input of %s has a symbolic dimension named '%s' (its symbolic "
+                   "dimensions: %s)",
+                   d->names[i], what, d->names[i], at ? list : "none");
+  }
+  return 0;
 }
 
 void cli_print_placement(FILE* f, const OnyxSession* s) {

@@ -124,10 +124,31 @@ typedef struct CliSessionExtra {
    * the CPU's fused com.onyx ones: what a report of the nodes a provider left
    * should name. */
   int unfused;
-  const char* profile; /* non-NULL: write the session's profile there */
+  const char* profile;        /* non-NULL: write the session's profile there */
+  const struct CliDims* dims; /* non-NULL: symbolic input dims to fix */
 } CliSessionExtra;
 int cli_session_open_ex(const char* model_path, const char* config, int threads,
                         const CliSessionExtra* extra, OnyxSession** out, double* ms, CliError* e);
+/* --dim NAME=VALUE options: symbolic input dims fixed before planning
+ * (onyx_session_options_set_dim_value). */
+typedef struct CliDims {
+  char** names;
+  int64_t* values;
+  size_t count;
+} CliDims;
+/* Parses each "NAME=VALUE" of l (VALUE a decimal integer >= 0; a name given
+ * twice keeps the last value). Returns 0, or -1 with msg (of msg_size
+ * bytes) saying what is wrong with which item. */
+int cli_dims_parse(const CliList* l, CliDims* d, char* msg, size_t msg_size);
+/* Adds one NAME=VALUE (as cli_dims_parse). */
+int cli_dims_add(CliDims* d, const char* name, int64_t value);
+void cli_dims_free(CliDims* d);
+/* Applies the dims to options. */
+OnyxStatus* cli_dims_apply(const CliDims* d, OnyxSessionOptions* o);
+/* Every name of d is a symbolic dim of some input of s: otherwise an error
+ * naming it and the model's symbolic dims. */
+int cli_dims_check(const CliDims* d, const OnyxSession* s, const char* what, CliError* e);
+
 /* Prints "provider NAME: N nodes" for every provider of the session. */
 void cli_print_placement(FILE* f, const OnyxSession* s);
 

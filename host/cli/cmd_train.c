@@ -31,7 +31,9 @@ typedef struct TrainArgs {
   const char* resume;
   const char* export_path;
   const char* eval_labels;
-  CliList data, eval_data;
+  CliList data, eval_data, dim_list;
+  CliDims dims; /* --dim NAME=VALUE */
+  int explain;
   int batch, steps, epochs, no_shuffle, seed, threads;
   double lr, momentum, weight_decay;
   int data_parallel, zero_stage, host_allreduce, blocking_allreduce;
@@ -92,6 +94,15 @@ static const char kTrainHelp[] =
     "                    bucket's all-reduce with the rest of the backward pass\n"
     "  --collective-timeout SECONDS  how long a collective waits for the other\n"
     "                    ranks before failing (default 300)\n"
+    "  --explain         generate the artifacts and print, for the training, eval\n"
+    "                    and optimizer sessions, what `onyx partition --explain`\n"
+    "                    prints (providers, every node's provider, declines,\n"
+    "                    copies, the planned memory peak per device) with the\n"
+    "                    batch dimension fixed to --batch-size; then exit without\n"
+    "                    training (--data, --labels, --steps/--epochs and --lr\n"
+    "                    are optional with it, and not used)\n"
+    "  --dim NAME=VALUE  with --explain: also fix the symbolic input dimension\n"
+    "                    NAME (e.g. a sequence length) to VALUE (repeatable)\n"
     "\nA summary JSON line goes to stdout; progress to stderr (a bar on a terminal).\n"
     "exit status: 0 ok, 1 runtime error, 2 usage error\n";
 
@@ -579,10 +590,102 @@ static int train(Trainer* t, CliError* e) {
   return rc;
 }
 
+/* The artifacts, generated into a new temporary folder t->art. */
+static int make_artifacts(Trainer* t, const OnyxTrainingArtifactsOptions* ao, CliError* e) {
+  const char* tmp = getenv("TMPDIR");
+  snprintf(t->art, sizeof t->art, "%s/onyx-train-XXXXXX",
+           tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+  if (!mkdtemp(t->art)) {
+    t->art[0] = '\0';
+    return cli_err(e, "cannot create a temporary folder for the artifacts");
+  }
+  char* path = cli_model_path(t->a->model);
+  if (!path) return cli_err(e, "out of memory");
+  OnyxStatus* st = onyx_training_artifacts_generate(path, ao, t->art);
+  free(path);
+  return st ? cli_err_status(e, st, "generating the training artifacts") : 0;
+}
+
+/* The names of the symbolic first dims of s's inputs (the batch), added to
+ * d with value `batch` unless d names them already. An input whose first
+ * dim is unknown and unnamed cannot be fixed by name: a note on stderr says
+ * so (the plan sizes what depends on it at run time). */
+static int batch_dims(const OnyxSession* s, int64_t batch, CliDims* d, CliError* e) {
+  for (size_t i = 0; i < onyx_session_input_count(s); i++) {
+    const char* p = onyx_session_input_dim_param(s, i, 0);
+    int32_t rank = -1;
+    const int64_t* dims = NULL;
+    onyx_status_release(onyx_session_input_info(s, i, NULL, &rank, &dims));
+    if (!p && rank > 0 && dims[0] < 0) {
+      fputs("onyx train: note: the first dimension of input '", stderr);
+      cli_fputs_escaped(stderr, onyx_session_input_name(s, i), 0);
+      fputs("' has no name, so --explain cannot fix it to --batch-size\n", stderr);
+    }
+    size_t k = 0;
+    while (p && k < d->count && strcmp(d->names[k], p))
+      k++;
+    if (p && k == d->count && cli_dims_add(d, p, batch)) return cli_err(e, "out of memory");
+  }
+  return 0;
+}
+
+/* --explain: each session of the artifacts in t->art as `onyx partition
+ * --explain` reports it, with the batch dim (the symbolic first dim of the
+ * training model's inputs) fixed to --batch-size and the --dim values. */
+static int explain_training(Trainer* t, CliError* e) {
+  const TrainArgs* a = t->a;
+  static const char* const kModels[3][2] = {{"training", "training_model.onnx"},
+                                            {"eval", "eval_model.onnx"},
+                                            {"optimizer", "optimizer_model.onnx"}};
+  CliDims dims = {0};
+  int rc = 0;
+  char* train_path = cli_path_join(t->art, kModels[0][1]);
+  OnyxSession* probe = NULL;
+  if (!train_path) rc = cli_err(e, "out of memory");
+  if (!rc) rc = cli_session_open(train_path, a->config, a->threads, &probe, NULL, e);
+  if (!rc) rc = batch_dims(probe, a->batch, &dims, e);
+  onyx_session_release(probe);
+  free(train_path);
+  for (size_t i = 0; !rc && i < a->dims.count; i++)
+    if (cli_dims_add(&dims, a->dims.names[i], a->dims.values[i])) rc = cli_err(e, "out of memory");
+  const CliSessionExtra extra = {.dims = &dims};
+  int blank = 1; /* the output so far ends with a blank line (or is empty) */
+  for (int m = 0; !rc && m < 3; m++) {
+    char* path = cli_path_join(t->art, kModels[m][1]);
+    OnyxSession* s = NULL;
+    rc = path ? cli_session_open_ex(path, a->config, a->threads, &extra, &s, NULL, e)
+              : cli_err(e, "out of memory");
+    if (!rc && m == 0) rc = cli_dims_check(&a->dims, s, "the training model", e);
+    char* text = NULL;
+    OnyxStatus* st = rc ? NULL : onyx_session_explain(s, &text);
+    if (st) rc = cli_err_status(e, st, "explaining the %s session", kModels[m][0]);
+    if (!rc) {
+      printf("%s== %s session (%s of the artifacts)", blank ? "" : "\n", kModels[m][0],
+             kModels[m][1]);
+      for (size_t i = 0; i < dims.count; i++) {
+        printf("%s", i ? ", " : "; fixed dims: ");
+        cli_fputs_escaped(stdout, dims.names[i], 0);
+        printf("=%lld", (long long)dims.values[i]);
+      }
+      printf(" ==\n");
+      fputs(text ? text : "", stdout); /* names escaped by onyx_session_explain */
+      /* One blank line between the sessions' reports. */
+      size_t len = text ? strlen(text) : 0;
+      blank = len >= 2 && text[len - 1] == '\n' && text[len - 2] == '\n';
+    }
+    onyx_free(text);
+    onyx_session_release(s);
+    free(path);
+  }
+  cli_dims_free(&dims);
+  return rc;
+}
+
 static int run_training(Trainer* t, CliError* e) {
   const TrainArgs* a = t->a;
   OnyxTrainingArtifactsOptions ao;
   if (parse_kinds(a, &ao, e)) return -1;
+  if (a->explain) return make_artifacts(t, &ao, e) || explain_training(t, e) ? -1 : 0;
   if (dataset_load(&t->train, &a->data, a->labels, "--data", a->loss, e)) return -1;
   if (a->eval_data.count &&
       dataset_load(&t->eval, &a->eval_data, a->eval_labels, "--eval-data", a->loss, e))
@@ -603,18 +706,8 @@ static int run_training(Trainer* t, CliError* e) {
   if (t->train.rows / (size_t)t->world < (size_t)a->batch)
     return cli_err(e, "--batch-size %d on each of %d ranks exceeds the %zu rows of the data",
                    a->batch, t->world, t->train.rows);
-  const char* tmp = getenv("TMPDIR");
-  snprintf(t->art, sizeof t->art, "%s/onyx-train-XXXXXX",
-           tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
-  if (!mkdtemp(t->art)) {
-    t->art[0] = '\0';
-    return cli_err(e, "cannot create a temporary folder for the artifacts");
-  }
-  char* path = cli_model_path(a->model);
-  if (!path) return cli_err(e, "out of memory");
-  OnyxStatus* st = onyx_training_artifacts_generate(path, &ao, t->art);
-  free(path);
-  if (st) return cli_err_status(e, st, "generating the training artifacts");
+  if (make_artifacts(t, &ao, e)) return -1;
+  OnyxStatus* st = NULL;
   char* ckdir = a->resume ? strdup(a->resume) : cli_path_join(t->art, "checkpoint");
   if (!ckdir) return cli_err(e, "out of memory");
   st = onyx_checkpoint_load(ckdir, &t->ck);
@@ -692,6 +785,8 @@ int cli_cmd_train(int argc, char** argv) {
       {"--host-allreduce", CLI_OPT_FLAG, &a.host_allreduce, 0},
       {"--blocking-allreduce", CLI_OPT_FLAG, &a.blocking_allreduce, 0},
       {"--collective-timeout", CLI_OPT_DOUBLE, &a.collective_timeout, 0},
+      {"--explain", CLI_OPT_FLAG, &a.explain, 0},
+      {"--dim", CLI_OPT_LIST, &a.dim_list, 0},
   };
   const CliCommand cmd = {
       .name = "train",
@@ -703,7 +798,8 @@ int cli_cmd_train(int argc, char** argv) {
           "[--config providers.json] [--log FILE.jsonl] [--save-checkpoint DIR] "
           "[--resume DIR] [--export-inference OUT.onnx] [--eval-data ... --eval-labels ...] "
           "[--data-parallel [--zero-stage 0|1] [--bucket-mb M] [--host-allreduce | "
-          "--blocking-allreduce] [--collective-timeout SECONDS]]",
+          "--blocking-allreduce] [--collective-timeout SECONDS]] [--explain [--dim NAME=VALUE "
+          "...]]",
       .help = kTrainHelp,
       .opts = opts,
       .opt_count = sizeof opts / sizeof opts[0],
@@ -713,8 +809,16 @@ int cli_cmd_train(int argc, char** argv) {
   size_t npos = 0;
   CliParse p = cli_parse(&cmd, argc, argv, &a.model, &npos);
   int rc = CLI_EXIT_OK;
+  char dim_msg[512] = "";
+  if (p == CLI_PARSED && a.explain && isnan(a.lr)) a.lr = 1e-3; /* not used */
   if (p != CLI_PARSED) {
     rc = p == CLI_PARSE_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  } else if (cli_dims_parse(&a.dim_list, &a.dims, dim_msg, sizeof dim_msg)) {
+    rc = cli_usage_error(&cmd, "%s", dim_msg);
+  } else if (a.dims.count && !a.explain) {
+    rc = cli_usage_error(&cmd, "--dim applies with --explain only");
+  } else if (a.explain && a.data_parallel) {
+    rc = cli_usage_error(&cmd, "--explain and --data-parallel exclude each other");
   } else if (!a.loss || (strcmp(a.loss, "cross_entropy") && strcmp(a.loss, "mse") &&
                          strcmp(a.loss, "bce_with_logits") && strcmp(a.loss, "l1"))) {
     rc = a.loss ? cli_usage_error(&cmd,
@@ -722,13 +826,13 @@ int cli_cmd_train(int argc, char** argv) {
                                   "l1, got '%s'",
                                   a.loss)
                 : cli_usage_error(&cmd, "--loss is required");
-  } else if (!a.data.count) {
+  } else if (!a.data.count && !a.explain) {
     rc = cli_usage_error(&cmd, "--data NAME=FILE.npy is required");
-  } else if (!a.labels) {
+  } else if (!a.labels && !a.explain) {
     rc = cli_usage_error(&cmd, "--labels FILE.npy is required");
   } else if (!a.batch) {
     rc = cli_usage_error(&cmd, "--batch-size is required");
-  } else if (!a.steps == !a.epochs) {
+  } else if (!a.explain && !a.steps == !a.epochs) {
     rc = cli_usage_error(&cmd, "give one of --steps and --epochs");
   } else if (!a.optimizer || (strcmp(a.optimizer, "sgd") && strcmp(a.optimizer, "adamw") &&
                               strcmp(a.optimizer, "lamb"))) {
@@ -778,5 +882,7 @@ int cli_cmd_train(int argc, char** argv) {
   }
   cli_list_free(&a.data);
   cli_list_free(&a.eval_data);
+  cli_list_free(&a.dim_list);
+  cli_dims_free(&a.dims);
   return rc;
 }

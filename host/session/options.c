@@ -141,6 +141,10 @@ void onyx_session_options_release(OnyxSessionOptions* o) {
     free(o->prio_nodes[i]);
   free(o->prio_nodes);
   free(o->prio_values);
+  for (size_t i = 0; i < o->n_dims; i++)
+    free(o->dim_names[i]);
+  free(o->dim_names);
+  free(o->dim_values);
   ox_session_rt_free(o->rt);
   free(o);
 }
@@ -182,10 +186,15 @@ OnyxStatus* ox_session_options_clone(const OnyxSessionOptions* src, OnyxSessionO
   o->prio_nodes = NULL;
   o->prio_values = NULL;
   o->n_prio = o->cap_prio = 0;
+  o->dim_names = NULL;
+  o->dim_values = NULL;
+  o->n_dims = o->cap_dims = 0;
   o->rt = NULL;
   OnyxStatus* st = NULL;
   for (size_t i = 0; !st && i < src->n_prio; i++)
     st = onyx_session_options_set_node_priority(o, src->prio_nodes[i], src->prio_values[i]);
+  for (size_t i = 0; !st && i < src->n_dims; i++)
+    st = onyx_session_options_set_dim_value(o, src->dim_names[i], src->dim_values[i]);
   if (src->profile_path && !(o->profile_path = ox_strdup(src->profile_path))) st = ox_oom();
   if (!st && src->cache_dir && !(o->cache_dir = ox_strdup(src->cache_dir))) st = ox_oom();
   if (!st &&
@@ -369,6 +378,34 @@ OnyxStatus* onyx_session_options_set_node_priority(OnyxSessionOptions* o, const 
   o->prio_nodes[o->n_prio] = name;
   o->prio_values[o->n_prio] = priority;
   o->n_prio++;
+  return NULL;
+}
+
+OnyxStatus* onyx_session_options_set_dim_value(OnyxSessionOptions* o, const char* name,
+                                               int64_t value) {
+  OX_CHECK_OPTS(o, "onyx_session_options_set_dim_value");
+  if (!name || !*name)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_session_options_set_dim_value: the dimension name is empty");
+  if (value < 0)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_session_options_set_dim_value: dimension '%s': value %lld is negative",
+                     name, (long long)value);
+  for (size_t i = 0; i < o->n_dims; i++)
+    if (!strcmp(o->dim_names[i], name)) {
+      o->dim_values[i] = value;
+      return NULL;
+    }
+  size_t ncap = o->cap_dims, vcap = o->cap_dims; /* both grow in step to the same size */
+  if (!ox_grow((void**)&o->dim_names, &ncap, o->n_dims + 1, sizeof(char*)) ||
+      !ox_grow((void**)&o->dim_values, &vcap, o->n_dims + 1, sizeof(int64_t)))
+    return ox_oom();
+  o->cap_dims = vcap;
+  char* copy = ox_strdup(name);
+  if (!copy) return ox_oom();
+  o->dim_names[o->n_dims] = copy;
+  o->dim_values[o->n_dims] = value;
+  o->n_dims++;
   return NULL;
 }
 

@@ -40,6 +40,10 @@ struct OnyxSessionOptions {
   char** prio_nodes;
   int64_t* prio_values;
   size_t n_prio, cap_prio;
+  /* Symbolic input dims fixed before planning (onyx_session_options_set_dim_value). */
+  char** dim_names;
+  int64_t* dim_values;
+  size_t n_dims, cap_dims;
   /* Run-time state of the session owning this (private) copy; never cloned. */
   struct OxSessionRt* rt;
   /* Resource limits (docs/security.md): never 0 once set through the API or

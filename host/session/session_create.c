@@ -177,10 +177,25 @@ static OnyxStatus* ox_session_tensor_parallel(OnyxSession* s) {
   return ox_session_resolve(s);
 }
 
+/* onyx_session_options_set_dim_value: every input dim whose dim_param is
+ * a name given there takes its value, before shapes are inferred. The
+ * dim_param is kept (onyx_session_input_dim_param reports it). */
+static void ox_session_fix_dims(OnyxSession* s) {
+  const OnyxSessionOptions* o = s->opts;
+  OxGraph* g = s->prog.graph;
+  for (size_t i = 0; o->n_dims && i < g->n_inputs; i++) {
+    OxValue* v = g->inputs[i];
+    for (int32_t k = 0; v->dim_params && k < v->rank; k++)
+      for (size_t d = 0; v->dim_params[k] && d < o->n_dims; d++)
+        if (!strcmp(v->dim_params[k], o->dim_names[d])) v->dims[k] = o->dim_values[d];
+  }
+}
+
 /* Everything after loading. */
 static OnyxStatus* ox_session_build_steps(OnyxSession* s) {
   OX_TRY(ox_threadpool_create(s->opts->threads, &s->prog.pool));
   OX_TRY(ox_session_providers(s));
+  ox_session_fix_dims(s);
   OX_TRY(ox_session_resolve(s));
   ox_nvtx_phase_push(&s->prog, "optimize");
   double t = ox_session_phase_begin(s);

@@ -213,6 +213,12 @@ ONYX_API OnyxStatus* onyx_session_input_info(const OnyxSession* s, size_t i, Ony
   return ox_value_info(s->prog.graph->inputs[i], type, rank, dims);
 }
 
+ONYX_API const char* onyx_session_input_dim_param(const OnyxSession* s, size_t i, size_t k) {
+  if (!s || i >= s->prog.graph->n_inputs) return NULL;
+  const OxValue* v = s->prog.graph->inputs[i];
+  return v->dim_params && v->rank >= 0 && k < (size_t)v->rank ? v->dim_params[k] : NULL;
+}
+
 ONYX_API OnyxStatus* onyx_session_output_info(const OnyxSession* s, size_t i, OnyxElemType* type,
                                               int32_t* rank, const int64_t** dims) {
   if (!s || i >= s->prog.graph->n_outputs)

@@ -332,6 +332,30 @@ static OnyxStatus* ox_art_training_mode(OxGraph* g, bool bn_buffers) {
 
 /* --- the loss ---------------------------------------------------------------------------- */
 
+/* The labels' dims take the prediction's symbolic names (its dims `from`,
+ * `from` -1 ending the list: none), so that fixing the batch dim by name
+ * (onyx_session_options_set_dim_value) fixes the labels' too. */
+static OnyxStatus* ox_art_label_params(OxGraph* g, const OxValue* pred, const int32_t* from) {
+  OxValue* v = ox_graph_find(g, "labels");
+  if (!v || !pred->dim_params || v->rank <= 0) return NULL;
+  char** params = calloc((size_t)v->rank, sizeof *params);
+  bool any = false, oom = !params;
+  for (int32_t d = 0; !oom && d < v->rank; d++) {
+    int32_t k = from ? from[d] : d;
+    if (k < 0 || k >= pred->rank || !pred->dim_params[k]) continue;
+    oom = !(params[d] = ox_strdup(pred->dim_params[k]));
+    any = true;
+  }
+  if (oom || !any) {
+    for (int32_t d = 0; params && d < v->rank; d++)
+      free(params[d]);
+    free(params);
+    return oom ? ox_oom() : NULL;
+  }
+  v->dim_params = params;
+  return NULL;
+}
+
 /* Adds the labels input and the nodes computing "loss" from the model's
  * first output. */
 static OnyxStatus* ox_art_loss(OxGraph* g, OnyxLossKind kind) {
@@ -360,11 +384,16 @@ static OnyxStatus* ox_art_loss(OxGraph* g, OnyxLossKind kind) {
     for (int32_t d = 0; d < rank; d++)
       dims[d] = pred->dims[d == 0 ? 0 : d + 1];
     OX_TRY(ox_art_input(g, "labels", ONYX_ELEM_INT64, rank, dims));
+    int32_t from[16];
+    for (int32_t d = 0; d < rank; d++)
+      from[d] = d == 0 ? 0 : d + 1;
+    OX_TRY(ox_art_label_params(g, pred, from));
     OX_TRY(ox_art_node(g, "onyx_loss", "SoftmaxCrossEntropyLoss", "", (const char*[]){p, "labels"},
                        2, (const char*[]){"loss"}, 1, &n));
     return ox_art_attr_string(n, "reduction", "mean");
   }
   OX_TRY(ox_art_input(g, "labels", pt, pred->rank, pred->dims));
+  OX_TRY(ox_art_label_params(g, pred, NULL));
   const char* per = NULL; /* the per-element loss */
   if (kind == ONYX_LOSS_MSE || kind == ONYX_LOSS_L1) {
     OX_TRY(ox_art_node(g, "onyx_loss_diff", "Sub", "", (const char*[]){p, "labels"}, 2,

@@ -94,8 +94,12 @@ int64_t ox_grad_opset(const OxGradBuilder* b) {
 
 /* --- nodes, attributes, constants ------------------------------------------------------ */
 
+/* Imports `domain` into the model (the root graph holds the imports of
+ * every subgraph: a rule running inside a branch or body imports there). */
 static OnyxStatus* ox_grad_import(OxGraph* g, const char* domain) {
   if (!*domain || ox_graph_opset(g, domain) >= 0) return NULL;
+  while (g->parent)
+    g = g->parent;
   size_t cap = g->n_opsets;
   if (!ox_grow((void**)&g->opsets, &cap, g->n_opsets + 1, sizeof *g->opsets)) return ox_oom();
   char* d = ox_strdup(domain);
@@ -962,19 +966,266 @@ static OnyxStatus* ox_grad_rule_scan(OxGradBuilder* b, const OxNode* n) {
   return st ? st : ox_grad_err(b);
 }
 
-/* Loop and Scan: a clear refusal naming the node (their bodies would need a
- * reverse iteration over saved per-iteration values). */
-static OnyxStatus* ox_grad_rule_refuse(OxGradBuilder* b, const OxNode* n) {
-  (void)b;
-  return ox_status(ONYX_NOT_IMPLEMENTED,
-                   "%s has no gradient rule: node '%s' lies on the path from the loss to the "
-                   "xs (differentiating through its body is not supported)",
-                   n->op_type, n->name);
+/* A Gradient node in subgraph sub: dy/dxs for y = `loss`, written to gouts. */
+static OnyxStatus* ox_grad_sub_gradient(OxGradBuilder* b, OxGraph* sub, const char* const* xs,
+                                        size_t n_xs, const char* const* gouts, const char* loss,
+                                        OxNode** out) {
+  char* gname = ox_grad_sub_name(b, sub);
+  if (!gname) return ox_oom();
+  OxNode* nd = NULL;
+  OnyxStatus* st = ox_graph_add_node(sub, gname, "Gradient", "ai.onnx.preview.training", xs, n_xs,
+                                     gouts, n_xs, &nd);
+  free(gname);
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("xs"), .type = ONYX_ATTR_STRINGS, .count = n_xs};
+    a.strings = calloc(n_xs + 1, sizeof *a.strings);
+    a.strings_len = calloc(n_xs + 1, sizeof *a.strings_len);
+    st = a.name && a.strings && a.strings_len ? NULL : ox_oom();
+    for (size_t j = 0; !st && j < n_xs; j++) {
+      a.strings_len[j] = strlen(xs[j]);
+      if (!(a.strings[j] = ox_strdup(xs[j]))) st = ox_oom();
+    }
+    if (!st) st = ox_node_add_attr(nd, &a);
+    ox_attr_clear(&a);
+  }
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("y"), .type = ONYX_ATTR_STRING, .s = ox_strdup(loss)};
+    a.s_len = a.s ? strlen(a.s) : 0;
+    st = a.name && a.s ? ox_node_add_attr(nd, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  if (!st) *out = nd;
+  return st;
+}
+
+/* Loop (opset 11 on), iterating exactly as the forward Loop did.
+ *
+ * Forward: the Loop again, whose body also writes, as extra scan outputs,
+ * each iteration's incoming carried values (s_t), its iteration number and
+ * its incoming condition. The original outputs are computed again and left
+ * unread.
+ *
+ * Backward: a Scan over those records in reverse (one step per iteration the
+ * forward Loop ran, so a trip count, a condition or both are all handled;
+ * the condition and the trip count are integer and bool: no gradient, the
+ * number of iterations counts as a constant). Its body is the Loop's body
+ * with L = sum_f ReduceSum(v_out_f * dS_f) + sum_k ReduceSum(scan_out_k *
+ * dY_k) and a Gradient node of L with respect to the floating-point carried
+ * inputs and the outer values the body reads. Its states carry dS (from the
+ * gradients of the final values) and the sums of the outer values'
+ * gradients; its scan inputs are s_t, the iteration numbers, the
+ * conditions and the dY_k of the scan outputs that have a gradient. Integer
+ * and bool carried values (counters) are recorded and replayed but carry no
+ * gradient. Carried values must keep their shape over the iterations (they
+ * are stacked); sequence and optional values are refused. */
+static OnyxStatus* ox_grad_rule_loop(OxGradBuilder* b, const OxNode* n) {
+  const OxAttr* ba = ox_node_attr(n, "body");
+  if (!ba || ba->type != ONYX_ATTR_GRAPH || !ba->g)
+    return ox_status(ONYX_INVALID_MODEL, "node '%s' (Loop) has no body", n->name);
+  if (n->since_version > 0 && n->since_version < 11)
+    return ox_status(ONYX_NOT_IMPLEMENTED,
+                     "Loop has no gradient rule before opset 11: node '%s' (version %d)", n->name,
+                     (int)n->since_version);
+  const OxGraph* body = ba->g;
+  size_t n_explicit = n->n_inputs - n->n_implicit;
+  if (n_explicit < 2 || body->n_inputs != n_explicit || body->n_outputs + 1 < body->n_inputs)
+    return ox_status(ONYX_INVALID_MODEL,
+                     "node '%s' (Loop): %zu inputs for a body of %zu inputs and %zu outputs",
+                     n->name, n_explicit, body->n_inputs, body->n_outputs);
+  size_t N = n_explicit - 2, K = body->n_outputs - 1 - N;
+  for (size_t i = 0; i < N + K; i++) {
+    const OxValue* v = i < N ? body->inputs[2 + i] : body->outputs[1 + i];
+    const OxValue* o = i < N ? body->outputs[1 + i] : NULL;
+    if (v->kind != OX_VK_TENSOR || (o && o->kind != OX_VK_TENSOR))
+      return ox_status(ONYX_NOT_IMPLEMENTED,
+                       "Loop has no gradient rule for node '%s': its %s %zu ('%s') is not a "
+                       "tensor (sequence and optional values are not differentiated)",
+                       n->name, i < N ? "loop-carried value" : "scan output", i < N ? i : i - N,
+                       v->name);
+  }
+  /* F: the floating-point carried values; KF: the scan outputs with a gradient. */
+  size_t *F = calloc(N + 1, sizeof *F), *KF = calloc(K + 1, sizeof *KF), nF = 0, nKF = 0;
+  size_t first = n_explicit, n_outer = 0;
+  size_t* outer = calloc(n->n_implicit + 1, sizeof *outer);
+  OnyxStatus* st = F && KF && outer ? NULL : ox_oom();
+  for (size_t i = 0; !st && i < N; i++)
+    if (ox_is_float(body->inputs[2 + i]->type) && n->inputs[2 + i] &&
+        ox_is_float(n->inputs[2 + i]->type))
+      F[nF++] = i;
+  for (size_t k = 0; !st && k < K; k++)
+    if (ox_grad_GO(b, n, N + k) && ox_is_float(body->outputs[1 + N + k]->type)) KF[nKF++] = k;
+  for (size_t k = first; !st && k < n->n_inputs; k++)
+    if (ox_grad_wants(b, n, k)) outer[n_outer++] = k;
+  size_t n_xs = nF + n_outer;
+  const char** xs = calloc(n_xs + 1, sizeof *xs);
+  char** gouts = calloc(n_xs + 1, sizeof *gouts);
+  if (!st && (!xs || !gouts)) st = ox_oom();
+  OxGraph *fwd = NULL, *sub = NULL;
+  /* The forward body with s_t, the iteration number and the condition as
+   * extra scan outputs. */
+  if (!st) st = ox_graph_clone(body, b->g, &fwd);
+  for (size_t i = 0; !st && i < N + 2; i++) {
+    const char* ins[] = {fwd->inputs[i < N ? 2 + i : i - N]->name};
+    const char* o = NULL;
+    OxNode* nd = NULL;
+    st = ox_grad_sub_node(b, fwd, "Identity", ins, 1, &o, &nd);
+    if (!st) st = ox_graph_add_output(fwd, nd->outputs[0]);
+  }
+  /* The gradient body: states dS_f, the outer sums; scan inputs s_t, the
+   * iteration number, the condition, dY_k. */
+  if (!st) st = ox_graph_clone(body, b->g, &sub);
+  char** names = calloc(nF + n_outer + nKF + 1, sizeof *names);
+  if (!st && !names) st = ox_oom();
+  for (size_t i = 0; !st && i < nF + n_outer + nKF; i++)
+    if (!(names[i] = ox_grad_sub_name(b, sub))) st = ox_oom();
+  const char** terms = calloc(nF + nKF + 1, sizeof *terms);
+  if (!st && !terms) st = ox_oom();
+  size_t n_terms = 0;
+  if (!st) {
+    OxValue** old_in = sub->inputs;
+    size_t n_old = sub->n_inputs;
+    OxValue** old_out = sub->outputs;
+    size_t n_old_out = sub->n_outputs;
+    sub->inputs = NULL;
+    sub->outputs = NULL;
+    sub->n_inputs = sub->cap_inputs = sub->n_outputs = sub->cap_outputs = 0;
+    for (size_t i = 0; i < n_old; i++)
+      old_in[i]->is_graph_input = false;
+    for (size_t i = 0; i < n_old_out; i++)
+      old_out[i]->is_graph_output = false;
+    for (size_t j = 0; !st && j < nF; j++)
+      st = ox_grad_sub_input(sub, names[j], old_out[1 + F[j]], true);
+    for (size_t j = 0; !st && j < n_outer; j++)
+      st = ox_grad_sub_input(sub, names[nF + j], n->inputs[outer[j]], true);
+    for (size_t i = 0; !st && i < N; i++)
+      st = ox_graph_add_input(sub, old_in[2 + i]);
+    if (!st) st = ox_graph_add_input(sub, old_in[0]);
+    if (!st) st = ox_graph_add_input(sub, old_in[1]);
+    for (size_t j = 0; !st && j < nKF; j++)
+      st = ox_grad_sub_input(sub, names[nF + n_outer + j], old_out[1 + N + KF[j]], true);
+    for (size_t j = 0; !st && j < nF + nKF; j++) {
+      const char* dy = names[j < nF ? j : n_outer + j];
+      const OxValue* y = j < nF ? old_out[1 + F[j]] : old_out[1 + N + KF[j - nF]];
+      const char* ins[] = {y->name, dy};
+      const char* prod = NULL;
+      OxNode* nd = NULL;
+      st = ox_grad_sub_node(b, sub, "Mul", ins, 2, &prod, &nd);
+      if (!st) st = ox_grad_sub_node(b, sub, "ReduceSum", &prod, 1, &terms[n_terms], &nd);
+      OxAttr keep = {.name = ox_strdup("keepdims"), .type = ONYX_ATTR_INT, .i = 0};
+      if (!st) st = keep.name ? ox_node_add_attr(nd, &keep) : ox_oom();
+      ox_attr_clear(&keep);
+      n_terms += !st;
+    }
+    for (size_t j = 0; !st && j < nF; j++)
+      xs[j] = old_in[2 + F[j]]->name;
+    free(old_in);
+    free(old_out);
+  }
+  const char* loss = n_terms ? terms[0] : NULL;
+  OxNode* nd = NULL;
+  if (!st && n_terms > 1) st = ox_grad_sub_node(b, sub, "Sum", terms, n_terms, &loss, &nd);
+  if (!st && !loss)
+    st = ox_status(ONYX_FAIL, "node '%s' (Loop): no output gradient reaches the body", n->name);
+  for (size_t j = 0; !st && j < n_outer; j++) {
+    xs[nF + j] = n->inputs[outer[j]]->name;
+    st = ox_grad_sub_outer(n, sub, xs[nF + j]);
+  }
+  for (size_t i = 0; !st && i < n_xs; i++)
+    if (!(gouts[i] = ox_grad_sub_name(b, sub))) st = ox_oom();
+  if (!st) st = ox_grad_sub_gradient(b, sub, xs, n_xs, (const char* const*)gouts, loss, &nd);
+  OxNode* gnode = nd;
+  /* outputs: dS_f of the iteration's incoming values, the outer sums plus
+   * this iteration's */
+  for (size_t j = 0; !st && j < nF; j++)
+    st = ox_graph_add_output(sub, gnode->outputs[j]);
+  for (size_t j = 0; !st && j < n_outer; j++) {
+    const char* ins[] = {names[nF + j], gnode->outputs[nF + j]->name};
+    const char* sum = NULL;
+    st = ox_grad_sub_node(b, sub, "Add", ins, 2, &sum, &nd);
+    if (!st) st = ox_graph_add_output(sub, nd->outputs[0]);
+  }
+  if (!st) st = ox_grad_sub_shapes(b, n, sub);
+  /* The forward Loop again. */
+  const char** fouts = calloc(2 * N + K + 3, sizeof *fouts);
+  if (!st && !fouts) st = ox_oom();
+  if (!st) {
+    const char** fins = calloc(n_explicit + 1, sizeof *fins);
+    if (!fins) ox_grad_fail(b, ox_oom());
+    for (size_t i = 0; fins && i < n_explicit; i++)
+      fins[i] = ox_grad_I(n, i);
+    if (fins) ox_grad_op(b, "Loop", "", fins, n_explicit, 2 * N + K + 2, NULL, fouts);
+    free(fins);
+    OxNode* fnode = b->last;
+    st = ox_grad_err(b);
+    OxAttr a = {.name = ox_strdup("body"), .type = ONYX_ATTR_GRAPH, .g = fwd};
+    if (!st) st = a.name ? ox_node_add_attr(fnode, &a) : ox_oom();
+    if (!st) fwd = NULL;
+    ox_attr_clear(&a);
+    if (!st) st = ox_node_link_subgraphs(b->g, fnode);
+  }
+  /* The reverse Scan. */
+  size_t n_state = nF + n_outer, n_scan = N + 2 + nKF;
+  const char** rins = calloc(n_state + n_scan + 1, sizeof *rins);
+  const char** routs = calloc(n_state + 1, sizeof *routs);
+  if (!st && (!rins || !routs)) st = ox_oom();
+  for (size_t j = 0; !st && j < nF; j++) {
+    const char* go = ox_grad_GO(b, n, F[j]);
+    const OxValue* s0 = n->inputs[2 + F[j]];
+    const char* like = ox_grad_O(n, F[j]) ? ox_grad_O(n, F[j]) : s0->name;
+    rins[j] = go ? go : ox_grad_zeros_like(b, like, s0->type);
+  }
+  for (size_t j = 0; !st && j < n_outer; j++) {
+    const OxValue* o = n->inputs[outer[j]];
+    rins[nF + j] = ox_grad_zeros_like(b, o->name, o->type);
+  }
+  for (size_t i = 0; !st && i < N + 2; i++)
+    rins[n_state + i] = fouts[N + K + i];
+  for (size_t j = 0; !st && j < nKF; j++)
+    rins[n_state + N + 2 + j] = ox_grad_GO(b, n, N + KF[j]);
+  if (!st) st = ox_grad_err(b);
+  if (!st) {
+    ox_grad_op(b, "Scan", "", rins, n_state + n_scan, n_state, NULL, routs);
+    OxNode* rnode = b->last;
+    ox_grad_attr_int(b, "num_scan_inputs", (int64_t)n_scan);
+    int64_t* dirs = calloc(n_scan + 1, sizeof *dirs);
+    if (!dirs) ox_grad_fail(b, ox_oom());
+    for (size_t i = 0; dirs && i < n_scan; i++)
+      dirs[i] = 1;
+    if (dirs) ox_grad_attr_ints(b, "scan_input_directions", dirs, n_scan);
+    free(dirs);
+    st = ox_grad_err(b);
+    OxAttr a = {.name = ox_strdup("body"), .type = ONYX_ATTR_GRAPH, .g = sub};
+    if (!st) st = a.name ? ox_node_add_attr(rnode, &a) : ox_oom();
+    if (!st) sub = NULL;
+    ox_attr_clear(&a);
+    if (!st) st = ox_node_link_subgraphs(b->g, rnode);
+  }
+  for (size_t j = 0; !st && j < nF; j++)
+    ox_grad_GI(b, n, 2 + F[j], routs[j]);
+  for (size_t j = 0; !st && j < n_outer; j++)
+    ox_grad_GI(b, n, outer[j], routs[nF + j]);
+  ox_graph_free(fwd);
+  ox_graph_free(sub);
+  for (size_t i = 0; names && i < nF + n_outer + nKF; i++)
+    free(names[i]);
+  for (size_t i = 0; gouts && i < n_xs; i++)
+    free(gouts[i]);
+  free(names);
+  free(gouts);
+  free(terms);
+  free(xs);
+  free(outer);
+  free(F);
+  free(KF);
+  free(fouts);
+  free(rins);
+  free(routs);
+  return st ? st : ox_grad_err(b);
 }
 
 static const OxGradRuleDef ox_flow_rules[] = {
     {"", "If", 1, 0, ox_grad_rule_if},
-    {"", "Loop", 1, 0, ox_grad_rule_refuse},
+    {"", "Loop", 1, 0, ox_grad_rule_loop},
     {"", "Scan", 1, 0, ox_grad_rule_scan},
 };
 
@@ -1112,9 +1363,13 @@ static OnyxStatus* ox_grad_backward(OxGradBuilder* b, const OxNode* gn, const Ox
     b->cur = n;
     st = rule(b, n);
     if (!st) st = ox_grad_err(b);
-    if (st)
-      st = ox_status_wrap(st, "node '%s' (Gradient), the gradient of node '%s' (%s)", gn->name,
-                          n->name, n->op_type);
+    if (st) {
+      char* path = ox_grad_path(b, n, y);
+      st = ox_status_wrap(
+          st, "node '%s' (Gradient), the gradient of node '%s' (%s); path from the loss: %s",
+          gn->name, n->name, n->op_type, path ? path : "(out of memory)");
+      free(path);
+    }
   }
   free(fwd);
   return st;

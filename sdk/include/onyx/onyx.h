@@ -357,6 +357,23 @@ ONYX_API OnyxStatus* onyx_session_options_set_node_priority(OnyxSessionOptions* 
                                                             const char* node_name,
                                                             int64_t priority);
 
+/* --- Symbolic dimensions ------------------------------------------------------------ */
+/* Fixes the symbolic input dimension `name` (a dim_param of the model's
+ * inputs, such as a batch "N") to `value` before the session infers shapes
+ * and plans, as ONNX Runtime's AddFreeDimensionOverrideByName does: shape
+ * inference, rewrites, the memory plan (onyx_session_explain's planned peak)
+ * and kernel choice see the fixed size, and a run fed another size fails as
+ * for any static input dim. value >= 0. A name that no input of a model
+ * uses is ignored, so one options object can serve several models (the
+ * training, eval and optimizer models of training artifacts). Setting a
+ * name again replaces its value. */
+ONYX_API OnyxStatus* onyx_session_options_set_dim_value(OnyxSessionOptions* o, const char* name,
+                                                        int64_t value);
+/* The symbolic name (dim_param) that the model gives dimension k of input
+ * i, whether or not onyx_session_options_set_dim_value fixed it; NULL when
+ * the dimension has none or i or k is out of range. Owned by the session. */
+ONYX_API const char* onyx_session_input_dim_param(const OnyxSession* s, size_t i, size_t k);
+
 /* --- IO binding ---------------------------------------------------------------------- */
 /* Binds inputs and outputs by name once and runs many times without
  * allocating them again.

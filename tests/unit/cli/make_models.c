@@ -91,6 +91,18 @@ static void write_relu_sym(const char* rel) {
   write_model(rel, m);
 }
 
+/* y = Exp(Relu(x)), x float [N,4] with a symbolic N: one planned value,
+ * Relu's output [N,4] (16 N bytes). */
+static void write_relu_exp_sym(const char* rel) {
+  OxTestModel* m = otm_new(13);
+  otm_set_graph_name(m, "relu_exp_sym");
+  otm_input_s(m, "x", ONYX_ELEM_FLOAT32, "N,4");
+  otm_node(m, "Relu", "relu0", "x", "r");
+  otm_node(m, "Exp", "exp0", "r", "y");
+  otm_output_s(m, "y", ONYX_ELEM_FLOAT32, "N,4");
+  write_model(rel, m);
+}
+
 /* Inputs of every add_relu case, and Relu(a + b) worked out by hand. */
 static const int64_t kDims[2] = {2, 3};
 static const float kA[6] = {1, -2, 3, -4, 5, -6};
@@ -261,6 +273,7 @@ int main(int argc, char** argv) {
   make_dir("");
   write_add_relu("add_relu.onnx");
   write_relu_sym("relu_sym.onnx");
+  write_relu_exp_sym("relu_exp_sym.onnx");
   write_tensor("a.pb", "a", kDims, 2, kA);
   write_tensor("b.pb", "b", kDims, 2, kB);
 

@@ -51,6 +51,12 @@ expect 2 "--batch-size wants an integer >= 1" "$M" "${BASE[@]}" --batch-size 0
 expect 2 "unknown option" "$M" "${BASE[@]}" --frobnicate
 expect 0 "" --help
 grep -q -- "--export-inference" "$OUT" || fail "--help does not describe --export-inference"
+grep -q -- "--explain" "$OUT" || fail "--help does not describe --explain"
+expect 2 "--dim applies with --explain only" "$M" "${BASE[@]}" --dim N=3
+expect 2 "--dim 'N=x': the value must be an integer >= 0" "$M" --loss mse --batch-size 2 --optimizer sgd --explain --dim N=x
+expect 2 "--dim 'N': expected NAME=VALUE" "$M" --loss mse --batch-size 2 --optimizer sgd --explain --dim N
+expect 2 "--explain and --data-parallel exclude each other" "$M" "${BASE[@]}" --explain --data-parallel
+expect 2 "--batch-size is required" "$M" --loss mse --optimizer sgd --explain
 
 # Data files: written byte by byte (printf), so this part needs no Python.
 npy() { # npy FILE DESCR SHAPE NBYTES: a version 1.0 file of NBYTES zero bytes
@@ -161,6 +167,42 @@ assert "accuracy" not in evals[-1]
 PYEOF
 checks=$((checks + 1))
 [ -d "$R/ck6" ] || fail "--save-checkpoint $R/ck6 wrote nothing"
+
+# --- --explain: the three sessions' placement and planned peaks, nothing trained ---
+# explain_check BATCH: the report for --batch-size BATCH (with --steps and a
+# --log, which --explain does not use).
+explain_check() {
+  checks=$((checks + 1))
+  rm -f "$R/explain.jsonl"
+  "$ONYX" train "$R/model.onnx" --loss mse --batch-size "$1" --optimizer sgd --explain \
+    --steps 3 --log "$R/explain.jsonl" >"$OUT" 2>"$ERR" || { fail "--explain --batch-size $1 exited $?"; return 1; }
+  [ ! -e "$R/explain.jsonl" ] || fail "--explain trained (it wrote the --log)"
+  grep -q '"steps"' "$OUT" && fail "--explain printed a training summary"
+  for sess in training eval optimizer; do
+    grep -qxF "== $sess session (${sess}_model.onnx of the artifacts); fixed dims: N=$1 ==" "$OUT" ||
+      fail "--explain: no header for the $sess session with N=$1"
+  done
+  # A node of the backward pass (named after the Gradient node the artifacts
+  # expand) and the optimizer's node, each with its provider.
+  grep -qE '^  onyx_gradient/[^ ]+ +[A-Za-z]+ +v[0-9]+ +-> cpu$' "$OUT" || fail "--explain: no gradient node placed on cpu"
+  grep -qE '^  onyx_optimizer +SGDOptimizer +v1 +-> cpu$' "$OUT" || fail "--explain: no SGDOptimizer node placed on cpu"
+  [ "$(grep -c '^memory: ' "$OUT")" -eq 3 ] || fail "--explain: not one memory line per session"
+  grep '^memory: ' "$OUT" | head -1 >"$R/explain_train_$1.txt"
+}
+explain_check 4
+explain_check 32
+# The eval model at batch 32, worked out by hand: its planned values are the
+# loss's Sub and Mul outputs, [32, 2] float32 (256 B each, both live at the
+# Mul); the labels' batch dim is fixed with the model input's, so nothing is
+# left to size at run time.
+checks=$((checks + 1))
+grep -qE '^memory: planned peak on host \(cpu\): 512 B for 2 static values .* 0 sized at run time$' "$OUT" ||
+  fail "--explain: the eval session's planned peak at batch 32 is not 512 B"
+checks=$((checks + 1))
+cmp -s "$R/explain_train_4.txt" "$R/explain_train_32.txt" &&
+  fail "--explain: the training session's planned peak does not change with --batch-size"
+expect 1 "--dim Q: no input of the training model has a symbolic dimension named 'Q' (its symbolic dimensions: 'N')" \
+  "$R/model.onnx" --loss mse --batch-size 4 --optimizer sgd --explain --dim Q=3
 
 echo "$((checks - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -1112,6 +1112,115 @@ static void b_scan_rev(OxTestModel* m, OnyxElemType T) {
   b_scan(m, T, true);
 }
 
+/* --- Loop: the gradient as a reverse Scan over the recorded iterations ------------ */
+/* The body's iteration number and condition (inputs 0 and 1). */
+static void loop_body_head(OxTestModel* m) {
+  otm_input(m, "i", ONYX_ELEM_INT64, 0, NULL);
+  otm_input(m, "c_in", ONYX_ELEM_BOOL, 0, NULL);
+}
+
+/* A scalar int64 / bool initializer. */
+static void init_trips(OxTestModel* m, const char* name, int64_t v) {
+  otm_initializer(m, name, ONYX_ELEM_INT64, 0, NULL, &v);
+}
+
+/* v <- v * W + C for M = 3 iterations (cond absent); Y = the final v. W and
+ * C are outer-scope values the body reads. */
+static void b_loop_affine(OxTestModel* m, OnyxElemType T) {
+  init_trips(m, "M", 3);
+  otm_begin_graph(m, "body");
+  loop_body_head(m);
+  otm_input(m, "v_in", T, 1, (int64_t[]){3});
+  otm_node(m, "Identity", "b_c", "c_in", "c_out");
+  otm_node(m, "Mul", "b_mul", "v_in,W", "vw");
+  otm_node(m, "Add", "b_add", "vw,C", "v_out");
+  otm_output(m, "c_out", ONYX_ELEM_BOOL, 0, NULL);
+  otm_output(m, "v_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  otm_attr_graph(otm_node(m, "Loop", "loop0", "M,,A", "Y"), "body", body);
+}
+
+/* The same loop with a trip count of 0: Y = A, and no gradient reaches W or C. */
+static void b_loop_zero(OxTestModel* m, OnyxElemType T) {
+  init_trips(m, "M", 0);
+  otm_begin_graph(m, "body");
+  loop_body_head(m);
+  otm_input(m, "v_in", T, 1, (int64_t[]){3});
+  otm_node(m, "Identity", "b_c", "c_in", "c_out");
+  otm_node(m, "Mul", "b_mul", "v_in,W", "vw");
+  otm_node(m, "Add", "b_add", "vw,C", "v_out");
+  otm_output(m, "c_out", ONYX_ELEM_BOOL, 0, NULL);
+  otm_output(m, "v_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  otm_attr_graph(otm_node(m, "Loop", "loop0", "M,,A", "Y"), "body", body);
+}
+
+/* The same step with a scan output y_t = v_out * v_in, a condition given
+ * (true, carried through unchanged) and M = 4; Y = Ys [4, 3] + the final v
+ * (broadcast). */
+static void b_loop_scan(OxTestModel* m, OnyxElemType T) {
+  init_trips(m, "M", 4);
+  bool yes = true;
+  otm_initializer(m, "cond", ONYX_ELEM_BOOL, 0, NULL, &yes);
+  otm_begin_graph(m, "body");
+  loop_body_head(m);
+  otm_input(m, "v_in", T, 1, (int64_t[]){3});
+  otm_node(m, "Identity", "b_c", "c_in", "c_out");
+  otm_node(m, "Mul", "b_mul", "v_in,W", "vw");
+  otm_node(m, "Add", "b_add", "vw,C", "v_out");
+  otm_node(m, "Mul", "b_y", "v_out,v_in", "y_out");
+  otm_output(m, "c_out", ONYX_ELEM_BOOL, 0, NULL);
+  otm_output(m, "v_out", T, 1, (int64_t[]){3});
+  otm_output(m, "y_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  otm_attr_graph(otm_node(m, "Loop", "loop0", "M,cond,A", "V,Ys"), "body", body);
+  otm_node(m, "Add", "o_add", "Ys,V", "Y");
+}
+
+/* An outer-scope weight matrix: h <- tanh(h W) for M = 3 iterations, h
+ * [2, 3], W [3, 3]; Y = the final h. */
+static void b_loop_weight(OxTestModel* m, OnyxElemType T) {
+  init_trips(m, "M", 3);
+  otm_begin_graph(m, "body");
+  loop_body_head(m);
+  otm_input(m, "h_in", T, 2, (int64_t[]){2, 3});
+  otm_node(m, "Identity", "b_c", "c_in", "c_out");
+  otm_node(m, "MatMul", "b_mm", "h_in,W", "hw");
+  otm_node(m, "Tanh", "b_tanh", "hw", "h_out");
+  otm_output(m, "c_out", ONYX_ELEM_BOOL, 0, NULL);
+  otm_output(m, "h_out", T, 2, (int64_t[]){2, 3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  otm_attr_graph(otm_node(m, "Loop", "loop0", "M,,A", "Y"), "body", body);
+}
+
+/* The condition ends the loop: an int64 counter k is carried with v
+ * (k <- k + 1, cond <- k < 4) under M = 10, so 4 iterations run; v <- v *
+ * W + C, y_t = v_out. Y = Ys [4, 3] * the final v. */
+static void b_loop_cond(OxTestModel* m, OnyxElemType T) {
+  init_trips(m, "M", 10);
+  init_trips(m, "k0", 0);
+  bool yes = true;
+  otm_initializer(m, "cond", ONYX_ELEM_BOOL, 0, NULL, &yes);
+  otm_begin_graph(m, "body");
+  loop_body_head(m);
+  otm_input(m, "k_in", ONYX_ELEM_INT64, 0, NULL);
+  otm_input(m, "v_in", T, 1, (int64_t[]){3});
+  init_trips(m, "one", 1);
+  init_trips(m, "four", 4);
+  otm_node(m, "Add", "b_k", "k_in,one", "k_out");
+  otm_node(m, "Less", "b_less", "k_out,four", "c_out");
+  otm_node(m, "Mul", "b_mul", "v_in,W", "vw");
+  otm_node(m, "Add", "b_add", "vw,C", "v_out");
+  otm_node(m, "Identity", "b_y", "v_out", "y_out");
+  otm_output(m, "c_out", ONYX_ELEM_BOOL, 0, NULL);
+  otm_output(m, "k_out", ONYX_ELEM_INT64, 0, NULL);
+  otm_output(m, "v_out", T, 1, (int64_t[]){3});
+  otm_output(m, "y_out", T, 1, (int64_t[]){3});
+  Onnx__GraphProto* body = otm_end_graph(m);
+  otm_attr_graph(otm_node(m, "Loop", "loop0", "M,cond,k0,A", "K,V,Ys"), "body", body);
+  otm_node(m, "Mul", "o_mul", "Ys,V", "Y");
+}
+
 static const Case cases[] = {
     {"Add", 17, b_add, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 1, 3)}, .f32 = false},
     {"Sub", 17, b_sub, 3, {2, 4, 3}, {IN("A", 3, 2, 1, 3), IN("B", 2, 4, 1)}, .f32 = false},
@@ -1591,6 +1700,48 @@ static const Case cases[] = {
      {IN("A", 1, 3), IN("B", 2, 3, 4), IN("C", 1, 3)},
      .f32 = false},
     {"If_opset11", 11, b_if_then, 2, {2, 3}, {IN("A", 2, 2, 3), IN("B", 2, 2, 3)}, .f32 = false},
+    {"Loop_affine",
+     17,
+     b_loop_affine,
+     1,
+     {3},
+     {IN("A", 1, 3), IN("W", 1, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Loop_scan_output",
+     17,
+     b_loop_scan,
+     2,
+     {4, 3},
+     {IN("A", 1, 3), IN("W", 1, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Loop_outer_weight",
+     17,
+     b_loop_weight,
+     2,
+     {2, 3},
+     {IN("A", 2, 2, 3), IN("W", 2, 3, 3)},
+     .f32 = false},
+    {"Loop_cond",
+     17,
+     b_loop_cond,
+     2,
+     {4, 3},
+     {IN("A", 1, 3), IN("W", 1, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Loop_zero_trips",
+     17,
+     b_loop_zero,
+     1,
+     {3},
+     {IN("A", 1, 3), IN("W", 1, 3), IN("C", 1, 3)},
+     .f32 = false},
+    {"Loop_opset11",
+     11,
+     b_loop_affine,
+     1,
+     {3},
+     {IN("A", 1, 3), IN("W", 1, 3), IN("C", 1, 3)},
+     .f32 = false},
 };
 
 static void test_rules_composed(void** state) {
@@ -1836,10 +1987,11 @@ static void test_dropout_training(void** state) {
 
 /* A rule that cannot handle its node: the message names the Gradient node,
  * the forward node and op, and the reason. */
-/* A Loop on the path from the loss: an error naming the op and the node. */
+/* A Loop before opset 11 on the path from the loss: an error naming the
+ * op, the node and the path from the loss. */
 static void test_loop_refused(void** state) {
   (void)state;
-  OxTestModel* m = otm_new(17);
+  OxTestModel* m = otm_new(10);
   otm_add_opset(m, "ai.onnx.preview.training", 1);
   otm_input(m, "A", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
   const int64_t trips = 2;
@@ -1854,14 +2006,18 @@ static void test_loop_refused(void** state) {
   otm_output(m, "v_out", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
   Onnx__GraphProto* body = otm_end_graph(m);
   otm_attr_graph(otm_node(m, "Loop", "loop0", "M,,A", "V"), "body", body);
-  otm_attr_int(otm_node(m, "ReduceSum", "sum", "V", "L"), "keepdims", 0);
+  otm_node(m, "Exp", "exp0", "V", "E");
+  otm_attr_int(otm_node(m, "ReduceSum", "sum", "E", "L"), "keepdims", 0);
   OxTestNode* g = otm_node(m, "Gradient", "grad", "", "dA");
   otm_node_domain(g, "ai.onnx.preview.training");
   otm_attr_strings(g, "xs", 1, (const char* const[]){"A"});
   otm_attr_string(g, "y", "L");
   otm_output(m, "dA", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3});
-  const char* what[] = {"'grad' (Gradient)", "Loop has no gradient rule: node 'loop0'"};
-  expect_create_error(m, what, 2);
+  const char* what[] = {"'grad' (Gradient)", "Loop has no gradient rule before opset 11",
+                        "node 'loop0' (version 1)",
+                        "path from the loss: 'L' <- node 'sum' (ReduceSum) <- node 'exp0' (Exp) "
+                        "<- node 'loop0' (Loop)"};
+  expect_create_error(m, what, 4);
 }
 
 static void test_rule_refuses_names_node(void** state) {

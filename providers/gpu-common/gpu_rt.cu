@@ -138,4 +138,34 @@ int gpurt_memset_async(void* dst, int value, size_t bytes, void* s) {
   return (int)cudaMemsetAsync(dst, value, bytes, (cudaStream_t)s);
 }
 
+int gpurt_stream_begin_capture(void* s) {
+  return (int)cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeThreadLocal);
+}
+
+int gpurt_stream_end_capture(void* s, void** graph) {
+  cudaGraph_t g = NULL;
+  cudaError_t e = cudaStreamEndCapture((cudaStream_t)s, &g);
+  *graph = (void*)g;
+  return (int)e;
+}
+
+int gpurt_graph_instantiate(void** exec, void* graph) {
+  cudaGraphExec_t x = NULL;
+  cudaError_t e = cudaGraphInstantiateWithFlags(&x, (cudaGraph_t)graph, 0);
+  *exec = e == cudaSuccess ? (void*)x : NULL;
+  return (int)e;
+}
+
+int gpurt_graph_destroy(void* graph) {
+  return graph ? (int)cudaGraphDestroy((cudaGraph_t)graph) : 0;
+}
+
+int gpurt_graph_launch(void* exec, void* s) {
+  return (int)cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)s);
+}
+
+int gpurt_graph_exec_destroy(void* exec) {
+  return exec ? (int)cudaGraphExecDestroy((cudaGraphExec_t)exec) : 0;
+}
+
 } /* extern "C" */

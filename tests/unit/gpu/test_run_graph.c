@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,10 +76,19 @@ static struct {
 } G;
 
 static const OnyxHostApi* H;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* G, when runs are concurrent */
 
 static void gf_trace(char c) {
+  pthread_mutex_lock(&g_lock);
   size_t n = strlen(G.trace);
   if (n + 1 < sizeof G.trace) G.trace[n] = c;
+  pthread_mutex_unlock(&g_lock);
+}
+
+static void gf_bump(int* counter) {
+  pthread_mutex_lock(&g_lock);
+  (*counter)++;
+  pthread_mutex_unlock(&g_lock);
 }
 
 static void gf_run(const GfOp* op) {
@@ -88,12 +98,12 @@ static void gf_run(const GfOp* op) {
                : op->kind == GF_ADD ? a + op->b[i]
                                     : a * op->b[i];
   }
-  G.executed++;
+  gf_bump(&G.executed);
 }
 
 static OnyxStatus* gf_compute(void* state, OnyxKernelContext* ctx) {
   GfKind kind = (GfKind)(intptr_t)state;
-  G.computes++;
+  gf_bump(&G.computes);
   const OnyxTensor* a = H->ctx_input(ctx, 0);
   const OnyxTensor* b = kind == GF_RELU ? NULL : H->ctx_input(ctx, 1);
   if (b && H->tensor_elem_count(b) != H->tensor_elem_count(a))
@@ -201,7 +211,7 @@ static OnyxStatus* gf_capture_end(OnyxEp* ep, OnyxStream* s, int32_t keep, uint6
   gr->n_ops = s->n_ops;
   g->graphs[g->n_graphs++] = gr;
   *id = g->n_graphs;
-  G.captures++;
+  gf_bump(&G.captures);
   for (size_t i = 0; i < gr->n_ops; i++) /* the launch of the captured run */
     gf_run(&gr->ops[i]);
   return NULL;
@@ -213,7 +223,7 @@ static OnyxStatus* gf_replay(OnyxEp* ep, OnyxStream* s, uint64_t id) {
   gf_trace('R');
   if (id < 1 || id > g->n_graphs || !g->graphs[id - 1])
     return H->status_create(ONYX_INVALID_ARGUMENT, "gfake: no graph %llu", (unsigned long long)id);
-  G.replays++;
+  gf_bump(&G.replays);
   const GfGraph* gr = g->graphs[id - 1];
   for (size_t i = 0; i < gr->n_ops; i++)
     gf_run(&gr->ops[i]);
@@ -225,7 +235,7 @@ static void gf_release_graph(OnyxEp* ep, uint64_t id) {
   if (id < 1 || id > g->n_graphs) return;
   free(g->graphs[id - 1]);
   g->graphs[id - 1] = NULL;
-  G.released++;
+  gf_bump(&G.released);
 }
 
 static void gf_release(OnyxEp* ep) {
@@ -622,6 +632,75 @@ static void test_failed_capture(void** state) {
   }
 }
 
+/* Runs from four threads, each with its own binding (its own addresses):
+ * a capture waits until no other run is in flight, only the captured
+ * binding's runs replay, and every run's output is right while replays and
+ * node-by-node runs overlap (the graph's buffers are never handed to
+ * another run). Then each binding runs alone: one capture in all. */
+typedef struct Worker {
+  OnyxSession* s;
+  OnyxIoBinding* b;
+  float* dx;
+  int id, wrong, errors;
+} Worker;
+
+static void* worker(void* arg) {
+  Worker* w = arg;
+  for (int k = 0; k < 6; k++) {
+    float x[6];
+    input_of(w->id * 100 + k, x);
+    memcpy(w->dx, x, sizeof x);
+    OnyxStatus* st = onyx_session_run_with_binding(w->s, NULL, w->b);
+    if (st) {
+      w->errors++;
+      onyx_status_release(st);
+      continue;
+    }
+    OnyxValue* y = NULL;
+    st = onyx_io_binding_get_outputs(w->b, &y, 1);
+    if (st) {
+      w->errors++;
+      onyx_status_release(st);
+      continue;
+    }
+    const float* got = onyx_tensor_data(onyx_value_tensor(y));
+    for (int i = 0; i < 6; i++)
+      if (fabsf(got[i] - ref(x[i], false)) > 1e-6f) w->wrong++;
+    onyx_value_release(y);
+  }
+  return NULL;
+}
+
+static void test_concurrent_runs(void** state) {
+  (void)state;
+  Log* log = calloc(1, sizeof *log);
+  OnyxSession* s = make_session("1", NULL, false, false, log);
+  Worker w[4];
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (Worker){.s = s, .id = i};
+    w[i].b = bind_device(s, &w[i].dx);
+  }
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, worker, &w[i]), 0);
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(w[i].errors, 0);
+    assert_int_equal(w[i].wrong, 0);
+  }
+  assert_true(G.captures <= 1);
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 3; k++)
+      ok(run_checked(s, w[i].b, w[i].dx, 50 + k, false, NULL));
+  assert_int_equal(G.captures, 1);
+  assert_true(G.replays >= 2);
+  for (int i = 0; i < 4; i++)
+    onyx_io_binding_release(w[i].b);
+  onyx_session_release(s);
+  assert_int_equal(G.released, 1);
+  free(log);
+}
+
 /* Without the extension the EP's runs never reach it. */
 static void test_off_by_default(void** state) {
   (void)state;
@@ -648,6 +727,7 @@ int main(void) {
       cmocka_unit_test(test_node_elsewhere_runs_nodes),
       cmocka_unit_test(test_moved_output_runs_nodes),
       cmocka_unit_test(test_failed_capture),
+      cmocka_unit_test(test_concurrent_runs),
       cmocka_unit_test(test_off_by_default),
   };
   return cmocka_run_group_tests_name("run_graph", tests, NULL, NULL);

@@ -726,7 +726,7 @@ static OnyxStatus* gpu_capture_end(OnyxEp* ep, OnyxStream* s, int32_t keep, uint
   if (!err) {
     err = gpurt_stream_end_capture(s->handle, &graph);
     what = "ending the graph capture (a call during the run that synchronizes, allocates device "
-           "memory or copies pageable host memory invalidates it)";
+           "memory or copies between host and device invalidates it)";
   }
   if (!err && keep) {
     err = gpurt_graph_instantiate(&exec, graph);

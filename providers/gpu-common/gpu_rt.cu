@@ -126,6 +126,15 @@ int gpurt_stream_wait_event(void* s, void* e) {
 
 int gpurt_memcpy_async(void* dst, const void* src, size_t bytes, GpuCopyKind kind, void* s) {
   if (!bytes) return 0;
+  if (kind != GPU_COPY_D2D) {
+    /* A graph would record the host address, and a replay would read or
+     * write host memory that belonged to the captured run: refused, which
+     * fails the capture (the run then executes node by node). */
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)s, &cap) == cudaSuccess &&
+        cap != cudaStreamCaptureStatusNone)
+      return (int)cudaErrorStreamCaptureUnsupported;
+  }
   return (int)cudaMemcpyAsync(dst, src, bytes,
                               kind == GPU_COPY_H2D   ? cudaMemcpyHostToDevice
                               : kind == GPU_COPY_D2H ? cudaMemcpyDeviceToHost

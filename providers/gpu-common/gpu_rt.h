@@ -54,6 +54,8 @@ int gpurt_event_sync(void* e);
 int gpurt_stream_wait_event(void* s, void* e);
 
 typedef enum GpuCopyKind { GPU_COPY_H2D = 0, GPU_COPY_D2H = 1, GPU_COPY_D2D = 2 } GpuCopyKind;
+/* A host <-> device copy on a capturing stream is refused
+ * (cudaErrorStreamCaptureUnsupported): a graph would keep the host address. */
 int gpurt_memcpy_async(void* dst, const void* src, size_t bytes, GpuCopyKind kind, void* s);
 int gpurt_memset_async(void* dst, int value, size_t bytes, void* s);
 

@@ -885,6 +885,9 @@ static OnyxStatus* ox_rg_replay(OxProgram* s, OxRunGraph* g, const OnyxRunOption
   OxEpSlot* e = &s->eps[g->ep];
   OxSessionRt* rt = s->cfg.rt;
   uint64_t run_id = rt ? __atomic_add_fetch(&rt->runs, 1, __ATOMIC_RELAXED) : 0;
+  OxProfiler* prof = rt ? rt->profiler : NULL;
+  double t0 = ox_profiler_now(prof);
+  bool nvtx = ox_nvtx_run_push(rt, run);
   OnyxStatus* err = g->ext->replay(e->ep, e->stream, g->graph);
   if (err) err = ox_status_wrap(err, "provider '%s': replaying the run's graph", e->name);
   OnyxStatus* sync = ox_sync_all(s);
@@ -903,6 +906,20 @@ static OnyxStatus* ox_rg_replay(OxProgram* s, OxRunGraph* g, const OnyxRunOption
     ox_run_log(s, run, ONYX_LOG_VERBOSE,
                "run %llu: provider '%s' replayed the run's graph (%zu steps)",
                (unsigned long long)run_id, e->name, s->plan.n_steps);
+  if (nvtx) ox_nvtx_pop();
+  if (prof) {
+    /* The run's one event: its steps ran inside the graph, unseen by the host. */
+    json_t* args = json_object();
+    if (args) {
+      json_object_set_new(args, "run", json_integer((json_int_t)run_id));
+      json_object_set_new(args, "steps", json_integer((json_int_t)s->plan.n_steps));
+      json_object_set_new(args, "graph", json_string("replay"));
+      json_object_set_new(args, "status", json_string(err ? "error" : "ok"));
+      if (run && run->tag) json_object_set_new(args, "run_tag", json_string(run->tag));
+    }
+    ox_profiler_complete(prof, "run", run && run->tag && *run->tag ? run->tag : "run", t0,
+                         ox_profiler_now(prof) - t0, args);
+  }
   return err;
 }
 

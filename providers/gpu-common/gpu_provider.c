@@ -673,7 +673,7 @@ static void gpu_release_event(OnyxEp* ep, OnyxEvent* e) {
 
 /* --- run graphs (ONYX_EXT_RUN_GRAPH; docs/providers/cuda.md "CUDA graphs") ----------------------
  * With enable_cuda_graph the EP offers the host the extension: the host
- * captures one run's work on the EP's stream (stream capture, thread-local
+ * captures one run's work on the EP's stream (stream capture, relaxed
  * mode) and replays it with one graph launch. The executable graphs live in
  * the EP, numbered from 1. */
 
@@ -725,8 +725,8 @@ static OnyxStatus* gpu_capture_end(OnyxEp* ep, OnyxStream* s, int32_t keep, uint
   const char* what = "selecting the device";
   if (!err) {
     err = gpurt_stream_end_capture(s->handle, &graph);
-    what = "ending the graph capture (a call during the run that synchronizes, allocates device "
-           "memory or copies between host and device invalidates it)";
+    what = "ending the graph capture (a call during the run that synchronizes the stream or "
+           "copies between host and device invalidates it)";
   }
   if (!err && keep) {
     err = gpurt_graph_instantiate(&exec, graph);

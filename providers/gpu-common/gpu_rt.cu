@@ -148,7 +148,7 @@ int gpurt_memset_async(void* dst, int value, size_t bytes, void* s) {
 }
 
 int gpurt_stream_begin_capture(void* s) {
-  return (int)cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeThreadLocal);
+  return (int)cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeRelaxed);
 }
 
 int gpurt_stream_end_capture(void* s, void** graph) {

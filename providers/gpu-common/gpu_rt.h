@@ -60,12 +60,12 @@ int gpurt_memcpy_async(void* dst, const void* src, size_t bytes, GpuCopyKind kin
 int gpurt_memset_async(void* dst, int value, size_t bytes, void* s);
 
 /* Graphs (CUDA graphs, HIP graphs): the work queued on a stream between
- * begin_capture and end_capture is recorded instead of run (thread-local
- * capture mode: this thread's calls that would synchronize or allocate
- * outside the stream fail and invalidate the capture, other threads are not
- * affected). end_capture returns the recorded graph (also after a failure,
- * when the runtime made one: destroy it); graph_instantiate makes an
- * executable graph that graph_launch queues on a stream in one call. */
+ * begin_capture and end_capture is recorded instead of run (relaxed capture
+ * mode: a cudaMalloc of an arena that grows during the capture runs at once
+ * and is not recorded; a call that synchronizes the stream still invalidates
+ * the capture; other threads are not affected). end_capture returns the recorded graph (also after
+ * a failure, when the runtime made one: destroy it); graph_instantiate makes an executable graph
+ * that graph_launch queues on a stream in one call. */
 int gpurt_stream_begin_capture(void* s);
 int gpurt_stream_end_capture(void* s, void** graph);
 int gpurt_graph_instantiate(void** exec, void* graph);

@@ -53,7 +53,7 @@
 #define cudaGraph_t                       hipGraph_t
 #define cudaGraphExec_t                   hipGraphExec_t
 #define cudaStreamBeginCapture            hipStreamBeginCapture
-#define cudaStreamCaptureModeThreadLocal  hipStreamCaptureModeThreadLocal
+#define cudaStreamCaptureModeRelaxed      hipStreamCaptureModeRelaxed
 #define cudaStreamEndCapture              hipStreamEndCapture
 #define cudaGraphInstantiateWithFlags     hipGraphInstantiateWithFlags
 #define cudaGraphDestroy                  hipGraphDestroy

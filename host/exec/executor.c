@@ -736,7 +736,7 @@ static bool ox_rg_run_reason(const OxProgram* s, const OxRunGraph* g, OxTensor* 
   const OxSessionRt* rt = s->cfg.rt;
   if (g->plan_reason[0]) {
     snprintf(why, n, "%s", g->plan_reason);
-    *kind = 1;
+    *kind = 0; /* a warning when the session's first run found it */
     return true;
   }
   if (rt && rt->dump_nodes) {

@@ -836,7 +836,8 @@ static OnyxStatus* ox_rg_decide(OxProgram* s, OxRunGraph* g, const OnyxRunOption
     }
     pthread_rwlock_unlock(&g->gate);
   }
-  /* Another run is in flight: capture later. */
+  /* A run executed node by node or replayed, or a capture that found other
+   * runs in flight (a later run captures): shared, waiting for a capture. */
   pthread_rwlock_rdlock(&g->gate);
   return NULL;
 }

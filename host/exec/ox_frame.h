@@ -63,6 +63,11 @@ OnyxStatus* ox_frame_charge_output(OxFrame* f, const OxStep* st, size_t slot, On
  * (host/exec/executor.c). */
 OnyxStatus* ox_run_graph_hold(struct OxRunGraph* g, const OxTensor* t);
 
+/* Releases the program's run graph (the provider's graph, then the buffers
+ * held for it): by the session, before its plan is cleared, while the EPs
+ * are alive (host/exec/executor.c). */
+void ox_run_graph_free(struct OxProgram* s);
+
 /* Index of the provider whose allocator serves memory `mem` (-1: none). */
 int32_t ox_program_ep_for_memory(struct OxProgram* p, const OnyxMemoryDevice* mem);
 

@@ -68,16 +68,14 @@ typedef struct OxPlan {
    * read by runs without a lock: it is written only while the session is
    * created and freed with the plan. */
   struct OxMemPlan* memplan;
-  /* The run graph of a provider with ONYX_EXT_RUN_GRAPH (host/exec/executor.c),
-   * made at the first run; NULL before. */
+  /* The run graph of a provider with ONYX_EXT_RUN_GRAPH, made at the first
+   * run and released by ox_run_graph_free (host/exec/executor.c, ox_frame.h)
+   * before the plan is cleared; NULL before. */
   struct OxRunGraph* run_graph;
 } OxPlan;
 
 OnyxStatus* ox_plan_build(struct OxProgram* s);
 void ox_plan_clear(struct OxProgram* s);
-/* Releases the plan's run graph (its provider graph and held buffers):
- * host/exec/executor.c, called by ox_plan_clear while the EPs are alive. */
-void ox_run_graph_free(struct OxProgram* s);
 
 /* Where graph input i is read: the one memory its consumers read it in
  * (host when nothing reads it); an error naming the input and the memories

@@ -682,7 +682,6 @@ OnyxStatus* ox_plan_output_memory(const OxProgram* s, size_t i, OnyxMemoryDevice
 
 void ox_plan_clear(OxProgram* s) {
   OxPlan* P = &s->plan;
-  ox_run_graph_free(s);
   ox_memplan_free(P->memplan);
   ox_plan_streams_clear(s);
   for (size_t i = 0; i < P->n_steps; i++) {

@@ -34,7 +34,11 @@
 #            samples/s of both, and a profile of the CNN's steps on cuda +
 #            cpu summed per provider and op (scripts/profile_summary.py);
 #        10. the collective ops on the CUDA provider through NCCL with one
-#            rank (test_dist cuda; not in the default STEPS).
+#            rank (test_dist cuda; not in the default STEPS);
+#        11. CUDA graphs (not in the default STEPS): test_gpu_graph_cuda (a
+#            small static model's replays against a plain session), then
+#            `onyx bench --io device` of the benchmark models on cuda + cpu
+#            without and with the provider option enable_cuda_graph 1.
 #       The verdict files are checked against the expected-failures lists
 #       afterwards, on the build machine (scripts/gpu-check.sh verdicts).
 #   scripts/gpu-check.sh verdicts OUT_DIR
@@ -61,6 +65,7 @@ bundle() {
   cp "$build/bin/onyx" "$build/bin/test_gpu_cuda" "$build/bin/test_gpu_modes_cuda" "$b/bin/"
   cp "$build/bin/test_gpu_grad_cuda" "$b/bin/" 2>/dev/null || true
   cp "$build/bin/test_dist" "$b/bin/" 2>/dev/null || true
+  cp "$build/bin/test_gpu_graph_cuda" "$b/bin/" 2>/dev/null || true
   if [ -x "$build/bin/test_nvtx" ] && [ -f "$build/lib/libonyx_nvtx_inject.so" ]; then
     cp "$build/bin/test_nvtx" "$b/bin/" && cp "$build/lib/libonyx_nvtx_inject.so" "$b/lib/"
     cp "$build/lib/libonyx_ep_fake.so" "$build/lib/libonyx_ep_gpuemu.so" "$b/lib/" 2>/dev/null || true
@@ -261,6 +266,33 @@ step10() {
   else
     echo "test_dist: not in the bundle"
   fi
+}
+
+# CUDA graphs (docs/providers/cuda.md, "CUDA graphs"): the device test, then
+# each benchmark model benched with its inputs and outputs on the device,
+# without and with enable_cuda_graph (same machine, same call); the log
+# lines that say whether the runs replayed go to OUT_DIR/graph_<name>.log.
+step11() {
+  echo "== 11. CUDA graphs"
+  if [ -x "$B/bin/test_gpu_graph_cuda" ]; then
+    "$B/bin/test_gpu_graph_cuda" > "$O/test_gpu_graph_cuda.log" 2>&1
+    echo "test_gpu_graph_cuda: rc $?"
+    grep -E 'INFO|test\(s\)|FAILED|ERROR|SKIP' "$O/test_gpu_graph_cuda.log" | head -20
+  else
+    echo "test_gpu_graph_cuda: not in the bundle"
+  fi
+  local m="$MODELS" name plain="$O/graph_off.json" on="$O/graph_on.json"
+  [ -f "$m/mlp/model.onnx" ] || python3 "$B/make_models.py" "$m" > "$O/make_models.log" 2>&1 ||
+    { tail -5 "$O/make_models.log"; return; }
+  printf '{"providers":[{"name":"cuda"},{"name":"cpu"}]}\n' > "$plain"
+  printf '{"providers":[{"name":"cuda","options":{"enable_cuda_graph":"1"}},{"name":"cpu"}],"session":{"log_severity":"info"}}\n' > "$on"
+  for name in mlp bert_layer convnet matmul_1024; do
+    "$ONYX" bench "$m/$name" --config "$plain" --inputs "$m/$name/test_data_set_0" \
+      --iters 200 --warmup 20 --io device 2> "$O/graph_off_$name.log"
+    "$ONYX" bench "$m/$name" --config "$on" --inputs "$m/$name/test_data_set_0" \
+      --iters 200 --warmup 20 --io device 2> "$O/graph_$name.log"
+    echo "$name: $(grep -cE 'captured the run as a graph' "$O/graph_$name.log") captured; $(grep -E 'cannot use them|capturing the run as a graph failed|instead of replaying' "$O/graph_$name.log" | head -1 | cut -c1-240)"
+  done 2>&1 | tee "$O/graph_bench.jsonl"
 }
 
 # STEPS (default "1 2 3 4 5 6 7") picks the steps to run.

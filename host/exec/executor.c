@@ -4,6 +4,7 @@
  * producer's provider recorded (ox_streams.h); frees each slot after its last
  * use, or once every stream that touched it is past it; and synchronizes
  * every provider stream before returning. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -553,6 +554,376 @@ static OnyxStatus* ox_sync_all(OxProgram* s) {
   return first;
 }
 
+/* --- run graphs (ONYX_EXT_RUN_GRAPH, onyx_ep.h; docs/abi.md) ------------------------------
+ * A provider whose EP offers the extension records the device work of one
+ * run and replays it. The plan must allow it (every step a kernel of that
+ * EP, or a copy of a graph input or output), and so must each run: inputs
+ * and requested outputs bound in the EP's default memory. After the
+ * extension's warm-up runs, one run is captured; every buffer it allocates
+ * is held by the graph, so its addresses stay valid; later runs with the
+ * captured input shapes and input and output addresses replay the graph
+ * instead of running the steps. Anything else runs the steps as usual, with
+ * the reason logged (at info the first time, at verbose after), or fails
+ * when the extension says `required`. */
+enum { OX_RG_WARMUP = 0, OX_RG_READY = 1, OX_RG_OFF = 2 };
+enum { OX_RG_NORMAL = 0, OX_RG_CAPTURE = 1, OX_RG_REPLAY = 2 };
+
+typedef struct OxRgValue {
+  const void* data;
+  OnyxElemType type;
+  size_t rank;
+  int64_t* dims;
+} OxRgValue;
+
+typedef struct OxRunGraph {
+  int32_t ep; /* -1: no provider of the program offers run graphs */
+  const OnyxRunGraphExt* ext;
+  OnyxMemoryDevice mem;  /* the EP's default memory */
+  char plan_reason[256]; /* why the plan rules graphs out; "" when it allows them */
+  pthread_rwlock_t gate; /* runs hold it shared; a capture holds it alone */
+  pthread_mutex_t lock;  /* the fields below */
+  int state;             /* OX_RG_* */
+  uint32_t warm;         /* eligible runs executed as usual so far */
+  uint64_t graph;        /* the provider's graph (state READY) */
+  char off_reason[512];  /* why graphs stopped (state OFF) */
+  OxRgValue* values;     /* the captured run's inputs, then its outputs */
+  bool* wanted;          /* the captured run's requested outputs */
+  OxTensor** held;       /* the captured run's buffers */
+  size_t n_held, cap_held;
+  uint32_t logged; /* a bit per fallback reason already logged at info */
+} OxRunGraph;
+
+static void ox_rg_clear_capture(OxRunGraph* g, size_t n_values) {
+  for (size_t i = 0; i < g->n_held; i++)
+    ox_tensor_free(g->held[i]);
+  free(g->held);
+  g->held = NULL;
+  g->n_held = g->cap_held = 0;
+  for (size_t i = 0; g->values && i < n_values; i++)
+    free(g->values[i].dims);
+  free(g->values);
+  free(g->wanted);
+  g->values = NULL;
+  g->wanted = NULL;
+}
+
+void ox_run_graph_free(OxProgram* s) {
+  OxRunGraph* g = s->plan.run_graph;
+  s->plan.run_graph = NULL;
+  if (!g) return;
+  if (g->ep >= 0 && g->state == OX_RG_READY && g->ext->release_graph)
+    g->ext->release_graph(s->eps[g->ep].ep, g->graph);
+  ox_rg_clear_capture(g, s->graph->n_inputs + s->graph->n_outputs);
+  pthread_rwlock_destroy(&g->gate);
+  pthread_mutex_destroy(&g->lock);
+  free(g);
+}
+
+OnyxStatus* ox_run_graph_hold(OxRunGraph* g, const OxTensor* t) {
+  if (!t->buffer) return NULL; /* the caller's memory (a bound tensor): not the arena's */
+  if (g->n_held == g->cap_held) {
+    size_t cap = g->cap_held ? 2 * g->cap_held : 16;
+    OxTensor** grown = realloc(g->held, cap * sizeof *grown);
+    if (!grown) return ox_oom();
+    g->held = grown;
+    g->cap_held = cap;
+  }
+  OxTensor* v = NULL;
+  OX_TRY(ox_tensor_view(t, t->dims, t->rank, &v));
+  g->held[g->n_held++] = v;
+  return NULL;
+}
+
+static const OnyxRunGraphExt* ox_rg_ext(const OnyxEp* ep) {
+  for (const OnyxExtension* x = ep->next; x; x = x->next)
+    if (x->type == ONYX_EXT_RUN_GRAPH && x->struct_size >= sizeof(OnyxRunGraphExt)) {
+      const OnyxRunGraphExt* e = (const OnyxRunGraphExt*)x;
+      if (e->capture_begin && e->capture_end && e->replay) return e;
+    }
+  return NULL;
+}
+
+/* Whether the plan allows graphs: every step a kernel of EP `ep`, or a copy
+ * of a graph input or into a graph output (such copies move no data when
+ * the value is bound in the EP's memory; the capture checks it). */
+static void ox_rg_check_plan(const OxProgram* s, OxRunGraph* g) {
+  const OxPlan* P = &s->plan;
+  char* r = g->plan_reason;
+  size_t n = sizeof g->plan_reason;
+  if (!s->eps[g->ep].stream) {
+    snprintf(r, n, "provider '%s' has no stream", s->eps[g->ep].name);
+    return;
+  }
+  /* Nodes elsewhere first: they are the cause of any copy between them. */
+  for (size_t i = 0; i < P->n_steps; i++) {
+    const OxStep* st = &P->steps[i];
+    if (st->kind == OX_STEP_HOST) {
+      snprintf(r, n, "node '%s' (%s) runs on the host", st->node->name, st->node->op_type);
+      return;
+    }
+    if (st->kind != OX_STEP_COPY && st->ep != g->ep) {
+      const char* who =
+          st->kind == OX_STEP_KERNEL ? st->node->name : s->part.groups[st->group].name;
+      const char* op = st->kind == OX_STEP_KERNEL ? st->node->op_type : "fused group";
+      snprintf(r, n, "node '%s' (%s) runs on provider '%s'", who, op, s->eps[st->ep].name);
+      return;
+    }
+  }
+  for (size_t i = 0; i < P->n_steps; i++) {
+    const OxStep* st = &P->steps[i];
+    if (st->kind != OX_STEP_COPY) continue;
+    bool io = false;
+    for (size_t k = 0; !io && k < s->graph->n_outputs; k++)
+      io = P->output_slots[k] == st->out[0];
+    for (size_t k = 0; !io && k < s->graph->n_inputs; k++)
+      io = P->input_slots[k] == st->in[0];
+    if (!io) {
+      snprintf(r, n, "value '%s' is copied between memories during the run",
+               P->slots[st->in[0]].value ? P->slots[st->in[0]].value->name : "?");
+      return;
+    }
+  }
+}
+
+/* The program's run graph state, made at its first run; NULL when no
+ * provider offers run graphs. */
+static OxRunGraph* ox_rg_get(OxProgram* s) {
+  OxRunGraph* g = __atomic_load_n(&s->plan.run_graph, __ATOMIC_ACQUIRE);
+  if (g) return g->ep >= 0 ? g : NULL;
+  g = calloc(1, sizeof *g);
+  if (!g) return NULL; /* out of memory: the run goes on without graphs */
+  g->ep = -1;
+  for (size_t e = 0; e < s->n_eps && g->ep < 0; e++) {
+    const OnyxRunGraphExt* x = ox_rg_ext(s->eps[e].ep);
+    if (!x) continue;
+    g->ep = (int32_t)e;
+    g->ext = x;
+    g->mem = ox_ep_memory(s->eps, (int32_t)e, ONYX_MEM_DEFAULT);
+  }
+  pthread_rwlock_init(&g->gate, NULL);
+  pthread_mutex_init(&g->lock, NULL);
+  if (g->ep >= 0) {
+    ox_rg_check_plan(s, g);
+    if (g->plan_reason[0])
+      ox_program_log(s, ONYX_LOG_WARNING,
+                     "provider '%s': run graphs are on but this session cannot use them: %s; "
+                     "its runs execute node by node",
+                     s->eps[g->ep].name, g->plan_reason);
+  }
+  OxRunGraph* expected = NULL;
+  if (!__atomic_compare_exchange_n(&s->plan.run_graph, &expected, g, false, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    pthread_rwlock_destroy(&g->gate);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+    g = expected;
+  }
+  return g->ep >= 0 ? g : NULL;
+}
+
+static bool ox_rg_same(const OxRgValue* v, const OxTensor* t) {
+  if (v->data != t->data || v->type != t->type || v->rank != t->rank) return false;
+  for (size_t k = 0; k < v->rank; k++)
+    if (v->dims[k] != t->dims[k]) return false;
+  return true;
+}
+
+/* Why this run cannot use the graph (written to `why`), or false when it can. */
+static bool ox_rg_run_reason(const OxProgram* s, const OxRunGraph* g, OxTensor* const* feeds,
+                             const bool* wanted, OxTensor* const* presets, char* why, size_t n,
+                             uint32_t* kind) {
+  const OxPlan* P = &s->plan;
+  const OxSessionRt* rt = s->cfg.rt;
+  if (g->plan_reason[0]) {
+    snprintf(why, n, "%s", g->plan_reason);
+    *kind = 0; /* a warning when the session's first run found it */
+    return true;
+  }
+  if (rt && rt->dump_nodes) {
+    snprintf(why, n, "node dumps (ONYX_DUMP_NODES) read values between the nodes");
+    *kind = 2;
+    return true;
+  }
+  for (size_t i = 0; i < s->graph->n_inputs; i++) {
+    const OxTensor* t = feeds[i];
+    size_t slot = P->input_slots[i];
+    if (!t || t->vkind != OX_RT_TENSOR || !ox_memory_equal(&t->device, &g->mem)) {
+      snprintf(why, n, "input '%s' is not bound in the provider's device memory (IO binding)",
+               s->graph->inputs[i]->name);
+      *kind = 4;
+      return true;
+    }
+    if (!ox_memory_equal(&P->slots[slot].mem, &g->mem) && !ox_only_copies_to(P, slot, &g->mem)) {
+      snprintf(why, n, "input '%s' is also read in another memory", s->graph->inputs[i]->name);
+      *kind = 4;
+      return true;
+    }
+  }
+  for (size_t i = 0; i < s->graph->n_outputs; i++) {
+    if (!wanted[i]) continue;
+    const OxTensor* u = presets ? presets[i] : NULL;
+    if (!u || u->vkind != OX_RT_TENSOR || !ox_memory_equal(&u->device, &g->mem)) {
+      snprintf(why, n,
+               "output '%s' is not bound at a fixed address in the provider's device memory (IO "
+               "binding)",
+               s->graph->outputs[i]->name);
+      *kind = 8;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* How this run goes: OX_RG_NORMAL, _CAPTURE or _REPLAY, holding g->gate
+ * (alone for a capture); or an error when graphs are required. */
+static OnyxStatus* ox_rg_decide(OxProgram* s, OxRunGraph* g, const OnyxRunOptions* run,
+                                OxTensor* const* feeds, const bool* wanted,
+                                OxTensor* const* presets, int* mode) {
+  char why[512];
+  uint32_t kind = 0;
+  bool off = ox_rg_run_reason(s, g, feeds, wanted, presets, why, sizeof why, &kind);
+  *mode = OX_RG_NORMAL;
+  pthread_mutex_lock(&g->lock);
+  if (!off && g->state == OX_RG_OFF) {
+    snprintf(why, sizeof why, "%s", g->off_reason);
+    off = true;
+    kind = 0; /* logged when graphs stopped */
+  }
+  if (!off && g->state == OX_RG_READY) {
+    size_t n_in = s->graph->n_inputs;
+    for (size_t i = 0; i < n_in && !off; i++)
+      off = !ox_rg_same(&g->values[i], feeds[i]);
+    for (size_t i = 0; i < s->graph->n_outputs && !off; i++)
+      off =
+          g->wanted[i] != wanted[i] || (wanted[i] && !ox_rg_same(&g->values[n_in + i], presets[i]));
+    if (off) {
+      snprintf(why, sizeof why,
+               "the inputs' shapes or the bound input and output addresses differ from the "
+               "captured run's");
+      kind = 16;
+    } else {
+      *mode = OX_RG_REPLAY;
+    }
+  }
+  bool capture = false;
+  if (!off && g->state == OX_RG_WARMUP) {
+    uint32_t need = g->ext->warmup_runs ? g->ext->warmup_runs : 1;
+    if (g->warm >= need)
+      capture = true;
+    else
+      g->warm++;
+  }
+  bool first = kind && !(g->logged & kind);
+  g->logged |= kind;
+  pthread_mutex_unlock(&g->lock);
+  const char* name = s->eps[g->ep].name;
+  if (off) {
+    if (g->ext->required)
+      return ox_status(ONYX_RUNTIME_ERROR,
+                       "provider '%s': the run cannot replay a graph and graphs are required: %s",
+                       name, why);
+    ox_run_log(s, run, first ? ONYX_LOG_INFO : ONYX_LOG_VERBOSE,
+               "provider '%s': this run executes node by node instead of replaying a graph: %s",
+               name, why);
+  }
+  if (capture && !pthread_rwlock_trywrlock(&g->gate)) {
+    pthread_mutex_lock(&g->lock);
+    capture = g->state == OX_RG_WARMUP; /* no other run captured meanwhile */
+    pthread_mutex_unlock(&g->lock);
+    if (capture) {
+      *mode = OX_RG_CAPTURE;
+      return NULL;
+    }
+    pthread_rwlock_unlock(&g->gate);
+  }
+  /* A run executed node by node or replayed, or a capture that found other
+   * runs in flight (a later run captures): shared, waiting for a capture. */
+  pthread_rwlock_rdlock(&g->gate);
+  return NULL;
+}
+
+/* Graphs stop for the session (under no lock; the caller holds the gate). */
+static void ox_rg_stop(OxProgram* s, OxRunGraph* g, const OnyxRunOptions* run, const char* why) {
+  pthread_mutex_lock(&g->lock);
+  g->state = OX_RG_OFF;
+  snprintf(g->off_reason, sizeof g->off_reason, "capturing the run failed earlier (%s)", why);
+  ox_rg_clear_capture(g, s->graph->n_inputs + s->graph->n_outputs);
+  pthread_mutex_unlock(&g->lock);
+  ox_run_log(s, run, ONYX_LOG_WARNING,
+             "provider '%s': capturing the run as a graph failed: %s; this run and the "
+             "session's later runs execute node by node",
+             s->eps[g->ep].name, why);
+}
+
+/* Keeps what a replay is checked against: the inputs and the requested
+ * outputs of the captured run. */
+static OnyxStatus* ox_rg_keep_signature(OxProgram* s, OxRunGraph* g, OxTensor* const* feeds,
+                                        const bool* wanted, OxTensor* const* presets) {
+  size_t n_in = s->graph->n_inputs, n_out = s->graph->n_outputs;
+  g->values = calloc(n_in + n_out + 1, sizeof *g->values);
+  g->wanted = calloc(n_out + 1, sizeof *g->wanted);
+  if (!g->values || !g->wanted) return ox_oom();
+  for (size_t i = 0; i < n_in + n_out; i++) {
+    const OxTensor* t = i < n_in ? feeds[i] : wanted[i - n_in] ? presets[i - n_in] : NULL;
+    if (i >= n_in) g->wanted[i - n_in] = wanted[i - n_in];
+    if (!t) continue;
+    OxRgValue* v = &g->values[i];
+    v->data = t->data;
+    v->type = t->type;
+    v->rank = t->rank;
+    v->dims = malloc((t->rank + 1) * sizeof *v->dims);
+    if (!v->dims) return ox_oom();
+    if (t->rank) memcpy(v->dims, t->dims, t->rank * sizeof *v->dims);
+  }
+  return NULL;
+}
+
+/* A replay: one launch on the provider's stream, then the run's end as
+ * usual (every stream synchronized); the requested outputs are the bound
+ * tensors, written by the graph. */
+static OnyxStatus* ox_rg_replay(OxProgram* s, OxRunGraph* g, const OnyxRunOptions* run,
+                                OxTensor** fetched, const bool* wanted, OxTensor* const* presets) {
+  OxEpSlot* e = &s->eps[g->ep];
+  OxSessionRt* rt = s->cfg.rt;
+  uint64_t run_id = rt ? __atomic_add_fetch(&rt->runs, 1, __ATOMIC_RELAXED) : 0;
+  OxProfiler* prof = rt ? rt->profiler : NULL;
+  double t0 = ox_profiler_now(prof);
+  bool nvtx = ox_nvtx_run_push(rt, run);
+  OnyxStatus* err = g->ext->replay(e->ep, e->stream, g->graph);
+  if (err) err = ox_status_wrap(err, "provider '%s': replaying the run's graph", e->name);
+  OnyxStatus* sync = ox_sync_all(s);
+  if (!err)
+    err = sync;
+  else
+    ox_status_free(sync);
+  for (size_t i = 0; !err && i < s->graph->n_outputs; i++)
+    if (wanted[i]) err = ox_alias_of(presets[i], &fetched[i]);
+  if (err)
+    for (size_t i = 0; i < s->graph->n_outputs; i++) {
+      ox_tensor_free(fetched[i]);
+      fetched[i] = NULL;
+    }
+  else
+    ox_run_log(s, run, ONYX_LOG_VERBOSE,
+               "run %llu: provider '%s' replayed the run's graph (%zu steps)",
+               (unsigned long long)run_id, e->name, s->plan.n_steps);
+  if (nvtx) ox_nvtx_pop();
+  if (prof) {
+    /* The run's one event: its steps ran inside the graph, unseen by the host. */
+    json_t* args = json_object();
+    if (args) {
+      json_object_set_new(args, "run", json_integer((json_int_t)run_id));
+      json_object_set_new(args, "steps", json_integer((json_int_t)s->plan.n_steps));
+      json_object_set_new(args, "graph", json_string("replay"));
+      json_object_set_new(args, "status", json_string(err ? "error" : "ok"));
+      if (run && run->tag) json_object_set_new(args, "run_tag", json_string(run->tag));
+    }
+    ox_profiler_complete(prof, "run", run && run->tag && *run->tag ? run->tag : "run", t0,
+                         ox_profiler_now(prof) - t0, args);
+  }
+  return err;
+}
+
 /* --- one run's view of the streams (ox_streams.h) -------------------------------------- */
 typedef struct OxRunSync {
   const OxStreamPlan* sp;
@@ -739,10 +1110,94 @@ OnyxStatus* ox_execute_nested(const OxFrame* parent, OxProgram* s, OxTensor** fe
   return ox_execute_in(s, parent->run, feeds, fetched, wanted, NULL, NULL, parent);
 }
 
+static OnyxStatus* ox_execute_body(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
+                                   OxTensor** fetched, const bool* wanted,
+                                   OxTensor* const* preset_outputs,
+                                   const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent,
+                                   OxRunGraph* capture);
+
+/* A run: replayed from the program's run graph, captured into it, or
+ * executed step by step (docs/abi.md, "Run graphs"). */
 static OnyxStatus* ox_execute_in(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                                  OxTensor** fetched, const bool* wanted,
                                  OxTensor* const* preset_outputs,
                                  const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent) {
+  OxRunGraph* g = parent ? NULL : ox_rg_get(s);
+  if (!g)
+    return ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, NULL);
+  int mode = OX_RG_NORMAL;
+  OX_TRY(ox_rg_decide(s, g, run, feeds, wanted, preset_outputs, &mode));
+  OnyxStatus* err;
+  if (mode == OX_RG_REPLAY) {
+    OxLogScope scope = ox_log_scope_enter(s, run);
+    err = ox_rg_replay(s, g, run, fetched, wanted, preset_outputs);
+    ox_log_scope_leave(scope);
+  } else if (mode == OX_RG_CAPTURE) {
+    err = ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, g);
+    pthread_mutex_lock(&g->lock);
+    bool ready = g->state == OX_RG_READY;
+    pthread_mutex_unlock(&g->lock);
+    if (!ready) {
+      ox_rg_stop(s, g, run, err ? err->message : "no graph was made");
+      if (!g->ext->required) {
+        ox_status_free(err);
+        err = ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent,
+                              NULL);
+      } else if (err) {
+        err = ox_status_wrap(err, "provider '%s': capturing the run as a graph (required)",
+                             s->eps[g->ep].name);
+      }
+    }
+  } else {
+    err = ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, NULL);
+  }
+  pthread_rwlock_unlock(&g->gate);
+  return err;
+}
+
+/* Begins a capture into g (its signature first) on its provider's stream. */
+static OnyxStatus* ox_rg_begin(OxProgram* s, OxRunGraph* g, OxTensor* const* feeds,
+                               const bool* wanted, OxTensor* const* presets) {
+  OX_TRY(ox_rg_keep_signature(s, g, feeds, wanted, presets));
+  OxEpSlot* e = &s->eps[g->ep];
+  OnyxStatus* err = g->ext->capture_begin(e->ep, e->stream);
+  return err ? ox_status_wrap(err, "provider '%s': beginning the capture", e->name) : NULL;
+}
+
+/* Ends the capture begun by ox_rg_begin: keeps the graph when the run
+ * succeeded and wrote every requested output in its bound tensor. */
+static OnyxStatus* ox_rg_end(OxFrame* f, OxRunGraph* g, OnyxStatus* err, const bool* wanted,
+                             OxTensor* const* presets) {
+  OxProgram* s = f->prog;
+  for (size_t i = 0; !err && i < s->graph->n_outputs; i++) {
+    const OxTensor* v = f->values[s->plan.output_slots[i]];
+    if (wanted[i] && (!v || v->data != presets[i]->data))
+      err = ox_status(ONYX_RUNTIME_ERROR, "output '%s' was not written in its bound tensor",
+                      s->graph->outputs[i]->name);
+  }
+  OxEpSlot* e = &s->eps[g->ep];
+  uint64_t id = 0;
+  OnyxStatus* end = g->ext->capture_end(e->ep, e->stream, err ? 0 : 1, &id);
+  if (end && !err) return ox_status_wrap(end, "provider '%s': ending the capture", e->name);
+  ox_status_free(end);
+  if (err) return err;
+  pthread_mutex_lock(&g->lock);
+  g->graph = id;
+  g->state = OX_RG_READY;
+  size_t held = g->n_held;
+  pthread_mutex_unlock(&g->lock);
+  ox_run_log(s, f->run, ONYX_LOG_INFO,
+             "provider '%s': captured the run as a graph (%zu steps, %zu buffers held for it); "
+             "later runs with the same bound inputs and outputs replay it",
+             e->name, s->plan.n_steps, held);
+  return NULL;
+}
+
+static OnyxStatus* ox_execute_body(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
+                                   OxTensor** fetched, const bool* wanted,
+                                   OxTensor* const* preset_outputs,
+                                   const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent,
+                                   OxRunGraph* capture) {
   const OxPlan* P = &s->plan;
   OxSessionRt* rt = s->cfg.rt;
   ox_dump_plans_once(s, rt);
@@ -787,7 +1242,15 @@ static OnyxStatus* ox_execute_in(OxProgram* s, const OnyxRunOptions* run, OxTens
   if (!err) err = ox_memplan_run_begin(s, &memrun);
   f.memrun = &memrun;
   if (!err) err = ox_run_sync_begin(s, &rsync);
+  bool capturing = false;
+  if (!err && capture) {
+    err = ox_rg_begin(s, capture, feeds, wanted, preset_outputs);
+    capturing = !err;
+    f.capture = capture;
+  }
   if (!err) err = ox_execute_steps(&f, rt, borrowed, &rsync, &charges);
+  if (capturing) err = ox_rg_end(&f, capture, err, wanted, preset_outputs);
+  f.capture = NULL;
   OnyxStatus* sync = ox_sync_all(s);
   ox_run_sync_end(s, &rsync); /* every stream is past this run's events */
   if (!err)
@@ -869,6 +1332,11 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
       json_decref(in_shapes);
     if (!err && charges->bytes && !aliased) err = ox_charge_outputs(f, charges, st, borrowed);
     if (!err && st->kind == OX_STEP_COPY && !aliased) ox_copy_done(r, st, ss->copy_path, i);
+    if (!err && f->capture && st->kind == OX_STEP_COPY && !aliased)
+      err = ox_status(ONYX_RUNTIME_ERROR,
+                      "value '%s' was copied between memories (a graph "
+                      "records device work only)",
+                      P->slots[st->in[0]].value->name);
     if (!err) err = ox_record_crossing(f, r, i);
     if (!err && rt && (rt->dump_nodes & 2) && ss->agent >= 0) {
       /* The dump reads the outputs: wait for the stream that writes them. */

@@ -54,6 +54,14 @@ OnyxStatus* ox_frame_alloc_output(OxFrame* f, const OxStep* st, size_t o, const 
   if (!t)
     OX_TRY(ox_ep_alloc_tensor(s->eps, st->out_ep[o], (OnyxMemType)st->out_mem[o].mem_type,
                               s->cfg.max_tensor_bytes, type, dims, rank, &t));
+  if (f->capture) {
+    /* A captured run's buffers belong to its graph from now on. */
+    OnyxStatus* err = ox_run_graph_hold(f->capture, t);
+    if (err) {
+      ox_tensor_free(t);
+      return err;
+    }
+  }
   *out = t;
   return NULL;
 }

@@ -36,6 +36,9 @@ typedef struct OxFrame {
    * live_bytes, else the bytes charged plus one (executor.c). Without it
    * (constant folding) what is charged stays charged. */
   size_t* charged;
+  /* The run graph this run is being captured into (executor.c, "run
+   * graphs"), or NULL: every buffer a step allocates is held by it. */
+  struct OxRunGraph* capture;
 } OxFrame;
 
 struct OnyxKernelContext {
@@ -54,6 +57,16 @@ bool ox_frame_should_stop(const OxFrame* f);
  * is charged (host/exec/executor.c). */
 OnyxStatus* ox_frame_charge_output(OxFrame* f, const OxStep* st, size_t slot, OnyxElemType type,
                                    const int64_t* dims, size_t rank);
+
+/* During a capture (f->capture): keeps a reference on t's buffer until the
+ * run graph is released, so a replay's recorded addresses stay the graph's
+ * (host/exec/executor.c). */
+OnyxStatus* ox_run_graph_hold(struct OxRunGraph* g, const OxTensor* t);
+
+/* Releases the program's run graph (the provider's graph, then the buffers
+ * held for it): by the session, before its plan is cleared, while the EPs
+ * are alive (host/exec/executor.c). */
+void ox_run_graph_free(struct OxProgram* s);
 
 /* Index of the provider whose allocator serves memory `mem` (-1: none). */
 int32_t ox_program_ep_for_memory(struct OxProgram* p, const OnyxMemoryDevice* mem);

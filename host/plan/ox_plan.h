@@ -68,6 +68,10 @@ typedef struct OxPlan {
    * read by runs without a lock: it is written only while the session is
    * created and freed with the plan. */
   struct OxMemPlan* memplan;
+  /* The run graph of a provider with ONYX_EXT_RUN_GRAPH, made at the first
+   * run and released by ox_run_graph_free (host/exec/executor.c, ox_frame.h)
+   * before the plan is cleared; NULL before. */
+  struct OxRunGraph* run_graph;
 } OxPlan;
 
 OnyxStatus* ox_plan_build(struct OxProgram* s);

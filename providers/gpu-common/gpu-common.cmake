@@ -25,6 +25,7 @@ set(ONYX_GPU_COMMON_DEVICE_SOURCES
 # The host emulation of the device side, for the test-only provider "gpuemu"
 # (tests/unit/gpu): plain C, no GPU toolchain needed.
 set(ONYX_GPU_COMMON_EMU_SOURCES ${ONYX_GPU_COMMON_DIR}/gpu_emu.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_emu_graph.c
   ${ONYX_GPU_COMMON_DIR}/gpu_emu_grad.c)
 set(ONYX_GPU_COMMON_HEADERS
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels_body.h

@@ -156,7 +156,21 @@ static bool parse_u64(const char* s, uint64_t* out) {
 }
 
 static const char* const g_common_keys[] = {"device_id", "gpu_mem_limit", "arena_extend_strategy",
-                                            "use_tf32"};
+                                            "use_tf32", "enable_cuda_graph"};
+
+/* enable_cuda_graph: 0 off (the default), 1 on (a run that cannot use the
+ * graph runs node by node), 2 required (such a run fails). */
+static bool parse_graph_mode(const char* v, int* mode) {
+  if (!strcmp(v, "0") || !strcmp(v, "false"))
+    *mode = 0;
+  else if (!strcmp(v, "1") || !strcmp(v, "true"))
+    *mode = 1;
+  else if (!strcmp(v, "required"))
+    *mode = 2;
+  else
+    return false;
+  return true;
+}
 
 static OnyxStatus* unknown_key(const char* key) {
   char known[512];
@@ -212,6 +226,12 @@ OnyxStatus* gpu_parse_options(GpuEp* g, const OnyxOptions* o, size_t device_inde
         g->use_tf32 = false;
       else
         return bad_value(key, v, "0 (float32, the default) or 1 (TF32 tensor-core math)");
+    } else if (!strcmp(key, "enable_cuda_graph")) {
+      int mode;
+      if (!parse_graph_mode(v, &mode))
+        return bad_value(key, v,
+                         "0 (off, the default), 1 (capture a run as a graph and replay it) or "
+                         "required (a run that cannot replay the graph fails)");
     } else {
       bool vendor_key = false;
       for (const char* const* k = gpu_vendor.option_keys; k && *k; k++)
@@ -651,10 +671,168 @@ static void gpu_release_event(OnyxEp* ep, OnyxEvent* e) {
   free(e);
 }
 
+/* --- run graphs (ONYX_EXT_RUN_GRAPH; docs/providers/cuda.md "CUDA graphs") ----------------------
+ * With enable_cuda_graph the EP offers the host the extension: the host
+ * captures one run's work on the EP's stream (stream capture, relaxed
+ * mode) and replays it with one graph launch. The executable graphs live in
+ * the EP, numbered from 1. */
+
+/* An EP as create_ep allocates it: the GpuEp first (an OnyxEp* is still a
+ * GpuEp*), then the run-graph state. */
+typedef struct GpuEpFull {
+  GpuEp g;
+  int graph_mode; /* enable_cuda_graph: 0 off, 1 on, 2 required */
+  OnyxRunGraphExt graph_ext;
+  pthread_mutex_t graph_lock; /* graphs */
+  void** graphs;              /* executable graphs; NULL where released */
+  size_t n_graphs;
+} GpuEpFull;
+
+static GpuEpFull* gpu_full(OnyxEp* ep) {
+  return (GpuEpFull*)(void*)ep;
+}
+
+static OnyxStatus* gpu_capture_stream(GpuEp* g, OnyxStream* s, const char* slot) {
+  OnyxStatus* st = check_stream(g, s, slot);
+  if (!st && !s)
+    st = gpu_host->status_create(ONYX_INVALID_ARGUMENT, "%s: %s: a graph needs the EP's stream",
+                                 gpu_vendor.name, slot);
+  return st;
+}
+
+static OnyxStatus* gpu_capture_begin(OnyxEp* ep, OnyxStream* s) {
+  GpuEp* g = gpu_ep(ep);
+  OnyxStatus* st = gpu_capture_stream(g, s, "capture_begin");
+  if (st) return st;
+  int err = gpurt_set_device(g->device);
+  if (!err) err = gpurt_stream_begin_capture(s->handle);
+  if (err) {
+    gpurt_last_error(); /* cleared: the run goes on node by node */
+    return gpu_rt_error(ONYX_RUNTIME_ERROR, err, "beginning the graph capture on the EP's stream");
+  }
+  return NULL;
+}
+
+static OnyxStatus* gpu_capture_end(OnyxEp* ep, OnyxStream* s, int32_t keep, uint64_t* id) {
+  GpuEp* g = gpu_ep(ep);
+  GpuEpFull* full = gpu_full(ep);
+  *id = 0;
+  OnyxStatus* st = gpu_capture_stream(g, s, "capture_end");
+  if (st) return st;
+  void* graph = NULL;
+  void* exec = NULL;
+  int err = gpurt_set_device(g->device);
+  const char* what = "selecting the device";
+  if (!err) {
+    err = gpurt_stream_end_capture(s->handle, &graph);
+    what = "ending the graph capture (a call during the run that synchronizes the stream or "
+           "copies between host and device invalidates it)";
+  }
+  if (!err && keep) {
+    err = gpurt_graph_instantiate(&exec, graph);
+    what = "instantiating the captured graph";
+  }
+  gpurt_graph_destroy(graph);
+  if (!err && keep) {
+    /* The captured work has not run yet: this launch is the run's. */
+    err = gpurt_graph_launch(exec, s->handle);
+    what = "launching the captured graph";
+  }
+  if (err || !keep) {
+    gpurt_graph_exec_destroy(exec);
+    gpurt_last_error(); /* a failed capture's error is reported here, not by a later sync */
+    return err ? gpu_rt_error(ONYX_RUNTIME_ERROR, err, what) : NULL;
+  }
+  pthread_mutex_lock(&full->graph_lock);
+  void** grown = realloc(full->graphs, (full->n_graphs + 1) * sizeof *grown);
+  if (grown) {
+    full->graphs = grown;
+    full->graphs[full->n_graphs++] = exec;
+    *id = full->n_graphs;
+  }
+  pthread_mutex_unlock(&full->graph_lock);
+  if (!grown) {
+    gpurt_stream_sync(s->handle);
+    gpurt_graph_exec_destroy(exec);
+    return gpu_host->status_create(ONYX_OUT_OF_MEMORY, "%s: out of memory", gpu_vendor.name);
+  }
+  return NULL;
+}
+
+/* The executable graph `id`, or NULL. */
+static void* gpu_graph_exec(GpuEpFull* full, uint64_t id) {
+  pthread_mutex_lock(&full->graph_lock);
+  void* exec = id >= 1 && id <= full->n_graphs ? full->graphs[id - 1] : NULL;
+  pthread_mutex_unlock(&full->graph_lock);
+  return exec;
+}
+
+static OnyxStatus* gpu_replay(OnyxEp* ep, OnyxStream* s, uint64_t id) {
+  GpuEp* g = gpu_ep(ep);
+  OnyxStatus* st = gpu_capture_stream(g, s, "replay");
+  if (st) return st;
+  void* exec = gpu_graph_exec(gpu_full(ep), id);
+  if (!exec)
+    return gpu_host->status_create(ONYX_INVALID_ARGUMENT, "%s: replay: no graph %" PRIu64,
+                                   gpu_vendor.name, id);
+  int err = gpurt_set_device(g->device);
+  if (!err) err = gpurt_graph_launch(exec, s->handle);
+  return err ? gpu_rt_error(ONYX_RUNTIME_ERROR, err, "launching the run's graph") : NULL;
+}
+
+static void gpu_release_graph(OnyxEp* ep, uint64_t id) {
+  GpuEpFull* full = gpu_full(ep);
+  pthread_mutex_lock(&full->graph_lock);
+  void* exec = NULL;
+  if (id >= 1 && id <= full->n_graphs) {
+    exec = full->graphs[id - 1];
+    full->graphs[id - 1] = NULL;
+  }
+  pthread_mutex_unlock(&full->graph_lock);
+  if (!exec) return;
+  gpurt_set_device(full->g.device);
+  gpurt_graph_exec_destroy(exec);
+}
+
+/* Reads enable_cuda_graph (validated by gpu_parse_options) and, when it is
+ * on, puts the extension on the EP's chain. */
+static void gpu_graph_init(GpuEpFull* full, const OnyxOptions* o, bool log) {
+  pthread_mutex_init(&full->graph_lock, NULL);
+  const char* v = gpu_host->options_get(o, "enable_cuda_graph");
+  if (!v || !parse_graph_mode(v, &full->graph_mode) || !full->graph_mode) return;
+  full->graph_ext = (OnyxRunGraphExt){
+      .base = {.struct_size = sizeof(OnyxRunGraphExt), .type = ONYX_EXT_RUN_GRAPH, .next = NULL},
+      .required = full->graph_mode == 2,
+      .warmup_runs = 1,
+      .capture_begin = gpu_capture_begin,
+      .capture_end = gpu_capture_end,
+      .replay = gpu_replay,
+      .release_graph = gpu_release_graph};
+  full->g.ep.next = &full->graph_ext.base;
+  if (log)
+    gpu_host->log(ONYX_LOG_INFO, gpu_vendor.name,
+                  "option 'enable_cuda_graph' is %s: a run whose nodes all run here, with its "
+                  "inputs and outputs bound in device memory, is captured as a graph after one "
+                  "warm-up run and replayed by later runs with the same bindings%s",
+                  full->graph_mode == 2 ? "required" : "on",
+                  full->graph_mode == 2 ? "; any other run fails" : "");
+}
+
+static void gpu_graph_free(GpuEpFull* full) {
+  for (size_t i = 0; i < full->n_graphs; i++)
+    if (full->graphs[i]) {
+      gpurt_set_device(full->g.device);
+      gpurt_graph_exec_destroy(full->graphs[i]);
+    }
+  free(full->graphs);
+  pthread_mutex_destroy(&full->graph_lock);
+}
+
 /* --- EP lifetime -------------------------------------------------------------------------------
  */
 
 static void gpu_ep_free(GpuEp* g) {
+  gpu_graph_free((GpuEpFull*)g);
   if (gpu_vendor.ep_release) gpu_vendor.ep_release(g);
   stage_release(g);
   pthread_mutex_destroy(&g->stage_lock);
@@ -678,8 +856,10 @@ static void gpu_release_ep(OnyxEp* ep) {
 static OnyxStatus* gpu_create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* args,
                                  OnyxEp** out) {
   *out = NULL;
-  GpuEp* g = calloc(1, sizeof *g);
-  if (!g) return gpu_host->status_create(ONYX_OUT_OF_MEMORY, "%s: out of memory", gpu_vendor.name);
+  GpuEpFull* full = calloc(1, sizeof *full);
+  if (!full)
+    return gpu_host->status_create(ONYX_OUT_OF_MEMORY, "%s: out of memory", gpu_vendor.name);
+  GpuEp* g = &full->g;
   pthread_mutex_init(&g->mem_lock, NULL);
   pthread_mutex_init(&g->vendor_lock, NULL);
   pthread_mutex_init(&g->stage_lock, NULL);
@@ -738,6 +918,7 @@ static OnyxStatus* gpu_create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* 
                                     .device = pinned,
                                     .alloc = gpu_pinned_alloc,
                                     .free = gpu_pinned_free};
+  gpu_graph_init(full, args->options, !st); /* after the table: the extension hangs off ep.next */
   if (!st && gpu_vendor.ep_init) st = gpu_vendor.ep_init(g);
   if (st) {
     gpu_ep_free(g);

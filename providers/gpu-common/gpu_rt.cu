@@ -126,6 +126,15 @@ int gpurt_stream_wait_event(void* s, void* e) {
 
 int gpurt_memcpy_async(void* dst, const void* src, size_t bytes, GpuCopyKind kind, void* s) {
   if (!bytes) return 0;
+  if (kind != GPU_COPY_D2D) {
+    /* A graph would record the host address, and a replay would read or
+     * write host memory that belonged to the captured run: refused, which
+     * fails the capture (the run then executes node by node). */
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)s, &cap) == cudaSuccess &&
+        cap != cudaStreamCaptureStatusNone)
+      return (int)cudaErrorStreamCaptureUnsupported;
+  }
   return (int)cudaMemcpyAsync(dst, src, bytes,
                               kind == GPU_COPY_H2D   ? cudaMemcpyHostToDevice
                               : kind == GPU_COPY_D2H ? cudaMemcpyDeviceToHost
@@ -136,6 +145,36 @@ int gpurt_memcpy_async(void* dst, const void* src, size_t bytes, GpuCopyKind kin
 int gpurt_memset_async(void* dst, int value, size_t bytes, void* s) {
   if (!bytes) return 0;
   return (int)cudaMemsetAsync(dst, value, bytes, (cudaStream_t)s);
+}
+
+int gpurt_stream_begin_capture(void* s) {
+  return (int)cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeRelaxed);
+}
+
+int gpurt_stream_end_capture(void* s, void** graph) {
+  cudaGraph_t g = NULL;
+  cudaError_t e = cudaStreamEndCapture((cudaStream_t)s, &g);
+  *graph = (void*)g;
+  return (int)e;
+}
+
+int gpurt_graph_instantiate(void** exec, void* graph) {
+  cudaGraphExec_t x = NULL;
+  cudaError_t e = cudaGraphInstantiateWithFlags(&x, (cudaGraph_t)graph, 0);
+  *exec = e == cudaSuccess ? (void*)x : NULL;
+  return (int)e;
+}
+
+int gpurt_graph_destroy(void* graph) {
+  return graph ? (int)cudaGraphDestroy((cudaGraph_t)graph) : 0;
+}
+
+int gpurt_graph_launch(void* exec, void* s) {
+  return (int)cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)s);
+}
+
+int gpurt_graph_exec_destroy(void* exec) {
+  return exec ? (int)cudaGraphExecDestroy((cudaGraphExec_t)exec) : 0;
 }
 
 } /* extern "C" */

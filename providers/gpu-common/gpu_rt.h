@@ -54,8 +54,24 @@ int gpurt_event_sync(void* e);
 int gpurt_stream_wait_event(void* s, void* e);
 
 typedef enum GpuCopyKind { GPU_COPY_H2D = 0, GPU_COPY_D2H = 1, GPU_COPY_D2D = 2 } GpuCopyKind;
+/* A host <-> device copy on a capturing stream is refused
+ * (cudaErrorStreamCaptureUnsupported): a graph would keep the host address. */
 int gpurt_memcpy_async(void* dst, const void* src, size_t bytes, GpuCopyKind kind, void* s);
 int gpurt_memset_async(void* dst, int value, size_t bytes, void* s);
+
+/* Graphs (CUDA graphs, HIP graphs): the work queued on a stream between
+ * begin_capture and end_capture is recorded instead of run (relaxed capture
+ * mode: a cudaMalloc of an arena that grows during the capture runs at once
+ * and is not recorded; a call that synchronizes the stream still invalidates
+ * the capture; other threads are not affected). end_capture returns the recorded graph (also after
+ * a failure, when the runtime made one: destroy it); graph_instantiate makes an executable graph
+ * that graph_launch queues on a stream in one call. */
+int gpurt_stream_begin_capture(void* s);
+int gpurt_stream_end_capture(void* s, void** graph);
+int gpurt_graph_instantiate(void** exec, void* graph);
+int gpurt_graph_destroy(void* graph);
+int gpurt_graph_launch(void* exec, void* s);
+int gpurt_graph_exec_destroy(void* exec);
 
 #ifdef __cplusplus
 }

@@ -10,43 +10,56 @@
 
 #if defined(ONYX_GPU_HIP)
 #include <hip/hip_runtime.h>
-#define cudaError_t               hipError_t
-#define cudaSuccess               hipSuccess
-#define cudaErrorNoDevice         hipErrorNoDevice
-#define cudaErrorMemoryAllocation hipErrorOutOfMemory
-#define cudaStream_t              hipStream_t
-#define cudaEvent_t               hipEvent_t
-#define cudaDeviceProp            hipDeviceProp_t
-#define cudaGetDeviceCount        hipGetDeviceCount
-#define cudaGetDeviceProperties   hipGetDeviceProperties
-#define cudaSetDevice             hipSetDevice
-#define cudaGetErrorName          hipGetErrorName
-#define cudaGetErrorString        hipGetErrorString
-#define cudaGetLastError          hipGetLastError
-#define cudaMalloc                hipMalloc
-#define cudaFree                  hipFree
-#define cudaHostAlloc(p, n, f)    hipHostMalloc((p), (n), (f))
-#define cudaHostAllocPortable     hipHostMallocPortable
-#define cudaFreeHost              hipHostFree
-#define cudaStreamCreateWithFlags hipStreamCreateWithFlags
-#define cudaStreamNonBlocking     hipStreamNonBlocking
-#define cudaStreamDestroy         hipStreamDestroy
-#define cudaStreamSynchronize     hipStreamSynchronize
-#define cudaStreamWaitEvent       hipStreamWaitEvent
-#define cudaEventCreateWithFlags  hipEventCreateWithFlags
-#define cudaEventDisableTiming    hipEventDisableTiming
-#define cudaEventDestroy          hipEventDestroy
-#define cudaEventRecord           hipEventRecord
-#define cudaEventSynchronize      hipEventSynchronize
-#define cudaMemcpyAsync           hipMemcpyAsync
-#define cudaMemcpyDefault         hipMemcpyDefault
-#define cudaMemcpyHostToDevice    hipMemcpyHostToDevice
-#define cudaMemcpyDeviceToHost    hipMemcpyDeviceToHost
-#define cudaMemcpyDeviceToDevice  hipMemcpyDeviceToDevice
-#define cudaMemsetAsync           hipMemsetAsync
-#define cudaDriverGetVersion      hipDriverGetVersion
-#define cudaRuntimeGetVersion     hipRuntimeGetVersion
-#define ONYX_GPU_VENDOR_NAME      "HIP"
+#define cudaError_t                       hipError_t
+#define cudaSuccess                       hipSuccess
+#define cudaErrorNoDevice                 hipErrorNoDevice
+#define cudaErrorMemoryAllocation         hipErrorOutOfMemory
+#define cudaStream_t                      hipStream_t
+#define cudaEvent_t                       hipEvent_t
+#define cudaDeviceProp                    hipDeviceProp_t
+#define cudaGetDeviceCount                hipGetDeviceCount
+#define cudaGetDeviceProperties           hipGetDeviceProperties
+#define cudaSetDevice                     hipSetDevice
+#define cudaGetErrorName                  hipGetErrorName
+#define cudaGetErrorString                hipGetErrorString
+#define cudaGetLastError                  hipGetLastError
+#define cudaMalloc                        hipMalloc
+#define cudaFree                          hipFree
+#define cudaHostAlloc(p, n, f)            hipHostMalloc((p), (n), (f))
+#define cudaHostAllocPortable             hipHostMallocPortable
+#define cudaFreeHost                      hipHostFree
+#define cudaStreamCreateWithFlags         hipStreamCreateWithFlags
+#define cudaStreamNonBlocking             hipStreamNonBlocking
+#define cudaStreamDestroy                 hipStreamDestroy
+#define cudaStreamSynchronize             hipStreamSynchronize
+#define cudaStreamWaitEvent               hipStreamWaitEvent
+#define cudaEventCreateWithFlags          hipEventCreateWithFlags
+#define cudaEventDisableTiming            hipEventDisableTiming
+#define cudaEventDestroy                  hipEventDestroy
+#define cudaEventRecord                   hipEventRecord
+#define cudaEventSynchronize              hipEventSynchronize
+#define cudaMemcpyAsync                   hipMemcpyAsync
+#define cudaMemcpyDefault                 hipMemcpyDefault
+#define cudaMemcpyHostToDevice            hipMemcpyHostToDevice
+#define cudaMemcpyDeviceToHost            hipMemcpyDeviceToHost
+#define cudaMemcpyDeviceToDevice          hipMemcpyDeviceToDevice
+#define cudaMemsetAsync                   hipMemsetAsync
+#define cudaDriverGetVersion              hipDriverGetVersion
+#define cudaRuntimeGetVersion             hipRuntimeGetVersion
+#define cudaStreamCaptureStatus           hipStreamCaptureStatus
+#define cudaStreamCaptureStatusNone       hipStreamCaptureStatusNone
+#define cudaStreamIsCapturing             hipStreamIsCapturing
+#define cudaErrorStreamCaptureUnsupported hipErrorStreamCaptureUnsupported
+#define cudaGraph_t                       hipGraph_t
+#define cudaGraphExec_t                   hipGraphExec_t
+#define cudaStreamBeginCapture            hipStreamBeginCapture
+#define cudaStreamCaptureModeRelaxed      hipStreamCaptureModeRelaxed
+#define cudaStreamEndCapture              hipStreamEndCapture
+#define cudaGraphInstantiateWithFlags     hipGraphInstantiateWithFlags
+#define cudaGraphDestroy                  hipGraphDestroy
+#define cudaGraphLaunch                   hipGraphLaunch
+#define cudaGraphExecDestroy              hipGraphExecDestroy
+#define ONYX_GPU_VENDOR_NAME              "HIP"
 /* Lanes of one wavefront: 64 on CDNA (gfx90a), 32 on RDNA in wave32 mode, so
  * device code reads the width from warpSize (GPU_WARP_SIZE); the host sizes
  * grids for the widest (GPU_WARP_MAX: a wider warp covers more rows per

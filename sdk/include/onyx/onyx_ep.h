@@ -107,7 +107,8 @@ typedef struct OnyxEp OnyxEp;
 /* Optional features hang off `next` pointers as a chain of extensions. Each
  * extension struct starts with this header; `type` says which struct it is.
  * A reader skips types it does not know. No extension types exist in 1.0;
- * 1.1 defines ONYX_EXT_COLLECTIVES (at the end of this header). */
+ * 1.1 defines ONYX_EXT_COLLECTIVES and ONYX_EXT_RUN_GRAPH (at the end of
+ * this header). */
 typedef struct OnyxExtension {
   size_t struct_size;
   uint32_t type;
@@ -690,6 +691,54 @@ typedef struct OnyxCollectivesExt {
 #define ONYX_ABI_V1_1_COLLECTIVES_EXT_SIZE 96
 _Static_assert(offsetof(OnyxCollectivesExt, all_reduce_start) == ONYX_ABI_V1_1_COLLECTIVES_EXT_SIZE,
                "OnyxCollectivesExt v1.1 size");
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Extension: run graphs (ABI 1.1)                                           */
+/* ------------------------------------------------------------------------ */
+
+#define ONYX_EXT_RUN_GRAPH 2u
+
+/* On the OnyxEp.next chain of an EP that can record the device work of a
+ * whole run and replay it later with one launch (CUDA / HIP graphs), when
+ * the EP's options ask for it. The struct is the EP's and stays valid until
+ * the EP is released. A host without the type ignores it and runs every
+ * node as usual.
+ *
+ * The host uses it only for a run in which every step is a kernel of this
+ * EP (or a copy that moves no data: an input or output bound in this EP's
+ * memory), every graph input is bound in this EP's default memory and every
+ * requested output is bound at a fixed address in it (IO binding). After
+ * warmup_runs such runs executed as usual (lazy allocations, algorithm
+ * choices and caches happen there), the next one is captured:
+ *   capture_begin(ep, s); the kernels' compute calls, queued on s as usual;
+ *   capture_end(ep, s, keep = 1, &graph)
+ * where capture_end ends the capture and, with keep, makes the graph and
+ * launches it once on s (the captured work has not run yet). The host keeps
+ * every buffer the captured run allocated until it releases the graph, so
+ * the recorded addresses stay valid. A later run with the same input shapes
+ * and the same input and output addresses calls replay(ep, s, graph)
+ * instead of the nodes' compute. Any other run executes the nodes as usual.
+ * An error from a kernel during the capture, or from capture_end, makes the
+ * host call capture_end(keep = 0) (when it has not already), log the
+ * reason, run the same run again as usual and stop trying graphs for the
+ * session; with `required` 1 that error, and any run that cannot use the
+ * graph, fails instead. The host never captures while another run of the
+ * session is in flight, and runs that start meanwhile wait for the capture.
+ * release_graph is called once per kept graph before the EP is released. */
+typedef struct OnyxRunGraphExt {
+  OnyxExtension base;   /* type ONYX_EXT_RUN_GRAPH */
+  int32_t required;     /* 1: a run that cannot use the graph fails instead */
+  uint32_t warmup_runs; /* eligible runs executed as usual before the capture; 0 reads as 1 */
+  OnyxStatus* (*capture_begin)(OnyxEp* ep, OnyxStream* s);
+  OnyxStatus* (*capture_end)(OnyxEp* ep, OnyxStream* s, int32_t keep, uint64_t* graph);
+  OnyxStatus* (*replay)(OnyxEp* ep, OnyxStream* s, uint64_t graph);
+  void (*release_graph)(OnyxEp* ep, uint64_t graph);
+} OnyxRunGraphExt;
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(__cplusplus)
+#define ONYX_ABI_V1_1_RUN_GRAPH_EXT_SIZE 64
+_Static_assert(sizeof(OnyxRunGraphExt) == ONYX_ABI_V1_1_RUN_GRAPH_EXT_SIZE,
+               "OnyxRunGraphExt v1.1 size");
 #endif
 
 #ifdef __cplusplus

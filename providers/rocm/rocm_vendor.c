@@ -1,8 +1,9 @@
 /* rocm_vendor.c — what makes the shared GPU provider the ROCm provider:
  * names and PCI id, no extra options, and GEMM through the shared tiled
  * kernel of gpu_kernels.cu (no rocBLAS is installed where this is built; a
- * rocBLAS path would go here). No MIOpen either: Conv, pooling and
- * BatchNormalization stay on the next provider. The shared option use_tf32
+ * rocBLAS path would go here). No MIOpen either: Conv, ConvGrad and the
+ * pools other than MaxPool stay on the next provider; MaxPool and
+ * BatchNormalization run gpu-common's own kernels. The shared option use_tf32
  * is accepted and has no effect (tf32 false: the GEMM is float32 only; the
  * EP logs that at info). */
 #include "gpu_ep.h"

@@ -17,8 +17,10 @@
 enum {
   DW_MB = 8, /* dW tile: output channels */
   DW_TB = 3, /* dW tile: taps of one kernel row */
-  DX_RB = 3, /* dX tile: rows */
-  DX_CB = 8, /* dX tile: input channels */
+  DX_RB = 3, /* dX tile: rows x input channels, 3 x 8 or 4 x 4 */
+  DX_CB = 8,
+  DX_RB4 = 4,
+  DX_CB4 = 4,
   LANES = 16
 };
 
@@ -192,29 +194,34 @@ typedef struct DxJob {
   const float* wt; /* (m, tap, cp): W[m, c, tap], zeros for c >= g->c */
   float* dx;
   size_t hd, wd, cp, cblocks, rblocks, xblocks;
+  size_t rb; /* the tile: DX_RB x DX_CB or DX_RB4 x DX_CB4 */
   CpuStop* stop;
 } DxJob;
 
-/* Item (n, channel block, row block, column chunk): dX[n, c0 .. c0 + 8,
- * iy0 .. iy0 + 3, x0 .. x0 + 16] = sum over m, ky, kx of Wt[m, tap, c] .
- * Dp[n, m, iy + kh - 1 - ky, ix + kw - 1 - kx]. */
-AVX512 static void dx_item(const DxJob* j, size_t item) {
+/* Item (n, channel block, row block, column chunk) of an RB x CB tile:
+ * dX[n, c0 .. c0 + CB, iy0 .. iy0 + RB, x0 .. x0 + 16] = sum over m, ky, kx
+ * of Wt[m, tap, c] . Dp[n, m, iy + kh - 1 - ky, ix + kw - 1 - kx]. RB and CB
+ * are constants where it is inlined (dx_item_3x8, dx_item_4x4), so the
+ * accumulators stay in registers. */
+AVX512 static inline __attribute__((always_inline)) void dx_tile(const DxJob* j, size_t item,
+                                                                 const size_t RB, const size_t CB) {
   const CpuGradConv2d* g = j->g;
   const size_t xb = item % j->xblocks, rb = item / j->xblocks % j->rblocks;
   const size_t cb = item / j->xblocks / j->rblocks % j->cblocks;
   const size_t n = item / j->xblocks / j->rblocks / j->cblocks;
-  const size_t c0 = cb * DX_CB, cv = min_z(DX_CB, g->c - c0);
-  const size_t iy0 = rb * DX_RB, rv = min_z(DX_RB, g->ih - iy0), x0 = xb * LANES;
+  const size_t c0 = cb * CB, cv = min_z(CB, g->c - c0);
+  const size_t iy0 = rb * RB, rv = min_z(RB, g->ih - iy0), x0 = xb * LANES;
   const __mmask16 k = lane_mask(g->iw - x0);
   const size_t plane = j->hd * j->wd;
-  size_t ro[DX_RB];
-  for (size_t r = 0; r < DX_RB; r++)
+  size_t ro[DX_RB4];
+#pragma GCC unroll 4
+  for (size_t r = 0; r < RB; r++)
     ro[r] = min_z(r, rv - 1) * j->wd;
-  __m512 acc[DX_RB][DX_CB];
-#pragma GCC unroll 3
-  for (size_t r = 0; r < DX_RB; r++)
+  __m512 acc[DX_RB4][DX_CB];
+#pragma GCC unroll 4
+  for (size_t r = 0; r < RB; r++)
 #pragma GCC unroll 8
-    for (size_t i = 0; i < DX_CB; i++)
+    for (size_t i = 0; i < CB; i++)
       acc[r][i] = _mm512_setzero_ps();
   const float* dpm = j->dp + n * g->m * plane + (iy0 + g->kh - 1) * j->wd + x0 + g->kw - 1;
   const float* wv = j->wt + c0;
@@ -222,15 +229,15 @@ AVX512 static void dx_item(const DxJob* j, size_t item) {
     for (size_t ky = 0; ky < g->kh; ky++) {
       const float* d = dpm - ky * j->wd;
       for (size_t kx = 0; kx < g->kw; kx++, wv += j->cp, d--) {
-        __m512 dv[DX_RB];
-#pragma GCC unroll 3
-        for (size_t r = 0; r < DX_RB; r++)
+        __m512 dv[DX_RB4];
+#pragma GCC unroll 4
+        for (size_t r = 0; r < RB; r++)
           dv[r] = _mm512_maskz_loadu_ps(k, d + ro[r]);
 #pragma GCC unroll 8
-        for (size_t i = 0; i < DX_CB; i++) {
+        for (size_t i = 0; i < CB; i++) {
           const __m512 b = _mm512_set1_ps(wv[i]);
-#pragma GCC unroll 3
-          for (size_t r = 0; r < DX_RB; r++)
+#pragma GCC unroll 4
+          for (size_t r = 0; r < RB; r++)
             acc[r][i] = _mm512_fmadd_ps(dv[r], b, acc[r][i]);
         }
       }
@@ -239,18 +246,29 @@ AVX512 static void dx_item(const DxJob* j, size_t item) {
   float* dx = j->dx + ((n * g->xc + c0) * g->ih + iy0) * g->iw + x0;
   const size_t cstep = g->ih * g->iw;
 #pragma GCC unroll 8
-  for (size_t i = 0; i < DX_CB; i++)
-#pragma GCC unroll 3
-    for (size_t r = 0; r < DX_RB; r++)
+  for (size_t i = 0; i < CB; i++)
+#pragma GCC unroll 4
+    for (size_t r = 0; r < RB; r++)
       if (i < cv && r < rv) _mm512_mask_storeu_ps(dx + i * cstep + r * g->iw, k, acc[r][i]);
+}
+
+AVX512 static void dx_item_3x8(const DxJob* j, size_t item) {
+  dx_tile(j, item, DX_RB, DX_CB);
+}
+
+AVX512 static void dx_item_4x4(const DxJob* j, size_t item) {
+  dx_tile(j, item, DX_RB4, DX_CB4);
 }
 
 static void dx_items(void* user, size_t begin, size_t end) {
   const DxJob* j = user;
   size_t acc = 0;
   for (size_t i = begin; i < end; i++) {
-    if (cpu_stop_poll(j->stop, &acc, j->g->m * j->g->kh * j->g->kw * DX_RB * LANES + 1)) return;
-    dx_item(j, i);
+    if (cpu_stop_poll(j->stop, &acc, j->g->m * j->g->kh * j->g->kw * j->rb * LANES + 1)) return;
+    if (j->rb == DX_RB4)
+      dx_item_4x4(j, i);
+    else
+      dx_item_3x8(j, i);
   }
 }
 #endif /* x86-64 */
@@ -297,9 +315,23 @@ void cpu_grad_conv_dx(OnyxThreadPool* pool, const CpuGradConv2d* g, const float*
                stop};
   cpu_host->parallel_for(pool, g->n * g->m, pad_planes, &pj);
   if (cpu_stop_seen(stop)) return;
-  DxJob j = {
-      g,   scratch, wt, dx, hd, wd, cp, cp / DX_CB, ceil_div(g->ih, DX_RB), ceil_div(g->iw, LANES),
-      stop};
+  /* the tile computing fewer rows x channels (3 x 8 on a tie: fewer loads
+   * per FMA) */
+  const size_t work3 = ceil_div(g->ih, DX_RB) * DX_RB * (cp / DX_CB) * DX_CB;
+  const size_t work4 = ceil_div(g->ih, DX_RB4) * DX_RB4 * ceil_div(g->c, DX_CB4) * DX_CB4;
+  const size_t rb = work4 < work3 ? DX_RB4 : DX_RB, cb = rb == DX_RB4 ? DX_CB4 : DX_CB;
+  DxJob j = {g,
+             scratch,
+             wt,
+             dx,
+             hd,
+             wd,
+             cp,
+             ceil_div(g->c, cb),
+             ceil_div(g->ih, rb),
+             ceil_div(g->iw, LANES),
+             rb,
+             stop};
   cpu_host->parallel_for(pool, g->n * j.cblocks * j.rblocks * j.xblocks, dx_items, &j);
 #else
   (void)pool, (void)g, (void)dy, (void)w, (void)dx, (void)scratch, (void)stop;

@@ -3,7 +3,8 @@
  * "Gradient ops"), float32 and float64: the elementwise activation grads,
  * SoftmaxGrad and LogSoftmaxGrad, SoftmaxCrossEntropyLossGrad,
  * BatchNormalizationGrad, LayerNormalizationGrad, GatherGrad and
- * DropoutGrad. ConvGrad and the pool grads are in cpu_grad_conv.c.
+ * DropoutGrad. ConvGrad and the pool grads are in cpu_grad_conv.c;
+ * BatchNormalizationGrad's float32 plane loops in cpu_grad_bn.c.
  *
  * Every sum runs in a fixed order whatever the number of threads (work is
  * split by output element, row or column block, never by summand), so

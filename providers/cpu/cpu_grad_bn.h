@@ -5,7 +5,7 @@
  *
  * The sums run over one plane (one image's values of one channel) in float
  * lanes, 32 with AVX-512 and 8 otherwise, each lane summing every 32nd (8th)
- * value in order; the lanes are then added in double, in lane order, onto
+ * value in order; the lanes are then added in double in a fixed order onto
  * the caller's double totals. Sums about a reference value m (close to the
  * channel's mean) keep the float lanes' terms small; the caller adds the
  * planes' totals in image order, so results do not depend on the number of

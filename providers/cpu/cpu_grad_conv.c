@@ -12,6 +12,9 @@
  *       float32 with unit strides: dX[n, g] = Wf . B instead, one GEMM of
  *       k = Mg*K per image and group, Wf the transposed W with its taps
  *       flipped and B read from a zero-padded copy of dY[n, g] (dx_conv).
+ *       float32 1-D and 2-D windows with unit strides and dilations and at
+ *       most 64 channels per group, on AVX-512: direct dW and dX kernels
+ *       without im2col or GEMM (cpu_grad_conv_direct.h).
  *   MaxPoolGrad(dY, Indices, X_shape) -> dX   dX[Indices[i]] += dY[i]
  *   AveragePoolGrad(dY, X_shape) -> dX        each output's gradient spread
  *       evenly over the input positions of its window, with AveragePool's

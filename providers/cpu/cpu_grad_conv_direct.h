@@ -13,8 +13,10 @@
  *   dX[n, c, iy, ix] = sum over m, ky, kx of W[m, c, ky, kx] .
  *                      dY[n, m, iy + pt - ky, ix + pl - kx]
  *     A direct convolution of dY (zero-padded) with W transposed and
- *     flipped: a register tile of 3 rows x 16 columns of dX x 8 input
- *     channels (24 vectors), W's 8 channels broadcast per (m, tap).
+ *     flipped: a register tile of 16 columns of dX x 3 rows x 8 input
+ *     channels (24 vectors) or x 4 rows x 4 channels (16 vectors), whichever
+ *     computes fewer padded rows and channels, W's channels broadcast per
+ *     (m, tap).
  *
  * Each output is summed in a fixed order whatever the pool's size (dW: per
  * lane over n, oy and the lane's columns, then the 16 lanes; dX: over m,
@@ -39,8 +41,8 @@ typedef struct CpuGradConv2d {
   size_t pt, pl;
 } CpuGradConv2d;
 
-/* The largest channel counts (c and m) the direct kernels take; past them
- * the GEMM paths reuse their operands better. */
+/* The largest channel counts (c and m) ConvGrad gives the direct kernels,
+ * which are for few channels; larger convolutions take the GEMM paths. */
 enum { CPU_GRAD_CONV_DIRECT_MAX_CH = 64 };
 
 /* Whether the machine runs the kernels (AVX-512, unless ONYX_CPU_ISA caps

@@ -337,3 +337,47 @@ void cpu_grad_conv_dx(OnyxThreadPool* pool, const CpuGradConv2d* g, const float*
   (void)pool, (void)g, (void)dy, (void)w, (void)dx, (void)scratch, (void)stop;
 #endif
 }
+
+/* The forward conv as dX's: dX's "dY" is X (channels m' = c, planes ih x
+ * iw), its "dX" is Y (channels c' = m, planes oh x ow), its pads pt' =
+ * kh - 1 - pt so that its padded copy of X is shifted by pt, and its W'
+ * (c, m, tap) = W (m, c, kh kw - 1 - tap). */
+static bool fwd_geometry(const CpuGradConv2d* g, CpuGradConv2d* t) {
+  if (g->pt > g->kh - 1 || g->pl > g->kw - 1) return false;
+  *t = (CpuGradConv2d){.n = g->n,
+                       .c = g->m,
+                       .m = g->c,
+                       .xc = g->yc,
+                       .yc = g->xc,
+                       .ih = g->oh,
+                       .iw = g->ow,
+                       .oh = g->ih,
+                       .ow = g->iw,
+                       .kh = g->kh,
+                       .kw = g->kw,
+                       .pt = g->kh - 1 - g->pt,
+                       .pl = g->kw - 1 - g->pl};
+  return true;
+}
+
+bool cpu_grad_conv_fwd_scratch(const CpuGradConv2d* g, size_t* floats) {
+  CpuGradConv2d t;
+  size_t w2;
+  return fwd_geometry(g, &t) && cpu_grad_conv_dx_scratch(&t, floats) &&
+         planes_floats(g->m, g->c, g->kh * g->kw, &w2) && cpu_add_size(*floats, w2, floats) &&
+         *floats < SIZE_MAX / sizeof(float) / 2;
+}
+
+void cpu_grad_conv_fwd(OnyxThreadPool* pool, const CpuGradConv2d* g, const float* x, const float* w,
+                       float* y, float* scratch, CpuStop* stop) {
+  CpuGradConv2d t;
+  size_t fx;
+  if (!fwd_geometry(g, &t) || !cpu_grad_conv_dx_scratch(&t, &fx)) return;
+  const size_t kk = g->kh * g->kw;
+  float* w2 = scratch + fx;
+  for (size_t m = 0; m < g->m; m++)
+    for (size_t c = 0; c < g->c; c++)
+      for (size_t q = 0; q < kk; q++)
+        w2[(c * g->m + m) * kk + q] = w[(m * g->c + c) * kk + kk - 1 - q];
+  cpu_grad_conv_dx(pool, &t, x, w2, y, scratch, stop);
+}

@@ -60,4 +60,14 @@ void cpu_grad_conv_dw(OnyxThreadPool* pool, const CpuGradConv2d* g, const float*
 void cpu_grad_conv_dx(OnyxThreadPool* pool, const CpuGradConv2d* g, const float* dy, const float* w,
                       float* dx, float* scratch, CpuStop* stop);
 
+/* The forward convolution of the same geometry with dX's kernel: Y (n,
+ * yc, oh, ow), the group's channels [0, m) overwritten, = Conv(X, W) with
+ * pads pt, pl at the start (the end pads are implied by oh and ow) and no
+ * bias: the dX kernel run on X with W transposed and its taps flipped.
+ * Needs pt <= kh - 1 and pl <= kw - 1; false (nothing computed) otherwise,
+ * or when the scratch count overflows. */
+bool cpu_grad_conv_fwd_scratch(const CpuGradConv2d* g, size_t* floats);
+void cpu_grad_conv_fwd(OnyxThreadPool* pool, const CpuGradConv2d* g, const float* x, const float* w,
+                       float* y, float* scratch, CpuStop* stop);
+
 #endif /* CPU_GRAD_CONV_DIRECT_H */

@@ -13,6 +13,8 @@
  *   grouped conv read through channel offsets (the other channels of dX
  *   untouched); with the pool stand-in and without it, bitwise equal;
  *   skipped where the machine has no AVX-512;
+ * - the forward conv through dX's kernel (cpu_grad_conv_fwd) on the same
+ *   cases, by the definition of Conv;
  * - the BatchNormalization plane sums, the affine map and the dX map on
  *   each ISA path the machine has (AVX-512 forced, then the portable
  *   loops), plane lengths around the vector widths (1 to 70, 256), sums
@@ -167,6 +169,76 @@ static void test_conv(void** state) {
     run_case(&CASES[i]);
 }
 
+/* The forward conv through dX's kernel (cpu_grad_conv_fwd) against the
+ * definition of Conv, on the cases whose start pads fit the kernel (the
+ * others are refused); with and without the pool stand-in, bitwise
+ * equal. */
+static void test_forward(void** state) {
+  (void)state;
+  if (!have_avx512()) skip();
+  for (size_t ci = 0; ci < sizeof CASES / sizeof CASES[0]; ci++) {
+    const Case* k = &CASES[ci];
+    const size_t oh = k->ih + k->pt + k->pb - k->kh + 1, ow = k->iw + k->pl + k->pr - k->kw + 1;
+    const size_t kk = k->kh * k->kw, nx = k->n * k->c * k->ih * k->iw, nw = k->m * k->c * kk;
+    const size_t ny = k->n * k->m * oh * ow;
+    const CpuGradConv2d g = {.n = k->n,
+                             .c = k->c,
+                             .m = k->m,
+                             .xc = k->c,
+                             .yc = k->m,
+                             .ih = k->ih,
+                             .iw = k->iw,
+                             .oh = oh,
+                             .ow = ow,
+                             .kh = k->kh,
+                             .kw = k->kw,
+                             .pt = k->pt,
+                             .pl = k->pl};
+    size_t fs = 0;
+    const bool fits = k->pt < k->kh && k->pl < k->kw;
+    assert_int_equal(cpu_grad_conv_fwd_scratch(&g, &fs), fits);
+    if (!fits) continue;
+    float *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), *sc = malloc(fs * sizeof *sc);
+    float* y[2] = {malloc(ny * sizeof(float)), malloc(ny * sizeof(float))};
+    double *want = malloc(ny * sizeof *want), *mag = malloc(ny * sizeof *mag);
+    assert_true(x && w && sc && y[0] && y[1] && want && mag);
+    for (size_t i = 0; i < nx; i++)
+      x[i] = uniform();
+    for (size_t i = 0; i < nw; i++)
+      w[i] = uniform();
+    for (size_t n = 0; n < k->n; n++)
+      for (size_t m = 0; m < k->m; m++)
+        for (size_t oy = 0; oy < oh; oy++)
+          for (size_t ox = 0; ox < ow; ox++) {
+            double s = 0, a = 0;
+            for (size_t c = 0; c < k->c; c++)
+              for (size_t ky = 0; ky < k->kh; ky++)
+                for (size_t kx = 0; kx < k->kw; kx++) {
+                  const long iy = (long)(oy + ky) - (long)k->pt;
+                  const long ix = (long)(ox + kx) - (long)k->pl;
+                  if (iy < 0 || ix < 0 || iy >= (long)k->ih || ix >= (long)k->iw) continue;
+                  const double p =
+                      (double)x[((n * k->c + c) * k->ih + (size_t)iy) * k->iw + (size_t)ix] *
+                      w[((m * k->c + c) * k->kh + ky) * k->kw + kx];
+                  s += p;
+                  a += fabs(p);
+                }
+            want[((n * k->m + m) * oh + oy) * ow + ox] = s;
+            mag[((n * k->m + m) * oh + oy) * ow + ox] = a;
+          }
+    for (int p = 0; p < 2; p++) {
+      for (size_t i = 0; i < ny; i++)
+        y[p][i] = NAN;
+      for (size_t i = 0; i < fs; i++)
+        sc[i] = NAN;
+      cpu_grad_conv_fwd(p ? (OnyxThreadPool*)&host : NULL, &g, x, w, y[p], sc, NULL);
+      check_close("Y", k, y[p], want, mag, ny);
+    }
+    assert_memory_equal(y[0], y[1], ny * sizeof(float));
+    free(x), free(w), free(sc), free(y[0]), free(y[1]), free(want), free(mag);
+  }
+}
+
 /* One group of a grouped conv: X and dX with 6 channels, dY with 4, the
  * group's 3 and 2 starting at channels 3 and 2; the other channels of dX
  * keep their values. */
@@ -311,8 +383,8 @@ static void test_bn(void** state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_conv), cmocka_unit_test(test_group),
-                                     cmocka_unit_test(test_bn)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_conv), cmocka_unit_test(test_forward),
+                                     cmocka_unit_test(test_group), cmocka_unit_test(test_bn)};
   const int failed = cmocka_run_group_tests(tests, NULL, NULL);
   scratch_free(); /* the kernels take their scratch from the caller: none here */
   return failed;

@@ -64,8 +64,9 @@ void cpu_grad_conv_dx(OnyxThreadPool* pool, const CpuGradConv2d* g, const float*
  * yc, oh, ow), the group's channels [0, m) overwritten, = Conv(X, W) with
  * pads pt, pl at the start (the end pads are implied by oh and ow) and no
  * bias: the dX kernel run on X with W transposed and its taps flipped.
- * Needs pt <= kh - 1 and pl <= kw - 1; false (nothing computed) otherwise,
- * or when the scratch count overflows. */
+ * It needs pt <= kh - 1 and pl <= kw - 1: cpu_grad_conv_fwd_scratch is
+ * false for other pads (or a scratch count that overflows), and
+ * cpu_grad_conv_fwd then computes nothing. */
 bool cpu_grad_conv_fwd_scratch(const CpuGradConv2d* g, size_t* floats);
 void cpu_grad_conv_fwd(OnyxThreadPool* pool, const CpuGradConv2d* g, const float* x, const float* w,
                        float* y, float* scratch, CpuStop* stop);

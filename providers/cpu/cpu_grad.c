@@ -3,7 +3,8 @@
  * "Gradient ops"), float32 and float64: the elementwise activation grads,
  * SoftmaxGrad and LogSoftmaxGrad, SoftmaxCrossEntropyLossGrad,
  * BatchNormalizationGrad, LayerNormalizationGrad, GatherGrad and
- * DropoutGrad. ConvGrad and the pool grads are in cpu_grad_conv.c.
+ * DropoutGrad. ConvGrad and the pool grads are in cpu_grad_conv.c;
+ * BatchNormalizationGrad's float32 plane loops in cpu_grad_bn.c.
  *
  * Every sum runs in a fixed order whatever the number of threads (work is
  * split by output element, row or column block, never by summand), so
@@ -12,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_gemm.h"
+#include "cpu_grad_bn.h"
 #include "cpu_kernels.h"
 #include "cpu_util.h"
 #include "cpu_vmath.h"
@@ -81,12 +84,37 @@ typedef struct EwJob {
   CpuStop* stop;
 } EwJob;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* ReluGrad with AVX-512: dY's lanes where x > 0 (an ordered compare: NaN
+ * gives 0), zeros elsewhere; the same bits as the portable loop. */
+__attribute__((target("avx512f"))) static void relu_grad_f32_avx512(const float* dy, const float* x,
+                                                                    float* dx, size_t n) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 k = (__mmask16)(n - i >= 16 ? 0xFFFFu : (1u << (n - i)) - 1u);
+    const __mmask16 pos =
+        _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, x + i), zero, _CMP_GT_OQ);
+    _mm512_mask_storeu_ps(dx + i, k, _mm512_maskz_mov_ps(pos, _mm512_maskz_loadu_ps(k, dy + i)));
+  }
+}
+#define RELU_GRAD_AVX512 1
+#else
+#define RELU_GRAD_AVX512 0
+#endif
+
 /* float32 chunk; the transcendental parts through the provider's vector
  * math (cpu_vmath.h) on a stack block. */
 static void ew_chunk_f32(EwOp op, const float* restrict dy, const float* restrict x,
                          float* restrict dx, size_t n) {
   switch (op) {
   case EW_RELU:
+#if RELU_GRAD_AVX512
+    if (cpu_gemm_isa_level() == CPU_ISA_AVX512) {
+      relu_grad_f32_avx512(dy, x, dx, n);
+      return;
+    }
+#endif
     /* dY's bits under an all-ones mask where x > 0: no branch to mispredict
      * on mixed signs, and dY passes through unchanged (inf, NaN too). */
     for (size_t i = 0; i < n; i++) {
@@ -450,6 +478,7 @@ typedef struct BnJob {
   size_t n, c, sp;
   double eps;
   CpuStop* stop;
+  double* acc; /* float32: 6 C doubles of per-channel sums */
 } BnJob;
 
 #define BN_CHANNEL(T)                                                                              \
@@ -503,127 +532,73 @@ typedef struct BnJob {
   }
 BN_CHANNEL(double)
 
-/* float32: each (n, c) plane summed in float over 8 lanes (independent
- * chains the compiler can keep in one vector register), the plane sums
- * added in double; dX in float. The lane split is fixed, so results do
- * not depend on the thread count. */
-enum { BN_LANES = 8 };
-
-static double bn_lanes_sum(const float* acc) {
-  double s = 0;
-  for (int l = 0; l < BN_LANES; l++)
-    s += acc[l];
-  return s;
-}
-
-/* sum p[i] - m and sum (p[i] - m)^2 over one plane. */
-static void bn_plane_moments(const float* p, size_t len, float m, double* s1, double* s2) {
-  float a1[BN_LANES] = {0}, a2[BN_LANES] = {0};
-  size_t i = 0;
-  for (; i + BN_LANES <= len; i += BN_LANES)
-    for (int l = 0; l < BN_LANES; l++) {
-      const float d = p[i + (size_t)l] - m;
-      a1[l] += d;
-      a2[l] += d * d;
-    }
-  for (; i < len; i++) {
-    const float d = p[i] - m;
-    a1[0] += d;
-    a2[0] += d * d;
-  }
-  *s1 += bn_lanes_sum(a1);
-  *s2 += bn_lanes_sum(a2);
-}
-
-/* The plane's sums for dBias and dScale, sum dy and sum dy (x - m), and
- * when s1 is not NULL its moments about m too (one pass for all four). */
-static void bn_plane_sums(const float* x, const float* dy, size_t len, float m, double* sb,
-                          double* ss, double* s1, double* s2) {
-  float ab[BN_LANES] = {0}, as[BN_LANES] = {0}, a1[BN_LANES] = {0}, a2[BN_LANES] = {0};
-  size_t i = 0;
-  if (s1) {
-    for (; i + BN_LANES <= len; i += BN_LANES)
-      for (int l = 0; l < BN_LANES; l++) {
-        const float g = dy[i + (size_t)l], d = x[i + (size_t)l] - m;
-        ab[l] += g;
-        as[l] += g * d;
-        a1[l] += d;
-        a2[l] += d * d;
-      }
-    for (; i < len; i++) {
-      const float d = x[i] - m;
-      ab[0] += dy[i];
-      as[0] += dy[i] * d;
-      a1[0] += d;
-      a2[0] += d * d;
-    }
-    *s1 += bn_lanes_sum(a1);
-    *s2 += bn_lanes_sum(a2);
-  } else {
-    for (; i + BN_LANES <= len; i += BN_LANES)
-      for (int l = 0; l < BN_LANES; l++) {
-        const float g = dy[i + (size_t)l];
-        ab[l] += g;
-        as[l] += g * (x[i + (size_t)l] - m);
-      }
-    for (; i < len; i++) {
-      ab[0] += dy[i];
-      as[0] += dy[i] * (x[i] - m);
-    }
-  }
-  *sb += bn_lanes_sum(ab);
-  *ss += bn_lanes_sum(as);
-}
-
-static void bn_channel_float(const BnJob* j, size_t c) {
+/* float32, channels [begin, end): each (n, c) plane summed in float
+ * lanes, the plane sums added in double (cpu_grad_bn.h); dX in float. Each
+ * pass walks the images in order and the range's channels within each
+ * image (memory order); a channel's planes are summed in image order
+ * whatever the range, so results do not depend on the thread count.
+ * Without the statistics: the mean, then the second moment about it
+ * together with the sums for dBias and dScale, then dX (X read three
+ * times, dY twice). */
+static void bn_range_float(const BnJob* j, size_t begin, size_t end) {
   const float *dy = j->dy, *x = j->x;
   const double cnt = (double)(j->n * j->sp);
-  double mu, inv, sb = 0, ss = 0;
-  if (j->mean) {
-    mu = ((const float*)j->mean)[c];
-    inv = ((const float*)j->inv)[c];
-    for (size_t n = 0; n < j->n; n++) {
-      const size_t base = (n * j->c + c) * j->sp;
-      bn_plane_sums(x + base, dy + base, j->sp, (float)mu, &sb, &ss, NULL, NULL);
-    }
-  } else {
-    /* the mean, then the second moment about it together with the sums
-     * for dBias and dScale (two passes) */
-    double s = 0, q = 0, unused = 0;
+  const size_t C = j->c;
+  double *mu = j->acc, *inv = mu + C, *sb = inv + C, *ss = sb + C, *s1 = ss + C, *s2 = s1 + C;
+  for (size_t c = begin; c < end; c++) {
+    sb[c] = ss[c] = s1[c] = s2[c] = 0;
+    if (j->mean) {
+      mu[c] = ((const float*)j->mean)[c];
+      inv[c] = ((const float*)j->inv)[c];
+    } else
+      mu[c] = inv[c] = 0;
+  }
+  if (!j->mean) {
     for (size_t n = 0; n < j->n; n++)
-      bn_plane_moments(x + (n * j->c + c) * j->sp, j->sp, 0.0f, &s, &unused);
-    mu = s / cnt;
-    s = 0;
-    for (size_t n = 0; n < j->n; n++) {
-      const size_t base = (n * j->c + c) * j->sp;
-      bn_plane_sums(x + base, dy + base, j->sp, (float)mu, &sb, &ss, &s, &q);
+      for (size_t c = begin; c < end; c++)
+        cpu_bn_moments(x + (n * C + c) * j->sp, j->sp, 0.0f, &mu[c], &inv[c]);
+    for (size_t c = begin; c < end; c++)
+      mu[c] /= cnt;
+  }
+  for (size_t n = 0; n < j->n; n++)
+    for (size_t c = begin; c < end; c++) {
+      const size_t base = (n * C + c) * j->sp;
+      cpu_bn_grad_sums(x + base, dy + base, j->sp, (float)mu[c], &sb[c], &ss[c],
+                       j->mean ? NULL : &s1[c], j->mean ? NULL : &s2[c]);
     }
-    /* s: the rounding residue of mu, removed from the variance */
-    inv = 1.0 / sqrt((q - s * s / cnt) / cnt + j->eps);
+  /* dX's coefficients replace channel c's sums: a in s1, k in s2, dBias / M
+   * in sb */
+  for (size_t c = begin; c < end; c++) {
+    /* s1: the rounding residue of mu, removed from the variance */
+    const double iv = j->mean ? inv[c] : 1.0 / sqrt((s2[c] - s1[c] * s1[c] / cnt) / cnt + j->eps);
+    const double dsc = ss[c] * iv;
+    if (j->dbias) ((float*)j->dbias)[c] = (float)sb[c];
+    if (j->dscale) ((float*)j->dscale)[c] = (float)dsc;
+    s1[c] = ((const float*)j->scale)[c] * iv;
+    s2[c] = dsc / cnt * iv;
+    sb[c] /= cnt;
   }
-  const float muf = (float)mu;
-  ss *= inv;
-  if (j->dbias) ((float*)j->dbias)[c] = (float)sb;
-  if (j->dscale) ((float*)j->dscale)[c] = (float)ss;
-  const float a = (float)(((const float*)j->scale)[c] * inv), mb = (float)(sb / cnt),
-              k = (float)(ss / cnt * inv);
   float* dx = j->dx;
-  for (size_t n = 0; n < j->n; n++) {
-    const size_t base = (n * j->c + c) * j->sp;
-    for (size_t i = 0; i < j->sp; i++)
-      dx[base + i] = a * (dy[base + i] - mb - (x[base + i] - muf) * k);
-  }
+  for (size_t n = 0; n < j->n; n++)
+    for (size_t c = begin; c < end; c++) {
+      const size_t base = (n * C + c) * j->sp;
+      cpu_bn_grad_dx(x + base, dy + base, dx + base, j->sp, (float)s1[c], (float)sb[c],
+                     (float)mu[c], (float)s2[c]);
+    }
 }
 
 static void bn_channels(void* user, size_t begin, size_t end) {
   const BnJob* j = user;
+  if (j->type == ONYX_ELEM_FLOAT32) {
+    size_t acc = 0;
+    if (!cpu_stop_poll(j->stop, &acc, 5 * j->n * j->sp * (end - begin) + CPU_STOP_INTERVAL))
+      bn_range_float(j, begin, end);
+    return;
+  }
   size_t acc = 0;
   for (size_t c = begin; c < end; c++) {
     if (cpu_stop_poll(j->stop, &acc, 4 * j->n * j->sp + 1)) return;
-    if (j->type == ONYX_ELEM_FLOAT32)
-      bn_channel_float(j, c);
-    else
-      bn_channel_double(j, c);
+    bn_channel_double(j, c);
   }
 }
 
@@ -703,7 +678,12 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
              c,
              sp,
              eps,
-             &stop};
+             &stop,
+             NULL};
+  size_t acc_bytes;
+  if (type == ONYX_ELEM_FLOAT32 && (!cpu_mul_size(c, 6 * sizeof(double), &acc_bytes) ||
+                                    !(j.acc = cpu_host->ctx_scratch(ctx, acc_bytes))))
+    return cpu_oom(ctx);
   cpu_host->parallel_for(pool_for(ctx, cpu_host->tensor_elem_count(in[1])), c, bn_channels, &j);
   return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
 }

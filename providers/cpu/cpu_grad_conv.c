@@ -12,6 +12,9 @@
  *       float32 with unit strides: dX[n, g] = Wf . B instead, one GEMM of
  *       k = Mg*K per image and group, Wf the transposed W with its taps
  *       flipped and B read from a zero-padded copy of dY[n, g] (dx_conv).
+ *       float32 1-D and 2-D windows with unit strides and dilations and at
+ *       most 64 channels per group, on AVX-512: direct dW and dX kernels
+ *       without im2col or GEMM (cpu_grad_conv_direct.h).
  *   MaxPoolGrad(dY, Indices, X_shape) -> dX   dX[Indices[i]] += dY[i]
  *   AveragePoolGrad(dY, X_shape) -> dX        each output's gradient spread
  *       evenly over the input positions of its window, with AveragePool's
@@ -26,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_grad_conv_direct.h"
 #include "cpu_kernels.h"
 #include "cpu_nn.h"
 #include "cpu_util.h"
@@ -625,6 +629,19 @@ static OnyxStatus* dx_conv(OnyxKernelContext* ctx, const Geo* g, const size_t* p
   return NULL;
 }
 
+/* The direct kernels apply: float32 on a machine that runs them, at most
+ * 2 spatial dims (Geo's leading dims are then 1s without padding), unit
+ * strides and dilations, and at most CPU_GRAD_CONV_DIRECT_MAX_CH channels
+ * per group on either side. */
+static bool direct_applies(const Geo* g, int32_t type, size_t cg, size_t mg) {
+  if (type != ONYX_ELEM_FLOAT32 || g->nsp > 2 || cg > CPU_GRAD_CONV_DIRECT_MAX_CH ||
+      mg > CPU_GRAD_CONV_DIRECT_MAX_CH || !cpu_grad_conv_direct_available())
+    return false;
+  for (size_t i = 0; i < SP; i++)
+    if (g->s[i] != 1 || g->d[i] != 1) return false;
+  return true;
+}
+
 static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;
   const OnyxNode* node = cpu_host->ctx_node(ctx);
@@ -698,12 +715,34 @@ static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
   bool pointwise = g.k_size == 1;
   for (size_t i = 0; i < SP; i++)
     pointwise = pointwise && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  /* float32 2-D (or 1-D) windows with unit strides and dilations and few
+   * channels: the direct kernels (cpu_grad_conv_direct.h), no im2col. */
+  float* direct_scratch = NULL;
+  const bool direct = !pointwise && direct_applies(&g, type, cg, mg);
+  if (direct) {
+    size_t fw = 0, fx = 0;
+    const CpuGradConv2d d2 = {.n = n,
+                              .c = cg,
+                              .m = mg,
+                              .ih = (size_t)g.in[1],
+                              .iw = (size_t)g.in[2],
+                              .oh = (size_t)g.out[1],
+                              .ow = (size_t)g.out[2],
+                              .kh = (size_t)g.k[1],
+                              .kw = (size_t)g.k[2]};
+    if ((tdw && !cpu_grad_conv_dw_scratch(&d2, &fw)) ||
+        (tdx && !cpu_grad_conv_dx_scratch(&d2, &fx)))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "the padded planes of X or dY do not fit in memory");
+    if (!(direct_scratch = cpu_host->ctx_scratch(ctx, (fw > fx ? fw : fx) * sizeof(float))))
+      return cpu_oom(ctx);
+  }
   /* Scratch: col (ck x os) unless pointwise; colT (os x ck) for the
    * float64 dW (its GEMM takes no transposed B). */
   const bool need_colt = tdw && type == ONYX_ELEM_FLOAT64;
   size_t col_elems = 0, bytes = 0;
   if (!cpu_mul_size(ck, os, &col_elems) ||
-      !cpu_mul_size(col_elems, (pointwise ? 0 : 1) + (need_colt ? 1 : 0), &bytes) ||
+      !cpu_mul_size(col_elems, (pointwise || direct ? 0 : 1) + (need_colt ? 1 : 0), &bytes) ||
       !cpu_mul_size(bytes, es, &bytes))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
                          "the im2col matrix (%zu x %zu) does not fit in memory", ck, os);
@@ -714,9 +753,10 @@ static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
   /* dX: with unit strides a convolution of dY (dx_conv); otherwise per
    * image a GEMM into dcol, scattered by col2im (pointwise: dX directly). */
   size_t pd[SP], plane = 0;
-  const bool dx_direct = tdx && !pointwise && dx_conv_applies(&g, type, pd, &plane);
+  const bool dx_direct = tdx && !pointwise && !direct && dx_conv_applies(&g, type, pd, &plane);
   char* dcol = NULL;
-  if (tdx && !pointwise && !dx_direct && !(dcol = cpu_host->ctx_scratch(ctx, col_elems * es)))
+  if (tdx && !pointwise && !direct && !dx_direct &&
+      !(dcol = cpu_host->ctx_scratch(ctx, col_elems * es)))
     return cpu_oom(ctx);
   if (dx_direct) {
     const size_t kdim = mg * g.k_size;
@@ -737,6 +777,35 @@ static OnyxStatus* conv_grad_compute(void* state, OnyxKernelContext* ctx) {
   const char* xdat = cpu_host->tensor_data(x);
   const char* wdat = cpu_host->tensor_data(w);
   const char* ydat = cpu_host->tensor_data(dy);
+  if (direct) {
+    const CpuGradConv2d d2 = {.n = n,
+                              .c = cg,
+                              .m = mg,
+                              .xc = (size_t)c,
+                              .yc = (size_t)m,
+                              .ih = (size_t)g.in[1],
+                              .iw = (size_t)g.in[2],
+                              .oh = (size_t)g.out[1],
+                              .ow = (size_t)g.out[2],
+                              .kh = (size_t)g.k[1],
+                              .kw = (size_t)g.k[2],
+                              .pt = (size_t)g.pb[1],
+                              .pl = (size_t)g.pb[2]};
+    for (size_t gi = 0; gi < (size_t)group; gi++) {
+      const float* xg = (const float*)xdat + gi * cg * g.in_size;
+      const float* yg = (const float*)ydat + gi * mg * os;
+      if (tdw)
+        cpu_grad_conv_dw(pool, &d2, xg, yg,
+                         (float*)cpu_host->tensor_mutable_data(tdw) + gi * mg * ck, direct_scratch,
+                         &stop);
+      if (tdx && !cpu_stop_seen(&stop))
+        cpu_grad_conv_dx(pool, &d2, yg, (const float*)wdat + gi * mg * ck,
+                         (float*)cpu_host->tensor_mutable_data(tdx) + gi * cg * g.in_size,
+                         direct_scratch, &stop);
+      if (cpu_stop_seen(&stop)) return cpu_cancelled(ctx, NULL);
+    }
+    return NULL;
+  }
   for (size_t ni = 0; ni < n; ni++)
     for (size_t gi = 0; gi < (size_t)group; gi++) {
       if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);

@@ -4,6 +4,7 @@
  * double-precision InstanceNormalization, GroupNormalization,
  * RMSNormalization, LpNormalization, MeanVarianceNormalization and LRN. */
 #include "cpu_avx2.h"
+#include "cpu_grad_bn.h"
 #include "cpu_nn_common.h"
 #include "cpu_nnop_util.h"
 #include "cpu_types.h"
@@ -111,7 +112,83 @@ static OnyxStatus* bn_coefficients(const BatchNormState* s, OnyxKernelContext* c
 
 /* Training mode (opset 14+): normalizes with the batch's own mean and
  * (biased) variance per channel, and writes the updated running statistics
- * to the optional outputs 1 and 2. */
+ * to the optional outputs 1 and 2. A task takes a range of channels,
+ * computes their statistics and then writes their Y planes: one pass over
+ * X for the mean, one for the variance about it, one for Y, each in memory
+ * order (images, then the range's channels).
+ *   float32: each plane's sums in float lanes about a reference value (0
+ *     for the mean, the float32 mean for the variance), the planes' sums
+ *     added in double (cpu_grad_bn.h); the variance is the second moment
+ *     about the float32 mean less the square of that mean's residue (the
+ *     first moment about it), i.e. the moment about the double mean. Y =
+ *     X a + b in float32.
+ *   float64: plain sums in double, two passes. */
+typedef struct BnTrainJob {
+  OnyxElemType t;
+  const void *x, *scale, *bias;
+  void* y;
+  double *mean, *var, *r, *q; /* C each; r, q: float32 sums about the mean */
+  size_t n, channels, inner;
+  double epsilon;
+} BnTrainJob;
+
+/* Channels [begin, end): each pass walks the images in order and the
+ * range's channels within each image, so memory is read in order. */
+static void bn_train_channels(void* user, size_t begin, size_t end) {
+  const BnTrainJob* j = user;
+  const size_t C = j->channels, inner = j->inner;
+  const double count = (double)(j->n * inner);
+  double *mean = j->mean, *var = j->var;
+  for (size_t c = begin; c < end; c++)
+    mean[c] = var[c] = j->r[c] = j->q[c] = 0.0;
+  if (j->t == ONYX_ELEM_FLOAT32) {
+    const float* x = j->x;
+    for (size_t n = 0; n < j->n; n++)
+      for (size_t c = begin; c < end; c++)
+        cpu_bn_moments(x + (n * C + c) * inner, inner, 0.0f, &mean[c], &var[c]);
+    for (size_t c = begin; c < end; c++)
+      mean[c] = count > 0 ? mean[c] / count : 0.0;
+    for (size_t n = 0; n < j->n; n++)
+      for (size_t c = begin; c < end; c++)
+        cpu_bn_moments(x + (n * C + c) * inner, inner, (float)mean[c], &j->r[c], &j->q[c]);
+    for (size_t c = begin; c < end; c++) {
+      const double v = count > 0 ? (j->q[c] - j->r[c] * j->r[c] / count) / count : 0.0;
+      var[c] = v > 0.0 ? v : 0.0;
+    }
+  } else {
+    const double* x = j->x;
+    for (size_t n = 0; n < j->n; n++)
+      for (size_t c = begin; c < end; c++)
+        for (size_t i = 0; i < inner; i++)
+          mean[c] += x[(n * C + c) * inner + i];
+    for (size_t c = begin; c < end; c++)
+      mean[c] = count > 0 ? mean[c] / count : 0.0;
+    for (size_t n = 0; n < j->n; n++)
+      for (size_t c = begin; c < end; c++)
+        for (size_t i = 0; i < inner; i++) {
+          const double d = x[(n * C + c) * inner + i] - mean[c];
+          var[c] += d * d;
+        }
+    for (size_t c = begin; c < end; c++)
+      var[c] = count > 0 ? var[c] / count : 0.0;
+  }
+  /* y = x a + b; r and q now hold a and b */
+  for (size_t c = begin; c < end; c++) {
+    j->r[c] = load_real(j->scale, j->t, c) / sqrt(var[c] + j->epsilon);
+    j->q[c] = load_real(j->bias, j->t, c) - mean[c] * j->r[c];
+  }
+  for (size_t n = 0; n < j->n; n++)
+    for (size_t c = begin; c < end; c++) {
+      const size_t at = (n * C + c) * inner;
+      const double a = j->r[c], b = j->q[c];
+      if (j->t == ONYX_ELEM_FLOAT32)
+        cpu_bn_affine((const float*)j->x + at, (float*)j->y + at, inner, (float)a, (float)b);
+      else
+        for (size_t i = 0; i < inner; i++)
+          ((double*)j->y)[at + i] = ((const double*)j->x)[at + i] * a + b;
+    }
+}
+
 static OnyxStatus* bn_training(const BatchNormState* s, OnyxKernelContext* ctx, const OnyxTensor* x,
                                BnJob* job) {
   const OnyxElemType t = cpu_host->tensor_elem_type(x);
@@ -128,25 +205,12 @@ static OnyxStatus* bn_training(const BatchNormState* s, OnyxKernelContext* ctx, 
   double* a;
   OnyxStatus* st = nn_scratch(ctx, 4 * C * sizeof(double), (void**)&a);
   if (st) return st;
-  double *mean = a + 2 * C, *var = a + 3 * C;
-  const void* xd = cpu_host->tensor_data(x);
-  const double count = (double)(N * inner);
-  for (size_t c = 0; c < C; c++) {
-    double sum = 0.0, sq = 0.0;
-    for (size_t n = 0; n < N; n++)
-      for (size_t i = 0; i < inner; i++)
-        sum += load_real(xd, t, (n * C + c) * inner + i);
-    mean[c] = count > 0 ? sum / count : 0.0;
-    for (size_t n = 0; n < N; n++)
-      for (size_t i = 0; i < inner; i++) {
-        double d = load_real(xd, t, (n * C + c) * inner + i) - mean[c];
-        sq += d * d;
-      }
-    var[c] = count > 0 ? sq / count : 0.0;
-    a[c] = load_real(p[0], t, c) / sqrt(var[c] + s->epsilon);
-    a[C + c] = load_real(p[1], t, c) - mean[c] * a[c];
-  }
-  job->a = a, job->b = a + C;
+  double *mean = a, *var = a + C;
+  BnTrainJob tj = {t,         job->x,    p[0], p[1], job->y, mean,      var,
+                   a + 2 * C, a + 3 * C, N,    C,    inner,  s->epsilon};
+  const size_t elems = N * C * inner;
+  cpu_host->parallel_for(elems >= 32768 ? cpu_host->ctx_thread_pool(ctx) : NULL, C,
+                         bn_train_channels, &tj);
   for (size_t o = 1; o <= 2; o++) { /* running_mean, running_var */
     if (cpu_host->ctx_output_count(ctx) <= o || !nn_has_output(s->node, o)) continue;
     OnyxTensor* r;
@@ -188,10 +252,10 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
   const OnyxTensor* scale = cpu_host->ctx_input(ctx, 1);
   job.per_element = scale && cpu_host->tensor_elem_count(scale) != job.channels &&
                     cpu_host->tensor_elem_count(scale) == job.channels * job.inner;
-  if (s->training) {
-    if ((st = bn_training(s, ctx, x, &job))) return st;
-  } else if ((st = bn_coefficients(
-                  s, ctx, job.per_element ? job.channels * job.inner : job.channels, &job))) {
+  if (s->training) /* statistics and Y, per channel */
+    return bn_training(s, ctx, x, &job);
+  if ((st = bn_coefficients(s, ctx, job.per_element ? job.channels * job.inner : job.channels,
+                            &job))) {
     return st;
   }
   if (cpu_host->tensor_elem_count(y) == 0) return NULL;

@@ -7,6 +7,7 @@
 #include "cpu_avx2.h"
 #include "cpu_conv_depthwise.h"
 #include "cpu_conv_direct.h"
+#include "cpu_grad_conv_direct.h"
 #include "cpu_nn_common.h"
 #include "cpu_types.h"
 #include "cpu_winograd.h"
@@ -783,6 +784,50 @@ static bool conv_grouped_direct(size_t cg) {
  * by slice from X for 2-D windows; X itself for pointwise ones; stored
  * whole only for other ranks) and the bias and activation applied by the
  * GEMM's epilogue. */
+/* A 2-D convolution whose weights were not packed at creation (they are a
+ * run-time input: a training model's forward convs read the weights the
+ * optimizer updates) with few channels, unit strides and dilations, no
+ * bias, residual or activation: ConvGrad's direct kernel
+ * (cpu_grad_conv_direct.h) computes it without im2col, which at 16
+ * channels and 16 x 16 images moves as much data as the GEMM does work.
+ * Returns false when it does not apply; else true, with the run's status in
+ * *st. */
+static bool conv_unpacked_small_f32(const ConvState* cst, OnyxKernelContext* ctx,
+                                    const ConvShape* cs, const OnyxTensor* x, const OnyxTensor* wt,
+                                    const OnyxTensor* b, const float* z, OnyxTensor* y,
+                                    OnyxStatus** st) {
+  const Geometry* ge = &cs->g;
+  if (cst->packed_w || cst->packed_wt || cst->direct || cst->wino || b || z ||
+      cst->act != CPU_ACT_NONE || ge->rank != 2 || cst->w.group != 1 ||
+      cs->c > CPU_GRAD_CONV_DIRECT_MAX_CH || cs->m > CPU_GRAD_CONV_DIRECT_MAX_CH || ge->s[0] != 1 ||
+      ge->s[1] != 1 || ge->d[0] != 1 || ge->d[1] != 1 || !cpu_grad_conv_direct_available())
+    return false;
+  const CpuGradConv2d g = {.n = cs->n,
+                           .c = cs->c,
+                           .m = cs->m,
+                           .xc = cs->c,
+                           .yc = cs->m,
+                           .ih = (size_t)ge->in[0],
+                           .iw = (size_t)ge->in[1],
+                           .oh = (size_t)ge->out[0],
+                           .ow = (size_t)ge->out[1],
+                           .kh = (size_t)ge->k[0],
+                           .kw = (size_t)ge->k[1],
+                           .pt = (size_t)ge->pb[0],
+                           .pl = (size_t)ge->pb[1]};
+  size_t floats, bytes;
+  if (!cpu_grad_conv_fwd_scratch(&g, &floats) || !cpu_mul_size(floats, sizeof(float), &bytes))
+    return false;
+  float* scratch = NULL;
+  *st = bytes ? nn_scratch(ctx, bytes, (void**)&scratch) : NULL;
+  if (*st) return true;
+  CpuStop stop = {.ctx = ctx};
+  cpu_grad_conv_fwd(cpu_host->ctx_thread_pool(ctx), &g, cpu_host->tensor_data(x),
+                    cpu_host->tensor_data(wt), cpu_host->tensor_mutable_data(y), scratch, &stop);
+  if (cpu_stop_seen(&stop)) *st = cpu_cancelled(ctx, NULL);
+  return true;
+}
+
 static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx,
                                     const ConvShape* cs, const OnyxTensor* x, const OnyxTensor* wt,
                                     const OnyxTensor* b, const float* z, OnyxTensor* y) {
@@ -800,6 +845,8 @@ static OnyxStatus* conv_compute_f32(const ConvState* cst, OnyxKernelContext* ctx
                                 (size_t)cs->g.k[1]};
     return cpu_conv_depthwise_run(ctx, &dw);
   }
+  OnyxStatus* tst = NULL;
+  if (conv_unpacked_small_f32(cst, ctx, cs, x, wt, b, z, y, &tst)) return tst;
   const size_t os = cs->g.out_size, kdim = cs->cg * cs->g.k_size;
   const int pointwise = conv_is_pointwise(&cs->g), direct = !pointwise && cs->g.rank == 2;
   OnyxStatus* st;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_attention.h"
 #include "gpu_ep.h"
 #include "gpu_grad_ops.h"
 
@@ -1369,6 +1370,8 @@ OnyxStatus* gpu_register_common_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st = gpu_register_contrib(r, "LayerNormalization", tln, 2, NULL, layernorm_compute,
                               CODE_LAYERNORM);
+  /* com.onyx MultiHeadAttention: gpu_attention.c */
+  if (!st) st = gpu_register_attention_kernels(r);
   if (!st) st = gpu_register_grad_kernels(r); /* com.onyx.training: gpu_grad_ops.c */
   return st;
 }

@@ -1,0 +1,63 @@
+/* gpu_attention.cu — the fused attention kernel of the CUDA and ROCm
+ * providers (com.onyx MultiHeadAttention), written once in the CUDA dialect
+ * (hipcc compiles it through gpu_vendor.h). One block of GPU_ATTN_THREADS
+ * per (query tile, head, batch): the queries stay in shared memory, the key
+ * and value tiles stream through it, and the softmax runs online in float32
+ * (gpu_attention_body.h holds every phase, shared with the host emulation).
+ * Heads above GPU_ATTN_DMAX take a one-thread-per-row kernel. See
+ * docs/providers/cuda.md, "Attention". */
+#include <math.h>
+#include <stdint.h>
+#include "gpu_attention.h"
+#include "gpu_attention_body.h"
+#include "gpu_vendor.h"
+
+namespace {
+
+__global__ void __launch_bounds__(GPU_ATTN_THREADS) attention_kernel(GpuAttn a) {
+  __shared__ GpuAttnShared sh;
+  const int tid = (int)threadIdx.x;
+  const int64_t q0 = (int64_t)blockIdx.x * GPU_ATTN_BQ, h = blockIdx.y, b = blockIdx.z;
+  float acc[GPU_ATTN_ACC];
+#pragma unroll
+  for (int i = 0; i < GPU_ATTN_ACC; i++)
+    acc[i] = 0.0f;
+  gpub_attn_load_q(&a, &sh, tid, b, h, q0);
+  const int64_t end = gpub_attn_key_end(&a, q0);
+  for (int64_t k0 = 0; k0 < end; k0 += GPU_ATTN_BK) {
+    __syncthreads(); /* the previous tile's readers of kv and p are done */
+    gpub_attn_load_kv(&a, a.k, &sh, tid, b, h, k0);
+    __syncthreads();
+    gpub_attn_scores(&a, &sh, tid, b, h, q0, k0);
+    __syncthreads();
+    gpub_attn_softmax(&sh, tid);
+    gpub_attn_load_kv(&a, a.v, &sh, tid, b, h, k0);
+    __syncthreads();
+    gpub_attn_pv(&a, &sh, tid, acc);
+  }
+  __syncthreads();
+  gpub_attn_store(&a, &sh, tid, acc, b, h, q0);
+}
+
+__global__ void attention_row_kernel(GpuAttn a, int64_t rows) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows;
+       i += (int64_t)blockDim.x * gridDim.x)
+    gpub_attn_row(&a, i);
+}
+
+} // namespace
+
+extern "C" int gpuk_attention(const GpuAttn* a, void* stream) {
+  cudaStream_t s = (cudaStream_t)stream;
+  const int64_t tiles = (a->s + GPU_ATTN_BQ - 1) / GPU_ATTN_BQ;
+  if (a->d <= GPU_ATTN_DMAX && tiles <= INT32_MAX && a->h <= 65535 && a->b <= 65535) {
+    const dim3 grid((unsigned)tiles, (unsigned)a->h, (unsigned)a->b);
+    attention_kernel<<<grid, GPU_ATTN_THREADS, 0, s>>>(*a);
+  } else {
+    const int64_t rows = a->b * a->h * a->s;
+    int64_t blocks = (rows + 255) / 256;
+    if (blocks > 65535) blocks = 65535; /* the loop strides over the rest */
+    attention_row_kernel<<<(unsigned)blocks, 256, 0, s>>>(*a, rows);
+  }
+  return (int)cudaGetLastError();
+}

@@ -1,0 +1,57 @@
+/* gpu_emu_attention.c — the host emulation (tests, provider "gpuemu") of
+ * the fused attention kernel (gpu_attention.cu): the same phases of
+ * gpu_attention_body.h, run for every thread index of a block in turn
+ * between what are barriers on the device, block after block; and the same
+ * one-row kernel for heads above GPU_ATTN_DMAX. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "gpu_attention.h"
+#include "gpu_attention_body.h"
+
+#define EMU_OOM 2
+
+int gpuk_attention(const GpuAttn* a, void* stream) {
+  (void)stream;
+  const int64_t tiles = (a->s + GPU_ATTN_BQ - 1) / GPU_ATTN_BQ;
+  if (a->d > GPU_ATTN_DMAX || tiles > INT32_MAX || a->h > 65535 || a->b > 65535) {
+    for (int64_t r = 0; r < a->b * a->h * a->s; r++)
+      gpub_attn_row(a, r);
+    return 0;
+  }
+  GpuAttnShared* sh = malloc(sizeof *sh);
+  float(*acc)[GPU_ATTN_ACC] = malloc(GPU_ATTN_THREADS * sizeof *acc);
+  if (!sh || !acc) {
+    free(sh);
+    free(acc);
+    return EMU_OOM;
+  }
+  for (int64_t b = 0; b < a->b; b++)
+    for (int64_t h = 0; h < a->h; h++)
+      for (int64_t qt = 0; qt < tiles; qt++) {
+        const int64_t q0 = qt * GPU_ATTN_BQ;
+        for (int t = 0; t < GPU_ATTN_THREADS; t++) {
+          for (int i = 0; i < GPU_ATTN_ACC; i++)
+            acc[t][i] = 0.0f;
+          gpub_attn_load_q(a, sh, t, b, h, q0);
+        }
+        const int64_t end = gpub_attn_key_end(a, q0);
+        for (int64_t k0 = 0; k0 < end; k0 += GPU_ATTN_BK) {
+          for (int t = 0; t < GPU_ATTN_THREADS; t++)
+            gpub_attn_load_kv(a, a->k, sh, t, b, h, k0);
+          for (int t = 0; t < GPU_ATTN_THREADS; t++)
+            gpub_attn_scores(a, sh, t, b, h, q0, k0);
+          for (int t = 0; t < GPU_ATTN_THREADS; t++) {
+            gpub_attn_softmax(sh, t);
+            gpub_attn_load_kv(a, a->v, sh, t, b, h, k0);
+          }
+          for (int t = 0; t < GPU_ATTN_THREADS; t++)
+            gpub_attn_pv(a, sh, t, acc[t]);
+        }
+        for (int t = 0; t < GPU_ATTN_THREADS; t++)
+          gpub_attn_store(a, sh, t, acc[t], b, h, q0);
+      }
+  free(sh);
+  free(acc);
+  return 0;
+}

@@ -16,27 +16,23 @@ namespace {
 
 __global__ void __launch_bounds__(GPU_ATTN_THREADS) attention_kernel(GpuAttn a) {
   __shared__ GpuAttnShared sh;
+  GpuAttnThread th;
   const int tid = (int)threadIdx.x;
   const int64_t q0 = (int64_t)blockIdx.x * GPU_ATTN_BQ, h = blockIdx.y, b = blockIdx.z;
-  float acc[GPU_ATTN_ACC];
-#pragma unroll
-  for (int i = 0; i < GPU_ATTN_ACC; i++)
-    acc[i] = 0.0f;
-  gpub_attn_load_q(&a, &sh, tid, b, h, q0);
+  gpub_attn_begin(&a, &sh, &th, tid, b, h, q0);
   const int64_t end = gpub_attn_key_end(&a, q0);
   for (int64_t k0 = 0; k0 < end; k0 += GPU_ATTN_BK) {
-    __syncthreads(); /* the previous tile's readers of kv and p are done */
+    __syncthreads(); /* the previous tile's readers of kv, p, pmax and psum are done */
     gpub_attn_load_kv(&a, a.k, &sh, tid, b, h, k0);
     __syncthreads();
-    gpub_attn_scores(&a, &sh, tid, b, h, q0, k0);
+    gpub_attn_scores(&a, &sh, &th, tid, b, h, q0, k0);
     __syncthreads();
-    gpub_attn_softmax(&sh, tid);
+    gpub_attn_softmax(&sh, &th, tid, a.d);
     gpub_attn_load_kv(&a, a.v, &sh, tid, b, h, k0);
     __syncthreads();
-    gpub_attn_pv(&a, &sh, tid, acc);
+    gpub_attn_pv(&a, &sh, &th, tid);
   }
-  __syncthreads();
-  gpub_attn_store(&a, &sh, tid, acc, b, h, q0);
+  gpub_attn_store(&a, &th, tid, b, h, q0);
 }
 
 __global__ void attention_row_kernel(GpuAttn a, int64_t rows) {

@@ -8,11 +8,13 @@
  * The tiled algorithm (flash attention, float32): a block keeps its queries
  * in shared memory and streams the keys and values through one shared tile
  * of GPU_ATTN_BK rows. Per key tile: the GPU_ATTN_BQ x GPU_ATTN_BK scores
- * (scale * q . k + mask) into shared memory; per query row its running max
- * m and sum l: m' = max(m, tile max), the tile's exponentials exp(s - m')
- * replace the scores, l' = l exp(m - m') + their sum; each thread's output
- * accumulators are scaled by exp(m - m') and take P x V. At the end
- * Y = acc / l. Memory holds one tile of scores per block, never S x T.
+ * (scale * q . k + mask), each thread 8 of one query row in registers;
+ * per query row its running max m and sum l: m' = max(m, tile max) (the
+ * four threads' maxima through shared memory), the tile's exponentials
+ * exp(s - m') into shared memory, l' = l exp(m - m') + their sum; each
+ * thread's output accumulators are scaled by exp(m - m') and take P x V. At
+ * the end Y = acc / l. Memory holds one tile of exponentials per block,
+ * never S x T.
  *
  * Thread tid of the block owns query row tid / 4 and, of that row, the
  * score columns (tid % 4) + 4j and the output columns (tid % 4) + 4i. */
@@ -44,15 +46,23 @@
 #error "the attention's thread layout: four threads per query row"
 #endif
 
-/* A block's shared memory (about 37 KiB). */
+/* A block's shared memory (about 38 KiB). */
 typedef struct GpuAttnShared {
   float q[GPU_ATTN_BQ * GPU_ATTN_LD];  /* the block's queries */
   float kv[GPU_ATTN_BK * GPU_ATTN_LD]; /* the current key tile, then its value tile */
-  float p[GPU_ATTN_BQ * GPU_ATTN_PLD]; /* the tile's scores, then their exponentials */
-  float m[GPU_ATTN_BQ];                /* per query row: the running max */
-  float l[GPU_ATTN_BQ];                /* the running sum of exp(s - m) */
-  float alpha[GPU_ATTN_BQ];            /* the tile's rescale exp(m_old - m_new) */
+  float p[GPU_ATTN_BQ * GPU_ATTN_PLD]; /* the tile's exp(s - m) */
+  float pmax[GPU_ATTN_THREADS];        /* per thread: the max of its scores of the tile */
+  float psum[GPU_ATTN_THREADS];        /* per thread: the sum of their exponentials */
 } GpuAttnShared;
+
+/* What one thread keeps across the phases (registers on the device): its
+ * output accumulators, its scores of the current tile, and its row's
+ * running max and sum (the four threads of a row hold equal copies). */
+typedef struct GpuAttnThread {
+  float acc[GPU_ATTN_ACC];
+  float s[GPU_ATTN_SPT];
+  float m, l;
+} GpuAttnThread;
 
 /* The keys that block (query tile from q0) visits: all T, or with a causal
  * mask only those up to its last query (tiles wholly above the diagonal are
@@ -67,37 +77,49 @@ GPU_ATTN_FN int64_t gpub_attn_key_end(const GpuAttn* a, int64_t q0) {
   return end;
 }
 
-/* Phase 0: the block's queries into shared memory (zero past S); the running
- * max and sum start at -inf and 0. */
-GPU_ATTN_FN void gpub_attn_load_q(const GpuAttn* a, GpuAttnShared* sh, int tid, int64_t b,
-                                  int64_t h, int64_t q0) {
-  const int64_t D = a->d;
-  for (int64_t i = tid; i < GPU_ATTN_BQ * D; i += GPU_ATTN_THREADS) {
-    const int64_t r = i / D, d = i % D, s = q0 + r;
-    sh->q[r * GPU_ATTN_LD + d] = s < a->s ? a->q[(b * a->s + s) * a->ld + h * D + d] : 0.0f;
+/* Copies rows r0 .. r0 + 32 - 1 of a [rows, D] head (row i at src + i * ld,
+ * zero past n) into a shared tile: warp-sized runs of threads read
+ * consecutive floats of a row, and no index is divided. */
+GPU_ATTN_FN void gpub_attn_tile(const float* src, int64_t ld, int64_t r0, int64_t n, int64_t D,
+                                float* tile, int tid) {
+  for (int r = tid >> 5; r < 32; r += GPU_ATTN_THREADS / 32) {
+    const int64_t row = r0 + r;
+    float* out = tile + r * GPU_ATTN_LD;
+    if (row < n) {
+      const float* in = src + row * ld;
+      for (int64_t d = tid & 31; d < D; d += 32)
+        out[d] = in[d];
+    } else {
+      for (int64_t d = tid & 31; d < D; d += 32)
+        out[d] = 0.0f;
+    }
   }
-  if (tid < GPU_ATTN_BQ) {
-    sh->m[tid] = -INFINITY;
-    sh->l[tid] = 0.0f;
-  }
+}
+
+/* Phase 0: the thread's state, and the block's queries into shared memory
+ * (zero past S). */
+GPU_ATTN_FN void gpub_attn_begin(const GpuAttn* a, GpuAttnShared* sh, GpuAttnThread* th, int tid,
+                                 int64_t b, int64_t h, int64_t q0) {
+  GPU_ATTN_UNROLL
+  for (int i = 0; i < GPU_ATTN_ACC; i++)
+    th->acc[i] = 0.0f;
+  th->m = -INFINITY;
+  th->l = 0.0f;
+  gpub_attn_tile(a->q + b * a->s * a->ld + h * a->d, a->ld, q0, a->s, a->d, sh->q, tid);
 }
 
 /* Phases 1 and 3: keys (src a->k) or values (src a->v) k0 .. k0 + BK - 1 into
- * the shared tile (zero past T); consecutive threads read consecutive floats
- * of a row. */
+ * the shared tile (zero past T). */
 GPU_ATTN_FN void gpub_attn_load_kv(const GpuAttn* a, const float* src, GpuAttnShared* sh, int tid,
                                    int64_t b, int64_t h, int64_t k0) {
-  const int64_t D = a->d;
-  for (int64_t i = tid; i < GPU_ATTN_BK * D; i += GPU_ATTN_THREADS) {
-    const int64_t r = i / D, d = i % D, t = k0 + r;
-    sh->kv[r * GPU_ATTN_LD + d] = t < a->t ? src[(b * a->t + t) * a->ld + h * D + d] : 0.0f;
-  }
+  gpub_attn_tile(src + b * a->t * a->ld + h * a->d, a->ld, k0, a->t, a->d, sh->kv, tid);
 }
 
 /* Phase 2: the thread's scores scale * q_s . k_t + mask[b, h, s, t] of the
- * tile; -inf for a query past S or a key past T (exp gives 0 there). */
-GPU_ATTN_FN void gpub_attn_scores(const GpuAttn* a, GpuAttnShared* sh, int tid, int64_t b,
-                                  int64_t h, int64_t q0, int64_t k0) {
+ * tile (-inf for a query past S or a key past T: exp gives 0 there), and
+ * their max into pmax[]. */
+GPU_ATTN_FN void gpub_attn_scores(const GpuAttn* a, GpuAttnShared* sh, GpuAttnThread* th, int tid,
+                                  int64_t b, int64_t h, int64_t q0, int64_t k0) {
   const int r = tid >> 2, lane = tid & 3;
   const int64_t s = q0 + r, D = a->d;
   float acc[GPU_ATTN_SPT];
@@ -114,80 +136,86 @@ GPU_ATTN_FN void gpub_attn_scores(const GpuAttn* a, GpuAttnShared* sh, int tid, 
   }
   const float* mrow =
       a->mask && s < a->s ? a->mask + b * a->ms[0] + h * a->ms[1] + s * a->ms[2] : 0;
+  float mx = -INFINITY;
   GPU_ATTN_UNROLL
   for (int j = 0; j < GPU_ATTN_SPT; j++) {
-    const int c = lane + 4 * j;
-    const int64_t t = k0 + c;
+    const int64_t t = k0 + lane + 4 * j;
     float v = -INFINITY;
     if (s < a->s && t < a->t) {
       v = a->scale * acc[j];
       if (mrow) v += mrow[t * a->ms[3]];
     }
-    sh->p[r * GPU_ATTN_PLD + c] = v;
+    th->s[j] = v;
+    mx = fmaxf(mx, v);
   }
+  sh->pmax[tid] = mx;
 }
 
-/* Phase 3 (threads below BQ, one query row each): the online softmax step
- * over the tile's scores. A row whose scores so far are all -inf keeps
+/* Phase 3: the online softmax step of the thread's row over the tile: the
+ * new running max m' from the four threads' maxima, the thread's
+ * exp(s - m') into p and their sum into psum[], its accumulators and running
+ * sum rescaled by exp(m - m'). A row whose scores so far are all -inf keeps
  * m = -inf, l = 0 and contributes nothing (exp(-inf - -inf) would be NaN). */
-GPU_ATTN_FN void gpub_attn_softmax(GpuAttnShared* sh, int tid) {
-  if (tid >= GPU_ATTN_BQ) return;
-  float* p = sh->p + tid * GPU_ATTN_PLD;
-  const float m_old = sh->m[tid];
-  float mx = m_old;
-  for (int c = 0; c < GPU_ATTN_BK; c++)
-    mx = fmaxf(mx, p[c]);
-  if (mx == -INFINITY) {
-    for (int c = 0; c < GPU_ATTN_BK; c++)
-      p[c] = 0.0f;
-    sh->alpha[tid] = 1.0f;
-    return;
-  }
-  const float alpha = expf(m_old - mx); /* 0 on the first tile with a finite score */
+GPU_ATTN_FN void gpub_attn_softmax(GpuAttnShared* sh, GpuAttnThread* th, int tid, int64_t d_cols) {
+  const int r = tid >> 2, lane = tid & 3;
+  const float* pm = sh->pmax + 4 * r;
+  const float mx = fmaxf(fmaxf(th->m, fmaxf(pm[0], pm[1])), fmaxf(pm[2], pm[3]));
+  float* p = sh->p + r * GPU_ATTN_PLD + lane;
   float sum = 0.0f;
-  for (int c = 0; c < GPU_ATTN_BK; c++) {
-    const float e = expf(p[c] - mx);
-    p[c] = e;
-    sum += e;
+  if (mx == -INFINITY) {
+    GPU_ATTN_UNROLL
+    for (int j = 0; j < GPU_ATTN_SPT; j++)
+      p[4 * j] = 0.0f;
+  } else {
+    GPU_ATTN_UNROLL
+    for (int j = 0; j < GPU_ATTN_SPT; j++) {
+      const float e = expf(th->s[j] - mx);
+      p[4 * j] = e;
+      sum += e;
+    }
+    const float alpha = expf(th->m - mx);         /* 0 on the row's first finite tile */
+    const int n = (int)((d_cols - lane + 3) / 4); /* this thread's output columns */
+    GPU_ATTN_UNROLL
+    for (int i = 0; i < GPU_ATTN_ACC; i++)
+      if (i < n) th->acc[i] *= alpha;
+    th->l *= alpha;
+    th->m = mx;
   }
-  sh->l[tid] = sh->l[tid] * alpha + sum;
-  sh->m[tid] = mx;
-  sh->alpha[tid] = alpha;
+  sh->psum[tid] = sum;
 }
 
-/* Phase 4: the thread's accumulators (columns lane + 4i < D of its row)
- * rescaled, plus the tile's exponentials times the value tile. */
-GPU_ATTN_FN void gpub_attn_pv(const GpuAttn* a, const GpuAttnShared* sh, int tid, float* acc) {
+/* Phase 4: the row's running sum takes the four threads' sums, and the
+ * thread's accumulators (columns lane + 4i < D of its row) the tile's
+ * exponentials times the value tile. */
+GPU_ATTN_FN void gpub_attn_pv(const GpuAttn* a, const GpuAttnShared* sh, GpuAttnThread* th,
+                              int tid) {
   const int r = tid >> 2, lane = tid & 3;
-  const int n = (int)((a->d - lane + 3) / 4); /* this thread's columns */
-  const float alpha = sh->alpha[r];
-  GPU_ATTN_UNROLL
-  for (int i = 0; i < GPU_ATTN_ACC; i++)
-    if (i < n) acc[i] *= alpha;
+  const float* ps = sh->psum + 4 * r;
+  th->l += (ps[0] + ps[1]) + (ps[2] + ps[3]);
+  const int n = (int)((a->d - lane + 3) / 4);
   const float* p = sh->p + r * GPU_ATTN_PLD;
   for (int c = 0; c < GPU_ATTN_BK; c++) {
     const float pc = p[c];
     const float* vr = sh->kv + c * GPU_ATTN_LD + lane;
     GPU_ATTN_UNROLL
     for (int i = 0; i < GPU_ATTN_ACC; i++)
-      if (i < n) acc[i] += pc * vr[4 * i];
+      if (i < n) th->acc[i] += pc * vr[4 * i];
   }
 }
 
 /* Phase 5: Y = acc / l for the thread's columns of a query below S (a row
  * whose every score was -inf gives 0 / 0 = NaN, as the softmax of such a
  * row does). */
-GPU_ATTN_FN void gpub_attn_store(const GpuAttn* a, const GpuAttnShared* sh, int tid,
-                                 const float* acc, int64_t b, int64_t h, int64_t q0) {
+GPU_ATTN_FN void gpub_attn_store(const GpuAttn* a, const GpuAttnThread* th, int tid, int64_t b,
+                                 int64_t h, int64_t q0) {
   const int r = tid >> 2, lane = tid & 3;
   const int64_t s = q0 + r, D = a->d;
   if (s >= a->s) return;
-  const float l = sh->l[r];
   float* y = a->y + (b * a->s + s) * (a->h * D) + h * D;
   GPU_ATTN_UNROLL
   for (int i = 0; i < GPU_ATTN_ACC; i++) {
     const int64_t d = lane + 4 * i;
-    if (d < D) y[d] = acc[i] / l;
+    if (d < D) y[d] = th->acc[i] / th->l;
   }
 }
 

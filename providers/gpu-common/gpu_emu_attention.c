@@ -1,8 +1,9 @@
 /* gpu_emu_attention.c — the host emulation (tests, provider "gpuemu") of
  * the fused attention kernel (gpu_attention.cu): the same phases of
  * gpu_attention_body.h, run for every thread index of a block in turn
- * between what are barriers on the device, block after block; and the same
- * one-row kernel for heads above GPU_ATTN_DMAX. */
+ * between what are barriers on the device, block after block, each thread's
+ * registers (GpuAttnThread) kept per thread index; and the same one-row
+ * kernel for heads above GPU_ATTN_DMAX. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -20,38 +21,35 @@ int gpuk_attention(const GpuAttn* a, void* stream) {
     return 0;
   }
   GpuAttnShared* sh = malloc(sizeof *sh);
-  float(*acc)[GPU_ATTN_ACC] = malloc(GPU_ATTN_THREADS * sizeof *acc);
-  if (!sh || !acc) {
+  GpuAttnThread* th = malloc(GPU_ATTN_THREADS * sizeof *th);
+  if (!sh || !th) {
     free(sh);
-    free(acc);
+    free(th);
     return EMU_OOM;
   }
   for (int64_t b = 0; b < a->b; b++)
     for (int64_t h = 0; h < a->h; h++)
       for (int64_t qt = 0; qt < tiles; qt++) {
         const int64_t q0 = qt * GPU_ATTN_BQ;
-        for (int t = 0; t < GPU_ATTN_THREADS; t++) {
-          for (int i = 0; i < GPU_ATTN_ACC; i++)
-            acc[t][i] = 0.0f;
-          gpub_attn_load_q(a, sh, t, b, h, q0);
-        }
+        for (int t = 0; t < GPU_ATTN_THREADS; t++)
+          gpub_attn_begin(a, sh, &th[t], t, b, h, q0);
         const int64_t end = gpub_attn_key_end(a, q0);
         for (int64_t k0 = 0; k0 < end; k0 += GPU_ATTN_BK) {
           for (int t = 0; t < GPU_ATTN_THREADS; t++)
             gpub_attn_load_kv(a, a->k, sh, t, b, h, k0);
           for (int t = 0; t < GPU_ATTN_THREADS; t++)
-            gpub_attn_scores(a, sh, t, b, h, q0, k0);
+            gpub_attn_scores(a, sh, &th[t], t, b, h, q0, k0);
           for (int t = 0; t < GPU_ATTN_THREADS; t++) {
-            gpub_attn_softmax(sh, t);
+            gpub_attn_softmax(sh, &th[t], t, a->d);
             gpub_attn_load_kv(a, a->v, sh, t, b, h, k0);
           }
           for (int t = 0; t < GPU_ATTN_THREADS; t++)
-            gpub_attn_pv(a, sh, t, acc[t]);
+            gpub_attn_pv(a, sh, &th[t], t);
         }
         for (int t = 0; t < GPU_ATTN_THREADS; t++)
-          gpub_attn_store(a, sh, t, acc[t], b, h, q0);
+          gpub_attn_store(a, &th[t], t, b, h, q0);
       }
   free(sh);
-  free(acc);
+  free(th);
   return 0;
 }

@@ -34,7 +34,12 @@ static void ok(OnyxStatus* st) {
 static void gpu_required(void) {
   OxProviderLib* lib = NULL;
   OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), GPU_NAME, NULL, &lib);
-  if (st) fail_msg("loading %s: %s", GPU_NAME, st->message);
+  if (st) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", st->message);
+    ox_status_free(st);
+    fail_msg("loading %s: %s", GPU_NAME, msg);
+  }
   size_t n = 0;
   OnyxStatus* why = lib->provider->device_count(lib->provider, &n);
   ox_status_free(why);

@@ -23,12 +23,12 @@ __global__ void __launch_bounds__(GPU_ATTN_THREADS) attention_kernel(GpuAttn a) 
   const int64_t end = gpub_attn_key_end(&a, q0);
   for (int64_t k0 = 0; k0 < end; k0 += GPU_ATTN_BK) {
     __syncthreads(); /* the previous tile's readers of kv, p, pmax and psum are done */
-    gpub_attn_load_kv(&a, a.k, &sh, tid, b, h, k0);
+    gpub_attn_load_k(&a, &sh, tid, b, h, k0);
     __syncthreads();
     gpub_attn_scores(&a, &sh, &th, tid, b, h, q0, k0);
     __syncthreads();
-    gpub_attn_softmax(&sh, &th, tid, a.d);
-    gpub_attn_load_kv(&a, a.v, &sh, tid, b, h, k0);
+    gpub_attn_softmax(&sh, &th, tid, a.dv);
+    gpub_attn_load_v(&a, &sh, tid, b, h, k0);
     __syncthreads();
     gpub_attn_pv(&a, &sh, &th, tid);
   }
@@ -45,8 +45,10 @@ __global__ void attention_row_kernel(GpuAttn a, int64_t rows) {
 
 extern "C" int gpuk_attention(const GpuAttn* a, void* stream) {
   cudaStream_t s = (cudaStream_t)stream;
+  if (a->b <= 0 || a->h <= 0 || a->s <= 0 || a->dv <= 0) return 0; /* no output */
   const int64_t tiles = (a->s + GPU_ATTN_BQ - 1) / GPU_ATTN_BQ;
-  if (a->d <= GPU_ATTN_DMAX && tiles <= INT32_MAX && a->h <= 65535 && a->b <= 65535) {
+  if (a->d <= GPU_ATTN_DMAX && a->dv <= GPU_ATTN_DMAX && tiles <= INT32_MAX && a->h <= 65535 &&
+      a->b <= 65535) {
     const dim3 grid((unsigned)tiles, (unsigned)a->h, (unsigned)a->b);
     attention_kernel<<<grid, GPU_ATTN_THREADS, 0, s>>>(*a);
   } else {

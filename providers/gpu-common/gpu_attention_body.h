@@ -22,6 +22,7 @@
 #define ONYX_GPU_ATTENTION_BODY_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gpu_attention.h"
@@ -105,14 +106,39 @@ GPU_ATTN_FN void gpub_attn_begin(const GpuAttn* a, GpuAttnShared* sh, GpuAttnThr
     th->acc[i] = 0.0f;
   th->m = -INFINITY;
   th->l = 0.0f;
-  gpub_attn_tile(a->q + b * a->s * a->ld + h * a->d, a->ld, q0, a->s, a->d, sh->q, tid);
+  gpub_attn_tile(a->q + b * a->qs[0] + h * a->qs[1], a->qs[2], q0, a->s, a->d, sh->q, tid);
 }
 
-/* Phases 1 and 3: keys (src a->k) or values (src a->v) k0 .. k0 + BK - 1 into
- * the shared tile (zero past T). */
-GPU_ATTN_FN void gpub_attn_load_kv(const GpuAttn* a, const float* src, GpuAttnShared* sh, int tid,
-                                   int64_t b, int64_t h, int64_t k0) {
-  gpub_attn_tile(src + b * a->t * a->ld + h * a->d, a->ld, k0, a->t, a->d, sh->kv, tid);
+/* Phase 1: keys k0 .. k0 + BK - 1 of the block's key/value head into the
+ * shared tile (zero past T). */
+GPU_ATTN_FN void gpub_attn_load_k(const GpuAttn* a, GpuAttnShared* sh, int tid, int64_t b,
+                                  int64_t h, int64_t k0) {
+  gpub_attn_tile(a->k + b * a->ks[0] + (h / a->group) * a->ks[1], a->ks[2], k0, a->t, a->d, sh->kv,
+                 tid);
+}
+
+/* Phase 3: the same tile's values. */
+GPU_ATTN_FN void gpub_attn_load_v(const GpuAttn* a, GpuAttnShared* sh, int tid, int64_t b,
+                                  int64_t h, int64_t k0) {
+  gpub_attn_tile(a->v + b * a->vs[0] + (h / a->group) * a->vs[1], a->vs[2], k0, a->t, a->dv, sh->kv,
+                 tid);
+}
+
+/* The bias of key t for a query row whose mask row starts at element mrow
+ * (-1: no mask): the mask's value, -inf past its keys, -inf above the
+ * diagonal with causal_mask. */
+GPU_ATTN_FN float gpub_attn_bias(const GpuAttn* a, int64_t mrow, int64_t s, int64_t t) {
+  float bias = 0.0f;
+  if (mrow >= 0) {
+    if (t >= a->mask_len) return -INFINITY;
+    const int64_t at = mrow + t * a->ms[3];
+    if (a->mask_bool)
+      bias = ((const unsigned char*)a->mask)[at] ? 0.0f : -INFINITY;
+    else
+      bias = ((const float*)a->mask)[at];
+  }
+  if (a->causal_mask && t > s) return -INFINITY;
+  return bias;
 }
 
 /* Phase 2: the thread's scores scale * q_s . k_t + mask[b, h, s, t] of the
@@ -134,17 +160,13 @@ GPU_ATTN_FN void gpub_attn_scores(const GpuAttn* a, GpuAttnShared* sh, GpuAttnTh
     for (int j = 0; j < GPU_ATTN_SPT; j++)
       acc[j] += qv * kr[4 * j * GPU_ATTN_LD + d];
   }
-  const float* mrow =
-      a->mask && s < a->s ? a->mask + b * a->ms[0] + h * a->ms[1] + s * a->ms[2] : 0;
+  const int64_t mrow = a->mask ? b * a->ms[0] + h * a->ms[1] + s * a->ms[2] : -1;
   float mx = -INFINITY;
   GPU_ATTN_UNROLL
   for (int j = 0; j < GPU_ATTN_SPT; j++) {
     const int64_t t = k0 + lane + 4 * j;
     float v = -INFINITY;
-    if (s < a->s && t < a->t) {
-      v = a->scale * acc[j];
-      if (mrow) v += mrow[t * a->ms[3]];
-    }
+    if (s < a->s && t < a->t) v = a->scale * acc[j] + gpub_attn_bias(a, mrow, s, t);
     th->s[j] = v;
     mx = fmaxf(mx, v);
   }
@@ -192,7 +214,7 @@ GPU_ATTN_FN void gpub_attn_pv(const GpuAttn* a, const GpuAttnShared* sh, GpuAttn
   const int r = tid >> 2, lane = tid & 3;
   const float* ps = sh->psum + 4 * r;
   th->l += (ps[0] + ps[1]) + (ps[2] + ps[3]);
-  const int n = (int)((a->d - lane + 3) / 4);
+  const int n = (int)((a->dv - lane + 3) / 4);
   const float* p = sh->p + r * GPU_ATTN_PLD;
   for (int c = 0; c < GPU_ATTN_BK; c++) {
     const float pc = p[c];
@@ -205,52 +227,53 @@ GPU_ATTN_FN void gpub_attn_pv(const GpuAttn* a, const GpuAttnShared* sh, GpuAttn
 
 /* Phase 5: Y = acc / l for the thread's columns of a query below S (a row
  * whose every score was -inf gives 0 / 0 = NaN, as the softmax of such a
- * row does). */
+ * row does, or 0 with zero_masked_rows). */
 GPU_ATTN_FN void gpub_attn_store(const GpuAttn* a, const GpuAttnThread* th, int tid, int64_t b,
                                  int64_t h, int64_t q0) {
   const int r = tid >> 2, lane = tid & 3;
-  const int64_t s = q0 + r, D = a->d;
+  const int64_t s = q0 + r;
   if (s >= a->s) return;
-  float* y = a->y + (b * a->s + s) * (a->h * D) + h * D;
+  float* y = a->y + b * a->ys[0] + h * a->ys[1] + s * a->ys[2];
+  const bool zero = a->zero_masked_rows && th->l == 0.0f;
   GPU_ATTN_UNROLL
   for (int i = 0; i < GPU_ATTN_ACC; i++) {
     const int64_t d = lane + 4 * i;
-    if (d < D) y[d] = th->acc[i] / th->l;
+    if (d < a->dv) y[d] = zero ? 0.0f : th->acc[i] / th->l;
   }
 }
 
 /* The kernel for heads above GPU_ATTN_DMAX (or grids past the launch
  * limits): one thread per query row (row = (b*H + h)*S + s), the same online
- * softmax one key at a time, Y's row itself the accumulator. With a causal
- * mask the keys past s are skipped. */
+ * softmax one key at a time, Y's row itself the accumulator. With causal the
+ * keys past s are skipped. */
 GPU_ATTN_FN void gpub_attn_row(const GpuAttn* a, int64_t row) {
-  const int64_t S = a->s, H = a->h, D = a->d, T = a->t;
-  const int64_t s = row % S, bh = row / S, h = bh % H, b = bh / H;
-  const float* q = a->q + (b * S + s) * a->ld + h * D;
-  float* y = a->y + (b * S + s) * (H * D) + h * D;
-  const float* mrow = a->mask ? a->mask + b * a->ms[0] + h * a->ms[1] + s * a->ms[2] : 0;
-  for (int64_t d = 0; d < D; d++)
+  const int64_t S = a->s, H = a->h, D = a->d, Dv = a->dv, T = a->t;
+  const int64_t s = row % S, bh = row / S, h = bh % H, b = bh / H, hk = h / a->group;
+  const float* q = a->q + b * a->qs[0] + h * a->qs[1] + s * a->qs[2];
+  float* y = a->y + b * a->ys[0] + h * a->ys[1] + s * a->ys[2];
+  const int64_t mrow = a->mask ? b * a->ms[0] + h * a->ms[1] + s * a->ms[2] : -1;
+  for (int64_t d = 0; d < Dv; d++)
     y[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   const int64_t end = a->causal && s + 1 < T ? s + 1 : T;
   for (int64_t t = 0; t < end; t++) {
-    const float* k = a->k + (b * T + t) * a->ld + h * D;
+    const float* k = a->k + b * a->ks[0] + hk * a->ks[1] + t * a->ks[2];
     float dot = 0.0f;
     for (int64_t d = 0; d < D; d++)
       dot += q[d] * k[d];
-    float sc = a->scale * dot;
-    if (mrow) sc += mrow[t * a->ms[3]];
+    const float sc = a->scale * dot + gpub_attn_bias(a, mrow, s, t);
     const float mx = fmaxf(m, sc);
     if (mx == -INFINITY) continue;
     const float alpha = expf(m - mx), e = expf(sc - mx);
-    const float* v = a->v + (b * T + t) * a->ld + h * D;
-    for (int64_t d = 0; d < D; d++)
+    const float* v = a->v + b * a->vs[0] + hk * a->vs[1] + t * a->vs[2];
+    for (int64_t d = 0; d < Dv; d++)
       y[d] = y[d] * alpha + e * v[d];
     l = l * alpha + e;
     m = mx;
   }
-  for (int64_t d = 0; d < D; d++)
-    y[d] /= l;
+  const bool zero = a->zero_masked_rows && l == 0.0f;
+  for (int64_t d = 0; d < Dv; d++)
+    y[d] = zero ? 0.0f : y[d] / l;
 }
 
 #endif /* ONYX_GPU_ATTENTION_BODY_H */

@@ -14,8 +14,10 @@
 
 int gpuk_attention(const GpuAttn* a, void* stream) {
   (void)stream;
+  if (a->b <= 0 || a->h <= 0 || a->s <= 0 || a->dv <= 0) return 0; /* no output */
   const int64_t tiles = (a->s + GPU_ATTN_BQ - 1) / GPU_ATTN_BQ;
-  if (a->d > GPU_ATTN_DMAX || tiles > INT32_MAX || a->h > 65535 || a->b > 65535) {
+  if (a->d > GPU_ATTN_DMAX || a->dv > GPU_ATTN_DMAX || tiles > INT32_MAX || a->h > 65535 ||
+      a->b > 65535) {
     for (int64_t r = 0; r < a->b * a->h * a->s; r++)
       gpub_attn_row(a, r);
     return 0;
@@ -36,12 +38,12 @@ int gpuk_attention(const GpuAttn* a, void* stream) {
         const int64_t end = gpub_attn_key_end(a, q0);
         for (int64_t k0 = 0; k0 < end; k0 += GPU_ATTN_BK) {
           for (int t = 0; t < GPU_ATTN_THREADS; t++)
-            gpub_attn_load_kv(a, a->k, sh, t, b, h, k0);
+            gpub_attn_load_k(a, sh, t, b, h, k0);
           for (int t = 0; t < GPU_ATTN_THREADS; t++)
             gpub_attn_scores(a, sh, &th[t], t, b, h, q0, k0);
           for (int t = 0; t < GPU_ATTN_THREADS; t++) {
-            gpub_attn_softmax(sh, &th[t], t, a->d);
-            gpub_attn_load_kv(a, a->v, sh, t, b, h, k0);
+            gpub_attn_softmax(sh, &th[t], t, a->dv);
+            gpub_attn_load_v(a, sh, t, b, h, k0);
           }
           for (int t = 0; t < GPU_ATTN_THREADS; t++)
             gpub_attn_pv(a, sh, &th[t], t);

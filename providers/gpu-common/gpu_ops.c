@@ -1450,6 +1450,7 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
     const char* vendor_why = gpu_vendor.decline ? gpu_vendor.decline(node) : NULL;
     if (!vendor_why && !strcmp(H->node_op_type(node), "FusedMatMul"))
       (void)fused_activation(node, &vendor_why);
+    if (!vendor_why) vendor_why = gpu_attention_decline(node);
     if (vendor_why) {
       H->decline_node(b, node, vendor_why);
       continue;

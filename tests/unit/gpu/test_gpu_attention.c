@@ -5,7 +5,9 @@
  * batch 1 and 2; causal masks as constants, padding masks, packed Q|K|V),
  * each against the CPU provider's result and against an attention computed
  * here in double (both within 1e-5 relative); and a GPT-style block whose
- * unfused attention the optimizer fuses onto GPU_NAME after placement.
+ * unfused attention the optimizer fuses onto GPU_NAME after placement; and
+ * ONNX Attention (opset 23) on the same kernel, against the CPU provider and
+ * its definition in double.
  * Without a device the tests skip. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,9 +91,10 @@ static OnyxSession* open_session(const uint8_t* bytes, size_t len, bool gpu, siz
 
 typedef struct In {
   const char* name;
-  const float* data;
+  const void* data;
   size_t rank;
   const int64_t* dims;
+  int32_t type; /* 0: float32 */
 } In;
 
 static size_t count_of(const int64_t* dims, size_t rank) {
@@ -108,8 +111,10 @@ static float* run(OnyxSession* s, const In* in, size_t n_in, size_t n) {
   assert_true(n_in <= 4);
   for (size_t i = 0; i < n_in; i++) {
     names[i] = in[i].name;
-    ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, in[i].dims, in[i].rank, in[i].data,
-                                count_of(in[i].dims, in[i].rank) * sizeof(float), &v[i]));
+    const int32_t type = in[i].type ? in[i].type : ONYX_ELEM_FLOAT32;
+    const size_t size = type == ONYX_ELEM_BOOL ? 1 : sizeof(float);
+    ok(onyx_value_create_tensor(type, in[i].dims, in[i].rank, in[i].data,
+                                count_of(in[i].dims, in[i].rank) * size, &v[i]));
   }
   const char* out = "Y";
   OnyxValue* y = NULL;
@@ -254,13 +259,13 @@ static void check_case(const Case* c) {
   otm_serialize(m, &bytes, &len);
   otm_free(m);
 
-  In in[4] = {{"q", q, 3, qdims}};
+  In in[4] = {{"q", q, 3, qdims, 0}};
   size_t n_in = 1;
   if (!c->packed) {
-    in[n_in++] = (In){"k", k, 3, kvdims};
-    in[n_in++] = (In){"v", v, 3, kvdims};
+    in[n_in++] = (In){"k", k, 3, kvdims, 0};
+    in[n_in++] = (In){"v", v, 3, kvdims, 0};
   }
-  if (c->mask == MASK_PAD) in[n_in++] = (In){"mask", pad, 4, pdims};
+  if (c->mask == MASK_PAD) in[n_in++] = (In){"mask", pad, 4, pdims, 0};
   const size_t ny = (size_t)(c->b * S * hd);
   OnyxSession* sg = open_session(bytes, len, true, 1);
   float* g = run(sg, in, n_in, ny);
@@ -312,6 +317,162 @@ static void test_mha_large_head(void** state) {
                         {2, 9, 2, 200, MASK_PAD, false}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_case(&cases[i]);
+}
+
+/* --- ONNX Attention (opset 23) ----------------------------------------------------------- */
+
+typedef enum AMask { AM_NONE, AM_FLOAT_SHORT, AM_BOOL } AMask;
+
+typedef struct ACase {
+  int64_t b, hq, hkv, sq, t, d, dv;
+  bool three_d, causal;
+  AMask mask;
+  float scale; /* 0: the default 1 / sqrt(d) */
+} ACase;
+
+/* Element (b, h, s, e) of a [B, heads, S, size] operand stored 4-D or 3-D. */
+static size_t at4(bool three_d, int64_t heads, int64_t S, int64_t size, int64_t b, int64_t h,
+                  int64_t s, int64_t e) {
+  return (size_t)(three_d ? ((b * S + s) * heads + h) * size + e
+                          : ((b * heads + h) * S + s) * size + e);
+}
+
+/* Attention-23 in double: bias = the mask (bool: 0 or -inf; float: its value, -inf past its
+ * length) and -inf above the diagonal with is_causal; a row whose every bias is -inf gives 0. */
+static void reference23(const ACase* c, const float* q, const float* k, const float* v,
+                        const void* mask, int64_t mlen, float* y) {
+  const double scale = c->scale != 0.0f ? c->scale : 1.0 / sqrt((double)c->d);
+  double* sc = malloc((size_t)(c->t ? c->t : 1) * sizeof *sc);
+  assert_non_null(sc);
+  for (int64_t b = 0; b < c->b; b++)
+    for (int64_t h = 0; h < c->hq; h++) {
+      const int64_t hk = h / (c->hq / c->hkv);
+      for (int64_t i = 0; i < c->sq; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t t = 0; t < c->t; t++) {
+          double dot = 0, bias = 0;
+          for (int64_t e = 0; e < c->d; e++)
+            dot += (double)q[at4(c->three_d, c->hq, c->sq, c->d, b, h, i, e)] *
+                   k[at4(c->three_d, c->hkv, c->t, c->d, b, hk, t, e)];
+          if (c->mask == AM_BOOL) /* [Sq, T] */
+            bias = ((const uint8_t*)mask)[i * c->t + t] ? 0.0 : -INFINITY;
+          if (c->mask == AM_FLOAT_SHORT) /* [B, 1, 1, mlen] */
+            bias = t < mlen ? ((const float*)mask)[b * mlen + t] : -INFINITY;
+          if (c->causal && t > i) bias = -INFINITY;
+          sc[t] = scale * dot + bias;
+          mx = fmax(mx, sc[t]);
+        }
+        for (int64_t t = 0; t < c->t; t++)
+          sum += sc[t] = mx == -INFINITY ? 0.0 : exp(sc[t] - mx);
+        for (int64_t e = 0; e < c->dv; e++) {
+          double acc = 0;
+          for (int64_t t = 0; t < c->t && sum > 0; t++)
+            acc += sc[t] / sum * v[at4(c->three_d, c->hkv, c->t, c->dv, b, hk, t, e)];
+          y[at4(c->three_d, c->hq, c->sq, c->dv, b, h, i, e)] = (float)acc;
+        }
+      }
+    }
+  free(sc);
+}
+
+static void check_attention23(const ACase* c) {
+  char label[160];
+  snprintf(label, sizeof label,
+           "Attention B %lld Hq %lld Hkv %lld Sq %lld T %lld D %lld Dv %lld %s%s mask %d",
+           (long long)c->b, (long long)c->hq, (long long)c->hkv, (long long)c->sq, (long long)c->t,
+           (long long)c->d, (long long)c->dv, c->three_d ? "3-D" : "4-D",
+           c->causal ? " causal" : "", (int)c->mask);
+  uint64_t seed = (uint64_t)(c->sq * 7919 + c->t * 104729 + c->d * 31 + c->dv + c->mask);
+  int64_t qd[4], kd[4], vd[4], yd[4];
+  const size_t rank = c->three_d ? 3 : 4;
+  if (c->three_d) {
+    memcpy(qd, (int64_t[]){c->b, c->sq, c->hq * c->d}, 3 * sizeof(int64_t));
+    memcpy(kd, (int64_t[]){c->b, c->t, c->hkv * c->d}, 3 * sizeof(int64_t));
+    memcpy(vd, (int64_t[]){c->b, c->t, c->hkv * c->dv}, 3 * sizeof(int64_t));
+    memcpy(yd, (int64_t[]){c->b, c->sq, c->hq * c->dv}, 3 * sizeof(int64_t));
+  } else {
+    memcpy(qd, (int64_t[]){c->b, c->hq, c->sq, c->d}, 4 * sizeof(int64_t));
+    memcpy(kd, (int64_t[]){c->b, c->hkv, c->t, c->d}, 4 * sizeof(int64_t));
+    memcpy(vd, (int64_t[]){c->b, c->hkv, c->t, c->dv}, 4 * sizeof(int64_t));
+    memcpy(yd, (int64_t[]){c->b, c->hq, c->sq, c->dv}, 4 * sizeof(int64_t));
+  }
+  float* q = rand_floats(count_of(qd, rank), &seed, -1.0, 1.0);
+  float* k = rand_floats(count_of(kd, rank), &seed, -1.0, 1.0);
+  float* v = rand_floats(count_of(vd, rank), &seed, -1.0, 1.0);
+  const int64_t mlen = c->t - c->t / 3; /* the short float mask's keys */
+  const int64_t fmd[4] = {c->b, 1, 1, mlen}, bmd[2] = {c->sq, c->t};
+  void* mask = NULL;
+  if (c->mask == AM_FLOAT_SHORT) {
+    mask = rand_floats((size_t)(c->b * mlen), &seed, -2.0, 2.0);
+  } else if (c->mask == AM_BOOL) { /* random, with query row 1 wholly masked */
+    uint8_t* mb = malloc((size_t)(c->sq * c->t) + 1);
+    assert_non_null(mb);
+    for (int64_t i = 0; i < c->sq * c->t; i++)
+      mb[i] = i / c->t != 1 && uni(&seed) < 0.7;
+    mask = mb;
+  }
+  OxTestModel* m = otm_new(23);
+  otm_input(m, "Q", ONYX_ELEM_FLOAT32, (int)rank, qd);
+  otm_input(m, "K", ONYX_ELEM_FLOAT32, (int)rank, kd);
+  otm_input(m, "V", ONYX_ELEM_FLOAT32, (int)rank, vd);
+  if (c->mask == AM_FLOAT_SHORT) otm_input(m, "M", ONYX_ELEM_FLOAT32, 4, fmd);
+  if (c->mask == AM_BOOL) otm_input(m, "M", ONYX_ELEM_BOOL, 2, bmd);
+  OxTestNode* nd = otm_node(m, "Attention", "attention", c->mask ? "Q,K,V,M" : "Q,K,V", "Y");
+  if (c->three_d) {
+    otm_attr_int(nd, "q_num_heads", c->hq);
+    otm_attr_int(nd, "kv_num_heads", c->hkv);
+  }
+  if (c->causal) otm_attr_int(nd, "is_causal", 1);
+  if (c->scale != 0.0f) otm_attr_float(nd, "scale", c->scale);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, (int)rank, yd);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  const In in[4] = {{"Q", q, rank, qd, 0},
+                    {"K", k, rank, kd, 0},
+                    {"V", v, rank, vd, 0},
+                    {"M", mask, c->mask == AM_BOOL ? 2 : 4, c->mask == AM_BOOL ? bmd : fmd,
+                     c->mask == AM_BOOL ? ONYX_ELEM_BOOL : 0}};
+  const size_t n_in = c->mask ? 4 : 3, ny = count_of(yd, rank);
+  OnyxSession* sg = open_session(bytes, len, true, 1);
+  float* g = run(sg, in, n_in, ny);
+  onyx_session_release(sg);
+  OnyxSession* sc = open_session(bytes, len, false, 0);
+  float* want_cpu = run(sc, in, n_in, ny);
+  onyx_session_release(sc);
+  float* want = malloc(ny * sizeof *want);
+  assert_non_null(want);
+  reference23(c, q, k, v, mask, mlen, want);
+  expect_near(g, want_cpu, ny, 1e-5, "the CPU provider", label);
+  expect_near(g, want, ny, 1e-5, "the double reference", label);
+  free(bytes);
+  free(q);
+  free(k);
+  free(v);
+  free(mask);
+  free(g);
+  free(want_cpu);
+  free(want);
+}
+
+/* 4-D and 3-D operands, grouped heads, a value head size other than the
+ * query's, is_causal (also with fewer queries than keys), a float mask
+ * shorter than the keys, a bool mask with a wholly masked row (zeros), an
+ * explicit scale, and heads past the tiled kernel's 128 columns. */
+static void test_attention23(void** state) {
+  (void)state;
+  gpu_required();
+  const ACase cases[] = {
+      {2, 4, 2, 65, 65, 64, 64, false, true, AM_NONE, 0.0f},
+      {1, 4, 4, 7, 130, 80, 48, true, false, AM_FLOAT_SHORT, 0.0f},
+      {2, 6, 2, 33, 33, 8, 16, true, true, AM_BOOL, 0.3f},
+      {1, 2, 1, 20, 50, 32, 32, false, true, AM_FLOAT_SHORT, 0.0f},
+      {1, 2, 2, 9, 9, 160, 136, false, false, AM_BOOL, 0.0f},
+      {2, 2, 1, 40, 40, 144, 144, true, true, AM_NONE, 0.0f},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    check_attention23(&cases[i]);
 }
 
 /* --- the GPT block's attention, fused onto the GPU -------------------------------------- */
@@ -386,7 +547,7 @@ static void test_gpt_attention_fuses(void** state) {
     fail_msg("the attention is not fused on " GPU_NAME ":\n%s", text);
   onyx_free(text);
   float* x = rand_floats(S * C, &seed, -1.0, 1.0);
-  const In in = {"X", x, 3, (int64_t[]){1, S, C}};
+  const In in = {"X", x, 3, (int64_t[]){1, S, C}, 0};
   float* g = run(sg, &in, 1, S * C);
   onyx_session_release(sg);
   OnyxSession* sc = open_session(bytes, len, false, 0);
@@ -408,6 +569,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mha_table),
       cmocka_unit_test(test_mha_large_head),
+      cmocka_unit_test(test_attention23),
       cmocka_unit_test(test_gpt_attention_fuses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

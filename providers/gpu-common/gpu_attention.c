@@ -119,10 +119,6 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
                .d = D,
                .dv = D,
                .group = 1,
-               .qs = {qd[1] * ld, D, ld},
-               .ks = {kd[1] * ldkv, D, ldkv},
-               .vs = {kd[1] * ldkv, D, ldkv},
-               .ys = {qd[1] * hidden, D, hidden},
                .mask_len = kd[1],
                .scale = m->scale};
   if (mask) {
@@ -142,7 +138,8 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
                               "[batch, heads, seq, kv_seq]",
                               i, (long long)dim, (long long)full[i]);
       a.ms[i] = dim == 1 ? 0 : stride;
-      stride *= dim;
+      if (__builtin_mul_overflow(stride, dim, &stride))
+        return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "Mask's dims are too large");
     }
     a.mask = H->tensor_data(mask);
     /* The constant seen at creation, over exactly these queries and keys. */
@@ -157,6 +154,13 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
     return gpu_launch_status(
         n, gpurt_memset_async(a.y, 0, H->tensor_elem_count(y) * sizeof(float), stream),
         "zeroing Y");
+  /* Y, Q, K and V are not empty here, so these products are within their element counts. */
+  const int64_t qs[3] = {qd[1] * ld, D, ld}, kvs[3] = {kd[1] * ldkv, D, ldkv},
+                ys[3] = {qd[1] * hidden, D, hidden};
+  memcpy(a.qs, qs, sizeof qs);
+  memcpy(a.ks, kvs, sizeof kvs);
+  memcpy(a.vs, kvs, sizeof kvs);
+  memcpy(a.ys, ys, sizeof ys);
   return gpu_launch_status(n, gpuk_attention(&a, stream), "attention kernel");
 }
 
@@ -238,8 +242,16 @@ static OnyxStatus* read_bhsd(const OnyxNode* n, const OnyxTensor* t, const char*
                              int64_t heads_attr, const char* attr, Bhsd* out) {
   const size_t rank = H->tensor_rank(t);
   const int64_t* d = H->tensor_dims(t);
+  /* The strides are products of the dims: within the element count unless the tensor is
+   * empty, and then unused (the kernel reads no element of it). */
+  const bool empty = H->tensor_elem_count(t) == 0;
   if (rank == 4) {
-    *out = (Bhsd){d[0], d[1], d[2], d[3], {d[1] * d[2] * d[3], d[2] * d[3], d[3]}};
+    *out = (Bhsd){d[0], d[1], d[2], d[3], {0, 0, 0}};
+    if (!empty) {
+      out->st[0] = d[1] * d[2] * d[3];
+      out->st[1] = d[2] * d[3];
+      out->st[2] = d[3];
+    }
     return NULL;
   }
   if (rank != 3)
@@ -253,7 +265,12 @@ static OnyxStatus* read_bhsd(const OnyxNode* n, const OnyxTensor* t, const char*
                           "%s's last dim %lld is not a multiple of %s = %lld", what,
                           (long long)d[2], attr, (long long)heads_attr);
   const int64_t size = d[2] / heads_attr;
-  *out = (Bhsd){d[0], heads_attr, d[1], size, {d[1] * d[2], size, d[2]}};
+  *out = (Bhsd){d[0], heads_attr, d[1], size, {0, 0, 0}};
+  if (!empty) {
+    out->st[0] = d[1] * d[2];
+    out->st[1] = size;
+    out->st[2] = d[2];
+  }
   return NULL;
 }
 
@@ -325,27 +342,32 @@ static OnyxStatus* attn23_compute(void* state, OnyxKernelContext* ctx) {
                               "attn_mask dim %d is %lld, which does not broadcast to %lld", i,
                               (long long)dims[i], (long long)target[i]);
       a.ms[i] = dims[i] == 1 ? 0 : stride;
-      stride *= dims[i];
+      if (__builtin_mul_overflow(stride, dims[i], &stride))
+        return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "attn_mask's dims are too large");
     }
     a.mask = H->tensor_data(in[3]);
     a.mask_bool = t == ONYX_ELEM_BOOL;
     a.mask_len = dims[3];
   }
   const bool three_d = H->tensor_rank(in[0]) == 3;
-  const int64_t y3[3] = {q.b, q.s, q.h * v.d}, y4[4] = {q.b, q.h, q.s, v.d};
+  int64_t hdv;
+  if (__builtin_mul_overflow(q.h, v.d, &hdv))
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "Y's dims are too large");
+  const int64_t y3[3] = {q.b, q.s, hdv}, y4[4] = {q.b, q.h, q.s, v.d};
+  OnyxTensor* y = NULL;
+  st = H->ctx_output(ctx, 0, three_d ? y3 : y4, three_d ? 3 : 4, &y);
+  if (st || H->tensor_elem_count(y) == 0) return st;
+  a.y = H->tensor_mutable_data(y);
+  /* Y is not empty here, so these products are within its element count. */
   if (three_d) { /* [B, Sq, Hq * Dv] */
-    a.ys[0] = q.s * q.h * v.d;
+    a.ys[0] = q.s * hdv;
     a.ys[1] = v.d;
-    a.ys[2] = q.h * v.d;
+    a.ys[2] = hdv;
   } else { /* [B, Hq, Sq, Dv] */
     a.ys[0] = q.h * q.s * v.d;
     a.ys[1] = q.s * v.d;
     a.ys[2] = v.d;
   }
-  OnyxTensor* y = NULL;
-  st = H->ctx_output(ctx, 0, three_d ? y3 : y4, three_d ? 3 : 4, &y);
-  if (st || H->tensor_elem_count(y) == 0) return st;
-  a.y = H->tensor_mutable_data(y);
   return gpu_launch_status(n, gpuk_attention(&a, stream), "attention kernel");
 }
 

@@ -14,6 +14,7 @@
 
 namespace {
 
+template <int kAcc>
 __global__ void __launch_bounds__(GPU_ATTN_THREADS) attention_kernel(GpuAttn a) {
   __shared__ GpuAttnShared sh;
   GpuAttnThread th;
@@ -27,12 +28,12 @@ __global__ void __launch_bounds__(GPU_ATTN_THREADS) attention_kernel(GpuAttn a) 
     __syncthreads();
     gpub_attn_scores(&a, &sh, &th, tid, b, h, q0, k0);
     __syncthreads();
-    gpub_attn_softmax(&sh, &th, tid, a.dv);
+    gpub_attn_softmax(&sh, &th, tid, a.dv, kAcc);
     gpub_attn_load_v(&a, &sh, tid, b, h, k0);
     __syncthreads();
-    gpub_attn_pv(&a, &sh, &th, tid);
+    gpub_attn_pv(&a, &sh, &th, tid, kAcc);
   }
-  gpub_attn_store(&a, &th, tid, b, h, q0);
+  gpub_attn_store(&a, &th, tid, b, h, q0, kAcc);
 }
 
 __global__ void attention_row_kernel(GpuAttn a, int64_t rows) {
@@ -50,7 +51,10 @@ extern "C" int gpuk_attention(const GpuAttn* a, void* stream) {
   if (a->d <= GPU_ATTN_DMAX && a->dv <= GPU_ATTN_DMAX && tiles <= INT32_MAX && a->h <= 65535 &&
       a->b <= 65535) {
     const dim3 grid((unsigned)tiles, (unsigned)a->h, (unsigned)a->b);
-    attention_kernel<<<grid, GPU_ATTN_THREADS, 0, s>>>(*a);
+    if (a->d <= 4 * GPU_ATTN_ACC_SMALL && a->dv <= 4 * GPU_ATTN_ACC_SMALL)
+      attention_kernel<GPU_ATTN_ACC_SMALL><<<grid, GPU_ATTN_THREADS, 0, s>>>(*a);
+    else
+      attention_kernel<GPU_ATTN_ACC><<<grid, GPU_ATTN_THREADS, 0, s>>>(*a);
   } else {
     const int64_t rows = a->b * a->h * a->s;
     int64_t blocks = (rows + 255) / 256;

@@ -39,9 +39,14 @@
  * warp that read one column of different rows hit different banks. */
 #define GPU_ATTN_LD  (GPU_ATTN_DMAX + 1)
 #define GPU_ATTN_PLD (GPU_ATTN_BK + 1)
-/* Output accumulators and scores per thread. */
-#define GPU_ATTN_ACC (GPU_ATTN_DMAX / 4)
-#define GPU_ATTN_SPT (GPU_ATTN_BK / 4)
+/* Output accumulators and scores per thread. The phases that touch the
+ * accumulators take nacc, how many of them are in use (every head column
+ * lane + 4i < nacc * 4): a constant of each kernel instance on the device
+ * (GPU_ATTN_ACC_SMALL for heads up to 64 columns, else GPU_ATTN_ACC), so the
+ * loops unroll to no more than the head needs. */
+#define GPU_ATTN_ACC       (GPU_ATTN_DMAX / 4)
+#define GPU_ATTN_ACC_SMALL 16
+#define GPU_ATTN_SPT       (GPU_ATTN_BK / 4)
 
 #if GPU_ATTN_BQ * 4 != GPU_ATTN_THREADS || GPU_ATTN_BK % 4 || GPU_ATTN_DMAX % 4
 #error "the attention's thread layout: four threads per query row"
@@ -178,7 +183,8 @@ GPU_ATTN_FN void gpub_attn_scores(const GpuAttn* a, GpuAttnShared* sh, GpuAttnTh
  * exp(s - m') into p and their sum into psum[], its accumulators and running
  * sum rescaled by exp(m - m'). A row whose scores so far are all -inf keeps
  * m = -inf, l = 0 and contributes nothing (exp(-inf - -inf) would be NaN). */
-GPU_ATTN_FN void gpub_attn_softmax(GpuAttnShared* sh, GpuAttnThread* th, int tid, int64_t d_cols) {
+GPU_ATTN_FN void gpub_attn_softmax(GpuAttnShared* sh, GpuAttnThread* th, int tid, int64_t d_cols,
+                                   int nacc) {
   const int r = tid >> 2, lane = tid & 3;
   const float* pm = sh->pmax + 4 * r;
   const float mx = fmaxf(fmaxf(th->m, fmaxf(pm[0], pm[1])), fmaxf(pm[2], pm[3]));
@@ -198,7 +204,7 @@ GPU_ATTN_FN void gpub_attn_softmax(GpuAttnShared* sh, GpuAttnThread* th, int tid
     const float alpha = expf(th->m - mx);         /* 0 on the row's first finite tile */
     const int n = (int)((d_cols - lane + 3) / 4); /* this thread's output columns */
     GPU_ATTN_UNROLL
-    for (int i = 0; i < GPU_ATTN_ACC; i++)
+    for (int i = 0; i < nacc; i++)
       if (i < n) th->acc[i] *= alpha;
     th->l *= alpha;
     th->m = mx;
@@ -209,8 +215,8 @@ GPU_ATTN_FN void gpub_attn_softmax(GpuAttnShared* sh, GpuAttnThread* th, int tid
 /* Phase 4: the row's running sum takes the four threads' sums, and the
  * thread's accumulators (columns lane + 4i < D of its row) the tile's
  * exponentials times the value tile. */
-GPU_ATTN_FN void gpub_attn_pv(const GpuAttn* a, const GpuAttnShared* sh, GpuAttnThread* th,
-                              int tid) {
+GPU_ATTN_FN void gpub_attn_pv(const GpuAttn* a, const GpuAttnShared* sh, GpuAttnThread* th, int tid,
+                              int nacc) {
   const int r = tid >> 2, lane = tid & 3;
   const float* ps = sh->psum + 4 * r;
   th->l += (ps[0] + ps[1]) + (ps[2] + ps[3]);
@@ -220,7 +226,7 @@ GPU_ATTN_FN void gpub_attn_pv(const GpuAttn* a, const GpuAttnShared* sh, GpuAttn
     const float pc = p[c];
     const float* vr = sh->kv + c * GPU_ATTN_LD + lane;
     GPU_ATTN_UNROLL
-    for (int i = 0; i < GPU_ATTN_ACC; i++)
+    for (int i = 0; i < nacc; i++)
       if (i < n) th->acc[i] += pc * vr[4 * i];
   }
 }
@@ -229,14 +235,14 @@ GPU_ATTN_FN void gpub_attn_pv(const GpuAttn* a, const GpuAttnShared* sh, GpuAttn
  * whose every score was -inf gives 0 / 0 = NaN, as the softmax of such a
  * row does, or 0 with zero_masked_rows). */
 GPU_ATTN_FN void gpub_attn_store(const GpuAttn* a, const GpuAttnThread* th, int tid, int64_t b,
-                                 int64_t h, int64_t q0) {
+                                 int64_t h, int64_t q0, int nacc) {
   const int r = tid >> 2, lane = tid & 3;
   const int64_t s = q0 + r;
   if (s >= a->s) return;
   float* y = a->y + b * a->ys[0] + h * a->ys[1] + s * a->ys[2];
   const bool zero = a->zero_masked_rows && th->l == 0.0f;
   GPU_ATTN_UNROLL
-  for (int i = 0; i < GPU_ATTN_ACC; i++) {
+  for (int i = 0; i < nacc; i++) {
     const int64_t d = lane + 4 * i;
     if (d < a->dv) y[d] = zero ? 0.0f : th->acc[i] / th->l;
   }

@@ -22,6 +22,10 @@ int gpuk_attention(const GpuAttn* a, void* stream) {
       gpub_attn_row(a, r);
     return 0;
   }
+  /* the accumulators in use: the device kernel's instance for this head size */
+  const int nacc = a->d <= 4 * GPU_ATTN_ACC_SMALL && a->dv <= 4 * GPU_ATTN_ACC_SMALL
+                       ? GPU_ATTN_ACC_SMALL
+                       : GPU_ATTN_ACC;
   GpuAttnShared* sh = malloc(sizeof *sh);
   GpuAttnThread* th = malloc(GPU_ATTN_THREADS * sizeof *th);
   if (!sh || !th) {
@@ -42,14 +46,14 @@ int gpuk_attention(const GpuAttn* a, void* stream) {
           for (int t = 0; t < GPU_ATTN_THREADS; t++)
             gpub_attn_scores(a, sh, &th[t], t, b, h, q0, k0);
           for (int t = 0; t < GPU_ATTN_THREADS; t++) {
-            gpub_attn_softmax(sh, &th[t], t, a->dv);
+            gpub_attn_softmax(sh, &th[t], t, a->dv, nacc);
             gpub_attn_load_v(a, sh, t, b, h, k0);
           }
           for (int t = 0; t < GPU_ATTN_THREADS; t++)
-            gpub_attn_pv(a, sh, &th[t], t);
+            gpub_attn_pv(a, sh, &th[t], t, nacc);
         }
         for (int t = 0; t < GPU_ATTN_THREADS; t++)
-          gpub_attn_store(a, &th[t], t, b, h, q0);
+          gpub_attn_store(a, &th[t], t, b, h, q0, nacc);
       }
   free(sh);
   free(th);

@@ -17,19 +17,24 @@ set(ONYX_GPU_COMMON_C_SOURCES
   ${ONYX_GPU_COMMON_DIR}/gpu_ops.c
   ${ONYX_GPU_COMMON_DIR}/gpu_grad_ops.c
   ${ONYX_GPU_COMMON_DIR}/gpu_norm_pool_ops.c
-  ${ONYX_GPU_COMMON_DIR}/gpu_meta_ops.c)
+  ${ONYX_GPU_COMMON_DIR}/gpu_meta_ops.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_attention.c)
 set(ONYX_GPU_COMMON_DEVICE_SOURCES
   ${ONYX_GPU_COMMON_DIR}/gpu_rt.cu
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels.cu
-  ${ONYX_GPU_COMMON_DIR}/gpu_grad.cu)
+  ${ONYX_GPU_COMMON_DIR}/gpu_grad.cu
+  ${ONYX_GPU_COMMON_DIR}/gpu_attention.cu)
 # The host emulation of the device side, for the test-only provider "gpuemu"
 # (tests/unit/gpu): plain C, no GPU toolchain needed.
 set(ONYX_GPU_COMMON_EMU_SOURCES ${ONYX_GPU_COMMON_DIR}/gpu_emu.c
   ${ONYX_GPU_COMMON_DIR}/gpu_emu_graph.c
-  ${ONYX_GPU_COMMON_DIR}/gpu_emu_grad.c)
+  ${ONYX_GPU_COMMON_DIR}/gpu_emu_grad.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_emu_attention.c)
 set(ONYX_GPU_COMMON_HEADERS
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels_body.h
   ${ONYX_GPU_COMMON_DIR}/gpu_grad_body.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_attention_body.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_attention.h
   ${ONYX_GPU_COMMON_DIR}/gpu_grad.h
   ${ONYX_GPU_COMMON_DIR}/gpu_grad_ops.h
   ${ONYX_GPU_COMMON_DIR}/gpu_ep.h

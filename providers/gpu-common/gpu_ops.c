@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_attention.h"
 #include "gpu_ep.h"
 #include "gpu_grad_ops.h"
 
@@ -1369,6 +1370,8 @@ OnyxStatus* gpu_register_common_kernels(OnyxKernelRegistry* r) {
   if (!st)
     st = gpu_register_contrib(r, "LayerNormalization", tln, 2, NULL, layernorm_compute,
                               CODE_LAYERNORM);
+  /* com.onyx MultiHeadAttention: gpu_attention.c */
+  if (!st) st = gpu_register_attention_kernels(r);
   if (!st) st = gpu_register_grad_kernels(r); /* com.onyx.training: gpu_grad_ops.c */
   if (!st) st = gpu_register_meta_kernels(r); /* Shape, Size: gpu_meta_ops.c */
   return st;
@@ -1449,6 +1452,7 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
     const char* vendor_why = gpu_vendor.decline ? gpu_vendor.decline(node) : NULL;
     if (!vendor_why && !strcmp(H->node_op_type(node), "FusedMatMul"))
       (void)fused_activation(node, &vendor_why);
+    if (!vendor_why) vendor_why = gpu_attention_decline(node);
     if (vendor_why) {
       H->decline_node(b, node, vendor_why);
       continue;

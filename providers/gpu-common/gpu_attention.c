@@ -27,7 +27,23 @@ typedef struct GpuMha {
    * causal mask of a decoder): used when those are S and T. */
   bool causal;
   int64_t mask_s, mask_t;
+  /* Score matrices at or above this many elements (S x T per head) take the
+   * GEMM path (mha_gemm); ONYX_GPU_ATTN_GEMM_MIN, read at creation, moves
+   * the threshold (tests take it to 1). */
+  int64_t gemm_min;
+  /* The GEMM path's scores, heads x S x T floats of device memory, grown as
+   * needed and kept with the node: every run of the EP is queued on its one
+   * stream, so a later run reuses it only after the earlier one's kernels. */
+  pthread_mutex_t lock;
+  float* scores;
+  size_t scores_floats;
 } GpuMha;
+
+/* The GEMM path's default threshold: 512 x 512 scores per head. Below it the
+ * fused kernel (gpu_attention.cu) wins, as it never writes the scores; above
+ * it, two batched vendor GEMMs (tensor cores under use_tf32) with the mask
+ * and the softmax between them beat its FMA loops. */
+#define GPU_ATTN_GEMM_MIN (512 * 512)
 
 /* Whether the constant mask m (rank 2 to 4, its last two dims the queries
  * and the keys) is causal in GpuMha's sense. */
@@ -61,12 +77,86 @@ static OnyxStatus* mha_create(OnyxEp* ep, const OnyxNode* node, void* user, void
   const OnyxValueInfo* mv = H->node_input_count(node) > 3 ? H->node_input(node, 3) : NULL;
   const OnyxTensor* mc = mv ? H->value_constant(mv) : NULL;
   m->causal = mc && mask_is_causal(mc, &m->mask_s, &m->mask_t);
+  m->gemm_min = GPU_ATTN_GEMM_MIN;
+  const char* env = getenv("ONYX_GPU_ATTN_GEMM_MIN");
+  if (env && *env) {
+    char* end = NULL;
+    long long v = strtoll(env, &end, 10);
+    if (*end || v < 1) {
+      free(m);
+      return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                            "ONYX_GPU_ATTN_GEMM_MIN '%s' is not a positive integer", env);
+    }
+    m->gemm_min = (int64_t)v;
+  }
+  pthread_mutex_init(&m->lock, NULL);
   *state = m;
   return NULL;
 }
 
 static void mha_release(void* state) {
-  free(state);
+  GpuMha* m = state;
+  if (!m) return;
+  if (m->scores) (void)gpurt_free(m->scores);
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
+
+/* Attention as GEMMs, batch by batch over all heads at once: S = scale Q K'
+ * (one strided batched GEMM over the heads), S += mask (broadcast), rows of
+ * S through Softmax, Y = S V (another). The same sums as the fused kernel
+ * but with the scores in device memory. */
+static OnyxStatus* mha_gemm(GpuMha* m, const GpuAttn* a, void* stream) {
+  const OnyxNode* n = m->k.node;
+  size_t floats;
+  if (__builtin_mul_overflow((size_t)a->h, (size_t)a->s, &floats) ||
+      __builtin_mul_overflow(floats, (size_t)a->t, &floats) || floats > SIZE_MAX / sizeof(float))
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "the attention scores do not fit in memory");
+  pthread_mutex_lock(&m->lock);
+  if (m->scores_floats < floats) {
+    void* p = NULL;
+    int err = gpurt_set_device(m->k.ep->device);
+    if (!err) err = gpurt_malloc(&p, floats * sizeof(float));
+    if (err) {
+      pthread_mutex_unlock(&m->lock);
+      return gpu_launch_status(n, err, "allocating the attention scores");
+    }
+    /* The old buffer may still be read by queued kernels: wait for them. */
+    if (m->scores) {
+      (void)gpurt_stream_sync(stream);
+      (void)gpurt_free(m->scores);
+    }
+    m->scores = p;
+    m->scores_floats = floats;
+  }
+  float* sc = m->scores;
+  pthread_mutex_unlock(&m->lock);
+  const int64_t st = a->s * a->t;
+  GpuEp* g = m->k.ep;
+  for (int64_t b = 0; b < a->b; b++) {
+    OnyxStatus* e = gpu_vendor.gemm(g, stream, 0, 1, a->s, a->t, a->d, a->scale,
+                                    a->q + b * a->qs[0], a->qs[2], a->qs[1], a->k + b * a->ks[0],
+                                    a->ks[2], a->ks[1], 0.0f, sc, a->t, st, a->h);
+    if (e) return e;
+    if (a->mask) {
+      GpuIter it = {.rank = 3, .dims = {a->h, a->s, a->t}};
+      const int64_t own[3] = {st, a->t, 1};
+      for (int i = 0; i < 3; i++) {
+        it.strides[0][i] = own[i];
+        it.strides[1][i] = own[i];
+        it.strides[2][i] = a->ms[i + 1];
+      }
+      it.offset[2] = b * a->ms[0];
+      int err = gpuk_binary(GPU_ADD, sc, (const float*)a->mask, sc, &it, stream);
+      if (err) return gpu_launch_status(n, err, "attention mask");
+    }
+    int err = gpuk_softmax(sc, sc, a->h * a->s, a->t, 1, 0, stream);
+    if (err) return gpu_launch_status(n, err, "attention softmax");
+    e = gpu_vendor.gemm(g, stream, 0, 0, a->s, a->dv, a->t, 1.0f, sc, a->t, st, a->v + b * a->vs[0],
+                        a->vs[2], a->vs[1], 0.0f, a->y + b * a->ys[0], a->ys[2], a->ys[1], a->h);
+    if (e) return e;
+  }
+  return NULL;
 }
 
 static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
@@ -161,6 +251,7 @@ static OnyxStatus* mha_compute(void* state, OnyxKernelContext* ctx) {
   memcpy(a.ks, kvs, sizeof kvs);
   memcpy(a.vs, kvs, sizeof kvs);
   memcpy(a.ys, ys, sizeof ys);
+  if (a.s * a.t >= m->gemm_min && gpu_vendor.gemm) return mha_gemm(m, &a, stream);
   return gpu_launch_status(n, gpuk_attention(&a, stream), "attention kernel");
 }
 
@@ -204,6 +295,10 @@ const char* gpu_attention_decline(const OnyxNode* n) {
   if (H->node_attr_float(n, "softcap", 0.0f) != 0.0f)
     return "Attention with softcap is not supported on the GPU";
   return NULL;
+}
+
+static void attn23_release(void* state) {
+  free(state);
 }
 
 static OnyxStatus* attn23_create(OnyxEp* ep, const OnyxNode* node, void* user, void** state) {
@@ -384,7 +479,7 @@ OnyxStatus* gpu_register_attention_kernels(OnyxKernelRegistry* r) {
                              .type_constraint_count = 3,
                              .create = attn23_create,
                              .compute = attn23_compute,
-                             .release = mha_release};
+                             .release = attn23_release};
   OnyxStatus* st = H->register_kernel(r, &d23);
   if (st) return st;
   static const OnyxTypeConstraint tc[] = {{"T", gpu_float_types, 1}};

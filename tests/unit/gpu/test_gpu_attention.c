@@ -308,6 +308,28 @@ static void test_mha_table(void** state) {
   assert_int_equal(n, 4 * 3 * 4 * 2);
 }
 
+/* The same table through the GEMM path (two batched vendor GEMMs with the
+ * mask and Softmax between them), which takes score matrices of at least
+ * ONYX_GPU_ATTN_GEMM_MIN elements: 1 sends every case there. */
+static void test_mha_table_gemm(void** state) {
+  (void)state;
+  gpu_required();
+  assert_int_equal(setenv("ONYX_GPU_ATTN_GEMM_MIN", "1", 1), 0);
+  static const int64_t seqs[] = {1, 7, 65, 130}, dims[] = {8, 64, 80};
+  size_t n = 0;
+  for (size_t si = 0; si < sizeof seqs / sizeof seqs[0]; si++)
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+      for (int mk = MASK_NONE; mk <= MASK_CAUSAL_PAD; mk++)
+        for (int packed = 0; packed < 2; packed++) {
+          const bool big = (si + di + (size_t)mk + (size_t)packed) % 2 == 1;
+          const Case c = {big ? 2 : 1, seqs[si], big ? 3 : 2, dims[di], (MaskKind)mk, packed};
+          check_case(&c);
+          n++;
+        }
+  assert_int_equal(unsetenv("ONYX_GPU_ATTN_GEMM_MIN"), 0);
+  assert_int_equal(n, 4 * 3 * 4 * 2);
+}
+
 /* Heads above the tiled kernel's 128 columns take the one-row kernel. */
 static void test_mha_large_head(void** state) {
   (void)state;
@@ -567,9 +589,8 @@ static void test_gpt_attention_fuses(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mha_table),
-      cmocka_unit_test(test_mha_large_head),
-      cmocka_unit_test(test_attention23),
+      cmocka_unit_test(test_mha_table),           cmocka_unit_test(test_mha_table_gemm),
+      cmocka_unit_test(test_mha_large_head),      cmocka_unit_test(test_attention23),
       cmocka_unit_test(test_gpt_attention_fuses),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

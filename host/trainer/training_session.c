@@ -531,7 +531,9 @@ static OnyxStatus* ox_ts_dev_setup(OnyxTrainingSession* ts) {
             ox_ts_mem(ts->train, ts->train_outs[1 + np + i], true, &d->bout[i]);
     device = device || (known && !ox_mem_host(&d->bmem[i]));
   }
-  if (!known || !device) {
+  /* One session per checkpoint keeps it in device memory; another one on
+   * the same checkpoint runs on the host path, syncing through the mirror. */
+  if (!known || !device || ts->ck->mirror) {
     ox_ts_dev_free(ts);
     return NULL;
   }
@@ -796,12 +798,19 @@ static OnyxStatus* ox_ts_dev_train_step(OnyxTrainingSession* ts, const OnyxValue
   return st;
 }
 
+/* The host path wrote the checkpoint's host tensors: a session keeping
+ * them in device memory reloads them. */
+static void ox_ts_host_wrote(OnyxTrainingSession* ts) {
+  if (ts->ck->mirror_stale) ts->ck->mirror_stale(ts->ck->mirror);
+}
+
 ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
                                                       const OnyxValue* const* inputs, size_t n,
                                                       OnyxValue** loss_out) {
   if (loss_out) *loss_out = NULL;
   OX_TRY(ox_ts_feed(ts, "train_step", inputs, n));
   if (ts->dev) return ox_ts_dev_train_step(ts, inputs, n, loss_out);
+  OX_TRY(ox_ckpt_sync(ts->ck));
   size_t np = ts->n_params, nb = ts->n_buffers, n_out = 1 + np + nb;
   OnyxValue** outs = calloc(n_out, sizeof *outs);
   if (!outs) return ox_oom();
@@ -835,6 +844,7 @@ ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
     else if (dst->bytes)
       memcpy(dst->data, src->data, dst->bytes);
   }
+  if (!st && finite && nb) ox_ts_host_wrote(ts);
   if (!st && loss_out) {
     *loss_out = outs[0];
     outs[0] = NULL;
@@ -868,8 +878,10 @@ ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
     if (!st) st = onyx_io_binding_get_outputs(b, &loss, 1);
     onyx_io_binding_release(b);
   } else {
-    st = onyx_session_run(ts->eval, NULL, ts->feed_names, ts->feeds,
-                          n + ts->n_params + ts->n_buffers, &name, 1, &loss);
+    st = ox_ckpt_sync(ts->ck);
+    if (!st)
+      st = onyx_session_run(ts->eval, NULL, ts->feed_names, ts->feeds,
+                            n + ts->n_params + ts->n_buffers, &name, 1, &loss);
   }
   if (st) return ox_status_wrap(st, "training session: eval step");
   if (loss_out)
@@ -1124,6 +1136,7 @@ ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* t
     return ox_dp_zero_step(ts->dp, ox_ts_lr(ck, ck->step), ts->policy, &ts->skipped);
   if (ts->dp) OX_TRY(ox_dp_average_grads(ts->dp));
   if (ts->dev) return ox_ts_dev_optimizer_step(ts);
+  OX_TRY(ox_ckpt_sync(ck));
   for (size_t i = 0; i < np; i++) {
     if (ox_all_finite(ts->gvals[i]->tensor)) continue;
     return ox_ts_grad_nonfinite(ts, i);
@@ -1167,6 +1180,7 @@ ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* t
     ts->last_norm = tn->type == ONYX_ELEM_FLOAT32 && tn->count ? *(const float*)tn->data : 0.0f;
   }
   if (!st) ck->step++;
+  if (!st) ox_ts_host_wrote(ts);
   if (outs) onyx_values_release(outs, ts->n_opt_out);
   free(outs);
   onyx_value_release(v_lr);

@@ -875,6 +875,58 @@ static void test_export_for_inference(void** state) {
   free(dir);
 }
 
+/* set_parameter after optimizer steps: the checkpoint gives the set tensor
+ * and the trained others, and the eval step sees exactly those (its loss
+ * against the plain-C loss of them), wherever the session keeps its state. */
+static void test_set_parameter_after_steps(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  char* dir = make_artifacts("art_set_after", &P, ONYX_LOSS_MSE, NULL);
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  OnyxValue* in[2];
+  batch_values(ONYX_LOSS_MSE, in);
+  for (int step = 0; step < 2; step++) {
+    ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, NULL));
+    OnyxStatus* st = onyx_training_session_optimizer_step(ts);
+    if (onyx_status_code(st) == ONYX_NOT_IMPLEMENTED) {
+      onyx_status_release(st);
+      onyx_values_release(in, 2);
+      onyx_training_session_release(ts);
+      onyx_checkpoint_release(ck);
+      free(dir);
+      skip();
+    }
+    ots_ok(st);
+    ots_ok(onyx_training_session_lazy_reset_grad(ts));
+  }
+  Params T;
+  read_params(ck, &T);
+  bool moved = false; /* the checkpoint saw the steps */
+  for (size_t i = 0; i < psizes[3]; i++)
+    moved = moved || T.p[3][i] != P.p[3][i];
+  assert_true(moved);
+  Params Q;
+  init_params(&Q, H);
+  OnyxValue* v = tensor(ONYX_ELEM_FLOAT32, pdims[0], pranks[0], Q.p[0], psizes[0] * 4);
+  ots_ok(onyx_checkpoint_set_parameter(ck, pnames[0], v));
+  onyx_value_release(v);
+  Params R;
+  read_params(ck, &R);
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      assert_true(R.p[k][i] == (k == 0 ? Q.p[0][i] : T.p[k][i]));
+  OnyxValue* loss = NULL;
+  ots_ok(onyx_training_session_eval_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_float_equal(scalar(loss), c_loss_f(ONYX_LOSS_MSE, &R), 1e-5);
+  onyx_value_release(loss);
+  onyx_values_release(in, 2);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+}
+
 static void test_nonfinite_loss(void** state) {
   (void)state;
   Params P;
@@ -1245,6 +1297,7 @@ int main(void) {
       cmocka_unit_test(test_export_for_inference),
       cmocka_unit_test(test_nonfinite_loss),
       cmocka_unit_test(test_nonfinite_gradient),
+      cmocka_unit_test(test_set_parameter_after_steps),
       cmocka_unit_test(test_artifacts_errors),
       cmocka_unit_test(test_batchnorm_dropout_training),
       cmocka_unit_test(test_loss_model_output),

@@ -8,6 +8,7 @@
  * checkpoint's host tensors are a mirror synced before they are read. */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,10 @@ typedef struct OxTsDev {
   size_t* cidx;           /* the gradients it reads, [n_cidx] */
   size_t n_cidx;
   OnyxValue* zero; /* its "zero" input */
+  /* Held by a step and by the checkpoint's sync and stale calls, so that a
+   * checkpoint read on another thread waits for the step's values. */
+  pthread_mutex_t mu;
+  bool mu_init;
 } OxTsDev;
 
 struct OnyxTrainingSession {
@@ -113,6 +118,7 @@ static void ox_ts_dev_free(OnyxTrainingSession* ts) {
   ox_release_vals(d->g, ts->n_params);
   onyx_value_release(d->zero);
   onyx_session_release(d->check);
+  if (d->mu_init) pthread_mutex_destroy(&d->mu);
   free(d->cidx);
   free(d->pmem);
   free(d->bmem);
@@ -455,11 +461,10 @@ static OnyxStatus* ox_ts_download(OnyxTrainingSession* ts, const OnyxValue* v, O
   return ox_ts_wait(ts, ep);
 }
 
-/* The checkpoint's mirror_sync: device copies into the host tensors. */
-static OnyxStatus* ox_ts_sync(void* ctx) {
-  OnyxTrainingSession* ts = ctx;
+/* Device copies into the host tensors (mu held). */
+static OnyxStatus* ox_ts_sync_locked(OnyxTrainingSession* ts) {
   OxTsDev* d = ts->dev;
-  if (!d || !d->host_stale) return NULL;
+  if (!d->host_stale) return NULL;
   OnyxCheckpoint* ck = ts->ck;
   size_t np = ts->n_params;
   for (size_t i = 0; i < np; i++)
@@ -472,10 +477,23 @@ static OnyxStatus* ox_ts_sync(void* ctx) {
   return NULL;
 }
 
+/* The checkpoint's mirror_sync: device copies into the host tensors. */
+static OnyxStatus* ox_ts_sync(void* ctx) {
+  OnyxTrainingSession* ts = ctx;
+  if (!ts->dev) return NULL;
+  pthread_mutex_lock(&ts->dev->mu);
+  OnyxStatus* st = ox_ts_sync_locked(ts);
+  pthread_mutex_unlock(&ts->dev->mu);
+  return st;
+}
+
 /* The checkpoint's mirror_stale: reload before the next step. */
 static void ox_ts_stale(void* ctx) {
   OnyxTrainingSession* ts = ctx;
-  if (ts->dev) ts->dev->dev_stale = true;
+  if (!ts->dev) return;
+  pthread_mutex_lock(&ts->dev->mu);
+  ts->dev->dev_stale = true;
+  pthread_mutex_unlock(&ts->dev->mu);
 }
 
 /* Loads parameters, buffers and state from the checkpoint's host tensors
@@ -537,6 +555,8 @@ static OnyxStatus* ox_ts_dev_setup(OnyxTrainingSession* ts) {
     ox_ts_dev_free(ts);
     return NULL;
   }
+  if (pthread_mutex_init(&d->mu, NULL)) return ox_oom();
+  d->mu_init = true;
   d->grads_zero = true;
   d->dev_stale = true;
   ts->ck->mirror = ts;
@@ -744,8 +764,8 @@ static OnyxStatus* ox_ts_dev_acc_host(OnyxTrainingSession* ts, OnyxValue* const*
   return NULL;
 }
 
-static OnyxStatus* ox_ts_dev_train_step(OnyxTrainingSession* ts, const OnyxValue* const* inputs,
-                                        size_t n, OnyxValue** loss_out) {
+static OnyxStatus* ox_ts_dev_train_locked(OnyxTrainingSession* ts, const OnyxValue* const* inputs,
+                                          size_t n, OnyxValue** loss_out) {
   OxTsDev* d = ts->dev;
   size_t np = ts->n_params, nb = ts->n_buffers, n_out = 1 + np + nb;
   OX_TRY(ox_ts_dev_load(ts));
@@ -809,7 +829,12 @@ ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
                                                       OnyxValue** loss_out) {
   if (loss_out) *loss_out = NULL;
   OX_TRY(ox_ts_feed(ts, "train_step", inputs, n));
-  if (ts->dev) return ox_ts_dev_train_step(ts, inputs, n, loss_out);
+  if (ts->dev) {
+    pthread_mutex_lock(&ts->dev->mu);
+    OnyxStatus* st = ox_ts_dev_train_locked(ts, inputs, n, loss_out);
+    pthread_mutex_unlock(&ts->dev->mu);
+    return st;
+  }
   OX_TRY(ox_ckpt_sync(ts->ck));
   size_t np = ts->n_params, nb = ts->n_buffers, n_out = 1 + np + nb;
   OnyxValue** outs = calloc(n_out, sizeof *outs);
@@ -866,6 +891,7 @@ ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
     /* The eval model reads the device copies where they are. */
     OxTsDev* d = ts->dev;
     OnyxIoBinding* b = NULL;
+    pthread_mutex_lock(&d->mu);
     st = ox_ts_dev_load(ts);
     if (!st) st = onyx_io_binding_create(ts->eval, &b);
     if (!st) st = ox_bind_ins(b, (const char* const*)ts->input_names, inputs, n);
@@ -877,6 +903,7 @@ ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
     if (!st) st = onyx_session_run_with_binding(ts->eval, NULL, b);
     if (!st) st = onyx_io_binding_get_outputs(b, &loss, 1);
     onyx_io_binding_release(b);
+    pthread_mutex_unlock(&d->mu);
   } else {
     st = ox_ckpt_sync(ts->ck);
     if (!st)
@@ -893,13 +920,15 @@ ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
 
 ONYX_API OnyxStatus* onyx_training_session_lazy_reset_grad(OnyxTrainingSession* ts) {
   if (!ts) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_lazy_reset_grad: NULL");
-  for (size_t i = 0; ts->dev && i < ts->n_params; i++) {
-    onyx_value_release(ts->dev->g[i]);
-    ts->dev->g[i] = NULL;
-  }
   if (ts->dev) {
+    pthread_mutex_lock(&ts->dev->mu);
+    for (size_t i = 0; i < ts->n_params; i++) {
+      onyx_value_release(ts->dev->g[i]);
+      ts->dev->g[i] = NULL;
+    }
     ts->dev->grads_zero = true;
     ts->dev->acc_host = false;
+    pthread_mutex_unlock(&ts->dev->mu);
   }
   for (size_t i = 0; i < ts->n_params; i++) {
     OxTensor* t = ts->gvals[i]->tensor;
@@ -1042,7 +1071,7 @@ static OnyxStatus* ox_ts_dev_check(OnyxTrainingSession* ts, bool* finite) {
  * are bound where they are, and the new parameters and state, made where
  * the optimizer makes them, replace them (no copy). lr, step and max_norm
  * go in from the host, the global norm comes out. */
-static OnyxStatus* ox_ts_dev_optimizer_step(OnyxTrainingSession* ts) {
+static OnyxStatus* ox_ts_dev_optimizer_locked(OnyxTrainingSession* ts) {
   OxTsDev* d = ts->dev;
   OnyxCheckpoint* ck = ts->ck;
   size_t np = ts->n_params, ns = ts->n_slots, n_new = np * (1 + ns);
@@ -1135,7 +1164,12 @@ ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* t
   if (ts->dp && ox_dp_zero(ts->dp))
     return ox_dp_zero_step(ts->dp, ox_ts_lr(ck, ck->step), ts->policy, &ts->skipped);
   if (ts->dp) OX_TRY(ox_dp_average_grads(ts->dp));
-  if (ts->dev) return ox_ts_dev_optimizer_step(ts);
+  if (ts->dev) {
+    pthread_mutex_lock(&ts->dev->mu);
+    OnyxStatus* st = ox_ts_dev_optimizer_locked(ts);
+    pthread_mutex_unlock(&ts->dev->mu);
+    return st;
+  }
   OX_TRY(ox_ckpt_sync(ck));
   for (size_t i = 0; i < np; i++) {
     if (ox_all_finite(ts->gvals[i]->tensor)) continue;

@@ -104,9 +104,14 @@ static OnyxStatus* ox_ckpt_state_present(const OnyxCheckpoint* ck, size_t i, con
                    what, ck->state_names[i]);
 }
 
+OnyxStatus* ox_ckpt_sync(const OnyxCheckpoint* ck) {
+  return ck->mirror_sync ? ck->mirror_sync(ck->mirror) : NULL;
+}
+
 ONYX_API OnyxStatus* onyx_checkpoint_save(const OnyxCheckpoint* ck, const char* dir,
                                           int include_optimizer_state) {
   if (!ck || !dir) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_checkpoint_save: NULL argument");
+  OX_TRY(ox_ckpt_sync(ck));
   for (size_t i = 0; include_optimizer_state && i < ck->n_state; i++)
     OX_TRY(ox_ckpt_state_present(ck, i, "onyx_checkpoint_save"));
   OX_TRY(ox_mkdir(dir));
@@ -290,6 +295,7 @@ ONYX_API OnyxStatus* onyx_checkpoint_get_parameter(const OnyxCheckpoint* ck, con
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_checkpoint_get_parameter: NULL argument");
   size_t i = ox_ckpt_find_param(ck, name);
   if (i == SIZE_MAX) return ox_status(ONYX_NOT_FOUND, "checkpoint: no parameter '%s'", name);
+  OX_TRY(ox_ckpt_sync(ck));
   return ox_share_value(ck->params[i], out);
 }
 
@@ -311,7 +317,11 @@ ONYX_API OnyxStatus* onyx_checkpoint_set_parameter(OnyxCheckpoint* ck, const cha
     return ox_status(ONYX_INVALID_ARGUMENT, "checkpoint: parameter '%s' is %s, the value is %s",
                      name, a, b);
   }
+  /* The other tensors are brought up to date first, since the session's
+   * device copies are all reloaded from the host tensors afterwards. */
+  OX_TRY(ox_ckpt_sync(ck));
   if (dst->bytes) memcpy(dst->data, src->data, dst->bytes);
+  if (ck->mirror_stale) ck->mirror_stale(ck->mirror);
   return NULL;
 }
 
@@ -336,6 +346,7 @@ ONYX_API OnyxStatus* onyx_checkpoint_get_state(const OnyxCheckpoint* ck, const c
   size_t i = ox_ckpt_find_state(ck, name);
   if (i == SIZE_MAX) return ox_status(ONYX_NOT_FOUND, "checkpoint: no optimizer state '%s'", name);
   OX_TRY(ox_ckpt_state_present(ck, i, "onyx_checkpoint_get_state"));
+  OX_TRY(ox_ckpt_sync(ck));
   return ox_share_value(ck->state[i], out);
 }
 

@@ -38,7 +38,18 @@ struct OnyxCheckpoint {
   float min_lr;
   uint64_t seed;
   int64_t train_steps; /* train steps taken (for the seed of each) */
+  /* A training session that keeps these tensors in device memory registers
+   * here (NULL: none): mirror_sync copies its newer device copies into
+   * params and state before they are read, mirror_stale tells it that the
+   * host tensors were written and its device copies must be reloaded. */
+  void* mirror;
+  OnyxStatus* (*mirror_sync)(void* mirror);
+  void (*mirror_stale)(void* mirror);
 };
+
+/* Brings the host tensors up to date with a registered training session's
+ * device copies (see mirror_sync); NULL when nothing is registered. */
+OnyxStatus* ox_ckpt_sync(const OnyxCheckpoint* ck);
 
 /* A new empty checkpoint. */
 OnyxStatus* ox_ckpt_new(OnyxCheckpoint** out);

@@ -2,16 +2,54 @@
  * over the training, eval and optimizer models of an artifacts folder,
  * sharing the checkpoint's parameter buffers (each is fed as a value that
  * shares the checkpoint tensor's memory), gradient accumulators, the
- * learning-rate scheduler, gradient clipping and the non-finite policy. */
+ * learning-rate scheduler, gradient clipping and the non-finite policy.
+ * Where the training model reads its parameters in device memory, the
+ * trained state stays there across steps (OxTsDev below) and the
+ * checkpoint's host tensors are a mirror synced before they are read. */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ox_data_parallel.h"
+#include "ox_finite_check.h"
 #include "ox_model.h"
 #include "ox_session.h"
 #include "ox_train_api.h"
+
+/* The trained state in device memory: the values the sessions are fed
+ * through IO bindings, each in the memory its consumers read it in or its
+ * producer writes it in. A step replaces a value by the step's output (no
+ * copy), so only the batch goes in and the loss comes out. */
+typedef struct OxTsDev {
+  OnyxValue** p; /* [n_params] parameters */
+  OnyxValue** b; /* [n_buffers] BatchNormalization running statistics */
+  OnyxValue** s; /* [n_params * n_slots] optimizer state */
+  OnyxValue** g; /* [n_params] the accumulated gradients of one train step */
+  /* No gradient accumulated since creation or the last reset: g holds
+   * nothing and the host accumulators (gvals) are zero. */
+  bool grads_zero;
+  /* A second train step before a reset: the sum is kept in the host
+   * accumulators (gvals), as on the host path, and g holds nothing. */
+  bool acc_host;
+  bool host_stale;        /* p, b, s newer than the checkpoint's host tensors */
+  bool dev_stale;         /* the host tensors were written: reload p, b, s */
+  OnyxMemoryDevice* pmem; /* [n_params] where the training model reads each */
+  OnyxMemoryDevice* bmem; /* [n_buffers] */
+  OnyxMemoryDevice* gout; /* [n_params] where each gradient output is produced */
+  OnyxMemoryDevice* bout; /* [n_buffers] where each updated buffer is produced */
+  OnyxMemoryDevice* oout; /* [n_opt_out] the optimizer's outputs (made with it) */
+  bool check_ready;       /* check, cidx and zero are made (at the first check) */
+  OnyxSession* check;     /* ox_finite_check.h's model; NULL: no gradient for it */
+  size_t* cidx;           /* the gradients it reads, [n_cidx] */
+  size_t n_cidx;
+  OnyxValue* zero; /* its "zero" input */
+  /* Held by a step and by the checkpoint's sync and stale calls, so that a
+   * checkpoint read on another thread waits for the step's values. */
+  pthread_mutex_t mu;
+  bool mu_init;
+} OxTsDev;
 
 struct OnyxTrainingSession {
   OnyxCheckpoint* ck;
@@ -51,6 +89,7 @@ struct OnyxTrainingSession {
   char* opt_path;
   OnyxSessionOptions* opts; /* a copy of the creation options; NULL: defaults */
   OxDataParallel* dp;       /* data-parallel training (data_parallel.c); NULL: off */
+  OxTsDev* dev;             /* the state in device memory; NULL: the host path */
 };
 
 static void ox_free_strs(char** s, size_t n) {
@@ -64,8 +103,35 @@ static void ox_release_vals(OnyxValue** v, size_t n) {
   free(v);
 }
 
+static void ox_ts_dev_free(OnyxTrainingSession* ts) {
+  OxTsDev* d = ts->dev;
+  if (!d) return;
+  ts->dev = NULL;
+  if (ts->ck && ts->ck->mirror == ts) {
+    ts->ck->mirror = NULL;
+    ts->ck->mirror_sync = NULL;
+    ts->ck->mirror_stale = NULL;
+  }
+  ox_release_vals(d->p, ts->n_params);
+  ox_release_vals(d->b, ts->n_buffers);
+  ox_release_vals(d->s, ts->n_params * ts->n_slots);
+  ox_release_vals(d->g, ts->n_params);
+  onyx_value_release(d->zero);
+  onyx_session_release(d->check);
+  if (d->mu_init) pthread_mutex_destroy(&d->mu);
+  free(d->cidx);
+  free(d->pmem);
+  free(d->bmem);
+  free(d->gout);
+  free(d->bout);
+  free(d->oout);
+  free(d);
+}
+
 ONYX_API void onyx_training_session_release(OnyxTrainingSession* ts) {
   if (!ts) return;
+  /* Device values live in the sessions' arenas: released before them. */
+  ox_ts_dev_free(ts);
   onyx_session_release(ts->train);
   onyx_session_release(ts->eval);
   onyx_session_release(ts->opt);
@@ -302,6 +368,203 @@ static OnyxStatus* ox_ts_bind(OnyxTrainingSession* ts, char** params, size_t n, 
   return NULL;
 }
 
+/* --- the state in device memory ------------------------------------------------------------ */
+
+static size_t ox_input_index(const OnyxSession* s, const char* name) {
+  size_t n = onyx_session_input_count(s);
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(onyx_session_input_name(s, i), name)) return i;
+  return SIZE_MAX;
+}
+
+static size_t ox_output_index(const OnyxSession* s, const char* name) {
+  size_t n = onyx_session_output_count(s);
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(onyx_session_output_name(s, i), name)) return i;
+  return SIZE_MAX;
+}
+
+static bool ox_mem_host(const OnyxMemoryDevice* m) {
+  return m->kind == ONYX_DEVICE_CPU;
+}
+
+/* Where session s reads input `name` (*m) or makes output `name`; false
+ * when it has no such value or reads it in several memories. */
+static bool ox_ts_mem(const OnyxSession* s, const char* name, bool output, OnyxMemoryDevice* m) {
+  size_t i = output ? ox_output_index(s, name) : ox_input_index(s, name);
+  if (i == SIZE_MAX) return false;
+  OnyxStatus* st =
+      output ? onyx_session_output_memory(s, i, m) : onyx_session_input_memory(s, i, m);
+  onyx_status_release(st);
+  return !st;
+}
+
+/* Waits for the work queued on provider ep's stream of the training
+ * session: ox_copy_tensor waits for its source provider's stream before it
+ * copies, so an empty copy from that provider is the wait. */
+static OnyxStatus* ox_ts_wait(OnyxTrainingSession* ts, int32_t ep) {
+  int64_t zero = 0;
+  OxTensor* t = NULL;
+  OX_TRY(ox_tensor_new(ONYX_ELEM_FLOAT32, &zero, 1, &t));
+  OnyxStatus* st = ox_copy_tensor(ts->train, t, t, ep, -1);
+  ox_tensor_free(t);
+  return st;
+}
+
+static OnyxStatus* ox_ts_ep_of(OnyxTrainingSession* ts, const OnyxMemoryDevice* m, const char* name,
+                               int32_t* ep) {
+  *ep = ox_program_ep_for_memory(&ts->train->prog, m);
+  if (*ep < 0)
+    return ox_status(ONYX_FAIL,
+                     "training session: no provider of the training session serves the memory of "
+                     "'%s'",
+                     name);
+  return NULL;
+}
+
+/* A copy of host tensor t in memory m, as a new value. */
+static OnyxStatus* ox_ts_upload(OnyxTrainingSession* ts, const OxTensor* t,
+                                const OnyxMemoryDevice* m, const char* name, OnyxValue** out) {
+  *out = NULL;
+  OxTensor* c = NULL;
+  if (ox_mem_host(m)) {
+    OX_TRY(ox_tensor_clone(t, &c));
+    return ox_value_of(c, out);
+  }
+  int32_t ep;
+  OX_TRY(ox_ts_ep_of(ts, m, name, &ep));
+  OX_TRY(ox_session_alloc_tensor(ts->train, ep, (OnyxMemType)m->mem_type, t->type, t->dims, t->rank,
+                                 &c));
+  OnyxStatus* st = ox_copy_tensor(ts->train, t, c, -1, ep);
+  if (!st) st = ox_ts_wait(ts, ep);
+  if (st) {
+    ox_tensor_free(c);
+    return st;
+  }
+  return ox_value_of(c, out);
+}
+
+/* Copies value v (any memory) into host tensor dst. */
+static OnyxStatus* ox_ts_download(OnyxTrainingSession* ts, const OnyxValue* v, OxTensor* dst,
+                                  const char* name) {
+  const OxTensor* src = v->tensor;
+  if (src->type != dst->type || src->bytes != dst->bytes)
+    return ox_status(ONYX_RUNTIME_ERROR, "training session: '%s' is %zu bytes, expected %zu", name,
+                     src->bytes, dst->bytes);
+  if (ox_mem_host(&src->device)) {
+    if (dst->bytes) memcpy(dst->data, src->data, dst->bytes);
+    return NULL;
+  }
+  int32_t ep;
+  OX_TRY(ox_ts_ep_of(ts, &src->device, name, &ep));
+  OX_TRY(ox_copy_tensor(ts->train, src, dst, ep, -1));
+  return ox_ts_wait(ts, ep);
+}
+
+/* Device copies into the host tensors (mu held). */
+static OnyxStatus* ox_ts_sync_locked(OnyxTrainingSession* ts) {
+  OxTsDev* d = ts->dev;
+  if (!d->host_stale) return NULL;
+  OnyxCheckpoint* ck = ts->ck;
+  size_t np = ts->n_params;
+  for (size_t i = 0; i < np; i++)
+    OX_TRY(ox_ts_download(ts, d->p[i], ck->params[ts->pidx[i]], ck->names[ts->pidx[i]]));
+  for (size_t i = 0; i < ts->n_buffers; i++)
+    OX_TRY(ox_ts_download(ts, d->b[i], ck->params[ts->bidx[i]], ck->names[ts->bidx[i]]));
+  for (size_t i = 0; i < np * ts->n_slots; i++)
+    OX_TRY(ox_ts_download(ts, d->s[i], ck->state[ts->sidx[i]], ck->state_names[ts->sidx[i]]));
+  d->host_stale = false;
+  return NULL;
+}
+
+/* The checkpoint's mirror_sync: device copies into the host tensors. */
+static OnyxStatus* ox_ts_sync(void* ctx) {
+  OnyxTrainingSession* ts = ctx;
+  if (!ts->dev) return NULL;
+  pthread_mutex_lock(&ts->dev->mu);
+  OnyxStatus* st = ox_ts_sync_locked(ts);
+  pthread_mutex_unlock(&ts->dev->mu);
+  return st;
+}
+
+/* The checkpoint's mirror_stale: reload before the next step. */
+static void ox_ts_stale(void* ctx) {
+  OnyxTrainingSession* ts = ctx;
+  if (!ts->dev) return;
+  pthread_mutex_lock(&ts->dev->mu);
+  ts->dev->dev_stale = true;
+  pthread_mutex_unlock(&ts->dev->mu);
+}
+
+/* Loads parameters, buffers and state from the checkpoint's host tensors
+ * when those are newer (the first step, a set_parameter). */
+static OnyxStatus* ox_ts_dev_load(OnyxTrainingSession* ts) {
+  OxTsDev* d = ts->dev;
+  if (!d->dev_stale) return NULL;
+  OnyxCheckpoint* ck = ts->ck;
+  size_t np = ts->n_params;
+  for (size_t k = 0; k < np + ts->n_buffers + np * ts->n_slots; k++) {
+    bool param = k < np, buf = !param && k < np + ts->n_buffers;
+    size_t i = param ? k : buf ? k - np : k - np - ts->n_buffers;
+    size_t ci = param ? ts->pidx[i] : buf ? ts->bidx[i] : ts->sidx[i];
+    const OxTensor* t = param || buf ? ck->params[ci] : ck->state[ci];
+    const char* name = param || buf ? ck->names[ci] : ck->state_names[ci];
+    /* State sits where its parameter is read. */
+    const OnyxMemoryDevice* m = param ? &d->pmem[i] : buf ? &d->bmem[i] : &d->pmem[i % np];
+    OnyxValue* v = NULL;
+    OX_TRY(ox_ts_upload(ts, t, m, name, &v));
+    OnyxValue** slot = param ? &d->p[i] : buf ? &d->b[i] : &d->s[i];
+    onyx_value_release(*slot);
+    *slot = v;
+  }
+  d->dev_stale = false;
+  return NULL;
+}
+
+/* Keeps the state in device memory when the training model reads a
+ * parameter or buffer there and training is not data-parallel. */
+static OnyxStatus* ox_ts_dev_setup(OnyxTrainingSession* ts) {
+  size_t np = ts->n_params, nb = ts->n_buffers;
+  OxTsDev* d = calloc(1, sizeof *d);
+  if (!d) return ox_oom();
+  ts->dev = d;
+  d->pmem = calloc(np + 1, sizeof *d->pmem);
+  d->bmem = calloc(nb + 1, sizeof *d->bmem);
+  d->gout = calloc(np + 1, sizeof *d->gout);
+  d->bout = calloc(nb + 1, sizeof *d->bout);
+  d->p = calloc(np + 1, sizeof *d->p);
+  d->b = calloc(nb + 1, sizeof *d->b);
+  d->s = calloc(np * ts->n_slots + 1, sizeof *d->s);
+  d->g = calloc(np + 1, sizeof *d->g);
+  if (!d->pmem || !d->bmem || !d->gout || !d->bout || !d->p || !d->b || !d->s || !d->g)
+    return ox_oom();
+  bool device = false, known = true;
+  for (size_t i = 0; known && i < np; i++) {
+    known = ox_ts_mem(ts->train, ts->ck->names[ts->pidx[i]], false, &d->pmem[i]) &&
+            ox_ts_mem(ts->train, ts->train_outs[1 + i], true, &d->gout[i]);
+    device = device || (known && !ox_mem_host(&d->pmem[i]));
+  }
+  for (size_t i = 0; known && i < nb; i++) {
+    known = ox_ts_mem(ts->train, ts->ck->names[ts->bidx[i]], false, &d->bmem[i]) &&
+            ox_ts_mem(ts->train, ts->train_outs[1 + np + i], true, &d->bout[i]);
+    device = device || (known && !ox_mem_host(&d->bmem[i]));
+  }
+  /* One session per checkpoint keeps it in device memory; another one on
+   * the same checkpoint runs on the host path, syncing through the mirror. */
+  if (!known || !device || ts->ck->mirror) {
+    ox_ts_dev_free(ts);
+    return NULL;
+  }
+  if (pthread_mutex_init(&d->mu, NULL)) return ox_oom();
+  d->mu_init = true;
+  d->grads_zero = true;
+  d->dev_stale = true;
+  ts->ck->mirror = ts;
+  ts->ck->mirror_sync = ox_ts_sync;
+  ts->ck->mirror_stale = ox_ts_stale;
+  return NULL;
+}
+
 /* The name arrays of the runs. */
 static OnyxStatus* ox_ts_names(OnyxTrainingSession* ts, char* const* params) {
   size_t n = ts->n_params, ni = ts->n_inputs, ns = ts->n_slots, nb = ts->n_buffers;
@@ -379,6 +642,7 @@ ONYX_API OnyxStatus* onyx_training_session_create(const OnyxSessionOptions* opts
   if (!st && opts) st = ox_session_options_clone(opts, &ts->opts);
   if (!st) st = ox_ts_bind(ts, params, n, buffers, nb);
   if (!st) st = ox_ts_names(ts, params);
+  if (!st) st = ox_ts_dev_setup(ts);
   ox_free_strs(params, n);
   ox_free_strs(buffers, nb);
   free(p_train);
@@ -428,11 +692,150 @@ static OnyxStatus* ox_ts_feed(OnyxTrainingSession* ts, const char* what,
   return NULL;
 }
 
+/* The train step's loss against the non-finite policy: *finite false
+ * counts a skipped batch, or is an error under ONYX_NONFINITE_ERROR. */
+static OnyxStatus* ox_ts_loss_check(OnyxTrainingSession* ts, const OxTensor* loss, bool* finite) {
+  *finite = ox_all_finite(loss);
+  if (!*finite && ts->policy == ONYX_NONFINITE_ERROR) {
+    double v = loss->type == ONYX_ELEM_FLOAT64 ? *(const double*)loss->data
+                                               : (double)*(const float*)loss->data;
+    return ox_status(ONYX_RUNTIME_ERROR,
+                     "training session: train step: the loss is %g (the gradients were not "
+                     "accumulated; onyx_training_session_set_nonfinite_policy SKIP_STEP drops such "
+                     "batches instead)",
+                     v);
+  }
+  if (!*finite) ts->skipped++;
+  return NULL;
+}
+
+/* acc += g on the host (gradient i). */
+static OnyxStatus* ox_ts_add(OnyxTrainingSession* ts, size_t i, OxTensor* acc, const OxTensor* g) {
+  if (g->type != acc->type || g->count != acc->count)
+    return ox_status(ONYX_RUNTIME_ERROR,
+                     "training session: gradient '%s' has %zu elements, its parameter %zu",
+                     ts->train_outs[1 + i], g->count, acc->count);
+  if (acc->type == ONYX_ELEM_FLOAT64) {
+    double* a = acc->data;
+    const double* d = g->data;
+    for (size_t k = 0; k < acc->count; k++)
+      a[k] += d[k];
+  } else {
+    float* a = acc->data;
+    const float* d = g->data;
+    for (size_t k = 0; k < acc->count; k++)
+      a[k] += d[k];
+  }
+  return NULL;
+}
+
+/* Binds values[i] as input names[i] for i < n. */
+static OnyxStatus* ox_bind_ins(OnyxIoBinding* b, const char* const* names,
+                               const OnyxValue* const* values, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    OX_TRY(onyx_io_binding_bind_input(b, names[i], values[i]));
+  return NULL;
+}
+
+/* Adds one train step's gradients (any memory) to the host accumulators,
+ * moving the sum of the earlier steps there first: gradient accumulation
+ * over several train steps runs on the host path. */
+static OnyxStatus* ox_ts_dev_acc_host(OnyxTrainingSession* ts, OnyxValue* const* grads) {
+  OxTsDev* d = ts->dev;
+  size_t np = ts->n_params;
+  if (!d->acc_host) {
+    for (size_t i = 0; i < np; i++)
+      OX_TRY(ox_ts_download(ts, d->g[i], ts->gvals[i]->tensor, ts->train_outs[1 + i]));
+    for (size_t i = 0; i < np; i++) {
+      onyx_value_release(d->g[i]);
+      d->g[i] = NULL;
+    }
+    d->acc_host = true;
+  }
+  for (size_t i = 0; i < np; i++) {
+    OxTensor* acc = ts->gvals[i]->tensor;
+    OxTensor* tmp = NULL;
+    OX_TRY(ox_tensor_new(acc->type, acc->dims, acc->rank, &tmp));
+    OnyxStatus* st = ox_ts_download(ts, grads[i], tmp, ts->train_outs[1 + i]);
+    if (!st) st = ox_ts_add(ts, i, acc, tmp);
+    ox_tensor_free(tmp);
+    OX_TRY(st);
+  }
+  return NULL;
+}
+
+static OnyxStatus* ox_ts_dev_train_locked(OnyxTrainingSession* ts, const OnyxValue* const* inputs,
+                                          size_t n, OnyxValue** loss_out) {
+  OxTsDev* d = ts->dev;
+  size_t np = ts->n_params, nb = ts->n_buffers, n_out = 1 + np + nb;
+  OX_TRY(ox_ts_dev_load(ts));
+  OnyxValue** outs = calloc(n_out, sizeof *outs);
+  if (!outs) return ox_oom();
+  OnyxIoBinding* b = NULL;
+  OnyxStatus* st = onyx_io_binding_create(ts->train, &b);
+  if (!st) st = ox_bind_ins(b, (const char* const*)ts->input_names, inputs, n);
+  if (!st) st = ox_bind_ins(b, ts->feed_names + n, (const OnyxValue* const*)d->p, np);
+  if (!st) st = ox_bind_ins(b, ts->feed_names + n + np, (const OnyxValue* const*)d->b, nb);
+  /* The loss comes to the host; gradients and buffers stay where they are made. */
+  if (!st) st = onyx_io_binding_bind_output_to_device(b, ts->train_outs[0], NULL);
+  for (size_t i = 0; !st && i < np + nb; i++)
+    st = onyx_io_binding_bind_output_to_device(b, ts->train_outs[1 + i],
+                                               i < np ? &d->gout[i] : &d->bout[i - np]);
+  if (!st && (st = onyx_session_run_with_binding(ts->train, NULL, b)))
+    st = ox_status_wrap(st, "training session: train step");
+  if (!st) st = onyx_io_binding_get_outputs(b, outs, n_out);
+  onyx_io_binding_release(b);
+  bool finite = false;
+  if (!st) {
+    ts->ck->train_steps++;
+    st = ox_ts_loss_check(ts, outs[0]->tensor, &finite);
+  }
+  if (!st && finite) {
+    if (d->grads_zero) {
+      /* The first step after a reset: its gradients are the sum. */
+      for (size_t i = 0; i < np; i++) {
+        d->g[i] = outs[1 + i];
+        outs[1 + i] = NULL;
+      }
+      d->grads_zero = false;
+    } else {
+      st = ox_ts_dev_acc_host(ts, outs + 1);
+    }
+  }
+  /* The running statistics of a counted batch replace the buffers. */
+  for (size_t i = 0; !st && finite && i < nb; i++) {
+    onyx_value_release(d->b[i]);
+    d->b[i] = outs[1 + np + i];
+    outs[1 + np + i] = NULL;
+    d->host_stale = true;
+  }
+  if (!st && loss_out) {
+    *loss_out = outs[0];
+    outs[0] = NULL;
+  }
+  onyx_values_release(outs, n_out);
+  free(outs);
+  return st;
+}
+
+/* The host path wrote the checkpoint's host tensors: a session keeping
+ * them in device memory reloads them. */
+static void ox_ts_host_wrote(OnyxTrainingSession* ts) {
+  if (ts->ck->mirror_stale) ts->ck->mirror_stale(ts->ck->mirror);
+}
+
 ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
                                                       const OnyxValue* const* inputs, size_t n,
                                                       OnyxValue** loss_out) {
   if (loss_out) *loss_out = NULL;
   OX_TRY(ox_ts_feed(ts, "train_step", inputs, n));
+  if (ts->dev) {
+    pthread_mutex_lock(&ts->dev->mu);
+    OnyxStatus* st = ox_ts_dev_train_locked(ts, inputs, n, loss_out);
+    pthread_mutex_unlock(&ts->dev->mu);
+    return st;
+  }
+  OX_TRY(ox_ckpt_sync(ts->ck));
   size_t np = ts->n_params, nb = ts->n_buffers, n_out = 1 + np + nb;
   OnyxValue** outs = calloc(n_out, sizeof *outs);
   if (!outs) return ox_oom();
@@ -450,41 +853,10 @@ ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
     free(outs);
     return st;
   }
-  const OxTensor* loss = outs[0]->tensor;
-  bool finite = ox_all_finite(loss);
-  if (!finite && ts->policy == ONYX_NONFINITE_ERROR) {
-    double v = loss->type == ONYX_ELEM_FLOAT64 ? *(const double*)loss->data
-                                               : (double)*(const float*)loss->data;
-    st = ox_status(ONYX_RUNTIME_ERROR,
-                   "training session: train step: the loss is %g (the gradients were not "
-                   "accumulated; onyx_training_session_set_nonfinite_policy SKIP_STEP drops such "
-                   "batches instead)",
-                   v);
-  } else if (!finite) {
-    ts->skipped++;
-  } else {
-    for (size_t i = 0; i < np; i++) {
-      OxTensor* acc = ts->gvals[i]->tensor;
-      const OxTensor* g = outs[1 + i]->tensor;
-      if (g->type != acc->type || g->count != acc->count) {
-        st = ox_status(ONYX_RUNTIME_ERROR,
-                       "training session: gradient '%s' has %zu elements, its parameter %zu",
-                       ts->train_outs[1 + i], g->count, acc->count);
-        break;
-      }
-      if (acc->type == ONYX_ELEM_FLOAT64) {
-        double* a = acc->data;
-        const double* d = g->data;
-        for (size_t k = 0; k < acc->count; k++)
-          a[k] += d[k];
-      } else {
-        float* a = acc->data;
-        const float* d = g->data;
-        for (size_t k = 0; k < acc->count; k++)
-          a[k] += d[k];
-      }
-    }
-  }
+  bool finite;
+  st = ox_ts_loss_check(ts, outs[0]->tensor, &finite);
+  for (size_t i = 0; !st && finite && i < np; i++)
+    st = ox_ts_add(ts, i, ts->gvals[i]->tensor, outs[1 + i]->tensor);
   /* The running statistics of a counted batch replace the buffers. */
   for (size_t i = 0; !st && finite && i < nb; i++) {
     OxTensor* dst = ts->ck->params[ts->bidx[i]];
@@ -497,6 +869,7 @@ ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
     else if (dst->bytes)
       memcpy(dst->data, src->data, dst->bytes);
   }
+  if (!st && finite && nb) ox_ts_host_wrote(ts);
   if (!st && loss_out) {
     *loss_out = outs[0];
     outs[0] = NULL;
@@ -513,8 +886,30 @@ ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
   OX_TRY(ox_ts_feed(ts, "eval_step", inputs, n));
   const char* name = "loss";
   OnyxValue* loss = NULL;
-  OnyxStatus* st = onyx_session_run(ts->eval, NULL, ts->feed_names, ts->feeds,
-                                    n + ts->n_params + ts->n_buffers, &name, 1, &loss);
+  OnyxStatus* st = NULL;
+  if (ts->dev) {
+    /* The eval model reads the device copies where they are. */
+    OxTsDev* d = ts->dev;
+    OnyxIoBinding* b = NULL;
+    pthread_mutex_lock(&d->mu);
+    st = ox_ts_dev_load(ts);
+    if (!st) st = onyx_io_binding_create(ts->eval, &b);
+    if (!st) st = ox_bind_ins(b, (const char* const*)ts->input_names, inputs, n);
+    if (!st) st = ox_bind_ins(b, ts->feed_names + n, (const OnyxValue* const*)d->p, ts->n_params);
+    if (!st)
+      st = ox_bind_ins(b, ts->feed_names + n + ts->n_params, (const OnyxValue* const*)d->b,
+                       ts->n_buffers);
+    if (!st) st = onyx_io_binding_bind_output_to_device(b, name, NULL);
+    if (!st) st = onyx_session_run_with_binding(ts->eval, NULL, b);
+    if (!st) st = onyx_io_binding_get_outputs(b, &loss, 1);
+    onyx_io_binding_release(b);
+    pthread_mutex_unlock(&d->mu);
+  } else {
+    st = ox_ckpt_sync(ts->ck);
+    if (!st)
+      st = onyx_session_run(ts->eval, NULL, ts->feed_names, ts->feeds,
+                            n + ts->n_params + ts->n_buffers, &name, 1, &loss);
+  }
   if (st) return ox_status_wrap(st, "training session: eval step");
   if (loss_out)
     *loss_out = loss;
@@ -525,6 +920,16 @@ ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
 
 ONYX_API OnyxStatus* onyx_training_session_lazy_reset_grad(OnyxTrainingSession* ts) {
   if (!ts) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_lazy_reset_grad: NULL");
+  if (ts->dev) {
+    pthread_mutex_lock(&ts->dev->mu);
+    for (size_t i = 0; i < ts->n_params; i++) {
+      onyx_value_release(ts->dev->g[i]);
+      ts->dev->g[i] = NULL;
+    }
+    ts->dev->grads_zero = true;
+    ts->dev->acc_host = false;
+    pthread_mutex_unlock(&ts->dev->mu);
+  }
   for (size_t i = 0; i < ts->n_params; i++) {
     OxTensor* t = ts->gvals[i]->tensor;
     if (t->bytes) memset(t->data, 0, t->bytes);
@@ -547,6 +952,210 @@ static float ox_ts_lr(const OnyxCheckpoint* ck, int64_t t) {
   return (float)(lo + (base - lo) * f);
 }
 
+/* Gradient i holds NaN or Inf: the step is not taken; an error, or a
+ * skipped step under ONYX_NONFINITE_SKIP_STEP (NULL). */
+static OnyxStatus* ox_ts_grad_nonfinite(OnyxTrainingSession* ts, size_t i) {
+  if (ts->policy == ONYX_NONFINITE_SKIP_STEP) {
+    ts->skipped++;
+    return NULL;
+  }
+  return ox_status(ONYX_RUNTIME_ERROR,
+                   "training session: optimizer step: the accumulated gradient '%s' holds NaN "
+                   "or Inf (the step was not taken)",
+                   ts->train_outs[1 + i]);
+}
+
+/* The first device gradient holding NaN or Inf, read through host copies
+ * (*bad SIZE_MAX: none). */
+static OnyxStatus* ox_ts_dev_find_nonfinite(OnyxTrainingSession* ts, size_t* bad) {
+  *bad = SIZE_MAX;
+  for (size_t i = 0; i < ts->n_params; i++) {
+    const OxTensor* g = ts->dev->g[i]->tensor;
+    OxTensor* tmp = NULL;
+    OX_TRY(ox_tensor_new(g->type, g->dims, g->rank, &tmp));
+    OnyxStatus* st = ox_ts_download(ts, ts->dev->g[i], tmp, ts->train_outs[1 + i]);
+    bool finite = ox_all_finite(tmp);
+    ox_tensor_free(tmp);
+    OX_TRY(st);
+    if (!finite) {
+      *bad = i;
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+/* Builds the finite check over the float32 gradients in device memory
+ * (d->cidx); the others are checked on the host. */
+static OnyxStatus* ox_ts_dev_check_model(OnyxTrainingSession* ts) {
+  OxTsDev* d = ts->dev;
+  size_t np = ts->n_params;
+  d->cidx = calloc(np + 1, sizeof *d->cidx);
+  const int64_t** dims = calloc(np + 1, sizeof *dims);
+  size_t* ranks = calloc(np + 1, sizeof *ranks);
+  OnyxStatus* st = d->cidx && dims && ranks ? NULL : ox_oom();
+  for (size_t i = 0; !st && i < np; i++) {
+    const OxTensor* g = d->g[i]->tensor;
+    if (g->type != ONYX_ELEM_FLOAT32 || ox_mem_host(&g->device)) continue;
+    dims[d->n_cidx] = g->dims;
+    ranks[d->n_cidx] = g->rank;
+    d->cidx[d->n_cidx++] = i;
+  }
+  void* bytes = NULL;
+  size_t len = 0;
+  if (!st && d->n_cidx) st = ox_finite_check_model(d->n_cidx, dims, ranks, &bytes, &len);
+  if (!st && d->n_cidx) st = onyx_session_create_from_bytes(ts->opts, bytes, len, NULL, &d->check);
+  free(bytes);
+  free(dims);
+  free(ranks);
+  /* "zero" is put once where the check reads it, so a check moves only its
+   * one float out. */
+  float zero = 0.0f;
+  OnyxValue* z = NULL;
+  OnyxMemoryDevice zm;
+  if (!st && d->n_cidx)
+    st = onyx_value_create_tensor(ONYX_ELEM_FLOAT32, NULL, 0, &zero, sizeof zero, &z);
+  if (!st && d->n_cidx && !ox_ts_mem(d->check, "zero", false, &zm)) zm = (OnyxMemoryDevice){0};
+  if (!st && d->n_cidx) st = ox_ts_upload(ts, z->tensor, &zm, "zero", &d->zero);
+  onyx_value_release(z);
+  if (!st) d->check_ready = true;
+  return st ? ox_status_wrap(st, "training session: the gradients' finite check") : NULL;
+}
+
+/* Whether the accumulated gradients are all finite: those in host memory
+ * read there, the float32 ones in device memory by ox_finite_check.h's
+ * model run where they are (its one float comes to the host), others
+ * through host copies. */
+static OnyxStatus* ox_ts_dev_check(OnyxTrainingSession* ts, bool* finite) {
+  OxTsDev* d = ts->dev;
+  size_t np = ts->n_params;
+  *finite = true;
+  if (!d->check_ready) OX_TRY(ox_ts_dev_check_model(ts));
+  for (size_t i = 0, c = 0; *finite && i < np; i++) {
+    if (c < d->n_cidx && d->cidx[c] == i) {
+      c++;
+      continue;
+    }
+    const OxTensor* g = d->g[i]->tensor;
+    if (ox_mem_host(&g->device)) {
+      *finite = ox_all_finite(g);
+      continue;
+    }
+    OxTensor* tmp = NULL;
+    OX_TRY(ox_tensor_new(g->type, g->dims, g->rank, &tmp));
+    OnyxStatus* st = ox_ts_download(ts, d->g[i], tmp, ts->train_outs[1 + i]);
+    *finite = ox_all_finite(tmp);
+    ox_tensor_free(tmp);
+    OX_TRY(st);
+  }
+  if (!*finite || !d->n_cidx) return NULL;
+  OnyxIoBinding* b = NULL;
+  OnyxValue* bad = NULL;
+  char name[32];
+  OnyxStatus* st = onyx_io_binding_create(d->check, &b);
+  if (!st) st = onyx_io_binding_bind_input(b, "zero", d->zero);
+  for (size_t c = 0; !st && c < d->n_cidx; c++) {
+    snprintf(name, sizeof name, "g%zu", c);
+    st = onyx_io_binding_bind_input(b, name, d->g[d->cidx[c]]);
+  }
+  if (!st) st = onyx_io_binding_bind_output_to_device(b, "bad", NULL);
+  if (!st) st = onyx_session_run_with_binding(d->check, NULL, b);
+  if (!st) st = onyx_io_binding_get_outputs(b, &bad, 1);
+  onyx_io_binding_release(b);
+  if (!st) *finite = ox_all_finite(bad->tensor);
+  onyx_value_release(bad);
+  return st ? ox_status_wrap(st, "training session: the gradients' finite check") : NULL;
+}
+
+/* The optimizer step on the device state: parameters, gradients and state
+ * are bound where they are, and the new parameters and state, made where
+ * the optimizer makes them, replace them (no copy). lr, step and max_norm
+ * go in from the host, the global norm comes out. */
+static OnyxStatus* ox_ts_dev_optimizer_locked(OnyxTrainingSession* ts) {
+  OxTsDev* d = ts->dev;
+  OnyxCheckpoint* ck = ts->ck;
+  size_t np = ts->n_params, ns = ts->n_slots, n_new = np * (1 + ns);
+  OX_TRY(ox_ts_dev_load(ts));
+  /* Gradients summed on the host (or zero) are checked there, as on the
+   * host path; device gradients by ClipGradNorm's norm when the optimizer
+   * has it, else by the finite check model. */
+  bool dev_grads = !d->grads_zero && !d->acc_host;
+  for (size_t i = 0; !dev_grads && i < np; i++)
+    if (!ox_all_finite(ts->gvals[i]->tensor)) return ox_ts_grad_nonfinite(ts, i);
+  if (dev_grads && !ts->has_clip) {
+    bool finite;
+    OX_TRY(ox_ts_dev_check(ts, &finite));
+    if (!finite) {
+      size_t bad;
+      OX_TRY(ox_ts_dev_find_nonfinite(ts, &bad));
+      if (bad != SIZE_MAX) return ox_ts_grad_nonfinite(ts, bad);
+    }
+  }
+  if (!ts->opt) {
+    OX_TRY(onyx_session_create(ts->opts, ts->opt_path, &ts->opt));
+    d->oout = calloc(n_new + 1, sizeof *d->oout);
+    if (!d->oout) return ox_oom();
+    for (size_t k = 0; k < n_new; k++)
+      if (!ox_ts_mem(ts->opt, ts->opt_outs[k], true, &d->oout[k]))
+        d->oout[k] = (OnyxMemoryDevice){0};
+  }
+  float lr = ox_ts_lr(ck, ck->step);
+  float max_norm = ts->max_norm > 0 ? ts->max_norm : INFINITY;
+  int64_t step = ck->step;
+  size_t k0 = 2 + (ts->has_clip ? 1 : 0);
+  OnyxValue* scalars[3] = {NULL, NULL, NULL};
+  OnyxValue** outs = calloc(ts->n_opt_out + 1, sizeof *outs);
+  OnyxIoBinding* b = NULL;
+  OnyxStatus* st = outs ? NULL : ox_oom();
+  if (!st) st = onyx_value_create_tensor(ONYX_ELEM_FLOAT32, NULL, 0, &lr, sizeof lr, &scalars[0]);
+  if (!st) st = onyx_value_create_tensor(ONYX_ELEM_INT64, NULL, 0, &step, sizeof step, &scalars[1]);
+  if (!st && ts->has_clip)
+    st = onyx_value_create_tensor(ONYX_ELEM_FLOAT32, NULL, 0, &max_norm, sizeof max_norm,
+                                  &scalars[2]);
+  if (!st) st = onyx_io_binding_create(ts->opt, &b);
+  if (!st) st = ox_bind_ins(b, ts->opt_in_names, (const OnyxValue* const*)scalars, k0);
+  for (size_t i = 0; !st && i < np; i++) {
+    st = onyx_io_binding_bind_input(b, ts->opt_in_names[k0 + i], d->p[i]);
+    if (!st)
+      st = onyx_io_binding_bind_input(b, ts->opt_in_names[k0 + np + i],
+                                      dev_grads ? d->g[i] : ts->gvals[i]);
+  }
+  if (!st)
+    st = ox_bind_ins(b, ts->opt_in_names + k0 + 2 * np, (const OnyxValue* const*)d->s, np * ns);
+  for (size_t k = 0; !st && k < ts->n_opt_out; k++)
+    st = onyx_io_binding_bind_output_to_device(b, ts->opt_outs[k], k < n_new ? &d->oout[k] : NULL);
+  if (!st && (st = onyx_session_run_with_binding(ts->opt, NULL, b)))
+    st = ox_status_wrap(st, "training session: optimizer step");
+  if (!st) st = onyx_io_binding_get_outputs(b, outs, ts->n_opt_out);
+  onyx_io_binding_release(b);
+  float norm = 0.0f;
+  if (!st && ts->has_clip) {
+    const OxTensor* tn = outs[ts->n_opt_out - 1]->tensor;
+    norm = tn->type == ONYX_ELEM_FLOAT32 && tn->count ? *(const float*)tn->data : 0.0f;
+  }
+  /* A non-finite norm: find the gradient at fault (the norm of finite
+   * gradients can overflow too); the new values are dropped if there is one. */
+  size_t bad = SIZE_MAX;
+  if (!st && dev_grads && ts->has_clip && !isfinite(norm)) st = ox_ts_dev_find_nonfinite(ts, &bad);
+  if (!st && bad != SIZE_MAX) st = ox_ts_grad_nonfinite(ts, bad);
+  if (!st && bad == SIZE_MAX) {
+    for (size_t k = 0; k < n_new; k++) {
+      OnyxValue** slot = k < np ? &d->p[k] : &d->s[k - np];
+      onyx_value_release(*slot);
+      *slot = outs[k];
+      outs[k] = NULL;
+    }
+    d->host_stale = true;
+    if (ts->has_clip) ts->last_norm = norm;
+    ck->step++;
+  }
+  if (outs) onyx_values_release(outs, ts->n_opt_out);
+  free(outs);
+  for (size_t i = 0; i < 3; i++)
+    onyx_value_release(scalars[i]);
+  return st;
+}
+
 ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* ts) {
   if (!ts) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_optimizer_step: NULL");
   OnyxCheckpoint* ck = ts->ck;
@@ -555,16 +1164,16 @@ ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* t
   if (ts->dp && ox_dp_zero(ts->dp))
     return ox_dp_zero_step(ts->dp, ox_ts_lr(ck, ck->step), ts->policy, &ts->skipped);
   if (ts->dp) OX_TRY(ox_dp_average_grads(ts->dp));
+  if (ts->dev) {
+    pthread_mutex_lock(&ts->dev->mu);
+    OnyxStatus* st = ox_ts_dev_optimizer_locked(ts);
+    pthread_mutex_unlock(&ts->dev->mu);
+    return st;
+  }
+  OX_TRY(ox_ckpt_sync(ck));
   for (size_t i = 0; i < np; i++) {
     if (ox_all_finite(ts->gvals[i]->tensor)) continue;
-    if (ts->policy == ONYX_NONFINITE_SKIP_STEP) {
-      ts->skipped++;
-      return NULL;
-    }
-    return ox_status(ONYX_RUNTIME_ERROR,
-                     "training session: optimizer step: the accumulated gradient '%s' holds NaN "
-                     "or Inf (the step was not taken)",
-                     ts->train_outs[1 + i]);
+    return ox_ts_grad_nonfinite(ts, i);
   }
   if (!ts->opt) OX_TRY(onyx_session_create(ts->opts, ts->opt_path, &ts->opt));
   float lr = ox_ts_lr(ck, ck->step);
@@ -605,6 +1214,7 @@ ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* t
     ts->last_norm = tn->type == ONYX_ELEM_FLOAT32 && tn->count ? *(const float*)tn->data : 0.0f;
   }
   if (!st) ck->step++;
+  if (!st) ox_ts_host_wrote(ts);
   if (outs) onyx_values_release(outs, ts->n_opt_out);
   free(outs);
   onyx_value_release(v_lr);
@@ -686,6 +1296,7 @@ ONYX_API OnyxStatus* onyx_training_session_export_for_inference(const OnyxTraini
                                                                 const char* out_path) {
   if (!ts || !out_path)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_export_for_inference: NULL");
+  OX_TRY(ox_ckpt_sync(ts->ck));
   OxGraph* g = NULL;
   OX_TRY(ox_model_load_file(ts->inference_path, NULL, &g));
   OnyxStatus* st = NULL;
@@ -716,6 +1327,15 @@ ONYX_API OnyxStatus* onyx_training_session_set_data_parallel(OnyxTrainingSession
   if (!ts || ts->dp)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_set_data_parallel: %s",
                      ts ? "already data-parallel" : "NULL session");
+  /* Data-parallel training runs on the host path: the state and a device
+   * gradient sum come back to the host tensors the ranks share. */
+  if (ts->dev) {
+    OxTsDev* d = ts->dev;
+    OX_TRY(ox_ts_sync(ts));
+    for (size_t i = 0; !d->grads_zero && !d->acc_host && i < ts->n_params; i++)
+      OX_TRY(ox_ts_download(ts, d->g[i], ts->gvals[i]->tensor, ts->train_outs[1 + i]));
+    ox_ts_dev_free(ts);
+  }
   OxDpBind b = {.ck = ts->ck,
                 .n_params = ts->n_params,
                 .pidx = ts->pidx,

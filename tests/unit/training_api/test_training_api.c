@@ -9,7 +9,9 @@
  * - checkpoints: save -> load gives identical parameters and state, the
  *   safetensors layout read back by a small reader written here, loading
  *   into another model names the tensor;
- * - export for inference against the C forward pass; NaN losses. */
+ * - export for inference against the C forward pass; NaN losses.
+ * With ONYX_TEST_TRAIN_CONFIG set to a providers' JSON, the training
+ * sessions use it (tests/unit/gpu: the suite again with gpuemu first). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -210,8 +212,18 @@ static OnyxTrainingSession* open_ts(const char* dir, OnyxCheckpoint** ck) {
   snprintf(cdir, n, "%s/checkpoint", dir);
   ots_ok(onyx_checkpoint_load(cdir, ck));
   free(cdir);
+  /* ONYX_TEST_TRAIN_CONFIG: a providers' JSON for the sessions (the
+   * test_training_api_gpuemu ctest runs the suite with gpuemu first, where
+   * the session keeps the trained state in device memory). */
+  const char* cfg = getenv("ONYX_TEST_TRAIN_CONFIG");
+  OnyxSessionOptions* o = NULL;
+  if (cfg && *cfg) {
+    ots_ok(onyx_session_options_create(&o));
+    ots_ok(onyx_session_options_load_config(o, cfg));
+  }
   OnyxTrainingSession* ts = NULL;
-  ots_ok(onyx_training_session_create(NULL, *ck, dir, &ts));
+  ots_ok(onyx_training_session_create(o, *ck, dir, &ts));
+  onyx_session_options_release(o);
   return ts;
 }
 
@@ -863,6 +875,58 @@ static void test_export_for_inference(void** state) {
   free(dir);
 }
 
+/* set_parameter after optimizer steps: the checkpoint gives the set tensor
+ * and the trained others, and the eval step sees exactly those (its loss
+ * against the plain-C loss of them), wherever the session keeps its state. */
+static void test_set_parameter_after_steps(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  char* dir = make_artifacts("art_set_after", &P, ONYX_LOSS_MSE, NULL);
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  OnyxValue* in[2];
+  batch_values(ONYX_LOSS_MSE, in);
+  for (int step = 0; step < 2; step++) {
+    ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, NULL));
+    OnyxStatus* st = onyx_training_session_optimizer_step(ts);
+    if (onyx_status_code(st) == ONYX_NOT_IMPLEMENTED) {
+      onyx_status_release(st);
+      onyx_values_release(in, 2);
+      onyx_training_session_release(ts);
+      onyx_checkpoint_release(ck);
+      free(dir);
+      skip();
+    }
+    ots_ok(st);
+    ots_ok(onyx_training_session_lazy_reset_grad(ts));
+  }
+  Params T;
+  read_params(ck, &T);
+  bool moved = false; /* the checkpoint saw the steps */
+  for (size_t i = 0; i < psizes[3]; i++)
+    moved = moved || T.p[3][i] != P.p[3][i];
+  assert_true(moved);
+  Params Q;
+  init_params(&Q, H);
+  OnyxValue* v = tensor(ONYX_ELEM_FLOAT32, pdims[0], pranks[0], Q.p[0], psizes[0] * 4);
+  ots_ok(onyx_checkpoint_set_parameter(ck, pnames[0], v));
+  onyx_value_release(v);
+  Params R;
+  read_params(ck, &R);
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      assert_true(R.p[k][i] == (k == 0 ? Q.p[0][i] : T.p[k][i]));
+  OnyxValue* loss = NULL;
+  ots_ok(onyx_training_session_eval_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_float_equal(scalar(loss), c_loss_f(ONYX_LOSS_MSE, &R), 1e-5);
+  onyx_value_release(loss);
+  onyx_values_release(in, 2);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+}
+
 static void test_nonfinite_loss(void** state) {
   (void)state;
   Params P;
@@ -893,6 +957,71 @@ static void test_nonfinite_loss(void** state) {
   onyx_training_session_release(ts);
   onyx_checkpoint_release(ck);
   free(dir);
+}
+
+/* A finite loss with a NaN gradient: x[0][0] = -Inf and W1's row 0
+ * positive make row 0's hidden pre-activations -Inf, so Relu gives 0 there
+ * and y, the loss and b1's gradient stay finite, while W1's gradient row 0
+ * is the sum of x[n][0] * dpre[n][j] with -Inf * 0 = NaN. optimizer_step
+ * refuses the step naming W1's gradient (the parameters are unchanged), or
+ * counts it as skipped under SKIP_STEP. With and without ClipGradNorm in
+ * the optimizer model (whose norm the device path reads). */
+static void nonfinite_gradient(int clip) {
+  Params P;
+  init_params(&P, H);
+  for (int j = 0; j < H; j++)
+    P.p[0][0 * H + j] = 0.5f;
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.clip_grad_norm = clip;
+  char* dir = make_artifacts(clip ? "art_nan_grad_clip" : "art_nan_grad", &P, ONYX_LOSS_MSE, &o);
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  if (clip) ots_ok(onyx_training_session_set_grad_clip_norm(ts, 100.0f));
+  float x[N * D];
+  memcpy(x, X, sizeof x);
+  x[0] = -INFINITY;
+  OnyxValue* in[2];
+  batch_values(ONYX_LOSS_MSE, in);
+  onyx_value_release(in[0]);
+  in[0] = tensor(ONYX_ELEM_FLOAT32, (int64_t[]){N, D}, 2, x, sizeof x);
+  OnyxValue* loss = NULL;
+  ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, &loss));
+  assert_true(isfinite(scalar(loss)));
+  onyx_value_release(loss);
+  onyx_values_release(in, 2);
+  OnyxStatus* st = onyx_training_session_optimizer_step(ts);
+  if (onyx_status_code(st) == ONYX_NOT_IMPLEMENTED) {
+    onyx_status_release(st);
+    onyx_training_session_release(ts);
+    onyx_checkpoint_release(ck);
+    free(dir);
+    skip();
+  }
+  ots_expect_error(st, ONYX_RUNTIME_ERROR, "the accumulated gradient 'W1_grad' holds NaN");
+  assert_int_equal(onyx_checkpoint_step(ck), 0);
+  Params Q;
+  read_params(ck, &Q);
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      assert_true(Q.p[k][i] == P.p[k][i]);
+  ots_ok(onyx_training_session_set_nonfinite_policy(ts, ONYX_NONFINITE_SKIP_STEP));
+  ots_ok(onyx_training_session_optimizer_step(ts));
+  assert_int_equal(onyx_training_session_skipped_steps(ts), 1);
+  assert_int_equal(onyx_checkpoint_step(ck), 0);
+  read_params(ck, &Q);
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      assert_true(Q.p[k][i] == P.p[k][i]);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+}
+
+static void test_nonfinite_gradient(void** state) {
+  (void)state;
+  nonfinite_gradient(0);
+  nonfinite_gradient(1);
 }
 
 /* Options naming what is not there. */
@@ -1167,6 +1296,8 @@ int main(void) {
       cmocka_unit_test(test_checkpoint_wrong_model),
       cmocka_unit_test(test_export_for_inference),
       cmocka_unit_test(test_nonfinite_loss),
+      cmocka_unit_test(test_nonfinite_gradient),
+      cmocka_unit_test(test_set_parameter_after_steps),
       cmocka_unit_test(test_artifacts_errors),
       cmocka_unit_test(test_batchnorm_dropout_training),
       cmocka_unit_test(test_loss_model_output),

@@ -23,7 +23,10 @@
  *                                  (1x1, stride 1, no padding, group 1) and
  *                                  depthwise (group = C = M) convolutions
  *   NchwcGlobalAveragePool(X [N, Cb, H, W, b]) -> Y [N, Cb, 1, 1, b]
- *                                  the mean over H and W of every lane */
+ *                                  the mean over H and W of every lane
+ *   NchwcScale(X [N, Cb, H, W, b], S [N, Cb, 1, 1, b]) -> Y   X * S, each
+ *                                  pixel's channels times the image's
+ *                                  (a squeeze-and-excitation gate) */
 #include <math.h>
 #include "infer_util.h"
 #include "schema_internal.h"
@@ -185,6 +188,27 @@ static OnyxStatus* ox_infer_nchwc_gap(OxNode* n) {
   return ox_out_set(n, 0, ox_in_type(n, 0), &x);
 }
 
+static OnyxStatus* ox_infer_nchwc_scale(OxNode* n) {
+  OxDims x, sc;
+  ox_in_dims(n, 0, &x);
+  ox_in_dims(n, 1, &sc);
+  if ((x.rank >= 0 && x.rank != 5) || (sc.rank >= 0 && sc.rank != 5))
+    return ox_node_err(n, "X and S must be blocked 5-D [N, C/block, H, W, block]");
+  if (x.rank == 5 && sc.rank == 5) {
+    const int idx[] = {0, 1, 4};
+    for (int i = 0; i < 3; i++)
+      if (x.d[idx[i]] >= 0 && sc.d[idx[i]] >= 0 && x.d[idx[i]] != sc.d[idx[i]])
+        return ox_node_err(n, "S [%lld, %lld, .., .., %lld] does not match X's N, blocks and block",
+                           (long long)sc.d[0], (long long)sc.d[1], (long long)sc.d[4]);
+    if ((sc.d[2] >= 0 && sc.d[2] != 1) || (sc.d[3] >= 0 && sc.d[3] != 1))
+      return ox_node_err(n, "S must be 1x1 per image and channel");
+  }
+  return ox_out_set(n, 0, ox_in_type(n, 0), x.rank == 5 ? &x : NULL);
+}
+
+static const OxFormal f_scale_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
+                                      {"S", "T", ONYX_PARAM_SINGLE, 1}};
+
 static const OxSchema ox_nchwc_rows[] = {
     {CONTRIB, "ReorderInput", 1, L(f_x), L(f_y), L(t_f32), L(a_block), ox_infer_reorder_input, NULL,
      NULL, true},
@@ -194,6 +218,8 @@ static const OxSchema ox_nchwc_rows[] = {
      NULL, true},
     {CONTRIB, "NchwcGlobalAveragePool", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_nchwc_gap,
      NULL, NULL, true},
+    {CONTRIB, "NchwcScale", 1, L(f_scale_in), L(f_y), L(t_f32), NULL, 0, ox_infer_nchwc_scale, NULL,
+     NULL, true},
 };
 
 const OxSchemaFamily ox_family_nchwc = {"nchwc", L(ox_nchwc_rows), NULL, 0};

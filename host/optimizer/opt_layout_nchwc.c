@@ -51,7 +51,7 @@ static int nc_block(void) {
   return b;
 }
 
-typedef enum { NC_NONE, NC_CONV, NC_GAP, NC_UNARY, NC_BINARY } NcKind;
+typedef enum { NC_NONE, NC_CONV, NC_GAP, NC_UNARY, NC_BINARY, NC_SCALE } NcKind;
 
 /* A chain value: its blocked counterpart (once made), its channels, and
  * whether it is read outside the chain (or is a graph output). */
@@ -195,6 +195,13 @@ static OnyxStatus* nc_mark(NcPass* p) {
                nc_f32(n->inputs[0]) && nc_f32(n->inputs[1]) &&
                nc_binary_shapes(n->inputs[0], n->inputs[1]) && nc_on_cpu(p->o, n, NULL))
         k = NC_BINARY;
+      /* Mul by a [N, C, 1, 1] gate: NchwcScale (the element-wise Mul
+       * would broadcast over the blocked shape's middle axes) */
+      if (k == NC_BINARY && ox_opt_is(n, "Mul") &&
+          n->inputs[0]->dims[2] * n->inputs[0]->dims[3] !=
+              n->inputs[1]->dims[2] * n->inputs[1]->dims[3] &&
+          nc_on_cpu(p->o, n, "NchwcScale"))
+        k = NC_SCALE;
       c = in0 ? in0->c : in1 ? in1->c : 0;
     }
     p->kind[i] = k;
@@ -299,15 +306,22 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
   /* the inputs that carry activations: X (and a FusedConv's Z), the
    * element-wise operands */
   OxValue* in[2] = {NULL, NULL};
-  const size_t slots[2] = {0, kind == NC_CONV ? 3 : 1};
-  const size_t n_act = kind == NC_BINARY || (kind == NC_CONV && n->n_inputs > 3) ? 2 : 1;
+  size_t slots[2] = {0, kind == NC_CONV ? 3 : 1};
+  const size_t n_act =
+      kind == NC_BINARY || kind == NC_SCALE || (kind == NC_CONV && n->n_inputs > 3) ? 2 : 1;
+  if (kind == NC_SCALE && n->inputs[0]->dims[2] * n->inputs[0]->dims[3] == 1)
+    slots[0] = 1, slots[1] = 0; /* X, the image, first; S, the gate, second */
   for (size_t i = 0; i < n_act; i++)
     if (n->inputs[slots[i]]) OX_TRY(nc_input(p, n->inputs[slots[i]], &in[i]));
   const bool outside = cv->outside;
-  if (kind == NC_CONV || kind == NC_GAP) {
-    if (kind == NC_CONV)
+  if (kind == NC_CONV || kind == NC_GAP || kind == NC_SCALE) {
+    if (kind == NC_CONV) {
       st = nc_make_conv(p, n, in[0], in[1], cv->blocked);
-    else {
+    } else if (kind == NC_SCALE) {
+      OxNode* sc = NULL;
+      st =
+          ox_opt_add_node(o, n->name, "NchwcScale", OX_CONTRIB_DOMAIN, in, 2, &cv->blocked, 1, &sc);
+    } else {
       OxNode* gap = NULL;
       st = ox_opt_add_node(o, n->name, "NchwcGlobalAveragePool", OX_CONTRIB_DOMAIN, &in[0], 1,
                            &cv->blocked, 1, &gap);

@@ -104,22 +104,30 @@ void cpu_nchwc_pack_depthwise(const float* w, size_t c, size_t kh, size_t kw, si
       }
 }
 
+/* Pixels per reorder tile: the tile's blocked rows (64 x 64 bytes at most)
+ * stay in L1 while the block's channels are read into them, one
+ * contiguous run of each channel at a time. */
+#define REORDER_TILE 64
+
 void cpu_nchwc_reorder_input(const float* x, float* y, size_t n, size_t c, size_t hw,
                              size_t block) {
   const size_t cb = blocks_of(c, block);
   for (size_t i = 0; i < n; i++)
     for (size_t b = 0; b < cb; b++) {
       float* yb = y + (i * cb + b) * hw * block;
-      for (size_t j = 0; j < block; j++) {
-        const size_t ch = b * block + j;
-        if (ch >= c) {
-          for (size_t p = 0; p < hw; p++)
-            yb[p * block + j] = 0.0f;
-          continue;
+      for (size_t p0 = 0; p0 < hw; p0 += REORDER_TILE) {
+        const size_t p1 = p0 + REORDER_TILE < hw ? p0 + REORDER_TILE : hw;
+        for (size_t j = 0; j < block; j++) {
+          const size_t ch = b * block + j;
+          if (ch >= c) {
+            for (size_t p = p0; p < p1; p++)
+              yb[p * block + j] = 0.0f;
+            continue;
+          }
+          const float* xc = x + (i * c + ch) * hw;
+          for (size_t p = p0; p < p1; p++)
+            yb[p * block + j] = xc[p];
         }
-        const float* xc = x + (i * c + ch) * hw;
-        for (size_t p = 0; p < hw; p++)
-          yb[p * block + j] = xc[p];
       }
     }
 }
@@ -127,16 +135,84 @@ void cpu_nchwc_reorder_input(const float* x, float* y, size_t n, size_t c, size_
 void cpu_nchwc_reorder_output(const float* x, float* y, size_t n, size_t c, size_t cb, size_t hw,
                               size_t block) {
   for (size_t i = 0; i < n; i++)
-    for (size_t ch = 0; ch < c; ch++) {
-      const float* xb = x + (i * cb + ch / block) * hw * block + ch % block;
-      float* yc = y + (i * c + ch) * hw;
-      for (size_t p = 0; p < hw; p++)
-        yc[p] = xb[p * block];
-    }
+    for (size_t b = 0; b < cb; b++)
+      for (size_t p0 = 0; p0 < hw; p0 += REORDER_TILE) {
+        const size_t p1 = p0 + REORDER_TILE < hw ? p0 + REORDER_TILE : hw;
+        for (size_t ch = b * block; ch < c && ch < (b + 1) * block; ch++) {
+          const float* xb = x + (i * cb + b) * hw * block + ch % block;
+          float* yc = y + (i * c + ch) * hw;
+          for (size_t p = p0; p < p1; p++)
+            yc[p] = xb[p * block];
+        }
+      }
 }
+
+#if NC_X86
+/* The global average and the gate's scale on one register of lanes: the
+ * sums in double, pixel by pixel, as the scalar loops add them. */
+__attribute__((target("avx512f"))) static void gap16(const float* x, float* y, size_t nb,
+                                                     size_t hw) {
+  for (size_t i = 0; i < nb; i++) {
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    const float* xb = x + i * hw * 16;
+    for (size_t p = 0; p < hw; p++) {
+      const __m512 v = _mm512_loadu_ps(xb + p * 16);
+      lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+      hi = _mm512_add_pd(
+          hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+    }
+    const __m512d d = _mm512_set1_pd((double)hw);
+    _mm256_storeu_ps(y + i * 16, _mm512_cvtpd_ps(_mm512_div_pd(lo, d)));
+    _mm256_storeu_ps(y + i * 16 + 8, _mm512_cvtpd_ps(_mm512_div_pd(hi, d)));
+  }
+}
+__attribute__((target("avx2,fma"))) static void gap8(const float* x, float* y, size_t nb,
+                                                     size_t hw) {
+  for (size_t i = 0; i < nb; i++) {
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    const float* xb = x + i * hw * 8;
+    for (size_t p = 0; p < hw; p++) {
+      const __m256 v = _mm256_loadu_ps(xb + p * 8);
+      lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+      hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    const __m256d d = _mm256_set1_pd((double)hw);
+    _mm_storeu_ps(y + i * 8, _mm256_cvtpd_ps(_mm256_div_pd(lo, d)));
+    _mm_storeu_ps(y + i * 8 + 4, _mm256_cvtpd_ps(_mm256_div_pd(hi, d)));
+  }
+}
+__attribute__((target("avx512f"))) static void scale16(const float* x, const float* s, float* y,
+                                                       size_t nb, size_t hw) {
+  for (size_t i = 0; i < nb; i++) {
+    const __m512 sv = _mm512_loadu_ps(s + i * 16);
+    for (size_t p = 0; p < hw; p++)
+      _mm512_storeu_ps(y + (i * hw + p) * 16,
+                       _mm512_mul_ps(_mm512_loadu_ps(x + (i * hw + p) * 16), sv));
+  }
+}
+__attribute__((target("avx2,fma"))) static void scale8(const float* x, const float* s, float* y,
+                                                       size_t nb, size_t hw) {
+  for (size_t i = 0; i < nb; i++) {
+    const __m256 sv = _mm256_loadu_ps(s + i * 8);
+    for (size_t p = 0; p < hw; p++)
+      _mm256_storeu_ps(y + (i * hw + p) * 8,
+                       _mm256_mul_ps(_mm256_loadu_ps(x + (i * hw + p) * 8), sv));
+  }
+}
+#endif
 
 void cpu_nchwc_global_average(const float* x, float* y, size_t n, size_t cb, size_t hw,
                               size_t block) {
+#if NC_X86
+  if (hw && block_path(block) == CPU_NCHWC_AVX512) {
+    gap16(x, y, n * cb, hw);
+    return;
+  }
+  if (hw && block_path(block) == CPU_NCHWC_AVX2) {
+    gap8(x, y, n * cb, hw);
+    return;
+  }
+#endif
   double acc[16];
   for (size_t i = 0; i < n * cb; i++) {
     const float* xb = x + i * hw * block;
@@ -147,6 +223,28 @@ void cpu_nchwc_global_average(const float* x, float* y, size_t n, size_t cb, siz
         acc[j] += xb[p * block + j];
     for (size_t j = 0; j < block; j++)
       y[i * block + j] = hw ? (float)(acc[j] / (double)hw) : NAN;
+  }
+}
+
+void cpu_nchwc_scale(const float* x, const float* s, float* y, size_t n, size_t cb, size_t hw,
+                     size_t block) {
+#if NC_X86
+  if (block_path(block) == CPU_NCHWC_AVX512) {
+    scale16(x, s, y, n * cb, hw);
+    return;
+  }
+  if (block_path(block) == CPU_NCHWC_AVX2) {
+    scale8(x, s, y, n * cb, hw);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n * cb; i++) {
+    const float* sb = s + i * block;
+    const float* xb = x + i * hw * block;
+    float* yb = y + i * hw * block;
+    for (size_t p = 0; p < hw; p++)
+      for (size_t j = 0; j < block; j++)
+        yb[p * block + j] = xb[p * block + j] * sb[j];
   }
 }
 
@@ -656,22 +754,44 @@ static OnyxStatus* nc_gap_compute(void* state, OnyxKernelContext* ctx) {
   return NULL;
 }
 
+static OnyxStatus* nc_scale_compute(void* state, OnyxKernelContext* ctx) {
+  (void)state;
+  const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
+  const OnyxTensor* sc = cpu_host->ctx_input(ctx, 1);
+  const int64_t* d = cpu_host->tensor_dims(x);
+  const int64_t* sd = cpu_host->tensor_dims(sc);
+  if (cpu_host->tensor_rank(x) != 5 || cpu_host->tensor_rank(sc) != 5 || sd[0] != d[0] ||
+      sd[1] != d[1] || sd[2] != 1 || sd[3] != 1 || sd[4] != d[4])
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                         "X must be blocked 5-D and S [N, C/block, 1, 1, block] of X's N and C");
+  OnyxTensor* y = NULL;
+  OnyxStatus* out_st = cpu_host->ctx_output(ctx, 0, d, 5, &y);
+  if (out_st) return out_st;
+  cpu_nchwc_scale(cpu_host->tensor_data(x), cpu_host->tensor_data(sc),
+                  cpu_host->tensor_mutable_data(y), (size_t)d[0], (size_t)d[1],
+                  (size_t)d[2] * (size_t)d[3], (size_t)d[4]);
+  return NULL;
+}
+
 static const int32_t F32[] = {ONYX_ELEM_FLOAT32};
+/* NchwcScale's Y may take X's buffer. */
+static const OnyxAlias INPLACE[] = {{0, 0, ONYX_ALIAS_INPLACE}};
 static const OnyxTypeConstraint TC_T[] = {{"T", F32, 1}};
 
-#define NDEF(op, cr, comp, rel)                                                                    \
+#define NDEF(op, cr, comp, rel, al, nal)                                                           \
   {                                                                                                \
     .struct_size = sizeof(OnyxKernelDef), .domain = "com.onyx", .op_type = op, .since_version = 1, \
     .end_version = ONYX_OPSET_LATEST, .type_constraints = TC_T, .type_constraint_count = 1,        \
-    .create = cr, .compute = comp, .release = rel                                                  \
+    .aliases = al, .alias_count = nal, .create = cr, .compute = comp, .release = rel               \
   }
 
 OnyxStatus* cpu_register_nchwc(OnyxKernelRegistry* r) {
   const OnyxKernelDef defs[] = {
-      NDEF("NchwcConv", nc_conv_create, nc_conv_compute, nc_release),
-      NDEF("ReorderInput", NULL, nc_reorder_input_compute, NULL),
-      NDEF("ReorderOutput", NULL, nc_reorder_output_compute, NULL),
-      NDEF("NchwcGlobalAveragePool", NULL, nc_gap_compute, NULL),
+      NDEF("NchwcConv", nc_conv_create, nc_conv_compute, nc_release, NULL, 0),
+      NDEF("ReorderInput", NULL, nc_reorder_input_compute, NULL, NULL, 0),
+      NDEF("ReorderOutput", NULL, nc_reorder_output_compute, NULL, NULL, 0),
+      NDEF("NchwcGlobalAveragePool", NULL, nc_gap_compute, NULL, NULL, 0),
+      NDEF("NchwcScale", NULL, nc_scale_compute, NULL, INPLACE, 1),
   };
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
     OnyxStatus* st = cpu_host->register_kernel(r, &defs[i]);

@@ -75,6 +75,11 @@ void cpu_nchwc_reorder_output(const float* x, float* y, size_t n, size_t c, size
 void cpu_nchwc_global_average(const float* x, float* y, size_t n, size_t cb, size_t hw,
                               size_t block);
 
+/* y[i][b][p][:] = x[i][b][p][:] * s[i][b][:] over [n, cb, hw, block] (y may
+ * be x). */
+void cpu_nchwc_scale(const float* x, const float* s, float* y, size_t n, size_t cb, size_t hw,
+                     size_t block);
+
 OnyxStatus* cpu_register_nchwc(OnyxKernelRegistry* r);
 
 #endif /* CPU_NCHWC_H */

@@ -5,7 +5,9 @@
  * and a residual Add of the graph input), with channel counts that are no
  * multiple of the block (padded lanes), becomes NchwcConv /
  * NchwcGlobalAveragePool with one ReorderInput for the graph input and
- * one ReorderOutput per value read outside the chain, for blocks 8 and 16;
+ * one ReorderOutput per value read outside the chain, the gate's Mul
+ * NchwcScale and the residual Add an Add of blocked tensors, for blocks 8
+ * and 16;
  * its outputs match a reference computed here in plain C (double). A lone
  * conv stays NCHW, a full 3x3 conv splits a chain in two, the pass is off
  * under ONYX_OPT_DISABLE=layout_nchwc, and with the test provider
@@ -222,6 +224,8 @@ static void test_block_rewritten(void** state) {
     assert_int_equal(count_op(s, "ReorderOutput"), 2); /* Y and A */
     assert_int_equal(count_op(s, "Conv") + count_op(s, "FusedConv"), 0);
     assert_int_equal(count_op(s, "GlobalAveragePool"), 0);
+    assert_int_equal(count_op(s, "NchwcScale"), 1); /* the gate's Mul */
+    assert_int_equal(count_op(s, "Mul"), 0);
     for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
       const OxNode* n = s->prog.graph->nodes[i];
       assert_true(n->ep >= 0);
@@ -230,8 +234,10 @@ static void test_block_rewritten(void** state) {
         assert_string_equal(n->domain, "com.onyx");
         assert_int_equal(ox_node_attr_int(n, "block", 0), atoi(blocks[b]));
       }
-      if (!strcmp(n->op_type, "Mul") || !strcmp(n->op_type, "Add")) /* blocked operands */
+      if (!strcmp(n->op_type, "NchwcScale") || !strcmp(n->op_type, "Add")) { /* blocked */
         assert_int_equal(n->inputs[0]->rank, 5);
+        assert_int_equal(n->inputs[1]->rank, 5);
+      }
     }
     check_outputs(s, blocks[b]);
     onyx_session_release(s);

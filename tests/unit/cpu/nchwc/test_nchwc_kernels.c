@@ -2,13 +2,12 @@
  * (providers/cpu/cpu_nchwc.c), compiled into the test with a minimal host
  * table, against plain NCHW loops written here in double: the reorders
  * (channel counts short of, equal to and past one and two blocks; padded
- * lanes zero), the global average, and NchwcConv's pointwise and depthwise
- * paths (kernels 1x1 to 5x5, strides 1 and 2, dilations 1 and 2,
- * asymmetric pads, widths 1 to 19 around the 4-pixel tiles, pixel counts
- * around the 6-pixel tiles and the 96-pixel tasks, one and two output
- * blocks per tile), with and without bias and the residual Z, every
- * activation, blocks 8 and 16, on each path (scalar, AVX2, AVX-512) forced
- * in turn; the result is the same with the pool stand-in and without. */
+ * lanes zero), the global average, the gate's scale (also in place), and NchwcConv's pointwise and
+ * depthwise paths (kernels 1x1 to 5x5, strides 1 and 2, dilations 1 and 2, asymmetric pads, widths
+ * 1 to 19 around the 4-pixel tiles, pixel counts around the 6-pixel tiles and the 96-pixel tasks,
+ * one and two output blocks per tile), with and without bias and the residual Z, every activation,
+ * blocks 8 and 16, on each path (scalar, AVX2, AVX-512) forced in turn; the result is the same with
+ * the pool stand-in and without. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -300,47 +299,64 @@ static void test_depthwise(void** state) {
   for_each_path(depthwise_body);
 }
 
-/* Reorders both ways and the global average, against the loops here. */
+/* Reorders both ways, the global average and the gate's scale, against the
+ * loops here. */
+static void reorders_body(size_t b) {
+  static const size_t CS[] = {1, 7, 8, 9, 16, 17, 33};
+  for (size_t k = 0; k < sizeof CS / sizeof CS[0]; k++) {
+    const size_t hws[] = {5 + k, 64 + k, 130};
+    const size_t hw0 = hws[k % 3];
+    const size_t n = 2, c = CS[k], hw = hw0, cb = blocks(c, b);
+    float* x = malloc(n * c * hw * sizeof *x);
+    float* y = malloc(n * cb * hw * b * sizeof *y);
+    float* back = malloc(n * c * hw * sizeof *back);
+    float* avg = malloc(n * cb * b * sizeof *avg);
+    float* scaled = malloc(n * cb * hw * b * sizeof *scaled);
+    assert_true(x && y && back && avg && scaled);
+    for (size_t i = 0; i < n * c * hw; i++)
+      x[i] = uniform();
+    for (size_t i = 0; i < n * cb * hw * b; i++)
+      y[i] = NAN; /* every lane must be written */
+    cpu_nchwc_reorder_input(x, y, n, c, hw, b);
+    for (size_t i = 0; i < n; i++)
+      for (size_t ch = 0; ch < cb * b; ch++)
+        for (size_t p = 0; p < hw; p++) {
+          const float got = y[((i * cb + ch / b) * hw + p) * b + ch % b];
+          const float want = ch < c ? x[(i * c + ch) * hw + p] : 0.0f;
+          assert_true(got == want);
+        }
+    cpu_nchwc_reorder_output(y, back, n, c, cb, hw, b);
+    assert_memory_equal(back, x, n * c * hw * sizeof *x);
+    cpu_nchwc_global_average(y, avg, n, cb, hw, b);
+    for (size_t i = 0; i < n; i++)
+      for (size_t ch = 0; ch < c; ch++) {
+        double s = 0;
+        for (size_t p = 0; p < hw; p++)
+          s += x[(i * c + ch) * hw + p];
+        assert_true(fabs(avg[(i * cb + ch / b) * b + ch % b] - s / (double)hw) <= 1e-6);
+      }
+    /* the gate: every pixel's lanes times the image's averages */
+    cpu_nchwc_scale(y, avg, scaled, n, cb, hw, b);
+    for (size_t i = 0; i < n; i++)
+      for (size_t ch = 0; ch < cb * b; ch++)
+        for (size_t p = 0; p < hw; p++) {
+          const size_t at = ((i * cb + ch / b) * hw + p) * b + ch % b;
+          assert_true(scaled[at] == y[at] * avg[(i * cb + ch / b) * b + ch % b]);
+        }
+    cpu_nchwc_scale(y, avg, y, n, cb, hw, b); /* in place */
+    assert_memory_equal(y, scaled, n * cb * hw * b * sizeof *y);
+    free(scaled);
+    checked++;
+    free(x);
+    free(y);
+    free(back);
+    free(avg);
+  }
+}
+
 static void test_reorders(void** state) {
   (void)state;
-  static const size_t CS[] = {1, 7, 8, 9, 16, 17, 33};
-  for (size_t bi = 0; bi < 2; bi++) {
-    const size_t b = bi ? 16 : 8;
-    for (size_t k = 0; k < sizeof CS / sizeof CS[0]; k++) {
-      const size_t n = 2, c = CS[k], hw = 5 + k, cb = blocks(c, b);
-      float* x = malloc(n * c * hw * sizeof *x);
-      float* y = malloc(n * cb * hw * b * sizeof *y);
-      float* back = malloc(n * c * hw * sizeof *back);
-      float* avg = malloc(n * cb * b * sizeof *avg);
-      assert_true(x && y && back && avg);
-      for (size_t i = 0; i < n * c * hw; i++)
-        x[i] = uniform();
-      for (size_t i = 0; i < n * cb * hw * b; i++)
-        y[i] = NAN; /* every lane must be written */
-      cpu_nchwc_reorder_input(x, y, n, c, hw, b);
-      for (size_t i = 0; i < n; i++)
-        for (size_t ch = 0; ch < cb * b; ch++)
-          for (size_t p = 0; p < hw; p++) {
-            const float got = y[((i * cb + ch / b) * hw + p) * b + ch % b];
-            const float want = ch < c ? x[(i * c + ch) * hw + p] : 0.0f;
-            assert_true(got == want);
-          }
-      cpu_nchwc_reorder_output(y, back, n, c, cb, hw, b);
-      assert_memory_equal(back, x, n * c * hw * sizeof *x);
-      cpu_nchwc_global_average(y, avg, n, cb, hw, b);
-      for (size_t i = 0; i < n; i++)
-        for (size_t ch = 0; ch < c; ch++) {
-          double s = 0;
-          for (size_t p = 0; p < hw; p++)
-            s += x[(i * c + ch) * hw + p];
-          assert_true(fabs(avg[(i * cb + ch / b) * b + ch % b] - s / (double)hw) <= 1e-6);
-        }
-      free(x);
-      free(y);
-      free(back);
-      free(avg);
-    }
-  }
+  for_each_path(reorders_body);
 }
 
 int main(void) {

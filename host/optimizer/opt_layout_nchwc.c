@@ -198,8 +198,8 @@ static OnyxStatus* nc_mark(NcPass* p) {
       /* Mul by a [N, C, 1, 1] gate: NchwcScale (the element-wise Mul
        * would broadcast over the blocked shape's middle axes) */
       if (k == NC_BINARY && ox_opt_is(n, "Mul") &&
-          n->inputs[0]->dims[2] * n->inputs[0]->dims[3] !=
-              n->inputs[1]->dims[2] * n->inputs[1]->dims[3] &&
+          (n->inputs[0]->dims[2] != n->inputs[1]->dims[2] ||
+           n->inputs[0]->dims[3] != n->inputs[1]->dims[3]) &&
           nc_on_cpu(p->o, n, "NchwcScale"))
         k = NC_SCALE;
       c = in0 ? in0->c : in1 ? in1->c : 0;
@@ -309,7 +309,7 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
   size_t slots[2] = {0, kind == NC_CONV ? 3 : 1};
   const size_t n_act =
       kind == NC_BINARY || kind == NC_SCALE || (kind == NC_CONV && n->n_inputs > 3) ? 2 : 1;
-  if (kind == NC_SCALE && n->inputs[0]->dims[2] * n->inputs[0]->dims[3] == 1)
+  if (kind == NC_SCALE && n->inputs[0]->dims[2] == 1 && n->inputs[0]->dims[3] == 1)
     slots[0] = 1, slots[1] = 0; /* X, the image, first; S, the gate, second */
   for (size_t i = 0; i < n_act; i++)
     if (n->inputs[slots[i]]) OX_TRY(nc_input(p, n->inputs[slots[i]], &in[i]));

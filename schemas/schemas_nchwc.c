@@ -19,9 +19,10 @@
  *                                  (4), dilations, group (all explicit: the
  *                                  pass writes them), block, and FusedConv's
  *                                  activation, alpha, beta, clip_min,
- *                                  clip_max. The kernel takes pointwise
- *                                  (1x1, stride 1, no padding, group 1) and
- *                                  depthwise (group = C = M) convolutions
+ *                                  clip_max. The kernel takes group-1 and
+ *                                  depthwise (group = C = M) convolutions;
+ *                                  with group 1, X may also be NCHW
+ *                                  [N, C, H, W] (a chain's first conv)
  *   NchwcGlobalAveragePool(X [N, Cb, H, W, b]) -> Y [N, Cb, 1, 1, b]
  *                                  the mean over H and W of every lane
  *   NchwcScale(X [N, Cb, H, W, b], S [N, Cb, 1, 1, b]) -> Y   X * S, each
@@ -147,10 +148,19 @@ static OnyxStatus* ox_infer_nchwc_conv(OxNode* n) {
   OxDims x, w;
   ox_in_dims(n, 0, &x);
   ox_in_dims(n, 1, &w);
-  if (x.rank >= 0 && x.rank != 5)
-    return ox_node_err(n, "X must be blocked 5-D [N, C/block, H, W, block], not %d-D", (int)x.rank);
+  if (x.rank >= 0 && x.rank != 5 && !(x.rank == 4 && group == 1))
+    return ox_node_err(n,
+                       "X must be blocked 5-D [N, C/block, H, W, block] (or NCHW with group 1), "
+                       "not %d-D",
+                       (int)x.rank);
   if (w.rank >= 0 && w.rank != 4)
     return ox_node_err(n, "W must be 4-D [M, C/group, kh, kw], not %d-D", (int)w.rank);
+  if (x.rank == 4) { /* NCHW X: exactly W's channels; the spatial dims at 2 and 3 as blocked */
+    if (x.d[1] >= 0 && w.rank == 4 && w.d[1] >= 0 && x.d[1] != w.d[1])
+      return ox_node_err(n, "NCHW X has %lld channels, W reads %lld", (long long)x.d[1],
+                         (long long)w.d[1]);
+    x.rank = 5, x.d[4] = b, x.d[1] = nchwc_blocks(x.d[1], b);
+  }
   if (x.rank == 5 && x.d[4] >= 0 && x.d[4] != b)
     return ox_node_err(n, "X's block %lld is not attribute 'block' %lld", (long long)x.d[4],
                        (long long)b);

@@ -6,9 +6,11 @@
  *
  * The chain's nodes, all on the CPU provider and float32:
  *   - Conv / com.onyx FusedConv, 2-D, W a constant, explicit pads (or
- *     auto_pad VALID), pointwise (1x1, stride 1, no padding, group 1) or
- *     depthwise (group = C = M), the channel count static: they become
- *     com.onyx NchwcConv (the FusedConv's activation and Z kept);
+ *     auto_pad VALID), pointwise (1x1, stride 1, no padding, group 1),
+ *     depthwise (group = C = M), or group 1 on at most 4 channels (a
+ *     stem, which reads its NCHW input directly), the channel count
+ *     static: they become com.onyx NchwcConv (the FusedConv's activation
+ *     and Z kept);
  *   - GlobalAveragePool of a chain value: com.onyx NchwcGlobalAveragePool;
  *   - unary activations of a chain value (Relu, LeakyRelu, Clip, Sigmoid,
  *     HardSigmoid, HardSwish, Tanh, com.onyx Silu and HardSwish) and Add /
@@ -101,6 +103,17 @@ static bool nc_window(const OxNode* n, const char* name, size_t count, int64_t d
   return true;
 }
 
+/* A group-1 conv of at most NC_HEAD_CHANNELS input channels (an image's):
+ * the kernel's direct loop reads its NCHW input as it is and writes the
+ * chain's blocked layout, so the chain's first conv needs no ReorderInput
+ * (the stem of MobileNet and EfficientNet: 3 channels, 3x3, stride 2). */
+#define NC_HEAD_CHANNELS 4
+static bool nc_head(const OxNode* n) {
+  const OxValue *x = n->inputs[0], *w = n->inputs[1];
+  return ox_node_attr_int(n, "group", 1) == 1 && x->dims[1] <= NC_HEAD_CHANNELS &&
+         w->dims[1] == x->dims[1];
+}
+
 /* A Conv / FusedConv the blocked kernel takes. */
 static bool nc_conv_ok(const OxOpt* o, const OxNode* n) {
   const bool fused = !strcmp(n->domain, OX_CONTRIB_DOMAIN) && !strcmp(n->op_type, "FusedConv");
@@ -122,7 +135,7 @@ static bool nc_conv_ok(const OxOpt* o, const OxNode* n) {
   const bool pointwise = k[0] == 1 && k[1] == 1 && s[0] == 1 && s[1] == 1 && !p[0] && !p[1] &&
                          !p[2] && !p[3] && group == 1 && w->dims[1] == c;
   const bool depthwise = group == c && m == c && w->dims[1] == 1;
-  if (!pointwise && !depthwise) return false;
+  if (!pointwise && !depthwise && !nc_head(n)) return false;
   for (size_t i = 2; i < n->n_inputs; i++)
     if (n->inputs[i] && !nc_f32(n->inputs[i])) return false;
   return nc_on_cpu(o, n, "NchwcConv");
@@ -311,8 +324,14 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
       kind == NC_BINARY || kind == NC_SCALE || (kind == NC_CONV && n->n_inputs > 3) ? 2 : 1;
   if (kind == NC_SCALE && n->inputs[0]->dims[2] == 1 && n->inputs[0]->dims[3] == 1)
     slots[0] = 1, slots[1] = 0; /* X, the image, first; S, the gate, second */
-  for (size_t i = 0; i < n_act; i++)
-    if (n->inputs[slots[i]]) OX_TRY(nc_input(p, n->inputs[slots[i]], &in[i]));
+  for (size_t i = 0; i < n_act; i++) {
+    OxValue* v = n->inputs[slots[i]];
+    if (!v) continue;
+    if (i == 0 && kind == NC_CONV && nc_head(n) && !nc_val(p, v))
+      in[0] = v; /* NCHW X, read as it is */
+    else
+      OX_TRY(nc_input(p, v, &in[i]));
+  }
   const bool outside = cv->outside;
   if (kind == NC_CONV || kind == NC_GAP || kind == NC_SCALE) {
     if (kind == NC_CONV) {

@@ -93,6 +93,18 @@ void cpu_nchwc_pack_pointwise(const float* w, size_t m, size_t c, size_t block, 
       }
 }
 
+size_t cpu_nchwc_full_floats(size_t m, size_t c, size_t kh, size_t kw, size_t block) {
+  size_t t, a;
+  return cpu_mul_size(kh, kw, &t) && cpu_mul_size(c, t, &a)
+             ? cpu_nchwc_pointwise_floats(m, a, block)
+             : 0;
+}
+
+void cpu_nchwc_pack_full(const float* w, size_t m, size_t c, size_t kh, size_t kw, size_t block,
+                         float* out) {
+  cpu_nchwc_pack_pointwise(w, m, c * kh * kw, block, out);
+}
+
 void cpu_nchwc_pack_depthwise(const float* w, size_t c, size_t kh, size_t kw, size_t block,
                               float* out) {
   const size_t cb = blocks_of(c, block), taps = kh * kw;
@@ -303,6 +315,46 @@ static void dw_scalar(const CpuNchwcConv* p, size_t i, size_t b, size_t oy) {
   }
 }
 
+/* Full: X's channel ci of image i, with the strides of its rows and
+ * columns (NCHW or blocked). */
+static inline const float* full_plane(const CpuNchwcConv* p, size_t i, size_t ci, size_t* rs,
+                                      size_t* cs) {
+  if (p->nchw_in) {
+    *rs = p->w, *cs = 1;
+    return p->x + (i * p->c + ci) * p->h * p->w;
+  }
+  *rs = p->w * p->block, *cs = p->block;
+  return p->x + (i * p->cb + ci / p->block) * p->h * p->w * p->block + ci % p->block;
+}
+
+/* Full: output row oy of output block ob of image i. */
+static void full_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t oy) {
+  const size_t B = p->block, taps = p->kh * p->kw;
+  float* y = p->y + ((i * p->mb + ob) * p->oh + oy) * p->ow * B;
+  const int64_t iy0 = (int64_t)(oy * p->sh) - (int64_t)p->pt;
+  for (size_t ox = 0; ox < p->ow; ox++) {
+    const int64_t ix0 = (int64_t)(ox * p->sw) - (int64_t)p->pl;
+    for (size_t j = 0; j < B; j++) {
+      float acc = p->bias ? p->bias[ob * B + j] : 0.0f;
+      for (size_t ci = 0; ci < p->c; ci++) {
+        size_t rs, cs;
+        const float* xc = full_plane(p, i, ci, &rs, &cs);
+        const float* wc = p->wp + (ob * p->c + ci) * taps * B;
+        for (size_t u = 0; u < p->kh; u++) {
+          const int64_t iy = iy0 + (int64_t)(u * p->dh);
+          if (iy < 0 || iy >= (int64_t)p->h) continue;
+          for (size_t v = 0; v < p->kw; v++) {
+            const int64_t ix = ix0 + (int64_t)(v * p->dw);
+            if (ix < 0 || ix >= (int64_t)p->w) continue;
+            acc += xc[(size_t)iy * rs + (size_t)ix * cs] * wc[(u * p->kw + v) * B + j];
+          }
+        }
+      }
+      y[ox * B + j] = acc;
+    }
+  }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Vector paths                                                              */
 /* ------------------------------------------------------------------------ */
@@ -439,12 +491,72 @@ static void dw_scalar(const CpuNchwcConv* p, size_t i, size_t b, size_t oy) {
     if (cpu_act_is_row(p->act)) cpu_act_row(y, y, p->ow* B, p->act, p->alpha, p->lo, p->hi);       \
   }
 
+/* full_row: one output row of one output block, six pixels at a time where
+ * every tap lies inside the row, one at a time with per-tap bounds
+ * elsewhere. */
+#define NC_DEFINE_FULL(SFX, TGT, V, B, LOAD, STORE, SET1, FMA, ZERO)                               \
+  __attribute__((target(TGT))) static void full_row_##SFX(const CpuNchwcConv* p, size_t i,         \
+                                                          size_t ob, size_t oy) {                  \
+    const size_t taps = p->kh * p->kw, W = p->w;                                                   \
+    const size_t off = ((i * p->mb + ob) * p->oh + oy) * p->ow * B;                                \
+    float* y = p->y + off;                                                                         \
+    const float* z = p->z ? p->z + off : NULL;                                                     \
+    const V bias = p->bias ? LOAD(p->bias + ob * B) : ZERO();                                      \
+    const int64_t iy0 = (int64_t)(oy * p->sh) - (int64_t)p->pt;                                    \
+    size_t u0 = 0, u1 = 0;                                                                         \
+    for (size_t u = 0; u < p->kh; u++) {                                                           \
+      const int64_t iy = iy0 + (int64_t)(u * p->dh);                                               \
+      if (iy < 0) u0 = u + 1;                                                                      \
+      if (iy >= 0 && iy < (int64_t)p->h) u1 = u + 1;                                               \
+    }                                                                                              \
+    if (u1 < u0) u1 = u0;                                                                          \
+    const int64_t span = (int64_t)((p->kw - 1) * p->dw);                                           \
+    const int64_t sw = (int64_t)p->sw, pl = (int64_t)p->pl, dwv = (int64_t)p->dw;                  \
+    size_t ox = 0;                                                                                 \
+    while (ox < p->ow) {                                                                           \
+      const int64_t ix0 = (int64_t)ox * sw - pl;                                                   \
+      const bool tile = ox + 6 <= p->ow && ix0 >= 0 && ix0 + 5 * sw + span < (int64_t)W;           \
+      V a[6];                                                                                      \
+      _Pragma("GCC unroll 6") for (int q = 0; q < 6; q++) a[q] = bias;                             \
+      for (size_t ci = 0; ci < p->c; ci++) {                                                       \
+        size_t rs, cs;                                                                             \
+        const float* xc = full_plane(p, i, ci, &rs, &cs);                                          \
+        const float* wc = p->wp + (ob * p->c + ci) * taps * B;                                     \
+        for (size_t u = u0; u < u1; u++) {                                                         \
+          const float* row = xc + (size_t)(iy0 + (int64_t)(u * p->dh)) * rs;                       \
+          const float* wr = wc + u * p->kw * B;                                                    \
+          for (size_t v = 0; v < p->kw; v++) {                                                     \
+            const V wv = LOAD(wr + v * B);                                                         \
+            const int64_t ix = ix0 + (int64_t)v * dwv;                                             \
+            if (tile) {                                                                            \
+              const float* xp = row + (size_t)ix * cs;                                             \
+              const size_t st = (size_t)sw * cs;                                                   \
+              _Pragma("GCC unroll 6") for (int q = 0; q < 6; q++) a[q] =                           \
+                  FMA(SET1(xp[(size_t)q * st]), wv, a[q]);                                         \
+            } else if (ix >= 0 && ix < (int64_t)W) {                                               \
+              a[0] = FMA(SET1(row[(size_t)ix * cs]), wv, a[0]);                                    \
+            }                                                                                      \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+      const size_t np = tile ? 6 : 1;                                                              \
+      for (size_t q = 0; q < np; q++)                                                              \
+        STORE(y + (ox + q) * B, epi_##SFX(p, a[q], z ? z + (ox + q) * B : NULL));                  \
+      ox += np;                                                                                    \
+    }                                                                                              \
+    if (cpu_act_is_row(p->act)) cpu_act_row(y, y, p->ow* B, p->act, p->alpha, p->lo, p->hi);       \
+  }
+
 #define NC512_ZERO() _mm512_setzero_ps()
 #define NC256_ZERO() _mm256_setzero_ps()
 NC_DEFINE(avx512, "avx512f", __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps,
           _mm512_fmadd_ps, _mm512_max_ps, _mm512_min_ps, NC512_ZERO, _mm512_add_ps, _mm512_mul_ps)
 NC_DEFINE(avx2, "avx2,fma", __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
           _mm256_fmadd_ps, _mm256_max_ps, _mm256_min_ps, NC256_ZERO, _mm256_add_ps, _mm256_mul_ps)
+NC_DEFINE_FULL(avx512, "avx512f", __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps,
+               _mm512_fmadd_ps, NC512_ZERO)
+NC_DEFINE_FULL(avx2, "avx2,fma", __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
+               _mm256_fmadd_ps, NC256_ZERO)
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -497,20 +609,29 @@ static void dw_tasks(void* user, size_t begin, size_t end) {
   const CpuNchwcConv* p = j->p;
   size_t polled = 0;
   for (size_t t = begin; t < end; t++) {
-    if (cpu_stop_poll(&j->stop, &polled, p->ow * p->kh * p->kw)) return;
+    if (cpu_stop_poll(&j->stop, &polled, p->ow * p->kh * p->kw * (p->full ? p->c : 1))) return;
     const size_t oy = t % p->oh, rest = t / p->oh;
     const size_t b = rest % p->mb, i = rest / p->mb;
     switch (j->path) {
 #if NC_X86
     case CPU_NCHWC_AVX512:
-      dw_row_avx512(p, i, b, oy);
+      if (p->full)
+        full_row_avx512(p, i, b, oy);
+      else
+        dw_row_avx512(p, i, b, oy);
       break;
     case CPU_NCHWC_AVX2:
-      dw_row_avx2(p, i, b, oy);
+      if (p->full)
+        full_row_avx2(p, i, b, oy);
+      else
+        dw_row_avx2(p, i, b, oy);
       break;
 #endif
     default: {
-      dw_scalar(p, i, b, oy);
+      if (p->full)
+        full_scalar(p, i, b, oy);
+      else
+        dw_scalar(p, i, b, oy);
       const size_t off = ((i * p->mb + b) * p->oh + oy) * p->ow * p->block;
       nc_epilogue(p, p->y + off, p->z ? p->z + off : NULL, p->ow * p->block);
     }
@@ -524,7 +645,7 @@ OnyxStatus* cpu_nchwc_conv_run(OnyxKernelContext* ctx, const CpuNchwcConv* p) {
   if (p->n == 0 || p->mb == 0 || p->oh == 0 || p->ow == 0) return NULL;
   NcJob j = {.p = p, .path = block_path(p->block), .stop = {.ctx = ctx}};
   size_t tasks;
-  if (p->depthwise) {
+  if (p->depthwise || p->full) { /* a task per output row */
     if (!cpu_mul_size(p->n * p->mb, p->oh, &tasks))
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "too many output rows");
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), tasks, dw_tasks, &j);
@@ -597,11 +718,12 @@ static OnyxStatus* nc_conv_create(OnyxEp* ep, const OnyxNode* node, void* ud, vo
     return cpu_error(node, ONYX_INVALID_ARGUMENT, "W's shape does not match the attributes");
   const bool pointwise = k[0] == 1 && k[1] == 1 && s[0] == 1 && s[1] == 1 && !pads[0] && !pads[1] &&
                          !pads[2] && !pads[3] && group == 1;
-  const bool depthwise = wd[1] == 1 && group == wd[0];
-  if (!pointwise && !depthwise)
+  const bool depthwise = wd[1] == 1 && group == wd[0] && group > 1;
+  const bool full = !pointwise && !depthwise && group == 1;
+  if (!pointwise && !depthwise && !full)
     return cpu_error(node, ONYX_NOT_IMPLEMENTED,
-                     "only pointwise (1x1, stride 1, no padding, group 1) and depthwise (group = "
-                     "channels) blocked convolutions are implemented");
+                     "grouped blocked convolutions other than depthwise (group = channels) are not "
+                     "implemented");
   NcState* ns = calloc(1, sizeof *ns);
   if (!ns) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   CpuActivation a;
@@ -612,7 +734,7 @@ static OnyxStatus* nc_conv_create(OnyxEp* ep, const OnyxNode* node, void* ud, vo
   }
   const size_t m = (size_t)wd[0], cin = depthwise ? (size_t)group : (size_t)wd[1];
   const size_t floats = depthwise ? cpu_nchwc_depthwise_floats(m, k[0], k[1], (size_t)block)
-                                  : cpu_nchwc_pointwise_floats(m, cin, (size_t)block);
+                                  : cpu_nchwc_full_floats(m, cin, k[0], k[1], (size_t)block);
   ns->wp = floats && floats <= SIZE_MAX / sizeof(float) ? malloc(floats * sizeof(float)) : NULL;
   if (!ns->wp) {
     free(ns);
@@ -621,13 +743,14 @@ static OnyxStatus* nc_conv_create(OnyxEp* ep, const OnyxNode* node, void* ud, vo
   const float* w = cpu_host->tensor_data(wt);
   if (depthwise)
     cpu_nchwc_pack_depthwise(w, m, k[0], k[1], (size_t)block, ns->wp);
-  else
-    cpu_nchwc_pack_pointwise(w, m, cin, (size_t)block, ns->wp);
+  else /* the pointwise packing is the full one of a 1x1 window */
+    cpu_nchwc_pack_full(w, m, cin, k[0], k[1], (size_t)block, ns->wp);
   ns->geo = (CpuNchwcConv){.c = cin,
                            .m = m,
                            .mb = blocks_of(m, (size_t)block),
                            .block = (size_t)block,
                            .depthwise = depthwise,
+                           .full = full,
                            .kh = k[0],
                            .kw = k[1],
                            .sh = s[0],
@@ -663,14 +786,23 @@ static OnyxStatus* nc_conv_compute(void* state, OnyxKernelContext* ctx) {
   const size_t n_in = cpu_host->ctx_input_count(ctx);
   const OnyxTensor* b = n_in > 2 ? cpu_host->ctx_input(ctx, 2) : NULL;
   const OnyxTensor* z = n_in > 3 ? cpu_host->ctx_input(ctx, 3) : NULL;
-  if (cpu_host->tensor_rank(x) != 5)
-    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "X must be blocked 5-D");
   const int64_t* xd = cpu_host->tensor_dims(x);
-  if (xd[4] != (int64_t)p.block || (size_t)xd[1] != blocks_of(p.c, p.block))
+  const size_t rank = cpu_host->tensor_rank(x);
+  if (rank == 4 && !p.depthwise) { /* NCHW X: the direct loop of full convs */
+    if ((size_t)xd[1] != p.c)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "NCHW X has %lld channels, W reads %zu",
+                           (long long)xd[1], p.c);
+    p.nchw_in = p.full = true;
+    p.cb = blocks_of(p.c, p.block);
+  } else if (rank != 5 || xd[4] != (int64_t)p.block || (size_t)xd[1] != blocks_of(p.c, p.block)) {
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
-                         "X [.., %lld, .., .., %lld] does not hold %zu channels in blocks of %zu",
-                         (long long)xd[1], (long long)xd[4], p.c, p.block);
-  p.n = (size_t)xd[0], p.cb = (size_t)xd[1], p.h = (size_t)xd[2], p.w = (size_t)xd[3];
+                         "X must be blocked 5-D holding %zu channels in blocks of %zu (or NCHW for "
+                         "a group-1 conv)",
+                         p.c, p.block);
+  } else {
+    p.cb = (size_t)xd[1];
+  }
+  p.n = (size_t)xd[0], p.h = (size_t)xd[2], p.w = (size_t)xd[3];
   if (!nc_extent(p.h, p.kh, p.sh, p.dh, p.pt, ns->pb, &p.oh) ||
       !nc_extent(p.w, p.kw, p.sw, p.dw, p.pl, ns->pr, &p.ow))
     return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "the window does not fit the %zux%zu input",

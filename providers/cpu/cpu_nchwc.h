@@ -12,10 +12,15 @@
  * value broadcast once against two weight vectors; and depthwise ones
  * (group = C = M, any kernel, stride, dilation and padding) with one vector
  * of b channels per pixel and tap, four output pixels at a time inside the
- * image. W is packed once at creation. Bias, the residual Z and FusedConv's
+ * image. Full convolutions (group 1, any window) of a few input channels,
+ * blocked or NCHW (a chain's stem reads the image directly), run a direct
+ * loop: six output pixels of one output block at a time inside the image,
+ * each input value broadcast against the tap's weight vector. W is packed
+ * once at creation. Bias, the residual Z and FusedConv's
  * activation are applied before the tile leaves the cache. Each output is
  * bias + the sum over input channels (pointwise) or over kernel rows, then
- * columns (depthwise) of x * w, + z, then the activation, on every path;
+ * columns (depthwise; full: over input channels, then kernel rows, then
+ * columns) of x * w, + z, then the activation, on every path;
  * the paths differ by FMA rounding only. A portable scalar loop computes
  * the same where the block's ISA is missing. */
 #ifndef CPU_NCHWC_H
@@ -46,18 +51,25 @@ typedef struct CpuNchwcConv {
   const float* z; /* Y's shape, or NULL */
   float* y;       /* [n, mb, oh, ow, block] */
   size_t n, c, cb, h, w, m, mb, oh, ow, block;
-  bool depthwise; /* else pointwise */
+  bool depthwise; /* group = c = m */
+  bool full;      /* group 1, any window, through the direct loop below */
+  bool nchw_in;   /* full only: X is NCHW [n, c, h, w] (a chain's first conv) */
   size_t kh, kw, sh, sw, dh, dw, pt, pl;
   int act; /* CpuAct */
   float alpha, lo, hi;
 } CpuNchwcConv;
 
 /* Floats of the packed W: pointwise mb * c * block, depthwise cb * kh * kw
- * * block. */
+ * * block, full mb * c * kh * kw * block. */
 size_t cpu_nchwc_pointwise_floats(size_t m, size_t c, size_t block);
+size_t cpu_nchwc_full_floats(size_t m, size_t c, size_t kh, size_t kw, size_t block);
 size_t cpu_nchwc_depthwise_floats(size_t c, size_t kh, size_t kw, size_t block);
 /* W [m, c] (1x1): out[ob][ci][j] = W[ob * block + j][ci], zero past m. */
 void cpu_nchwc_pack_pointwise(const float* w, size_t m, size_t c, size_t block, float* out);
+/* W [m, c, kh, kw]: out[ob][ci][tap][j] = W[ob * block + j][ci][tap], zero
+ * past m (the pointwise packing when kh = kw = 1). */
+void cpu_nchwc_pack_full(const float* w, size_t m, size_t c, size_t kh, size_t kw, size_t block,
+                         float* out);
 /* W [c, 1, kh, kw]: out[cb][tap][j] = W[cb * block + j][tap], zero past c. */
 void cpu_nchwc_pack_depthwise(const float* w, size_t c, size_t kh, size_t kw, size_t block,
                               float* out);

@@ -8,7 +8,8 @@
  * one ReorderOutput per value read outside the chain, the gate's Mul
  * NchwcScale and the residual Add an Add of blocked tensors, for blocks 8
  * and 16;
- * its outputs match a reference computed here in plain C (double). A lone
+ * its outputs match a reference computed here in plain C (double). A
+ * 3-channel stride-2 stem reads the NCHW image directly (no ReorderInput). A lone
  * conv stays NCHW, a full 3x3 conv splits a chain in two, the pass is off
  * under ONYX_OPT_DISABLE=layout_nchwc, and with the test provider
  * "authork" (tests/providers/author) placed first the residual Add stays
@@ -315,6 +316,78 @@ static void test_chain_split(void** state) {
   unsetenv("ONYX_OPT_NCHWC_BLOCK");
 }
 
+/* A stem: X [1, 3, 9, 8] -> Conv 3x3 stride 2 pads 1 (3 -> C1) + Relu ->
+ * depthwise 3x3 -> pointwise (C1 -> C0): the stem reads X as it is (no
+ * ReorderInput) and writes the blocked layout. */
+static void test_stem(void** state) {
+  (void)state;
+  enum { SH = 9, SW = 8, OH = 5, OW = 4 };
+  static float ws[C1 * 3 * 9], bs[C1], x[3 * SH * SW], y[C0 * OH * OW];
+  fill(ws, C1 * 27, 51, 0.4f);
+  fill(bs, C1, 53, 0.2f);
+  fill(x, 3 * SH * SW, 55, 1.0f);
+  for (int b = 8; b <= 16; b += 8) {
+    setenv("ONYX_OPT_NCHWC_BLOCK", b == 8 ? "8" : "16", 1);
+    OxTestModel* m = otm_new(14);
+    otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, 3, SH, SW});
+    otm_initializer(m, "Ws", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C1, 3, 3, 3}, ws);
+    otm_initializer(m, "Bs", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C1}, bs);
+    otm_initializer(m, "Wd", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C1, 1, 3, 3}, wd);
+    otm_initializer(m, "Bd", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C1}, bd);
+    otm_initializer(m, "W2", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C0, C1, 1, 1}, w2);
+    otm_initializer(m, "B2", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C0}, b2);
+    OxTestNode* st = conv(m, "stem", "X,Ws,Bs", "S", 3, 1);
+    otm_attr_ints(st, "strides", 2, (int64_t[]){2, 2});
+    otm_node(m, "Relu", "relu", "S", "R");
+    conv(m, "dw", "R,Wd,Bd", "D", 3, C1);
+    conv(m, "pw", "D,W2,B2", "Y", 1, 1);
+    otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, OH, OW});
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    otm_serialize(m, &bytes, &len);
+    otm_free(m);
+    OnyxSession* s = open_session(bytes, len, NULL);
+    assert_int_equal(count_op(s, "NchwcConv"), 3);
+    assert_int_equal(count_op(s, "ReorderInput"), 0);
+    assert_int_equal(count_op(s, "ReorderOutput"), 1);
+    /* the reference: the stride-2 stem written out, then the chain */
+    static double r[C1 * OH * OW], d[C1 * OH * OW], yr[C0 * OH * OW];
+    for (size_t o = 0; o < C1; o++)
+      for (size_t i = 0; i < OH; i++)
+        for (size_t j = 0; j < OW; j++) {
+          double acc = bs[o];
+          for (size_t ci = 0; ci < 3; ci++)
+            for (size_t u = 0; u < 3; u++)
+              for (size_t v = 0; v < 3; v++) {
+                const long ii = (long)(2 * i + u) - 1, jj = (long)(2 * j + v) - 1;
+                if (ii < 0 || jj < 0 || ii >= SH || jj >= SW) continue;
+                acc += (double)x[(ci * SH + (size_t)ii) * SW + (size_t)jj] *
+                       ws[((o * 3 + ci) * 3 + u) * 3 + v];
+              }
+          r[(o * OH + i) * OW + j] = acc < 0 ? 0 : acc;
+        }
+    conv_ref(r, C1, OH, OW, wd, bd, C1, 3, 1, C1, d);
+    conv_ref(d, C1, OH, OW, w2, b2, C0, 1, 0, 1, yr);
+    const int64_t dims[4] = {1, 3, SH, SW};
+    OnyxValue* in = NULL;
+    assert_null(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, dims, 4, x, sizeof x, &in));
+    const char* in_names[] = {"X"};
+    const char* out_name = "Y";
+    OnyxValue* out = NULL;
+    assert_null(
+        onyx_session_run(s, NULL, in_names, (const OnyxValue* const*)&in, 1, &out_name, 1, &out));
+    memcpy(y, onyx_tensor_data(onyx_value_tensor(out)), sizeof y);
+    for (size_t i = 0; i < C0 * OH * OW; i++)
+      if (fabs(y[i] - yr[i]) > 1e-4 * (1 + fabs(yr[i])))
+        fail_msg("block %d: Y[%zu] = %.9g, want %.9g", b, i, y[i], yr[i]);
+    onyx_value_release(out);
+    onyx_value_release(in);
+    onyx_session_release(s);
+    free(bytes);
+  }
+  unsetenv("ONYX_OPT_NCHWC_BLOCK");
+}
+
 /* A lone pointwise conv + Relu: a chain of one conv stays NCHW. */
 static void test_lone_conv(void** state) {
   (void)state;
@@ -374,6 +447,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_block_rewritten),
       cmocka_unit_test(test_chain_split),
+      cmocka_unit_test(test_stem),
       cmocka_unit_test(test_lone_conv),
       cmocka_unit_test(test_other_provider),
   };

@@ -2,12 +2,15 @@
  * (providers/cpu/cpu_nchwc.c), compiled into the test with a minimal host
  * table, against plain NCHW loops written here in double: the reorders
  * (channel counts short of, equal to and past one and two blocks; padded
- * lanes zero), the global average, the gate's scale (also in place), and NchwcConv's pointwise and
- * depthwise paths (kernels 1x1 to 5x5, strides 1 and 2, dilations 1 and 2, asymmetric pads, widths
- * 1 to 19 around the 4-pixel tiles, pixel counts around the 6-pixel tiles and the 96-pixel tasks,
- * one and two output blocks per tile), with and without bias and the residual Z, every activation,
- * blocks 8 and 16, on each path (scalar, AVX2, AVX-512) forced in turn; the result is the same with
- * the pool stand-in and without. */
+ * lanes zero), the global average, the gate's scale (also in place), and
+ * NchwcConv's pointwise and depthwise paths and its direct loop for
+ * group-1 convs (X blocked or NCHW): kernels 1x1 to 5x5, strides 1 and 2,
+ * dilations 1 and 2, asymmetric pads, widths 1 to 19 around the 4- and
+ * 6-pixel tiles, pixel counts around the 6-pixel tiles and the 96-pixel
+ * tasks, one and two output blocks per tile, with and without bias and the
+ * residual Z, every activation, blocks 8 and 16, on each path (scalar,
+ * AVX2, AVX-512) forced in turn; the result is the same with the pool
+ * stand-in and without. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -93,6 +96,7 @@ static float* to_blocked(const float* x, size_t n, size_t c, size_t hw, size_t b
 typedef struct Case {
   size_t n, c, m, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   int depthwise;
+  int full, nchw_in; /* group 1 through the direct loop; X NCHW */
 } Case;
 
 static size_t ext(size_t in, size_t k, size_t s, size_t d, size_t p0, size_t p1) {
@@ -124,7 +128,7 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
   float* xb = to_blocked(x, c->n, c->c, hw, b);
   float* zb = to_blocked(z, c->n, m, ohw, b);
   const size_t floats = c->depthwise ? cpu_nchwc_depthwise_floats(m, c->kh, c->kw, b)
-                                     : cpu_nchwc_pointwise_floats(m, c->c, b);
+                                     : cpu_nchwc_full_floats(m, c->c, c->kh, c->kw, b);
   float* wp = malloc(floats * sizeof *wp);
   const size_t yn = c->n * mb * ohw * b;
   float* y = malloc(yn * sizeof *y);
@@ -132,11 +136,13 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
   assert_true(wp && y && y1);
   if (c->depthwise)
     cpu_nchwc_pack_depthwise(w, m, c->kh, c->kw, b, wp);
-  else
+  else if (c->kh * c->kw == 1)
     cpu_nchwc_pack_pointwise(w, m, c->c, b, wp);
+  else
+    cpu_nchwc_pack_full(w, m, c->c, c->kh, c->kw, b, wp);
   for (size_t i = 0; i < yn; i++)
     y[i] = y1[i] = NAN;
-  CpuNchwcConv p = {.x = xb,
+  CpuNchwcConv p = {.x = c->nchw_in ? x : xb,
                     .wp = wp,
                     .bias = with_bias ? bias : NULL,
                     .z = with_z ? zb : NULL,
@@ -152,6 +158,8 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
                     .ow = ow,
                     .block = b,
                     .depthwise = c->depthwise != 0,
+                    .full = c->full != 0,
+                    .nchw_in = c->nchw_in != 0,
                     .kh = c->kh,
                     .kw = c->kw,
                     .sh = c->sh,
@@ -194,12 +202,16 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
           const double want = act_ref(acc, a->act, a->alpha, a->lo, a->hi);
           const float got = y[((i * mb + o / b) * ohw + q) * b + o % b];
           if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-6))
-            fail_msg("path %d block %zu %s c=%zu m=%zu %zux%zu k %zux%zu s %zu,%zu d %zu,%zu "
+            fail_msg("path %d block %zu %s%s c=%zu m=%zu %zux%zu k %zux%zu s %zu,%zu d %zu,%zu "
                      "pads %zu,%zu,%zu,%zu bias=%d z=%d act=%d: y[n%zu c%zu (%zu,%zu)] = %.9g, "
                      "want %.9g",
-                     cpu_nchwc_path(), b, c->depthwise ? "depthwise" : "pointwise", c->c, m, c->h,
-                     c->w, c->kh, c->kw, c->sh, c->sw, c->dh, c->dw, c->pt, c->pl, c->pb, c->pr,
-                     with_bias, with_z, a->act, i, o, oy, ox, got, want);
+                     cpu_nchwc_path(), b,
+                     c->depthwise ? "depthwise"
+                     : c->full    ? "full"
+                                  : "pointwise",
+                     c->nchw_in ? " (NCHW X)" : "", c->c, m, c->h, c->w, c->kh, c->kw, c->sh, c->sw,
+                     c->dh, c->dw, c->pt, c->pl, c->pb, c->pr, with_bias, with_z, a->act, i, o, oy,
+                     ox, got, want);
         }
   checked++;
   free(x);
@@ -268,6 +280,47 @@ static void depthwise_body(size_t b) {
                       .depthwise = 1};
       if (c.h + c.pt + c.pb < e[4] * (e[0] - 1) + 1) continue;
       check_conv(&c, b, (int)(k % 3 != 0), (int)(k % 4 == 1), &ACTS[k % N_ACTS]);
+    }
+}
+
+/* Full convs (group 1) through the direct loop, X blocked and NCHW: the
+ * depthwise shapes, few and many input channels, one and two output
+ * blocks and a padded one. */
+static void full_body(size_t b) {
+  /* kh, kw, sh, sw, dh, dw, pt, pl, pb, pr */
+  static const size_t SHAPES[][10] = {
+      {3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+      {3, 3, 2, 2, 1, 1, 0, 0, 1, 1}, {5, 5, 1, 2, 1, 1, 2, 2, 2, 2},
+      {3, 3, 1, 1, 2, 2, 2, 2, 2, 2}, {1, 1, 2, 2, 1, 1, 0, 0, 0, 0},
+      {1, 1, 1, 1, 1, 1, 0, 0, 0, 0}};
+  static const size_t CS[][2] = {{3, 16}, {1, 5}, {4, 24}, {13, 8}, {3, 32}};
+  size_t k = 0;
+  for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
+    for (size_t wd = 1; wd <= 17; wd += 4, k++) {
+      const size_t* e = SHAPES[s];
+      if (wd + e[7] + e[9] < e[5] * (e[1] - 1) + 1) continue;
+      const size_t* cm = CS[k % 5];
+      Case c = {.n = 1 + k % 2,
+                .c = cm[0],
+                .m = cm[1],
+                .h = 2 + k % 6,
+                .w = wd,
+                .kh = e[0],
+                .kw = e[1],
+                .sh = e[2],
+                .sw = e[3],
+                .dh = e[4],
+                .dw = e[5],
+                .pt = e[6],
+                .pl = e[7],
+                .pb = e[8],
+                .pr = e[9],
+                .full = 1};
+      if (c.h + c.pt + c.pb < e[4] * (e[0] - 1) + 1) continue;
+      for (int nchw = 0; nchw < 2; nchw++) {
+        c.nchw_in = nchw;
+        check_conv(&c, b, (int)(k % 3 != 0), (int)(k % 4 == 1), &ACTS[k % N_ACTS]);
+      }
     }
 }
 
@@ -354,6 +407,11 @@ static void reorders_body(size_t b) {
   }
 }
 
+static void test_full(void** state) {
+  (void)state;
+  for_each_path(full_body);
+}
+
 static void test_reorders(void** state) {
   (void)state;
   for_each_path(reorders_body);
@@ -362,6 +420,6 @@ static void test_reorders(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_reorders),
                                      cmocka_unit_test(test_pointwise),
-                                     cmocka_unit_test(test_depthwise)};
+                                     cmocka_unit_test(test_depthwise), cmocka_unit_test(test_full)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -491,17 +491,14 @@ static void full_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t oy) {
     if (cpu_act_is_row(p->act)) cpu_act_row(y, y, p->ow* B, p->act, p->alpha, p->lo, p->hi);       \
   }
 
-/* full_row: one output row of one output block, six pixels at a time where
- * every tap lies inside the row, one at a time with per-tap bounds
- * elsewhere. */
+/* full_row: one output row of nob (1 or 2) output blocks, six pixels at a
+ * time where every tap lies inside the row, one at a time with per-tap
+ * bounds elsewhere; each input value is broadcast once against the nob
+ * weight vectors of its tap. */
 #define NC_DEFINE_FULL(SFX, TGT, V, B, LOAD, STORE, SET1, FMA, ZERO)                               \
-  __attribute__((target(TGT))) static void full_row_##SFX(const CpuNchwcConv* p, size_t i,         \
-                                                          size_t ob, size_t oy) {                  \
+  __attribute__((target(TGT), always_inline)) static inline void full_body_##SFX(                  \
+      const CpuNchwcConv* p, size_t i, size_t ob, size_t oy, const int nob) {                      \
     const size_t taps = p->kh * p->kw, W = p->w;                                                   \
-    const size_t off = ((i * p->mb + ob) * p->oh + oy) * p->ow * B;                                \
-    float* y = p->y + off;                                                                         \
-    const float* z = p->z ? p->z + off : NULL;                                                     \
-    const V bias = p->bias ? LOAD(p->bias + ob * B) : ZERO();                                      \
     const int64_t iy0 = (int64_t)(oy * p->sh) - (int64_t)p->pt;                                    \
     size_t u0 = 0, u1 = 0;                                                                         \
     for (size_t u = 0; u < p->kh; u++) {                                                           \
@@ -512,12 +509,16 @@ static void full_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t oy) {
     if (u1 < u0) u1 = u0;                                                                          \
     const int64_t span = (int64_t)((p->kw - 1) * p->dw);                                           \
     const int64_t sw = (int64_t)p->sw, pl = (int64_t)p->pl, dwv = (int64_t)p->dw;                  \
+    V bias[2];                                                                                     \
+    _Pragma("GCC unroll 2") for (int o = 0; o < nob; o++) bias[o] =                                \
+        p->bias ? LOAD(p->bias + (ob + (size_t)o) * B) : ZERO();                                   \
     size_t ox = 0;                                                                                 \
     while (ox < p->ow) {                                                                           \
       const int64_t ix0 = (int64_t)ox * sw - pl;                                                   \
       const bool tile = ox + 6 <= p->ow && ix0 >= 0 && ix0 + 5 * sw + span < (int64_t)W;           \
-      V a[6];                                                                                      \
-      _Pragma("GCC unroll 6") for (int q = 0; q < 6; q++) a[q] = bias;                             \
+      V a[2][6];                                                                                   \
+      _Pragma("GCC unroll 2") for (int o = 0; o < nob; o++)                                        \
+          _Pragma("GCC unroll 6") for (int q = 0; q < 6; q++) a[o][q] = bias[o];                   \
       for (size_t ci = 0; ci < p->c; ci++) {                                                       \
         size_t rs, cs;                                                                             \
         const float* xc = full_plane(p, i, ci, &rs, &cs);                                          \
@@ -526,25 +527,46 @@ static void full_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t oy) {
           const float* row = xc + (size_t)(iy0 + (int64_t)(u * p->dh)) * rs;                       \
           const float* wr = wc + u * p->kw * B;                                                    \
           for (size_t v = 0; v < p->kw; v++) {                                                     \
-            const V wv = LOAD(wr + v * B);                                                         \
+            const V w0 = LOAD(wr + v * B);                                                         \
+            const V w1 = nob > 1 ? LOAD(wr + v * B + p->c * taps * B) : w0;                        \
             const int64_t ix = ix0 + (int64_t)v * dwv;                                             \
             if (tile) {                                                                            \
               const float* xp = row + (size_t)ix * cs;                                             \
               const size_t st = (size_t)sw * cs;                                                   \
-              _Pragma("GCC unroll 6") for (int q = 0; q < 6; q++) a[q] =                           \
-                  FMA(SET1(xp[(size_t)q * st]), wv, a[q]);                                         \
+              _Pragma("GCC unroll 6") for (int q = 0; q < 6; q++) {                                \
+                const V xv = SET1(xp[(size_t)q * st]);                                             \
+                a[0][q] = FMA(xv, w0, a[0][q]);                                                    \
+                if (nob > 1) a[1][q] = FMA(xv, w1, a[1][q]);                                       \
+              }                                                                                    \
             } else if (ix >= 0 && ix < (int64_t)W) {                                               \
-              a[0] = FMA(SET1(row[(size_t)ix * cs]), wv, a[0]);                                    \
+              const V xv = SET1(row[(size_t)ix * cs]);                                             \
+              a[0][0] = FMA(xv, w0, a[0][0]);                                                      \
+              if (nob > 1) a[1][0] = FMA(xv, w1, a[1][0]);                                         \
             }                                                                                      \
           }                                                                                        \
         }                                                                                          \
       }                                                                                            \
       const size_t np = tile ? 6 : 1;                                                              \
-      for (size_t q = 0; q < np; q++)                                                              \
-        STORE(y + (ox + q) * B, epi_##SFX(p, a[q], z ? z + (ox + q) * B : NULL));                  \
+      _Pragma("GCC unroll 2") for (int o = 0; o < nob; o++) {                                      \
+        const size_t off = ((i * p->mb + ob + (size_t)o) * p->oh + oy) * p->ow * B;                \
+        for (size_t q = 0; q < np; q++)                                                            \
+          STORE(p->y + off + (ox + q) * B,                                                         \
+                epi_##SFX(p, a[o][q], p->z ? p->z + off + (ox + q) * B : NULL));                   \
+      }                                                                                            \
       ox += np;                                                                                    \
     }                                                                                              \
-    if (cpu_act_is_row(p->act)) cpu_act_row(y, y, p->ow* B, p->act, p->alpha, p->lo, p->hi);       \
+    if (cpu_act_is_row(p->act))                                                                    \
+      for (int o = 0; o < nob; o++) {                                                              \
+        float* y = p->y + ((i * p->mb + ob + (size_t)o) * p->oh + oy) * p->ow * B;                 \
+        cpu_act_row(y, y, p->ow* B, p->act, p->alpha, p->lo, p->hi);                               \
+      }                                                                                            \
+  }                                                                                                \
+  __attribute__((target(TGT))) static void full_row_##SFX(const CpuNchwcConv* p, size_t i,         \
+                                                          size_t ob, size_t nob, size_t oy) {      \
+    if (nob == 2)                                                                                  \
+      full_body_##SFX(p, i, ob, oy, 2);                                                            \
+    else                                                                                           \
+      full_body_##SFX(p, i, ob, oy, 1);                                                            \
   }
 
 #define NC512_ZERO() _mm512_setzero_ps()
@@ -609,32 +631,53 @@ static void dw_tasks(void* user, size_t begin, size_t end) {
   const CpuNchwcConv* p = j->p;
   size_t polled = 0;
   for (size_t t = begin; t < end; t++) {
-    if (cpu_stop_poll(&j->stop, &polled, p->ow * p->kh * p->kw * (p->full ? p->c : 1))) return;
+    if (cpu_stop_poll(&j->stop, &polled, p->ow * p->kh * p->kw)) return;
     const size_t oy = t % p->oh, rest = t / p->oh;
     const size_t b = rest % p->mb, i = rest / p->mb;
     switch (j->path) {
 #if NC_X86
     case CPU_NCHWC_AVX512:
-      if (p->full)
-        full_row_avx512(p, i, b, oy);
-      else
-        dw_row_avx512(p, i, b, oy);
+      dw_row_avx512(p, i, b, oy);
       break;
     case CPU_NCHWC_AVX2:
-      if (p->full)
-        full_row_avx2(p, i, b, oy);
-      else
-        dw_row_avx2(p, i, b, oy);
+      dw_row_avx2(p, i, b, oy);
       break;
 #endif
     default: {
-      if (p->full)
-        full_scalar(p, i, b, oy);
-      else
-        dw_scalar(p, i, b, oy);
+      dw_scalar(p, i, b, oy);
       const size_t off = ((i * p->mb + b) * p->oh + oy) * p->ow * p->block;
       nc_epilogue(p, p->y + off, p->z ? p->z + off : NULL, p->ow * p->block);
     }
+    }
+  }
+}
+
+/* Full: a task per output row of a pair of output blocks (the last pair
+ * may hold one). */
+static void full_tasks(void* user, size_t begin, size_t end) {
+  NcJob* j = user;
+  const CpuNchwcConv* p = j->p;
+  size_t polled = 0;
+  for (size_t t = begin; t < end; t++) {
+    if (cpu_stop_poll(&j->stop, &polled, p->ow * p->kh * p->kw * p->c)) return;
+    const size_t oy = t % p->oh, rest = t / p->oh;
+    const size_t ob = rest % j->pairs * 2, i = rest / j->pairs;
+    const size_t nob = ob + 2 <= p->mb ? 2 : 1;
+    switch (j->path) {
+#if NC_X86
+    case CPU_NCHWC_AVX512:
+      full_row_avx512(p, i, ob, nob, oy);
+      break;
+    case CPU_NCHWC_AVX2:
+      full_row_avx2(p, i, ob, nob, oy);
+      break;
+#endif
+    default:
+      for (size_t o = 0; o < nob; o++) {
+        full_scalar(p, i, ob + o, oy);
+        const size_t off = ((i * p->mb + ob + o) * p->oh + oy) * p->ow * p->block;
+        nc_epilogue(p, p->y + off, p->z ? p->z + off : NULL, p->ow * p->block);
+      }
     }
   }
 }
@@ -645,7 +688,12 @@ OnyxStatus* cpu_nchwc_conv_run(OnyxKernelContext* ctx, const CpuNchwcConv* p) {
   if (p->n == 0 || p->mb == 0 || p->oh == 0 || p->ow == 0) return NULL;
   NcJob j = {.p = p, .path = block_path(p->block), .stop = {.ctx = ctx}};
   size_t tasks;
-  if (p->depthwise || p->full) { /* a task per output row */
+  if (p->full) {
+    j.pairs = blocks_of(p->mb, 2);
+    if (!cpu_mul_size(p->n * j.pairs, p->oh, &tasks))
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "too many output rows");
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), tasks, full_tasks, &j);
+  } else if (p->depthwise) { /* a task per output row */
     if (!cpu_mul_size(p->n * p->mb, p->oh, &tasks))
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "too many output rows");
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), tasks, dw_tasks, &j);

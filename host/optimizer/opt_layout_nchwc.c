@@ -26,7 +26,9 @@
  * a chain value read outside the chain (or a graph output) gets one
  * com.onyx ReorderOutput, which writes the original value. Chains (sets of
  * chain nodes linked through their values) with fewer than two convs stay
- * as they are: their reorders would cost what they save. No node changes
+ * as they are: their reorders would cost what they save. A conv without
+ * activation whose output only a chain Add reads (a residual sum) takes
+ * the Add's other operand as its Z and writes the sum. No node changes
  * provider: every node of a chain is the CPU provider's, and the reorders
  * are placed there too. */
 #include <stdlib.h>
@@ -61,6 +63,8 @@ typedef struct NcVal {
   OxValue* blocked;
   int64_t c;
   bool outside;
+  NcKind kind;   /* of the node writing it */
+  bool absorbed; /* an Add taken into the conv before it as its Z */
 } NcVal;
 
 typedef struct NcPass {
@@ -222,6 +226,7 @@ static OnyxStatus* nc_mark(NcPass* p) {
     NcVal* v = &p->store[i];
     if (!ox_map_put(&p->vals, n->outputs[0]->name, v)) return ox_oom();
     v->c = c;
+    v->kind = k;
     if (k == NC_CONV) p->convs[i] = 1;
     for (size_t s = 0; s < n->n_inputs; s++) {
       const OxValue* in = n->inputs[s];
@@ -303,6 +308,25 @@ static OnyxStatus* nc_make_conv(NcPass* p, OxNode* conv, OxValue* x, OxValue* z,
   return NULL;
 }
 
+/* A residual sum after a conv without activation or Z: the conv's output
+ * read only by an Add of the chain, of one shape with its other operand,
+ * which is a value from outside or a chain value already blocked. The
+ * Add's node, or NULL. NchwcConv then adds that operand as its Z (bias +
+ * the products, then Z: the Add's order) and writes the Add's value. */
+static OxNode* nc_residual(NcPass* p, const OxNode* conv) {
+  const OxValue* y = conv->outputs[0];
+  if ((conv->n_inputs > 3 && conv->inputs[3]) || ox_node_attr_string(conv, "activation", NULL) ||
+      y->n_consumers != 1 || ox_opt_pinned(p->o, y))
+    return NULL;
+  OxNode* add = y->consumers[0];
+  const NcVal* av = ox_opt_is(add, "Add") ? nc_val(p, add->outputs[0]) : NULL;
+  if (!av || av->kind != NC_BINARY) return NULL;
+  const OxValue* other = add->inputs[add->inputs[0] == y ? 1 : 0];
+  const NcVal* ov = nc_val(p, other);
+  const bool same = other->dims[2] == y->dims[2] && other->dims[3] == y->dims[3];
+  return same && other != y && (!ov || ov->blocked) ? add : NULL;
+}
+
 /* Rewrites chain node n (its chain kept): blocked inputs, a blocked output,
  * and a ReorderOutput where the original output is read outside. */
 static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
@@ -311,6 +335,38 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
   ox_opt_journal_reset(o);
   OxValue* y = n->outputs[0];
   NcVal* cv = nc_val(p, y);
+  if (cv->absorbed) { /* its conv writes its blocked value */
+    ox_opt_remove(o, n);
+    if (cv->outside) {
+      OxNode* r = NULL;
+      OX_TRY(ox_opt_add_node(o, "ReorderOutput", "ReorderOutput", OX_CONTRIB_DOMAIN, &cv->blocked,
+                             1, &y, 1, &r));
+      OX_TRY(ox_opt_attr_int(r, "channels", cv->c));
+      o->stats->nchwc_reorders++;
+    }
+    return ox_opt_note_origins(o);
+  }
+  OxNode* add = kind == NC_CONV ? nc_residual(p, n) : NULL;
+  if (add) { /* the conv writes the sum: the Add's value, Z its other operand */
+    OxValue* other = add->inputs[add->inputs[0] == y ? 1 : 0];
+    NcVal* av = nc_val(p, add->outputs[0]);
+    char* an = NULL;
+    OX_TRY(ox_opt_fresh_name(o, add->outputs[0]->name, &an));
+    OnyxStatus* ast = ox_graph_value(o->g, an, &av->blocked);
+    free(an);
+    OX_TRY(ast);
+    OxValue* xin = NULL;
+    OxValue* zin = NULL;
+    if (nc_head(n) && !nc_val(p, n->inputs[0]))
+      xin = n->inputs[0];
+    else
+      OX_TRY(nc_input(p, n->inputs[0], &xin));
+    OX_TRY(nc_input(p, other, &zin));
+    OX_TRY(nc_make_conv(p, n, xin, zin, av->blocked));
+    av->absorbed = true;
+    ox_opt_remove(o, n);
+    return ox_opt_note_origins(o);
+  }
   char* name = NULL;
   OX_TRY(ox_opt_fresh_name(o, y->name, &name));
   OnyxStatus* st = ox_graph_value(o->g, name, &cv->blocked);

@@ -6,8 +6,7 @@
  * multiple of the block (padded lanes), becomes NchwcConv /
  * NchwcGlobalAveragePool with one ReorderInput for the graph input and
  * one ReorderOutput per value read outside the chain, the gate's Mul
- * NchwcScale and the residual Add an Add of blocked tensors, for blocks 8
- * and 16;
+ * NchwcScale and the residual Add the projection's Z, for blocks 8 and 16;
  * its outputs match a reference computed here in plain C (double). A
  * 3-channel stride-2 stem reads the NCHW image directly (no ReorderInput). A lone
  * conv stays NCHW, a full 3x3 conv splits a chain in two, the pass is off
@@ -227,6 +226,8 @@ static void test_block_rewritten(void** state) {
     assert_int_equal(count_op(s, "GlobalAveragePool"), 0);
     assert_int_equal(count_op(s, "NchwcScale"), 1); /* the gate's Mul */
     assert_int_equal(count_op(s, "Mul"), 0);
+    assert_int_equal(count_op(s, "Add"), 0); /* the residual sum: pw2's Z */
+    size_t with_z = 0;
     for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
       const OxNode* n = s->prog.graph->nodes[i];
       assert_true(n->ep >= 0);
@@ -235,11 +236,16 @@ static void test_block_rewritten(void** state) {
         assert_string_equal(n->domain, "com.onyx");
         assert_int_equal(ox_node_attr_int(n, "block", 0), atoi(blocks[b]));
       }
-      if (!strcmp(n->op_type, "NchwcScale") || !strcmp(n->op_type, "Add")) { /* blocked */
+      if (!strcmp(n->op_type, "NchwcScale")) { /* blocked operands */
         assert_int_equal(n->inputs[0]->rank, 5);
         assert_int_equal(n->inputs[1]->rank, 5);
       }
+      if (!strcmp(n->op_type, "NchwcConv") && n->n_inputs > 3 && n->inputs[3]) {
+        with_z++;
+        assert_string_equal(n->inputs[3]->producer->op_type, "ReorderInput"); /* X's */
+      }
     }
+    assert_int_equal(with_z, 1);
     check_outputs(s, blocks[b]);
     onyx_session_release(s);
   }

@@ -92,6 +92,10 @@ OnyxStatus* ox_opt_sweep(OxOpt* o);
 void ox_opt_remove(OxOpt* o, OxNode* n);
 /* Forgets what the current rewrite did (before the next one). */
 void ox_opt_journal_reset(OxOpt* o);
+/* Records the current rewrite's origins on the nodes it added (what
+ * ox_opt_rewrite_each does after each rewrite), for passes that rewrite
+ * the graph as a whole. */
+OnyxStatus* ox_opt_note_origins(OxOpt* o);
 
 /* --- the transformers --------------------------------------------------------------------- */
 OnyxStatus* ox_pass_eliminate(OxOpt* o, bool* changed); /* Identity, Dropout, no-op Cast */
@@ -110,5 +114,7 @@ OnyxStatus* ox_pass_qkv(OxOpt* o, bool* changed); /* Q, K, V projections in one 
 /* opt_qdq.c: QDQ into QLinear ops; then DequantizeLinear of constants folded */
 OnyxStatus* ox_pass_qdq(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_qdq_fold(OxOpt* o, bool* changed);
+/* opt_layout_nchwc.c: CPU conv chains in the blocked channel layout */
+OnyxStatus* ox_pass_layout_nchwc(OxOpt* o, bool* changed);
 
 #endif

@@ -320,7 +320,7 @@ static char* ox_opt_passes(const OxOpt* o, const char* also) {
 /* The nodes the last rewrite added (or the one that took over a removed
  * node's output) record the transformers and the model's nodes they
  * replace. */
-static OnyxStatus* ox_opt_note_origins(OxOpt* o) {
+OnyxStatus* ox_opt_note_origins(OxOpt* o) {
   OnyxStatus* st = NULL;
   const char* removed = o->removed.data ? o->removed.data : "";
   if (!o->n_added && o->took_over && *removed) {

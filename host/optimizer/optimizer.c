@@ -32,6 +32,9 @@ static const OxBuiltin ox_builtins[] = {
     /* com.onyx FusedConv is the CPU provider's Conv with the activation in
      * its GEMM epilogue. */
     {"conv_act", ONYX_OPT_EXTENDED, ox_pass_conv_act},
+    /* after every fusion: the CPU provider's conv chains (FusedConv
+     * included) in the blocked channel layout */
+    {"layout_nchwc", ONYX_OPT_LAYOUT, ox_pass_layout_nchwc},
 };
 
 /* ONYX_OPT_DISABLE=name,name,... turns built-in transformers off (for
@@ -304,6 +307,8 @@ char* ox_opt_stats_str(const OxOptStats* s) {
                {"Silu/HardSwish", s->silu},
                {"MultiHeadAttention", s->attention},
                {"packed QKV", s->qkv},
+               {"NchwcConv", s->nchwc},
+               {"reorders", s->nchwc_reorders},
                {"user", s->user}};
   const char* sep = ": ";
   for (size_t i = 0; i < OX_ARRAY_LEN(parts); i++) {

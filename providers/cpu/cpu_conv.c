@@ -8,6 +8,7 @@
 #include "cpu_conv_depthwise.h"
 #include "cpu_conv_direct.h"
 #include "cpu_grad_conv_direct.h"
+#include "cpu_nchwc.h"
 #include "cpu_nn_common.h"
 #include "cpu_types.h"
 #include "cpu_winograd.h"
@@ -1029,5 +1030,6 @@ OnyxStatus* cpu_register_conv(OnyxKernelRegistry* r) {
     OnyxStatus* st = cpu_host->register_kernel(r, d);
     if (st) return st;
   }
-  return NULL;
+  /* the blocked-layout convs the layout pass rewrites Conv chains into */
+  return cpu_register_nchwc(r);
 }

@@ -94,6 +94,8 @@ bundle() {
   /usr/bin/python3 "$ROOT/samples/make_sample_model.py" "$b/models/sample_cnn.onnx" > /dev/null ||
     die "make_sample_model.py failed"
   cp "$PEER/make_models.py" "$b/"
+  # Debug sections off the copies: the device tool carries at most 64 MiB.
+  strip --strip-debug "$b/bin/"* "$b/lib/"*.so* 2> /dev/null || true
   du -sh "$b"
 }
 

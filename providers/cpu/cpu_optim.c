@@ -363,9 +363,13 @@ static OnyxStatus* opt_compute(void* state, OnyxKernelContext* ctx) {
   double lr = 0;
   OnyxStatus* st = opt_scalar(ctx, 0, clip ? "max_norm" : "lr", &lr);
   if (st) return st;
-  if (!(lr >= 0) || !isfinite(lr))
-    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s is %g; it must be finite and >= 0",
-                         clip ? "max_norm" : "lr", lr);
+  /* max_norm +inf: no clipping (coef = inf >= 1), as torch's clip_grad_norm_
+   * with an infinite max_norm; the training session passes it when no
+   * maximum was set. */
+  if (!(lr >= 0) || (!clip && !isfinite(lr)))
+    return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "%s is %g; it must be %s and >= 0",
+                         clip ? "max_norm" : "lr", lr,
+                         clip ? "a number (+inf: no clipping)" : "finite");
   int64_t step = 0;
   if (!clip) {
     const OnyxTensor* T = H->ctx_input(ctx, 1);

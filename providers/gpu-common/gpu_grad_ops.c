@@ -807,8 +807,10 @@ static OnyxStatus* clip_compute(void* state, OnyxKernelContext* ctx) {
   double max_norm = 0;
   st = host_scalar(node, H->ctx_input(ctx, 0), "max_norm", &max_norm);
   if (st) return st;
-  if (!(max_norm >= 0) || !isfinite(max_norm))
-    return gpu_node_error(node, ONYX_INVALID_ARGUMENT, "max_norm is %g; it must be finite and >= 0",
+  /* +inf: no clipping (coef = inf >= 1), as on the CPU provider. */
+  if (!(max_norm >= 0))
+    return gpu_node_error(node, ONYX_INVALID_ARGUMENT,
+                          "max_norm is %g; it must be a number (+inf: no clipping) and >= 0",
                           max_norm);
   const size_t bytes = n * (2 * sizeof(void*) + sizeof(int64_t));
   unsigned char* mem = H->ctx_scratch(ctx, bytes);

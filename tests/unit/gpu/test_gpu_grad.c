@@ -974,9 +974,10 @@ static void check_clip(size_t n, float max_norm, int64_t big) {
 static void test_clip_grad_norm(void** state) {
   (void)state;
   gpu_required();
-  check_clip(3, 1.0f, 20000);  /* clips; one tensor spans three chunks */
-  check_clip(5, 1e6f, 9000);   /* below max_norm: a copy */
-  check_clip(40, 0.5f, 70000); /* two launches of tensors */
+  check_clip(3, 1.0f, 20000);   /* clips; one tensor spans three chunks */
+  check_clip(5, 1e6f, 9000);    /* below max_norm: a copy */
+  check_clip(40, 0.5f, 70000);  /* two launches of tensors */
+  check_clip(4, INFINITY, 500); /* no maximum: a copy, the norm reported */
 }
 
 /* --- the training graph's placement ------------------------------------------------------ */

@@ -461,6 +461,9 @@ static void test_clip(void** unused) {
   check_clip(F32, 5, true);
   check_clip(F64, 1000, false);
   check_clip(F64, 0.5, true);
+  /* An infinite max_norm clips nothing and still reports the norm. */
+  check_clip(F32, INFINITY, false);
+  check_clip(F64, INFINITY, false);
 }
 
 /* --- Determinism over thread counts -------------------------------------------------------- */
@@ -579,7 +582,11 @@ static void test_bad_scalars(void** unused) {
     double lr;
     int64_t step;
     const char* what;
-  } bad[] = {{1e-3, -1, "step"}, {1e-3, INT64_MAX, "step"}, {-1e-3, 0, "lr"}, {NAN, 0, "lr"}};
+  } bad[] = {{1e-3, -1, "step"},
+             {1e-3, INT64_MAX, "step"},
+             {-1e-3, 0, "lr"},
+             {NAN, 0, "lr"},
+             {INFINITY, 0, "lr"}};
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     OnyxValue* got[3 * MAXT] = {0};
     OnyxStatus* e = run_step_status(s, &c, bad[k].lr, bad[k].step, &st, got);
@@ -595,11 +602,14 @@ static void test_bad_scalars(void** unused) {
   s = make_session(&clip, "bad_clip");
   st = new_state(&clip, false);
   OnyxValue* got[MAXT + 1] = {0};
-  OnyxStatus* e = run_step_status(s, &clip, -1.0, 0, &st, got);
-  assert_non_null(e);
-  if (!strstr(onyx_status_message(e), "bad_clip") || !strstr(onyx_status_message(e), "max_norm"))
-    fail_msg("error '%s' should name node 'bad_clip' and max_norm", onyx_status_message(e));
-  onyx_status_release(e);
+  const double bad_norms[] = {-1.0, NAN, -INFINITY};
+  for (size_t k = 0; k < sizeof bad_norms / sizeof bad_norms[0]; k++) {
+    OnyxStatus* e = run_step_status(s, &clip, bad_norms[k], 0, &st, got);
+    assert_non_null(e);
+    if (!strstr(onyx_status_message(e), "bad_clip") || !strstr(onyx_status_message(e), "max_norm"))
+      fail_msg("error '%s' should name node 'bad_clip' and max_norm", onyx_status_message(e));
+    onyx_status_release(e);
+  }
   free_state(&clip, &st);
   onyx_session_release(s);
 }

@@ -540,6 +540,43 @@ static void test_grad_clip(void** state) {
   free(dir);
 }
 
+/* Clip artifacts with no maximum set: the optimizer step clips nothing
+ * (max_norm +inf) and still reports the gradients' norm. */
+static void test_grad_clip_unset(void** state) {
+  (void)state;
+  Params P;
+  init_params(&P, H);
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.optimizer = ONYX_OPTIMIZER_SGD;
+  o.learning_rate = 1.0f;
+  o.clip_grad_norm = 1;
+  char* dir = make_artifacts("art_clip_unset", &P, ONYX_LOSS_MSE, &o);
+  OnyxCheckpoint* ck = NULL;
+  OnyxTrainingSession* ts = open_ts(dir, &ck);
+  Params G;
+  model_grads(dir, ONYX_LOSS_MSE, &P, &G);
+  double norm = 0;
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      norm += (double)G.p[k][i] * G.p[k][i];
+  norm = sqrt(norm);
+  OnyxValue* in[2];
+  batch_values(ONYX_LOSS_MSE, in);
+  ots_ok(onyx_training_session_train_step(ts, (const OnyxValue* const*)in, 2, NULL));
+  onyx_values_release(in, 2);
+  ots_ok(onyx_training_session_optimizer_step(ts));
+  assert_float_equal(onyx_training_session_last_grad_norm(ts), norm, 1e-5 * norm);
+  Params Q;
+  read_params(ck, &Q);
+  for (int k = 0; k < NP; k++)
+    for (size_t i = 0; i < psizes[k]; i++)
+      assert_float_equal(Q.p[k][i], P.p[k][i] - G.p[k][i], 1e-5);
+  onyx_training_session_release(ts);
+  onyx_checkpoint_release(ck);
+  free(dir);
+}
+
 /* LAMB: a few steps decrease the loss, and the state holds both moments. */
 static void test_lamb_decreases_loss(void** state) {
   (void)state;
@@ -1290,6 +1327,7 @@ int main(void) {
       cmocka_unit_test(test_sgd_nesterov_weight_decay),
       cmocka_unit_test(test_adamw),
       cmocka_unit_test(test_grad_clip),
+      cmocka_unit_test(test_grad_clip_unset),
       cmocka_unit_test(test_lamb_decreases_loss),
       cmocka_unit_test(test_lr_scheduler),
       cmocka_unit_test(test_checkpoint_roundtrip),

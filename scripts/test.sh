@@ -57,7 +57,7 @@ if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
   # tests/unit/badinput/valgrind.supp.
   if command -v valgrind >/dev/null; then
     echo "== unit tests under valgrind (memcheck)"
-    VG_SKIP=" test_math test_gpu_cuda test_gpu_rocm test_gpu_grad_cuda test_gpu_grad_rocm test_winograd_kernel "
+    VG_SKIP=" test_math test_gpu_cuda test_gpu_rocm test_gpu_grad_cuda test_gpu_grad_rocm test_gpu_attention_cuda test_gpu_attention_rocm test_winograd_kernel "
     B="$ROOT/build-ci"
     vg_tests=()
     for t in $(cd "$B" && ctest -N -R '^test_' | awk '/Test +#/ {print $3}'); do

@@ -801,8 +801,9 @@ static bool conv_unpacked_small_f32(const ConvState* cst, OnyxKernelContext* ctx
   if (cst->packed_w || cst->packed_wt || cst->direct || cst->wino || b || z ||
       cst->act != CPU_ACT_NONE || ge->rank != 2 || cst->w.group != 1 ||
       cs->c > CPU_GRAD_CONV_DIRECT_MAX_CH || cs->m > CPU_GRAD_CONV_DIRECT_MAX_CH || ge->s[0] != 1 ||
-      ge->s[1] != 1 || ge->d[0] != 1 || ge->d[1] != 1 || !cpu_grad_conv_direct_available())
-    return false;
+      ge->s[1] != 1 || ge->d[0] != 1 || ge->d[1] != 1 || !cs->n || !cs->c || !cs->m ||
+      !ge->in_size || !ge->out_size || !cpu_grad_conv_direct_available())
+    return false; /* empty convolutions too: the general path handles them */
   const CpuGradConv2d g = {.n = cs->n,
                            .c = cs->c,
                            .m = cs->m,
@@ -817,10 +818,11 @@ static bool conv_unpacked_small_f32(const ConvState* cst, OnyxKernelContext* ctx
                            .pt = (size_t)ge->pb[0],
                            .pl = (size_t)ge->pb[1]};
   size_t floats, bytes;
-  if (!cpu_grad_conv_fwd_scratch(&g, &floats) || !cpu_mul_size(floats, sizeof(float), &bytes))
+  if (!cpu_grad_conv_fwd_scratch(&g, &floats) || !cpu_mul_size(floats, sizeof(float), &bytes) ||
+      !bytes)
     return false;
   float* scratch = NULL;
-  *st = bytes ? nn_scratch(ctx, bytes, (void**)&scratch) : NULL;
+  *st = nn_scratch(ctx, bytes, (void**)&scratch);
   if (*st) return true;
   CpuStop stop = {.ctx = ctx};
   cpu_grad_conv_fwd(cpu_host->ctx_thread_pool(ctx), &g, cpu_host->tensor_data(x),

@@ -578,6 +578,49 @@ static void test_empty_inputs(void** state) {
   otm_free(m);
 }
 
+/* Conv whose weights are a graph input (never packed at session creation,
+ * as in a training model): a sum checked by hand, a zero batch and zero
+ * output channels (empty results), and zero input channels (zeros). */
+static void test_conv_runtime_weights(void** state) {
+  (void)state;
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){-1, -1, 3, 3});
+  otm_input(m, "W", ONYX_ELEM_FLOAT32, 4, (int64_t[]){-1, -1, 3, 3});
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){-1, -1, 3, 3});
+  OxTestNode* n = otm_node(m, "Conv", "conv_w_input", "X,W", "Y");
+  otm_attr_ints(n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  float ones[9];
+  for (int i = 0; i < 9; i++)
+    ones[i] = 1.0f;
+  /* All ones, pad 1: each output counts the window's pixels inside X. */
+  static const float y[9] = {4, 6, 4, 6, 9, 6, 4, 6, 4};
+  OtsFeed f[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 3}, ones},
+                 {"W", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 3}, ones}};
+  OnyxValue* got[1] = {0};
+  ots_ok(ots_run(m, f, 2, (const char*[]){"Y"}, 1, got));
+  expect_floats(got[0], y, 9, (int64_t[]){1, 1, 3, 3}, 4, 0);
+  onyx_values_release(got, 1);
+  float none[1] = {0};
+  OtsFeed e[] = {{"X", ONYX_ELEM_FLOAT32, 4, {0, 1, 3, 3}, none},
+                 {"W", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 3}, ones}};
+  ots_ok(ots_run(m, e, 2, (const char*[]){"Y"}, 1, got));
+  check_shape(onyx_value_tensor(got[0]), (int64_t[]){0, 1, 3, 3}, 4);
+  onyx_values_release(got, 1);
+  OtsFeed z[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 1, 3, 3}, ones},
+                 {"W", ONYX_ELEM_FLOAT32, 4, {0, 1, 3, 3}, none}};
+  ots_ok(ots_run(m, z, 2, (const char*[]){"Y"}, 1, got));
+  check_shape(onyx_value_tensor(got[0]), (int64_t[]){1, 0, 3, 3}, 4);
+  onyx_values_release(got, 1);
+  /* No input channels: every output is an empty sum, 0. */
+  static const float zeros[9] = {0};
+  OtsFeed c0[] = {{"X", ONYX_ELEM_FLOAT32, 4, {1, 0, 3, 3}, none},
+                  {"W", ONYX_ELEM_FLOAT32, 4, {1, 0, 3, 3}, none}};
+  ots_ok(ots_run(m, c0, 2, (const char*[]){"Y"}, 1, got));
+  expect_floats(got[0], zeros, 9, (int64_t[]){1, 1, 3, 3}, 4, 0);
+  onyx_values_release(got, 1);
+  otm_free(m);
+}
+
 static void test_resize_nearest_int64_exact(void** state) {
   (void)state;
   /* Nearest copies elements: int64 values beyond 2^53 survive exactly. */
@@ -624,6 +667,7 @@ int main(void) {
       cmocka_unit_test(test_maxunpool_bad_index),
       cmocka_unit_test(test_gridsample16_bilinear_center),
       cmocka_unit_test(test_empty_inputs),
+      cmocka_unit_test(test_conv_runtime_weights),
       cmocka_unit_test(test_resize_nearest_int64_exact),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -529,6 +529,54 @@ static OnyxStatus* ox_grad_sub_shapes(OxGradBuilder* b, const OxNode* n, OxGraph
   return NULL;
 }
 
+/* A Gradient node in subgraph sub: dy/dxs for y = `loss`, written to gouts. */
+static OnyxStatus* ox_grad_sub_gradient(OxGradBuilder* b, OxGraph* sub, const char* const* xs,
+                                        size_t n_xs, const char* const* gouts, const char* loss,
+                                        OxNode** out) {
+  char* gname = ox_grad_sub_name(b, sub);
+  if (!gname) return ox_oom();
+  OxNode* nd = NULL;
+  OnyxStatus* st = ox_graph_add_node(sub, gname, "Gradient", "ai.onnx.preview.training", xs, n_xs,
+                                     gouts, n_xs, &nd);
+  free(gname);
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("xs"), .type = ONYX_ATTR_STRINGS, .count = n_xs};
+    a.strings = calloc(n_xs + 1, sizeof *a.strings);
+    a.strings_len = calloc(n_xs + 1, sizeof *a.strings_len);
+    st = a.name && a.strings && a.strings_len ? NULL : ox_oom();
+    for (size_t j = 0; !st && j < n_xs; j++) {
+      a.strings_len[j] = strlen(xs[j]);
+      if (!(a.strings[j] = ox_strdup(xs[j]))) st = ox_oom();
+    }
+    if (!st) st = ox_node_add_attr(nd, &a);
+    ox_attr_clear(&a);
+  }
+  if (!st) {
+    OxAttr a = {.name = ox_strdup("y"), .type = ONYX_ATTR_STRING, .s = ox_strdup(loss)};
+    a.s_len = a.s ? strlen(a.s) : 0;
+    st = a.name && a.s ? ox_node_add_attr(nd, &a) : ox_oom();
+    ox_attr_clear(&a);
+  }
+  if (!st) *out = nd;
+  return st;
+}
+
+/* In subgraph sub: ReduceSum(y * dy) (keepdims 0), the term of a
+ * subgraph's scalar loss whose gradient with respect to y is dy; its name
+ * in *term. */
+static OnyxStatus* ox_grad_sub_dot(OxGradBuilder* b, OxGraph* sub, const char* y, const char* dy,
+                                   const char** term) {
+  const char* ins[] = {y, dy};
+  const char* prod = NULL;
+  OxNode* nd = NULL;
+  OX_TRY(ox_grad_sub_node(b, sub, "Mul", ins, 2, &prod, &nd));
+  OX_TRY(ox_grad_sub_node(b, sub, "ReduceSum", &prod, 1, term, &nd));
+  OxAttr keep = {.name = ox_strdup("keepdims"), .type = ONYX_ATTR_INT, .i = 0};
+  OnyxStatus* st = keep.name ? ox_node_add_attr(nd, &keep) : ox_oom();
+  ox_attr_clear(&keep);
+  return st;
+}
+
 /* The gradient branch for branch src of If node n: src's nodes, then
  * L = sum_k ReduceSum(Y_k * dY_k) over the outputs with a gradient, and a
  * Gradient node of L with respect to xs (values of the enclosing graph),
@@ -550,14 +598,7 @@ static OnyxStatus* ox_grad_if_branch(OxGradBuilder* b, const OxNode* n, const Ox
     const char* dy = ox_grad_GO(b, n, k);
     if (!dy) continue;
     st = ox_grad_sub_outer(n, sub, dy);
-    const char* ins[] = {sub->outputs[k]->name, dy};
-    const char* prod = NULL;
-    OxNode* nd = NULL;
-    if (!st) st = ox_grad_sub_node(b, sub, "Mul", ins, 2, &prod, &nd);
-    if (!st) st = ox_grad_sub_node(b, sub, "ReduceSum", &prod, 1, &terms[n_terms], &nd);
-    OxAttr keep = {.name = ox_strdup("keepdims"), .type = ONYX_ATTR_INT, .i = 0};
-    if (!st) st = keep.name ? ox_node_add_attr(nd, &keep) : ox_oom();
-    ox_attr_clear(&keep);
+    if (!st) st = ox_grad_sub_dot(b, sub, sub->outputs[k]->name, dy, &terms[n_terms]);
     n_terms += !st;
   }
   sub->n_outputs = 0;
@@ -570,30 +611,7 @@ static OnyxStatus* ox_grad_if_branch(OxGradBuilder* b, const OxNode* n, const Ox
     st = ox_grad_sub_outer(n, sub, xs[j]);
     if (!st && !(gouts[j] = ox_grad_sub_name(b, sub))) st = ox_oom();
   }
-  char* gname = st ? NULL : ox_grad_sub_name(b, sub);
-  if (!st && !gname) st = ox_oom();
-  if (!st)
-    st = ox_graph_add_node(sub, gname, "Gradient", "ai.onnx.preview.training", xs, n_xs,
-                           (const char* const*)gouts, n_xs, &nd);
-  free(gname);
-  if (!st) {
-    OxAttr a = {.name = ox_strdup("xs"), .type = ONYX_ATTR_STRINGS, .count = n_xs};
-    a.strings = calloc(n_xs + 1, sizeof *a.strings);
-    a.strings_len = calloc(n_xs + 1, sizeof *a.strings_len);
-    st = a.name && a.strings && a.strings_len ? NULL : ox_oom();
-    for (size_t j = 0; !st && j < n_xs; j++) {
-      a.strings_len[j] = strlen(xs[j]);
-      if (!(a.strings[j] = ox_strdup(xs[j]))) st = ox_oom();
-    }
-    if (!st) st = ox_node_add_attr(nd, &a);
-    ox_attr_clear(&a);
-  }
-  if (!st) {
-    OxAttr a = {.name = ox_strdup("y"), .type = ONYX_ATTR_STRING, .s = ox_strdup(loss)};
-    a.s_len = a.s ? strlen(a.s) : 0;
-    st = a.name && a.s ? ox_node_add_attr(nd, &a) : ox_oom();
-    ox_attr_clear(&a);
-  }
+  if (!st) st = ox_grad_sub_gradient(b, sub, xs, n_xs, (const char* const*)gouts, loss, &nd);
   for (size_t j = 0; !st && j < n_xs; j++)
     st = ox_graph_add_output(sub, nd->outputs[j]);
   for (size_t j = 0; gouts && j < n_xs; j++)
@@ -769,14 +787,7 @@ static OnyxStatus* ox_grad_rule_scan(OxGradBuilder* b, const OxNode* n) {
       st = ox_grad_sub_input(sub, names[N + n_outer + k], old_out[N + k], true);
     for (size_t i = 0; !st && i < N + K; i++) {
       const char* dy = i < N ? names[i] : names[N + n_outer + (i - N)];
-      const char* ins[] = {old_out[i]->name, dy};
-      const char* prod = NULL;
-      OxNode* nd = NULL;
-      st = ox_grad_sub_node(b, sub, "Mul", ins, 2, &prod, &nd);
-      if (!st) st = ox_grad_sub_node(b, sub, "ReduceSum", &prod, 1, &terms[n_terms], &nd);
-      OxAttr keep = {.name = ox_strdup("keepdims"), .type = ONYX_ATTR_INT, .i = 0};
-      if (!st) st = keep.name ? ox_node_add_attr(nd, &keep) : ox_oom();
-      ox_attr_clear(&keep);
+      st = ox_grad_sub_dot(b, sub, old_out[i]->name, dy, &terms[n_terms]);
       n_terms += !st;
     }
     free(old_in);
@@ -795,30 +806,7 @@ static OnyxStatus* ox_grad_rule_scan(OxGradBuilder* b, const OxNode* n) {
   }
   for (size_t i = 0; !st && i < n_xs; i++)
     if (!(gouts[i] = ox_grad_sub_name(b, sub))) st = ox_oom();
-  char* gname = st ? NULL : ox_grad_sub_name(b, sub);
-  if (!st && !gname) st = ox_oom();
-  if (!st)
-    st = ox_graph_add_node(sub, gname, "Gradient", "ai.onnx.preview.training", xs, n_xs,
-                           (const char* const*)gouts, n_xs, &nd);
-  free(gname);
-  if (!st) {
-    OxAttr a = {.name = ox_strdup("xs"), .type = ONYX_ATTR_STRINGS, .count = n_xs};
-    a.strings = calloc(n_xs + 1, sizeof *a.strings);
-    a.strings_len = calloc(n_xs + 1, sizeof *a.strings_len);
-    st = a.name && a.strings && a.strings_len ? NULL : ox_oom();
-    for (size_t j = 0; !st && j < n_xs; j++) {
-      a.strings_len[j] = strlen(xs[j]);
-      if (!(a.strings[j] = ox_strdup(xs[j]))) st = ox_oom();
-    }
-    if (!st) st = ox_node_add_attr(nd, &a);
-    ox_attr_clear(&a);
-  }
-  if (!st) {
-    OxAttr a = {.name = ox_strdup("y"), .type = ONYX_ATTR_STRING, .s = ox_strdup(loss)};
-    a.s_len = a.s ? strlen(a.s) : 0;
-    st = a.name && a.s ? ox_node_add_attr(nd, &a) : ox_oom();
-    ox_attr_clear(&a);
-  }
+  if (!st) st = ox_grad_sub_gradient(b, sub, xs, n_xs, (const char* const*)gouts, loss, &nd);
   OxNode* gnode = nd;
   /* outputs: dS_i, the outer sums plus this step's, dX_m */
   for (size_t i = 0; !st && i < N; i++)
@@ -966,38 +954,6 @@ static OnyxStatus* ox_grad_rule_scan(OxGradBuilder* b, const OxNode* n) {
   return st ? st : ox_grad_err(b);
 }
 
-/* A Gradient node in subgraph sub: dy/dxs for y = `loss`, written to gouts. */
-static OnyxStatus* ox_grad_sub_gradient(OxGradBuilder* b, OxGraph* sub, const char* const* xs,
-                                        size_t n_xs, const char* const* gouts, const char* loss,
-                                        OxNode** out) {
-  char* gname = ox_grad_sub_name(b, sub);
-  if (!gname) return ox_oom();
-  OxNode* nd = NULL;
-  OnyxStatus* st = ox_graph_add_node(sub, gname, "Gradient", "ai.onnx.preview.training", xs, n_xs,
-                                     gouts, n_xs, &nd);
-  free(gname);
-  if (!st) {
-    OxAttr a = {.name = ox_strdup("xs"), .type = ONYX_ATTR_STRINGS, .count = n_xs};
-    a.strings = calloc(n_xs + 1, sizeof *a.strings);
-    a.strings_len = calloc(n_xs + 1, sizeof *a.strings_len);
-    st = a.name && a.strings && a.strings_len ? NULL : ox_oom();
-    for (size_t j = 0; !st && j < n_xs; j++) {
-      a.strings_len[j] = strlen(xs[j]);
-      if (!(a.strings[j] = ox_strdup(xs[j]))) st = ox_oom();
-    }
-    if (!st) st = ox_node_add_attr(nd, &a);
-    ox_attr_clear(&a);
-  }
-  if (!st) {
-    OxAttr a = {.name = ox_strdup("y"), .type = ONYX_ATTR_STRING, .s = ox_strdup(loss)};
-    a.s_len = a.s ? strlen(a.s) : 0;
-    st = a.name && a.s ? ox_node_add_attr(nd, &a) : ox_oom();
-    ox_attr_clear(&a);
-  }
-  if (!st) *out = nd;
-  return st;
-}
-
 /* Loop (opset 11 on), iterating exactly as the forward Loop did.
  *
  * Forward: the Loop again, whose body also writes, as extra scan outputs,
@@ -1106,14 +1062,7 @@ static OnyxStatus* ox_grad_rule_loop(OxGradBuilder* b, const OxNode* n) {
     for (size_t j = 0; !st && j < nF + nKF; j++) {
       const char* dy = names[j < nF ? j : n_outer + j];
       const OxValue* y = j < nF ? old_out[1 + F[j]] : old_out[1 + N + KF[j - nF]];
-      const char* ins[] = {y->name, dy};
-      const char* prod = NULL;
-      OxNode* nd = NULL;
-      st = ox_grad_sub_node(b, sub, "Mul", ins, 2, &prod, &nd);
-      if (!st) st = ox_grad_sub_node(b, sub, "ReduceSum", &prod, 1, &terms[n_terms], &nd);
-      OxAttr keep = {.name = ox_strdup("keepdims"), .type = ONYX_ATTR_INT, .i = 0};
-      if (!st) st = keep.name ? ox_node_add_attr(nd, &keep) : ox_oom();
-      ox_attr_clear(&keep);
+      st = ox_grad_sub_dot(b, sub, y->name, dy, &terms[n_terms]);
       n_terms += !st;
     }
     for (size_t j = 0; !st && j < nF; j++)

@@ -561,6 +561,21 @@ static OnyxStatus* ox_grad_sub_gradient(OxGradBuilder* b, OxGraph* sub, const ch
   return st;
 }
 
+/* Takes sub's formal inputs and outputs off it (the caller frees the two
+ * arrays): the values stay in the graph as plain values, so that the
+ * caller can declare the gradient body's own inputs and outputs. */
+static void ox_grad_sub_detach_io(OxGraph* sub, OxValue*** in, OxValue*** out) {
+  *in = sub->inputs;
+  *out = sub->outputs;
+  for (size_t i = 0; i < sub->n_inputs; i++)
+    (*in)[i]->is_graph_input = false;
+  for (size_t i = 0; i < sub->n_outputs; i++)
+    (*out)[i]->is_graph_output = false;
+  sub->inputs = NULL;
+  sub->outputs = NULL;
+  sub->n_inputs = sub->cap_inputs = sub->n_outputs = sub->cap_outputs = 0;
+}
+
 /* In subgraph sub: ReduceSum(y * dy) (keepdims 0), the term of a
  * subgraph's scalar loss whose gradient with respect to y is dy; its name
  * in *term. */
@@ -763,17 +778,9 @@ static OnyxStatus* ox_grad_rule_scan(OxGradBuilder* b, const OxNode* n) {
   if (!st && !terms) st = ox_oom();
   size_t n_terms = 0;
   if (!st) {
-    OxValue** old_in = sub->inputs;
-    size_t n_old = sub->n_inputs;
-    OxValue** old_out = sub->outputs;
-    size_t n_old_out = sub->n_outputs;
-    sub->inputs = NULL;
-    sub->outputs = NULL;
-    sub->n_inputs = sub->cap_inputs = sub->n_outputs = sub->cap_outputs = 0;
-    for (size_t i = 0; i < n_old; i++)
-      old_in[i]->is_graph_input = false;
-    for (size_t i = 0; i < n_old_out; i++)
-      old_out[i]->is_graph_output = false;
+    OxValue** old_in = NULL;
+    OxValue** old_out = NULL;
+    ox_grad_sub_detach_io(sub, &old_in, &old_out);
     /* states: dS_i, the outer sums; scan inputs: s_t, x_t, dY_t */
     for (size_t i = 0; !st && i < N; i++)
       st = ox_grad_sub_input(sub, names[i], old_in[i], true);
@@ -1038,17 +1045,9 @@ static OnyxStatus* ox_grad_rule_loop(OxGradBuilder* b, const OxNode* n) {
   if (!st && !terms) st = ox_oom();
   size_t n_terms = 0;
   if (!st) {
-    OxValue** old_in = sub->inputs;
-    size_t n_old = sub->n_inputs;
-    OxValue** old_out = sub->outputs;
-    size_t n_old_out = sub->n_outputs;
-    sub->inputs = NULL;
-    sub->outputs = NULL;
-    sub->n_inputs = sub->cap_inputs = sub->n_outputs = sub->cap_outputs = 0;
-    for (size_t i = 0; i < n_old; i++)
-      old_in[i]->is_graph_input = false;
-    for (size_t i = 0; i < n_old_out; i++)
-      old_out[i]->is_graph_output = false;
+    OxValue** old_in = NULL;
+    OxValue** old_out = NULL;
+    ox_grad_sub_detach_io(sub, &old_in, &old_out);
     for (size_t j = 0; !st && j < nF; j++)
       st = ox_grad_sub_input(sub, names[j], old_out[1 + F[j]], true);
     for (size_t j = 0; !st && j < n_outer; j++)

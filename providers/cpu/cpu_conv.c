@@ -9,6 +9,7 @@
 #include "cpu_conv_direct.h"
 #include "cpu_grad_conv_direct.h"
 #include "cpu_nchwc.h"
+#include "cpu_nchwc_pool.h"
 #include "cpu_nn_common.h"
 #include "cpu_types.h"
 #include "cpu_winograd.h"
@@ -1033,5 +1034,6 @@ OnyxStatus* cpu_register_conv(OnyxKernelRegistry* r) {
     if (st) return st;
   }
   /* the blocked-layout convs the layout pass rewrites Conv chains into */
-  return cpu_register_nchwc(r);
+  OnyxStatus* st = cpu_register_nchwc(r);
+  return st ? st : cpu_register_nchwc_pool(r);
 }

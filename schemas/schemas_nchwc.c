@@ -39,9 +39,12 @@
  *   NchwcBatchNormalization(X [N, Cb, H, W, b], scale, B, mean, var) -> Y
  *                                  inference BatchNormalization of the
  *                                  blocked X (parameters [C], C within X's
- *                                  last block; attribute epsilon); the
- *                                  padded lanes are written 0 */
+ *                                  last block; attribute epsilon), then
+ *                                  attribute activation ("" or "Relu",
+ *                                  a Relu reading only the BN's output);
+ *                                  the padded lanes are written 0 */
 #include <math.h>
+#include <string.h>
 #include "infer_util.h"
 #include "schema_internal.h"
 
@@ -238,7 +241,8 @@ static const OxAttrSpec a_pool[] = {
     {.name = "count_include_pad", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
 };
 static const OxAttrSpec a_bn[] = {
-    {.name = "epsilon", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1e-5f}};
+    {.name = "epsilon", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1e-5f},
+    {.name = "activation", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = ""}};
 static const OxFormal f_bn_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
                                    {"scale", "T", ONYX_PARAM_SINGLE, 1},
                                    {"B", "T", ONYX_PARAM_SINGLE, 1},
@@ -288,6 +292,9 @@ static OnyxStatus* ox_infer_nchwc_pool(OxNode* n) {
 }
 
 static OnyxStatus* ox_infer_nchwc_bn(OxNode* n) {
+  const char* act = ox_attr_s(n, "activation", "");
+  if (*act && strcmp(act, "Relu"))
+    return ox_node_err(n, "attribute 'activation' must be \"\" or \"Relu\", not \"%s\"", act);
   OxDims x;
   OX_TRY(nchwc_blocked_x(n, &x));
   static const char* const names[] = {"scale", "B", "mean", "var"};

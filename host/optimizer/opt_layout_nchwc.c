@@ -463,13 +463,42 @@ static OnyxStatus* nc_make_pool(NcPass* p, OxNode* n, OxValue* x, OxValue* y) {
   return NULL;
 }
 
-/* NchwcBatchNormalization(x, scale, B, mean, var) in place of BN n. */
-static OnyxStatus* nc_make_bn(NcPass* p, OxNode* n, OxValue* x, OxValue* y) {
+/* The Relu of the chain that alone reads BN n's output (DenseNet's
+ * BN -> ReLU -> Conv), or NULL: NchwcBatchNormalization then applies it
+ * and writes the Relu's value. */
+static OxNode* nc_bn_relu(const NcPass* p, const OxNode* bn) {
+  const OxValue* y = bn->outputs[0];
+  if (y->n_consumers != 1 || ox_opt_pinned(p->o, y)) return NULL;
+  OxNode* r = y->consumers[0];
+  if (!ox_opt_is(r, "Relu") || r->n_inputs != 1) return NULL;
+  const NcVal* rv = nc_val(p, r->outputs[0]);
+  return rv && rv->kind == NC_UNARY ? r : NULL;
+}
+
+/* NchwcBatchNormalization(x, scale, B, mean, var) in place of BN n, with
+ * the Relu nc_bn_relu finds applied (its value absorbed): writes the BN's
+ * blocked value, or the Relu's. */
+static OnyxStatus* nc_bn(NcPass* p, OxNode* n, NcVal* cv) {
+  OxValue* x = NULL;
+  OX_TRY(nc_input(p, n->inputs[0], &x));
+  OxNode* relu = nc_bn_relu(p, n);
+  NcVal* out = relu ? nc_val(p, relu->outputs[0]) : cv;
+  char* name = NULL;
+  OX_TRY(ox_opt_fresh_name(p->o, (relu ? relu : n)->outputs[0]->name, &name));
+  OnyxStatus* st = ox_graph_value(p->o->g, name, &out->blocked);
+  free(name);
+  OX_TRY(st);
+  out->absorbed = relu != NULL;
   OxValue* ins[5] = {x, n->inputs[1], n->inputs[2], n->inputs[3], n->inputs[4]};
   OxNode* nb = NULL;
-  OX_TRY(ox_opt_add_node(p->o, n->name, "NchwcBatchNormalization", OX_CONTRIB_DOMAIN, ins, 5, &y, 1,
-                         &nb));
-  return ox_opt_attr_float(nb, "epsilon", ox_node_attr_float(n, "epsilon", 1e-5f));
+  OX_TRY(ox_opt_add_node(p->o, n->name, "NchwcBatchNormalization", OX_CONTRIB_DOMAIN, ins, 5,
+                         &out->blocked, 1, &nb));
+  if (relu) OX_TRY(ox_opt_attr_string(nb, "activation", "Relu"));
+  OX_TRY(ox_opt_attr_float(nb, "epsilon", ox_node_attr_float(n, "epsilon", 1e-5f)));
+  OxValue* y = n->outputs[0];
+  ox_opt_remove(p->o, n);
+  /* with the Relu absorbed, the BN's value is read only by it: not outside */
+  return nc_reorder_output(p, cv, y);
 }
 
 /* Rewrites chain node n (its chain kept): blocked inputs, a blocked output,
@@ -491,6 +520,7 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
     }
     return ox_opt_note_origins(o);
   }
+  if (kind == NC_BN) return nc_bn(p, n, cv);
   if (kind == NC_IDENTITY) { /* a zero Pad: its value is its input's */
     OX_TRY(nc_input(p, n->inputs[0], &cv->blocked));
     ox_opt_remove(o, n);
@@ -530,7 +560,7 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
       kind == NC_BINARY || kind == NC_SCALE || (kind == NC_CONV && n->n_inputs > 3) ? 2 : 1;
   if (kind == NC_SCALE && n->inputs[0]->dims[2] == 1 && n->inputs[0]->dims[3] == 1)
     slots[0] = 1, slots[1] = 0; /* X, the image, first; S, the gate, second */
-  for (size_t i = 0; i < n_act && kind != NC_CONCAT && kind != NC_POOL && kind != NC_BN; i++) {
+  for (size_t i = 0; i < n_act && kind != NC_CONCAT && kind != NC_POOL; i++) {
     OxValue* v = n->inputs[slots[i]];
     if (!v) continue;
     if (i == 0 && kind == NC_CONV && nc_head(n) && !nc_val(p, v))
@@ -547,10 +577,9 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
     }
     ox_opt_set_output(o, n, 0, cv->blocked);
     o->took_over = n;
-  } else if (kind == NC_POOL || kind == NC_BN) {
+  } else if (kind == NC_POOL) {
     OX_TRY(nc_input(p, n->inputs[0], &in[0]));
-    OX_TRY(kind == NC_POOL ? nc_make_pool(p, n, in[0], cv->blocked)
-                           : nc_make_bn(p, n, in[0], cv->blocked));
+    OX_TRY(nc_make_pool(p, n, in[0], cv->blocked));
     ox_opt_remove(o, n);
   } else if (kind == NC_CONV || kind == NC_GAP || kind == NC_SCALE) {
     if (kind == NC_CONV) {

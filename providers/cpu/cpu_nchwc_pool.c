@@ -224,22 +224,26 @@ typedef struct AffineJob {
   float* y;
   size_t cb, hw, block;
   int path;
+  bool relu;
 } AffineJob;
 
 #if NCP_X86
 __attribute__((target("avx512f"))) static void affine16(const AffineJob* j, size_t plane) {
   const size_t off = plane * j->hw * 16, c = plane % j->cb * 16;
   const __m512 s = _mm512_loadu_ps(j->s + c), t = _mm512_loadu_ps(j->t + c);
+  const __m512 lo = _mm512_set1_ps(j->relu ? 0.0f : -INFINITY);
   for (size_t q = 0; q < j->hw; q++)
-    _mm512_storeu_ps(j->y + off + q * 16,
-                     _mm512_fmadd_ps(_mm512_loadu_ps(j->x + off + q * 16), s, t));
+    _mm512_storeu_ps(
+        j->y + off + q * 16,
+        _mm512_max_ps(lo, _mm512_fmadd_ps(_mm512_loadu_ps(j->x + off + q * 16), s, t)));
 }
 __attribute__((target("avx2,fma"))) static void affine8(const AffineJob* j, size_t plane) {
   const size_t off = plane * j->hw * 8, c = plane % j->cb * 8;
   const __m256 s = _mm256_loadu_ps(j->s + c), t = _mm256_loadu_ps(j->t + c);
+  const __m256 lo = _mm256_set1_ps(j->relu ? 0.0f : -INFINITY);
   for (size_t q = 0; q < j->hw; q++)
     _mm256_storeu_ps(j->y + off + q * 8,
-                     _mm256_fmadd_ps(_mm256_loadu_ps(j->x + off + q * 8), s, t));
+                     _mm256_max_ps(lo, _mm256_fmadd_ps(_mm256_loadu_ps(j->x + off + q * 8), s, t)));
 }
 #endif
 
@@ -258,17 +262,27 @@ static void affine_tasks(void* user, size_t begin, size_t end) {
     default: {
       const size_t b = j->block, off = plane * j->hw * b, c = plane % j->cb * b;
       for (size_t q = 0; q < j->hw; q++)
-        for (size_t l = 0; l < b; l++)
-          j->y[off + q * b + l] = fmaf(j->x[off + q * b + l], j->s[c + l], j->t[c + l]);
+        for (size_t l = 0; l < b; l++) {
+          const float v = fmaf(j->x[off + q * b + l], j->s[c + l], j->t[c + l]);
+          j->y[off + q * b + l] = j->relu && v < 0.0f ? 0.0f : v;
+        }
     }
     }
   }
 }
 
 void cpu_nchwc_affine(OnyxKernelContext* ctx, const float* x, const float* s, const float* t,
-                      float* y, size_t n, size_t cb, size_t hw, size_t block) {
-  AffineJob j = {
-      .x = x, .s = s, .t = t, .y = y, .cb = cb, .hw = hw, .block = block, .path = pool_path(block)};
+                      float* y, size_t n, size_t cb, size_t hw, size_t block, bool relu) {
+  AffineJob j = {.relu = relu,
+
+                 .x = x,
+                 .s = s,
+                 .t = t,
+                 .y = y,
+                 .cb = cb,
+                 .hw = hw,
+                 .block = block,
+                 .path = pool_path(block)};
   if (n && cb && hw)
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), n * cb, affine_tasks, &j);
 }
@@ -373,6 +387,7 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
 typedef struct BnState {
   size_t c;
   float *s, *t;
+  bool relu; /* activation "Relu": max(y, 0) */
 } BnState;
 
 static void bn_release(void* state) {
@@ -406,6 +421,11 @@ static OnyxStatus* bn_create(OnyxEp* ep, const OnyxNode* node, void* ud, void** 
     in[i] = cpu_host->tensor_data(t);
   }
   const double eps = cpu_host->node_attr_float(node, "epsilon", 1e-5f);
+  size_t alen = 0;
+  const char* act = cpu_host->node_attr_string(node, "activation", &alen);
+  const bool relu = act && alen == 4 && !memcmp(act, "Relu", 4);
+  if (act && alen && !relu)
+    return cpu_error(node, ONYX_INVALID_ARGUMENT, "activation must be \"\" or \"Relu\"");
   const size_t padded = blocks_of((size_t)c, 16) * 16;
   BnState* b = calloc(1, sizeof *b);
   if (b) {
@@ -417,6 +437,7 @@ static OnyxStatus* bn_create(OnyxEp* ep, const OnyxNode* node, void* ud, void** 
     return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   }
   b->c = (size_t)c;
+  b->relu = relu;
   for (size_t i = 0; i < b->c; i++) {
     const double s = (double)in[0][i] / sqrt((double)in[3][i] + eps);
     b->s[i] = (float)s;
@@ -440,7 +461,7 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
   OnyxStatus* st = cpu_host->ctx_output(ctx, 0, d, 5, &y);
   if (st) return st;
   cpu_nchwc_affine(ctx, cpu_host->tensor_data(x), b->s, b->t, cpu_host->tensor_mutable_data(y),
-                   (size_t)d[0], (size_t)d[1], (size_t)d[2] * (size_t)d[3], (size_t)d[4]);
+                   (size_t)d[0], (size_t)d[1], (size_t)d[2] * (size_t)d[3], (size_t)d[4], b->relu);
   return NULL;
 }
 

@@ -12,7 +12,7 @@
  * with no tap inside X gives -inf (MaxPool) or 0 (AveragePool), as the
  * NCHW kernels do. The batch normalization is y = x * s + t per channel
  * (s = scale / sqrt(var + epsilon), t = B - mean * s, folded once at
- * creation), s = t = 0 on the padded lanes. The path (scalar, AVX2,
+ * creation), s = t = 0 on the padded lanes, then an optional Relu. The path (scalar, AVX2,
  * AVX-512) is cpu_nchwc_path()'s, as for the other blocked kernels. */
 #ifndef CPU_NCHWC_POOL_H
 #define CPU_NCHWC_POOL_H
@@ -41,11 +41,11 @@ bool cpu_nchwc_pool_extent(size_t in, size_t k, size_t s, size_t d, size_t p0, s
 /* Runs the pool on ctx's thread pool (a task per output row). */
 OnyxStatus* cpu_nchwc_pool_run(OnyxKernelContext* ctx, const CpuNchwcPool* p);
 
-/* y = x * s + t per lane over [n * cb planes, hw, block]: s and t hold cb *
- * block values (the plane's block of channels at [plane % cb * block]). y
- * may be x. */
+/* y = x * s + t per lane over [n * cb planes, hw, block], then max(y, 0)
+ * with relu (NaN kept): s and t hold cb * block values (the plane's block
+ * of channels at [plane % cb * block]). y may be x. */
 void cpu_nchwc_affine(OnyxKernelContext* ctx, const float* x, const float* s, const float* t,
-                      float* y, size_t n, size_t cb, size_t hw, size_t block);
+                      float* y, size_t n, size_t cb, size_t hw, size_t block, bool relu);
 
 OnyxStatus* cpu_register_nchwc_pool(OnyxKernelRegistry* r);
 

@@ -17,7 +17,8 @@
  * chain across MaxPool, a Concat on the channel axis (an aligned input
  * first, a padded one last), a standalone BatchNormalization and an
  * AveragePool (ceil_mode, count_include_pad) becomes NchwcMaxPool, a
- * Concat of blocked tensors, NchwcBatchNormalization and
+ * Concat of blocked tensors, NchwcBatchNormalization (the Relu after it
+ * applied there) and
  * NchwcAveragePool, its output that of a reference in double and of the
  * NCHW path (the pass off); a Concat whose unaligned input is not last
  * stays NCHW and ends the chain; with authork taking an Add between the
@@ -605,12 +606,15 @@ static void test_pool_concat_bn_chain(void** state) {
     assert_int_equal(count_op(s, "NchwcBatchNormalization"), 1);
     assert_int_equal(count_op(s, "MaxPool") + count_op(s, "AveragePool"), 0);
     assert_int_equal(count_op(s, "BatchNormalization"), 0);
+    assert_int_equal(count_op(s, "Relu"), 0);          /* relu1 in pw1, relu2 in the BN */
     assert_int_equal(count_op(s, "ReorderInput"), 1);  /* X */
     assert_int_equal(count_op(s, "ReorderOutput"), 1); /* Y */
     assert_int_equal(count_op(s, "Concat"), 1);
     for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
       const OxNode* n = s->prog.graph->nodes[i];
       assert_string_equal(s->prog.eps[n->ep].name, "cpu");
+      if (!strcmp(n->op_type, "NchwcBatchNormalization"))
+        assert_string_equal(ox_node_attr_string(n, "activation", ""), "Relu");
       if (!strcmp(n->op_type, "Concat")) { /* blocked operands, 32 + 20 channels */
         assert_int_equal(n->inputs[0]->rank, 5);
         assert_int_equal(n->inputs[1]->rank, 5);

@@ -7,8 +7,8 @@
  * one and two blocks, windows that reach past the input (ceil_mode) and
  * windows that miss it (-inf / 0), NaN inputs for the maximum's order; the
  * output extents against ONNX's formula; the padded lanes (zero in X) give
- * what zeros give; the affine y = x * s + t with the padded lanes' s = t =
- * 0 writing 0, in place too; blocks 8 and 16 on each path (scalar, AVX2,
+ * what zeros give; the affine y = x * s + t (and its Relu) with the padded
+ * lanes' s = t = 0 writing 0, in place too; blocks 8 and 16 on each path (scalar, AVX2,
  * AVX-512) forced in turn, with the pool stand-in and without. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -212,20 +212,22 @@ static void affine_body(size_t b) {
       x[i] = 3.0f * uniform(); /* the padded lanes too: finite values the affine zeroes */
     for (size_t ch = 0; ch < c; ch++)
       s[ch] = 2.0f * uniform(), t[ch] = uniform();
+    const bool relu = k % 3 == 1;
     ctx_pool = k % 2 ? (OnyxThreadPool*)&host : NULL;
-    cpu_nchwc_affine((OnyxKernelContext*)&host, x, s, t, y, n, cb, hw, b);
+    cpu_nchwc_affine((OnyxKernelContext*)&host, x, s, t, y, n, cb, hw, b, relu);
     for (size_t i = 0; i < n; i++)
       for (size_t ch = 0; ch < cb * b; ch++)
         for (size_t q = 0; q < hw; q++) {
           const size_t at = ((i * cb + ch / b) * hw + q) * b + ch % b;
-          const double want = ch < c ? (double)x[at] * s[ch] + t[ch] : 0.0;
+          double want = ch < c ? (double)x[at] * s[ch] + t[ch] : 0.0;
+          if (relu && want < 0) want = 0;
           if (fabs(y[at] - want) > 1e-6 * (1 + fabs(want)))
             fail_msg("affine c %zu (of %zu): %.9g, want %.9g", ch, c, y[at], want);
         }
     float* in_place = malloc(xn * sizeof *in_place);
     assert_non_null(in_place);
     memcpy(in_place, x, xn * sizeof *x);
-    cpu_nchwc_affine((OnyxKernelContext*)&host, in_place, s, t, in_place, n, cb, hw, b);
+    cpu_nchwc_affine((OnyxKernelContext*)&host, in_place, s, t, in_place, n, cb, hw, b, relu);
     assert_memory_equal(in_place, y, xn * sizeof *y);
     checked++;
     free(in_place);

@@ -18,11 +18,13 @@
  * first, a padded one last), a standalone BatchNormalization and an
  * AveragePool (ceil_mode, count_include_pad) becomes NchwcMaxPool, a
  * Concat of blocked tensors, NchwcBatchNormalization (the Relu after it
- * applied there) and
- * NchwcAveragePool, its output that of a reference in double and of the
- * NCHW path (the pass off); a Concat whose unaligned input is not last
+ * applied there) and NchwcAveragePool, the zero Pad before it dropped;
+ * its output is that of a reference in double and of the NCHW path (the
+ * pass off); a Concat whose unaligned input is not last
  * stays NCHW and ends the chain; with authork taking an Add between the
- * MaxPool and the Concat, the Add stays there, reading NCHW. */
+ * MaxPool and the Concat, the Add stays there, reading NCHW. The blocked
+ * pool and batch normalization ops written wrong by hand fail session
+ * creation with an error naming the node. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -508,7 +510,8 @@ static void maxpool_3x3_s2(OxTestModel* m, const char* in, const char* out) {
 
 /* X -> pw1 (C0 -> 32) + Relu -> MaxPool 3x3 s2 p1 -> M; Q = pw2(M) (32 ->
  * 20); Concat(M, Q) (the aligned 32 first, the padded 20 last) ->
- * BatchNormalization -> Relu -> pw3 (52 -> C0) -> AveragePool 2x2 s1
+ * BatchNormalization -> Relu -> pw3 (52 -> C0) -> Pad (zeros) ->
+ * AveragePool 2x2 s2
  * ceil_mode count_include_pad -> Y [1, C0, 2, 2] (the window past the
  * 3-wide input counted with its pad). M, 7x6 -> 4x3. */
 static void pool_chain_model(uint8_t** bytes, size_t* len) {
@@ -523,7 +526,11 @@ static void pool_chain_model(uint8_t** bytes, size_t* len) {
   otm_attr_float(bn, "epsilon", 1e-3f);
   otm_node(m, "Relu", "relu2", "Bn", "Br");
   conv(m, "pw3", "Br,Wp3,Bp3", "P3", 1, 1);
-  OxTestNode* ap = otm_node(m, "AveragePool", "avgpool", "P3", "Y");
+  /* DenseNet's transitions: a Pad of zero pads before the AveragePool */
+  otm_initializer(m, "zpads", ONYX_ELEM_INT64, 1, (int64_t[]){8},
+                  (int64_t[]){0, 0, 0, 0, 0, 0, 0, 0});
+  otm_node(m, "Pad", "pad", "P3,zpads", "P3p");
+  OxTestNode* ap = otm_node(m, "AveragePool", "avgpool", "P3p", "Y");
   otm_attr_ints(ap, "kernel_shape", 2, (int64_t[]){2, 2});
   otm_attr_ints(ap, "strides", 2, (int64_t[]){2, 2});
   otm_attr_int(ap, "ceil_mode", 1);
@@ -606,6 +613,7 @@ static void test_pool_concat_bn_chain(void** state) {
     assert_int_equal(count_op(s, "NchwcBatchNormalization"), 1);
     assert_int_equal(count_op(s, "MaxPool") + count_op(s, "AveragePool"), 0);
     assert_int_equal(count_op(s, "BatchNormalization"), 0);
+    assert_int_equal(count_op(s, "Pad"), 0);           /* the zero Pad: its value is its input's */
     assert_int_equal(count_op(s, "Relu"), 0);          /* relu1 in pw1, relu2 in the BN */
     assert_int_equal(count_op(s, "ReorderInput"), 1);  /* X */
     assert_int_equal(count_op(s, "ReorderOutput"), 1); /* Y */
@@ -746,6 +754,71 @@ static void test_pool_chain_other_provider(void** state) {
   free(bytes);
 }
 
+/* The blocked pool and batch normalization ops written into a model by
+ * hand, wrong: session creation fails, naming the node and what is wrong. */
+static void expect_error(OxTestModel* m, const char* node, const char* what) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  assert_null(onyx_session_options_create(&o));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
+  onyx_session_options_release(o);
+  free(bytes);
+  if (!st) fail_msg("%s: the session was created", what);
+  const char* msg = onyx_status_message(st);
+  if (!strstr(msg, node) || !strstr(msg, what))
+    fail_msg("error '%s' does not name '%s' and '%s'", msg, node, what);
+  onyx_status_release(st);
+}
+
+/* X of the given shape, Y of any: the node comes next. */
+static OxTestModel* blocked_model(int x_rank, const int64_t* x_dims) {
+  OxTestModel* m = otm_new(14);
+  otm_add_opset(m, "com.onyx", 1);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, x_rank, x_dims);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  return m;
+}
+
+static void test_blocked_op_errors(void** state) {
+  (void)state;
+  static const float p9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  /* NchwcMaxPool of an NCHW tensor */
+  OxTestModel* m = blocked_model(4, (int64_t[]){1, 8, 4, 4});
+  OxTestNode* n = otm_node(m, "NchwcMaxPool", "mp", "X", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){2, 2});
+  otm_attr_ints(n, "strides", 2, (int64_t[]){1, 1});
+  otm_attr_ints(n, "pads", 4, (int64_t[]){0, 0, 0, 0});
+  otm_attr_ints(n, "dilations", 2, (int64_t[]){1, 1});
+  expect_error(m, "mp", "blocked 5-D");
+  /* a window wider than the padded input */
+  m = blocked_model(5, (int64_t[]){1, 1, 2, 2, 8});
+  n = otm_node(m, "NchwcAveragePool", "ap", "X", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){3, 3});
+  otm_attr_ints(n, "strides", 2, (int64_t[]){1, 1});
+  otm_attr_ints(n, "pads", 4, (int64_t[]){0, 0, 0, 0});
+  otm_attr_ints(n, "dilations", 2, (int64_t[]){1, 1});
+  expect_error(m, "ap", "exceeds the padded input");
+  /* 9 channels of parameters against one block of 8 */
+  for (int bad_act = 0; bad_act < 2; bad_act++) {
+    m = blocked_model(5, (int64_t[]){1, 1, 2, 2, 8});
+    const int64_t c = bad_act ? 8 : 9;
+    otm_initializer(m, "s", ONYX_ELEM_FLOAT32, 1, &c, p9);
+    otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, &c, p9);
+    otm_initializer(m, "mu", ONYX_ELEM_FLOAT32, 1, &c, p9);
+    otm_initializer(m, "v", ONYX_ELEM_FLOAT32, 1, &c, p9);
+    n = otm_node(m, "NchwcBatchNormalization", "bn", "X,s,b,mu,v", "Y");
+    otm_node_domain(n, "com.onyx");
+    if (bad_act) otm_attr_string(n, "activation", "Tanh");
+    expect_error(m, "bn", bad_act ? "activation" : "do not fit");
+  }
+}
+
 int main(void) {
   init_weights();
   const struct CMUnitTest tests[] = {
@@ -757,6 +830,7 @@ int main(void) {
       cmocka_unit_test(test_pool_concat_bn_chain),
       cmocka_unit_test(test_concat_unaligned),
       cmocka_unit_test(test_pool_chain_other_provider),
+      cmocka_unit_test(test_blocked_op_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

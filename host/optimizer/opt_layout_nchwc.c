@@ -18,10 +18,24 @@
  *     [N, C, 1, 1] (a squeeze-and-excitation gate): the same nodes, reading
  *     and writing blocked tensors (element-wise ops do not care about the
  *     layout, and the gate broadcasts over H and W of the blocked shape as
- *     over NCHW's). Each maps a finite value to a finite one, so the padded
- *     lanes past C (zero after a ReorderInput, and what convs of zero
- *     weights and bias make of them) stay finite and never reach a real
- *     channel: the convs sum over the real input channels only.
+ *     over NCHW's);
+ *   - 2-D MaxPool (no Indices, every window reaching X) / AveragePool of a
+ *     chain value, auto_pad NOTSET or VALID: com.onyx NchwcMaxPool /
+ *     NchwcAveragePool;
+ *   - inference BatchNormalization of a chain value, constant parameters:
+ *     com.onyx NchwcBatchNormalization, with the Relu that alone reads its
+ *     output applied there (DenseNet's BN -> ReLU -> Conv);
+ *   - Concat on axis 1, at least one input a chain value, every input's
+ *     channels known and all but the last a multiple of the block: the
+ *     same node on the blocked tensors (they concatenate along the block
+ *     axis, the last one's padded lanes staying at the end);
+ *   - a Pad of all-zero pads of a chain value: removed, its value the
+ *     input's.
+ * Each maps a finite value to a finite one, so the padded lanes past C
+ * (zero after a ReorderInput, and what convs of zero weights and bias make
+ * of them) stay finite and never reach a real channel: the convs sum over
+ * the real input channels only, a Concat appends after whole blocks only,
+ * and NchwcBatchNormalization writes 0 there.
  * A value entering the chain from elsewhere gets one com.onyx ReorderInput;
  * a chain value read outside the chain (or a graph output) gets one
  * com.onyx ReorderOutput, which writes the original value. Chains (sets of

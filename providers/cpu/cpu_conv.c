@@ -1033,7 +1033,8 @@ OnyxStatus* cpu_register_conv(OnyxKernelRegistry* r) {
     OnyxStatus* st = cpu_host->register_kernel(r, d);
     if (st) return st;
   }
-  /* the blocked-layout convs the layout pass rewrites Conv chains into */
+  /* the blocked-layout convs, pools and batch normalization the layout
+   * pass rewrites Conv chains into */
   OnyxStatus* st = cpu_register_nchwc(r);
   return st ? st : cpu_register_nchwc_pool(r);
 }

@@ -27,8 +27,24 @@
  *                                  the mean over H and W of every lane
  *   NchwcScale(X [N, Cb, H, W, b], S [N, Cb, 1, 1, b]) -> Y   X * S, each
  *                                  pixel's channels times the image's
- *                                  (a squeeze-and-excitation gate) */
+ *                                  (a squeeze-and-excitation gate)
+ *   NchwcMaxPool(X [N, Cb, H, W, b]) -> Y [N, Cb, oh, ow, b]
+ *   NchwcAveragePool(X) -> Y       MaxPool / AveragePool of every lane
+ *                                  over a 2-D window: attributes
+ *                                  kernel_shape, strides, pads (4),
+ *                                  dilations (all explicit: the pass writes
+ *                                  them), ceil_mode, and AveragePool's
+ *                                  count_include_pad; ONNX's output extents
+ *                                  (auto_pad resolved, no Indices)
+ *   NchwcBatchNormalization(X [N, Cb, H, W, b], scale, B, mean, var) -> Y
+ *                                  inference BatchNormalization of the
+ *                                  blocked X (parameters [C], C within X's
+ *                                  last block; attribute epsilon), then
+ *                                  attribute activation ("" or "Relu",
+ *                                  a Relu reading only the BN's output);
+ *                                  the padded lanes are written 0 */
 #include <math.h>
+#include <string.h>
 #include "infer_util.h"
 #include "schema_internal.h"
 
@@ -216,6 +232,93 @@ static OnyxStatus* ox_infer_nchwc_scale(OxNode* n) {
   return ox_out_set(n, 0, ox_in_type(n, 0), x.rank == 5 ? &x : NULL);
 }
 
+static const OxAttrSpec a_pool[] = {
+    {.name = "kernel_shape", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "strides", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "pads", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "dilations", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "ceil_mode", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
+    {.name = "count_include_pad", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
+};
+static const OxAttrSpec a_bn[] = {
+    {.name = "epsilon", .type = ONYX_ATTR_FLOAT, .has_default = true, .def_f = 1e-5f},
+    {.name = "activation", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = ""}};
+static const OxFormal f_bn_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"scale", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"B", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"mean", "T", ONYX_PARAM_SINGLE, 1},
+                                   {"var", "T", ONYX_PARAM_SINGLE, 1}};
+
+/* X blocked 5-D, its block 8 or 16 where known. */
+static OnyxStatus* nchwc_blocked_x(const OxNode* n, OxDims* x) {
+  ox_in_dims(n, 0, x);
+  if (x->rank >= 0 && x->rank != 5)
+    return ox_node_err(n, "X must be blocked 5-D [N, C/block, H, W, block], not %d-D",
+                       (int)x->rank);
+  if (x->rank == 5 && x->d[4] >= 0 && x->d[4] != 8 && x->d[4] != 16)
+    return ox_node_err(n, "X's block (last dim) must be 8 or 16, not %lld", (long long)x->d[4]);
+  return NULL;
+}
+
+/* One pooled extent: nchwc_extent's, rounded up with ceil_mode (a last
+ * window starting past the input and its leading pad dropped). */
+static OnyxStatus* nchwc_pool_extent(const OxNode* n, int64_t in, int64_t k, int64_t s, int64_t d,
+                                     int64_t p0, int64_t p1, bool ceil_mode, int64_t* out) {
+  OX_TRY(nchwc_extent(n, in, k, s, d, p0, p1, out));
+  int64_t span, padded, last;
+  if (in < 0 || !ceil_mode || !ox_dilated_extent(k, d, &span) || !ox_add3_i64(in, p0, p1, &padded))
+    return NULL; /* nchwc_extent checked the arithmetic */
+  if ((padded - span) % s == 0) return NULL;
+  /* rounded up: one more window, unless it would start past the input and
+   * its leading pad */
+  if (ox_mul_i64(*out, s, &last) && last < in + p0) ++*out;
+  return NULL;
+}
+
+static OnyxStatus* ox_infer_nchwc_pool(OxNode* n) {
+  const int64_t *k, *s, *p, *d;
+  OX_TRY(nchwc_ints(n, "kernel_shape", 2, 1, &k));
+  OX_TRY(nchwc_ints(n, "strides", 2, 1, &s));
+  OX_TRY(nchwc_ints(n, "pads", 4, 0, &p));
+  OX_TRY(nchwc_ints(n, "dilations", 2, 1, &d));
+  const bool ceil_mode = ox_attr_i(n, "ceil_mode", 0) != 0;
+  OxDims x;
+  OX_TRY(nchwc_blocked_x(n, &x));
+  if (x.rank < 0) return ox_out_set(n, 0, ox_in_type(n, 0), NULL);
+  OxDims y = x;
+  OX_TRY(nchwc_pool_extent(n, x.d[2], k[0], s[0], d[0], p[0], p[2], ceil_mode, &y.d[2]));
+  OX_TRY(nchwc_pool_extent(n, x.d[3], k[1], s[1], d[1], p[1], p[3], ceil_mode, &y.d[3]));
+  return ox_out_set(n, 0, ox_in_type(n, 0), &y);
+}
+
+static OnyxStatus* ox_infer_nchwc_bn(OxNode* n) {
+  const char* act = ox_attr_s(n, "activation", "");
+  if (*act && strcmp(act, "Relu"))
+    return ox_node_err(n, "attribute 'activation' must be \"\" or \"Relu\", not \"%s\"", act);
+  OxDims x;
+  OX_TRY(nchwc_blocked_x(n, &x));
+  static const char* const names[] = {"scale", "B", "mean", "var"};
+  int64_t c = ONYX_DIM_UNKNOWN;
+  for (size_t i = 1; i < 5; i++) {
+    OxDims v;
+    ox_in_dims(n, i, &v);
+    if (v.rank >= 0 && v.rank != 1)
+      return ox_node_err(n, "%s must be 1-D [C], not %d-D", names[i - 1], (int)v.rank);
+    if (v.rank == 1 && v.d[0] >= 0) {
+      if (c >= 0 && v.d[0] != c)
+        return ox_node_err(n, "%s holds %lld values, scale %lld", names[i - 1], (long long)v.d[0],
+                           (long long)c);
+      c = v.d[0];
+    }
+  }
+  int64_t have;
+  if (c >= 0 && x.rank == 5 && x.d[1] >= 0 && x.d[4] >= 0 &&
+      (!ox_mul_i64(x.d[1], x.d[4], &have) || c > have || c <= have - x.d[4]))
+    return ox_node_err(n, "the %lld channels of scale do not fit X's %lld blocks of %lld",
+                       (long long)c, (long long)x.d[1], (long long)x.d[4]);
+  return ox_out_set(n, 0, ox_in_type(n, 0), x.rank == 5 ? &x : NULL);
+}
+
 static const OxFormal f_scale_in[] = {{"X", "T", ONYX_PARAM_SINGLE, 1},
                                       {"S", "T", ONYX_PARAM_SINGLE, 1}};
 
@@ -230,6 +333,12 @@ static const OxSchema ox_nchwc_rows[] = {
      NULL, NULL, true},
     {CONTRIB, "NchwcScale", 1, L(f_scale_in), L(f_y), L(t_f32), NULL, 0, ox_infer_nchwc_scale, NULL,
      NULL, true},
+    {CONTRIB, "NchwcMaxPool", 1, L(f_x), L(f_y), L(t_f32), L(a_pool), ox_infer_nchwc_pool, NULL,
+     NULL, true},
+    {CONTRIB, "NchwcAveragePool", 1, L(f_x), L(f_y), L(t_f32), L(a_pool), ox_infer_nchwc_pool, NULL,
+     NULL, true},
+    {CONTRIB, "NchwcBatchNormalization", 1, L(f_bn_in), L(f_y), L(t_f32), L(a_bn),
+     ox_infer_nchwc_bn, NULL, NULL, true},
 };
 
 const OxSchemaFamily ox_family_nchwc = {"nchwc", L(ox_nchwc_rows), NULL, 0};

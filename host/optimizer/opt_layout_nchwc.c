@@ -18,10 +18,24 @@
  *     [N, C, 1, 1] (a squeeze-and-excitation gate): the same nodes, reading
  *     and writing blocked tensors (element-wise ops do not care about the
  *     layout, and the gate broadcasts over H and W of the blocked shape as
- *     over NCHW's). Each maps a finite value to a finite one, so the padded
- *     lanes past C (zero after a ReorderInput, and what convs of zero
- *     weights and bias make of them) stay finite and never reach a real
- *     channel: the convs sum over the real input channels only.
+ *     over NCHW's);
+ *   - 2-D MaxPool (no Indices, every window reaching X) / AveragePool of a
+ *     chain value, auto_pad NOTSET or VALID: com.onyx NchwcMaxPool /
+ *     NchwcAveragePool;
+ *   - inference BatchNormalization of a chain value, constant parameters:
+ *     com.onyx NchwcBatchNormalization, with the Relu that alone reads its
+ *     output applied there (DenseNet's BN -> ReLU -> Conv);
+ *   - Concat on axis 1, at least one input a chain value, every input's
+ *     channels known and all but the last a multiple of the block: the
+ *     same node on the blocked tensors (they concatenate along the block
+ *     axis, the last one's padded lanes staying at the end);
+ *   - a Pad of all-zero pads of a chain value: removed, its value the
+ *     input's.
+ * Each maps a finite value to a finite one, so the padded lanes past C
+ * (zero after a ReorderInput, and what convs of zero weights and bias make
+ * of them) stay finite and never reach a real channel: the convs sum over
+ * the real input channels only, a Concat appends after whole blocks only,
+ * and NchwcBatchNormalization writes 0 there.
  * A value entering the chain from elsewhere gets one com.onyx ReorderInput;
  * a chain value read outside the chain (or a graph output) gets one
  * com.onyx ReorderOutput, which writes the original value. Chains (sets of
@@ -34,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "opt_internal.h"
+#include "ox_checked.h"
 
 /* The block the CPU provider's vector kernels take on this machine (16:
  * AVX-512, 8: AVX2 + FMA, 0: neither: the pass does nothing), capped by
@@ -55,7 +70,18 @@ static int nc_block(void) {
   return b;
 }
 
-typedef enum { NC_NONE, NC_CONV, NC_GAP, NC_UNARY, NC_BINARY, NC_SCALE } NcKind;
+typedef enum {
+  NC_NONE,
+  NC_CONV,
+  NC_GAP,
+  NC_UNARY,
+  NC_BINARY,
+  NC_SCALE,
+  NC_POOL,    /* MaxPool / AveragePool: NchwcMaxPool / NchwcAveragePool */
+  NC_BN,      /* BatchNormalization: NchwcBatchNormalization */
+  NC_CONCAT,  /* Concat on the channel axis: the same node on the blocked tensors */
+  NC_IDENTITY /* a Pad of all-zero pads: removed, its value the input's */
+} NcKind;
 
 /* A chain value: its blocked counterpart (once made), its channels, and
  * whether it is read outside the chain (or is a graph output). */
@@ -188,6 +214,83 @@ static bool nc_binary_shapes(const OxValue* a, const OxValue* b) {
   return same || gate;
 }
 
+/* A 2-D MaxPool (no Indices) / AveragePool the blocked kernel takes:
+ * auto_pad NOTSET or VALID, every window of a MaxPool holding a tap inside
+ * X (pads below the kernel with dilation 1, or no pads), so that no lane,
+ * padded or real, gets -inf where the NCHW pool would not. */
+static bool nc_pool_ok(const OxOpt* o, const OxNode* n) {
+  const bool max = ox_opt_is(n, "MaxPool");
+  if (!max && !ox_opt_is(n, "AveragePool")) return false;
+  if (n->n_inputs != 1 || n->n_outputs != 1 || !nc_f32(n->inputs[0]) || n->inputs[0]->rank != 4)
+    return false;
+  const char* pad = ox_node_attr_string(n, "auto_pad", "NOTSET");
+  if (strcmp(pad, "NOTSET") && strcmp(pad, "VALID")) return false;
+  int64_t k[2], s[2], p[4], d[2];
+  if (!nc_window(n, "kernel_shape", 2, 0, k) || !nc_window(n, "strides", 2, 1, s) ||
+      !nc_window(n, "pads", 4, 0, p) || !nc_window(n, "dilations", 2, 1, d))
+    return false;
+  if (!strcmp(pad, "VALID")) memset(p, 0, sizeof p);
+  for (int i = 0; i < 2; i++)
+    if (k[i] < 1 || k[i] > INT32_MAX || s[i] < 1 || s[i] > INT32_MAX || d[i] < 1 ||
+        d[i] > INT32_MAX)
+      return false;
+  for (int i = 0; i < 4; i++) {
+    if (p[i] < 0 || p[i] > INT32_MAX) return false;
+    if (max && p[i] && (d[i % 2] != 1 || p[i] >= k[i % 2])) return false;
+  }
+  return nc_on_cpu(o, n, max ? "NchwcMaxPool" : "NchwcAveragePool");
+}
+
+/* Inference BatchNormalization of chain value x (c channels) with
+ * constant float32 [c] parameters. */
+static bool nc_bn_ok(const OxOpt* o, const OxNode* n, int64_t c) {
+  if (!ox_opt_is(n, "BatchNormalization") || n->n_inputs != 5 || n->n_outputs != 1 ||
+      !nc_f32(n->inputs[0]) || n->inputs[0]->rank != 4 ||
+      ox_node_attr_int(n, "training_mode", 0) != 0)
+    return false;
+  for (size_t i = 1; i < 5; i++) {
+    const OxValue* v = n->inputs[i];
+    if (!nc_f32(v) || !v->constant || v->rank != 1 || v->dims[0] != c) return false;
+  }
+  return nc_on_cpu(o, n, "NchwcBatchNormalization");
+}
+
+/* A Concat on axis 1 of 4-D float32 values, one of them a chain value,
+ * each one's channels known, all but the last a multiple of the block: the
+ * blocked tensors concatenate along their block axis (the last one's
+ * padded lanes stay at the end). Its channels in *c. */
+static bool nc_concat_ok(const NcPass* p, const OxNode* n, int64_t* c) {
+  if (!ox_opt_is(n, "Concat") || n->n_inputs < 1 || n->n_outputs != 1 ||
+      ox_node_attr_int(n, "axis", 0) != 1 || n->outputs[0]->rank != 4)
+    return false;
+  bool chain = false;
+  int64_t sum = 0;
+  for (size_t i = 0; i < n->n_inputs; i++) {
+    const OxValue* v = n->inputs[i];
+    if (!nc_f32(v) || v->rank != 4) return false;
+    const NcVal* cv = nc_val(p, v);
+    const int64_t ci = cv ? cv->c : v->dims[1];
+    if (ci < 1 || (i + 1 < n->n_inputs && ci % p->block) || !ox_add_i64(sum, ci, &sum))
+      return false;
+    chain |= cv != NULL;
+  }
+  *c = sum;
+  return chain && nc_on_cpu(p->o, n, NULL);
+}
+
+/* A Pad whose pads are all zero (any mode): its output is its input. */
+static bool nc_zero_pad(const OxOpt* o, const OxNode* n) {
+  if (!ox_opt_is(n, "Pad") || n->n_inputs < 2 || n->n_outputs != 1 || !n->inputs[1]) return false;
+  int64_t* pads = NULL;
+  size_t count = 0;
+  if (!ox_opt_const_ints(n->inputs[1], &pads, &count)) return false;
+  bool zero = true;
+  for (size_t i = 0; i < count; i++)
+    zero &= pads[i] == 0;
+  free(pads);
+  return zero && nc_on_cpu(o, n, NULL);
+}
+
 /* Marks the chain nodes (graph order: producers first) and links them. */
 static OnyxStatus* nc_mark(NcPass* p) {
   OxGraph* g = p->o->g;
@@ -220,6 +323,16 @@ static OnyxStatus* nc_mark(NcPass* p) {
           nc_on_cpu(p->o, n, "NchwcScale"))
         k = NC_SCALE;
       c = in0 ? in0->c : in1 ? in1->c : 0;
+      if (k == NC_NONE) {
+        if (in0 && nc_pool_ok(p->o, n))
+          k = NC_POOL;
+        else if (in0 && nc_bn_ok(p->o, n, in0->c))
+          k = NC_BN;
+        else if (in0 && nc_zero_pad(p->o, n))
+          k = NC_IDENTITY;
+        else if (nc_concat_ok(p, n, &c))
+          k = NC_CONCAT;
+      }
     }
     p->kind[i] = k;
     if (k == NC_NONE) continue;
@@ -327,6 +440,81 @@ static OxNode* nc_residual(NcPass* p, const OxNode* conv) {
   return same && other != y && (!ov || ov->blocked) ? add : NULL;
 }
 
+/* The ReorderOutput of chain value cv, writing y, where y is read outside
+ * the chain. */
+static OnyxStatus* nc_reorder_output(NcPass* p, const NcVal* cv, OxValue* y) {
+  if (cv->outside) {
+    OxNode* r = NULL;
+    OX_TRY(ox_opt_add_node(p->o, "ReorderOutput", "ReorderOutput", OX_CONTRIB_DOMAIN,
+                           (OxValue**)&cv->blocked, 1, &y, 1, &r));
+    OX_TRY(ox_opt_attr_int(r, "channels", cv->c));
+    p->o->stats->nchwc_reorders++;
+  }
+  return ox_opt_note_origins(p->o);
+}
+
+/* NchwcMaxPool / NchwcAveragePool(x) in place of pool n, writing y: the
+ * window attributes explicit (auto_pad VALID as zero pads). */
+static OnyxStatus* nc_make_pool(NcPass* p, OxNode* n, OxValue* x, OxValue* y) {
+  const bool max = ox_opt_is(n, "MaxPool");
+  int64_t k[2], s[2], pads[4], d[2];
+  nc_window(n, "kernel_shape", 2, 0, k);
+  nc_window(n, "strides", 2, 1, s);
+  nc_window(n, "pads", 4, 0, pads);
+  nc_window(n, "dilations", 2, 1, d);
+  if (!strcmp(ox_node_attr_string(n, "auto_pad", "NOTSET"), "VALID")) memset(pads, 0, sizeof pads);
+  OxNode* np = NULL;
+  OX_TRY(ox_opt_add_node(p->o, n->name, max ? "NchwcMaxPool" : "NchwcAveragePool",
+                         OX_CONTRIB_DOMAIN, &x, 1, &y, 1, &np));
+  OX_TRY(nc_attr_ints(np, "kernel_shape", k, 2));
+  OX_TRY(nc_attr_ints(np, "strides", s, 2));
+  OX_TRY(nc_attr_ints(np, "pads", pads, 4));
+  OX_TRY(nc_attr_ints(np, "dilations", d, 2));
+  OX_TRY(ox_opt_attr_int(np, "ceil_mode", ox_node_attr_int(n, "ceil_mode", 0) != 0));
+  if (!max)
+    OX_TRY(
+        ox_opt_attr_int(np, "count_include_pad", ox_node_attr_int(n, "count_include_pad", 0) != 0));
+  return NULL;
+}
+
+/* The Relu of the chain that alone reads BN n's output (DenseNet's
+ * BN -> ReLU -> Conv), or NULL: NchwcBatchNormalization then applies it
+ * and writes the Relu's value. */
+static OxNode* nc_bn_relu(const NcPass* p, const OxNode* bn) {
+  const OxValue* y = bn->outputs[0];
+  if (y->n_consumers != 1 || ox_opt_pinned(p->o, y)) return NULL;
+  OxNode* r = y->consumers[0];
+  if (!ox_opt_is(r, "Relu") || r->n_inputs != 1) return NULL;
+  const NcVal* rv = nc_val(p, r->outputs[0]);
+  return rv && rv->kind == NC_UNARY ? r : NULL;
+}
+
+/* NchwcBatchNormalization(x, scale, B, mean, var) in place of BN n, with
+ * the Relu nc_bn_relu finds applied (its value absorbed): writes the BN's
+ * blocked value, or the Relu's. */
+static OnyxStatus* nc_bn(NcPass* p, OxNode* n, NcVal* cv) {
+  OxValue* x = NULL;
+  OX_TRY(nc_input(p, n->inputs[0], &x));
+  OxNode* relu = nc_bn_relu(p, n);
+  NcVal* out = relu ? nc_val(p, relu->outputs[0]) : cv;
+  char* name = NULL;
+  OX_TRY(ox_opt_fresh_name(p->o, (relu ? relu : n)->outputs[0]->name, &name));
+  OnyxStatus* st = ox_graph_value(p->o->g, name, &out->blocked);
+  free(name);
+  OX_TRY(st);
+  out->absorbed = relu != NULL;
+  OxValue* ins[5] = {x, n->inputs[1], n->inputs[2], n->inputs[3], n->inputs[4]};
+  OxNode* nb = NULL;
+  OX_TRY(ox_opt_add_node(p->o, n->name, "NchwcBatchNormalization", OX_CONTRIB_DOMAIN, ins, 5,
+                         &out->blocked, 1, &nb));
+  if (relu) OX_TRY(ox_opt_attr_string(nb, "activation", "Relu"));
+  OX_TRY(ox_opt_attr_float(nb, "epsilon", ox_node_attr_float(n, "epsilon", 1e-5f)));
+  OxValue* y = n->outputs[0];
+  ox_opt_remove(p->o, n);
+  /* with the Relu absorbed, the BN's value is read only by it: not outside */
+  return nc_reorder_output(p, cv, y);
+}
+
 /* Rewrites chain node n (its chain kept): blocked inputs, a blocked output,
  * and a ReorderOutput where the original output is read outside. */
 static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
@@ -345,6 +533,12 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
       o->stats->nchwc_reorders++;
     }
     return ox_opt_note_origins(o);
+  }
+  if (kind == NC_BN) return nc_bn(p, n, cv);
+  if (kind == NC_IDENTITY) { /* a zero Pad: its value is its input's */
+    OX_TRY(nc_input(p, n->inputs[0], &cv->blocked));
+    ox_opt_remove(o, n);
+    return nc_reorder_output(p, cv, y);
   }
   OxNode* add = kind == NC_CONV ? nc_residual(p, n) : NULL;
   if (add) { /* the conv writes the sum: the Add's value, Z its other operand */
@@ -380,7 +574,7 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
       kind == NC_BINARY || kind == NC_SCALE || (kind == NC_CONV && n->n_inputs > 3) ? 2 : 1;
   if (kind == NC_SCALE && n->inputs[0]->dims[2] == 1 && n->inputs[0]->dims[3] == 1)
     slots[0] = 1, slots[1] = 0; /* X, the image, first; S, the gate, second */
-  for (size_t i = 0; i < n_act; i++) {
+  for (size_t i = 0; i < n_act && kind != NC_CONCAT && kind != NC_POOL; i++) {
     OxValue* v = n->inputs[slots[i]];
     if (!v) continue;
     if (i == 0 && kind == NC_CONV && nc_head(n) && !nc_val(p, v))
@@ -389,7 +583,19 @@ static OnyxStatus* nc_rewrite(NcPass* p, OxNode* n, NcKind kind) {
       OX_TRY(nc_input(p, v, &in[i]));
   }
   const bool outside = cv->outside;
-  if (kind == NC_CONV || kind == NC_GAP || kind == NC_SCALE) {
+  if (kind == NC_CONCAT) { /* every input blocked, the same node on axis 1 */
+    for (size_t i = 0; i < n->n_inputs; i++) {
+      OxValue* b = NULL;
+      OX_TRY(nc_input(p, n->inputs[i], &b));
+      OX_TRY(ox_opt_set_input(n, i, b));
+    }
+    ox_opt_set_output(o, n, 0, cv->blocked);
+    o->took_over = n;
+  } else if (kind == NC_POOL) {
+    OX_TRY(nc_input(p, n->inputs[0], &in[0]));
+    OX_TRY(nc_make_pool(p, n, in[0], cv->blocked));
+    ox_opt_remove(o, n);
+  } else if (kind == NC_CONV || kind == NC_GAP || kind == NC_SCALE) {
     if (kind == NC_CONV) {
       st = nc_make_conv(p, n, in[0], in[1], cv->blocked);
     } else if (kind == NC_SCALE) {

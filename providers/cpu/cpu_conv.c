@@ -9,6 +9,7 @@
 #include "cpu_conv_direct.h"
 #include "cpu_grad_conv_direct.h"
 #include "cpu_nchwc.h"
+#include "cpu_nchwc_pool.h"
 #include "cpu_nn_common.h"
 #include "cpu_types.h"
 #include "cpu_winograd.h"
@@ -1032,6 +1033,8 @@ OnyxStatus* cpu_register_conv(OnyxKernelRegistry* r) {
     OnyxStatus* st = cpu_host->register_kernel(r, d);
     if (st) return st;
   }
-  /* the blocked-layout convs the layout pass rewrites Conv chains into */
-  return cpu_register_nchwc(r);
+  /* the blocked-layout convs, pools and batch normalization the layout
+   * pass rewrites Conv chains into */
+  OnyxStatus* st = cpu_register_nchwc(r);
+  return st ? st : cpu_register_nchwc_pool(r);
 }

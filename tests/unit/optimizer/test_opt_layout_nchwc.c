@@ -13,7 +13,18 @@
  * under ONYX_OPT_DISABLE=layout_nchwc, and with the test provider
  * "authork" (tests/providers/author) placed first the residual Add stays
  * on that provider, reading an NCHW value: the chain is split at the
- * provider's node, never moved. */
+ * provider's node, never moved. Pools, Concat and BatchNormalization: a
+ * chain across MaxPool, a Concat on the channel axis (an aligned input
+ * first, a padded one last), a standalone BatchNormalization and an
+ * AveragePool (ceil_mode, count_include_pad) becomes NchwcMaxPool, a
+ * Concat of blocked tensors, NchwcBatchNormalization (the Relu after it
+ * applied there) and NchwcAveragePool, the zero Pad before it dropped;
+ * its output is that of a reference in double and of the NCHW path (the
+ * pass off); a Concat whose unaligned input is not last
+ * stays NCHW and ends the chain; with authork taking an Add between the
+ * MaxPool and the Concat, the Add stays there, reading NCHW. The blocked
+ * pool and batch normalization ops written wrong by hand fail session
+ * creation with an error naming the node. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -448,6 +459,366 @@ static void test_other_provider(void** state) {
   unsetenv("ONYX_OPT_NCHWC_BLOCK");
 }
 
+/* --- pools, Concat and BatchNormalization inside a chain --------------------------------- */
+
+enum { CM = 32, CQ = 20, CT = CM + CQ, MH = 4, MW = 3, AH = 2, AW = 2 };
+
+static void same_outputs(const float* got, const float* want, size_t count, const char* what) {
+  for (size_t i = 0; i < count; i++)
+    if (fabs(got[i] - want[i]) > 1e-4 * (1 + fabs(want[i])))
+      fail_msg("%s: [%zu] = %.9g, the NCHW path's %.9g", what, i, got[i], want[i]);
+}
+
+static float wp1[CM * C0], bp1[CM], wq[CQ * CM], bq[CQ], wp3[C0 * CT], bp3[C0], bn_s[CT], bn_b[CT],
+    bn_m[CT], bn_v[CT];
+
+static void init_pool_weights(void) {
+  fill(wp1, CM * C0, 61, 0.4f);
+  fill(bp1, CM, 63, 0.3f);
+  fill(wq, CQ * CM, 65, 0.3f);
+  fill(bq, CQ, 67, 0.3f);
+  fill(wp3, C0 * CT, 69, 0.3f);
+  fill(bp3, C0, 71, 0.2f);
+  fill(bn_s, CT, 73, 1.0f);
+  fill(bn_b, CT, 75, 0.5f);
+  fill(bn_m, CT, 77, 0.5f);
+  fill(bn_v, CT, 79, 0.5f);
+  for (size_t i = 0; i < CT; i++)
+    bn_v[i] += 0.6f; /* positive variances */
+}
+
+static void pool_initializers(OxTestModel* m) {
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, H, W});
+  otm_initializer(m, "Wp1", ONYX_ELEM_FLOAT32, 4, (int64_t[]){CM, C0, 1, 1}, wp1);
+  otm_initializer(m, "Bp1", ONYX_ELEM_FLOAT32, 1, (int64_t[]){CM}, bp1);
+  otm_initializer(m, "Wq", ONYX_ELEM_FLOAT32, 4, (int64_t[]){CQ, CM, 1, 1}, wq);
+  otm_initializer(m, "Bq", ONYX_ELEM_FLOAT32, 1, (int64_t[]){CQ}, bq);
+  otm_initializer(m, "Wp3", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C0, CT, 1, 1}, wp3);
+  otm_initializer(m, "Bp3", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C0}, bp3);
+  otm_initializer(m, "bn_s", ONYX_ELEM_FLOAT32, 1, (int64_t[]){CT}, bn_s);
+  otm_initializer(m, "bn_b", ONYX_ELEM_FLOAT32, 1, (int64_t[]){CT}, bn_b);
+  otm_initializer(m, "bn_m", ONYX_ELEM_FLOAT32, 1, (int64_t[]){CT}, bn_m);
+  otm_initializer(m, "bn_v", ONYX_ELEM_FLOAT32, 1, (int64_t[]){CT}, bn_v);
+}
+
+static void maxpool_3x3_s2(OxTestModel* m, const char* in, const char* out) {
+  OxTestNode* n = otm_node(m, "MaxPool", "maxpool", in, out);
+  otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){3, 3});
+  otm_attr_ints(n, "strides", 2, (int64_t[]){2, 2});
+  otm_attr_ints(n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+}
+
+/* X -> pw1 (C0 -> 32) + Relu -> MaxPool 3x3 s2 p1 -> M; Q = pw2(M) (32 ->
+ * 20); Concat(M, Q) (the aligned 32 first, the padded 20 last) ->
+ * BatchNormalization -> Relu -> pw3 (52 -> C0) -> Pad (zeros) ->
+ * AveragePool 2x2 s2
+ * ceil_mode count_include_pad -> Y [1, C0, 2, 2] (the window past the
+ * 3-wide input counted with its pad). M, 7x6 -> 4x3. */
+static void pool_chain_model(uint8_t** bytes, size_t* len) {
+  OxTestModel* m = otm_new(14);
+  pool_initializers(m);
+  conv(m, "pw1", "X,Wp1,Bp1", "P1", 1, 1);
+  otm_node(m, "Relu", "relu1", "P1", "R1");
+  maxpool_3x3_s2(m, "R1", "M");
+  conv(m, "pw2", "M,Wq,Bq", "Q", 1, 1);
+  otm_attr_int(otm_node(m, "Concat", "cat", "M,Q", "Cat"), "axis", 1);
+  OxTestNode* bn = otm_node(m, "BatchNormalization", "bn", "Cat,bn_s,bn_b,bn_m,bn_v", "Bn");
+  otm_attr_float(bn, "epsilon", 1e-3f);
+  otm_node(m, "Relu", "relu2", "Bn", "Br");
+  conv(m, "pw3", "Br,Wp3,Bp3", "P3", 1, 1);
+  /* DenseNet's transitions: a Pad of zero pads before the AveragePool */
+  otm_initializer(m, "zpads", ONYX_ELEM_INT64, 1, (int64_t[]){8},
+                  (int64_t[]){0, 0, 0, 0, 0, 0, 0, 0});
+  otm_node(m, "Pad", "pad", "P3,zpads", "P3p");
+  OxTestNode* ap = otm_node(m, "AveragePool", "avgpool", "P3p", "Y");
+  otm_attr_ints(ap, "kernel_shape", 2, (int64_t[]){2, 2});
+  otm_attr_ints(ap, "strides", 2, (int64_t[]){2, 2});
+  otm_attr_int(ap, "ceil_mode", 1);
+  otm_attr_int(ap, "count_include_pad", 1);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, AH, AW});
+  otm_serialize(m, bytes, len);
+  otm_free(m);
+}
+
+/* The model above in double: every op written out. */
+static void pool_chain_ref(const float* xf, double* y) {
+  static double x[C0 * H * W], r1[CM * H * W], cat[CT * MH * MW], p3[C0 * MH * MW];
+  for (size_t i = 0; i < C0 * H * W; i++)
+    x[i] = xf[i];
+  conv_ref(x, C0, H, W, wp1, bp1, CM, 1, 0, 1, r1);
+  for (size_t i = 0; i < CM * H * W; i++)
+    r1[i] = r1[i] < 0 ? 0 : r1[i];
+  for (size_t c = 0; c < CM; c++) /* MaxPool 3x3, stride 2, pads 1 into cat[0..32) */
+    for (size_t i = 0; i < MH; i++)
+      for (size_t j = 0; j < MW; j++) {
+        double best = -INFINITY;
+        for (long u = -1; u <= 1; u++)
+          for (long v = -1; v <= 1; v++) {
+            const long ii = (long)(2 * i) + u, jj = (long)(2 * j) + v;
+            if (ii < 0 || jj < 0 || ii >= H || jj >= W) continue;
+            const double t = r1[(c * H + (size_t)ii) * W + (size_t)jj];
+            best = t > best ? t : best;
+          }
+        cat[(c * MH + i) * MW + j] = best;
+      }
+  conv_ref(cat, CM, MH, MW, wq, bq, CQ, 1, 0, 1, cat + CM * MH * MW); /* Q after M */
+  for (size_t c = 0; c < CT; c++)
+    for (size_t q = 0; q < MH * MW; q++) {
+      double* v = &cat[c * MH * MW + q];
+      *v = (*v - bn_m[c]) / sqrt((double)bn_v[c] + 1e-3) * bn_s[c] + bn_b[c];
+      *v = *v < 0 ? 0 : *v;
+    }
+  conv_ref(cat, CT, MH, MW, wp3, bp3, C0, 1, 0, 1, p3);
+  /* AveragePool 2x2 stride 2, ceil_mode: rows 0-1, 2-3; columns 0-1 and
+   * 2-3, column 3 past the 3-wide input: count_include_pad counts the
+   * taps inside the padded input (no pads here: the taps inside X) */
+  for (size_t c = 0; c < C0; c++)
+    for (size_t i = 0; i < AH; i++)
+      for (size_t j = 0; j < AW; j++) {
+        double sum = 0;
+        size_t n = 0;
+        for (size_t u = 0; u < 2; u++)
+          for (size_t v = 0; v < 2; v++)
+            if (2 * j + v < MW) sum += p3[(c * MH + 2 * i + u) * MW + 2 * j + v], n++;
+        y[(c * AH + i) * AW + j] = sum / (double)n;
+      }
+}
+
+static void test_pool_concat_bn_chain(void** state) {
+  (void)state;
+  init_pool_weights();
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  pool_chain_model(&bytes, &len);
+  static float x[C0 * H * W], y[C0 * AH * AW], y_nchw[C0 * AH * AW];
+  static double yr[C0 * AH * AW];
+  fill(x, C0 * H * W, 81, 2.0f);
+  pool_chain_ref(x, yr);
+  setenv("ONYX_OPT_DISABLE", "layout_nchwc", 1);
+  OnyxSession* s = open_session(bytes, len, NULL);
+  assert_int_equal(count_op(s, "NchwcConv") + count_op(s, "ReorderInput"), 0);
+  run(s, x, "Y", y_nchw, C0 * AH * AW);
+  onyx_session_release(s);
+  unsetenv("ONYX_OPT_DISABLE");
+  for (size_t i = 0; i < C0 * AH * AW; i++)
+    if (fabs(y_nchw[i] - yr[i]) > 1e-4 * (1 + fabs(yr[i])))
+      fail_msg("NCHW path: Y[%zu] = %.9g, want %.9g", i, y_nchw[i], yr[i]);
+  static const char* const blocks[] = {"8", "16"};
+  for (size_t b = 0; b < 2; b++) {
+    setenv("ONYX_OPT_NCHWC_BLOCK", blocks[b], 1);
+    s = open_session(bytes, len, NULL);
+    assert_int_equal(count_op(s, "NchwcConv"), 3);
+    assert_int_equal(count_op(s, "NchwcMaxPool"), 1);
+    assert_int_equal(count_op(s, "NchwcAveragePool"), 1);
+    assert_int_equal(count_op(s, "NchwcBatchNormalization"), 1);
+    assert_int_equal(count_op(s, "MaxPool") + count_op(s, "AveragePool"), 0);
+    assert_int_equal(count_op(s, "BatchNormalization"), 0);
+    assert_int_equal(count_op(s, "Pad"), 0);           /* the zero Pad: its value is its input's */
+    assert_int_equal(count_op(s, "Relu"), 0);          /* relu1 in pw1, relu2 in the BN */
+    assert_int_equal(count_op(s, "ReorderInput"), 1);  /* X */
+    assert_int_equal(count_op(s, "ReorderOutput"), 1); /* Y */
+    assert_int_equal(count_op(s, "Concat"), 1);
+    for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+      const OxNode* n = s->prog.graph->nodes[i];
+      assert_string_equal(s->prog.eps[n->ep].name, "cpu");
+      if (!strcmp(n->op_type, "NchwcBatchNormalization"))
+        assert_string_equal(ox_node_attr_string(n, "activation", ""), "Relu");
+      if (!strcmp(n->op_type, "Concat")) { /* blocked operands, 32 + 20 channels */
+        assert_int_equal(n->inputs[0]->rank, 5);
+        assert_int_equal(n->inputs[1]->rank, 5);
+        assert_int_equal(n->outputs[0]->dims[1], (CT + atoi(blocks[b]) - 1) / atoi(blocks[b]));
+      }
+    }
+    run(s, x, "Y", y, C0 * AH * AW);
+    same_outputs(y, y_nchw, C0 * AH * AW, blocks[b]);
+    onyx_session_release(s);
+  }
+  unsetenv("ONYX_OPT_NCHWC_BLOCK");
+  free(bytes);
+}
+
+/* Concat(Q, M): Q's 20 channels are no multiple of the block, and Q is not
+ * last: the Concat stays NCHW and ends the chain {pw1, MaxPool, pw2} (Q
+ * and M leave it through ReorderOutputs); {pw3, pw4} after it is a chain
+ * of its own (a ReorderInput of the Concat's value). */
+static void test_concat_unaligned(void** state) {
+  (void)state;
+  init_pool_weights();
+  static float w4[C0 * C0], b4[C0];
+  fill(w4, C0 * C0, 83, 0.3f);
+  fill(b4, C0, 85, 0.2f);
+  OxTestModel* m = otm_new(14);
+  pool_initializers(m);
+  otm_initializer(m, "W4", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C0, C0, 1, 1}, w4);
+  otm_initializer(m, "B4", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C0}, b4);
+  conv(m, "pw1", "X,Wp1,Bp1", "P1", 1, 1);
+  maxpool_3x3_s2(m, "P1", "M");
+  conv(m, "pw2", "M,Wq,Bq", "Q", 1, 1);
+  otm_attr_int(otm_node(m, "Concat", "cat", "Q,M", "Cat"), "axis", 1);
+  conv(m, "pw3", "Cat,Wp3,Bp3", "P3", 1, 1);
+  conv(m, "pw4", "P3,W4,B4", "Y", 1, 1);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, MH, MW});
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  static float x[C0 * H * W], y[C0 * MH * MW], y_nchw[C0 * MH * MW];
+  fill(x, C0 * H * W, 87, 2.0f);
+  setenv("ONYX_OPT_DISABLE", "layout_nchwc", 1);
+  OnyxSession* s = open_session(bytes, len, NULL);
+  run(s, x, "Y", y_nchw, C0 * MH * MW);
+  onyx_session_release(s);
+  unsetenv("ONYX_OPT_DISABLE");
+  for (int b = 8; b <= 16; b += 8) {
+    setenv("ONYX_OPT_NCHWC_BLOCK", b == 8 ? "8" : "16", 1);
+    s = open_session(bytes, len, NULL);
+    assert_int_equal(count_op(s, "NchwcConv"), 4);
+    assert_int_equal(count_op(s, "NchwcMaxPool"), 1);
+    assert_int_equal(count_op(s, "ReorderInput"), 2);  /* X and Cat */
+    assert_int_equal(count_op(s, "ReorderOutput"), 3); /* Q, M and Y */
+    for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+      const OxNode* n = s->prog.graph->nodes[i];
+      if (!strcmp(n->op_type, "Concat")) {
+        assert_int_equal(n->inputs[0]->rank, 4);
+        assert_int_equal(n->inputs[1]->rank, 4);
+        assert_int_equal(n->outputs[0]->rank, 4);
+      }
+    }
+    run(s, x, "Y", y, C0 * MH * MW);
+    same_outputs(y, y_nchw, C0 * MH * MW, b == 8 ? "unaligned, 8" : "unaligned, 16");
+    onyx_session_release(s);
+  }
+  unsetenv("ONYX_OPT_NCHWC_BLOCK");
+  free(bytes);
+}
+
+/* [authork, cpu]: authork takes A = Add(M, M) (same-shape float32 Adds),
+ * between the MaxPool and the Concat(M, A) of the chain: the Add stays on
+ * authork reading the NCHW M (a ReorderOutput), A enters the Concat
+ * through a ReorderInput, and every other node is the CPU provider's. */
+static void test_pool_chain_other_provider(void** state) {
+  (void)state;
+  init_pool_weights();
+  static float wa[CM * CM], ba[CM], wc[C0 * 2 * CM], bc[C0];
+  fill(wa, CM * CM, 91, 0.2f);
+  fill(ba, CM, 93, 0.2f);
+  fill(wc, C0 * 2 * CM, 95, 0.2f);
+  fill(bc, C0, 97, 0.2f);
+  OxTestModel* m = otm_new(14);
+  pool_initializers(m);
+  otm_initializer(m, "Wa", ONYX_ELEM_FLOAT32, 4, (int64_t[]){CM, CM, 1, 1}, wa);
+  otm_initializer(m, "Ba", ONYX_ELEM_FLOAT32, 1, (int64_t[]){CM}, ba);
+  otm_initializer(m, "Wc", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C0, 2 * CM, 1, 1}, wc);
+  otm_initializer(m, "Bc", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C0}, bc);
+  conv(m, "pw1", "X,Wp1,Bp1", "P1", 1, 1);
+  conv(m, "pwa", "P1,Wa,Ba", "Pa", 1, 1);
+  maxpool_3x3_s2(m, "Pa", "M");
+  otm_node(m, "Add", "add", "M,M", "A");
+  otm_attr_int(otm_node(m, "Concat", "cat", "M,A", "Cat"), "axis", 1);
+  conv(m, "pwc", "Cat,Wc,Bc", "Y", 1, 1);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, MH, MW});
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  static float x[C0 * H * W], y[C0 * MH * MW], y_nchw[C0 * MH * MW];
+  fill(x, C0 * H * W, 99, 2.0f);
+  setenv("ONYX_OPT_DISABLE", "layout_nchwc", 1);
+  OnyxSession* s = open_session(bytes, len, "authork");
+  run(s, x, "Y", y_nchw, C0 * MH * MW);
+  onyx_session_release(s);
+  unsetenv("ONYX_OPT_DISABLE");
+  setenv("ONYX_OPT_NCHWC_BLOCK", "16", 1);
+  s = open_session(bytes, len, "authork");
+  assert_int_equal(count_op(s, "NchwcConv"), 3);
+  assert_int_equal(count_op(s, "NchwcMaxPool"), 1);
+  assert_int_equal(count_op(s, "ReorderInput"), 2);  /* X and A */
+  assert_int_equal(count_op(s, "ReorderOutput"), 2); /* M (for the Add) and Y */
+  bool add_seen = false;
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
+    if (!strcmp(n->op_type, "Add")) {
+      add_seen = true;
+      assert_string_equal(s->prog.eps[n->ep].name, "authork");
+      assert_int_equal(n->inputs[0]->rank, 4);
+    } else {
+      assert_string_equal(s->prog.eps[n->ep].name, "cpu");
+    }
+    if (!strcmp(n->op_type, "Concat")) assert_int_equal(n->inputs[1]->rank, 5);
+  }
+  assert_true(add_seen);
+  run(s, x, "Y", y, C0 * MH * MW);
+  same_outputs(y, y_nchw, C0 * MH * MW, "authork");
+  onyx_session_release(s);
+  unsetenv("ONYX_OPT_NCHWC_BLOCK");
+  free(bytes);
+}
+
+/* The blocked pool and batch normalization ops written into a model by
+ * hand, wrong: session creation fails, naming the node and what is wrong. */
+static void expect_error(OxTestModel* m, const char* node, const char* what) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* o = NULL;
+  assert_null(onyx_session_options_create(&o));
+  OnyxSession* s = NULL;
+  OnyxStatus* st = onyx_session_create_from_bytes(o, bytes, len, NULL, &s);
+  onyx_session_options_release(o);
+  free(bytes);
+  if (!st) fail_msg("%s: the session was created", what);
+  const char* msg = onyx_status_message(st);
+  if (!strstr(msg, node) || !strstr(msg, what))
+    fail_msg("error '%s' does not name '%s' and '%s'", msg, node, what);
+  onyx_status_release(st);
+}
+
+/* X of the given shape, Y of any: the node comes next. */
+static OxTestModel* blocked_model(int x_rank, const int64_t* x_dims) {
+  OxTestModel* m = otm_new(14);
+  otm_add_opset(m, "com.onyx", 1);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, x_rank, x_dims);
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, -1, NULL);
+  return m;
+}
+
+static void test_blocked_op_errors(void** state) {
+  (void)state;
+  static const float p9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  /* NchwcMaxPool of an NCHW tensor */
+  OxTestModel* m = blocked_model(4, (int64_t[]){1, 8, 4, 4});
+  OxTestNode* n = otm_node(m, "NchwcMaxPool", "mp", "X", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){2, 2});
+  otm_attr_ints(n, "strides", 2, (int64_t[]){1, 1});
+  otm_attr_ints(n, "pads", 4, (int64_t[]){0, 0, 0, 0});
+  otm_attr_ints(n, "dilations", 2, (int64_t[]){1, 1});
+  expect_error(m, "mp", "blocked 5-D");
+  /* a window wider than the padded input */
+  m = blocked_model(5, (int64_t[]){1, 1, 2, 2, 8});
+  n = otm_node(m, "NchwcAveragePool", "ap", "X", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){3, 3});
+  otm_attr_ints(n, "strides", 2, (int64_t[]){1, 1});
+  otm_attr_ints(n, "pads", 4, (int64_t[]){0, 0, 0, 0});
+  otm_attr_ints(n, "dilations", 2, (int64_t[]){1, 1});
+  expect_error(m, "ap", "exceeds the padded input");
+  /* 9 channels of parameters against one block of 8 */
+  for (int bad_act = 0; bad_act < 2; bad_act++) {
+    m = blocked_model(5, (int64_t[]){1, 1, 2, 2, 8});
+    const int64_t c = bad_act ? 8 : 9;
+    otm_initializer(m, "s", ONYX_ELEM_FLOAT32, 1, &c, p9);
+    otm_initializer(m, "b", ONYX_ELEM_FLOAT32, 1, &c, p9);
+    otm_initializer(m, "mu", ONYX_ELEM_FLOAT32, 1, &c, p9);
+    otm_initializer(m, "v", ONYX_ELEM_FLOAT32, 1, &c, p9);
+    n = otm_node(m, "NchwcBatchNormalization", "bn", "X,s,b,mu,v", "Y");
+    otm_node_domain(n, "com.onyx");
+    if (bad_act) otm_attr_string(n, "activation", "Tanh");
+    expect_error(m, "bn", bad_act ? "activation" : "do not fit");
+  }
+}
+
 int main(void) {
   init_weights();
   const struct CMUnitTest tests[] = {
@@ -456,6 +827,10 @@ int main(void) {
       cmocka_unit_test(test_stem),
       cmocka_unit_test(test_lone_conv),
       cmocka_unit_test(test_other_provider),
+      cmocka_unit_test(test_pool_concat_bn_chain),
+      cmocka_unit_test(test_concat_unaligned),
+      cmocka_unit_test(test_pool_chain_other_provider),
+      cmocka_unit_test(test_blocked_op_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

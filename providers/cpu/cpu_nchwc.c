@@ -546,7 +546,10 @@ typedef struct NcRow {
   float* y0;
   size_t ibs, ks, rs, cs, ybs, nib, klast, taps;
   int64_t iy0;
-  size_t u0, u1;
+  size_t u0, u1;   /* the kernel rows inside the image */
+  size_t pu0, pu1; /* the kernel rows of this pass */
+  bool first;      /* the pass starts the sums (else it adds to Y's) */
+  bool last;       /* the pass ends them (Z and the activation) */
 } NcRow;
 
 /* cv_tile: np pixels (1..12) of one output row from ox by the set's nob
@@ -562,7 +565,9 @@ typedef struct NcRow {
     V acc[4][12];                                                                                  \
     _Pragma("GCC unroll 4") for (int o = 0; o < nob; o++) {                                        \
       const V b0 = p->bias ? LOAD(p->bias + (ob + (size_t)o) * B) : ZERO();                        \
-      _Pragma("GCC unroll 12") for (int q = 0; q < np; q++) acc[o][q] = b0;                        \
+      const float* yo = r->y0 + (size_t)o * r->ybs + ox * B;                                       \
+      _Pragma("GCC unroll 12") for (int q = 0; q < np; q++) acc[o][q] =                            \
+          r->first ? b0 : LOAD(yo + (size_t)q * B);                                                \
     }                                                                                              \
     const size_t ws = (size_t)nob * B, st = p->sw * r->cs, ks = r->ks;                             \
     const int64_t ix0 = (int64_t)(ox * p->sw) - (int64_t)p->pl;                                    \
@@ -570,7 +575,7 @@ typedef struct NcRow {
       const float* xb = r->x0 + ib * r->ibs;                                                       \
       const size_t kmax = ib + 1 == r->nib ? r->klast : B;                                         \
       const float* wb = r->w + ib * r->taps * B * ws;                                              \
-      for (size_t u = r->u0; u < r->u1; u++) {                                                     \
+      for (size_t u = r->pu0; u < r->pu1; u++) {                                                   \
         const float* xr = xb + (size_t)(r->iy0 + (int64_t)(u * p->dh)) * r->rs;                    \
         const float* wu = wb + u * p->kw * B * ws;                                                 \
         for (size_t v = v0; v < v1; v++) {                                                         \
@@ -592,8 +597,11 @@ typedef struct NcRow {
     _Pragma("GCC unroll 4") for (int o = 0; o < nob; o++) {                                        \
       float* y = r->y0 + (size_t)o * r->ybs + ox * B;                                              \
       const float* z = r->z0 ? r->z0 + (size_t)o * r->ybs + ox * B : NULL;                         \
-      _Pragma("GCC unroll 12") for (int q = 0; q < np; q++)                                        \
-          STORE(y + (size_t)q * B, epi_##SFX(p, acc[o][q], z ? z + (size_t)q * B : NULL));         \
+      if (r->last)                                                                                 \
+        _Pragma("GCC unroll 12") for (int q = 0; q < np; q++)                                      \
+            STORE(y + (size_t)q * B, epi_##SFX(p, acc[o][q], z ? z + (size_t)q * B : NULL));       \
+      else                                                                                         \
+        _Pragma("GCC unroll 12") for (int q = 0; q < np; q++) STORE(y + (size_t)q * B, acc[o][q]); \
     }                                                                                              \
   }                                                                                                \
   __attribute__((target(TGT), always_inline)) static inline void cv_span_##SFX(                    \
@@ -664,21 +672,13 @@ typedef struct NcRow {
       cv_edge_##SFX(p, &r, e->ob, ox, NOB);                                                        \
     break;
 
-/* full_row: one output row of the set's blocks of image i: the pixels
- * before and after the interior [oa, ob_) one at a time. */
-#define NC_DEFINE_FULL_ROW(SFX, TGT, B, CASES)                                                     \
-  __attribute__((target(TGT))) static void full_row_##SFX(                                         \
-      const CpuNchwcConv* p, const CpuNchwcSet* e, size_t i, size_t oy) {                          \
-    NcRow r;                                                                                       \
-    nc_row(p, e, i, oy, &r);                                                                       \
-    size_t oa, ob_;                                                                                \
-    nc_interior(p, &oa, &ob_);                                                                     \
+/* full_pass: one pass over one output row of the set's blocks (r): the
+ * pixels before and after the interior [oa, ob_) one at a time. */
+#define NC_DEFINE_FULL_PASS(SFX, TGT, CASES)                                                       \
+  __attribute__((target(TGT))) static void full_pass_##SFX(                                        \
+      const CpuNchwcConv* p, const CpuNchwcSet* e, const NcRow* rp, size_t oa, size_t ob_) {       \
+    const NcRow r = *rp;                                                                           \
     switch (e->nob) { CASES default : break; }                                                     \
-    if (cpu_act_is_row(p->act))                                                                    \
-      for (size_t o = 0; o < e->nob; o++) {                                                        \
-        float* y = r.y0 + o * r.ybs;                                                               \
-        cpu_act_row(y, y, p->ow* B, p->act, p->alpha, p->lo, p->hi);                               \
-      }                                                                                            \
   }
 
 /* The row's inputs, weights and the kernel rows inside the image. */
@@ -729,10 +729,63 @@ NC_DEFINE_FULL(avx2, "avx2,fma", __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _
                _mm256_fmadd_ps, NC256_ZERO)
 /* Tile widths: 24 accumulators at most of AVX-512's 32 registers, 12 of
  * AVX2's 16, beside the set's weight vectors and the broadcast. */
-NC_DEFINE_FULL_ROW(avx512, "avx512f", 16,
-                   NC_FULL_CASE(avx512, 1, 12) NC_FULL_CASE(avx512, 2, 12)
-                       NC_FULL_CASE(avx512, 3, 8) NC_FULL_CASE(avx512, 4, 6))
-NC_DEFINE_FULL_ROW(avx2, "avx2,fma", 8, NC_FULL_CASE(avx2, 1, 12) NC_FULL_CASE(avx2, 2, 6))
+NC_DEFINE_FULL_PASS(avx512, "avx512f",
+                    NC_FULL_CASE(avx512, 1, 12) NC_FULL_CASE(avx512, 2, 12)
+                        NC_FULL_CASE(avx512, 3, 8) NC_FULL_CASE(avx512, 4, 6))
+NC_DEFINE_FULL_PASS(avx2, "avx2,fma", NC_FULL_CASE(avx2, 1, 12) NC_FULL_CASE(avx2, 2, 6))
+
+typedef void (*NcPassFn)(const CpuNchwcConv*, const CpuNchwcSet*, const NcRow*, size_t, size_t);
+
+/* Packed weights of one set up to this many bytes run each output row in
+ * one pass over all input blocks and kernel rows, the sums in registers;
+ * larger ones would stream from L2 (or beyond) for every tile, so the
+ * rows [oy0, oy1) of a task run one pass per input block and kernel row,
+ * each reading that pass's weights (at most 4 x 7 x 16 x 16 floats) from
+ * L1 for every tile and adding to the partial sums in Y. */
+#define NC_FULL_ONE_PASS_BYTES 16384
+
+static void full_chunk(const CpuNchwcConv* p, const CpuNchwcSet* e, size_t i, size_t oy0,
+                       size_t oy1, NcPassFn pass) {
+  const size_t B = p->block, taps = p->kh * p->kw, per = taps * B * e->nob * B;
+  size_t oa, ob_;
+  nc_interior(p, &oa, &ob_);
+  NcRow r;
+  if (e->nib * per * sizeof(float) <= NC_FULL_ONE_PASS_BYTES) {
+    for (size_t oy = oy0; oy < oy1; oy++) {
+      nc_row(p, e, i, oy, &r);
+      r.pu0 = r.u0, r.pu1 = r.u1, r.first = r.last = true;
+      pass(p, e, &r, oa, ob_);
+    }
+  } else {
+    for (size_t ib = 0; ib < e->nib; ib++)
+      for (size_t u = 0; u < p->kh; u++)
+        for (size_t oy = oy0; oy < oy1; oy++) {
+          nc_row(p, e, i, oy, &r);
+          if (u < r.u0 || u >= r.u1) {
+            if (ib == 0 && u == 0 && r.u0 == r.u1) { /* no kernel row inside: the bias */
+              r.pu0 = r.pu1 = 0, r.first = r.last = true;
+              pass(p, e, &r, oa, ob_);
+            }
+            continue;
+          }
+          const size_t kb = p->c - (e->ib + ib) * B;
+          r.x0 += ib * r.ibs;
+          r.w += ib * per;
+          r.nib = 1;
+          r.klast = kb < B ? kb : B;
+          r.pu0 = u, r.pu1 = u + 1;
+          r.first = ib == 0 && u == r.u0;
+          r.last = ib + 1 == e->nib && u + 1 == r.u1;
+          pass(p, e, &r, oa, ob_);
+        }
+  }
+  if (cpu_act_is_row(p->act))
+    for (size_t oy = oy0; oy < oy1; oy++)
+      for (size_t o = 0; o < e->nob; o++) {
+        float* y = p->y + ((i * p->mb + e->ob + o) * p->oh + oy) * p->ow * B;
+        cpu_act_row(y, y, p->ow * B, p->act, p->alpha, p->lo, p->hi);
+      }
+}
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -746,6 +799,7 @@ typedef struct NcJob {
   const CpuNchwcConv* p;
   int path;
   size_t pairs, tiles; /* pointwise: output block pairs, pixel tasks per image */
+  size_t rows;         /* full: output rows per task */
   CpuStop stop;
 } NcJob;
 
@@ -806,30 +860,36 @@ static void dw_tasks(void* user, size_t begin, size_t end) {
   }
 }
 
-/* Full: a task per output row of one set of output blocks. */
+/* Full: a task per set of output blocks and chunk of j->rows output rows
+ * (the chunk's partial sums, up to 16 KB, stay in L1 between passes). */
 static void full_tasks(void* user, size_t begin, size_t end) {
   NcJob* j = user;
   const CpuNchwcConv* p = j->p;
+  const size_t chunks = blocks_of(p->oh, j->rows);
   size_t polled = 0;
   for (size_t t = begin; t < end; t++) {
-    const size_t oy = t % p->oh, rest = t / p->oh;
+    const size_t oy0 = t % chunks * j->rows, rest = t / chunks;
+    const size_t oy1 = oy0 + j->rows < p->oh ? oy0 + j->rows : p->oh;
     const CpuNchwcSet* e = &p->sets[rest % p->nsets];
     const size_t i = rest / p->nsets;
-    if (cpu_stop_poll(&j->stop, &polled, p->ow * p->kh * p->kw * e->nib * p->block)) return;
+    if (cpu_stop_poll(&j->stop, &polled, (oy1 - oy0) * p->ow * p->kh * p->kw * e->nib * p->block))
+      return;
     switch (j->path) {
 #if NC_X86
     case CPU_NCHWC_AVX512:
-      full_row_avx512(p, e, i, oy);
+      full_chunk(p, e, i, oy0, oy1, full_pass_avx512);
       break;
     case CPU_NCHWC_AVX2:
-      full_row_avx2(p, e, i, oy);
+      full_chunk(p, e, i, oy0, oy1, full_pass_avx2);
       break;
 #endif
     default:
-      full_scalar(p, e, i, oy);
-      for (size_t o = 0; o < e->nob; o++) {
-        const size_t off = ((i * p->mb + e->ob + o) * p->oh + oy) * p->ow * p->block;
-        nc_epilogue(p, p->y + off, p->z ? p->z + off : NULL, p->ow * p->block);
+      for (size_t oy = oy0; oy < oy1; oy++) {
+        full_scalar(p, e, i, oy);
+        for (size_t o = 0; o < e->nob; o++) {
+          const size_t off = ((i * p->mb + e->ob + o) * p->oh + oy) * p->ow * p->block;
+          nc_epilogue(p, p->y + off, p->z ? p->z + off : NULL, p->ow * p->block);
+        }
       }
     }
   }
@@ -842,7 +902,9 @@ OnyxStatus* cpu_nchwc_conv_run(OnyxKernelContext* ctx, const CpuNchwcConv* p) {
   NcJob j = {.p = p, .path = block_path(p->block), .stop = {.ctx = ctx}};
   size_t tasks;
   if (p->full) {
-    if (!cpu_mul_size(p->n * p->nsets, p->oh, &tasks))
+    const size_t px = 16384 / (cpu_nchwc_set_blocks(p->block) * p->block * sizeof(float));
+    j.rows = px / p->ow ? px / p->ow : 1;
+    if (!cpu_mul_size(p->n * p->nsets, blocks_of(p->oh, j.rows), &tasks))
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "too many output rows");
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), tasks, full_tasks, &j);
   } else if (p->depthwise) { /* a task per output row */

@@ -144,6 +144,45 @@ static bool nc_head(const OxNode* n) {
          w->dims[1] == x->dims[1];
 }
 
+/* A full or grouped conv (not pointwise, depthwise nor a stem) that the
+ * blocked kernel's direct loop runs at least as fast as the NCHW paths
+ * (docs/performance.md, "Blocked channel layout", has the figures):
+ *   - grouped (group > 1 dividing C and M, W reading C / group channels)
+ *     of at least 2 input channels per group (RegNet-Y's 8-channel groups:
+ *     about twice as fast; one channel per group, a depthwise conv with a
+ *     channel multiplier, would multiply a block of mostly zero weights);
+ *   - group 1: windows larger than 1x1 (a strided 1x1 projection stays on
+ *     the GEMM, which reads only the sampled pixels), at most
+ *     NC_FULL_MAX_K products per output (C x kh x kw) and NC_FULL_MAX_M
+ *     output channels (within 5% of the NCHW direct path there, and the
+ *     chain saves its reorders; beyond, that path's tiles are 8-40% faster:
+ *     ResNet's 256- and 512-channel layers), and not what the NCHW
+ *     path runs as Winograd F(4x4, 3x3) (3x3, stride and dilation 1, C and
+ *     M at least 16, at least 32 output tiles of 4x4: cpu_conv.c), which
+ *     does a quarter of the multiplications. */
+#define NC_FULL_MAX_K        1152
+#define NC_FULL_MAX_M        128
+#define NC_WINOGRAD_CHANNELS 16
+#define NC_WINOGRAD_TILES    32
+static bool nc_full_ok(const OxNode* n, const int64_t k[2], const int64_t s[2], const int64_t d[2],
+                       int64_t group, int64_t c, int64_t m) {
+  if (group < 1 || c % group || m % group || n->inputs[1]->dims[1] != c / group) return false;
+  if (group > 1) return c / group > 1;
+  if ((k[0] == 1 && k[1] == 1) || k[0] > NC_FULL_MAX_K || k[1] > NC_FULL_MAX_K ||
+      c > NC_FULL_MAX_K || c * k[0] * k[1] > NC_FULL_MAX_K || m > NC_FULL_MAX_M)
+    return false;
+  if (k[0] == 3 && k[1] == 3 && s[0] == 1 && s[1] == 1 && d[0] == 1 && d[1] == 1 &&
+      c >= NC_WINOGRAD_CHANNELS && m >= NC_WINOGRAD_CHANNELS) {
+    const OxValue* y = n->outputs[0];
+    if (y->rank != 4 || y->dims[0] < 1 || y->dims[2] < 1 || y->dims[3] < 1) return false;
+    const int64_t th = (y->dims[2] + 3) / 4, tw = (y->dims[3] + 3) / 4;
+    if (y->dims[0] >= NC_WINOGRAD_TILES || th >= NC_WINOGRAD_TILES || tw >= NC_WINOGRAD_TILES ||
+        y->dims[0] * th * tw >= NC_WINOGRAD_TILES)
+      return false;
+  }
+  return true;
+}
+
 /* A Conv / FusedConv the blocked kernel takes. */
 static bool nc_conv_ok(const OxOpt* o, const OxNode* n) {
   const bool fused = !strcmp(n->domain, OX_CONTRIB_DOMAIN) && !strcmp(n->op_type, "FusedConv");
@@ -165,7 +204,7 @@ static bool nc_conv_ok(const OxOpt* o, const OxNode* n) {
   const bool pointwise = k[0] == 1 && k[1] == 1 && s[0] == 1 && s[1] == 1 && !p[0] && !p[1] &&
                          !p[2] && !p[3] && group == 1 && w->dims[1] == c;
   const bool depthwise = group == c && m == c && w->dims[1] == 1;
-  if (!pointwise && !depthwise && !nc_head(n)) return false;
+  if (!pointwise && !depthwise && !nc_head(n) && !nc_full_ok(n, k, s, d, group, c, m)) return false;
   for (size_t i = 2; i < n->n_inputs; i++)
     if (n->inputs[i] && !nc_f32(n->inputs[i])) return false;
   return nc_on_cpu(o, n, "NchwcConv");

@@ -70,11 +70,6 @@ static size_t blocks_of(size_t c, size_t block) {
   return c / block + (c % block != 0);
 }
 
-size_t cpu_nchwc_pointwise_floats(size_t m, size_t c, size_t block) {
-  size_t a, b;
-  return cpu_mul_size(blocks_of(m, block), c, &a) && cpu_mul_size(a, block, &b) ? b : 0;
-}
-
 size_t cpu_nchwc_depthwise_floats(size_t c, size_t kh, size_t kw, size_t block) {
   size_t a, b, t;
   return cpu_mul_size(kh, kw, &t) && cpu_mul_size(blocks_of(c, block), t, &a) &&
@@ -83,26 +78,60 @@ size_t cpu_nchwc_depthwise_floats(size_t c, size_t kh, size_t kw, size_t block) 
              : 0;
 }
 
-void cpu_nchwc_pack_pointwise(const float* w, size_t m, size_t c, size_t block, float* out) {
-  const size_t mb = blocks_of(m, block);
-  for (size_t ob = 0; ob < mb; ob++)
-    for (size_t ci = 0; ci < c; ci++)
-      for (size_t j = 0; j < block; j++) {
-        const size_t co = ob * block + j;
-        out[(ob * c + ci) * block + j] = co < m ? w[co * c + ci] : 0.0f;
-      }
+size_t cpu_nchwc_set_blocks(size_t block) {
+  return block == 16 ? 4 : 2;
 }
 
-size_t cpu_nchwc_full_floats(size_t m, size_t c, size_t kh, size_t kw, size_t block) {
-  size_t t, a;
-  return cpu_mul_size(kh, kw, &t) && cpu_mul_size(c, t, &a)
-             ? cpu_nchwc_pointwise_floats(m, a, block)
-             : 0;
+/* The input blocks output block ob reads: those holding the input channels
+ * of the groups of its output channels. */
+static void nc_block_inputs(size_t ob, size_t m, size_t c, size_t group, size_t block, size_t* ib,
+                            size_t* nib) {
+  const size_t mpg = m / group, cpg = c / group;
+  const size_t last = (ob + 1) * block < m ? (ob + 1) * block - 1 : m - 1;
+  const size_t g0 = ob * block / mpg, g1 = last / mpg;
+  const size_t c0 = g0 * cpg, c1 = (g1 + 1) * cpg;
+  *ib = c0 / block;
+  *nib = blocks_of(c1, block) - *ib;
 }
 
-void cpu_nchwc_pack_full(const float* w, size_t m, size_t c, size_t kh, size_t kw, size_t block,
-                         float* out) {
-  cpu_nchwc_pack_pointwise(w, m, c * kh * kw, block, out);
+size_t cpu_nchwc_conv_sets(size_t m, size_t c, size_t group, size_t kh, size_t kw, size_t block,
+                           CpuNchwcSet* sets, size_t* floats) {
+  const size_t mb = blocks_of(m, block), most = cpu_nchwc_set_blocks(block);
+  size_t n = 0, total = 0, per = 0;
+  bool ok = cpu_mul_size(kh, kw, &per) && cpu_mul_size(per, block * block, &per);
+  for (size_t ob = 0; ob < mb; ob++) {
+    size_t ib, nib;
+    nc_block_inputs(ob, m, c, group, block, &ib, &nib);
+    CpuNchwcSet* last = n ? &sets[n - 1] : NULL;
+    if (last && last->nob < most && last->ib == ib && last->nib == nib) {
+      last->nob++;
+    } else {
+      sets[n++] = (CpuNchwcSet){.ob = ob, .nob = 1, .ib = ib, .nib = nib, .wofs = total};
+    }
+    size_t f;
+    ok = ok && cpu_mul_size(nib, per, &f) && cpu_add_size(total, f, &total);
+  }
+  *floats = ok && total <= SIZE_MAX / sizeof(float) ? total : 0;
+  return n;
+}
+
+void cpu_nchwc_pack_conv(const float* w, size_t m, size_t c, size_t group, size_t kh, size_t kw,
+                         size_t block, const CpuNchwcSet* sets, size_t nsets, float* out) {
+  const size_t taps = kh * kw, mpg = m / group, cpg = c / group;
+  for (size_t s = 0; s < nsets; s++) {
+    const CpuNchwcSet* e = &sets[s];
+    float* o = out + e->wofs;
+    for (size_t ib = 0; ib < e->nib; ib++)
+      for (size_t t = 0; t < taps; t++)
+        for (size_t k = 0; k < block; k++)
+          for (size_t ob = 0; ob < e->nob; ob++)
+            for (size_t j = 0; j < block; j++, o++) {
+              const size_t co = (e->ob + ob) * block + j, ci = (e->ib + ib) * block + k;
+              const size_t g = co / mpg;
+              *o = co < m && ci < c && ci / cpg == g ? w[(co * cpg + ci - g * cpg) * taps + t]
+                                                     : 0.0f;
+            }
+  }
 }
 
 void cpu_nchwc_pack_depthwise(const float* w, size_t c, size_t kh, size_t kw, size_t block,
@@ -276,16 +305,25 @@ static void nc_epilogue(const CpuNchwcConv* p, float* y, const float* z, size_t 
 /* Scalar reference path                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* The set holding output block ob. */
+static const CpuNchwcSet* nc_set_of(const CpuNchwcConv* p, size_t ob) {
+  size_t s = 0;
+  while (s + 1 < p->nsets && p->sets[s + 1].ob <= ob)
+    s++;
+  return &p->sets[s];
+}
+
 /* Pointwise: pixels [p0, p0 + np) of output block ob of image i. */
 static void pw_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t p0, size_t np) {
   const size_t B = p->block, hw = p->h * p->w;
+  const CpuNchwcSet* e = nc_set_of(p, ob);
+  const float* w0 = p->wp + e->wofs + (ob - e->ob) * B;
   float* y = p->y + ((i * p->mb + ob) * hw + p0) * B;
   for (size_t q = 0; q < np; q++)
     for (size_t j = 0; j < B; j++) {
       float acc = p->bias ? p->bias[ob * B + j] : 0.0f;
       for (size_t ci = 0; ci < p->c; ci++)
-        acc += p->x[((i * p->cb + ci / B) * hw + p0 + q) * B + ci % B] *
-               p->wp[(ob * p->c + ci) * B + j];
+        acc += p->x[((i * p->cb + ci / B) * hw + p0 + q) * B + ci % B] * w0[ci * e->nob * B + j];
       y[q * B + j] = acc;
     }
 }
@@ -315,42 +353,49 @@ static void dw_scalar(const CpuNchwcConv* p, size_t i, size_t b, size_t oy) {
   }
 }
 
-/* Full: X's channel ci of image i, with the strides of its rows and
- * columns (NCHW or blocked). */
-static inline const float* full_plane(const CpuNchwcConv* p, size_t i, size_t ci, size_t* rs,
-                                      size_t* cs) {
+/* Full: where input block ib of image i starts, and the strides of its
+ * channels, rows and columns (X NCHW or blocked). */
+static inline const float* full_block(const CpuNchwcConv* p, size_t i, size_t ib, size_t* ks,
+                                      size_t* rs, size_t* cs) {
+  const size_t hw = p->h * p->w;
   if (p->nchw_in) {
-    *rs = p->w, *cs = 1;
-    return p->x + (i * p->c + ci) * p->h * p->w;
+    *ks = hw, *rs = p->w, *cs = 1;
+    return p->x + (i * p->c + ib * p->block) * hw;
   }
-  *rs = p->w * p->block, *cs = p->block;
-  return p->x + (i * p->cb + ci / p->block) * p->h * p->w * p->block + ci % p->block;
+  *ks = 1, *rs = p->w * p->block, *cs = p->block;
+  return p->x + (i * p->cb + ib) * hw * p->block;
 }
 
-/* Full: output row oy of output block ob of image i. */
-static void full_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t oy) {
-  const size_t B = p->block, taps = p->kh * p->kw;
-  float* y = p->y + ((i * p->mb + ob) * p->oh + oy) * p->ow * B;
+/* Full: output row oy of the set's output blocks of image i, in the
+ * vector paths' order of terms. */
+static void full_scalar(const CpuNchwcConv* p, const CpuNchwcSet* e, size_t i, size_t oy) {
+  const size_t B = p->block, taps = p->kh * p->kw, nob = e->nob;
   const int64_t iy0 = (int64_t)(oy * p->sh) - (int64_t)p->pt;
-  for (size_t ox = 0; ox < p->ow; ox++) {
-    const int64_t ix0 = (int64_t)(ox * p->sw) - (int64_t)p->pl;
-    for (size_t j = 0; j < B; j++) {
-      float acc = p->bias ? p->bias[ob * B + j] : 0.0f;
-      for (size_t ci = 0; ci < p->c; ci++) {
-        size_t rs, cs;
-        const float* xc = full_plane(p, i, ci, &rs, &cs);
-        const float* wc = p->wp + (ob * p->c + ci) * taps * B;
-        for (size_t u = 0; u < p->kh; u++) {
-          const int64_t iy = iy0 + (int64_t)(u * p->dh);
-          if (iy < 0 || iy >= (int64_t)p->h) continue;
-          for (size_t v = 0; v < p->kw; v++) {
-            const int64_t ix = ix0 + (int64_t)(v * p->dw);
-            if (ix < 0 || ix >= (int64_t)p->w) continue;
-            acc += xc[(size_t)iy * rs + (size_t)ix * cs] * wc[(u * p->kw + v) * B + j];
+  for (size_t o = 0; o < nob; o++) {
+    float* y = p->y + ((i * p->mb + e->ob + o) * p->oh + oy) * p->ow * B;
+    for (size_t ox = 0; ox < p->ow; ox++) {
+      const int64_t ix0 = (int64_t)(ox * p->sw) - (int64_t)p->pl;
+      for (size_t j = 0; j < B; j++) {
+        float acc = p->bias ? p->bias[(e->ob + o) * B + j] : 0.0f;
+        for (size_t ib = 0; ib < e->nib; ib++) {
+          size_t ks, rs, cs;
+          const float* xb = full_block(p, i, e->ib + ib, &ks, &rs, &cs);
+          const size_t kmax = p->c - (e->ib + ib) * B < B ? p->c - (e->ib + ib) * B : B;
+          for (size_t u = 0; u < p->kh; u++) {
+            const int64_t iy = iy0 + (int64_t)(u * p->dh);
+            if (iy < 0 || iy >= (int64_t)p->h) continue;
+            for (size_t v = 0; v < p->kw; v++) {
+              const int64_t ix = ix0 + (int64_t)(v * p->dw);
+              if (ix < 0 || ix >= (int64_t)p->w) continue;
+              const float* wt = p->wp + e->wofs + ((ib * taps + u * p->kw + v) * B * nob + o) * B;
+              const float* xp = xb + (size_t)iy * rs + (size_t)ix * cs;
+              for (size_t k = 0; k < kmax; k++)
+                acc += xp[k * ks] * wt[k * nob * B + j];
+            }
           }
         }
+        y[ox * B + j] = acc;
       }
-      y[ox * B + j] = acc;
     }
   }
 }
@@ -385,21 +430,21 @@ static void full_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t oy) {
     }                                                                                              \
   }                                                                                                \
   __attribute__((target(TGT), always_inline)) static inline void pw_tile_##SFX(                    \
-      const CpuNchwcConv* p, size_t i, size_t ob, size_t p0, const int np, const int nob) {        \
-    const size_t hw = p->h * p->w, c = p->c;                                                       \
+      const CpuNchwcConv* p, const float* w0, size_t ws, size_t i, size_t ob, size_t p0,           \
+      const int np, const int nob) {                                                               \
+    const size_t hw = p->h * p->w;                                                                 \
     V acc[2][6];                                                                                   \
     _Pragma("GCC unroll 2") for (int o = 0; o < nob; o++) {                                        \
       const V b0 = p->bias ? LOAD(p->bias + (ob + (size_t)o) * B) : ZERO();                        \
       _Pragma("GCC unroll 6") for (int q = 0; q < np; q++) acc[o][q] = b0;                         \
     }                                                                                              \
-    const float* w0 = p->wp + ob * c * B;                                                          \
     for (size_t ib = 0; ib < p->cb; ib++) {                                                        \
       const float* xb = p->x + ((i * p->cb + ib) * hw + p0) * B;                                   \
-      const size_t kmax = c - ib * B < B ? c - ib * B : B;                                         \
-      const float* wk = w0 + ib * B * B;                                                           \
-      for (size_t k = 0; k < kmax; k++, wk += B) {                                                 \
+      const size_t kmax = p->c - ib * B < B ? p->c - ib * B : B;                                   \
+      const float* wk = w0 + ib * B * ws;                                                          \
+      for (size_t k = 0; k < kmax; k++, wk += ws) {                                                \
         const V wa = LOAD(wk);                                                                     \
-        const V wb = nob > 1 ? LOAD(wk + c * B) : wa;                                              \
+        const V wb = nob > 1 ? LOAD(wk + B) : wa;                                                  \
         _Pragma("GCC unroll 6") for (int q = 0; q < np; q++) {                                     \
           const V xv = SET1(xb[(size_t)q * B + k]);                                                \
           acc[0][q] = FMA(xv, wa, acc[0][q]);                                                      \
@@ -419,17 +464,20 @@ static void full_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t oy) {
   }                                                                                                \
   __attribute__((target(TGT))) static void pw_run_##SFX(                                           \
       const CpuNchwcConv* p, size_t i, size_t ob, size_t nob, size_t p0, size_t p1) {              \
+    const CpuNchwcSet* e = nc_set_of(p, ob);                                                       \
+    const float* w0 = p->wp + e->wofs + (ob - e->ob) * B;                                          \
+    const size_t ws = e->nob * B;                                                                  \
     size_t q = p0;                                                                                 \
     if (nob == 2) {                                                                                \
       for (; q + 6 <= p1; q += 6)                                                                  \
-        pw_tile_##SFX(p, i, ob, q, 6, 2);                                                          \
+        pw_tile_##SFX(p, w0, ws, i, ob, q, 6, 2);                                                  \
       for (; q < p1; q++)                                                                          \
-        pw_tile_##SFX(p, i, ob, q, 1, 2);                                                          \
+        pw_tile_##SFX(p, w0, ws, i, ob, q, 1, 2);                                                  \
     } else {                                                                                       \
       for (; q + 6 <= p1; q += 6)                                                                  \
-        pw_tile_##SFX(p, i, ob, q, 6, 1);                                                          \
+        pw_tile_##SFX(p, w0, ws, i, ob, q, 6, 1);                                                  \
       for (; q < p1; q++)                                                                          \
-        pw_tile_##SFX(p, i, ob, q, 1, 1);                                                          \
+        pw_tile_##SFX(p, w0, ws, i, ob, q, 1, 1);                                                  \
     }                                                                                              \
   }                                                                                                \
   __attribute__((target(TGT))) static void dw_row_##SFX(const CpuNchwcConv* p, size_t i, size_t b, \
@@ -491,83 +539,183 @@ static void full_scalar(const CpuNchwcConv* p, size_t i, size_t ob, size_t oy) {
     if (cpu_act_is_row(p->act)) cpu_act_row(y, y, p->ow* B, p->act, p->alpha, p->lo, p->hi);       \
   }
 
-/* full_row: one output row of nob (1 or 2) output blocks, six pixels at a
- * time where every tap lies inside the row, one at a time with per-tap
- * bounds elsewhere; each input value is broadcast once against the nob
- * weight vectors of its tap. */
+/* The full loop's view of one output row of one set: where its input
+ * blocks, weights, outputs and residual start, and the strides. */
+typedef struct NcRow {
+  const float *x0, *w, *z0;
+  float* y0;
+  size_t ibs, ks, rs, cs, ybs, nib, klast, taps;
+  int64_t iy0;
+  size_t u0, u1;   /* the kernel rows inside the image */
+  size_t pu0, pu1; /* the kernel rows of this pass */
+  bool first;      /* the pass starts the sums (else it adds to Y's) */
+  bool last;       /* the pass ends them (Z and the activation) */
+} NcRow;
+
+/* cv_tile: np pixels (1..12) of one output row from ox by the set's nob
+ * (1..4) blocks, over taps [v0, v1) of each kernel row: accumulators start
+ * at the bias; per input block, tap and channel, nob adjacent weight
+ * vectors and np broadcasts of the pixels' input values. cv_span: the
+ * pixels [ox0, ox1) whose taps all lie in the row, NPM at a time, then one
+ * tile of the rest. */
 #define NC_DEFINE_FULL(SFX, TGT, V, B, LOAD, STORE, SET1, FMA, ZERO)                               \
-  __attribute__((target(TGT), always_inline)) static inline void full_body_##SFX(                  \
-      const CpuNchwcConv* p, size_t i, size_t ob, size_t oy, const int nob) {                      \
-    const size_t taps = p->kh * p->kw, W = p->w;                                                   \
-    const int64_t iy0 = (int64_t)(oy * p->sh) - (int64_t)p->pt;                                    \
-    size_t u0 = 0, u1 = 0;                                                                         \
-    for (size_t u = 0; u < p->kh; u++) {                                                           \
-      const int64_t iy = iy0 + (int64_t)(u * p->dh);                                               \
-      if (iy < 0) u0 = u + 1;                                                                      \
-      if (iy >= 0 && iy < (int64_t)p->h) u1 = u + 1;                                               \
+  __attribute__((target(TGT), always_inline)) static inline void cv_tile_##SFX(                    \
+      const CpuNchwcConv* p, const NcRow* r, size_t ob, size_t ox, size_t v0, size_t v1,           \
+      const int nob, const int np) {                                                               \
+    V acc[4][12];                                                                                  \
+    _Pragma("GCC unroll 4") for (int o = 0; o < nob; o++) {                                        \
+      const V b0 = p->bias ? LOAD(p->bias + (ob + (size_t)o) * B) : ZERO();                        \
+      const float* yo = r->y0 + (size_t)o * r->ybs + ox * B;                                       \
+      _Pragma("GCC unroll 12") for (int q = 0; q < np; q++) acc[o][q] =                            \
+          r->first ? b0 : LOAD(yo + (size_t)q * B);                                                \
     }                                                                                              \
-    if (u1 < u0) u1 = u0;                                                                          \
-    const int64_t span = (int64_t)((p->kw - 1) * p->dw);                                           \
-    const int64_t sw = (int64_t)p->sw, pl = (int64_t)p->pl, dwv = (int64_t)p->dw;                  \
-    V bias[2];                                                                                     \
-    _Pragma("GCC unroll 2") for (int o = 0; o < nob; o++) bias[o] =                                \
-        p->bias ? LOAD(p->bias + (ob + (size_t)o) * B) : ZERO();                                   \
-    size_t ox = 0;                                                                                 \
-    while (ox < p->ow) {                                                                           \
-      const int64_t ix0 = (int64_t)ox * sw - pl;                                                   \
-      const bool tile = ox + 6 <= p->ow && ix0 >= 0 && ix0 + 5 * sw + span < (int64_t)W;           \
-      V a[2][6];                                                                                   \
-      _Pragma("GCC unroll 2") for (int o = 0; o < nob; o++)                                        \
-          _Pragma("GCC unroll 6") for (int q = 0; q < 6; q++) a[o][q] = bias[o];                   \
-      for (size_t ci = 0; ci < p->c; ci++) {                                                       \
-        size_t rs, cs;                                                                             \
-        const float* xc = full_plane(p, i, ci, &rs, &cs);                                          \
-        const float* wc = p->wp + (ob * p->c + ci) * taps * B;                                     \
-        for (size_t u = u0; u < u1; u++) {                                                         \
-          const float* row = xc + (size_t)(iy0 + (int64_t)(u * p->dh)) * rs;                       \
-          const float* wr = wc + u * p->kw * B;                                                    \
-          for (size_t v = 0; v < p->kw; v++) {                                                     \
-            const V w0 = LOAD(wr + v * B);                                                         \
-            const V w1 = nob > 1 ? LOAD(wr + v * B + p->c * taps * B) : w0;                        \
-            const int64_t ix = ix0 + (int64_t)v * dwv;                                             \
-            if (tile) {                                                                            \
-              const float* xp = row + (size_t)ix * cs;                                             \
-              const size_t st = (size_t)sw * cs;                                                   \
-              _Pragma("GCC unroll 6") for (int q = 0; q < 6; q++) {                                \
-                const V xv = SET1(xp[(size_t)q * st]);                                             \
-                a[0][q] = FMA(xv, w0, a[0][q]);                                                    \
-                if (nob > 1) a[1][q] = FMA(xv, w1, a[1][q]);                                       \
-              }                                                                                    \
-            } else if (ix >= 0 && ix < (int64_t)W) {                                               \
-              const V xv = SET1(row[(size_t)ix * cs]);                                             \
-              a[0][0] = FMA(xv, w0, a[0][0]);                                                      \
-              if (nob > 1) a[1][0] = FMA(xv, w1, a[1][0]);                                         \
+    const size_t ws = (size_t)nob * B, st = p->sw * r->cs, ks = r->ks;                             \
+    const int64_t ix0 = (int64_t)(ox * p->sw) - (int64_t)p->pl;                                    \
+    for (size_t ib = 0; ib < r->nib; ib++) {                                                       \
+      const float* xb = r->x0 + ib * r->ibs;                                                       \
+      const size_t kmax = ib + 1 == r->nib ? r->klast : B;                                         \
+      const float* wb = r->w + ib * r->taps * B * ws;                                              \
+      for (size_t u = r->pu0; u < r->pu1; u++) {                                                   \
+        const float* xr = xb + (size_t)(r->iy0 + (int64_t)(u * p->dh)) * r->rs;                    \
+        const float* wu = wb + u * p->kw * B * ws;                                                 \
+        for (size_t v = v0; v < v1; v++) {                                                         \
+          const float* xp = xr + (size_t)(ix0 + (int64_t)(v * p->dw)) * r->cs;                     \
+          const float* wk = wu + v * B * ws;                                                       \
+          for (size_t k = 0; k < kmax; k++, wk += ws, xp += ks) {                                  \
+            V wv[4];                                                                               \
+            _Pragma("GCC unroll 4") for (int o = 0; o < nob; o++) wv[o] =                          \
+                LOAD(wk + (size_t)o * B);                                                          \
+            _Pragma("GCC unroll 12") for (int q = 0; q < np; q++) {                                \
+              const V xv = SET1(xp[(size_t)q * st]);                                               \
+              _Pragma("GCC unroll 4") for (int o = 0; o < nob; o++) acc[o][q] =                    \
+                  FMA(xv, wv[o], acc[o][q]);                                                       \
             }                                                                                      \
           }                                                                                        \
         }                                                                                          \
       }                                                                                            \
-      const size_t np = tile ? 6 : 1;                                                              \
-      _Pragma("GCC unroll 2") for (int o = 0; o < nob; o++) {                                      \
-        const size_t off = ((i * p->mb + ob + (size_t)o) * p->oh + oy) * p->ow * B;                \
-        for (size_t q = 0; q < np; q++)                                                            \
-          STORE(p->y + off + (ox + q) * B,                                                         \
-                epi_##SFX(p, a[o][q], p->z ? p->z + off + (ox + q) * B : NULL));                   \
-      }                                                                                            \
-      ox += np;                                                                                    \
     }                                                                                              \
-    if (cpu_act_is_row(p->act))                                                                    \
-      for (int o = 0; o < nob; o++) {                                                              \
-        float* y = p->y + ((i * p->mb + ob + (size_t)o) * p->oh + oy) * p->ow * B;                 \
-        cpu_act_row(y, y, p->ow* B, p->act, p->alpha, p->lo, p->hi);                               \
-      }                                                                                            \
+    _Pragma("GCC unroll 4") for (int o = 0; o < nob; o++) {                                        \
+      float* y = r->y0 + (size_t)o * r->ybs + ox * B;                                              \
+      const float* z = r->z0 ? r->z0 + (size_t)o * r->ybs + ox * B : NULL;                         \
+      if (r->last)                                                                                 \
+        _Pragma("GCC unroll 12") for (int q = 0; q < np; q++)                                      \
+            STORE(y + (size_t)q * B, epi_##SFX(p, acc[o][q], z ? z + (size_t)q * B : NULL));       \
+      else                                                                                         \
+        _Pragma("GCC unroll 12") for (int q = 0; q < np; q++) STORE(y + (size_t)q * B, acc[o][q]); \
+    }                                                                                              \
   }                                                                                                \
-  __attribute__((target(TGT))) static void full_row_##SFX(const CpuNchwcConv* p, size_t i,         \
-                                                          size_t ob, size_t nob, size_t oy) {      \
-    if (nob == 2)                                                                                  \
-      full_body_##SFX(p, i, ob, oy, 2);                                                            \
-    else                                                                                           \
-      full_body_##SFX(p, i, ob, oy, 1);                                                            \
+  __attribute__((target(TGT), always_inline)) static inline void cv_span_##SFX(                    \
+      const CpuNchwcConv* p, const NcRow* r, size_t ob, size_t ox0, size_t ox1, const int nob,     \
+      const int NPM) {                                                                             \
+    size_t ox = ox0;                                                                               \
+    for (; ox + (size_t)NPM <= ox1; ox += (size_t)NPM)                                             \
+      cv_tile_##SFX(p, r, ob, ox, 0, p->kw, nob, NPM);                                             \
+    const size_t kw = p->kw;                                                                       \
+    switch (ox1 - ox) {                                                                            \
+    case 11:                                                                                       \
+      if (NPM > 11) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 11);                                   \
+      break;                                                                                       \
+    case 10:                                                                                       \
+      if (NPM > 10) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 10);                                   \
+      break;                                                                                       \
+    case 9:                                                                                        \
+      if (NPM > 9) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 9);                                     \
+      break;                                                                                       \
+    case 8:                                                                                        \
+      if (NPM > 8) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 8);                                     \
+      break;                                                                                       \
+    case 7:                                                                                        \
+      if (NPM > 7) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 7);                                     \
+      break;                                                                                       \
+    case 6:                                                                                        \
+      if (NPM > 6) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 6);                                     \
+      break;                                                                                       \
+    case 5:                                                                                        \
+      if (NPM > 5) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 5);                                     \
+      break;                                                                                       \
+    case 4:                                                                                        \
+      if (NPM > 4) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 4);                                     \
+      break;                                                                                       \
+    case 3:                                                                                        \
+      if (NPM > 3) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 3);                                     \
+      break;                                                                                       \
+    case 2:                                                                                        \
+      if (NPM > 2) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 2);                                     \
+      break;                                                                                       \
+    case 1:                                                                                        \
+      if (NPM > 1) cv_tile_##SFX(p, r, ob, ox, 0, kw, nob, 1);                                     \
+      break;                                                                                       \
+    default:                                                                                       \
+      break;                                                                                       \
+    }                                                                                              \
+  }                                                                                                \
+  /* One pixel whose window leaves the row: its in-row taps only. */                               \
+  __attribute__((target(TGT), always_inline)) static inline void cv_edge_##SFX(                    \
+      const CpuNchwcConv* p, const NcRow* r, size_t ob, size_t ox, const int nob) {                \
+    const int64_t ix0 = (int64_t)(ox * p->sw) - (int64_t)p->pl;                                    \
+    size_t v0 = 0, v1 = 0;                                                                         \
+    for (size_t v = 0; v < p->kw; v++) {                                                           \
+      const int64_t ix = ix0 + (int64_t)(v * p->dw);                                               \
+      if (ix < 0) v0 = v + 1;                                                                      \
+      if (ix >= 0 && ix < (int64_t)p->w) v1 = v + 1;                                               \
+    }                                                                                              \
+    if (v1 < v0) v1 = v0;                                                                          \
+    cv_tile_##SFX(p, r, ob, ox, v0, v1, nob, 1);                                                   \
   }
+
+#define NC_FULL_CASE(SFX, NOB, NPM)                                                                \
+  case NOB:                                                                                        \
+    for (size_t ox = 0; ox < oa; ox++)                                                             \
+      cv_edge_##SFX(p, &r, e->ob, ox, NOB);                                                        \
+    cv_span_##SFX(p, &r, e->ob, oa, ob_, NOB, NPM);                                                \
+    for (size_t ox = ob_; ox < p->ow; ox++)                                                        \
+      cv_edge_##SFX(p, &r, e->ob, ox, NOB);                                                        \
+    break;
+
+/* full_pass: one pass over one output row of the set's blocks (r): the
+ * pixels before and after the interior [oa, ob_) one at a time. */
+#define NC_DEFINE_FULL_PASS(SFX, TGT, CASES)                                                       \
+  __attribute__((target(TGT))) static void full_pass_##SFX(                                        \
+      const CpuNchwcConv* p, const CpuNchwcSet* e, const NcRow* rp, size_t oa, size_t ob_) {       \
+    const NcRow r = *rp;                                                                           \
+    switch (e->nob) { CASES default : break; }                                                     \
+  }
+
+/* The row's inputs, weights and the kernel rows inside the image. */
+static void nc_row(const CpuNchwcConv* p, const CpuNchwcSet* e, size_t i, size_t oy, NcRow* r) {
+  const size_t B = p->block, ybs = p->oh * p->ow * B;
+  r->x0 = full_block(p, i, e->ib, &r->ks, &r->rs, &r->cs);
+  r->ibs = p->nchw_in ? B * p->h * p->w : p->h * p->w * B;
+  r->w = p->wp + e->wofs;
+  const size_t off = ((i * p->mb + e->ob) * p->oh + oy) * p->ow * B;
+  r->y0 = p->y + off;
+  r->z0 = p->z ? p->z + off : NULL;
+  r->ybs = ybs;
+  r->nib = e->nib;
+  r->klast = p->c - (e->ib + e->nib - 1) * B < B ? p->c - (e->ib + e->nib - 1) * B : B;
+  r->taps = p->kh * p->kw;
+  r->iy0 = (int64_t)(oy * p->sh) - (int64_t)p->pt;
+  r->u0 = r->u1 = 0;
+  for (size_t u = 0; u < p->kh; u++) {
+    const int64_t iy = r->iy0 + (int64_t)(u * p->dh);
+    if (iy < 0) r->u0 = u + 1;
+    if (iy >= 0 && iy < (int64_t)p->h) r->u1 = u + 1;
+  }
+  if (r->u1 < r->u0) r->u1 = r->u0;
+}
+
+/* The output columns [oa, ob_) whose every tap lies inside the row
+ * (oa = ob_ = ow when none). */
+static void nc_interior(const CpuNchwcConv* p, size_t* oa, size_t* ob_) {
+  const size_t sw = p->sw, span = (p->kw - 1) * p->dw;
+  size_t a = (p->pl + sw - 1) / sw, b = 0;
+  if (p->w + p->pl >= span + 1) {
+    b = (p->w + p->pl - span - 1) / sw + 1;
+    if (b > p->ow) b = p->ow;
+  }
+  if (a >= b) a = b = p->ow;
+  *oa = a, *ob_ = b;
+}
 
 #define NC512_ZERO() _mm512_setzero_ps()
 #define NC256_ZERO() _mm256_setzero_ps()
@@ -579,6 +727,65 @@ NC_DEFINE_FULL(avx512, "avx512f", __m512, 16, _mm512_loadu_ps, _mm512_storeu_ps,
                _mm512_fmadd_ps, NC512_ZERO)
 NC_DEFINE_FULL(avx2, "avx2,fma", __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps,
                _mm256_fmadd_ps, NC256_ZERO)
+/* Tile widths: 24 accumulators at most of AVX-512's 32 registers, 12 of
+ * AVX2's 16, beside the set's weight vectors and the broadcast. */
+NC_DEFINE_FULL_PASS(avx512, "avx512f",
+                    NC_FULL_CASE(avx512, 1, 12) NC_FULL_CASE(avx512, 2, 12)
+                        NC_FULL_CASE(avx512, 3, 8) NC_FULL_CASE(avx512, 4, 6))
+NC_DEFINE_FULL_PASS(avx2, "avx2,fma", NC_FULL_CASE(avx2, 1, 12) NC_FULL_CASE(avx2, 2, 6))
+
+typedef void (*NcPassFn)(const CpuNchwcConv*, const CpuNchwcSet*, const NcRow*, size_t, size_t);
+
+/* Packed weights of one set up to this many bytes run each output row in
+ * one pass over all input blocks and kernel rows, the sums in registers;
+ * larger ones would stream from L2 (or beyond) for every tile, so the
+ * rows [oy0, oy1) of a task run one pass per input block and kernel row,
+ * each reading that pass's weights (at most 4 x 7 x 16 x 16 floats) from
+ * L1 for every tile and adding to the partial sums in Y. */
+#define NC_FULL_ONE_PASS_BYTES 16384
+
+static void full_chunk(const CpuNchwcConv* p, const CpuNchwcSet* e, size_t i, size_t oy0,
+                       size_t oy1, NcPassFn pass) {
+  const size_t B = p->block, taps = p->kh * p->kw, per = taps * B * e->nob * B;
+  size_t oa, ob_;
+  nc_interior(p, &oa, &ob_);
+  NcRow r;
+  if (e->nib * per * sizeof(float) <= NC_FULL_ONE_PASS_BYTES) {
+    for (size_t oy = oy0; oy < oy1; oy++) {
+      nc_row(p, e, i, oy, &r);
+      r.pu0 = r.u0, r.pu1 = r.u1, r.first = r.last = true;
+      pass(p, e, &r, oa, ob_);
+    }
+  } else {
+    for (size_t ib = 0; ib < e->nib; ib++)
+      for (size_t u = 0; u < p->kh; u++)
+        for (size_t oy = oy0; oy < oy1; oy++) {
+          nc_row(p, e, i, oy, &r);
+          if (u < r.u0 || u >= r.u1) {
+            if (ib == 0 && u == 0 && r.u0 == r.u1) { /* no kernel row inside: the bias */
+              r.pu0 = r.pu1 = 0, r.first = r.last = true;
+              pass(p, e, &r, oa, ob_);
+            }
+            continue;
+          }
+          const size_t kb = p->c - (e->ib + ib) * B;
+          r.x0 += ib * r.ibs;
+          r.w += ib * per;
+          r.nib = 1;
+          r.klast = kb < B ? kb : B;
+          r.pu0 = u, r.pu1 = u + 1;
+          r.first = ib == 0 && u == r.u0;
+          r.last = ib + 1 == e->nib && u + 1 == r.u1;
+          pass(p, e, &r, oa, ob_);
+        }
+  }
+  if (cpu_act_is_row(p->act))
+    for (size_t oy = oy0; oy < oy1; oy++)
+      for (size_t o = 0; o < e->nob; o++) {
+        float* y = p->y + ((i * p->mb + e->ob + o) * p->oh + oy) * p->ow * B;
+        cpu_act_row(y, y, p->ow * B, p->act, p->alpha, p->lo, p->hi);
+      }
+}
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -592,6 +799,7 @@ typedef struct NcJob {
   const CpuNchwcConv* p;
   int path;
   size_t pairs, tiles; /* pointwise: output block pairs, pixel tasks per image */
+  size_t rows;         /* full: output rows per task */
   CpuStop stop;
 } NcJob;
 
@@ -652,31 +860,36 @@ static void dw_tasks(void* user, size_t begin, size_t end) {
   }
 }
 
-/* Full: a task per output row of a pair of output blocks (the last pair
- * may hold one). */
+/* Full: a task per set of output blocks and chunk of j->rows output rows
+ * (the chunk's partial sums, up to 16 KB, stay in L1 between passes). */
 static void full_tasks(void* user, size_t begin, size_t end) {
   NcJob* j = user;
   const CpuNchwcConv* p = j->p;
+  const size_t chunks = blocks_of(p->oh, j->rows);
   size_t polled = 0;
   for (size_t t = begin; t < end; t++) {
-    if (cpu_stop_poll(&j->stop, &polled, p->ow * p->kh * p->kw * p->c)) return;
-    const size_t oy = t % p->oh, rest = t / p->oh;
-    const size_t ob = rest % j->pairs * 2, i = rest / j->pairs;
-    const size_t nob = ob + 2 <= p->mb ? 2 : 1;
+    const size_t oy0 = t % chunks * j->rows, rest = t / chunks;
+    const size_t oy1 = oy0 + j->rows < p->oh ? oy0 + j->rows : p->oh;
+    const CpuNchwcSet* e = &p->sets[rest % p->nsets];
+    const size_t i = rest / p->nsets;
+    if (cpu_stop_poll(&j->stop, &polled, (oy1 - oy0) * p->ow * p->kh * p->kw * e->nib * p->block))
+      return;
     switch (j->path) {
 #if NC_X86
     case CPU_NCHWC_AVX512:
-      full_row_avx512(p, i, ob, nob, oy);
+      full_chunk(p, e, i, oy0, oy1, full_pass_avx512);
       break;
     case CPU_NCHWC_AVX2:
-      full_row_avx2(p, i, ob, nob, oy);
+      full_chunk(p, e, i, oy0, oy1, full_pass_avx2);
       break;
 #endif
     default:
-      for (size_t o = 0; o < nob; o++) {
-        full_scalar(p, i, ob + o, oy);
-        const size_t off = ((i * p->mb + ob + o) * p->oh + oy) * p->ow * p->block;
-        nc_epilogue(p, p->y + off, p->z ? p->z + off : NULL, p->ow * p->block);
+      for (size_t oy = oy0; oy < oy1; oy++) {
+        full_scalar(p, e, i, oy);
+        for (size_t o = 0; o < e->nob; o++) {
+          const size_t off = ((i * p->mb + e->ob + o) * p->oh + oy) * p->ow * p->block;
+          nc_epilogue(p, p->y + off, p->z ? p->z + off : NULL, p->ow * p->block);
+        }
       }
     }
   }
@@ -689,8 +902,9 @@ OnyxStatus* cpu_nchwc_conv_run(OnyxKernelContext* ctx, const CpuNchwcConv* p) {
   NcJob j = {.p = p, .path = block_path(p->block), .stop = {.ctx = ctx}};
   size_t tasks;
   if (p->full) {
-    j.pairs = blocks_of(p->mb, 2);
-    if (!cpu_mul_size(p->n * j.pairs, p->oh, &tasks))
+    const size_t px = 16384 / (cpu_nchwc_set_blocks(p->block) * p->block * sizeof(float));
+    j.rows = px / p->ow ? px / p->ow : 1;
+    if (!cpu_mul_size(p->n * p->nsets, blocks_of(p->oh, j.rows), &tasks))
       return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT, "too many output rows");
     cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), tasks, full_tasks, &j);
   } else if (p->depthwise) { /* a task per output row */
@@ -717,12 +931,14 @@ typedef struct NcState {
   CpuNchwcConv geo; /* the attributes' part: block, window, activation */
   size_t pb, pr;    /* the bottom and right pads */
   float* wp;
+  CpuNchwcSet* sets;
 } NcState;
 
 static void nc_release(void* state) {
   NcState* s = state;
   if (!s) return;
   free(s->wp);
+  free(s->sets);
   free(s);
 }
 
@@ -767,11 +983,13 @@ static OnyxStatus* nc_conv_create(OnyxEp* ep, const OnyxNode* node, void* ud, vo
   const bool pointwise = k[0] == 1 && k[1] == 1 && s[0] == 1 && s[1] == 1 && !pads[0] && !pads[1] &&
                          !pads[2] && !pads[3] && group == 1;
   const bool depthwise = wd[1] == 1 && group == wd[0] && group > 1;
-  const bool full = !pointwise && !depthwise && group == 1;
-  if (!pointwise && !depthwise && !full)
-    return cpu_error(node, ONYX_NOT_IMPLEMENTED,
-                     "grouped blocked convolutions other than depthwise (group = channels) are not "
-                     "implemented");
+  const size_t m = (size_t)wd[0], g = (size_t)group;
+  size_t cin = 0;
+  if (!cpu_mul_size((size_t)wd[1], g, &cin) || m % g)
+    return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                     "group %lld does not divide W's %lld output channels", (long long)group,
+                     (long long)wd[0]);
+  if (depthwise) cin = g;
   NcState* ns = calloc(1, sizeof *ns);
   if (!ns) return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory");
   CpuActivation a;
@@ -780,25 +998,32 @@ static OnyxStatus* nc_conv_create(OnyxEp* ep, const OnyxNode* node, void* ud, vo
     free(ns);
     return st;
   }
-  const size_t m = (size_t)wd[0], cin = depthwise ? (size_t)group : (size_t)wd[1];
-  const size_t floats = depthwise ? cpu_nchwc_depthwise_floats(m, k[0], k[1], (size_t)block)
-                                  : cpu_nchwc_full_floats(m, cin, k[0], k[1], (size_t)block);
-  ns->wp = floats && floats <= SIZE_MAX / sizeof(float) ? malloc(floats * sizeof(float)) : NULL;
+  size_t floats = 0, nsets = 0;
+  if (depthwise) {
+    floats = cpu_nchwc_depthwise_floats(m, k[0], k[1], (size_t)block);
+  } else {
+    ns->sets = calloc(blocks_of(m, (size_t)block), sizeof *ns->sets);
+    if (ns->sets)
+      nsets = cpu_nchwc_conv_sets(m, cin, g, k[0], k[1], (size_t)block, ns->sets, &floats);
+  }
+  ns->wp = floats && (depthwise || ns->sets) ? malloc(floats * sizeof(float)) : NULL;
   if (!ns->wp) {
-    free(ns);
+    nc_release(ns);
     return cpu_error(node, ONYX_OUT_OF_MEMORY, "out of memory for the packed weights");
   }
   const float* w = cpu_host->tensor_data(wt);
   if (depthwise)
     cpu_nchwc_pack_depthwise(w, m, k[0], k[1], (size_t)block, ns->wp);
-  else /* the pointwise packing is the full one of a 1x1 window */
-    cpu_nchwc_pack_full(w, m, cin, k[0], k[1], (size_t)block, ns->wp);
+  else
+    cpu_nchwc_pack_conv(w, m, cin, g, k[0], k[1], (size_t)block, ns->sets, nsets, ns->wp);
   ns->geo = (CpuNchwcConv){.c = cin,
                            .m = m,
                            .mb = blocks_of(m, (size_t)block),
                            .block = (size_t)block,
                            .depthwise = depthwise,
-                           .full = full,
+                           .full = !pointwise && !depthwise,
+                           .sets = ns->sets,
+                           .nsets = nsets,
                            .kh = k[0],
                            .kw = k[1],
                            .sh = s[0],

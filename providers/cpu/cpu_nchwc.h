@@ -9,20 +9,28 @@
  * NchwcConv computes pointwise convolutions (1x1, stride 1, no padding,
  * group 1) as a direct product over the input channels: per task two
  * output blocks by six pixels, twelve vector accumulators, each input
- * value broadcast once against two weight vectors; and depthwise ones
+ * value broadcast once against two weight vectors; depthwise ones
  * (group = C = M, any kernel, stride, dilation and padding) with one vector
  * of b channels per pixel and tap, four output pixels at a time inside the
- * image. Full convolutions (group 1, any window) of a few input channels,
- * blocked or NCHW (a chain's stem reads the image directly), run a direct
- * loop: six output pixels of one output block at a time inside the image,
- * each input value broadcast against the tap's weight vector. W is packed
- * once at creation. Bias, the residual Z and FusedConv's
- * activation are applied before the tile leaves the cache. Each output is
- * bias + the sum over input channels (pointwise) or over kernel rows, then
- * columns (depthwise; full: over input channels, then kernel rows, then
- * columns) of x * w, + z, then the activation, on every path;
- * the paths differ by FMA rounding only. A portable scalar loop computes
- * the same where the block's ISA is missing. */
+ * image; and every other convolution (any window, stride, dilation and
+ * padding; group 1 or grouped, X blocked, or NCHW for a chain's stem)
+ * through a direct loop over sets of up to four output blocks (two for
+ * b = 8) that read the same input blocks: per tile, the set's blocks by up
+ * to twelve pixels of one output row (24 accumulators at most), each input
+ * value broadcast once against the set's adjacent weight vectors of its
+ * tap and channel. A grouped conv's output block reads the input blocks
+ * holding its groups' channels; where a group is narrower than a block,
+ * the packed weights hold zeros for the other groups' channels (a
+ * block-diagonal W). Pixels whose taps all lie inside the image run
+ * without bounds checks, the others one at a time over their in-image
+ * taps. W is packed once at creation. Bias, the residual Z and
+ * FusedConv's activation are applied before the tile leaves the cache.
+ * Each output is bias + the sum over input channels (pointwise), over
+ * kernel rows, then columns (depthwise), or over input blocks, kernel
+ * rows, columns, then the block's channels (full) of x * w, + z, then the
+ * activation, on every path; the paths differ by FMA rounding only. A
+ * portable scalar loop computes the same where the block's ISA is
+ * missing. */
 #ifndef CPU_NCHWC_H
 #define CPU_NCHWC_H
 
@@ -42,6 +50,14 @@ int cpu_nchwc_path(void);
  * thread-safe against concurrent runs. */
 void cpu_nchwc_force_path(int path);
 
+/* A set of nob adjacent output blocks [ob, ob + nob) of a full or
+ * pointwise conv that read the same input blocks [ib, ib + nib); its
+ * packed weights start at wofs: [nib][kh * kw][block (input channel)]
+ * [nob][block (output channel)]. */
+typedef struct CpuNchwcSet {
+  size_t ob, nob, ib, nib, wofs;
+} CpuNchwcSet;
+
 /* One blocked convolution. wp and bias are packed (cpu_nchwc_pack_*): bias
  * holds mb * block floats (zero past m), or is NULL. */
 typedef struct CpuNchwcConv {
@@ -51,25 +67,31 @@ typedef struct CpuNchwcConv {
   const float* z; /* Y's shape, or NULL */
   float* y;       /* [n, mb, oh, ow, block] */
   size_t n, c, cb, h, w, m, mb, oh, ow, block;
-  bool depthwise; /* group = c = m */
-  bool full;      /* group 1, any window, through the direct loop below */
-  bool nchw_in;   /* full only: X is NCHW [n, c, h, w] (a chain's first conv) */
+  bool depthwise;          /* group = c = m */
+  bool full;               /* not depthwise nor pointwise: the direct loop over sets */
+  bool nchw_in;            /* full only: X is NCHW [n, c, h, w] (a chain's first conv) */
+  const CpuNchwcSet* sets; /* full and pointwise: the output block sets */
+  size_t nsets;
   size_t kh, kw, sh, sw, dh, dw, pt, pl;
   int act; /* CpuAct */
   float alpha, lo, hi;
 } CpuNchwcConv;
 
-/* Floats of the packed W: pointwise mb * c * block, depthwise cb * kh * kw
- * * block, full mb * c * kh * kw * block. */
-size_t cpu_nchwc_pointwise_floats(size_t m, size_t c, size_t block);
-size_t cpu_nchwc_full_floats(size_t m, size_t c, size_t kh, size_t kw, size_t block);
+/* Floats of the packed depthwise W: cb * kh * kw * block. */
 size_t cpu_nchwc_depthwise_floats(size_t c, size_t kh, size_t kw, size_t block);
-/* W [m, c] (1x1): out[ob][ci][j] = W[ob * block + j][ci], zero past m. */
-void cpu_nchwc_pack_pointwise(const float* w, size_t m, size_t c, size_t block, float* out);
-/* W [m, c, kh, kw]: out[ob][ci][tap][j] = W[ob * block + j][ci][tap], zero
- * past m (the pointwise packing when kh = kw = 1). */
-void cpu_nchwc_pack_full(const float* w, size_t m, size_t c, size_t kh, size_t kw, size_t block,
-                         float* out);
+/* Output block sets of a full or pointwise conv of W [m, c / group, kh,
+ * kw] over c input channels: consecutive output blocks reading the same
+ * input blocks, up to cpu_nchwc_set_blocks(block) of them. Writes at most
+ * ceil(m / block) sets and returns their count; *floats: the packed W's
+ * size (0 when it overflows). group divides c and m. */
+size_t cpu_nchwc_conv_sets(size_t m, size_t c, size_t group, size_t kh, size_t kw, size_t block,
+                           CpuNchwcSet* sets, size_t* floats);
+/* Output blocks per set: 4 for block 16, 2 for block 8. */
+size_t cpu_nchwc_set_blocks(size_t block);
+/* W [m, c / group, kh, kw] into the sets' layout, zero past m and c and
+ * where an output channel's group does not read the input channel. */
+void cpu_nchwc_pack_conv(const float* w, size_t m, size_t c, size_t group, size_t kh, size_t kw,
+                         size_t block, const CpuNchwcSet* sets, size_t nsets, float* out);
 /* W [c, 1, kh, kw]: out[cb][tap][j] = W[cb * block + j][tap], zero past c. */
 void cpu_nchwc_pack_depthwise(const float* w, size_t c, size_t kh, size_t kw, size_t block,
                               float* out);

@@ -274,23 +274,24 @@ static void test_block_rewritten(void** state) {
   free(bytes);
 }
 
-/* X -> pw (C0 -> C1) -> Relu -> [full 3x3 C1 -> C1 when split] -> pw (C1 -> C0) -> dw:
- * one chain of three convs; split by the full conv (not a chain op) into
- * {pw} and {pw, dw}: the first stays NCHW. */
+/* X -> pw (C0 -> C1) -> Relu -> [full 9x9 C1 -> C1 when split] -> pw (C1 -> C0) -> dw:
+ * one chain of three convs; split by the full conv (C1 x 81 products per
+ * output, more than the pass admits: not a chain op) into {pw} and
+ * {pw, dw}: the first stays NCHW. */
 static void test_chain_split(void** state) {
   (void)state;
   setenv("ONYX_OPT_NCHWC_BLOCK", "8", 1);
   for (int split = 0; split < 2; split++) {
     OxTestModel* m = otm_new(14);
     otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, H, W});
-    static float wf[C1 * C1 * 9], bf[C1], wd0[C0 * 9], bd0[C0];
-    fill(wf, C1 * C1 * 9, 31, 0.2f);
+    static float wf[C1 * C1 * 81], bf[C1], wd0[C0 * 9], bd0[C0];
+    fill(wf, C1 * C1 * 81, 31, 0.05f);
     fill(bf, C1, 33, 0.2f);
     fill(wd0, C0 * 9, 35, 0.3f);
     fill(bd0, C0, 37, 0.2f);
     otm_initializer(m, "W1", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C1, C0, 1, 1}, w1);
     otm_initializer(m, "B1", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C1}, b1);
-    otm_initializer(m, "Wf", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C1, C1, 3, 3}, wf);
+    otm_initializer(m, "Wf", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C1, C1, 9, 9}, wf);
     otm_initializer(m, "Bf", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C1}, bf);
     otm_initializer(m, "W2", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C0, C1, 1, 1}, w2);
     otm_initializer(m, "B2", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C0}, b2);
@@ -298,7 +299,8 @@ static void test_chain_split(void** state) {
     otm_initializer(m, "Bd", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C0}, bd0);
     conv(m, "pw1", "X,W1,B1", "P1", 1, 1);
     otm_node(m, "Relu", "relu", "P1", "R");
-    if (split) conv(m, "full", "R,Wf,Bf", "F", 3, 1);
+    if (split)
+      otm_attr_ints(conv(m, "full", "R,Wf,Bf", "F", 9, 1), "pads", 4, (int64_t[]){4, 4, 4, 4});
     conv(m, "pw2", split ? "F,W2,B2" : "R,W2,B2", "P2", 1, 1);
     conv(m, "dw", "P2,Wd,Bd", "Y", 3, C0);
     otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, H, W});
@@ -320,7 +322,7 @@ static void test_chain_split(void** state) {
     conv_ref(xd, C0, H, W, w1, b1, C1, 1, 0, 1, r);
     for (size_t i = 0; i < C1 * H * W; i++)
       r[i] = r[i] < 0 ? 0 : r[i];
-    if (split) conv_ref(r, C1, H, W, wf, bf, C1, 3, 1, 1, f);
+    if (split) conv_ref(r, C1, H, W, wf, bf, C1, 9, 4, 1, f);
     conv_ref(split ? f : r, C1, H, W, w2, b2, C0, 1, 0, 1, p2);
     conv_ref(p2, C0, H, W, wd0, bd0, C0, 3, 1, C0, yr);
     run(s, x, "Y", y, C0 * H * W);
@@ -819,6 +821,110 @@ static void test_blocked_op_errors(void** state) {
   }
 }
 
+/* --- full and grouped convs admitted (the blocked kernel's direct loop) --- */
+
+/* X -> pw (C0 -> C1) -> Relu -> full 3x3 (C1 -> C1) -> grouped 3x3 (C1 ->
+ * C1, 5 groups of 4 channels) -> pw (C1 -> C0): one chain of four convs
+ * (one ReorderInput, one ReorderOutput), blocks 8 and 16, against the
+ * reference here. */
+static void test_full_grouped_admitted(void** state) {
+  (void)state;
+  static float wf[C1 * C1 * 9], bf[C1], wg[C1 * 4 * 9], bg[C1], x[C0 * H * W], y[C0 * H * W];
+  fill(wf, C1 * C1 * 9, 61, 0.2f);
+  fill(bf, C1, 63, 0.2f);
+  fill(wg, C1 * 4 * 9, 65, 0.3f);
+  fill(bg, C1, 67, 0.2f);
+  fill(x, C0 * H * W, 69, 1.5f);
+  static double xd[C0 * H * W], r[C1 * H * W], f[C1 * H * W], g[C1 * H * W], yr[C0 * H * W];
+  for (size_t i = 0; i < C0 * H * W; i++)
+    xd[i] = x[i];
+  conv_ref(xd, C0, H, W, w1, b1, C1, 1, 0, 1, r);
+  for (size_t i = 0; i < C1 * H * W; i++)
+    r[i] = r[i] < 0 ? 0 : r[i];
+  conv_ref(r, C1, H, W, wf, bf, C1, 3, 1, 1, f);
+  conv_ref(f, C1, H, W, wg, bg, C1, 3, 1, 5, g);
+  conv_ref(g, C1, H, W, w2, b2, C0, 1, 0, 1, yr);
+  for (int b = 8; b <= 16; b += 8) {
+    setenv("ONYX_OPT_NCHWC_BLOCK", b == 8 ? "8" : "16", 1);
+    OxTestModel* m = otm_new(14);
+    otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, H, W});
+    otm_initializer(m, "W1", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C1, C0, 1, 1}, w1);
+    otm_initializer(m, "B1", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C1}, b1);
+    otm_initializer(m, "Wf", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C1, C1, 3, 3}, wf);
+    otm_initializer(m, "Bf", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C1}, bf);
+    otm_initializer(m, "Wg", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C1, 4, 3, 3}, wg);
+    otm_initializer(m, "Bg", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C1}, bg);
+    otm_initializer(m, "W2", ONYX_ELEM_FLOAT32, 4, (int64_t[]){C0, C1, 1, 1}, w2);
+    otm_initializer(m, "B2", ONYX_ELEM_FLOAT32, 1, (int64_t[]){C0}, b2);
+    conv(m, "pw1", "X,W1,B1", "P1", 1, 1);
+    otm_node(m, "Relu", "relu", "P1", "R");
+    conv(m, "full", "R,Wf,Bf", "F", 3, 1);
+    conv(m, "grouped", "F,Wg,Bg", "G", 3, 5);
+    conv(m, "pw2", "G,W2,B2", "Y", 1, 1);
+    otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, C0, H, W});
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    otm_serialize(m, &bytes, &len);
+    otm_free(m);
+    OnyxSession* s = open_session(bytes, len, NULL);
+    assert_int_equal(count_op(s, "NchwcConv"), 4);
+    assert_int_equal(count_op(s, "FusedConv") + count_op(s, "Conv"), 0);
+    assert_int_equal(count_op(s, "ReorderInput"), 1);
+    assert_int_equal(count_op(s, "ReorderOutput"), 1);
+    run(s, x, "Y", y, C0 * H * W);
+    for (size_t i = 0; i < C0 * H * W; i++)
+      if (fabs(y[i] - yr[i]) > 1e-4 * (1 + fabs(yr[i])))
+        fail_msg("block %d: Y[%zu] = %.9g, want %.9g", b, i, y[i], yr[i]);
+    onyx_session_release(s);
+    free(bytes);
+  }
+  unsetenv("ONYX_OPT_NCHWC_BLOCK");
+}
+
+/* Convs the pass leaves to the NCHW paths, each between two pointwise
+ * convs (which alone would make a chain of two): a 3x3 stride-1 conv of 16
+ * channels over 36 output tiles of 4x4 (Winograd's), a 1x1 stride-2
+ * projection, one of 144 output channels, one of 16 x 9 x 9 products per
+ * output, and a depthwise conv with a channel multiplier of 2 (grouped,
+ * one input channel per group). */
+static void test_full_not_admitted(void** state) {
+  (void)state;
+  enum { N = 16, S = 24 };
+  /* k, stride, pad, out channels, group */
+  static const int64_t CASES[][5] = {
+      {3, 1, 1, N, 1}, {1, 2, 0, N, 1}, {3, 2, 1, 144, 1}, {9, 1, 4, N, 1}, {3, 1, 1, 2 * N, N}};
+  static float wp[N * 144], wm[144 * N * 81];
+  fill(wp, N * 144, 71, 0.2f);
+  fill(wm, 144 * N * 81, 73, 0.05f);
+  setenv("ONYX_OPT_NCHWC_BLOCK", "16", 1);
+  for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+    const int64_t* e = CASES[c];
+    const int64_t mo = e[3], o = (S + 2 * e[2] - e[0]) / e[1] + 1;
+    OxTestModel* m = otm_new(14);
+    otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, N, S, S});
+    otm_initializer(m, "Wa", ONYX_ELEM_FLOAT32, 4, (int64_t[]){N, N, 1, 1}, wp);
+    otm_initializer(m, "Wm", ONYX_ELEM_FLOAT32, 4, (int64_t[]){mo, N / e[4], e[0], e[0]}, wm);
+    otm_initializer(m, "Wb", ONYX_ELEM_FLOAT32, 4, (int64_t[]){N, mo, 1, 1}, wp);
+    conv(m, "pa", "X,Wa", "A", 1, 1);
+    OxTestNode* mid = otm_node(m, "Conv", "mid", "A,Wm", "M");
+    otm_attr_ints(mid, "kernel_shape", 2, (int64_t[]){e[0], e[0]});
+    otm_attr_ints(mid, "pads", 4, (int64_t[]){e[2], e[2], e[2], e[2]});
+    if (e[4] > 1) otm_attr_int(mid, "group", e[4]);
+    otm_attr_ints(mid, "strides", 2, (int64_t[]){e[1], e[1]});
+    conv(m, "pb", "M,Wb", "Y", 1, 1);
+    otm_output(m, "Y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, N, o, o});
+    uint8_t* bytes = NULL;
+    size_t len = 0;
+    otm_serialize(m, &bytes, &len);
+    otm_free(m);
+    OnyxSession* s = open_session(bytes, len, NULL);
+    if (count_op(s, "NchwcConv") != 0) fail_msg("case %zu: the middle conv was admitted", c);
+    onyx_session_release(s);
+    free(bytes);
+  }
+  unsetenv("ONYX_OPT_NCHWC_BLOCK");
+}
+
 int main(void) {
   init_weights();
   const struct CMUnitTest tests[] = {
@@ -831,6 +937,8 @@ int main(void) {
       cmocka_unit_test(test_concat_unaligned),
       cmocka_unit_test(test_pool_chain_other_provider),
       cmocka_unit_test(test_blocked_op_errors),
+      cmocka_unit_test(test_full_grouped_admitted),
+      cmocka_unit_test(test_full_not_admitted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,10 +4,12 @@
  * (channel counts short of, equal to and past one and two blocks; padded
  * lanes zero), the global average, the gate's scale (also in place), and
  * NchwcConv's pointwise and depthwise paths and its direct loop for
- * group-1 convs (X blocked or NCHW): kernels 1x1 to 5x5, strides 1 and 2,
- * dilations 1 and 2, asymmetric pads, widths 1 to 19 around the 4- and
- * 6-pixel tiles, pixel counts around the 6-pixel tiles and the 96-pixel
- * tasks, one and two output blocks per tile, with and without bias and the
+ * full and grouped convs (X blocked or NCHW; group widths 4 to 32, the
+ * weights block-diagonal where a group is narrower than the block):
+ * kernels 1x1 to 7x7, strides 1 and 2, dilations 1 and 2, asymmetric pads,
+ * widths 1 to 31 around the 4-, 6-, 8- and 12-pixel tiles, pixel counts
+ * around the 6-pixel tiles and the 96-pixel tasks, one to four output
+ * blocks per tile, with and without bias and the
  * residual Z, every activation, blocks 8 and 16, on each path (scalar,
  * AVX2, AVX-512) forced in turn; the result is the same with the pool
  * stand-in and without. */
@@ -96,7 +98,8 @@ static float* to_blocked(const float* x, size_t n, size_t c, size_t hw, size_t b
 typedef struct Case {
   size_t n, c, m, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   int depthwise;
-  int full, nchw_in; /* group 1 through the direct loop; X NCHW */
+  int full, nchw_in; /* through the direct loop; X NCHW */
+  size_t group;      /* full: 0 or 1 for group 1 */
 } Case;
 
 static size_t ext(size_t in, size_t k, size_t s, size_t d, size_t p0, size_t p1) {
@@ -110,7 +113,8 @@ static size_t checked;
 static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const Act* a) {
   const size_t oh = ext(c->h, c->kh, c->sh, c->dh, c->pt, c->pb);
   const size_t ow = ext(c->w, c->kw, c->sw, c->dw, c->pl, c->pr);
-  const size_t m = c->depthwise ? c->c : c->m, cw = c->depthwise ? 1 : c->c;
+  const size_t group = c->depthwise ? c->c : c->group ? c->group : 1;
+  const size_t m = c->depthwise ? c->c : c->m, cw = c->c / group, mpg = m / group;
   const size_t hw = c->h * c->w, ohw = oh * ow, mb = blocks(m, b), cb = blocks(c->c, b);
   float* x = malloc(c->n * c->c * hw * sizeof *x);
   float* w = malloc(m * cw * c->kh * c->kw * sizeof *w);
@@ -127,8 +131,14 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
     z[i] = uniform();
   float* xb = to_blocked(x, c->n, c->c, hw, b);
   float* zb = to_blocked(z, c->n, m, ohw, b);
-  const size_t floats = c->depthwise ? cpu_nchwc_depthwise_floats(m, c->kh, c->kw, b)
-                                     : cpu_nchwc_full_floats(m, c->c, c->kh, c->kw, b);
+  CpuNchwcSet* sets = calloc(mb, sizeof *sets);
+  assert_non_null(sets);
+  size_t floats = 0, nsets = 0;
+  if (c->depthwise)
+    floats = cpu_nchwc_depthwise_floats(m, c->kh, c->kw, b);
+  else
+    nsets = cpu_nchwc_conv_sets(m, c->c, group, c->kh, c->kw, b, sets, &floats);
+  assert_true(floats > 0);
   float* wp = malloc(floats * sizeof *wp);
   const size_t yn = c->n * mb * ohw * b;
   float* y = malloc(yn * sizeof *y);
@@ -136,10 +146,8 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
   assert_true(wp && y && y1);
   if (c->depthwise)
     cpu_nchwc_pack_depthwise(w, m, c->kh, c->kw, b, wp);
-  else if (c->kh * c->kw == 1)
-    cpu_nchwc_pack_pointwise(w, m, c->c, b, wp);
   else
-    cpu_nchwc_pack_full(w, m, c->c, c->kh, c->kw, b, wp);
+    cpu_nchwc_pack_conv(w, m, c->c, group, c->kh, c->kw, b, sets, nsets, wp);
   for (size_t i = 0; i < yn; i++)
     y[i] = y1[i] = NAN;
   CpuNchwcConv p = {.x = c->nchw_in ? x : xb,
@@ -160,6 +168,8 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
                     .depthwise = c->depthwise != 0,
                     .full = c->full != 0,
                     .nchw_in = c->nchw_in != 0,
+                    .sets = sets,
+                    .nsets = nsets,
                     .kh = c->kh,
                     .kw = c->kw,
                     .sh = c->sh,
@@ -184,7 +194,7 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
       for (size_t oy = 0; oy < oh; oy++)
         for (size_t ox = 0; ox < ow; ox++) {
           double acc = with_bias ? bias[o] : 0, mag = fabs(acc);
-          const size_t c0 = c->depthwise ? o : 0, c1 = c->depthwise ? o + 1 : c->c;
+          const size_t c0 = o / mpg * cw, c1 = c0 + cw;
           for (size_t ci = c0; ci < c1; ci++)
             for (size_t u = 0; u < c->kh; u++)
               for (size_t v = 0; v < c->kw; v++) {
@@ -203,15 +213,15 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
           const float got = y[((i * mb + o / b) * ohw + q) * b + o % b];
           if (!(fabs((double)got - want) <= 1e-5 * mag + 1e-6))
             fail_msg("path %d block %zu %s%s c=%zu m=%zu %zux%zu k %zux%zu s %zu,%zu d %zu,%zu "
-                     "pads %zu,%zu,%zu,%zu bias=%d z=%d act=%d: y[n%zu c%zu (%zu,%zu)] = %.9g, "
-                     "want %.9g",
+                     "group %zu pads %zu,%zu,%zu,%zu bias=%d z=%d act=%d: y[n%zu c%zu (%zu,%zu)] = "
+                     "%.9g, want %.9g",
                      cpu_nchwc_path(), b,
                      c->depthwise ? "depthwise"
                      : c->full    ? "full"
                                   : "pointwise",
                      c->nchw_in ? " (NCHW X)" : "", c->c, m, c->h, c->w, c->kh, c->kw, c->sh, c->sw,
-                     c->dh, c->dw, c->pt, c->pl, c->pb, c->pr, with_bias, with_z, a->act, i, o, oy,
-                     ox, got, want);
+                     c->dh, c->dw, group, c->pt, c->pl, c->pb, c->pr, with_bias, with_z, a->act, i,
+                     o, oy, ox, got, want);
         }
   checked++;
   free(x);
@@ -221,6 +231,7 @@ static void check_conv(const Case* c, size_t b, int with_bias, int with_z, const
   free(xb);
   free(zb);
   free(wp);
+  free(sets);
   free(y);
   free(y1);
 }
@@ -324,6 +335,87 @@ static void full_body(size_t b) {
     }
 }
 
+/* Full convs of many channels, X blocked and NCHW: channel counts short
+ * of and past the block and the output block sets, kernels 1 to 7,
+ * strides 1 and 2, dilation 2, asymmetric pads, widths around the
+ * 6-, 8- and 12-pixel tiles; each activation, with and without Z. */
+static void full_wide_body(size_t b) {
+  /* kh, kw, sh, sw, dh, dw, pt, pl, pb, pr */
+  static const size_t SHAPES[][10] = {
+      {3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+      {3, 3, 2, 2, 1, 1, 0, 0, 1, 1}, {5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+      {7, 7, 2, 2, 1, 1, 3, 3, 3, 3}, {3, 3, 1, 1, 2, 2, 2, 2, 2, 2},
+      {1, 1, 2, 2, 1, 1, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {3, 5, 1, 2, 1, 1, 0, 2, 1, 0}, {3, 3, 1, 1, 1, 1, 2, 0, 0, 1}};
+  static const size_t CM[][2] = {{20, 40}, {37, 70}, {48, 17}, {16, 64}, {9, 33}, {64, 24}};
+  static const size_t WD[] = {7, 14, 16, 26, 31};
+  size_t k = 0;
+  for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++)
+    for (size_t wi = 0; wi < sizeof WD / sizeof WD[0]; wi++, k++) {
+      const size_t* e = SHAPES[s];
+      const size_t* cm = CM[k % 6];
+      Case c = {.n = 1 + k % 2,
+                .c = cm[0],
+                .m = cm[1],
+                .h = 3 + k % 5,
+                .w = WD[wi],
+                .kh = e[0],
+                .kw = e[1],
+                .sh = e[2],
+                .sw = e[3],
+                .dh = e[4],
+                .dw = e[5],
+                .pt = e[6],
+                .pl = e[7],
+                .pb = e[8],
+                .pr = e[9],
+                .full = 1};
+      if (c.h + c.pt + c.pb < e[4] * (e[0] - 1) + 1) c.h = e[4] * (e[0] - 1) + 1;
+      c.nchw_in = (int)(k % 7 == 3);
+      check_conv(&c, b, (int)(k % 3 != 0), (int)(k % 4 == 1), &ACTS[k % N_ACTS]);
+    }
+}
+
+/* Grouped convs (not depthwise) through the direct loop: group widths 4,
+ * 8, 16 and 32, input and output widths equal or not, groups narrower
+ * than, equal to and wider than the block, channel counts not multiples
+ * of the block. */
+static void grouped_body(size_t b) {
+  /* c, m, group */
+  static const size_t G[][3] = {{32, 32, 8}, {24, 48, 6}, {12, 12, 3}, {48, 48, 6},
+                                {40, 40, 5}, {24, 24, 3}, {64, 64, 4}, {48, 96, 3},
+                                {64, 64, 2}, {96, 96, 3}, {16, 8, 2},  {56, 56, 7}};
+  /* kh, kw, sh, sw, dh, dw, pt, pl, pb, pr */
+  static const size_t SHAPES[][10] = {{3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                                      {3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+                                      {1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+                                      {3, 3, 1, 1, 2, 2, 2, 1, 2, 1}};
+  size_t k = 0;
+  for (size_t gi = 0; gi < sizeof G / sizeof G[0]; gi++)
+    for (size_t s = 0; s < sizeof SHAPES / sizeof SHAPES[0]; s++, k++) {
+      const size_t* e = SHAPES[s];
+      Case c = {.n = 1 + k % 2,
+                .c = G[gi][0],
+                .m = G[gi][1],
+                .group = G[gi][2],
+                .h = 5 + k % 4,
+                .w = 9 + k % 11,
+                .kh = e[0],
+                .kw = e[1],
+                .sh = e[2],
+                .sw = e[3],
+                .dh = e[4],
+                .dw = e[5],
+                .pt = e[6],
+                .pl = e[7],
+                .pb = e[8],
+                .pr = e[9],
+                .full = 1};
+      c.nchw_in = (int)(k % 5 == 2);
+      check_conv(&c, b, (int)(k % 3 != 0), (int)(k % 4 == 1), &ACTS[k % N_ACTS]);
+    }
+}
+
 static const char* const PATH_NAMES[] = {"scalar", "avx2", "avx512"};
 
 static void for_each_path(void (*body)(size_t)) {
@@ -412,14 +504,25 @@ static void test_full(void** state) {
   for_each_path(full_body);
 }
 
+static void test_full_wide(void** state) {
+  (void)state;
+  for_each_path(full_wide_body);
+}
+
+static void test_grouped(void** state) {
+  (void)state;
+  for_each_path(grouped_body);
+}
+
 static void test_reorders(void** state) {
   (void)state;
   for_each_path(reorders_body);
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_reorders),
-                                     cmocka_unit_test(test_pointwise),
-                                     cmocka_unit_test(test_depthwise), cmocka_unit_test(test_full)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reorders),  cmocka_unit_test(test_pointwise),
+      cmocka_unit_test(test_depthwise), cmocka_unit_test(test_full),
+      cmocka_unit_test(test_full_wide), cmocka_unit_test(test_grouped)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,8 +19,9 @@
  *                                  (4), dilations, group (all explicit: the
  *                                  pass writes them), block, and FusedConv's
  *                                  activation, alpha, beta, clip_min,
- *                                  clip_max. The kernel takes group-1 and
- *                                  depthwise (group = C = M) convolutions;
+ *                                  clip_max. The kernel takes any group
+ *                                  (depthwise, grouped with block-diagonal
+ *                                  weights, group 1);
  *                                  with group 1, X may also be NCHW
  *                                  [N, C, H, W] (a chain's first conv)
  *   NchwcGlobalAveragePool(X [N, Cb, H, W, b]) -> Y [N, Cb, 1, 1, b]

@@ -150,42 +150,55 @@ void cpu_nchwc_pack_depthwise(const float* w, size_t c, size_t kh, size_t kw, si
  * contiguous run of each channel at a time. */
 #define REORDER_TILE 64
 
-void cpu_nchwc_reorder_input(const float* x, float* y, size_t n, size_t c, size_t hw,
-                             size_t block) {
+/* Units [u0, u1) of the reorders, each one channel block of one image
+ * (u = image * cb + block). */
+static void reorder_input_units(const float* x, float* y, size_t c, size_t hw, size_t block,
+                                size_t u0, size_t u1) {
   const size_t cb = blocks_of(c, block);
-  for (size_t i = 0; i < n; i++)
-    for (size_t b = 0; b < cb; b++) {
-      float* yb = y + (i * cb + b) * hw * block;
-      for (size_t p0 = 0; p0 < hw; p0 += REORDER_TILE) {
-        const size_t p1 = p0 + REORDER_TILE < hw ? p0 + REORDER_TILE : hw;
-        for (size_t j = 0; j < block; j++) {
-          const size_t ch = b * block + j;
-          if (ch >= c) {
-            for (size_t p = p0; p < p1; p++)
-              yb[p * block + j] = 0.0f;
-            continue;
-          }
-          const float* xc = x + (i * c + ch) * hw;
+  for (size_t u = u0; u < u1; u++) {
+    const size_t i = u / cb, b = u % cb;
+    float* yb = y + u * hw * block;
+    for (size_t p0 = 0; p0 < hw; p0 += REORDER_TILE) {
+      const size_t p1 = p0 + REORDER_TILE < hw ? p0 + REORDER_TILE : hw;
+      for (size_t j = 0; j < block; j++) {
+        const size_t ch = b * block + j;
+        if (ch >= c) {
           for (size_t p = p0; p < p1; p++)
-            yb[p * block + j] = xc[p];
+            yb[p * block + j] = 0.0f;
+          continue;
         }
+        const float* xc = x + (i * c + ch) * hw;
+        for (size_t p = p0; p < p1; p++)
+          yb[p * block + j] = xc[p];
       }
     }
+  }
+}
+
+void cpu_nchwc_reorder_input(const float* x, float* y, size_t n, size_t c, size_t hw,
+                             size_t block) {
+  reorder_input_units(x, y, c, hw, block, 0, n * blocks_of(c, block));
+}
+
+static void reorder_output_units(const float* x, float* y, size_t c, size_t cb, size_t hw,
+                                 size_t block, size_t u0, size_t u1) {
+  for (size_t u = u0; u < u1; u++) {
+    const size_t i = u / cb, b = u % cb;
+    for (size_t p0 = 0; p0 < hw; p0 += REORDER_TILE) {
+      const size_t p1 = p0 + REORDER_TILE < hw ? p0 + REORDER_TILE : hw;
+      for (size_t ch = b * block; ch < c && ch < (b + 1) * block; ch++) {
+        const float* xb = x + u * hw * block + ch % block;
+        float* yc = y + (i * c + ch) * hw;
+        for (size_t p = p0; p < p1; p++)
+          yc[p] = xb[p * block];
+      }
+    }
+  }
 }
 
 void cpu_nchwc_reorder_output(const float* x, float* y, size_t n, size_t c, size_t cb, size_t hw,
                               size_t block) {
-  for (size_t i = 0; i < n; i++)
-    for (size_t b = 0; b < cb; b++)
-      for (size_t p0 = 0; p0 < hw; p0 += REORDER_TILE) {
-        const size_t p1 = p0 + REORDER_TILE < hw ? p0 + REORDER_TILE : hw;
-        for (size_t ch = b * block; ch < c && ch < (b + 1) * block; ch++) {
-          const float* xb = x + (i * cb + b) * hw * block + ch % block;
-          float* yc = y + (i * c + ch) * hw;
-          for (size_t p = p0; p < p1; p++)
-            yc[p] = xb[p * block];
-        }
-      }
+  reorder_output_units(x, y, c, cb, hw, block, 0, n * cb);
 }
 
 #if NC_X86
@@ -1108,6 +1121,51 @@ static OnyxStatus* nc_conv_compute(void* state, OnyxKernelContext* ctx) {
   return cpu_nchwc_conv_run(ctx, &p);
 }
 
+/* The layout moves (reorders, global average, gate scale) split over the
+ * thread pool by channel blocks of images: every unit writes its own part
+ * of Y, so the result does not depend on the thread count. Tensors under
+ * NC_MOVE_SERIAL floats run on the calling thread (waking the pool costs
+ * more than the copy). */
+#define NC_MOVE_SERIAL 16384
+typedef enum { NC_MOVE_IN, NC_MOVE_OUT, NC_MOVE_GAP, NC_MOVE_SCALE } NcMoveKind;
+typedef struct NcMove {
+  NcMoveKind kind;
+  const float* x;
+  const float* s;
+  float* y;
+  size_t c, cb, hw, block;
+} NcMove;
+
+static void nc_move_tasks(void* user, size_t u0, size_t u1) {
+  const NcMove* m = user;
+  const size_t plane = m->hw * m->block;
+  switch (m->kind) {
+  case NC_MOVE_IN:
+    reorder_input_units(m->x, m->y, m->c, m->hw, m->block, u0, u1);
+    break;
+  case NC_MOVE_OUT:
+    reorder_output_units(m->x, m->y, m->c, m->cb, m->hw, m->block, u0, u1);
+    break;
+  case NC_MOVE_GAP:
+    cpu_nchwc_global_average(m->x + u0 * plane, m->y + u0 * m->block, 1, u1 - u0, m->hw, m->block);
+    break;
+  case NC_MOVE_SCALE:
+    cpu_nchwc_scale(m->x + u0 * plane, m->s + u0 * m->block, m->y + u0 * plane, 1, u1 - u0, m->hw,
+                    m->block);
+    break;
+  }
+}
+
+/* n images of m->cb channel blocks (tensors that exist: the products fit). */
+static void nc_move_run(OnyxKernelContext* ctx, NcMove* m, size_t n) {
+  const size_t units = n * m->cb;
+  if (!units) return;
+  if (units < 2 || units * m->hw * m->block < NC_MOVE_SERIAL)
+    nc_move_tasks(m, 0, units);
+  else
+    cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), units, nc_move_tasks, m);
+}
+
 static OnyxStatus* nc_reorder_input_compute(void* state, OnyxKernelContext* ctx) {
   (void)state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
@@ -1120,8 +1178,14 @@ static OnyxStatus* nc_reorder_input_compute(void* state, OnyxKernelContext* ctx)
   OnyxTensor* y = NULL;
   OnyxStatus* out_st = cpu_host->ctx_output(ctx, 0, yd, 5, &y);
   if (out_st) return out_st;
-  cpu_nchwc_reorder_input(cpu_host->tensor_data(x), cpu_host->tensor_mutable_data(y), (size_t)d[0],
-                          c, (size_t)d[2] * (size_t)d[3], (size_t)block);
+  NcMove m = {.kind = NC_MOVE_IN,
+              .x = cpu_host->tensor_data(x),
+              .y = cpu_host->tensor_mutable_data(y),
+              .c = c,
+              .cb = blocks_of(c, (size_t)block),
+              .hw = (size_t)d[2] * (size_t)d[3],
+              .block = (size_t)block};
+  nc_move_run(ctx, &m, (size_t)d[0]);
   return NULL;
 }
 
@@ -1139,8 +1203,14 @@ static OnyxStatus* nc_reorder_output_compute(void* state, OnyxKernelContext* ctx
   OnyxTensor* y = NULL;
   OnyxStatus* out_st = cpu_host->ctx_output(ctx, 0, yd, 4, &y);
   if (out_st) return out_st;
-  cpu_nchwc_reorder_output(cpu_host->tensor_data(x), cpu_host->tensor_mutable_data(y), (size_t)d[0],
-                           (size_t)c, (size_t)d[1], (size_t)d[2] * (size_t)d[3], (size_t)d[4]);
+  NcMove m = {.kind = NC_MOVE_OUT,
+              .x = cpu_host->tensor_data(x),
+              .y = cpu_host->tensor_mutable_data(y),
+              .c = (size_t)c,
+              .cb = (size_t)d[1],
+              .hw = (size_t)d[2] * (size_t)d[3],
+              .block = (size_t)d[4]};
+  nc_move_run(ctx, &m, (size_t)d[0]);
   return NULL;
 }
 
@@ -1154,8 +1224,13 @@ static OnyxStatus* nc_gap_compute(void* state, OnyxKernelContext* ctx) {
   OnyxTensor* y = NULL;
   OnyxStatus* out_st = cpu_host->ctx_output(ctx, 0, yd, 5, &y);
   if (out_st) return out_st;
-  cpu_nchwc_global_average(cpu_host->tensor_data(x), cpu_host->tensor_mutable_data(y), (size_t)d[0],
-                           (size_t)d[1], (size_t)d[2] * (size_t)d[3], (size_t)d[4]);
+  NcMove m = {.kind = NC_MOVE_GAP,
+              .x = cpu_host->tensor_data(x),
+              .y = cpu_host->tensor_mutable_data(y),
+              .cb = (size_t)d[1],
+              .hw = (size_t)d[2] * (size_t)d[3],
+              .block = (size_t)d[4]};
+  nc_move_run(ctx, &m, (size_t)d[0]);
   return NULL;
 }
 
@@ -1172,9 +1247,14 @@ static OnyxStatus* nc_scale_compute(void* state, OnyxKernelContext* ctx) {
   OnyxTensor* y = NULL;
   OnyxStatus* out_st = cpu_host->ctx_output(ctx, 0, d, 5, &y);
   if (out_st) return out_st;
-  cpu_nchwc_scale(cpu_host->tensor_data(x), cpu_host->tensor_data(sc),
-                  cpu_host->tensor_mutable_data(y), (size_t)d[0], (size_t)d[1],
-                  (size_t)d[2] * (size_t)d[3], (size_t)d[4]);
+  NcMove m = {.kind = NC_MOVE_SCALE,
+              .x = cpu_host->tensor_data(x),
+              .s = cpu_host->tensor_data(sc),
+              .y = cpu_host->tensor_mutable_data(y),
+              .cb = (size_t)d[1],
+              .hw = (size_t)d[2] * (size_t)d[3],
+              .block = (size_t)d[4]};
+  nc_move_run(ctx, &m, (size_t)d[0]);
   return NULL;
 }
 

@@ -177,8 +177,12 @@ size_t cpu_gemm_nr(void);
 /* "avx512", "avx2" or "generic". */
 const char* cpu_gemm_isa_name(void);
 /* The same as a number, for dispatch on hot paths (a softmax row, a conv
- * call): CPU_ISA_GENERIC, CPU_ISA_AVX2 or CPU_ISA_AVX512. */
+ * call): CPU_ISA_GENERIC, CPU_ISA_AVX2 or CPU_ISA_AVX512. The GEMM's own
+ * level also asks for avx512vl and avx512dq (cpu_isa_level does not). */
+#ifndef CPU_ISA_LEVELS_DEFINED
+#define CPU_ISA_LEVELS_DEFINED
 enum { CPU_ISA_GENERIC = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 };
+#endif
 int cpu_gemm_isa_level(void);
 /* Tests: pin the micro-kernel (0 portable, 1 AVX2, 2 AVX-512; -1 detect).
  * Never ask for more than the machine has. */

@@ -26,23 +26,14 @@
 
 static _Atomic int forced_path = -1;
 
+/* The path enum counts as cpu_isa_level does: scalar, AVX2, AVX-512. */
+_Static_assert((int)CPU_NCHWC_SCALAR == (int)CPU_ISA_GENERIC &&
+                   (int)CPU_NCHWC_AVX2 == (int)CPU_ISA_AVX2 &&
+                   (int)CPU_NCHWC_AVX512 == (int)CPU_ISA_AVX512,
+               "the path enum follows cpu_isa_level");
+
 static int machine_path(void) {
-  static _Atomic int cached = -1;
-  int p = cached;
-  if (p < 0) {
-    p = CPU_NCHWC_SCALAR;
-#if NC_X86
-    if (__builtin_cpu_supports("avx512f"))
-      p = CPU_NCHWC_AVX512;
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      p = CPU_NCHWC_AVX2;
-    const char* cap = getenv("ONYX_CPU_ISA");
-    if (cap && !strcmp(cap, "generic")) p = CPU_NCHWC_SCALAR;
-    if (cap && !strcmp(cap, "avx2") && p > CPU_NCHWC_AVX2) p = CPU_NCHWC_AVX2;
-#endif
-    cached = p;
-  }
-  return p;
+  return cpu_isa_level();
 }
 
 int cpu_nchwc_path(void) {

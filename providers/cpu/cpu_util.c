@@ -673,3 +673,22 @@ OnyxStatus* cpu_f32_output(OnyxKernelContext* ctx, size_t i, const int64_t* dims
     cpu_num_store(type, data, k, (CpuNum){.kind = CPU_NUM_FLT, .v.f = src[k]});
   return NULL;
 }
+
+int cpu_isa_level(void) {
+  static _Atomic int cached = -1;
+  int p = cached;
+  if (p < 0) {
+    p = CPU_ISA_GENERIC;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx512f"))
+      p = CPU_ISA_AVX512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      p = CPU_ISA_AVX2;
+    const char* cap = getenv("ONYX_CPU_ISA");
+    if (cap && !strcmp(cap, "generic")) p = CPU_ISA_GENERIC;
+    if (cap && !strcmp(cap, "avx2") && p > CPU_ISA_AVX2) p = CPU_ISA_AVX2;
+#endif
+    cached = p;
+  }
+  return p;
+}

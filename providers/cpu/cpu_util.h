@@ -42,6 +42,16 @@ const char* cpu_elem_name(int32_t type);
  * Used by Cast-1, whose `to` is a string. */
 int32_t cpu_elem_from_onnx_name(const char* name);
 
+/* The vector ISA of the float kernels that have one path per ISA (blocked
+ * convs, depthwise, vector math): CPU_ISA_AVX512 (avx512f), CPU_ISA_AVX2
+ * (avx2 and fma) or CPU_ISA_GENERIC, from cpuid (which also checks that the
+ * OS saves the registers), capped by ONYX_CPU_ISA=generic|avx2; read once. */
+#ifndef CPU_ISA_LEVELS_DEFINED
+#define CPU_ISA_LEVELS_DEFINED
+enum { CPU_ISA_GENERIC = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 };
+#endif
+int cpu_isa_level(void);
+
 /* Element types grouped for kernel type constraints: cpu_types.h. */
 
 /* --- Checked arithmetic ---------------------------------------------------------- */

@@ -157,6 +157,38 @@ static int fe_find(const FeSet* s, const OxNode* n) {
   return -1;
 }
 
+/* The node may join a set on the rewrite's provider: on the CPU provider at
+ * the layout level, 4-D values (and values of unknown rank, which may be
+ * 4-D) are left to layout_nchwc, which runs later and keeps a conv chain's
+ * element-wise nodes in its blocked layout (a fused node would end the chain
+ * with reorders). */
+static bool fe_allowed(const OxOpt* o, const OxNode* n) {
+  const int32_t rank = n->outputs[0]->rank;
+  return !(o->cfg->level >= ONYX_OPT_LAYOUT && ox_opt_on_cpu(o) && (rank < 0 || rank == 4));
+}
+
+/* An op that costs more than a memory pass per element: on the CPU provider a
+ * set must hold one (the fused kernel was measured faster on such chains:
+ * docs/optimizer.md; chains of cheap ops stay as they are there). */
+static bool fe_heavy(int op) {
+  switch (op) {
+  case OX_FEW_EXP:
+  case OX_FEW_LOG:
+  case OX_FEW_TANH:
+  case OX_FEW_SIGMOID:
+  case OX_FEW_ERF:
+  case OX_FEW_ELU:
+  case OX_FEW_SOFTPLUS:
+  case OX_FEW_GELU:
+  case OX_FEW_GELU_TANH:
+  case OX_FEW_SILU:
+  case OX_FEW_POW:
+    return true;
+  default:
+    return false;
+  }
+}
+
 /* Grows s backwards from its sink (s->nodes[0]). */
 static void fe_grow(const OxOpt* o, FeSet* s) {
   bool grew = true;
@@ -170,7 +202,7 @@ static void fe_grow(const OxOpt* o, FeSet* s) {
         bool inside = v->n_consumers > 0;
         for (size_t c = 0; c < v->n_consumers && inside; c++)
           inside = fe_find(s, v->consumers[c]) >= 0;
-        if (!inside || !fe_classify(p, &s->ops[s->n])) continue;
+        if (!inside || !fe_classify(p, &s->ops[s->n]) || !fe_allowed(o, p)) continue;
         s->nodes[s->n++] = p;
         grew = true;
       }
@@ -366,14 +398,17 @@ static OnyxStatus* fe_fuse_at(OxOpt* o, OxNode* sink, bool* done) {
   FeSet* s = calloc(1, sizeof *s);
   FeProg* p = calloc(1, sizeof *p);
   OnyxStatus* st = s && p ? NULL : ox_oom();
-  if (st || !fe_classify(sink, &s->ops[0]) ||
+  if (st || !fe_classify(sink, &s->ops[0]) || !fe_allowed(o, sink) ||
       !o->cfg->may_fuse(o->cfg->fuse_ctx, sink, OX_CONTRIB_DOMAIN, "FusedElementwise"))
     goto out;
   s->nodes[0] = sink;
   s->n = 1;
   fe_grow(o, s);
 
-  if (s->n < 2 || !fe_order(s) || !fe_build(s, p)) goto out;
+  bool heavy = !ox_opt_on_cpu(o);
+  for (size_t i = 0; i < s->n && !heavy; i++)
+    heavy = fe_heavy(s->ops[i].op);
+  if (s->n < 2 || !heavy || !fe_order(s) || !fe_build(s, p)) goto out;
   OxValue* y = sink->outputs[0];
   char* base = ox_strdup(sink->name);
   if (!base) {

@@ -51,6 +51,8 @@ OnyxStatus*
 cpu_register_quant(OnyxKernelRegistry* r);            /* cpu_quant*.c: Q/DQ and the quantized ops */
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r); /* cpu_text.c, cpu_ml.c, cpu_attention.c */
 OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r); /* cpu_contrib.c: com.onyx fused ops */
+/* cpu_fused_ew.c: com.onyx FusedElementwise */
+OnyxStatus* cpu_register_fused_ew(OnyxKernelRegistry* r);
 OnyxStatus* cpu_register_optim(OnyxKernelRegistry* r);   /* cpu_optim.c: optimizers */
 OnyxStatus* cpu_register_signal(OnyxKernelRegistry* r);  /* cpu_signal.c: DFT, STFT, windows */
 OnyxStatus* cpu_register_random(OnyxKernelRegistry* r);  /* cpu_random.c: the random ops */

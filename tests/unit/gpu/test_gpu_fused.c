@@ -1,13 +1,16 @@
 /* test_gpu_fused.c — com.onyx FusedElementwise on a GPU provider (GPU_NAME;
- * for "gpuemu" the kernel's per-element body runs on the host emulation):
- * a table of programs (every opcode, immediates as either operand, register
- * reuse, parameters, broadcasting inputs of 1 to 3 operands, flat and
- * strided addressing), each node run on the provider and checked against the
- * program evaluated here in double; the opcode numbers of the provider's
- * header against the host's (schemas/ox_fused_ew.h); and hostile programs:
- * refused by the provider's check (gpu_fused_check, called directly) and by
- * the session at load, each error naming the field.
- * Without a device the kernel tests skip. */
+ * for "gpuemu" the kernel's per-element body runs on the host emulation) and
+ * on the CPU provider (providers/cpu/cpu_fused_ew.c):
+ * - a table of programs (every opcode, immediates as either operand,
+ *   register reuse, parameters, 1 to 3 inputs that broadcast, flat and
+ *   strided addressing, several CPU chunks), each node run on each provider
+ *   and checked against the program evaluated here in double;
+ * - the opcode numbers and limits of the providers' header against the
+ *   host's (schemas/ox_fused_ew.h);
+ * - hostile programs, refused by the providers' check (gpu_fused_check,
+ *   called directly) and by the session at load, each error naming the
+ *   field.
+ * Without a device the GPU provider's table skips. */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -197,7 +200,8 @@ static OnyxStatus* open_session(const uint8_t* bytes, size_t len, bool gpu, Onyx
   return st;
 }
 
-static void run_case(const Case* c) {
+/* Runs case c on GPU_NAME (gpu) or on the CPU provider alone. */
+static void run_case(const Case* c, bool gpu) {
   /* Y's dims: the broadcast of the inputs' (right-aligned). */
   int yrank = 0;
   for (int j = 0; j < c->n_in; j++)
@@ -215,9 +219,10 @@ static void run_case(const Case* c) {
   size_t len = 0;
   build(c, c->code, code_len(c), c->imm, (size_t)c->n_imm, ydims, yrank, &bytes, &len);
   OnyxSession* s = NULL;
-  OnyxStatus* st = open_session(bytes, len, true, &s);
+  OnyxStatus* st = open_session(bytes, len, gpu, &s);
   if (st) fail_msg("%s: %s", c->label, onyx_status_message(st));
-  assert_int_equal(onyx_session_provider_node_count(s, 0), 1); /* on GPU_NAME */
+  assert_int_equal(onyx_session_provider_node_count(s, 0), 1); /* on GPU_NAME, or cpu */
+  assert_string_equal(onyx_session_provider_name(s, 0), gpu ? GPU_NAME : "cpu");
 
   uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)strlen(c->label);
   float* x[MAX_IN] = {NULL};
@@ -260,7 +265,8 @@ static void run_case(const Case* c) {
     }
     const double want = ref_run(c, xi);
     if (!(fabs(got[i] - want) <= 2e-6 * (1.0 + fabs(want))))
-      fail_msg("%s: Y[%zu] = %.9g, want %.9g", c->label, i, got[i], want);
+      fail_msg("%s (%s): Y[%zu] = %.9g, want %.9g", c->label, gpu ? GPU_NAME : "cpu", i, got[i],
+               want);
   }
   onyx_value_release(y);
   for (int j = 0; j < c->n_in; j++) {
@@ -350,6 +356,17 @@ static const Case cases[] = {
      2,
      -3,
      3},
+    /* 2,100 elements (several CPU chunks, the last partial), a bias [700]
+     * and a gate [3, 1] in strided addressing: tanh(x + bias) * gate */
+    {"chunks, strided bias and gate",
+     3,
+     {2, 1, 2},
+     {{3, 700}, {700}, {3, 1}},
+     {OX_FEW_ADD, 3, 0, 1, OX_FEW_TANH, 3, 3, 0, OX_FEW_MUL, 0, 3, 2, END},
+     {0},
+     0,
+     -2,
+     2},
     {"Pow by a non-integer on positive x, Tanh",
      1,
      {1},
@@ -366,7 +383,15 @@ static void test_programs(void** state) {
   (void)state;
   gpu_required();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    run_case(&cases[i]);
+    run_case(&cases[i], true);
+}
+
+/* The CPU provider's kernel (providers/cpu/cpu_fused_ew.c) on the same
+ * table: chunks of 512 elements, the last one partial, in parallel. */
+static void test_programs_cpu(void** state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_case(&cases[i], false);
 }
 
 /* The provider's opcodes are the op's. */
@@ -508,10 +533,9 @@ static void test_hostile_model(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_opcodes_agree),
-      cmocka_unit_test(test_hostile_check),
-      cmocka_unit_test(test_hostile_model),
-      cmocka_unit_test(test_programs),
+      cmocka_unit_test(test_opcodes_agree), cmocka_unit_test(test_hostile_check),
+      cmocka_unit_test(test_hostile_model), cmocka_unit_test(test_programs),
+      cmocka_unit_test(test_programs_cpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,15 +1,19 @@
 /* test_opt_fuse_elementwise.c — the fuse_elementwise pass
- * (host/optimizer/opt_fuse_elementwise.c) on sessions of [gpuemu, cpu]:
- * gpuemu registers com.onyx FusedElementwise, the CPU provider does not.
+ * (host/optimizer/opt_fuse_elementwise.c) on sessions of [gpuemu, cpu] and
+ * of the CPU provider alone; both providers register com.onyx
+ * FusedElementwise.
  * - the GPT block's tanh-GELU after a projection (eight nodes) becomes one
- *   FusedElementwise node on gpuemu, made by fuse_elementwise;
+ *   FusedElementwise node, on gpuemu and on the CPU provider, made by
+ *   fuse_elementwise;
  * - a chain cut by a node gpuemu lacks (HardSwish, placed on the CPU
- *   provider) fuses only on the gpuemu side, and a CPU-only session fuses
- *   nothing;
+ *   provider) fuses only on the gpuemu side;
  * - a value read outside the chain (a graph output, or a ReduceSum's input)
  *   stays a node's output and the chain fuses from there on;
  * - inputs of three shapes that broadcast, and a constant scalar, fuse into
- *   one node of three inputs.
+ *   one node of three inputs;
+ * - the CPU provider's limits: no set of cheap ops only (Add + Relu), no
+ *   4-D set at the layout level (left to layout_nchwc), which the extended
+ *   level fuses.
  * Every output is checked against the model computed here in double, and
  * against the same session without optimization (float32 rounding). */
 #include <math.h>
@@ -137,8 +141,9 @@ static bool has_origin(const OnyxSession* s, const char* pass) {
 
 enum { GB = 2, GS = 5, GK = 8, GN = 16 };
 
-static void test_gelu_tanh_fused(void** state) {
-  (void)state;
+/* On [gpuemu, cpu] (gpu) or the CPU provider alone. */
+static void gelu_case(bool gpu) {
+  const char* ep = gpu ? "gpuemu" : "cpu";
   OxTestModel* m = otm_new(17);
   const int64_t xd[3] = {GB, GS, GK}, yd[3] = {GB, GS, GN};
   otm_input(m, "X", ONYX_ELEM_FLOAT32, 3, xd);
@@ -169,8 +174,8 @@ static void test_gelu_tanh_fused(void** state) {
   otm_serialize(m, &bytes, &len);
   otm_free(m);
 
-  OnyxSession* s = open_with(bytes, len, true, ONYX_OPT_ALL);
-  assert_int_equal(count_op(s, "FusedElementwise", "gpuemu"), 1);
+  OnyxSession* s = open_with(bytes, len, gpu, ONYX_OPT_ALL);
+  assert_int_equal(count_op(s, "FusedElementwise", ep), 1);
   assert_int_equal(count_op(s, "Tanh", NULL), 0);
   assert_int_equal(count_op(s, "Pow", NULL), 0);
   assert_int_equal(count_op(s, "Mul", NULL), 0);
@@ -193,13 +198,19 @@ static void test_gelu_tanh_fused(void** state) {
   const Feed f = {"X", x, 3, xd};
   float y[N], yp[N];
   run(s, &f, 1, "Y", y, N);
-  OnyxSession* plain = open_with(bytes, len, true, ONYX_OPT_DISABLED);
+  OnyxSession* plain = open_with(bytes, len, gpu, ONYX_OPT_DISABLED);
   assert_int_equal(count_op(plain, "FusedElementwise", NULL), 0);
   run(plain, &f, 1, "Y", yp, N);
-  expect("tanh-GELU", y, yp, want, N);
+  expect(gpu ? "tanh-GELU on gpuemu" : "tanh-GELU on cpu", y, yp, want, N);
   onyx_session_release(plain);
   onyx_session_release(s);
   free(bytes);
+}
+
+static void test_gelu_tanh_fused(void** state) {
+  (void)state;
+  gelu_case(true);
+  gelu_case(false);
 }
 
 /* --- not across providers ------------------------------------------------------------------ */
@@ -249,11 +260,6 @@ static void test_not_across_providers(void** state) {
   onyx_session_release(plain);
   onyx_session_release(s);
 
-  /* the CPU provider registers no FusedElementwise: nothing fuses */
-  s = open_with(bytes, len, false, ONYX_OPT_ALL);
-  assert_int_equal(count_op(s, "FusedElementwise", NULL), 0);
-  assert_int_equal(count_op(s, "Tanh", "cpu"), 1);
-  onyx_session_release(s);
   free(bytes);
 }
 
@@ -375,12 +381,69 @@ static void test_broadcast(void** state) {
   free(bytes);
 }
 
+/* --- the CPU provider's limits --------------------------------------------------------------- */
+
+/* rank 3: Y = relu(X + B) (cheap only); rank 4: Y = tanh(X + B) * 0.5. */
+static void cpu_case(int rank, bool heavy, OnyxOptimizationLevel level, bool gpu,
+                     size_t want_fused) {
+  OxTestModel* m = otm_new(17);
+  const int64_t d4[4] = {2, 3, 4, 5};
+  const int64_t* d = rank == 4 ? d4 : d4 + 1;
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, rank, d);
+  otm_input(m, "B", ONYX_ELEM_FLOAT32, rank, d);
+  scalar(m, "half", 0.5f);
+  otm_node(m, "Add", "add", "X,B", "A");
+  if (heavy) {
+    otm_node(m, "Tanh", "tanh", "A", "T");
+    otm_node(m, "Mul", "mul", "T,half", "Y");
+  } else {
+    otm_node(m, "Relu", "relu", "A", "Y");
+  }
+  otm_output(m, "Y", ONYX_ELEM_FLOAT32, rank, d);
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSession* s = open_with(bytes, len, gpu, level);
+  if (count_op(s, "FusedElementwise", gpu ? "gpuemu" : "cpu") != want_fused)
+    fail_msg("rank %d, %s, level %d, %s: %zu FusedElementwise, want %zu", rank,
+             heavy ? "Tanh" : "cheap", (int)level, gpu ? "gpuemu" : "cpu",
+             count_op(s, "FusedElementwise", NULL), want_fused);
+  enum { N = 120 };
+  const size_t n = rank == 4 ? 120 : 60;
+  float x[N], b[N], y[N], yp[N];
+  double want[N];
+  fill(x, n, 31, -2.0f, 2.0f);
+  fill(b, n, 37, -1.0f, 1.0f);
+  for (size_t i = 0; i < n; i++) {
+    const double a = (double)x[i] + b[i];
+    want[i] = heavy ? tanh(a) * 0.5 : a > 0 ? a : 0;
+  }
+  const Feed f[2] = {{"X", x, (size_t)rank, d}, {"B", b, (size_t)rank, d}};
+  run(s, f, 2, "Y", y, n);
+  OnyxSession* plain = open_with(bytes, len, gpu, ONYX_OPT_DISABLED);
+  run(plain, f, 2, "Y", yp, n);
+  expect("cpu limits", y, yp, want, n);
+  onyx_session_release(plain);
+  onyx_session_release(s);
+  free(bytes);
+}
+
+static void test_cpu_limits(void** state) {
+  (void)state;
+  cpu_case(3, false, ONYX_OPT_ALL, false, 0); /* Add + Relu: cheap */
+  cpu_case(3, false, ONYX_OPT_ALL, true, 1);  /* on gpuemu it fuses */
+  cpu_case(3, true, ONYX_OPT_ALL, false, 1);
+  cpu_case(4, true, ONYX_OPT_ALL, false, 0); /* 4-D: layout_nchwc's */
+  cpu_case(4, true, ONYX_OPT_EXTENDED, false, 1);
+  cpu_case(4, true, ONYX_OPT_ALL, true, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_gelu_tanh_fused),
-      cmocka_unit_test(test_not_across_providers),
-      cmocka_unit_test(test_read_outside),
-      cmocka_unit_test(test_broadcast),
+      cmocka_unit_test(test_gelu_tanh_fused), cmocka_unit_test(test_not_across_providers),
+      cmocka_unit_test(test_read_outside),    cmocka_unit_test(test_broadcast),
+      cmocka_unit_test(test_cpu_limits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

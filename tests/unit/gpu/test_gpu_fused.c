@@ -308,13 +308,16 @@ static const Case cases[] = {
      -3,
      3},
     /* a scalar input [1] beside a full one: flat addressing; immediates as
-     * the first operand (1 - x, 2 / y) */
+     * the first operand (1 - x, 2 / y); unary ops of one value (exp of the
+     * scalar input, -2 of an immediate) */
     {"scalar input, immediates first",
      2,
      {2, 1},
      {{5, 7}, {1}},
-     {OX_FEW_SUB, 2,          I(0), 0, OX_FEW_MUL, 2,          2, 1, OX_FEW_DIV, 3,  I(1),
-      2,          OX_FEW_MAX, 3,    3, I(2),       OX_FEW_MIN, 3, 3, I(3),       END},
+     {OX_FEW_SUB, 2, I(0),       0,    OX_FEW_MUL, 2, 2,          1,    OX_FEW_DIV, 3,
+      I(1),       2, OX_FEW_EXP, 4,    1,          0, OX_FEW_MUL, 3,    3,          4,
+      OX_FEW_MAX, 3, 3,          I(2), OX_FEW_MIN, 3, 3,          I(3), OX_FEW_NEG, 5,
+      I(1),       0, OX_FEW_ADD, 3,    3,          5, END},
      {1.0f, 2.0f, -4.0f, 4.0f},
      4,
      0.25,

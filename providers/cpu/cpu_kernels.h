@@ -51,8 +51,6 @@ OnyxStatus*
 cpu_register_quant(OnyxKernelRegistry* r);            /* cpu_quant*.c: Q/DQ and the quantized ops */
 OnyxStatus* cpu_register_misc(OnyxKernelRegistry* r); /* cpu_text.c, cpu_ml.c, cpu_attention.c */
 OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r); /* cpu_contrib.c: com.onyx fused ops */
-/* cpu_fused_ew.c: com.onyx FusedElementwise */
-OnyxStatus* cpu_register_fused_ew(OnyxKernelRegistry* r);
 OnyxStatus* cpu_register_optim(OnyxKernelRegistry* r);   /* cpu_optim.c: optimizers */
 OnyxStatus* cpu_register_signal(OnyxKernelRegistry* r);  /* cpu_signal.c: DFT, STFT, windows */
 OnyxStatus* cpu_register_random(OnyxKernelRegistry* r);  /* cpu_random.c: the random ops */
@@ -63,6 +61,8 @@ cpu_register_half(OnyxKernelRegistry* r); /* cpu_half.c: float16 MatMul, Conv, S
 OnyxStatus* cpu_register_grad(OnyxKernelRegistry* r);
 /* com.onyx.collective ops over the host's process group: cpu_collective.c */
 OnyxStatus* cpu_register_collective(OnyxKernelRegistry* r);
+/* com.onyx FusedElementwise: cpu_fused_ew.c (registered by cpu_register_contrib) */
+OnyxStatus* cpu_register_fused_ew(OnyxKernelRegistry* r);
 /* The host's collectives the EP was created with (ONYX_EXT_COLLECTIVES);
  * NULL when the session has no process group. cpu_provider.c */
 const OnyxCollectivesExt* cpu_ep_collectives(const OnyxEp* ep);

@@ -115,6 +115,7 @@ static const OxSchemaFamily* const families[] = {
     &ox_family_math,     &ox_family_tensor,     &ox_family_nn,           &ox_family_quant,
     &ox_family_misc,     &ox_family_contrib,    &ox_family_cf,           &ox_family_image,
     &ox_family_training, &ox_family_collective, &ox_family_training_seq, &ox_family_nchwc,
+    &ox_family_fused,
 };
 
 static void builtin_add(const OxSchema* s, size_t* n) {

@@ -61,6 +61,7 @@ extern const OxSchemaFamily ox_family_quant;   /* schemas_quant.c: quantization,
 extern const OxSchemaFamily ox_family_misc;    /* schemas_misc.c: strings, ai.onnx.ml, attention */
 extern const OxSchemaFamily ox_family_contrib; /* schemas_contrib.c: com.onyx fused ops */
 extern const OxSchemaFamily ox_family_nchwc;   /* schemas_nchwc.c: com.onyx blocked layout */
+extern const OxSchemaFamily ox_family_fused;   /* schemas_fused.c: com.onyx FusedElementwise */
 extern const OxSchemaFamily ox_family_cf;      /* schemas_cf.c: control flow, sequences, training */
 extern const OxSchemaFamily ox_family_image;   /* schemas_image.c: ImageDecoder */
 extern const OxSchemaFamily ox_family_training;   /* schemas_training.c: com.onyx.training grads */

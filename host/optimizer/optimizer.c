@@ -7,6 +7,9 @@
 #include <time.h>
 #include "opt_internal.h"
 
+/* opt_fuse_elementwise.c: element-wise chains into com.onyx FusedElementwise */
+OnyxStatus* ox_pass_fuse_elementwise(OxOpt* o, bool* changed);
+
 typedef struct OxBuiltin {
   const char* name;
   OnyxOptimizationLevel level;
@@ -32,6 +35,9 @@ static const OxBuiltin ox_builtins[] = {
     /* com.onyx FusedConv is the CPU provider's Conv with the activation in
      * its GEMM epilogue. */
     {"conv_act", ONYX_OPT_EXTENDED, ox_pass_conv_act},
+    /* last of its level: the chains no fusion above took, on a provider that
+     * registers com.onyx FusedElementwise */
+    {"fuse_elementwise", ONYX_OPT_EXTENDED, ox_pass_fuse_elementwise},
     /* after every fusion: the CPU provider's conv chains (FusedConv
      * included) in the blocked channel layout */
     {"layout_nchwc", ONYX_OPT_LAYOUT, ox_pass_layout_nchwc},

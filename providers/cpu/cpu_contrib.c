@@ -414,5 +414,5 @@ OnyxStatus* cpu_register_contrib(OnyxKernelRegistry* r) {
     OnyxStatus* st = cpu_host->register_kernel(r, &defs[i]);
     if (st) return st;
   }
-  return NULL;
+  return cpu_register_fused_ew(r); /* com.onyx FusedElementwise: cpu_fused_ew.c */
 }

@@ -61,6 +61,8 @@ cpu_register_half(OnyxKernelRegistry* r); /* cpu_half.c: float16 MatMul, Conv, S
 OnyxStatus* cpu_register_grad(OnyxKernelRegistry* r);
 /* com.onyx.collective ops over the host's process group: cpu_collective.c */
 OnyxStatus* cpu_register_collective(OnyxKernelRegistry* r);
+/* com.onyx FusedElementwise: cpu_fused_ew.c (registered by cpu_register_contrib) */
+OnyxStatus* cpu_register_fused_ew(OnyxKernelRegistry* r);
 /* The host's collectives the EP was created with (ONYX_EXT_COLLECTIVES);
  * NULL when the session has no process group. cpu_provider.c */
 const OnyxCollectivesExt* cpu_ep_collectives(const OnyxEp* ep);

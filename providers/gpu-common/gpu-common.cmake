@@ -18,22 +18,27 @@ set(ONYX_GPU_COMMON_C_SOURCES
   ${ONYX_GPU_COMMON_DIR}/gpu_grad_ops.c
   ${ONYX_GPU_COMMON_DIR}/gpu_norm_pool_ops.c
   ${ONYX_GPU_COMMON_DIR}/gpu_meta_ops.c
-  ${ONYX_GPU_COMMON_DIR}/gpu_attention.c)
+  ${ONYX_GPU_COMMON_DIR}/gpu_attention.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_fused.c)
 set(ONYX_GPU_COMMON_DEVICE_SOURCES
   ${ONYX_GPU_COMMON_DIR}/gpu_rt.cu
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels.cu
   ${ONYX_GPU_COMMON_DIR}/gpu_grad.cu
-  ${ONYX_GPU_COMMON_DIR}/gpu_attention.cu)
+  ${ONYX_GPU_COMMON_DIR}/gpu_attention.cu
+  ${ONYX_GPU_COMMON_DIR}/gpu_fused.cu)
 # The host emulation of the device side, for the test-only provider "gpuemu"
 # (tests/unit/gpu): plain C, no GPU toolchain needed.
 set(ONYX_GPU_COMMON_EMU_SOURCES ${ONYX_GPU_COMMON_DIR}/gpu_emu.c
   ${ONYX_GPU_COMMON_DIR}/gpu_emu_graph.c
   ${ONYX_GPU_COMMON_DIR}/gpu_emu_grad.c
-  ${ONYX_GPU_COMMON_DIR}/gpu_emu_attention.c)
+  ${ONYX_GPU_COMMON_DIR}/gpu_emu_attention.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_emu_fused.c)
 set(ONYX_GPU_COMMON_HEADERS
   ${ONYX_GPU_COMMON_DIR}/gpu_kernels_body.h
   ${ONYX_GPU_COMMON_DIR}/gpu_grad_body.h
   ${ONYX_GPU_COMMON_DIR}/gpu_attention_body.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_fused_body.h
+  ${ONYX_GPU_COMMON_DIR}/gpu_fused.h
   ${ONYX_GPU_COMMON_DIR}/gpu_attention.h
   ${ONYX_GPU_COMMON_DIR}/gpu_grad.h
   ${ONYX_GPU_COMMON_DIR}/gpu_grad_ops.h

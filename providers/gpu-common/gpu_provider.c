@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gpu_ep.h"
+#include "gpu_fused.h"
 
 const OnyxHostApi* gpu_host;
 
@@ -133,6 +134,7 @@ static void gpu_provider_release(const OnyxProvider* p) {
 
 static OnyxStatus* gpu_register_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
   OnyxStatus* st = gpu_register_common_kernels(r);
+  if (!st) st = gpu_register_fused_kernels(r); /* com.onyx FusedElementwise: gpu_fused.c */
   if (!st && gpu_vendor.register_kernels) st = gpu_vendor.register_kernels(r);
   return st;
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "onnx.pb-c.h"
@@ -911,10 +912,51 @@ static char* ox_dir_of(const char* path) {
 #define OX_SRC_WIN  ((size_t)1 << 20)
 #define OX_WALK_MAX 64 /* nesting of the three levels walked is fixed: 3 */
 
+/* A growing byte buffer: on the heap while small, mapped from
+ * OX_BYTES_MAP on. The large buffers (the window, the graph's skeleton)
+ * are mapped and unmapped directly, not through malloc: glibc raises its
+ * mmap threshold when a mapped chunk is freed, and the session's later
+ * allocations below that size would then stay in the heap, resident after
+ * they are freed. */
+#define OX_BYTES_MAP ((size_t)64 << 10)
+
 typedef struct OxBytes {
   uint8_t* p;
   size_t len, cap;
 } OxBytes;
+
+static void ox_bytes_free(OxBytes* b) {
+  if (b->cap >= OX_BYTES_MAP)
+    munmap(b->p, b->cap);
+  else
+    free(b->p);
+  *b = (OxBytes){0};
+}
+
+static bool ox_bytes_reserve(OxBytes* b, size_t need) {
+  if (need <= b->cap) return true;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < need) {
+    if (cap > SIZE_MAX / 2) return false;
+    cap *= 2;
+  }
+  uint8_t* p;
+  if (cap < OX_BYTES_MAP) {
+    p = realloc(b->p, cap);
+    if (!p) return false;
+  } else {
+    void* m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return false;
+    p = m;
+    if (b->len) memcpy(p, b->p, b->len);
+    const size_t len = b->len;
+    ox_bytes_free(b);
+    b->len = len;
+  }
+  b->p = p;
+  b->cap = cap;
+  return true;
+}
 
 typedef struct OxBigRaw {
   size_t init; /* index among the graph's initializers */
@@ -974,7 +1016,7 @@ static bool ox_walk_varint(OxWalk* w, uint64_t* off, uint64_t end, uint64_t* v) 
 
 static bool ox_bytes_put(OxBytes* b, const void* p, size_t n) {
   if (!n) return true;
-  if (!ox_grow((void**)&b->p, &b->cap, b->len + n, 1)) return false;
+  if (n > SIZE_MAX - b->len || !ox_bytes_reserve(b, b->len + n)) return false;
   memcpy(b->p + b->len, p, n);
   b->len += n;
   return true;
@@ -991,8 +1033,7 @@ static bool ox_bytes_varint(OxBytes* b, uint64_t v) {
 }
 
 static bool ox_bytes_copy(OxWalk* w, OxBytes* b, uint64_t off, uint64_t n) {
-  if (n > SIZE_MAX - b->len || !ox_grow((void**)&b->p, &b->cap, b->len + (size_t)n, 1))
-    return false;
+  if (n > SIZE_MAX - b->len || !ox_bytes_reserve(b, b->len + (size_t)n)) return false;
   if (!ox_walk_read(w, off, b->p + b->len, (size_t)n)) return false;
   b->len += (size_t)n;
   return true;
@@ -1041,7 +1082,7 @@ static bool ox_walk_msg(OxWalk* w, int level, uint64_t off, uint64_t end, OxByte
         bool ok = ox_walk_msg(w, level + 1, body, off, &sub) &&
                   ox_bytes_copy(w, out, start, key_end - start) && ox_bytes_varint(out, sub.len) &&
                   ox_bytes_put(out, sub.p, sub.len);
-        free(sub.p);
+        ox_bytes_free(&sub);
         if (!ok) return false;
         continue;
       }
@@ -1065,21 +1106,27 @@ static OnyxStatus* ox_model_load_stream(const char* path, const OxModelLimits* l
   struct stat sb;
   OxWalk w = {.fd = fd};
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
-      (uint64_t)sb.st_size > lim->max_model_bytes || !(w.win = malloc(OX_SRC_WIN))) {
+      (uint64_t)sb.st_size > lim->max_model_bytes) {
     close(fd);
     return NULL;
   }
+  void* win = mmap(NULL, OX_SRC_WIN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (win == MAP_FAILED) {
+    close(fd);
+    return NULL;
+  }
+  w.win = win;
   w.size = (uint64_t)sb.st_size;
   OxBytes skel = {0};
   bool ok = ox_walk_msg(&w, 0, 0, w.size, &skel);
-  free(w.win);
+  munmap(w.win, OX_SRC_WIN);
   OnyxStatus* st = NULL;
   Onnx__ModelProto* mp = NULL;
   if (ok) {
     *fallback = false;
     st = ox_unpack_model(skel.p ? skel.p : (const uint8_t*)"", skel.len, lim, &mp);
   }
-  free(skel.p);
+  ox_bytes_free(&skel);
   /* each large raw_data into its initializer, read from the file */
   for (size_t i = 0; ok && !st && i < w.n_big; i++) {
     const OxBigRaw* b = &w.big[i];

@@ -211,6 +211,7 @@ static bool pad_map(int mode, int64_t r, int64_t n, int64_t* out) {
 /* Where Pad writes: the output and input tensors (strings are deep-copied
  * through cpu_copy_elems), their data, and the fill element. */
 typedef struct PadIo {
+  OnyxKernelContext* ctx; /* polled in long edge / reflect / wrap pads */
   OnyxTensor* y;
   const OnyxTensor* x;
   const OnyxTensor* cv; /* the constant_value input with one element, or NULL */
@@ -268,6 +269,8 @@ static OnyxStatus* pad_row(const PadIo* p, int mode, size_t d, size_t base, int6
     if ((st = pad_fill(p, d, (size_t)lead))) return st;
   } else {
     for (int64_t j = 0; j < lead; j++) {
+      if (j && !(j % (int64_t)CPU_STOP_INTERVAL) && cpu_should_stop(p->ctx))
+        return cpu_cancelled(p->ctx, "Pad");
       int64_t m = 0;
       pad_map(mode, j - lead, keep, &m);
       if ((st = pad_copy(p, d + (size_t)j, base + (size_t)(crop + m), 1))) return st;
@@ -276,6 +279,8 @@ static OnyxStatus* pad_row(const PadIo* p, int mode, size_t d, size_t base, int6
   if ((st = pad_copy(p, d + (size_t)lead, base + (size_t)crop, (size_t)keep))) return st;
   if (mode == PAD_CONSTANT) return pad_fill(p, d + (size_t)tail, (size_t)(w - tail));
   for (int64_t j = tail; j < w; j++) {
+    if (j > tail && !((j - tail) % (int64_t)CPU_STOP_INTERVAL) && cpu_should_stop(p->ctx))
+      return cpu_cancelled(p->ctx, "Pad");
     int64_t m = 0;
     pad_map(mode, j - lead, keep, &m);
     if ((st = pad_copy(p, d + (size_t)j, base + (size_t)(crop + m), 1))) return st;
@@ -350,7 +355,8 @@ static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
   for (size_t b = 0; b < es && b < sizeof fill; b++)
     zero_fill = zero_fill && !fill[b];
   const bool has_cv = cv && cpu_host->tensor_elem_count(cv) > 0;
-  const PadIo io = {y,
+  const PadIo io = {ctx,
+                    y,
                     x,
                     has_cv ? cv : NULL,
                     cpu_host->tensor_mutable_data(y),

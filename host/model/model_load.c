@@ -1,7 +1,12 @@
 /* model_load.c — ModelProto -> IR graph: version checks, value infos,
  * initializers, nodes, attributes and subgraphs. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "onnx.pb-c.h"
 #include "ox_graph.h"
 #include "model_internal.h"
@@ -889,9 +894,285 @@ static char* ox_dir_of(const char* path) {
   return ox_strndup(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
+/* --- loading a file without holding it whole ----------------------------------------------
+ * The large initializers of a model file (raw_data of OX_BIG_RAW bytes or
+ * more in the main graph's initializers) are read straight from the file
+ * into their own ox_alloc_host buffers, which their tensors then adopt; the
+ * rest of the file (the skeleton: the same messages without those fields,
+ * the enclosing lengths re-encoded) is read into memory and unpacked by
+ * protobuf-c. Each weight byte is copied once, from the page cache into its
+ * tensor, and the file is never held whole beside its weights: the memory
+ * loading takes is the weights plus the skeleton, not twice the file.
+ * Anything the walk does not expect (a second graph field, a second
+ * raw_data in one initializer, group wire types, lengths past the end, a
+ * read error) makes the caller read the whole file as before, which then
+ * reports what is wrong. */
+
+#define OX_BIG_RAW  ((size_t)64 << 10)
+#define OX_SRC_WIN  ((size_t)1 << 20)
+#define OX_WALK_MAX 64 /* nesting of the three levels walked is fixed: 3 */
+
+/* A growing byte buffer: on the heap while small, mapped from
+ * OX_BYTES_MAP on. The large buffers (the window, the graph's skeleton)
+ * are mapped and unmapped directly, not through malloc: glibc raises its
+ * mmap threshold when a mapped chunk is freed, and the session's later
+ * allocations below that size would then stay in the heap, resident after
+ * they are freed. */
+#define OX_BYTES_MAP ((size_t)64 << 10)
+
+typedef struct OxBytes {
+  uint8_t* p;
+  size_t len, cap;
+} OxBytes;
+
+static void ox_bytes_free(OxBytes* b) {
+  if (b->cap >= OX_BYTES_MAP)
+    munmap(b->p, b->cap);
+  else
+    free(b->p);
+  *b = (OxBytes){0};
+}
+
+static bool ox_bytes_reserve(OxBytes* b, size_t need) {
+  if (need <= b->cap) return true;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < need) {
+    if (cap > SIZE_MAX / 2) return false;
+    cap *= 2;
+  }
+  uint8_t* p;
+  if (cap < OX_BYTES_MAP) {
+    p = realloc(b->p, cap);
+    if (!p) return false;
+  } else {
+    void* m = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return false;
+    p = m;
+    if (b->len) memcpy(p, b->p, b->len);
+    const size_t len = b->len;
+    ox_bytes_free(b);
+    b->len = len;
+  }
+  b->p = p;
+  b->cap = cap;
+  return true;
+}
+
+typedef struct OxBigRaw {
+  size_t init; /* index among the graph's initializers */
+  uint64_t off;
+  size_t len;
+} OxBigRaw;
+
+typedef struct OxWalk {
+  int fd;
+  uint64_t size;
+  uint8_t* win; /* a window of the file, for the small fields */
+  uint64_t win_off;
+  size_t win_len;
+  OxBigRaw* big;
+  size_t n_big, cap_big;
+  size_t n_init; /* initializers seen */
+  bool graph;    /* the graph field was seen */
+  bool init_raw; /* the current initializer had a raw_data field */
+} OxWalk;
+
+static bool ox_pread_all(int fd, void* dst, size_t n, uint64_t off) {
+  uint8_t* d = dst;
+  while (n) {
+    ssize_t r = pread(fd, d, n, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    d += r;
+    n -= (size_t)r;
+    off += (uint64_t)r;
+  }
+  return true;
+}
+
+/* Copies n bytes at off (within the file) through the window. */
+static bool ox_walk_read(OxWalk* w, uint64_t off, void* dst, size_t n) {
+  if (off > w->size || n > w->size - off) return false;
+  if (n > OX_SRC_WIN / 2) return ox_pread_all(w->fd, dst, n, off);
+  if (off < w->win_off || off + n > w->win_off + w->win_len) {
+    size_t len = w->size - off < OX_SRC_WIN ? (size_t)(w->size - off) : OX_SRC_WIN;
+    if (!ox_pread_all(w->fd, w->win, len, off)) return false;
+    w->win_off = off;
+    w->win_len = len;
+  }
+  memcpy(dst, w->win + (off - w->win_off), n);
+  return true;
+}
+
+static bool ox_walk_varint(OxWalk* w, uint64_t* off, uint64_t end, uint64_t* v) {
+  uint8_t buf[10];
+  size_t n = end - *off < sizeof buf ? (size_t)(end - *off) : sizeof buf;
+  if (!n || !ox_walk_read(w, *off, buf, n)) return false;
+  const uint8_t* p = buf;
+  if (!ox_varint(&p, buf + n, v)) return false;
+  *off += (uint64_t)(p - buf);
+  return true;
+}
+
+static bool ox_bytes_put(OxBytes* b, const void* p, size_t n) {
+  if (!n) return true;
+  if (n > SIZE_MAX - b->len || !ox_bytes_reserve(b, b->len + n)) return false;
+  memcpy(b->p + b->len, p, n);
+  b->len += n;
+  return true;
+}
+
+static bool ox_bytes_varint(OxBytes* b, uint64_t v) {
+  uint8_t buf[10];
+  size_t n = 0;
+  do {
+    buf[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  return ox_bytes_put(b, buf, n);
+}
+
+static bool ox_bytes_copy(OxWalk* w, OxBytes* b, uint64_t off, uint64_t n) {
+  if (n > SIZE_MAX - b->len || !ox_bytes_reserve(b, b->len + (size_t)n)) return false;
+  if (!ox_walk_read(w, off, b->p + b->len, (size_t)n)) return false;
+  b->len += (size_t)n;
+  return true;
+}
+
+/* Walks the message in [off, end) at `level` (0 ModelProto, 1 GraphProto,
+ * 2 an initializer's TensorProto), appending its skeleton to out. */
+static bool ox_walk_msg(OxWalk* w, int level, uint64_t off, uint64_t end, OxBytes* out) {
+  while (off < end) {
+    const uint64_t start = off;
+    uint64_t key, n;
+    if (!ox_walk_varint(w, &off, end, &key)) return false;
+    const uint64_t key_end = off;
+    switch (key & 7) {
+    case 0:
+      if (!ox_walk_varint(w, &off, end, &n)) return false;
+      break;
+    case 1:
+    case 5:
+      n = (key & 7) == 1 ? 8 : 4;
+      if (end - off < n) return false;
+      off += n;
+      break;
+    case 2: {
+      if (!ox_walk_varint(w, &off, end, &n) || n > end - off) return false;
+      const uint64_t field = key >> 3, body = off;
+      off += n;
+      const bool graph = level == 0 && field == 7, init = level == 1 && field == 5;
+      if (level == 2 && field == 9) {
+        if (w->init_raw) return false; /* the last would win: leave it to protobuf-c */
+        w->init_raw = true;
+        if (n >= OX_BIG_RAW) {
+          if (!ox_grow((void**)&w->big, &w->cap_big, w->n_big + 1, sizeof *w->big)) return false;
+          w->big[w->n_big++] = (OxBigRaw){w->n_init - 1, body, (size_t)n};
+          continue; /* left out of the skeleton */
+        }
+      }
+      if (graph || init) {
+        if (graph && w->graph) return false; /* a second graph field merges into the first */
+        w->graph = w->graph || graph;
+        if (init) {
+          w->n_init++;
+          w->init_raw = false;
+        }
+        OxBytes sub = {0};
+        bool ok = ox_walk_msg(w, level + 1, body, off, &sub) &&
+                  ox_bytes_copy(w, out, start, key_end - start) && ox_bytes_varint(out, sub.len) &&
+                  ox_bytes_put(out, sub.p, sub.len);
+        ox_bytes_free(&sub);
+        if (!ok) return false;
+        continue;
+      }
+      break;
+    }
+    default:
+      return false; /* groups: not in ONNX files */
+    }
+    if (!ox_bytes_copy(w, out, start, off - start)) return false;
+  }
+  return true;
+}
+
+/* Loads path as above. *fallback (with a NULL result) when the walk met
+ * something it leaves to the whole-file path. */
+static OnyxStatus* ox_model_load_stream(const char* path, const OxModelLimits* lim, OxGraph** out,
+                                        bool* fallback) {
+  *fallback = true;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  OxWalk w = {.fd = fd};
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
+      (uint64_t)sb.st_size > lim->max_model_bytes) {
+    close(fd);
+    return NULL;
+  }
+  void* win = mmap(NULL, OX_SRC_WIN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (win == MAP_FAILED) {
+    close(fd);
+    return NULL;
+  }
+  w.win = win;
+  w.size = (uint64_t)sb.st_size;
+  OxBytes skel = {0};
+  bool ok = ox_walk_msg(&w, 0, 0, w.size, &skel);
+  munmap(w.win, OX_SRC_WIN);
+  OnyxStatus* st = NULL;
+  Onnx__ModelProto* mp = NULL;
+  if (ok) {
+    *fallback = false;
+    st = ox_unpack_model(skel.p ? skel.p : (const uint8_t*)"", skel.len, lim, &mp);
+  }
+  ox_bytes_free(&skel);
+  /* each large raw_data into its initializer, read from the file */
+  for (size_t i = 0; ok && !st && i < w.n_big; i++) {
+    const OxBigRaw* b = &w.big[i];
+    Onnx__TensorProto* tp =
+        mp->graph && b->init < mp->graph->n_initializer ? mp->graph->initializer[b->init] : NULL;
+    if (!tp || tp->has_raw_data) {
+      st = ox_status(ONYX_FAIL, "internal: initializer %zu of '%s' does not match its file",
+                     b->init, path);
+      break;
+    }
+    void* buf = ox_alloc_host(b->len);
+    if (!buf) {
+      st = ox_oom();
+      break;
+    }
+    if (!ox_pread_all(fd, buf, b->len, b->off)) {
+      free(buf);
+      st = ox_status(ONYX_FAIL, "cannot read '%s' (changed while it was read?)", path);
+      break;
+    }
+    tp->raw_data.data = buf;
+    tp->raw_data.len = b->len;
+    tp->has_raw_data = 1;
+  }
+  free(w.big);
+  close(fd);
+  if (st || !ok) {
+    if (mp) onnx__model_proto__free_unpacked(mp, &ox_pb_allocator);
+    return st ? ox_status_wrap(st, "%s", path) : NULL;
+  }
+  char* dir = ox_dir_of(path);
+  st = dir ? ox_model_from_proto(mp, dir, path, lim, out) : ox_oom();
+  free(dir);
+  onnx__model_proto__free_unpacked(mp, &ox_pb_allocator);
+  return ox_status_wrap(st, "%s", path);
+}
+
 OnyxStatus* ox_model_load_file(const char* path, const OxModelLimits* limits, OxGraph** out) {
   *out = NULL;
   OxModelLimits lim = ox_limits(limits);
+  const char* want_map = getenv("ONYX_MMAP_FILES");
+  if (path && *path && (!want_map || strcmp(want_map, "1"))) {
+    bool fallback = false;
+    OnyxStatus* st = ox_model_load_stream(path, &lim, out, &fallback);
+    if (st || !fallback) return st;
+  }
   void* bytes;
   size_t len;
   bool mapped;

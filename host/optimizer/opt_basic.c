@@ -67,6 +67,13 @@ static bool ox_is_noop(const OxNode* n) {
     }
     return true;
   }
+  if (!strcmp(n->op_type, "Pad")) { /* every pad 0, in any mode: the input as it is */
+    int64_t begin[OX_OPT_PAD_MAX_RANK], end[OX_OPT_PAD_MAX_RANK];
+    if (!ox_opt_pad_amounts(n, begin, end)) return false;
+    for (int32_t d = 0; d < n->inputs[0]->rank; d++)
+      if (begin[d] || end[d]) return false;
+    return true;
+  }
   if (!strcmp(n->op_type, "Cast"))
     return n->inputs[0]->type == n->outputs[0]->type &&
            ox_node_attr_int(n, "to", -1) == (int64_t)n->inputs[0]->type &&

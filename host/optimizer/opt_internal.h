@@ -114,6 +114,16 @@ OnyxStatus* ox_pass_qkv(OxOpt* o, bool* changed); /* Q, K, V projections in one 
 /* opt_qdq.c: QDQ into QLinear ops; then DequantizeLinear of constants folded */
 OnyxStatus* ox_pass_qdq(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_qdq_fold(OxOpt* o, bool* changed);
+/* opt_pad.c: a constant-mode Pad folded into its Conv / pooling reader's pads */
+OnyxStatus* ox_pass_pad_fold(OxOpt* o, bool* changed);
+/* The most axes a Pad the optimizer reads may have. */
+#define OX_OPT_PAD_MAX_RANK 16
+/* A Pad's amounts per axis of its input (known rank, at most
+ * OX_OPT_PAD_MAX_RANK axes; axes not listed get 0): from the attribute
+ * (opset < 11; opset 1's `paddings`) or the constant pads input and the
+ * constant axes input (opset 18). False when they are not known at session
+ * creation or do not fit the input's rank. */
+bool ox_opt_pad_amounts(const OxNode* pad, int64_t* begin, int64_t* end);
 /* opt_layout_nchwc.c: CPU conv chains in the blocked channel layout */
 OnyxStatus* ox_pass_layout_nchwc(OxOpt* o, bool* changed);
 

@@ -23,6 +23,8 @@ static const OxBuiltin ox_builtins[] = {
     {"cse", ONYX_OPT_BASIC, ox_pass_cse},
     {"qdq", ONYX_OPT_EXTENDED, ox_pass_qdq}, /* first: conv_act would take a QDQ Conv's Relu */
     {"qdq_fold", ONYX_OPT_EXTENDED, ox_pass_qdq_fold}, /* the DequantizeLinear qdq left */
+    /* a Pad into its Conv / pooling reader's pads, before conv_act reads the Conv */
+    {"pad_fold", ONYX_OPT_EXTENDED, ox_pass_pad_fold},
     {"conv_bn", ONYX_OPT_EXTENDED, ox_pass_conv_bn},
     {"matmul_add", ONYX_OPT_EXTENDED, ox_pass_matmul_add},
     {"layernorm", ONYX_OPT_EXTENDED, ox_pass_layernorm},
@@ -304,6 +306,7 @@ char* ox_opt_stats_str(const OxOptStats* s) {
                {"Gemm", s->gemm},
                {"FusedMatMul", s->fused_matmul},
                {"Conv+BN", s->conv_bn},
+               {"Pad folded", s->pad_fold},
                {"FusedConv", s->conv_act},
                {"FusedConv+residual", s->conv_add},
                {"FusedMatMul+activation", s->matmul_act},

@@ -69,7 +69,7 @@ typedef struct OxOptStats {
   size_t iterations;
   /* Per built-in transformer: how many rewrites it made. */
   size_t folded, eliminated, cse, shapes, gemm, fused_matmul, conv_bn, conv_act, layernorm, gelu,
-      attention, matmul_act, conv_add, matmul_add_z, qkv, silu;
+      attention, matmul_act, conv_add, matmul_add_z, qkv, silu, pad_fold;
   size_t nchwc, nchwc_reorders; /* layout_nchwc: blocked convs, reorders */
   size_t user;                  /* user transformers that reported a change */
   double seconds;

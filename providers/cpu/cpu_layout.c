@@ -208,6 +208,86 @@ static bool pad_map(int mode, int64_t r, int64_t n, int64_t* out) {
   }
 }
 
+/* Where Pad writes: the output and input tensors (strings are deep-copied
+ * through cpu_copy_elems), their data, and the fill element. */
+typedef struct PadIo {
+  OnyxKernelContext* ctx; /* polled in long edge / reflect / wrap pads */
+  OnyxTensor* y;
+  const OnyxTensor* x;
+  const OnyxTensor* cv; /* the constant_value input with one element, or NULL */
+  char* out;
+  const char* src;
+  const char* fill;
+  size_t es;
+  bool str;       /* string elements */
+  bool zero_fill; /* the fill element is all zero bytes */
+} PadIo;
+
+/* n input elements from element s to output element d. */
+static OnyxStatus* pad_copy(const PadIo* p, size_t d, size_t s, size_t n) {
+  if (p->str) return cpu_copy_elems(p->y, d, p->x, s, n);
+  cpu_memcpy(p->out + d * p->es, p->src + s * p->es, n * p->es);
+  return NULL;
+}
+
+/* n fill elements from output element d: memset for a zero fill, else the
+ * element once and then doubling copies of what is written. Strings take
+ * the constant_value (or stay as the output was made, empty). */
+static OnyxStatus* pad_fill(const PadIo* p, size_t d, size_t n) {
+  if (!n) return NULL;
+  if (p->str) {
+    for (size_t i = 0; i < n && p->cv; i++) {
+      OnyxStatus* st = cpu_copy_elems(p->y, d + i, p->cv, 0, 1);
+      if (st) return st;
+    }
+    return NULL;
+  }
+  char* dst = p->out + d * p->es;
+  if (p->zero_fill) {
+    memset(dst, 0, n * p->es);
+    return NULL;
+  }
+  memcpy(dst, p->fill, p->es);
+  for (size_t done = 1; done < n;) {
+    size_t c = done < n - done ? done : n - done;
+    memcpy(dst + done * p->es, dst, c * p->es);
+    done += c;
+  }
+  return NULL;
+}
+
+/* One output row along the innermost axis, whose outer coordinates map to
+ * input element `base` (the row's first input element): `lead` padded
+ * elements, the `keep` input elements from `crop` on as one run, then the
+ * rest of the `w` elements padded. Constant mode fills the pads by runs;
+ * edge, reflect and wrap map each padded element into the kept window. */
+static OnyxStatus* pad_row(const PadIo* p, int mode, size_t d, size_t base, int64_t crop,
+                           int64_t lead, int64_t keep, int64_t w) {
+  OnyxStatus* st;
+  const int64_t tail = lead + keep;
+  if (mode == PAD_CONSTANT) {
+    if ((st = pad_fill(p, d, (size_t)lead))) return st;
+  } else {
+    for (int64_t j = 0; j < lead; j++) {
+      if (j && !(j % (int64_t)CPU_STOP_INTERVAL) && cpu_should_stop(p->ctx))
+        return cpu_cancelled(p->ctx, "Pad");
+      int64_t m = 0;
+      pad_map(mode, j - lead, keep, &m);
+      if ((st = pad_copy(p, d + (size_t)j, base + (size_t)(crop + m), 1))) return st;
+    }
+  }
+  if ((st = pad_copy(p, d + (size_t)lead, base + (size_t)crop, (size_t)keep))) return st;
+  if (mode == PAD_CONSTANT) return pad_fill(p, d + (size_t)tail, (size_t)(w - tail));
+  for (int64_t j = tail; j < w; j++) {
+    if (j > tail && !((j - tail) % (int64_t)CPU_STOP_INTERVAL) && cpu_should_stop(p->ctx))
+      return cpu_cancelled(p->ctx, "Pad");
+    int64_t m = 0;
+    pad_map(mode, j - lead, keep, &m);
+    if ((st = pad_copy(p, d + (size_t)j, base + (size_t)(crop + m), 1))) return st;
+  }
+  return NULL;
+}
+
 static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
   const OpsState* s = state;
   const OnyxTensor* x = cpu_host->ctx_input(ctx, 0);
@@ -271,32 +351,51 @@ static OnyxStatus* pad_compute(void* state, OnyxKernelContext* ctx) {
     cpu_num_store(type, fill, 0, (CpuNum){.kind = CPU_NUM_FLT, .v.f = s->value});
   int64_t in_strides[CPU_MAX_RANK], pos[CPU_MAX_RANK] = {0};
   cpu_dense_strides(in, rank, in_strides);
-  char* out = cpu_host->tensor_mutable_data(y);
-  const char* src = cpu_host->tensor_data(x);
-  /* per chunk of CPU_STOP_INTERVAL elements: the output size comes from pads */
-  for (size_t i0 = 0; i0 < count; i0 += CPU_STOP_INTERVAL) {
-    if (i0 && cpu_should_stop(ctx)) return cpu_cancelled(ctx, "Pad");
-    const size_t i1 = count - i0 < CPU_STOP_INTERVAL ? count : i0 + CPU_STOP_INTERVAL;
-    for (size_t i = i0; i < i1; i++) {
-      int64_t off = 0;
-      bool inside = true;
-      for (size_t d = 0; d < rank && inside; d++) {
-        int64_t m;
-        inside = pad_map(s->mode, pos[d] - lead[d], keep[d], &m);
-        off += (crop0[d] + m) * in_strides[d];
-      }
-      if (type == ONYX_ELEM_STRING) {
-        if (inside && (st = cpu_copy_elems(y, i, x, (size_t)off, 1))) return st;
-        if (!inside && cv && cpu_host->tensor_elem_count(cv) > 0 &&
-            (st = cpu_copy_elems(y, i, cv, 0, 1)))
-          return st;
-      } else {
-        memcpy(out + i * es, inside ? src + off * (int64_t)es : fill, es);
-      }
-      for (size_t d = rank; d-- > 0;) {
-        if (++pos[d] < dims[d]) break;
-        pos[d] = 0;
-      }
+  bool zero_fill = true;
+  for (size_t b = 0; b < es && b < sizeof fill; b++)
+    zero_fill = zero_fill && !fill[b];
+  const bool has_cv = cv && cpu_host->tensor_elem_count(cv) > 0;
+  const PadIo io = {ctx,
+                    y,
+                    x,
+                    has_cv ? cv : NULL,
+                    cpu_host->tensor_mutable_data(y),
+                    cpu_host->tensor_data(x),
+                    fill,
+                    es,
+                    type == ONYX_ELEM_STRING,
+                    zero_fill};
+  if (count == 0) return NULL;
+  /* The output as rows of its innermost axis (a scalar: one row of one
+   * element); the outer coordinates of a row map into the input by the
+   * mode, and in constant mode a row outside the window is all fill. */
+  const size_t outer = rank ? rank - 1 : 0;
+  const int64_t w = rank ? dims[outer] : 1;
+  const int64_t w_crop = rank ? crop0[outer] : 0, w_lead = rank ? lead[outer] : 0;
+  const int64_t w_keep = rank ? keep[outer] : 1;
+  const size_t rows = count / (size_t)w;
+  size_t since_poll = 0;
+  for (size_t r = 0; r < rows; r++) {
+    /* the output size comes from pads: poll every CPU_STOP_INTERVAL elements */
+    if (since_poll >= CPU_STOP_INTERVAL) {
+      since_poll = 0;
+      if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, "Pad");
+    }
+    since_poll += (size_t)w;
+    int64_t off = 0;
+    bool inside = true;
+    for (size_t d = 0; d < outer && inside; d++) {
+      int64_t m = 0;
+      inside = pad_map(s->mode, pos[d] - lead[d], keep[d], &m);
+      off += (crop0[d] + m) * in_strides[d];
+    }
+    const size_t at = r * (size_t)w;
+    st = inside ? pad_row(&io, s->mode, at, (size_t)off, w_crop, w_lead, w_keep, w)
+                : pad_fill(&io, at, (size_t)w);
+    if (st) return st;
+    for (size_t d = outer; d-- > 0;) {
+      if (++pos[d] < dims[d]) break;
+      pos[d] = 0;
     }
   }
   return NULL;

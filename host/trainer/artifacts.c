@@ -346,6 +346,8 @@ static OnyxStatus* ox_art_training_mode(OxGraph* g, bool bn_buffers) {
  * "run in the widest input type" ops). The com.onyx fused forms of these
  * ops appear at session optimization, after this transform, and fuse the
  * low-precision nodes as they find them. */
+/* Conv and ConvTranspose are listed, and refused while their gradient
+ * op takes no float16 or bfloat16 (ox_art_amp). */
 static bool ox_art_amp_op(const OxNode* n) {
   static const char* const ops[] = {"MatMul", "Gemm", "Conv", "ConvTranspose"};
   if (n->domain[0] && strcmp(n->domain, "ai.onnx")) return false;
@@ -395,6 +397,16 @@ static OnyxStatus* ox_art_amp(OxGraph* g, const OxGraph* typed, OnyxElemType lp)
     for (size_t k = 0; k < n->n_outputs; k++)
       if (n->outputs[k]) all32 = all32 && ox_art_typed(typed, n->outputs[k]) == ONYX_ELEM_FLOAT32;
     if (!all32) continue;
+    /* The gradient rule of Conv and ConvTranspose is com.onyx.training
+     * ConvGrad, whose schema takes float32 and float64 only. */
+    if (!strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose")) {
+      st = ox_status(ONYX_NOT_IMPLEMENTED,
+                     "node '%s' (%s): its gradient, com.onyx.training ConvGrad, takes float32 "
+                     "and float64 only, so %s does not train in %s; generate the artifacts "
+                     "without mixed_precision",
+                     n->name, n->op_type, n->op_type, ox_elem_name(lp));
+      break;
+    }
     char* names[16] = {0};
     const char* ins[8] = {0};
     const char* outs[8] = {0};

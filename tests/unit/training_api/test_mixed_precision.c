@@ -7,6 +7,8 @@
  * - the first loss of an MLP against a plain-C emulation of the rounding
  *   (inputs and outputs of the listed ops rounded to the format, the rest
  *   in double), within a bound derived from the format's unit roundoff u;
+ * - Conv and ConvTranspose refused (their gradient op takes float32 and
+ *   float64 only), naming the node;
  * - an MLP and a small transformer-like block (MatMul, Softmax,
  *   LayerNormalization) trained in float32, float16 with loss scaling and
  *   bfloat16: the losses track the float32 run within 4 u of the loss;
@@ -178,6 +180,39 @@ static char* write_tfm(void) {
   return path;
 }
 
+/* Convolutions: x[CN,1,6,6] -> Conv Wc[3,1,3,3] + bc (pads 1) -> Relu ->
+ * ConvTranspose Wt[3,1,2,2] + bt (strides 2) -> y[CN,1,12,12], MSE. */
+enum { CN = 2 };
+static float WC[3 * 9], BC[3], WT[3 * 4], BT[1], CX[CN * 36], CY[CN * 144];
+
+static void init_conv(void) {
+  fill(WC, 27, -0.5, 0.5);
+  fill(BC, 3, -0.1, 0.1);
+  fill(WT, 12, -0.5, 0.5);
+  fill(BT, 1, -0.1, 0.1);
+  fill(CX, CN * 36, -1, 1);
+  fill(CY, CN * 144, -0.5, 0.5);
+}
+
+static char* write_conv(void) {
+  char* path = path_in("conv.onnx");
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT32, 4, (int64_t[]){CN, 1, 6, 6});
+  otm_initializer(m, "Wc", ONYX_ELEM_FLOAT32, 4, (int64_t[]){3, 1, 3, 3}, WC);
+  otm_initializer(m, "bc", ONYX_ELEM_FLOAT32, 1, (int64_t[]){3}, BC);
+  otm_initializer(m, "Wt", ONYX_ELEM_FLOAT32, 4, (int64_t[]){3, 1, 2, 2}, WT);
+  otm_initializer(m, "bt", ONYX_ELEM_FLOAT32, 1, (int64_t[]){1}, BT);
+  OxTestNode* c = otm_node(m, "Conv", "conv", "x,Wc,bc", "c");
+  otm_attr_ints(c, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  otm_node(m, "Relu", "relu", "c", "r");
+  OxTestNode* t = otm_node(m, "ConvTranspose", "convt", "r,Wt,bt", "y");
+  otm_attr_ints(t, "strides", 2, (int64_t[]){2, 2});
+  otm_output(m, "y", ONYX_ELEM_FLOAT32, 4, (int64_t[]){CN, 1, 12, 12});
+  assert_true(otm_write(m, path));
+  otm_free(m);
+  return path;
+}
+
 /* --- artifacts and sessions ------------------------------------------------------------ */
 
 typedef struct ArtOpts {
@@ -234,6 +269,11 @@ static void mlp_batch(OnyxValue* v[2], float xscale) {
 static void tfm_batch(OnyxValue* v[2]) {
   v[0] = tensor(ONYX_ELEM_FLOAT32, (int64_t[]){TB, TT, TE}, 3, TX, sizeof TX);
   v[1] = tensor(ONYX_ELEM_FLOAT32, (int64_t[]){TB, TT, TC}, 3, TY, sizeof TY);
+}
+
+static void conv_batch(OnyxValue* v[2]) {
+  v[0] = tensor(ONYX_ELEM_FLOAT32, (int64_t[]){CN, 1, 6, 6}, 4, CX, sizeof CX);
+  v[1] = tensor(ONYX_ELEM_FLOAT32, (int64_t[]){CN, 1, 12, 12}, 4, CY, sizeof CY);
 }
 
 /* One train step (loss returned), then the optimizer step and a reset. */
@@ -527,21 +567,29 @@ static void test_first_loss(void** state) {
 
 enum { STEPS = 20 };
 
+/* The models trained: the MLP (cross-entropy), the transformer-like block
+ * and the convolutions (MSE). */
+enum { MLP = 0, TFM = 1, CONV = 2 };
+static const char* const kind_names[] = {"mlp", "tfm", "conv"};
+
 /* Losses of STEPS SGD steps of a model in the given precision. */
-static void train_losses(const char* model, const char* name, int32_t mp, bool tfm,
-                         float losses[STEPS]) {
+static void train_losses(const char* model, int kind, int32_t mp, float losses[STEPS]) {
   ArtOpts a = {.mp = mp,
                .scaling = -1,
-               .lr = tfm ? 0.05f : 0.2f,
-               .loss = tfm ? ONYX_LOSS_MSE : ONYX_LOSS_CROSS_ENTROPY,
+               .lr = kind == MLP ? 0.2f : 0.05f,
+               .loss = kind == MLP ? ONYX_LOSS_CROSS_ENTROPY : ONYX_LOSS_MSE,
                .optimizer = ONYX_OPTIMIZER_SGD,
-               .frozen = tfm ? "s" : NULL};
+               .frozen = kind == TFM ? "s" : NULL};
+  char name[32];
+  snprintf(name, sizeof name, "%s%d", kind_names[kind], (int)mp);
   char* dir = make_art(model, name, a);
   OnyxCheckpoint* ck = NULL;
   OnyxTrainingSession* ts = open_ts(dir, NULL, &ck);
   OnyxValue* in[2];
-  if (tfm)
+  if (kind == TFM)
     tfm_batch(in);
+  else if (kind == CONV)
+    conv_batch(in);
   else
     mlp_batch(in, 1.0f);
   for (int s = 0; s < STEPS; s++)
@@ -550,7 +598,7 @@ static void train_losses(const char* model, const char* name, int32_t mp, bool t
   assert_int_equal(onyx_checkpoint_step(ck), STEPS);
   assert_int_equal(onyx_training_session_skipped_steps(ts), 0);
   /* The master weights are float32 in the checkpoint, saved and loaded. */
-  char* saved = path_in(tfm ? "saved_tfm" : "saved_mlp");
+  char* saved = path_in("saved");
   ots_ok(onyx_checkpoint_save(ck, saved, 1));
   OnyxCheckpoint* back = NULL;
   ots_ok(onyx_checkpoint_load(saved, &back));
@@ -587,19 +635,22 @@ static void check_tracks(const float l32[STEPS], const float lp[STEPS], double u
 
 static void test_tracks_float32(void** state) {
   (void)state;
-  for (int tfm = 0; tfm < 2; tfm++) {
+  for (int kind = MLP; kind <= TFM; kind++) {
     char* model = NULL;
-    if (tfm) {
+    if (kind == TFM) {
       init_tfm();
       model = write_tfm();
+    } else if (kind == CONV) {
+      init_conv();
+      model = write_conv();
     } else {
       init_mlp();
       model = write_mlp();
     }
     float l32[STEPS], l16[STEPS], lbf[STEPS];
-    train_losses(model, tfm ? "t32" : "m32", ONYX_MIXED_PRECISION_NONE, tfm, l32);
-    train_losses(model, tfm ? "t16" : "m16", ONYX_MIXED_PRECISION_FLOAT16, tfm, l16);
-    train_losses(model, tfm ? "tbf" : "mbf", ONYX_MIXED_PRECISION_BFLOAT16, tfm, lbf);
+    train_losses(model, kind, ONYX_MIXED_PRECISION_NONE, l32);
+    train_losses(model, kind, ONYX_MIXED_PRECISION_FLOAT16, l16);
+    train_losses(model, kind, ONYX_MIXED_PRECISION_BFLOAT16, lbf);
     check_tracks(l32, l16, U_F16);
     check_tracks(l32, lbf, U_BF16);
     free(model);
@@ -759,6 +810,27 @@ static void test_scaling_exact(void** state) {
   free(model);
 }
 
+/* Conv and ConvTranspose: their gradient op, ConvGrad, takes float32 and
+ * float64 only, so mixed precision refuses them, naming the node and op. */
+static void test_conv_refused(void** state) {
+  (void)state;
+  init_conv();
+  char* model = write_conv();
+  char* dir = path_in("convmp");
+  OnyxTrainingArtifactsOptions o;
+  onyx_training_artifacts_options_init(&o);
+  o.loss = ONYX_LOSS_MSE;
+  o.mixed_precision = ONYX_MIXED_PRECISION_BFLOAT16;
+  ots_expect_error(onyx_training_artifacts_generate(model, &o, dir), ONYX_NOT_IMPLEMENTED,
+                   "node 'conv' (Conv): its gradient, com.onyx.training ConvGrad");
+  /* In float32 the same model trains. */
+  float l32[STEPS];
+  train_losses(model, CONV, ONYX_MIXED_PRECISION_NONE, l32);
+  assert_true(l32[STEPS - 1] < l32[0]);
+  free(dir);
+  free(model);
+}
+
 static void test_options(void** state) {
   (void)state;
   init_mlp();
@@ -797,7 +869,7 @@ int main(void) {
       cmocka_unit_test(test_options),         cmocka_unit_test(test_casts),
       cmocka_unit_test(test_first_loss),      cmocka_unit_test(test_tracks_float32),
       cmocka_unit_test(test_scaler_overflow), cmocka_unit_test(test_scaler_growth_and_checkpoint),
-      cmocka_unit_test(test_scaling_exact),
+      cmocka_unit_test(test_scaling_exact),   cmocka_unit_test(test_conv_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -253,8 +253,17 @@ static OnyxTrainingSession* open_ts(const char* dir, const char* ckdir, OnyxChec
   }
   ots_ok(onyx_checkpoint_load(ckdir ? ckdir : cdir, ck));
   free(cdir);
+  /* ONYX_TEST_TRAIN_CONFIG: a providers' JSON for the sessions (gpuemu
+   * first: the trained state in device memory, the loss scale bound there). */
+  const char* cfg = getenv("ONYX_TEST_TRAIN_CONFIG");
+  OnyxSessionOptions* o = NULL;
+  if (cfg && *cfg) {
+    ots_ok(onyx_session_options_create(&o));
+    ots_ok(onyx_session_options_load_config(o, cfg));
+  }
   OnyxTrainingSession* ts = NULL;
-  ots_ok(onyx_training_session_create(NULL, *ck, dir, &ts));
+  ots_ok(onyx_training_session_create(o, *ck, dir, &ts));
+  onyx_session_options_release(o);
   return ts;
 }
 

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include "ox_graph.h"
 #include "ox_model.h"
+#include "ox_schema.h"
 #include "ox_train_api.h"
 #include "ox_training.h"
 
@@ -346,14 +347,27 @@ static OnyxStatus* ox_art_training_mode(OxGraph* g, bool bn_buffers) {
  * "run in the widest input type" ops). The com.onyx fused forms of these
  * ops appear at session optimization, after this transform, and fuse the
  * low-precision nodes as they find them. */
-/* Conv and ConvTranspose are listed, and refused while their gradient
- * op takes no float16 or bfloat16 (ox_art_amp). */
 static bool ox_art_amp_op(const OxNode* n) {
   static const char* const ops[] = {"MatMul", "Gemm", "Conv", "ConvTranspose"};
   if (n->domain[0] && strcmp(n->domain, "ai.onnx")) return false;
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(n->op_type, ops[i])) return true;
   return false;
+}
+
+/* Whether the schema of node `name` in the resolved model lets every
+ * input of the node take type lp (Conv takes bfloat16 from ai.onnx opset
+ * 22 on only, for one): a node that cannot stays float32. */
+static bool ox_art_schema_takes(const OxGraph* typed, const OxNode* n, OnyxElemType lp) {
+  const OxNode* tn = NULL;
+  for (size_t i = 0; !tn && i < typed->n_nodes; i++)
+    if (!strcmp(typed->nodes[i]->name, n->name)) tn = typed->nodes[i];
+  if (!tn || !tn->schema) return false;
+  for (size_t i = 0; i < tn->n_inputs; i++) {
+    const char* tc = tn->inputs[i] ? ox_schema_input_tc(tn->schema, i) : NULL;
+    if (tc && !(ox_schema_tc_allowed(tn->schema, tc) & OX_T(lp))) return false;
+  }
+  return true;
 }
 
 static OnyxElemType ox_art_typed(const OxGraph* typed, const OxValue* v) {
@@ -396,17 +410,7 @@ static OnyxStatus* ox_art_amp(OxGraph* g, const OxGraph* typed, OnyxElemType lp)
       if (n->inputs[k]) all32 = all32 && ox_art_typed(typed, n->inputs[k]) == ONYX_ELEM_FLOAT32;
     for (size_t k = 0; k < n->n_outputs; k++)
       if (n->outputs[k]) all32 = all32 && ox_art_typed(typed, n->outputs[k]) == ONYX_ELEM_FLOAT32;
-    if (!all32) continue;
-    /* The gradient rule of Conv and ConvTranspose is com.onyx.training
-     * ConvGrad, whose schema takes float32 and float64 only. */
-    if (!strcmp(n->op_type, "Conv") || !strcmp(n->op_type, "ConvTranspose")) {
-      st = ox_status(ONYX_NOT_IMPLEMENTED,
-                     "node '%s' (%s): its gradient, com.onyx.training ConvGrad, takes float32 "
-                     "and float64 only, so %s does not train in %s; generate the artifacts "
-                     "without mixed_precision",
-                     n->name, n->op_type, n->op_type, ox_elem_name(lp));
-      break;
-    }
+    if (!all32 || !ox_art_schema_takes(typed, n, lp)) continue;
     char* names[16] = {0};
     const char* ins[8] = {0};
     const char* outs[8] = {0};

@@ -12,6 +12,7 @@
  *   LayerNormalization) and a Conv + ConvTranspose model trained in
  *   float32, float16 with loss scaling and bfloat16: the losses track the float32 run within 4 u of
  * the loss;
+ * - ConvGrad in float16 against the definition's sums in double;
  * - the loss scaler: an overflow skips the step (parameters unchanged, the
  *   scale halved), growth after growth_interval steps, the scaler state
  *   through a checkpoint save and load, scaling by a power of two changing
@@ -839,6 +840,114 @@ static void test_scaling_exact(void** state) {
   free(model);
 }
 
+/* --- ConvGrad in float16 ------------------------------------------------------------ */
+
+/* The float16 bits of x, which is exactly a float16 number (round_to). */
+static uint16_t f16_bits(double x) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  double a = fabs(x);
+  if (a == 0) return sign;
+  int e;
+  frexp(a, &e);
+  int E = e - 1; /* a = 1.f * 2^E */
+  if (E < -14) return (uint16_t)(sign | (uint16_t)nearbyint(a / 0x1p-24));
+  return (uint16_t)(sign | (uint16_t)((E + 15) << 10) |
+                    (uint16_t)nearbyint((ldexp(a, -E) - 1) * 1024));
+}
+
+static double f16_value(uint16_t h) {
+  int E = (h >> 10) & 31, f = h & 1023;
+  double v = E ? ldexp(1 + f / 1024.0, E - 15) : ldexp(f, -24);
+  return (h & 0x8000) ? -v : v;
+}
+
+/* ConvGrad on float16 with groups, strides, dilations and uneven pads
+ * against the definition's sums in double over the same float16 inputs:
+ * each output within half a float16 ulp of the reference (its one
+ * rounding) plus the float32 sums' error, 2^-20 of the sum of the
+ * magnitudes of its terms. */
+enum { GN = 2, GC = 4, GG = 2, GM = 6, GH = 5, GW = 6, GKH = 3, GKW = 2, GOH = 2, GOW = 5 };
+
+static void test_conv_grad_f16(void** state) {
+  (void)state;
+  static double x[GN * GC * GH * GW], w[GM * (GC / GG) * GKH * GKW], dy[GN * GM * GOH * GOW];
+  static uint16_t hx[sizeof x / sizeof *x], hw[sizeof w / sizeof *w], hdy[sizeof dy / sizeof *dy];
+  double* arrays[3] = {x, w, dy};
+  uint16_t* bits[3] = {hx, hw, hdy};
+  size_t counts[3] = {sizeof x / sizeof *x, sizeof w / sizeof *w, sizeof dy / sizeof *dy};
+  for (int a = 0; a < 3; a++)
+    for (size_t i = 0; i < counts[a]; i++) {
+      arrays[a][i] = round_to(urand() * 2 - 1, 11);
+      bits[a][i] = f16_bits(arrays[a][i]);
+      assert_true(f16_value(bits[a][i]) == arrays[a][i]);
+    }
+  const int64_t sh = 2, sw = 1, dh = 1, dw = 2, pt = 1, pl = 0;
+  OxTestModel* m = otm_new(17);
+  otm_add_opset(m, "com.onyx.training", 1);
+  otm_input(m, "dY", ONYX_ELEM_FLOAT16, 4, (int64_t[]){GN, GM, GOH, GOW});
+  otm_input(m, "X", ONYX_ELEM_FLOAT16, 4, (int64_t[]){GN, GC, GH, GW});
+  otm_input(m, "W", ONYX_ELEM_FLOAT16, 4, (int64_t[]){GM, GC / GG, GKH, GKW});
+  OxTestNode* n = otm_node(m, "ConvGrad", "cg", "dY,X,W", "dX,dW,dB");
+  otm_node_domain(n, "com.onyx.training");
+  otm_attr_int(n, "group", GG);
+  otm_attr_ints(n, "strides", 2, (int64_t[]){sh, sw});
+  otm_attr_ints(n, "dilations", 2, (int64_t[]){dh, dw});
+  otm_attr_ints(n, "pads", 4, (int64_t[]){pt, pl, 0, 1});
+  otm_output(m, "dX", ONYX_ELEM_FLOAT16, 4, (int64_t[]){GN, GC, GH, GW});
+  otm_output(m, "dW", ONYX_ELEM_FLOAT16, 4, (int64_t[]){GM, GC / GG, GKH, GKW});
+  otm_output(m, "dB", ONYX_ELEM_FLOAT16, 1, (int64_t[]){GM});
+  OnyxValue* in[3] = {
+      tensor(ONYX_ELEM_FLOAT16, (int64_t[]){GN, GM, GOH, GOW}, 4, hdy, sizeof hdy),
+      tensor(ONYX_ELEM_FLOAT16, (int64_t[]){GN, GC, GH, GW}, 4, hx, sizeof hx),
+      tensor(ONYX_ELEM_FLOAT16, (int64_t[]){GM, GC / GG, GKH, GKW}, 4, hw, sizeof hw)};
+  const char* in_names[3] = {"dY", "X", "W"};
+  const char* out_names[3] = {"dX", "dW", "dB"};
+  OnyxValue* out[3] = {0};
+  ots_ok(ots_run_values(m, in_names, (const OnyxValue* const*)in, 3, out_names, 3, out));
+  otm_free(m);
+  /* The reference sums and the sums of the terms' magnitudes. */
+  static double rx[sizeof x / sizeof *x], ax[sizeof x / sizeof *x];
+  static double rw[sizeof w / sizeof *w], aw[sizeof w / sizeof *w];
+  double rb[GM] = {0}, ab[GM] = {0};
+  const int cg = GC / GG, mg = GM / GG;
+  for (int b = 0; b < GN; b++)
+    for (int mm = 0; mm < GM; mm++)
+      for (int oh = 0; oh < GOH; oh++)
+        for (int ow = 0; ow < GOW; ow++) {
+          double g = dy[((b * GM + mm) * GOH + oh) * GOW + ow];
+          rb[mm] += g;
+          ab[mm] += fabs(g);
+          for (int c = 0; c < cg; c++)
+            for (int kh = 0; kh < GKH; kh++)
+              for (int kw = 0; kw < GKW; kw++) {
+                int64_t ih = oh * sh - pt + kh * dh, iw = ow * sw - pl + kw * dw;
+                if (ih < 0 || ih >= GH || iw < 0 || iw >= GW) continue;
+                size_t xi = (size_t)(((b * GC + mm / mg * cg + c) * GH + ih) * GW + iw);
+                size_t wi = (size_t)(((mm * cg + c) * GKH + kh) * GKW + kw);
+                rx[xi] += g * w[wi];
+                ax[xi] += fabs(g * w[wi]);
+                rw[wi] += g * x[xi];
+                aw[wi] += fabs(g * x[xi]);
+              }
+        }
+  const double* refs[3] = {rx, rw, rb};
+  const double* mags[3] = {ax, aw, ab};
+  size_t ncount[3] = {counts[0], counts[1], GM};
+  for (int k = 0; k < 3; k++) {
+    const OnyxTensor* t = onyx_value_tensor(out[k]);
+    assert_int_equal(onyx_tensor_elem_type(t), ONYX_ELEM_FLOAT16);
+    assert_int_equal(onyx_tensor_elem_count(t), ncount[k]);
+    const uint16_t* got = onyx_tensor_data(t);
+    for (size_t i = 0; i < ncount[k]; i++) {
+      double ref = refs[k][i], tol = fabs(ref) * U_F16 + mags[k][i] * 0x1p-20 + 0x1p-25;
+      if (fabs(f16_value(got[i]) - ref) > tol)
+        fail_msg("%s[%zu] = %.8g, reference %.8g", out_names[k], i, f16_value(got[i]), ref);
+    }
+  }
+  onyx_values_release(in, 3);
+  onyx_values_release(out, 3);
+}
+
 static void test_options(void** state) {
   (void)state;
   init_mlp();
@@ -877,7 +986,7 @@ int main(void) {
       cmocka_unit_test(test_options),         cmocka_unit_test(test_casts),
       cmocka_unit_test(test_first_loss),      cmocka_unit_test(test_tracks_float32),
       cmocka_unit_test(test_scaler_overflow), cmocka_unit_test(test_scaler_growth_and_checkpoint),
-      cmocka_unit_test(test_scaling_exact),
+      cmocka_unit_test(test_scaling_exact),   cmocka_unit_test(test_conv_grad_f16),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1452,6 +1452,10 @@ ONYX_API OnyxStatus* onyx_training_session_set_data_parallel(OnyxTrainingSession
   if (!ts || ts->dp)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_set_data_parallel: %s",
                      ts ? "already data-parallel" : "NULL session");
+  if (o && o->struct_size >= sizeof *o && o->zero_stage == 1 && ts->has_scaler)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_training_session_set_data_parallel: ZeRO stage 1 does not take a loss "
+                     "scaler (artifacts made with loss_scaling)");
   /* Data-parallel training runs on the host path: the state and a device
    * gradient sum come back to the host tensors the ranks share. */
   if (ts->dev) {

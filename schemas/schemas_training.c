@@ -44,6 +44,10 @@
   { n, t, ONYX_PARAM_OPTIONAL, 1 }
 
 static const OxTypeConstr t_f[] = {{"T", TF}};
+/* ConvGrad also in float16 and bfloat16: the gradient of Conv and
+ * ConvTranspose in mixed-precision training. */
+static const OxTypeConstr t_f_half[] = {
+    {"T", TF | OX_T(ONYX_ELEM_FLOAT16) | OX_T(ONYX_ELEM_BFLOAT16)}};
 static const OxTypeConstr t_sce[] = {{"T", TF},
                                      {"Tind", OX_T(ONYX_ELEM_INT32) | OX_T(ONYX_ELEM_INT64)}};
 /* DropoutGrad's ratio: any float type, as Dropout's own ratio input. */
@@ -372,7 +376,7 @@ static const OxSchema ox_training_rows[] = {
     ROW("SoftmaxGrad", f_dy_y, f_dx, t_f, L(a_axis), infer_softmax_grad),
     ROW("LogSoftmaxGrad", f_dy_y, f_dx, t_f, L(a_axis), infer_softmax_grad),
     ROW("SoftmaxCrossEntropyLossGrad", f_sce_in, f_sce_out, t_sce, L(a_sce), infer_sce_grad),
-    ROW("ConvGrad", f_conv_in, f_conv_out, t_f, L(a_conv), infer_conv_grad),
+    ROW("ConvGrad", f_conv_in, f_conv_out, t_f_half, L(a_conv), infer_conv_grad),
     ROW("MaxPoolGrad", f_maxpool_in, f_dx, t_f, L(a_maxpool), infer_maxpool_grad),
     ROW("AveragePoolGrad", f_avgpool_in, f_dx, t_f, L(a_avgpool), infer_avgpool_grad),
     ROW("BatchNormalizationGrad", f_bn_in, f_norm_out, t_f, L(a_bn), infer_norm_grad),

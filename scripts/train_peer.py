@@ -27,9 +27,16 @@ the peak of a child that only imports torch and builds the model).
 With --config CFG, `onyx train` runs with that providers config (for example
 providers/onednn/onednn-cpu.json, oneDNN in front of the CPU provider).
 
+With --amp bfloat16 (or float16), both sides train in mixed precision on
+the MLP alone: PyTorch's forward pass and loss under torch.autocast(dtype)
+(float16 adds a GradScaler, whose default settings are Onyx's), `onyx train
+--mixed-precision DTYPE`; the rows carry "amp". float16 autocast on the CPU
+needs PyTorch 2.3 or later (torch.amp.GradScaler("cpu")).
+
 usage: scripts/train_peer.py --onyx build/bin/onyx [--steps 30] [--threads 1]
            [--batch 32] [--work DIR] [--json OUT.json] [--memory]
            [--device cuda --config cuda-cpu.json] [--models mlp,resnet]
+           [--amp bfloat16|float16]
   --device runs PyTorch there (the GPU peer, synchronized inside each timed
   step); --config is passed to onyx train (scripts/gpu-check.sh, step 9).
 Needs python3-torch, python3-onnx, python3-numpy. Exit status 0 when every
@@ -166,18 +173,29 @@ def export(model, example, path):
     onnx.save(m, path)
 
 
-def torch_run(model, x, y, opt, batch, steps):
+def torch_run(model, x, y, opt, batch, steps, amp=None):
+    """amp: None, or "bfloat16" / "float16": the forward pass and the loss
+    under torch.autocast, with a GradScaler for float16 (GradScaler's
+    defaults: init 65536, growth interval 2000, as Onyx's)."""
     model.train()
     losses, times = [], []
     per_epoch = len(y) // batch
+    dtype = getattr(torch, amp) if amp else None
+    scaler = torch.amp.GradScaler(x.device.type) if amp == "float16" else None
     for k in range(steps):
         j = k % per_epoch
         xb, yb = x[j * batch:(j + 1) * batch], y[j * batch:(j + 1) * batch]
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(xb), yb)
+        with torch.autocast(x.device.type, dtype=dtype, enabled=amp is not None):
+            loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         if xb.is_cuda:  # the step's kernels finish inside the timed span
             torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1000)
@@ -242,7 +260,13 @@ def main():
     ap.add_argument("--device", default="cpu", help="PyTorch's device (cuda: the GPU peer)")
     ap.add_argument("--config", help="providers JSON passed to onyx train (e.g. cuda first)")
     ap.add_argument("--models", default="", help="comma-separated subset of the models")
+    ap.add_argument("--amp", choices=["bfloat16", "float16"],
+                    help="mixed precision on both sides (the MLP only)")
     a = ap.parse_args()
+    if a.amp and a.memory:
+        ap.error("--memory measures float32 runs; leave it out with --amp")
+    if a.amp:
+        a.models = "mlp"
     if a.torch_child:
         return torch_child(a.torch_child)
     torch.set_num_threads(a.threads)
@@ -268,17 +292,19 @@ def main():
             model.to(a.device)
             t_losses, t_ms = torch_run(model, torch.from_numpy(x).to(a.device),
                                        torch.from_numpy(y).to(a.device),
-                                       make_opt(model.parameters(), lr), a.batch, a.steps)
+                                       make_opt(model.parameters(), lr), a.batch, a.steps,
+                                       a.amp)
             log = os.path.join(work, f"{name}_{opt_name}.jsonl")
             cmd = [a.onyx, "train", onnx_path, "--loss", "cross_entropy",
                    "--data", f"x={os.path.join(work, name + '_x.npy')}",
                    "--labels", os.path.join(work, f"{name}_y.npy"),
                    "--batch-size", str(a.batch), "--steps", str(a.steps), "--no-shuffle",
                    "--optimizer", opt_name, "--lr", str(lr), "--threads", str(a.threads),
-                   "--log", log] + extra + (["--config", a.config] if a.config else [])
+                   "--log", log] + extra + (["--config", a.config] if a.config else []) + \
+                  (["--mixed-precision", a.amp] if a.amp else [])
             r = subprocess.run(cmd, capture_output=True, text=True)
             row = {"model": name, "optimizer": opt_name, "steps": a.steps, "batch": a.batch,
-                   "threads": a.threads, "torch_device": a.device,
+                   "threads": a.threads, "torch_device": a.device, "amp": a.amp,
                    "torch_samples_per_s": round(throughput(t_ms, a.batch), 1)}
             if r.returncode != 0:
                 row["onyx_error"] = r.stderr.strip()[-500:]

@@ -31,6 +31,7 @@ typedef struct TrainArgs {
   const char* resume;
   const char* export_path;
   const char* eval_labels;
+  const char* mixed_precision;
   CliList data, eval_data, dim_list;
   CliDims dims; /* --dim NAME=VALUE */
   int explain;
@@ -59,6 +60,10 @@ static const char kTrainHelp[] =
     "                    decay 0.01; LAMB eps 1e-6, weight decay 0)\n"
     "  --lr X            learning rate\n"
     "  --momentum M      SGD momentum\n"
+    "  --mixed-precision none|float16|bfloat16  MatMul, Gemm, Conv and\n"
+    "                    ConvTranspose compute in float16/bfloat16, the rest and\n"
+    "                    the parameters in float32; float16 adds dynamic loss\n"
+    "                    scaling (docs/training.md, \"Mixed precision\")\n"
     "  --weight-decay W  overrides the optimizer's default weight decay\n"
     "  --no-shuffle      batch k is rows [kN, (k+1)N), wrapping each epoch; the\n"
     "                    incomplete last batch of an epoch is dropped\n"
@@ -463,6 +468,14 @@ static int parse_kinds(const TrainArgs* a, OnyxTrainingArtifactsOptions* o, CliE
   o->nesterov = 0;
   if (!isnan(a->weight_decay)) o->weight_decay = (float)a->weight_decay;
   o->learning_rate = (float)a->lr;
+  if (a->mixed_precision) {
+    static const char* const kMp[] = {"none", "float16", "bfloat16"};
+    int32_t k = 0;
+    while (k < 3 && strcmp(a->mixed_precision, kMp[k]))
+      k++;
+    if (k == 3) return cli_err(e, "--mixed-precision '%s'", a->mixed_precision);
+    o->mixed_precision = k;
+  }
   return 0;
 }
 
@@ -580,6 +593,11 @@ static int train(Trainer* t, CliError* e) {
            (long long)onyx_checkpoint_step(t->ck), last_loss,
            el > 0 ? (double)total * (double)global / el : 0.0);
     if (t->world > 1) printf(", \"ranks\": %d", t->world);
+    /* Steps skipped for a non-finite loss or gradient (the loss scaler's
+     * overflows among them), and the scale the scaler ended at. */
+    printf(", \"skipped_steps\": %lld", (long long)onyx_training_session_skipped_steps(t->ts));
+    if (onyx_training_session_get_loss_scale(t->ts) > 0)
+      printf(", \"loss_scale\": %.9g", (double)onyx_training_session_get_loss_scale(t->ts));
     if (!isnan(eval_loss)) printf(", \"eval_loss\": %.9g", eval_loss);
     if (!isnan(eval_acc)) printf(", \"eval_accuracy\": %.6f", eval_acc);
     printf("}\n");
@@ -768,6 +786,7 @@ int cli_cmd_train(int argc, char** argv) {
       {"--optimizer", CLI_OPT_STRING, &a.optimizer, 0},
       {"--lr", CLI_OPT_DOUBLE, &a.lr, 0},
       {"--momentum", CLI_OPT_DOUBLE, &a.momentum, 0},
+      {"--mixed-precision", CLI_OPT_STRING, &a.mixed_precision, 0},
       {"--weight-decay", CLI_OPT_DOUBLE, &a.weight_decay, 0},
       {"--no-shuffle", CLI_OPT_FLAG, &a.no_shuffle, 0},
       {"--seed", CLI_OPT_INT, &a.seed, 0},
@@ -794,6 +813,7 @@ int cli_cmd_train(int argc, char** argv) {
           "onyx train MODEL.onnx --loss cross_entropy|mse|bce_with_logits|l1 "
           "--data INPUT_NAME=FILE.npy [--data ...] --labels FILE.npy --batch-size N "
           "(--steps S | --epochs E) --optimizer sgd|adamw|lamb --lr X [--momentum M] "
+          "[--mixed-precision none|float16|bfloat16] "
           "[--weight-decay W] [--no-shuffle | --seed S] [--threads N] "
           "[--config providers.json] [--log FILE.jsonl] [--save-checkpoint DIR] "
           "[--resume DIR] [--export-inference OUT.onnx] [--eval-data ... --eval-labels ...] "
@@ -841,6 +861,10 @@ int cli_cmd_train(int argc, char** argv) {
                      : cli_usage_error(&cmd, "--optimizer is required");
   } else if (isnan(a.lr) || !(a.lr > 0) || isinf(a.lr)) {
     rc = cli_usage_error(&cmd, "%s", isnan(a.lr) ? "--lr is required" : "--lr must be positive");
+  } else if (a.mixed_precision && strcmp(a.mixed_precision, "none") &&
+             strcmp(a.mixed_precision, "float16") && strcmp(a.mixed_precision, "bfloat16")) {
+    rc = cli_usage_error(&cmd, "--mixed-precision: expected none, float16 or bfloat16, got '%s'",
+                         a.mixed_precision);
   } else if (!isnan(a.momentum) && strcmp(a.optimizer, "sgd")) {
     rc = cli_usage_error(&cmd, "--momentum applies to --optimizer sgd only");
   } else if (a.no_shuffle && a.seed >= 0) {

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include "ox_graph.h"
 #include "ox_model.h"
+#include "ox_schema.h"
 #include "ox_train_api.h"
 #include "ox_training.h"
 
@@ -33,6 +34,12 @@ ONYX_API void onyx_training_artifacts_options_init(OnyxTrainingArtifactsOptions*
   o->beta1 = 0.9f;
   o->beta2 = 0.999f;
   o->epsilon = NAN; /* the optimizer's default */
+  o->mixed_precision = ONYX_MIXED_PRECISION_NONE;
+  o->loss_scaling = -1; /* on for float16 */
+  o->loss_scale_init = 65536.0f;
+  o->loss_scale_growth_factor = 2.0f;
+  o->loss_scale_backoff_factor = 0.5f;
+  o->loss_scale_growth_interval = 2000;
 }
 
 /* --- graph helpers ---------------------------------------------------------------------- */
@@ -330,6 +337,142 @@ static OnyxStatus* ox_art_training_mode(OxGraph* g, bool bn_buffers) {
   return st;
 }
 
+/* --- mixed precision ---------------------------------------------------------------------- */
+
+/* The ops that compute in the low-precision type, as torch.autocast's
+ * float16/bfloat16 list: the matrix products and convolutions, whose
+ * float32-accumulated results lose little, and which gain the most from
+ * the lower precision. Softmax, normalizations, reductions, element-wise
+ * ops and the losses keep float32 (autocast's float32 list and its
+ * "run in the widest input type" ops). The com.onyx fused forms of these
+ * ops appear at session optimization, after this transform, and fuse the
+ * low-precision nodes as they find them. */
+static bool ox_art_amp_op(const OxNode* n) {
+  static const char* const ops[] = {"MatMul", "Gemm", "Conv", "ConvTranspose"};
+  if (n->domain[0] && strcmp(n->domain, "ai.onnx")) return false;
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(n->op_type, ops[i])) return true;
+  return false;
+}
+
+/* Whether the schema of node `name` in the resolved model lets every
+ * input of the node take type lp (Conv takes bfloat16 from ai.onnx opset
+ * 22 on only, for one): a node that cannot stays float32. */
+static bool ox_art_schema_takes(const OxGraph* typed, const OxNode* n, OnyxElemType lp) {
+  const OxNode* tn = NULL;
+  for (size_t i = 0; !tn && i < typed->n_nodes; i++)
+    if (!strcmp(typed->nodes[i]->name, n->name)) tn = typed->nodes[i];
+  if (!tn || !tn->schema) return false;
+  for (size_t i = 0; i < tn->n_inputs; i++) {
+    const char* tc = tn->inputs[i] ? ox_schema_input_tc(tn->schema, i) : NULL;
+    if (tc && !(ox_schema_tc_allowed(tn->schema, tc) & OX_T(lp))) return false;
+  }
+  return true;
+}
+
+static OnyxElemType ox_art_typed(const OxGraph* typed, const OxValue* v) {
+  const OxValue* t = v ? ox_graph_find(typed, v->name) : NULL;
+  return t ? t->type : ONYX_ELEM_UNDEFINED;
+}
+
+/* A Cast of value `from` to `to` writing value `out`. */
+static OnyxStatus* ox_art_cast(OxGraph* g, const char* name, const char* from, const char* out,
+                               OnyxElemType to) {
+  if (ox_graph_find(g, out))
+    return ox_status(ONYX_INVALID_MODEL,
+                     "training artifacts: mixed precision: the model already has a value '%s'",
+                     out);
+  OxNode* n = NULL;
+  OX_TRY(ox_art_node(g, name, "Cast", "", &from, 1, &out, 1, &n));
+  return ox_art_attr_int(n, "to", (int64_t)to);
+}
+
+/* Puts each listed op (ox_art_amp_op) of g whose float inputs and outputs
+ * are all float32 in type lp: a Cast to lp before each of its float32
+ * inputs (one per node and input, so that the gradients of a value read by
+ * several nodes are summed in float32) and a Cast back to float32 after
+ * each output, which keeps the output's name. `typed` is the model
+ * resolved, for the value types. Parameters stay float32 graph inputs: the
+ * gradients reaching them pass through the Casts' gradients (a Cast back
+ * to float32) and are float32. */
+static OnyxStatus* ox_art_amp(OxGraph* g, const OxGraph* typed, OnyxElemType lp) {
+  const char* suffix = lp == ONYX_ELEM_FLOAT16 ? "f16" : "bf16";
+  size_t count = g->n_nodes;
+  OxNode** nodes = malloc((count ? count : 1) * sizeof *nodes);
+  if (!nodes) return ox_oom();
+  memcpy(nodes, g->nodes, count * sizeof *nodes);
+  OnyxStatus* st = NULL;
+  for (size_t i = 0; !st && i < count; i++) {
+    OxNode* n = nodes[i];
+    if (!ox_art_amp_op(n) || n->n_inputs > 8 || n->n_outputs > 8) continue;
+    bool all32 = true;
+    for (size_t k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k]) all32 = all32 && ox_art_typed(typed, n->inputs[k]) == ONYX_ELEM_FLOAT32;
+    for (size_t k = 0; k < n->n_outputs; k++)
+      if (n->outputs[k]) all32 = all32 && ox_art_typed(typed, n->outputs[k]) == ONYX_ELEM_FLOAT32;
+    if (!all32 || !ox_art_schema_takes(typed, n, lp)) continue;
+    char* names[16] = {0};
+    const char* ins[8] = {0};
+    const char* outs[8] = {0};
+    size_t n_in = n->n_inputs, n_out = n->n_outputs;
+    for (size_t k = 0; !st && k < n_in; k++) {
+      if (!n->inputs[k]) continue;
+      names[k] = ox_asprintf("%s.%s_in%zu", n->name, suffix, k);
+      char* cname = ox_asprintf("%s.cast_in%zu", n->name, k);
+      st = names[k] && cname ? ox_art_cast(g, cname, n->inputs[k]->name, names[k], lp) : ox_oom();
+      free(cname);
+      ins[k] = names[k];
+    }
+    for (size_t k = 0; !st && k < n_out; k++) {
+      if (!n->outputs[k]) continue;
+      names[8 + k] = ox_asprintf("%s.%s_out%zu", n->name, suffix, k);
+      if (!names[8 + k])
+        st = ox_oom();
+      else if (ox_graph_find(g, names[8 + k]))
+        st = ox_status(ONYX_INVALID_MODEL,
+                       "training artifacts: mixed precision: the model already has a value '%s'",
+                       names[8 + k]);
+      outs[k] = names[8 + k];
+    }
+    /* The node's outputs before the rewire, for the Casts back. */
+    char* orig[8] = {0};
+    for (size_t k = 0; !st && k < n_out; k++)
+      if (n->outputs[k] && !(orig[k] = ox_strdup(n->outputs[k]->name))) st = ox_oom();
+    char* nname = st ? NULL : ox_strdup(n->name);
+    if (!st && !nname) st = ox_oom();
+    OxNode* nn = NULL;
+    if (!st) st = ox_art_rewire(g, n, ins, n_in, outs, n_out, &nn);
+    for (size_t k = 0; !st && k < n_out; k++) {
+      if (!orig[k]) continue;
+      char* cname = ox_asprintf("%s.cast_out%zu", nname, k);
+      OxNode* c = NULL;
+      const char* from = outs[k];
+      st = cname ? ox_art_node(g, cname, "Cast", "", &from, 1, (const char* const*)&orig[k], 1, &c)
+                 : ox_oom();
+      if (!st) st = ox_art_attr_int(c, "to", ONYX_ELEM_FLOAT32);
+      free(cname);
+    }
+    for (size_t k = 0; k < 16; k++)
+      free(names[k]);
+    for (size_t k = 0; k < 8; k++)
+      free(orig[k]);
+    free(nname);
+  }
+  free(nodes);
+  if (!st) st = ox_graph_toposort(g);
+  return st ? ox_status_wrap(st, "training artifacts: mixed precision") : NULL;
+}
+
+/* The model resolved (types and shapes of its values), for ox_art_amp. */
+static OnyxStatus* ox_art_typed_model(const char* model_path, OxGraph** out) {
+  OnyxStatus* st = ox_model_load_file(model_path, NULL, out);
+  if (!st) st = ox_graph_resolve(*out, NULL, 0);
+  if (st)
+    return ox_status_wrap(st, "training artifacts: mixed precision needs the types of the model's "
+                              "values");
+  return NULL;
+}
+
 /* --- the loss ---------------------------------------------------------------------------- */
 
 /* The labels' dims take the prediction's symbolic names (its dims `from`,
@@ -447,6 +590,24 @@ static OnyxStatus* ox_art_outputs_loss(OxGraph* g, bool keep_outputs) {
     st = ox_graph_add_output(g, old[i]);
   free(old);
   return st;
+}
+
+/* The loss scaling input and product: "loss.scaled" = loss * loss_scale.
+ * The scale is float32, so the loss and the parameters must be too. */
+static OnyxStatus* ox_art_loss_scale(OxGraph* g, OxTensor* const* ts, size_t n) {
+  const OxValue* loss = ox_graph_find(g, "loss");
+  if (loss && loss->type != ONYX_ELEM_FLOAT32 && loss->type != ONYX_ELEM_UNDEFINED)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "training artifacts: loss scaling needs a float32 loss; the loss is %s",
+                     ox_elem_name(loss->type));
+  for (size_t i = 0; i < n; i++)
+    if (ts[i]->type != ONYX_ELEM_FLOAT32)
+      return ox_status(ONYX_INVALID_ARGUMENT,
+                       "training artifacts: loss scaling needs float32 parameters; one is %s",
+                       ox_elem_name(ts[i]->type));
+  OX_TRY(ox_art_input(g, "loss_scale", ONYX_ELEM_FLOAT32, 0, NULL));
+  return ox_art_node(g, "onyx_loss_scale", "Mul", "", (const char*[]){"loss", "loss_scale"}, 2,
+                     (const char*[]){"loss.scaled"}, 1, NULL);
 }
 
 /* --- the optimizer model ----------------------------------------------------------------- */
@@ -610,6 +771,19 @@ static OnyxStatus* ox_art_meta(const OxGraph* g, const OnyxTrainingArtifactsOpti
   json_object_set_new(j, "optimizer", json_string(ox_opt_names[o->optimizer]));
   json_object_set_new(j, "state_slots", sl);
   json_object_set_new(j, "clip_grad_norm", json_boolean(o->clip_grad_norm));
+  static const char* const mp_names[] = {NULL, "float16", "bfloat16"};
+  const char* mp = mp_names[o->mixed_precision];
+  json_object_set_new(j, "mixed_precision", mp ? json_string(mp) : json_null());
+  /* With loss scaling the training model takes the scale as input "loss_scale". */
+  json_t* ls = o->loss_scaling ? json_object() : NULL;
+  if (ls) {
+    json_object_set_new(ls, "input", json_string("loss_scale"));
+    json_object_set_new(ls, "init_scale", json_real(o->loss_scale_init));
+    json_object_set_new(ls, "growth_factor", json_real(o->loss_scale_growth_factor));
+    json_object_set_new(ls, "backoff_factor", json_real(o->loss_scale_backoff_factor));
+    json_object_set_new(ls, "growth_interval", json_integer(o->loss_scale_growth_interval));
+  }
+  json_object_set_new(j, "loss_scaling", ls ? ls : json_null());
   char* text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(j);
   if (!text) return ox_oom();
@@ -624,12 +798,15 @@ static OnyxStatus* ox_art_options(const OnyxTrainingArtifactsOptions* in,
                                   OnyxTrainingArtifactsOptions* o) {
   onyx_training_artifacts_options_init(o);
   if (in) {
-    if (in->struct_size < sizeof *o)
+    /* Options of the size before the mixed-precision fields keep those
+     * fields' defaults. */
+    if (in->struct_size != ONYX_TRAINING_ARTIFACTS_OPTIONS_V1_SIZE && in->struct_size < sizeof *o)
       return ox_status(ONYX_INVALID_ARGUMENT,
                        "training artifacts: options.struct_size %zu, expected %zu (call "
                        "onyx_training_artifacts_options_init)",
                        in->struct_size, sizeof *o);
-    *o = *in;
+    memcpy(o, in, in->struct_size < sizeof *o ? in->struct_size : sizeof *o);
+    o->struct_size = sizeof *o;
   }
   if ((int)o->loss < 0 || o->loss > ONYX_LOSS_MODEL_OUTPUT)
     return ox_status(ONYX_INVALID_ARGUMENT, "training artifacts: unknown loss kind %d",
@@ -655,6 +832,29 @@ static OnyxStatus* ox_art_options(const OnyxTrainingArtifactsOptions* in,
                      "training artifacts: nesterov needs a momentum and zero dampening");
   if ((o->trainable_count && !o->trainable) || (o->frozen_count && !o->frozen))
     return ox_status(ONYX_INVALID_ARGUMENT, "training artifacts: a name list is NULL");
+  if (o->mixed_precision < ONYX_MIXED_PRECISION_NONE ||
+      o->mixed_precision > ONYX_MIXED_PRECISION_BFLOAT16)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "training artifacts: mixed_precision %d (0 none, 1 float16, 2 bfloat16)",
+                     (int)o->mixed_precision);
+  if (o->loss_scaling < -1 || o->loss_scaling > 1)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "training artifacts: loss_scaling %d (-1 default, 0 off, 1 on)",
+                     (int)o->loss_scaling);
+  if (o->loss_scaling < 0)
+    o->loss_scaling = o->mixed_precision == ONYX_MIXED_PRECISION_FLOAT16 ? 1 : 0;
+  if (o->loss_scaling &&
+      (!(o->loss_scale_init > 0) || !isfinite(o->loss_scale_init) ||
+       !(o->loss_scale_growth_factor >= 1) || !isfinite(o->loss_scale_growth_factor) ||
+       !(o->loss_scale_backoff_factor > 0) || !(o->loss_scale_backoff_factor <= 1) ||
+       o->loss_scale_growth_interval < 1))
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "training artifacts: loss scaler init %g, growth_factor %g, backoff_factor "
+                     "%g, growth_interval %lld (need init > 0, growth_factor >= 1, 0 < "
+                     "backoff_factor <= 1, growth_interval >= 1)",
+                     (double)o->loss_scale_init, (double)o->loss_scale_growth_factor,
+                     (double)o->loss_scale_backoff_factor,
+                     (long long)o->loss_scale_growth_interval);
   return NULL;
 }
 
@@ -687,6 +887,11 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   OnyxStatus* st = p_train && p_eval && p_opt && p_inf && p_meta && p_ck ? NULL : ox_oom();
   if (!st) st = ox_model_load_file(model_path, NULL, &gt);
   if (!st) st = ox_model_load_file(model_path, NULL, &ge);
+  OnyxElemType lp = o.mixed_precision == ONYX_MIXED_PRECISION_FLOAT16    ? ONYX_ELEM_FLOAT16
+                    : o.mixed_precision == ONYX_MIXED_PRECISION_BFLOAT16 ? ONYX_ELEM_BFLOAT16
+                                                                         : ONYX_ELEM_UNDEFINED;
+  OxGraph* typed = NULL;
+  if (!st && lp != ONYX_ELEM_UNDEFINED) st = ox_art_typed_model(model_path, &typed);
   /* Running statistics: graph inputs and checkpoint buffers where the
    * opset has BatchNormalization's training_mode (14); before, they stay
    * initializers and BatchNormalization stays in inference mode. */
@@ -703,21 +908,39 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   /* The training model: inputs, labels, parameters, buffers -> loss,
    * gradients, updated buffers. */
   if (!st) st = ox_art_training_mode(gt, bn_buffers);
+  if (!st && typed) st = ox_art_amp(gt, typed, lp);
   if (!st) st = ox_art_loss(gt, o.loss);
   if (!st) st = ox_art_params_to_inputs(gt, params, n, ts);
   if (!st) st = ox_art_params_to_inputs(gt, buffers, nbuf, bts);
   if (!st) st = ox_art_outputs_loss(gt, false);
+  /* Loss scaling: the Gradient node differentiates loss * loss_scale and
+   * each gradient is divided by loss_scale in float32. */
+  const char* y = "loss";
+  if (!st && o.loss_scaling) st = ox_art_loss_scale(gt, ts, n);
+  if (!st && o.loss_scaling) y = "loss.scaled";
   char** grads = st ? NULL : calloc(n, sizeof *grads);
   if (!st && !grads) st = ox_oom();
   for (size_t i = 0; !st && i < n; i++)
-    if (!(grads[i] = ox_asprintf("%s_grad", params[i]))) st = ox_oom();
+    if (!(grads[i] = ox_asprintf(o.loss_scaling ? "%s_grad.scaled" : "%s_grad", params[i])))
+      st = ox_oom();
   OxNode* gn = NULL;
   if (!st) st = ox_art_opset(gt, OX_PREVIEW_TRAINING, 1);
   if (!st)
     st = ox_art_node(gt, "onyx_gradient", "Gradient", OX_PREVIEW_TRAINING, NULL, 0,
                      (const char* const*)grads, n, &gn);
   if (!st) st = ox_art_attr_strings(gn, "xs", params, n);
-  if (!st) st = ox_art_attr_string(gn, "y", "loss");
+  if (!st) st = ox_art_attr_string(gn, "y", y);
+  for (size_t i = 0; !st && o.loss_scaling && i < n; i++) {
+    char* gname = ox_asprintf("%s_grad", params[i]);
+    char* nname = ox_asprintf("%s_grad.unscale", params[i]);
+    const char* ins[2] = {grads[i], "loss_scale"};
+    st = gname && nname
+             ? ox_art_node(gt, nname, "Div", "", ins, 2, (const char* const*)&gname, 1, NULL)
+             : ox_oom();
+    free(grads[i]);
+    grads[i] = gname;
+    free(nname);
+  }
   for (size_t i = 0; !st && i < n; i++)
     st = ox_art_output(gt, grads[i], ts[i]->type, (int32_t)ts[i]->rank, ts[i]->dims);
   for (size_t i = 0; !st && i < nbuf; i++) {
@@ -730,6 +953,7 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   free(grads);
   if (!st) st = ox_model_save(gt, p_train);
   /* The eval model: inputs, labels, parameters -> loss, the model's outputs. */
+  if (!st && typed) st = ox_art_amp(ge, typed, lp);
   if (!st) st = ox_art_loss(ge, o.loss);
   if (!st) st = ox_art_params_to_inputs(ge, params, n, NULL);
   if (!st) st = ox_art_params_to_inputs(ge, buffers, nbuf, NULL);
@@ -746,6 +970,14 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   /* The checkpoint: the initial parameters and the frozen names. */
   if (!st) st = ox_ckpt_new(&ck);
   if (!st) ck->lr = o.learning_rate;
+  if (!st && o.loss_scaling) {
+    ck->has_scaler = true;
+    ck->loss_scale = o.loss_scale_init;
+    ck->scale_growth_factor = o.loss_scale_growth_factor;
+    ck->scale_backoff_factor = o.loss_scale_backoff_factor;
+    ck->scale_growth_interval = o.loss_scale_growth_interval;
+    ck->scale_growth_tracker = 0;
+  }
   for (size_t i = 0; !st && i < n; i++) {
     st = ox_ckpt_add_param(ck, params[i], ts[i], true);
     ts[i] = NULL;
@@ -773,6 +1005,7 @@ ONYX_API OnyxStatus* onyx_training_artifacts_generate(const char* model_path,
   free(buffers);
   ox_graph_free(gt);
   ox_graph_free(ge);
+  ox_graph_free(typed);
   free(p_train);
   free(p_eval);
   free(p_opt);

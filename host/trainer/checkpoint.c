@@ -4,6 +4,7 @@
  * scheduler, seed and the trainable and frozen names. */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,16 @@ ONYX_API OnyxStatus* onyx_checkpoint_save(const OnyxCheckpoint* ck, const char* 
     json_object_set_new(j, "trainable", ox_names_json(ck->names, ck->n_params, ck->trainable, 1));
     json_object_set_new(j, "buffers", ox_names_json(ck->names, ck->n_params, ck->trainable, 0));
     json_object_set_new(j, "frozen", ox_names_json(ck->frozen, ck->n_frozen, NULL, 0));
+    /* The dynamic loss scaler, as torch.cuda.amp.GradScaler's state_dict. */
+    json_t* ls = ck->has_scaler ? json_object() : NULL;
+    if (ls) {
+      json_object_set_new(ls, "scale", json_real(ck->loss_scale));
+      json_object_set_new(ls, "growth_factor", json_real(ck->scale_growth_factor));
+      json_object_set_new(ls, "backoff_factor", json_real(ck->scale_backoff_factor));
+      json_object_set_new(ls, "growth_interval", json_integer(ck->scale_growth_interval));
+      json_object_set_new(ls, "growth_tracker", json_integer(ck->scale_growth_tracker));
+    }
+    json_object_set_new(j, "loss_scaler", ls ? ls : json_null());
     char* text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (!text) st = ox_oom();
     if (!st) st = ox_write_atomic(p_json, text, strlen(text));
@@ -204,6 +215,25 @@ ONYX_API OnyxStatus* onyx_checkpoint_load(const char* dir, OnyxCheckpoint** out)
     ck->seed = seed ? strtoull(seed, NULL, 10) : 0;
     if (ck->step < 0 || ck->train_steps < 0)
       st = ox_status(ONYX_INVALID_ARGUMENT, "checkpoint '%s': a negative step count", dir);
+    json_t* ls = json_object_get(j, "loss_scaler");
+    if (!st && json_is_object(ls)) {
+      ck->has_scaler = true;
+      ck->loss_scale = (float)json_number_value(json_object_get(ls, "scale"));
+      ck->scale_growth_factor = (float)json_number_value(json_object_get(ls, "growth_factor"));
+      ck->scale_backoff_factor = (float)json_number_value(json_object_get(ls, "backoff_factor"));
+      ck->scale_growth_interval = json_integer_value(json_object_get(ls, "growth_interval"));
+      ck->scale_growth_tracker = json_integer_value(json_object_get(ls, "growth_tracker"));
+      if (!(ck->loss_scale > 0) || !isfinite(ck->loss_scale) || !(ck->scale_growth_factor >= 1) ||
+          !isfinite(ck->scale_growth_factor) || !(ck->scale_backoff_factor > 0) ||
+          !(ck->scale_backoff_factor <= 1) || ck->scale_growth_interval < 1 ||
+          ck->scale_growth_tracker < 0)
+        st = ox_status(ONYX_INVALID_ARGUMENT,
+                       "checkpoint '%s': loss_scaler scale %g, growth_factor %g, backoff_factor "
+                       "%g, growth_interval %lld, growth_tracker %lld out of range",
+                       dir, (double)ck->loss_scale, (double)ck->scale_growth_factor,
+                       (double)ck->scale_backoff_factor, (long long)ck->scale_growth_interval,
+                       (long long)ck->scale_growth_tracker);
+    }
   }
   json_t* frozen = j ? json_object_get(j, "frozen") : NULL;
   for (size_t i = 0; !st && i < json_array_size(frozen); i++) {

@@ -38,6 +38,12 @@ struct OnyxCheckpoint {
   float min_lr;
   uint64_t seed;
   int64_t train_steps; /* train steps taken (for the seed of each) */
+  /* The dynamic loss scaler (torch.cuda.amp.GradScaler's state and
+   * settings); has_scaler false: none. growth_tracker counts the optimizer
+   * steps taken in a row since the scale last changed. */
+  bool has_scaler;
+  float loss_scale, scale_growth_factor, scale_backoff_factor;
+  int64_t scale_growth_interval, scale_growth_tracker;
   /* A training session that keeps these tensors in device memory registers
    * here (NULL: none): mirror_sync copies its newer device copies into
    * params and state before they are read, mirror_stale tells it that the

@@ -90,6 +90,17 @@ struct OnyxTrainingSession {
   OnyxSessionOptions* opts; /* a copy of the creation options; NULL: defaults */
   OxDataParallel* dp;       /* data-parallel training (data_parallel.c); NULL: off */
   OxTsDev* dev;             /* the state in device memory; NULL: the host path */
+  /* Dynamic loss scaling (the artifacts' "loss_scaling"): the training
+   * model takes input "loss_scale", fed from scale_val (a host float32
+   * scalar set from the checkpoint's scaler before each train step).
+   * found_inf: a train step since the last optimizer step or reset had a
+   * non-finite loss, so the next optimizer step is skipped. The init_*
+   * settings start the checkpoint's scaler when it has none. */
+  bool has_scaler;
+  bool found_inf;
+  OnyxValue* scale_val;
+  float init_scale, init_growth, init_backoff;
+  int64_t init_interval;
 };
 
 static void ox_free_strs(char** s, size_t n) {
@@ -154,6 +165,7 @@ ONYX_API void onyx_training_session_release(OnyxTrainingSession* ts) {
   free(ts->opt_path);
   onyx_session_options_release(ts->opts);
   ox_dp_free(ts->dp);
+  onyx_value_release(ts->scale_val);
   free(ts);
 }
 
@@ -256,10 +268,22 @@ static OnyxStatus* ox_ts_meta(OnyxTrainingSession* ts, const char* dir, char*** 
     ts->slots = ox_json_strs(json_object_get(j, "state_slots"), &ts->n_slots, &bad);
     *buffers = ox_json_strs(json_object_get(j, "buffers"), n_buffers, &bad);
     ts->has_clip = json_is_true(json_object_get(j, "clip_grad_norm"));
+    json_t* ls = json_object_get(j, "loss_scaling");
+    if (json_is_object(ls)) {
+      ts->has_scaler = true;
+      ts->init_scale = (float)json_number_value(json_object_get(ls, "init_scale"));
+      ts->init_growth = (float)json_number_value(json_object_get(ls, "growth_factor"));
+      ts->init_backoff = (float)json_number_value(json_object_get(ls, "backoff_factor"));
+      ts->init_interval = json_integer_value(json_object_get(ls, "growth_interval"));
+      if (!(ts->init_scale > 0) || !isfinite(ts->init_scale) || !(ts->init_growth >= 1) ||
+          !isfinite(ts->init_growth) || !(ts->init_backoff > 0) || !(ts->init_backoff <= 1) ||
+          ts->init_interval < 1)
+        bad = true;
+    }
     if (bad)
       st = ox_status(ONYX_INVALID_ARGUMENT,
                      "training session: %s/%s: parameters, buffers and state_slots must be "
-                     "arrays of strings",
+                     "arrays of strings, and loss_scaling's settings in range",
                      dir, OX_ARTIFACTS_META);
     else if (!*params || !ts->slots || !*buffers)
       st = ox_oom();
@@ -568,8 +592,8 @@ static OnyxStatus* ox_ts_dev_setup(OnyxTrainingSession* ts) {
 /* The name arrays of the runs. */
 static OnyxStatus* ox_ts_names(OnyxTrainingSession* ts, char* const* params) {
   size_t n = ts->n_params, ni = ts->n_inputs, ns = ts->n_slots, nb = ts->n_buffers;
-  ts->feed_names = calloc(ni + n + nb + 1, sizeof *ts->feed_names);
-  ts->feeds = calloc(ni + n + nb + 1, sizeof *ts->feeds);
+  ts->feed_names = calloc(ni + n + nb + 2, sizeof *ts->feed_names);
+  ts->feeds = calloc(ni + n + nb + 2, sizeof *ts->feeds);
   ts->train_outs = calloc(n + nb + 2, sizeof *ts->train_outs);
   ts->n_opt_in = 2 + (ts->has_clip ? 1 : 0) + n * (2 + ns);
   ts->n_opt_out = n * (1 + ns) + (ts->has_clip ? 1 : 0);
@@ -588,6 +612,12 @@ static OnyxStatus* ox_ts_names(OnyxTrainingSession* ts, char* const* params) {
   for (size_t i = 0; i < nb; i++) {
     ts->feed_names[ni + n + i] = ts->ck->names[ts->bidx[i]];
     ts->feeds[ni + n + i] = ts->bvals[i];
+  }
+  if (ts->has_scaler) {
+    float one = 1.0f;
+    OX_TRY(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, NULL, 0, &one, sizeof one, &ts->scale_val));
+    ts->feed_names[ni + n + nb] = "loss_scale";
+    ts->feeds[ni + n + nb] = ts->scale_val;
   }
   if (!(ts->train_outs[0] = ox_strdup("loss"))) return ox_oom();
   for (size_t i = 0; i < n; i++)
@@ -642,6 +672,16 @@ ONYX_API OnyxStatus* onyx_training_session_create(const OnyxSessionOptions* opts
   if (!st && opts) st = ox_session_options_clone(opts, &ts->opts);
   if (!st) st = ox_ts_bind(ts, params, n, buffers, nb);
   if (!st) st = ox_ts_names(ts, params);
+  if (!st && ts->has_scaler && !ck->has_scaler) {
+    /* A checkpoint without a scaler (one saved before loss scaling was
+     * chosen) starts it from the artifacts' settings. */
+    ck->has_scaler = true;
+    ck->loss_scale = ts->init_scale;
+    ck->scale_growth_factor = ts->init_growth;
+    ck->scale_backoff_factor = ts->init_backoff;
+    ck->scale_growth_interval = ts->init_interval;
+    ck->scale_growth_tracker = 0;
+  }
   if (!st) st = ox_ts_dev_setup(ts);
   ox_free_strs(params, n);
   ox_free_strs(buffers, nb);
@@ -696,6 +736,12 @@ static OnyxStatus* ox_ts_feed(OnyxTrainingSession* ts, const char* what,
  * counts a skipped batch, or is an error under ONYX_NONFINITE_ERROR. */
 static OnyxStatus* ox_ts_loss_check(OnyxTrainingSession* ts, const OxTensor* loss, bool* finite) {
   *finite = ox_all_finite(loss);
+  /* Under a loss scaler an overflow is expected now and then: the batch is
+   * dropped and the next optimizer step skipped (ox_ts_scaler_skip). */
+  if (!*finite && ts->has_scaler) {
+    ts->found_inf = true;
+    return NULL;
+  }
   if (!*finite && ts->policy == ONYX_NONFINITE_ERROR) {
     double v = loss->type == ONYX_ELEM_FLOAT64 ? *(const double*)loss->data
                                                : (double)*(const float*)loss->data;
@@ -776,6 +822,10 @@ static OnyxStatus* ox_ts_dev_train_locked(OnyxTrainingSession* ts, const OnyxVal
   if (!st) st = ox_bind_ins(b, (const char* const*)ts->input_names, inputs, n);
   if (!st) st = ox_bind_ins(b, ts->feed_names + n, (const OnyxValue* const*)d->p, np);
   if (!st) st = ox_bind_ins(b, ts->feed_names + n + np, (const OnyxValue* const*)d->b, nb);
+  if (!st && ts->has_scaler) {
+    *(float*)ts->scale_val->tensor->data = ts->ck->loss_scale;
+    st = onyx_io_binding_bind_input(b, "loss_scale", ts->scale_val);
+  }
   /* The loss comes to the host; gradients and buffers stay where they are made. */
   if (!st) st = onyx_io_binding_bind_output_to_device(b, ts->train_outs[0], NULL);
   for (size_t i = 0; !st && i < np + nb; i++)
@@ -839,8 +889,10 @@ ONYX_API OnyxStatus* onyx_training_session_train_step(OnyxTrainingSession* ts,
   size_t np = ts->n_params, nb = ts->n_buffers, n_out = 1 + np + nb;
   OnyxValue** outs = calloc(n_out, sizeof *outs);
   if (!outs) return ox_oom();
-  OnyxStatus* st = onyx_session_run(ts->train, NULL, ts->feed_names, ts->feeds, n + np + nb,
-                                    (const char* const*)ts->train_outs, n_out, outs);
+  if (ts->has_scaler) *(float*)ts->scale_val->tensor->data = ts->ck->loss_scale;
+  OnyxStatus* st =
+      onyx_session_run(ts->train, NULL, ts->feed_names, ts->feeds, n + np + nb + ts->has_scaler,
+                       (const char* const*)ts->train_outs, n_out, outs);
   if (st) {
     free(outs);
     return ox_status_wrap(st, "training session: train step");
@@ -920,6 +972,7 @@ ONYX_API OnyxStatus* onyx_training_session_eval_step(OnyxTrainingSession* ts,
 
 ONYX_API OnyxStatus* onyx_training_session_lazy_reset_grad(OnyxTrainingSession* ts) {
   if (!ts) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_lazy_reset_grad: NULL");
+  ts->found_inf = false;
   if (ts->dev) {
     pthread_mutex_lock(&ts->dev->mu);
     for (size_t i = 0; i < ts->n_params; i++) {
@@ -952,9 +1005,36 @@ static float ox_ts_lr(const OnyxCheckpoint* ck, int64_t t) {
   return (float)(lo + (base - lo) * f);
 }
 
+/* The loss scaler after a skipped optimizer step (an overflow): the scale
+ * backs off and the run of good steps restarts (GradScaler.update). The
+ * scale stays a normal float32 number. */
+static void ox_ts_scaler_skip(OnyxTrainingSession* ts) {
+  OnyxCheckpoint* ck = ts->ck;
+  ts->skipped++;
+  ts->found_inf = false;
+  float s = ck->loss_scale * ck->scale_backoff_factor;
+  ck->loss_scale = s >= 1.17549435e-38f ? s : 1.17549435e-38f;
+  ck->scale_growth_tracker = 0;
+}
+
+/* The loss scaler after an optimizer step taken: growth_interval of them
+ * in a row multiply the scale by the growth factor (kept finite). */
+static void ox_ts_scaler_good(OnyxTrainingSession* ts) {
+  OnyxCheckpoint* ck = ts->ck;
+  if (!ts->has_scaler) return;
+  if (++ck->scale_growth_tracker < ck->scale_growth_interval) return;
+  float s = ck->loss_scale * ck->scale_growth_factor;
+  if (isfinite(s)) ck->loss_scale = s;
+  ck->scale_growth_tracker = 0;
+}
+
 /* Gradient i holds NaN or Inf: the step is not taken; an error, or a
  * skipped step under ONYX_NONFINITE_SKIP_STEP (NULL). */
 static OnyxStatus* ox_ts_grad_nonfinite(OnyxTrainingSession* ts, size_t i) {
+  if (ts->has_scaler) {
+    ox_ts_scaler_skip(ts);
+    return NULL;
+  }
   if (ts->policy == ONYX_NONFINITE_SKIP_STEP) {
     ts->skipped++;
     return NULL;
@@ -1148,6 +1228,7 @@ static OnyxStatus* ox_ts_dev_optimizer_locked(OnyxTrainingSession* ts) {
     d->host_stale = true;
     if (ts->has_clip) ts->last_norm = norm;
     ck->step++;
+    ox_ts_scaler_good(ts);
   }
   if (outs) onyx_values_release(outs, ts->n_opt_out);
   free(outs);
@@ -1161,8 +1242,17 @@ ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* t
   OnyxCheckpoint* ck = ts->ck;
   size_t np = ts->n_params;
   /* Data-parallel: ZeRO-1's sharded step, or the gradients averaged over the ranks first. */
+  if (ts->dp && ox_dp_zero(ts->dp) && ts->has_scaler)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_training_session_optimizer_step: ZeRO stage 1 does not take a loss "
+                     "scaler (artifacts made with loss_scaling)");
   if (ts->dp && ox_dp_zero(ts->dp))
     return ox_dp_zero_step(ts->dp, ox_ts_lr(ck, ck->step), ts->policy, &ts->skipped);
+  /* A train step overflowed under the loss scaler: skip the step. */
+  if (ts->has_scaler && ts->found_inf) {
+    ox_ts_scaler_skip(ts);
+    return NULL;
+  }
   if (ts->dp) OX_TRY(ox_dp_average_grads(ts->dp));
   if (ts->dev) {
     pthread_mutex_lock(&ts->dev->mu);
@@ -1214,6 +1304,7 @@ ONYX_API OnyxStatus* onyx_training_session_optimizer_step(OnyxTrainingSession* t
     ts->last_norm = tn->type == ONYX_ELEM_FLOAT32 && tn->count ? *(const float*)tn->data : 0.0f;
   }
   if (!st) ck->step++;
+  if (!st) ox_ts_scaler_good(ts);
   if (!st) ox_ts_host_wrote(ts);
   if (outs) onyx_values_release(outs, ts->n_opt_out);
   free(outs);
@@ -1292,6 +1383,40 @@ ONYX_API int64_t onyx_training_session_skipped_steps(const OnyxTrainingSession* 
   return ts ? ts->skipped : 0;
 }
 
+ONYX_API float onyx_training_session_get_loss_scale(const OnyxTrainingSession* ts) {
+  return ts && ts->has_scaler ? ts->ck->loss_scale : 0.0f;
+}
+
+ONYX_API int64_t onyx_training_session_loss_scale_growth_tracker(const OnyxTrainingSession* ts) {
+  return ts && ts->has_scaler ? ts->ck->scale_growth_tracker : 0;
+}
+
+ONYX_API OnyxStatus* onyx_training_session_set_loss_scaler(OnyxTrainingSession* ts, float scale,
+                                                           float growth_factor,
+                                                           float backoff_factor,
+                                                           int64_t growth_interval) {
+  if (!ts) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_set_loss_scaler: NULL");
+  if (!ts->has_scaler)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_training_session_set_loss_scaler: the artifacts were generated without "
+                     "loss_scaling");
+  if (!(scale > 0) || !isfinite(scale) || !(growth_factor >= 1) || !isfinite(growth_factor) ||
+      !(backoff_factor > 0) || !(backoff_factor <= 1) || growth_interval < 1)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_training_session_set_loss_scaler: scale %g, growth_factor %g, "
+                     "backoff_factor %g, growth_interval %lld (need scale > 0, growth_factor >= "
+                     "1, 0 < backoff_factor <= 1, growth_interval >= 1)",
+                     (double)scale, (double)growth_factor, (double)backoff_factor,
+                     (long long)growth_interval);
+  OnyxCheckpoint* ck = ts->ck;
+  ck->loss_scale = scale;
+  ck->scale_growth_factor = growth_factor;
+  ck->scale_backoff_factor = backoff_factor;
+  ck->scale_growth_interval = growth_interval;
+  ck->scale_growth_tracker = 0;
+  return NULL;
+}
+
 ONYX_API OnyxStatus* onyx_training_session_export_for_inference(const OnyxTrainingSession* ts,
                                                                 const char* out_path) {
   if (!ts || !out_path)
@@ -1327,6 +1452,10 @@ ONYX_API OnyxStatus* onyx_training_session_set_data_parallel(OnyxTrainingSession
   if (!ts || ts->dp)
     return ox_status(ONYX_INVALID_ARGUMENT, "onyx_training_session_set_data_parallel: %s",
                      ts ? "already data-parallel" : "NULL session");
+  if (o && o->struct_size >= sizeof *o && o->zero_stage == 1 && ts->has_scaler)
+    return ox_status(ONYX_INVALID_ARGUMENT,
+                     "onyx_training_session_set_data_parallel: ZeRO stage 1 does not take a loss "
+                     "scaler (artifacts made with loss_scaling)");
   /* Data-parallel training runs on the host path: the state and a device
    * gradient sum come back to the host tensors the ranks share. */
   if (ts->dev) {

@@ -57,6 +57,8 @@ OnyxStatus* cpu_register_random(OnyxKernelRegistry* r);  /* cpu_random.c: the ra
 OnyxStatus* cpu_register_image(OnyxKernelRegistry* r);   /* cpu_image.c: ImageDecoder */
 OnyxStatus*
 cpu_register_half(OnyxKernelRegistry* r); /* cpu_half.c: float16 MatMul, Conv, Softmax */
+OnyxStatus*
+cpu_register_grad_half(OnyxKernelRegistry* r); /* cpu_grad_half.c: half Gemm, ConvGrad */
 /* com.onyx.training gradient ops: cpu_grad.c (calls cpu_register_grad_conv) */
 OnyxStatus* cpu_register_grad(OnyxKernelRegistry* r);
 /* com.onyx.collective ops over the host's process group: cpu_collective.c */

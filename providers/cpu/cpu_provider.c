@@ -69,16 +69,16 @@ static OnyxStatus* cpu_device_info(const OnyxProvider* p, size_t index, OnyxDevi
 
 static OnyxStatus* cpu_register_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
   static OnyxStatus* (*const families[])(OnyxKernelRegistry*) = {
-      cpu_register_elementwise,    cpu_register_shape,   cpu_register_reduce,
-      cpu_register_conv,           cpu_register_pool,    cpu_register_norm,
-      cpu_register_linalg,         cpu_register_math,    cpu_register_gather_scatter,
-      cpu_register_sort_topk,      cpu_register_layout,  cpu_register_einsum,
-      cpu_register_loss,           cpu_register_nms,     cpu_register_resize,
-      cpu_register_conv_transpose, cpu_register_rnn,     cpu_register_quant,
-      cpu_register_misc,           cpu_register_contrib, cpu_register_optim,
-      cpu_register_image,          cpu_register_half,    cpu_register_grad,
-      cpu_register_signal,         cpu_register_random,  cpu_register_collective,
-      cpu_register_grad_seq,
+      cpu_register_elementwise,    cpu_register_shape,     cpu_register_reduce,
+      cpu_register_conv,           cpu_register_pool,      cpu_register_norm,
+      cpu_register_linalg,         cpu_register_math,      cpu_register_gather_scatter,
+      cpu_register_sort_topk,      cpu_register_layout,    cpu_register_einsum,
+      cpu_register_loss,           cpu_register_nms,       cpu_register_resize,
+      cpu_register_conv_transpose, cpu_register_rnn,       cpu_register_quant,
+      cpu_register_misc,           cpu_register_contrib,   cpu_register_optim,
+      cpu_register_image,          cpu_register_half,      cpu_register_grad,
+      cpu_register_signal,         cpu_register_random,    cpu_register_collective,
+      cpu_register_grad_seq,       cpu_register_grad_half,
   };
   for (size_t i = 0; i < CPU_ARRAY_LEN(families); i++) {
     OnyxStatus* st = families[i](r);

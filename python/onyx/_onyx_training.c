@@ -56,17 +56,17 @@ static int name_list(PyObject* obj, const char* what, const char*** names, size_
 }
 
 /* generate_artifacts(model_path, out_dir, loss, optimizer, lr, trainable,
- * frozen, clip_grad_norm) */
+ * frozen, clip_grad_norm[, mixed_precision]) */
 static PyObject* py_generate_artifacts(PyObject* self, PyObject* args) {
   (void)self;
   PyObject* model = NULL;
   PyObject* out_dir = NULL;
-  int loss = 0, optimizer = 0, clip = 0;
+  int loss = 0, optimizer = 0, clip = 0, mixed = 0;
   float lr = 1e-3f;
   PyObject* trainable = Py_None;
   PyObject* frozen = Py_None;
-  if (!PyArg_ParseTuple(args, "O&O&iifOOp", PyUnicode_FSConverter, &model, PyUnicode_FSConverter,
-                        &out_dir, &loss, &optimizer, &lr, &trainable, &frozen, &clip)) {
+  if (!PyArg_ParseTuple(args, "O&O&iifOOp|i", PyUnicode_FSConverter, &model, PyUnicode_FSConverter,
+                        &out_dir, &loss, &optimizer, &lr, &trainable, &frozen, &clip, &mixed)) {
     Py_XDECREF(model);
     Py_XDECREF(out_dir);
     return NULL;
@@ -95,6 +95,7 @@ static PyObject* py_generate_artifacts(PyObject* self, PyObject* args) {
   ao.frozen = fr;
   ao.frozen_count = nfr;
   ao.clip_grad_norm = clip;
+  ao.mixed_precision = mixed;
   OnyxStatus* st = NULL;
   const char* mp = PyBytes_AS_STRING(model);
   const char* od = PyBytes_AS_STRING(out_dir);

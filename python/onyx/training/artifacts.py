@@ -53,7 +53,7 @@ def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=None,
                        optimizer=None, artifact_directory=None, prefix="", ort_format=False,
                        custom_op_library=None, additional_output_names=None,
                        nominal_checkpoint=False, loss_input_names=None, learning_rate=1e-3,
-                       clip_grad_norm=False):
+                       clip_grad_norm=False, mixed_precision=None):
     """Writes the training artifacts of `model` (an onnx.ModelProto or a path).
 
     requires_grad: the initializers to train (None: every floating-point
@@ -62,7 +62,9 @@ def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=None,
     already). optimizer: an OptimType (None: AdamW). artifact_directory:
     where to write (None: the current folder). learning_rate and
     clip_grad_norm are Onyx's: the checkpoint's initial rate and a
-    ClipGradNorm before the optimizer."""
+    ClipGradNorm before the optimizer. mixed_precision (Onyx's): None,
+    "float16" (with dynamic loss scaling) or "bfloat16" (docs/training.md,
+    "Mixed precision")."""
     if prefix:
         raise NotImplementedError("generate_artifacts: prefix is not supported (Onyx's "
                                   "artifacts have fixed names; use another artifact_directory)")
@@ -82,6 +84,10 @@ def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=None,
         raise NotImplementedError("generate_artifacts: loss must be a LossType or None; custom "
                                   "onnxblock losses are not supported (got %s)"
                                   % type(loss).__name__)
+    mixed = {None: 0, "float32": 0, "float16": 1, "bfloat16": 2}.get(mixed_precision, -1)
+    if mixed < 0:
+        raise ValueError("generate_artifacts: mixed_precision must be None, 'float16' or "
+                         "'bfloat16', not %r" % (mixed_precision,))
     optim_kind = _enum_value(optimizer if optimizer is not None else OptimType.AdamW,
                              OptimType, _OPTIM, "optimizer")
     out_dir = os.fspath(artifact_directory) if artifact_directory is not None else os.getcwd()
@@ -100,7 +106,7 @@ def generate_artifacts(model, requires_grad=None, frozen_params=None, loss=None,
             raise TypeError("model: expected an onnx.ModelProto or a path, got %s"
                             % type(model).__name__)
         _onyx.generate_artifacts(path, out_dir, loss_kind, optim_kind, float(learning_rate),
-                                 trainable, frozen, bool(clip_grad_norm))
+                                 trainable, frozen, bool(clip_grad_norm), mixed)
     finally:
         if tmp is not None:
             os.unlink(tmp)

@@ -112,7 +112,37 @@ typedef struct OnyxTrainingArtifactsOptions {
    * global L2 norm first (ClipGradNorm); the session's clip norm then
    * applies (onyx_training_session_set_grad_clip_norm, default off). */
   int32_t clip_grad_norm;
+  /* Mixed precision (docs/training.md, "Mixed precision"), as
+   * torch.autocast: MatMul, Gemm, Conv and ConvTranspose read their float32
+   * inputs through Casts to the low-precision type and their outputs are
+   * cast back to float32; every other op, the loss and the parameters stay
+   * float32 (the master weights). OnyxMixedPrecision; default NONE. */
+  int32_t mixed_precision;
+  /* Dynamic loss scaling (torch.cuda.amp.GradScaler): the training model
+   * takes a "loss_scale" input, differentiates loss * loss_scale and divides
+   * the gradients by it in float32; the training session skips an
+   * optimizer step whose gradients hold Inf or NaN and multiplies the scale
+   * by backoff_factor, and multiplies it by growth_factor after
+   * growth_interval steps in a row without one. -1 (default): on for
+   * float16, off otherwise; 0 off; 1 on. */
+  int32_t loss_scaling;
+  float loss_scale_init;              /* default 65536 */
+  float loss_scale_growth_factor;     /* default 2 */
+  float loss_scale_backoff_factor;    /* default 0.5 */
+  int64_t loss_scale_growth_interval; /* default 2000 */
 } OnyxTrainingArtifactsOptions;
+
+/* OnyxTrainingArtifactsOptions.mixed_precision. */
+typedef enum OnyxMixedPrecision {
+  ONYX_MIXED_PRECISION_NONE = 0,
+  ONYX_MIXED_PRECISION_FLOAT16 = 1,
+  ONYX_MIXED_PRECISION_BFLOAT16 = 2,
+} OnyxMixedPrecision;
+
+/* The size of OnyxTrainingArtifactsOptions before the mixed-precision
+ * fields: options of that size are accepted and take their defaults. */
+#define ONYX_TRAINING_ARTIFACTS_OPTIONS_V1_SIZE                                                    \
+  (offsetof(OnyxTrainingArtifactsOptions, clip_grad_norm) + sizeof(int32_t))
 
 /* The defaults above; struct_size set. */
 ONYX_API void onyx_training_artifacts_options_init(OnyxTrainingArtifactsOptions* o);
@@ -252,8 +282,29 @@ typedef enum OnyxNonfinitePolicy {
 } OnyxNonfinitePolicy;
 ONYX_API OnyxStatus* onyx_training_session_set_nonfinite_policy(OnyxTrainingSession* ts,
                                                                 OnyxNonfinitePolicy policy);
-/* Train or optimizer steps skipped for a non-finite loss or gradient. */
+/* Train or optimizer steps skipped for a non-finite loss or gradient,
+ * including the optimizer steps the loss scaler skipped. */
 ONYX_API int64_t onyx_training_session_skipped_steps(const OnyxTrainingSession* ts);
+
+/* --- Dynamic loss scaling (artifacts made with loss_scaling) ------------------------ *
+ * With a loss scaler, a non-finite loss or gradient is never an error: the
+ * batch's gradients are dropped, the next optimizer step is skipped (the
+ * parameters and optimizer state stay as they are, the step count does not
+ * advance, onyx_training_session_skipped_steps counts it) and the scale is
+ * multiplied by the backoff factor; growth_interval optimizer steps in a
+ * row that are taken multiply it by the growth factor. The scaler's state
+ * is in the checkpoint. */
+/* The scale the next train step multiplies the loss by; 0 without a scaler. */
+ONYX_API float onyx_training_session_get_loss_scale(const OnyxTrainingSession* ts);
+/* Replaces the scaler's state and settings: scale > 0 and finite,
+ * growth_factor >= 1, 0 < backoff_factor <= 1, growth_interval >= 1; the
+ * count of good steps restarts from 0. An error without a scaler. */
+ONYX_API OnyxStatus* onyx_training_session_set_loss_scaler(OnyxTrainingSession* ts, float scale,
+                                                           float growth_factor,
+                                                           float backoff_factor,
+                                                           int64_t growth_interval);
+/* Optimizer steps taken in a row since the scale last changed. */
+ONYX_API int64_t onyx_training_session_loss_scale_growth_tracker(const OnyxTrainingSession* ts);
 
 /* Writes the original inference model (the artifacts' inference_model.onnx)
  * with the current parameters as its initializers: no training nodes. */

@@ -372,8 +372,8 @@ static void release_in_flight(int final_mode) {
   ok(onyx_session_run_with_binding_async(s, NULL, b, &ev));
   Opener o = {30, final_mode};
   pthread_t th;
+  double t0 = now_ms(); /* before the opener starts: it opens 30 ms after this at the earliest */
   assert_int_equal(pthread_create(&th, NULL, open_later, &o), 0);
-  double t0 = now_ms();
   onyx_io_binding_release(b); /* waits for the run */
   double waited = now_ms() - t0;
   onyx_session_release(s);

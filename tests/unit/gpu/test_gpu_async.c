@@ -18,7 +18,8 @@
  * and the last node queued; a second run on the same binding waits for the
  * first while runs of another binding do not; the binding and the session
  * can be released with a run in flight, and the event still reports the run
- * afterwards; a CPU-only session's event is complete at once; and the staging
+ * afterwards; an output bound in host memory is final when the call returns;
+ * a CPU-only session's event is complete at once; and the staging
  * buffer is allocated once and reused by later runs. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -433,6 +434,41 @@ static void test_event_released_first(void** state) {
   log_free(log);
 }
 
+/* --- an output bound in host memory ------------------------------------------------------ */
+
+/* Its values are final when the call returns (the copy to the host waits
+ * for the device work before it), even while the run's event is held. */
+static void test_host_output_complete_on_return(void** state) {
+  (void)state;
+  Log* log = log_new();
+  OnyxSession* s = gpu_session(log);
+  float x[N];
+  input_of(11, x);
+  OnyxIoBinding* b = NULL;
+  ok(onyx_io_binding_create(s, &b));
+  OnyxValue* xv = NULL;
+  ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, (int64_t[]){ROWS, COLS}, 2, x, sizeof x, &xv));
+  ok(onyx_io_binding_bind_input(b, "X", xv));
+  onyx_value_release(xv);
+  ok(onyx_io_binding_bind_output_to_device(b, "Y", NULL)); /* host memory */
+  gate(GATE_HELD);
+  OnyxRunEvent* ev = NULL;
+  ok(onyx_session_run_with_binding_async(s, NULL, b, &ev));
+  OnyxValue* y = NULL;
+  ok(onyx_io_binding_get_outputs(b, &y, 1));
+  assert_int_equal(onyx_tensor_memory(onyx_value_tensor(y))->kind, ONYX_DEVICE_CPU);
+  const float* got = onyx_tensor_data(onyx_value_tensor(y));
+  for (int i = 0; i < N; i++)
+    assert_true(got[i] == (x[i] > 0 ? x[i] : 0.0f) + x[i]);
+  onyx_value_release(y);
+  gate(GATE_OPEN);
+  ok(onyx_run_event_wait(ev, -1, NULL));
+  onyx_run_event_release(ev);
+  onyx_io_binding_release(b);
+  onyx_session_release(s);
+  log_free(log);
+}
+
 /* --- a CPU-only session ------------------------------------------------------------------- */
 
 static void test_cpu_only_complete_at_once(void** state) {
@@ -556,6 +592,7 @@ int main(void) {
       cmocka_unit_test(test_release_with_run_in_flight),
       cmocka_unit_test(test_release_with_failing_run_in_flight),
       cmocka_unit_test(test_event_released_first),
+      cmocka_unit_test(test_host_output_complete_on_return),
       cmocka_unit_test(test_cpu_only_complete_at_once),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_staging_reused),

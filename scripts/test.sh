@@ -41,7 +41,7 @@ if [ "${SKIP_TSAN:-0}" != 1 ]; then
   # waited on and released while another thread completes them.
   echo "== build with ThreadSanitizer and the threaded tests"
   TSAN_TESTS=(test_concurrency test_threadpool test_session test_session_options test_mixed test_streams
-    test_nvtx test_tcp_store test_gpu_async)
+    test_nvtx test_tcp_store test_gpu_async_gpuemu)
   cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DONYX_WERROR=ON -DONYX_TSAN=ON >/dev/null
   cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}" >/dev/null

@@ -1,9 +1,11 @@
 /* test_gpu_async.c — asynchronous runs with IO binding
  * (onyx_session_run_with_binding_async, onyx_run_event_*; docs/api.md
- * "Asynchronous runs") on the test-only provider gpuemu, whose events the
- * test holds back through the emulation's gate (gpu_emu_event.c): while it is
- * held every event reads as not complete, so the test sees a run that has
- * returned before its device work finished.
+ * "Asynchronous runs") on a GPU provider (GPU_NAME: "cuda", "rocm" or the
+ * test-only "gpuemu"; one executable each, like test_gpu.c). On gpuemu the
+ * test holds the events back through the emulation's gate (gpu_emu_event.c):
+ * while it is held every event reads as not complete, so the test sees a run
+ * that has returned before its device work finished. The tests that need the
+ * gate skip on a real device, and every test skips without a device.
  *
  * Model: X [ROWS, COLS] -> Relu (node 'relu') -> r; Y = Add(r, X) (node
  * 'add'), so y = max(x, 0) + x, computed here for every check. Both nodes run
@@ -13,7 +15,8 @@
  *
  * Checked: the call returns with the run pending and query says so; a bounded
  * wait times out while it is, and an unbounded one returns once another
- * thread opens the gate; wait then gives the outputs' final values; a device
+ * thread opens the gate; wait then gives the outputs' final values; runs of
+ * two bindings queued alternately each give their own results; a device
  * error found after the call surfaces at wait and query, naming the provider
  * and the last node queued; a second run on the same binding waits for the
  * first while runs of another binding do not; the binding and the session
@@ -36,8 +39,14 @@
 #include <time.h>
 
 #include "onyx/onyx.h"
+#include "ox_host_api.h"
+#include "ox_providers.h"
 #include "ox_session.h"
 #include "ox_test_models.h"
+
+#ifndef GPU_NAME
+#error "GPU_NAME comes from tests/unit/gpu/CMakeLists.txt"
+#endif
 
 #define ROWS 4
 #define COLS 8
@@ -45,7 +54,23 @@
 
 enum { GATE_OPEN = 0, GATE_HELD = 1, GATE_FAIL = 2 };
 
-static int (*gate)(int mode);
+static int (*emu_gate)(int mode); /* gpuemu's gate; NULL on a real device */
+static bool have_device;
+
+/* Sets the gate; nothing on a real device. */
+static int gate(int mode) {
+  return emu_gate ? emu_gate(mode) : -1;
+}
+
+/* Skips a test that needs a device, or the gate. */
+#define NEED_DEVICE()                                                                              \
+  do {                                                                                             \
+    if (!have_device) skip();                                                                      \
+  } while (0)
+#define NEED_GATE()                                                                                \
+  do {                                                                                             \
+    if (!have_device || !emu_gate) skip();                                                         \
+  } while (0)
 
 static void ok(OnyxStatus* st) {
   if (st) fail_msg("unexpected error: %s", onyx_status_message(st));
@@ -115,7 +140,7 @@ static OnyxSession* model_session(const char* providers, Log* log) {
 }
 
 static OnyxSession* gpu_session(Log* log) {
-  return model_session("[{\"name\": \"gpuemu\"}, {\"name\": \"cpu\"}]", log);
+  return model_session("[{\"name\": \"" GPU_NAME "\"}, {\"name\": \"cpu\"}]", log);
 }
 
 static Log* log_new(void) {
@@ -181,6 +206,7 @@ static void check_y(OnyxSession* s, OnyxIoBinding* b, const float* x) {
 
 static void test_returns_before_done(void** state) {
   (void)state;
+  NEED_GATE();
   Log* log = log_new();
   OnyxSession* s = gpu_session(log);
   float x[N];
@@ -232,6 +258,7 @@ static void* open_later(void* arg) {
 
 static void test_wait_blocks_until_done(void** state) {
   (void)state;
+  NEED_GATE();
   Log* log = log_new();
   OnyxSession* s = gpu_session(log);
   float x[N];
@@ -257,10 +284,55 @@ static void test_wait_blocks_until_done(void** state) {
   log_free(log);
 }
 
+/* --- runs queued back to back --------------------------------------------------------------- */
+
+/* Two bindings alternate, so each run is queued while the other binding's
+ * may still be on the device; every result is checked once its event is
+ * complete. A pending event has a native handle. */
+static void test_alternating_bindings(void** state) {
+  (void)state;
+  NEED_DEVICE();
+  Log* log = log_new();
+  OnyxSession* s = gpu_session(log);
+  float x[2][N];
+  OnyxValue* xv[2] = {NULL, NULL};
+  OnyxIoBinding* b[2];
+  OnyxRunEvent* ev[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    input_of(30 + k, x[k]);
+    b[k] = bind_x(s, x[k], &xv[k]);
+  }
+  for (int run = 0; run < 8; run++) {
+    int k = run % 2;
+    if (ev[k]) { /* the binding's previous run: done and checked before new input */
+      ok(onyx_run_event_wait(ev[k], -1, NULL));
+      check_y(s, b[k], x[k]);
+      onyx_run_event_release(ev[k]);
+    }
+    input_of(40 + run, x[k]);
+    memcpy(xv[k]->tensor->data, x[k], sizeof x[k]);
+    ok(onyx_session_run_with_binding_async(s, NULL, b[k], &ev[k]));
+    if (onyx_run_event_query(ev[k]) == ONYX_RUN_PENDING)
+      assert_non_null(onyx_run_event_native(ev[k]));
+  }
+  for (int k = 0; k < 2; k++) {
+    OnyxRunState rs = ONYX_RUN_PENDING;
+    ok(onyx_run_event_wait(ev[k], -1, &rs));
+    assert_int_equal(rs, ONYX_RUN_COMPLETE);
+    check_y(s, b[k], x[k]);
+    onyx_run_event_release(ev[k]);
+    onyx_io_binding_release(b[k]);
+    onyx_value_release(xv[k]);
+  }
+  onyx_session_release(s);
+  log_free(log);
+}
+
 /* --- an error the device reports after the call ---------------------------------------------- */
 
 static void test_device_error_at_wait(void** state) {
   (void)state;
+  NEED_GATE();
   Log* log = log_new();
   OnyxSession* s = gpu_session(log);
   float x[N];
@@ -276,7 +348,7 @@ static void test_device_error_at_wait(void** state) {
   assert_non_null(st);
   if (!strstr(st->message, "node 'add' (Add)")) fprintf(stderr, "message: %s\n", st->message);
   assert_int_equal(st->code, ONYX_RUNTIME_ERROR);
-  assert_non_null(strstr(st->message, "provider 'gpuemu': the run's device work failed"));
+  assert_non_null(strstr(st->message, "provider '" GPU_NAME "': the run's device work failed"));
   assert_non_null(strstr(st->message, "the last node queued on its stream: node 'add' (Add)"));
   assert_non_null(strstr(st->message, "emulated failure"));
   ox_status_free(st);
@@ -319,6 +391,7 @@ static void* second_run(void* arg) {
 
 static void test_binding_serializes_runs(void** state) {
   (void)state;
+  NEED_GATE();
   Log* log = log_new();
   OnyxSession* s = gpu_session(log);
   float x[N], x2[N];
@@ -390,7 +463,7 @@ static void release_in_flight(int final_mode) {
   } else {
     assert_non_null(st);
     assert_int_equal(rs, ONYX_RUN_FAILED);
-    assert_non_null(strstr(st->message, "provider 'gpuemu'"));
+    assert_non_null(strstr(st->message, "provider '" GPU_NAME "'"));
     assert_non_null(strstr(st->message, "node 'add' (Add)"));
     ox_status_free(st);
     assert_int_equal(onyx_run_event_query(ev), ONYX_RUN_FAILED);
@@ -403,17 +476,20 @@ static void release_in_flight(int final_mode) {
 
 static void test_release_with_run_in_flight(void** state) {
   (void)state;
+  NEED_GATE();
   release_in_flight(GATE_OPEN);
 }
 
 static void test_release_with_failing_run_in_flight(void** state) {
   (void)state;
+  NEED_GATE();
   release_in_flight(GATE_FAIL);
 }
 
 /* The caller releases the event first; the binding still waits for the run. */
 static void test_event_released_first(void** state) {
   (void)state;
+  NEED_DEVICE();
   Log* log = log_new();
   OnyxSession* s = gpu_session(log);
   float x[N];
@@ -440,6 +516,7 @@ static void test_event_released_first(void** state) {
  * for the device work before it), even while the run's event is held. */
 static void test_host_output_complete_on_return(void** state) {
   (void)state;
+  NEED_DEVICE();
   Log* log = log_new();
   OnyxSession* s = gpu_session(log);
   float x[N];
@@ -473,6 +550,7 @@ static void test_host_output_complete_on_return(void** state) {
 
 static void test_cpu_only_complete_at_once(void** state) {
   (void)state;
+  NEED_DEVICE();
   Log* log = log_new();
   OnyxSession* s = model_session("[{\"name\": \"cpu\"}]", log);
   float x[N];
@@ -496,6 +574,7 @@ static void test_cpu_only_complete_at_once(void** state) {
 
 static void test_bad_arguments(void** state) {
   (void)state;
+  NEED_DEVICE();
   Log* log = log_new();
   OnyxSession* s = gpu_session(log);
   float x[N];
@@ -537,6 +616,7 @@ static void test_bad_arguments(void** state) {
  * provider, allocated at the first copy and reused by every later run. */
 static void test_staging_reused(void** state) {
   (void)state;
+  NEED_DEVICE();
   Log* log = log_new();
   OnyxSession* s = gpu_session(log);
   float x[N];
@@ -563,23 +643,34 @@ static void test_staging_reused(void** state) {
   log_free(log);
 }
 
-/* The provider stays mapped for the whole process (see test_gpu.c), and the
- * gate is looked up in it. */
+/* The provider stays mapped for the whole process (see test_gpu.c); on
+ * gpuemu the gate is looked up in it. A session tells whether there is a
+ * device. */
 static int setup(void** state) {
   (void)state;
   const char* dir = getenv("ONYX_PROVIDER_PATH");
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/libonyx_ep_gpuemu.so", dir ? dir : ".");
+  snprintf(path, sizeof path, "%s/libonyx_ep_" GPU_NAME ".so", dir ? dir : ".");
   void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     fprintf(stderr, "cannot load %s: %s\n", path, dlerror());
     return -1;
   }
-  *(void**)&gate = dlsym(h, "gpuemu_event_gate");
-  if (!gate) {
+#ifdef GPU_IS_EMU
+  *(void**)&emu_gate = dlsym(h, "gpuemu_event_gate");
+  if (!emu_gate) {
     fprintf(stderr, "%s has no gpuemu_event_gate\n", path);
     return -1;
   }
+#endif
+  OxProviderLib* lib = NULL;
+  OnyxStatus* st = ox_provider_lib_acquire(ox_host_api(), GPU_NAME, NULL, &lib);
+  size_t n = 0;
+  if (!st) st = lib->provider->device_count(lib->provider, &n);
+  if (lib) ox_provider_lib_release(lib);
+  have_device = !st && n > 0;
+  if (st) fprintf(stderr, "[  SKIP    ] no " GPU_NAME " device: %s\n", onyx_status_message(st));
+  ox_status_free(st);
   return 0;
 }
 
@@ -587,6 +678,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_returns_before_done),
       cmocka_unit_test(test_wait_blocks_until_done),
+      cmocka_unit_test(test_alternating_bindings),
       cmocka_unit_test(test_device_error_at_wait),
       cmocka_unit_test(test_binding_serializes_runs),
       cmocka_unit_test(test_release_with_run_in_flight),
@@ -597,5 +689,5 @@ int main(void) {
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_staging_reused),
   };
-  return cmocka_run_group_tests_name("gpu_async", tests, setup, NULL);
+  return cmocka_run_group_tests_name("gpu_async_" GPU_NAME, tests, setup, NULL);
 }

@@ -22,7 +22,8 @@
  * first while runs of another binding do not; the binding and the session
  * can be released with a run in flight, and the event still reports the run
  * afterwards; an output bound in host memory is final when the call returns;
- * a CPU-only session's event is complete at once; and the staging
+ * a CPU-only session's event is complete at once; run options terminated
+ * before the call cancel it without an event; and the staging
  * buffer is allocated once and reused by later runs. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -610,6 +611,37 @@ static void test_bad_arguments(void** state) {
   log_free(log);
 }
 
+/* --- cancellation -------------------------------------------------------------------------- */
+
+/* Run options terminated before the call: the call itself fails with
+ * ONYX_CANCELLED and gives no event; the binding runs normally after. */
+static void test_cancelled_before_queuing(void** state) {
+  (void)state;
+  NEED_DEVICE();
+  Log* log = log_new();
+  OnyxSession* s = gpu_session(log);
+  float x[N];
+  input_of(12, x);
+  OnyxIoBinding* b = bind(s, x);
+  OnyxRunOptions* ro = NULL;
+  ok(onyx_run_options_create(&ro));
+  onyx_run_options_terminate(ro);
+  OnyxRunEvent* ev = (OnyxRunEvent*)(uintptr_t)1;
+  OnyxStatus* st = onyx_session_run_with_binding_async(s, ro, b, &ev);
+  assert_non_null(st);
+  assert_int_equal(st->code, ONYX_CANCELLED);
+  assert_null(ev);
+  ox_status_free(st);
+  onyx_run_options_release(ro);
+  ok(onyx_session_run_with_binding_async(s, NULL, b, &ev));
+  ok(onyx_run_event_wait(ev, -1, NULL));
+  check_y(s, b, x);
+  onyx_run_event_release(ev);
+  onyx_io_binding_release(b);
+  onyx_session_release(s);
+  log_free(log);
+}
+
 /* --- pinned staging ----------------------------------------------------------------------- */
 
 /* Host inputs reach the device through one page-locked staging buffer of the
@@ -687,6 +719,7 @@ int main(void) {
       cmocka_unit_test(test_host_output_complete_on_return),
       cmocka_unit_test(test_cpu_only_complete_at_once),
       cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_cancelled_before_queuing),
       cmocka_unit_test(test_staging_reused),
   };
   return cmocka_run_group_tests_name("gpu_async_" GPU_NAME, tests, setup, NULL);

@@ -420,9 +420,9 @@ static int stage_reserve(GpuEp* g, size_t bytes) {
   }
   g->stage_bytes = want;
   gpu_host->log(ONYX_LOG_VERBOSE, gpu_vendor.name,
-                "page-locked staging buffer of %zu bytes allocated (for copies of up to %zu bytes "
-                "between the device and pageable host memory; reused by later copies)",
-                want, want);
+                "page-locked staging buffer of %zu bytes allocated for copies between the device "
+                "and pageable host memory (reused by later copies; grown when a call needs more)",
+                want);
   return 0;
 }
 

@@ -497,9 +497,11 @@ ONYX_API OnyxStatus* onyx_io_binding_get_outputs(const OnyxIoBinding* b, OnyxVal
  * - When the call returns: outputs bound in host memory are complete (their
  *   copy to the host waited for the device); outputs in device memory are
  *   complete once the event is (query COMPLETE, or wait returned NULL).
- *   Bound inputs may be changed or released at once: host inputs were
- *   copied to the device (through the provider's page-locked staging buffer)
- *   before the call returned.
+ *   Host inputs may be changed at once: they were copied to the device
+ *   (through the provider's page-locked staging buffer) before the call
+ *   returned. Device inputs are read by the queued work: the caller's own
+ *   device work on other streams waits for the event before overwriting
+ *   them (work queued through Onyx is ordered on the provider's stream).
  * - Errors found while the call queues the work (bad inputs, a kernel that
  *   fails on launch, cancellation through the run options' terminate flag
  *   or time limit) are returned by the call, with *out NULL. An error the

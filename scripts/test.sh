@@ -36,11 +36,12 @@ fi
 if [ "${SKIP_TSAN:-0}" != 1 ]; then
   # Only what runs threads: the concurrency test (8 threads x 1000 runs on one
   # session), the thread pool, sessions (cancelling from another thread),
-  # mixed placement, NVTX ranges pushed from several threads and the TCP
-  # store's server thread with its client threads.
+  # mixed placement, NVTX ranges pushed from several threads, the TCP
+  # store's server thread with its client threads, and asynchronous runs
+  # waited on and released while another thread completes them.
   echo "== build with ThreadSanitizer and the threaded tests"
   TSAN_TESTS=(test_concurrency test_threadpool test_session test_session_options test_mixed test_streams
-    test_nvtx test_tcp_store)
+    test_nvtx test_tcp_store test_gpu_async_gpuemu)
   cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DONYX_WERROR=ON -DONYX_TSAN=ON >/dev/null
   cmake --build "$ROOT/build-tsan" -j "$JOBS" --target "${TSAN_TESTS[@]}" >/dev/null

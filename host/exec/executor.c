@@ -3,7 +3,9 @@
  * provider's stream; at a crossing between streams it waits on the event the
  * producer's provider recorded (ox_streams.h); frees each slot after its last
  * use, or once every stream that touched it is past it; and synchronizes
- * every provider stream before returning. */
+ * every provider stream before returning, or, for an asynchronous run
+ * (ox_execute_io_end), records an event behind the work of its one stream
+ * instead. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -554,6 +556,58 @@ static OnyxStatus* ox_sync_all(OxProgram* s) {
   return first;
 }
 
+/* --- the end of an asynchronous run (ONYX_EXT_RUN_EVENT, onyx_ep.h; docs/abi.md) --------- */
+
+static const OnyxRunEventExt* ox_run_event_ext(const OnyxEp* ep) {
+  for (const OnyxExtension* x = ep->next; x; x = x->next)
+    if (x->type == ONYX_EXT_RUN_EVENT && x->struct_size >= sizeof(OnyxRunEventExt)) {
+      const OnyxRunEventExt* e = (const OnyxRunEventExt*)x;
+      if (e->query_event && e->wait_event_for) return e;
+    }
+  return NULL;
+}
+
+/* The run's end. With `end` (an asynchronous run) and may_defer (the run
+ * succeeded and nothing waits to be freed behind a stream), when the session
+ * has one provider stream and that provider offers ONYX_EXT_RUN_EVENT, an
+ * event is recorded behind the stream's work and nothing is synchronized:
+ * the stream orders every later use of the run's device memory after its
+ * work. Otherwise (or when the event cannot be made) every stream is
+ * synchronized. */
+static OnyxStatus* ox_run_end(OxProgram* s, OxRunEnd* end, bool may_defer) {
+  if (!end) return ox_sync_all(s);
+  end->ep = -1;
+  end->ev = NULL;
+  end->ext = NULL;
+  end->last[0] = 0;
+  int32_t only = -1;
+  size_t streams = 0;
+  for (size_t e = 0; e < s->n_eps; e++)
+    if (s->eps[e].stream) {
+      streams++;
+      only = (int32_t)e;
+    }
+  const OnyxRunEventExt* x = may_defer && streams == 1 ? ox_run_event_ext(s->eps[only].ep) : NULL;
+  OxEpSlot* e = x ? &s->eps[only] : NULL;
+  if (!e || !e->ep->create_event || !e->ep->record_event || !e->ep->release_event)
+    return ox_sync_all(s);
+  OnyxEvent* ev = NULL;
+  OnyxStatus* st = e->ep->create_event(e->ep, &ev);
+  if (!st) st = e->ep->record_event(e->ep, ev, e->stream);
+  if (st) {
+    ox_program_log(s, ONYX_LOG_WARNING,
+                   "provider '%s': no event to end the run with (%s); synchronizing its stream",
+                   e->name, st->message ? st->message : "");
+    ox_status_free(st);
+    if (ev) e->ep->release_event(e->ep, ev);
+    return ox_sync_all(s);
+  }
+  end->ep = only;
+  end->ev = ev;
+  end->ext = x;
+  return NULL;
+}
+
 /* --- run graphs (ONYX_EXT_RUN_GRAPH, onyx_ep.h; docs/abi.md) ------------------------------
  * A provider whose EP offers the extension records the device work of one
  * run and replays it. The plan must allow it (every step a kernel of that
@@ -879,10 +933,11 @@ static OnyxStatus* ox_rg_keep_signature(OxProgram* s, OxRunGraph* g, OxTensor* c
 }
 
 /* A replay: one launch on the provider's stream, then the run's end as
- * usual (every stream synchronized); the requested outputs are the bound
- * tensors, written by the graph. */
+ * usual (every stream synchronized, or an asynchronous run's event); the
+ * requested outputs are the bound tensors, written by the graph. */
 static OnyxStatus* ox_rg_replay(OxProgram* s, OxRunGraph* g, const OnyxRunOptions* run,
-                                OxTensor** fetched, const bool* wanted, OxTensor* const* presets) {
+                                OxTensor** fetched, const bool* wanted, OxTensor* const* presets,
+                                OxRunEnd* end) {
   OxEpSlot* e = &s->eps[g->ep];
   OxSessionRt* rt = s->cfg.rt;
   uint64_t run_id = rt ? __atomic_add_fetch(&rt->runs, 1, __ATOMIC_RELAXED) : 0;
@@ -891,7 +946,9 @@ static OnyxStatus* ox_rg_replay(OxProgram* s, OxRunGraph* g, const OnyxRunOption
   bool nvtx = ox_nvtx_run_push(rt, run);
   OnyxStatus* err = g->ext->replay(e->ep, e->stream, g->graph);
   if (err) err = ox_status_wrap(err, "provider '%s': replaying the run's graph", e->name);
-  OnyxStatus* sync = ox_sync_all(s);
+  OnyxStatus* sync = ox_run_end(s, end, !err);
+  if (end && end->ev)
+    snprintf(end->last, sizeof end->last, "the run's graph (%zu steps)", s->plan.n_steps);
   if (!err)
     err = sync;
   else
@@ -1092,48 +1149,60 @@ static OnyxStatus* ox_execute_steps(OxFrame* f, OxSessionRt* rt, bool* borrowed,
 static OnyxStatus* ox_execute_in(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                                  OxTensor** fetched, const bool* wanted,
                                  OxTensor* const* preset_outputs,
-                                 const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent);
+                                 const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent,
+                                 OxRunEnd* end);
 
 OnyxStatus* ox_execute_ex(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs) {
-  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, NULL, NULL);
+  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, NULL, NULL, NULL);
 }
 
 OnyxStatus* ox_execute_io(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs,
                           const OnyxMemoryDevice* const* fetch_mem) {
-  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, NULL);
+  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, NULL, NULL);
+}
+
+OnyxStatus* ox_execute_io_end(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
+                              OxTensor** fetched, const bool* wanted,
+                              OxTensor* const* preset_outputs,
+                              const OnyxMemoryDevice* const* fetch_mem, OxRunEnd* end) {
+  return ox_execute_in(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, NULL, end);
 }
 
 OnyxStatus* ox_execute_nested(const OxFrame* parent, OxProgram* s, OxTensor** feeds,
                               OxTensor** fetched, const bool* wanted) {
-  return ox_execute_in(s, parent->run, feeds, fetched, wanted, NULL, NULL, parent);
+  return ox_execute_in(s, parent->run, feeds, fetched, wanted, NULL, NULL, parent, NULL);
 }
 
 static OnyxStatus* ox_execute_body(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                                    OxTensor** fetched, const bool* wanted,
                                    OxTensor* const* preset_outputs,
                                    const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent,
-                                   OxRunGraph* capture);
+                                   OxRunGraph* capture, OxRunEnd* end);
 
 /* A run: replayed from the program's run graph, captured into it, or
  * executed step by step (docs/abi.md, "Run graphs"). */
 static OnyxStatus* ox_execute_in(OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                                  OxTensor** fetched, const bool* wanted,
                                  OxTensor* const* preset_outputs,
-                                 const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent) {
+                                 const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent,
+                                 OxRunEnd* end) {
   OxRunGraph* g = parent ? NULL : ox_rg_get(s);
   if (!g)
-    return ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, NULL);
+    return ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, NULL,
+                           end);
   int mode = OX_RG_NORMAL;
   OX_TRY(ox_rg_decide(s, g, run, feeds, wanted, preset_outputs, &mode));
   OnyxStatus* err;
   if (mode == OX_RG_REPLAY) {
     OxLogScope scope = ox_log_scope_enter(s, run);
-    err = ox_rg_replay(s, g, run, fetched, wanted, preset_outputs);
+    err = ox_rg_replay(s, g, run, fetched, wanted, preset_outputs, end);
     ox_log_scope_leave(scope);
   } else if (mode == OX_RG_CAPTURE) {
-    err = ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, g);
+    /* The capture ends synchronized: a failed one runs again below. */
+    err =
+        ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, g, NULL);
     pthread_mutex_lock(&g->lock);
     bool ready = g->state == OX_RG_READY;
     pthread_mutex_unlock(&g->lock);
@@ -1142,17 +1211,30 @@ static OnyxStatus* ox_execute_in(OxProgram* s, const OnyxRunOptions* run, OxTens
       if (!g->ext->required) {
         ox_status_free(err);
         err = ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent,
-                              NULL);
+                              NULL, end);
       } else if (err) {
         err = ox_status_wrap(err, "provider '%s': capturing the run as a graph (required)",
                              s->eps[g->ep].name);
       }
     }
   } else {
-    err = ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, NULL);
+    err = ox_execute_body(s, run, feeds, fetched, wanted, preset_outputs, fetch_mem, parent, NULL,
+                          end);
   }
   pthread_rwlock_unlock(&g->gate);
   return err;
+}
+
+/* Names in end->last the last kernel step on the stream of end->ep. */
+static void ox_run_end_last(const OxProgram* s, const OxRunSync* r, OxRunEnd* end) {
+  end->last[0] = 0;
+  for (size_t i = s->plan.n_steps; r->sp && i-- > 0;) {
+    const OxStep* st = &s->plan.steps[i];
+    if (r->sp->steps[i].agent != end->ep || st->kind == OX_STEP_COPY) continue;
+    snprintf(end->last, sizeof end->last, "node '%s' (%s)", ox_plan_step_name(s, st),
+             ox_step_op(st));
+    return;
+  }
 }
 
 /* Begins a capture into g (its signature first) on its provider's stream. */
@@ -1197,7 +1279,7 @@ static OnyxStatus* ox_execute_body(OxProgram* s, const OnyxRunOptions* run, OxTe
                                    OxTensor** fetched, const bool* wanted,
                                    OxTensor* const* preset_outputs,
                                    const OnyxMemoryDevice* const* fetch_mem, const OxFrame* parent,
-                                   OxRunGraph* capture) {
+                                   OxRunGraph* capture, OxRunEnd* end) {
   const OxPlan* P = &s->plan;
   OxSessionRt* rt = s->cfg.rt;
   ox_dump_plans_once(s, rt);
@@ -1251,8 +1333,11 @@ static OnyxStatus* ox_execute_body(OxProgram* s, const OnyxRunOptions* run, OxTe
   if (!err) err = ox_execute_steps(&f, rt, borrowed, &rsync, &charges);
   if (capturing) err = ox_rg_end(&f, capture, err, wanted, preset_outputs);
   f.capture = NULL;
-  OnyxStatus* sync = ox_sync_all(s);
-  ox_run_sync_end(s, &rsync); /* every stream is past this run's events */
+  /* Asynchronous: the recorded event orders the next uses of this run's
+   * events and memory behind its work on the one stream. */
+  OnyxStatus* sync = ox_run_end(s, parent ? NULL : end, !err && !rsync.n_pending);
+  if (end && end->ev) ox_run_end_last(s, &rsync, end);
+  ox_run_sync_end(s, &rsync); /* every stream is past this run's events, or behind the end event */
   if (!err)
     err = sync;
   else

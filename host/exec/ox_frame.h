@@ -88,6 +88,25 @@ OnyxStatus* ox_execute_ex(struct OxProgram* s, const OnyxRunOptions* run, OxTens
 OnyxStatus* ox_execute_io(struct OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
                           OxTensor** fetched, const bool* wanted, OxTensor* const* preset_outputs,
                           const OnyxMemoryDevice* const* fetch_mem);
+/* How an asynchronous run ended (ox_execute_io_end). ev is the event the
+ * run recorded behind its device work on provider ep's stream, in place of
+ * synchronizing it: set when that provider offers ONYX_EXT_RUN_EVENT (ext),
+ * its stream is the session's only one, and the run succeeded with nothing
+ * left to free behind the stream. Otherwise ev is NULL and the run ended
+ * synchronized, as ox_execute_io does. The caller waits for ev through ext
+ * and releases it with the provider's release_event. last names the last
+ * node queued on that stream ("node 'n' (Op)"), for errors found later. */
+typedef struct OxRunEnd {
+  int32_t ep;
+  struct OnyxEvent* ev;
+  const struct OnyxRunEventExt* ext;
+  char last[192];
+} OxRunEnd;
+/* ox_execute_io, ending asynchronously where it can (end: see OxRunEnd). */
+OnyxStatus* ox_execute_io_end(struct OxProgram* s, const OnyxRunOptions* run, OxTensor** feeds,
+                              OxTensor** fetched, const bool* wanted,
+                              OxTensor* const* preset_outputs,
+                              const OnyxMemoryDevice* const* fetch_mem, OxRunEnd* end);
 /* Allocates output o of step st (slot st->out[o]) with these dims, in order:
  * the tensor bound for the slot (IO binding), the slot's place in the run's
  * memory-pattern block, the heap (a graph output in host memory), the

@@ -19,7 +19,14 @@
 struct OnyxSession {
   OnyxSessionOptions* opts;
   OxProgram prog;
+  /* Asynchronous runs whose provider event is still held (session_run.c),
+   * linked through their `next`; guarded by the run events' lock there. */
+  struct OnyxRunEvent* in_flight;
 };
+
+/* Waits for the session's asynchronous runs and releases their provider
+ * events (onyx_session_release, before the providers go). */
+void ox_session_settle_runs(struct OnyxSession* s);
 
 /* Copies what the program's plan and runs read of the options into
  * s->prog.cfg (the run-time state created here too): called once the

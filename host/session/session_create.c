@@ -357,6 +357,7 @@ ONYX_API OnyxStatus* onyx_session_create_from_bytes(const OnyxSessionOptions* op
 
 ONYX_API void onyx_session_release(OnyxSession* s) {
   if (!s) return;
+  ox_session_settle_runs(s);   /* in-flight asynchronous runs, before anything they use */
   ox_run_graph_free(&s->prog); /* before the kernels and EPs it uses */
   ox_plan_clear(&s->prog);
   ox_partition_clear(&s->prog.part);

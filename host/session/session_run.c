@@ -1,9 +1,12 @@
-/* session_run.c — feeding, running and fetching; introspection; explain. */
+/* session_run.c — feeding, running and fetching; introspection; explain;
+ * IO binding and its asynchronous runs. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ox_memplan.h"
 #include "ox_session.h"
+#include "onyx/onyx_ep.h"
 
 static OnyxStatus* ox_check_decl(const OxValue* decl, const OxTensor* t, const char* what) {
   if (decl->kind != OX_VK_TENSOR || t->vkind != OX_RT_TENSOR)
@@ -380,7 +383,118 @@ struct OnyxIoBinding {
   size_t* order;            /* bound outputs, in the order they were bound */
   size_t n_order;
   bool ran;
+  OnyxRunEvent* last; /* the last asynchronous run (a reference), until settled */
 };
+
+/* --- asynchronous runs (onyx.h: onyx_session_run_with_binding_async) ------------------------
+ * A run event holds the provider event its run recorded (OxRunEnd) until
+ * the run is known done; it is then "done" with the run's error, if any,
+ * and the provider event is released once no thread waits on it. One lock
+ * for every session's run events: it is held for bookkeeping only, never
+ * while a provider waits. */
+struct OnyxRunEvent {
+  int refs;             /* the caller's and the binding's */
+  OnyxSession* session; /* while the provider event is held */
+  OnyxEp* ep;           /* the provider that recorded it */
+  OxRunEnd end;         /* end.ev: the provider event; NULL once released */
+  int busy;             /* threads waiting in the provider */
+  bool done;
+  OnyxStatus* error;  /* the run's error found after the call, once done */
+  OnyxRunEvent* next; /* in session->in_flight while end.ev is held */
+};
+
+static pthread_mutex_t g_run_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_run_idle = PTHREAD_COND_INITIALIZER; /* some event's busy dropped */
+
+/* Under g_run_lock, after a provider query or wait: records the outcome
+ * (st, done) when the event is not done yet, and releases the provider
+ * event once done and no thread waits on it. Takes st. */
+static void ox_run_event_finish(OnyxRunEvent* e, OnyxStatus* st, int32_t done) {
+  if (done && !e->done) {
+    e->done = true;
+    if (st)
+      e->error = ox_status_wrap(st,
+                                "provider '%s': the run's device work failed (the last node "
+                                "queued on its stream: %s)",
+                                e->session->prog.eps[e->end.ep].name,
+                                e->end.last[0] ? e->end.last : "none");
+    st = NULL;
+  }
+  ox_status_free(st);
+  if (!e->done || e->busy || !e->end.ev) return;
+  e->ep->release_event(e->ep, e->end.ev);
+  e->end.ev = NULL;
+  for (OnyxRunEvent** p = &e->session->in_flight; *p; p = &(*p)->next)
+    if (*p == e) {
+      *p = e->next;
+      break;
+    }
+  e->next = NULL;
+  e->session = NULL;
+  pthread_cond_broadcast(&g_run_idle);
+}
+
+/* Asks the provider about e (timeout_ms: 0 polls, negative waits without
+ * limit) and returns whether it is done; the lock is dropped meanwhile. */
+static bool ox_run_event_poll(OnyxRunEvent* e, int64_t timeout_ms) {
+  pthread_mutex_lock(&g_run_lock);
+  if (e->done || !e->end.ev) {
+    bool done = e->done;
+    pthread_mutex_unlock(&g_run_lock);
+    return done;
+  }
+  e->busy++;
+  OnyxEp* ep = e->ep;
+  OnyxEvent* ev = e->end.ev;
+  const OnyxRunEventExt* x = e->end.ext;
+  pthread_mutex_unlock(&g_run_lock);
+  int32_t done = 0;
+  OnyxStatus* st = timeout_ms == 0 ? x->query_event(ep, ev, &done)
+                                   : x->wait_event_for(ep, ev, timeout_ms, &done);
+  if (st) done = 1; /* an error ends the wait: the run failed */
+  pthread_mutex_lock(&g_run_lock);
+  e->busy--;
+  ox_run_event_finish(e, st, done);
+  bool result = e->done;
+  if (!e->busy) pthread_cond_broadcast(&g_run_idle);
+  pthread_mutex_unlock(&g_run_lock);
+  return result;
+}
+
+void ox_session_settle_runs(OnyxSession* s) {
+  pthread_mutex_lock(&g_run_lock);
+  while (s->in_flight) {
+    OnyxRunEvent* e = s->in_flight;
+    if (e->busy) { /* another thread waits on it: it releases the event when done */
+      pthread_cond_wait(&g_run_idle, &g_run_lock);
+      continue;
+    }
+    pthread_mutex_unlock(&g_run_lock);
+    ox_run_event_poll(e, -1);
+    pthread_mutex_lock(&g_run_lock);
+    if (s->in_flight == e && !e->busy) ox_run_event_finish(e, NULL, 1); /* the wait failed */
+  }
+  pthread_mutex_unlock(&g_run_lock);
+}
+
+static void ox_run_event_unref(OnyxRunEvent* e) {
+  if (!e || __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL)) return;
+  ox_run_event_poll(e, -1); /* nothing else holds it: settle it before it goes */
+  pthread_mutex_lock(&g_run_lock);
+  if (e->end.ev) ox_run_event_finish(e, NULL, 1);
+  pthread_mutex_unlock(&g_run_lock);
+  ox_status_free(e->error);
+  free(e);
+}
+
+/* Before the binding is used, changed or released: its last asynchronous
+ * run is done (its error stays with its event). */
+static void ox_binding_settle(OnyxIoBinding* b) {
+  if (!b->last) return;
+  ox_run_event_poll(b->last, -1);
+  ox_run_event_unref(b->last);
+  b->last = NULL;
+}
 
 static OnyxStatus* ox_share(const OxTensor* t, OxTensor** out) {
   if (t->buffer) return ox_tensor_view(t, t->dims, t->rank, out);
@@ -421,6 +535,7 @@ ONYX_API OnyxStatus* onyx_io_binding_create(OnyxSession* s, OnyxIoBinding** out)
 
 ONYX_API void onyx_io_binding_clear_inputs(OnyxIoBinding* b) {
   if (!b) return;
+  ox_binding_settle(b);
   for (size_t i = 0; i < b->session->prog.graph->n_inputs; i++) {
     ox_tensor_free(b->inputs[i]);
     b->inputs[i] = NULL;
@@ -442,6 +557,7 @@ static void ox_unbind_output(OnyxIoBinding* b, size_t i) {
 
 ONYX_API void onyx_io_binding_clear_outputs(OnyxIoBinding* b) {
   if (!b) return;
+  ox_binding_settle(b);
   for (size_t i = 0; i < b->session->prog.graph->n_outputs; i++)
     ox_unbind_output(b, i);
   b->ran = false;
@@ -454,6 +570,7 @@ ONYX_API void onyx_io_binding_clear(OnyxIoBinding* b) {
 
 ONYX_API void onyx_io_binding_release(OnyxIoBinding* b) {
   if (!b) return;
+  ox_binding_settle(b);
   if (b->inputs) onyx_io_binding_clear_inputs(b);
   if (b->mode && b->user && b->result && b->order) onyx_io_binding_clear_outputs(b);
   free(b->inputs);
@@ -478,6 +595,7 @@ static OnyxStatus* ox_binding_input(OnyxIoBinding* b, const char* name, const On
     return ox_status(ONYX_INVALID_ARGUMENT, "input '%s': the value is NULL (%s)", name, fn);
   const OxTensor* t = value->tensor;
   OX_TRY(ox_check_decl(g->inputs[i], t, "input"));
+  ox_binding_settle(b);
   if (t->device.kind != ONYX_DEVICE_CPU &&
       ox_program_ep_for_memory(&b->session->prog, &t->device) < 0)
     return ox_status(ONYX_INVALID_ARGUMENT,
@@ -565,6 +683,7 @@ ONYX_API OnyxStatus* onyx_session_output_memory(const OnyxSession* s, size_t i,
 
 static OnyxStatus* ox_binding_output(OnyxIoBinding* b, const char* name, size_t* out) {
   OX_TRY(ox_output_index(b->session->prog.graph, name, out));
+  ox_binding_settle(b);
   ox_unbind_output(b, *out);
   b->order[b->n_order++] = *out;
   return NULL;
@@ -722,14 +841,15 @@ static OnyxStatus* ox_binding_store(OnyxIoBinding* b, size_t i, OxTensor* got) {
   return st;
 }
 
-ONYX_API OnyxStatus*
-onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options, OnyxIoBinding* b) {
-  if (!s || !b)
-    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_run_with_binding: NULL argument");
+/* A run with the binding (end: NULL, or where an asynchronous run's end
+ * goes; see OxRunEnd). */
+static OnyxStatus* ox_binding_run(OnyxSession* s, const OnyxRunOptions* run_options,
+                                  OnyxIoBinding* b, OxRunEnd* end, const char* fn) {
+  if (!s || !b) return ox_status(ONYX_INVALID_ARGUMENT, "%s: NULL argument", fn);
   if (b->session != s)
-    return ox_status(ONYX_INVALID_ARGUMENT,
-                     "onyx_session_run_with_binding: the binding belongs to another session");
+    return ox_status(ONYX_INVALID_ARGUMENT, "%s: the binding belongs to another session", fn);
   if (!b->n_order) return ox_status(ONYX_INVALID_ARGUMENT, "no output is bound");
+  ox_binding_settle(b); /* the binding's previous run first */
   const OxGraph* g = s->prog.graph;
   OxTensor** feeds = calloc(g->n_inputs + 1, sizeof *feeds);
   OxTensor** fetched = calloc(g->n_outputs + 1, sizeof *fetched);
@@ -745,7 +865,7 @@ onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options,
     preset[i] = ox_binding_preset(b, i);
     mem[i] = ox_binding_fetch_mem(b, i);
   }
-  if (!st) st = ox_execute_io(&s->prog, run_options, feeds, fetched, wanted, preset, mem);
+  if (!st) st = ox_execute_io_end(&s->prog, run_options, feeds, fetched, wanted, preset, mem, end);
   for (size_t i = 0; i < g->n_outputs && fetched; i++) {
     if (!fetched[i]) continue;
     /* The same tensor fetched for two outputs (cannot happen today): once. */
@@ -764,6 +884,89 @@ onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options,
   free(mem);
   free(wanted);
   return st;
+}
+
+ONYX_API OnyxStatus*
+onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options, OnyxIoBinding* b) {
+  return ox_binding_run(s, run_options, b, NULL, "onyx_session_run_with_binding");
+}
+
+ONYX_API OnyxStatus* onyx_session_run_with_binding_async(OnyxSession* s,
+                                                         const OnyxRunOptions* run_options,
+                                                         OnyxIoBinding* b, OnyxRunEvent** out) {
+  if (!out)
+    return ox_status(ONYX_INVALID_ARGUMENT, "onyx_session_run_with_binding_async: NULL argument");
+  *out = NULL;
+  OnyxRunEvent* e = calloc(1, sizeof *e);
+  if (!e) return ox_oom();
+  e->end.ep = -1;
+  OnyxStatus* st =
+      ox_binding_run(s, run_options, b, &e->end, "onyx_session_run_with_binding_async");
+  if (e->end.ev) {
+    e->ep = s->prog.eps[e->end.ep].ep;
+    e->session = s;
+  }
+  if (st) {
+    /* Failed after its event was recorded (a late output error): the work
+     * is waited for before the event goes. */
+    if (e->end.ev) {
+      int32_t done = 0;
+      ox_status_free(e->end.ext->wait_event_for(e->ep, e->end.ev, -1, &done));
+      e->ep->release_event(e->ep, e->end.ev);
+    }
+    free(e);
+    return st;
+  }
+  e->refs = 2; /* the caller's and the binding's */
+  e->done = !e->end.ev;
+  if (e->end.ev) {
+    pthread_mutex_lock(&g_run_lock);
+    e->next = s->in_flight;
+    s->in_flight = e;
+    pthread_mutex_unlock(&g_run_lock);
+  }
+  b->last = e;
+  *out = e;
+  return NULL;
+}
+
+ONYX_API OnyxRunState onyx_run_event_query(OnyxRunEvent* e) {
+  if (!e) return ONYX_RUN_FAILED;
+  if (!ox_run_event_poll(e, 0)) return ONYX_RUN_PENDING;
+  pthread_mutex_lock(&g_run_lock);
+  OnyxRunState r = e->error ? ONYX_RUN_FAILED : ONYX_RUN_COMPLETE;
+  pthread_mutex_unlock(&g_run_lock);
+  return r;
+}
+
+ONYX_API OnyxStatus* onyx_run_event_wait(OnyxRunEvent* e, int64_t timeout_ms, OnyxRunState* state) {
+  if (state) *state = ONYX_RUN_FAILED;
+  if (!e) return ox_status(ONYX_INVALID_ARGUMENT, "onyx_run_event_wait: NULL argument");
+  if (!ox_run_event_poll(e, timeout_ms < 0 ? -1 : timeout_ms)) {
+    if (state) *state = ONYX_RUN_PENDING;
+    return ox_status(ONYX_LIMIT_EXCEEDED,
+                     "onyx_run_event_wait: the run has not completed within %lld ms; it goes on",
+                     (long long)timeout_ms);
+  }
+  pthread_mutex_lock(&g_run_lock);
+  OnyxStatus* st = e->error ? ox_status(e->error->code, "%s", e->error->message) : NULL;
+  pthread_mutex_unlock(&g_run_lock);
+  if (state) *state = st ? ONYX_RUN_FAILED : ONYX_RUN_COMPLETE;
+  return st;
+}
+
+ONYX_API void* onyx_run_event_native(OnyxRunEvent* e) {
+  if (!e) return NULL;
+  pthread_mutex_lock(&g_run_lock);
+  void* h = !e->done && e->end.ev && e->end.ext->native_event
+                ? e->end.ext->native_event(e->ep, e->end.ev)
+                : NULL;
+  pthread_mutex_unlock(&g_run_lock);
+  return h;
+}
+
+ONYX_API void onyx_run_event_release(OnyxRunEvent* e) {
+  ox_run_event_unref(e);
 }
 
 ONYX_API OnyxStatus* onyx_io_binding_get_outputs(const OnyxIoBinding* b, OnyxValue** values,

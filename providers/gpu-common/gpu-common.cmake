@@ -30,6 +30,7 @@ set(ONYX_GPU_COMMON_DEVICE_SOURCES
 # (tests/unit/gpu): plain C, no GPU toolchain needed.
 set(ONYX_GPU_COMMON_EMU_SOURCES ${ONYX_GPU_COMMON_DIR}/gpu_emu.c
   ${ONYX_GPU_COMMON_DIR}/gpu_emu_graph.c
+  ${ONYX_GPU_COMMON_DIR}/gpu_emu_event.c
   ${ONYX_GPU_COMMON_DIR}/gpu_emu_grad.c
   ${ONYX_GPU_COMMON_DIR}/gpu_emu_attention.c
   ${ONYX_GPU_COMMON_DIR}/gpu_emu_fused.c)

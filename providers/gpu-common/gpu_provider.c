@@ -421,6 +421,10 @@ static int stage_reserve(GpuEp* g, size_t bytes) {
     return err;
   }
   g->stage_bytes = want;
+  gpu_host->log(ONYX_LOG_VERBOSE, gpu_vendor.name,
+                "page-locked staging buffer of %zu bytes allocated for copies between the device "
+                "and pageable host memory (reused by later copies; grown when a call needs more)",
+                want);
   return 0;
 }
 
@@ -673,6 +677,49 @@ static void gpu_release_event(OnyxEp* ep, OnyxEvent* e) {
   free(e);
 }
 
+/* --- run events (ONYX_EXT_RUN_EVENT; docs/providers/cuda.md "Run events") ---------------------
+ * The host ends an asynchronous run by recording an event (record_event)
+ * behind the run's work instead of synchronizing the stream, and polls or
+ * waits for it here. */
+
+/* A query's or wait's result: not ready (*done 0), done, or the work's
+ * error. */
+static OnyxStatus* gpu_event_result(int err, int32_t* done, const char* what) {
+  if (err == gpurt_error_not_ready()) {
+    *done = 0;
+    return NULL;
+  }
+  *done = 1;
+  if (!err) return NULL;
+  gpurt_last_error(); /* reported here, not again by the next call */
+  return gpu_rt_error(ONYX_RUNTIME_ERROR, err, what);
+}
+
+static OnyxStatus* gpu_query_event(OnyxEp* ep, OnyxEvent* e, int32_t* done) {
+  GpuEp* g = gpu_ep(ep);
+  *done = 0;
+  OnyxStatus* st = check_event(g, e, "query_event");
+  if (st) return st;
+  int err = gpurt_set_device(g->device);
+  if (err) return gpu_rt_error(ONYX_RUNTIME_ERROR, err, "query_event: selecting the device");
+  return gpu_event_result(gpurt_event_query(e->handle), done, "the work before the event");
+}
+
+static OnyxStatus* gpu_wait_event_for(OnyxEp* ep, OnyxEvent* e, int64_t timeout_ms, int32_t* done) {
+  GpuEp* g = gpu_ep(ep);
+  *done = 0;
+  OnyxStatus* st = check_event(g, e, "wait_event_for");
+  if (st) return st;
+  int err = gpurt_set_device(g->device);
+  if (err) return gpu_rt_error(ONYX_RUNTIME_ERROR, err, "wait_event_for: selecting the device");
+  return gpu_event_result(gpurt_event_wait_for(e->handle, timeout_ms), done,
+                          "the work before the event");
+}
+
+static void* gpu_native_event(OnyxEp* ep, OnyxEvent* e) {
+  return check_event(gpu_ep(ep), e, "native_event") ? NULL : e->handle;
+}
+
 /* --- run graphs (ONYX_EXT_RUN_GRAPH; docs/providers/cuda.md "CUDA graphs") ----------------------
  * With enable_cuda_graph the EP offers the host the extension: the host
  * captures one run's work on the EP's stream (stream capture, relaxed
@@ -685,6 +732,7 @@ typedef struct GpuEpFull {
   GpuEp g;
   int graph_mode; /* enable_cuda_graph: 0 off, 1 on, 2 required */
   OnyxRunGraphExt graph_ext;
+  OnyxRunEventExt event_ext;  /* always on the chain, first */
   pthread_mutex_t graph_lock; /* graphs */
   void** graphs;              /* executable graphs; NULL where released */
   size_t n_graphs;
@@ -921,6 +969,13 @@ static OnyxStatus* gpu_create_ep(const OnyxProvider* p, const OnyxEpCreateArgs* 
                                     .alloc = gpu_pinned_alloc,
                                     .free = gpu_pinned_free};
   gpu_graph_init(full, args->options, !st); /* after the table: the extension hangs off ep.next */
+  full->event_ext = (OnyxRunEventExt){.base = {.struct_size = sizeof(OnyxRunEventExt),
+                                               .type = ONYX_EXT_RUN_EVENT,
+                                               .next = full->g.ep.next},
+                                      .query_event = gpu_query_event,
+                                      .wait_event_for = gpu_wait_event_for,
+                                      .native_event = gpu_native_event};
+  full->g.ep.next = &full->event_ext.base;
   if (!st && gpu_vendor.ep_init) st = gpu_vendor.ep_init(g);
   if (st) {
     gpu_ep_free(g);

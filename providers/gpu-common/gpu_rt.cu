@@ -2,6 +2,7 @@
  * gpu_vendor.h). Host code only: no kernels here. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "gpu_rt.h"
 #include "gpu_vendor.h"
 
@@ -122,6 +123,33 @@ int gpurt_event_sync(void* e) {
 
 int gpurt_stream_wait_event(void* s, void* e) {
   return (int)cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0);
+}
+
+int gpurt_error_not_ready(void) {
+  return (int)cudaErrorNotReady;
+}
+
+int gpurt_event_query(void* e) {
+  return (int)cudaEventQuery((cudaEvent_t)e);
+}
+
+static int64_t gpurt_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int gpurt_event_wait_for(void* e, int64_t timeout_ms) {
+  if (timeout_ms < 0) return (int)cudaEventSynchronize((cudaEvent_t)e);
+  /* The runtime has no bounded wait: poll, sleeping 20 us between queries. */
+  const int64_t end =
+      gpurt_now_us() + (timeout_ms > INT64_MAX / 1000 ? INT64_MAX / 2 : timeout_ms * 1000);
+  for (;;) {
+    cudaError_t r = cudaEventQuery((cudaEvent_t)e);
+    if (r != cudaErrorNotReady || gpurt_now_us() >= end) return (int)r;
+    struct timespec nap = {0, 20000};
+    nanosleep(&nap, NULL);
+  }
 }
 
 int gpurt_memcpy_async(void* dst, const void* src, size_t bytes, GpuCopyKind kind, void* s) {

@@ -52,6 +52,16 @@ int gpurt_event_destroy(void* e);
 int gpurt_event_record(void* e, void* s);
 int gpurt_event_sync(void* e);
 int gpurt_stream_wait_event(void* s, void* e);
+/* The code gpurt_event_query and gpurt_event_wait_for return while the work
+ * before an event is still running (cudaErrorNotReady). */
+int gpurt_error_not_ready(void);
+/* 0 once the work queued before the event's last record has completed,
+ * gpurt_error_not_ready() while it has not, or that work's error. */
+int gpurt_event_query(void* e);
+/* Waits for that work at most timeout_ms milliseconds (negative: no limit;
+ * then the runtime's blocking wait): 0, gpurt_error_not_ready() when the
+ * time ran out first, or the work's error. A bounded wait polls the event. */
+int gpurt_event_wait_for(void* e, int64_t timeout_ms);
 
 typedef enum GpuCopyKind { GPU_COPY_H2D = 0, GPU_COPY_D2H = 1, GPU_COPY_D2D = 2 } GpuCopyKind;
 /* A host <-> device copy on a capturing stream is refused

@@ -38,6 +38,8 @@
 #define cudaEventDestroy                  hipEventDestroy
 #define cudaEventRecord                   hipEventRecord
 #define cudaEventSynchronize              hipEventSynchronize
+#define cudaEventQuery                    hipEventQuery
+#define cudaErrorNotReady                 hipErrorNotReady
 #define cudaMemcpyAsync                   hipMemcpyAsync
 #define cudaMemcpyDefault                 hipMemcpyDefault
 #define cudaMemcpyHostToDevice            hipMemcpyHostToDevice

@@ -430,8 +430,10 @@ ONYX_API const char* onyx_session_input_dim_param(const OnyxSession* s, size_t i
  *   tensor, or bind_output_to_device with onyx_session_output_memory's
  *   memory) is written there by the producer, without the copy to host and
  *   back, unless a node on the host also reads it.
- * - Every run ends synchronized: the host has waited for every provider's
- *   stream before run_with_binding returns, so device results are complete.
+ * - Every run of onyx_session_run_with_binding ends synchronized: the host
+ *   has waited for every provider's stream before it returns, so device
+ *   results are complete. onyx_session_run_with_binding_async (below) ends
+ *   with an event instead.
  * - On a failed run, the contents of the bound outputs are unspecified.
  * - clear_* drop the bindings (and the binding's references and copies). */
 typedef struct OnyxIoBinding OnyxIoBinding;
@@ -474,6 +476,72 @@ onyx_session_run_with_binding(OnyxSession* s, const OnyxRunOptions* run_options,
  * binding's memory, without a copy. */
 ONYX_API OnyxStatus* onyx_io_binding_get_outputs(const OnyxIoBinding* b, OnyxValue** values,
                                                  size_t count);
+
+/* --- Asynchronous runs --------------------------------------------------------------
+ * onyx_session_run_with_binding_async runs like onyx_session_run_with_binding
+ * but returns once the run's device work is queued, with an event to wait
+ * on instead of a synchronized stream (docs/api.md, "Asynchronous runs"):
+ *
+ *   OnyxRunEvent* ev = NULL;
+ *   onyx_session_run_with_binding_async(sess, NULL, b, &ev);
+ *   ...                                       // the host is free meanwhile
+ *   OnyxStatus* st = onyx_run_event_wait(ev, -1, NULL);  // the run's result
+ *   onyx_run_event_release(ev);
+ *
+ * - The run ends with an event when the session's only provider stream
+ *   belongs to a provider that offers them (the CUDA and ROCm providers;
+ *   docs/abi.md, ONYX_EXT_RUN_EVENT). Otherwise (a CPU-only session, several
+ *   provider streams, a run that must free memory behind a stream, a run
+ *   that captures a CUDA graph) it ends synchronized and the event is
+ *   complete on return.
+ * - When the call returns: outputs bound in host memory are complete (their
+ *   copy to the host waited for the device); outputs in device memory are
+ *   complete once the event is (query COMPLETE, or wait returned NULL).
+ *   Host inputs may be changed at once: they were copied to the device
+ *   (through the provider's page-locked staging buffer) before the call
+ *   returned. Device inputs are read by the queued work: the caller's own
+ *   device work on other streams waits for the event before overwriting
+ *   them (work queued through Onyx is ordered on the provider's stream).
+ * - Errors found while the call queues the work (bad inputs, a kernel that
+ *   fails on launch, cancellation through the run options' terminate flag
+ *   or time limit) are returned by the call, with *out NULL. An error the
+ *   device reports later (an asynchronous fault) is returned by wait, naming
+ *   the provider and the last node queued on its stream. Cancellation
+ *   cannot stop device work that is already queued.
+ * - The binding waits for its in-flight run before its next run (either
+ *   kind), a bind or clear, or its release. Runs of other bindings of the
+ *   session do not wait; on one provider stream the device runs them in
+ *   order. get_outputs may be called at once; the values are complete with
+ *   the event.
+ * - onyx_session_release waits for the session's in-flight runs. A run
+ *   event may outlive its session and its binding: it then reports the
+ *   run's final state. Do not release the session while another thread
+ *   starts calls on its run events.
+ * - One event may be queried and waited on from several threads. */
+typedef struct OnyxRunEvent OnyxRunEvent;
+typedef enum OnyxRunState {
+  ONYX_RUN_PENDING = 0,  /* the device work has not finished */
+  ONYX_RUN_COMPLETE = 1, /* finished; device outputs are complete */
+  ONYX_RUN_FAILED = 2    /* the device reported an error (wait returns it) */
+} OnyxRunState;
+ONYX_API OnyxStatus* onyx_session_run_with_binding_async(OnyxSession* s,
+                                                         const OnyxRunOptions* run_options,
+                                                         OnyxIoBinding* b, OnyxRunEvent** out);
+/* Polls without blocking (ONYX_RUN_FAILED for NULL). */
+ONYX_API OnyxRunState onyx_run_event_query(OnyxRunEvent* e);
+/* Waits at most timeout_ms milliseconds (negative: without limit; 0: polls).
+ * NULL when the run completed; the run's error when it failed; when the time
+ * runs out first, ONYX_LIMIT_EXCEEDED ("has not completed within N ms"), and
+ * the run goes on. state (may be NULL) receives the event's state. */
+ONYX_API OnyxStatus* onyx_run_event_wait(OnyxRunEvent* e, int64_t timeout_ms, OnyxRunState* state);
+/* The vendor's event recorded behind the run (cudaEvent_t, hipEvent_t), for
+ * the caller's own streams to wait on; NULL once the event is known complete
+ * or when the run ended synchronized. Valid until the event is waited for,
+ * queried complete or released. */
+ONYX_API void* onyx_run_event_native(OnyxRunEvent* e);
+/* Releases the caller's reference; the run itself goes on (its binding
+ * waits for it when next used). */
+ONYX_API void onyx_run_event_release(OnyxRunEvent* e);
 
 /* --- DLPack -------------------------------------------------------------------------- */
 /* Zero-copy exchange with DLPack (dlpack.h, version 0.6; include it to use

@@ -107,8 +107,8 @@ typedef struct OnyxEp OnyxEp;
 /* Optional features hang off `next` pointers as a chain of extensions. Each
  * extension struct starts with this header; `type` says which struct it is.
  * A reader skips types it does not know. No extension types exist in 1.0;
- * 1.1 defines ONYX_EXT_COLLECTIVES and ONYX_EXT_RUN_GRAPH (at the end of
- * this header). */
+ * 1.1 defines ONYX_EXT_COLLECTIVES, ONYX_EXT_RUN_GRAPH and ONYX_EXT_RUN_EVENT
+ * (at the end of this header). */
 typedef struct OnyxExtension {
   size_t struct_size;
   uint32_t type;
@@ -739,6 +739,43 @@ typedef struct OnyxRunGraphExt {
 #define ONYX_ABI_V1_1_RUN_GRAPH_EXT_SIZE 64
 _Static_assert(sizeof(OnyxRunGraphExt) == ONYX_ABI_V1_1_RUN_GRAPH_EXT_SIZE,
                "OnyxRunGraphExt v1.1 size");
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Extension: run events (ABI 1.1)                                           */
+/* ------------------------------------------------------------------------ */
+
+#define ONYX_EXT_RUN_EVENT 3u
+
+/* On the OnyxEp.next chain of an EP whose events can be polled and waited
+ * for with a time limit. The struct is the EP's and stays valid until the EP
+ * is released. A host without the type ignores it.
+ *
+ * With it the host may end an asynchronous run (onyx.h,
+ * onyx_session_run_with_binding_async) without synchronizing the EP's
+ * stream: it creates an event (create_event), records it on the stream
+ * behind the run's work (record_event) and returns; later it calls
+ * query_event or wait_event_for until the work is done, then release_event.
+ * Without the extension every run ends with sync_stream, as before.
+ *
+ * query_event: *done = 1 when the work queued before e's last record has
+ * completed, 0 while it has not; an error status (and *done = 1) when that
+ * work failed (a kernel's asynchronous fault). wait_event_for: the same
+ * after blocking until the work is done or timeout_ms milliseconds have
+ * passed (negative: no limit; *done = 0 when the time ran out). Both may be
+ * called from any thread, for different events at once. native_event: the
+ * vendor's handle of e (cudaEvent_t, hipEvent_t) for the caller's own
+ * streams to wait on, or NULL. */
+typedef struct OnyxRunEventExt {
+  OnyxExtension base; /* type ONYX_EXT_RUN_EVENT */
+  OnyxStatus* (*query_event)(OnyxEp* ep, OnyxEvent* e, int32_t* done);
+  OnyxStatus* (*wait_event_for)(OnyxEp* ep, OnyxEvent* e, int64_t timeout_ms, int32_t* done);
+  void* (*native_event)(OnyxEp* ep, OnyxEvent* e);
+} OnyxRunEventExt;
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(__cplusplus)
+#define ONYX_ABI_V1_1_RUN_EVENT_EXT_SIZE 48
+_Static_assert(sizeof(OnyxRunEventExt) == ONYX_ABI_V1_1_RUN_EVENT_EXT_SIZE,
+               "OnyxRunEventExt v1.1 size");
 #endif
 
 #ifdef __cplusplus

@@ -117,7 +117,7 @@ GPU_FN void gpub_st(void* p, int64_t i, int dt, float v) {
  * rounding at a tie. */
 GPU_FN float gpub_f64_to_f32_odd(double d) {
   const float f = (float)d;
-  if ((double)f == d || f != f) return f;
+  if ((double)f == d || f != f || f - f != 0.0f) return f; /* exact, NaN or overflowed */
   const uint32_t x = gpub_f32_bits(f);
   if (x & 1u) return f;
   /* f is the nearest float; d lies between f and the neighbour towards d,

@@ -162,7 +162,8 @@ static const char* dtype_name(int dt) {
   return dt == GPU_F16 ? "float16" : dt == GPU_BF16 ? "bfloat16" : "float32";
 }
 
-/* The storage type of input i, which must be float32, float16 or bfloat16. */
+/* The storage type of t (an input named `what` in errors), which must be
+ * float32, float16 or bfloat16. */
 static OnyxStatus* input_dtype(const OnyxNode* n, const OnyxTensor* t, const char* what,
                                GpuDtype* dt) {
   const int d = dtype_of(H->tensor_elem_type(t));
@@ -1526,20 +1527,20 @@ static bool inputs_here(const OnyxNode* n, const NodeSet* claimed, bool first_on
   return true;
 }
 
-/* Why a float16 / bfloat16 node the registry matches is not taken here, or
- * NULL: a GEMM where the vendor has no gemm_t; Pow with a base and an
- * exponent of different types (the kernel takes one storage type). */
-static const char* half_decline(const OnyxNode* node) {
+/* Why a node the registry matches is not taken here for its element types,
+ * or NULL: Pow with a base and an exponent of different types (the kernel
+ * takes one storage type); a float16 / bfloat16 GEMM where the vendor has no
+ * gemm_t. */
+static const char* type_decline(const OnyxNode* node) {
   const char* op = H->node_op_type(node);
   if (!H->node_input_count(node) || !H->node_input(node, 0)) return NULL;
   const int dt = dtype_of(H->value_elem_type(H->node_input(node, 0)));
-  if (dt != GPU_F16 && dt != GPU_BF16) return NULL;
-  if (!gpu_vendor.gemm_t &&
-      (!strcmp(op, "MatMul") || !strcmp(op, "Gemm") || !strcmp(op, "FusedMatMul")))
-    return "no float16 / bfloat16 GEMM in this provider";
   if (!strcmp(op, "Pow") && H->node_input_count(node) > 1 && H->node_input(node, 1) &&
       dtype_of(H->value_elem_type(H->node_input(node, 1))) != dt)
     return "Pow with an exponent of another type than the base";
+  if ((dt == GPU_F16 || dt == GPU_BF16) && !gpu_vendor.gemm_t &&
+      (!strcmp(op, "MatMul") || !strcmp(op, "Gemm") || !strcmp(op, "FusedMatMul")))
+    return "no float16 / bfloat16 GEMM in this provider";
   return NULL;
 }
 
@@ -1569,7 +1570,7 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
     if (!vendor_why && !strcmp(H->node_op_type(node), "FusedMatMul"))
       (void)fused_activation(node, &vendor_why);
     if (!vendor_why) vendor_why = gpu_attention_decline(node);
-    if (!vendor_why) vendor_why = half_decline(node);
+    if (!vendor_why) vendor_why = type_decline(node);
     if (vendor_why) {
       H->decline_node(b, node, vendor_why);
       continue;

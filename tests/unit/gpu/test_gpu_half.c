@@ -21,7 +21,8 @@
  * (MatMul, Add, Relu, LayerNormalization, Softmax, fused or not) placed
  * wholly on gpuemu, as the explain output says; and a float16 node the GPU
  * kernels still refuse (GlobalMaxPool), named in the explain output with the
- * reason. */
+ * reason; Clip with float16 bounds on the GPU, and Pow with a float16 base
+ * and a float32 exponent declined for its types. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -798,6 +799,50 @@ static void test_refused_node_explained(void** state) {
   onyx_session_release(s);
 }
 
+/* Clip with float16 min / max inputs (read on the host) runs on the GPU,
+ * exact; Pow with a float16 base and a float32 exponent is declined (the
+ * kernels take one storage type) with that reason, and runs on the CPU. */
+static void test_clip_and_mixed_pow(void** state) {
+  (void)state;
+  gpu_required();
+  const uint16_t lo = enc(-1.0, &F16), hi = enc(1.5, &F16);
+  static const float e[6] = {2.0f, 1.0f, 0.5f, 3.0f, 0.0f, 2.0f};
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", ONYX_ELEM_FLOAT16, 1, (int64_t[]){6});
+  otm_initializer(m, "lo", ONYX_ELEM_FLOAT16, 0, NULL, &lo);
+  otm_initializer(m, "hi", ONYX_ELEM_FLOAT16, 0, NULL, &hi);
+  otm_initializer(m, "e", ONYX_ELEM_FLOAT32, 1, (int64_t[]){6}, e);
+  otm_output(m, "c", ONYX_ELEM_FLOAT16, 1, (int64_t[]){6});
+  otm_output(m, "p", ONYX_ELEM_FLOAT16, 1, (int64_t[]){6});
+  otm_node(m, "Clip", "clip", "x,lo,hi", "c");
+  otm_node(m, "Pow", "pow", "x,e", "p");
+  OnyxSession* s = session(m, false);
+  char* text = NULL;
+  ok(onyx_session_explain(s, &text));
+  const char* clip = strstr(text, "\n  clip ");
+  const char* pow_ = strstr(text, "\n  pow ");
+  if (!clip || !pow_ || strncmp(strstr(clip, " -> ") + 4, GPU_NAME, strlen(GPU_NAME)) != 0 ||
+      strncmp(strstr(pow_, " -> ") + 4, "cpu", 3) != 0 ||
+      !strstr(pow_, "declined by " GPU_NAME ": Pow with an exponent of another type than the base"))
+    fail_msg("expected clip on " GPU_NAME ", pow on cpu declined for its types:\n%s", text);
+  onyx_free(text);
+  static const double xv[6] = {-2.5, -1.0, 0.25, 1.5, 3.0, -0.5};
+  uint16_t x[6];
+  for (int i = 0; i < 6; i++)
+    x[i] = enc(xv[i], &F16);
+  In in = {"x", ONYX_ELEM_FLOAT16, x, 1, {6}};
+  const char* outs[2] = {"c", "p"};
+  OnyxValue* out[2] = {NULL};
+  run(s, &in, 1, outs, 2, out);
+  double* c = decoded(out[0], &F16, 6);
+  for (int i = 0; i < 6; i++)
+    check_close("Clip", &F16, (size_t)i, c[i], fmin(fmax(xv[i], -1.0), 1.5), 0.0);
+  free(c);
+  onyx_value_release(out[0]);
+  onyx_value_release(out[1]);
+  onyx_session_release(s);
+}
+
 /* Keeps the provider mapped for the whole process (see test_gpu.c). */
 static int keep_mapped(void** state) {
   (void)state;
@@ -818,7 +863,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_float16),           cmocka_unit_test(test_gemm_bfloat16),
       cmocka_unit_test(test_elementwise_float16),    cmocka_unit_test(test_elementwise_bfloat16),
       cmocka_unit_test(test_model_float16),          cmocka_unit_test(test_model_bfloat16),
-      cmocka_unit_test(test_refused_node_explained),
+      cmocka_unit_test(test_refused_node_explained), cmocka_unit_test(test_clip_and_mixed_pow),
   };
   return cmocka_run_group_tests_name("gpu_half_" GPU_NAME, tests, keep_mapped, NULL);
 }

@@ -140,6 +140,54 @@ void launch_binary_flat(GpuBinaryOp op, const float* a, const float* b, float* o
   binary_flat_kernel<kA, kB><<<g, kThreads, 0, s>>>(op, a, b, o, n, pa, pb, vec);
 }
 
+/* The flat kernel of float16 / bfloat16 (kDt) operands: one element per
+ * thread step, no vector accesses. */
+template <int kA, int kB, int kDt>
+__global__ void binary_flat_half_kernel(GpuBinaryOp op, const void* a, const void* b, void* out,
+                                        int64_t n, int64_t pa, int64_t pb) {
+  GRID_STRIDE(i, n) {
+    gpub_st(out, i, kDt,
+            gpub_binary(op, gpub_ld(a, gpub_flat_index(kA, i, pa), kDt),
+                        gpub_ld(b, gpub_flat_index(kB, i, pb), kDt)));
+  }
+}
+
+template <int kDt>
+int binary_flat_half(GpuBinaryOp op, const void* a, const void* b, void* out, const GpuIter* it,
+                     int64_t n, cudaStream_t s) {
+  int64_t pa, pb;
+  const int fa = gpub_flat_layout(it, 1, &pa), fb = gpub_flat_layout(it, 2, &pb);
+  const char* ap = (const char*)a + it->offset[1] * 2;
+  const char* bp = (const char*)b + it->offset[2] * 2;
+  char* o = (char*)out + it->offset[0] * 2;
+  const unsigned g = blocks_for(n);
+  if (fa == GPU_FLAT_SCALAR && fb == GPU_FLAT_DENSE)
+    binary_flat_half_kernel<GPU_FLAT_SCALAR, GPU_FLAT_DENSE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fa == GPU_FLAT_SCALAR)
+    binary_flat_half_kernel<GPU_FLAT_SCALAR, GPU_FLAT_CYCLE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fa == GPU_FLAT_DENSE && fb == GPU_FLAT_SCALAR)
+    binary_flat_half_kernel<GPU_FLAT_DENSE, GPU_FLAT_SCALAR, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fa == GPU_FLAT_DENSE && fb == GPU_FLAT_DENSE)
+    binary_flat_half_kernel<GPU_FLAT_DENSE, GPU_FLAT_DENSE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fa == GPU_FLAT_DENSE)
+    binary_flat_half_kernel<GPU_FLAT_DENSE, GPU_FLAT_CYCLE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fb == GPU_FLAT_SCALAR)
+    binary_flat_half_kernel<GPU_FLAT_CYCLE, GPU_FLAT_SCALAR, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fb == GPU_FLAT_DENSE)
+    binary_flat_half_kernel<GPU_FLAT_CYCLE, GPU_FLAT_DENSE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else
+    binary_flat_half_kernel<GPU_FLAT_CYCLE, GPU_FLAT_CYCLE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  return (int)cudaGetLastError();
+}
+
 template <typename T>
 __global__ void where_kernel(const uint8_t* cond, const T* x, const T* y, T* out, GpuIter it,
                              GpuIter ity, int64_t n) {
@@ -631,22 +679,25 @@ int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const
   return binary_strided<GPU_F32>(op, a, b, out, it, n, s);
 }
 
-/* float16 / bfloat16: the strided kernel (the flat float4 kernels are
- * float32's). */
+/* float16 / bfloat16: the flat layouts (gpub_flat_binary) one element per
+ * thread step (the float4 kernels are float32's), the rest strided. */
 int gpuk_binary_t(GpuDtype dt, GpuBinaryOp op, const void* a, const void* b, void* out,
                   const GpuIter* it, void* stream) {
+  if (dt == GPU_F32) return gpuk_binary(op, (const float*)a, (const float*)b, out, it, stream);
   int64_t n = iter_count(*it);
   if (!n) return 0;
   cudaStream_t s = (cudaStream_t)stream;
+  const bool flat = op < GPU_EQUAL && gpub_flat_binary(it);
   switch (dt) {
-  case GPU_F32:
-    return gpuk_binary(op, (const float*)a, (const float*)b, out, it, stream);
   case GPU_F16:
-    return binary_strided<GPU_F16>(op, a, b, out, it, n, s);
+    return flat ? binary_flat_half<GPU_F16>(op, a, b, out, it, n, s)
+                : binary_strided<GPU_F16>(op, a, b, out, it, n, s);
   case GPU_BF16:
-    return binary_strided<GPU_BF16>(op, a, b, out, it, n, s);
+    return flat ? binary_flat_half<GPU_BF16>(op, a, b, out, it, n, s)
+                : binary_strided<GPU_BF16>(op, a, b, out, it, n, s);
+  default:
+    return -1;
   }
-  return -1;
 }
 
 int gpuk_unary(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha, float beta,

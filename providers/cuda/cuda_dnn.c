@@ -28,10 +28,11 @@
  * this file's kernel defs. 1-D inputs are run as 2-D with a height of 1.
  * com.onyx.training ConvGrad is cuda_dnn_grad.c's.
  *
- * Conv and ConvTranspose also take float16 and bfloat16 (CUDNN_DATA_HALF /
- * CUDNN_DATA_BFLOAT16 tensors and filters, a float32 compute type, tensor-op
- * math) through the legacy calls; the graph plans, FusedConv, pooling and
- * BatchNormalization are float32 only. */
+ * Conv, ConvTranspose and the pools cuDNN runs also take float16 and
+ * bfloat16 (CUDNN_DATA_HALF / CUDNN_DATA_BFLOAT16 tensors and filters; the
+ * convolutions with a float32 compute type and tensor-op math) through the
+ * legacy calls; the graph plans, FusedConv, the MaxPool forms of
+ * gpu_maxpool_compute and BatchNormalization are float32 only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,7 +230,10 @@ const char* cuda_dnn_decline(const OnyxNode* n) {
   int32_t r = x ? H->value_rank(x) : -1;
   if (r < 3 || r > 5) return "cuda: cuDNN takes inputs of known rank 3 to 5";
   if (global) return NULL;
-  if (!strcmp(op, "MaxPool") && maxpool_own_kernel(n)) return NULL; /* gpu_maxpool_compute */
+  if (!strcmp(op, "MaxPool") && maxpool_own_kernel(n)) /* gpu_maxpool_compute */
+    return H->value_elem_type(x) == ONYX_ELEM_FLOAT32
+               ? NULL
+               : "cuda: MaxPool with Indices or a window cuDNN cannot express takes float32 only";
   if (!auto_pad_ok(n)) return "cuda: auto_pad SAME_UPPER / SAME_LOWER is not supported";
   if (!pads_symmetric(n)) return "cuda: asymmetric pads are not supported by cuDNN";
   if (pool) {
@@ -811,9 +815,14 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
 static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   DnnKernel* k = state;
   const OnyxNode* n = k->base.node;
-  if (k->base.op == DNN_MAX_POOL && maxpool_own_kernel(n))
-    return gpu_maxpool_compute(&k->base, ctx);
   const OnyxTensor* X = H->ctx_input(ctx, 0);
+  if (k->base.op == DNN_MAX_POOL && maxpool_own_kernel(n)) {
+    if (H->tensor_elem_type(X) != ONYX_ELEM_FLOAT32)
+      return gpu_node_error(n, ONYX_NOT_IMPLEMENTED,
+                            "MaxPool with Indices or a window cuDNN cannot express takes float32 "
+                            "only");
+    return gpu_maxpool_compute(&k->base, ctx);
+  }
   size_t xr = H->tensor_rank(X);
   const int64_t* xd = H->tensor_dims(X);
   if (xr < 3 || xr > 5)
@@ -869,8 +878,9 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   Descs d = {0};
   const float one = 1.0f, zero = 0.0f;
-  cudnnStatus_t s = set_tensor(&d.x, xi, ir);
-  if (s == CUDNN_STATUS_SUCCESS) s = set_tensor(&d.y, yi, ir);
+  const cudnnDataType_t type = dnn_type(H->tensor_elem_type(X));
+  cudnnStatus_t s = set_tensor_t(&d.x, xi, ir, type);
+  if (s == CUDNN_STATUS_SUCCESS) s = set_tensor_t(&d.y, yi, ir, type);
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreatePoolingDescriptor(&d.pool);
   if (s == CUDNN_STATUS_SUCCESS)
     s = cudnnSetPoolingNdDescriptor(d.pool, mode, CUDNN_PROPAGATE_NAN, sp.sp, sp.kernel, sp.pad,
@@ -952,7 +962,8 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
 
 OnyxStatus* cuda_register_dnn_kernels(OnyxKernelRegistry* r) {
   static const OnyxTypeConstraint tf[] = {{"T", gpu_float_types, 1}};
-  /* Conv and ConvTranspose: float32, float16, bfloat16 (the legacy calls). */
+  /* Conv, ConvTranspose and the pools: float32, float16, bfloat16 (the
+   * legacy calls). */
   static const OnyxTypeConstraint treal[] = {{"T", gpu_real_types, 3}};
   static const struct {
     const char* op;
@@ -974,8 +985,8 @@ OnyxStatus* cuda_register_dnn_kernels(OnyxKernelRegistry* r) {
                        .since_version = defs[i].since,
                        .end_version = ONYX_OPSET_LATEST,
                        .type_constraints =
-                           defs[i].code == DNN_CONV || defs[i].code == DNN_CONV_TRANSPOSE ? treal
-                                                                                          : tf,
+                           defs[i].code == DNN_BATCH_NORM || defs[i].code == DNN_FUSED_CONV ? tf
+                                                                                            : treal,
                        .type_constraint_count = 1,
                        .create = dnn_create,
                        .compute = defs[i].compute,

@@ -19,10 +19,10 @@
  * broadcast); an element-wise chain with Where and Less; Softmax;
  * LayerNormalization; ReduceSum; a small float16 / bfloat16 model end to end
  * (MatMul, Add, Relu, LayerNormalization, Softmax, fused or not) placed
- * wholly on gpuemu, as the explain output says; and a float16 node the GPU
- * kernels still refuse (GlobalMaxPool), named in the explain output with the
- * reason; Clip with float16 bounds on the GPU, and Pow with a float16 base
- * and a float32 exponent declined for its types. */
+ * wholly on gpuemu, as the explain output says; a float16 node the GPU
+ * providers have no kernel for (InstanceNormalization) on the CPU, the
+ * reason in the explain output; Clip with float16 bounds on the GPU, and Pow
+ * with a float16 base and a float32 exponent declined for its types. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -755,44 +755,48 @@ static void test_model_bfloat16(void** state) {
   model_case(&BF16, true);
 }
 
-/* A float16 node the GPU kernels do not take (GlobalMaxPool: float32 only on
- * cuda, no kernel on gpuemu) runs on the CPU provider and the explain output
- * says why, while the float16 Relu after it stays on the GPU. */
+/* A float16 node the GPU providers have no kernel for (InstanceNormalization)
+ * runs on the CPU provider and the explain output says why, while the
+ * float16 Relu after it stays on the GPU. */
 static void test_refused_node_explained(void** state) {
   (void)state;
   gpu_required();
+  uint16_t sc[2] = {enc(2.0, &F16), enc(-1.0, &F16)}, bi[2] = {enc(0.5, &F16), enc(0.25, &F16)};
   OxTestModel* m = otm_new(17);
-  otm_input(m, "x", ONYX_ELEM_FLOAT16, 4, (int64_t[]){1, 2, 3, 3});
-  otm_output(m, "y", ONYX_ELEM_FLOAT16, 4, (int64_t[]){1, 2, 1, 1});
-  otm_node(m, "GlobalMaxPool", "pool", "x", "p");
+  otm_input(m, "x", ONYX_ELEM_FLOAT16, 3, (int64_t[]){1, 2, 4});
+  otm_initializer(m, "s", ONYX_ELEM_FLOAT16, 1, (int64_t[]){2}, sc);
+  otm_initializer(m, "b", ONYX_ELEM_FLOAT16, 1, (int64_t[]){2}, bi);
+  otm_output(m, "y", ONYX_ELEM_FLOAT16, 3, (int64_t[]){1, 2, 4});
+  otm_attr_float(otm_node(m, "InstanceNormalization", "norm", "x,s,b", "p"), "epsilon", 0.0f);
   otm_node(m, "Relu", "relu", "p", "y");
   OnyxSession* s = session(m, false);
   char* text = NULL;
   ok(onyx_session_explain(s, &text));
-  const char* at = strstr(text, "\n  pool ");
+  const char* at = strstr(text, "\n  norm ");
   const char* relu = strstr(text, "\n  relu ");
-  const char* why = at ? strstr(at, "declined by " GPU_NAME ": ") : NULL;
-  if (!at || !relu || !why || strncmp(strstr(at, " -> ") + 4, "cpu", 3) != 0 ||
+  if (!at || !relu || strncmp(strstr(at, " -> ") + 4, "cpu", 3) != 0 ||
       strncmp(strstr(relu, " -> ") + 4, GPU_NAME, strlen(GPU_NAME)) != 0 ||
-      (!strstr(why, "T=float16 not supported") && !strstr(why, "no kernel for GlobalMaxPool")))
-    fail_msg("expected pool on cpu, declined by " GPU_NAME " with the reason, and relu on " GPU_NAME
+      !strstr(at, "declined by " GPU_NAME ": no kernel for InstanceNormalization"))
+    fail_msg("expected norm on cpu, declined by " GPU_NAME " with the reason, and relu on " GPU_NAME
              ":\n%s",
              text);
   onyx_free(text);
-  /* The values: each channel's max, then Relu, exact in float16. */
-  uint16_t x[18];
-  for (int i = 0; i < 18; i++)
-    x[i] = enc((double)((i * 5) % 7) - (i < 9 ? 3.0 : 9.0), &F16);
-  In in = {"x", ONYX_ELEM_FLOAT16, x, 4, {1, 2, 3, 3}};
+  /* Each channel's 4 values -1, 1, -1, 1 (mean 0, variance 1) normalize to
+   * themselves: y = Relu(s * x + b), exact in float16. */
+  static const double xv[8] = {-1, 1, -1, 1, 3, 5, 3, 5};
+  uint16_t x[8];
+  for (int i = 0; i < 8; i++)
+    x[i] = enc(xv[i], &F16);
+  In in = {"x", ONYX_ELEM_FLOAT16, x, 3, {1, 2, 4}};
   const char* outs[1] = {"y"};
   OnyxValue* out = NULL;
   run(s, &in, 1, outs, 1, &out);
-  double* y = decoded(out, &F16, 2);
-  for (int c = 0; c < 2; c++) {
-    double mx = -INFINITY;
-    for (int i = 0; i < 9; i++)
-      mx = fmax(mx, dec(x[c * 9 + i], &F16));
-    check_close("GlobalMaxPool, Relu", &F16, (size_t)c, y[c], mx > 0 ? mx : 0, 0.0);
+  double* y = decoded(out, &F16, 8);
+  for (int i = 0; i < 8; i++) {
+    const int c = i / 4;
+    const double norm = c == 0 ? xv[i] : xv[i] - 4.0; /* channel 1: mean 4, variance 1 */
+    const double ref = fmax(dec(sc[c], &F16) * norm + dec(bi[c], &F16), 0.0);
+    check_close("InstanceNormalization, Relu", &F16, (size_t)i, y[i], ref, 0.0);
   }
   free(y);
   onyx_value_release(out);

@@ -22,7 +22,8 @@
  * wholly on gpuemu, as the explain output says; a float16 node the GPU
  * providers have no kernel for (InstanceNormalization) on the CPU, the
  * reason in the explain output; Clip with float16 bounds on the GPU, and Pow
- * with a float16 base and a float32 exponent declined for its types. */
+ * with a float16 base and a float32 exponent declined for its types; Conv
+ * and GlobalMaxPool (on cuDNN for cuda, on the CPU for gpuemu). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -803,6 +804,70 @@ static void test_refused_node_explained(void** state) {
   onyx_session_release(s);
 }
 
+/* Conv (3x3, pads 1, a bias) then GlobalMaxPool, float16 and bfloat16: on
+ * cuda both run on cuDNN (placement checked); gpuemu has no convolutions or
+ * pools, so there they run on the CPU and only the values are checked. The
+ * reference rounds the convolution's outputs to the format (the node
+ * boundary) and takes their maximum per channel. */
+static void conv_pool_case(const Fmt* f) {
+  enum { C = 3, K = 4, S = 6 };
+  double x[C * S * S], w[K * C * 9], b[K];
+  uint16_t hx[C * S * S], hw[K * C * 9], hb[K];
+  fill(f, 81, 1.0, C * S * S, x, hx);
+  fill(f, 82, 0.5, K * C * 9, w, hw);
+  fill(f, 83, 0.5, K, b, hb);
+  OxTestModel* m = otm_new(22); /* Conv takes bfloat16 from opset 22 */
+  otm_input(m, "x", f->type, 4, (int64_t[]){1, C, S, S});
+  otm_initializer(m, "w", f->type, 4, (int64_t[]){K, C, 3, 3}, hw);
+  otm_initializer(m, "b", f->type, 1, (int64_t[]){K}, hb);
+  otm_output(m, "y", f->type, 4, (int64_t[]){1, K, 1, 1});
+  OxTestNode* conv = otm_node(m, "Conv", "conv", "x,w,b", "c");
+  otm_attr_ints(conv, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  otm_node(m, "GlobalMaxPool", "pool", "c", "y");
+  OnyxSession* s = session(m, false);
+  if (!strcmp(GPU_NAME, "cuda")) all_on_gpu(s);
+  In in = {"x", f->type, hx, 4, {1, C, S, S}};
+  const char* outs[1] = {"y"};
+  OnyxValue* out = NULL;
+  run(s, &in, 1, outs, 1, &out);
+  double* y = decoded(out, f, K);
+  for (int k = 0; k < K; k++) {
+    double c[S * S], cmag = 0;
+    for (int i = 0; i < S; i++)
+      for (int j = 0; j < S; j++) {
+        double acc = b[k], mag = fabs(b[k]);
+        for (int ci = 0; ci < C; ci++)
+          for (int u = 0; u < 3; u++)
+            for (int v = 0; v < 3; v++) {
+              const int r = i + u - 1, q = j + v - 1;
+              if (r < 0 || r >= S || q < 0 || q >= S) continue;
+              const double t = x[(ci * S + r) * S + q] * w[((k * C + ci) * 3 + u) * 3 + v];
+              acc += t;
+              mag += fabs(t);
+            }
+        c[i * S + j] = ref_round(acc, f);
+        cmag = fmax(cmag, mag);
+      }
+    double ref = -INFINITY;
+    for (int i = 0; i < S * S; i++)
+      ref = fmax(ref, c[i]);
+    /* One unit of the format in the convolution's outputs (float32
+     * accumulation over 28 terms may round the other way). */
+    const double tol = f->eps * fabs(ref) + 28.0 * 0x1p-24 * cmag;
+    check_close("Conv, GlobalMaxPool", f, (size_t)k, y[k], ref, tol);
+  }
+  free(y);
+  onyx_value_release(out);
+  onyx_session_release(s);
+}
+
+static void test_conv_pool(void** state) {
+  (void)state;
+  gpu_required();
+  conv_pool_case(&F16);
+  conv_pool_case(&BF16);
+}
+
 /* Clip with float16 min / max inputs (read on the host) runs on the GPU,
  * exact; Pow with a float16 base and a float32 exponent is declined (the
  * kernels take one storage type) with that reason, and runs on the CPU. */
@@ -862,12 +927,19 @@ static int keep_mapped(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_cast_float16),           cmocka_unit_test(test_cast_bfloat16),
-      cmocka_unit_test(test_matmul_float16),         cmocka_unit_test(test_matmul_bfloat16),
-      cmocka_unit_test(test_gemm_float16),           cmocka_unit_test(test_gemm_bfloat16),
-      cmocka_unit_test(test_elementwise_float16),    cmocka_unit_test(test_elementwise_bfloat16),
-      cmocka_unit_test(test_model_float16),          cmocka_unit_test(test_model_bfloat16),
-      cmocka_unit_test(test_refused_node_explained), cmocka_unit_test(test_clip_and_mixed_pow),
+      cmocka_unit_test(test_cast_float16),
+      cmocka_unit_test(test_cast_bfloat16),
+      cmocka_unit_test(test_matmul_float16),
+      cmocka_unit_test(test_matmul_bfloat16),
+      cmocka_unit_test(test_gemm_float16),
+      cmocka_unit_test(test_gemm_bfloat16),
+      cmocka_unit_test(test_elementwise_float16),
+      cmocka_unit_test(test_elementwise_bfloat16),
+      cmocka_unit_test(test_model_float16),
+      cmocka_unit_test(test_model_bfloat16),
+      cmocka_unit_test(test_refused_node_explained),
+      cmocka_unit_test(test_clip_and_mixed_pow),
+      cmocka_unit_test(test_conv_pool),
   };
   return cmocka_run_group_tests_name("gpu_half_" GPU_NAME, tests, keep_mapped, NULL);
 }

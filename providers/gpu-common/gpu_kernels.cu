@@ -11,7 +11,11 @@
  * computes for an element or a strided row is in gpu_kernels_body.h, shared
  * with the host emulation (gpu_emu.c) that the tests run; the warp / block
  * kernels have no host twin (the emulation runs the per-row bodies, equal up
- * to float rounding). See docs/providers/cuda.md, "Kernels". */
+ * to float rounding). The floating kernels take their tensors' storage type
+ * (GpuDtype: float32, float16, bfloat16) as a template argument: operands are
+ * loaded to float, computed and accumulated in float, and stored in that
+ * type (gpub_ld / gpub_st). See docs/providers/cuda.md, "Kernels" and
+ * "float16 and bfloat16". */
 #include <math.h>
 #include <stdint.h>
 #include "gpu_kernels.h"

@@ -18,9 +18,8 @@
  * partly broadcast batches); Gemm (transA / transB, alpha, beta, C
  * broadcast); an element-wise chain with Where and Less; Softmax;
  * LayerNormalization; ReduceSum; a small float16 / bfloat16 model end to end
- * (MatMul, Add, Relu, LayerNormalization, Softmax, fused or not) placed
- * wholly on gpuemu, as the explain output says; a float16 node the GPU
- * providers have no kernel for (InstanceNormalization) on the CPU, the
+ * (MatMul, Add, Relu, LayerNormalization, Softmax) placed wholly on gpuemu, as the explain output
+ * says; a float16 node the GPU providers have no kernel for (InstanceNormalization) on the CPU, the
  * reason in the explain output; Clip with float16 bounds on the GPU, and Pow
  * with a float16 base and a float32 exponent declined for its types; Conv
  * and GlobalMaxPool (on cuDNN for cuda, on the CPU for gpuemu). */
@@ -678,10 +677,10 @@ static void test_elementwise_bfloat16(void** state) {
 /* --- a model end to end, and placement --------------------------------------------------- */
 
 /* y = Softmax(LayerNorm(Relu(x W + bias))), every tensor of f, the weights
- * initializers: with the optimizer (MatMul + Add + Relu may fuse into
- * com.onyx FusedMatMul) and without, every node on GPU_NAME. The reference
- * rounds each ONNX node's result to f; a fused node skips two of those
- * roundings, so the tolerance allows a few units of f on the way. */
+ * initializers: with the optimizer and without (the host's fusions rewrite
+ * float32 only, so the nodes stay as they are), every node on GPU_NAME. The
+ * reference rounds each node's result to f; float32 arithmetic may round a
+ * value the other way on the way, so the tolerance allows a few units of f. */
 static void model_case(const Fmt* f, bool optimize) {
   enum { R = 4, K = 32, N = 16 };
   double x[R * K], w[K * N], bias[N], sc[N], sh[N];

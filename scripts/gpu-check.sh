@@ -24,8 +24,9 @@
 #         6. compute-sanitizer memcheck over test_gpu_cuda and one run of the
 #            sample and benchmark models;
 #         7. Onyx against PyTorch on the same GPU (scripts/torch_peer.py;
-#            PEER_MODELS=a,b,... picks models), float32 and TF32, with the
-#            inputs and outputs bound on the device;
+#            PEER_MODELS=a,b,... picks models), float32 and TF32, and a
+#            float16 GPT block (gpt_block_fp16), with the inputs and outputs
+#            bound on the device;
 #         8. host profiles of 20 runs of PROFILE_MODELS (after step 7);
 #         9. training (not in the default STEPS): test_gpu_grad_cuda (the
 #            gradient and optimizer kernels against the CPU provider and

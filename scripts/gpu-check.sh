@@ -11,9 +11,9 @@
 #   [STEPS="1 2 ..."] scripts/gpu-check.sh run BUNDLE_DIR OUT_DIR
 #       there: finds the CUDA runtime, cuBLAS and cuDNN, then runs the steps
 #       (all seven by default):
-#         1. test_gpu_cuda, test_gpu_modes_cuda, test_nvtx and
-#            test_gpu_attention_cuda (their device tests run when a GPU is
-#            present);
+#         1. test_gpu_cuda, test_gpu_modes_cuda, test_nvtx,
+#            test_gpu_attention_cuda and test_gpu_half_cuda (float16 /
+#            bfloat16; their device tests run when a GPU is present);
 #         2. the sample model through cuda + cpu (placement and outputs);
 #         3. the node tests with --provider cuda --only (verdicts in OUT_DIR);
 #         4. the benchmark models through cuda + cpu against ONNX Runtime's
@@ -24,8 +24,9 @@
 #         6. compute-sanitizer memcheck over test_gpu_cuda and one run of the
 #            sample and benchmark models;
 #         7. Onyx against PyTorch on the same GPU (scripts/torch_peer.py;
-#            PEER_MODELS=a,b,... picks models), float32 and TF32, with the
-#            inputs and outputs bound on the device;
+#            PEER_MODELS=a,b,... picks models), float32 and TF32, and a
+#            float16 GPT block (gpt_block_fp16), with the inputs and outputs
+#            bound on the device;
 #         8. host profiles of 20 runs of PROFILE_MODELS (after step 7);
 #         9. training (not in the default STEPS): test_gpu_grad_cuda (the
 #            gradient and optimizer kernels against the CPU provider and
@@ -68,6 +69,7 @@ bundle() {
   cp "$build/bin/test_dist" "$b/bin/" 2>/dev/null || true
   cp "$build/bin/test_gpu_graph_cuda" "$b/bin/" 2>/dev/null || true
   cp "$build/bin/test_gpu_attention_cuda" "$b/bin/" 2>/dev/null || true
+  cp "$build/bin/test_gpu_half_cuda" "$b/bin/" 2>/dev/null || true
   if [ -x "$build/bin/test_nvtx" ] && [ -f "$build/lib/libonyx_nvtx_inject.so" ]; then
     cp "$build/bin/test_nvtx" "$b/bin/" && cp "$build/lib/libonyx_nvtx_inject.so" "$b/lib/"
     cp "$build/lib/libonyx_ep_fake.so" "$build/lib/libonyx_ep_gpuemu.so" "$b/lib/" 2>/dev/null || true
@@ -132,6 +134,14 @@ step1() {
     "$B/bin/test_gpu_attention_cuda" > "$O/test_gpu_attention_cuda.log" 2>&1
     echo "rc $?"
     grep -E 'test\(s\)|FAILED|ERROR|SKIP|differ|MISMATCH' "$O/test_gpu_attention_cuda.log" | head -30
+  else
+    echo "not in the bundle"
+  fi
+  echo "== 1e. test_gpu_half_cuda (float16 / bfloat16: Cast, cuBLAS GemmEx, kernels, a model)"
+  if [ -x "$B/bin/test_gpu_half_cuda" ]; then
+    "$B/bin/test_gpu_half_cuda" > "$O/test_gpu_half_cuda.log" 2>&1
+    echo "rc $?"
+    grep -E 'test\(s\)|FAILED|ERROR|SKIP|reference|became' "$O/test_gpu_half_cuda.log" | head -30
   else
     echo "not in the bundle"
   fi

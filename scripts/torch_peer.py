@@ -25,7 +25,12 @@ Models:
     PyTorch runs natively and Onyx runs as exported by torch.onnx.export:
     resnet50, mobilenet_v2, bert_base (12 encoder layers, sequence 128, a
     padding mask), gpt_block (one decoder block at sequence 1024 with a
-    causal mask and tanh-GELU), matmul_4096 (a 4096^3 product: the GEMM rate).
+    causal mask and tanh-GELU), matmul_4096 (a 4096^3 product: the GEMM rate);
+  * float16 variants of those modules (a name with the suffix _fp16, by
+    default gpt_block_fp16): the module and its float inputs in float16
+    (module.half()), exported in float16, so Onyx runs a float16 model; both
+    sides report their times in the fp32 columns and the TF32 columns stay
+    empty; the expected outputs are PyTorch's own float16 results.
 
 Prints a Markdown table and writes every figure to --out. Needs numpy, onnx,
 torch (and torchvision for the CNNs); models are made in --work, never
@@ -48,6 +53,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 BENCH = ["mlp", "bert_layer", "convnet", "matmul_1024"]
 ZOO = ["resnet50", "mobilenet_v2", "bert_base", "gpt_block", "matmul_4096"]  # zoo_models.GPU_ZOO
+HALF = ["gpt_block_fp16"]  # a ZOO module in float16
 
 
 # --------------------------------------------------------------------------- ONNX graph in torch
@@ -159,7 +165,10 @@ def export(name, module, inputs, in_names, folder, device):
         out = module.to(device)(*(a.to(device) for a in args))
     for i, (n, a) in enumerate(zip(in_names, inputs)):
         write_pb(os.path.join(folder, "test_data_set_0", f"input_{i}.pb"), n, a)
-    write_pb(os.path.join(folder, "test_data_set_0", "output_0.pb"), "output", out.float().cpu().numpy())
+    # float16 modules keep their outputs' type (the exported model's); the
+    # others are compared in float32.
+    out = out if out.dtype == torch.float16 else out.float()
+    write_pb(os.path.join(folder, "test_data_set_0", "output_0.pb"), "output", out.cpu().numpy())
 
 
 # --------------------------------------------------------------------------- timing
@@ -240,7 +249,7 @@ def main():
     ap.add_argument("--make-models", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                           "shared", "peer", "make_models.py"))
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--models", default=",".join(BENCH + ZOO))
+    ap.add_argument("--models", default=",".join(BENCH + ZOO + HALF))
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--timeout", type=int, default=300)
@@ -249,7 +258,7 @@ def main():
     args = ap.parse_args()
     dev = args.device
     os.makedirs(args.work, exist_ok=True)
-    names = [n for n in (args.models or ",".join(BENCH + ZOO)).split(",") if n]
+    names = [n for n in (args.models or ",".join(BENCH + ZOO + HALF)).split(",") if n]
     if any(n in BENCH for n in names) and not all(
             os.path.isfile(os.path.join(args.work, n, "model.onnx")) for n in names if n in BENCH):
         subprocess.run([sys.executable, args.make_models, args.work], check=True,
@@ -295,7 +304,12 @@ def main():
                         write_pb(os.path.join(folder, "test_data_set_0", f"output_{i}.pb"), vo.name,
                                  o.float().cpu().numpy())
             else:
-                module, inputs, in_names, _ = zoo_models.build(name, zoo_models.GPU_ZOO)
+                half = name.endswith("_fp16")
+                module, inputs, in_names, _ = zoo_models.build(name[:-5] if half else name,
+                                                               zoo_models.GPU_ZOO)
+                if half:
+                    module = module.half()
+                    inputs = [a.astype(np.float16) if a.dtype == np.float32 else a for a in inputs]
                 if not os.path.isfile(os.path.join(folder, "model.onnx")):
                     export(name, module, inputs, in_names, folder, dev)
                 module = module.eval().to(dev)
@@ -304,7 +318,8 @@ def main():
             row = {"model": name}
             set_tf32(False)
             row["torch_fp32_ms"] = time_torch(fn, dev, args.iters, args.warmup)
-            if cfg_tf:
+            tf_row = cfg_tf and not name.endswith("_fp16")
+            if tf_row:
                 set_tf32(True)
                 row["torch_tf32_ms"] = time_torch(fn, dev, args.iters, args.warmup)
                 set_tf32(False)
@@ -314,7 +329,7 @@ def main():
             row["onyx_session_ms"] = res.get("session_ms") if res else None
             if err:
                 row["onyx_error"] = err
-            if cfg_tf:
+            if tf_row:
                 res, err = onyx_bench(args, folder, cfg_tf, io_device)
                 row["onyx_tf32_ms"] = res["median_ms"] if res else None
                 if err:

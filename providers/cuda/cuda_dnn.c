@@ -26,7 +26,13 @@
  * training-mode BatchNormalization, run on gpu-common's own kernels
  * (gpu_norm_pool_ops.c: gpu_maxpool_compute, gpu_batchnorm_compute) under
  * this file's kernel defs. 1-D inputs are run as 2-D with a height of 1.
- * com.onyx.training ConvGrad is cuda_dnn_grad.c's. */
+ * com.onyx.training ConvGrad is cuda_dnn_grad.c's.
+ *
+ * Conv, ConvTranspose and the pools cuDNN runs also take float16 and
+ * bfloat16 (CUDNN_DATA_HALF / CUDNN_DATA_BFLOAT16 tensors and filters; the
+ * convolutions with a float32 compute type and tensor-op math) through the
+ * legacy calls; the graph plans, FusedConv, the MaxPool forms of
+ * gpu_maxpool_compute and BatchNormalization are float32 only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,7 +230,10 @@ const char* cuda_dnn_decline(const OnyxNode* n) {
   int32_t r = x ? H->value_rank(x) : -1;
   if (r < 3 || r > 5) return "cuda: cuDNN takes inputs of known rank 3 to 5";
   if (global) return NULL;
-  if (!strcmp(op, "MaxPool") && maxpool_own_kernel(n)) return NULL; /* gpu_maxpool_compute */
+  if (!strcmp(op, "MaxPool") && maxpool_own_kernel(n)) /* gpu_maxpool_compute */
+    return H->value_elem_type(x) == ONYX_ELEM_FLOAT32
+               ? NULL
+               : "cuda: MaxPool with Indices or a window cuDNN cannot express takes float32 only";
   if (!auto_pad_ok(n)) return "cuda: auto_pad SAME_UPPER / SAME_LOWER is not supported";
   if (!pads_symmetric(n)) return "cuda: asymmetric pads are not supported by cuDNN";
   if (pool) {
@@ -272,7 +281,15 @@ static OnyxStatus* to_int_dims(const OnyxNode* n, const int64_t* dims, size_t ra
   return NULL;
 }
 
-static cudnnStatus_t set_tensor(cudnnTensorDescriptor_t* t, const int* dims, int rank) {
+/* cuDNN's data type for a float32 / float16 / bfloat16 tensor. */
+static cudnnDataType_t dnn_type(OnyxElemType t) {
+  return t == ONYX_ELEM_FLOAT16    ? CUDNN_DATA_HALF
+         : t == ONYX_ELEM_BFLOAT16 ? CUDNN_DATA_BFLOAT16
+                                   : CUDNN_DATA_FLOAT;
+}
+
+static cudnnStatus_t set_tensor_t(cudnnTensorDescriptor_t* t, const int* dims, int rank,
+                                  cudnnDataType_t type) {
   int strides[DNN_MAX_DIMS];
   int s = 1;
   for (int i = rank - 1; i >= 0; i--) {
@@ -280,9 +297,12 @@ static cudnnStatus_t set_tensor(cudnnTensorDescriptor_t* t, const int* dims, int
     s *= dims[i];
   }
   cudnnStatus_t st = *t ? CUDNN_STATUS_SUCCESS : cudnnCreateTensorDescriptor(t);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnSetTensorNdDescriptor(*t, CUDNN_DATA_FLOAT, rank, dims, strides);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetTensorNdDescriptor(*t, type, rank, dims, strides);
   return st;
+}
+
+static cudnnStatus_t set_tensor(cudnnTensorDescriptor_t* t, const int* dims, int rank) {
+  return set_tensor_t(t, dims, rank, CUDNN_DATA_FLOAT);
 }
 
 /* Spatial attribute values (kernel_shape, strides, pads begin, dilations) as
@@ -353,10 +373,10 @@ static cudnnMathType_t conv_math(const GpuEp* g) {
   return g->use_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
-static int pick_fwd_algo(DnnKernel* k, CudaState* cs, Descs* d, const int64_t* xd, size_t xr) {
+static int pick_fwd_algo(DnnKernel* k, CudaState* cs, Descs* d, const int64_t* xd, size_t xr,
+                         cudnnMathType_t math) {
   GpuEp* g = k->base.ep;
   if (g->conv_algo == CUDA_ALGO_DEFAULT) return CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-  const cudnnMathType_t math = conv_math(g);
   pthread_mutex_lock(&k->lock);
   bool hit = k->algo_valid && k->rank == xr && k->algo_math == math &&
              !memcmp(k->shape, xd, xr * sizeof *xd);
@@ -663,7 +683,10 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
   void* stream;
   st = dnn_begin(k, ctx, &cs, &stream);
   if (st) return st;
-  if (!transpose && cs->conv_graph) {
+  /* float16 / bfloat16: the legacy calls (the graph plans are float32). */
+  const cudnnDataType_t type = dnn_type(H->tensor_elem_type(X));
+  const bool half = type != CUDNN_DATA_FLOAT;
+  if (!transpose && cs->conv_graph && !half) {
     bool handled = false;
     int rest = 0;
     st = conv_graph_run(k, cs, stream, &sp, xi, wi, yi, ir, X, W, B, Z, Y, &handled, &rest);
@@ -677,27 +700,31 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
   size_t ws_bytes = 0;
   bool done = false; /* bias, Z and activation applied by the fused call */
   const float one = 1.0f, zero = 0.0f;
-  cudnnStatus_t s = set_tensor(&d.x, xi, ir);
-  if (s == CUDNN_STATUS_SUCCESS) s = set_tensor(&d.y, yi, ir);
+  cudnnStatus_t s = set_tensor_t(&d.x, xi, ir, type);
+  if (s == CUDNN_STATUS_SUCCESS) s = set_tensor_t(&d.y, yi, ir, type);
   if (s == CUDNN_STATUS_SUCCESS && B) {
     int bi[DNN_MAX_DIMS];
     for (int i = 0; i < ir; i++)
       bi[i] = i == 1 ? yi[1] : 1;
-    s = set_tensor(&d.b, bi, ir);
+    s = set_tensor_t(&d.b, bi, ir, type);
   }
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateFilterDescriptor(&d.w);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = cudnnSetFilterNdDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, ir, wi);
+    s = cudnnSetFilterNdDescriptor(d.w, type, CUDNN_TENSOR_NCHW, ir, wi);
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateConvolutionDescriptor(&d.conv);
   if (s == CUDNN_STATUS_SUCCESS)
     s = cudnnSetConvolutionNdDescriptor(d.conv, sp.sp, sp.pad, sp.stride, sp.dil,
                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionGroupCount(d.conv, (int)group);
-  /* Full float32 (FMA math), or TF32 tensor cores under use_tf32. */
-  if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionMathType(d.conv, conv_math(k->base.ep));
+  /* Full float32 (FMA math), or TF32 tensor cores under use_tf32; float16 /
+   * bfloat16 on tensor cores, products accumulated in float32 (the compute
+   * type above). */
+  const cudnnMathType_t math = half ? CUDNN_TENSOR_OP_MATH : conv_math(k->base.ep);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionMathType(d.conv, math);
   const char* what = "setting up descriptors";
   if (s == CUDNN_STATUS_SUCCESS && !transpose) {
-    cudnnConvolutionFwdAlgo_t algo = (cudnnConvolutionFwdAlgo_t)pick_fwd_algo(k, cs, &d, xd, xr);
+    cudnnConvolutionFwdAlgo_t algo =
+        (cudnnConvolutionFwdAlgo_t)pick_fwd_algo(k, cs, &d, xd, xr, math);
     s = cudnnGetConvolutionForwardWorkspaceSize(cs->dnn, d.x, d.w, d.conv, d.y, algo, &ws_bytes);
     what = "cudnnGetConvolutionForwardWorkspaceSize";
     if (s == CUDNN_STATUS_SUCCESS && ws_bytes &&
@@ -788,9 +815,14 @@ static OnyxStatus* conv_compute(void* state, OnyxKernelContext* ctx) {
 static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   DnnKernel* k = state;
   const OnyxNode* n = k->base.node;
-  if (k->base.op == DNN_MAX_POOL && maxpool_own_kernel(n))
-    return gpu_maxpool_compute(&k->base, ctx);
   const OnyxTensor* X = H->ctx_input(ctx, 0);
+  if (k->base.op == DNN_MAX_POOL && maxpool_own_kernel(n)) {
+    if (H->tensor_elem_type(X) != ONYX_ELEM_FLOAT32)
+      return gpu_node_error(n, ONYX_NOT_IMPLEMENTED,
+                            "MaxPool with Indices or a window cuDNN cannot express takes float32 "
+                            "only");
+    return gpu_maxpool_compute(&k->base, ctx);
+  }
   size_t xr = H->tensor_rank(X);
   const int64_t* xd = H->tensor_dims(X);
   if (xr < 3 || xr > 5)
@@ -846,8 +878,9 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   Descs d = {0};
   const float one = 1.0f, zero = 0.0f;
-  cudnnStatus_t s = set_tensor(&d.x, xi, ir);
-  if (s == CUDNN_STATUS_SUCCESS) s = set_tensor(&d.y, yi, ir);
+  const cudnnDataType_t type = dnn_type(H->tensor_elem_type(X));
+  cudnnStatus_t s = set_tensor_t(&d.x, xi, ir, type);
+  if (s == CUDNN_STATUS_SUCCESS) s = set_tensor_t(&d.y, yi, ir, type);
   if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreatePoolingDescriptor(&d.pool);
   if (s == CUDNN_STATUS_SUCCESS)
     s = cudnnSetPoolingNdDescriptor(d.pool, mode, CUDNN_PROPAGATE_NAN, sp.sp, sp.kernel, sp.pad,
@@ -929,6 +962,9 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
 
 OnyxStatus* cuda_register_dnn_kernels(OnyxKernelRegistry* r) {
   static const OnyxTypeConstraint tf[] = {{"T", gpu_float_types, 1}};
+  /* Conv, ConvTranspose and the pools: float32, float16, bfloat16 (the
+   * legacy calls). */
+  static const OnyxTypeConstraint treal[] = {{"T", gpu_real_types, 3}};
   static const struct {
     const char* op;
     int32_t since, code;
@@ -948,7 +984,9 @@ OnyxStatus* cuda_register_dnn_kernels(OnyxKernelRegistry* r) {
                        .op_type = defs[i].op,
                        .since_version = defs[i].since,
                        .end_version = ONYX_OPSET_LATEST,
-                       .type_constraints = tf,
+                       .type_constraints =
+                           defs[i].code == DNN_BATCH_NORM || defs[i].code == DNN_FUSED_CONV ? tf
+                                                                                            : treal,
                        .type_constraint_count = 1,
                        .create = dnn_create,
                        .compute = defs[i].compute,

@@ -1,7 +1,9 @@
 /* cuda_vendor.c — what makes the shared GPU provider the CUDA provider:
  * names, the cudnn_conv_algo_search option, cuBLAS / cuDNN handles bound to
  * the EP's device (cuBLAS in TF32 tensor-op math under use_tf32), SGEMM
- * through cublasSgemmStridedBatched, and the cuDNN kernels (cuda_dnn.c). */
+ * through cublasSgemmStridedBatched, float16 / bfloat16 GEMMs through
+ * cublasGemmStridedBatchedEx (float32 accumulation), and the cuDNN kernels
+ * (cuda_dnn.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +97,39 @@ static OnyxStatus* cuda_gemm(GpuEp* g, void* stream, int trans_a, int trans_b, i
   return NULL;
 }
 
+/* float16 / bfloat16 A, B and C with CUBLAS_COMPUTE_32F: products and sums
+ * in float32, alpha and beta float, one rounding to the storage type at the
+ * end. cuBLAS runs these on tensor cores whatever the handle's math mode
+ * (CUBLAS_GEMM_DEFAULT picks a tensor-op algorithm for 16-bit inputs). */
+static OnyxStatus* cuda_gemm_t(GpuEp* g, void* stream, GpuDtype dt, int trans_a, int trans_b,
+                               int64_t m, int64_t n, int64_t k, float alpha, const void* a,
+                               int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+                               int64_t stride_b, float beta, void* c, int64_t ldc, int64_t stride_c,
+                               int64_t batch) {
+  if (dt == GPU_F32)
+    return cuda_gemm(g, stream, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                     stride_b, beta, c, ldc, stride_c, batch);
+  CudaState* cs = g->vendor_state;
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX ||
+      ldc > INT32_MAX || batch > INT32_MAX)
+    return gpu_host->status_create(ONYX_NOT_IMPLEMENTED,
+                                   "cuda: GEMM dimensions past 2^31 are not supported");
+  const cudaDataType_t type = dt == GPU_F16 ? CUDA_R_16F : CUDA_R_16BF;
+  pthread_mutex_lock(&g->vendor_lock);
+  cublasStatus_t s = cublasSetStream(cs->blas, (cudaStream_t)stream);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasGemmStridedBatchedEx(
+        cs->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
+        (int)m, (int)k, &alpha, b, type, (int)ldb, stride_b, a, type, (int)lda, stride_a, &beta, c,
+        type, (int)ldc, stride_c, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  pthread_mutex_unlock(&g->vendor_lock);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return gpu_host->status_create(ONYX_RUNTIME_ERROR, "cuda: cublasGemmStridedBatchedEx (%s): %s",
+                                   dt == GPU_F16 ? "float16" : "bfloat16",
+                                   cublasGetStatusString(s));
+  return NULL;
+}
+
 /* cuDNN's kernels, and NCCL's collectives where the build has nccl.h. */
 static OnyxStatus* cuda_register_kernels(OnyxKernelRegistry* r) {
   OnyxStatus* st = cuda_register_dnn_kernels(r);
@@ -117,4 +152,5 @@ const GpuVendor gpu_vendor = {.name = "cuda",
                               .ep_release = cuda_ep_release,
                               .register_kernels = cuda_register_kernels,
                               .decline = cuda_dnn_decline,
-                              .gemm = cuda_gemm};
+                              .gemm = cuda_gemm,
+                              .gemm_t = cuda_gemm_t};

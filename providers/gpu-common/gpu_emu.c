@@ -150,35 +150,45 @@ static bool size_ok(int elem_size) {
   return elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8;
 }
 
-int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const GpuIter* it,
-                void* stream) {
+int gpuk_binary_t(GpuDtype dt, GpuBinaryOp op, const void* a, const void* b, void* out,
+                  const GpuIter* it, void* stream) {
   int64_t n = iter_count(it);
   if (op < GPU_EQUAL && gpub_flat_binary(it)) { /* the device's flat kernels */
     int64_t qa, qb;
     const int ka = gpub_flat_layout(it, 1, &qa), kb = gpub_flat_layout(it, 2, &qb);
-    const float* pa = a + it->offset[1];
-    const float* pb = b + it->offset[2];
-    float* po = (float*)out + it->offset[0];
     for (int64_t i = 0; i < n; i++)
-      po[i] = gpub_binary(op, pa[gpub_flat_index(ka, i, qa)], pb[gpub_flat_index(kb, i, qb)]);
+      gpub_st(out, it->offset[0] + i, dt,
+              gpub_binary(op, gpub_ld(a, it->offset[1] + gpub_flat_index(ka, i, qa), dt),
+                          gpub_ld(b, it->offset[2] + gpub_flat_index(kb, i, qb), dt)));
     return EMU_OK;
   }
   for (int64_t i = 0; i < n; i++) {
     int64_t off[3];
     gpub_offsets(it, i, 3, off);
+    const float va = gpub_ld(a, off[1], dt), vb = gpub_ld(b, off[2], dt);
     if (op >= GPU_EQUAL)
-      ((uint8_t*)out)[off[0]] = gpub_compare(op, a[off[1]], b[off[2]]) ? 1 : 0;
+      ((uint8_t*)out)[off[0]] = gpub_compare(op, va, vb) ? 1 : 0;
     else
-      ((float*)out)[off[0]] = gpub_binary(op, a[off[1]], b[off[2]]);
+      gpub_st(out, off[0], dt, gpub_binary(op, va, vb));
   }
+  return EMU_OK;
+}
+
+int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const GpuIter* it,
+                void* stream) {
+  return gpuk_binary_t(GPU_F32, op, a, b, out, it, stream);
+}
+
+int gpuk_unary_t(GpuDtype dt, GpuUnaryOp op, const void* x, void* y, int64_t n, float alpha,
+                 float beta, void* stream) {
+  for (int64_t i = 0; i < n; i++)
+    gpub_st(y, i, dt, gpub_unary(op, gpub_ld(x, i, dt), alpha, beta));
   return EMU_OK;
 }
 
 int gpuk_unary(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha, float beta,
                void* stream) {
-  for (int64_t i = 0; i < n; i++)
-    y[i] = gpub_unary(op, x[i], alpha, beta);
-  return EMU_OK;
+  return gpuk_unary_t(GPU_F32, op, x, y, n, alpha, beta, stream);
 }
 
 int gpuk_where(const uint8_t* cond, const void* x, const void* y, void* out, const GpuIter* it,
@@ -212,39 +222,62 @@ int gpuk_copy(const void* in, void* out, const GpuIter* it, int elem_size, void*
   return EMU_OK;
 }
 
-int gpuk_softmax(const float* x, float* y, int64_t outer, int64_t axis, int64_t inner, int log,
-                 void* stream) {
+int gpuk_softmax_t(GpuDtype dt, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+                   int log, void* stream) {
   if (!axis) return EMU_OK;
   for (int64_t r = 0; r < outer * inner; r++)
-    gpub_softmax_row(x, y, r, axis, inner, log);
+    gpub_softmax_row(x, y, r, axis, inner, log, dt);
+  return EMU_OK;
+}
+
+int gpuk_softmax(const float* x, float* y, int64_t outer, int64_t axis, int64_t inner, int log,
+                 void* stream) {
+  return gpuk_softmax_t(GPU_F32, x, y, outer, axis, inner, log, stream);
+}
+
+int gpuk_layernorm_t(GpuDtype dt, const void* x, const void* scale, const void* bias, void* y,
+                     float* mean, float* inv_std, int64_t rows, int64_t cols, float epsilon,
+                     void* stream) {
+  for (int64_t r = 0; r < rows; r++)
+    gpub_layernorm_row(x, scale, bias, y, mean, inv_std, r, cols, epsilon, dt);
   return EMU_OK;
 }
 
 int gpuk_layernorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
                    float* inv_std, int64_t rows, int64_t cols, float epsilon, void* stream) {
-  for (int64_t r = 0; r < rows; r++)
-    gpub_layernorm_row(x, scale, bias, y, mean, inv_std, r, cols, epsilon);
+  return gpuk_layernorm_t(GPU_F32, x, scale, bias, y, mean, inv_std, rows, cols, epsilon, stream);
+}
+
+int gpuk_reduce_t(GpuDtype dt, GpuReduceOp op, const void* x, void* y, int64_t n_out, int64_t n_red,
+                  const GpuReduce* r, void* stream) {
+  int64_t outer = 0, inner = 0;
+  if (n_red > 0 && gpub_reduce_layout(r, &outer, &inner)) { /* the device's row / column kernels */
+    for (int64_t o = 0; o < outer * inner; o++)
+      gpub_st(y, o, dt, gpub_reduce_strided_one(op, x, o, n_red, inner, dt));
+    return EMU_OK;
+  }
+  for (int64_t o = 0; o < n_out; o++)
+    gpub_st(y, o, dt, gpub_reduce_one(op, x, o, n_red, r, dt));
   return EMU_OK;
 }
 
 int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t n_red,
                 const GpuReduce* r, void* stream) {
-  int64_t outer = 0, inner = 0;
-  if (n_red > 0 && gpub_reduce_layout(r, &outer, &inner)) { /* the device's row / column kernels */
-    for (int64_t o = 0; o < outer * inner; o++)
-      y[o] = gpub_reduce_strided_one(op, x, o, n_red, inner);
-    return EMU_OK;
-  }
-  for (int64_t o = 0; o < n_out; o++)
-    y[o] = gpub_reduce_one(op, x, o, n_red, r);
+  return gpuk_reduce_t(GPU_F32, op, x, y, n_out, n_red, r, stream);
+}
+
+int gpuk_epilogue_t(GpuDtype dt, void* y, const void* bias, const void* z, int64_t m, int64_t n,
+                    GpuActivation act, float alpha, float lo, float hi, void* stream) {
+  for (int64_t i = 0; i < m * n; i++)
+    gpub_st(y, i, dt,
+            gpub_epilogue(gpub_ld(y, i, dt), bias ? gpub_ld(bias, i % n, dt) : 0.0f,
+                          z ? gpub_ld(z, i, dt) : 0.0f, act, alpha, lo, hi));
   return EMU_OK;
 }
 
 int gpuk_epilogue(float* y, const float* bias, const float* z, int64_t m, int64_t n,
                   GpuActivation act, float alpha, float lo, float hi, void* stream) {
-  for (int64_t i = 0; i < m * n; i++)
-    y[i] = gpub_epilogue(y[i], bias ? bias[i % n] : 0.0f, z ? z[i] : 0.0f, act, alpha, lo, hi);
-  return EMU_OK;
+  return gpuk_epilogue_t(GPU_F32, y, bias, z, m, n, act, alpha, lo, hi, stream);
 }
 
 int gpuk_gather(const void* data, const void* idx, int idx_is_64, void* out, int64_t outer,
@@ -265,75 +298,13 @@ int gpuk_gather(const void* data, const void* idx, int idx_is_64, void* out, int
 }
 
 int gpuk_cast_supported(int type) {
-  return type == 1 || type == 2 || type == 3 || type == 6 || type == 7 || type == 9 || type == 11;
-}
-
-static bool is_float_type(int t) {
-  return t == 1 || t == 11;
-}
-
-/* Saturating float -> integer (the device's conversion instructions
- * saturate; C's cast would be undefined out of range); NaN gives 0. */
-static int64_t sat(double v, double lo, double hi) {
-  if (v != v) return 0;
-  if (v <= lo) return (int64_t)lo;
-  if (v >= hi) return (int64_t)hi;
-  return (int64_t)v;
+  return gpub_cast_type(type);
 }
 
 int gpuk_cast(const void* in, int in_type, void* out, int out_type, int64_t n, void* stream) {
-  if (!gpuk_cast_supported(in_type) || !gpuk_cast_supported(out_type)) return -1;
-  for (int64_t i = 0; i < n; i++) {
-    double d = 0;
-    int64_t v = 0;
-    switch (in_type) {
-    case 1:
-      d = ((const float*)in)[i];
-      break;
-    case 11:
-      d = ((const double*)in)[i];
-      break;
-    case 2:
-      v = ((const uint8_t*)in)[i];
-      break;
-    case 3:
-      v = ((const int8_t*)in)[i];
-      break;
-    case 6:
-      v = ((const int32_t*)in)[i];
-      break;
-    case 7:
-      v = ((const int64_t*)in)[i];
-      break;
-    case 9:
-      v = ((const uint8_t*)in)[i] != 0;
-      break;
-    }
-    bool f = is_float_type(in_type);
-    switch (out_type) {
-    case 1:
-      ((float*)out)[i] = f ? (float)d : (float)v;
-      break;
-    case 11:
-      ((double*)out)[i] = f ? d : (double)v;
-      break;
-    case 2:
-      ((uint8_t*)out)[i] = (uint8_t)(f ? sat(d, 0, 255) : v);
-      break;
-    case 3:
-      ((int8_t*)out)[i] = (int8_t)(f ? sat(d, -128, 127) : v);
-      break;
-    case 6:
-      ((int32_t*)out)[i] = (int32_t)(f ? sat(d, -2147483648.0, 2147483647.0) : v);
-      break;
-    case 7:
-      ((int64_t*)out)[i] = f ? sat(d, -9223372036854775808.0, 9223372036854774784.0) : v;
-      break;
-    case 9:
-      ((uint8_t*)out)[i] = f ? d != 0 : v != 0;
-      break;
-    }
-  }
+  if (!gpub_cast_type(in_type) || !gpub_cast_type(out_type)) return -1;
+  for (int64_t i = 0; i < n; i++)
+    gpub_cast_one(in, in_type, out, out_type, i);
   return EMU_OK;
 }
 
@@ -353,6 +324,30 @@ int gpuk_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
                  (trans_b ? bp[j * ldb + q] : bp[q * ldb + j]);
         float* y = cp + i * ldc + j;
         *y = beta == 0.0f ? alpha * (float)acc : alpha * (float)acc + beta * *y;
+      }
+  }
+  return EMU_OK;
+}
+
+/* The device's tiled GEMM on float16 / bfloat16 storage, emulated naively:
+ * products of the stored values, accumulated in double and rounded once to
+ * float (a tensor core's float32 accumulation differs by float rounding),
+ * alpha and beta applied in float, the result stored in dt. */
+int gpuk_gemm_t(GpuDtype dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+                int64_t stride_b, float beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch,
+                void* stream) {
+  for (int64_t p = 0; p < batch; p++) {
+    const int64_t oa = p * stride_a, ob = p * stride_b, oc = p * stride_c;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double acc = 0;
+        for (int64_t q = 0; q < k; q++)
+          acc += (double)gpub_ld(a, oa + (trans_a ? q * lda + i : i * lda + q), dt) *
+                 gpub_ld(b, ob + (trans_b ? j * ldb + q : q * ldb + j), dt);
+        const int64_t y = oc + i * ldc + j;
+        const float r = alpha * (float)acc;
+        gpub_st(c, y, dt, beta == 0.0f ? r : r + beta * gpub_ld(c, y, dt));
       }
   }
   return EMU_OK;

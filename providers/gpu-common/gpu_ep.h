@@ -53,6 +53,12 @@ typedef struct GpuVendor {
                       int64_t k, float alpha, const float* a, int64_t lda, int64_t stride_a,
                       const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
                       int64_t ldc, int64_t stride_c, int64_t batch);
+  /* The same GEMM on float16 / bfloat16 storage (dt), accumulated in
+   * float32; NULL: such MatMul / Gemm nodes are declined at placement. */
+  OnyxStatus* (*gemm_t)(GpuEp* g, void* stream, GpuDtype dt, int trans_a, int trans_b, int64_t m,
+                        int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
+                        int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, float beta,
+                        void* c, int64_t ldc, int64_t stride_c, int64_t batch);
 } GpuVendor;
 
 extern const GpuVendor gpu_vendor;
@@ -151,6 +157,8 @@ OnyxStatus* gpu_register(OnyxKernelRegistry* r, const char* op, int32_t since, i
                          OnyxStatus* (*compute)(void*, OnyxKernelContext*), int32_t code);
 
 extern const int32_t gpu_float_types[1];
+/* float32, float16 and bfloat16: what the storage-generic kernels take. */
+extern const int32_t gpu_real_types[3];
 extern const int32_t gpu_host_mem2[2]; /* {DEFAULT, HOST_ACCESSIBLE} */
 
 #endif /* ONYX_GPU_EP_H */

@@ -11,7 +11,11 @@
  * computes for an element or a strided row is in gpu_kernels_body.h, shared
  * with the host emulation (gpu_emu.c) that the tests run; the warp / block
  * kernels have no host twin (the emulation runs the per-row bodies, equal up
- * to float rounding). See docs/providers/cuda.md, "Kernels". */
+ * to float rounding). The floating kernels take their tensors' storage type
+ * (GpuDtype: float32, float16, bfloat16) as a template argument: operands are
+ * loaded to float, computed and accumulated in float, and stored in that
+ * type (gpub_ld / gpub_st). See docs/providers/cuda.md, "Kernels" and
+ * "float16 and bfloat16". */
 #include <math.h>
 #include <stdint.h>
 #include "gpu_kernels.h"
@@ -40,21 +44,34 @@ inline int64_t iter_count(const GpuIter& it) {
   return n;
 }
 
-__global__ void binary_kernel(GpuBinaryOp op, const float* a, const float* b, float* out,
-                              GpuIter it, int64_t n) {
+/* kDt (a GpuDtype) is the operands' storage type: a template argument, so
+ * that gpub_ld / gpub_st fold to plain accesses for float32. */
+template <int kDt>
+__global__ void binary_kernel(GpuBinaryOp op, const void* a, const void* b, void* out, GpuIter it,
+                              int64_t n) {
   GRID_STRIDE(i, n) {
     int64_t off[3];
     gpub_offsets(&it, i, 3, off);
-    out[off[0]] = gpub_binary(op, a[off[1]], b[off[2]]);
+    gpub_st(out, off[0], kDt, gpub_binary(op, gpub_ld(a, off[1], kDt), gpub_ld(b, off[2], kDt)));
   }
 }
 
-__global__ void compare_kernel(GpuBinaryOp op, const float* a, const float* b, uint8_t* out,
+template <int kDt>
+__global__ void compare_kernel(GpuBinaryOp op, const void* a, const void* b, uint8_t* out,
                                GpuIter it, int64_t n) {
   GRID_STRIDE(i, n) {
     int64_t off[3];
     gpub_offsets(&it, i, 3, off);
-    out[off[0]] = gpub_compare(op, a[off[1]], b[off[2]]) ? 1 : 0;
+    out[off[0]] = gpub_compare(op, gpub_ld(a, off[1], kDt), gpub_ld(b, off[2], kDt)) ? 1 : 0;
+  }
+}
+
+/* Element-wise over n contiguous float16 / bfloat16 elements. */
+template <int kDt>
+__global__ void unary_half_kernel(GpuUnaryOp op, const void* x, void* y, int64_t n, float alpha,
+                                  float beta) {
+  GRID_STRIDE(i, n) {
+    gpub_st(y, i, kDt, gpub_unary(op, gpub_ld(x, i, kDt), alpha, beta));
   }
 }
 
@@ -125,6 +142,54 @@ void launch_binary_flat(GpuBinaryOp op, const float* a, const float* b, float* o
                         int64_t pa, int64_t pb, int vec, cudaStream_t s) {
   const unsigned g = blocks_for(vec ? n / 4 + 3 : n); /* + 3: the tail's threads */
   binary_flat_kernel<kA, kB><<<g, kThreads, 0, s>>>(op, a, b, o, n, pa, pb, vec);
+}
+
+/* The flat kernel of float16 / bfloat16 (kDt) operands: one element per
+ * thread step, no vector accesses. */
+template <int kA, int kB, int kDt>
+__global__ void binary_flat_half_kernel(GpuBinaryOp op, const void* a, const void* b, void* out,
+                                        int64_t n, int64_t pa, int64_t pb) {
+  GRID_STRIDE(i, n) {
+    gpub_st(out, i, kDt,
+            gpub_binary(op, gpub_ld(a, gpub_flat_index(kA, i, pa), kDt),
+                        gpub_ld(b, gpub_flat_index(kB, i, pb), kDt)));
+  }
+}
+
+template <int kDt>
+int binary_flat_half(GpuBinaryOp op, const void* a, const void* b, void* out, const GpuIter* it,
+                     int64_t n, cudaStream_t s) {
+  int64_t pa, pb;
+  const int fa = gpub_flat_layout(it, 1, &pa), fb = gpub_flat_layout(it, 2, &pb);
+  const char* ap = (const char*)a + it->offset[1] * 2;
+  const char* bp = (const char*)b + it->offset[2] * 2;
+  char* o = (char*)out + it->offset[0] * 2;
+  const unsigned g = blocks_for(n);
+  if (fa == GPU_FLAT_SCALAR && fb == GPU_FLAT_DENSE)
+    binary_flat_half_kernel<GPU_FLAT_SCALAR, GPU_FLAT_DENSE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fa == GPU_FLAT_SCALAR)
+    binary_flat_half_kernel<GPU_FLAT_SCALAR, GPU_FLAT_CYCLE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fa == GPU_FLAT_DENSE && fb == GPU_FLAT_SCALAR)
+    binary_flat_half_kernel<GPU_FLAT_DENSE, GPU_FLAT_SCALAR, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fa == GPU_FLAT_DENSE && fb == GPU_FLAT_DENSE)
+    binary_flat_half_kernel<GPU_FLAT_DENSE, GPU_FLAT_DENSE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fa == GPU_FLAT_DENSE)
+    binary_flat_half_kernel<GPU_FLAT_DENSE, GPU_FLAT_CYCLE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fb == GPU_FLAT_SCALAR)
+    binary_flat_half_kernel<GPU_FLAT_CYCLE, GPU_FLAT_SCALAR, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else if (fb == GPU_FLAT_DENSE)
+    binary_flat_half_kernel<GPU_FLAT_CYCLE, GPU_FLAT_DENSE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  else
+    binary_flat_half_kernel<GPU_FLAT_CYCLE, GPU_FLAT_CYCLE, kDt>
+        <<<g, kThreads, 0, s>>>(op, ap, bp, o, n, pa, pb);
+  return (int)cudaGetLastError();
 }
 
 template <typename T>
@@ -220,68 +285,66 @@ template <bool kBlock> struct Group {
 /* Softmax / LogSoftmax of the rows of [outer, cols, inner] along the middle
  * dim (row r = o * inner + i; inner 1: contiguous rows, the axis is the last
  * dim): max, then the sum of exp(x - max), then the outputs. */
-template <bool kBlock>
-__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int64_t cols,
+template <bool kBlock, int kDt>
+__global__ void softmax_rows_kernel(const void* x, void* y, int64_t rows, int64_t cols,
                                     int64_t inner, int log_softmax) {
   const Group<kBlock> g;
   for (int64_t r = g.first; r < rows; r += g.step) {
     const int64_t base = (r / inner) * cols * inner + r % inner;
-    const float* xp = x + base;
-    float* yp = y + base;
     float mx = -INFINITY;
     for (int64_t j = g.lane; j < cols; j += g.width)
-      mx = fmaxf(mx, xp[j * inner]);
+      mx = fmaxf(mx, gpub_ld(x, base + j * inner, kDt));
     mx = g.reduce(mx, MaxOp(), -INFINITY);
     float sum = 0.0f;
     for (int64_t j = g.lane; j < cols; j += g.width)
-      sum += expf(xp[j * inner] - mx);
+      sum += expf(gpub_ld(x, base + j * inner, kDt) - mx);
     sum = g.reduce(sum, SumOp(), 0.0f);
     if (log_softmax) {
       const float shift = mx + logf(sum);
       for (int64_t j = g.lane; j < cols; j += g.width)
-        yp[j * inner] = xp[j * inner] - shift;
+        gpub_st(y, base + j * inner, kDt, gpub_ld(x, base + j * inner, kDt) - shift);
     } else {
       const float inv = 1.0f / sum;
       for (int64_t j = g.lane; j < cols; j += g.width)
-        yp[j * inner] = expf(xp[j * inner] - mx) * inv;
+        gpub_st(y, base + j * inner, kDt, expf(gpub_ld(x, base + j * inner, kDt) - mx) * inv);
     }
   }
 }
 
 /* The strided layout (inner > 1): one thread per (outer, inner) column;
  * adjacent threads read adjacent columns, so each step is coalesced. */
-__global__ void softmax_cols_kernel(const float* x, float* y, int64_t outer, int64_t axis,
+template <int kDt>
+__global__ void softmax_cols_kernel(const void* x, void* y, int64_t outer, int64_t axis,
                                     int64_t inner, int log_softmax) {
   GRID_STRIDE(r, outer * inner) {
-    gpub_softmax_row(x, y, r, axis, inner, log_softmax);
+    gpub_softmax_row(x, y, r, axis, inner, log_softmax, kDt);
   }
 }
 
 /* LayerNormalization of contiguous rows, two passes over the row (the mean,
  * then the mean of squared deviations, which does not cancel as E[x^2] -
  * E[x]^2 would), then the outputs. */
-template <bool kBlock>
-__global__ void layernorm_rows_kernel(const float* x, const float* scale, const float* bias,
-                                      float* y, float* mean_out, float* inv_std_out, int64_t rows,
+template <bool kBlock, int kDt>
+__global__ void layernorm_rows_kernel(const void* x, const void* scale, const void* bias, void* y,
+                                      float* mean_out, float* inv_std_out, int64_t rows,
                                       int64_t cols, float epsilon) {
   const Group<kBlock> g;
   for (int64_t r = g.first; r < rows; r += g.step) {
-    const float* xp = x + r * cols;
-    float* yp = y + r * cols;
+    const int64_t base = r * cols;
     float sum = 0.0f;
     for (int64_t j = g.lane; j < cols; j += g.width)
-      sum += xp[j];
+      sum += gpub_ld(x, base + j, kDt);
     const float mean = g.reduce(sum, SumOp(), 0.0f) / (float)cols;
     float sq = 0.0f;
     for (int64_t j = g.lane; j < cols; j += g.width) {
-      const float d = xp[j] - mean;
+      const float d = gpub_ld(x, base + j, kDt) - mean;
       sq += d * d;
     }
     const float var = g.reduce(sq, SumOp(), 0.0f) / (float)cols;
     const float inv = 1.0f / sqrtf(var + epsilon);
     for (int64_t j = g.lane; j < cols; j += g.width) {
-      const float v = (xp[j] - mean) * inv * scale[j];
-      yp[j] = bias ? v + bias[j] : v;
+      const float v = (gpub_ld(x, base + j, kDt) - mean) * inv * gpub_ld(scale, j, kDt);
+      gpub_st(y, base + j, kDt, bias ? v + gpub_ld(bias, j, kDt) : v);
     }
     if (g.lane == 0) {
       if (mean_out) mean_out[r] = mean;
@@ -297,42 +360,47 @@ __device__ inline float reduce_finish(float acc, GpuReduceOp op, int64_t n_red) 
 /* Reduction of the middle dim of [outer, n_red, inner], a group per output
  * (r = o * inner + i; inner 1: contiguous rows, the reduced dims are the
  * innermost). n_red >= 1. */
-template <bool kBlock, class Op>
-__global__ void reduce_rows_kernel(GpuReduceOp op, Op f, float identity, const float* x, float* y,
+template <bool kBlock, class Op, int kDt>
+__global__ void reduce_rows_kernel(GpuReduceOp op, Op f, float identity, const void* x, void* y,
                                    int64_t rows, int64_t n_red, int64_t inner) {
   const Group<kBlock> g;
   for (int64_t r = g.first; r < rows; r += g.step) {
-    const float* xp = x + (r / inner) * n_red * inner + r % inner;
+    const int64_t base = (r / inner) * n_red * inner + r % inner;
     float acc = identity;
     for (int64_t j = g.lane; j < n_red; j += g.width)
-      acc = f(acc, xp[j * inner]);
+      acc = f(acc, gpub_ld(x, base + j * inner, kDt));
     acc = g.reduce(acc, f, identity);
-    if (g.lane == 0) y[r] = reduce_finish(acc, op, n_red);
+    if (g.lane == 0) gpub_st(y, r, kDt, reduce_finish(acc, op, n_red));
   }
 }
 
 /* Reduction of the middle dim of [outer, n_red, inner] (inner > 1), one
  * thread per output (outer, inner): adjacent threads read adjacent columns. */
-__global__ void reduce_cols_kernel(GpuReduceOp op, const float* x, float* y, int64_t rows,
+template <int kDt>
+__global__ void reduce_cols_kernel(GpuReduceOp op, const void* x, void* y, int64_t rows,
                                    int64_t n_red, int64_t inner) {
   GRID_STRIDE(o, rows) {
-    y[o] = gpub_reduce_strided_one(op, x, o, n_red, inner);
+    gpub_st(y, o, kDt, gpub_reduce_strided_one(op, x, o, n_red, inner, kDt));
   }
 }
 
 /* Any layout: one thread per output element. */
-__global__ void reduce_kernel(GpuReduceOp op, const float* x, float* y, int64_t n_out,
-                              int64_t n_red, GpuReduce r) {
+template <int kDt>
+__global__ void reduce_kernel(GpuReduceOp op, const void* x, void* y, int64_t n_out, int64_t n_red,
+                              GpuReduce r) {
   GRID_STRIDE(o, n_out) {
-    y[o] = gpub_reduce_one(op, x, o, n_red, &r);
+    gpub_st(y, o, kDt, gpub_reduce_one(op, x, o, n_red, &r, kDt));
   }
 }
 
 /* The fused epilogue of FusedMatMul over Y [m, n]: bias, residual, activation. */
-__global__ void epilogue_kernel(float* y, const float* bias, const float* z, int64_t total,
-                                int64_t n, GpuActivation act, float alpha, float lo, float hi) {
+template <int kDt>
+__global__ void epilogue_kernel(void* y, const void* bias, const void* z, int64_t total, int64_t n,
+                                GpuActivation act, float alpha, float lo, float hi) {
   GRID_STRIDE(i, total) {
-    y[i] = gpub_epilogue(y[i], bias ? bias[i % n] : 0.0f, z ? z[i] : 0.0f, act, alpha, lo, hi);
+    gpub_st(y, i, kDt,
+            gpub_epilogue(gpub_ld(y, i, kDt), bias ? gpub_ld(bias, i % n, kDt) : 0.0f,
+                          z ? gpub_ld(z, i, kDt) : 0.0f, act, alpha, lo, hi));
   }
 }
 
@@ -352,6 +420,13 @@ template <typename S, typename D> __global__ void cast_kernel(const S* in, D* ou
   }
 }
 
+/* A Cast from or to float16 / bfloat16: the shared body, through double. */
+__global__ void cast_any_kernel(const void* in, int in_type, void* out, int out_type, int64_t n) {
+  GRID_STRIDE(i, n) {
+    gpub_cast_one(in, in_type, out, out_type, i);
+  }
+}
+
 template <typename S> __global__ void cast_to_bool_kernel(const S* in, uint8_t* out, int64_t n) {
   GRID_STRIDE(i, n) {
     out[i] = in[i] != (S)0 ? 1 : 0;
@@ -360,33 +435,36 @@ template <typename S> __global__ void cast_to_bool_kernel(const S* in, uint8_t* 
 
 const int kTile = 16;
 
+/* Tiles are float whatever the storage type kDt: float16 / bfloat16 operands
+ * are widened on load and the sum is accumulated in float. */
+template <int kDt>
 __global__ void gemm_kernel(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                            const float* a, int64_t lda, int64_t stride_a, const float* b,
-                            int64_t ldb, int64_t stride_b, float beta, float* c, int64_t ldc,
+                            const void* a, int64_t lda, int64_t stride_a, const void* b,
+                            int64_t ldb, int64_t stride_b, float beta, void* c, int64_t ldc,
                             int64_t stride_c) {
   __shared__ float ta[kTile][kTile];
   __shared__ float tb[kTile][kTile + 1];
-  int64_t batch = blockIdx.z;
-  a += batch * stride_a;
-  b += batch * stride_b;
-  c += batch * stride_c;
+  const int64_t batch = blockIdx.z;
+  const int64_t oa = batch * stride_a, ob = batch * stride_b, oc = batch * stride_c;
   int64_t row = (int64_t)blockIdx.y * kTile + threadIdx.y;
   int64_t col = (int64_t)blockIdx.x * kTile + threadIdx.x;
   float acc = 0.0f;
   for (int64_t k0 = 0; k0 < k; k0 += kTile) {
     int64_t ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
     ta[threadIdx.y][threadIdx.x] =
-        (row < m && ka < k) ? (trans_a ? a[ka * lda + row] : a[row * lda + ka]) : 0.0f;
+        (row < m && ka < k) ? gpub_ld(a, oa + (trans_a ? ka * lda + row : row * lda + ka), kDt)
+                            : 0.0f;
     tb[threadIdx.y][threadIdx.x] =
-        (kb < k && col < n) ? (trans_b ? b[col * ldb + kb] : b[kb * ldb + col]) : 0.0f;
+        (kb < k && col < n) ? gpub_ld(b, ob + (trans_b ? col * ldb + kb : kb * ldb + col), kDt)
+                            : 0.0f;
     __syncthreads();
     for (int kk = 0; kk < kTile; kk++)
       acc += ta[threadIdx.y][kk] * tb[kk][threadIdx.x];
     __syncthreads();
   }
   if (row < m && col < n) {
-    float* cp = c + row * ldc + col;
-    *cp = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cp;
+    const int64_t y = oc + row * ldc + col;
+    gpub_st(c, y, kDt, beta == 0.0f ? alpha * acc : alpha * acc + beta * gpub_ld(c, y, kDt));
   }
 }
 
@@ -486,21 +564,78 @@ inline bool thread_per_column(int64_t columns, int64_t len) {
   return columns >= 8192 || len < 32;
 }
 
-template <class Op>
-int launch_reduce(GpuReduceOp op, Op f, float identity, const float* x, float* y, int64_t outer,
+template <int kDt, class Op>
+int launch_reduce(GpuReduceOp op, Op f, float identity, const void* x, void* y, int64_t outer,
                   int64_t n_red, int64_t inner, cudaStream_t s) {
   const int64_t rows = outer * inner;
   if (inner > 1 && thread_per_column(rows, n_red)) {
-    reduce_cols_kernel<<<blocks_for(rows), kThreads, 0, s>>>(op, x, y, rows, n_red, inner);
+    reduce_cols_kernel<kDt><<<blocks_for(rows), kThreads, 0, s>>>(op, x, y, rows, n_red, inner);
     return launched();
   }
   RowLaunch l = row_launch(rows, n_red);
   if (l.block)
-    reduce_rows_kernel<true>
+    reduce_rows_kernel<true, Op, kDt>
         <<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, rows, n_red, inner);
   else
-    reduce_rows_kernel<false>
+    reduce_rows_kernel<false, Op, kDt>
         <<<l.grid, l.threads, 0, s>>>(op, f, identity, x, y, rows, n_red, inner);
+  return launched();
+}
+
+template <int kDt>
+int reduce_typed(GpuReduceOp op, const void* x, void* y, int64_t n_out, int64_t n_red,
+                 const GpuReduce* r, cudaStream_t s) {
+  int64_t outer = 0, inner = 0;
+  if (n_red > 0 && gpub_reduce_layout(r, &outer, &inner)) {
+    switch (op) {
+    case GPU_REDUCE_MAX:
+      return launch_reduce<kDt>(op, MaxOp(), -INFINITY, x, y, outer, n_red, inner, s);
+    case GPU_REDUCE_MIN:
+      return launch_reduce<kDt>(op, MinOp(), INFINITY, x, y, outer, n_red, inner, s);
+    default:
+      return launch_reduce<kDt>(op, SumOp(), 0.0f, x, y, outer, n_red, inner, s);
+    }
+  }
+  reduce_kernel<kDt><<<blocks_for(n_out), kThreads, 0, s>>>(op, x, y, n_out, n_red, *r);
+  return launched();
+}
+
+template <int kDt>
+int softmax_typed(const void* x, void* y, int64_t outer, int64_t axis, int64_t inner, int log,
+                  cudaStream_t s) {
+  const int64_t rows = outer * inner;
+  if (inner > 1 && thread_per_column(rows, axis)) {
+    softmax_cols_kernel<kDt><<<blocks_for(rows), kThreads, 0, s>>>(x, y, outer, axis, inner, log);
+    return launched();
+  }
+  RowLaunch l = row_launch(rows, axis);
+  if (l.block)
+    softmax_rows_kernel<true, kDt><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, inner, log);
+  else
+    softmax_rows_kernel<false, kDt><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, inner, log);
+  return launched();
+}
+
+template <int kDt>
+int layernorm_typed(const void* x, const void* scale, const void* bias, void* y, float* mean,
+                    float* inv_std, int64_t rows, int64_t cols, float epsilon, cudaStream_t s) {
+  RowLaunch l = row_launch(rows, cols);
+  if (l.block)
+    layernorm_rows_kernel<true, kDt>
+        <<<l.grid, l.threads, 0, s>>>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon);
+  else
+    layernorm_rows_kernel<false, kDt>
+        <<<l.grid, l.threads, 0, s>>>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon);
+  return launched();
+}
+
+template <int kDt>
+int binary_strided(GpuBinaryOp op, const void* a, const void* b, void* out, const GpuIter* it,
+                   int64_t n, cudaStream_t s) {
+  if (op >= GPU_EQUAL)
+    compare_kernel<kDt><<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (uint8_t*)out, *it, n);
+  else
+    binary_kernel<kDt><<<blocks_for(n), kThreads, 0, s>>>(op, a, b, out, *it, n);
   return launched();
 }
 
@@ -517,10 +652,7 @@ int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const
   int64_t n = iter_count(*it);
   if (!n) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  if (op >= GPU_EQUAL) {
-    compare_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (uint8_t*)out, *it, n);
-    return launched();
-  }
+  if (op >= GPU_EQUAL) return binary_strided<GPU_F32>(op, a, b, out, it, n, s);
   if (gpub_flat_binary(it)) {
     int64_t pa, pb;
     const int fa = gpub_flat_layout(it, 1, &pa), fb = gpub_flat_layout(it, 2, &pb);
@@ -548,8 +680,28 @@ int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const
       launch_binary_flat<GPU_FLAT_CYCLE, GPU_FLAT_CYCLE>(op, a, b, o, n, pa, pb, vec, s);
     return launched();
   }
-  binary_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, (float*)out, *it, n);
-  return launched();
+  return binary_strided<GPU_F32>(op, a, b, out, it, n, s);
+}
+
+/* float16 / bfloat16: the flat layouts (gpub_flat_binary) one element per
+ * thread step (the float4 kernels are float32's), the rest strided. */
+int gpuk_binary_t(GpuDtype dt, GpuBinaryOp op, const void* a, const void* b, void* out,
+                  const GpuIter* it, void* stream) {
+  if (dt == GPU_F32) return gpuk_binary(op, (const float*)a, (const float*)b, out, it, stream);
+  int64_t n = iter_count(*it);
+  if (!n) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  const bool flat = op < GPU_EQUAL && gpub_flat_binary(it);
+  switch (dt) {
+  case GPU_F16:
+    return flat ? binary_flat_half<GPU_F16>(op, a, b, out, it, n, s)
+                : binary_strided<GPU_F16>(op, a, b, out, it, n, s);
+  case GPU_BF16:
+    return flat ? binary_flat_half<GPU_BF16>(op, a, b, out, it, n, s)
+                : binary_strided<GPU_BF16>(op, a, b, out, it, n, s);
+  default:
+    return -1;
+  }
 }
 
 int gpuk_unary(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha, float beta,
@@ -558,6 +710,20 @@ int gpuk_unary(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha, 
   const int vec = aligned16(x) && aligned16(y);
   unary_kernel<<<blocks_for(vec ? n / 4 + 3 : n), kThreads, 0, (cudaStream_t)stream>>>(
       op, x, y, n, alpha, beta, vec);
+  return launched();
+}
+
+int gpuk_unary_t(GpuDtype dt, GpuUnaryOp op, const void* x, void* y, int64_t n, float alpha,
+                 float beta, void* stream) {
+  if (dt == GPU_F32) return gpuk_unary(op, (const float*)x, (float*)y, n, alpha, beta, stream);
+  if (!n) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (dt == GPU_F16)
+    unary_half_kernel<GPU_F16><<<blocks_for(n), kThreads, 0, s>>>(op, x, y, n, alpha, beta);
+  else if (dt == GPU_BF16)
+    unary_half_kernel<GPU_BF16><<<blocks_for(n), kThreads, 0, s>>>(op, x, y, n, alpha, beta);
+  else
+    return -1;
   return launched();
 }
 
@@ -602,63 +768,92 @@ int gpuk_copy(const void* in, void* out, const GpuIter* it, int elem_size, void*
   }
 }
 
+int gpuk_softmax_t(GpuDtype dt, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+                   int log, void* stream) {
+  if (outer * inner == 0 || !axis) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  switch (dt) {
+  case GPU_F32:
+    return softmax_typed<GPU_F32>(x, y, outer, axis, inner, log, s);
+  case GPU_F16:
+    return softmax_typed<GPU_F16>(x, y, outer, axis, inner, log, s);
+  case GPU_BF16:
+    return softmax_typed<GPU_BF16>(x, y, outer, axis, inner, log, s);
+  }
+  return -1;
+}
+
 int gpuk_softmax(const float* x, float* y, int64_t outer, int64_t axis, int64_t inner, int log,
                  void* stream) {
-  int64_t rows = outer * inner;
-  if (!rows || !axis) return 0;
+  return gpuk_softmax_t(GPU_F32, x, y, outer, axis, inner, log, stream);
+}
+
+int gpuk_layernorm_t(GpuDtype dt, const void* x, const void* scale, const void* bias, void* y,
+                     float* mean, float* inv_std, int64_t rows, int64_t cols, float epsilon,
+                     void* stream) {
+  if (!rows) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  if (inner > 1 && thread_per_column(rows, axis)) {
-    softmax_cols_kernel<<<blocks_for(rows), kThreads, 0, s>>>(x, y, outer, axis, inner, log);
-    return launched();
+  switch (dt) {
+  case GPU_F32:
+    return layernorm_typed<GPU_F32>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon, s);
+  case GPU_F16:
+    return layernorm_typed<GPU_F16>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon, s);
+  case GPU_BF16:
+    return layernorm_typed<GPU_BF16>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon, s);
   }
-  RowLaunch l = row_launch(rows, axis);
-  if (l.block)
-    softmax_rows_kernel<true><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, inner, log);
-  else
-    softmax_rows_kernel<false><<<l.grid, l.threads, 0, s>>>(x, y, rows, axis, inner, log);
-  return launched();
+  return -1;
 }
 
 int gpuk_layernorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
                    float* inv_std, int64_t rows, int64_t cols, float epsilon, void* stream) {
-  if (!rows) return 0;
+  return gpuk_layernorm_t(GPU_F32, x, scale, bias, y, mean, inv_std, rows, cols, epsilon, stream);
+}
+
+int gpuk_reduce_t(GpuDtype dt, GpuReduceOp op, const void* x, void* y, int64_t n_out, int64_t n_red,
+                  const GpuReduce* r, void* stream) {
+  if (!n_out) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  RowLaunch l = row_launch(rows, cols);
-  if (l.block)
-    layernorm_rows_kernel<true>
-        <<<l.grid, l.threads, 0, s>>>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon);
-  else
-    layernorm_rows_kernel<false>
-        <<<l.grid, l.threads, 0, s>>>(x, scale, bias, y, mean, inv_std, rows, cols, epsilon);
-  return launched();
+  switch (dt) {
+  case GPU_F32:
+    return reduce_typed<GPU_F32>(op, x, y, n_out, n_red, r, s);
+  case GPU_F16:
+    return reduce_typed<GPU_F16>(op, x, y, n_out, n_red, r, s);
+  case GPU_BF16:
+    return reduce_typed<GPU_BF16>(op, x, y, n_out, n_red, r, s);
+  }
+  return -1;
 }
 
 int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t n_red,
                 const GpuReduce* r, void* stream) {
-  if (!n_out) return 0;
+  return gpuk_reduce_t(GPU_F32, op, x, y, n_out, n_red, r, stream);
+}
+
+int gpuk_epilogue_t(GpuDtype dt, void* y, const void* bias, const void* z, int64_t m, int64_t n,
+                    GpuActivation act, float alpha, float lo, float hi, void* stream) {
+  int64_t total = m * n;
+  if (!total) return 0;
+  const unsigned g = blocks_for(total);
   cudaStream_t s = (cudaStream_t)stream;
-  int64_t outer = 0, inner = 0;
-  if (n_red > 0 && gpub_reduce_layout(r, &outer, &inner)) {
-    switch (op) {
-    case GPU_REDUCE_MAX:
-      return launch_reduce(op, MaxOp(), -INFINITY, x, y, outer, n_red, inner, s);
-    case GPU_REDUCE_MIN:
-      return launch_reduce(op, MinOp(), INFINITY, x, y, outer, n_red, inner, s);
-    default:
-      return launch_reduce(op, SumOp(), 0.0f, x, y, outer, n_red, inner, s);
-    }
+  switch (dt) {
+  case GPU_F32:
+    epilogue_kernel<GPU_F32><<<g, kThreads, 0, s>>>(y, bias, z, total, n, act, alpha, lo, hi);
+    break;
+  case GPU_F16:
+    epilogue_kernel<GPU_F16><<<g, kThreads, 0, s>>>(y, bias, z, total, n, act, alpha, lo, hi);
+    break;
+  case GPU_BF16:
+    epilogue_kernel<GPU_BF16><<<g, kThreads, 0, s>>>(y, bias, z, total, n, act, alpha, lo, hi);
+    break;
+  default:
+    return -1;
   }
-  reduce_kernel<<<blocks_for(n_out), kThreads, 0, s>>>(op, x, y, n_out, n_red, *r);
   return launched();
 }
 
 int gpuk_epilogue(float* y, const float* bias, const float* z, int64_t m, int64_t n,
                   GpuActivation act, float alpha, float lo, float hi, void* stream) {
-  int64_t total = m * n;
-  if (!total) return 0;
-  epilogue_kernel<<<blocks_for(total), kThreads, 0, (cudaStream_t)stream>>>(y, bias, z, total, n,
-                                                                            act, alpha, lo, hi);
-  return launched();
+  return gpuk_epilogue_t(GPU_F32, y, bias, z, m, n, act, alpha, lo, hi, stream);
 }
 
 int gpuk_gather(const void* data, const void* idx, int idx_is_64, void* out, int64_t outer,
@@ -680,12 +875,17 @@ int gpuk_gather(const void* data, const void* idx, int idx_is_64, void* out, int
 }
 
 int gpuk_cast_supported(int type) {
-  return type == 1 || type == 2 || type == 3 || type == 6 || type == 7 || type == 9 || type == 11;
+  return gpub_cast_type(type);
 }
 
 int gpuk_cast(const void* in, int in_type, void* out, int out_type, int64_t n, void* stream) {
+  if (!gpub_cast_type(in_type) || !gpub_cast_type(out_type)) return -1;
   if (!n) return 0;
   cudaStream_t s = (cudaStream_t)stream;
+  if (in_type == 10 || in_type == 16 || out_type == 10 || out_type == 16) {
+    cast_any_kernel<<<blocks_for(n), kThreads, 0, s>>>(in, in_type, out, out_type, n);
+    return launched();
+  }
   switch (in_type) {
   case 1:
     return cast_from((const float*)in, out, out_type, n, s);
@@ -706,18 +906,41 @@ int gpuk_cast(const void* in, int in_type, void* out, int out_type, int64_t n, v
   }
 }
 
-int gpuk_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-              const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-              int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch,
-              void* stream) {
+int gpuk_gemm_t(GpuDtype dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+                int64_t stride_b, float beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch,
+                void* stream) {
   if (!m || !n || !batch) return 0;
   if (batch > 65535 || (m + kTile - 1) / kTile > 65535) return -1; /* grid y and z limits */
   dim3 block(kTile, kTile);
   dim3 grid((unsigned)((n + kTile - 1) / kTile), (unsigned)((m + kTile - 1) / kTile),
             (unsigned)batch);
-  gemm_kernel<<<grid, block, 0, (cudaStream_t)stream>>>(
-      trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc, stride_c);
+  cudaStream_t s = (cudaStream_t)stream;
+  switch (dt) {
+  case GPU_F32:
+    gemm_kernel<GPU_F32><<<grid, block, 0, s>>>(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                                                b, ldb, stride_b, beta, c, ldc, stride_c);
+    break;
+  case GPU_F16:
+    gemm_kernel<GPU_F16><<<grid, block, 0, s>>>(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                                                b, ldb, stride_b, beta, c, ldc, stride_c);
+    break;
+  case GPU_BF16:
+    gemm_kernel<GPU_BF16><<<grid, block, 0, s>>>(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                                                 b, ldb, stride_b, beta, c, ldc, stride_c);
+    break;
+  default:
+    return -1;
+  }
   return launched();
+}
+
+int gpuk_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+              int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch,
+              void* stream) {
+  return gpuk_gemm_t(GPU_F32, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                     beta, c, ldc, stride_c, batch, stream);
 }
 
 } // extern "C"

@@ -16,6 +16,15 @@ extern "C" {
 
 #define GPU_MAX_RANK 8
 
+/* The storage type of a floating kernel's tensors. Every kernel loads its
+ * operands to float, computes (and accumulates) in float and stores in this
+ * type; the `_t` launchers take it, the others are float32. */
+typedef enum GpuDtype {
+  GPU_F32 = 0,
+  GPU_F16 = 1,  /* IEEE binary16 */
+  GPU_BF16 = 2, /* bfloat16 */
+} GpuDtype;
+
 /* An iteration space of `rank` dims over which up to three operands are
  * addressed with their own strides (0 where an operand is broadcast). The
  * output, operand 0, is usually contiguous. */
@@ -46,6 +55,9 @@ typedef enum GpuBinaryOp {
  * is out, 1 is a, 2 is b. */
 int gpuk_binary(GpuBinaryOp op, const float* a, const float* b, void* out, const GpuIter* it,
                 void* stream);
+/* The same with a, b (and out, except for comparisons) of storage type dt. */
+int gpuk_binary_t(GpuDtype dt, GpuBinaryOp op, const void* a, const void* b, void* out,
+                  const GpuIter* it, void* stream);
 
 typedef enum GpuUnaryOp {
   GPU_RELU,
@@ -74,6 +86,8 @@ typedef enum GpuUnaryOp {
 
 int gpuk_unary(GpuUnaryOp op, const float* x, float* y, int64_t n, float alpha, float beta,
                void* stream);
+int gpuk_unary_t(GpuDtype dt, GpuUnaryOp op, const void* x, void* y, int64_t n, float alpha,
+                 float beta, void* stream);
 
 /* out[i] = cond[i] ? x[i] : y[i] over a broadcast iteration; operand 0 is
  * out, 1 cond (bool), 2 x; y uses strides_y/offset_y. elem_size: 1, 2, 4 or 8. */
@@ -88,12 +102,18 @@ int gpuk_copy(const void* in, void* out, const GpuIter* it, int elem_size, void*
 /* Softmax over the middle dim of [outer, axis, inner]; log != 0: LogSoftmax. */
 int gpuk_softmax(const float* x, float* y, int64_t outer, int64_t axis, int64_t inner, int log,
                  void* stream);
+int gpuk_softmax_t(GpuDtype dt, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+                   int log, void* stream);
 
 /* LayerNormalization over rows of `cols`; scale/bias are broadcast over rows
  * with `param_cols` elements (== cols, repeated otherwise); bias may be NULL;
  * mean / inv_std (one per row) may be NULL. */
 int gpuk_layernorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
                    float* inv_std, int64_t rows, int64_t cols, float epsilon, void* stream);
+/* x, scale, bias and y of storage type dt; mean and inv_std float32. */
+int gpuk_layernorm_t(GpuDtype dt, const void* x, const void* scale, const void* bias, void* y,
+                     float* mean, float* inv_std, int64_t rows, int64_t cols, float epsilon,
+                     void* stream);
 
 typedef enum GpuReduceOp {
   GPU_REDUCE_SUM,
@@ -111,6 +131,8 @@ typedef struct GpuReduce {
 } GpuReduce;
 int gpuk_reduce(GpuReduceOp op, const float* x, float* y, int64_t n_out, int64_t n_red,
                 const GpuReduce* r, void* stream);
+int gpuk_reduce_t(GpuDtype dt, GpuReduceOp op, const void* x, void* y, int64_t n_out, int64_t n_red,
+                  const GpuReduce* r, void* stream);
 
 /* The activation of a fused epilogue (FusedMatMul's `activation`). */
 typedef enum GpuActivation {
@@ -125,6 +147,8 @@ typedef enum GpuActivation {
  * values) and z (Y's shape) each optional (NULL), in one pass. */
 int gpuk_epilogue(float* y, const float* bias, const float* z, int64_t m, int64_t n,
                   GpuActivation act, float alpha, float lo, float hi, void* stream);
+int gpuk_epilogue_t(GpuDtype dt, void* y, const void* bias, const void* z, int64_t m, int64_t n,
+                    GpuActivation act, float alpha, float lo, float hi, void* stream);
 
 /* Gather along an axis of data viewed as [outer, axis_dim, inner]:
  * out[o, j, i] = data[o, idx[j], i]; negative indices count from the end;
@@ -134,7 +158,9 @@ int gpuk_gather(const void* data, const void* idx, int idx_is_64, void* out, int
                 int64_t axis_dim, int64_t inner, int64_t n_idx, int elem_size, void* stream);
 
 /* Cast between ONNX element types float32 (1), int32 (6), int64 (7),
- * bool (9), float64 (11), uint8 (2), int8 (3). Returns -1 for another pair. */
+ * bool (9), float64 (11), uint8 (2), int8 (3), float16 (10) and bfloat16
+ * (16); to float16 / bfloat16 rounds to nearest even (gpub_cast_one).
+ * Returns -1 for another pair. */
 int gpuk_cast(const void* in, int in_type, void* out, int out_type, int64_t n, void* stream);
 int gpuk_cast_supported(int type);
 
@@ -147,6 +173,11 @@ int gpuk_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
               const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
               int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c, int64_t batch,
               void* stream);
+/* The same with A, B and C of storage type dt, accumulated in float32. */
+int gpuk_gemm_t(GpuDtype dt, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
+                int64_t stride_b, float beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch,
+                void* stream);
 
 #ifdef __cplusplus
 }

@@ -9,14 +9,214 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gpu_kernels.h"
 
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#include "gpu_vendor.h" /* the device intrinsics (__float_as_uint) */
 #define GPU_FN static __device__ inline
 #else
 #define GPU_FN static inline
 #endif
+
+/* --- Storage types: float32, float16 (IEEE binary16) and bfloat16 ---------------------
+ *
+ * Kernels load their operands to float, compute and accumulate in float (or
+ * double where a one-thread row sum needs it), and store in the tensor's own
+ * type. The conversions are bit manipulations in portable C, so the device
+ * kernels and the host emulation round identically: float -> float16 and
+ * float -> bfloat16 round to nearest, ties to even; infinities stay
+ * infinities, NaN stays a (quiet) NaN; float16 overflow (from 65520 up, the
+ * midpoint past 65504) gives infinity; float16 subnormals are produced and
+ * read exactly. */
+
+/* A float's bits and back: the device's reinterpreting intrinsics (the same
+ * names on CUDA and HIP), memcpy in C. */
+GPU_FN uint32_t gpub_f32_bits(float f) {
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+  return __float_as_uint(f);
+#else
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  return x;
+#endif
+}
+
+GPU_FN float gpub_bits_f32(uint32_t x) {
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+  return __uint_as_float(x);
+#else
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+#endif
+}
+
+GPU_FN float gpub_f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0x1Fu) return gpub_bits_f32(sign | 0x7F800000u | (m << 13)); /* inf, NaN */
+  if (e) return gpub_bits_f32(sign | ((e + 112u) << 23) | (m << 13));   /* rebias 15 -> 127 */
+  const float v = (float)m * 5.9604644775390625e-8f; /* subnormal: m * 2^-24, exact */
+  return sign ? -v : v;
+}
+
+GPU_FN uint16_t gpub_f32_to_f16(float f) {
+  const uint32_t x = gpub_f32_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
+  if (ax > 0x7F800000u) /* NaN: quiet, with the payload's top bits */
+    return (uint16_t)(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));
+  if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u); /* >= 65520 and inf: inf */
+  if (ax < 0x38800000u) {                                   /* below 2^-14: subnormal or 0 */
+    if (ax <= 0x33000000u) return (uint16_t)sign; /* <= 2^-25: 0 (2^-25 is a tie, to even) */
+    const uint32_t e = ax >> 23, mant = (ax & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126u - e; /* value / 2^-24 = mant >> shift, shift in [14, 24] */
+    uint32_t r = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r++; /* may carry into the smallest normal */
+    return (uint16_t)(sign | r);
+  }
+  const uint32_t rb = ax - 0x38000000u; /* exponent rebiased 127 -> 15 */
+  uint32_t h = rb >> 13;
+  const uint32_t rem = rb & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry steps the exponent */
+  return (uint16_t)(sign | h);
+}
+
+GPU_FN float gpub_bf16_to_f32(uint16_t h) {
+  return gpub_bits_f32((uint32_t)h << 16);
+}
+
+GPU_FN uint16_t gpub_f32_to_bf16(float f) {
+  uint32_t x = gpub_f32_bits(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  x += 0x7FFFu + ((x >> 16) & 1u); /* to nearest, ties to even; FLT_MAX rounds to inf */
+  return (uint16_t)(x >> 16);
+}
+
+/* Element i of p, of storage type dt, as float. */
+GPU_FN float gpub_ld(const void* p, int64_t i, int dt) {
+  if (dt == GPU_F16) return gpub_f16_to_f32(((const uint16_t*)p)[i]);
+  if (dt == GPU_BF16) return gpub_bf16_to_f32(((const uint16_t*)p)[i]);
+  return ((const float*)p)[i];
+}
+
+/* Stores v as element i of p, of storage type dt. */
+GPU_FN void gpub_st(void* p, int64_t i, int dt, float v) {
+  if (dt == GPU_F16)
+    ((uint16_t*)p)[i] = gpub_f32_to_f16(v);
+  else if (dt == GPU_BF16)
+    ((uint16_t*)p)[i] = gpub_f32_to_bf16(v);
+  else
+    ((float*)p)[i] = v;
+}
+
+/* A double rounded to float with round-to-odd (an inexact result gets an odd
+ * last bit): rounding that float once more to float16 or bfloat16 (at least
+ * 13 bits shorter) then equals rounding the double directly, with no double
+ * rounding at a tie. */
+GPU_FN float gpub_f64_to_f32_odd(double d) {
+  const float f = (float)d;
+  if ((double)f == d || f != f || f - f != 0.0f) return f; /* exact, NaN or overflowed */
+  const uint32_t x = gpub_f32_bits(f);
+  if (x & 1u) return f;
+  /* f is the nearest float; d lies between f and the neighbour towards d,
+   * and of the two the odd one is the round-to-odd result. */
+  const int away = fabs(d) > fabs((double)f);
+  return gpub_bits_f32(away ? x + 1u : x - 1u);
+}
+
+/* Saturating double -> integer (the device's conversion instructions
+ * saturate; C's cast would be undefined out of range); NaN gives 0. */
+GPU_FN int64_t gpub_sat(double v, double lo, double hi) {
+  if (v != v) return 0;
+  if (v <= lo) return (int64_t)lo;
+  if (v >= hi) return (int64_t)hi;
+  return (int64_t)v;
+}
+
+/* Whether Cast takes ONNX element type t: float32 (1), uint8 (2), int8 (3),
+ * int32 (6), int64 (7), bool (9), float16 (10), float64 (11), bfloat16
+ * (16). */
+static inline int gpub_cast_type(int t) {
+  return t == 1 || t == 2 || t == 3 || t == 6 || t == 7 || t == 9 || t == 10 || t == 11 || t == 16;
+}
+
+/* Element i of a Cast between two gpub_cast_type types: floating sources go
+ * through double (exact for every source), integer sources through int64;
+ * to float16 / bfloat16 rounds once, to nearest even; to an integer
+ * saturates; to bool tests != 0. */
+GPU_FN void gpub_cast_one(const void* in, int in_type, void* out, int out_type, int64_t i) {
+  double d = 0.0;
+  int64_t v = 0;
+  int f = 1;
+  switch (in_type) {
+  case 1:
+    d = ((const float*)in)[i];
+    break;
+  case 10:
+    d = gpub_f16_to_f32(((const uint16_t*)in)[i]);
+    break;
+  case 16:
+    d = gpub_bf16_to_f32(((const uint16_t*)in)[i]);
+    break;
+  case 11:
+    d = ((const double*)in)[i];
+    break;
+  default:
+    f = 0;
+    switch (in_type) {
+    case 2:
+      v = ((const uint8_t*)in)[i];
+      break;
+    case 3:
+      v = ((const int8_t*)in)[i];
+      break;
+    case 6:
+      v = ((const int32_t*)in)[i];
+      break;
+    case 7:
+      v = ((const int64_t*)in)[i];
+      break;
+    case 9:
+      v = ((const uint8_t*)in)[i] != 0;
+      break;
+    default:
+      break;
+    }
+  }
+  switch (out_type) {
+  case 1:
+    ((float*)out)[i] = f ? (float)d : (float)v;
+    break;
+  case 10:
+    ((uint16_t*)out)[i] = gpub_f32_to_f16(gpub_f64_to_f32_odd(f ? d : (double)v));
+    break;
+  case 16:
+    ((uint16_t*)out)[i] = gpub_f32_to_bf16(gpub_f64_to_f32_odd(f ? d : (double)v));
+    break;
+  case 11:
+    ((double*)out)[i] = f ? d : (double)v;
+    break;
+  case 2:
+    ((uint8_t*)out)[i] = (uint8_t)(f ? gpub_sat(d, 0, 255) : v);
+    break;
+  case 3:
+    ((int8_t*)out)[i] = (int8_t)(f ? gpub_sat(d, -128, 127) : v);
+    break;
+  case 6:
+    ((int32_t*)out)[i] = (int32_t)(f ? gpub_sat(d, -2147483648.0, 2147483647.0) : v);
+    break;
+  case 7:
+    ((int64_t*)out)[i] = f ? gpub_sat(d, -9223372036854775808.0, 9223372036854774784.0) : v;
+    break;
+  case 9:
+    ((uint8_t*)out)[i] = f ? d != 0 : v != 0;
+    break;
+  default:
+    break;
+  }
+}
 
 /* Element offsets of operands [0, count) for linear index i. */
 GPU_FN void gpub_offsets(const GpuIter* it, int64_t i, int count, int64_t* off) {
@@ -140,56 +340,58 @@ GPU_FN float gpub_epilogue(float v, float bias, float z, int act, float alpha, f
   }
 }
 
-/* Softmax of row r of [outer, axis, inner] (r = o * inner + i). */
-GPU_FN void gpub_softmax_row(const float* x, float* y, int64_t r, int64_t axis, int64_t inner,
-                             int log_softmax) {
-  int64_t o = r / inner, in = r % inner;
-  const float* xp = x + o * axis * inner + in;
-  float* yp = y + o * axis * inner + in;
+/* Softmax of row r of [outer, axis, inner] (r = o * inner + i), x and y of
+ * storage type dt. */
+GPU_FN void gpub_softmax_row(const void* x, void* y, int64_t r, int64_t axis, int64_t inner,
+                             int log_softmax, int dt) {
+  const int64_t base = (r / inner) * axis * inner + r % inner;
   float mx = -INFINITY;
   for (int64_t j = 0; j < axis; j++)
-    mx = fmaxf(mx, xp[j * inner]);
+    mx = fmaxf(mx, gpub_ld(x, base + j * inner, dt));
   /* One thread sums the whole axis: in double, so that a long axis keeps
    * float precision (a float running sum drifts by ~1e-4 over 5000 terms). */
   double acc = 0.0;
   for (int64_t j = 0; j < axis; j++)
-    acc += expf(xp[j * inner] - mx);
+    acc += expf(gpub_ld(x, base + j * inner, dt) - mx);
   const float sum = (float)acc;
   if (log_softmax) {
     float ls = logf(sum);
     for (int64_t j = 0; j < axis; j++)
-      yp[j * inner] = xp[j * inner] - mx - ls;
+      gpub_st(y, base + j * inner, dt, gpub_ld(x, base + j * inner, dt) - mx - ls);
   } else {
     for (int64_t j = 0; j < axis; j++)
-      yp[j * inner] = expf(xp[j * inner] - mx) / sum;
+      gpub_st(y, base + j * inner, dt, expf(gpub_ld(x, base + j * inner, dt) - mx) / sum);
   }
 }
 
-GPU_FN void gpub_layernorm_row(const float* x, const float* scale, const float* bias, float* y,
+/* LayerNormalization of row r: x, scale, bias and y of storage type dt,
+ * mean_out and inv_std_out float32. */
+GPU_FN void gpub_layernorm_row(const void* x, const void* scale, const void* bias, void* y,
                                float* mean_out, float* inv_std_out, int64_t r, int64_t cols,
-                               float epsilon) {
-  const float* xp = x + r * cols;
-  float* yp = y + r * cols;
+                               float epsilon, int dt) {
+  const int64_t base = r * cols;
   double mean = 0.0, var = 0.0;
   for (int64_t j = 0; j < cols; j++)
-    mean += xp[j];
+    mean += gpub_ld(x, base + j, dt);
   mean /= (double)cols;
   for (int64_t j = 0; j < cols; j++) {
-    double d = xp[j] - mean;
+    double d = gpub_ld(x, base + j, dt) - mean;
     var += d * d;
   }
   var /= (double)cols;
   float inv = (float)(1.0 / sqrt(var + (double)epsilon));
   for (int64_t j = 0; j < cols; j++) {
-    float v = (float)(xp[j] - mean) * inv * scale[j];
-    yp[j] = bias ? v + bias[j] : v;
+    float v = (float)(gpub_ld(x, base + j, dt) - mean) * inv * gpub_ld(scale, j, dt);
+    gpub_st(y, base + j, dt, bias ? v + gpub_ld(bias, j, dt) : v);
   }
   if (mean_out) mean_out[r] = (float)mean;
   if (inv_std_out) inv_std_out[r] = inv;
 }
 
-/* Output element o of a reduction. */
-GPU_FN float gpub_reduce_one(int op, const float* x, int64_t o, int64_t n_red, const GpuReduce* r) {
+/* Output element o of a reduction of x (storage type dt); the result in
+ * float. */
+GPU_FN float gpub_reduce_one(int op, const void* x, int64_t o, int64_t n_red, const GpuReduce* r,
+                             int dt) {
   int64_t base = 0, rest = o;
   for (int d = r->kept_rank - 1; d >= 0; d--) {
     base += (rest % r->kept_dims[d]) * r->kept_strides[d];
@@ -202,7 +404,7 @@ GPU_FN float gpub_reduce_one(int op, const float* x, int64_t o, int64_t n_red, c
       off += (kr % r->red_dims[d]) * r->red_strides[d];
       kr /= r->red_dims[d];
     }
-    float v = x[off];
+    float v = gpub_ld(x, off, dt);
     acc = op == GPU_REDUCE_MAX ? fmaxf(acc, v) : op == GPU_REDUCE_MIN ? fminf(acc, v) : acc + v;
   }
   if (op == GPU_REDUCE_MEAN) acc = n_red ? acc / (float)n_red : NAN;
@@ -211,12 +413,12 @@ GPU_FN float gpub_reduce_one(int op, const float* x, int64_t o, int64_t n_red, c
 
 /* A reduction over the middle dim of [outer, n_red, inner]: output r = o *
  * inner + i, whose elements are n_red apart by inner. */
-GPU_FN float gpub_reduce_strided_one(int op, const float* x, int64_t r, int64_t n_red,
-                                     int64_t inner) {
-  const float* xp = x + (r / inner) * n_red * inner + r % inner;
+GPU_FN float gpub_reduce_strided_one(int op, const void* x, int64_t r, int64_t n_red, int64_t inner,
+                                     int dt) {
+  const int64_t base = (r / inner) * n_red * inner + r % inner;
   float acc = op == GPU_REDUCE_MAX ? -INFINITY : op == GPU_REDUCE_MIN ? INFINITY : 0.0f;
   for (int64_t j = 0; j < n_red; j++) {
-    float v = xp[j * inner];
+    float v = gpub_ld(x, base + j * inner, dt);
     acc = op == GPU_REDUCE_MAX ? fmaxf(acc, v) : op == GPU_REDUCE_MIN ? fminf(acc, v) : acc + v;
   }
   return op == GPU_REDUCE_MEAN ? acc / (float)n_red : acc;

@@ -13,10 +13,12 @@
 #include "gpu_attention.h"
 #include "gpu_ep.h"
 #include "gpu_grad_ops.h"
+#include "gpu_kernels_body.h"
 
 #define H gpu_host
 
 const int32_t gpu_float_types[1] = {ONYX_ELEM_FLOAT32};
+const int32_t gpu_real_types[3] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16};
 const int32_t gpu_host_mem2[2] = {ONYX_MEM_DEFAULT, ONYX_MEM_HOST_ACCESSIBLE};
 /* Every input after the first in host memory (Slice, Clip, ...). */
 static const int32_t g_host_mem_rest[5] = {ONYX_MEM_DEFAULT, ONYX_MEM_HOST_ACCESSIBLE,
@@ -30,9 +32,9 @@ static const int32_t g_any_types[13] = {
     ONYX_ELEM_FLOAT32, ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16, ONYX_ELEM_INT8,
     ONYX_ELEM_INT16,   ONYX_ELEM_INT32,   ONYX_ELEM_INT64,   ONYX_ELEM_UINT8,    ONYX_ELEM_UINT16,
     ONYX_ELEM_UINT32,  ONYX_ELEM_UINT64,  ONYX_ELEM_BOOL};
-static const int32_t g_cast_types[7] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_UINT8, ONYX_ELEM_INT8,
-                                        ONYX_ELEM_INT32,   ONYX_ELEM_INT64, ONYX_ELEM_BOOL,
-                                        ONYX_ELEM_FLOAT64};
+static const int32_t g_cast_types[9] = {ONYX_ELEM_FLOAT32, ONYX_ELEM_UINT8,   ONYX_ELEM_INT8,
+                                        ONYX_ELEM_INT32,   ONYX_ELEM_INT64,   ONYX_ELEM_BOOL,
+                                        ONYX_ELEM_FLOAT64, ONYX_ELEM_FLOAT16, ONYX_ELEM_BFLOAT16};
 static const OnyxAlias g_view = {0, 0, ONYX_ALIAS_VIEW};
 
 /* ---------------------------------------------------------------------------------- */
@@ -148,6 +150,41 @@ static size_t elem_size(OnyxElemType t) {
   }
 }
 
+/* The storage type of a float32 / float16 / bfloat16 tensor; -1 for another. */
+static int dtype_of(OnyxElemType t) {
+  return t == ONYX_ELEM_FLOAT32    ? GPU_F32
+         : t == ONYX_ELEM_FLOAT16  ? GPU_F16
+         : t == ONYX_ELEM_BFLOAT16 ? GPU_BF16
+                                   : -1;
+}
+
+static const char* dtype_name(int dt) {
+  return dt == GPU_F16 ? "float16" : dt == GPU_BF16 ? "bfloat16" : "float32";
+}
+
+/* The storage type of t (an input named `what` in errors), which must be
+ * float32, float16 or bfloat16. */
+static OnyxStatus* input_dtype(const OnyxNode* n, const OnyxTensor* t, const char* what,
+                               GpuDtype* dt) {
+  const int d = dtype_of(H->tensor_elem_type(t));
+  *dt = GPU_F32;
+  if (d < 0)
+    return gpu_node_error(n, ONYX_NOT_IMPLEMENTED,
+                          "%s has element type %d; the GPU kernel takes float32, float16 or "
+                          "bfloat16",
+                          what, (int)H->tensor_elem_type(t));
+  *dt = (GpuDtype)d;
+  return NULL;
+}
+
+/* That tensor t has storage type dt (an operand of the same kernel). */
+static OnyxStatus* same_dtype(const OnyxNode* n, const OnyxTensor* t, const char* what,
+                              GpuDtype dt) {
+  if (!t || dtype_of(H->tensor_elem_type(t)) == (int)dt) return NULL;
+  return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "%s must be %s like the first input", what,
+                        dtype_name(dt));
+}
+
 static OnyxStatus* check_rank(const OnyxNode* n, size_t rank, const char* what) {
   if (rank <= GPU_MAX_RANK) return NULL;
   return gpu_node_error(n, ONYX_NOT_IMPLEMENTED, "%s has rank %zu; the GPU kernels take at most %d",
@@ -190,13 +227,16 @@ static OnyxStatus* read_ints(const OnyxNode* n, const OnyxTensor* t, const char*
   return NULL;
 }
 
-/* A float scalar in host memory (Clip's min / max). */
+/* A float32 / float16 / bfloat16 scalar in host memory (Clip's min / max),
+ * as float. */
 static OnyxStatus* read_scalar(const OnyxNode* n, const OnyxTensor* t, float* out) {
   if (!t) return NULL;
-  if (H->tensor_elem_type(t) != ONYX_ELEM_FLOAT32 || H->tensor_elem_count(t) != 1 ||
-      H->tensor_memory(t)->kind != ONYX_DEVICE_CPU)
-    return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "min / max must be one float in host memory");
-  *out = *(const float*)H->tensor_data(t);
+  const int dt = dtype_of(H->tensor_elem_type(t));
+  if (dt < 0 || H->tensor_elem_count(t) != 1 || H->tensor_memory(t)->kind != ONYX_DEVICE_CPU)
+    return gpu_node_error(n, ONYX_INVALID_ARGUMENT,
+                          "min / max must be one float32, float16 or bfloat16 value in host "
+                          "memory");
+  *out = gpub_ld(H->tensor_data(t), 0, dt);
   return NULL;
 }
 
@@ -291,6 +331,10 @@ static OnyxStatus* binary_compute(void* state, OnyxKernelContext* ctx) {
   OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
   if (st) return st;
   const OnyxTensor* in[2] = {H->ctx_input(ctx, 0), H->ctx_input(ctx, 1)};
+  GpuDtype dt;
+  st = input_dtype(k->node, in[0], "A", &dt);
+  if (!st) st = same_dtype(k->node, in[1], "B", dt);
+  if (st) return st;
   int64_t dims[GPU_MAX_RANK], strides[3][GPU_MAX_RANK];
   size_t rank;
   st = broadcast(k->node, 2, in, dims, &rank, strides);
@@ -303,8 +347,8 @@ static OnyxStatus* binary_compute(void* state, OnyxKernelContext* ctx) {
   dense_strides(dims, rank, it.strides[0]);
   memcpy(it.strides[1], strides[0], sizeof strides[0]);
   memcpy(it.strides[2], strides[1], sizeof strides[1]);
-  int err = gpuk_binary((GpuBinaryOp)(k->op - CODE_BINARY), H->tensor_data(in[0]),
-                        H->tensor_data(in[1]), H->tensor_mutable_data(y), &it, s);
+  int err = gpuk_binary_t(dt, (GpuBinaryOp)(k->op - CODE_BINARY), H->tensor_data(in[0]),
+                          H->tensor_data(in[1]), H->tensor_mutable_data(y), &it, s);
   return gpu_launch_status(k->node, err, "element-wise kernel");
 }
 
@@ -314,6 +358,9 @@ static OnyxStatus* unary_compute(void* state, OnyxKernelContext* ctx) {
   OnyxStatus* st = gpu_kernel_begin(k, ctx, &s);
   if (st) return st;
   const OnyxTensor* x = H->ctx_input(ctx, 0);
+  GpuDtype dt;
+  st = input_dtype(k->node, x, "X", &dt);
+  if (st) return st;
   GpuUnaryOp op = (GpuUnaryOp)(k->op - CODE_UNARY);
   float alpha = 0.0f, beta = 0.0f;
   const OnyxNode* n = k->node;
@@ -352,8 +399,8 @@ static OnyxStatus* unary_compute(void* state, OnyxKernelContext* ctx) {
   OnyxTensor* y;
   st = H->ctx_output(ctx, 0, H->tensor_dims(x), H->tensor_rank(x), &y);
   if (st) return st;
-  int err = gpuk_unary(op, H->tensor_data(x), H->tensor_mutable_data(y),
-                       (int64_t)H->tensor_elem_count(x), alpha, beta, s);
+  int err = gpuk_unary_t(dt, op, H->tensor_data(x), H->tensor_mutable_data(y),
+                         (int64_t)H->tensor_elem_count(x), alpha, beta, s);
   return gpu_launch_status(n, err, "element-wise kernel");
 }
 
@@ -409,8 +456,11 @@ static OnyxStatus* softmax_compute(void* state, OnyxKernelContext* ctx) {
   OnyxTensor* y;
   st = H->ctx_output(ctx, 0, dims, rank, &y);
   if (st) return st;
-  int err = gpuk_softmax(H->tensor_data(x), H->tensor_mutable_data(y), outer, len, inner,
-                         k->op == CODE_LOG_SOFTMAX, s);
+  GpuDtype dt;
+  st = input_dtype(k->node, x, "input", &dt);
+  if (st) return st;
+  int err = gpuk_softmax_t(dt, H->tensor_data(x), H->tensor_mutable_data(y), outer, len, inner,
+                           k->op == CODE_LOG_SOFTMAX, s);
   return gpu_launch_status(k->node, err, "softmax kernel");
 }
 
@@ -429,6 +479,11 @@ static OnyxStatus* layernorm_compute(void* state, OnyxKernelContext* ctx) {
   int64_t axis;
   st = norm_axis(k->node, H->node_attr_int(k->node, "axis", -1), rank, &axis);
   if (st) return st;
+  GpuDtype dt;
+  st = input_dtype(k->node, x, "X", &dt);
+  if (!st) st = same_dtype(k->node, scale, "Scale", dt);
+  if (!st) st = same_dtype(k->node, bias, "B", dt);
+  if (st) return st;
   int64_t rows = prod(dims, 0, (size_t)axis), cols = prod(dims, (size_t)axis, rank);
   if ((int64_t)H->tensor_elem_count(scale) != cols ||
       (bias && (int64_t)H->tensor_elem_count(bias) != cols))
@@ -446,11 +501,16 @@ static OnyxStatus* layernorm_compute(void* state, OnyxKernelContext* ctx) {
   if (!st && H->ctx_output_count(ctx) > 2 && H->node_output(k->node, 2))
     st = H->ctx_output(ctx, 2, sdims, rank, &inv);
   if (st) return st;
-  int err =
-      gpuk_layernorm(H->tensor_data(x), H->tensor_data(scale), bias ? H->tensor_data(bias) : NULL,
-                     H->tensor_mutable_data(y), mean ? H->tensor_mutable_data(mean) : NULL,
-                     inv ? H->tensor_mutable_data(inv) : NULL, rows, cols,
-                     H->node_attr_float(k->node, "epsilon", 1e-5f), s);
+  /* Mean and InvStdDev (type U) are float32 whatever X's type. */
+  if ((mean && H->tensor_elem_type(mean) != ONYX_ELEM_FLOAT32) ||
+      (inv && H->tensor_elem_type(inv) != ONYX_ELEM_FLOAT32))
+    return gpu_node_error(k->node, ONYX_NOT_IMPLEMENTED,
+                          "Mean and InvStdDev must be float32 (stash_type 1) on the GPU");
+  int err = gpuk_layernorm_t(dt, H->tensor_data(x), H->tensor_data(scale),
+                             bias ? H->tensor_data(bias) : NULL, H->tensor_mutable_data(y),
+                             mean ? H->tensor_mutable_data(mean) : NULL,
+                             inv ? H->tensor_mutable_data(inv) : NULL, rows, cols,
+                             H->node_attr_float(k->node, "epsilon", 1e-5f), s);
   return gpu_launch_status(k->node, err, "LayerNormalization kernel");
 }
 
@@ -518,8 +578,11 @@ static OnyxStatus* reduce_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   static const GpuReduceOp ops[] = {GPU_REDUCE_SUM, GPU_REDUCE_MEAN, GPU_REDUCE_MAX,
                                     GPU_REDUCE_MIN};
-  int err = gpuk_reduce(ops[k->op - CODE_REDUCE_SUM], H->tensor_data(x), H->tensor_mutable_data(y),
-                        n_out, n_red, &r, s);
+  GpuDtype dt;
+  st = input_dtype(n, x, "data", &dt);
+  if (st) return st;
+  int err = gpuk_reduce_t(dt, ops[k->op - CODE_REDUCE_SUM], H->tensor_data(x),
+                          H->tensor_mutable_data(y), n_out, n_red, &r, s);
   return gpu_launch_status(n, err, "reduction kernel");
 }
 
@@ -998,6 +1061,23 @@ static OnyxStatus* unsqueeze_compute(void* state, OnyxKernelContext* ctx) {
 /* MatMul and Gemm through the vendor's GEMM                                            */
 /* ---------------------------------------------------------------------------------- */
 
+/* One (batched) GEMM through the vendor: its SGEMM for float32, its gemm_t
+ * (float32 accumulation) for float16 / bfloat16. Strides and leading
+ * dimensions are in elements. */
+static OnyxStatus* vendor_gemm(GpuKernel* k, void* s, GpuDtype dt, int ta, int tb, int64_t m,
+                               int64_t n, int64_t kk, float alpha, const void* a, int64_t lda,
+                               int64_t sa, const void* b, int64_t ldb, int64_t sb, float beta,
+                               void* c, int64_t ldc, int64_t sc, int64_t batch) {
+  if (dt == GPU_F32)
+    return gpu_vendor.gemm(k->ep, s, ta, tb, m, n, kk, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                           sc, batch);
+  if (!gpu_vendor.gemm_t)
+    return gpu_node_error(k->node, ONYX_NOT_IMPLEMENTED, "no %s GEMM in the %s provider",
+                          dtype_name(dt), gpu_vendor.name);
+  return gpu_vendor.gemm_t(k->ep, s, dt, ta, tb, m, n, kk, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                           ldc, sc, batch);
+}
+
 static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
   GpuKernel* k = state;
   void* s;
@@ -1017,6 +1097,11 @@ static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
   if (K != Kb)
     return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "inner dims differ: %lld and %lld",
                           (long long)K, (long long)Kb);
+  GpuDtype dt;
+  st = input_dtype(n, A, "A", &dt);
+  if (!st) st = same_dtype(n, B, "B", dt);
+  if (st) return st;
+  const size_t es = elem_size(H->tensor_elem_type(A));
   /* Batch dims: numpy broadcasting of da[:-2] and db[:-2]. */
   size_t ba = ra > 2 ? ra - 2 : 0, bb = rb > 2 ? rb - 2 : 0, br = ba > bb ? ba : bb;
   int64_t bd[GPU_MAX_RANK];
@@ -1038,16 +1123,16 @@ static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
   st = H->ctx_output(ctx, 0, od, orank, &Y);
   if (st) return st;
   int64_t batch = prod(bd, 0, br), batch_a = prod(da, 0, ba), batch_b = prod(db, 0, bb);
-  const float* a = H->tensor_data(A);
-  const float* b = H->tensor_data(B);
-  float* y = H->tensor_mutable_data(Y);
+  const char* a = H->tensor_data(A);
+  const char* b = H->tensor_data(B);
+  char* y = H->tensor_mutable_data(Y);
   if (!batch || !M || !N) return NULL;
   if (!K) /* an empty sum: zeros (a BLAS refuses a leading dimension of 0) */
-    return gpu_launch_status(n, gpurt_memset_async(y, 0, (size_t)(batch * M * N) * sizeof *y, s),
+    return gpu_launch_status(n, gpurt_memset_async(y, 0, (size_t)(batch * M * N) * es, s),
                              "zeroing Y");
   if ((batch_a == batch || batch_a == 1) && (batch_b == batch || batch_b == 1))
-    return gpu_vendor.gemm(k->ep, s, 0, 0, M, N, K, 1.0f, a, K, batch_a == 1 ? 0 : M * K, b, N,
-                           batch_b == 1 ? 0 : K * N, 0.0f, y, N, M * N, batch);
+    return vendor_gemm(k, s, dt, 0, 0, M, N, K, 1.0f, a, K, batch_a == 1 ? 0 : M * K, b, N,
+                       batch_b == 1 ? 0 : K * N, 0.0f, y, N, M * N, batch);
   /* Partly broadcast batches: one GEMM per batch, operands located by index. */
   for (int64_t i = 0; i < batch && !st; i++) {
     int64_t rest = i, oa = 0, ob = 0, sa = 1, sb = 1;
@@ -1065,8 +1150,9 @@ static OnyxStatus* matmul_compute(void* state, OnyxKernelContext* ctx) {
         sb *= dim;
       }
     }
-    st = gpu_vendor.gemm(k->ep, s, 0, 0, M, N, K, 1.0f, a + oa * M * K, K, 0, b + ob * K * N, N, 0,
-                         0.0f, y + i * M * N, N, 0, 1);
+    st = vendor_gemm(k, s, dt, 0, 0, M, N, K, 1.0f, a + (size_t)(oa * M * K) * es, K, 0,
+                     b + (size_t)(ob * K * N) * es, N, 0, 0.0f, y + (size_t)(i * M * N) * es, N, 0,
+                     1);
   }
   return st;
 }
@@ -1091,11 +1177,17 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
   if (K != Kb)
     return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "inner dims differ: %lld and %lld",
                           (long long)K, (long long)Kb);
+  GpuDtype dt;
+  st = input_dtype(n, A, "A", &dt);
+  if (!st) st = same_dtype(n, B, "B", dt);
+  if (!st) st = same_dtype(n, C, "C", dt);
+  if (st) return st;
+  const int es = (int)elem_size(H->tensor_elem_type(A));
   int64_t od[2] = {M, N};
   OnyxTensor* Y;
   st = H->ctx_output(ctx, 0, od, 2, &Y);
   if (st) return st;
-  float* y = H->tensor_mutable_data(Y);
+  void* y = H->tensor_mutable_data(Y);
   if (!M || !N) return NULL;
   if (C && beta != 0.0f) { /* Y = broadcast C, then Y = alpha AB + beta Y */
     size_t rc = H->tensor_rank(C);
@@ -1110,13 +1202,13 @@ static OnyxStatus* gemm_compute(void* state, OnyxKernelContext* ctx) {
     it.strides[0][1] = 1;
     it.strides[1][0] = cm == 1 ? 0 : cn;
     it.strides[1][1] = cn == 1 ? 0 : 1;
-    int err = gpuk_copy(H->tensor_data(C), y, &it, 4, s);
+    int err = gpuk_copy(H->tensor_data(C), y, &it, es, s);
     if (err) return gpu_launch_status(n, err, "Gemm bias broadcast");
   } else {
     beta = 0.0f;
   }
-  return gpu_vendor.gemm(k->ep, s, ta, tb, M, N, K, alpha, H->tensor_data(A), da[1], 0,
-                         H->tensor_data(B), db[1], 0, beta, y, N, 0, 1);
+  return vendor_gemm(k, s, dt, ta, tb, M, N, K, alpha, H->tensor_data(A), da[1], 0,
+                     H->tensor_data(B), db[1], 0, beta, y, N, 0, 1);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1186,33 +1278,39 @@ static OnyxStatus* fused_matmul_compute(void* state, OnyxKernelContext* ctx) {
                           "A's last dim B's first)",
                           ra, rb);
   int64_t K = db[0], N = db[1], M = prod(da, 0, ra - 1);
+  GpuDtype dt;
+  st = input_dtype(n, A, "A", &dt);
+  if (!st) st = same_dtype(n, B, "B", dt);
+  if (!st) st = same_dtype(n, bias, "Bias", dt);
+  if (st) return st;
   if (!bias || (int64_t)H->tensor_elem_count(bias) != N)
     return gpu_node_error(n, ONYX_INVALID_ARGUMENT, "Bias must hold %lld elements", (long long)N);
   int64_t dy[GPU_MAX_RANK];
   memcpy(dy, da, ra * sizeof *dy);
   dy[ra - 1] = N;
-  if (Z && (H->tensor_elem_type(Z) != ONYX_ELEM_FLOAT32 || H->tensor_rank(Z) != ra ||
+  if (Z && (dtype_of(H->tensor_elem_type(Z)) != (int)dt || H->tensor_rank(Z) != ra ||
             memcmp(H->tensor_dims(Z), dy, ra * sizeof *dy) != 0))
     return gpu_node_error(n, ONYX_INVALID_ARGUMENT,
-                          "Z must be float32 of Y's shape (A's with its last dim %lld)",
+                          "Z must be %s of Y's shape (A's with its last dim %lld)", dtype_name(dt),
                           (long long)N);
   OnyxTensor* Y;
   st = H->ctx_output(ctx, 0, dy, ra, &Y);
   if (st) return st;
   if (!M || !N) return NULL;
-  float* y = H->tensor_mutable_data(Y);
+  void* y = H->tensor_mutable_data(Y);
   if (K)
-    st = gpu_vendor.gemm(k->ep, s, 0, 0, M, N, K, 1.0f, H->tensor_data(A), K, 0, H->tensor_data(B),
-                         N, 0, 0.0f, y, N, 0, 1);
+    st = vendor_gemm(k, s, dt, 0, 0, M, N, K, 1.0f, H->tensor_data(A), K, 0, H->tensor_data(B), N,
+                     0, 0.0f, y, N, 0, 1);
   else /* an empty sum: zeros (a BLAS refuses a leading dimension of 0) */
-    st =
-        gpu_launch_status(n, gpurt_memset_async(y, 0, (size_t)(M * N) * sizeof *y, s), "zeroing Y");
+    st = gpu_launch_status(
+        n, gpurt_memset_async(y, 0, (size_t)(M * N) * elem_size(H->tensor_elem_type(A)), s),
+        "zeroing Y");
   if (st) return st;
   GpuActivation act = (GpuActivation)k->i0;
   float alpha = act == GPU_ACT_LEAKY_RELU ? k->alpha : 0.0f;
   float lo = act == GPU_ACT_CLIP ? k->alpha : 0.0f, hi = act == GPU_ACT_CLIP ? k->beta : 0.0f;
-  int err = gpuk_epilogue(y, H->tensor_data(bias), Z ? H->tensor_data(Z) : NULL, M, N, act, alpha,
-                          lo, hi, s);
+  int err = gpuk_epilogue_t(dt, y, H->tensor_data(bias), Z ? H->tensor_data(Z) : NULL, M, N, act,
+                            alpha, lo, hi, s);
   return gpu_launch_status(n, err, "FusedMatMul epilogue kernel");
 }
 
@@ -1225,14 +1323,16 @@ static OnyxStatus* fused_matmul_compute(void* state, OnyxKernelContext* ctx) {
 
 OnyxStatus* gpu_register_common_kernels(OnyxKernelRegistry* r) {
   OnyxStatus* st = NULL;
-  const OnyxTypeConstraint tf[] = {TC("T", gpu_float_types)};
-  const OnyxTypeConstraint tpow[] = {TC("T", gpu_float_types), TC("T1", gpu_float_types)};
-  const OnyxTypeConstraint tcmp[] = {TC("T", gpu_float_types), TC("T1", g_bool_types)};
+  /* The float kernels take float32, float16 and bfloat16 storage alike. */
+  const OnyxTypeConstraint tf[] = {TC("T", gpu_real_types)};
+  const OnyxTypeConstraint tpow[] = {TC("T", gpu_real_types), TC("T1", gpu_real_types)};
+  const OnyxTypeConstraint tcmp[] = {TC("T", gpu_real_types), TC("T1", g_bool_types)};
   const OnyxTypeConstraint twhere[] = {TC("B", g_bool_types), TC("T", g_any_types)};
   const OnyxTypeConstraint tany[] = {TC("T", g_any_types)};
   const OnyxTypeConstraint tgather[] = {TC("T", g_any_types), TC("Tind", g_index_types)};
   const OnyxTypeConstraint tcast[] = {TC("T1", g_cast_types), TC("T2", g_cast_types)};
-  const OnyxTypeConstraint tln[] = {TC("T", gpu_float_types), TC("U", gpu_float_types)};
+  /* LayerNormalization: X, Scale, B and Y of T; Mean and InvStdDev float32. */
+  const OnyxTypeConstraint tln[] = {TC("T", gpu_real_types), TC("U", gpu_float_types)};
   const OnyxTypeConstraint ti64[] = {TC("T", g_any_types), TC("T1", g_int64_types)};
   static const struct {
     const char* op;
@@ -1427,6 +1527,23 @@ static bool inputs_here(const OnyxNode* n, const NodeSet* claimed, bool first_on
   return true;
 }
 
+/* Why a node the registry matches is not taken here for its element types,
+ * or NULL: Pow with a base and an exponent of different types (the kernel
+ * takes one storage type); a float16 / bfloat16 GEMM where the vendor has no
+ * gemm_t. */
+static const char* type_decline(const OnyxNode* node) {
+  const char* op = H->node_op_type(node);
+  if (!H->node_input_count(node) || !H->node_input(node, 0)) return NULL;
+  const int dt = dtype_of(H->value_elem_type(H->node_input(node, 0)));
+  if (!strcmp(op, "Pow") && H->node_input_count(node) > 1 && H->node_input(node, 1) &&
+      dtype_of(H->value_elem_type(H->node_input(node, 1))) != dt)
+    return "Pow with an exponent of another type than the base";
+  if ((dt == GPU_F16 || dt == GPU_BF16) && !gpu_vendor.gemm_t &&
+      (!strcmp(op, "MatMul") || !strcmp(op, "Gemm") || !strcmp(op, "FusedMatMul")))
+    return "no float16 / bfloat16 GEMM in this provider";
+  return NULL;
+}
+
 /* Claims what the registry matches, except what the vendor's kernels take
  * only partly. View ops and integer (shape-arithmetic) nodes are "cheap":
  * taken only when their inputs are already produced here, so that shape
@@ -1453,6 +1570,7 @@ OnyxStatus* gpu_get_capability(OnyxEp* ep, const OnyxGraphView* g, OnyxCapabilit
     if (!vendor_why && !strcmp(H->node_op_type(node), "FusedMatMul"))
       (void)fused_activation(node, &vendor_why);
     if (!vendor_why) vendor_why = gpu_attention_decline(node);
+    if (!vendor_why) vendor_why = type_decline(node);
     if (vendor_why) {
       H->decline_node(b, node, vendor_why);
       continue;

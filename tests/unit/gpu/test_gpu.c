@@ -103,13 +103,16 @@ static void test_loads_and_registers_kernels(void** state) {
 #else
   assert_false(has_op(lib, "Conv")); /* no MIOpen / cuDNN: convolutions stay on the CPU */
 #endif
-  /* Int64 Add is not a GPU kernel: it falls back to the CPU. */
+  /* Add takes float32, float16 and bfloat16; int64 Add is not a GPU
+   * kernel: it falls back to the CPU. */
   for (size_t i = 0; i < ox_kreg_count(lib->kernels); i++) {
     const OnyxKernelDef* d = &ox_kreg_at(lib->kernels, i)->def;
     if (strcmp(d->op_type, "Add")) continue;
     assert_int_equal(d->type_constraint_count, 1);
-    assert_int_equal(d->type_constraints[0].type_count, 1);
+    assert_int_equal(d->type_constraints[0].type_count, 3);
     assert_int_equal(d->type_constraints[0].types[0], ONYX_ELEM_FLOAT32);
+    assert_int_equal(d->type_constraints[0].types[1], ONYX_ELEM_FLOAT16);
+    assert_int_equal(d->type_constraints[0].types[2], ONYX_ELEM_BFLOAT16);
   }
   ox_provider_lib_release(lib);
 }

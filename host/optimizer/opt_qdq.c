@@ -9,6 +9,7 @@
  *   Q(Add(DQ(a), DQ(b)))                                  -> com.microsoft QLinearAdd
  *   Q(Mul(DQ(a), DQ(b)))                                  -> com.microsoft QLinearMul
  *   Q(GlobalAveragePool(DQ(x)))                           -> com.microsoft QLinearGlobalAveragePool
+ *   Q(MaxPool(DQ(x))), one scale and zero point           -> MaxPool on x (opset 12 on)
  * A Relu between the op and the Q goes too when the Q's zero point is the
  * lowest value of its type: Q then maps every negative input to that zero
  * point, as it maps 0, so the Relu changes no quantized output.
@@ -25,6 +26,7 @@
  * Q (and be no graph output); the Q's output becomes the fused node's.
  * The next transformer, qdq_fold, folds a DequantizeLinear of constants
  * that no fusion took into a float32 constant. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +367,41 @@ static OnyxStatus* qdq_gap(OxOpt* o, OxNode* q, OxNode* relu, OxNode* gap, bool*
   return NULL;
 }
 
+/* --- MaxPool -------------------------------------------------------------------------------------
+ * With the DQ's and the Q's scale s and zero point z equal, Q(MaxPool(DQ(x)))
+ * is MaxPool(x) on the 8-bit values exactly: DQ is increasing, so the
+ * maximum comes from the same element, and Q gives it back, round((v - z) s
+ * / s) + z = v, the float product and quotient each off by under 2^-24
+ * relative and |v - z| <= 255. A window with no valid tap gives -inf, which
+ * Q saturates to the type's lowest value, the 8-bit MaxPool's result too.
+ * s must be normal (no underflow in (v - z) s) and (v - z) s finite. */
+static OnyxStatus* qdq_maxpool(OxOpt* o, OxNode* q, OxNode* relu, OxNode* mp, bool* done) {
+  if (mp->n_inputs != 1 || (mp->n_outputs > 1 && mp->outputs[1]) || ox_graph_opset(o->g, "") < 12 ||
+      !qdq_may_fuse(o, mp, "", "MaxPool"))
+    return NULL;
+  QdqIn x;
+  if (!qdq_dq(o, mp->inputs[0], q->outputs[0]->type, &x) || x.n != 1 || x.q->rank < 3) return NULL;
+  const float xs = *(const float*)x.scale->constant->data;
+  const float ys = *(const float*)q->inputs[1]->constant->data;
+  const OxValue* yzp = q->n_inputs > 2 ? q->inputs[2] : NULL;
+  if (xs != ys || !(xs >= FLT_MIN) || xs > FLT_MAX / 512 || qdq_zp_at(x.zp, 0) != qdq_zp_at(yzp, 0))
+    return NULL;
+  OxValue* ins[1] = {x.q};
+  QdqIn* dqs[1] = {&x};
+  OxNode* made = NULL;
+  OxNode tmp = {.attrs = mp->attrs, .n_attrs = mp->n_attrs}; /* MaxPool's, kept */
+  mp->attrs = NULL;
+  mp->n_attrs = mp->cap_attrs = 0;
+  OnyxStatus* st = qdq_replace(o, q, relu, mp, dqs, 1, "MaxPool", "", ins, 1, &made);
+  if (!st) st = ox_opt_copy_attrs(made, &tmp);
+  for (size_t i = 0; i < tmp.n_attrs; i++)
+    ox_attr_clear(&tmp.attrs[i]);
+  free(tmp.attrs);
+  OX_TRY(st);
+  *done = true;
+  return NULL;
+}
+
 /* --- the pass -----------------------------------------------------------------------------------
  */
 
@@ -390,6 +427,7 @@ static OnyxStatus* qdq_fuse(OxOpt* o, OxNode* q, bool* done) {
   if (ox_opt_is(p, "Add")) return qdq_binary(o, q, relu, p, "QLinearAdd", done);
   if (ox_opt_is(p, "Mul")) return qdq_binary(o, q, relu, p, "QLinearMul", done);
   if (ox_opt_is(p, "GlobalAveragePool")) return qdq_gap(o, q, relu, p, done);
+  if (ox_opt_is(p, "MaxPool")) return qdq_maxpool(o, q, relu, p, done);
   return NULL;
 }
 

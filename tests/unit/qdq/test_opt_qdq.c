@@ -13,7 +13,8 @@
  * its DequantizeLinear's input is refused at session creation, naming the
  * node. QDQ Add, Mul and GlobalAveragePool become com.microsoft ops only
  * where the provider has them (the CPU provider has QLinearMul); either way
- * the outputs match. */
+ * the outputs match. A QDQ MaxPool whose Q and DQ share scale and zero point
+ * becomes MaxPool on the uint8 values, exactly; otherwise it stays. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,7 +132,7 @@ static bool explain_has(OnyxSession* s, const char* what) {
 }
 
 /* --- another provider first ---------------------------------------------------------------------
- * "convprov": an in-process provider with float32 Conv and Mul kernels
+ * "convprov": an in-process provider with float32 Conv, Mul and MaxPool kernels
  * (never run: the test only looks at the optimized graph), standing for a
  * GPU provider without quantized kernels. Placed first, it takes the Conv
  * (the Mul); the Q, DQ and Relu nodes go to the CPU provider, and no fusion
@@ -158,6 +159,8 @@ static OnyxStatus* own_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
                      .compute = own_compute};
   OnyxStatus* st = own_host->register_kernel(r, &d);
   d.op_type = "Mul";
+  st = st ? st : own_host->register_kernel(r, &d);
+  d.op_type = "MaxPool";
   return st ? st : own_host->register_kernel(r, &d);
 }
 
@@ -587,11 +590,117 @@ static void test_add_gap(void** state) {
   ms_case(2);
 }
 
+/* --- MaxPool on the quantized values
+ * -------------------------------------------------------------- Q(MaxPool(DQ(x))) with the DQ's
+ * scale and zero point equal to the Q's (mode 0, and mode 4 with a Relu between the MaxPool and a Q
+ * of zero point 0) becomes one MaxPool on the uint8 values, on the CPU provider, and its output is
+ * exactly the reference (the largest quantized value of each window, padding ignored) and the
+ * unoptimized run's. Another output scale (mode 1) or zero point (mode 2) leaves the nodes as they
+ * are; with convprov first (mode 3), which takes the MaxPool, nothing fuses and no node moves. */
+enum { PH = 6, PW = 7, PC = 2, POH = 3, POW = 4 }; /* kernel 3, stride 2, pads 1 */
+
+static void maxpool_case(int mode) {
+  float x[PC * PH * PW];
+  fill(x, PC * PH * PW, 41u + (unsigned)mode, 2.0f);
+  const float xs = 0.02f, ys = mode == 1 ? 0.03f : xs;
+  const uint8_t xzp = mode == 4 ? 0 : 100, yzp = mode == 2 ? 101 : xzp;
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, PC, PH, PW});
+  otm_initializer(m, "xs", ONYX_ELEM_FLOAT32, 0, NULL, &xs);
+  otm_initializer(m, "xzp", ONYX_ELEM_UINT8, 0, NULL, &xzp);
+  otm_initializer(m, "ys", ONYX_ELEM_FLOAT32, 0, NULL, &ys);
+  otm_initializer(m, "yzp", ONYX_ELEM_UINT8, 0, NULL, &yzp);
+  otm_node(m, "QuantizeLinear", "qx", "X,xs,xzp", "XQ");
+  otm_node(m, "DequantizeLinear", "dqx", "XQ,xs,xzp", "XD");
+  OxTestNode* mp = otm_node(m, "MaxPool", "mp", "XD", mode == 4 ? "P0" : "P");
+  otm_attr_ints(mp, "kernel_shape", 2, (int64_t[]){3, 3});
+  otm_attr_ints(mp, "strides", 2, (int64_t[]){2, 2});
+  otm_attr_ints(mp, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  if (mode == 4) otm_node(m, "Relu", "relu", "P0", "P");
+  otm_node(m, "QuantizeLinear", "qy", "P,ys,yzp", "Y");
+  otm_output(m, "Y", ONYX_ELEM_UINT8, 4, (int64_t[]){1, PC, POH, POW});
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  if (mode == 3) {
+    OnyxSession* s = open_convprov(bytes, len);
+    assert_int_equal(count_op(s, "MaxPool"), 1);
+    assert_int_equal(count_op(s, "QuantizeLinear"), 2);
+    assert_int_equal(count_op(s, "DequantizeLinear"), 1);
+    for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+      const OxNode* n = s->prog.graph->nodes[i];
+      assert_string_equal(s->prog.eps[n->ep].name,
+                          !strcmp(n->op_type, "MaxPool") ? "convprov" : "cpu");
+    }
+    assert_false(explain_has(s, "made by qdq"));
+    onyx_session_release(s);
+    free(bytes);
+    return;
+  }
+  OnyxSession* s = open_at(bytes, len, ONYX_OPT_ALL);
+  const bool fused = mode == 0 || mode == 4;
+  assert_int_equal(count_op(s, "MaxPool"), 1);
+  assert_int_equal(count_op(s, "QuantizeLinear"), fused ? 1 : 2);
+  assert_int_equal(count_op(s, "DequantizeLinear"), fused ? 0 : 1);
+  assert_int_equal(count_op(s, "Relu"), 0 + (mode == 4 && !fused));
+  assert_int_equal(explain_has(s, "made by qdq"), fused);
+  on_cpu(s, "MaxPool");
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
+    if (!strcmp(n->op_type, "MaxPool"))
+      assert_int_equal(n->inputs[0]->type, fused ? ONYX_ELEM_UINT8 : ONYX_ELEM_FLOAT32);
+  }
+  /* the reference: the largest quantized value of each window, requantized
+   * through the float value where the parameters differ */
+  enum { N = PC * POH * POW };
+  int ref[N];
+  for (int c = 0; c < PC; c++)
+    for (int i = 0; i < POH; i++)
+      for (int j = 0; j < POW; j++) {
+        int best = -1;
+        for (int a = 0; a < 3; a++)
+          for (int b = 0; b < 3; b++) {
+            const int h = i * 2 - 1 + a, w = j * 2 - 1 + b;
+            if (h < 0 || h >= PH || w < 0 || w >= PW) continue;
+            /* QuantizeLinear as the kernel rounds it: x / scale in float */
+            const float r = nearbyintf(x[(c * PH + h) * PW + w] / xs) + (float)xzp;
+            const int q = r < 0 ? 0 : r > 255 ? 255 : (int)r;
+            best = q > best ? q : best;
+          }
+        ref[(c * POH + i) * POW + j] = quant_u8((best - xzp) * (double)xs, ys, yzp);
+      }
+  Feed feeds[1] = {{"X", x, {1, PC, PH, PW}, 4}};
+  uint8_t y[N], yp[N];
+  run(s, feeds, 1, y, N);
+  OnyxSession* plain = open_at(bytes, len, ONYX_OPT_DISABLED);
+  run(plain, feeds, 1, yp, N);
+  if (fused)
+    for (int i = 0; i < N; i++) {
+      assert_int_equal(y[i], ref[i]);
+      assert_int_equal(y[i], yp[i]);
+    }
+  check_close("MaxPool", mode, y, yp, ref, N);
+  onyx_session_release(plain);
+  onyx_session_release(s);
+  free(bytes);
+}
+
+static void test_maxpool(void** state) {
+  (void)state;
+  for (int mode = 0; mode < 5; mode++)
+    maxpool_case(mode);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_conv_fused),           cmocka_unit_test(test_conv_other_provider),
-      cmocka_unit_test(test_conv_left_alone),      cmocka_unit_test(test_matmul_fused),
-      cmocka_unit_test(test_gemm_bias_left_alone), cmocka_unit_test(test_add_gap),
+      cmocka_unit_test(test_conv_fused),
+      cmocka_unit_test(test_conv_other_provider),
+      cmocka_unit_test(test_conv_left_alone),
+      cmocka_unit_test(test_matmul_fused),
+      cmocka_unit_test(test_gemm_bias_left_alone),
+      cmocka_unit_test(test_add_gap),
+      cmocka_unit_test(test_maxpool),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -380,7 +380,8 @@ static OnyxStatus* qdq_maxpool(OxOpt* o, OxNode* q, OxNode* relu, OxNode* mp, bo
       !qdq_may_fuse(o, mp, "", "MaxPool"))
     return NULL;
   QdqIn x;
-  if (!qdq_dq(o, mp->inputs[0], q->outputs[0]->type, &x) || x.n != 1 || x.q->rank < 3) return NULL;
+  /* any rank: MaxPool's own checks apply to the 8-bit input alike */
+  if (!qdq_dq(o, mp->inputs[0], q->outputs[0]->type, &x) || x.n != 1) return NULL;
   const float xs = *(const float*)x.scale->constant->data;
   const float ys = *(const float*)q->inputs[1]->constant->data;
   const OxValue* yzp = q->n_inputs > 2 ? q->inputs[2] : NULL;

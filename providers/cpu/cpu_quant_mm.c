@@ -634,8 +634,10 @@ static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxT
     const size_t ai = flat ? 0 : p.a_idx[q], bi = flat ? 0 : p.b_idx[q];
     for (size_t r = 0; r < rows; r++) /* flat: row r is row r % m of batch r / m */
       za[r] = (int32_t)qp_get(azp, flat ? r / p.m : ai, r % p.m, p.m) + (a_signed ? 128 : 0);
+    bool rowsums = false; /* A's row sums only where some zb' is not 0 */
     for (size_t c = 0; c < p.n; c++) {
       zb[c] = (int32_t)qp_get(bzp, bi, c, p.n) - (b_signed ? 0 : 128);
+      rowsums = rowsums || zb[c] != 0;
       if (o->quantized) mult[c] = q_mult(as, qp_get(&o->b_scale, bi, c, p.n), ys);
       if (o->quantized && !isfinite(mult[c])) e.nonfinite = true;
     }
@@ -647,7 +649,7 @@ static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxT
     const CpuQgemmB* pb = own ? &local : &s->b;
     e.y_off = q * p.m * p.n;
     const CpuQgemmResult r = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, ad + ai * p.m * p.k,
-                                       a_signed, rows, p.k, 1, pb, q_epi, &e);
+                                       a_signed, rows, p.k, 1, pb, rowsums, q_epi, &e);
     if (own) cpu_qgemm_free_b(&local);
     if ((st = qgemm_status(ctx, r))) return st;
   }
@@ -1423,6 +1425,9 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
       break;
     }
     e.zb = zb + gi * mg;
+    bool rowsums = false; /* A's row sums only where some zb' of the group is not 0 */
+    for (size_t j = 0; j < mg; j++)
+      rowsums = rowsums || e.zb[j] != 0;
     e.mult = mult + gi * mg;
     e.bias = o->bias ? o->bias + gi * mg : NULL;
     CpuQgemmResult res = CPU_QGEMM_OK;
@@ -1431,16 +1436,16 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
       e.y_off = (img * m + gi * mg) * g.out_size;
       if (pointwise) {
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
-                        q_epi, &e);
+                        rowsums, q_epi, &e);
       } else if (segmented) {
         conv_pad_hwc(col, &g, xt, cg, hp, wp, (uint8_t)xz);
         seg.base = col;
         res = cpu_qgemm_seg(cpu_host->ctx_thread_pool(ctx), &stop, &seg, x_signed, g.out_size, pb,
-                            q_epi, &e);
+                            rowsums, q_epi, &e);
       } else {
         conv_im2col_hwc(col, &g, xt, cg, kp - rows, (uint8_t)xz);
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, kp, 1, pb,
-                        q_epi, &e);
+                        rowsums, q_epi, &e);
       }
     }
     if (!prepacked) cpu_qgemm_free_b(&local);

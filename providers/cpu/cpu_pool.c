@@ -430,10 +430,13 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
   const int32_t xt = cpu_host->tensor_elem_type(x);
   if (w->is_max && !ind && g.rank == 2 && (xt == ONYX_ELEM_UINT8 || xt == ONYX_ELEM_INT8) &&
       g.pb[0] >= 0 && g.pb[1] >= 0) { /* cpu_qpool.c: the quantized CNNs' MaxPool */
-    const CpuQMaxPool2d q = {
-        (size_t)g.in[0], (size_t)g.in[1], (size_t)g.out[0],    (size_t)g.out[1], (size_t)g.k[0],
-        (size_t)g.k[1],  (size_t)g.s[0],  (size_t)g.s[1],      (size_t)g.d[0],   (size_t)g.d[1],
-        (size_t)g.pb[0], (size_t)g.pb[1], xt == ONYX_ELEM_INT8};
+    const CpuQMaxPool2d q = {(size_t)g.in[0],      (size_t)g.in[1],
+                             (size_t)g.out[0],     (size_t)g.out[1],
+                             (size_t)g.k[0],       (size_t)g.k[1],
+                             (size_t)g.s[0],       (size_t)g.s[1],
+                             (size_t)g.d[0],       (size_t)g.d[1],
+                             (size_t)g.pb[0],      (size_t)g.pb[1],
+                             xt == ONYX_ELEM_INT8, 1};
     bool oom = false;
     if (cpu_qmaxpool2d(ctx, &q, job.x, cpu_host->tensor_mutable_data(y), planes, &stop, &oom)) {
       if (oom) return cpu_oom(ctx);

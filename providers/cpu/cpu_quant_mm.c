@@ -732,6 +732,7 @@ typedef struct ConvAttrs {
   int auto_pad; /* 0 NOTSET, 1 SAME_UPPER, 2 SAME_LOWER, 3 VALID */
   int64_t group;
   int quantized;
+  bool nhwc; /* com.onyx QLinearConv: x and y channels-last, group 1 */
 } ConvAttrs;
 
 /* The attributes, and w packed per group for the int8 GEMM at creation
@@ -815,6 +816,21 @@ static void conv_prepack(const OnyxNode* node, ConvState* s) {
     }
   s->packed = p;
   s->groups = groups;
+}
+
+static OnyxStatus* conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state);
+
+/* com.onyx QLinearConv: channels_last 1 and group 1 (the qdq fusion's
+ * channels-last chains). */
+static OnyxStatus* conv_nhwc_create(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                    void** state) {
+  if (cpu_host->node_attr_int(node, "channels_last", 0) != 1 ||
+      cpu_host->node_attr_int(node, "group", 1) != 1)
+    return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                     "com.onyx QLinearConv needs channels_last 1 and group 1");
+  OnyxStatus* st = conv_create(ep, node, user_data, state);
+  if (!st) ((ConvState*)*state)->a.nhwc = true;
+  return st;
 }
 
 static OnyxStatus* read_list(const OnyxNode* node, const char* name, int64_t* out, size_t cap,
@@ -1306,10 +1322,24 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
        o->y_scale.type != ONYX_ELEM_FLOAT32 || !is_8bit(o->y_type)))
     return NULL;
   const ConvAttrs* a = &s->a;
+  const bool nhwc = a->nhwc;
   const size_t r = cpu_host->tensor_rank(x);
   const int64_t* xd = cpu_host->tensor_dims(x);
   const int64_t* wd = cpu_host->tensor_dims(w);
   if (r < 3 || cpu_host->tensor_rank(w) != r) return NULL; /* the double path reports it */
+  int64_t xcf[MAXS + 2]; /* channels-last x's dims as [N, C, spatial...] */
+  if (nhwc) {
+    if (r > MAXS + 2) return NULL;
+    xcf[0] = xd[0];
+    xcf[1] = xd[r - 1];
+    for (size_t i = 1; i + 1 < r; i++)
+      xcf[i + 1] = xd[i];
+    xd = xcf;
+    if (a->group != 1)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "channels-last QLinearConv needs group 1, not %lld",
+                           (long long)a->group);
+  }
   const size_t n = (size_t)xd[0], c = (size_t)xd[1], m = (size_t)wd[0], cg = (size_t)wd[1];
   const size_t group = (size_t)a->group;
   if (c != cg * group || m % group != 0) return NULL;
@@ -1325,13 +1355,17 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   *taken = true;
   int64_t out[MAXS + 2] = {(int64_t)n, (int64_t)m};
   memcpy(out + 2, g.out, (r - 2) * sizeof(int64_t));
+  if (nhwc) { /* [N, spatial..., M] */
+    memcpy(out + 1, g.out, (r - 2) * sizeof(int64_t));
+    out[r - 1] = (int64_t)m;
+  }
   OnyxTensor* y;
   st = cpu_host->ctx_output(ctx, 0, out, r, &y);
   if (st) return st;
   if (n == 0 || m == 0 || g.out_size == 0) return NULL;
   const size_t mg = m / group;
   const bool x_signed = xt_type == ONYX_ELEM_INT8, w_signed = wt == ONYX_ELEM_INT8;
-  const bool depthwise = cg == 1 && mg == 1, pointwise = conv_is_pointwise(&g);
+  const bool depthwise = !nhwc && cg == 1 && mg == 1, pointwise = conv_is_pointwise(&g);
   int32_t *za = NULL, *zb;
   float* mult;
   uint8_t *xt = NULL, *col = NULL;
@@ -1350,8 +1384,8 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
             .mult = mult,
             .bias = o->bias,
             .y = cpu_host->tensor_mutable_data(y),
-            .rstride = 1,
-            .cstride = g.out_size};
+            .rstride = nhwc ? m : 1, /* GEMM row: output position; column: channel */
+            .cstride = nhwc ? 1 : g.out_size};
   q_epi_out(&e, o);
   for (size_t j = 0; j < m; j++) {
     zb[j] = (int32_t)qp_get(wzp, 0, j, m) - (w_signed ? 0 : 128);
@@ -1411,10 +1445,10 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   /* x's channels-last copy and its im2col (or padded copy): buffers kept
    * per thread */
   CpuQBuf *own_xt = NULL, *own_col = NULL;
-  xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
+  if (!nhwc) xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
   if (!pointwise) col = cpu_qgemm_buf_acquire(3, segmented ? pad_bytes : col_bytes, &own_col);
   for (size_t gi = 0; gi < group && !st; gi++) {
-    if (!xt || (!pointwise && !col)) {
+    if ((!nhwc && !xt) || (!pointwise && !col)) {
       st = cpu_oom(ctx);
       break;
     }
@@ -1432,18 +1466,20 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
     e.bias = o->bias ? o->bias + gi * mg : NULL;
     CpuQgemmResult res = CPU_QGEMM_OK;
     for (size_t img = 0; img < n && res == CPU_QGEMM_OK; img++) {
-      conv_to_hwc(xt, xdata + (img * c + gi * cg) * g.in_size, cg, g.in_size);
-      e.y_off = (img * m + gi * mg) * g.out_size;
+      /* x's channels-last image: x itself (nhwc), else the copy */
+      const uint8_t* xin = nhwc ? xdata + img * xt_bytes : xt;
+      if (!nhwc) conv_to_hwc(xt, xdata + (img * c + gi * cg) * g.in_size, cg, g.in_size);
+      e.y_off = nhwc ? img * g.out_size * m : (img * m + gi * mg) * g.out_size;
       if (pointwise) {
-        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xin, x_signed, g.out_size, cg, 1, pb,
                         rowsums, q_epi, &e);
       } else if (segmented) {
-        conv_pad_hwc(col, &g, xt, cg, hp, wp, (uint8_t)xz);
+        conv_pad_hwc(col, &g, xin, cg, hp, wp, (uint8_t)xz);
         seg.base = col;
         res = cpu_qgemm_seg(cpu_host->ctx_thread_pool(ctx), &stop, &seg, x_signed, g.out_size, pb,
                             rowsums, q_epi, &e);
       } else {
-        conv_im2col_hwc(col, &g, xt, cg, kp - rows, (uint8_t)xz);
+        conv_im2col_hwc(col, &g, xin, cg, kp - rows, (uint8_t)xz);
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, kp, 1, pb,
                         rowsums, q_epi, &e);
       }
@@ -1451,7 +1487,7 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
     if (!prepacked) cpu_qgemm_free_b(&local);
     st = qgemm_status(ctx, res);
   }
-  cpu_qgemm_buf_release(xt, own_xt);
+  if (!nhwc) cpu_qgemm_buf_release(xt, own_xt);
   if (!pointwise) cpu_qgemm_buf_release(col, own_col);
   return st;
 }
@@ -1526,6 +1562,11 @@ static OnyxStatus* qlinear_conv_compute(void* state, OnyxKernelContext* ctx) {
   bool taken;
   st = conv_fast(ctx, state, x, w, &xzp, &wzp, &o, &taken);
   if (st || taken) return st;
+  if (a->nhwc)
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED,
+                         "channels-last QLinearConv: only 8-bit x, w, y with float32 scales, "
+                         "rank 3 to %d, and at most %d products per output",
+                         MAXS + 2, FAST_MAX_K);
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
 }
 
@@ -1879,6 +1920,27 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
        .create = qgap_create,
        .compute = qgap_compute,
+       .release = cpu_free_state},
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.onyx",
+       .op_type = "QLinearConv",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_QLCONV,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_QLCONV),
+       .create = conv_nhwc_create,
+       .compute = qlinear_conv_compute,
+       .release = conv_release,
+       .user_data = &quantized_flag},
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.microsoft",
+       .op_type = "NhwcMaxPool",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_MS,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
+       .create = cpu_qmaxpool_nhwc_create,
+       .compute = cpu_qmaxpool_nhwc_compute,
        .release = cpu_free_state},
   };
   for (size_t i = 0; !st && i < CPU_ARRAY_LEN(ms); i++)

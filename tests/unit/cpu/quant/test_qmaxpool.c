@@ -3,7 +3,8 @@
  * begin and end pads, ceil_mode, rows narrower and wider than a vector, one
  * column), both signednesses, random bytes including each type's extremes,
  * against a plain loop written here: the maximum of a window's taps inside
- * X, compared as the type orders them. */
+ * X, compared as the type orders them. The same cases run through
+ * com.microsoft NhwcMaxPool on X channels-last ([N, H, W, C]). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,7 +40,7 @@ static int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, 
   return o;
 }
 
-static void run_case(const PoolCase* pc, bool is_signed) {
+static void run_case(const PoolCase* pc, bool is_signed, bool nhwc) {
   const size_t nx = (size_t)(pc->n * pc->c * pc->h * pc->w);
   uint8_t* x = malloc(nx);
   assert_non_null(x);
@@ -48,9 +49,20 @@ static void run_case(const PoolCase* pc, bool is_signed) {
   x[0] = is_signed ? 0x80 : 0x00;                  /* the lowest value */
   if (nx > 1) x[nx - 1] = is_signed ? 0x7f : 0xff; /* the highest */
   const OnyxElemType t = is_signed ? ONYX_ELEM_INT8 : ONYX_ELEM_UINT8;
+  uint8_t* xh = malloc(nx); /* X channels-last */
+  assert_non_null(xh);
+  const int64_t plane = pc->h * pc->w;
+  for (int64_t i = 0; i < pc->n * pc->c; i++)
+    for (int64_t q = 0; q < plane; q++)
+      xh[((i / pc->c) * plane + q) * pc->c + i % pc->c] = x[i * plane + q];
   OxTestModel* m = otm_new(13);
-  otm_initializer(m, "X", t, 4, (int64_t[]){pc->n, pc->c, pc->h, pc->w}, x);
-  OxTestNode* node = otm_node(m, "MaxPool", "mp", "X", "Y");
+  if (nhwc) otm_add_opset(m, "com.microsoft", 1);
+  otm_initializer(m, "X", t, 4,
+                  nhwc ? (int64_t[]){pc->n, pc->h, pc->w, pc->c}
+                       : (int64_t[]){pc->n, pc->c, pc->h, pc->w},
+                  nhwc ? xh : x);
+  OxTestNode* node = otm_node(m, nhwc ? "NhwcMaxPool" : "MaxPool", "mp", "X", "Y");
+  if (nhwc) otm_node_domain(node, "com.microsoft");
   otm_attr_ints(node, "kernel_shape", 2, (int64_t[]){pc->kh, pc->kw});
   otm_attr_ints(node, "strides", 2, (int64_t[]){pc->sh, pc->sw});
   otm_attr_ints(node, "dilations", 2, (int64_t[]){pc->dh, pc->dw});
@@ -58,7 +70,8 @@ static void run_case(const PoolCase* pc, bool is_signed) {
   otm_attr_int(node, "ceil_mode", pc->ceil_mode);
   const int64_t oh = out_dim(pc->h, pc->kh, pc->sh, pc->dh, pc->pt, pc->pb, pc->ceil_mode);
   const int64_t ow = out_dim(pc->w, pc->kw, pc->sw, pc->dw, pc->pl, pc->pr, pc->ceil_mode);
-  otm_output(m, "Y", t, 4, (int64_t[]){pc->n, pc->c, oh, ow});
+  otm_output(m, "Y", t, 4,
+             nhwc ? (int64_t[]){pc->n, oh, ow, pc->c} : (int64_t[]){pc->n, pc->c, oh, ow});
   uint8_t* bytes = NULL;
   size_t len = 0;
   otm_serialize(m, &bytes, &len);
@@ -79,8 +92,8 @@ static void run_case(const PoolCase* pc, bool is_signed) {
   if (st) fail_msg("run: %s", onyx_status_message(st));
   const OnyxTensor* yt = onyx_value_tensor(y);
   assert_int_equal(onyx_tensor_elem_type(yt), t);
-  assert_int_equal(onyx_tensor_dims(yt)[2], oh);
-  assert_int_equal(onyx_tensor_dims(yt)[3], ow);
+  assert_int_equal(onyx_tensor_dims(yt)[nhwc ? 1 : 2], oh);
+  assert_int_equal(onyx_tensor_dims(yt)[nhwc ? 2 : 3], ow);
   const uint8_t* got = onyx_tensor_data(yt);
   for (int64_t p = 0; p < pc->n * pc->c; p++)
     for (int64_t i = 0; i < oh; i++)
@@ -95,18 +108,21 @@ static void run_case(const PoolCase* pc, bool is_signed) {
             const int v = is_signed ? (int)(int8_t)raw : (int)raw;
             if (v > best) best = v;
           }
-        const uint8_t g = got[(p * oh + i) * ow + j];
+        const int64_t img = p / pc->c, ch = p % pc->c;
+        const uint8_t g =
+            got[nhwc ? ((img * oh + i) * ow + j) * pc->c + ch : (p * oh + i) * ow + j];
         const int gv = is_signed ? (int)(int8_t)g : (int)g;
         if (gv != best)
-          fail_msg("MaxPool %s %lldx%lld k%lldx%lld s%lld,%lld: plane %lld (%lld, %lld) = %d, "
+          fail_msg("%s %s %lldx%lld k%lldx%lld s%lld,%lld: plane %lld (%lld, %lld) = %d, "
                    "want %d",
-                   is_signed ? "int8" : "uint8", (long long)pc->h, (long long)pc->w,
-                   (long long)pc->kh, (long long)pc->kw, (long long)pc->sh, (long long)pc->sw,
-                   (long long)p, (long long)i, (long long)j, gv, best);
+                   nhwc ? "NhwcMaxPool" : "MaxPool", is_signed ? "int8" : "uint8", (long long)pc->h,
+                   (long long)pc->w, (long long)pc->kh, (long long)pc->kw, (long long)pc->sh,
+                   (long long)pc->sw, (long long)p, (long long)i, (long long)j, gv, best);
       }
   onyx_value_release(y);
   onyx_session_release(s);
   free(x);
+  free(xh);
 }
 
 static void test_geometries(void** state) {
@@ -125,7 +141,8 @@ static void test_geometries(void** state) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     for (int sgn = 0; sgn < 2; sgn++)
-      run_case(&cases[i], sgn);
+      for (int nhwc = 0; nhwc < 2; nhwc++)
+        run_case(&cases[i], sgn, nhwc);
 }
 
 int main(void) {

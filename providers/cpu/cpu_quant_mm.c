@@ -1624,28 +1624,56 @@ typedef struct QAdd {
  * GEMM's ISA choice. Returns how many leading elements it did (a multiple
  * of the vector width); the caller finishes the rest. */
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f"))) static size_t qadd_span_avx512(const QAdd* q, const uint8_t* a,
-                                                                  bool a1, const uint8_t* b,
-                                                                  bool b1, uint8_t* c, size_t len) {
+/* AVX-512: s clamped first to [lo - zc - 1, hi - zc + 1] (where the
+ * rounded sum plus zc saturates anyway), rounded to nearest even, zc added
+ * in int32, then saturated to bytes by the packs, 64 elements a step; the
+ * same result as rounding, adding and clamping in float. Scales of 1e30 and
+ * up (the sums could reach inf and NaN) take the scalar loop. */
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i
+qadd16_avx512(const QAdd* q, const uint8_t* a, bool a1, const uint8_t* b, bool b1, __m512 ra,
+              __m512 rb, __m512i za, __m512i zb, __m512 lo, __m512 hi, __m512i zc) {
+  const __m128i xa = a1 ? _mm_loadu_si128((const __m128i*)a) : _mm_set1_epi8((char)a[0]);
+  const __m128i xb = b1 ? _mm_loadu_si128((const __m128i*)b) : _mm_set1_epi8((char)b[0]);
+  const __m512i va = q->is_signed ? _mm512_cvtepi8_epi32(xa) : _mm512_cvtepu8_epi32(xa);
+  const __m512i vb = q->is_signed ? _mm512_cvtepi8_epi32(xb) : _mm512_cvtepu8_epi32(xb);
+  const __m512i da = _mm512_sub_epi32(va, za), db = _mm512_sub_epi32(vb, zb);
+  __m512 s = q->mul ? _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(da, db)), ra)
+                    : _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(da), ra),
+                                    _mm512_mul_ps(_mm512_cvtepi32_ps(db), rb));
+  s = _mm512_min_ps(_mm512_max_ps(s, lo), hi);
+  return _mm512_add_epi32(
+      _mm512_cvt_roundps_epi32(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zc);
+}
+
+__attribute__((target("avx512f,avx512bw"))) static size_t
+qadd_span_avx512(const QAdd* q, const uint8_t* a, bool a1, const uint8_t* b, bool b1, uint8_t* c,
+                 size_t len) {
+  if (!(fabsf(q->ra) < 1e30f) || !(fabsf(q->rb) < 1e30f)) return 0;
   const __m512 ra = _mm512_set1_ps(q->ra), rb = _mm512_set1_ps(q->rb);
   const __m512i za = _mm512_set1_epi32(q->za), zb = _mm512_set1_epi32(q->zb);
-  const __m512 zc = _mm512_set1_ps((float)q->zc);
-  const __m512 lo = _mm512_set1_ps(q->is_signed ? -128.0f : 0.0f);
-  const __m512 hi = _mm512_set1_ps(q->is_signed ? 127.0f : 255.0f);
+  const __m512i zc = _mm512_set1_epi32(q->zc);
+  const float tlo = q->is_signed ? -128.0f : 0.0f, thi = q->is_signed ? 127.0f : 255.0f;
+  const __m512 lo = _mm512_set1_ps(tlo - (float)q->zc - 1.0f);
+  const __m512 hi = _mm512_set1_ps(thi - (float)q->zc + 1.0f);
+  /* after the two packs, 128-bit lane l holds dwords: chunk l of r0, r1,
+   * r2, r3; dword j of the result is chunk j % 4 of r[j / 4] */
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   size_t i = 0;
+  for (; i + 64 <= len; i += 64) {
+    __m512i r[4];
+    for (int t = 0; t < 4; t++)
+      r[t] = qadd16_avx512(q, a + (a1 ? i + 16 * (size_t)t : 0), a1,
+                           b + (b1 ? i + 16 * (size_t)t : 0), b1, ra, rb, za, zb, lo, hi, zc);
+    const __m512i w01 = _mm512_packs_epi32(r[0], r[1]), w23 = _mm512_packs_epi32(r[2], r[3]);
+    const __m512i v = q->is_signed ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
+    _mm512_storeu_si512((void*)(c + i), _mm512_permutexvar_epi32(order, v));
+  }
+  const __m512i blo = _mm512_set1_epi32((int)tlo), bhi = _mm512_set1_epi32((int)thi);
   for (; i + 16 <= len; i += 16) {
-    const __m128i xa = a1 ? _mm_loadu_si128((const __m128i*)(a + i)) : _mm_set1_epi8((char)a[0]);
-    const __m128i xb = b1 ? _mm_loadu_si128((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
-    const __m512i va = q->is_signed ? _mm512_cvtepi8_epi32(xa) : _mm512_cvtepu8_epi32(xa);
-    const __m512i vb = q->is_signed ? _mm512_cvtepi8_epi32(xb) : _mm512_cvtepu8_epi32(xb);
-    const __m512i da = _mm512_sub_epi32(va, za), db = _mm512_sub_epi32(vb, zb);
-    const __m512 s = q->mul ? _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(da, db)), ra)
-                            : _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(da), ra),
-                                            _mm512_mul_ps(_mm512_cvtepi32_ps(db), rb));
-    __m512 v = _mm512_roundscale_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> zc */
-    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, zc), lo), hi);
-    _mm_storeu_si128((__m128i*)(c + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+    __m512i r =
+        qadd16_avx512(q, a + (a1 ? i : 0), a1, b + (b1 ? i : 0), b1, ra, rb, za, zb, lo, hi, zc);
+    r = _mm512_min_epi32(_mm512_max_epi32(r, blo), bhi);
+    _mm_storeu_si128((__m128i*)(c + i), _mm512_cvtepi32_epi8(r));
   }
   return i;
 }

@@ -490,12 +490,60 @@ static void run_qadd(bool is_signed, const int64_t* bd, size_t br) {
   onyx_value_release(y);
 }
 
+/* Rows long enough for the vector paths (150: two steps of 64, one of 16
+ * and a tail of 6): A [2, 150] with B [2, 150], B [150] or one value,
+ * QLinearAdd or QLinearMul, C's scale small enough to saturate both ends or
+ * not, against the double formula. */
+static void run_qbinary_long(bool is_signed, bool mul, int bmode, float cs) {
+  enum { R = 2, L = 150 };
+  uint8_t a[R * L], b[R * L];
+  for (int i = 0; i < R * L; i++) {
+    a[i] = rand_byte();
+    b[i] = rand_byte();
+  }
+  const uint8_t za = rand_byte(), zb = rand_byte(), zc = rand_byte();
+  const float as = 0.03f, bs = 0.07f;
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.microsoft", 1);
+  otm_initializer(m, "A", t8(is_signed), 2, (int64_t[]){R, L}, a);
+  if (bmode == 0) otm_initializer(m, "B", t8(is_signed), 2, (int64_t[]){R, L}, b);
+  if (bmode == 1) otm_initializer(m, "B", t8(is_signed), 1, (int64_t[]){L}, b);
+  if (bmode == 2) otm_initializer(m, "B", t8(is_signed), 1, (int64_t[]){1}, b);
+  otm_initializer(m, "as", ONYX_ELEM_FLOAT32, 0, NULL, &as);
+  otm_initializer(m, "bs", ONYX_ELEM_FLOAT32, 0, NULL, &bs);
+  otm_initializer(m, "cs", ONYX_ELEM_FLOAT32, 0, NULL, &cs);
+  otm_initializer(m, "za", t8(is_signed), 0, NULL, &za);
+  otm_initializer(m, "zb", t8(is_signed), 0, NULL, &zb);
+  otm_initializer(m, "zc", t8(is_signed), 0, NULL, &zc);
+  otm_node_domain(otm_node(m, mul ? "QLinearMul" : "QLinearAdd", "q", "A,as,za,B,bs,zb,cs,zc", "Y"),
+                  "com.microsoft");
+  otm_output(m, "Y", t8(is_signed), 2, (int64_t[]){R, L});
+  OnyxValue* y = run_model(m);
+  const OnyxTensor* t = onyx_value_tensor(y);
+  assert_int_equal(onyx_tensor_elem_count(t), R * L);
+  const uint8_t* got = onyx_tensor_data(t);
+  for (size_t i = 0; i < R * L; i++) {
+    const size_t bi = bmode == 0 ? i : bmode == 1 ? i % L : 0;
+    const double da = (double)(as_int(is_signed, a[i]) - as_int(is_signed, za));
+    const double db = (double)(as_int(is_signed, b[bi]) - as_int(is_signed, zb));
+    const double v = mul ? da * db * as * bs / cs : (da * as + db * bs) / cs;
+    check_ref(mul ? "QLinearMul" : "QLinearAdd", i, as_int(is_signed, got[i]), v,
+              as_int(is_signed, zc), is_signed);
+  }
+  onyx_value_release(y);
+}
+
 static void test_qlinear_add(void** state) {
   (void)state;
   for (int sgn = 0; sgn < 2; sgn++) {
     run_qadd(sgn, (int64_t[]){4}, 1);
     run_qadd(sgn, (int64_t[]){3, 1}, 2);
     run_qadd(sgn, (int64_t[]){2, 3, 4}, 3);
+    for (int mul = 0; mul < 2; mul++)
+      for (int bmode = 0; bmode < 3; bmode++) {
+        run_qbinary_long(sgn, mul, bmode, 0.05f);
+        run_qbinary_long(sgn, mul, bmode, mul ? 0.02f : 0.004f); /* saturates */
+      }
   }
 }
 

@@ -4,7 +4,9 @@
  * column), both signednesses, random bytes including each type's extremes,
  * against a plain loop written here: the maximum of a window's taps inside
  * X, compared as the type orders them. The same cases run through
- * com.microsoft NhwcMaxPool on X channels-last ([N, H, W, C]). */
+ * com.microsoft NhwcMaxPool on X channels-last ([N, H, W, C]). Session
+ * creation refuses channels-last ops it cannot run (a window past the
+ * padded input, channels that do not match W, groups, channels_last 0). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -145,7 +147,67 @@ static void test_geometries(void** state) {
         run_case(&cases[i], sgn, nhwc);
 }
 
+/* A model that session creation must refuse with a message holding `want`
+ * (the schemas' checked shape inference of the channels-last ops). */
+static void expect_refused(OxTestModel* m, const char* want) {
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  OnyxSessionOptions* opts = NULL;
+  OnyxSession* s = NULL;
+  assert_null(onyx_session_options_create(&opts));
+  OnyxStatus* st = onyx_session_create_from_bytes(opts, bytes, len, NULL, &s);
+  onyx_session_options_release(opts);
+  free(bytes);
+  if (!st) fail_msg("session created; want an error with \"%s\"", want);
+  if (!strstr(onyx_status_message(st), want))
+    fail_msg("error \"%s\" lacks \"%s\"", onyx_status_message(st), want);
+  onyx_status_release(st);
+}
+
+static OxTestModel* nhwc_pool_model(int64_t h, int64_t k, int64_t pad) {
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.microsoft", 1);
+  otm_input(m, "X", ONYX_ELEM_UINT8, 4, (int64_t[]){1, h, h, 3});
+  OxTestNode* n = otm_node(m, "NhwcMaxPool", "pool", "X", "Y");
+  otm_node_domain(n, "com.microsoft");
+  otm_attr_ints(n, "kernel_shape", 2, (int64_t[]){k, k});
+  otm_attr_ints(n, "pads", 4, (int64_t[]){pad, pad, pad, pad});
+  otm_output(m, "Y", ONYX_ELEM_UINT8, 4, (int64_t[]){-1, -1, -1, -1});
+  return m;
+}
+
+static OxTestModel* nhwc_conv_model(int64_t c, int64_t group, int64_t channels_last) {
+  static const uint8_t w[4 * 4 * 9] = {0};
+  static const float sc = 0.5f;
+  static const uint8_t zp = 0;
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.onyx", 1);
+  otm_input(m, "X", ONYX_ELEM_UINT8, 4, (int64_t[]){1, 5, 5, c});
+  otm_initializer(m, "W", ONYX_ELEM_UINT8, 4, (int64_t[]){4, 4 / group, 3, 3}, w);
+  otm_initializer(m, "s", ONYX_ELEM_FLOAT32, 0, NULL, &sc);
+  otm_initializer(m, "z", ONYX_ELEM_UINT8, 0, NULL, &zp);
+  OxTestNode* n = otm_node(m, "QLinearConv", "conv", "X,s,z,W,s,z,s,z", "Y");
+  otm_node_domain(n, "com.onyx");
+  otm_attr_int(n, "channels_last", channels_last);
+  otm_attr_int(n, "group", group);
+  otm_output(m, "Y", ONYX_ELEM_UINT8, 4, (int64_t[]){-1, -1, -1, -1});
+  return m;
+}
+
+/* The channels-last ops' shape inference refuses what they cannot run,
+ * naming the field. */
+static void test_nhwc_refused(void** state) {
+  (void)state;
+  expect_refused(nhwc_pool_model(4, 7, 1), "larger than the padded input");
+  expect_refused(nhwc_conv_model(5, 1, 1), "x has 5 channels but w expects 4");
+  expect_refused(nhwc_conv_model(4, 2, 1), "group 1");
+  expect_refused(nhwc_conv_model(4, 1, 0), "channels_last = 1");
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_geometries)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_geometries),
+                                     cmocka_unit_test(test_nhwc_refused)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

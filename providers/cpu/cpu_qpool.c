@@ -52,7 +52,7 @@ typedef struct QPoolJob {
   int failed;
 } QPoolJob;
 
-static void qpool_planes(void* user, size_t begin, size_t end) {
+static void qpool_rows(void* user, size_t begin, size_t end) {
   QPoolJob* j = user;
   const CpuQMaxPool2d* p = j->p;
   const uint8_t flip = p->is_signed ? 0x80 : 0x00, lowest = flip; /* 0 or -128 */
@@ -67,42 +67,40 @@ static void qpool_planes(void* user, size_t begin, size_t end) {
   /* input bytes [0, n_in) land at row[pw...]; the row ends at row_len */
   const size_t n_in = pw >= row_len ? 0 : iw_b < row_len - pw ? iw_b : row_len - pw;
   size_t acc = 0;
-  for (size_t plane = begin; plane < end; plane++) {
+  for (size_t u = begin; u < end; u++) { /* output row oh of plane u / oh_n */
+    const size_t plane = u / oh_n, oh = u % oh_n;
     const uint8_t* x = j->x + plane * ih_n * iw_b;
     uint8_t* y = j->y + plane * oh_n * ow_n * ch;
-    for (size_t oh = 0; oh < oh_n; oh++) {
-      if (cpu_stop_poll(j->stop, &acc, (p->kh + p->kw) * j->row_len + 1)) goto out;
-      memset(row, lowest, j->row_len);
-      /* the window rows oh * sh - ph + a * dh inside X */
-      const int64_t h0 = (int64_t)(oh * p->sh) - (int64_t)p->ph;
-      bool first = true;
-      for (size_t a = 0; a < p->kh; a++) {
-        const int64_t h = h0 + (int64_t)(a * p->dh);
-        if (h < 0 || h >= (int64_t)ih_n) continue;
-        const uint8_t* src = x + (size_t)h * iw_b;
-        if (first)
-          memcpy(row + pw, src, n_in);
-        else
-          qmax_into(row + pw, src, n_in, flip);
-        first = false;
-      }
-      /* red[j] = max over b of row[j + b * dw] */
-      memcpy(red, row, j->starts);
-      for (size_t b = 1; b < p->kw; b++)
-        qmax_into(red, row + b * p->dw * ch, j->starts, flip);
-      uint8_t* yr = y + oh * ow_n * ch;
-      if (p->sw == 1) {
-        memcpy(yr, red, ow_n * ch);
-      } else if (ch == 1) {
-        for (size_t o = 0; o < ow_n; o++)
-          yr[o] = red[o * p->sw];
-      } else {
-        for (size_t o = 0; o < ow_n; o++)
-          memcpy(yr + o * ch, red + o * p->sw * ch, ch);
-      }
+    if (cpu_stop_poll(j->stop, &acc, (p->kh + p->kw) * j->row_len + 1)) break;
+    memset(row, lowest, j->row_len);
+    /* the window rows oh * sh - ph + a * dh inside X */
+    const int64_t h0 = (int64_t)(oh * p->sh) - (int64_t)p->ph;
+    bool first = true;
+    for (size_t a = 0; a < p->kh; a++) {
+      const int64_t h = h0 + (int64_t)(a * p->dh);
+      if (h < 0 || h >= (int64_t)ih_n) continue;
+      const uint8_t* src = x + (size_t)h * iw_b;
+      if (first)
+        memcpy(row + pw, src, n_in);
+      else
+        qmax_into(row + pw, src, n_in, flip);
+      first = false;
+    }
+    /* red[j] = max over b of row[j + b * dw] */
+    memcpy(red, row, j->starts);
+    for (size_t b = 1; b < p->kw; b++)
+      qmax_into(red, row + b * p->dw * ch, j->starts, flip);
+    uint8_t* yr = y + oh * ow_n * ch;
+    if (p->sw == 1) {
+      memcpy(yr, red, ow_n * ch);
+    } else if (ch == 1) {
+      for (size_t o = 0; o < ow_n; o++)
+        yr[o] = red[o * p->sw];
+    } else {
+      for (size_t o = 0; o < ow_n; o++)
+        memcpy(yr + o * ch, red + o * p->sw * ch, ch);
     }
   }
-out:
   free(row);
 }
 
@@ -120,7 +118,11 @@ bool cpu_qmaxpool2d(OnyxKernelContext* ctx, const CpuQMaxPool2d* p, const uint8_
     return false;
   QPoolJob j = {
       .p = p, .x = x, .y = y, .ch = p->ch, .row_len = row_len, .starts = starts, .stop = stop};
-  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), planes, qpool_planes, &j);
+  /* output rows over the pool (NHWC: one plane per image, so rows, not
+   * planes, share the work out) */
+  size_t rows;
+  if (!cpu_mul_size(planes, p->oh, &rows)) return false;
+  cpu_host->parallel_for(cpu_host->ctx_thread_pool(ctx), rows, qpool_rows, &j);
   *oom = j.failed != 0;
   return true;
 }

@@ -1179,26 +1179,44 @@ static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, s
   }
 }
 
-/* The 2-D channels-last xt (in[0] x in[1] positions of cg bytes) into
- * xp, hp x wp positions with the begin pads of zero point `pad` before
- * it, the rest of xp `pad` too; rows and columns past xp (never read by a
- * tap) are left out. */
-static void conv_pad_hwc(uint8_t* xp, const ConvGeo* g, const uint8_t* xt, size_t cg, size_t hp,
-                         size_t wp, uint8_t pad) {
+typedef struct PadJob {
+  uint8_t* xp;
+  const ConvGeo* g;
+  const uint8_t* xt;
+  size_t cg, wp;
+  uint8_t pad;
+} PadJob;
+
+/* Rows [begin, end) of conv_pad_hwc's xp. */
+static void conv_pad_rows(void* user, size_t begin, size_t end) {
+  const PadJob* j = user;
+  const ConvGeo* g = j->g;
+  const size_t cg = j->cg, wp = j->wp;
   const size_t H = (size_t)g->in[0], W = (size_t)g->in[1];
   const size_t p0 = (size_t)g->pb[0], p1 = (size_t)g->pb[1];
   const size_t n = p1 >= wp ? 0 : W < wp - p1 ? W : wp - p1; /* positions copied per row */
-  for (size_t h = 0; h < hp; h++) {
-    uint8_t* row = xp + h * wp * cg;
+  for (size_t h = begin; h < end; h++) {
+    uint8_t* row = j->xp + h * wp * cg;
     const bool in = h >= p0 && h - p0 < H && n;
     if (!in) {
-      memset(row, pad, wp * cg);
+      memset(row, j->pad, wp * cg);
       continue;
     }
-    memset(row, pad, p1 * cg);
-    memcpy(row + p1 * cg, xt + (h - p0) * W * cg, n * cg);
-    memset(row + (p1 + n) * cg, pad, (wp - p1 - n) * cg);
+    memset(row, j->pad, p1 * cg);
+    memcpy(row + p1 * cg, j->xt + (h - p0) * W * cg, n * cg);
+    memset(row + (p1 + n) * cg, j->pad, (wp - p1 - n) * cg);
   }
+}
+
+/* The 2-D channels-last xt (in[0] x in[1] positions of cg bytes) into
+ * xp, hp x wp positions with the begin pads of zero point `pad` before
+ * it, the rest of xp `pad` too; rows and columns past xp (never read by a
+ * tap) are left out. The rows are split over the pool, so that the copy
+ * does not leave the other threads idle between two GEMMs. */
+static void conv_pad_hwc(OnyxThreadPool* pool, uint8_t* xp, const ConvGeo* g, const uint8_t* xt,
+                         size_t cg, size_t hp, size_t wp, uint8_t pad) {
+  PadJob j = {.xp = xp, .g = g, .xt = xt, .cg = cg, .wp = wp, .pad = pad};
+  cpu_host->parallel_for(pool, hp, conv_pad_rows, &j);
 }
 
 /* Depthwise planes: plane q is channel q % c of image q / c. */
@@ -1474,7 +1492,7 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xin, x_signed, g.out_size, cg, 1, pb,
                         rowsums, q_epi, &e);
       } else if (segmented) {
-        conv_pad_hwc(col, &g, xin, cg, hp, wp, (uint8_t)xz);
+        conv_pad_hwc(cpu_host->ctx_thread_pool(ctx), col, &g, xin, cg, hp, wp, (uint8_t)xz);
         seg.base = col;
         res = cpu_qgemm_seg(cpu_host->ctx_thread_pool(ctx), &stop, &seg, x_signed, g.out_size, pb,
                             rowsums, q_epi, &e);

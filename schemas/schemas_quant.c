@@ -11,7 +11,9 @@
  * types where the default cannot (dtype / output_datatype attributes, the
  * uint8 default of QuantizeLinear) and shapes where they are cheap. */
 #include <stdlib.h>
+#include <string.h>
 #include "infer_util.h"
+#include "ox_checked.h"
 #include "schema_internal.h"
 
 #define T_(x)  OX_T(ONYX_ELEM_##x)
@@ -295,7 +297,154 @@ static const OxAttrSpec a_multinomial22[] = {AI("dtype", ONYX_ELEM_INT32), AI("s
                                              AO("seed", FLOAT)};
 static const OxAttrSpec a_bernoulli22[] = {AO("dtype", INT), AO("seed", FLOAT)};
 
+/* --- channels-last quantized ops (the qdq fusion's layout, host/optimizer/opt_qdq.c)
+ * -------------- com.onyx QLinearConv: ai.onnx QLinearConv's inputs and attributes with X and Y
+ * channels-last, [N, spatial..., C] (channels_last must be 1), explicit pads only (auto_pad
+ * NOTSET). com.microsoft NhwcMaxPool: MaxPool on channels-last int8 / uint8, as ONNX Runtime's
+ * contrib op (no Indices). Both: the output's spatial dims are floor((in + pads - ((k - 1) d + 1))
+ * / s) + 1 (ceil for NhwcMaxPool's ceil_mode, a last window starting in the end pad dropped),
+ * checked. */
+
+/* Output dim i of a window over `in` (ONYX_DIM_UNKNOWN stays unknown). */
+static OnyxStatus* nhwc_window(OxNode* n, int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0,
+                               int64_t p1, bool ceil_mode, size_t i, int64_t* out) {
+  if (k < 1 || s < 1 || d < 1 || p0 < 0 || p1 < 0)
+    return ox_node_err(n,
+                       "spatial dim %zu: kernel %lld, stride %lld, dilation %lld and pads "
+                       "%lld, %lld must be positive (pads >= 0)",
+                       i, (long long)k, (long long)s, (long long)d, (long long)p0, (long long)p1);
+  if (in < 0) {
+    *out = ONYX_DIM_UNKNOWN;
+    return NULL;
+  }
+  int64_t ext, span;
+  if (!ox_dilated_extent(k, d, &ext) || !ox_add3_i64(in, p0, p1, &span))
+    return ox_node_err(n, "spatial dim %zu: the window's size overflows int64", i);
+  if (span < ext)
+    return ox_node_err(n,
+                       "spatial dim %zu: the window (%lld) is larger than the padded input "
+                       "(%lld)",
+                       i, (long long)ext, (long long)span);
+  int64_t o = (ceil_mode ? ox_ceil_div_i64(span - ext, s) : (span - ext) / s) + 1;
+  int64_t start;
+  if (ceil_mode && (!ox_mul_i64(o - 1, s, &start) || start >= in + p0)) o--;
+  *out = o;
+  return NULL;
+}
+
+/* X [N, spatial..., C] (rank r >= 3), kernel of r - 2 dims, output
+ * [N, out..., c_out]. */
+static OnyxStatus* nhwc_shape(OxNode* n, const OxDims* x, const int64_t* kernel, size_t nk,
+                              int64_t c_out, bool ceil_mode, OxDims* y) {
+  const size_t ns = (size_t)x->rank - 2;
+  if (nk != ns)
+    return ox_node_err(n, "kernel_shape has %zu values for an input of rank %d", nk, (int)x->rank);
+  size_t count;
+  const int64_t* st = ox_attr_ints(n, "strides", &count);
+  if (st && count != ns) return ox_node_err(n, "strides has %zu values, not %zu", count, ns);
+  const int64_t* dl = ox_attr_ints(n, "dilations", &count);
+  if (dl && count != ns) return ox_node_err(n, "dilations has %zu values, not %zu", count, ns);
+  const int64_t* pads = ox_attr_ints(n, "pads", &count);
+  if (pads && count != 2 * ns) return ox_node_err(n, "pads has %zu values, not %zu", count, 2 * ns);
+  const char* ap = ox_attr_s(n, "auto_pad", "NOTSET");
+  if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
+    return ox_node_err(n, "auto_pad %s: only NOTSET or VALID (explicit pads)", ap);
+  const bool valid = !strcmp(ap, "VALID");
+  y->rank = x->rank;
+  y->d[0] = x->d[0];
+  y->d[x->rank - 1] = c_out;
+  for (size_t i = 0; i < ns; i++)
+    OX_TRY(nhwc_window(n, x->d[i + 1], kernel[i], st ? st[i] : 1, dl ? dl[i] : 1,
+                       pads && !valid ? pads[i] : 0, pads && !valid ? pads[i + ns] : 0, ceil_mode,
+                       i, &y->d[i + 1]));
+  return NULL;
+}
+
+static OnyxStatus* infer_qlinear_conv_nhwc(OxNode* n) {
+  if (ox_attr_i(n, "channels_last", 0) != 1)
+    return ox_node_err(n, "com.onyx QLinearConv needs channels_last = 1");
+  const OnyxElemType t = ox_in_type(n, 7);
+  OxDims x, w, y;
+  ox_in_dims(n, 0, &x);
+  ox_in_dims(n, 3, &w);
+  if (x.rank >= 0 && x.rank < 3) return ox_node_err(n, "x must have rank >= 3, not %d", x.rank);
+  if (x.rank >= 0 && w.rank >= 0 && w.rank != x.rank)
+    return ox_node_err(n, "x (rank %d) and w (rank %d) must have the same rank", x.rank, w.rank);
+  const int64_t group = ox_attr_i(n, "group", 1);
+  if (group != 1)
+    return ox_node_err(n, "channels-last QLinearConv needs group 1, not %lld", (long long)group);
+  if (x.rank < 0 || w.rank < 0) return ox_out_set(n, 0, t, NULL);
+  if (x.d[x.rank - 1] >= 0 && w.d[1] >= 0 && x.d[x.rank - 1] != w.d[1])
+    return ox_node_err(n, "x has %lld channels but w expects %lld", (long long)x.d[x.rank - 1],
+                       (long long)w.d[1]);
+  int64_t kernel[OX_INFER_MAX_RANK];
+  size_t nk = 0;
+  const int64_t* ks = ox_attr_ints(n, "kernel_shape", &nk);
+  if (!ks) {
+    nk = (size_t)w.rank - 2;
+    for (size_t i = 0; i < nk; i++) {
+      if (w.d[i + 2] < 0) return ox_out_set(n, 0, t, NULL);
+      kernel[i] = w.d[i + 2];
+    }
+    ks = kernel;
+  }
+  OX_TRY(nhwc_shape(n, &x, ks, nk, w.d[0], false, &y));
+  return ox_out_set(n, 0, t, &y);
+}
+
+static OnyxStatus* infer_nhwc_maxpool(OxNode* n) {
+  OxDims x, y;
+  ox_in_dims(n, 0, &x);
+  if (x.rank >= 0 && x.rank < 3) return ox_node_err(n, "x must have rank >= 3, not %d", x.rank);
+  size_t nk = 0;
+  const int64_t* ks = ox_attr_ints(n, "kernel_shape", &nk);
+  if (!ks) return ox_node_err(n, "kernel_shape is required");
+  if (x.rank < 0) return ox_out_set(n, 0, ox_in_type(n, 0), NULL);
+  OX_TRY(nhwc_shape(n, &x, ks, nk, x.d[x.rank - 1], ox_attr_i(n, "ceil_mode", 0) != 0, &y));
+  return ox_out_set(n, 0, ox_in_type(n, 0), &y);
+}
+
+static const OxFormal f_qconv_nhwc_in[] = {
+    {"x", "T1", ONYX_PARAM_SINGLE, 1},
+    {"x_scale", "tensor(float)", ONYX_PARAM_SINGLE, 1},
+    {"x_zero_point", "T1", ONYX_PARAM_SINGLE, 1},
+    {"w", "T2", ONYX_PARAM_SINGLE, 1},
+    {"w_scale", "tensor(float)", ONYX_PARAM_SINGLE, 1},
+    {"w_zero_point", "T2", ONYX_PARAM_SINGLE, 1},
+    {"y_scale", "tensor(float)", ONYX_PARAM_SINGLE, 1},
+    {"y_zero_point", "T3", ONYX_PARAM_SINGLE, 1},
+    {"B", "T4", ONYX_PARAM_OPTIONAL, 1},
+};
+static const OxFormal f_qconv_nhwc_out[] = {{"y", "T3", ONYX_PARAM_SINGLE, 1}};
+static const OxTypeConstr t_qconv_nhwc[] = {
+    {"T1", M_Q8}, {"T2", M_Q8}, {"T3", M_Q8}, {"T4", T_(INT32)}};
+static const OxAttrSpec a_qconv_nhwc[] = {
+    {.name = "auto_pad", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = "NOTSET"},
+    {.name = "channels_last", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
+    {.name = "dilations", .type = ONYX_ATTR_INTS},
+    {.name = "group", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 1},
+    {.name = "kernel_shape", .type = ONYX_ATTR_INTS},
+    {.name = "pads", .type = ONYX_ATTR_INTS},
+    {.name = "strides", .type = ONYX_ATTR_INTS},
+};
+static const OxFormal f_nhwc_mp_in[] = {{"x", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxFormal f_nhwc_mp_out[] = {{"y", "T", ONYX_PARAM_SINGLE, 1}};
+static const OxTypeConstr t_nhwc_mp[] = {{"T", M_Q8}};
+static const OxAttrSpec a_nhwc_mp[] = {
+    {.name = "auto_pad", .type = ONYX_ATTR_STRING, .has_default = true, .def_s = "NOTSET"},
+    {.name = "ceil_mode", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
+    {.name = "dilations", .type = ONYX_ATTR_INTS},
+    {.name = "kernel_shape", .type = ONYX_ATTR_INTS, .required = true},
+    {.name = "pads", .type = ONYX_ATTR_INTS},
+    {.name = "storage_order", .type = ONYX_ATTR_INT, .has_default = true, .def_i = 0},
+    {.name = "strides", .type = ONYX_ATTR_INTS},
+};
+
 static const OxSchema quant_rows[] = {
+    {"com.onyx", "QLinearConv", 1, L(f_qconv_nhwc_in), L(f_qconv_nhwc_out), L(t_qconv_nhwc),
+     L(a_qconv_nhwc), infer_qlinear_conv_nhwc, NULL, NULL, true},
+    {"com.microsoft", "NhwcMaxPool", 1, L(f_nhwc_mp_in), L(f_nhwc_mp_out), L(t_nhwc_mp),
+     L(a_nhwc_mp), infer_nhwc_maxpool, NULL, NULL, true},
     S("QuantizeLinear", 19, L(f_q19_in), L(f_q19_out), L(t_q19), L(a_q19), infer_quantize),
     S("QuantizeLinear", 21, L(f_q19_in), L(f_q19_out), L(t_q21), L(a_q21), infer_quantize),
     S("QuantizeLinear", 23, L(f_q23_in), L(f_q23_out), L(t_q23), L(a_q23), infer_quantize),

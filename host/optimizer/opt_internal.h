@@ -113,6 +113,7 @@ OnyxStatus* ox_pass_attention(OxOpt* o, bool* changed);
 OnyxStatus* ox_pass_qkv(OxOpt* o, bool* changed); /* Q, K, V projections in one GEMM */
 /* opt_qdq.c: QDQ into QLinear ops; then DequantizeLinear of constants folded */
 OnyxStatus* ox_pass_qdq(OxOpt* o, bool* changed);
+OnyxStatus* ox_pass_qdq_layout(OxOpt* o, bool* changed); /* channels-last quantized chains */
 OnyxStatus* ox_pass_qdq_fold(OxOpt* o, bool* changed);
 /* opt_pad.c: a constant-mode Pad folded into its Conv / pooling reader's pads */
 OnyxStatus* ox_pass_pad_fold(OxOpt* o, bool* changed);

@@ -9,6 +9,7 @@
  *   Q(Add(DQ(a), DQ(b)))                                  -> com.microsoft QLinearAdd
  *   Q(Mul(DQ(a), DQ(b)))                                  -> com.microsoft QLinearMul
  *   Q(GlobalAveragePool(DQ(x)))                           -> com.microsoft QLinearGlobalAveragePool
+ *   Q(MaxPool(DQ(x))), one scale and zero point           -> MaxPool on x (opset 12 on)
  * A Relu between the op and the Q goes too when the Q's zero point is the
  * lowest value of its type: Q then maps every negative input to that zero
  * point, as it maps 0, so the Relu changes no quantized output.
@@ -25,6 +26,7 @@
  * Q (and be no graph output); the Q's output becomes the fused node's.
  * The next transformer, qdq_fold, folds a DequantizeLinear of constants
  * that no fusion took into a float32 constant. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,6 +367,42 @@ static OnyxStatus* qdq_gap(OxOpt* o, OxNode* q, OxNode* relu, OxNode* gap, bool*
   return NULL;
 }
 
+/* --- MaxPool -------------------------------------------------------------------------------------
+ * With the DQ's and the Q's scale s and zero point z equal, Q(MaxPool(DQ(x)))
+ * is MaxPool(x) on the 8-bit values exactly: DQ is increasing, so the
+ * maximum comes from the same element, and Q gives it back, round((v - z) s
+ * / s) + z = v, the float product and quotient each off by under 2^-24
+ * relative and |v - z| <= 255. A window with no valid tap gives -inf, which
+ * Q saturates to the type's lowest value, the 8-bit MaxPool's result too.
+ * s must be normal (no underflow in (v - z) s) and (v - z) s finite. */
+static OnyxStatus* qdq_maxpool(OxOpt* o, OxNode* q, OxNode* relu, OxNode* mp, bool* done) {
+  if (mp->n_inputs != 1 || (mp->n_outputs > 1 && mp->outputs[1]) || ox_graph_opset(o->g, "") < 12 ||
+      !qdq_may_fuse(o, mp, "", "MaxPool"))
+    return NULL;
+  QdqIn x;
+  /* any rank: MaxPool's own checks apply to the 8-bit input alike */
+  if (!qdq_dq(o, mp->inputs[0], q->outputs[0]->type, &x) || x.n != 1) return NULL;
+  const float xs = *(const float*)x.scale->constant->data;
+  const float ys = *(const float*)q->inputs[1]->constant->data;
+  const OxValue* yzp = q->n_inputs > 2 ? q->inputs[2] : NULL;
+  if (xs != ys || !(xs >= FLT_MIN) || xs > FLT_MAX / 512 || qdq_zp_at(x.zp, 0) != qdq_zp_at(yzp, 0))
+    return NULL;
+  OxValue* ins[1] = {x.q};
+  QdqIn* dqs[1] = {&x};
+  OxNode* made = NULL;
+  OxNode tmp = {.attrs = mp->attrs, .n_attrs = mp->n_attrs}; /* MaxPool's, kept */
+  mp->attrs = NULL;
+  mp->n_attrs = mp->cap_attrs = 0;
+  OnyxStatus* st = qdq_replace(o, q, relu, mp, dqs, 1, "MaxPool", "", ins, 1, &made);
+  if (!st) st = ox_opt_copy_attrs(made, &tmp);
+  for (size_t i = 0; i < tmp.n_attrs; i++)
+    ox_attr_clear(&tmp.attrs[i]);
+  free(tmp.attrs);
+  OX_TRY(st);
+  *done = true;
+  return NULL;
+}
+
 /* --- the pass -----------------------------------------------------------------------------------
  */
 
@@ -390,6 +428,7 @@ static OnyxStatus* qdq_fuse(OxOpt* o, OxNode* q, bool* done) {
   if (ox_opt_is(p, "Add")) return qdq_binary(o, q, relu, p, "QLinearAdd", done);
   if (ox_opt_is(p, "Mul")) return qdq_binary(o, q, relu, p, "QLinearMul", done);
   if (ox_opt_is(p, "GlobalAveragePool")) return qdq_gap(o, q, relu, p, done);
+  if (ox_opt_is(p, "MaxPool")) return qdq_maxpool(o, q, relu, p, done);
   return NULL;
 }
 
@@ -438,8 +477,302 @@ static OnyxStatus* qdq_fold(OxOpt* o, OxNode* dq, bool* done) {
   return NULL;
 }
 
+/* --- channels-last chains
+ * -------------------------------------------------------------------------- A convolution on x
+ * NCHW first copies x channels-last (the GEMM reads pixels of C bytes) and scatters its output back
+ * to NCHW. Between consecutive quantized ops of the CPU provider the layout is chosen instead: each
+ * connected region of QLinearConv (2-D, group 1, explicit or VALID pads, float32 scales, constant
+ * w, at most 32764 products per output) -> com.onyx QLinearConv with channels_last 1, com.microsoft
+ * QLinearAdd whose A and B both come from the region (same elementwise result in either layout:
+ * both 4-D, permuted alike), 8-bit MaxPool (no Indices) reading the region -> com.microsoft
+ * NhwcMaxPool, com.microsoft QLinearGlobalAveragePool reading the region -> its channels_last 1,
+ * with a Transpose of its [N, 1, 1, C] back, holding at least one conv with a region neighbour,
+ * keeps its values [N, H, W, C]: a Transpose (0, 2, 3, 1) where a value enters the region and (0,
+ * 3, 1, 2) where one leaves it (read outside or a graph output). Only the CPU provider's nodes
+ * after placement take part, and no node changes provider: the new nodes take the CPU provider. */
+
+enum { QN_NONE, QN_CONV, QN_ADD, QN_POOL, QN_GAP };
+
+typedef struct QnPass {
+  OxOpt* o;
+  OxGraph* g;
+  uint8_t* kind;  /* per node index */
+  OxValue** from; /* boundary inputs: NCHW value ... */
+  OxValue** to;   /* ... and its Transpose */
+  size_t n_map, cap_map;
+} QnPass;
+
+static OnyxStatus* qn_attr_ints(OxNode* n, const char* name, const int64_t* v, size_t count) {
+  OxAttr a = {.name = ox_strdup(name), .type = ONYX_ATTR_INTS, .count = count};
+  a.ints = malloc(count * sizeof *a.ints);
+  OnyxStatus* st = a.name && a.ints ? NULL : ox_oom();
+  if (!st) {
+    memcpy(a.ints, v, count * sizeof *v);
+    st = ox_node_add_attr(n, &a);
+  }
+  ox_attr_clear(&a);
+  return st;
+}
+
+static bool qn_cpu(const OxOpt* o, const OxNode* n) {
+  return o->cfg->phase == OX_OPT_PHASE_FUSION && o->cfg->cpu_ep >= 0 && n &&
+         n->ep == o->cfg->cpu_ep && n->group < 0;
+}
+
+static bool qn_f32(const OxNode* n, size_t i) {
+  return i < n->n_inputs && n->inputs[i] && n->inputs[i]->type == ONYX_ELEM_FLOAT32;
+}
+
+/* auto_pad NOTSET (or absent) or VALID: the window's pads are explicit. */
+static bool qn_pads_explicit(const OxNode* n) {
+  const char* ap = ox_node_attr_string(n, "auto_pad", "NOTSET");
+  return !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID");
+}
+
+static int qn_candidate(QnPass* p, OxNode* n) {
+  OxOpt* o = p->o;
+  if (!qn_cpu(o, n) || n->n_outputs != 1 || !n->outputs[0]) return QN_NONE;
+  if (ox_opt_is(n, "QLinearConv")) {
+    const OxValue* w = n->n_inputs > 3 ? n->inputs[3] : NULL;
+    if (n->n_inputs < 8 || !n->inputs[0] || !qdq_int8(n->inputs[0]->type) || !qdq_host_const(w) ||
+        w->rank != 4 || !qdq_int8(w->type) ||
+        (n->inputs[0]->rank >= 0 && n->inputs[0]->rank != 4) ||
+        ox_node_attr_int(n, "group", 1) != 1 || !qn_pads_explicit(n) || !qn_f32(n, 1) ||
+        !qn_f32(n, 4) || !qn_f32(n, 6) || !qdq_may_fuse(o, n, "com.onyx", "QLinearConv"))
+      return QN_NONE;
+    const int64_t k = w->dims[1] * w->dims[2] * w->dims[3]; /* dims of a constant: small */
+    return k > 0 && k <= 32764 ? QN_CONV : QN_NONE;
+  }
+  if (!strcmp(n->domain, OX_MS_DOMAIN) && !strcmp(n->op_type, "QLinearAdd") && n->n_inputs >= 8 &&
+      n->inputs[0] && n->inputs[3])
+    return QN_ADD;
+  if (!strcmp(n->domain, OX_MS_DOMAIN) && !strcmp(n->op_type, "QLinearGlobalAveragePool") &&
+      n->inputs[0] && ox_node_attr_int(n, "channels_last", 0) == 0)
+    return QN_GAP;
+  if (ox_opt_is(n, "MaxPool") && n->n_inputs == 1 && n->inputs[0] && qdq_int8(n->inputs[0]->type) &&
+      (n->inputs[0]->rank < 0 || n->inputs[0]->rank == 4) && qn_pads_explicit(n) &&
+      ox_node_attr_int(n, "storage_order", 0) == 0) {
+    size_t nk = 0;
+    const int64_t* ks = ox_node_attr_ints(n, "kernel_shape", &nk);
+    return ks && nk == 2 ? QN_POOL : QN_NONE;
+  }
+  return QN_NONE;
+}
+
+/* v comes channels-last from the region (a conv, add or pool of it). */
+static bool qn_from_region(const QnPass* p, const OxValue* v) {
+  const OxNode* q = v ? v->producer : NULL;
+  if (!q) return false;
+  const int k = p->kind[q->index];
+  return k == QN_CONV || k == QN_ADD || k == QN_POOL;
+}
+
+/* The channels-last input slots of a region node: x (0), and B (3) for an add. */
+static size_t qn_slots(int kind) {
+  return kind == QN_ADD ? 2 : kind == QN_NONE ? 0 : 1;
+}
+static size_t qn_slot(size_t s) {
+  return s ? 3 : 0;
+}
+
+/* Drops nodes until every add, pool and GAP reads the region and every
+ * conv has a neighbour in it. */
+static void qn_settle(QnPass* p) {
+  bool again = true;
+  while (again) {
+    again = false;
+    for (size_t i = 0; i < p->g->n_nodes; i++) {
+      OxNode* n = p->g->nodes[i];
+      const int k = p->kind[i];
+      bool keep = true;
+      if (k == QN_ADD)
+        keep = qn_from_region(p, n->inputs[0]) && qn_from_region(p, n->inputs[3]);
+      else if (k == QN_POOL || k == QN_GAP)
+        keep = qn_from_region(p, n->inputs[0]);
+      else if (k == QN_CONV && !qn_from_region(p, n->inputs[0])) {
+        keep = false; /* a neighbour downstream, reading y at a channels-last slot? */
+        const OxValue* y = n->outputs[0];
+        for (size_t c = 0; c < y->n_consumers && !keep; c++) {
+          const OxNode* r = y->consumers[c];
+          const int rk = p->kind[r->index];
+          for (size_t s = 0; s < qn_slots(rk); s++)
+            keep = keep || r->inputs[qn_slot(s)] == y;
+        }
+      }
+      if (!keep) {
+        p->kind[i] = QN_NONE;
+        again = true;
+      }
+    }
+  }
+}
+
+/* A fresh value named after v. */
+static OnyxStatus* qn_value(QnPass* p, const OxValue* v, OxValue** out) {
+  char* name = NULL;
+  OX_TRY(ox_opt_fresh_name(p->o, v->name, &name));
+  OnyxStatus* st = ox_graph_value(p->g, name, out);
+  free(name);
+  return st;
+}
+
+/* Transpose(in) -> out with perm. */
+static OnyxStatus* qn_transpose(QnPass* p, OxValue* in, OxValue* out, const int64_t* perm) {
+  OxNode* t = NULL;
+  OX_TRY(ox_opt_add_node(p->o, "Transpose", "Transpose", "", &in, 1, &out, 1, &t));
+  return qn_attr_ints(t, "perm", perm, 4);
+}
+
+static const int64_t QN_TO_NHWC[4] = {0, 2, 3, 1}, QN_TO_NCHW[4] = {0, 3, 1, 2};
+
+/* One Transpose to channels-last per value entering the region. */
+static OnyxStatus* qn_input(QnPass* p, OxValue* v, OxValue** out) {
+  for (size_t i = 0; i < p->n_map; i++)
+    if (p->from[i] == v) {
+      *out = p->to[i];
+      return NULL;
+    }
+  if (p->n_map == p->cap_map) {
+    const size_t cap = p->cap_map ? 2 * p->cap_map : 8;
+    OxValue** f = realloc(p->from, cap * sizeof *f);
+    if (!f) return ox_oom();
+    p->from = f;
+    OxValue** t = realloc(p->to, cap * sizeof *t);
+    if (!t) return ox_oom();
+    p->to = t;
+    p->cap_map = cap;
+  }
+  OX_TRY(qn_value(p, v, out));
+  OX_TRY(qn_transpose(p, v, *out, QN_TO_NHWC));
+  p->from[p->n_map] = v;
+  p->to[p->n_map++] = *out;
+  return NULL;
+}
+
+/* One region node's plan, made before the graph changes. */
+typedef struct QnNode {
+  OxNode* n;
+  int kind;
+  OxValue* twin;  /* its channels-last output (GAP: its [N, 1, 1, C] one) */
+  OxValue* in[9]; /* its inputs, channels-last slots as twins or NULL (a Transpose) */
+  size_t n_in;
+} QnNode;
+
+static OnyxStatus* qn_rewrite(QnPass* p, bool* changed) {
+  OxOpt* o = p->o;
+  OxGraph* g = p->g;
+  size_t count = 0;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    count += p->kind[i] != QN_NONE;
+  if (!count) return NULL;
+  QnNode* q = calloc(count, sizeof *q);
+  if (!q) return ox_oom();
+  OnyxStatus* st = NULL;
+  for (size_t i = 0, r = 0; !st && i < g->n_nodes; i++) {
+    if (p->kind[i] == QN_NONE) continue;
+    OxNode* n = g->nodes[i];
+    q[r] = (QnNode){.n = n, .kind = p->kind[i], .n_in = n->n_inputs < 9 ? n->n_inputs : 9};
+    memcpy(q[r].in, n->inputs, q[r].n_in * sizeof *q[r].in);
+    st = qn_value(p, n->outputs[0], &q[r].twin);
+    r++;
+  }
+  /* channels-last slots read from the region: the producer's twin */
+  for (size_t r = 0; !st && r < count; r++)
+    for (size_t s = 0; s < qn_slots(q[r].kind); s++) {
+      OxValue* v = q[r].in[qn_slot(s)];
+      bool inside = false;
+      for (size_t t = 0; t < count && !inside; t++)
+        if (q[t].kind != QN_GAP && v->producer == q[t].n) {
+          q[r].in[qn_slot(s)] = q[t].twin;
+          inside = true;
+        }
+      if (!inside) st = qn_input(p, v, &q[r].in[qn_slot(s)]);
+    }
+  if (st) {
+    free(q);
+    return st;
+  }
+  o->cur_ep = o->cfg->cpu_ep;
+  static const char* const ops[] = {NULL, "QLinearConv", "QLinearAdd", "NhwcMaxPool",
+                                    "QLinearGlobalAveragePool"};
+  /* each node's channels-last twin in its place (explain names the node it
+   * replaced); the old outputs have no producer until the end */
+  OxValue** old_y = calloc(count, sizeof *old_y);
+  if (!old_y) st = ox_oom();
+  for (size_t r = 0; !st && r < count; r++) {
+    const int k = q[r].kind;
+    OxNode* made = NULL;
+    old_y[r] = q[r].n->outputs[0];
+    st = ox_opt_add_node(o, q[r].n->name, ops[k], k == QN_CONV ? "com.onyx" : OX_MS_DOMAIN, q[r].in,
+                         q[r].n_in, &q[r].twin, 1, &made);
+    if (!st && k != QN_GAP) st = ox_opt_copy_attrs(made, q[r].n);
+    if (!st && (k == QN_CONV || k == QN_GAP)) st = ox_opt_attr_int(made, "channels_last", 1);
+    if (!st) ox_opt_remove(o, q[r].n);
+    if (!st) st = ox_opt_note_origins(o);
+    ox_opt_journal_reset(o);
+  }
+  /* a value read outside the region (or a graph output) is transposed back
+   * from its twin; GAP's always is */
+  for (size_t r = 0; !st && r < count; r++) {
+    OxValue* y = old_y[r];
+    if (q[r].kind == QN_GAP || y->n_consumers || ox_opt_pinned(o, y))
+      st = qn_transpose(p, q[r].twin, y, QN_TO_NCHW);
+  }
+  if (!st) *changed = true;
+  free(old_y);
+  free(q);
+  return st;
+}
+
+/* The channels-last regions of the graph (see above). */
+static OnyxStatus* qdq_nhwc(OxOpt* o, bool* changed) {
+  if (o->cfg->phase != OX_OPT_PHASE_FUSION || o->cfg->cpu_ep < 0) return NULL;
+  OxGraph* g = o->g;
+  QnPass p = {.o = o, .g = g, .kind = calloc(g->n_nodes ? g->n_nodes : 1, 1)};
+  if (!p.kind) return ox_oom();
+  size_t convs = 0;
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    g->nodes[i]->index = i;
+    p.kind[i] = (uint8_t)qn_candidate(&p, g->nodes[i]);
+    convs += p.kind[i] == QN_CONV;
+  }
+  OnyxStatus* st = NULL;
+  bool ms = false; /* com.microsoft's NhwcMaxPool: a schema and a kernel */
+  for (size_t i = 0; convs && i < g->n_nodes && !st; i++)
+    if (p.kind[i] == QN_POOL) {
+      if (!ms) st = qdq_ms_available(o, g->nodes[i], "NhwcMaxPool", &ms);
+      if (!ms) p.kind[i] = QN_NONE;
+    }
+  for (size_t i = 0; convs && i < g->n_nodes && !st; i++)
+    if (p.kind[i] == QN_GAP || p.kind[i] == QN_ADD || p.kind[i] == QN_POOL)
+      if (!qdq_may_fuse(o, g->nodes[i], "", "Transpose")) p.kind[i] = QN_NONE;
+  if (!st && convs) {
+    qn_settle(&p);
+    st = qn_rewrite(&p, changed);
+  }
+  free(p.kind);
+  free(p.from);
+  free(p.to);
+  return st;
+}
+
+/* The fusions to their fixed point: one sweep can leave a node whose
+ * pattern another sweep's rewrite completes, and qdq_fold, next, would
+ * fold its weights' DequantizeLinear for good. */
 OnyxStatus* ox_pass_qdq(OxOpt* o, bool* changed) {
-  return ox_opt_rewrite_each(o, qdq_fuse, NULL, changed);
+  for (int i = 0; i < 16; i++) {
+    bool fused = false;
+    OX_TRY(ox_opt_rewrite_each(o, qdq_fuse, NULL, &fused));
+    if (!fused) break;
+    *changed = true;
+  }
+  return NULL;
+}
+
+/* The channels-last layout of what the fusions made (qdq runs first, to
+ * its fixed point). ONYX_OPT_DISABLE=qdq_layout keeps NCHW. */
+OnyxStatus* ox_pass_qdq_layout(OxOpt* o, bool* changed) {
+  return qdq_nhwc(o, changed);
 }
 
 OnyxStatus* ox_pass_qdq_fold(OxOpt* o, bool* changed) {

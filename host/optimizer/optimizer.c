@@ -22,7 +22,8 @@ static const OxBuiltin ox_builtins[] = {
     {"fold", ONYX_OPT_BASIC, ox_pass_fold},
     {"cse", ONYX_OPT_BASIC, ox_pass_cse},
     {"qdq", ONYX_OPT_EXTENDED, ox_pass_qdq}, /* first: conv_act would take a QDQ Conv's Relu */
-    {"qdq_fold", ONYX_OPT_EXTENDED, ox_pass_qdq_fold}, /* the DequantizeLinear qdq left */
+    {"qdq_layout", ONYX_OPT_EXTENDED, ox_pass_qdq_layout}, /* channels-last quantized chains */
+    {"qdq_fold", ONYX_OPT_EXTENDED, ox_pass_qdq_fold},     /* the DequantizeLinear qdq left */
     /* a Pad into its Conv / pooling reader's pads, before conv_act reads the Conv */
     {"pad_fold", ONYX_OPT_EXTENDED, ox_pass_pad_fold},
     {"conv_bn", ONYX_OPT_EXTENDED, ox_pass_conv_bn},

@@ -154,8 +154,8 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
 
 /* r registers a kernel for `op` of `domain` ("" for ONNX) that covers the
  * opset `version` and takes float32 for its first type constraint (the
- * fused ops are float32; the quantized ones of opt_qdq.c, QLinear*, int8
- * or uint8). The node the fusion makes is matched exactly afterwards
+ * fused ops are float32; the quantized ones of opt_qdq.c, QLinear* and
+ * NhwcMaxPool, int8 or uint8). The node the fusion makes is matched exactly afterwards
  * (ox_session_check_fused). */
 static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const char* op,
                            int64_t version) {
@@ -165,9 +165,9 @@ static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const 
     const char* kd = d->domain && strcmp(d->domain, "ai.onnx") ? d->domain : "";
     if (strcmp(d->op_type, op) || strcmp(kd, domain)) continue;
     if (version < d->since_version || version > d->end_version) continue;
+    const bool q8 = !strncmp(op, "QLinear", 7) || !strcmp(op, "NhwcMaxPool");
     const uint64_t want =
-        OX_T(ONYX_ELEM_FLOAT32) |
-        (strncmp(op, "QLinear", 7) ? 0 : OX_T(ONYX_ELEM_UINT8) | OX_T(ONYX_ELEM_INT8));
+        OX_T(ONYX_ELEM_FLOAT32) | (q8 ? OX_T(ONYX_ELEM_UINT8) | OX_T(ONYX_ELEM_INT8) : 0);
     if (d->type_constraint_count && !(k->allowed[0] & want)) continue;
     return true;
   }

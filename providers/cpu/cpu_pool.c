@@ -4,6 +4,7 @@
 #include "cpu_avx2.h"
 #include "cpu_nn_common.h"
 #include "cpu_nnop_util.h"
+#include "cpu_quant.h"
 #include "cpu_types.h"
 
 #include <float.h>
@@ -426,7 +427,23 @@ static OnyxStatus* pool_compute(void* state, OnyxKernelContext* ctx) {
     return st;
   const size_t planes = (size_t)dx[0] * (size_t)dx[1];
   if (planes == 0 || g.out_size == 0) return NULL;
-  if (w->is_max && !ind && g.rank == 2 && cpu_host->tensor_elem_type(x) == ONYX_ELEM_FLOAT32) {
+  const int32_t xt = cpu_host->tensor_elem_type(x);
+  if (w->is_max && !ind && g.rank == 2 && (xt == ONYX_ELEM_UINT8 || xt == ONYX_ELEM_INT8) &&
+      g.pb[0] >= 0 && g.pb[1] >= 0) { /* cpu_qpool.c: the quantized CNNs' MaxPool */
+    const CpuQMaxPool2d q = {(size_t)g.in[0],      (size_t)g.in[1],
+                             (size_t)g.out[0],     (size_t)g.out[1],
+                             (size_t)g.k[0],       (size_t)g.k[1],
+                             (size_t)g.s[0],       (size_t)g.s[1],
+                             (size_t)g.d[0],       (size_t)g.d[1],
+                             (size_t)g.pb[0],      (size_t)g.pb[1],
+                             xt == ONYX_ELEM_INT8, 1};
+    bool oom = false;
+    if (cpu_qmaxpool2d(ctx, &q, job.x, cpu_host->tensor_mutable_data(y), planes, &stop, &oom)) {
+      if (oom) return cpu_oom(ctx);
+      return cpu_stop_seen(&stop) ? cpu_cancelled(ctx, NULL) : NULL;
+    }
+  }
+  if (w->is_max && !ind && g.rank == 2 && xt == ONYX_ELEM_FLOAT32) {
     job.y = cpu_host->tensor_mutable_data(y);
     job.avx512 = cpu_gemm_isa_level() == CPU_ISA_AVX512;
     job.avx2 = cpu_gemm_isa_level() == CPU_ISA_AVX2;

@@ -546,6 +546,7 @@ typedef struct QJob {
   const CpuQgemmSegA* seg; /* cpu_qgemm_seg: A's rows in segments (kern_vnni_rows) */
   size_t full;             /* direct: panels of MR rows that A fills */
   int32_t* rowsum;         /* a_panels * MR */
+  bool rowsums;            /* false: the in-place paths leave rowsum zero */
   size_t mb, nb;           /* C blocks down, across */
   CpuQgemmEpilogue epi;
   void* user;
@@ -663,6 +664,10 @@ static void pack_a(void* user, size_t begin, size_t end) {
   const QIsa* s = j->s;
   const uint8_t flip = j->a_signed ? 0x80 : 0;
   if (j->seg) { /* read in place: the row sums only, segment by segment */
+    if (!j->rowsums) {
+      memset(j->rowsum + begin * s->mr, 0, (end - begin) * s->mr * sizeof *j->rowsum);
+      return;
+    }
     for (size_t q = begin; q < end; q++)
       for (size_t r = 0; r < s->mr; r++) {
         const size_t i = q * s->mr + r;
@@ -678,6 +683,10 @@ static void pack_a(void* user, size_t begin, size_t end) {
   }
   for (size_t q = begin; q < end; q++) {
     if (j->direct && q < j->full) { /* read in place: the row sums only */
+      if (!j->rowsums) {
+        memset(j->rowsum + q * s->mr, 0, s->mr * sizeof *j->rowsum);
+        continue;
+      }
       for (size_t r = 0; r < s->mr; r++) {
         j->rowsum[q * s->mr + r] = (int32_t)row_sum(j->a + (q * s->mr + r) * j->rs, j->b->k, flip,
                                                     j->b->isa >= CPU_QGEMM_AVX512BW);
@@ -768,7 +777,8 @@ static void blocks(void* user, size_t begin, size_t end) {
 
 static CpuQgemmResult qgemm_run(OnyxThreadPool* pool, CpuStop* stop, const void* a, bool a_signed,
                                 size_t m, size_t rs, size_t cs, const CpuQgemmSegA* seg,
-                                const CpuQgemmB* b, CpuQgemmEpilogue epi, void* user) {
+                                const CpuQgemmB* b, bool rowsums, CpuQgemmEpilogue epi,
+                                void* user) {
   if (m == 0 || b->n == 0) return CPU_QGEMM_OK;
   const QIsa* s = qisa(b->isa);
   QJob j = {.s = s,
@@ -781,6 +791,7 @@ static CpuQgemmResult qgemm_run(OnyxThreadPool* pool, CpuStop* stop, const void*
             .kg = div_up(b->k, s->g),
             .a_panels = div_up(m, s->mr),
             .b_panels = div_up(b->n, s->nr),
+            .rowsums = rowsums,
             .epi = epi,
             .user = user,
             .stop = stop};
@@ -821,9 +832,9 @@ done:
 }
 
 CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, bool a_signed,
-                         size_t m, size_t rs, size_t cs, const CpuQgemmB* b, CpuQgemmEpilogue epi,
-                         void* user) {
-  return qgemm_run(pool, stop, a, a_signed, m, rs, cs, NULL, b, epi, user);
+                         size_t m, size_t rs, size_t cs, const CpuQgemmB* b, bool rowsums,
+                         CpuQgemmEpilogue epi, void* user) {
+  return qgemm_run(pool, stop, a, a_signed, m, rs, cs, NULL, b, rowsums, epi, user);
 }
 
 bool cpu_qgemm_seg_ok(const CpuQgemmB* b, const CpuQgemmSegA* a) {
@@ -833,7 +844,7 @@ bool cpu_qgemm_seg_ok(const CpuQgemmB* b, const CpuQgemmSegA* a) {
 }
 
 CpuQgemmResult cpu_qgemm_seg(OnyxThreadPool* pool, CpuStop* stop, const CpuQgemmSegA* a,
-                             bool a_signed, size_t m, const CpuQgemmB* b, CpuQgemmEpilogue epi,
-                             void* user) {
-  return qgemm_run(pool, stop, a->base, a_signed, m, 0, 1, a, b, epi, user);
+                             bool a_signed, size_t m, const CpuQgemmB* b, bool rowsums,
+                             CpuQgemmEpilogue epi, void* user) {
+  return qgemm_run(pool, stop, a->base, a_signed, m, 0, 1, a, b, rowsums, epi, user);
 }

@@ -75,10 +75,13 @@ typedef enum { CPU_QGEMM_OK = 0, CPU_QGEMM_OOM = 1, CPU_QGEMM_STOPPED = 2 } CpuQ
 
 /* Runs A (m x b->k, element (r, c) at a[r * rs + c * cs], int8 when
  * a_signed) times the packed B over the pool, polling `stop` per k block
- * (NULL: never stops), and hands every block of C to epi. */
+ * (NULL: never stops), and hands every block of C to epi. With rowsums
+ * false the caller's epilogue does not read A's row sums (every zb' is 0:
+ * int8 B with zero point 0), and the GEMM may leave them uncomputed: the
+ * epilogue then gets zeros for those it skipped. */
 CpuQgemmResult cpu_qgemm(OnyxThreadPool* pool, CpuStop* stop, const void* a, bool a_signed,
-                         size_t m, size_t rs, size_t cs, const CpuQgemmB* b, CpuQgemmEpilogue epi,
-                         void* user);
+                         size_t m, size_t rs, size_t cs, const CpuQgemmB* b, bool rowsums,
+                         CpuQgemmEpilogue epi, void* user);
 
 /* A read where it lies in segments (a convolution's channels-last input,
  * padded so that every tap lands inside: the im2col rows never built). Row
@@ -99,8 +102,8 @@ bool cpu_qgemm_seg_ok(const CpuQgemmB* b, const CpuQgemmSegA* a);
 /* cpu_qgemm on a segmented A (m rows); only where cpu_qgemm_seg_ok. The
  * epilogue gets the same sums as cpu_qgemm on the im2col rows. */
 CpuQgemmResult cpu_qgemm_seg(OnyxThreadPool* pool, CpuStop* stop, const CpuQgemmSegA* a,
-                             bool a_signed, size_t m, const CpuQgemmB* b, CpuQgemmEpilogue epi,
-                             void* user);
+                             bool a_signed, size_t m, const CpuQgemmB* b, bool rowsums,
+                             CpuQgemmEpilogue epi, void* user);
 
 /* Buffers kept per thread between calls (a fresh large allocation per
  * call costs a page fault per 4 KiB). Slots 0 and 1 are the GEMM's own;

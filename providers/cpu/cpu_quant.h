@@ -44,6 +44,29 @@ void cpu_q_store_float(int32_t type, void* data, size_t i, double v);
  * bfloat16); other types leave it as it is. */
 double cpu_q_round_to(int32_t type, double x);
 
+/* 2-D MaxPool on 8-bit planes (cpu_qpool.c): `planes` planes of ih x iw
+ * pixels of ch bytes (NCHW: ch 1; NHWC: a plane is an image, ch its
+ * channels) into oh x ow, window kh x kw, strides, dilations and begin pads
+ * as the geometry gives them (oh, ow already computed from them), int8 when
+ * is_signed, else uint8; no Indices. A tap in the padding counts as the
+ * type's lowest value. */
+typedef struct CpuQMaxPool2d {
+  size_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
+  bool is_signed;
+  size_t ch;
+} CpuQMaxPool2d;
+struct CpuStop;
+/* Runs it over the context's pool: false (nothing written) when the sizes
+ * do not suit it (a zero stride or dilation, a row that does not fit);
+ * *oom when a worker could not get its row buffers. */
+bool cpu_qmaxpool2d(OnyxKernelContext* ctx, const CpuQMaxPool2d* p, const uint8_t* x, uint8_t* y,
+                    size_t planes, struct CpuStop* stop, bool* oom);
+
+/* com.microsoft NhwcMaxPool's kernel (cpu_qpool.c). */
+OnyxStatus* cpu_qmaxpool_nhwc_create(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                     void** state);
+OnyxStatus* cpu_qmaxpool_nhwc_compute(void* state, OnyxKernelContext* ctx);
+
 /* Registration hooks called by cpu_register_quant (cpu_quant.c). */
 OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r); /* cpu_quant_mm.c */
 

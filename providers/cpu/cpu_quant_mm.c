@@ -634,8 +634,10 @@ static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxT
     const size_t ai = flat ? 0 : p.a_idx[q], bi = flat ? 0 : p.b_idx[q];
     for (size_t r = 0; r < rows; r++) /* flat: row r is row r % m of batch r / m */
       za[r] = (int32_t)qp_get(azp, flat ? r / p.m : ai, r % p.m, p.m) + (a_signed ? 128 : 0);
+    bool rowsums = false; /* A's row sums only where some zb' is not 0 */
     for (size_t c = 0; c < p.n; c++) {
       zb[c] = (int32_t)qp_get(bzp, bi, c, p.n) - (b_signed ? 0 : 128);
+      rowsums = rowsums || zb[c] != 0;
       if (o->quantized) mult[c] = q_mult(as, qp_get(&o->b_scale, bi, c, p.n), ys);
       if (o->quantized && !isfinite(mult[c])) e.nonfinite = true;
     }
@@ -647,7 +649,7 @@ static OnyxStatus* mm_fast(OnyxKernelContext* ctx, const MmState* s, const OnyxT
     const CpuQgemmB* pb = own ? &local : &s->b;
     e.y_off = q * p.m * p.n;
     const CpuQgemmResult r = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, ad + ai * p.m * p.k,
-                                       a_signed, rows, p.k, 1, pb, q_epi, &e);
+                                       a_signed, rows, p.k, 1, pb, rowsums, q_epi, &e);
     if (own) cpu_qgemm_free_b(&local);
     if ((st = qgemm_status(ctx, r))) return st;
   }
@@ -730,6 +732,7 @@ typedef struct ConvAttrs {
   int auto_pad; /* 0 NOTSET, 1 SAME_UPPER, 2 SAME_LOWER, 3 VALID */
   int64_t group;
   int quantized;
+  bool nhwc; /* com.onyx QLinearConv: x and y channels-last, group 1 */
 } ConvAttrs;
 
 /* The attributes, and w packed per group for the int8 GEMM at creation
@@ -813,6 +816,21 @@ static void conv_prepack(const OnyxNode* node, ConvState* s) {
     }
   s->packed = p;
   s->groups = groups;
+}
+
+static OnyxStatus* conv_create(OnyxEp* ep, const OnyxNode* node, void* user_data, void** state);
+
+/* com.onyx QLinearConv: channels_last 1 and group 1 (the qdq fusion's
+ * channels-last chains). */
+static OnyxStatus* conv_nhwc_create(OnyxEp* ep, const OnyxNode* node, void* user_data,
+                                    void** state) {
+  if (cpu_host->node_attr_int(node, "channels_last", 0) != 1 ||
+      cpu_host->node_attr_int(node, "group", 1) != 1)
+    return cpu_error(node, ONYX_INVALID_ARGUMENT,
+                     "com.onyx QLinearConv needs channels_last 1 and group 1");
+  OnyxStatus* st = conv_create(ep, node, user_data, state);
+  if (!st) ((ConvState*)*state)->a.nhwc = true;
+  return st;
 }
 
 static OnyxStatus* read_list(const OnyxNode* node, const char* name, int64_t* out, size_t cap,
@@ -1161,26 +1179,44 @@ static void conv_im2col_hwc(uint8_t* col, const ConvGeo* g, const uint8_t* xt, s
   }
 }
 
-/* The 2-D channels-last xt (in[0] x in[1] positions of cg bytes) into
- * xp, hp x wp positions with the begin pads of zero point `pad` before
- * it, the rest of xp `pad` too; rows and columns past xp (never read by a
- * tap) are left out. */
-static void conv_pad_hwc(uint8_t* xp, const ConvGeo* g, const uint8_t* xt, size_t cg, size_t hp,
-                         size_t wp, uint8_t pad) {
+typedef struct PadJob {
+  uint8_t* xp;
+  const ConvGeo* g;
+  const uint8_t* xt;
+  size_t cg, wp;
+  uint8_t pad;
+} PadJob;
+
+/* Rows [begin, end) of conv_pad_hwc's xp. */
+static void conv_pad_rows(void* user, size_t begin, size_t end) {
+  const PadJob* j = user;
+  const ConvGeo* g = j->g;
+  const size_t cg = j->cg, wp = j->wp;
   const size_t H = (size_t)g->in[0], W = (size_t)g->in[1];
   const size_t p0 = (size_t)g->pb[0], p1 = (size_t)g->pb[1];
   const size_t n = p1 >= wp ? 0 : W < wp - p1 ? W : wp - p1; /* positions copied per row */
-  for (size_t h = 0; h < hp; h++) {
-    uint8_t* row = xp + h * wp * cg;
+  for (size_t h = begin; h < end; h++) {
+    uint8_t* row = j->xp + h * wp * cg;
     const bool in = h >= p0 && h - p0 < H && n;
     if (!in) {
-      memset(row, pad, wp * cg);
+      memset(row, j->pad, wp * cg);
       continue;
     }
-    memset(row, pad, p1 * cg);
-    memcpy(row + p1 * cg, xt + (h - p0) * W * cg, n * cg);
-    memset(row + (p1 + n) * cg, pad, (wp - p1 - n) * cg);
+    memset(row, j->pad, p1 * cg);
+    memcpy(row + p1 * cg, j->xt + (h - p0) * W * cg, n * cg);
+    memset(row + (p1 + n) * cg, j->pad, (wp - p1 - n) * cg);
   }
+}
+
+/* The 2-D channels-last xt (in[0] x in[1] positions of cg bytes) into
+ * xp, hp x wp positions with the begin pads of zero point `pad` before
+ * it, the rest of xp `pad` too; rows and columns past xp (never read by a
+ * tap) are left out. The rows are split over the pool, so that the copy
+ * does not leave the other threads idle between two GEMMs. */
+static void conv_pad_hwc(OnyxThreadPool* pool, uint8_t* xp, const ConvGeo* g, const uint8_t* xt,
+                         size_t cg, size_t hp, size_t wp, uint8_t pad) {
+  PadJob j = {.xp = xp, .g = g, .xt = xt, .cg = cg, .wp = wp, .pad = pad};
+  cpu_host->parallel_for(pool, hp, conv_pad_rows, &j);
 }
 
 /* Depthwise planes: plane q is channel q % c of image q / c. */
@@ -1304,10 +1340,24 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
        o->y_scale.type != ONYX_ELEM_FLOAT32 || !is_8bit(o->y_type)))
     return NULL;
   const ConvAttrs* a = &s->a;
+  const bool nhwc = a->nhwc;
   const size_t r = cpu_host->tensor_rank(x);
   const int64_t* xd = cpu_host->tensor_dims(x);
   const int64_t* wd = cpu_host->tensor_dims(w);
   if (r < 3 || cpu_host->tensor_rank(w) != r) return NULL; /* the double path reports it */
+  int64_t xcf[MAXS + 2]; /* channels-last x's dims as [N, C, spatial...] */
+  if (nhwc) {
+    if (r > MAXS + 2) return NULL;
+    xcf[0] = xd[0];
+    xcf[1] = xd[r - 1];
+    for (size_t i = 1; i + 1 < r; i++)
+      xcf[i + 1] = xd[i];
+    xd = xcf;
+    if (a->group != 1)
+      return cpu_ctx_error(ctx, ONYX_INVALID_ARGUMENT,
+                           "channels-last QLinearConv needs group 1, not %lld",
+                           (long long)a->group);
+  }
   const size_t n = (size_t)xd[0], c = (size_t)xd[1], m = (size_t)wd[0], cg = (size_t)wd[1];
   const size_t group = (size_t)a->group;
   if (c != cg * group || m % group != 0) return NULL;
@@ -1323,13 +1373,17 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   *taken = true;
   int64_t out[MAXS + 2] = {(int64_t)n, (int64_t)m};
   memcpy(out + 2, g.out, (r - 2) * sizeof(int64_t));
+  if (nhwc) { /* [N, spatial..., M] */
+    memcpy(out + 1, g.out, (r - 2) * sizeof(int64_t));
+    out[r - 1] = (int64_t)m;
+  }
   OnyxTensor* y;
   st = cpu_host->ctx_output(ctx, 0, out, r, &y);
   if (st) return st;
   if (n == 0 || m == 0 || g.out_size == 0) return NULL;
   const size_t mg = m / group;
   const bool x_signed = xt_type == ONYX_ELEM_INT8, w_signed = wt == ONYX_ELEM_INT8;
-  const bool depthwise = cg == 1 && mg == 1, pointwise = conv_is_pointwise(&g);
+  const bool depthwise = !nhwc && cg == 1 && mg == 1, pointwise = conv_is_pointwise(&g);
   int32_t *za = NULL, *zb;
   float* mult;
   uint8_t *xt = NULL, *col = NULL;
@@ -1348,8 +1402,8 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
             .mult = mult,
             .bias = o->bias,
             .y = cpu_host->tensor_mutable_data(y),
-            .rstride = 1,
-            .cstride = g.out_size};
+            .rstride = nhwc ? m : 1, /* GEMM row: output position; column: channel */
+            .cstride = nhwc ? 1 : g.out_size};
   q_epi_out(&e, o);
   for (size_t j = 0; j < m; j++) {
     zb[j] = (int32_t)qp_get(wzp, 0, j, m) - (w_signed ? 0 : 128);
@@ -1409,10 +1463,10 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
   /* x's channels-last copy and its im2col (or padded copy): buffers kept
    * per thread */
   CpuQBuf *own_xt = NULL, *own_col = NULL;
-  xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
+  if (!nhwc) xt = cpu_qgemm_buf_acquire(2, xt_bytes, &own_xt);
   if (!pointwise) col = cpu_qgemm_buf_acquire(3, segmented ? pad_bytes : col_bytes, &own_col);
   for (size_t gi = 0; gi < group && !st; gi++) {
-    if (!xt || (!pointwise && !col)) {
+    if ((!nhwc && !xt) || (!pointwise && !col)) {
       st = cpu_oom(ctx);
       break;
     }
@@ -1423,30 +1477,35 @@ static OnyxStatus* conv_fast(OnyxKernelContext* ctx, const ConvState* s, const O
       break;
     }
     e.zb = zb + gi * mg;
+    bool rowsums = false; /* A's row sums only where some zb' of the group is not 0 */
+    for (size_t j = 0; j < mg; j++)
+      rowsums = rowsums || e.zb[j] != 0;
     e.mult = mult + gi * mg;
     e.bias = o->bias ? o->bias + gi * mg : NULL;
     CpuQgemmResult res = CPU_QGEMM_OK;
     for (size_t img = 0; img < n && res == CPU_QGEMM_OK; img++) {
-      conv_to_hwc(xt, xdata + (img * c + gi * cg) * g.in_size, cg, g.in_size);
-      e.y_off = (img * m + gi * mg) * g.out_size;
+      /* x's channels-last image: x itself (nhwc), else the copy */
+      const uint8_t* xin = nhwc ? xdata + img * xt_bytes : xt;
+      if (!nhwc) conv_to_hwc(xt, xdata + (img * c + gi * cg) * g.in_size, cg, g.in_size);
+      e.y_off = nhwc ? img * g.out_size * m : (img * m + gi * mg) * g.out_size;
       if (pointwise) {
-        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xt, x_signed, g.out_size, cg, 1, pb,
-                        q_epi, &e);
+        res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, xin, x_signed, g.out_size, cg, 1, pb,
+                        rowsums, q_epi, &e);
       } else if (segmented) {
-        conv_pad_hwc(col, &g, xt, cg, hp, wp, (uint8_t)xz);
+        conv_pad_hwc(cpu_host->ctx_thread_pool(ctx), col, &g, xin, cg, hp, wp, (uint8_t)xz);
         seg.base = col;
         res = cpu_qgemm_seg(cpu_host->ctx_thread_pool(ctx), &stop, &seg, x_signed, g.out_size, pb,
-                            q_epi, &e);
+                            rowsums, q_epi, &e);
       } else {
-        conv_im2col_hwc(col, &g, xt, cg, kp - rows, (uint8_t)xz);
+        conv_im2col_hwc(col, &g, xin, cg, kp - rows, (uint8_t)xz);
         res = cpu_qgemm(cpu_host->ctx_thread_pool(ctx), &stop, col, x_signed, g.out_size, kp, 1, pb,
-                        q_epi, &e);
+                        rowsums, q_epi, &e);
       }
     }
     if (!prepacked) cpu_qgemm_free_b(&local);
     st = qgemm_status(ctx, res);
   }
-  cpu_qgemm_buf_release(xt, own_xt);
+  if (!nhwc) cpu_qgemm_buf_release(xt, own_xt);
   if (!pointwise) cpu_qgemm_buf_release(col, own_col);
   return st;
 }
@@ -1521,6 +1580,11 @@ static OnyxStatus* qlinear_conv_compute(void* state, OnyxKernelContext* ctx) {
   bool taken;
   st = conv_fast(ctx, state, x, w, &xzp, &wzp, &o, &taken);
   if (st || taken) return st;
+  if (a->nhwc)
+    return cpu_ctx_error(ctx, ONYX_NOT_IMPLEMENTED,
+                         "channels-last QLinearConv: only 8-bit x, w, y with float32 scales, "
+                         "rank 3 to %d, and at most %d products per output",
+                         MAXS + 2, FAST_MAX_K);
   return conv_run(ctx, a, x, w, qp_get(&xzp, 0, 0, 1), &wzp, &o);
 }
 
@@ -1578,28 +1642,56 @@ typedef struct QAdd {
  * GEMM's ISA choice. Returns how many leading elements it did (a multiple
  * of the vector width); the caller finishes the rest. */
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f"))) static size_t qadd_span_avx512(const QAdd* q, const uint8_t* a,
-                                                                  bool a1, const uint8_t* b,
-                                                                  bool b1, uint8_t* c, size_t len) {
+/* AVX-512: s clamped first to [lo - zc - 1, hi - zc + 1] (where the
+ * rounded sum plus zc saturates anyway), rounded to nearest even, zc added
+ * in int32, then saturated to bytes by the packs, 64 elements a step; the
+ * same result as rounding, adding and clamping in float. Scales of 1e30 and
+ * up (the sums could reach inf and NaN) take the scalar loop. */
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i
+qadd16_avx512(const QAdd* q, const uint8_t* a, bool a1, const uint8_t* b, bool b1, __m512 ra,
+              __m512 rb, __m512i za, __m512i zb, __m512 lo, __m512 hi, __m512i zc) {
+  const __m128i xa = a1 ? _mm_loadu_si128((const __m128i*)a) : _mm_set1_epi8((char)a[0]);
+  const __m128i xb = b1 ? _mm_loadu_si128((const __m128i*)b) : _mm_set1_epi8((char)b[0]);
+  const __m512i va = q->is_signed ? _mm512_cvtepi8_epi32(xa) : _mm512_cvtepu8_epi32(xa);
+  const __m512i vb = q->is_signed ? _mm512_cvtepi8_epi32(xb) : _mm512_cvtepu8_epi32(xb);
+  const __m512i da = _mm512_sub_epi32(va, za), db = _mm512_sub_epi32(vb, zb);
+  __m512 s = q->mul ? _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(da, db)), ra)
+                    : _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(da), ra),
+                                    _mm512_mul_ps(_mm512_cvtepi32_ps(db), rb));
+  s = _mm512_min_ps(_mm512_max_ps(s, lo), hi);
+  return _mm512_add_epi32(
+      _mm512_cvt_roundps_epi32(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zc);
+}
+
+__attribute__((target("avx512f,avx512bw"))) static size_t
+qadd_span_avx512(const QAdd* q, const uint8_t* a, bool a1, const uint8_t* b, bool b1, uint8_t* c,
+                 size_t len) {
+  if (!(fabsf(q->ra) < 1e30f) || !(fabsf(q->rb) < 1e30f)) return 0;
   const __m512 ra = _mm512_set1_ps(q->ra), rb = _mm512_set1_ps(q->rb);
   const __m512i za = _mm512_set1_epi32(q->za), zb = _mm512_set1_epi32(q->zb);
-  const __m512 zc = _mm512_set1_ps((float)q->zc);
-  const __m512 lo = _mm512_set1_ps(q->is_signed ? -128.0f : 0.0f);
-  const __m512 hi = _mm512_set1_ps(q->is_signed ? 127.0f : 255.0f);
+  const __m512i zc = _mm512_set1_epi32(q->zc);
+  const float tlo = q->is_signed ? -128.0f : 0.0f, thi = q->is_signed ? 127.0f : 255.0f;
+  const __m512 lo = _mm512_set1_ps(tlo - (float)q->zc - 1.0f);
+  const __m512 hi = _mm512_set1_ps(thi - (float)q->zc + 1.0f);
+  /* after the two packs, 128-bit lane l holds dwords: chunk l of r0, r1,
+   * r2, r3; dword j of the result is chunk j % 4 of r[j / 4] */
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   size_t i = 0;
+  for (; i + 64 <= len; i += 64) {
+    __m512i r[4];
+    for (int t = 0; t < 4; t++)
+      r[t] = qadd16_avx512(q, a + (a1 ? i + 16 * (size_t)t : 0), a1,
+                           b + (b1 ? i + 16 * (size_t)t : 0), b1, ra, rb, za, zb, lo, hi, zc);
+    const __m512i w01 = _mm512_packs_epi32(r[0], r[1]), w23 = _mm512_packs_epi32(r[2], r[3]);
+    const __m512i v = q->is_signed ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
+    _mm512_storeu_si512((void*)(c + i), _mm512_permutexvar_epi32(order, v));
+  }
+  const __m512i blo = _mm512_set1_epi32((int)tlo), bhi = _mm512_set1_epi32((int)thi);
   for (; i + 16 <= len; i += 16) {
-    const __m128i xa = a1 ? _mm_loadu_si128((const __m128i*)(a + i)) : _mm_set1_epi8((char)a[0]);
-    const __m128i xb = b1 ? _mm_loadu_si128((const __m128i*)(b + i)) : _mm_set1_epi8((char)b[0]);
-    const __m512i va = q->is_signed ? _mm512_cvtepi8_epi32(xa) : _mm512_cvtepu8_epi32(xa);
-    const __m512i vb = q->is_signed ? _mm512_cvtepi8_epi32(xb) : _mm512_cvtepu8_epi32(xb);
-    const __m512i da = _mm512_sub_epi32(va, za), db = _mm512_sub_epi32(vb, zb);
-    const __m512 s = q->mul ? _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(da, db)), ra)
-                            : _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(da), ra),
-                                            _mm512_mul_ps(_mm512_cvtepi32_ps(db), rb));
-    __m512 v = _mm512_roundscale_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> zc */
-    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, zc), lo), hi);
-    _mm_storeu_si128((__m128i*)(c + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+    __m512i r =
+        qadd16_avx512(q, a + (a1 ? i : 0), a1, b + (b1 ? i : 0), b1, ra, rb, za, zb, lo, hi, zc);
+    r = _mm512_min_epi32(_mm512_max_epi32(r, blo), bhi);
+    _mm_storeu_si128((__m128i*)(c + i), _mm512_cvtepi32_epi8(r));
   }
   return i;
 }
@@ -1874,6 +1966,27 @@ OnyxStatus* cpu_register_quant_mm(OnyxKernelRegistry* r) {
        .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
        .create = qgap_create,
        .compute = qgap_compute,
+       .release = cpu_free_state},
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.onyx",
+       .op_type = "QLinearConv",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_QLCONV,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_QLCONV),
+       .create = conv_nhwc_create,
+       .compute = qlinear_conv_compute,
+       .release = conv_release,
+       .user_data = &quantized_flag},
+      {.struct_size = sizeof(OnyxKernelDef),
+       .domain = "com.microsoft",
+       .op_type = "NhwcMaxPool",
+       .since_version = 1,
+       .end_version = latest,
+       .type_constraints = TC_MS,
+       .type_constraint_count = CPU_ARRAY_LEN(TC_MS),
+       .create = cpu_qmaxpool_nhwc_create,
+       .compute = cpu_qmaxpool_nhwc_compute,
        .release = cpu_free_state},
   };
   for (size_t i = 0; !st && i < CPU_ARRAY_LEN(ms); i++)

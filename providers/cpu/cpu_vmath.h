@@ -1,8 +1,8 @@
-/* cpu_vmath.h — float32 transcendental functions over arrays. Erf is
- * vectorized with SLEEF (Debian's libsleef-dev, 1.0 ULP) where the build
- * found it and the machine has AVX-512 or AVX2, else libm's scalar erff.
- * Gelu has its own AVX-512/AVX2 polynomials (cpu_vmath.c, about 2 ULP of
- * erf and no cancellation on the negative side), else libm. */
+/* cpu_vmath.h — float32 transcendental functions over arrays. Erf and Gelu
+ * have the provider's own AVX-512/AVX2 polynomials (cpu_vmath.c): Erf within
+ * 2 ULP of erf over every float (test_vmath measures about 1.6), Gelu about
+ * 2 ULP of erf with no cancellation on the negative side; without AVX2,
+ * libm's erff and erfcf. */
 #ifndef CPU_VMATH_H
 #define CPU_VMATH_H
 

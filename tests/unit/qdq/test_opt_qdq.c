@@ -13,7 +13,11 @@
  * its DequantizeLinear's input is refused at session creation, naming the
  * node. QDQ Add, Mul and GlobalAveragePool become com.microsoft ops only
  * where the provider has them (the CPU provider has QLinearMul); either way
- * the outputs match. */
+ * the outputs match. A QDQ MaxPool whose Q and DQ share scale and zero point
+ * becomes MaxPool on the uint8 values, exactly; otherwise it stays. A chain
+ * of quantized convs, a residual QLinearAdd, a MaxPool and a
+ * GlobalAveragePool runs channels-last (qdq_layout) with the same output as
+ * NCHW. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,7 +135,7 @@ static bool explain_has(OnyxSession* s, const char* what) {
 }
 
 /* --- another provider first ---------------------------------------------------------------------
- * "convprov": an in-process provider with float32 Conv and Mul kernels
+ * "convprov": an in-process provider with float32 Conv, Mul and MaxPool kernels
  * (never run: the test only looks at the optimized graph), standing for a
  * GPU provider without quantized kernels. Placed first, it takes the Conv
  * (the Mul); the Q, DQ and Relu nodes go to the CPU provider, and no fusion
@@ -158,6 +162,8 @@ static OnyxStatus* own_kernels(const OnyxProvider* p, OnyxKernelRegistry* r) {
                      .compute = own_compute};
   OnyxStatus* st = own_host->register_kernel(r, &d);
   d.op_type = "Mul";
+  st = st ? st : own_host->register_kernel(r, &d);
+  d.op_type = "MaxPool";
   return st ? st : own_host->register_kernel(r, &d);
 }
 
@@ -587,11 +593,257 @@ static void test_add_gap(void** state) {
   ms_case(2);
 }
 
+/* --- MaxPool on the quantized values
+ * -------------------------------------------------------------- Q(MaxPool(DQ(x))) with the DQ's
+ * scale and zero point equal to the Q's (mode 0, and mode 4 with a Relu between the MaxPool and a Q
+ * of zero point 0) becomes one MaxPool on the uint8 values, on the CPU provider, and its output is
+ * exactly the reference (the largest quantized value of each window, padding ignored) and the
+ * unoptimized run's. Another output scale (mode 1) or zero point (mode 2) leaves the nodes as they
+ * are; with convprov first (mode 3), which takes the MaxPool, nothing fuses and no node moves. */
+enum { PH = 6, PW = 7, PC = 2, POH = 3, POW = 4 }; /* kernel 3, stride 2, pads 1 */
+
+static void maxpool_case(int mode) {
+  float x[PC * PH * PW];
+  fill(x, PC * PH * PW, 41u + (unsigned)mode, 2.0f);
+  const float xs = 0.02f, ys = mode == 1 ? 0.03f : xs;
+  const uint8_t xzp = mode == 4 ? 0 : 100, yzp = mode == 2 ? 101 : xzp;
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, PC, PH, PW});
+  otm_initializer(m, "xs", ONYX_ELEM_FLOAT32, 0, NULL, &xs);
+  otm_initializer(m, "xzp", ONYX_ELEM_UINT8, 0, NULL, &xzp);
+  otm_initializer(m, "ys", ONYX_ELEM_FLOAT32, 0, NULL, &ys);
+  otm_initializer(m, "yzp", ONYX_ELEM_UINT8, 0, NULL, &yzp);
+  otm_node(m, "QuantizeLinear", "qx", "X,xs,xzp", "XQ");
+  otm_node(m, "DequantizeLinear", "dqx", "XQ,xs,xzp", "XD");
+  OxTestNode* mp = otm_node(m, "MaxPool", "mp", "XD", mode == 4 ? "P0" : "P");
+  otm_attr_ints(mp, "kernel_shape", 2, (int64_t[]){3, 3});
+  otm_attr_ints(mp, "strides", 2, (int64_t[]){2, 2});
+  otm_attr_ints(mp, "pads", 4, (int64_t[]){1, 1, 1, 1});
+  if (mode == 4) otm_node(m, "Relu", "relu", "P0", "P");
+  otm_node(m, "QuantizeLinear", "qy", "P,ys,yzp", "Y");
+  otm_output(m, "Y", ONYX_ELEM_UINT8, 4, (int64_t[]){1, PC, POH, POW});
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  otm_serialize(m, &bytes, &len);
+  otm_free(m);
+  if (mode == 3) {
+    OnyxSession* s = open_convprov(bytes, len);
+    assert_int_equal(count_op(s, "MaxPool"), 1);
+    assert_int_equal(count_op(s, "QuantizeLinear"), 2);
+    assert_int_equal(count_op(s, "DequantizeLinear"), 1);
+    for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+      const OxNode* n = s->prog.graph->nodes[i];
+      assert_string_equal(s->prog.eps[n->ep].name,
+                          !strcmp(n->op_type, "MaxPool") ? "convprov" : "cpu");
+    }
+    assert_false(explain_has(s, "made by qdq"));
+    onyx_session_release(s);
+    free(bytes);
+    return;
+  }
+  OnyxSession* s = open_at(bytes, len, ONYX_OPT_ALL);
+  const bool fused = mode == 0 || mode == 4;
+  assert_int_equal(count_op(s, "MaxPool"), 1);
+  assert_int_equal(count_op(s, "QuantizeLinear"), fused ? 1 : 2);
+  assert_int_equal(count_op(s, "DequantizeLinear"), fused ? 0 : 1);
+  assert_int_equal(count_op(s, "Relu"), 0 + (mode == 4 && !fused));
+  assert_int_equal(explain_has(s, "made by qdq"), fused);
+  on_cpu(s, "MaxPool");
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
+    if (!strcmp(n->op_type, "MaxPool"))
+      assert_int_equal(n->inputs[0]->type, fused ? ONYX_ELEM_UINT8 : ONYX_ELEM_FLOAT32);
+  }
+  /* the reference: the largest quantized value of each window, requantized
+   * through the float value where the parameters differ */
+  enum { N = PC * POH * POW };
+  int ref[N];
+  for (int c = 0; c < PC; c++)
+    for (int i = 0; i < POH; i++)
+      for (int j = 0; j < POW; j++) {
+        int best = -1;
+        for (int a = 0; a < 3; a++)
+          for (int b = 0; b < 3; b++) {
+            const int h = i * 2 - 1 + a, w = j * 2 - 1 + b;
+            if (h < 0 || h >= PH || w < 0 || w >= PW) continue;
+            /* QuantizeLinear as the kernel rounds it: x / scale in float */
+            const float r = nearbyintf(x[(c * PH + h) * PW + w] / xs) + (float)xzp;
+            const int q = r < 0 ? 0 : r > 255 ? 255 : (int)r;
+            best = q > best ? q : best;
+          }
+        ref[(c * POH + i) * POW + j] = quant_u8((best - xzp) * (double)xs, ys, yzp);
+      }
+  Feed feeds[1] = {{"X", x, {1, PC, PH, PW}, 4}};
+  uint8_t y[N], yp[N];
+  run(s, feeds, 1, y, N);
+  OnyxSession* plain = open_at(bytes, len, ONYX_OPT_DISABLED);
+  run(plain, feeds, 1, yp, N);
+  if (fused)
+    for (int i = 0; i < N; i++) {
+      assert_int_equal(y[i], ref[i]);
+      assert_int_equal(y[i], yp[i]);
+    }
+  check_close("MaxPool", mode, y, yp, ref, N);
+  onyx_session_release(plain);
+  onyx_session_release(s);
+  free(bytes);
+}
+
+static void test_maxpool(void** state) {
+  (void)state;
+  for (int mode = 0; mode < 5; mode++)
+    maxpool_case(mode);
+}
+
+/* --- channels-last chains ------------------------------------------------------------------------
+ * A QDQ block: conv1 (3x3, Relu) -> conv2 (3x3) + the residual (conv1's
+ * output) -> Relu -> MaxPool (2x2, stride 2) -> GlobalAveragePool. After
+ * the fusions the layout pass keeps it channels-last: two com.onyx
+ * QLinearConv (channels_last 1), QLinearAdd, com.microsoft NhwcMaxPool and
+ * QLinearGlobalAveragePool (channels_last 1), one Transpose in (X's) and one
+ * out (the pool's [1, 1, 1, C]), every node on the CPU provider. The output
+ * equals, exactly, the same fusions kept NCHW (ONYX_OPT_DISABLE=qdq_layout),
+ * and is within one step of the unoptimized run. With convprov first (it
+ * takes the Convs) nothing of the layout happens and no node moves. */
+enum { LC = 4, LH = 6, LW = 7, LM = 8 };
+
+static size_t count_domain_op(const OnyxSession* s, const char* domain, const char* op) {
+  size_t n = 0;
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* nd = s->prog.graph->nodes[i];
+    n += !strcmp(nd->op_type, op) && !strcmp(nd->domain, domain);
+  }
+  return n;
+}
+
+static void layout_model(uint8_t** bytes, size_t* len) {
+  static float w1[LM * LC * 9], w2[LM * LM * 9];
+  fill(w1, LM * LC * 9, 5u, 0.5f);
+  fill(w2, LM * LM * 9, 6u, 0.3f);
+  static float ws1[LM], ws2[LM];
+  static int8_t w1q[LM * LC * 9], w2q[LM * LM * 9];
+  static int8_t wz[LM];
+  for (int m = 0; m < LM; m++) {
+    ws1[m] = 0.004f + 0.0003f * (float)m;
+    ws2[m] = 0.003f + 0.0002f * (float)m;
+    for (int i = 0; i < LC * 9; i++)
+      w1q[m * LC * 9 + i] = (int8_t)quant_i8(w1[m * LC * 9 + i], ws1[m]);
+    for (int i = 0; i < LM * 9; i++)
+      w2q[m * LM * 9 + i] = (int8_t)quant_i8(w2[m * LM * 9 + i], ws2[m]);
+  }
+  const float xs = 0.01f, s1 = 0.02f, s2 = 0.03f, sa = 0.035f, sg = 0.03f;
+  const uint8_t xz = 128, z0 = 0, z2 = 120;
+  OxTestModel* m = otm_new(13);
+  otm_input(m, "X", ONYX_ELEM_FLOAT32, 4, (int64_t[]){1, LC, LH, LW});
+  otm_initializer(m, "xs", ONYX_ELEM_FLOAT32, 0, NULL, &xs);
+  otm_initializer(m, "xz", ONYX_ELEM_UINT8, 0, NULL, &xz);
+  otm_initializer(m, "s1", ONYX_ELEM_FLOAT32, 0, NULL, &s1);
+  otm_initializer(m, "s2", ONYX_ELEM_FLOAT32, 0, NULL, &s2);
+  otm_initializer(m, "sa", ONYX_ELEM_FLOAT32, 0, NULL, &sa);
+  otm_initializer(m, "sg", ONYX_ELEM_FLOAT32, 0, NULL, &sg);
+  otm_initializer(m, "z0", ONYX_ELEM_UINT8, 0, NULL, &z0);
+  otm_initializer(m, "z2", ONYX_ELEM_UINT8, 0, NULL, &z2);
+  otm_initializer(m, "w1q", ONYX_ELEM_INT8, 4, (int64_t[]){LM, LC, 3, 3}, w1q);
+  otm_initializer(m, "w2q", ONYX_ELEM_INT8, 4, (int64_t[]){LM, LM, 3, 3}, w2q);
+  otm_initializer(m, "ws1", ONYX_ELEM_FLOAT32, 1, (int64_t[]){LM}, ws1);
+  otm_initializer(m, "ws2", ONYX_ELEM_FLOAT32, 1, (int64_t[]){LM}, ws2);
+  otm_initializer(m, "wz", ONYX_ELEM_INT8, 1, (int64_t[]){LM}, wz);
+  otm_node(m, "QuantizeLinear", "qx", "X,xs,xz", "XQ");
+  otm_node(m, "DequantizeLinear", "dqx", "XQ,xs,xz", "XD");
+  otm_attr_int(otm_node(m, "DequantizeLinear", "dqw1", "w1q,ws1,wz", "W1"), "axis", 0);
+  otm_attr_int(otm_node(m, "DequantizeLinear", "dqw2", "w2q,ws2,wz", "W2"), "axis", 0);
+  static const int64_t pads[4] = {1, 1, 1, 1};
+  otm_attr_ints(otm_node(m, "Conv", "conv1", "XD,W1", "C1"), "pads", 4, pads);
+  otm_node(m, "Relu", "relu1", "C1", "R1");
+  otm_node(m, "QuantizeLinear", "q1", "R1,s1,z0", "Q1");
+  otm_node(m, "DequantizeLinear", "dq1a", "Q1,s1,z0", "D1A"); /* conv2's input */
+  otm_node(m, "DequantizeLinear", "dq1b", "Q1,s1,z0", "D1B"); /* the residual */
+  otm_attr_ints(otm_node(m, "Conv", "conv2", "D1A,W2", "C2"), "pads", 4, pads);
+  otm_node(m, "QuantizeLinear", "q2", "C2,s2,z2", "Q2");
+  otm_node(m, "DequantizeLinear", "dq2", "Q2,s2,z2", "D2");
+  otm_node(m, "Add", "add", "D2,D1B", "A");
+  otm_node(m, "Relu", "relu2", "A", "RA");
+  otm_node(m, "QuantizeLinear", "qa", "RA,sa,z0", "QA");
+  otm_node(m, "DequantizeLinear", "dqa", "QA,sa,z0", "DA");
+  OxTestNode* mp = otm_node(m, "MaxPool", "pool", "DA", "P");
+  otm_attr_ints(mp, "kernel_shape", 2, (int64_t[]){2, 2});
+  otm_attr_ints(mp, "strides", 2, (int64_t[]){2, 2});
+  otm_node(m, "QuantizeLinear", "qp", "P,sa,z0", "QP");
+  otm_node(m, "DequantizeLinear", "dqp", "QP,sa,z0", "DP");
+  otm_node(m, "GlobalAveragePool", "gap", "DP", "G");
+  otm_node(m, "QuantizeLinear", "qg", "G,sg,z0", "Y");
+  otm_output(m, "Y", ONYX_ELEM_UINT8, 4, (int64_t[]){1, LM, 1, 1});
+  otm_serialize(m, bytes, len);
+  otm_free(m);
+}
+
+static void test_layout_chain(void** state) {
+  (void)state;
+  uint8_t* bytes = NULL;
+  size_t len = 0;
+  layout_model(&bytes, &len);
+  OnyxSession* s = open_at(bytes, len, ONYX_OPT_ALL);
+  assert_int_equal(count_domain_op(s, "com.onyx", "QLinearConv"), 2);
+  assert_int_equal(count_domain_op(s, "", "QLinearConv"), 0);
+  assert_int_equal(count_domain_op(s, "com.microsoft", "QLinearAdd"), 1);
+  assert_int_equal(count_domain_op(s, "com.microsoft", "NhwcMaxPool"), 1);
+  assert_int_equal(count_domain_op(s, "com.microsoft", "QLinearGlobalAveragePool"), 1);
+  assert_int_equal(count_op(s, "Transpose"), 2);
+  assert_int_equal(count_op(s, "MaxPool") + count_op(s, "Conv") + count_op(s, "Add"), 0);
+  for (size_t i = 0; i < s->prog.graph->n_nodes; i++) {
+    const OxNode* n = s->prog.graph->nodes[i];
+    assert_true(n->ep >= 0);
+    assert_string_equal(s->prog.eps[n->ep].name, "cpu");
+    if (!strcmp(n->op_type, "QLinearGlobalAveragePool") || !strcmp(n->domain, "com.onyx"))
+      assert_int_equal(ox_node_attr_int(n, "channels_last", 0), 1);
+  }
+  assert_true(explain_has(s, "made by qdq, qdq_layout"));
+  /* the NCHW fusions, the layout pass off */
+  setenv("ONYX_OPT_DISABLE", "qdq_layout", 1);
+  OnyxSession* nchw = open_at(bytes, len, ONYX_OPT_ALL);
+  unsetenv("ONYX_OPT_DISABLE");
+  assert_int_equal(count_domain_op(nchw, "", "QLinearConv"), 2);
+  assert_int_equal(count_op(nchw, "Transpose") + count_op(nchw, "NhwcMaxPool"), 0);
+  OnyxSession* plain = open_at(bytes, len, ONYX_OPT_DISABLED);
+  float x[LC * LH * LW];
+  Feed feeds[1] = {{"X", x, {1, LC, LH, LW}, 4}};
+  for (unsigned seed = 0; seed < 4; seed++) {
+    fill(x, LC * LH * LW, 77u + seed, 1.2f);
+    uint8_t y[LM], yn[LM], yp[LM];
+    run(s, feeds, 1, y, LM);
+    run(nchw, feeds, 1, yn, LM);
+    run(plain, feeds, 1, yp, LM);
+    for (int i = 0; i < LM; i++) {
+      assert_int_equal(y[i], yn[i]);
+      if (abs((int)y[i] - (int)yp[i]) > 1)
+        fail_msg("channels-last chain, Y[%d]: %d, unoptimized %d", i, y[i], yp[i]);
+    }
+  }
+  onyx_session_release(plain);
+  onyx_session_release(nchw);
+  onyx_session_release(s);
+  /* convprov takes the Convs: no layout, no node moves */
+  OnyxSession* cp = open_convprov(bytes, len);
+  assert_int_equal(count_op(cp, "Transpose") + count_op(cp, "NhwcMaxPool"), 0);
+  assert_int_equal(count_domain_op(cp, "com.onyx", "QLinearConv"), 0);
+  for (size_t i = 0; i < cp->prog.graph->n_nodes; i++) {
+    const OxNode* n = cp->prog.graph->nodes[i];
+    if (!strcmp(n->op_type, "Conv")) assert_string_equal(cp->prog.eps[n->ep].name, "convprov");
+  }
+  onyx_session_release(cp);
+  free(bytes);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_conv_fused),           cmocka_unit_test(test_conv_other_provider),
-      cmocka_unit_test(test_conv_left_alone),      cmocka_unit_test(test_matmul_fused),
-      cmocka_unit_test(test_gemm_bias_left_alone), cmocka_unit_test(test_add_gap),
+      cmocka_unit_test(test_conv_fused),
+      cmocka_unit_test(test_conv_other_provider),
+      cmocka_unit_test(test_conv_left_alone),
+      cmocka_unit_test(test_matmul_fused),
+      cmocka_unit_test(test_gemm_bias_left_alone),
+      cmocka_unit_test(test_add_gap),
+      cmocka_unit_test(test_maxpool),
+      cmocka_unit_test(test_layout_chain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

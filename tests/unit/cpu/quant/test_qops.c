@@ -10,7 +10,8 @@
  * points and scales, batches, B constant (prepacked at creation) or
  * computed (packed per run), conv groups, depthwise, pads, strides,
  * dilations, 1-D / 2-D / 3-D, 2-D with channels in 4s (read where they
- * lie on the VNNI path); ctest repeats it under ONYX_CPU_ISA caps. */
+ * lie on the VNNI path), and com.onyx QLinearConv (x and y channels-last)
+ * on every group-1 case; ctest repeats it under ONYX_CPU_ISA caps. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -204,6 +205,7 @@ typedef struct ConvCase {
   size_t in[3], k[3], s[3], d[3], pb[3], pe[3];
   bool x_signed, w_signed, y_signed, per_channel, bias, w_computed, qlinear;
   bool wz_zero; /* every weight zero point 0 (the common symmetric int8 weights) */
+  bool nhwc;    /* com.onyx QLinearConv: x and y channels-last ([N, spatial..., C]) */
 } ConvCase;
 
 static void run_conv(const ConvCase* c) {
@@ -216,6 +218,7 @@ static void run_conv(const ConvCase* c) {
     out_size *= out[i];
   }
   uint8_t* x = malloc(c->n * c->c * in_size);
+  uint8_t* xh = malloc(c->n * c->c * in_size); /* x channels-last */
   uint8_t* w = malloc(c->m * cg * ks);
   uint8_t wz[64];
   float ws[64];
@@ -223,6 +226,10 @@ static void run_conv(const ConvCase* c) {
   assert_true(c->m <= 64);
   for (size_t i = 0; i < c->n * c->c * in_size; i++)
     x[i] = rand_byte();
+  for (size_t img = 0; img < c->n; img++)
+    for (size_t ch = 0; ch < c->c; ch++)
+      for (size_t p = 0; p < in_size; p++)
+        xh[(img * in_size + p) * c->c + ch] = x[(img * c->c + ch) * in_size + p];
   for (size_t i = 0; i < c->m * cg * ks; i++)
     w[i] = rand_byte();
   for (size_t j = 0; j < c->m; j++) {
@@ -246,8 +253,17 @@ static void run_conv(const ConvCase* c) {
   }
   const int rank = (int)c->ns + 2;
   const int64_t mdim[1] = {(int64_t)c->m};
+  if (c->nhwc) { /* [N, spatial..., C] */
+    for (size_t i = 0; i < c->ns; i++) {
+      xd[1 + i] = (int64_t)c->in[i];
+      yd[1 + i] = (int64_t)out[i];
+    }
+    xd[rank - 1] = (int64_t)c->c;
+    yd[rank - 1] = (int64_t)c->m;
+  }
   OxTestModel* m = otm_new(13);
-  otm_initializer(m, "x", t8(c->x_signed), rank, xd, x);
+  if (c->nhwc) otm_add_opset(m, "com.onyx", 1);
+  otm_initializer(m, "x", t8(c->x_signed), rank, xd, c->nhwc ? xh : x);
   otm_initializer(m, c->w_computed ? "w0" : "w", t8(c->w_signed), rank, wd, w);
   if (c->w_computed) otm_node(m, "Identity", "id", "w0", "w");
   otm_initializer(m, "xz", t8(c->x_signed), 0, NULL, &xz);
@@ -263,6 +279,10 @@ static void run_conv(const ConvCase* c) {
     if (c->bias) otm_initializer(m, "b", ONYX_ELEM_INT32, 1, mdim, bias);
     node = otm_node(m, "QLinearConv", "q",
                     c->bias ? "x,xs,xz,w,ws,wz,ys,yz,b" : "x,xs,xz,w,ws,wz,ys,yz", "Y");
+    if (c->nhwc) {
+      otm_node_domain(node, "com.onyx");
+      otm_attr_int(node, "channels_last", 1);
+    }
     otm_output(m, "Y", t8(c->y_signed), rank, yd);
   } else {
     node = otm_node(m, "ConvInteger", "q", "x,w,xz,wz", "Y");
@@ -307,7 +327,8 @@ static void run_conv(const ConvCase* c) {
             acc += (as_int(c->x_signed, xv) - as_int(c->x_signed, xz)) *
                    (as_int(c->w_signed, wv) - as_int(c->w_signed, wz[oc]));
           }
-        const size_t at = (img * c->m + oc) * out_size + p;
+        const size_t at =
+            c->nhwc ? (img * out_size + p) * c->m + oc : (img * c->m + oc) * out_size + p;
         if (!c->qlinear) {
           if (((const int32_t*)got)[at] != (int32_t)acc)
             fail_msg("ConvInteger: element %zu = %d, want %lld", at, ((const int32_t*)got)[at],
@@ -324,6 +345,7 @@ static void run_conv(const ConvCase* c) {
     }
   onyx_value_release(y);
   free(x);
+  free(xh);
   free(w);
   products++;
 }
@@ -333,7 +355,7 @@ static void test_conv(void** state) {
   /* n, c, m, group, ns, in, k, s, d, pb, pe */
   /* the geometry; the flags are set per variant below */
 #define GEO(...)                                                                                   \
-  { __VA_ARGS__, 0, 0, 0, 0, 0, 0, 0, 0 }
+  { __VA_ARGS__, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
   static const ConvCase BASE[] = {
       GEO(1, 8, 16, 1, 2, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}),   /* 3x3, pad 1 */
       GEO(2, 6, 8, 1, 2, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}),     /* pointwise */
@@ -372,6 +394,11 @@ static void test_conv(void** state) {
       c.wz_zero = (v + (int)b) % 3 == 1;
       c.qlinear = true;
       run_conv(&c);
+      if (c.group == 1) { /* the channels-last variant of the same product */
+        c.nhwc = true;
+        run_conv(&c);
+        c.nhwc = false;
+      }
       c.qlinear = false;
       run_conv(&c);
     }
@@ -463,12 +490,60 @@ static void run_qadd(bool is_signed, const int64_t* bd, size_t br) {
   onyx_value_release(y);
 }
 
+/* Rows long enough for the vector paths (150: two steps of 64, one of 16
+ * and a tail of 6): A [2, 150] with B [2, 150], B [150] or one value,
+ * QLinearAdd or QLinearMul, C's scale small enough to saturate both ends or
+ * not, against the double formula. */
+static void run_qbinary_long(bool is_signed, bool mul, int bmode, float cs) {
+  enum { R = 2, L = 150 };
+  uint8_t a[R * L], b[R * L];
+  for (int i = 0; i < R * L; i++) {
+    a[i] = rand_byte();
+    b[i] = rand_byte();
+  }
+  const uint8_t za = rand_byte(), zb = rand_byte(), zc = rand_byte();
+  const float as = 0.03f, bs = 0.07f;
+  OxTestModel* m = otm_new(13);
+  otm_add_opset(m, "com.microsoft", 1);
+  otm_initializer(m, "A", t8(is_signed), 2, (int64_t[]){R, L}, a);
+  if (bmode == 0) otm_initializer(m, "B", t8(is_signed), 2, (int64_t[]){R, L}, b);
+  if (bmode == 1) otm_initializer(m, "B", t8(is_signed), 1, (int64_t[]){L}, b);
+  if (bmode == 2) otm_initializer(m, "B", t8(is_signed), 1, (int64_t[]){1}, b);
+  otm_initializer(m, "as", ONYX_ELEM_FLOAT32, 0, NULL, &as);
+  otm_initializer(m, "bs", ONYX_ELEM_FLOAT32, 0, NULL, &bs);
+  otm_initializer(m, "cs", ONYX_ELEM_FLOAT32, 0, NULL, &cs);
+  otm_initializer(m, "za", t8(is_signed), 0, NULL, &za);
+  otm_initializer(m, "zb", t8(is_signed), 0, NULL, &zb);
+  otm_initializer(m, "zc", t8(is_signed), 0, NULL, &zc);
+  otm_node_domain(otm_node(m, mul ? "QLinearMul" : "QLinearAdd", "q", "A,as,za,B,bs,zb,cs,zc", "Y"),
+                  "com.microsoft");
+  otm_output(m, "Y", t8(is_signed), 2, (int64_t[]){R, L});
+  OnyxValue* y = run_model(m);
+  const OnyxTensor* t = onyx_value_tensor(y);
+  assert_int_equal(onyx_tensor_elem_count(t), R * L);
+  const uint8_t* got = onyx_tensor_data(t);
+  for (size_t i = 0; i < R * L; i++) {
+    const size_t bi = bmode == 0 ? i : bmode == 1 ? i % L : 0;
+    const double da = (double)(as_int(is_signed, a[i]) - as_int(is_signed, za));
+    const double db = (double)(as_int(is_signed, b[bi]) - as_int(is_signed, zb));
+    const double v = mul ? da * db * as * bs / cs : (da * as + db * bs) / cs;
+    check_ref(mul ? "QLinearMul" : "QLinearAdd", i, as_int(is_signed, got[i]), v,
+              as_int(is_signed, zc), is_signed);
+  }
+  onyx_value_release(y);
+}
+
 static void test_qlinear_add(void** state) {
   (void)state;
   for (int sgn = 0; sgn < 2; sgn++) {
     run_qadd(sgn, (int64_t[]){4}, 1);
     run_qadd(sgn, (int64_t[]){3, 1}, 2);
     run_qadd(sgn, (int64_t[]){2, 3, 4}, 3);
+    for (int mul = 0; mul < 2; mul++)
+      for (int bmode = 0; bmode < 3; bmode++) {
+        run_qbinary_long(sgn, mul, bmode, 0.05f);
+        run_qbinary_long(sgn, mul, bmode, mul ? 0.02f : 0.004f); /* saturates */
+      }
   }
 }
 

@@ -12,8 +12,10 @@
 #       there: finds the CUDA runtime, cuBLAS and cuDNN, then runs the steps
 #       (all seven by default):
 #         1. test_gpu_cuda, test_gpu_modes_cuda, test_nvtx,
-#            test_gpu_attention_cuda and test_gpu_half_cuda (float16 /
-#            bfloat16; their device tests run when a GPU is present);
+#            test_gpu_attention_cuda, test_gpu_half_cuda (float16 /
+#            bfloat16), test_gpu_fused_cuda (FusedElementwise programs) and
+#            test_gpu_async_cuda (run events; the emulation-gated cases
+#            skip); their device tests run when a GPU is present;
 #         2. the sample model through cuda + cpu (placement and outputs);
 #         3. the node tests with --provider cuda --only (verdicts in OUT_DIR);
 #         4. the benchmark models through cuda + cpu against ONNX Runtime's
@@ -70,6 +72,7 @@ bundle() {
   cp "$build/bin/test_gpu_graph_cuda" "$b/bin/" 2>/dev/null || true
   cp "$build/bin/test_gpu_attention_cuda" "$b/bin/" 2>/dev/null || true
   cp "$build/bin/test_gpu_half_cuda" "$b/bin/" 2>/dev/null || true
+  cp "$build/bin/test_gpu_fused_cuda" "$build/bin/test_gpu_async_cuda" "$b/bin/" 2>/dev/null || true
   if [ -x "$build/bin/test_nvtx" ] && [ -f "$build/lib/libonyx_nvtx_inject.so" ]; then
     cp "$build/bin/test_nvtx" "$b/bin/" && cp "$build/lib/libonyx_nvtx_inject.so" "$b/lib/"
     cp "$build/lib/libonyx_ep_fake.so" "$build/lib/libonyx_ep_gpuemu.so" "$b/lib/" 2>/dev/null || true
@@ -145,6 +148,17 @@ step1() {
   else
     echo "not in the bundle"
   fi
+  local t
+  for t in test_gpu_fused_cuda test_gpu_async_cuda; do
+    echo "== 1f. $t"
+    if [ -x "$B/bin/$t" ]; then
+      "$B/bin/$t" > "$O/$t.log" 2>&1
+      echo "rc $?"
+      grep -E 'test\(s\)|FAILED|ERROR|SKIP' "$O/$t.log" | head -30
+    else
+      echo "not in the bundle"
+    fi
+  done
 }
 
 step2() {

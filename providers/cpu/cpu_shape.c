@@ -192,7 +192,7 @@ static OnyxStatus* transpose_compute(void* state, OnyxKernelContext* ctx) {
   }
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;
-  return cpu_copy_strided(y, x, rank, dims, strides, 0);
+  return cpu_copy_strided_ctx(ctx, y, x, rank, dims, strides, 0);
 }
 
 /* ========================================================================= */
@@ -453,7 +453,7 @@ static OnyxStatus* slice_compute(void* state, OnyxKernelContext* ctx) {
   }
   OnyxTensor* y;
   if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;
-  return cpu_copy_strided(y, x, rank, dims, strides, offset);
+  return cpu_copy_strided_ctx(ctx, y, x, rank, dims, strides, offset);
 }
 
 /* ========================================================================= */

@@ -550,6 +550,47 @@ OnyxStatus* cpu_copy_strided(OnyxTensor* dst, const OnyxTensor* src, size_t rank
   return cpu_copy_strided_ctx(NULL, dst, src, rank, dims, src_strides, src_offset);
 }
 
+/* Rows [r0, r1) of a strided copy of fixed-size elements (rows of `len`
+ * elements along the last axis): the source offset of row r0 from its
+ * index, then an odometer over the outer axes. */
+typedef struct CpuStridedJob {
+  char* d;
+  const char* s;
+  size_t es, len, rank;
+  const int64_t* dims;
+  const int64_t* strides;
+  int64_t offset;
+  CpuStop stop;
+} CpuStridedJob;
+
+static void cpu_strided_rows(void* user, size_t r0, size_t r1) {
+  CpuStridedJob* j = user;
+  const size_t rank = j->rank;
+  int64_t idx[CPU_MAX_RANK] = {0}, off = j->offset;
+  size_t r = r0, polled = 0;
+  for (size_t k = rank ? rank - 1 : 0; k-- > 0;) {
+    idx[k] = (int64_t)(r % (size_t)j->dims[k]);
+    r /= (size_t)j->dims[k];
+    off += idx[k] * j->strides[k];
+  }
+  const int64_t step = rank ? j->strides[rank - 1] : 0;
+  for (size_t row = r0; row < r1; row++) {
+    if (cpu_stop_poll(&j->stop, &polled, j->len)) return;
+    cpu_copy_row(j->d + row * j->len * j->es, j->s + off * (int64_t)j->es, j->es, step, j->len);
+    for (size_t k = rank ? rank - 1 : 0; k-- > 0;) {
+      off += j->strides[k];
+      if (++idx[k] < j->dims[k]) break;
+      off -= j->strides[k] * j->dims[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+/* Copies of at least this many bytes are split by rows over the kernel's
+ * thread pool (each row is written by one task, so the result does not
+ * depend on the thread count); smaller ones run on the calling thread. */
+#define CPU_COPY_PARALLEL_BYTES ((size_t)256 << 10)
+
 OnyxStatus* cpu_copy_strided_ctx(const OnyxKernelContext* ctx, OnyxTensor* dst,
                                  const OnyxTensor* src, size_t rank, const int64_t* dims,
                                  const int64_t* src_strides, int64_t src_offset) {
@@ -559,9 +600,24 @@ OnyxStatus* cpu_copy_strided_ctx(const OnyxKernelContext* ctx, OnyxTensor* dst,
   size_t es = cpu_elem_size(type);
   size_t len = rank ? (size_t)dims[rank - 1] : 1;
   int64_t step = rank ? src_strides[rank - 1] : 0;
-  int64_t idx[CPU_MAX_RANK] = {0}, off = src_offset;
   char* d = cpu_host->tensor_mutable_data(dst);
   const char* s = cpu_host->tensor_data(src);
+  OnyxThreadPool* pool = ctx ? cpu_host->ctx_thread_pool(ctx) : NULL;
+  if (type != ONYX_ELEM_STRING && es && pool && count / len > 1 &&
+      count >= CPU_COPY_PARALLEL_BYTES / es) {
+    CpuStridedJob j = {.d = d,
+                       .s = s,
+                       .es = es,
+                       .len = len,
+                       .rank = rank,
+                       .dims = dims,
+                       .strides = src_strides,
+                       .offset = src_offset,
+                       .stop = {.ctx = ctx}};
+    cpu_host->parallel_for(pool, count / len, cpu_strided_rows, &j);
+    return cpu_stop_seen(&j.stop) ? cpu_cancelled(ctx, NULL) : NULL;
+  }
+  int64_t idx[CPU_MAX_RANK] = {0}, off = src_offset;
   for (size_t out = 0; out < count; out += len) {
     if (ctx && out >= next_poll) {
       if (cpu_should_stop(ctx)) return cpu_cancelled(ctx, NULL);

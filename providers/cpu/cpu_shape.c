@@ -199,6 +199,74 @@ static OnyxStatus* transpose_compute(void* state, OnyxKernelContext* ctx) {
 /* Concat                                                                     */
 /* ========================================================================= */
 
+/* Concat of fixed-size elements split over the thread pool: the copies
+ * (one per input and outer index) cut into pieces of CONCAT_PIECE bytes,
+ * the pieces shared out by the pool, each written by one task (so the
+ * result does not depend on the thread count). *done false: the caller
+ * copies serially (strings, no pool, under CONCAT_PARALLEL_BYTES, or more
+ * than CONCAT_MAX_PIECES pieces, whose list would cost more than it saves). */
+#define CONCAT_PIECE          ((size_t)64 << 10)
+#define CONCAT_PARALLEL_BYTES ((size_t)256 << 10)
+#define CONCAT_MAX_PIECES     ((size_t)1 << 16)
+
+typedef struct ConcatPiece {
+  char* d;
+  const char* s;
+  size_t bytes;
+} ConcatPiece;
+
+typedef struct ConcatJob {
+  const ConcatPiece* pieces;
+  CpuStop stop;
+} ConcatJob;
+
+static void concat_pieces(void* user, size_t p0, size_t p1) {
+  ConcatJob* j = user;
+  size_t polled = 0;
+  for (size_t p = p0; p < p1; p++) {
+    if (cpu_stop_poll(&j->stop, &polled, j->pieces[p].bytes / 4 + 1)) return;
+    memcpy(j->pieces[p].d, j->pieces[p].s, j->pieces[p].bytes);
+  }
+}
+
+static OnyxStatus* concat_parallel(OnyxKernelContext* ctx, OnyxTensor* y, size_t n, size_t outer,
+                                   size_t inner, size_t out_row, size_t axis, bool* done) {
+  *done = false;
+  const int32_t type = cpu_host->tensor_elem_type(y);
+  const size_t es = cpu_elem_size(type);
+  OnyxThreadPool* pool = cpu_host->ctx_thread_pool(ctx);
+  const size_t total = cpu_host->tensor_elem_count(y);
+  if (type == ONYX_ELEM_STRING || !es || !pool || total < CONCAT_PARALLEL_BYTES / es) return NULL;
+  size_t count = 0;
+  for (size_t k = 0; k < n; k++) {
+    const size_t row = (size_t)cpu_host->tensor_dims(cpu_host->ctx_input(ctx, k))[axis] * inner;
+    const size_t per = (row * es + CONCAT_PIECE - 1) / CONCAT_PIECE; /* row * es <= total bytes */
+    if (per && outer > (CONCAT_MAX_PIECES - count) / per) return NULL;
+    count += outer * per;
+  }
+  if (count < 2) return NULL;
+  ConcatPiece* pieces = cpu_host->ctx_scratch(ctx, count * sizeof *pieces);
+  if (!pieces) return cpu_oom(ctx);
+  char* d = cpu_host->tensor_mutable_data(y);
+  size_t at = 0, p = 0;
+  for (size_t k = 0; k < n; k++) {
+    const OnyxTensor* x = cpu_host->ctx_input(ctx, k);
+    const size_t row = (size_t)cpu_host->tensor_dims(x)[axis] * inner;
+    const char* s = cpu_host->tensor_data(x);
+    for (size_t o = 0; o < outer && row; o++)
+      for (size_t b = 0; b < row * es; b += CONCAT_PIECE)
+        pieces[p++] =
+            (ConcatPiece){.d = d + (o * out_row + at) * es + b,
+                          .s = s + o * row * es + b,
+                          .bytes = row * es - b < CONCAT_PIECE ? row * es - b : CONCAT_PIECE};
+    at += row;
+  }
+  ConcatJob j = {.pieces = pieces, .stop = {.ctx = ctx}};
+  cpu_host->parallel_for(pool, p, concat_pieces, &j);
+  *done = true;
+  return cpu_stop_seen(&j.stop) ? cpu_cancelled(ctx, "Concat") : NULL;
+}
+
 static OnyxStatus* concat_compute(void* state, OnyxKernelContext* ctx) {
   const ShapeState* s = state;
   size_t n = cpu_host->ctx_input_count(ctx);
@@ -231,6 +299,8 @@ static OnyxStatus* concat_compute(void* state, OnyxKernelContext* ctx) {
   if ((st = cpu_host->ctx_output(ctx, 0, dims, rank, &y))) return st;
   size_t outer = cpu_dims_product(dims, 0, axis), inner = cpu_dims_product(dims, axis + 1, rank);
   size_t out_row = (size_t)dims[axis] * inner, at = 0;
+  bool done = false;
+  if ((st = concat_parallel(ctx, y, n, outer, inner, out_row, axis, &done)) || done) return st;
   for (size_t k = 0; k < n; k++) {
     const OnyxTensor* x = cpu_host->ctx_input(ctx, k);
     size_t row = (size_t)cpu_host->tensor_dims(x)[axis] * inner;

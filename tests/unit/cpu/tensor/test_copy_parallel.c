@@ -2,7 +2,8 @@
  * Slice with steps, Tile) on tensors large enough to be split by rows over
  * the session's thread pool (256 KiB and more), at 1 and 3 threads, against
  * a reference computed here element by element; and one tensor below the
- * threshold. Every element is distinct, so any row written from the wrong
+ * threshold; and Concat, whose copies are cut into pieces shared out by the
+ * pool. Every element is distinct, so any row written from the wrong
  * place or twice shows. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -207,11 +208,98 @@ static void test_tile(void** state) {
   free(x);
 }
 
+/* Concat of three inputs (one empty along the axis) on axis 1 (a few large
+ * copies) and on axis 3 (thousands of short rows). */
+static void test_concat(void** state) {
+  (void)state;
+  for (int axis = 1; axis <= 3; axis += 2) {
+    int64_t xd[3][R];
+    const int64_t along[3] = {40, 0, 56};
+    for (int k = 0; k < 3; k++) {
+      const int64_t base[R] = {2, 24, 32, 48};
+      memcpy(xd[k], base, sizeof base);
+      xd[k][axis] = along[k];
+    }
+    float* x[3];
+    size_t off = 0;
+    for (int k = 0; k < 3; k++) {
+      size_t n = count_of(xd[k], R);
+      x[k] = malloc((n ? n : 1) * sizeof *x[k]);
+      assert_non_null(x[k]);
+      for (size_t i = 0; i < n; i++)
+        x[k][i] = (float)(off + i);
+      off += n;
+    }
+    int64_t wd[R];
+    memcpy(wd, xd[0], sizeof wd);
+    wd[axis] = along[0] + along[1] + along[2];
+    size_t n = count_of(wd, R);
+    float* want = malloc(n * sizeof *want);
+    assert_non_null(want);
+    size_t i = 0;
+    for (int64_t a = 0; a < wd[0]; a++)
+      for (int64_t b = 0; b < wd[1]; b++)
+        for (int64_t c = 0; c < wd[2]; c++)
+          for (int64_t e = 0; e < wd[3]; e++) {
+            int64_t idx[R] = {a, b, c, e}, at = idx[axis];
+            int k = 0;
+            while (at >= along[k]) {
+              at -= along[k];
+              k++;
+            }
+            idx[axis] = at;
+            want[i++] =
+                x[k][((idx[0] * xd[k][1] + idx[1]) * xd[k][2] + idx[2]) * xd[k][3] + idx[3]];
+          }
+    for (int threads = 1; threads <= 3; threads += 2) {
+      OxTestModel* m = otm_new(13);
+      otm_input(m, "x0", ONYX_ELEM_FLOAT32, R, xd[0]);
+      otm_input(m, "x1", ONYX_ELEM_FLOAT32, R, xd[1]);
+      otm_input(m, "x2", ONYX_ELEM_FLOAT32, R, xd[2]);
+      otm_output(m, "y", ONYX_ELEM_FLOAT32, -1, NULL);
+      OxTestNode* nd = otm_node(m, "Concat", "c", "x0,x1,x2", "y");
+      otm_attr_int(nd, "axis", axis);
+      uint8_t* bytes;
+      size_t len;
+      otm_serialize(m, &bytes, &len);
+      otm_free(m);
+      OnyxSessionOptions* o = NULL;
+      ok(onyx_session_options_create(&o));
+      ok(onyx_session_options_set_threads(o, threads));
+      OnyxSession* s = NULL;
+      ok(onyx_session_create_from_bytes(o, bytes, len, NULL, &s));
+      onyx_session_options_release(o);
+      free(bytes);
+      OnyxValue* in[3] = {NULL, NULL, NULL};
+      for (int k = 0; k < 3; k++)
+        ok(onyx_value_create_tensor(ONYX_ELEM_FLOAT32, xd[k], R, x[k],
+                                    count_of(xd[k], R) * sizeof(float), &in[k]));
+      const char* names[3] = {"x0", "x1", "x2"};
+      const char* out_name = "y";
+      OnyxValue* out = NULL;
+      ok(onyx_session_run(s, NULL, names, (const OnyxValue* const*)in, 3, &out_name, 1, &out));
+      const OnyxTensor* t = onyx_value_tensor(out);
+      assert_int_equal(onyx_tensor_elem_count(t), n);
+      for (int d = 0; d < R; d++)
+        assert_int_equal(onyx_tensor_dims(t)[d], wd[d]);
+      check(onyx_tensor_data(t), want, n, axis == 1 ? "Concat axis 1" : "Concat axis 3", threads);
+      onyx_value_release(out);
+      for (int k = 0; k < 3; k++)
+        onyx_value_release(in[k]);
+      onyx_session_release(s);
+    }
+    free(want);
+    for (int k = 0; k < 3; k++)
+      free(x[k]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transpose),
       cmocka_unit_test(test_slice),
       cmocka_unit_test(test_tile),
+      cmocka_unit_test(test_concat),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -599,14 +599,15 @@ static OnyxStatus* revseq_compute(void* state, OnyxKernelContext* ctx) {
 /* ========================================================================= */
 
 /* Copies x seen as a 6-D tensor `t` through permutation `perm` into y. */
-static OnyxStatus* permute6(OnyxTensor* y, const OnyxTensor* x, const int64_t* t, const int* perm) {
+static OnyxStatus* permute6(OnyxKernelContext* ctx, OnyxTensor* y, const OnyxTensor* x,
+                            const int64_t* t, const int* perm) {
   int64_t st6[6], dims[6], strides[6];
   cpu_dense_strides(t, 6, st6);
   for (int i = 0; i < 6; i++) {
     dims[i] = t[perm[i]];
     strides[i] = st6[perm[i]];
   }
-  return cpu_copy_strided(y, x, 6, dims, strides, 0);
+  return cpu_copy_strided_ctx(ctx, y, x, 6, dims, strides, 0);
 }
 
 static OnyxStatus* d2s_compute(void* state, OnyxKernelContext* ctx) {
@@ -630,11 +631,11 @@ static OnyxStatus* d2s_compute(void* state, OnyxKernelContext* ctx) {
   if (s->mode) { /* CRD */
     int64_t t[6] = {d[0], c, b, b, d[2], d[3]};
     static const int perm[6] = {0, 1, 4, 2, 5, 3};
-    return permute6(y, x, t, perm);
+    return permute6(ctx, y, x, t, perm);
   }
   int64_t t[6] = {d[0], b, b, c, d[2], d[3]};
   static const int perm[6] = {0, 3, 4, 1, 5, 2};
-  return permute6(y, x, t, perm);
+  return permute6(ctx, y, x, t, perm);
 }
 
 static OnyxStatus* s2d_compute(void* state, OnyxKernelContext* ctx) {
@@ -656,7 +657,7 @@ static OnyxStatus* s2d_compute(void* state, OnyxKernelContext* ctx) {
   if (st) return st;
   int64_t t[6] = {d[0], d[1], d[2] / b, b, d[3] / b, b};
   static const int perm[6] = {0, 3, 5, 1, 2, 4};
-  return permute6(y, x, t, perm);
+  return permute6(ctx, y, x, t, perm);
 }
 
 /* ========================================================================= */

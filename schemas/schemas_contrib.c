@@ -1,6 +1,8 @@
 /* schemas_contrib.c — the contrib family: the com.onyx ops the graph
  * optimizer fuses into (host/optimizer, docs/optimizer.md), with their
- * inference. Kernels: providers/cpu/cpu_contrib.c.
+ * inference. Kernels: providers/cpu/cpu_contrib.c (float32), and for
+ * FusedMatMul, Gelu and LayerNormalization also providers/gpu-common
+ * (float32, float16, bfloat16).
  *
  *   FusedMatMul(A, B, Bias, Z?) -> Y   MatMul(A, B) + Bias, B 2-D, Bias [N]
  *                                  along the last axis (A of any rank >= 2),
@@ -49,8 +51,13 @@
 #define F32     OX_T(ONYX_ELEM_FLOAT32)
 #define L(a)    a, (uint8_t)OX_ARRAY_LEN(a)
 
+/* FusedMatMul, Gelu and LayerNormalization also take float16 and bfloat16:
+ * the GPU providers' kernels of them do (float32 arithmetic, one rounding
+ * of the result); the CPU provider's take float32. */
+#define REAL (F32 | OX_T(ONYX_ELEM_FLOAT16) | OX_T(ONYX_ELEM_BFLOAT16))
 static const OxTypeConstr t_f32[] = {{"T", F32}};
-static const OxTypeConstr t_ln[] = {{"T", F32}, {"U", F32}};
+static const OxTypeConstr t_real[] = {{"T", REAL}};
+static const OxTypeConstr t_ln[] = {{"T", REAL}, {"U", F32}};
 #define MS "com.microsoft"
 static const OxTypeConstr t_q8[] = {{"T", OX_T(ONYX_ELEM_UINT8) | OX_T(ONYX_ELEM_INT8)}};
 static const OxFormal f_qadd_in[] = {{"A", "T", ONYX_PARAM_SINGLE, 1},
@@ -210,11 +217,11 @@ static const OxSchema ox_contrib_rows[] = {
      true},
     {MS, "QLinearGlobalAveragePool", 1, L(f_qgap_in), L(f_y), L(t_q8), L(a_qgap),
      ox_infer_qlinear_gap, NULL, NULL, true},
-    {CONTRIB, "FusedMatMul", 1, L(f_mm_in), L(f_y), L(t_f32), L(a_mm), ox_infer_fused_matmul, NULL,
+    {CONTRIB, "FusedMatMul", 1, L(f_mm_in), L(f_y), L(t_real), L(a_mm), ox_infer_fused_matmul, NULL,
      NULL, true},
     {CONTRIB, "FusedConv", 1, L(f_conv_in), L(f_y), L(t_f32), L(a_conv), ox_infer_conv, NULL, NULL,
      true},
-    {CONTRIB, "Gelu", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_unary, NULL, NULL, true},
+    {CONTRIB, "Gelu", 1, L(f_x), L(f_y), L(t_real), NULL, 0, ox_infer_unary, NULL, NULL, true},
     {CONTRIB, "Silu", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_unary, NULL, NULL, true},
     {CONTRIB, "HardSwish", 1, L(f_x), L(f_y), L(t_f32), NULL, 0, ox_infer_unary, NULL, NULL, true},
     {CONTRIB, "LayerNormalization", 1, L(f_ln_in), L(f_y), L(t_ln), L(a_ln), ox_infer_layernorm,

@@ -12,6 +12,54 @@ static bool ox_f32(const OxValue* v) {
   return v && v->type == ONYX_ELEM_FLOAT32;
 }
 
+static bool ox_half_type(int32_t t) {
+  return t == ONYX_ELEM_FLOAT16 || t == ONYX_ELEM_BFLOAT16;
+}
+
+/* v is a value the MatMul, Gelu and LayerNormalization fusions take:
+ * float32 anywhere; float16 or bfloat16 only after placement and off the
+ * CPU provider (the GPU providers' fused kernels take them, the CPU
+ * provider's do not), where ox_may_fuse then asks the provider for a
+ * kernel of that type (the session's may_fuse matches the type of the
+ * asking node's first input). */
+static bool ox_real(const OxOpt* o, const OxValue* v) {
+  if (!v) return false;
+  if (v->type == ONYX_ELEM_FLOAT32) return true;
+  return ox_half_type(v->type) && o->cfg->phase == OX_OPT_PHASE_FUSION && o->cfg->may_fuse &&
+         !ox_opt_on_cpu(o);
+}
+
+/* ox_real(v), and v has the element type of `like`. */
+static bool ox_real_as(const OxOpt* o, const OxValue* v, const OxValue* like) {
+  return ox_real(o, v) && like && v->type == like->type;
+}
+
+/* A scalar constant (ox_opt_const_scalar), float16 and bfloat16 ones
+ * included: the constants of a float16 model's Gelu and LayerNormalization
+ * patterns have the model's type. */
+static bool ox_const_real(const OxValue* v, double* out) {
+  if (ox_opt_const_scalar(v, out)) return true;
+  if (!v || !v->constant || v->is_graph_input) return false;
+  const OxTensor* t = v->constant;
+  if (!ox_half_type(t->type) || t->count < 1 || !t->data || t->device.kind != ONYX_DEVICE_CPU)
+    return false;
+  const uint16_t* h = t->data;
+  for (size_t i = 1; i < t->count; i++)
+    if (h[i] != h[0]) return false;
+  if (t->type == ONYX_ELEM_BFLOAT16) { /* the high half of a float32 */
+    uint32_t bits = (uint32_t)h[0] << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    *out = f;
+    return true;
+  }
+  const int e = (h[0] >> 10) & 31, m = h[0] & 1023;
+  if (e == 31) return false; /* inf or NaN: no pattern's constant */
+  const double mag = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+  *out = h[0] & 0x8000 ? -mag : mag;
+  return true;
+}
+
 static bool ox_host_const(const OxValue* v) {
   return v && v->constant && !v->is_graph_input && v->constant->device.kind == ONYX_DEVICE_CPU &&
          (v->constant->data || !v->constant->count);
@@ -71,7 +119,8 @@ static OnyxStatus* ox_fuse_matmul_add(OxOpt* o, OxNode* add, bool* done) {
   OxValue* c = add->inputs[2 - side]; /* side was incremented past the match */
   OxValue* y = add->outputs[0];
   OxValue* prod = mm->outputs[0];
-  if (!ox_f32(a) || !ox_f32(b) || !ox_f32(c) || b->rank != 2 || a->rank < 2) return NULL;
+  if (!ox_real(o, a) || !ox_real_as(o, b, a) || !ox_real_as(o, c, a) || b->rank != 2 || a->rank < 2)
+    return NULL;
   /* The Add must not broadcast the product to a larger shape: the bias
    * checks below keep every dim of the product. */
   if (prod->rank < 2 || c->rank > prod->rank) return NULL;
@@ -192,13 +241,16 @@ static OnyxStatus* ox_fuse_matmul_act(OxOpt* o, OxNode* act, const char* kind, f
   OxValue* a = mm->inputs[0];
   OxValue* b = mm->inputs[1];
   OxValue* c = mm->inputs[2];
-  if (!ox_f32(a) || !ox_f32(b) || !ox_f32(c) || b->rank != 2 || !ox_f32(p_out)) return NULL;
+  if (!ox_real(o, a) || !ox_real_as(o, b, a) || !ox_real_as(o, c, a) || b->rank != 2 ||
+      !ox_real_as(o, p_out, a))
+    return NULL;
   OxValue* nb = b;
   if (!fused) {
     if (ox_node_attr_int(mm, "transA", 0) != 0 || ox_node_attr_float(mm, "alpha", 1.0f) != 1.0f ||
         ox_node_attr_float(mm, "beta", 1.0f) != 1.0f || a->rank != 2 || !ox_host_const(b))
       return NULL;
     const bool tb = ox_node_attr_int(mm, "transB", 0) != 0;
+    if (tb && !ox_f32(b)) return NULL; /* the transposition below copies float32 */
     const int64_t n = b->dims[tb ? 0 : 1], k = b->dims[tb ? 1 : 0];
     if (!ox_row_bias(c, n) || c->rank > 2) return NULL;
     if (tb) {
@@ -321,11 +373,11 @@ static OnyxStatus* ox_fuse_conv_act(OxOpt* o, OxNode* act, bool* done) {
     } else {
       double v;
       if (act->n_inputs > 1 && act->inputs[1]) {
-        if (!ox_opt_const_scalar(act->inputs[1], &v)) return NULL;
+        if (!ox_const_real(act->inputs[1], &v)) return NULL;
         lo = (float)v;
       }
       if (act->n_inputs > 2 && act->inputs[2]) {
-        if (!ox_opt_const_scalar(act->inputs[2], &v)) return NULL;
+        if (!ox_const_real(act->inputs[2], &v)) return NULL;
         hi = (float)v;
       }
     }
@@ -470,7 +522,7 @@ static OnyxStatus* ox_fuse_layernorm(OxOpt* o, OxNode* div, bool* done) {
   OxNode* sub = ox_opt_producer(div, 0, "Sub");
   if (!sqrt_n || !sub || !ox_opt_single_use(o, div->inputs[1])) return NULL;
   OxValue* x = sub->inputs[0];
-  if (!ox_f32(x) || x->rank < 1) return NULL;
+  if (!ox_real(o, x) || x->rank < 1) return NULL;
   OxNode* mean = ox_opt_producer(sub, 1, "ReduceMean");
   if (!mean || mean->inputs[0] != x || !ox_mean_last_axis(mean, x->rank) ||
       !ox_opt_single_use(o, mean->outputs[0]))
@@ -480,7 +532,7 @@ static OnyxStatus* ox_fuse_layernorm(OxOpt* o, OxNode* div, bool* done) {
   OxNode* sq = d->consumers[0] == div ? d->consumers[1] : d->consumers[0];
   double two;
   if (ox_opt_is(sq, "Pow")) {
-    if (sq->inputs[0] != d || !ox_opt_const_scalar(sq->inputs[1], &two) || two != 2.0) return NULL;
+    if (sq->inputs[0] != d || !ox_const_real(sq->inputs[1], &two) || two != 2.0) return NULL;
   } else if (!ox_opt_is(sq, "Mul") || sq->inputs[0] != d || sq->inputs[1] != d) {
     return NULL;
   }
@@ -488,19 +540,19 @@ static OnyxStatus* ox_fuse_layernorm(OxOpt* o, OxNode* div, bool* done) {
   if (!var || !ox_mean_last_axis(var, x->rank)) return NULL;
   OxNode* add_eps = ox_sole_consumer(o, var->outputs[0], "Add");
   double eps;
-  if (!add_eps || !ox_opt_const_scalar(ox_other(add_eps, var->outputs[0]), &eps) || eps < 0)
-    return NULL;
+  if (!add_eps || !ox_const_real(ox_other(add_eps, var->outputs[0]), &eps) || eps < 0) return NULL;
   if (sqrt_n->inputs[0] != add_eps->outputs[0] || !ox_opt_single_use(o, add_eps->outputs[0]))
     return NULL;
   /* Scale and bias: Mul(norm, gamma) then optionally Add(., beta). */
   int64_t width = x->dims[x->rank - 1];
   OxNode* mul = ox_sole_consumer(o, div->outputs[0], "Mul");
   OxValue* gamma = mul ? ox_other(mul, div->outputs[0]) : NULL;
-  if (!gamma || !ox_f32(gamma) || gamma->rank != 1 || width < 0 || gamma->dims[0] != width)
+  if (!gamma || !ox_real_as(o, gamma, x) || gamma->rank != 1 || width < 0 ||
+      gamma->dims[0] != width)
     return NULL;
   OxNode* add_b = ox_sole_consumer(o, mul->outputs[0], "Add");
   OxValue* beta = add_b ? ox_other(add_b, mul->outputs[0]) : NULL;
-  if (beta && (!ox_f32(beta) || beta->rank != 1 || beta->dims[0] != width)) {
+  if (beta && (!ox_real_as(o, beta, x) || beta->rank != 1 || beta->dims[0] != width)) {
     add_b = NULL;
     beta = NULL;
   }
@@ -535,8 +587,15 @@ OnyxStatus* ox_pass_layernorm(OxOpt* o, bool* changed) {
 /* --- Gelu ----------------------------------------------------------------------------------------
  */
 
-static bool ox_near(double v, double want) {
-  return fabs(v - want) <= 1e-4 * fabs(want);
+/* v is the constant `want` as a value of x's type holds it: within 1e-4
+ * relative for float32; within one unit in the last place for float16
+ * (2^-10 relative) and bfloat16 (2^-7), where sqrt(2) itself rounds
+ * further than 1e-4 away. */
+static bool ox_near(const OxValue* x, double v, double want) {
+  const double tol = x->type == ONYX_ELEM_FLOAT16    ? 0x1p-10
+                     : x->type == ONYX_ELEM_BFLOAT16 ? 0x1p-7
+                                                     : 1e-4;
+  return fabs(v - want) <= tol * fabs(want);
 }
 
 /* 0.5 * x * (1 + erf(x / sqrt(2))), in the orders exporters write it. */
@@ -549,14 +608,13 @@ static OnyxStatus* ox_fuse_gelu(OxOpt* o, OxNode* erf, bool* done) {
   if (!scale || !ox_opt_single_use(o, erf->inputs[0]) || scale->n_inputs != 2) return NULL;
   OxValue* x = scale->inputs[0];
   double c;
-  if (!ox_f32(x) || !ox_opt_const_scalar(scale->inputs[1], &c)) return NULL;
-  if (!((ox_opt_is(scale, "Div") && ox_near(c, sqrt(2.0))) ||
-        (ox_opt_is(scale, "Mul") && ox_near(c, sqrt(0.5)))))
+  if (!ox_real(o, x) || !ox_const_real(scale->inputs[1], &c)) return NULL;
+  if (!((ox_opt_is(scale, "Div") && ox_near(x, c, sqrt(2.0))) ||
+        (ox_opt_is(scale, "Mul") && ox_near(x, c, sqrt(0.5)))))
     return NULL;
   OxNode* add1 = ox_sole_consumer(o, erf->outputs[0], "Add");
   double one;
-  if (!add1 || !ox_opt_const_scalar(ox_other(add1, erf->outputs[0]), &one) || one != 1.0)
-    return NULL;
+  if (!add1 || !ox_const_real(ox_other(add1, erf->outputs[0]), &one) || one != 1.0) return NULL;
   OxNode* m1 = ox_sole_consumer(o, add1->outputs[0], "Mul");
   if (!m1) return NULL;
   OxValue* partner = ox_other(m1, add1->outputs[0]);
@@ -565,18 +623,17 @@ static OnyxStatus* ox_fuse_gelu(OxOpt* o, OxNode* erf, bool* done) {
   double half;
   if (partner == x) { /* (x * (1 + erf)) * 0.5 */
     last = ox_sole_consumer(o, m1->outputs[0], "Mul");
-    if (!last || !ox_opt_const_scalar(ox_other(last, m1->outputs[0]), &half) || half != 0.5)
-      return NULL;
+    if (!last || !ox_const_real(ox_other(last, m1->outputs[0]), &half) || half != 0.5) return NULL;
   } else if (partner && partner->producer && ox_opt_is(partner->producer, "Mul") &&
              ox_opt_single_use(o, partner)) { /* (x * 0.5) * (1 + erf) */
     half_n = partner->producer;
-    if (!ox_opt_const_scalar(ox_other(half_n, x), &half) || half != 0.5) return NULL;
+    if (!ox_const_real(ox_other(half_n, x), &half) || half != 0.5) return NULL;
     last = m1;
   } else {
     return NULL;
   }
   OxValue* y = last->outputs[0];
-  if (!ox_f32(y)) return NULL;
+  if (!ox_real_as(o, y, x)) return NULL;
   OxNode* chain[] = {scale, erf, add1, m1, half_n, last == m1 ? NULL : last};
   char* base = ox_strdup(erf->name);
   if (!base) return ox_oom();

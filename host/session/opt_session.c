@@ -155,10 +155,13 @@ static OnyxStatus* ox_eval_cpu(void* ctx, OxNode* n, OxTensor** outs) {
 /* r registers a kernel for `op` of `domain` ("" for ONNX) that covers the
  * opset `version` and takes float32 for its first type constraint (the
  * fused ops are float32; the quantized ones of opt_qdq.c, QLinear* and
- * NhwcMaxPool, int8 or uint8). The node the fusion makes is matched exactly afterwards
+ * NhwcMaxPool, int8 or uint8), or float16 / bfloat16 where `elem` (the
+ * asking node's type) is one of those (the GPU providers' fused kernels).
+ * The node the fusion makes is matched exactly afterwards
  * (ox_session_check_fused). */
 static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const char* op,
-                           int64_t version) {
+                           int64_t version, int32_t elem) {
+  const bool half = elem == ONYX_ELEM_FLOAT16 || elem == ONYX_ELEM_BFLOAT16;
   for (size_t i = 0; r && i < ox_kreg_count(r); i++) {
     const OxKernel* k = ox_kreg_at(r, i);
     const OnyxKernelDef* d = &k->def;
@@ -166,8 +169,8 @@ static bool ox_kreg_has_op(const OxKernelRegistry* r, const char* domain, const 
     if (strcmp(d->op_type, op) || strcmp(kd, domain)) continue;
     if (version < d->since_version || version > d->end_version) continue;
     const bool q8 = !strncmp(op, "QLinear", 7) || !strcmp(op, "NhwcMaxPool");
-    const uint64_t want =
-        OX_T(ONYX_ELEM_FLOAT32) | (q8 ? OX_T(ONYX_ELEM_UINT8) | OX_T(ONYX_ELEM_INT8) : 0);
+    const uint64_t want = OX_T(half ? elem : ONYX_ELEM_FLOAT32) |
+                          (q8 ? OX_T(ONYX_ELEM_UINT8) | OX_T(ONYX_ELEM_INT8) : 0);
     if (d->type_constraint_count && !(k->allowed[0] & want)) continue;
     return true;
   }
@@ -181,7 +184,9 @@ static bool ox_session_may_fuse(void* ctx, const OxNode* n, const char* domain, 
   if (n->ep < 0 || (size_t)n->ep >= s->prog.n_eps) return false;
   int64_t version = ox_graph_opset(s->prog.graph, domain);
   if (version < 0) version = !strcmp(domain, OX_CONTRIB_DOMAIN) ? 1 : 0;
-  return ox_kreg_has_op(s->prog.eps[n->ep].lib->kernels, domain, op, version);
+  const int32_t elem =
+      n->n_inputs && n->inputs[0] ? (int32_t)n->inputs[0]->type : (int32_t)ONYX_ELEM_FLOAT32;
+  return ox_kreg_has_op(s->prog.eps[n->ep].lib->kernels, domain, op, version, elem);
 }
 
 /* Schema registries of the session's providers, for re-resolving. */

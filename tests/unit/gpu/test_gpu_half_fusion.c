@@ -6,6 +6,8 @@
  * - MatMul + Add(bias) + Gelu (the erf pattern an exporter writes, its
  *   constants in the model's type) becomes com.onyx FusedMatMul + com.onyx
  *   Gelu on GPU_NAME, nothing of the pattern left;
+ * - MatMul + Add(bias) + Relu with a 2-D x becomes Gemm, then one com.onyx
+ *   FusedMatMul with activation Relu;
  * - the LayerNormalization pattern (ReduceMean, Sub, Pow, ReduceMean, Add,
  *   Sqrt, Div, Mul, Add) becomes one LayerNormalization on GPU_NAME;
  * - the same models on the CPU provider alone keep every node (the CPU
@@ -274,6 +276,45 @@ static void gelu_case(const Fmt* f) {
   onyx_session_release(s);
 }
 
+/* y = Relu(x W + bias) with x 2-D: matmul_add makes a Gemm, whose Relu
+ * then joins it as com.onyx FusedMatMul with activation Relu. */
+static void gemm_relu_case(const Fmt* f) {
+  enum { R = 5, K = 20, N = 12 };
+  double x[R * K], w[K * N], b[N];
+  uint16_t hx[R * K], hw[K * N], hb[N];
+  fill(f, 31, 1.0, R * K, x, hx);
+  fill(f, 32, 0.5, K * N, w, hw);
+  fill(f, 33, 0.5, N, b, hb);
+  OxTestModel* m = otm_new(17);
+  otm_input(m, "x", f->type, 2, (int64_t[]){R, K});
+  otm_initializer(m, "w", f->type, 2, (int64_t[]){K, N}, hw);
+  otm_initializer(m, "bias", f->type, 1, (int64_t[]){N}, hb);
+  otm_output(m, "y", f->type, 2, (int64_t[]){R, N});
+  otm_node(m, "MatMul", "mm", "x,w", "xw");
+  otm_node(m, "Add", "add", "xw,bias", "p");
+  otm_node(m, "Relu", "relu", "p", "y");
+  OnyxSession* s = session(m, true);
+  assert_int_equal(count_op(s, "FusedMatMul", GPU_NAME), 1);
+  assert_int_equal(s->prog.graph->n_nodes, 1);
+  assert_string_equal(ox_node_attr_string(s->prog.graph->nodes[0], "activation", ""), "Relu");
+  const int64_t dims[2] = {R, K};
+  double* y = run1(s, f, hx, 2, dims, R * N);
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < N; j++) {
+      double acc = b[j], mag = fabs(b[j]);
+      for (int q = 0; q < K; q++) {
+        acc += x[r * K + q] * w[q * N + j];
+        mag += fabs(x[r * K + q] * w[q * N + j]);
+      }
+      /* one rounding of the result to f, float32 sums before it */
+      const double ref = acc > 0 ? acc : 0;
+      check_close("FusedMatMul (Relu)", f, (size_t)(r * N + j), y[r * N + j], ref,
+                  f->eps * fabs(ref) + (double)K * 0x1p-24 * mag);
+    }
+  free(y);
+  onyx_session_release(s);
+}
+
 /* --- LayerNormalization ------------------------------------------------------------------- */
 
 enum { LR = 5, LC = 32 };
@@ -358,6 +399,7 @@ static void test_fusion_float16(void** state) {
   (void)state;
   gpu_required();
   gelu_case(&F16);
+  gemm_relu_case(&F16);
   layernorm_case(&F16);
 }
 
@@ -365,6 +407,7 @@ static void test_fusion_bfloat16(void** state) {
   (void)state;
   gpu_required();
   gelu_case(&BF16);
+  gemm_relu_case(&BF16);
   layernorm_case(&BF16);
 }
 

@@ -677,10 +677,11 @@ static void test_elementwise_bfloat16(void** state) {
 /* --- a model end to end, and placement --------------------------------------------------- */
 
 /* y = Softmax(LayerNorm(Relu(x W + bias))), every tensor of f, the weights
- * initializers: with the optimizer and without (the host's fusions rewrite
- * float32 only, so the nodes stay as they are), every node on GPU_NAME. The
- * reference rounds each node's result to f; float32 arithmetic may round a
- * value the other way on the way, so the tolerance allows a few units of f. */
+ * initializers: with the optimizer (MatMul, Add and Relu fused into one
+ * FusedMatMul, which rounds once where the graph rounds twice) and without,
+ * every node on GPU_NAME. The reference rounds each node's result to f;
+ * float32 arithmetic may round a value the other way on the way, so the
+ * tolerance allows a few units of f. */
 static void model_case(const Fmt* f, bool optimize) {
   enum { R = 4, K = 32, N = 16 };
   double x[R * K], w[K * N], bias[N], sc[N], sh[N];

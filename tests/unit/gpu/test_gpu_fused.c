@@ -173,7 +173,7 @@ static void build(const Case* c, const int64_t* code, size_t n_code, const float
   otm_add_opset(m, "com.onyx", 1);
   char ins[64] = "";
   for (int j = 0; j < c->n_in; j++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "X%d", j);
     otm_input(m, name, ONYX_ELEM_FLOAT32, c->rank[j], c->dims[j]);
     strcat(ins, j ? ",X" : "X");

@@ -1250,28 +1250,25 @@ static OnyxStatus* nc_scale_compute(void* state, OnyxKernelContext* ctx) {
 }
 
 static const int32_t F32[] = {ONYX_ELEM_FLOAT32};
-/* NchwcScale's Y may take X's buffer. */
-static const OnyxAlias INPLACE[] = {{0, 0, ONYX_ALIAS_INPLACE}};
-static const OnyxTypeConstraint TC_T[] = {{"T", F32, 1}};
+const OnyxTypeConstraint cpu_nchwc_tc_f32[1] = {{"T", F32, 1}};
+const OnyxAlias cpu_nchwc_inplace[1] = {{0, 0, ONYX_ALIAS_INPLACE}};
 
-#define NDEF(op, cr, comp, rel, al, nal)                                                           \
-  {                                                                                                \
-    .struct_size = sizeof(OnyxKernelDef), .domain = "com.onyx", .op_type = op, .since_version = 1, \
-    .end_version = ONYX_OPSET_LATEST, .type_constraints = TC_T, .type_constraint_count = 1,        \
-    .aliases = al, .alias_count = nal, .create = cr, .compute = comp, .release = rel               \
-  }
-
-OnyxStatus* cpu_register_nchwc(OnyxKernelRegistry* r) {
-  const OnyxKernelDef defs[] = {
-      NDEF("NchwcConv", nc_conv_create, nc_conv_compute, nc_release, NULL, 0),
-      NDEF("ReorderInput", NULL, nc_reorder_input_compute, NULL, NULL, 0),
-      NDEF("ReorderOutput", NULL, nc_reorder_output_compute, NULL, NULL, 0),
-      NDEF("NchwcGlobalAveragePool", NULL, nc_gap_compute, NULL, NULL, 0),
-      NDEF("NchwcScale", NULL, nc_scale_compute, NULL, INPLACE, 1),
-  };
-  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+OnyxStatus* cpu_nchwc_register_defs(OnyxKernelRegistry* r, const OnyxKernelDef* defs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
     OnyxStatus* st = cpu_host->register_kernel(r, &defs[i]);
     if (st) return st;
   }
   return NULL;
+}
+
+OnyxStatus* cpu_register_nchwc(OnyxKernelRegistry* r) {
+  /* NchwcScale's Y may take X's buffer. */
+  const OnyxKernelDef defs[] = {
+      CPU_NCHWC_DEF("NchwcConv", nc_conv_create, nc_conv_compute, nc_release, NULL, 0),
+      CPU_NCHWC_DEF("ReorderInput", NULL, nc_reorder_input_compute, NULL, NULL, 0),
+      CPU_NCHWC_DEF("ReorderOutput", NULL, nc_reorder_output_compute, NULL, NULL, 0),
+      CPU_NCHWC_DEF("NchwcGlobalAveragePool", NULL, nc_gap_compute, NULL, NULL, 0),
+      CPU_NCHWC_DEF("NchwcScale", NULL, nc_scale_compute, NULL, cpu_nchwc_inplace, 1),
+  };
+  return cpu_nchwc_register_defs(r, defs, sizeof defs / sizeof defs[0]);
 }

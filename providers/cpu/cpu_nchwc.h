@@ -114,6 +114,21 @@ void cpu_nchwc_global_average(const float* x, float* y, size_t n, size_t cb, siz
 void cpu_nchwc_scale(const float* x, const float* s, float* y, size_t n, size_t cb, size_t hw,
                      size_t block);
 
+/* The blocked ops' kernel definitions (com.onyx, float32, every opset):
+ * CPU_NCHWC_DEF(op, create, compute, release, aliases, alias_count), and
+ * their registration (cpu_nchwc.c, cpu_nchwc_pool.c). */
+extern const OnyxTypeConstraint cpu_nchwc_tc_f32[1];
+/* Y (output 0) may take X's (input 0) buffer. */
+extern const OnyxAlias cpu_nchwc_inplace[1];
+#define CPU_NCHWC_DEF(op, cr, comp, rel, al, nal)                                                  \
+  {                                                                                                \
+    .struct_size = sizeof(OnyxKernelDef), .domain = "com.onyx", .op_type = op, .since_version = 1, \
+    .end_version = ONYX_OPSET_LATEST, .type_constraints = cpu_nchwc_tc_f32,                        \
+    .type_constraint_count = 1, .aliases = al, .alias_count = nal, .create = cr, .compute = comp,  \
+    .release = rel                                                                                 \
+  }
+OnyxStatus* cpu_nchwc_register_defs(OnyxKernelRegistry* r, const OnyxKernelDef* defs, size_t n);
+
 OnyxStatus* cpu_register_nchwc(OnyxKernelRegistry* r);
 
 #endif /* CPU_NCHWC_H */

@@ -465,27 +465,13 @@ static OnyxStatus* bn_compute(void* state, OnyxKernelContext* ctx) {
   return NULL;
 }
 
-static const int32_t F32[] = {ONYX_ELEM_FLOAT32};
-/* NchwcBatchNormalization's Y may take X's buffer. */
-static const OnyxAlias INPLACE[] = {{0, 0, ONYX_ALIAS_INPLACE}};
-static const OnyxTypeConstraint TC_T[] = {{"T", F32, 1}};
-
-#define PDEF(op, cr, comp, rel, al, nal)                                                           \
-  {                                                                                                \
-    .struct_size = sizeof(OnyxKernelDef), .domain = "com.onyx", .op_type = op, .since_version = 1, \
-    .end_version = ONYX_OPSET_LATEST, .type_constraints = TC_T, .type_constraint_count = 1,        \
-    .aliases = al, .alias_count = nal, .create = cr, .compute = comp, .release = rel               \
-  }
-
 OnyxStatus* cpu_register_nchwc_pool(OnyxKernelRegistry* r) {
+  /* NchwcBatchNormalization's Y may take X's buffer. */
   const OnyxKernelDef defs[] = {
-      PDEF("NchwcMaxPool", maxpool_create, pool_compute, state_release, NULL, 0),
-      PDEF("NchwcAveragePool", avgpool_create, pool_compute, state_release, NULL, 0),
-      PDEF("NchwcBatchNormalization", bn_create, bn_compute, bn_release, INPLACE, 1),
+      CPU_NCHWC_DEF("NchwcMaxPool", maxpool_create, pool_compute, state_release, NULL, 0),
+      CPU_NCHWC_DEF("NchwcAveragePool", avgpool_create, pool_compute, state_release, NULL, 0),
+      CPU_NCHWC_DEF("NchwcBatchNormalization", bn_create, bn_compute, bn_release, cpu_nchwc_inplace,
+                    1),
   };
-  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
-    OnyxStatus* st = cpu_host->register_kernel(r, &defs[i]);
-    if (st) return st;
-  }
-  return NULL;
+  return cpu_nchwc_register_defs(r, defs, sizeof defs / sizeof defs[0]);
 }
